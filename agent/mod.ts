@@ -1,0 +1,5 @@
+/**
+ * agent: see README.md. Nothing is exported yet.
+ * @module
+ */
+export {};

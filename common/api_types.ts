@@ -1,0 +1,69 @@
+/**
+ * The manager's wire types that more than one component reads: the agent, the monitor and knitctl
+ * consume these shapes, the manager produces them. The manager validates with its own schemas.
+ */
+
+export type NetworkType = "vxlan" | "vlan" | "flat";
+
+/** The one error shape every API answer uses. `code` is stable; `message` is for people. */
+export interface ErrorBody {
+  error: {
+    code: string;
+    message: string;
+    /** The request field that was wrong, as a dotted path, for validation errors. */
+    field?: string;
+  };
+}
+
+export interface Route {
+  /** Destination CIDR. */
+  dst: string;
+  /** Next hop; absent means the destination is reached directly through the interface. */
+  via?: string;
+}
+
+export interface Dns {
+  nameservers?: string[];
+  domain?: string;
+  search?: string[];
+  options?: string[];
+}
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid?: string;
+}
+
+/** What the agent needs to build one interface, as the manager answers a port request. */
+export interface Port {
+  id: string;
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  networkId: string;
+  type: NetworkType;
+  /** VNI for vxlan, VLAN ID for vlan, absent for flat. */
+  segmentId?: number;
+  physnet?: string;
+  ip: string;
+  /** Address with prefix length, e.g. "10.1.0.5/24". */
+  address: string;
+  family: 4 | 6;
+  gateway?: string;
+  mac: string;
+  mtu: number;
+  routes: Route[];
+  dns: Dns;
+  ipGroup?: string;
+  node?: string;
+  pod?: PodRef;
+  interface?: string;
+  createdAt: string;
+}
+
+export interface Usage {
+  total: number;
+  used: number;
+  free: number;
+}

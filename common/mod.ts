@@ -1,0 +1,6 @@
+/**
+ * Code more than one component needs: the manager's wire types and the logger.
+ * @module
+ */
+export * from "./api_types.ts";
+export * from "./log.ts";

@@ -1,0 +1,5 @@
+/**
+ * deploy: see README.md. Nothing is exported yet.
+ * @module
+ */
+export {};

@@ -1,0 +1,170 @@
+/**
+ * The manager's configuration: a JSON file, then environment overrides, then flags. Every problem
+ * is reported with where it came from.
+ */
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { isLevel, type Level } from "@knitter/common";
+import type { TokenConfig } from "./auth.ts";
+
+const TokenSchema = z.strictObject({
+  token: z.string().min(16, "must be at least 16 characters"),
+  scope: z.enum(["admin", "tenant", "node"]),
+  tenant: z.string().optional(),
+  node: z.string().optional(),
+}).refine((t) => t.scope !== "tenant" || t.tenant, "a tenant token needs \"tenant\"")
+  .refine((t) => t.scope !== "node" || t.node, "a node token needs \"node\"");
+
+const RangeText = z.string().regex(/^\d+-\d+$/, 'must look like "5000-16777215"');
+
+export const ConfigSchema = z.strictObject({
+  listen: z.strictObject({
+    hostname: z.string().default("0.0.0.0"),
+    port: z.int().min(0).max(65535).default(9527),
+  }).default({ hostname: "0.0.0.0", port: 9527 }),
+  tls: z.strictObject({ certFile: z.string(), keyFile: z.string() }).optional(),
+  store: z.strictObject({ path: z.string().min(1) }).default({ path: "knitter-manager.kv" }),
+  tokens: z.array(TokenSchema).default([]),
+  tokensFile: z.string().optional(),
+  vniRanges: z.array(RangeText).default(["1-16777215"]),
+  underlayMtu: z.int().min(1280).max(9216).default(1500),
+  logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+export type ManagerConfig = z.infer<typeof ConfigSchema>;
+
+export const USAGE = `knitter-manager: the central network manager (REST API and IPAM)
+
+Usage: deno task manager [--config FILE] [--listen HOST:PORT] [--store PATH] [--help]
+
+Options:
+  --config FILE       JSON configuration file (see manager/manager.example.json)
+  --listen HOST:PORT  address to serve on (default 0.0.0.0:9527)
+  --store PATH        Deno KV file holding the state (":memory:" for a throwaway store)
+  --help              show this text
+
+Environment (overrides the file; flags override both):
+  KNITTER_MANAGER_LISTEN       HOST:PORT
+  KNITTER_MANAGER_STORE        Deno KV file path
+  KNITTER_MANAGER_TLS_CERT     PEM certificate file; with KNITTER_MANAGER_TLS_KEY serves HTTPS
+  KNITTER_MANAGER_TLS_KEY      PEM private key file
+  KNITTER_MANAGER_ADMIN_TOKEN  adds an admin bearer token
+  KNITTER_MANAGER_TOKENS_FILE  JSON file with a list of tokens ({token, scope, tenant?, node?})
+  KNITTER_MANAGER_LOG_LEVEL    debug | info | warn | error
+`;
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export interface Loaded {
+  config: ManagerConfig;
+  help: boolean;
+}
+
+/** Reads file, env and flags; `env` and `readFile` are injectable for tests. */
+export async function loadConfig(
+  args: string[],
+  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
+  readFile: (path: string) => Promise<string> = (p) => Deno.readTextFile(p),
+): Promise<Loaded> {
+  let flags;
+  try {
+    flags = parseArgs({
+      args,
+      options: {
+        config: { type: "string" },
+        listen: { type: "string" },
+        store: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+    }).values;
+  } catch (err) {
+    throw new ConfigError(`${(err as Error).message}\n\n${USAGE}`);
+  }
+  if (flags.help) return { config: ConfigSchema.parse({}), help: true };
+
+  // deno-lint-ignore no-explicit-any
+  let raw: any = {};
+  if (flags.config) raw = await readJsonFile(flags.config, readFile, "configuration file");
+  const listen = flags.listen ?? env("KNITTER_MANAGER_LISTEN");
+  if (listen) raw.listen = parseListen(listen);
+  const store = flags.store ?? env("KNITTER_MANAGER_STORE");
+  if (store) raw.store = { path: store };
+  const cert = env("KNITTER_MANAGER_TLS_CERT");
+  const key = env("KNITTER_MANAGER_TLS_KEY");
+  if (cert || key) {
+    if (!cert || !key) throw new ConfigError("Set both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY for HTTPS");
+    raw.tls = { certFile: cert, keyFile: key };
+  }
+  const admin = env("KNITTER_MANAGER_ADMIN_TOKEN");
+  if (admin) raw.tokens = [...(raw.tokens ?? []), { token: admin, scope: "admin" }];
+  const tokensFile = env("KNITTER_MANAGER_TOKENS_FILE");
+  if (tokensFile) raw.tokensFile = tokensFile;
+  const level = env("KNITTER_MANAGER_LOG_LEVEL");
+  if (level) raw.logLevel = level;
+
+  const parsed = ConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(`Invalid configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`);
+  }
+  const config = parsed.data;
+  if (config.tokensFile) {
+    const more = await readJsonFile(config.tokensFile, readFile, "tokens file");
+    const list = z.array(TokenSchema).safeParse(more);
+    if (!list.success) {
+      const issue = list.error.issues[0];
+      throw new ConfigError(`Invalid tokens file "${config.tokensFile}" at [${issue.path.join(".")}]: ${issue.message}`);
+    }
+    config.tokens.push(...list.data);
+  }
+  if (config.tokens.length === 0) {
+    throw new ConfigError(
+      "No API tokens configured: every /api route needs one. Set KNITTER_MANAGER_ADMIN_TOKEN or list tokens in the configuration",
+    );
+  }
+  vniRanges(config);
+  return { config, help: false };
+}
+
+async function readJsonFile(path: string, readFile: (p: string) => Promise<string>, what: string) {
+  let text;
+  try {
+    text = await readFile(path);
+  } catch (err) {
+    throw new ConfigError(`Cannot read ${what} "${path}": ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(`The ${what} "${path}" is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function parseListen(text: string): { hostname: string; port: number } {
+  const m = text.match(/^(.*):(\d+)$/);
+  if (!m) throw new ConfigError(`Listen address "${text}" must be HOST:PORT`);
+  return { hostname: m[1].replace(/^\[(.*)\]$/, "$1") || "0.0.0.0", port: Number(m[2]) };
+}
+
+/** The VNI ranges as inclusive pairs, checked. */
+export function vniRanges(config: ManagerConfig): [number, number][] {
+  return config.vniRanges.map((text) => {
+    const [s, e] = text.split("-").map(Number);
+    if (s < 1 || e > 16777215 || s > e) {
+      throw new ConfigError(`VNI range "${text}" must lie within 1-16777215 with start <= end`);
+    }
+    return [s, e];
+  });
+}
+
+export function logLevel(config: ManagerConfig): Level {
+  return isLevel(config.logLevel) ? config.logLevel : "info";
+}
+
+export type { TokenConfig };

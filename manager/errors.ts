@@ -1,0 +1,55 @@
+/**
+ * Every error the API can answer, with its stable code. The code's HTTP status is decided here and
+ * nowhere else.
+ */
+import type { ErrorBody } from "@knitter/common";
+
+export const ERROR_STATUS = {
+  invalid_json: 400,
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  already_exists: 409,
+  conflict: 409,
+  in_use: 409,
+  address_taken: 409,
+  pool_exhausted: 409,
+  body_too_large: 413,
+  store_conflict: 503,
+  store_unavailable: 503,
+  internal: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly field?: string;
+
+  constructor(code: ErrorCode, message: string, field?: string) {
+    super(message);
+    this.name = "ApiError";
+    this.code = code;
+    this.field = field;
+  }
+
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { error: { code: this.code, message: this.message } };
+    if (this.field !== undefined) body.error.field = this.field;
+    return body;
+  }
+}
+
+/** Validation failure of one request field. */
+export function invalid(field: string, message: string): ApiError {
+  return new ApiError("invalid_request", `${field}: ${message}`, field);
+}
+
+export function notFound(message: string): ApiError {
+  return new ApiError("not_found", message);
+}

@@ -1,0 +1,136 @@
+/** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
+import type { Dns, NetworkType, PodRef, Port, Route } from "@knitter/common";
+import type { Key } from "./store/store.ts";
+
+export interface TenantRecord {
+  name: string;
+  createdAt: string;
+  /** Kept in the record so that a delete and a concurrent create conflict on one version. */
+  networks: number;
+  ipGroups: number;
+}
+
+export interface PoolRange {
+  start: string;
+  end: string;
+}
+
+export interface NetworkRecord {
+  id: string;
+  tenant: string;
+  name: string;
+  type: NetworkType;
+  cidr: string;
+  family: 4 | 6;
+  gateway?: string;
+  /** The effective pools: the request's, or the whole CIDR less network and broadcast (IPv4). */
+  allocationPools: PoolRange[];
+  excludes: string[];
+  public: boolean;
+  mtu: number;
+  routes: Route[];
+  dns: Dns;
+  physnet?: string;
+  segmentId?: number;
+  description?: string;
+  createdAt: string;
+  /** Addresses in the pools, and how many of them the gateway and excludes take. */
+  poolSize: number;
+  reserved: number;
+}
+
+export interface PhysnetRecord {
+  name: string;
+  vlanRanges: { start: number; end: number }[];
+  description?: string;
+  createdAt: string;
+  networks: number;
+  /** A physnet carries at most one flat (untagged) network. */
+  flatNetwork?: string;
+}
+
+export interface IpGroupAddress {
+  ip: string;
+  /** Pool index of the address in its network. */
+  index: number;
+  /** The port holding it, when in use. */
+  port?: string;
+}
+
+export interface IpGroupRecord {
+  name: string;
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  networkId: string;
+  addresses: IpGroupAddress[];
+  cursor: number;
+  createdAt: string;
+}
+
+export interface PortRecord extends Port {
+  /** Pool index of the address in its network. */
+  index: number;
+}
+
+export interface NodeRecord {
+  name: string;
+  underlayIp: string;
+  labels: Record<string, string>;
+  registeredAt: string;
+  updatedAt: string;
+}
+
+/** Who holds an address: a port, an IP group, or both (a group address in use). */
+export interface AddressOwner {
+  port?: string;
+  group?: string;
+}
+
+export { type Dns, type PodRef, type Route };
+
+export const keys = {
+  tenant: (name: string): Key => ["tenant", name],
+  tenants: (): Key => ["tenant"],
+  network: (tenant: string, name: string): Key => ["network", tenant, name],
+  networks: (tenant?: string): Key => tenant === undefined ? ["network"] : ["network", tenant],
+  /** Public network names are unique across tenants: pods resolve them by name. */
+  publicNetwork: (name: string): Key => ["public_network", name],
+  publicNetworks: (): Key => ["public_network"],
+  physnet: (name: string): Key => ["physnet", name],
+  physnets: (): Key => ["physnet"],
+  ipGroup: (tenant: string, name: string): Key => ["ipgroup", tenant, name],
+  ipGroups: (tenant: string): Key => ["ipgroup", tenant],
+  ipGroupOfNetwork: (networkId: string, tenant: string, name: string): Key => [
+    "ipgroup_by_network",
+    networkId,
+    tenant,
+    name,
+  ],
+  ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
+  port: (networkId: string, id: string): Key => ["port", networkId, id],
+  ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
+  portOfNode: (node: string, networkId: string, id: string): Key => [
+    "port_by_node",
+    node,
+    networkId,
+    id,
+  ],
+  portsOfNode: (node: string): Key => ["port_by_node", node],
+  portOfPod: (pod: PodRef, networkId: string, id: string): Key => [
+    "port_by_pod",
+    pod.namespace,
+    pod.name,
+    networkId,
+    id,
+  ],
+  portsOfPod: (namespace: string, name: string): Key => ["port_by_pod", namespace, name],
+  address: (networkId: string, ip: string): Key => ["address", networkId, ip],
+  ipam: (networkId: string): Key => ["ipam", networkId],
+  vniPool: (): Key => ["segment", "vxlan"],
+  vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],
+  /** Which network holds a VNI, or a VLAN ID / the untagged segment of a physnet. */
+  segmentOwner: (type: string, physnet: string, id: number): Key => ["segment_owner", type, physnet, id],
+  node: (name: string): Key => ["node", name],
+  nodes: (): Key => ["node"],
+};

@@ -1,0 +1,349 @@
+/**
+ * The API as data: every route with its access rule, its schemas and its handler. app.ts serves
+ * this table and openapi.ts documents it; neither knows any route by name.
+ */
+import { z } from "zod";
+import type { Access, Principal } from "./auth.ts";
+import * as S from "./schemas.ts";
+import type { Ctx } from "./service/context.ts";
+import * as groups from "./service/ip_groups.ts";
+import * as networks from "./service/networks.ts";
+import * as nodes from "./service/nodes.ts";
+import * as physnets from "./service/physnets.ts";
+import * as ports from "./service/ports.ts";
+import * as tenants from "./service/tenants.ts";
+
+export interface Request {
+  ctx: Ctx;
+  principal: Principal;
+  params: Record<string, string>;
+  // deno-lint-ignore no-explicit-any
+  query: any;
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+}
+
+export interface RouteDef {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  /** OpenAPI-style template: /api/v1/tenants/{tenant} */
+  path: string;
+  summary: string;
+  tag: string;
+  access: Access;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  /** Success status and schema; error answers are documented for every route. */
+  ok: { status: number; schema?: z.ZodType; description: string };
+  /** Other success statuses (a PUT that found the port already there answers 200). */
+  also?: { status: number; description: string }[];
+  handle(req: Request): Promise<Reply>;
+}
+
+/** Path parameters and the schema each must satisfy. */
+export const PARAMS: Record<string, z.ZodType> = {
+  tenant: S.Name,
+  network: S.Name,
+  physnet: S.Name,
+  group: S.Name,
+  node: S.NodeName,
+  port: S.PortId,
+};
+
+const ok = (body: unknown, status = 200): Reply => ({ status, body });
+const items = (list: unknown[]): Reply => ok({ items: list });
+const noContent: Reply = { status: 204 };
+const V1 = "/api/v1";
+
+export const ROUTES: RouteDef[] = [
+  // tenants
+  {
+    method: "GET",
+    path: `${V1}/tenants`,
+    summary: "List tenants (a tenant token sees its own)",
+    tag: "tenants",
+    access: "any",
+    ok: { status: 200, schema: S.listOf(S.Tenant), description: "the tenants" },
+    handle: async ({ ctx, principal }) => {
+      const all = await tenants.listTenants(ctx);
+      if (principal.scope === "admin") return items(all);
+      return items(principal.scope === "tenant" ? all.filter((t) => t.name === principal.tenant) : []);
+    },
+  },
+  {
+    method: "POST",
+    path: `${V1}/tenants`,
+    summary: "Create a tenant",
+    tag: "tenants",
+    access: "admin",
+    body: S.TenantCreate,
+    ok: { status: 201, schema: S.Tenant, description: "created" },
+    handle: async ({ ctx, body }) => ok(await tenants.createTenant(ctx, body), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}`,
+    summary: "Get a tenant",
+    tag: "tenants",
+    access: "tenant",
+    ok: { status: 200, schema: S.Tenant, description: "the tenant" },
+    handle: async ({ ctx, params }) => ok(await tenants.getTenant(ctx, params.tenant)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}`,
+    summary: "Delete a tenant that owns nothing",
+    tag: "tenants",
+    access: "admin",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, params }) => (await tenants.deleteTenant(ctx, params.tenant), noContent),
+  },
+
+  // networks
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/networks`,
+    summary: "List the tenant's networks and the public networks it may attach to",
+    tag: "networks",
+    access: "tenant",
+    ok: { status: 200, schema: S.listOf(S.Network), description: "the networks, with usage" },
+    handle: async ({ ctx, principal, params }) =>
+      items(await networks.listNetworks(ctx, principal, params.tenant)),
+  },
+  {
+    method: "POST",
+    path: `${V1}/tenants/{tenant}/networks`,
+    summary: "Create a network (a VNI or VLAN ID is allocated unless segmentId is given)",
+    tag: "networks",
+    access: "tenant",
+    body: S.NetworkCreate,
+    ok: { status: 201, schema: S.Network, description: "created" },
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(await networks.createNetwork(ctx, principal, params.tenant, body), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/networks/{network}`,
+    summary: "Get a network with its usage (own, or public by name)",
+    tag: "networks",
+    access: "shared",
+    ok: { status: 200, schema: S.Network, description: "the network" },
+    handle: async ({ ctx, principal, params }) =>
+      ok(await networks.getNetwork(ctx, principal, params.tenant, params.network)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/networks/{network}`,
+    summary: "Delete a network with no ports and no IP groups",
+    tag: "networks",
+    access: "tenant",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, principal, params }) => (
+      await networks.deleteNetwork(ctx, principal, params.tenant, params.network), noContent
+    ),
+  },
+
+  // ports
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports`,
+    summary: "List a network's ports",
+    tag: "ports",
+    access: "shared",
+    query: S.PortQuery,
+    ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
+    handle: async ({ ctx, principal, params, query }) =>
+      items(
+        (await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query)).map(
+          ports.portView,
+        ),
+      ),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}`,
+    summary: "Allocate a port idempotently: the same port ID always gets the same address",
+    tag: "ports",
+    access: "shared",
+    body: S.PortRequest,
+    ok: { status: 201, schema: S.Port, description: "allocated" },
+    also: [{ status: 200, description: "the port already existed; the same answer again" }],
+    handle: async ({ ctx, principal, params, body }) => {
+      const r = await ports.putPort(ctx, principal, params.tenant, params.network, params.port, body);
+      return ok(ports.portView(r.port), r.created ? 201 : 200);
+    },
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}`,
+    summary: "Get a port",
+    tag: "ports",
+    access: "shared",
+    ok: { status: 200, schema: S.Port, description: "the port" },
+    handle: async ({ ctx, principal, params }) =>
+      ok(ports.portView(await ports.getPort(ctx, principal, params.tenant, params.network, params.port))),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}`,
+    summary: "Release a port (404 for an unknown port: callers treat it as done)",
+    tag: "ports",
+    access: "shared",
+    ok: { status: 204, description: "released" },
+    handle: async ({ ctx, principal, params }) => (
+      await ports.deletePort(ctx, principal, params.tenant, params.network, params.port), noContent
+    ),
+  },
+  {
+    method: "GET",
+    path: `${V1}/ports`,
+    summary: "List ports across networks, by node or pod",
+    tag: "ports",
+    access: "any",
+    query: S.PortQuery,
+    ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
+    handle: async ({ ctx, principal, query }) =>
+      items((await ports.listPorts(ctx, principal, query)).map(ports.portView)),
+  },
+
+  // IP groups
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/ipgroups`,
+    summary: "List the tenant's IP groups",
+    tag: "ipgroups",
+    access: "tenant",
+    ok: { status: 200, schema: S.listOf(S.IpGroup), description: "the groups" },
+    handle: async ({ ctx, params }) => items((await groups.listIpGroups(ctx, params.tenant)).map(groups.groupView)),
+  },
+  {
+    method: "POST",
+    path: `${V1}/tenants/{tenant}/ipgroups`,
+    summary: "Create an IP group from a list of addresses or a size",
+    tag: "ipgroups",
+    access: "tenant",
+    body: S.IpGroupCreate,
+    ok: { status: 201, schema: S.IpGroup, description: "created" },
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(groups.groupView(await groups.createIpGroup(ctx, principal, params.tenant, body)), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/ipgroups/{group}`,
+    summary: "Get an IP group",
+    tag: "ipgroups",
+    access: "tenant",
+    ok: { status: 200, schema: S.IpGroup, description: "the group" },
+    handle: async ({ ctx, params }) => ok(groups.groupView(await groups.getIpGroup(ctx, params.tenant, params.group))),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}/ipgroups/{group}`,
+    summary: "Grow or shrink an IP group (addresses in use stay)",
+    tag: "ipgroups",
+    access: "tenant",
+    body: S.IpGroupUpdate,
+    ok: { status: 200, schema: S.IpGroup, description: "updated" },
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(groups.groupView(await groups.updateIpGroup(ctx, principal, params.tenant, params.group, body))),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/ipgroups/{group}`,
+    summary: "Delete an IP group none of whose addresses is in use",
+    tag: "ipgroups",
+    access: "tenant",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, principal, params }) => (
+      await groups.deleteIpGroup(ctx, principal, params.tenant, params.group), noContent
+    ),
+  },
+
+  // physnets
+  {
+    method: "GET",
+    path: `${V1}/physnets`,
+    summary: "List physical networks",
+    tag: "physnets",
+    access: "any",
+    ok: { status: 200, schema: S.listOf(S.Physnet), description: "the physnets" },
+    handle: async ({ ctx }) => items(await physnets.listPhysnets(ctx)),
+  },
+  {
+    method: "POST",
+    path: `${V1}/physnets`,
+    summary: "Create a physical network with its VLAN ID ranges",
+    tag: "physnets",
+    access: "admin",
+    body: S.PhysnetCreate,
+    ok: { status: 201, schema: S.Physnet, description: "created" },
+    handle: async ({ ctx, body }) => ok(await physnets.createPhysnet(ctx, body), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/physnets/{physnet}`,
+    summary: "Get a physical network",
+    tag: "physnets",
+    access: "any",
+    ok: { status: 200, schema: S.Physnet, description: "the physnet" },
+    handle: async ({ ctx, params }) => ok(await physnets.getPhysnet(ctx, params.physnet)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/physnets/{physnet}`,
+    summary: "Delete a physical network no network uses",
+    tag: "physnets",
+    access: "admin",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, params }) => (await physnets.deletePhysnet(ctx, params.physnet), noContent),
+  },
+
+  // nodes
+  {
+    method: "GET",
+    path: `${V1}/nodes`,
+    summary: "List registered nodes and their tunnel endpoints",
+    tag: "nodes",
+    access: "any",
+    ok: { status: 200, schema: S.listOf(S.Node), description: "the nodes" },
+    handle: async ({ ctx }) => items(await nodes.listNodes(ctx)),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/nodes/{node}`,
+    summary: "Register a node (or refresh its record)",
+    tag: "nodes",
+    access: "node",
+    body: S.NodeRegister,
+    ok: { status: 201, schema: S.Node, description: "registered" },
+    also: [{ status: 200, description: "updated" }],
+    handle: async ({ ctx, params, body }) => {
+      const r = await nodes.registerNode(ctx, params.node, body);
+      return ok(r.node, r.created ? 201 : 200);
+    },
+  },
+  {
+    method: "GET",
+    path: `${V1}/nodes/{node}`,
+    summary: "Get a node",
+    tag: "nodes",
+    access: "any",
+    ok: { status: 200, schema: S.Node, description: "the node" },
+    handle: async ({ ctx, params }) => ok(await nodes.getNode(ctx, params.node)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/nodes/{node}`,
+    summary: "Forget a node",
+    tag: "nodes",
+    access: "admin",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, params }) => (await nodes.deleteNode(ctx, params.node), noContent),
+  },
+];
+
+export const EMPTY_QUERY = z.strictObject({});

@@ -1,0 +1,223 @@
+/**
+ * The API's schemas: requests are validated with them and /openapi.json is generated from them, so
+ * the document cannot drift from what the server accepts.
+ */
+import { z } from "zod";
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const PORT_ID = /^[A-Za-z0-9]([A-Za-z0-9._:-]{0,198}[A-Za-z0-9])?$/;
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+
+export const Name = z.string().regex(DNS_LABEL, "must be a lowercase DNS label (a-z, 0-9, '-', 1-63)")
+  .meta({ example: "blue" });
+export const NodeName = z.string().regex(
+  DNS_SUBDOMAIN,
+  "must be a lowercase DNS subdomain (a-z, 0-9, '-', '.', 1-253)",
+);
+export const PortId = z.string().regex(
+  PORT_ID,
+  "must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting and ending alphanumeric",
+);
+const IpText = z.string().min(1).max(64).meta({ description: "an IPv4 or IPv6 address" });
+const CidrText = z.string().min(1).max(64).meta({ example: "10.1.0.0/24" });
+
+export const NetworkType = z.enum(["vxlan", "vlan", "flat"]);
+
+export const RouteSchema = z.strictObject({
+  dst: CidrText,
+  via: IpText.optional().meta({ description: "next hop; absent: through the interface" }),
+});
+
+export const DnsSchema = z.strictObject({
+  nameservers: z.array(IpText).max(8).optional(),
+  domain: z.string().max(253).optional(),
+  search: z.array(z.string().max(253)).max(8).optional(),
+  options: z.array(z.string().max(64)).max(16).optional(),
+});
+
+export const PodRefSchema = z.strictObject({
+  namespace: z.string().min(1).max(253),
+  name: z.string().min(1).max(253),
+  uid: z.string().min(1).max(64).optional(),
+});
+
+const Timestamp = z.string().meta({ format: "date-time" });
+
+const UsageSchema = z.object({ total: z.int(), used: z.int(), free: z.int() });
+
+// ---- tenants
+
+export const TenantCreate = z.strictObject({ name: Name });
+export const Tenant = z.object({
+  name: z.string(),
+  createdAt: Timestamp,
+  networks: z.int(),
+  ipGroups: z.int(),
+});
+
+// ---- networks
+
+export const NetworkCreate = z.strictObject({
+  name: Name,
+  type: NetworkType.default("vxlan"),
+  cidr: CidrText,
+  gateway: IpText.optional(),
+  allocationPools: z.array(z.strictObject({ start: IpText, end: IpText })).max(64).optional(),
+  excludes: z.array(z.string().max(100)).max(256).optional().meta({
+    description: "addresses, CIDRs or start-end ranges never handed out",
+  }),
+  public: z.boolean().default(false).meta({ description: "admin only: every tenant may attach" }),
+  mtu: z.int().min(576).max(9216).optional(),
+  routes: z.array(RouteSchema).max(64).optional(),
+  dns: DnsSchema.optional(),
+  physnet: Name.optional().meta({ description: "required for vlan and flat" }),
+  segmentId: z.int().min(1).max(16777215).optional().meta({
+    description: "VNI (vxlan) or VLAN ID (vlan); allocated when absent",
+  }),
+  description: z.string().max(1024).optional(),
+});
+
+export const Network = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  name: z.string(),
+  type: NetworkType,
+  cidr: z.string(),
+  family: z.union([z.literal(4), z.literal(6)]),
+  gateway: z.string().optional(),
+  allocationPools: z.array(z.object({ start: z.string(), end: z.string() })),
+  excludes: z.array(z.string()),
+  public: z.boolean(),
+  mtu: z.int(),
+  routes: z.array(RouteSchema),
+  dns: DnsSchema,
+  physnet: z.string().optional(),
+  segmentId: z.int().optional(),
+  description: z.string().optional(),
+  createdAt: Timestamp,
+  usage: UsageSchema,
+});
+
+// ---- physnets
+
+const VlanRange = z.strictObject({ start: z.int().min(1).max(4094), end: z.int().min(1).max(4094) });
+
+export const PhysnetCreate = z.strictObject({
+  name: Name,
+  vlanRanges: z.array(VlanRange).max(64).default([]).meta({
+    description: "VLAN IDs handed to vlan networks that do not name one",
+  }),
+  description: z.string().max(1024).optional(),
+});
+
+export const Physnet = z.object({
+  name: z.string(),
+  vlanRanges: z.array(z.object({ start: z.int(), end: z.int() })),
+  description: z.string().optional(),
+  createdAt: Timestamp,
+  networks: z.int(),
+  usage: UsageSchema.meta({ description: "VLAN IDs of vlanRanges" }),
+});
+
+// ---- IP groups
+
+export const MAX_GROUP_SIZE = 1024;
+
+export const IpGroupCreate = z.strictObject({
+  name: Name,
+  network: Name,
+  addresses: z.array(IpText).min(1).max(MAX_GROUP_SIZE).optional(),
+  size: z.int().min(1).max(MAX_GROUP_SIZE).optional(),
+});
+
+export const IpGroupUpdate = z.strictObject({
+  addresses: z.array(IpText).min(1).max(MAX_GROUP_SIZE).optional().meta({
+    description: "the new set of addresses; addresses in use must stay",
+  }),
+  size: z.int().min(1).max(MAX_GROUP_SIZE).optional().meta({
+    description: "grow with any free addresses, or shrink by dropping unused ones",
+  }),
+});
+
+export const IpGroup = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  network: z.string(),
+  networkTenant: z.string(),
+  size: z.int(),
+  used: z.int(),
+  addresses: z.array(z.object({ ip: z.string(), port: z.string().optional() })),
+  createdAt: Timestamp,
+});
+
+// ---- ports
+
+export const PortRequest = z.strictObject({
+  ip: IpText.optional().meta({ description: "a fixed address; must be free and in the pools" }),
+  ipGroup: Name.optional().meta({ description: "take the address from this IP group" }),
+  mac: z.string().regex(MAC, "must be a lowercase MAC address like 02:00:0a:01:00:05").optional(),
+  node: NodeName.optional(),
+  pod: PodRefSchema.optional(),
+  interface: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, "must be a Linux interface name (1-15)")
+    .optional(),
+});
+
+export const Port = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  network: z.string(),
+  networkTenant: z.string(),
+  networkId: z.string(),
+  type: NetworkType,
+  segmentId: z.int().optional(),
+  physnet: z.string().optional(),
+  ip: z.string(),
+  address: z.string().meta({ description: "address with prefix length" }),
+  family: z.union([z.literal(4), z.literal(6)]),
+  gateway: z.string().optional(),
+  mac: z.string(),
+  mtu: z.int(),
+  routes: z.array(RouteSchema),
+  dns: DnsSchema,
+  ipGroup: z.string().optional(),
+  node: z.string().optional(),
+  pod: PodRefSchema.optional(),
+  interface: z.string().optional(),
+  createdAt: Timestamp,
+});
+
+export const PortQuery = z.strictObject({
+  node: NodeName.optional(),
+  pod: z.string().regex(/^[^/]+\/[^/]+$/, "must be namespace/name").optional(),
+  tenant: Name.optional(),
+});
+
+// ---- nodes
+
+export const NodeRegister = z.strictObject({
+  underlayIp: IpText.meta({ description: "the node's tunnel endpoint" }),
+  labels: z.record(z.string().max(317), z.string().max(63)).optional(),
+});
+
+export const Node = z.object({
+  name: z.string(),
+  underlayIp: z.string(),
+  labels: z.record(z.string(), z.string()),
+  registeredAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+// ---- common
+
+export const ErrorSchema = z.object({
+  error: z.object({
+    code: z.string().meta({ description: "stable, machine-readable" }),
+    message: z.string(),
+    field: z.string().optional(),
+  }),
+});
+
+export function listOf<T extends z.ZodType>(item: T) {
+  return z.object({ items: z.array(item) });
+}

@@ -1,0 +1,64 @@
+/** Wires a configuration into a running manager: store, services, HTTP(S) server. */
+import { createLogger } from "@knitter/common";
+import { createApp } from "./app.ts";
+import { TokenTable } from "./auth.ts";
+import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
+import { Metrics } from "./metrics.ts";
+import { type Ctx, PoolRegistry } from "./service/context.ts";
+import { ensureTenant } from "./service/tenants.ts";
+import { openKvStore } from "./store/kv_store.ts";
+import type { Store } from "./store/store.ts";
+
+/** The tenant that owns shared (public) networks. */
+export const ADMIN_TENANT = "admin";
+
+export function createContext(store: Store, config: Pick<ManagerConfig, "vniRanges" | "underlayMtu">): Ctx {
+  return {
+    store,
+    settings: { vniRanges: vniRanges(config as ManagerConfig), underlayMtu: config.underlayMtu },
+    metrics: new Metrics(),
+    pools: new PoolRegistry(store),
+  };
+}
+
+export interface RunningManager {
+  url: string;
+  finished: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export async function startManager(config: ManagerConfig): Promise<RunningManager> {
+  const log = createLogger("manager", logLevel(config));
+  const store = await openKvStore(config.store.path);
+  const ctx = createContext(store, config);
+  await ensureTenant(ctx, ADMIN_TENANT);
+  const app = createApp({
+    ctx,
+    tokens: new TokenTable(config.tokens),
+    onInternalError: (err) => log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
+  });
+  const tls = config.tls
+    ? { cert: await Deno.readTextFile(config.tls.certFile), key: await Deno.readTextFile(config.tls.keyFile) }
+    : {};
+  let resolveUrl: (url: string) => void;
+  const listening = new Promise<string>((r) => (resolveUrl = r));
+  const server = Deno.serve({
+    hostname: config.listen.hostname,
+    port: config.listen.port,
+    ...tls,
+    onListen: ({ hostname, port }) => {
+      const host = hostname.includes(":") ? `[${hostname}]` : hostname;
+      resolveUrl(`${config.tls ? "https" : "http"}://${host}:${port}`);
+    },
+  }, app.fetch);
+  const url = await listening;
+  log.info("manager ready", { url, store: config.store.path, tokens: config.tokens.length });
+  return {
+    url,
+    finished: server.finished,
+    async shutdown() {
+      await server.shutdown();
+      store.close();
+    },
+  };
+}

@@ -1,0 +1,113 @@
+/** What every service function works with, and the optimistic retry loop they share. */
+import { ApiError } from "../errors.ts";
+import { BitmapPool } from "../ipam/bitmap_pool.ts";
+import { IndexSpace } from "../ipam/index_space.ts";
+import { parseIp } from "../ipam/ip.ts";
+import type { Metrics } from "../metrics.ts";
+import { keys, type NetworkRecord } from "../model.ts";
+import type { Key, Store } from "../store/store.ts";
+import { Tx } from "../store/tx.ts";
+
+export const VNI_SPACE = 1 << 24;
+export const VLAN_SPACE = 4095;
+
+export interface IpamSettings {
+  /** VNIs handed to vxlan networks that do not name one, as inclusive [start, end] pairs. */
+  vniRanges: [number, number][];
+  /** MTU of networks that do not set one: the underlay's, less the VXLAN overhead for vxlan. */
+  underlayMtu: number;
+}
+
+export interface Ctx {
+  store: Store;
+  settings: IpamSettings;
+  metrics: Metrics;
+  pools: PoolRegistry;
+}
+
+const MAX_ATTEMPTS = 16;
+
+/**
+ * Runs `build` on fresh reads and commits the tx it fills, again and again while another writer
+ * got in between. `build` may throw an ApiError to stop; nothing is written then.
+ */
+export async function retry<T>(ctx: Ctx, build: (tx: Tx, attempt: number) => Promise<T>): Promise<T> {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const tx = new Tx();
+    let result: T;
+    try {
+      result = await build(tx, attempt);
+    } catch (err) {
+      tx.abort();
+      throw err;
+    }
+    if (await tx.commit(ctx.store)) return result;
+    ctx.metrics.conflicts.inc();
+  }
+  throw new ApiError(
+    "store_conflict",
+    `The store kept changing under this request (${MAX_ATTEMPTS} attempts); try again`,
+  );
+}
+
+/** One BitmapPool object per pool, so that their caches and locks are shared by all requests. */
+export class PoolRegistry {
+  private readonly pools = new Map<string, BitmapPool>();
+  private readonly spaces = new Map<string, IndexSpace>();
+
+  constructor(private readonly store: Store) {}
+
+  get(prefix: Key, size: number): BitmapPool {
+    const id = JSON.stringify(prefix);
+    let pool = this.pools.get(id);
+    if (!pool || pool.size !== size) {
+      pool = new BitmapPool(this.store, prefix, size);
+      this.pools.set(id, pool);
+    }
+    return pool;
+  }
+
+  forget(prefix: Key): void {
+    const id = JSON.stringify(prefix);
+    this.pools.get(id)?.invalidate();
+    this.pools.delete(id);
+  }
+
+  addresses(net: NetworkRecord): BitmapPool {
+    return this.get(keys.ipam(net.id), net.poolSize);
+  }
+
+  vni(): BitmapPool {
+    return this.get(keys.vniPool(), VNI_SPACE);
+  }
+
+  vlan(physnet: string): BitmapPool {
+    return this.get(keys.vlanPool(physnet), VLAN_SPACE);
+  }
+
+  /** The index space of a network's pools (cached; networks never change their pools). */
+  space(net: NetworkRecord): IndexSpace {
+    let space = this.spaces.get(net.id);
+    if (!space) {
+      space = new IndexSpace(net.allocationPools.map((p) => ({
+        start: parseIp(p.start)!.value,
+        end: parseIp(p.end)!.value,
+      })));
+      this.spaces.set(net.id, space);
+    }
+    return space;
+  }
+}
+
+export function now(): string {
+  return new Date().toISOString();
+}
+
+/** Collects up to `limit` values under a prefix. */
+export async function listValues<T>(store: Store, prefix: Key, limit?: number): Promise<T[]> {
+  const out: T[] = [];
+  for await (const e of store.list<T>(prefix, { limit })) {
+    if (e.value !== null) out.push(e.value);
+  }
+  return out;
+}

@@ -1,0 +1,239 @@
+/**
+ * IP groups: a tenant's named set of addresses of one network, held back from the pool so that
+ * pods asking for the group get one of them, and get it again when they come back.
+ */
+import type { z } from "zod";
+import type { Principal } from "../auth.ts";
+import { ApiError, invalid, notFound } from "../errors.ts";
+import type { PoolEdit } from "../ipam/bitmap_pool.ts";
+import { formatIp } from "../ipam/ip.ts";
+import { type AddressOwner, type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } from "../model.ts";
+import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
+import type { Tx } from "../store/tx.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { resolveNetwork } from "./networks.ts";
+import { getTenantEntry } from "./tenants.ts";
+
+export function groupView(g: IpGroupRecord) {
+  return {
+    name: g.name,
+    tenant: g.tenant,
+    network: g.network,
+    networkTenant: g.networkTenant,
+    size: g.addresses.length,
+    used: g.addresses.filter((a) => a.port).length,
+    addresses: g.addresses.map((a) => (a.port ? { ip: a.ip, port: a.port } : { ip: a.ip })),
+    createdAt: g.createdAt,
+  };
+}
+
+export async function createIpGroup(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  body: z.infer<typeof IpGroupCreate>,
+): Promise<IpGroupRecord> {
+  if ((body.addresses === undefined) === (body.size === undefined)) {
+    throw invalid("addresses", "give either addresses or size, not both and not neither");
+  }
+  const net = await resolveNetwork(ctx, principal, tenant, body.network);
+  if (net.tenant !== tenant && principal.scope !== "admin") {
+    throw new ApiError(
+      "forbidden",
+      `Network "${net.name}" belongs to tenant "${net.tenant}"; only an admin may hold its addresses in a group`,
+      "network",
+    );
+  }
+  const pool = ctx.pools.addresses(net);
+  const group = await pool.exclusive(() =>
+    retry(ctx, async (tx) => {
+      const t = await getTenantEntry(ctx, tenant);
+      const ge = await ctx.store.get(keys.ipGroup(tenant, body.name));
+      if (ge.value) {
+        throw new ApiError("already_exists", `IP group "${body.name}" already exists in tenant "${tenant}"`, "name");
+      }
+      tx.check(ge).check(t).set(t.key, { ...t.value!, ipGroups: t.value!.ipGroups + 1 });
+      const edit = await pool.edit(tx);
+      const addresses = body.addresses
+        ? await takeListed(ctx, edit, net, body.addresses, [], "addresses")
+        : await takeAny(ctx, edit, net, body.size!);
+      edit.flush();
+      const group: IpGroupRecord = {
+        name: body.name,
+        tenant,
+        network: net.name,
+        networkTenant: net.tenant,
+        networkId: net.id,
+        addresses,
+        cursor: 0,
+        createdAt: now(),
+      };
+      tx.set(ge.key, group);
+      tx.set(keys.ipGroupOfNetwork(net.id, tenant, body.name), true);
+      for (const a of addresses) tx.set(keys.address(net.id, a.ip), { group: body.name });
+      return group;
+    })
+  );
+  ctx.metrics.allocations.inc({ kind: "ip" }, group.addresses.length);
+  return group;
+}
+
+async function takeListed(
+  ctx: Ctx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  texts: string[],
+  held: IpGroupAddress[],
+  field: string,
+): Promise<IpGroupAddress[]> {
+  const out: IpGroupAddress[] = [];
+  const seen = new Set<string>();
+  const cidr = cidrOf(net);
+  for (const [i, text] of texts.entries()) {
+    const f = `${field}[${i}]`;
+    const value = parseAddrField(f, text, cidr).value;
+    const ip = formatIp({ family: net.family, value });
+    if (seen.has(ip)) throw invalid(f, `${ip} is listed twice`);
+    seen.add(ip);
+    const kept = held.find((a) => a.ip === ip);
+    if (kept) {
+      out.push(kept);
+      continue;
+    }
+    const index = ctx.pools.space(net).indexOf(value);
+    if (index < 0) throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
+    if (!(await edit.take(index))) {
+      const o = (await ctx.store.get<AddressOwner>(keys.address(net.id, ip))).value;
+      const who = o?.port ? `used by port "${o.port}"` : o?.group ? `held by IP group "${o.group}"` : "reserved";
+      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
+    }
+    out.push({ ip, index });
+  }
+  return out;
+}
+
+async function takeAny(ctx: Ctx, edit: PoolEdit, net: NetworkRecord, n: number): Promise<IpGroupAddress[]> {
+  const out: IpGroupAddress[] = [];
+  for (let k = 0; k < n; k++) {
+    const index = await edit.allocate();
+    if (index === null) {
+      throw new ApiError(
+        "pool_exhausted",
+        `Network "${net.name}" has only ${k} free address(es); the group asks for ${n}`,
+        "size",
+      );
+    }
+    out.push({ ip: formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) }), index });
+  }
+  return out;
+}
+
+export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promise<IpGroupRecord> {
+  const g = (await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+  if (!g) {
+    await getTenantEntry(ctx, tenant);
+    throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
+  }
+  return g;
+}
+
+export async function listIpGroups(ctx: Ctx, tenant: string): Promise<IpGroupRecord[]> {
+  await getTenantEntry(ctx, tenant);
+  return await listValues<IpGroupRecord>(ctx.store, keys.ipGroups(tenant));
+}
+
+/** Grows or shrinks a group; addresses in use never leave it. */
+export async function updateIpGroup(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+  body: z.infer<typeof IpGroupUpdate>,
+): Promise<IpGroupRecord> {
+  if ((body.addresses === undefined) === (body.size === undefined)) {
+    throw invalid("addresses", "give either addresses or size, not both and not neither");
+  }
+  const first = await getIpGroup(ctx, tenant, name);
+  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const pool = ctx.pools.addresses(net);
+  return await pool.exclusive(() =>
+    retry(ctx, async (tx) => {
+      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
+      const g = ge.value;
+      const edit = await pool.edit(tx);
+      let next: IpGroupAddress[];
+      if (body.addresses) {
+        next = await takeListed(ctx, edit, net, body.addresses, g.addresses, "addresses");
+      } else if (body.size! >= g.addresses.length) {
+        next = [...g.addresses, ...await takeAny(ctx, edit, net, body.size! - g.addresses.length)];
+      } else {
+        const free = g.addresses.filter((a) => !a.port);
+        const drop = g.addresses.length - body.size!;
+        if (free.length < drop) {
+          throw new ApiError(
+            "in_use",
+            `Cannot shrink IP group "${name}" to ${body.size}: ${g.addresses.length - free.length} of its addresses are in use`,
+            "size",
+          );
+        }
+        const dropped = new Set(free.slice(free.length - drop).map((a) => a.ip));
+        next = g.addresses.filter((a) => !dropped.has(a.ip));
+      }
+      const kept = new Set(next.map((a) => a.ip));
+      const removed = g.addresses.filter((a) => !kept.has(a.ip));
+      const busy = removed.filter((a) => a.port);
+      if (busy.length > 0) {
+        throw new ApiError(
+          "in_use",
+          `Cannot remove ${busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")} from IP group "${name}": in use`,
+          "addresses",
+        );
+      }
+      await releaseAll(tx, edit, net, removed);
+      edit.flush();
+      for (const a of next) if (!g.addresses.some((o) => o.ip === a.ip)) tx.set(keys.address(net.id, a.ip), { group: name });
+      const updated = { ...g, addresses: next, cursor: 0 };
+      tx.check(ge).set(ge.key, updated);
+      return updated;
+    })
+  );
+}
+
+async function releaseAll(tx: Tx, edit: PoolEdit, net: NetworkRecord, addrs: IpGroupAddress[]) {
+  for (const a of addrs) {
+    await edit.release(a.index);
+    tx.delete(keys.address(net.id, a.ip));
+  }
+}
+
+export async function deleteIpGroup(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+): Promise<void> {
+  const first = await getIpGroup(ctx, tenant, name);
+  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const pool = ctx.pools.addresses(net);
+  await pool.exclusive(() =>
+    retry(ctx, async (tx) => {
+      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
+      const busy = ge.value.addresses.filter((a) => a.port);
+      if (busy.length > 0) {
+        throw new ApiError(
+          "in_use",
+          `Cannot delete IP group "${name}": ${busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")} in use`,
+        );
+      }
+      const t = await getTenantEntry(ctx, tenant);
+      tx.check(t).set(t.key, { ...t.value!, ipGroups: t.value!.ipGroups - 1 });
+      const edit = await pool.edit(tx);
+      await releaseAll(tx, edit, net, ge.value.addresses);
+      edit.flush();
+      tx.check(ge).delete(ge.key).delete(keys.ipGroupOfNetwork(net.id, tenant, name));
+    })
+  );
+}

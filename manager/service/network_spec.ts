@@ -1,0 +1,214 @@
+/**
+ * Turns a network request into the record to store, checking every field against the others:
+ * the CIDR, the gateway, the pools, the excludes and the routes. Pure: no store access.
+ */
+import type { z } from "zod";
+import { invalid } from "../errors.ts";
+import { IndexSpace, type Range } from "../ipam/index_space.ts";
+import {
+  type Cidr,
+  cidrContains,
+  formatCidr,
+  formatIp,
+  type Ip,
+  parseCidr,
+  parseIp,
+} from "../ipam/ip.ts";
+import type { NetworkRecord } from "../model.ts";
+import type { NetworkCreate } from "../schemas.ts";
+
+/** Bits of one network's address bitmap: 2^24 addresses, an IPv4 /8. */
+export const MAX_POOL_SIZE = 1 << 24;
+/** VXLAN over IPv4 adds 50 bytes of headers. */
+export const VXLAN_OVERHEAD = 50;
+
+export interface NetworkSpec {
+  record: Omit<NetworkRecord, "id" | "tenant" | "createdAt" | "segmentId" | "reserved">;
+  cidr: Cidr;
+  space: IndexSpace;
+  /** Index ranges [start, end) never to be handed out: the gateway and the excludes. */
+  reserved: [number, number][];
+}
+
+export function networkSpec(
+  body: z.infer<typeof NetworkCreate>,
+  underlayMtu: number,
+): NetworkSpec {
+  const cidr = parseCidrField("cidr", body.cidr);
+  const family = cidr.family;
+  const maxPrefix = family === 4 ? 30 : 126;
+  if (cidr.prefix > maxPrefix) {
+    throw invalid("cidr", `${body.cidr} is too small: a network needs a prefix of /${maxPrefix} or shorter`);
+  }
+  const last = cidr.base + cidr.size - 1n;
+  const special = (ip: Ip): string | null =>
+    ip.value === cidr.base
+      ? "is the network address"
+      : family === 4 && ip.value === last
+      ? "is the broadcast address"
+      : null;
+
+  let gateway: Ip | undefined;
+  if (body.gateway !== undefined) {
+    gateway = parseAddrField("gateway", body.gateway, cidr);
+    const why = special(gateway);
+    if (why) throw invalid("gateway", `${body.gateway} ${why} of ${body.cidr}`);
+  }
+
+  const pools = poolRanges(body, cidr, special);
+  const space = new IndexSpace(pools);
+  if (space.size > MAX_POOL_SIZE) {
+    const hint = family === 6 && !body.allocationPools
+      ? "; give allocationPools for an IPv6 network"
+      : "";
+    throw invalid(
+      body.allocationPools ? "allocationPools" : "cidr",
+      `the pools hold ${space.size} addresses, more than the ${MAX_POOL_SIZE} one network may have${hint}`,
+    );
+  }
+
+  const reserved: [number, number][] = [];
+  if (gateway) {
+    const i = space.indexOf(gateway.value);
+    if (i >= 0) reserved.push([i, i + 1]);
+  }
+  const excludes = (body.excludes ?? []).map((text, i) => {
+    const range = parseExclude(`excludes[${i}]`, text, cidr);
+    reserved.push(...space.indexRanges(range.start, range.end));
+    return text;
+  });
+
+  const routes = (body.routes ?? []).map((r, i) => {
+    const dst = parseCidrField(`routes[${i}].dst`, r.dst);
+    if (dst.family !== family) {
+      throw invalid(`routes[${i}].dst`, `${r.dst} is IPv${dst.family} but the network is IPv${family}`);
+    }
+    if (r.via !== undefined) parseAddrField(`routes[${i}].via`, r.via, cidr);
+    return r.via === undefined ? { dst: formatCidr(dst) } : { dst: formatCidr(dst), via: r.via };
+  });
+
+  for (const [i, ns] of (body.dns?.nameservers ?? []).entries()) {
+    if (!parseIp(ns)) throw invalid(`dns.nameservers[${i}]`, `"${ns}" is not an IP address`);
+  }
+
+  checkSegmentFields(body);
+
+  const format = (value: bigint) => formatIp({ family, value });
+  return {
+    cidr,
+    space,
+    reserved,
+    record: {
+      name: body.name,
+      type: body.type,
+      cidr: formatCidr(cidr),
+      family,
+      gateway: gateway ? format(gateway.value) : undefined,
+      allocationPools: pools.map((p) => ({ start: format(p.start), end: format(p.end) })),
+      excludes,
+      public: body.public,
+      mtu: body.mtu ?? (body.type === "vxlan" ? underlayMtu - VXLAN_OVERHEAD : underlayMtu),
+      routes,
+      dns: body.dns ?? {},
+      physnet: body.physnet,
+      description: body.description,
+      poolSize: space.size,
+    },
+  };
+}
+
+function checkSegmentFields(body: z.infer<typeof NetworkCreate>): void {
+  if (body.type === "vxlan" && body.physnet !== undefined) {
+    throw invalid("physnet", "a vxlan network is an overlay and takes no physnet");
+  }
+  if (body.type !== "vxlan" && body.physnet === undefined) {
+    throw invalid("physnet", `a ${body.type} network needs the physnet it rides on`);
+  }
+  if (body.type === "flat" && body.segmentId !== undefined) {
+    throw invalid("segmentId", "a flat network is untagged and takes no segmentId");
+  }
+  if (body.type === "vlan" && body.segmentId !== undefined && body.segmentId > 4094) {
+    throw invalid("segmentId", `VLAN ID ${body.segmentId} is outside 1..4094`);
+  }
+}
+
+function poolRanges(
+  body: z.infer<typeof NetworkCreate>,
+  cidr: Cidr,
+  special: (ip: Ip) => string | null,
+): Range[] {
+  if (!body.allocationPools || body.allocationPools.length === 0) {
+    if (cidr.family === 6) {
+      throw invalid(
+        "allocationPools",
+        "an IPv6 network needs allocationPools (its CIDR is too large to hand out as a whole)",
+      );
+    }
+    return [{ start: cidr.base + 1n, end: cidr.base + cidr.size - 2n }];
+  }
+  const pools = body.allocationPools.map((p, i) => {
+    const field = `allocationPools[${i}]`;
+    const start = parseAddrField(`${field}.start`, p.start, cidr);
+    const end = parseAddrField(`${field}.end`, p.end, cidr);
+    if (start.value > end.value) throw invalid(field, `start ${p.start} is after end ${p.end}`);
+    for (const v of [cidr.base, cidr.base + cidr.size - 1n]) {
+      const ip = { family: cidr.family, value: v };
+      const why = special(ip);
+      if (why && v >= start.value && v <= end.value) {
+        throw invalid(field, `${p.start}-${p.end} includes ${formatIp(ip)}, which ${why}`);
+      }
+    }
+    return { start: start.value, end: end.value, i };
+  });
+  pools.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  for (let k = 1; k < pools.length; k++) {
+    if (pools[k].start <= pools[k - 1].end) {
+      throw invalid(
+        `allocationPools[${pools[k].i}]`,
+        `overlaps allocationPools[${pools[k - 1].i}]`,
+      );
+    }
+  }
+  return pools.map(({ start, end }) => ({ start, end }));
+}
+
+function parseCidrField(field: string, text: string): Cidr {
+  const cidr = parseCidr(text);
+  if ("error" in cidr) throw invalid(field, cidr.error);
+  return cidr;
+}
+
+/** An address that must lie inside `cidr`. */
+export function parseAddrField(field: string, text: string, cidr: Cidr): Ip {
+  const ip = parseIp(text);
+  if (!ip) throw invalid(field, `"${text}" is not a valid IP address`);
+  if (!cidrContains(cidr, ip)) throw invalid(field, `${text} is outside ${formatCidr(cidr)}`);
+  return ip;
+}
+
+/** An exclude is an address, a CIDR or a "start-end" range, all inside the network. */
+function parseExclude(field: string, text: string, cidr: Cidr): Range {
+  if (text.includes("/")) {
+    const sub = parseCidrField(field, text);
+    const inside = cidrContains(cidr, { family: sub.family, value: sub.base }) &&
+      cidrContains(cidr, { family: sub.family, value: sub.base + sub.size - 1n });
+    if (!inside) throw invalid(field, `${text} is not inside ${formatCidr(cidr)}`);
+    return { start: sub.base, end: sub.base + sub.size - 1n };
+  }
+  const dash = text.indexOf("-");
+  if (dash > 0) {
+    const start = parseAddrField(field, text.slice(0, dash), cidr);
+    const end = parseAddrField(field, text.slice(dash + 1), cidr);
+    if (start.value > end.value) throw invalid(field, `${text}: start is after end`);
+    return { start: start.value, end: end.value };
+  }
+  const ip = parseAddrField(field, text, cidr);
+  return { start: ip.value, end: ip.value };
+}
+
+/** The parsed CIDR of a stored network. */
+export function cidrOf(net: Pick<NetworkRecord, "id" | "cidr">): Cidr {
+  const c = parseCidr(net.cidr);
+  if ("error" in c) throw new Error(`stored network ${net.id} has a bad CIDR: ${c.error}`);
+  return c;
+}

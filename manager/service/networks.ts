@@ -1,0 +1,365 @@
+/** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
+import type { Usage } from "@knitter/common";
+import type { z } from "zod";
+import { type Principal } from "../auth.ts";
+import { ApiError, invalid, notFound } from "../errors.ts";
+import { cidrsOverlap, parseCidr } from "../ipam/ip.ts";
+import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
+import type { NetworkCreate } from "../schemas.ts";
+import type { Entry } from "../store/store.ts";
+import type { Tx } from "../store/tx.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { networkSpec } from "./network_spec.ts";
+import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
+import { getTenantEntry } from "./tenants.ts";
+
+export interface NetworkView extends Omit<NetworkRecord, "poolSize" | "reserved"> {
+  usage: Usage;
+}
+
+export async function createNetwork(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  body: z.infer<typeof NetworkCreate>,
+): Promise<NetworkView> {
+  if (body.public && principal.scope !== "admin") {
+    throw new ApiError("forbidden", "Only an admin token may create a public network", "public");
+  }
+  const spec = networkSpec(body, ctx.settings.underlayMtu);
+  await getTenantEntry(ctx, tenant);
+  await checkOverlap(ctx, tenant, body.public, spec.record.cidr);
+  const id = crypto.randomUUID();
+  const addresses = ctx.pools.get(keys.ipam(id), spec.record.poolSize);
+
+  const build = async (tx: Tx): Promise<NetworkRecord> => {
+    const tenantEntry = await getTenantEntry(ctx, tenant);
+    const key = keys.network(tenant, body.name);
+    const existing = await ctx.store.get(key);
+    if (existing.value) {
+      throw new ApiError("already_exists", `Network "${body.name}" already exists in tenant "${tenant}"`, "name");
+    }
+    tx.check(existing);
+    if (body.public) {
+      const pub = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(body.name));
+      if (pub.value) {
+        throw new ApiError(
+          "already_exists",
+          `A public network named "${body.name}" already exists (tenant "${pub.value.tenant}"); public names are unique`,
+          "name",
+        );
+      }
+      tx.check(pub).set(pub.key, { tenant });
+    }
+    const t = tenantEntry.value!;
+    tx.check(tenantEntry).set(tenantEntry.key, { ...t, networks: t.networks + 1 });
+
+    const segmentId = await claimSegment(ctx, tx, principal, tenant, body);
+    const edit = await addresses.edit(tx);
+    for (const [start, end] of spec.reserved) await edit.reserve(start, end);
+    const record: NetworkRecord = {
+      id,
+      tenant,
+      ...spec.record,
+      segmentId,
+      createdAt: now(),
+      reserved: edit.setBits,
+    };
+    edit.flush();
+    tx.set(key, record);
+    return record;
+  };
+
+  const record = await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
+  if (record.segmentId !== undefined) {
+    ctx.metrics.allocations.inc({ kind: record.type === "vxlan" ? "vni" : "vlan" });
+  }
+  return view(record, record.poolSize - record.reserved, 0);
+}
+
+/** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
+async function claimSegment(
+  ctx: Ctx,
+  tx: Tx,
+  principal: Principal,
+  tenant: string,
+  body: z.infer<typeof NetworkCreate>,
+): Promise<number | undefined> {
+  const owner = { tenant, name: body.name };
+  if (body.type === "flat") {
+    const p = await getPhysnetEntryField(ctx, body.physnet!);
+    const rec = p.value!;
+    if (rec.flatNetwork) {
+      throw new ApiError(
+        "already_exists",
+        `Physnet "${rec.name}" already carries the flat network ${rec.flatNetwork}; it has one untagged segment`,
+        "physnet",
+      );
+    }
+    tx.check(p).set(p.key, { ...rec, networks: rec.networks + 1, flatNetwork: `${tenant}/${body.name}` });
+    return undefined;
+  }
+  let allowed: [number, number][];
+  let pool;
+  let what: string;
+  let physnet = "";
+  if (body.type === "vxlan") {
+    pool = ctx.pools.vni();
+    allowed = ctx.settings.vniRanges.map(([s, e]) => [s, e + 1]);
+    what = "VNI";
+  } else {
+    const p = await getPhysnetEntryField(ctx, body.physnet!);
+    const rec = p.value!;
+    tx.check(p).set(p.key, { ...rec, networks: rec.networks + 1 });
+    pool = ctx.pools.vlan(rec.name);
+    allowed = vlanIndexRanges(rec);
+    what = `VLAN ID on physnet "${rec.name}"`;
+    physnet = rec.name;
+  }
+  const edit = await pool.edit(tx);
+  let id: number;
+  if (body.segmentId !== undefined) {
+    id = body.segmentId;
+    const inRanges = allowed.some(([s, e]) => id >= s && id < e);
+    if (!inRanges && principal.scope !== "admin") {
+      throw new ApiError(
+        "forbidden",
+        `${what} ${id} is outside the ranges handed to tenants; only an admin may pick it`,
+        "segmentId",
+      );
+    }
+    if (!(await edit.take(id))) {
+      const holder = await ctx.store.get<{ tenant: string; name: string }>(
+        keys.segmentOwner(body.type, physnet, id),
+      );
+      const by = holder.value ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"` : "";
+      ctx.metrics.allocationFailures.inc({ reason: "taken" });
+      throw new ApiError("address_taken", `${what} ${id} is already used${by}`, "segmentId");
+    }
+  } else {
+    const found = await edit.allocate(allowed);
+    if (found === null) {
+      ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
+      throw new ApiError(
+        "pool_exhausted",
+        `Cannot allocate a ${what}: every ID of its ranges is in use`,
+        "segmentId",
+      );
+    }
+    id = found;
+  }
+  edit.flush();
+  tx.set(keys.segmentOwner(body.type, physnet, id), owner);
+  return id;
+}
+
+async function getPhysnetEntryField(ctx: Ctx, name: string): Promise<Entry<PhysnetRecord>> {
+  try {
+    return await getPhysnetEntry(ctx, name);
+  } catch (err) {
+    if (err instanceof ApiError && err.code === "not_found") {
+      throw invalid("physnet", `physnet "${name}" does not exist; an admin creates it first`);
+    }
+    throw err;
+  }
+}
+
+/** Serialises the users of one segment pool in this process. */
+function segmentLock(ctx: Ctx, type: string, physnet?: string) {
+  return <T>(fn: () => Promise<T>): Promise<T> => {
+    if (type === "vxlan") return ctx.pools.vni().exclusive(fn);
+    if (type === "vlan") return ctx.pools.vlan(physnet!).exclusive(fn);
+    return fn();
+  };
+}
+
+/**
+ * A tenant's networks must not overlap each other or the public networks its pods may also attach
+ * to; a public network must not overlap any network.
+ */
+async function checkOverlap(ctx: Ctx, tenant: string, isPublic: boolean, cidrText: string) {
+  const cidr = parseCidr(cidrText);
+  if ("error" in cidr) return;
+  const candidates = isPublic
+    ? await listValues<NetworkRecord>(ctx.store, keys.networks())
+    : [
+      ...await listValues<NetworkRecord>(ctx.store, keys.networks(tenant)),
+      ...(await publicNetworks(ctx)).filter((n) => n.tenant !== tenant),
+    ];
+  for (const n of candidates) {
+    const other = parseCidr(n.cidr);
+    if (!("error" in other) && cidrsOverlap(cidr, other)) {
+      throw invalid(
+        "cidr",
+        `${cidrText} overlaps network "${n.name}" (${n.cidr}) of tenant "${n.tenant}"${n.public ? ", a public network" : ""}`,
+      );
+    }
+  }
+}
+
+async function publicNetworks(ctx: Ctx): Promise<NetworkRecord[]> {
+  const out: NetworkRecord[] = [];
+  for await (const e of ctx.store.list<{ tenant: string }>(keys.publicNetworks())) {
+    const name = e.key[e.key.length - 1] as string;
+    const n = await ctx.store.get<NetworkRecord>(keys.network(e.value!.tenant, name));
+    if (n.value) out.push(n.value);
+  }
+  return out;
+}
+
+const cache = new WeakMap<Ctx, Map<string, NetworkRecord>>();
+
+function cacheOf(ctx: Ctx): Map<string, NetworkRecord> {
+  let m = cache.get(ctx);
+  if (!m) cache.set(ctx, m = new Map());
+  return m;
+}
+
+async function lookup(ctx: Ctx, tenant: string, name: string, fresh: boolean) {
+  const id = `${tenant}/${name}`;
+  const m = cacheOf(ctx);
+  if (!fresh) {
+    const hit = m.get(id);
+    if (hit) return hit;
+  }
+  const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+  if (e.value) m.set(id, e.value);
+  else m.delete(id);
+  return e.value;
+}
+
+/**
+ * The network a request names: the path tenant's own, else a public network of that name. A tenant
+ * token reaching into another tenant's path finds only public networks; private ones are 404, so
+ * their existence does not leak. `fresh` bypasses the cache (after a lost race).
+ */
+export async function resolveNetwork(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+  fresh = false,
+): Promise<NetworkRecord> {
+  if (principal.scope === "tenant" && principal.tenant !== tenant) {
+    const net = await lookup(ctx, tenant, name, fresh);
+    if (net?.public) return net;
+    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+  }
+  const own = await lookup(ctx, tenant, name, fresh);
+  if (own) return own;
+  const pub = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(name));
+  if (pub.value) {
+    const net = await lookup(ctx, pub.value.tenant, name, fresh);
+    if (net) return net;
+  }
+  await getTenantEntry(ctx, tenant);
+  throw notFound(`Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`);
+}
+
+export function forgetNetwork(ctx: Ctx, net: NetworkRecord): void {
+  cacheOf(ctx).delete(`${net.tenant}/${net.name}`);
+  ctx.pools.forget(keys.ipam(net.id));
+}
+
+export async function getNetwork(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+): Promise<NetworkView> {
+  const net = await resolveNetwork(ctx, principal, tenant, name, true);
+  return await withUsage(ctx, net);
+}
+
+/** The tenant's own networks and the public networks its pods may attach to. */
+export async function listNetworks(
+  ctx: Ctx,
+  _principal: Principal,
+  tenant: string,
+): Promise<NetworkView[]> {
+  await getTenantEntry(ctx, tenant);
+  const own = await listValues<NetworkRecord>(ctx.store, keys.networks(tenant));
+  const pub = (await publicNetworks(ctx)).filter((n) => n.tenant !== tenant);
+  return await Promise.all([...own, ...pub].map((n) => withUsage(ctx, n)));
+}
+
+export async function deleteNetwork(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+): Promise<void> {
+  if (principal.scope === "tenant" && principal.tenant !== tenant) {
+    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+  }
+  const first = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+  if (!first.value) {
+    await getTenantEntry(ctx, tenant);
+    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+  }
+  const net = first.value;
+  const addresses = ctx.pools.addresses(net);
+  await addresses.exclusive(() =>
+    segmentLock(ctx, net.type, net.physnet)(() =>
+      retry(ctx, async (tx) => {
+        const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+        if (!e.value || e.value.id !== net.id) {
+          throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+        }
+        const edit = await addresses.edit(tx);
+        if (edit.used > 0) throw await inUse(ctx, net, edit.used);
+        tx.check(e).delete(e.key);
+        edit.destroy();
+        const t = await getTenantEntry(ctx, tenant);
+        tx.check(t).set(t.key, { ...t.value!, networks: t.value!.networks - 1 });
+        if (net.public) tx.delete(keys.publicNetwork(name));
+        await releaseSegment(ctx, tx, net);
+      })
+    )
+  );
+  forgetNetwork(ctx, net);
+}
+
+async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiError> {
+  const ports = (await listValues<{ id: string }>(ctx.store, keys.ports(net.id), 5)).map((p) => `"${p.id}"`);
+  const groups: string[] = [];
+  for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id), { limit: 5 })) {
+    groups.push(`"${e.key.slice(-2).join("/")}"`);
+  }
+  const holders = [
+    ports.length ? `ports ${ports.join(", ")}` : "",
+    groups.length ? `IP groups ${groups.join(", ")}` : "",
+  ].filter(Boolean).join(" and ");
+  return new ApiError(
+    "in_use",
+    `Cannot delete network "${net.name}": ${used} address(es) are in use (${holders}); release them first`,
+  );
+}
+
+async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<void> {
+  if (net.type !== "vxlan") {
+    const p = await ctx.store.get<PhysnetRecord>(keys.physnet(net.physnet!));
+    if (p.value) {
+      const rec = { ...p.value, networks: p.value.networks - 1 };
+      if (net.type === "flat") delete rec.flatNetwork;
+      tx.check(p).set(p.key, rec);
+    }
+  }
+  if (net.segmentId === undefined) return;
+  const pool = net.type === "vxlan" ? ctx.pools.vni() : ctx.pools.vlan(net.physnet!);
+  const edit = await pool.edit(tx);
+  await edit.release(net.segmentId);
+  edit.flush();
+  tx.delete(keys.segmentOwner(net.type, net.physnet ?? "", net.segmentId));
+  tx.onCommit(() => ctx.metrics.releases.inc({ kind: net.type === "vxlan" ? "vni" : "vlan" }));
+}
+
+export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkView> {
+  const head = await ctx.pools.addresses(net).readHead();
+  return view(net, net.poolSize - net.reserved, head?.used ?? 0);
+}
+
+function view(net: NetworkRecord, total: number, used: number): NetworkView {
+  const { poolSize: _p, reserved: _r, ...rest } = net;
+  return { ...rest, usage: { total, used, free: total - used } };
+}

@@ -1,0 +1,47 @@
+/** Nodes: each agent registers its name and tunnel endpoint; overlay flows follow these. */
+import type { z } from "zod";
+import { invalid, notFound } from "../errors.ts";
+import { formatIp, parseIp } from "../ipam/ip.ts";
+import { keys, type NodeRecord } from "../model.ts";
+import type { NodeRegister } from "../schemas.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+
+export async function registerNode(
+  ctx: Ctx,
+  name: string,
+  body: z.infer<typeof NodeRegister>,
+): Promise<{ node: NodeRecord; created: boolean }> {
+  const ip = parseIp(body.underlayIp);
+  if (!ip) throw invalid("underlayIp", `"${body.underlayIp}" is not an IP address`);
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<NodeRecord>(keys.node(name));
+    const t = now();
+    const node: NodeRecord = {
+      name,
+      underlayIp: formatIp(ip),
+      labels: body.labels ?? e.value?.labels ?? {},
+      registeredAt: e.value?.registeredAt ?? t,
+      updatedAt: t,
+    };
+    tx.check(e).set(e.key, node);
+    return { node, created: e.value === null };
+  });
+}
+
+export async function getNode(ctx: Ctx, name: string): Promise<NodeRecord> {
+  const n = (await ctx.store.get<NodeRecord>(keys.node(name))).value;
+  if (!n) throw notFound(`Node "${name}" is not registered`);
+  return n;
+}
+
+export function listNodes(ctx: Ctx): Promise<NodeRecord[]> {
+  return listValues<NodeRecord>(ctx.store, keys.nodes());
+}
+
+export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
+  await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<NodeRecord>(keys.node(name));
+    if (!e.value) throw notFound(`Node "${name}" is not registered`);
+    tx.check(e).delete(e.key);
+  });
+}

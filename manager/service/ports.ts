@@ -1,0 +1,408 @@
+/**
+ * Ports: one address of a network, bound to a pod's interface. PUT is idempotent: the same port ID
+ * always gets the same answer, so an agent may retry or restart at any point.
+ */
+import type { PodRef } from "@knitter/common";
+import type { z } from "zod";
+import type { Principal } from "../auth.ts";
+import { ApiError, invalid, notFound } from "../errors.ts";
+import { formatIp, parseIp } from "../ipam/ip.ts";
+import { type AddressOwner, type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import type { PortQuery, PortRequest } from "../schemas.ts";
+import type { Key } from "../store/store.ts";
+import type { Tx } from "../store/tx.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { forgetNetwork, resolveNetwork } from "./networks.ts";
+
+export type PortBody = z.infer<typeof PortRequest>;
+
+export interface PutResult {
+  port: PortRecord;
+  created: boolean;
+}
+
+export async function putPort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+  body: PortBody,
+): Promise<PutResult> {
+  const owner = principal.scope === "tenant" ? principal.tenant : tenant;
+  if (principal.scope === "node") {
+    if (body.node !== undefined && body.node !== principal.node) {
+      throw new ApiError("forbidden", `A token of node "${principal.node}" may not bind ports to node "${body.node}"`, "node");
+    }
+    body = { ...body, node: principal.node };
+  }
+  let net = await resolveNetwork(ctx, principal, tenant, networkName);
+  let fresh = false;
+  for (;;) {
+    try {
+      const result = await ctx.pools.addresses(net).exclusive(() =>
+        retry(ctx, async (tx, attempt) => {
+          if (attempt > 0) {
+            // Lost a race: the network itself may be gone or re-created under us.
+            const now = await resolveNetwork(ctx, principal, tenant, networkName, true);
+            if (now.id !== net.id) throw new Restart(now);
+          }
+          return await buildPut(ctx, tx, net, owner, id, body, fresh);
+        })
+      );
+      if (result.created) ctx.metrics.allocations.inc({ kind: "ip" });
+      return result;
+    } catch (err) {
+      if (!(err instanceof Restart)) throw err;
+      if (err.network) {
+        forgetNetwork(ctx, net);
+        net = err.network;
+      } else {
+        // The cache said "full": make sure with fresh reads before refusing.
+        ctx.pools.addresses(net).invalidate();
+        fresh = true;
+      }
+    }
+  }
+}
+
+/** Start a PUT over: on another network record, or on fresh reads. */
+class Restart extends Error {
+  constructor(readonly network?: NetworkRecord) {
+    super("restart");
+  }
+}
+
+async function buildPut(
+  ctx: Ctx,
+  tx: Tx,
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  body: PortBody,
+  freshOnly: boolean,
+): Promise<PutResult> {
+  const key = keys.port(net.id, id);
+  const existing = await ctx.store.get<PortRecord>(key);
+  if (existing.value) return bindExisting(tx, existing.value, existing.version!, owner, body);
+  tx.checkAbsent(key);
+
+  const edit = await ctx.pools.addresses(net).edit(tx);
+  let index: number;
+  let ip: string;
+  let group: IpGroupRecord | undefined;
+  if (body.ipGroup !== undefined) {
+    ({ index, ip, group } = await fromGroup(ctx, tx, net, owner, id, body));
+  } else if (body.ip !== undefined) {
+    ip = canonicalIp(net, body.ip);
+    index = ctx.pools.space(net).indexOf(ipValue(net, body.ip));
+    if (index < 0) {
+      throw invalid("ip", `${body.ip} is outside the allocation pools of network "${net.name}" (${poolText(net)})`);
+    }
+    if (!(await edit.take(index))) {
+      ctx.metrics.allocationFailures.inc({ reason: "taken" });
+      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip)}`, "ip");
+    }
+  } else {
+    const found = await edit.allocate();
+    if (found === null) {
+      if (!freshOnly) throw new Restart();
+      ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
+      const total = net.poolSize - net.reserved;
+      throw new ApiError(
+        "pool_exhausted",
+        `Cannot allocate an address from network "${net.name}": its pools are exhausted (${total} of ${total} in use)`,
+      );
+    }
+    index = found;
+    ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
+  }
+  edit.flush();
+
+  const port = portRecord(net, owner, id, body, ip, index);
+  tx.set(key, port);
+  tx.set(keys.address(net.id, ip), group ? { group: group.name, port: id } : { port: id });
+  writeIndexes(tx, port, "set");
+  return { port, created: true };
+}
+
+/** A second PUT of a port: the same answer, binding node / pod / interface if still unset. */
+function bindExisting(
+  tx: Tx,
+  port: PortRecord,
+  version: string,
+  owner: string,
+  body: PortBody,
+): PutResult {
+  if (port.tenant !== owner) {
+    throw new ApiError("conflict", `Port "${port.id}" exists and belongs to another tenant`);
+  }
+  const clash = (field: string, want: unknown, have: unknown) => {
+    throw new ApiError(
+      "conflict",
+      `Port "${port.id}" already exists with ${field} ${JSON.stringify(have)}; the request asks for ${
+        JSON.stringify(want)
+      }. Delete the port first or use another port ID`,
+      field,
+    );
+  };
+  if (body.ip !== undefined && canonical(body.ip) !== port.ip) clash("ip", body.ip, port.ip);
+  if (body.ipGroup !== undefined && body.ipGroup !== port.ipGroup) clash("ipGroup", body.ipGroup, port.ipGroup);
+  if (body.mac !== undefined && body.mac !== port.mac) clash("mac", body.mac, port.mac);
+  if (body.node !== undefined && port.node !== undefined && body.node !== port.node) {
+    clash("node", body.node, port.node);
+  }
+  if (body.interface !== undefined && port.interface !== undefined && body.interface !== port.interface) {
+    clash("interface", body.interface, port.interface);
+  }
+  if (body.pod !== undefined && port.pod !== undefined && !samePod(body.pod, port.pod)) {
+    clash("pod", body.pod, port.pod);
+  }
+  const bound: PortRecord = {
+    ...port,
+    node: port.node ?? body.node,
+    interface: port.interface ?? body.interface,
+    pod: port.pod ?? body.pod,
+  };
+  if (bound.node !== port.node || bound.interface !== port.interface || bound.pod !== port.pod) {
+    tx.check({ key: keys.port(port.networkId, port.id), version });
+    tx.set(keys.port(port.networkId, port.id), bound);
+    writeIndexes(tx, port, "delete");
+    writeIndexes(tx, bound, "set");
+  }
+  return { port: bound, created: false };
+}
+
+function samePod(a: PodRef, b: PodRef): boolean {
+  return a.namespace === b.namespace && a.name === b.name && (a.uid ?? b.uid) === (b.uid ?? a.uid);
+}
+
+async function fromGroup(
+  ctx: Ctx,
+  tx: Tx,
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  body: PortBody,
+): Promise<{ index: number; ip: string; group: IpGroupRecord }> {
+  const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(owner, body.ipGroup!));
+  const group = ge.value;
+  if (!group) {
+    throw invalid("ipGroup", `IP group "${body.ipGroup}" does not exist in tenant "${owner}"`);
+  }
+  if (group.networkId !== net.id) {
+    throw invalid("ipGroup", `IP group "${group.name}" belongs to network "${group.network}", not "${net.name}"`);
+  }
+  let slot: number;
+  if (body.ip !== undefined) {
+    const ip = canonicalIp(net, body.ip);
+    slot = group.addresses.findIndex((a) => a.ip === ip);
+    if (slot < 0) throw invalid("ip", `${ip} is not an address of IP group "${group.name}"`);
+    if (group.addresses[slot].port) {
+      throw new ApiError("address_taken", `${ip} of IP group "${group.name}" is used by port "${group.addresses[slot].port}"`, "ip");
+    }
+  } else {
+    const n = group.addresses.length;
+    slot = -1;
+    for (let k = 0; k < n; k++) {
+      const s = (group.cursor + k) % n;
+      if (!group.addresses[s].port) {
+        slot = s;
+        break;
+      }
+    }
+    if (slot < 0) {
+      ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
+      throw new ApiError("pool_exhausted", `IP group "${group.name}" has no free address (all ${n} in use)`, "ipGroup");
+    }
+  }
+  const addresses = group.addresses.map((a, i) => (i === slot ? { ...a, port: id } : a));
+  const updated = { ...group, addresses, cursor: (slot + 1) % addresses.length };
+  tx.check(ge).set(ge.key, updated);
+  return { index: addresses[slot].index, ip: addresses[slot].ip, group: updated };
+}
+
+function portRecord(
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  body: PortBody,
+  ip: string,
+  index: number,
+): PortRecord {
+  const prefix = net.cidr.slice(net.cidr.indexOf("/") + 1);
+  const port: PortRecord = {
+    id,
+    tenant: owner,
+    network: net.name,
+    networkTenant: net.tenant,
+    networkId: net.id,
+    type: net.type,
+    ip,
+    address: `${ip}/${prefix}`,
+    family: net.family,
+    mac: body.mac ?? macFor(net.id, index),
+    mtu: net.mtu,
+    routes: net.routes,
+    dns: net.dns,
+    createdAt: now(),
+    index,
+  };
+  if (net.segmentId !== undefined) port.segmentId = net.segmentId;
+  if (net.physnet !== undefined) port.physnet = net.physnet;
+  if (net.gateway !== undefined) port.gateway = net.gateway;
+  if (body.ipGroup !== undefined) port.ipGroup = body.ipGroup;
+  if (body.node !== undefined) port.node = body.node;
+  if (body.pod !== undefined) port.pod = body.pod;
+  if (body.interface !== undefined) port.interface = body.interface;
+  return port;
+}
+
+/**
+ * A locally administered unicast MAC that is unique within the network: two bytes from the network
+ * ID, three from the address's pool index (pools never exceed 2^24 addresses).
+ */
+export function macFor(networkId: string, index: number): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
+  const bytes = [0x02, (h >>> 8) & 0xff, h & 0xff, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff];
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
+function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
+  const idx: Key[] = [];
+  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, port.id));
+  if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, port.id));
+  for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
+}
+
+function ipValue(net: NetworkRecord, text: string): bigint {
+  return parseAddrField("ip", text, cidrOf(net)).value;
+}
+
+function canonicalIp(net: NetworkRecord, text: string): string {
+  return formatIp({ family: net.family, value: ipValue(net, text) });
+}
+
+function canonical(text: string): string {
+  const ip = parseIp(text);
+  return ip ? formatIp(ip) : text;
+}
+
+function poolText(net: NetworkRecord): string {
+  return net.allocationPools.map((p) => `${p.start}-${p.end}`).join(", ");
+}
+
+async function holderOf(ctx: Ctx, net: NetworkRecord, ip: string): Promise<string> {
+  const o = (await ctx.store.get<AddressOwner>(keys.address(net.id, ip))).value;
+  if (o?.port) return `used by port "${o.port}"`;
+  if (o?.group) return `held by IP group "${o.group}" (request it with ipGroup)`;
+  if (ip === net.gateway) return "the gateway";
+  return "reserved (excluded from allocation)";
+}
+
+export async function getPort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+): Promise<PortRecord> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName);
+  const port = (await ctx.store.get<PortRecord>(keys.port(net.id, id))).value;
+  if (!port || !visible(principal, port)) {
+    throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+  }
+  return port;
+}
+
+function visible(principal: Principal, port: PortRecord): boolean {
+  return principal.scope !== "tenant" || port.tenant === principal.tenant;
+}
+
+/** Releases the port's address (back to its IP group if it came from one). 404 when unknown. */
+export async function deletePort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+): Promise<void> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const pool = ctx.pools.addresses(net);
+  await pool.exclusive(() =>
+    retry(ctx, async (tx) => {
+      const e = await ctx.store.get<PortRecord>(keys.port(net.id, id));
+      const port = e.value;
+      if (!port || !visible(principal, port)) {
+        throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+      }
+      if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
+        throw new ApiError("forbidden", `A token of node "${principal.node}" may not release a port of node "${port.node}"`);
+      }
+      tx.check(e).delete(e.key);
+      writeIndexes(tx, port, "delete");
+      if (port.ipGroup !== undefined) {
+        const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
+        if (ge.value) {
+          const addresses = ge.value.addresses.map((a) => (a.port === id ? { ip: a.ip, index: a.index } : a));
+          tx.check(ge).set(ge.key, { ...ge.value, addresses });
+          tx.set(keys.address(net.id, port.ip), { group: port.ipGroup });
+          return;
+        }
+      }
+      const edit = await pool.edit(tx);
+      await edit.release(port.index);
+      edit.flush();
+      tx.delete(keys.address(net.id, port.ip));
+    })
+  );
+  ctx.metrics.releases.inc({ kind: "ip" });
+}
+
+export async function listNetworkPorts(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  query: z.infer<typeof PortQuery>,
+): Promise<PortRecord[]> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const ports = await listValues<PortRecord>(ctx.store, keys.ports(net.id));
+  return ports.filter((p) => matches(principal, p, query));
+}
+
+/** Ports across networks, by node or pod through their indexes. */
+export async function listPorts(
+  ctx: Ctx,
+  principal: Principal,
+  query: z.infer<typeof PortQuery>,
+): Promise<PortRecord[]> {
+  let ports: PortRecord[];
+  if (query.node !== undefined || query.pod !== undefined) {
+    const prefix = query.node !== undefined
+      ? keys.portsOfNode(query.node)
+      : keys.portsOfPod(...(query.pod!.split("/") as [string, string]));
+    const portKeys: Key[] = [];
+    for await (const e of ctx.store.list(prefix)) portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
+    ports = (await ctx.store.getMany<PortRecord>(portKeys)).flatMap((e) => (e.value ? [e.value] : []));
+  } else {
+    ports = await listValues<PortRecord>(ctx.store, keys.ports());
+  }
+  return ports.filter((p) => matches(principal, p, query));
+}
+
+function matches(principal: Principal, p: PortRecord, q: z.infer<typeof PortQuery>): boolean {
+  if (!visible(principal, p)) return false;
+  if (q.node !== undefined && p.node !== q.node) return false;
+  if (q.tenant !== undefined && p.tenant !== q.tenant) return false;
+  if (q.pod !== undefined && `${p.pod?.namespace}/${p.pod?.name}` !== q.pod) return false;
+  return true;
+}
+
+/** The API view of a port: the record without its internal pool index. */
+export function portView(p: PortRecord) {
+  const { index: _index, ...view } = p;
+  return view;
+}

@@ -1,0 +1,69 @@
+/** Tenants: the owners of networks and IP groups (under Kubernetes, one per namespace). */
+import type { z } from "zod";
+import { ApiError, notFound } from "../errors.ts";
+import { keys, type TenantRecord } from "../model.ts";
+import type { TenantCreate } from "../schemas.ts";
+import type { Entry } from "../store/store.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+
+export async function createTenant(ctx: Ctx, body: z.infer<typeof TenantCreate>): Promise<TenantRecord> {
+  const record: TenantRecord = { name: body.name, createdAt: now(), networks: 0, ipGroups: 0 };
+  return await retry(ctx, (tx) => {
+    tx.checkAbsent(keys.tenant(body.name)).set(keys.tenant(body.name), record);
+    return Promise.resolve(record);
+  }).catch(async (err) => {
+    if (err instanceof ApiError && err.code === "store_conflict") {
+      const existing = await ctx.store.get(keys.tenant(body.name));
+      if (existing.value) throw new ApiError("already_exists", `Tenant "${body.name}" already exists`, "name");
+    }
+    throw err;
+  });
+}
+
+/** Creates the tenant unless it exists; used for the built-in admin tenant. */
+export async function ensureTenant(ctx: Ctx, name: string): Promise<void> {
+  const e = await ctx.store.get(keys.tenant(name));
+  if (e.value) return;
+  const record: TenantRecord = { name, createdAt: now(), networks: 0, ipGroups: 0 };
+  await ctx.store.commit([{ key: keys.tenant(name), version: null }], [{
+    type: "set",
+    key: keys.tenant(name),
+    value: record,
+  }]);
+}
+
+export async function getTenantEntry(ctx: Ctx, name: string): Promise<Entry<TenantRecord>> {
+  const e = await ctx.store.get<TenantRecord>(keys.tenant(name));
+  if (!e.value) throw notFound(`Tenant "${name}" does not exist`);
+  return e;
+}
+
+export async function getTenant(ctx: Ctx, name: string): Promise<TenantRecord> {
+  return (await getTenantEntry(ctx, name)).value!;
+}
+
+export function listTenants(ctx: Ctx): Promise<TenantRecord[]> {
+  return listValues<TenantRecord>(ctx.store, keys.tenants());
+}
+
+export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
+  await retry(ctx, async (tx) => {
+    const e = await getTenantEntry(ctx, name);
+    const t = e.value!;
+    if (t.networks > 0 || t.ipGroups > 0) {
+      const nets = (await listValues<{ name: string }>(ctx.store, keys.networks(name), 10))
+        .map((n) => `"${n.name}"`);
+      const groups = (await listValues<{ name: string }>(ctx.store, keys.ipGroups(name), 10))
+        .map((g) => `"${g.name}"`);
+      const owned = [
+        nets.length ? `networks ${nets.join(", ")}` : "",
+        groups.length ? `IP groups ${groups.join(", ")}` : "",
+      ].filter(Boolean).join(" and ");
+      throw new ApiError(
+        "in_use",
+        `Cannot delete tenant "${name}": it still owns ${owned}; delete them first`,
+      );
+    }
+    tx.check(e).delete(e.key);
+  });
+}

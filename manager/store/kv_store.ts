@@ -1,0 +1,77 @@
+/** The embedded default store: Deno KV on a local file (or ":memory:"), one process per file. */
+import {
+  type Check,
+  type CommitResult,
+  type Entry,
+  type Key,
+  type ListOptions,
+  type Mutation,
+  type Store,
+  StoreUnavailableError,
+} from "./store.ts";
+
+/** Deno KV answers at most this many keys per getMany. */
+const GET_MANY_LIMIT = 10;
+
+export async function openKvStore(path: string): Promise<Store> {
+  let kv: Deno.Kv;
+  try {
+    kv = await Deno.openKv(path);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    const hint = /locked/i.test(why)
+      ? " (another process has this file open: one manager process per Deno KV file; use a shared store for replicas)"
+      : "";
+    throw new StoreUnavailableError(`Cannot open Deno KV store at "${path}": ${why}${hint}`, {
+      cause: err,
+    });
+  }
+  return new KvStore(kv);
+}
+
+class KvStore implements Store {
+  constructor(private readonly kv: Deno.Kv) {}
+
+  async get<T>(key: Key): Promise<Entry<T>> {
+    const res = await this.kv.get<T>(key as Deno.KvKey);
+    return { key, value: res.value, version: res.versionstamp };
+  }
+
+  async getMany<T>(keys: Key[]): Promise<Entry<T>[]> {
+    const out: Entry<T>[] = [];
+    for (let i = 0; i < keys.length; i += GET_MANY_LIMIT) {
+      const batch = keys.slice(i, i + GET_MANY_LIMIT) as Deno.KvKey[];
+      const res = await this.kv.getMany<T[]>(batch);
+      for (let j = 0; j < res.length; j++) {
+        out.push({ key: keys[i + j], value: res[j].value, version: res[j].versionstamp });
+      }
+    }
+    return out;
+  }
+
+  async *list<T>(prefix: Key, options: ListOptions = {}): AsyncIterable<Entry<T>> {
+    const iter = this.kv.list<T>({ prefix: prefix as Deno.KvKey }, {
+      limit: options.limit,
+      reverse: options.reverse,
+      batchSize: Math.min(options.limit ?? 500, 500),
+    });
+    for await (const res of iter) {
+      yield { key: res.key as Key, value: res.value, version: res.versionstamp };
+    }
+  }
+
+  async commit(checks: Check[], mutations: Mutation[]): Promise<CommitResult> {
+    const op = this.kv.atomic();
+    for (const c of checks) op.check({ key: c.key as Deno.KvKey, versionstamp: c.version });
+    for (const m of mutations) {
+      if (m.type === "set") op.set(m.key as Deno.KvKey, m.value);
+      else op.delete(m.key as Deno.KvKey);
+    }
+    const res = await op.commit();
+    return res.ok ? { ok: true, version: res.versionstamp } : { ok: false };
+  }
+
+  close(): void {
+    this.kv.close();
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The manager's narrow view of its state: versioned reads, prefix listing and one atomic commit
+ * with version checks. Everything the allocator and the API need fits through these four calls,
+ * so a shared backend (etcd, a remote KV) can sit behind the same interface.
+ */
+
+export type KeyPart = string | number;
+export type Key = readonly KeyPart[];
+
+/** A read value and the version it had; both null when the key is absent. */
+export interface Entry<T> {
+  key: Key;
+  value: T | null;
+  version: string | null;
+}
+
+/** Commit only if `key` still has `version` (null: the key must be absent). */
+export interface Check {
+  key: Key;
+  version: string | null;
+}
+
+export type Mutation =
+  | { type: "set"; key: Key; value: unknown }
+  | { type: "delete"; key: Key };
+
+export type CommitResult = { ok: true; version: string } | { ok: false };
+
+export interface ListOptions {
+  limit?: number;
+  reverse?: boolean;
+}
+
+export interface Store {
+  get<T>(key: Key): Promise<Entry<T>>;
+  getMany<T>(keys: Key[]): Promise<Entry<T>[]>;
+  list<T>(prefix: Key, options?: ListOptions): AsyncIterable<Entry<T>>;
+  commit(checks: Check[], mutations: Mutation[]): Promise<CommitResult>;
+  close(): void;
+}
+
+/** Thrown by a backend when it cannot be reached or refuses the operation for its own reasons. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StoreUnavailableError";
+  }
+}

@@ -1,0 +1,5 @@
+/**
+ * monitor: see README.md. Nothing is exported yet.
+ * @module
+ */
+export {};

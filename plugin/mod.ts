@@ -1,0 +1,5 @@
+/**
+ * plugin: see README.md. Nothing is exported yet.
+ * @module
+ */
+export {};

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the tasks need on a fresh machine: deno (from the npm package) into .tools/,
+# and, when root, the Debian packages the real-dataplane tests use. Idempotent and quiet when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DENO_VERSION=2.9.6
+DEBIAN_PACKAGES=(iproute2)
+
+mkdir -p .tools/bin
+if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
+  if ! command -v npm >/dev/null; then
+    echo "setup: npm is needed to install deno $DENO_VERSION (install Node.js and npm first)" >&2
+    exit 1
+  fi
+  echo "setup: installing deno $DENO_VERSION from the npm package into .tools/" >&2
+  npm install --prefix .tools --no-save --no-audit --no-fund --loglevel=error "deno@$DENO_VERSION" >&2
+  ln -sf ../node_modules/deno/deno .tools/bin/deno
+fi
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+fi

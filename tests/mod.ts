@@ -1,0 +1,5 @@
+/**
+ * tests: see README.md. Nothing is exported yet.
+ * @module
+ */
+export {};
