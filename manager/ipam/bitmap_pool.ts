@@ -11,7 +11,7 @@ import type { Key, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { Mutex } from "./mutex.ts";
 
-export const CHUNK_BITS = 16384;
+export const CHUNK_BITS = 4096;
 
 /** Chunks deleted along with the head in one commit; the rest go in follow-up commits. */
 const DESTROY_BATCH = 500;

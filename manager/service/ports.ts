@@ -10,7 +10,9 @@ import { formatIp, parseIp } from "../ipam/ip.ts";
 import { type AddressOwner, type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery, PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
-import type { Tx } from "../store/tx.ts";
+import { Tx } from "../store/tx.ts";
+import type { PoolEdit } from "../ipam/bitmap_pool.ts";
+import { GroupCommit } from "./group_commit.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { forgetNetwork, resolveNetwork } from "./networks.ts";
@@ -38,6 +40,13 @@ export async function putPort(
     body = { ...body, node: principal.node };
   }
   let net = await resolveNetwork(ctx, principal, tenant, networkName);
+  if (body.ip === undefined && body.ipGroup === undefined) {
+    const batched = await new Promise<PutResult | null>((resolve, reject) =>
+      batcherOf(ctx, net).submit({ owner, id, body, resolve, reject })
+    );
+    if (batched) return counted(ctx, batched);
+  }
+  // The careful path: fixed addresses, groups, and whatever the batch could not settle.
   let fresh = false;
   for (;;) {
     try {
@@ -48,11 +57,13 @@ export async function putPort(
             const now = await resolveNetwork(ctx, principal, tenant, networkName, true);
             if (now.id !== net.id) throw new Restart(now);
           }
-          return await buildPut(ctx, tx, net, owner, id, body, fresh);
+          const edit = await ctx.pools.addresses(net).edit(tx);
+          const r = await buildPut(ctx, tx, edit, net, owner, id, body, { fresh, readFirst: true });
+          edit.flush();
+          return r;
         })
       );
-      if (result.created) ctx.metrics.allocations.inc({ kind: "ip" });
-      return result;
+      return counted(ctx, result);
     } catch (err) {
       if (!(err instanceof Restart)) throw err;
       if (err.network) {
@@ -67,6 +78,74 @@ export async function putPort(
   }
 }
 
+function counted(ctx: Ctx, r: PutResult): PutResult {
+  if (r.created) ctx.metrics.allocations.inc({ kind: "ip" });
+  return r;
+}
+
+interface Pending {
+  owner: string;
+  id: string;
+  body: PortBody;
+  /** null: the batch could not settle it; the caller takes the careful path. */
+  resolve(r: PutResult | null): void;
+  reject(err: unknown): void;
+}
+
+/** Ports per batch: each adds one check, and a Deno KV commit takes at most 100. */
+const MAX_BATCH = 64;
+
+const batchers = new WeakMap<Ctx, Map<string, GroupCommit<Pending>>>();
+
+function batcherOf(ctx: Ctx, net: NetworkRecord): GroupCommit<Pending> {
+  let m = batchers.get(ctx);
+  if (!m) batchers.set(ctx, m = new Map());
+  let b = m.get(net.id);
+  if (!b) {
+    b = new GroupCommit<Pending>(MAX_BATCH, (p) => p.id, (batch) => commitBatch(ctx, net, batch));
+    m.set(net.id, b);
+  }
+  return b;
+}
+
+/**
+ * Allocates a batch of new ports in one commit. A port that already exists makes the commit fail
+ * its check: then every port of the batch takes the careful path, which reads first.
+ */
+async function commitBatch(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Promise<void> {
+  const pool = ctx.pools.addresses(net);
+  await pool.exclusive(async () => {
+    const tx = new Tx();
+    const done: [Pending, PutResult][] = [];
+    const unsettled: Pending[] = [];
+    try {
+      const edit = await pool.edit(tx);
+      for (const p of batch) {
+        try {
+          done.push([p, await buildPut(ctx, tx, edit, net, p.owner, p.id, p.body, { fresh: false, readFirst: false })]);
+        } catch (err) {
+          if (err instanceof Restart) unsettled.push(p);
+          else p.reject(err);
+        }
+      }
+      edit.flush();
+      if (done.length > 0 && await tx.commit(ctx.store)) {
+        for (const [p, r] of done) p.resolve(r);
+        return;
+      }
+      tx.abort();
+      if (done.length > 0) ctx.metrics.conflicts.inc();
+      unsettled.push(...done.map(([p]) => p));
+    } catch (err) {
+      tx.abort();
+      for (const [p] of done) p.reject(err);
+      for (const p of batch) if (!done.some(([d]) => d === p)) p.reject(err);
+      return;
+    }
+    for (const p of unsettled) p.resolve(null);
+  });
+}
+
 /** Start a PUT over: on another network record, or on fresh reads. */
 class Restart extends Error {
   constructor(readonly network?: NetworkRecord) {
@@ -74,21 +153,27 @@ class Restart extends Error {
   }
 }
 
+/**
+ * Adds one port's allocation to `tx`. With `readFirst` an existing port is answered as it is;
+ * without, the tx only checks that the port is absent (the batch path: no read per port).
+ * `fresh`: the pool was just read from the store, so "full" is final.
+ */
 async function buildPut(
   ctx: Ctx,
   tx: Tx,
+  edit: PoolEdit,
   net: NetworkRecord,
   owner: string,
   id: string,
   body: PortBody,
-  freshOnly: boolean,
+  opts: { fresh: boolean; readFirst: boolean },
 ): Promise<PutResult> {
   const key = keys.port(net.id, id);
-  const existing = await ctx.store.get<PortRecord>(key);
-  if (existing.value) return bindExisting(tx, existing.value, existing.version!, owner, body);
+  if (opts.readFirst) {
+    const existing = await ctx.store.get<PortRecord>(key);
+    if (existing.value) return bindExisting(tx, existing.value, existing.version!, owner, body);
+  }
   tx.checkAbsent(key);
-
-  const edit = await ctx.pools.addresses(net).edit(tx);
   let index: number;
   let ip: string;
   let group: IpGroupRecord | undefined;
@@ -107,7 +192,7 @@ async function buildPut(
   } else {
     const found = await edit.allocate();
     if (found === null) {
-      if (!freshOnly) throw new Restart();
+      if (!opts.fresh) throw new Restart();
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
       const total = net.poolSize - net.reserved;
       throw new ApiError(
@@ -118,8 +203,6 @@ async function buildPut(
     index = found;
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
   }
-  edit.flush();
-
   const port = portRecord(net, owner, id, body, ip, index);
   tx.set(key, port);
   tx.set(keys.address(net.id, ip), group ? { group: group.name, port: id } : { port: id });

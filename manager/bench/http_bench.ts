@@ -1,0 +1,56 @@
+/** Allocations over HTTP against a manager in its own process, from C concurrent clients. */
+import { ADMIN_TOKEN, benchContext, percentile, spawnManager, waitReady, withTempDir } from "./support.ts";
+
+export interface HttpFigures {
+  clients: number;
+  requests: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
+
+export async function httpAllocations(clients: number, requests: number): Promise<HttpFigures> {
+  return await withTempDir(async (dir) => {
+    const path = `${dir}/http.kv`;
+    // Every client allocates from the same network: the contended case, not one network each.
+    (await benchContext(path)).store.close();
+    const m = await spawnManager(dir, path);
+    try {
+      await waitReady(m.url, performance.now());
+      const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+      const latencies: number[] = [];
+      let errors = 0;
+      let next = 0;
+      const body = JSON.stringify({ node: "n1", interface: "eth0" });
+      const worker = async () => {
+        while (next < requests) {
+          const i = next++;
+          const t = performance.now();
+          const r = await fetch(`${m.url}/api/v1/tenants/bench/networks/big/ports/p-${i}`, {
+            method: "PUT",
+            headers,
+            body,
+          });
+          await r.arrayBuffer();
+          latencies.push(performance.now() - t);
+          if (r.status !== 201) errors++;
+        }
+      };
+      const start = performance.now();
+      await Promise.all(Array.from({ length: clients }, worker));
+      const seconds = (performance.now() - start) / 1000;
+      latencies.sort((a, b) => a - b);
+      return {
+        clients,
+        requests,
+        perSecond: requests / seconds,
+        p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
+        errors,
+      };
+    } finally {
+      await m.stop();
+    }
+  });
+}

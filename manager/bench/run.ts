@@ -1,0 +1,63 @@
+/**
+ * Runs the manager's benchmarks and prints their figures as Markdown for docs/benchmarks.md, with the
+ * date, the machine and the yardstick measured in the same run.
+ *
+ *   deno task bench [--quick]
+ */
+import { bitmapFigures } from "./bitmap_bench.ts";
+import { httpAllocations } from "./http_bench.ts";
+import { ipamFigures } from "./ipam_bench.ts";
+import { startupWithPorts } from "./startup_bench.ts";
+
+const quick = Deno.args.includes("--quick");
+const n = quick ? 2000 : 20000;
+
+function machine(): string {
+  let cpu = "unknown CPU";
+  try {
+    cpu = Deno.readTextFileSync("/proc/cpuinfo").match(/model name\s*:\s*(.*)/)?.[1] ?? cpu;
+  } catch { /* not Linux */ }
+  return `${navigator.hardwareConcurrency} cores, ${cpu}, Deno ${Deno.version.deno}`;
+}
+
+const f = (x: number, digits = 0) => x.toLocaleString("en-US", { maximumFractionDigits: digits });
+const log = (msg: string) => console.error(`bench: ${msg}`);
+
+const rounds = quick ? 3 : 5;
+log(`raw Deno KV commits and in-process allocations (${rounds} alternating rounds of ${n / 4} each)`);
+const ipam = await ipamFigures(n / 4, rounds, 16);
+log(`HTTP allocations, 16 clients, ${n} requests`);
+const http = await httpAllocations(16, n);
+const startPorts = quick ? 10000 : 100000;
+log(`start to ready with ${startPorts} ports in the store`);
+const startup = await startupWithPorts(startPorts);
+log("WASM bitmap against plain TypeScript");
+const bitmaps = bitmapFigures();
+
+console.log(`### Manager (${new Date().toISOString().slice(0, 10)}; ${machine()})
+
+| what | figure | yardstick / goal |
+|---|---|---|
+| raw Deno KV \`atomic().check().set().commit()\`, sequential, file | ${f(ipam.rawSequential)} commits/s | yardstick |
+| port allocation in process (service layer), sequential, file | ${f(ipam.allocSequential)} allocations/s = **${
+  f((ipam.allocSequential / ipam.rawSequential) * 100)
+} %** of raw | goal ≥ 60 % |
+| raw Deno KV commits, 16 concurrent callers | ${f(ipam.rawConcurrent)} commits/s | yardstick |
+| port allocation in process, 16 concurrent callers, one network | ${f(ipam.allocConcurrent)} allocations/s = **${
+  f((ipam.allocConcurrent / ipam.rawConcurrent) * 100)
+} %** of raw (group commit) | |
+| port allocation over HTTP, ${http.clients} concurrent clients, one network | **${f(http.perSecond)}/s**, p50 ${
+  f(http.p50Ms, 2)
+} ms, p99 ${f(http.p99Ms, 2)} ms, ${http.errors} errors | goal ≥ 3,000/s |
+| start to ready with ${f(startup.ports)} allocated ports | **${f(startup.readyMs)} ms** (first allocation done at ${
+  f(startup.firstAllocationMs)
+} ms) | goal ≤ 1,000 ms |
+
+| bitmap workload | WASM ops/s | TypeScript ops/s | WASM / TS |
+|---|---|---|---|
+${
+  bitmaps.map((b) =>
+    `| ${b.workload} | ${f(b.wasmOpsPerSecond)} | ${f(b.tsOpsPerSecond)} | ${f(b.wasmOpsPerSecond / b.tsOpsPerSecond, 2)}× |`
+  ).join("\n")
+}
+`);

@@ -1,0 +1,94 @@
+/** Shared pieces of the manager benchmarks: temp dirs, a spawned manager, percentiles. */
+import { createContext } from "../server.ts";
+import { openKvStore } from "../store/kv_store.ts";
+import { createNetwork } from "../service/networks.ts";
+import { createTenant } from "../service/tenants.ts";
+import type { Ctx } from "../service/context.ts";
+
+export const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-bench-" });
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** A manager context on a KV file with tenant "bench" and a /8 vxlan network "big". */
+export async function benchContext(path: string): Promise<Ctx> {
+  const store = await openKvStore(path);
+  const ctx = createContext(store, { vniRanges: ["5000-16777215"], underlayMtu: 1500 });
+  await createTenant(ctx, { name: "bench" });
+  await createNetwork(ctx, { scope: "admin" }, "bench", {
+    name: "big",
+    type: "vxlan",
+    cidr: "10.0.0.0/8",
+    public: false,
+  });
+  return ctx;
+}
+
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+export interface Spawned {
+  url: string;
+  child: Deno.ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts `manager/main.ts` as its own process on a free loopback port. */
+export async function spawnManager(dir: string, storePath: string): Promise<Spawned> {
+  const port = freePort();
+  const config = `${dir}/manager.json`;
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      listen: { hostname: "127.0.0.1", port },
+      store: { path: storePath },
+      tokens: [{ token: ADMIN_TOKEN, scope: "admin" }],
+      logLevel: "warn",
+    }),
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-net", "--allow-read", "--allow-write", "--allow-env", "manager/main.ts", "--config", config],
+    cwd: ROOT,
+    stdout: "null",
+    stderr: "inherit",
+  }).spawn();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    child,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+    },
+  };
+}
+
+/** Polls /readyz until it answers 200; returns the milliseconds it took from `since`. */
+export async function waitReady(url: string, since: number, timeoutMs = 30_000): Promise<number> {
+  for (;;) {
+    try {
+      const r = await fetch(`${url}/readyz`);
+      await r.body?.cancel();
+      if (r.ok) return performance.now() - since;
+    } catch { /* not listening yet */ }
+    if (performance.now() - since > timeoutMs) throw new Error(`manager at ${url} not ready after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
