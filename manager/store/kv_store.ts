@@ -1,4 +1,5 @@
 /** The embedded default store: Deno KV on a local file (or ":memory:"), one process per file. */
+import { dirname } from "node:path";
 import {
   type Check,
   type CommitResult,
@@ -16,6 +17,7 @@ const GET_MANY_LIMIT = 10;
 export async function openKvStore(path: string): Promise<Store> {
   let kv: Deno.Kv;
   try {
+    if (path !== ":memory:") await Deno.mkdir(dirname(path), { recursive: true });
     kv = await Deno.openKv(path);
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
