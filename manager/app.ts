@@ -43,8 +43,11 @@ export function createApp({ ctx, tokens, onInternalError }: AppOptions): Hono {
       return c.json({ status: "not ready", reason: `store: ${why}` }, 503);
     }
   });
-  app.get("/metrics", async (c) =>
-    c.text(await ctx.metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" }));
+  app.get(
+    "/metrics",
+    async (c) =>
+      c.text(await ctx.metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" }),
+  );
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 
@@ -65,7 +68,8 @@ export function createApp({ ctx, tokens, onInternalError }: AppOptions): Hono {
 
   app.notFound((c) =>
     c.json(
-      new ApiError("not_found", `No route ${c.req.method} ${c.req.path}; see /openapi.json`).toBody(),
+      new ApiError("not_found", `No route ${c.req.method} ${c.req.path}; see /openapi.json`)
+        .toBody(),
       404,
     )
   );
@@ -83,7 +87,11 @@ async function serve(c: Context, route: RouteDef, ctx: Ctx, tokens: TokenTable):
   for (const [name, value] of Object.entries(params)) {
     const r = PARAMS[name]?.safeParse(value);
     if (r && !r.success) {
-      throw new ApiError("invalid_request", `path ${name} "${value}" ${r.error.issues[0].message}`, name);
+      throw new ApiError(
+        "invalid_request",
+        `path ${name} "${value}" ${r.error.issues[0].message}`,
+        name,
+      );
     }
   }
   authorize(principal, route.access, params);
@@ -100,7 +108,10 @@ async function readJson(c: Context): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new ApiError("invalid_json", `The request body is not valid JSON: ${(err as Error).message}`);
+    throw new ApiError(
+      "invalid_json",
+      `The request body is not valid JSON: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -108,11 +119,17 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
-  const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")
+  let at = issue.path;
+  let message = issue.message;
+  if (issue.code === "unrecognized_keys") {
+    // The unknown field is the one to name, not the object that holds it.
+    at = [...issue.path, issue.keys[0]];
+    const more = issue.keys.slice(1).map((k) => `"${k}"`).join(", ");
+    message = more ? `unknown field (so are ${more})` : "unknown field";
+  }
+  const path = at.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")
     .replace(/^\./, "");
   const field = [where, path].filter(Boolean).join(".") || where || "body";
-  let message = issue.message;
-  if (issue.code === "unrecognized_keys") message = `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
   return (() => {
     throw new ApiError("invalid_request", `${field}: ${message}`, field);
   })();
@@ -124,5 +141,8 @@ function toApiError(err: unknown): ApiError {
   if (err instanceof Error && err.name === "HTTPException") {
     return new ApiError("invalid_request", err.message);
   }
-  return new ApiError("internal", `Internal error: ${err instanceof Error ? err.message : String(err)}`);
+  return new ApiError(
+    "internal",
+    `Internal error: ${err instanceof Error ? err.message : String(err)}`,
+  );
 }

@@ -12,8 +12,8 @@ const TokenSchema = z.strictObject({
   scope: z.enum(["admin", "tenant", "node"]),
   tenant: z.string().optional(),
   node: z.string().optional(),
-}).refine((t) => t.scope !== "tenant" || t.tenant, "a tenant token needs \"tenant\"")
-  .refine((t) => t.scope !== "node" || t.node, "a node token needs \"node\"");
+}).refine((t) => t.scope !== "tenant" || t.tenant, 'a tenant token needs "tenant"')
+  .refine((t) => t.scope !== "node" || t.node, 'a node token needs "node"');
 
 const RangeText = z.string().regex(/^\d+-\d+$/, 'must look like "5000-16777215"');
 
@@ -98,7 +98,11 @@ export async function loadConfig(
   const cert = env("KNITTER_MANAGER_TLS_CERT");
   const key = env("KNITTER_MANAGER_TLS_KEY");
   if (cert || key) {
-    if (!cert || !key) throw new ConfigError("Set both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY for HTTPS");
+    if (!cert || !key) {
+      throw new ConfigError(
+        "Set both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY for HTTPS",
+      );
+    }
     raw.tls = { certFile: cert, keyFile: key };
   }
   const admin = env("KNITTER_MANAGER_ADMIN_TOKEN");
@@ -111,7 +115,9 @@ export async function loadConfig(
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ConfigError(`Invalid configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`);
+    throw new ConfigError(
+      `Invalid configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
+    );
   }
   const config = parsed.data;
   if (config.tokensFile) {
@@ -119,7 +125,9 @@ export async function loadConfig(
     const list = z.array(TokenSchema).safeParse(more);
     if (!list.success) {
       const issue = list.error.issues[0];
-      throw new ConfigError(`Invalid tokens file "${config.tokensFile}" at [${issue.path.join(".")}]: ${issue.message}`);
+      throw new ConfigError(
+        `Invalid tokens file "${config.tokensFile}" at [${issue.path.join(".")}]: ${issue.message}`,
+      );
     }
     config.tokens.push(...list.data);
   }

@@ -87,7 +87,7 @@ export interface AddressOwner {
   group?: string;
 }
 
-export { type Dns, type PodRef, type Route };
+export type { Dns, PodRef, Route };
 
 export const keys = {
   tenant: (name: string): Key => ["tenant", name],
@@ -130,7 +130,11 @@ export const keys = {
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],
   /** Which network holds a VNI, or a VLAN ID / the untagged segment of a physnet. */
-  segmentOwner: (type: string, physnet: string, id: number): Key => ["segment_owner", type, physnet, id],
+  segmentOwner: (
+    type: string,
+    physnet: string,
+    id: number,
+  ): Key => ["segment_owner", type, physnet, id],
   node: (name: string): Key => ["node", name],
   nodes: (): Key => ["node"],
 };

@@ -21,7 +21,12 @@ export function openApiDocument(routes: RouteDef[]) {
     }));
     if (r.query instanceof z.ZodObject) {
       for (const [name, schema] of Object.entries(r.query.shape)) {
-        parameters.push({ name, in: "query", required: false, schema: z.toJSONSchema(schema as z.ZodType) });
+        parameters.push({
+          name,
+          in: "query",
+          required: false,
+          schema: z.toJSONSchema(schema as z.ZodType),
+        });
       }
     }
     const responses: Record<string, unknown> = {
@@ -38,7 +43,10 @@ export function openApiDocument(routes: RouteDef[]) {
     }
     for (const s of errorStatuses) {
       const codes = Object.entries(ERROR_STATUS).filter(([, v]) => v === s).map(([k]) => k);
-      responses[s] = { description: `error: ${codes.join(", ")}`, content: json(ErrorSchema, "output") };
+      responses[s] = {
+        description: `error: ${codes.join(", ")}`,
+        content: json(ErrorSchema, "output"),
+      };
     }
     (paths[r.path] ??= {})[r.method.toLowerCase()] = {
       summary: r.summary,

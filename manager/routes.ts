@@ -71,7 +71,9 @@ export const ROUTES: RouteDef[] = [
     handle: async ({ ctx, principal }) => {
       const all = await tenants.listTenants(ctx);
       if (principal.scope === "admin") return items(all);
-      return items(principal.scope === "tenant" ? all.filter((t) => t.name === principal.tenant) : []);
+      return items(
+        principal.scope === "tenant" ? all.filter((t) => t.name === principal.tenant) : [],
+      );
     },
   },
   {
@@ -173,7 +175,14 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 201, schema: S.Port, description: "allocated" },
     also: [{ status: 200, description: "the port already existed; the same answer again" }],
     handle: async ({ ctx, principal, params, body }) => {
-      const r = await ports.putPort(ctx, principal, params.tenant, params.network, params.port, body);
+      const r = await ports.putPort(
+        ctx,
+        principal,
+        params.tenant,
+        params.network,
+        params.port,
+        body,
+      );
       return ok(ports.portView(r.port), r.created ? 201 : 200);
     },
   },
@@ -185,7 +194,11 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 200, schema: S.Port, description: "the port" },
     handle: async ({ ctx, principal, params }) =>
-      ok(ports.portView(await ports.getPort(ctx, principal, params.tenant, params.network, params.port))),
+      ok(
+        ports.portView(
+          await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
+        ),
+      ),
   },
   {
     method: "DELETE",
@@ -218,7 +231,8 @@ export const ROUTES: RouteDef[] = [
     tag: "ipgroups",
     access: "tenant",
     ok: { status: 200, schema: S.listOf(S.IpGroup), description: "the groups" },
-    handle: async ({ ctx, params }) => items((await groups.listIpGroups(ctx, params.tenant)).map(groups.groupView)),
+    handle: async ({ ctx, params }) =>
+      items((await groups.listIpGroups(ctx, params.tenant)).map(groups.groupView)),
   },
   {
     method: "POST",
@@ -238,7 +252,8 @@ export const ROUTES: RouteDef[] = [
     tag: "ipgroups",
     access: "tenant",
     ok: { status: 200, schema: S.IpGroup, description: "the group" },
-    handle: async ({ ctx, params }) => ok(groups.groupView(await groups.getIpGroup(ctx, params.tenant, params.group))),
+    handle: async ({ ctx, params }) =>
+      ok(groups.groupView(await groups.getIpGroup(ctx, params.tenant, params.group))),
   },
   {
     method: "PUT",
@@ -249,7 +264,11 @@ export const ROUTES: RouteDef[] = [
     body: S.IpGroupUpdate,
     ok: { status: 200, schema: S.IpGroup, description: "updated" },
     handle: async ({ ctx, principal, params, body }) =>
-      ok(groups.groupView(await groups.updateIpGroup(ctx, principal, params.tenant, params.group, body))),
+      ok(
+        groups.groupView(
+          await groups.updateIpGroup(ctx, principal, params.tenant, params.group, body),
+        ),
+      ),
   },
   {
     method: "DELETE",
@@ -299,7 +318,9 @@ export const ROUTES: RouteDef[] = [
     tag: "physnets",
     access: "admin",
     ok: { status: 204, description: "deleted" },
-    handle: async ({ ctx, params }) => (await physnets.deletePhysnet(ctx, params.physnet), noContent),
+    handle: async (
+      { ctx, params },
+    ) => (await physnets.deletePhysnet(ctx, params.physnet), noContent),
   },
 
   // nodes

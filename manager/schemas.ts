@@ -9,7 +9,10 @@ const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const PORT_ID = /^[A-Za-z0-9]([A-Za-z0-9._:-]{0,198}[A-Za-z0-9])?$/;
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
-export const Name = z.string().regex(DNS_LABEL, "must be a lowercase DNS label (a-z, 0-9, '-', 1-63)")
+export const Name = z.string().regex(
+  DNS_LABEL,
+  "must be a lowercase DNS label (a-z, 0-9, '-', 1-63)",
+)
   .meta({ example: "blue" });
 export const NodeName = z.string().regex(
   DNS_SUBDOMAIN,
@@ -101,7 +104,10 @@ export const Network = z.object({
 
 // ---- physnets
 
-const VlanRange = z.strictObject({ start: z.int().min(1).max(4094), end: z.int().min(1).max(4094) });
+const VlanRange = z.strictObject({
+  start: z.int().min(1).max(4094),
+  end: z.int().min(1).max(4094),
+});
 
 export const PhysnetCreate = z.strictObject({
   name: Name,

@@ -12,7 +12,10 @@ import type { Store } from "./store/store.ts";
 /** The tenant that owns shared (public) networks. */
 export const ADMIN_TENANT = "admin";
 
-export function createContext(store: Store, config: Pick<ManagerConfig, "vniRanges" | "underlayMtu">): Ctx {
+export function createContext(
+  store: Store,
+  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu">,
+): Ctx {
   return {
     store,
     settings: { vniRanges: vniRanges(config as ManagerConfig), underlayMtu: config.underlayMtu },
@@ -35,10 +38,14 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   const app = createApp({
     ctx,
     tokens: new TokenTable(config.tokens),
-    onInternalError: (err) => log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
+    onInternalError: (err) =>
+      log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
   });
   const tls = config.tls
-    ? { cert: await Deno.readTextFile(config.tls.certFile), key: await Deno.readTextFile(config.tls.keyFile) }
+    ? {
+      cert: await Deno.readTextFile(config.tls.certFile),
+      key: await Deno.readTextFile(config.tls.keyFile),
+    }
     : {};
   let resolveUrl: (url: string) => void;
   const listening = new Promise<string>((r) => (resolveUrl = r));

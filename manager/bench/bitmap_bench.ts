@@ -62,12 +62,20 @@ export function bitmapFigures(): BitmapFigures[] {
   // Warm both up so the JIT has compiled the TS twin before it is timed.
   fill(w), fill(t), churn(w, 1000), churn(t, 1000), count(w, 100), count(t, 100);
   return [
-    { workload: "fill 65,536 bits (findFree + set)", wasmOpsPerSecond: fill(w), tsOpsPerSecond: fill(t) },
+    {
+      workload: "fill 65,536 bits (findFree + set)",
+      wasmOpsPerSecond: fill(w),
+      tsOpsPerSecond: fill(t),
+    },
     {
       workload: "churn at 90 % full (clear + findFree + set)",
       wasmOpsPerSecond: churn(w, 20000),
       tsOpsPerSecond: churn(t, 20000),
     },
-    { workload: "count 65,536 bits", wasmOpsPerSecond: count(w, 2000), tsOpsPerSecond: count(t, 2000) },
+    {
+      workload: "count 65,536 bits",
+      wasmOpsPerSecond: count(w, 2000),
+      tsOpsPerSecond: count(t, 2000),
+    },
   ];
 }

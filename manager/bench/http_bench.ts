@@ -1,5 +1,12 @@
 /** Allocations over HTTP against a manager in its own process, from C concurrent clients. */
-import { ADMIN_TOKEN, benchContext, percentile, spawnManager, waitReady, withTempDir } from "./support.ts";
+import {
+  ADMIN_TOKEN,
+  benchContext,
+  percentile,
+  spawnManager,
+  waitReady,
+  withTempDir,
+} from "./support.ts";
 
 export interface HttpFigures {
   clients: number;
@@ -18,7 +25,10 @@ export async function httpAllocations(clients: number, requests: number): Promis
     const m = await spawnManager(dir, path);
     try {
       await waitReady(m.url, performance.now());
-      const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+      const headers = {
+        authorization: `Bearer ${ADMIN_TOKEN}`,
+        "content-type": "application/json",
+      };
       const latencies: number[] = [];
       let errors = 0;
       let next = 0;

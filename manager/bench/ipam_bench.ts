@@ -28,7 +28,8 @@ async function rawRound(dir: string, round: number, n: number, callers: number):
   const kv = await Deno.openKv(`${dir}/raw-${round}-${callers}.kv`);
   try {
     return await rate(n, callers, async (i) => {
-      const r = await kv.atomic().check({ key: ["k", i], versionstamp: null }).set(["k", i], { i }).commit();
+      const r = await kv.atomic().check({ key: ["k", i], versionstamp: null }).set(["k", i], { i })
+        .commit();
       if (!r.ok) throw new Error("raw commit failed");
     });
   } finally {
@@ -49,7 +50,11 @@ async function allocRound(dir: string, round: number, n: number, callers: number
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-export async function ipamFigures(n: number, rounds: number, callers: number): Promise<IpamFigures> {
+export async function ipamFigures(
+  n: number,
+  rounds: number,
+  callers: number,
+): Promise<IpamFigures> {
   return await withTempDir(async (dir) => {
     const rs: number[] = [], as: number[] = [], rc: number[] = [], ac: number[] = [];
     for (let round = 0; round < rounds; round++) {

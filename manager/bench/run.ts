@@ -24,7 +24,9 @@ const f = (x: number, digits = 0) => x.toLocaleString("en-US", { maximumFraction
 const log = (msg: string) => console.error(`bench: ${msg}`);
 
 const rounds = quick ? 3 : 5;
-log(`raw Deno KV commits and in-process allocations (${rounds} alternating rounds of ${n / 4} each)`);
+log(
+  `raw Deno KV commits and in-process allocations (${rounds} alternating rounds of ${n / 4} each)`,
+);
 const ipam = await ipamFigures(n / 4, rounds, 16);
 log(`HTTP allocations, 16 clients, ${n} requests`);
 const http = await httpAllocations(16, n);
@@ -38,26 +40,36 @@ console.log(`### Manager (${new Date().toISOString().slice(0, 10)}; ${machine()}
 
 | what | figure | yardstick / goal |
 |---|---|---|
-| raw Deno KV \`atomic().check().set().commit()\`, sequential, file | ${f(ipam.rawSequential)} commits/s | yardstick |
-| port allocation in process (service layer), sequential, file | ${f(ipam.allocSequential)} allocations/s = **${
+| raw Deno KV \`atomic().check().set().commit()\`, sequential, file | ${
+  f(ipam.rawSequential)
+} commits/s | yardstick |
+| port allocation in process (service layer), sequential, file | ${
+  f(ipam.allocSequential)
+} allocations/s = **${
   f((ipam.allocSequential / ipam.rawSequential) * 100)
 } %** of raw | goal ≥ 60 % |
 | raw Deno KV commits, 16 concurrent callers | ${f(ipam.rawConcurrent)} commits/s | yardstick |
-| port allocation in process, 16 concurrent callers, one network | ${f(ipam.allocConcurrent)} allocations/s = **${
+| port allocation in process, 16 concurrent callers, one network | ${
+  f(ipam.allocConcurrent)
+} allocations/s = **${
   f((ipam.allocConcurrent / ipam.rawConcurrent) * 100)
 } %** of raw (group commit) | |
-| port allocation over HTTP, ${http.clients} concurrent clients, one network | **${f(http.perSecond)}/s**, p50 ${
-  f(http.p50Ms, 2)
-} ms, p99 ${f(http.p99Ms, 2)} ms, ${http.errors} errors | goal ≥ 3,000/s |
-| start to ready with ${f(startup.ports)} allocated ports | **${f(startup.readyMs)} ms** (first allocation done at ${
-  f(startup.firstAllocationMs)
-} ms) | goal ≤ 1,000 ms |
+| port allocation over HTTP, ${http.clients} concurrent clients, one network | **${
+  f(http.perSecond)
+}/s**, p50 ${f(http.p50Ms, 2)} ms, p99 ${
+  f(http.p99Ms, 2)
+} ms, ${http.errors} errors | goal ≥ 3,000/s |
+| start to ready with ${f(startup.ports)} allocated ports | **${
+  f(startup.readyMs)
+} ms** (first allocation done at ${f(startup.firstAllocationMs)} ms) | goal ≤ 1,000 ms |
 
 | bitmap workload | WASM ops/s | TypeScript ops/s | WASM / TS |
 |---|---|---|---|
 ${
   bitmaps.map((b) =>
-    `| ${b.workload} | ${f(b.wasmOpsPerSecond)} | ${f(b.tsOpsPerSecond)} | ${f(b.wasmOpsPerSecond / b.tsOpsPerSecond, 2)}× |`
+    `| ${b.workload} | ${f(b.wasmOpsPerSecond)} | ${f(b.tsOpsPerSecond)} | ${
+      f(b.wasmOpsPerSecond / b.tsOpsPerSecond, 2)
+    }× |`
   ).join("\n")
 }
 `);

@@ -19,7 +19,9 @@ export async function startupWithPorts(ports: number): Promise<StartupFigures> {
     for (let i = 0; i < ports; i += batch) {
       const jobs = [];
       for (let j = i; j < Math.min(ports, i + batch); j++) {
-        jobs.push(putPort(ctx, { scope: "admin" }, "bench", "big", `fill-${j}`, { node: `n${j % 100}` }));
+        jobs.push(
+          putPort(ctx, { scope: "admin" }, "bench", "big", `fill-${j}`, { node: `n${j % 100}` }),
+        );
       }
       await Promise.all(jobs);
     }
@@ -36,7 +38,9 @@ export async function startupWithPorts(ports: number): Promise<StartupFigures> {
         body: "{}",
       });
       const body = await r.json();
-      if (r.status !== 201) throw new Error(`allocation after restart failed: ${JSON.stringify(body)}`);
+      if (r.status !== 201) {
+        throw new Error(`allocation after restart failed: ${JSON.stringify(body)}`);
+      }
       return { ports, fillSeconds, readyMs, firstAllocationMs: performance.now() - since };
     } finally {
       await m.stop();

@@ -63,7 +63,16 @@ export async function spawnManager(dir: string, storePath: string): Promise<Spaw
     }),
   );
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net", "--allow-read", "--allow-write", "--allow-env", "manager/main.ts", "--config", config],
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "manager/main.ts",
+      "--config",
+      config,
+    ],
     cwd: ROOT,
     stdout: "null",
     stderr: "inherit",
@@ -88,7 +97,9 @@ export async function waitReady(url: string, since: number, timeoutMs = 30_000):
       await r.body?.cancel();
       if (r.ok) return performance.now() - since;
     } catch { /* not listening yet */ }
-    if (performance.now() - since > timeoutMs) throw new Error(`manager at ${url} not ready after ${timeoutMs} ms`);
+    if (performance.now() - since > timeoutMs) {
+      throw new Error(`manager at ${url} not ready after ${timeoutMs} ms`);
+    }
     await new Promise((r) => setTimeout(r, 2));
   }
 }

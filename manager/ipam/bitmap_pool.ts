@@ -68,7 +68,10 @@ export class BitmapPool {
         if (!(chunk in head.value.chunkUsed)) continue;
         const base = chunk * this.chunkBits;
         const c = await this.loadChunk(chunk);
-        n += c.value.count(Math.max(start, base) - base, Math.min(end, base + this.chunkSize(chunk)) - base);
+        n += c.value.count(
+          Math.max(start, base) - base,
+          Math.min(end, base + this.chunkSize(chunk)) - base,
+        );
       }
       return n;
     });
@@ -143,7 +146,9 @@ export class PoolEdit {
    * Sets and returns the first clear bit at or after the cursor (wrapping around) within the
    * `allowed` index ranges ([start, end) pairs, sorted); null when none is clear.
    */
-  async allocate(allowed: readonly [number, number][] = [[0, this.pool.size]]): Promise<number | null> {
+  async allocate(
+    allowed: readonly [number, number][] = [[0, this.pool.size]],
+  ): Promise<number | null> {
     const cursor = this.head.value.cursor;
     // Two passes: from the cursor to the end, then from the start up to the cursor.
     for (const [from, to] of [[cursor, this.pool.size], [0, cursor]]) {

@@ -39,7 +39,9 @@ export function formatIp(ip: Ip): string {
 /** Parses "addr/prefix"; the reason says what is wrong, for the caller's error message. */
 export function parseCidr(text: string): Cidr | { error: string } {
   const slash = text.indexOf("/");
-  if (slash < 0) return { error: `"${text}" is not a CIDR (expected address/prefix, e.g. 10.1.0.0/24)` };
+  if (slash < 0) {
+    return { error: `"${text}" is not a CIDR (expected address/prefix, e.g. 10.1.0.0/24)` };
+  }
   const ip = parseIp(text.slice(0, slash));
   if (!ip) return { error: `"${text}" does not start with a valid IPv4 or IPv6 address` };
   const prefixText = text.slice(slash + 1);

@@ -31,7 +31,10 @@ const MAX_ATTEMPTS = 16;
  * Runs `build` on fresh reads and commits the tx it fills, again and again while another writer
  * got in between. `build` may throw an ApiError to stop; nothing is written then.
  */
-export async function retry<T>(ctx: Ctx, build: (tx: Tx, attempt: number) => Promise<T>): Promise<T> {
+export async function retry<T>(
+  ctx: Ctx,
+  build: (tx: Tx, attempt: number) => Promise<T>,
+): Promise<T> {
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const tx = new Tx();
     let result: T;

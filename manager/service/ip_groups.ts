@@ -7,7 +7,13 @@ import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { formatIp } from "../ipam/ip.ts";
-import { type AddressOwner, type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } from "../model.ts";
+import {
+  type AddressOwner,
+  type IpGroupAddress,
+  type IpGroupRecord,
+  keys,
+  type NetworkRecord,
+} from "../model.ts";
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
@@ -51,7 +57,11 @@ export async function createIpGroup(
       const t = await getTenantEntry(ctx, tenant);
       const ge = await ctx.store.get(keys.ipGroup(tenant, body.name));
       if (ge.value) {
-        throw new ApiError("already_exists", `IP group "${body.name}" already exists in tenant "${tenant}"`, "name");
+        throw new ApiError(
+          "already_exists",
+          `IP group "${body.name}" already exists in tenant "${tenant}"`,
+          "name",
+        );
       }
       tx.check(ge).check(t).set(t.key, { ...t.value!, ipGroups: t.value!.ipGroups + 1 });
       const edit = await pool.edit(tx);
@@ -102,10 +112,16 @@ async function takeListed(
       continue;
     }
     const index = ctx.pools.space(net).indexOf(value);
-    if (index < 0) throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
+    if (index < 0) {
+      throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
+    }
     if (!(await edit.take(index))) {
       const o = (await ctx.store.get<AddressOwner>(keys.address(net.id, ip))).value;
-      const who = o?.port ? `used by port "${o.port}"` : o?.group ? `held by IP group "${o.group}"` : "reserved";
+      const who = o?.port
+        ? `used by port "${o.port}"`
+        : o?.group
+        ? `held by IP group "${o.group}"`
+        : "reserved";
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -113,7 +129,12 @@ async function takeListed(
   return out;
 }
 
-async function takeAny(ctx: Ctx, edit: PoolEdit, net: NetworkRecord, n: number): Promise<IpGroupAddress[]> {
+async function takeAny(
+  ctx: Ctx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  n: number,
+): Promise<IpGroupAddress[]> {
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
     const index = await edit.allocate();
@@ -124,7 +145,10 @@ async function takeAny(ctx: Ctx, edit: PoolEdit, net: NetworkRecord, n: number):
         "size",
       );
     }
-    out.push({ ip: formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) }), index });
+    out.push({
+      ip: formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) }),
+      index,
+    });
   }
   return out;
 }
@@ -174,7 +198,9 @@ export async function updateIpGroup(
         if (free.length < drop) {
           throw new ApiError(
             "in_use",
-            `Cannot shrink IP group "${name}" to ${body.size}: ${g.addresses.length - free.length} of its addresses are in use`,
+            `Cannot shrink IP group "${name}" to ${body.size}: ${
+              g.addresses.length - free.length
+            } of its addresses are in use`,
             "size",
           );
         }
@@ -187,13 +213,19 @@ export async function updateIpGroup(
       if (busy.length > 0) {
         throw new ApiError(
           "in_use",
-          `Cannot remove ${busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")} from IP group "${name}": in use`,
+          `Cannot remove ${
+            busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")
+          } from IP group "${name}": in use`,
           "addresses",
         );
       }
       await releaseAll(tx, edit, net, removed);
       edit.flush();
-      for (const a of next) if (!g.addresses.some((o) => o.ip === a.ip)) tx.set(keys.address(net.id, a.ip), { group: name });
+      for (const a of next) {
+        if (!g.addresses.some((o) => o.ip === a.ip)) {
+          tx.set(keys.address(net.id, a.ip), { group: name });
+        }
+      }
       const updated = { ...g, addresses: next, cursor: 0 };
       tx.check(ge).set(ge.key, updated);
       return updated;
@@ -225,7 +257,9 @@ export async function deleteIpGroup(
       if (busy.length > 0) {
         throw new ApiError(
           "in_use",
-          `Cannot delete IP group "${name}": ${busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")} in use`,
+          `Cannot delete IP group "${name}": ${
+            busy.map((a) => `${a.ip} (port "${a.port}")`).join(", ")
+          } in use`,
         );
       }
       const t = await getTenantEntry(ctx, tenant);

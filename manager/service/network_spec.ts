@@ -38,7 +38,10 @@ export function networkSpec(
   const family = cidr.family;
   const maxPrefix = family === 4 ? 30 : 126;
   if (cidr.prefix > maxPrefix) {
-    throw invalid("cidr", `${body.cidr} is too small: a network needs a prefix of /${maxPrefix} or shorter`);
+    throw invalid(
+      "cidr",
+      `${body.cidr} is too small: a network needs a prefix of /${maxPrefix} or shorter`,
+    );
   }
   const last = cidr.base + cidr.size - 1n;
   const special = (ip: Ip): string | null =>
@@ -81,7 +84,10 @@ export function networkSpec(
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);
     if (dst.family !== family) {
-      throw invalid(`routes[${i}].dst`, `${r.dst} is IPv${dst.family} but the network is IPv${family}`);
+      throw invalid(
+        `routes[${i}].dst`,
+        `${r.dst} is IPv${dst.family} but the network is IPv${family}`,
+      );
     }
     if (r.via !== undefined) parseAddrField(`routes[${i}].via`, r.via, cidr);
     return r.via === undefined ? { dst: formatCidr(dst) } : { dst: formatCidr(dst), via: r.via };

@@ -1,7 +1,7 @@
 /** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
-import { type Principal } from "../auth.ts";
+import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { cidrsOverlap, parseCidr } from "../ipam/ip.ts";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
@@ -37,7 +37,11 @@ export async function createNetwork(
     const key = keys.network(tenant, body.name);
     const existing = await ctx.store.get(key);
     if (existing.value) {
-      throw new ApiError("already_exists", `Network "${body.name}" already exists in tenant "${tenant}"`, "name");
+      throw new ApiError(
+        "already_exists",
+        `Network "${body.name}" already exists in tenant "${tenant}"`,
+        "name",
+      );
     }
     tx.check(existing);
     if (body.public) {
@@ -96,7 +100,11 @@ async function claimSegment(
         "physnet",
       );
     }
-    tx.check(p).set(p.key, { ...rec, networks: rec.networks + 1, flatNetwork: `${tenant}/${body.name}` });
+    tx.check(p).set(p.key, {
+      ...rec,
+      networks: rec.networks + 1,
+      flatNetwork: `${tenant}/${body.name}`,
+    });
     return undefined;
   }
   let allowed: [number, number][];
@@ -132,7 +140,9 @@ async function claimSegment(
       const holder = await ctx.store.get<{ tenant: string; name: string }>(
         keys.segmentOwner(body.type, physnet, id),
       );
-      const by = holder.value ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"` : "";
+      const by = holder.value
+        ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"`
+        : "";
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError("address_taken", `${what} ${id} is already used${by}`, "segmentId");
     }
@@ -180,18 +190,18 @@ function segmentLock(ctx: Ctx, type: string, physnet?: string) {
 async function checkOverlap(ctx: Ctx, tenant: string, isPublic: boolean, cidrText: string) {
   const cidr = parseCidr(cidrText);
   if ("error" in cidr) return;
-  const candidates = isPublic
-    ? await listValues<NetworkRecord>(ctx.store, keys.networks())
-    : [
-      ...await listValues<NetworkRecord>(ctx.store, keys.networks(tenant)),
-      ...(await publicNetworks(ctx)).filter((n) => n.tenant !== tenant),
-    ];
+  const candidates = isPublic ? await listValues<NetworkRecord>(ctx.store, keys.networks()) : [
+    ...await listValues<NetworkRecord>(ctx.store, keys.networks(tenant)),
+    ...(await publicNetworks(ctx)).filter((n) => n.tenant !== tenant),
+  ];
   for (const n of candidates) {
     const other = parseCidr(n.cidr);
     if (!("error" in other) && cidrsOverlap(cidr, other)) {
       throw invalid(
         "cidr",
-        `${cidrText} overlaps network "${n.name}" (${n.cidr}) of tenant "${n.tenant}"${n.public ? ", a public network" : ""}`,
+        `${cidrText} overlaps network "${n.name}" (${n.cidr}) of tenant "${n.tenant}"${
+          n.public ? ", a public network" : ""
+        }`,
       );
     }
   }
@@ -248,12 +258,15 @@ export async function resolveNetwork(
   const own = await lookup(ctx, tenant, name, fresh);
   if (own) return own;
   const pub = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(name));
+  // The path's tenant must exist even when the network is another's: it owns the ports made here.
+  await getTenantEntry(ctx, tenant);
   if (pub.value) {
     const net = await lookup(ctx, pub.value.tenant, name, fresh);
     if (net) return net;
   }
-  await getTenantEntry(ctx, tenant);
-  throw notFound(`Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`);
+  throw notFound(
+    `Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`,
+  );
 }
 
 export function forgetNetwork(ctx: Ctx, net: NetworkRecord): void {
@@ -321,7 +334,9 @@ export async function deleteNetwork(
 }
 
 async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiError> {
-  const ports = (await listValues<{ id: string }>(ctx.store, keys.ports(net.id), 5)).map((p) => `"${p.id}"`);
+  const ports = (await listValues<{ id: string }>(ctx.store, keys.ports(net.id), 5)).map((p) =>
+    `"${p.id}"`
+  );
   const groups: string[] = [];
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id), { limit: 5 })) {
     groups.push(`"${e.key.slice(-2).join("/")}"`);

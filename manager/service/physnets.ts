@@ -30,7 +30,9 @@ export async function createPhysnet(
   };
   await retry(ctx, async (tx) => {
     const e = await ctx.store.get(keys.physnet(body.name));
-    if (e.value) throw new ApiError("already_exists", `Physnet "${body.name}" already exists`, "name");
+    if (e.value) {
+      throw new ApiError("already_exists", `Physnet "${body.name}" already exists`, "name");
+    }
     tx.check(e).set(e.key, record);
   });
   return await view(ctx, record);
@@ -63,7 +65,9 @@ export async function deletePhysnet(ctx: Ctx, name: string): Promise<void> {
       if (e.value!.networks > 0) {
         throw new ApiError(
           "in_use",
-          `Cannot delete physnet "${name}": ${e.value!.networks} network(s) use it; delete them first`,
+          `Cannot delete physnet "${name}": ${
+            e.value!.networks
+          } network(s) use it; delete them first`,
         );
       }
       tx.check(e).delete(e.key);

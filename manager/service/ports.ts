@@ -7,7 +7,13 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatIp, parseIp } from "../ipam/ip.ts";
-import { type AddressOwner, type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import {
+  type AddressOwner,
+  type IpGroupRecord,
+  keys,
+  type NetworkRecord,
+  type PortRecord,
+} from "../model.ts";
 import type { PortQuery, PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
@@ -35,7 +41,11 @@ export async function putPort(
   const owner = principal.scope === "tenant" ? principal.tenant : tenant;
   if (principal.scope === "node") {
     if (body.node !== undefined && body.node !== principal.node) {
-      throw new ApiError("forbidden", `A token of node "${principal.node}" may not bind ports to node "${body.node}"`, "node");
+      throw new ApiError(
+        "forbidden",
+        `A token of node "${principal.node}" may not bind ports to node "${body.node}"`,
+        "node",
+      );
     }
     body = { ...body, node: principal.node };
   }
@@ -122,7 +132,13 @@ async function commitBatch(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Prom
       const edit = await pool.edit(tx);
       for (const p of batch) {
         try {
-          done.push([p, await buildPut(ctx, tx, edit, net, p.owner, p.id, p.body, { fresh: false, readFirst: false })]);
+          done.push([
+            p,
+            await buildPut(ctx, tx, edit, net, p.owner, p.id, p.body, {
+              fresh: false,
+              readFirst: false,
+            }),
+          ]);
         } catch (err) {
           if (err instanceof Restart) unsettled.push(p);
           else p.reject(err);
@@ -183,11 +199,18 @@ async function buildPut(
     ip = canonicalIp(net, body.ip);
     index = ctx.pools.space(net).indexOf(ipValue(net, body.ip));
     if (index < 0) {
-      throw invalid("ip", `${body.ip} is outside the allocation pools of network "${net.name}" (${poolText(net)})`);
+      throw invalid(
+        "ip",
+        `${body.ip} is outside the allocation pools of network "${net.name}" (${poolText(net)})`,
+      );
     }
     if (!(await edit.take(index))) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
-      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip)}`, "ip");
+      throw new ApiError(
+        "address_taken",
+        `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip)}`,
+        "ip",
+      );
     }
   } else {
     const found = await edit.allocate();
@@ -224,19 +247,26 @@ function bindExisting(
   const clash = (field: string, want: unknown, have: unknown) => {
     throw new ApiError(
       "conflict",
-      `Port "${port.id}" already exists with ${field} ${JSON.stringify(have)}; the request asks for ${
+      `Port "${port.id}" already exists with ${field} ${
+        JSON.stringify(have)
+      }; the request asks for ${
         JSON.stringify(want)
       }. Delete the port first or use another port ID`,
       field,
     );
   };
   if (body.ip !== undefined && canonical(body.ip) !== port.ip) clash("ip", body.ip, port.ip);
-  if (body.ipGroup !== undefined && body.ipGroup !== port.ipGroup) clash("ipGroup", body.ipGroup, port.ipGroup);
+  if (body.ipGroup !== undefined && body.ipGroup !== port.ipGroup) {
+    clash("ipGroup", body.ipGroup, port.ipGroup);
+  }
   if (body.mac !== undefined && body.mac !== port.mac) clash("mac", body.mac, port.mac);
   if (body.node !== undefined && port.node !== undefined && body.node !== port.node) {
     clash("node", body.node, port.node);
   }
-  if (body.interface !== undefined && port.interface !== undefined && body.interface !== port.interface) {
+  if (
+    body.interface !== undefined && port.interface !== undefined &&
+    body.interface !== port.interface
+  ) {
     clash("interface", body.interface, port.interface);
   }
   if (body.pod !== undefined && port.pod !== undefined && !samePod(body.pod, port.pod)) {
@@ -275,7 +305,10 @@ async function fromGroup(
     throw invalid("ipGroup", `IP group "${body.ipGroup}" does not exist in tenant "${owner}"`);
   }
   if (group.networkId !== net.id) {
-    throw invalid("ipGroup", `IP group "${group.name}" belongs to network "${group.network}", not "${net.name}"`);
+    throw invalid(
+      "ipGroup",
+      `IP group "${group.name}" belongs to network "${group.network}", not "${net.name}"`,
+    );
   }
   let slot: number;
   if (body.ip !== undefined) {
@@ -283,7 +316,11 @@ async function fromGroup(
     slot = group.addresses.findIndex((a) => a.ip === ip);
     if (slot < 0) throw invalid("ip", `${ip} is not an address of IP group "${group.name}"`);
     if (group.addresses[slot].port) {
-      throw new ApiError("address_taken", `${ip} of IP group "${group.name}" is used by port "${group.addresses[slot].port}"`, "ip");
+      throw new ApiError(
+        "address_taken",
+        `${ip} of IP group "${group.name}" is used by port "${group.addresses[slot].port}"`,
+        "ip",
+      );
     }
   } else {
     const n = group.addresses.length;
@@ -297,7 +334,11 @@ async function fromGroup(
     }
     if (slot < 0) {
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
-      throw new ApiError("pool_exhausted", `IP group "${group.name}" has no free address (all ${n} in use)`, "ipGroup");
+      throw new ApiError(
+        "pool_exhausted",
+        `IP group "${group.name}" has no free address (all ${n} in use)`,
+        "ipGroup",
+      );
     }
   }
   const addresses = group.addresses.map((a, i) => (i === slot ? { ...a, port: id } : a));
@@ -349,7 +390,14 @@ function portRecord(
 export function macFor(networkId: string, index: number): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
-  const bytes = [0x02, (h >>> 8) & 0xff, h & 0xff, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff];
+  const bytes = [
+    0x02,
+    (h >>> 8) & 0xff,
+    h & 0xff,
+    (index >>> 16) & 0xff,
+    (index >>> 8) & 0xff,
+    index & 0xff,
+  ];
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
@@ -422,14 +470,19 @@ export async function deletePort(
         throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
       }
       if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
-        throw new ApiError("forbidden", `A token of node "${principal.node}" may not release a port of node "${port.node}"`);
+        throw new ApiError(
+          "forbidden",
+          `A token of node "${principal.node}" may not release a port of node "${port.node}"`,
+        );
       }
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
       if (port.ipGroup !== undefined) {
         const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
         if (ge.value) {
-          const addresses = ge.value.addresses.map((a) => (a.port === id ? { ip: a.ip, index: a.index } : a));
+          const addresses = ge.value.addresses.map((
+            a,
+          ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
           tx.check(ge).set(ge.key, { ...ge.value, addresses });
           tx.set(keys.address(net.id, port.ip), { group: port.ipGroup });
           return;
@@ -468,8 +521,12 @@ export async function listPorts(
       ? keys.portsOfNode(query.node)
       : keys.portsOfPod(...(query.pod!.split("/") as [string, string]));
     const portKeys: Key[] = [];
-    for await (const e of ctx.store.list(prefix)) portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
-    ports = (await ctx.store.getMany<PortRecord>(portKeys)).flatMap((e) => (e.value ? [e.value] : []));
+    for await (const e of ctx.store.list(prefix)) {
+      portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
+    }
+    ports = (await ctx.store.getMany<PortRecord>(portKeys)).flatMap((
+      e,
+    ) => (e.value ? [e.value] : []));
   } else {
     ports = await listValues<PortRecord>(ctx.store, keys.ports());
   }

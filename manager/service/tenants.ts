@@ -6,17 +6,20 @@ import type { TenantCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 
-export async function createTenant(ctx: Ctx, body: z.infer<typeof TenantCreate>): Promise<TenantRecord> {
+export async function createTenant(
+  ctx: Ctx,
+  body: z.infer<typeof TenantCreate>,
+): Promise<TenantRecord> {
   const record: TenantRecord = { name: body.name, createdAt: now(), networks: 0, ipGroups: 0 };
-  return await retry(ctx, (tx) => {
-    tx.checkAbsent(keys.tenant(body.name)).set(keys.tenant(body.name), record);
-    return Promise.resolve(record);
-  }).catch(async (err) => {
-    if (err instanceof ApiError && err.code === "store_conflict") {
-      const existing = await ctx.store.get(keys.tenant(body.name));
-      if (existing.value) throw new ApiError("already_exists", `Tenant "${body.name}" already exists`, "name");
+  // Read first: a blind checkAbsent would fail every attempt for an existing tenant, counting each
+  // as a store conflict before the answer.
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get(keys.tenant(body.name));
+    if (e.value) {
+      throw new ApiError("already_exists", `Tenant "${body.name}" already exists`, "name");
     }
-    throw err;
+    tx.check(e).set(e.key, record);
+    return record;
   });
 }
 
