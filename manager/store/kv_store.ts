@@ -16,10 +16,16 @@ const GET_MANY_LIMIT = 10;
 
 export async function openKvStore(path: string): Promise<Store> {
   let kv: Deno.Kv;
+  let lock: Deno.FsFile | undefined;
   try {
-    if (path !== ":memory:") await Deno.mkdir(dirname(path), { recursive: true });
+    if (path !== ":memory:") {
+      await Deno.mkdir(dirname(path), { recursive: true });
+      lock = await lockFor(path);
+    }
     kv = await Deno.openKv(path);
   } catch (err) {
+    lock?.close();
+    if (err instanceof StoreUnavailableError) throw err;
     const why = err instanceof Error ? err.message : String(err);
     const hint = /locked/i.test(why)
       ? " (another process has this file open: one manager process per Deno KV file; use a shared store for replicas)"
@@ -28,11 +34,27 @@ export async function openKvStore(path: string): Promise<Store> {
       cause: err,
     });
   }
-  return new KvStore(kv);
+  return new KvStore(kv, lock);
+}
+
+/**
+ * SQLite would let a second process open the file and then fail its writes with "database is
+ * locked"; an exclusive lock beside the file turns that into a clear refusal at start.
+ */
+async function lockFor(path: string): Promise<Deno.FsFile> {
+  const file = await Deno.open(`${path}.lock`, { create: true, write: true });
+  if (!(await file.tryLock(true))) {
+    file.close();
+    throw new StoreUnavailableError(
+      `Cannot open Deno KV store at "${path}": another process has it open (${path}.lock is locked). ` +
+        "One manager process per Deno KV file; stop the other one, or use a shared store for replicas",
+    );
+  }
+  return file;
 }
 
 class KvStore implements Store {
-  constructor(private readonly kv: Deno.Kv) {}
+  constructor(private readonly kv: Deno.Kv, private readonly lock?: Deno.FsFile) {}
 
   async get<T>(key: Key): Promise<Entry<T>> {
     const res = await this.kv.get<T>(key as Deno.KvKey);
@@ -75,5 +97,6 @@ class KvStore implements Store {
 
   close(): void {
     this.kv.close();
+    this.lock?.close();
   }
 }
