@@ -7,7 +7,7 @@ import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { EMPTY_QUERY, PARAMS, type RouteDef, ROUTES } from "./routes.ts";
 import type { Ctx } from "./service/context.ts";
-import { StoreUnavailableError } from "./store/store.ts";
+import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
 import { poolUsageGauge } from "./usage_gauge.ts";
 
@@ -138,6 +138,12 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof StoreUnavailableError) return new ApiError("store_unavailable", err.message);
+  if (err instanceof StoreLimitError) {
+    return new ApiError(
+      "invalid_request",
+      `The request changes more than one store commit can hold (${err.message}); ask for less at once: fewer or narrower excludes, a smaller IP group`,
+    );
+  }
   if (err instanceof Error && err.name === "HTTPException") {
     return new ApiError("invalid_request", err.message);
   }

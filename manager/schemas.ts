@@ -128,7 +128,8 @@ export const Physnet = z.object({
 
 // ---- IP groups
 
-export const MAX_GROUP_SIZE = 1024;
+/** A group's addresses are written in one commit, which takes at most 1000 writes. */
+export const MAX_GROUP_SIZE = 512;
 
 export const IpGroupCreate = z.strictObject({
   name: Name,

@@ -147,6 +147,8 @@ async function commitBatch(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Prom
       edit.flush();
       if (done.length > 0 && await tx.commit(ctx.store)) {
         for (const [p, r] of done) p.resolve(r);
+        // Those the cache found no room for still need an answer, from the careful path.
+        for (const p of unsettled) p.resolve(null);
         return;
       }
       tx.abort();

@@ -8,6 +8,7 @@ import {
   type ListOptions,
   type Mutation,
   type Store,
+  StoreLimitError,
   StoreUnavailableError,
 } from "./store.ts";
 
@@ -91,7 +92,16 @@ class KvStore implements Store {
       if (m.type === "set") op.set(m.key as Deno.KvKey, m.value);
       else op.delete(m.key as Deno.KvKey);
     }
-    const res = await op.commit();
+    let res;
+    try {
+      res = await op.commit();
+    } catch (err) {
+      // Deno KV refuses an atomic over 100 checks, 1000 mutations or 800 KiB.
+      if (err instanceof TypeError && /too many|too large/i.test(err.message)) {
+        throw new StoreLimitError(err.message, { cause: err });
+      }
+      throw err;
+    }
     return res.ok ? { ok: true, version: res.versionstamp } : { ok: false };
   }
 

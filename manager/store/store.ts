@@ -39,6 +39,17 @@ export interface Store {
   close(): void;
 }
 
+/**
+ * Thrown by a backend when one commit would exceed its limits (checks, mutations, sizes): the
+ * request asked for too much at once, and asking for less succeeds.
+ */
+export class StoreLimitError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StoreLimitError";
+  }
+}
+
 /** Thrown by a backend when it cannot be reached or refuses the operation for its own reasons. */
 export class StoreUnavailableError extends Error {
   constructor(message: string, options?: ErrorOptions) {

@@ -1,0 +1,185 @@
+/** Configuration: file, then environment, then flags; every mistake a clear ConfigError. */
+import assert from "node:assert/strict";
+import { ConfigError, loadConfig } from "./mod.ts";
+import { USAGE } from "./config.ts";
+
+const ADMIN = "env-admin-token-0123456789";
+
+const FILE = {
+  listen: { hostname: "127.0.0.1", port: 7000 },
+  store: { path: "/from/file.kv" },
+  tokens: [{ token: "file-admin-token-0123456789", scope: "admin" }],
+  vniRanges: ["5000-5999"],
+  underlayMtu: 9000,
+  logLevel: "warn",
+};
+
+/** loadConfig over in-memory files and environment. */
+function load(
+  args: string[],
+  env: Record<string, string> = {},
+  files: Record<string, string> = {},
+) {
+  return loadConfig(args, (name) => env[name], (path) => {
+    if (path in files) return Promise.resolve(files[path]);
+    return Promise.reject(new Deno.errors.NotFound(`no such file: ${path}`));
+  });
+}
+
+const withFile = (content: unknown = FILE) => ({ "/etc/knitter.json": JSON.stringify(content) });
+
+async function configError(p: Promise<unknown>, message: RegExp): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(err instanceof ConfigError, `a ConfigError, got ${err}`);
+    assert.match(err.message, message);
+    return true;
+  });
+}
+
+Deno.test("config: the file is read as given", async () => {
+  const { config, help } = await load(["--config", "/etc/knitter.json"], {}, withFile());
+  assert.equal(help, false);
+  assert.deepEqual(config.listen, { hostname: "127.0.0.1", port: 7000 });
+  assert.equal(config.store.path, "/from/file.kv");
+  assert.equal(config.underlayMtu, 9000);
+  assert.equal(config.logLevel, "warn");
+  assert.deepEqual(config.vniRanges, ["5000-5999"]);
+  assert.deepEqual(config.tokens, FILE.tokens);
+});
+
+Deno.test("config: the environment overrides the file, flags override both", async () => {
+  const env = {
+    KNITTER_MANAGER_LISTEN: "0.0.0.0:8000",
+    KNITTER_MANAGER_STORE: "/from/env.kv",
+    KNITTER_MANAGER_LOG_LEVEL: "debug",
+    KNITTER_MANAGER_ADMIN_TOKEN: ADMIN,
+  };
+  const fromEnv = (await load(["--config", "/etc/knitter.json"], env, withFile())).config;
+  assert.deepEqual(fromEnv.listen, { hostname: "0.0.0.0", port: 8000 });
+  assert.equal(fromEnv.store.path, "/from/env.kv");
+  assert.equal(fromEnv.logLevel, "debug");
+  assert.deepEqual(
+    fromEnv.tokens.map((t) => t.token),
+    [FILE.tokens[0].token, ADMIN],
+    "the env token adds one",
+  );
+  assert.equal(fromEnv.underlayMtu, 9000, "what the env does not set stays the file's");
+
+  const args = [
+    "--config",
+    "/etc/knitter.json",
+    "--listen",
+    "[::1]:9000",
+    "--store",
+    "/from/flag.kv",
+  ];
+  const fromFlags = (await load(args, env, withFile())).config;
+  assert.deepEqual(fromFlags.listen, { hostname: "::1", port: 9000 });
+  assert.equal(fromFlags.store.path, "/from/flag.kv");
+});
+
+Deno.test("config: defaults without a file", async () => {
+  const { config } = await load([], { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN });
+  assert.deepEqual(config.listen, { hostname: "0.0.0.0", port: 9527 });
+  assert.equal(config.store.path, "knitter-manager.kv");
+  assert.deepEqual(config.vniRanges, ["1-16777215"]);
+  assert.equal(config.underlayMtu, 1500);
+  assert.equal(config.tls, undefined);
+  assert.deepEqual(config.tokens, [{ token: ADMIN, scope: "admin" }]);
+});
+
+Deno.test("config: TLS from the environment needs both files", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN, KNITTER_MANAGER_TLS_CERT: "/tls/cert.pem" };
+  await configError(load([], env), /both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY/);
+  const { config } = await load([], { ...env, KNITTER_MANAGER_TLS_KEY: "/tls/key.pem" });
+  assert.deepEqual(config.tls, { certFile: "/tls/cert.pem", keyFile: "/tls/key.pem" });
+});
+
+Deno.test("config: a tokens file adds tokens, and is checked", async () => {
+  const tokens = [{ token: "tenant-acme-token-0123456789", scope: "tenant", tenant: "acme" }];
+  const files = { "/secret/tokens.json": JSON.stringify(tokens) };
+  const { config } = await load([], { KNITTER_MANAGER_TOKENS_FILE: "/secret/tokens.json" }, files);
+  assert.deepEqual(config.tokens, tokens);
+
+  const bad = {
+    "/secret/tokens.json": JSON.stringify([{
+      token: "tenant-acme-token-0123456789",
+      scope: "tenant",
+    }]),
+  };
+  await configError(
+    load([], { KNITTER_MANAGER_TOKENS_FILE: "/secret/tokens.json" }, bad),
+    /tokens file "\/secret\/tokens.json".*tenant token needs "tenant"/,
+  );
+  await configError(
+    load([], { KNITTER_MANAGER_TOKENS_FILE: "/secret/missing.json" }),
+    /Cannot read tokens file "\/secret\/missing.json"/,
+  );
+});
+
+Deno.test("config: no tokens at all is a clear error", async () => {
+  await configError(load([]), /No API tokens configured.*KNITTER_MANAGER_ADMIN_TOKEN/);
+  await configError(
+    load(["--config", "/etc/knitter.json"], {}, withFile({ ...FILE, tokens: [] })),
+    /No API tokens configured/,
+  );
+});
+
+Deno.test("config: unreadable or invalid files are named", async () => {
+  await configError(
+    load(["--config", "/nope.json"]),
+    /Cannot read configuration file "\/nope.json"/,
+  );
+  await configError(
+    load(["--config", "/etc/knitter.json"], {}, { "/etc/knitter.json": "{ listen: 1 }" }),
+    /configuration file "\/etc\/knitter.json" is not valid JSON/,
+  );
+  await configError(
+    load(["--config", "/etc/knitter.json"], {}, withFile({ ...FILE, colour: "red" })),
+    /Invalid configuration at "\(root\)"/,
+  );
+  await configError(
+    load(["--config", "/etc/knitter.json"], {}, withFile({ ...FILE, underlayMtu: 100 })),
+    /Invalid configuration at "underlayMtu"/,
+  );
+  await configError(
+    load(
+      ["--config", "/etc/knitter.json"],
+      {},
+      withFile({ ...FILE, tokens: [{ token: "short", scope: "admin" }] }),
+    ),
+    /"tokens.0.token": must be at least 16 characters/,
+  );
+});
+
+Deno.test("config: bad VNI ranges and listen addresses are refused", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN };
+  for (const range of ["5-1", "0-10", "1-16777216"]) {
+    await configError(
+      load(["--config", "/etc/knitter.json"], env, withFile({ ...FILE, vniRanges: [range] })),
+      new RegExp(`VNI range "${range}" must lie within 1-16777215`),
+    );
+  }
+  await configError(
+    load(["--config", "/etc/knitter.json"], env, withFile({ ...FILE, vniRanges: ["5000"] })),
+    /"vniRanges.0": must look like "5000-16777215"/,
+  );
+  await configError(
+    load(["--listen", "localhost"], env),
+    /Listen address "localhost" must be HOST:PORT/,
+  );
+  await configError(
+    load(["--listen", "localhost:70000"], env),
+    /Invalid configuration at "listen.port"/,
+  );
+  await configError(load([], { ...env, KNITTER_MANAGER_LOG_LEVEL: "loud" }), /"logLevel"/);
+});
+
+Deno.test("config: --help needs nothing else; unknown flags show the usage", async () => {
+  const { help } = await load(["--help"]);
+  assert.equal(help, true);
+  assert.equal((await load(["-h"])).help, true);
+  assert.match(USAGE, /--config FILE/);
+  await configError(load(["--colour", "red"]), /--colour[\s\S]*Usage: deno task manager/);
+  await configError(load(["--store"]), /--store/);
+});

@@ -1,0 +1,141 @@
+/**
+ * Test helpers: a manager app on a Deno KV store with admin, tenant and node tokens, called
+ * in-process through `app.request()`.
+ */
+import assert from "node:assert/strict";
+import type { Hono } from "hono";
+import { createApp, createContext, openKvStore, type Store, TokenTable } from "./mod.ts";
+import { ADMIN_TENANT } from "./server.ts";
+import type { Ctx } from "./service/context.ts";
+import { ensureTenant } from "./service/tenants.ts";
+
+export const TOKEN = {
+  admin: "admin-token-for-tests-0001",
+  acme: "acme-token-for-tests-00001",
+  globex: "globex-token-for-tests-001",
+  worker1: "worker1-token-for-tests-01",
+  worker2: "worker2-token-for-tests-01",
+} as const;
+
+export interface Reply {
+  status: number;
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
+export interface TestApp {
+  app: Hono;
+  ctx: Ctx;
+  store: Store;
+  /**
+   * One request. A path without a leading "/" is under /api/v1/. A string body is sent as is,
+   * anything else as JSON. The token defaults to the admin's; null sends none.
+   */
+  call(method: string, path: string, body?: unknown, token?: string | null): Promise<Reply>;
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface TestAppOptions {
+  /** Deno KV path; ":memory:" when absent. */
+  path?: string;
+  vniRanges?: string[];
+  /** Tenants created up front (besides the built-in admin tenant). */
+  tenants?: string[];
+}
+
+export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const store = await openKvStore(options.path ?? ":memory:");
+  const ctx = createContext(store, {
+    vniRanges: options.vniRanges ?? ["5000-5999"],
+    underlayMtu: 1500,
+  });
+  await ensureTenant(ctx, ADMIN_TENANT);
+  const app = createApp({
+    ctx,
+    tokens: new TokenTable([
+      { token: TOKEN.admin, scope: "admin" },
+      { token: TOKEN.acme, scope: "tenant", tenant: "acme" },
+      { token: TOKEN.globex, scope: "tenant", tenant: "globex" },
+      { token: TOKEN.worker1, scope: "node", node: "worker1" },
+      { token: TOKEN.worker2, scope: "node", node: "worker2" },
+    ]),
+    onInternalError: (err) => console.error("internal error in test app:", err),
+  });
+  const call = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    token: string | null = TOKEN.admin,
+  ) => {
+    const headers: Record<string, string> = {};
+    if (token !== null) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await app.request(path.startsWith("/") ? path : `/api/v1/${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    const json = res.headers.get("content-type")?.includes("application/json");
+    return { status: res.status, body: json && text ? JSON.parse(text) : text };
+  };
+  for (const name of options.tenants ?? []) must(await call("POST", "tenants", { name }), 201);
+  const close = () => store.close();
+  return { app, ctx, store, call, close, [Symbol.dispose]: close };
+}
+
+/** Asserts the status and returns the body. */
+// deno-lint-ignore no-explicit-any
+export function must(reply: Reply, status: number): any {
+  assert.equal(
+    reply.status,
+    status,
+    `expected ${status}, got ${reply.status}: ${JSON.stringify(reply.body)}`,
+  );
+  return reply.body;
+}
+
+/** Asserts a documented error answer: the status, the code, and optionally field and message. */
+export function mustFail(
+  reply: Reply,
+  status: number,
+  code: string,
+  expect: { field?: string; message?: RegExp } = {},
+): string {
+  assert.equal(
+    reply.status,
+    status,
+    `expected ${status}, got ${reply.status}: ${JSON.stringify(reply.body)}`,
+  );
+  const err = reply.body?.error;
+  assert.ok(
+    err && typeof err.message === "string" && err.message.length > 0,
+    "error body with a message",
+  );
+  assert.deepEqual(Object.keys(reply.body), ["error"]);
+  assert.equal(err.code, code, err.message);
+  if (expect.field !== undefined) assert.equal(err.field, expect.field, err.message);
+  if (expect.message) assert.match(err.message, expect.message);
+  return err.message;
+}
+
+/** Every key, value and version in the store: equal dumps mean nothing was written. */
+export async function dump(store: Store): Promise<unknown[]> {
+  const out = [];
+  for await (const e of store.list([])) out.push(e);
+  return out;
+}
+
+/** Runs `fn`, asserts that it wrote nothing to the store, and returns what it returned. */
+export async function unchanged<T>(t: TestApp, fn: () => Promise<T>): Promise<T> {
+  const before = await dump(t.store);
+  const result = await fn();
+  assert.deepEqual(await dump(t.store), before, "the store changed");
+  return result;
+}
+
+/** A network body with defaults for the fields a test does not care about. */
+export function net(name: string, cidr: string, more: Record<string, unknown> = {}) {
+  return { name, cidr, ...more };
+}
