@@ -110,6 +110,13 @@ export const keys = {
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
   port: (networkId: string, id: string): Key => ["port", networkId, id],
   ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
+  portOfTenant: (tenant: string, networkId: string, id: string): Key => [
+    "port_by_tenant",
+    tenant,
+    networkId,
+    id,
+  ],
+  portsOfTenant: (tenant: string): Key => ["port_by_tenant", tenant],
   portOfNode: (node: string, networkId: string, id: string): Key => [
     "port_by_node",
     node,

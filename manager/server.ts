@@ -4,7 +4,7 @@ import { createApp } from "./app.ts";
 import { TokenTable } from "./auth.ts";
 import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
 import { Metrics } from "./metrics.ts";
-import { type Ctx, PoolRegistry } from "./service/context.ts";
+import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { openKvStore } from "./store/kv_store.ts";
 import type { Store } from "./store/store.ts";
@@ -21,6 +21,7 @@ export function createContext(
     settings: { vniRanges: vniRanges(config as ManagerConfig), underlayMtu: config.underlayMtu },
     metrics: new Metrics(),
     pools: new PoolRegistry(store),
+    cache: newResolveCache(),
   };
 }
 

@@ -23,6 +23,24 @@ export interface Ctx {
   settings: IpamSettings;
   metrics: Metrics;
   pools: PoolRegistry;
+  cache: ResolveCache;
+}
+
+/**
+ * What request resolution remembers between requests. Entries can go stale when another process
+ * changes the store; commits check the versions they depend on, and a lost race reads afresh.
+ */
+export interface ResolveCache {
+  /** "tenant/name" → the network record and the version it was read at. */
+  networks: Map<string, { net: NetworkRecord; version: string }>;
+  /** Public network name → owning tenant. */
+  publics: Map<string, string>;
+  /** Tenants seen to exist. */
+  tenants: Set<string>;
+}
+
+export function newResolveCache(): ResolveCache {
+  return { networks: new Map(), publics: new Map(), tenants: new Set() };
 }
 
 const MAX_ATTEMPTS = 16;
@@ -57,6 +75,7 @@ export async function retry<T>(
 export class PoolRegistry {
   private readonly pools = new Map<string, BitmapPool>();
   private readonly spaces = new Map<string, IndexSpace>();
+  private readonly extras = new Map<string, unknown>();
 
   constructor(private readonly store: Store) {}
 
@@ -64,6 +83,7 @@ export class PoolRegistry {
     const id = JSON.stringify(prefix);
     let pool = this.pools.get(id);
     if (!pool || pool.size !== size) {
+      pool?.invalidate();
       pool = new BitmapPool(this.store, prefix, size);
       this.pools.set(id, pool);
     }
@@ -74,6 +94,24 @@ export class PoolRegistry {
     const id = JSON.stringify(prefix);
     this.pools.get(id)?.invalidate();
     this.pools.delete(id);
+  }
+
+  /** Drops a deleted network's pool, index space and per-network helpers. */
+  forgetNetwork(net: NetworkRecord): void {
+    this.forget(keys.ipam(net.id));
+    this.spaces.delete(net.id);
+    for (const k of this.extras.keys()) if (k.startsWith(`${net.id}/`)) this.extras.delete(k);
+  }
+
+  /** A per-network helper object (e.g. the port batcher), made once and forgotten with the network. */
+  perNetwork<T>(net: NetworkRecord, kind: string, make: () => T): T {
+    const k = `${net.id}/${kind}`;
+    let v = this.extras.get(k) as T | undefined;
+    if (v === undefined) {
+      v = make();
+      this.extras.set(k, v);
+    }
+    return v;
   }
 
   addresses(net: NetworkRecord): BitmapPool {

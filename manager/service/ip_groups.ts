@@ -18,7 +18,7 @@ import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
-import { resolveNetwork } from "./networks.ts";
+import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { getTenantEntry } from "./tenants.ts";
 
 export function groupView(g: IpGroupRecord) {
@@ -43,7 +43,8 @@ export async function createIpGroup(
   if ((body.addresses === undefined) === (body.size === undefined)) {
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
-  const net = await resolveNetwork(ctx, principal, tenant, body.network);
+  const ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+  const net = ref.net;
   if (net.tenant !== tenant && principal.scope !== "admin") {
     throw new ApiError(
       "forbidden",
@@ -65,6 +66,8 @@ export async function createIpGroup(
       }
       tx.check(ge).check(t).set(t.key, { ...t.value!, ipGroups: t.value!.ipGroups + 1 });
       const edit = await pool.edit(tx);
+      // The network must still be the one resolved: a group must not outlive it.
+      tx.check({ key: keys.network(net.tenant, net.name), version: ref.version });
       const addresses = body.addresses
         ? await takeListed(ctx, edit, net, body.addresses, [], "addresses")
         : await takeAny(ctx, edit, net, body.size!);

@@ -4,6 +4,7 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { cidrsOverlap, parseCidr } from "../ipam/ip.ts";
+import { Mutex } from "../ipam/mutex.ts";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
@@ -28,7 +29,6 @@ export async function createNetwork(
   }
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   await getTenantEntry(ctx, tenant);
-  await checkOverlap(ctx, tenant, body.public, spec.record.cidr);
   const id = crypto.randomUUID();
   const addresses = ctx.pools.get(keys.ipam(id), spec.record.poolSize);
 
@@ -74,7 +74,12 @@ export async function createNetwork(
     return record;
   };
 
-  const record = await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
+  // Creations run one at a time in this process, so that two overlapping networks cannot both pass
+  // the overlap check.
+  const record = await creationLock(ctx).run(async () => {
+    await checkOverlap(ctx, tenant, body.public, spec.record.cidr);
+    return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
+  });
   if (record.segmentId !== undefined) {
     ctx.metrics.allocations.inc({ kind: record.type === "vxlan" ? "vni" : "vlan" });
   }
@@ -174,6 +179,14 @@ async function getPhysnetEntryField(ctx: Ctx, name: string): Promise<Entry<Physn
   }
 }
 
+const creationLocks = new WeakMap<Ctx, Mutex>();
+
+function creationLock(ctx: Ctx): Mutex {
+  let m = creationLocks.get(ctx);
+  if (!m) creationLocks.set(ctx, m = new Mutex());
+  return m;
+}
+
 /** Serialises the users of one segment pool in this process. */
 function segmentLock(ctx: Ctx, type: string, physnet?: string) {
   return <T>(fn: () => Promise<T>): Promise<T> => {
@@ -217,32 +230,82 @@ async function publicNetworks(ctx: Ctx): Promise<NetworkRecord[]> {
   return out;
 }
 
-const cache = new WeakMap<Ctx, Map<string, NetworkRecord>>();
-
-function cacheOf(ctx: Ctx): Map<string, NetworkRecord> {
-  let m = cache.get(ctx);
-  if (!m) cache.set(ctx, m = new Map());
-  return m;
+/** A network record with the version it was read at: port commits check it, so a network
+ * deleted (or re-created) under an allocation makes the allocation retry instead of orphaning. */
+export interface NetworkRef {
+  net: NetworkRecord;
+  version: string;
 }
 
-async function lookup(ctx: Ctx, tenant: string, name: string, fresh: boolean) {
+async function lookup(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  fresh: boolean,
+): Promise<NetworkRef | null> {
   const id = `${tenant}/${name}`;
-  const m = cacheOf(ctx);
+  const { networks } = ctx.cache;
   if (!fresh) {
-    const hit = m.get(id);
+    const hit = networks.get(id);
     if (hit) return hit;
   }
   const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
-  if (e.value) m.set(id, e.value);
-  else m.delete(id);
-  return e.value;
+  if (!e.value) {
+    networks.delete(id);
+    return null;
+  }
+  const ref = { net: e.value, version: e.version! };
+  networks.set(id, ref);
+  return ref;
+}
+
+async function publicOwner(ctx: Ctx, name: string, fresh: boolean): Promise<string | null> {
+  const { publics } = ctx.cache;
+  if (!fresh && publics.has(name)) return publics.get(name)!;
+  const e = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(name));
+  if (e.value) publics.set(name, e.value.tenant);
+  else publics.delete(name);
+  return e.value?.tenant ?? null;
+}
+
+async function tenantExists(ctx: Ctx, tenant: string, fresh: boolean): Promise<void> {
+  const { tenants } = ctx.cache;
+  if (!fresh && tenants.has(tenant)) return;
+  await getTenantEntry(ctx, tenant);
+  tenants.add(tenant);
 }
 
 /**
  * The network a request names: the path tenant's own, else a public network of that name. A tenant
  * token reaching into another tenant's path finds only public networks; private ones are 404, so
- * their existence does not leak. `fresh` bypasses the cache (after a lost race).
+ * their existence does not leak. `fresh` bypasses the caches (after a lost race).
  */
+export async function resolveNetworkRef(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+  fresh = false,
+): Promise<NetworkRef> {
+  if (principal.scope === "tenant" && principal.tenant !== tenant) {
+    const ref = await lookup(ctx, tenant, name, fresh);
+    if (ref?.net.public) return ref;
+    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+  }
+  const own = await lookup(ctx, tenant, name, fresh);
+  if (own) return own;
+  const owner = await publicOwner(ctx, name, fresh);
+  // The path's tenant must exist even when the network is another's: it owns the ports made here.
+  await tenantExists(ctx, tenant, fresh);
+  if (owner !== null) {
+    const ref = await lookup(ctx, owner, name, fresh);
+    if (ref) return ref;
+  }
+  throw notFound(
+    `Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`,
+  );
+}
+
 export async function resolveNetwork(
   ctx: Ctx,
   principal: Principal,
@@ -250,28 +313,15 @@ export async function resolveNetwork(
   name: string,
   fresh = false,
 ): Promise<NetworkRecord> {
-  if (principal.scope === "tenant" && principal.tenant !== tenant) {
-    const net = await lookup(ctx, tenant, name, fresh);
-    if (net?.public) return net;
-    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
-  }
-  const own = await lookup(ctx, tenant, name, fresh);
-  if (own) return own;
-  const pub = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(name));
-  // The path's tenant must exist even when the network is another's: it owns the ports made here.
-  await getTenantEntry(ctx, tenant);
-  if (pub.value) {
-    const net = await lookup(ctx, pub.value.tenant, name, fresh);
-    if (net) return net;
-  }
-  throw notFound(
-    `Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`,
-  );
+  return (await resolveNetworkRef(ctx, principal, tenant, name, fresh)).net;
 }
 
+/** Drops what this process remembers of a network (after deleting it, or losing a race). */
 export function forgetNetwork(ctx: Ctx, net: NetworkRecord): void {
-  cacheOf(ctx).delete(`${net.tenant}/${net.name}`);
-  ctx.pools.forget(keys.ipam(net.id));
+  const c = ctx.cache;
+  c.networks.delete(`${net.tenant}/${net.name}`);
+  if (net.public) c.publics.delete(net.name);
+  ctx.pools.forgetNetwork(net);
 }
 
 export async function getNetwork(

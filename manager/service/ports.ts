@@ -21,7 +21,7 @@ import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { GroupCommit } from "./group_commit.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
-import { forgetNetwork, resolveNetwork } from "./networks.ts";
+import { forgetNetwork, type NetworkRef, resolveNetwork, resolveNetworkRef } from "./networks.ts";
 
 export type PortBody = z.infer<typeof PortRequest>;
 
@@ -49,26 +49,32 @@ export async function putPort(
     }
     body = { ...body, node: principal.node };
   }
-  let net = await resolveNetwork(ctx, principal, tenant, networkName);
+  let ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
   if (body.ip === undefined && body.ipGroup === undefined) {
     const batched = await new Promise<PutResult | null>((resolve, reject) =>
-      batcherOf(ctx, net).submit({ owner, id, body, resolve, reject })
+      batcherOf(ctx, ref).submit({ owner, id, body, resolve, reject })
     );
     if (batched) return counted(ctx, batched);
   }
   // The careful path: fixed addresses, groups, and whatever the batch could not settle.
   let fresh = false;
   for (;;) {
+    const pool = ctx.pools.addresses(ref.net);
     try {
-      const result = await ctx.pools.addresses(net).exclusive(() =>
+      const result = await pool.exclusive(() =>
         retry(ctx, async (tx, attempt) => {
           if (attempt > 0) {
             // Lost a race: the network itself may be gone or re-created under us.
-            const now = await resolveNetwork(ctx, principal, tenant, networkName, true);
-            if (now.id !== net.id) throw new Restart(now);
+            const now = await resolveNetworkRef(ctx, principal, tenant, networkName, true);
+            if (now.net.id !== ref.net.id) throw new Restart(now);
+            ref = now;
           }
-          const edit = await ctx.pools.addresses(net).edit(tx);
-          const r = await buildPut(ctx, tx, edit, net, owner, id, body, { fresh, readFirst: true });
+          const edit = await pool.edit(tx);
+          checkNetwork(tx, ref);
+          const r = await buildPut(ctx, tx, edit, ref.net, owner, id, body, {
+            fresh,
+            readFirst: true,
+          });
           edit.flush();
           return r;
         })
@@ -77,15 +83,20 @@ export async function putPort(
     } catch (err) {
       if (!(err instanceof Restart)) throw err;
       if (err.network) {
-        forgetNetwork(ctx, net);
-        net = err.network;
+        forgetNetwork(ctx, ref.net);
+        ref = err.network;
       } else {
         // The cache said "full": make sure with fresh reads before refusing.
-        ctx.pools.addresses(net).invalidate();
+        pool.invalidate();
         fresh = true;
       }
     }
   }
+}
+
+/** The commit goes in only while the network is the one the request resolved. */
+function checkNetwork(tx: Tx, ref: NetworkRef): void {
+  tx.check({ key: keys.network(ref.net.tenant, ref.net.name), version: ref.version });
 }
 
 function counted(ctx: Ctx, r: PutResult): PutResult {
@@ -105,36 +116,33 @@ interface Pending {
 /** Ports per batch: each adds one check, and a Deno KV commit takes at most 100. */
 const MAX_BATCH = 64;
 
-const batchers = new WeakMap<Ctx, Map<string, GroupCommit<Pending>>>();
-
-function batcherOf(ctx: Ctx, net: NetworkRecord): GroupCommit<Pending> {
-  let m = batchers.get(ctx);
-  if (!m) batchers.set(ctx, m = new Map());
-  let b = m.get(net.id);
-  if (!b) {
-    b = new GroupCommit<Pending>(MAX_BATCH, (p) => p.id, (batch) => commitBatch(ctx, net, batch));
-    m.set(net.id, b);
-  }
-  return b;
+function batcherOf(ctx: Ctx, ref: NetworkRef): GroupCommit<Pending> {
+  return ctx.pools.perNetwork(
+    ref.net,
+    "ports",
+    () => new GroupCommit<Pending>(MAX_BATCH, (p) => p.id, (batch) => commitBatch(ctx, ref, batch)),
+  );
 }
 
 /**
- * Allocates a batch of new ports in one commit. A port that already exists makes the commit fail
- * its check: then every port of the batch takes the careful path, which reads first.
+ * Allocates a batch of new ports in one commit, checking only that each is absent. When the commit
+ * fails, every port of the batch takes the careful path, which reads first: a port that already
+ * existed is answered as it is, anything else was a lost race.
  */
-async function commitBatch(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Promise<void> {
-  const pool = ctx.pools.addresses(net);
+async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise<void> {
+  const pool = ctx.pools.addresses(ref.net);
   await pool.exclusive(async () => {
     const tx = new Tx();
     const done: [Pending, PutResult][] = [];
     const unsettled: Pending[] = [];
     try {
       const edit = await pool.edit(tx);
+      checkNetwork(tx, ref);
       for (const p of batch) {
         try {
           done.push([
             p,
-            await buildPut(ctx, tx, edit, net, p.owner, p.id, p.body, {
+            await buildPut(ctx, tx, edit, ref.net, p.owner, p.id, p.body, {
               fresh: false,
               readFirst: false,
             }),
@@ -152,21 +160,28 @@ async function commitBatch(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Prom
         return;
       }
       tx.abort();
-      if (done.length > 0) ctx.metrics.conflicts.inc();
+      if (done.length > 0 && !(await anyExists(ctx, ref.net, done.map(([p]) => p.id)))) {
+        ctx.metrics.conflicts.inc();
+      }
       unsettled.push(...done.map(([p]) => p));
     } catch (err) {
       tx.abort();
-      for (const [p] of done) p.reject(err);
-      for (const p of batch) if (!done.some(([d]) => d === p)) p.reject(err);
+      for (const p of batch) p.reject(err);
       return;
     }
     for (const p of unsettled) p.resolve(null);
   });
 }
 
+/** Whether a failed batch is explained by a port that already existed (a repeated PUT). */
+async function anyExists(ctx: Ctx, net: NetworkRecord, ids: string[]): Promise<boolean> {
+  const found = await ctx.store.getMany(ids.map((id) => keys.port(net.id, id)));
+  return found.some((e) => e.value !== null);
+}
+
 /** Start a PUT over: on another network record, or on fresh reads. */
 class Restart extends Error {
-  constructor(readonly network?: NetworkRecord) {
+  constructor(readonly network?: NetworkRef) {
     super("restart");
   }
 }
@@ -404,7 +419,7 @@ export function macFor(networkId: string, index: number): string {
 }
 
 function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
-  const idx: Key[] = [];
+  const idx: Key[] = [keys.portOfTenant(port.tenant, port.networkId, port.id)];
   if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, port.id));
   if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, port.id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
@@ -518,10 +533,16 @@ export async function listPorts(
   query: z.infer<typeof PortQuery>,
 ): Promise<PortRecord[]> {
   let ports: PortRecord[];
-  if (query.node !== undefined || query.pod !== undefined) {
-    const prefix = query.node !== undefined
-      ? keys.portsOfNode(query.node)
-      : keys.portsOfPod(...(query.pod!.split("/") as [string, string]));
+  // The narrowest index that answers the query; a tenant token only ever reads its own ports.
+  const tenant = principal.scope === "tenant" ? principal.tenant : query.tenant;
+  const prefix = query.node !== undefined
+    ? keys.portsOfNode(query.node)
+    : query.pod !== undefined
+    ? keys.portsOfPod(...(query.pod.split("/") as [string, string]))
+    : tenant !== undefined
+    ? keys.portsOfTenant(tenant)
+    : null;
+  if (prefix) {
     const portKeys: Key[] = [];
     for await (const e of ctx.store.list(prefix)) {
       portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));

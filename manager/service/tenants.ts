@@ -53,6 +53,18 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
   await retry(ctx, async (tx) => {
     const e = await getTenantEntry(ctx, name);
     const t = e.value!;
+    const ports: string[] = [];
+    for await (const p of ctx.store.list(keys.portsOfTenant(name), { limit: 5 })) {
+      ports.push(`"${p.key.at(-1)}"`);
+    }
+    if (ports.length > 0) {
+      throw new ApiError(
+        "in_use",
+        `Cannot delete tenant "${name}": it still has ports (${
+          ports.join(", ")
+        }), on public networks too; release them first`,
+      );
+    }
     if (t.networks > 0 || t.ipGroups > 0) {
       const nets = (await listValues<{ name: string }>(ctx.store, keys.networks(name), 10))
         .map((n) => `"${n.name}"`);
@@ -69,4 +81,5 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
     }
     tx.check(e).delete(e.key);
   });
+  ctx.cache.tenants.delete(name);
 }
