@@ -1,5 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
-import type { Dns, NetworkType, PodRef, Port, Route } from "@knitter/common";
+import type { Dns, NetworkType, PodRef, Route } from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
 export interface TenantRecord {
@@ -68,9 +68,26 @@ export interface IpGroupRecord {
   createdAt: string;
 }
 
-export interface PortRecord extends Port {
+/**
+ * A port as stored: what is the port's own. What it shares with its network (type, segment, MTU,
+ * gateway, routes, DNS) is joined in when it is answered, so there is one place that says it.
+ */
+export interface PortRecord {
+  id: string;
+  /** The tenant the port belongs to (for a public network, not necessarily the network's). */
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  networkId: string;
+  ip: string;
+  mac: string;
   /** Pool index of the address in its network. */
   index: number;
+  createdAt: string;
+  ipGroup?: string;
+  node?: string;
+  pod?: PodRef;
+  interface?: string;
 }
 
 export interface NodeRecord {
@@ -79,12 +96,6 @@ export interface NodeRecord {
   labels: Record<string, string>;
   registeredAt: string;
   updatedAt: string;
-}
-
-/** Who holds an address: a port, an IP group, or both (a group address in use). */
-export interface AddressOwner {
-  port?: string;
-  group?: string;
 }
 
 export type { Dns, PodRef, Route };
@@ -110,13 +121,14 @@ export const keys = {
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
   port: (networkId: string, id: string): Key => ["port", networkId, id],
   ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
-  portOfTenant: (tenant: string, networkId: string, id: string): Key => [
-    "port_by_tenant",
+  /** Ports a tenant holds on networks of other tenants (public ones). */
+  portOfForeignNetwork: (tenant: string, networkId: string, id: string): Key => [
+    "port_of_tenant_on_foreign_network",
     tenant,
     networkId,
     id,
   ],
-  portsOfTenant: (tenant: string): Key => ["port_by_tenant", tenant],
+  portsOfForeignNetworks: (tenant: string): Key => ["port_of_tenant_on_foreign_network", tenant],
   portOfNode: (node: string, networkId: string, id: string): Key => [
     "port_by_node",
     node,
@@ -132,7 +144,6 @@ export const keys = {
     id,
   ],
   portsOfPod: (namespace: string, name: string): Key => ["port_by_pod", namespace, name],
-  address: (networkId: string, ip: string): Key => ["address", networkId, ip],
   ipam: (networkId: string): Key => ["ipam", networkId],
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],

@@ -37,7 +37,7 @@ Deno.test("race: a network deleted elsewhere is not resurrected by an allocation
     "not_found",
   );
   const left = (await dump(t.store)).map((e) => (e as { key: unknown[] }).key[0]);
-  for (const kind of ["port", "port_by_tenant", "ipam", "address", "network"]) {
+  for (const kind of ["port", "port_of_tenant_on_foreign_network", "ipam", "address", "network"]) {
     assert.ok(!left.includes(kind), `nothing of kind "${kind}" is left: ${JSON.stringify(left)}`);
   }
 });

@@ -159,11 +159,7 @@ export const ROUTES: RouteDef[] = [
     query: S.PortQuery,
     ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
     handle: async ({ ctx, principal, params, query }) =>
-      items(
-        (await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query)).map(
-          ports.portView,
-        ),
-      ),
+      items(await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query)),
   },
   {
     method: "PUT",
@@ -183,7 +179,7 @@ export const ROUTES: RouteDef[] = [
         params.port,
         body,
       );
-      return ok(ports.portView(r.port), r.created ? 201 : 200);
+      return ok(r.port, r.created ? 201 : 200);
     },
   },
   {
@@ -194,11 +190,7 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 200, schema: S.Port, description: "the port" },
     handle: async ({ ctx, principal, params }) =>
-      ok(
-        ports.portView(
-          await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
-        ),
-      ),
+      ok(await ports.getPort(ctx, principal, params.tenant, params.network, params.port)),
   },
   {
     method: "DELETE",
@@ -220,7 +212,7 @@ export const ROUTES: RouteDef[] = [
     query: S.PortQuery,
     ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
     handle: async ({ ctx, principal, query }) =>
-      items((await ports.listPorts(ctx, principal, query)).map(ports.portView)),
+      items(await ports.listPorts(ctx, principal, query)),
   },
 
   // IP groups

@@ -7,16 +7,10 @@ import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { formatIp } from "../ipam/ip.ts";
-import {
-  type AddressOwner,
-  type IpGroupAddress,
-  type IpGroupRecord,
-  keys,
-  type NetworkRecord,
-} from "../model.ts";
+import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } from "../model.ts";
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
-import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
+import { holderOf } from "./holders.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { getTenantEntry } from "./tenants.ts";
@@ -84,7 +78,6 @@ export async function createIpGroup(
       };
       tx.set(ge.key, group);
       tx.set(keys.ipGroupOfNetwork(net.id, tenant, body.name), true);
-      for (const a of addresses) tx.set(keys.address(net.id, a.ip), { group: body.name });
       return group;
     })
   );
@@ -119,12 +112,7 @@ async function takeListed(
       throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
     }
     if (!(await edit.take(index))) {
-      const o = (await ctx.store.get<AddressOwner>(keys.address(net.id, ip))).value;
-      const who = o?.port
-        ? `used by port "${o.port}"`
-        : o?.group
-        ? `held by IP group "${o.group}"`
-        : "reserved";
+      const who = await holderOf(ctx, net, ip);
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -222,13 +210,8 @@ export async function updateIpGroup(
           "addresses",
         );
       }
-      await releaseAll(tx, edit, net, removed);
+      await releaseAll(edit, removed);
       edit.flush();
-      for (const a of next) {
-        if (!g.addresses.some((o) => o.ip === a.ip)) {
-          tx.set(keys.address(net.id, a.ip), { group: name });
-        }
-      }
       const updated = { ...g, addresses: next, cursor: 0 };
       tx.check(ge).set(ge.key, updated);
       return updated;
@@ -236,11 +219,8 @@ export async function updateIpGroup(
   );
 }
 
-async function releaseAll(tx: Tx, edit: PoolEdit, net: NetworkRecord, addrs: IpGroupAddress[]) {
-  for (const a of addrs) {
-    await edit.release(a.index);
-    tx.delete(keys.address(net.id, a.ip));
-  }
+async function releaseAll(edit: PoolEdit, addrs: IpGroupAddress[]) {
+  for (const a of addrs) await edit.release(a.index);
 }
 
 export async function deleteIpGroup(
@@ -268,7 +248,7 @@ export async function deleteIpGroup(
       const t = await getTenantEntry(ctx, tenant);
       tx.check(t).set(t.key, { ...t.value!, ipGroups: t.value!.ipGroups - 1 });
       const edit = await pool.edit(tx);
-      await releaseAll(tx, edit, net, ge.value.addresses);
+      await releaseAll(edit, ge.value.addresses);
       edit.flush();
       tx.check(ge).delete(ge.key).delete(keys.ipGroupOfNetwork(net.id, tenant, name));
     })

@@ -2,23 +2,18 @@
  * Ports: one address of a network, bound to a pod's interface. PUT is idempotent: the same port ID
  * always gets the same answer, so an agent may retry or restart at any point.
  */
-import type { PodRef } from "@knitter/common";
+import type { PodRef, Port } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatIp, parseIp } from "../ipam/ip.ts";
-import {
-  type AddressOwner,
-  type IpGroupRecord,
-  keys,
-  type NetworkRecord,
-  type PortRecord,
-} from "../model.ts";
+import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery, PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { GroupCommit } from "./group_commit.ts";
+import { holderOf } from "./holders.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { forgetNetwork, type NetworkRef, resolveNetwork, resolveNetworkRef } from "./networks.ts";
@@ -26,7 +21,7 @@ import { forgetNetwork, type NetworkRef, resolveNetwork, resolveNetworkRef } fro
 export type PortBody = z.infer<typeof PortRequest>;
 
 export interface PutResult {
-  port: PortRecord;
+  port: Port;
   created: boolean;
 }
 
@@ -204,14 +199,15 @@ async function buildPut(
   const key = keys.port(net.id, id);
   if (opts.readFirst) {
     const existing = await ctx.store.get<PortRecord>(key);
-    if (existing.value) return bindExisting(tx, existing.value, existing.version!, owner, body);
+    if (existing.value) {
+      return bindExisting(tx, net, existing.value, existing.version!, owner, body);
+    }
   }
   tx.checkAbsent(key);
   let index: number;
   let ip: string;
-  let group: IpGroupRecord | undefined;
   if (body.ipGroup !== undefined) {
-    ({ index, ip, group } = await fromGroup(ctx, tx, net, owner, id, body));
+    ({ index, ip } = await fromGroup(ctx, tx, net, owner, id, body));
   } else if (body.ip !== undefined) {
     ip = canonicalIp(net, body.ip);
     index = ctx.pools.space(net).indexOf(ipValue(net, body.ip));
@@ -245,14 +241,14 @@ async function buildPut(
   }
   const port = portRecord(net, owner, id, body, ip, index);
   tx.set(key, port);
-  tx.set(keys.address(net.id, ip), group ? { group: group.name, port: id } : { port: id });
   writeIndexes(tx, port, "set");
-  return { port, created: true };
+  return { port: portView(net, port), created: true };
 }
 
 /** A second PUT of a port: the same answer, binding node / pod / interface if still unset. */
 function bindExisting(
   tx: Tx,
+  net: NetworkRecord,
   port: PortRecord,
   version: string,
   owner: string,
@@ -301,7 +297,7 @@ function bindExisting(
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, bound, "set");
   }
-  return { port: bound, created: false };
+  return { port: portView(net, bound), created: false };
 }
 
 function samePod(a: PodRef, b: PodRef): boolean {
@@ -372,32 +368,40 @@ function portRecord(
   ip: string,
   index: number,
 ): PortRecord {
-  const prefix = net.cidr.slice(net.cidr.indexOf("/") + 1);
   const port: PortRecord = {
     id,
     tenant: owner,
     network: net.name,
     networkTenant: net.tenant,
     networkId: net.id,
-    type: net.type,
     ip,
-    address: `${ip}/${prefix}`,
-    family: net.family,
     mac: body.mac ?? macFor(net.id, index),
-    mtu: net.mtu,
-    routes: net.routes,
-    dns: net.dns,
-    createdAt: now(),
     index,
+    createdAt: now(),
   };
-  if (net.segmentId !== undefined) port.segmentId = net.segmentId;
-  if (net.physnet !== undefined) port.physnet = net.physnet;
-  if (net.gateway !== undefined) port.gateway = net.gateway;
   if (body.ipGroup !== undefined) port.ipGroup = body.ipGroup;
   if (body.node !== undefined) port.node = body.node;
   if (body.pod !== undefined) port.pod = body.pod;
   if (body.interface !== undefined) port.interface = body.interface;
   return port;
+}
+
+/** A port as answered: the record joined with what its network says, less the pool index. */
+export function portView(net: NetworkRecord, p: PortRecord): Port {
+  const { index: _index, ...own } = p;
+  const view: Port = {
+    ...own,
+    type: net.type,
+    address: `${p.ip}/${net.cidr.slice(net.cidr.indexOf("/") + 1)}`,
+    family: net.family,
+    mtu: net.mtu,
+    routes: net.routes,
+    dns: net.dns,
+  };
+  if (net.segmentId !== undefined) view.segmentId = net.segmentId;
+  if (net.physnet !== undefined) view.physnet = net.physnet;
+  if (net.gateway !== undefined) view.gateway = net.gateway;
+  return view;
 }
 
 /**
@@ -419,7 +423,12 @@ export function macFor(networkId: string, index: number): string {
 }
 
 function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
-  const idx: Key[] = [keys.portOfTenant(port.tenant, port.networkId, port.id)];
+  const idx: Key[] = [];
+  // A tenant's ports on its own networks are found through those networks; only ports on another
+  // tenant's (public) network need an index of their own.
+  if (port.tenant !== port.networkTenant) {
+    idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, port.id));
+  }
   if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, port.id));
   if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, port.id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
@@ -442,27 +451,19 @@ function poolText(net: NetworkRecord): string {
   return net.allocationPools.map((p) => `${p.start}-${p.end}`).join(", ");
 }
 
-async function holderOf(ctx: Ctx, net: NetworkRecord, ip: string): Promise<string> {
-  const o = (await ctx.store.get<AddressOwner>(keys.address(net.id, ip))).value;
-  if (o?.port) return `used by port "${o.port}"`;
-  if (o?.group) return `held by IP group "${o.group}" (request it with ipGroup)`;
-  if (ip === net.gateway) return "the gateway";
-  return "reserved (excluded from allocation)";
-}
-
 export async function getPort(
   ctx: Ctx,
   principal: Principal,
   tenant: string,
   networkName: string,
   id: string,
-): Promise<PortRecord> {
+): Promise<Port> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName);
   const port = (await ctx.store.get<PortRecord>(keys.port(net.id, id))).value;
   if (!port || !visible(principal, port)) {
     throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
   }
-  return port;
+  return portView(net, port);
 }
 
 function visible(principal: Principal, port: PortRecord): boolean {
@@ -501,14 +502,12 @@ export async function deletePort(
             a,
           ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
           tx.check(ge).set(ge.key, { ...ge.value, addresses });
-          tx.set(keys.address(net.id, port.ip), { group: port.ipGroup });
           return;
         }
       }
       const edit = await pool.edit(tx);
       await edit.release(port.index);
       edit.flush();
-      tx.delete(keys.address(net.id, port.ip));
     })
   );
   ctx.metrics.releases.inc({ kind: "ip" });
@@ -520,40 +519,57 @@ export async function listNetworkPorts(
   tenant: string,
   networkName: string,
   query: z.infer<typeof PortQuery>,
-): Promise<PortRecord[]> {
+): Promise<Port[]> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
   const ports = await listValues<PortRecord>(ctx.store, keys.ports(net.id));
-  return ports.filter((p) => matches(principal, p, query));
+  return ports.filter((p) => matches(principal, p, query)).map((p) => portView(net, p));
 }
 
-/** Ports across networks, by node or pod through their indexes. */
+/** Ports across networks, through the narrowest index that answers the query. */
 export async function listPorts(
   ctx: Ctx,
   principal: Principal,
   query: z.infer<typeof PortQuery>,
-): Promise<PortRecord[]> {
-  let ports: PortRecord[];
-  // The narrowest index that answers the query; a tenant token only ever reads its own ports.
+): Promise<Port[]> {
+  // A tenant token only ever reads its own ports.
   const tenant = principal.scope === "tenant" ? principal.tenant : query.tenant;
-  const prefix = query.node !== undefined
-    ? keys.portsOfNode(query.node)
-    : query.pod !== undefined
-    ? keys.portsOfPod(...(query.pod.split("/") as [string, string]))
-    : tenant !== undefined
-    ? keys.portsOfTenant(tenant)
-    : null;
-  if (prefix) {
-    const portKeys: Key[] = [];
-    for await (const e of ctx.store.list(prefix)) {
-      portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
+  let ports: PortRecord[];
+  if (query.node !== undefined) {
+    ports = await throughIndex(ctx, keys.portsOfNode(query.node));
+  } else if (query.pod !== undefined) {
+    ports = await throughIndex(ctx, keys.portsOfPod(...(query.pod.split("/") as [string, string])));
+  } else if (tenant !== undefined) {
+    ports = await throughIndex(ctx, keys.portsOfForeignNetworks(tenant));
+    for (const n of await listValues<NetworkRecord>(ctx.store, keys.networks(tenant))) {
+      ports.push(...await listValues<PortRecord>(ctx.store, keys.ports(n.id)));
     }
-    ports = (await ctx.store.getMany<PortRecord>(portKeys)).flatMap((
-      e,
-    ) => (e.value ? [e.value] : []));
   } else {
     ports = await listValues<PortRecord>(ctx.store, keys.ports());
   }
-  return ports.filter((p) => matches(principal, p, query));
+  const nets = new Map<string, NetworkRecord | null>();
+  const out: Port[] = [];
+  for (const p of ports) {
+    if (!matches(principal, p, query)) continue;
+    if (!nets.has(p.networkId)) {
+      nets.set(
+        p.networkId,
+        (await ctx.store.get<NetworkRecord>(keys.network(p.networkTenant, p.network))).value,
+      );
+    }
+    const net = nets.get(p.networkId);
+    // A port outlives its network only mid-delete; it is not shown then.
+    if (net?.id === p.networkId) out.push(portView(net, p));
+  }
+  return out;
+}
+
+/** The ports an index (keys ending in network ID and port ID) points at. */
+async function throughIndex(ctx: Ctx, prefix: Key): Promise<PortRecord[]> {
+  const portKeys: Key[] = [];
+  for await (const e of ctx.store.list(prefix)) {
+    portKeys.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
+  }
+  return (await ctx.store.getMany<PortRecord>(portKeys)).flatMap((e) => (e.value ? [e.value] : []));
 }
 
 function matches(principal: Principal, p: PortRecord, q: z.infer<typeof PortQuery>): boolean {
@@ -562,10 +578,4 @@ function matches(principal: Principal, p: PortRecord, q: z.infer<typeof PortQuer
   if (q.tenant !== undefined && p.tenant !== q.tenant) return false;
   if (q.pod !== undefined && `${p.pod?.namespace}/${p.pod?.name}` !== q.pod) return false;
   return true;
-}
-
-/** The API view of a port: the record without its internal pool index. */
-export function portView(p: PortRecord) {
-  const { index: _index, ...view } = p;
-  return view;
 }

@@ -54,7 +54,7 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
     const e = await getTenantEntry(ctx, name);
     const t = e.value!;
     const ports: string[] = [];
-    for await (const p of ctx.store.list(keys.portsOfTenant(name), { limit: 5 })) {
+    for await (const p of ctx.store.list(keys.portsOfForeignNetworks(name), { limit: 5 })) {
       ports.push(`"${p.key.at(-1)}"`);
     }
     if (ports.length > 0) {
