@@ -20,9 +20,10 @@ export interface TokenConfig {
  * - tenant: admin, or a tenant token for the path's tenant;
  * - shared: admin, node, or any tenant token; the handler lets a tenant reach another tenant's
  *   path only for public networks (and answers 404 for private ones);
- * - node: admin, or a node token for the path's node.
+ * - node: admin, or a node token for the path's node;
+ * - infra: admin or any node token (what only the system's own components read).
  */
-export type Access = "admin" | "any" | "tenant" | "shared" | "node";
+export type Access = "admin" | "any" | "tenant" | "shared" | "node" | "infra";
 
 export class TokenTable {
   private readonly byToken = new Map<string, Principal>();
@@ -90,5 +91,8 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
     case "node":
       if (p.scope === "node" && params.node === p.node) return;
       return deny(`act on node "${params.node}"`);
+    case "infra":
+      if (p.scope === "node") return;
+      return deny("read what only nodes and admins read");
   }
 }

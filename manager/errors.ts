@@ -15,6 +15,7 @@ export const ERROR_STATUS = {
   in_use: 409,
   address_taken: 409,
   pool_exhausted: 409,
+  feed_expired: 410,
   body_too_large: 413,
   store_conflict: 503,
   store_unavailable: 503,

@@ -228,3 +228,24 @@ export const ErrorSchema = z.object({
 export function listOf<T extends z.ZodType>(item: T) {
   return z.object({ items: z.array(item) });
 }
+
+// ---- change feed
+
+export const FeedQuery = z.strictObject({
+  after: z.string().regex(/^[0-9a-f]{8}:\d+$/, "must be a cursor from an earlier answer").optional()
+    .meta({ description: "absent: answer the current cursor at once, with no events" }),
+  timeout: z.coerce.number().int().min(0).max(60).default(25).meta({
+    description: "seconds to wait for the first event",
+  }),
+});
+
+export const FeedPage = z.object({
+  cursor: z.string(),
+  events: z.array(z.object({
+    seq: z.int(),
+    type: z.enum(["port", "node"]),
+    op: z.enum(["put", "delete"]),
+    port: Port.optional(),
+    node: Node.optional(),
+  })),
+});

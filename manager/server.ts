@@ -3,6 +3,7 @@ import { createLogger } from "@knitter/common";
 import { createApp } from "./app.ts";
 import { TokenTable } from "./auth.ts";
 import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
+import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
@@ -22,6 +23,7 @@ export function createContext(
     metrics: new Metrics(),
     pools: new PoolRegistry(store),
     cache: newResolveCache(),
+    feed: new ChangeFeed(),
   };
 }
 

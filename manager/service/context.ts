@@ -3,6 +3,7 @@ import { ApiError } from "../errors.ts";
 import { BitmapPool } from "../ipam/bitmap_pool.ts";
 import { IndexSpace } from "../ipam/index_space.ts";
 import { parseIp } from "../ipam/ip.ts";
+import type { ChangeFeed } from "../feed.ts";
 import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import type { Key, Store } from "../store/store.ts";
@@ -24,6 +25,7 @@ export interface Ctx {
   metrics: Metrics;
   pools: PoolRegistry;
   cache: ResolveCache;
+  feed: ChangeFeed;
 }
 
 /**

@@ -13,7 +13,7 @@ export async function registerNode(
 ): Promise<{ node: NodeRecord; created: boolean }> {
   const ip = parseIp(body.underlayIp);
   if (!ip) throw invalid("underlayIp", `"${body.underlayIp}" is not an IP address`);
-  return await retry(ctx, async (tx) => {
+  const result = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<NodeRecord>(keys.node(name));
     const t = now();
     const node: NodeRecord = {
@@ -26,6 +26,8 @@ export async function registerNode(
     tx.check(e).set(e.key, node);
     return { node, created: e.value === null };
   });
+  ctx.feed.publish({ type: "node", op: "put", node: result.node });
+  return result;
 }
 
 export async function getNode(ctx: Ctx, name: string): Promise<NodeRecord> {
@@ -39,9 +41,11 @@ export function listNodes(ctx: Ctx): Promise<NodeRecord[]> {
 }
 
 export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
-  await retry(ctx, async (tx) => {
+  const node = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<NodeRecord>(keys.node(name));
     if (!e.value) throw notFound(`Node "${name}" is not registered`);
     tx.check(e).delete(e.key);
+    return e.value;
   });
+  ctx.feed.publish({ type: "node", op: "delete", node });
 }

@@ -23,6 +23,8 @@ export type PortBody = z.infer<typeof PortRequest>;
 export interface PutResult {
   port: Port;
   created: boolean;
+  /** Created, or bound to a node / pod / interface it did not have: followers must hear of it. */
+  changed: boolean;
 }
 
 export async function putPort(
@@ -96,6 +98,7 @@ function checkNetwork(tx: Tx, ref: NetworkRef): void {
 
 function counted(ctx: Ctx, r: PutResult): PutResult {
   if (r.created) ctx.metrics.allocations.inc({ kind: "ip" });
+  if (r.changed) ctx.feed.publish({ type: "port", op: "put", port: r.port });
   return r;
 }
 
@@ -242,7 +245,7 @@ async function buildPut(
   const port = portRecord(net, owner, id, body, ip, index);
   tx.set(key, port);
   writeIndexes(tx, port, "set");
-  return { port: portView(net, port), created: true };
+  return { port: portView(net, port), created: true, changed: true };
 }
 
 /** A second PUT of a port: the same answer, binding node / pod / interface if still unset. */
@@ -291,13 +294,15 @@ function bindExisting(
     interface: port.interface ?? body.interface,
     pod: port.pod ?? body.pod,
   };
-  if (bound.node !== port.node || bound.interface !== port.interface || bound.pod !== port.pod) {
+  const changed = bound.node !== port.node || bound.interface !== port.interface ||
+    bound.pod !== port.pod;
+  if (changed) {
     tx.check({ key: keys.port(port.networkId, port.id), version });
     tx.set(keys.port(port.networkId, port.id), bound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, bound, "set");
   }
-  return { port: portView(net, bound), created: false };
+  return { port: portView(net, bound), created: false, changed };
 }
 
 function samePod(a: PodRef, b: PodRef): boolean {
@@ -480,7 +485,7 @@ export async function deletePort(
 ): Promise<void> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
   const pool = ctx.pools.addresses(net);
-  await pool.exclusive(() =>
+  const released = await pool.exclusive(() =>
     retry(ctx, async (tx) => {
       const e = await ctx.store.get<PortRecord>(keys.port(net.id, id));
       const port = e.value;
@@ -502,14 +507,16 @@ export async function deletePort(
             a,
           ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
           tx.check(ge).set(ge.key, { ...ge.value, addresses });
-          return;
+          return port;
         }
       }
       const edit = await pool.edit(tx);
       await edit.release(port.index);
       edit.flush();
+      return port;
     })
   );
+  ctx.feed.publish({ type: "port", op: "delete", port: portView(net, released) });
   ctx.metrics.releases.inc({ kind: "ip" });
 }
 

@@ -1,0 +1,77 @@
+/**
+ * The change feed agents follow: ports and nodes as they appear, change and leave. It lives in the
+ * manager's memory, numbered within an epoch (one per process start), like a Kubernetes watch: a
+ * follower resumes from its cursor, and when the cursor is too old or from another epoch it is told
+ * to list everything again (410) and continue from the cursor the list gave it.
+ */
+import type { Port } from "@knitter/common";
+import type { NodeRecord } from "./model.ts";
+
+export type FeedEvent =
+  | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
+  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeRecord };
+
+type Unnumbered<T> = T extends unknown ? Omit<T, "seq"> : never;
+
+export interface FeedPage {
+  cursor: string;
+  events: FeedEvent[];
+}
+
+export class ChangeFeed {
+  readonly epoch: string = crypto.randomUUID().slice(0, 8);
+  private readonly events: FeedEvent[] = [];
+  private seq = 0;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(private readonly capacity = 20000) {}
+
+  publish(event: Unnumbered<FeedEvent>): void {
+    this.events.push({ ...event, seq: ++this.seq } as FeedEvent);
+    if (this.events.length > this.capacity) {
+      this.events.splice(0, this.events.length - this.capacity);
+    }
+    for (const wake of this.waiters) wake();
+    this.waiters.clear();
+  }
+
+  /** Where a follower that has just listed everything continues from. */
+  cursor(): string {
+    return `${this.epoch}:${this.seq}`;
+  }
+
+  /**
+   * The events after `cursor`, waiting up to `timeoutMs` for the first one. "expired" when the
+   * cursor cannot be served: another epoch, or events it needs were already dropped.
+   */
+  async since(
+    cursor: string,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<FeedPage | "expired"> {
+    const [epoch, seqText] = cursor.split(":");
+    const after = Number(seqText);
+    if (epoch !== this.epoch || !Number.isInteger(after) || after < 0 || after > this.seq) {
+      return "expired";
+    }
+    const oldest = this.events.length ? this.events[0].seq : this.seq + 1;
+    if (after + 1 < oldest) return "expired";
+    if (after === this.seq && timeoutMs > 0) await this.wait(timeoutMs, signal);
+    const events = this.events.filter((e) => e.seq > after);
+    return { cursor: this.cursor(), events };
+  }
+
+  private wait(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.waiters.add(done);
+      signal?.addEventListener("abort", done);
+    });
+  }
+}
