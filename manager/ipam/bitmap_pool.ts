@@ -9,7 +9,7 @@
 import { type Bitmap, wasmBitmap } from "@knitter/wasm";
 import type { Key, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
-import { Mutex } from "./mutex.ts";
+import { Mutex } from "@knitter/common";
 
 export const CHUNK_BITS = 4096;
 

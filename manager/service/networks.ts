@@ -4,7 +4,7 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { cidrsOverlap, parseCidr } from "../ipam/ip.ts";
-import { Mutex } from "../ipam/mutex.ts";
+import { Mutex } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
