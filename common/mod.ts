@@ -4,3 +4,4 @@
  */
 export * from "./api_types.ts";
 export * from "./log.ts";
+export * from "./mutex.ts";
