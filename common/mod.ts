@@ -5,3 +5,4 @@
 export * from "./api_types.ts";
 export * from "./log.ts";
 export * from "./mutex.ts";
+export * from "./run.ts";

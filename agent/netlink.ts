@@ -1,0 +1,251 @@
+/**
+ * Pod interfaces with `ip` and `nsenter`: a veth whose pod end is born in the pod's netns (never
+ * created in the host and moved, which costs an RCU barrier under the RTNL lock per move), set up
+ * in ONE exec: `nsenter --net=POD ip -batch -` creates the pair with the host end placed in the
+ * agent's netns, then addresses, link up and routes.
+ */
+import { createHash } from "node:crypto";
+import { CommandError, run } from "@knitter/common";
+
+export interface PodInterfaceSpec {
+  /** The pod's netns path, as the CNI runtime gives it (/var/run/netns/X, /proc/PID/ns/net). */
+  netns: string;
+  /** Name inside the pod, e.g. "eth0". */
+  ifName: string;
+  /** Name of the host end, see {@link hostIfName}. */
+  hostIfName: string;
+  mac: string;
+  mtu: number;
+  /** With prefix: "10.1.0.5/24", "2001:db8::5/64" (IPv6 is added without DAD). */
+  addresses: string[];
+  /** Without `via`: a device route (scope link). "default" is the default route. */
+  routes: { dst: string; via?: string }[];
+  /** The netns path that gets the host end; default: the agent's own netns. */
+  hostNetns?: string;
+}
+
+export interface PodInterfaceState {
+  mac: string;
+  mtu: number;
+  /** With prefix; IPv6 link-local addresses (the kernel's own) are left out. */
+  addresses: string[];
+  up: boolean;
+}
+
+/**
+ * Creates and configures the pod's interface and the host end (up, same MTU). On any failure,
+ * what was created is deleted again and the error names the step that failed.
+ */
+export async function createPodInterface(
+  spec: PodInterfaceSpec,
+): Promise<{ hostIfIndex: number; podIfIndex: number }> {
+  const where = `${spec.ifName} in ${spec.netns}`;
+  validate(spec);
+  const hostNetns = spec.hostNetns ?? ownNetns();
+  await requireNetns(spec.netns, `Cannot create ${where}`);
+  if (spec.hostNetns) await requireNetns(spec.hostNetns, `Cannot create ${where}`);
+  const steps = buildSteps(spec, hostNetns);
+  const result = await run(["ip", "-json", "-batch", "-"], {
+    netns: spec.netns,
+    stdin: steps.map((s) => s.command).join("\n") + "\n",
+    check: false,
+  });
+  if (result.code === 0) return parseIndexes(result.stdout, where);
+
+  const failed = failedStep(result.stderr);
+  const step = failed === undefined ? undefined : steps[failed - 1];
+  // Line 1 is the creation itself: when it fails nothing was made, and what exists is not ours.
+  if (failed !== 1) await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+  const why = step ? `step "${step.label}" failed` : "ip failed";
+  const exists = failed === 1 && /File exists/.test(result.stderr)
+    ? ` (${spec.hostIfName} on the host or ${spec.ifName} in the pod already exists)`
+    : "";
+  throw new Error(`Cannot create ${where}: ${why}${exists}: ${result.stderr}`, {
+    cause: new CommandError(result),
+  });
+}
+
+/**
+ * Deletes the pod's veth pair by its host end (which takes the pod end with it). Idempotent:
+ * false when it was already gone. With `netns` and `ifName`, a veth left in the pod without its
+ * host end here is deleted too; a netns that no longer exists is not an error.
+ */
+export async function deletePodInterface(
+  hostIfName: string,
+  netns?: string,
+  ifName?: string,
+  hostNetns?: string,
+): Promise<boolean> {
+  if (await deleteHostEnd(hostIfName, hostNetns)) return true;
+  if (netns === undefined || ifName === undefined || !(await exists(netns))) return false;
+  const kind = await linkKind(netns, ifName);
+  if (kind !== "veth") return false;
+  const result = await run(["ip", "link", "del", "dev", ifName], { netns, check: false });
+  if (result.code === 0) return true;
+  if (isNoDevice(result.stderr) || !(await exists(netns))) return false;
+  throw new Error(`Cannot delete ${ifName} in ${netns}: ${result.stderr}`);
+}
+
+/** What the pod's interface looks like now, for CNI CHECK; null when it (or the netns) is gone. */
+export async function podInterfaceState(
+  netns: string,
+  ifName: string,
+): Promise<PodInterfaceState | null> {
+  if (!(await exists(netns))) return null;
+  const result = await run(["ip", "-json", "addr", "show", "dev", ifName], {
+    netns,
+    check: false,
+  });
+  if (result.code !== 0) {
+    if (isNoDevice(result.stderr) || !(await exists(netns))) return null;
+    throw new Error(`Cannot read ${ifName} in ${netns}: ${result.stderr}`);
+  }
+  const [link] = JSON.parse(result.stdout) as IpAddrJson[];
+  if (!link) return null;
+  return {
+    mac: link.address,
+    mtu: link.mtu,
+    addresses: (link.addr_info ?? [])
+      .filter((a) => !(a.family === "inet6" && a.scope === "link"))
+      .map((a) => `${a.local}/${a.prefixlen}`),
+    up: link.flags.includes("UP"),
+  };
+}
+
+/** The host end's name: "kn" + 13 hex digits of a hash, 15 characters, the most Linux allows. */
+export function hostIfName(containerId: string, ifName: string): string {
+  return "kn" + createHash("sha256").update(`${containerId}/${ifName}`).digest("hex").slice(0, 13);
+}
+
+/** Linux's rules (dev_valid_name): 1-15 bytes, not "." or "..", no "/", ":" or whitespace. */
+export function validIfName(name: string): boolean {
+  const bytes = new TextEncoder().encode(name).length;
+  return bytes >= 1 && bytes <= 15 && name !== "." && name !== ".." && !/[/:\s]/.test(name);
+}
+
+interface Step {
+  label: string;
+  command: string;
+}
+
+/** One `ip -batch` line per step, run inside the pod's netns. */
+function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
+  const dev = spec.ifName;
+  const mtu = spec.mtu;
+  return [
+    {
+      label: `create veth ${spec.hostIfName} <-> ${dev}`,
+      // The host end is the primary, so it can be created up: "up" on the peer is refused.
+      command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
+        `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
+    },
+    ...spec.addresses.map((addr) => ({
+      label: `add address ${addr}`,
+      command: `addr add ${addr} dev ${dev}${addr.includes(":") ? " nodad" : ""}`,
+    })),
+    { label: `set ${dev} up`, command: `link set dev ${dev} up` },
+    ...spec.routes.map((route) => ({
+      label: `add route ${route.dst}${route.via ? ` via ${route.via}` : ""}`,
+      command: routeCommand(route, dev),
+    })),
+    { label: `read ${dev}`, command: `link show dev ${dev}` },
+  ];
+}
+
+function routeCommand(route: { dst: string; via?: string }, dev: string): string {
+  const v6 = route.via?.includes(":") ?? route.dst.includes(":");
+  const dst = route.dst === "default" && v6 ? "::/0" : route.dst;
+  return `route add ${dst}${route.via ? ` via ${route.via}` : ""} dev ${dev}`;
+}
+
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
+const CIDR = /^[0-9a-f.:]+\/\d{1,3}$/i;
+const ADDRESS = /^[0-9a-f.:]+$/i;
+
+/** Also keeps every value a single token: they become words of `ip -batch` lines. */
+function validate(spec: PodInterfaceSpec): void {
+  const bad = (what: string) => {
+    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
+  };
+  if (!validIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
+  if (!validIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  if (!MAC.test(spec.mac)) bad(`invalid MAC "${spec.mac}"`);
+  if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
+    bad(`invalid MTU ${spec.mtu}`);
+  }
+  for (const addr of spec.addresses) if (!CIDR.test(addr)) bad(`invalid address "${addr}"`);
+  for (const route of spec.routes) {
+    if (route.dst !== "default" && !CIDR.test(route.dst)) bad(`invalid route "${route.dst}"`);
+    if (route.via !== undefined && !ADDRESS.test(route.via)) bad(`invalid gateway "${route.via}"`);
+  }
+  for (const path of [spec.netns, spec.hostNetns ?? ""]) {
+    if (/\s/.test(path)) bad(`netns path "${path}" has whitespace`);
+  }
+}
+
+/** The agent's netns as a path that stays valid inside the pod's netns. */
+function ownNetns(): string {
+  return `/proc/${Deno.pid}/ns/net`;
+}
+
+async function requireNetns(path: string, what: string): Promise<void> {
+  if (!(await exists(path))) throw new Error(`${what}: network namespace ${path} does not exist`);
+}
+
+/** `ip -batch` reports "Command failed -:N" for line N. */
+function failedStep(stderr: string): number | undefined {
+  const match = /Command failed -:(\d+)/.exec(stderr);
+  return match ? Number(match[1]) : undefined;
+}
+
+function parseIndexes(stdout: string, where: string): { hostIfIndex: number; podIfIndex: number } {
+  const last = stdout.trim().split("\n").pop() ?? "";
+  try {
+    const [link] = JSON.parse(last) as { ifindex: number; link_index: number }[];
+    return { hostIfIndex: link.link_index, podIfIndex: link.ifindex };
+  } catch {
+    throw new Error(`Created ${where}, but cannot read its indexes from "${last}"`);
+  }
+}
+
+async function deleteHostEnd(name: string, hostNetns?: string): Promise<boolean> {
+  const result = await run(["ip", "link", "del", "dev", name], {
+    netns: hostNetns,
+    check: false,
+  });
+  if (result.code === 0) return true;
+  if (isNoDevice(result.stderr)) return false;
+  throw new Error(`Cannot delete host interface ${name}: ${result.stderr}`);
+}
+
+async function linkKind(netns: string, ifName: string): Promise<string | undefined> {
+  const result = await run(["ip", "-json", "-details", "link", "show", "dev", ifName], {
+    netns,
+    check: false,
+  });
+  if (result.code !== 0) return undefined;
+  const [link] = JSON.parse(result.stdout) as { linkinfo?: { info_kind?: string } }[];
+  return link?.linkinfo?.info_kind;
+}
+
+function isNoDevice(stderr: string): boolean {
+  return /Cannot find device|does not exist|No such device/.test(stderr);
+}
+
+/** A netns path, or a name as `ip netns` keeps it. */
+async function exists(netns: string): Promise<boolean> {
+  try {
+    await Deno.stat(netns.includes("/") ? netns : `/var/run/netns/${netns}`);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+interface IpAddrJson {
+  flags: string[];
+  mtu: number;
+  address: string;
+  addr_info?: { family: string; local: string; prefixlen: number; scope: string }[];
+}

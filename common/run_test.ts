@@ -1,0 +1,126 @@
+import assert from "node:assert/strict";
+import { CommandError, onRun, run, type RunResult } from "./run.ts";
+
+Deno.test("run captures stdout, trimmed stderr, exit code and duration", async () => {
+  const result = await run(["sh", "-c", "echo out; echo '  err  ' >&2"]);
+  assert.equal(result.code, 0);
+  assert.equal(result.stdout, "out\n");
+  assert.equal(result.stderr, "err");
+  assert.deepEqual(result.argv, ["sh", "-c", "echo out; echo '  err  ' >&2"]);
+  assert.ok(result.ms >= 0);
+});
+
+Deno.test("run throws a CommandError naming the command, exit code and stderr", async () => {
+  const script = "echo 'RTNETLINK answers: File exists' >&2; exit 2";
+  const err = await failure(run(["sh", "-c", script]));
+  assert.ok(err instanceof CommandError);
+  assert.equal(err.message, `"sh -c '${script}'" failed (exit 2): RTNETLINK answers: File exists`);
+  assert.equal(err.result.code, 2);
+  assert.equal(err.result.stderr, "RTNETLINK answers: File exists");
+});
+
+Deno.test("run with check: false returns the failure", async () => {
+  const result = await run(["sh", "-c", "exit 3"], { check: false });
+  assert.equal(result.code, 3);
+});
+
+Deno.test("run feeds stdin and adds env", async () => {
+  const result = await run(["sh", "-c", 'cat; echo "$KT_VALUE"'], {
+    stdin: "line one\nline two\n",
+    env: { KT_VALUE: "from-env" },
+  });
+  assert.equal(result.stdout, "line one\nline two\nfrom-env\n");
+});
+
+Deno.test("run streams a large stdin and stdout at once", async () => {
+  const text = "0123456789abcdef\n".repeat(1 << 16);
+  const result = await run(["cat"], { stdin: text });
+  assert.equal(result.stdout.length, text.length);
+});
+
+Deno.test("run ignores a command that does not read its stdin", async () => {
+  const result = await run(["true"], { stdin: "x".repeat(1 << 20) });
+  assert.equal(result.code, 0);
+});
+
+Deno.test("a missing binary names it and the Debian package to install", async () => {
+  await assert.rejects(
+    run(["/nonexistent/ip", "link"]),
+    (err: Error) => {
+      assert.ok(err instanceof CommandError);
+      assert.match(
+        err.message,
+        /"\/nonexistent\/ip" not found; install the Debian package "iproute2"/,
+      );
+      return true;
+    },
+  );
+  await assert.rejects(run(["kt-no-such-binary"]), /"kt-no-such-binary" not found\)/);
+});
+
+Deno.test("a missing binary inside a netns path is reported the same way", async () => {
+  await assert.rejects(
+    run(["/nonexistent/ovs-vsctl"], { netns: `/proc/${Deno.pid}/ns/net` }),
+    /"\/nonexistent\/ovs-vsctl" not found; install the Debian package "openvswitch-switch"/,
+  );
+});
+
+Deno.test("run with timeoutMs kills the command", async () => {
+  const started = performance.now();
+  await assert.rejects(run(["sleep", "10"], { timeoutMs: 100 }), /timed out after 100 ms/);
+  assert.ok(performance.now() - started < 5000);
+});
+
+Deno.test("run enters a netns by path (nsenter) and by name (ip netns exec)", async () => {
+  const own = await run(["readlink", "/proc/self/ns/net"]);
+  const byPath = await run(["readlink", "/proc/self/ns/net"], {
+    netns: `/proc/${Deno.pid}/ns/net`,
+  });
+  assert.equal(byPath.argv[0], "nsenter");
+  assert.equal(byPath.stdout, own.stdout);
+
+  const name = `kt-${crypto.randomUUID().slice(0, 4)}-run`;
+  await run(["ip", "netns", "add", name]);
+  try {
+    const byName = await run(["readlink", "/proc/self/ns/net"], { netns: name });
+    assert.deepEqual(byName.argv.slice(0, 4), ["ip", "netns", "exec", name]);
+    assert.notEqual(byName.stdout, own.stdout);
+    await assert.rejects(
+      run(["kt-no-such-binary"], { netns: name }),
+      /"kt-no-such-binary" not found\)/,
+    );
+  } finally {
+    await run(["ip", "netns", "del", name]);
+  }
+});
+
+Deno.test("onRun hooks see every command, also failures, until removed", async () => {
+  const seen: RunResult[] = [];
+  const stop = onRun((r) => seen.push(r));
+  const broken = onRun(() => {
+    throw new Error("a broken hook");
+  });
+  try {
+    await run(["true"]);
+    await run(["false"], { check: false });
+    await assert.rejects(run(["kt-no-such-binary"]));
+  } finally {
+    stop();
+    broken();
+  }
+  await run(["true"]);
+  assert.deepEqual(seen.map((r) => [r.argv[0], r.code]), [
+    ["true", 0],
+    ["false", 1],
+    ["kt-no-such-binary", 127],
+  ]);
+});
+
+async function failure(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error("expected a failure");
+}

@@ -1,0 +1,125 @@
+/**
+ * The contract between the CNI plugin and the node agent: what the plugin POSTs to the agent's
+ * unix socket and what it expects back. The agent imports these types from "@knitter/plugin".
+ */
+
+/** Spec versions this plugin speaks, oldest first; the agent always answers in the newest. */
+export const CNI_VERSIONS = ["0.4.0", "1.0.0", "1.1.0"] as const;
+export type CniVersion = typeof CNI_VERSIONS[number];
+export const LATEST_CNI_VERSION: CniVersion = "1.1.0";
+
+export const CNI_COMMANDS = ["ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"] as const;
+export type CniCommand = typeof CNI_COMMANDS[number];
+/** VERSION is answered by the plugin itself; everything else goes to the agent. */
+export type AgentCommand = Exclude<CniCommand, "VERSION">;
+
+/** Where the agent listens unless the network config says `agentSocket`. */
+export const DEFAULT_AGENT_SOCKET = "/run/knitter/agent.sock";
+
+/** The HTTP path for a command: `POST /v1/cni/add`, `/v1/cni/del`, ... */
+export function agentRoute(command: AgentCommand): string {
+  return `/v1/cni/${command.toLowerCase()}`;
+}
+
+/** One entry of the config's `networks` list: a network name or a detailed request. */
+export type NetworkSelection = string | {
+  name: string;
+  /** Interface name inside the pod; absent: the agent picks one. */
+  interface?: string;
+  ip?: string;
+  ipGroup?: string;
+  mac?: string;
+  defaultRoute?: boolean;
+};
+
+/**
+ * The network configuration as the runtime passed it on stdin. Only the keys the plugin reads
+ * are typed; everything else (including unknown keys) reaches the agent unchanged.
+ */
+export interface KnitterNetConf {
+  cniVersion: string;
+  name: string;
+  type: string;
+  agentSocket?: string;
+  agentTimeoutSeconds?: number;
+  logLevel?: string;
+  networks?: NetworkSelection[];
+  /** Injected by the runtime from the `capabilities` the conflist enables: `ips`, `mac`. */
+  runtimeConfig?: { ips?: string[]; mac?: string; [key: string]: unknown };
+  /** Always on CHECK and DEL (may be empty on DEL); on ADD when knitter is not first in a chain. */
+  prevResult?: Record<string, unknown>;
+  /** GC only: the attachments the runtime still knows; libcni sends both spellings. */
+  "cni.dev/valid-attachments"?: { containerID: string; ifname: string }[];
+  "cni.dev/attachments"?: { containerID: string; ifname: string }[];
+  [key: string]: unknown;
+}
+
+/** The body of every `POST /v1/cni/<command>`. */
+export interface CniRequest {
+  command: AgentCommand;
+  /** CNI_CONTAINERID; "" for GC and STATUS when the runtime sets none. */
+  containerId: string;
+  /** CNI_NETNS; "" when absent, which DEL, GC and STATUS allow. */
+  netns: string;
+  /** CNI_IFNAME; "" for GC and STATUS when the runtime sets none. */
+  ifName: string;
+  /** CNI_ARGS split into keys, e.g. K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_UID. */
+  args: Record<string, string>;
+  /** CNI_PATH as given (an OS path list); "" when absent. */
+  path: string;
+  /** The stdin config, unchanged: prevResult and the result in it keep their cniVersion. */
+  config: KnitterNetConf;
+}
+
+export interface CniInterface {
+  name: string;
+  mac?: string;
+  sandbox?: string;
+  /** 1.1 only, like socketPath and pciID. */
+  mtu?: number;
+  socketPath?: string;
+  pciID?: string;
+}
+
+export interface CniIpConfig {
+  address: string;
+  gateway?: string;
+  /** Index into `interfaces`. */
+  interface?: number;
+}
+
+export interface CniRoute {
+  dst: string;
+  gw?: string;
+  /** 1.1 only, like advmss, priority, table and scope. */
+  mtu?: number;
+  advmss?: number;
+  priority?: number;
+  table?: number;
+  scope?: number;
+}
+
+export interface CniDns {
+  nameservers?: string[];
+  domain?: string;
+  search?: string[];
+  options?: string[];
+}
+
+/** What the agent answers to ADD (in 1.1.0 form); the plugin converts it to the config's version. */
+export interface CniResult {
+  cniVersion: string;
+  interfaces?: CniInterface[];
+  ips?: CniIpConfig[];
+  routes?: CniRoute[];
+  dns?: CniDns;
+  [key: string]: unknown;
+}
+
+/** A failure, as the agent answers it (non-2xx) and as the plugin prints it. */
+export interface CniErrorBody {
+  cniVersion: string;
+  code: number;
+  msg: string;
+  details?: string;
+}

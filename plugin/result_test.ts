@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { convertResult } from "./result.ts";
+
+const FULL = {
+  cniVersion: "1.1.0",
+  interfaces: [
+    { name: "eth0", mac: "02:00:00:00:00:01", mtu: 1450, sandbox: "/var/run/netns/b" },
+    { name: "vhost0", socketPath: "/run/vhost.sock", pciID: "0000:00:1f.6" },
+  ],
+  ips: [
+    { address: "10.1.0.5/16", gateway: "10.1.0.1", interface: 0 },
+    { address: "fd00::5/64", interface: 0 },
+    { address: "::ffff:10.0.0.1/128" },
+  ],
+  routes: [
+    {
+      dst: "0.0.0.0/0",
+      gw: "10.1.0.1",
+      mtu: 1400,
+      advmss: 1360,
+      priority: 100,
+      table: 5,
+      scope: 0,
+    },
+  ],
+  dns: { nameservers: ["10.1.0.1"], search: ["svc.cluster.local"] },
+  extra: "kept",
+};
+
+Deno.test("result: 1.1.0 passes through with the config's cniVersion first", () => {
+  const out = convertResult({ ...FULL, cniVersion: "9.9.9" }, "1.1.0");
+  assert.deepEqual(out, FULL);
+  assert.equal(Object.keys(out)[0], "cniVersion");
+});
+
+Deno.test("result: 1.0.0 drops the 1.1-only interface and route fields", () => {
+  const out = convertResult(FULL, "1.0.0");
+  assert.deepEqual(out, {
+    ...FULL,
+    cniVersion: "1.0.0",
+    interfaces: [
+      { name: "eth0", mac: "02:00:00:00:00:01", sandbox: "/var/run/netns/b" },
+      { name: "vhost0" },
+    ],
+    routes: [{ dst: "0.0.0.0/0", gw: "10.1.0.1" }],
+  });
+});
+
+Deno.test("result: 0.4.0 also labels each IP with its family", () => {
+  const out = convertResult(FULL, "0.4.0");
+  assert.equal(out.cniVersion, "0.4.0");
+  assert.deepEqual(out.ips, [
+    { address: "10.1.0.5/16", gateway: "10.1.0.1", interface: 0, version: "4" },
+    { address: "fd00::5/64", interface: 0, version: "6" },
+    { address: "::ffff:10.0.0.1/128", version: "6" },
+  ]);
+  assert.deepEqual(out.routes, [{ dst: "0.0.0.0/0", gw: "10.1.0.1" }]);
+});
+
+Deno.test("result: conversion copies, and tolerates sparse or odd results", () => {
+  convertResult(FULL, "0.4.0");
+  assert.equal(FULL.interfaces[0].mtu, 1450);
+  assert.deepEqual(convertResult({ cniVersion: "1.1.0" }, "0.4.0"), { cniVersion: "0.4.0" });
+  assert.deepEqual(convertResult({ ips: [null, { gateway: "x" }], routes: "?" }, "0.4.0"), {
+    cniVersion: "0.4.0",
+    ips: [null, { gateway: "x" }],
+    routes: "?",
+  });
+});

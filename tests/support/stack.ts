@@ -1,0 +1,231 @@
+/**
+ * A local Knitter stack on one machine: a manager process, and N simulated nodes (a netns each, with
+ * a private Open vSwitch and an agent process), joined by an underlay and optionally by physnet
+ * segments. Everything is registered with a Cleanup, so a failing test leaves nothing behind.
+ */
+import { run } from "@knitter/common";
+import { type Cleanup, stopPid } from "./cleanup.ts";
+import {
+  createUnderlay,
+  joinUnderlay,
+  type SimNode,
+  startSimNode,
+  type Underlay,
+} from "./sim_node.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+export interface StackOptions {
+  cleanup: Cleanup;
+  /** Node names, [a-z0-9] up to 12 characters. */
+  nodes: string[];
+  /** Physical networks every node is attached to (an L2 segment each, VLAN-transparent). */
+  physnets?: string[];
+  logLevel?: "debug" | "info" | "warn" | "error";
+}
+
+export interface StackNode {
+  name: string;
+  sim: SimNode;
+  /** The agent's socket, which the plugin talks to. */
+  agentSocket: string;
+  agentPid: number;
+  /** Stops the agent only (SIGKILL when `hard`), leaving OVS and the pods as they are. */
+  stopAgent(hard?: boolean): Promise<void>;
+  startAgent(): Promise<void>;
+}
+
+export interface Stack {
+  dir: string;
+  managerUrl: string;
+  adminToken: string;
+  nodes: StackNode[];
+  /** Calls the manager's API with the admin token. */
+  // deno-lint-ignore no-explicit-any
+  api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  stopManager(): Promise<void>;
+  startManager(): Promise<void>;
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const { cleanup } = opts;
+  const dir = await cleanup.tempDir();
+  const adminToken = `admin-${crypto.randomUUID()}`;
+  const nodeTokens = new Map(opts.nodes.map((n) => [n, `node-${n}-${crypto.randomUUID()}`]));
+  const port = freePort();
+  const managerUrl = `http://127.0.0.1:${port}`;
+  const managerSocket = `${dir}/manager.sock`;
+  const managerConfig = `${dir}/manager.json`;
+  await Deno.writeTextFile(
+    managerConfig,
+    JSON.stringify({
+      listen: { hostname: "127.0.0.1", port, socket: managerSocket },
+      store: { path: `${dir}/manager.kv` },
+      tokens: [
+        { token: adminToken, scope: "admin" },
+        ...[...nodeTokens].map(([node, token]) => ({ token, scope: "node", node })),
+      ],
+      vniRanges: ["5000-5999"],
+      logLevel: opts.logLevel ?? "warn",
+    }),
+  );
+  let managerPid = 0;
+  const startManager = async () => {
+    managerPid = spawn(["manager/main.ts", "--config", managerConfig], `${dir}/manager.log`);
+    cleanup.pid(managerPid);
+    await waitFor(`manager at ${managerUrl}`, () => ok(`${managerUrl}/readyz`), 20_000);
+  };
+  await startManager();
+
+  const underlay = await createUnderlay(cleanup, { name: "ul" });
+  const segments = new Map<string, Underlay>();
+  for (const p of opts.physnets ?? []) {
+    segments.set(p, await createUnderlay(cleanup, { name: `pn${segments.size}` }));
+  }
+
+  const nodes: StackNode[] = [];
+  for (const [i, name] of opts.nodes.entries()) {
+    const sim = await startSimNode({ name, cleanup });
+    await joinUnderlay(sim, underlay, `192.0.2.${i + 1}`);
+    const mappings = [];
+    for (const [j, [physnet, seg]] of [...segments].entries()) {
+      const uplink = `up${j}`;
+      await run(["ip", "-n", seg.netns, "-batch", "-"], {
+        stdin: `link add ${name}-p${j} type veth peer name ${uplink} netns ${sim.netnsPath}\n` +
+          `link set ${name}-p${j} master ${seg.bridge} up\n`,
+      });
+      await run(["ip", "-n", sim.netns, "link", "set", uplink, "up"]);
+      mappings.push({ physnet, bridge: `brp${j}`, uplink });
+    }
+    const nodeDir = `${sim.stateDir}/agent`;
+    const agentSocket = `${nodeDir}/run/agent.sock`;
+    const agentConfig = `${sim.stateDir}/agent.json`;
+    await Deno.writeTextFile(
+      agentConfig,
+      JSON.stringify({
+        nodeName: name,
+        manager: { url: managerUrl, socket: managerSocket, token: nodeTokens.get(name) },
+        socket: agentSocket,
+        stateDir: `${nodeDir}/state`,
+        underlayIp: sim.underlayIp,
+        ovs: sim.ovs,
+        datapathType: "netdev",
+        bridgeMappings: mappings,
+        logLevel: opts.logLevel ?? "warn",
+      }),
+    );
+    const node: StackNode = {
+      name,
+      sim,
+      agentSocket,
+      agentPid: 0,
+      async startAgent() {
+        node.agentPid = spawn(
+          ["agent/main.ts", "--config", agentConfig],
+          `${nodeDir}.log`,
+          sim.netns,
+        );
+        cleanup.pid(node.agentPid);
+        await waitFor(`agent of ${name}`, () => agentReady(agentSocket), 20_000);
+      },
+      async stopAgent(hard = false) {
+        if (hard) {
+          try {
+            Deno.kill(node.agentPid, "SIGKILL");
+          } catch { /* already gone */ }
+        }
+        await stopPid(node.agentPid);
+      },
+    };
+    await node.startAgent();
+    nodes.push(node);
+  }
+
+  return {
+    dir,
+    managerUrl,
+    adminToken,
+    nodes,
+    async api(method, path, body) {
+      const r = await fetch(`${managerUrl}/api/v1/${path}`, {
+        method,
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await r.text();
+      return { status: r.status, body: text ? JSON.parse(text) : null };
+    },
+    stopManager: () => stopPid(managerPid),
+    startManager,
+  };
+}
+
+/** Starts a deno program of this repository (inside `netns` if given), output to `log`. */
+function spawn(args: string[], log: string, netns?: string): number {
+  const deno = ["run", "--allow-all", ...args];
+  const cmd = netns
+    ? ["ip", "netns", "exec", netns, Deno.execPath(), ...deno]
+    : [Deno.execPath(), ...deno];
+  const out = Deno.openSync(log, { create: true, append: true });
+  const child = new Deno.Command(cmd[0], {
+    args: cmd.slice(1),
+    cwd: ROOT,
+    stdout: out.writable ? "piped" : "null",
+    stderr: "piped",
+  }).spawn();
+  pipeTo(child.stdout, out);
+  pipeTo(child.stderr, out);
+  return child.pid;
+}
+
+function pipeTo(stream: ReadableStream<Uint8Array>, file: Deno.FsFile): void {
+  (async () => {
+    for await (const chunk of stream) await file.write(chunk);
+  })().catch(() => {});
+}
+
+async function ok(url: string): Promise<boolean> {
+  try {
+    const r = await fetch(url);
+    await r.body?.cancel();
+    return r.ok;
+  } catch {
+    return false;
+  }
+}
+
+async function agentReady(socket: string): Promise<boolean> {
+  let client: Deno.HttpClient | undefined;
+  try {
+    client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
+    const r = await fetch("http://agent/readyz", { client });
+    await r.body?.cancel();
+    return r.ok;
+  } catch {
+    return false;
+  } finally {
+    client?.close();
+  }
+}
+
+/** Polls `probe` until it holds; fails with `what` after `ms`. */
+export async function waitFor(
+  what: string,
+  probe: () => Promise<boolean>,
+  ms: number,
+): Promise<void> {
+  const deadline = performance.now() + ms;
+  let delay = 5;
+  while (!(await probe())) {
+    if (performance.now() > deadline) throw new Error(`${what} not ready after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 200);
+  }
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
