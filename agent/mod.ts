@@ -1,5 +1,8 @@
 /**
- * agent: see README.md. Nothing is exported yet.
+ * The Knitter node agent: builds pod interfaces on Open vSwitch for the CNI plugin.
  * @module
  */
-export {};
+export { type AgentConfig, AgentConfigSchema, loadAgentConfig } from "./config.ts";
+export { type RunningAgent, startAgent } from "./daemon.ts";
+export { CNI_CODE, CniError } from "./cni_errors.ts";
+export type { CniRequest } from "./pod_request.ts";

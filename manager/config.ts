@@ -21,6 +21,8 @@ export const ConfigSchema = z.strictObject({
   listen: z.strictObject({
     hostname: z.string().default("0.0.0.0"),
     port: z.int().min(0).max(65535).default(9527),
+    /** Also serve on this unix socket (same API, same tokens): for agents on the same machine. */
+    socket: z.string().optional(),
   }).default({ hostname: "0.0.0.0", port: 9527 }),
   tls: z.strictObject({ certFile: z.string(), keyFile: z.string() }).optional(),
   store: z.strictObject({ path: z.string().min(1) }).default({ path: "knitter-manager.kv" }),
@@ -45,6 +47,7 @@ Options:
 
 Environment (overrides the file; flags override both):
   KNITTER_MANAGER_LISTEN       HOST:PORT
+  KNITTER_MANAGER_SOCKET       also serve on this unix socket
   KNITTER_MANAGER_STORE        Deno KV file path
   KNITTER_MANAGER_TLS_CERT     PEM certificate file; with KNITTER_MANAGER_TLS_KEY serves HTTPS
   KNITTER_MANAGER_TLS_KEY      PEM private key file
@@ -93,6 +96,8 @@ export async function loadConfig(
   if (flags.config) raw = await readJsonFile(flags.config, readFile, "configuration file");
   const listen = flags.listen ?? env("KNITTER_MANAGER_LISTEN");
   if (listen) raw.listen = parseListen(listen);
+  const socket = env("KNITTER_MANAGER_SOCKET");
+  if (socket) raw.listen = { ...(raw.listen ?? {}), socket };
   const store = flags.store ?? env("KNITTER_MANAGER_STORE");
   if (store) raw.store = { path: store };
   const cert = env("KNITTER_MANAGER_TLS_CERT");

@@ -62,13 +62,38 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     },
   }, app.fetch);
   const url = await listening;
-  log.info("manager ready", { url, store: config.store.path, tokens: config.tokens.length });
+  const local = config.listen.socket
+    ? await serveSocket(config.listen.socket, app.fetch)
+    : undefined;
+  log.info("manager ready", {
+    url,
+    socket: config.listen.socket,
+    store: config.store.path,
+    tokens: config.tokens.length,
+  });
   return {
     url,
     finished: server.finished,
     async shutdown() {
-      await server.shutdown();
+      await Promise.all([server.shutdown(), local?.shutdown()]);
       store.close();
     },
   };
+}
+
+/** The same API on a unix socket; a stale socket file from an earlier run is replaced. */
+async function serveSocket(
+  path: string,
+  handler: Deno.ServeHandler<Deno.UnixAddr>,
+): Promise<Deno.HttpServer<Deno.UnixAddr>> {
+  try {
+    await Deno.remove(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  let ready!: () => void;
+  const listening = new Promise<void>((r) => (ready = r));
+  const server = Deno.serve({ path, transport: "unix", onListen: () => ready() }, handler);
+  await listening;
+  return server;
 }

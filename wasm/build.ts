@@ -1,16 +1,47 @@
 /**
- * Compiles wasm/assembly/bitmap.ts to wasm/build/bitmap.wasm with the AssemblyScript compiler.
+ * Compiles the AssemblyScript modules of wasm/assembly/ to wasm/build/ with the AssemblyScript
+ * compiler: bitmap.ts (IPAM bitmaps) and flows.ts (OpenFlow rule compiler).
  * Run from anywhere as `deno task build:wasm`; paths are resolved against this file.
- * Silent when the output is newer than every source (and this script, since it holds the flags).
+ * A module is skipped (silently) when its output is newer than every source in assembly/ (modules
+ * may import one another) and this script, since it holds the flags.
  */
 import { fileURLToPath } from "node:url";
 import asc from "assemblyscript/asc";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
-const entry = new URL("bitmap.ts", sourceDir);
 const outDir = new URL("build/", here);
-const outFile = new URL("bitmap.wasm", outDir);
+
+/** Each module with its own flags. */
+const modules: { name: string; flags: string[] }[] = [
+  {
+    name: "bitmap",
+    flags: [
+      // Speed over size; no assertions or debug info in the hot paths.
+      "-O3",
+      "--noAssert",
+      // findFree skips full 64-byte blocks with v128 ops; every V8 that Deno ships has SIMD.
+      "--enable",
+      "simd",
+      // TLSF heap so freed bitmap regions are reused; no GC needed since nothing is managed.
+      "--runtime",
+      "minimal",
+    ],
+  },
+  {
+    name: "flows",
+    flags: [
+      "-O3",
+      "--noAssert",
+      // puts narrows 8 UTF-16 characters of a string constant to bytes in one v128 op.
+      "--enable",
+      "simd",
+      // Buffers grow with heap.realloc on the TLSF heap; nothing is managed.
+      "--runtime",
+      "minimal",
+    ],
+  },
+];
 
 async function mtime(url: URL): Promise<number> {
   try {
@@ -31,29 +62,25 @@ async function newestSource(): Promise<number> {
   return newest;
 }
 
-if ((await mtime(outFile)) <= (await newestSource())) {
+const newest = await newestSource();
+for (const { name, flags } of modules) {
+  const entry = new URL(`${name}.ts`, sourceDir);
+  const outFile = new URL(`${name}.wasm`, outDir);
+  if ((await mtime(outFile)) > newest) continue;
   await Deno.mkdir(outDir, { recursive: true });
   const started = performance.now();
   const { error, stderr } = await asc.main([
     fileURLToPath(entry),
     "--outFile",
     fileURLToPath(outFile),
-    // Speed over size; no assertions or debug info in the hot paths.
-    "-O3",
-    "--noAssert",
-    // findFree skips full 64-byte blocks with v128 ops; every V8 that Deno ships has SIMD.
-    "--enable",
-    "simd",
-    // TLSF heap so freed bitmap regions are reused; no GC needed since nothing is managed.
-    "--runtime",
-    "minimal",
+    ...flags,
   ]);
   if (error) {
     console.error(stderr.toString());
-    console.error(`wasm build failed: ${error.message}`);
+    console.error(`wasm build of ${name} failed: ${error.message}`);
     Deno.exit(1);
   }
   const { size } = await Deno.stat(outFile);
   const ms = Math.round(performance.now() - started);
-  console.log(`built wasm/build/bitmap.wasm (${size} bytes) in ${ms} ms`);
+  console.log(`built wasm/build/${name}.wasm (${size} bytes) in ${ms} ms`);
 }

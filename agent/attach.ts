@@ -1,0 +1,267 @@
+/**
+ * The CNI operations on this node. ADD journals what it is about to make before making it, so
+ * that a failure (or a crash) can always be undone; DEL undoes exactly that and succeeds when it
+ * is already undone; CHECK compares the pod with what ADD recorded.
+ */
+import type { Logger, Port } from "@knitter/common";
+import { Mutex } from "@knitter/common";
+import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
+import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
+import type { Dataplane } from "./dataplane.ts";
+import type { ManagerClient } from "./manager_client.ts";
+import {
+  createPodInterface,
+  deletePodInterface,
+  hostIfName,
+  podInterfaceState,
+} from "./netlink.ts";
+import type { Ovs } from "./ovs.ts";
+import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
+import type { AgentState, AttachedInterface, Attachment } from "./state.ts";
+
+export interface AttacherDeps {
+  nodeName: string;
+  defaults: { tenant: string; network?: string };
+  state: AgentState;
+  manager: ManagerClient;
+  ovs: Ovs;
+  dataplane: Dataplane;
+  log: Logger;
+}
+
+export class Attacher {
+  private readonly locks = new Map<string, Mutex>();
+
+  constructor(private readonly d: AttacherDeps) {}
+
+  add(req: CniRequest): Promise<CniResult> {
+    return this.locked(req.containerId, () => this.doAdd(req));
+  }
+
+  del(req: CniRequest): Promise<void> {
+    return this.locked(req.containerId, () => this.doDel(req));
+  }
+
+  check(req: CniRequest): Promise<void> {
+    return this.locked(req.containerId, () => this.doCheck(req));
+  }
+
+  /** Removes every attachment the runtime no longer lists as valid (CNI GC). */
+  async gc(req: CniRequest): Promise<void> {
+    const list = req.config["cni.dev/valid-attachments"] ?? req.config["cni.dev/attachments"] ?? [];
+    const valid = new Set(
+      (list as { containerID: string; ifname: string }[]).map((v) =>
+        `${v.containerID}/${v.ifname}`
+      ),
+    );
+    for (const a of await this.d.state.listAttachments()) {
+      if (valid.has(`${a.containerId}/${a.ifName}`)) continue;
+      await this.locked(a.containerId, () => this.undo(a, "GC"));
+    }
+  }
+
+  private async doAdd(req: CniRequest): Promise<CniResult> {
+    const netns = req.netns ?? "";
+    await requireNetns(netns);
+    const want = podRequest(req, this.d.defaults);
+    const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (existing?.status === "ready") return existing.result as CniResult;
+    if (existing) await this.undo(existing, "ADD (left over from an interrupted ADD)");
+
+    const a: Attachment = {
+      containerId: req.containerId,
+      ifName: req.ifName,
+      netns,
+      tenant: want.tenant,
+      pod: want.pod,
+      status: "adding",
+      interfaces: [],
+      createdAt: new Date().toISOString(),
+    };
+    for (const w of want.interfaces) {
+      a.interfaces.push({
+        ifName: w.ifName,
+        hostIfName: hostIfName(req.containerId, w.ifName),
+        portId: portIdFor(want.owner, w.ifName),
+        tenant: want.tenant,
+        network: w.network,
+        cookie: await this.d.state.portNumber(),
+        defaultRoute: w.defaultRoute,
+      });
+    }
+    // The journal goes first: whatever happens next, DEL finds what to undo.
+    await this.d.state.putAttachment(a);
+    try {
+      for (const [k, i] of a.interfaces.entries()) {
+        const w = want.interfaces[k];
+        i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, {
+          ...(w.ip ? { ip: w.ip } : {}),
+          ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
+          ...(w.mac ? { mac: w.mac } : {}),
+          node: this.d.nodeName,
+          ...(want.pod ? { pod: want.pod } : {}),
+          interface: i.ifName,
+        });
+        await this.d.state.putAttachment(a);
+        this.requirePhysnet(i.port);
+      }
+      for (const i of a.interfaces) {
+        await createPodInterface({
+          netns,
+          ifName: i.ifName,
+          hostIfName: i.hostIfName,
+          mac: i.port!.mac,
+          mtu: i.port!.mtu,
+          addresses: [i.port!.address],
+          routes: podRoutes({ ...i, port: i.port! }),
+        });
+      }
+      const ofports = await this.d.ovs.addPorts(
+        this.d.dataplane.bridge,
+        a.interfaces.map((i) => ({ name: i.hostIfName, externalIds: externalIds(a, i) })),
+      );
+      for (const i of a.interfaces) i.ofport = ofports.get(i.hostIfName);
+      a.result = cniResult(
+        netns,
+        a.interfaces.map((i) => ({ ...i, port: i.port! })),
+        req.config.prevResult,
+      );
+      a.status = "ready";
+      await this.d.state.putAttachment(a);
+      await this.d.dataplane.sync();
+      this.d.log.info("attached", {
+        container: a.containerId,
+        netns,
+        interfaces: a.interfaces.length,
+      });
+      return a.result as CniResult;
+    } catch (err) {
+      const failure = toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
+      try {
+        await this.undo(a, "rollback of a failed ADD");
+      } catch (undoErr) {
+        // The journal stays: the runtime's DEL will finish the job.
+        this.d.log.error("rollback incomplete", {
+          container: a.containerId,
+          error: String(undoErr),
+        });
+      }
+      throw failure;
+    }
+  }
+
+  private async doDel(req: CniRequest): Promise<void> {
+    const a = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (!a) return; // Already undone, or never made here: DEL succeeds.
+    await this.undo(a, "DEL");
+  }
+
+  /**
+   * Undoes an attachment in reverse order. Every step tolerates what is already gone, so running it
+   * again after a partial failure finishes the job. The record goes last.
+   */
+  private async undo(a: Attachment, why: string): Promise<void> {
+    try {
+      await this.d.ovs.delPorts(this.d.dataplane.bridge, a.interfaces.map((i) => i.hostIfName));
+      for (const i of a.interfaces) await deletePodInterface(i.hostIfName, a.netns, i.ifName);
+      // Flows of the gone ports go before their addresses can be handed to someone else.
+      const ports = a.interfaces;
+      a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
+      await this.d.state.putAttachment(a);
+      await this.d.dataplane.sync();
+      for (const i of ports) await this.d.manager.deletePort(i.tenant, i.network, i.portId);
+      await this.d.state.deleteAttachment(a.containerId, a.ifName);
+      this.d.log.info("detached", { container: a.containerId, why });
+    } catch (err) {
+      throw toCniError(err, `Cannot detach ${a.containerId} (${why})`);
+    }
+  }
+
+  private async doCheck(req: CniRequest): Promise<void> {
+    const a = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (!a || a.status !== "ready") {
+      throw new CniError(
+        CNI_CODE.checkFailed,
+        `No attachment of ${req.containerId}/${req.ifName} on this node`,
+      );
+    }
+    for (const i of a.interfaces) {
+      const st = await podInterfaceState(a.netns, i.ifName);
+      const port = i.port!;
+      const where = `${i.ifName} in ${a.netns}`;
+      if (!st) throw new CniError(CNI_CODE.checkFailed, `Interface ${where} is missing`);
+      if (st.mac !== port.mac) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} has MAC ${st.mac}, not ${port.mac}`,
+        );
+      }
+      if (!st.addresses.includes(port.address)) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} lacks its address ${port.address} (has ${
+            st.addresses.join(", ") || "none"
+          })`,
+        );
+      }
+      if (st.mtu !== port.mtu) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} has MTU ${st.mtu}, not ${port.mtu}`,
+        );
+      }
+    }
+    const prev = req.config.prevResult as CniResult | undefined;
+    const mine = new Set(a.interfaces.map((i) => i.port!.address));
+    for (const ip of prev?.ips ?? []) {
+      const owner = prev!.interfaces[ip.interface];
+      if (
+        owner?.sandbox === a.netns && a.interfaces.some((i) => i.ifName === owner.name) &&
+        !mine.has(ip.address)
+      ) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `prevResult lists ${ip.address} on ${owner.name}, which ADD did not give`,
+        );
+      }
+    }
+  }
+
+  private requirePhysnet(port: Port): void {
+    if (port.type === "vxlan" || this.d.dataplane.physnetPort(port.physnet!) !== undefined) return;
+    throw new CniError(
+      CNI_CODE.invalidConfig,
+      `Network "${port.network}" rides on physnet "${port.physnet}", which node "${this.d.nodeName}" does not map to a bridge (agent bridgeMappings)`,
+    );
+  }
+
+  private async locked<T>(containerId: string, fn: () => Promise<T>): Promise<T> {
+    let m = this.locks.get(containerId);
+    if (!m) this.locks.set(containerId, m = new Mutex());
+    try {
+      return await m.run(fn);
+    } finally {
+      if (!m.busy) this.locks.delete(containerId);
+    }
+  }
+}
+
+async function requireNetns(netns: string): Promise<void> {
+  if (!netns) throw new CniError(CNI_CODE.invalidEnvironment, "CNI_NETNS is required for ADD");
+  try {
+    await Deno.stat(netns);
+  } catch {
+    throw new CniError(CNI_CODE.invalidEnvironment, `CNI_NETNS ${netns} does not exist`);
+  }
+}
+
+function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {
+  const ids: Record<string, string> = {
+    "knitter-container": a.containerId,
+    "knitter-ifname": i.ifName,
+    "knitter-port": i.portId,
+    "knitter-network": `${i.port!.networkTenant}/${i.port!.network}`,
+  };
+  if (a.pod) ids["knitter-pod"] = `${a.pod.namespace}/${a.pod.name}`;
+  return ids;
+}

@@ -1,0 +1,131 @@
+/**
+ * The agent's configuration: a JSON file, then environment overrides, then flags, validated with
+ * messages that say where a value came from.
+ */
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+const BridgeMapping = z.strictObject({
+  physnet: z.string().min(1),
+  bridge: z.string().min(1).max(15),
+  /** The interface that carries the physnet out of the node; absent: the bridge is left as it is. */
+  uplink: z.string().min(1).max(15).optional(),
+});
+
+export const AgentConfigSchema = z.strictObject({
+  nodeName: z.string().min(1).default(() => Deno.hostname()),
+  manager: z.strictObject({
+    url: z.url(),
+    /** Reach the manager through this unix socket instead of the URL's host (same machine). */
+    socket: z.string().optional(),
+    token: z.string().min(16),
+    /** PEM CA for a manager behind HTTPS with its own CA. */
+    caFile: z.string().optional(),
+  }),
+  /** The plugin's way in: a unix socket only root may use. */
+  socket: z.string().default("/run/knitter/agent.sock"),
+  /** Node-local state (Deno KV) lives here. */
+  stateDir: z.string().default("/var/lib/knitter/agent"),
+  /** This node's tunnel endpoint, as registered with the manager. */
+  underlayIp: z.string().min(1),
+  underlayMtu: z.int().min(1280).max(9216).default(1500),
+  ovs: z.strictObject({
+    /** ovsdb-server socket; absent: the system default. */
+    dbSock: z.string().optional(),
+    /** OVS_RUNDIR for ovs-ofctl; absent: the system default. */
+    rundir: z.string().optional(),
+  }).default({}),
+  bridge: z.string().max(15).default("br-int"),
+  /** "system" uses the kernel datapath; "netdev" the userspace one (no kernel module needed). */
+  datapathType: z.enum(["system", "netdev"]).default("system"),
+  tunnel: z.strictObject({
+    port: z.string().max(15).default("vxlan0"),
+    ofport: z.int().min(1).max(65279).default(100),
+  }).default({ port: "vxlan0", ofport: 100 }),
+  bridgeMappings: z.array(BridgeMapping).default([]),
+  /** Tenant of pods whose runtime names no namespace (plain CNI runtimes). */
+  defaultTenant: z.string().default("default"),
+  /** Network of pods that ask for none. */
+  defaultNetwork: z.string().optional(),
+  logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+export type AgentConfig = z.infer<typeof AgentConfigSchema>;
+
+export const USAGE = `knitter-agent: the per-node daemon that builds pod interfaces on Open vSwitch
+
+Usage: deno task agent --config FILE [--help]
+
+Environment (overrides the file):
+  KNITTER_AGENT_NODE_NAME      this node's name (default: the hostname)
+  KNITTER_AGENT_MANAGER_URL    the manager's URL
+  KNITTER_AGENT_MANAGER_TOKEN  a node-scoped token for this node
+  KNITTER_AGENT_UNDERLAY_IP    this node's tunnel endpoint
+  KNITTER_AGENT_SOCKET         the plugin's unix socket (default /run/knitter/agent.sock)
+  KNITTER_AGENT_STATE_DIR      node-local state (default /var/lib/knitter/agent)
+  KNITTER_AGENT_LOG_LEVEL      debug | info | warn | error
+`;
+
+export class AgentConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "AgentConfigError";
+  }
+}
+
+const ENV: [string, (raw: Record<string, unknown>, v: string) => void][] = [
+  ["KNITTER_AGENT_NODE_NAME", (r, v) => (r.nodeName = v)],
+  ["KNITTER_AGENT_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
+  ["KNITTER_AGENT_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
+  ["KNITTER_AGENT_UNDERLAY_IP", (r, v) => (r.underlayIp = v)],
+  ["KNITTER_AGENT_SOCKET", (r, v) => (r.socket = v)],
+  ["KNITTER_AGENT_STATE_DIR", (r, v) => (r.stateDir = v)],
+  ["KNITTER_AGENT_LOG_LEVEL", (r, v) => (r.logLevel = v)],
+];
+
+export async function loadAgentConfig(
+  args: string[],
+  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
+): Promise<{ config: AgentConfig; help: boolean }> {
+  let flags;
+  try {
+    flags = parseArgs({
+      args,
+      options: { config: { type: "string" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+    }).values;
+  } catch (err) {
+    throw new AgentConfigError(`${(err as Error).message}\n\n${USAGE}`);
+  }
+  if (flags.help) return { config: undefined as unknown as AgentConfig, help: true };
+  let raw: Record<string, unknown> = {};
+  if (flags.config) {
+    let text;
+    try {
+      text = await Deno.readTextFile(flags.config);
+    } catch (err) {
+      throw new AgentConfigError(
+        `Cannot read configuration file "${flags.config}": ${(err as Error).message}`,
+      );
+    }
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new AgentConfigError(
+        `The configuration file "${flags.config}" is not valid JSON: ${(err as Error).message}`,
+      );
+    }
+  }
+  for (const [name, apply] of ENV) {
+    const v = env(name);
+    if (v) apply(raw, v);
+  }
+  const parsed = AgentConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AgentConfigError(
+      `Invalid agent configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
+    );
+  }
+  return { config: parsed.data, help: false };
+}

@@ -1,0 +1,83 @@
+/** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
+import { createLogger } from "@knitter/common";
+import { Attacher } from "./attach.ts";
+import type { AgentConfig } from "./config.ts";
+import { Dataplane } from "./dataplane.ts";
+import { ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
+import { Ovs } from "./ovs.ts";
+import { RemoteView } from "./remote.ts";
+import { agentApp, serveUnix } from "./server.ts";
+import { AgentState } from "./state.ts";
+
+export interface RunningAgent {
+  stop(): Promise<void>;
+}
+
+const MAX_BACKOFF_MS = 5000;
+
+export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
+  const log = createLogger(`agent ${config.nodeName}`, config.logLevel);
+  const state = await AgentState.open(config.stateDir);
+  const ca = config.manager.caFile ? await Deno.readTextFile(config.manager.caFile) : undefined;
+  const manager = new ManagerClient(config.manager.url.replace(/\/$/, ""), config.manager.token, {
+    caPem: ca,
+    socket: config.manager.socket,
+  });
+  const ovs = new Ovs({ dbSock: config.ovs.dbSock, rundir: config.ovs.rundir });
+  const remote = new RemoteView(manager, () => void dataplane.sync().catch(syncFailed), log);
+  const dataplane = new Dataplane(ovs, config, state, remote, log);
+  function syncFailed(err: unknown) {
+    log.error("flow sync failed", { error: String((err as Error)?.message ?? err) });
+  }
+
+  await dataplane.prepare();
+  let notReady: string | null = "not registered with the manager yet";
+  const attacher = new Attacher({
+    nodeName: config.nodeName,
+    defaults: { tenant: config.defaultTenant, network: config.defaultNetwork },
+    state,
+    manager,
+    ovs,
+    dataplane,
+    log,
+  });
+  const server = await serveUnix(
+    agentApp({ attacher, notReady: () => notReady, log }),
+    config.socket,
+  );
+  log.info("serving the plugin", { socket: config.socket });
+
+  // Existing pods keep their flows: the first sync applies only the difference to what is there.
+  const stopping = new AbortController();
+  const joined = (async () => {
+    let backoff = 200;
+    while (!stopping.signal.aborted) {
+      try {
+        await manager.registerNode(config.nodeName, config.underlayIp);
+        await remote.start();
+        await dataplane.sync();
+        notReady = null;
+        log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
+        return;
+      } catch (err) {
+        notReady = `the manager is not answering (${(err as Error).message})`;
+        if (!(err instanceof ManagerUnavailableError)) {
+          log.error("start failed", { error: String(err) });
+        }
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      stopping.abort();
+      await joined;
+      await remote.stop();
+      await server.shutdown();
+      manager.close();
+      state.close();
+    },
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * The node's bridges and its flows. The bridges are prepared once; the flows are recomputed from the
+ * whole model (local ports, their networks, remote endpoints) by the WASM compiler, and only the
+ * difference from what is installed goes to OVS, as one atomic bundle.
+ */
+import type { Logger } from "@knitter/common";
+import { compileFlows, type FlowInput, type FlowNetwork, type FlowRemotePort } from "@knitter/wasm";
+import { Mutex } from "@knitter/common";
+import type { Ovs } from "./ovs.ts";
+import type { RemoteView } from "./remote.ts";
+import type { AgentState } from "./state.ts";
+
+export interface DataplaneConfig {
+  nodeName: string;
+  bridge: string;
+  datapathType: "system" | "netdev";
+  tunnel: { port: string; ofport: number };
+  bridgeMappings: { physnet: string; bridge: string; uplink?: string }[];
+}
+
+/** br-int ofports of the patch ports towards physnet bridges start here. */
+const PATCH_OFPORT_BASE = 200;
+
+export class Dataplane {
+  private readonly physnetPorts = new Map<string, number>();
+  private readonly mutex = new Mutex();
+  private pending = false;
+  private installed: Set<string> | null = null;
+
+  constructor(
+    private readonly ovs: Ovs,
+    private readonly config: DataplaneConfig,
+    private readonly state: AgentState,
+    private readonly remote: RemoteView,
+    private readonly log: Logger,
+  ) {}
+
+  get bridge(): string {
+    return this.config.bridge;
+  }
+
+  /** Creates what is missing of br-int, the tunnel port and the physnet bridges; touches no flow. */
+  async prepare(): Promise<void> {
+    const { bridge, datapathType, tunnel } = this.config;
+    // secure: with no flow installed the bridge drops, it never falls back to learning.
+    await this.ovs.ensureBridge(bridge, { datapathType, failMode: "secure" });
+    await this.ovs.ensureVxlanPort(bridge, tunnel.port, tunnel.ofport);
+    for (const [i, m] of this.config.bridgeMappings.entries()) {
+      await this.ovs.ensureBridge(m.bridge, { datapathType, failMode: "standalone" });
+      if (m.uplink) await this.ovs.addPorts(m.bridge, [{ name: m.uplink }]);
+      const ofport = PATCH_OFPORT_BASE + i;
+      await this.ovs.ensurePatchPair(
+        bridge,
+        patchName("pi", m.physnet),
+        m.bridge,
+        patchName("pp", m.physnet),
+        ofport,
+      );
+      this.physnetPorts.set(m.physnet, ofport);
+    }
+  }
+
+  physnetPort(physnet: string): number | undefined {
+    return this.physnetPorts.get(physnet);
+  }
+
+  /**
+   * Brings the installed flows in line with the model. Calls that arrive while one runs are folded
+   * into one more run, so a burst of changes costs two computations, not one each.
+   */
+  async sync(): Promise<void> {
+    if (this.pending) return;
+    this.pending = true;
+    await this.mutex.run(async () => {
+      this.pending = false;
+      await this.apply(await this.model());
+    });
+  }
+
+  private async apply(input: FlowInput): Promise<void> {
+    const wanted = compileFlows(input);
+    if (this.installed === null) {
+      const stored = await this.state.installedFlows();
+      this.installed = new Set(stored ?? []);
+      if (stored === null) {
+        // Unknown: replace the whole table once, atomically, instead of guessing a difference.
+        await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
+        await this.state.setInstalledFlows(wanted);
+        this.installed = new Set(wanted);
+        this.log.info("flows replaced", { flows: wanted.length });
+        return;
+      }
+    }
+    const want = new Set(wanted);
+    const add = wanted.filter((l) => !this.installed!.has(l));
+    const del = [...this.installed].filter((l) => !want.has(l));
+    if (add.length === 0 && del.length === 0) return;
+    await this.ovs.bundle(this.config.bridge, add, del);
+    await this.state.setInstalledFlows(wanted);
+    this.installed = want;
+    this.log.debug("flows updated", {
+      added: add.length,
+      deleted: del.length,
+      total: wanted.length,
+    });
+  }
+
+  /** The compiler's input, from the attachments on this node and what the manager says of others. */
+  private async model(): Promise<FlowInput> {
+    const networks = new Map<string, FlowNetwork>();
+    const localPorts: FlowInput["localPorts"] = [];
+    for (const a of await this.state.listAttachments()) {
+      for (const i of a.interfaces) {
+        if (!i.port || i.ofport === undefined) continue;
+        const net = await this.network(networks, i.port);
+        localPorts.push({
+          ofport: i.ofport,
+          network: net.id,
+          mac: i.port.mac,
+          ips: [i.port.ip],
+          cookie: i.cookie,
+        });
+      }
+    }
+    const remotePorts: FlowRemotePort[] = [];
+    for (const p of this.remote.ports()) {
+      if (p.node === this.config.nodeName) continue;
+      const net = networks.get(p.networkId);
+      const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
+      // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
+      if (!net || !nodeIp) continue;
+      remotePorts.push({ network: net.id, mac: p.mac, ips: [p.ip], nodeIp });
+    }
+    return {
+      tunnelPort: this.config.tunnel.ofport,
+      networks: [...networks.values()],
+      localPorts,
+      remotePorts,
+    };
+  }
+
+  private async network(
+    networks: Map<string, FlowNetwork>,
+    port: {
+      networkId: string;
+      type: "vxlan" | "vlan" | "flat";
+      segmentId?: number;
+      physnet?: string;
+    },
+  ): Promise<FlowNetwork> {
+    let net = networks.get(port.networkId);
+    if (!net) {
+      net = { id: await this.state.networkNumber(port.networkId), type: port.type };
+      if (port.segmentId !== undefined) net.segmentId = port.segmentId;
+      if (port.physnet !== undefined) {
+        const ofport = this.physnetPorts.get(port.physnet);
+        if (ofport !== undefined) net.physnetPort = ofport;
+      }
+      networks.set(port.networkId, net);
+    }
+    return net;
+  }
+}
+
+/** Patch port names: short, stable, within the 15-character limit. */
+function patchName(prefix: string, physnet: string): string {
+  return `${prefix}-${physnet}`.slice(0, 15);
+}

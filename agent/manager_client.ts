@@ -1,0 +1,164 @@
+/** The agent's view of the manager's API: typed calls, and errors that say who failed and why. */
+import type { ErrorBody, PodRef, Port } from "@knitter/common";
+
+export interface NodeInfo {
+  name: string;
+  underlayIp: string;
+}
+
+export type FeedEvent =
+  | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
+  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo };
+
+export interface PortRequest {
+  ip?: string;
+  ipGroup?: string;
+  mac?: string;
+  node?: string;
+  pod?: PodRef;
+  interface?: string;
+}
+
+/** The manager answered with an error. */
+export class ManagerError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+    this.name = "ManagerError";
+  }
+}
+
+/** The manager could not be reached at all: retry later. */
+export class ManagerUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ManagerUnavailableError";
+  }
+}
+
+export class ManagerClient {
+  private readonly client?: Deno.HttpClient;
+
+  constructor(
+    private readonly url: string,
+    private readonly token: string,
+    options: { caPem?: string; socket?: string } = {},
+  ) {
+    if (options.socket) {
+      this.client = Deno.createHttpClient({ proxy: { transport: "unix", path: options.socket } });
+    } else if (options.caPem) {
+      this.client = Deno.createHttpClient({ caCerts: [options.caPem] });
+    }
+  }
+
+  registerNode(name: string, underlayIp: string): Promise<NodeInfo> {
+    return this.call("PUT", `/api/v1/nodes/${enc(name)}`, { underlayIp });
+  }
+
+  putPort(tenant: string, network: string, id: string, body: PortRequest): Promise<Port> {
+    return this.call("PUT", portPath(tenant, network, id), body);
+  }
+
+  /** Releases a port; false when the manager no longer knew it (already released). */
+  async deletePort(tenant: string, network: string, id: string): Promise<boolean> {
+    try {
+      await this.call("DELETE", portPath(tenant, network, id));
+      return true;
+    } catch (err) {
+      if (err instanceof ManagerError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  async listPorts(): Promise<Port[]> {
+    return (await this.call<{ items: Port[] }>("GET", "/api/v1/ports")).items;
+  }
+
+  async listNodes(): Promise<NodeInfo[]> {
+    return (await this.call<{ items: NodeInfo[] }>("GET", "/api/v1/nodes")).items;
+  }
+
+  async feedCursor(): Promise<string> {
+    return (await this.call<{ cursor: string }>("GET", "/api/v1/feed")).cursor;
+  }
+
+  /** Events after `cursor`, waiting up to `timeoutS`; "expired" when the follower must list again. */
+  async feedSince(
+    cursor: string,
+    timeoutS: number,
+    signal?: AbortSignal,
+  ): Promise<{ cursor: string; events: FeedEvent[] } | "expired"> {
+    try {
+      return await this.call(
+        "GET",
+        `/api/v1/feed?after=${enc(cursor)}&timeout=${timeoutS}`,
+        undefined,
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof ManagerError && err.status === 410) return "expired";
+      throw err;
+    }
+  }
+
+  close(): void {
+    this.client?.close();
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        client: this.client,
+        signal,
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new ManagerUnavailableError(
+        `The manager at ${this.url} is not reachable (${(err as Error).message})`,
+        { cause: err },
+      );
+    }
+    const text = await res.text();
+    if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
+    let parsed: ErrorBody | undefined;
+    try {
+      parsed = JSON.parse(text);
+    } catch { /* not our error shape */ }
+    const e = parsed?.error;
+    if (res.status >= 500 && res.status !== 501) {
+      throw new ManagerUnavailableError(
+        `The manager at ${this.url} failed ${method} ${path}: ${res.status} ${
+          e?.message ?? text.slice(0, 200)
+        }`,
+      );
+    }
+    throw new ManagerError(
+      res.status,
+      e?.code ?? "unknown",
+      e?.message ?? `${res.status} ${text.slice(0, 200)}`,
+      e?.field,
+    );
+  }
+}
+
+const enc = encodeURIComponent;
+
+function portPath(tenant: string, network: string, id: string): string {
+  return `/api/v1/tenants/${enc(tenant)}/networks/${enc(network)}/ports/${enc(id)}`;
+}

@@ -1,0 +1,129 @@
+/**
+ * Node-local state in Deno KV: what each attachment made (so DEL can undo it after a restart), the
+ * node-local numbers of networks and ports used in flows, and the flow set last installed.
+ */
+import type { PodRef, Port } from "@knitter/common";
+import { dirname } from "node:path";
+
+export interface AttachedInterface {
+  /** Name inside the pod. */
+  ifName: string;
+  /** The veth end on the node, plugged into the bridge. */
+  hostIfName: string;
+  /** Port ID at the manager, and the path tenant it was asked under. */
+  portId: string;
+  tenant: string;
+  network: string;
+  /** The manager's answer; absent until the port is allocated. */
+  port?: Port;
+  /** OpenFlow port number on the bridge; absent until plugged. */
+  ofport?: number;
+  /** Node-local number of the port, in its flows' cookies. */
+  cookie: number;
+  defaultRoute: boolean;
+}
+
+export interface Attachment {
+  containerId: string;
+  /** CNI_IFNAME: the runtime names the attachment by (container, ifname). */
+  ifName: string;
+  netns: string;
+  tenant: string;
+  pod?: PodRef;
+  /** "adding" until every step of ADD is done: a crash leaves a record DEL can undo from. */
+  status: "adding" | "ready";
+  interfaces: AttachedInterface[];
+  /** The CNI result answered to ADD (1.1.0 form). */
+  result?: unknown;
+  createdAt: string;
+}
+
+const FLOW_CHUNK = 200;
+
+export class AgentState {
+  private constructor(private readonly kv: Deno.Kv) {}
+
+  static async open(dir: string): Promise<AgentState> {
+    const path = dir === ":memory:" ? dir : `${dir}/agent.kv`;
+    if (path !== ":memory:") await Deno.mkdir(dirname(path), { recursive: true });
+    return new AgentState(await Deno.openKv(path));
+  }
+
+  async getAttachment(containerId: string, ifName: string): Promise<Attachment | null> {
+    return (await this.kv.get<Attachment>(["attachment", containerId, ifName])).value;
+  }
+
+  async putAttachment(a: Attachment): Promise<void> {
+    await this.kv.set(["attachment", a.containerId, a.ifName], a);
+  }
+
+  async deleteAttachment(containerId: string, ifName: string): Promise<void> {
+    await this.kv.delete(["attachment", containerId, ifName]);
+  }
+
+  async listAttachments(): Promise<Attachment[]> {
+    const out: Attachment[] = [];
+    for await (const e of this.kv.list<Attachment>({ prefix: ["attachment"] })) out.push(e.value);
+    return out;
+  }
+
+  /** The node-local number of a network (by its manager ID), allocated once and kept. */
+  async networkNumber(networkId: string): Promise<number> {
+    return await this.number(["network_number", networkId], "network");
+  }
+
+  /** A fresh node-local port number. */
+  async portNumber(): Promise<number> {
+    return await this.number(null, "port");
+  }
+
+  private async number(key: Deno.KvKey | null, counter: string): Promise<number> {
+    for (;;) {
+      if (key) {
+        const have = await this.kv.get<number>(key);
+        if (have.value !== null) return have.value;
+      }
+      const c = await this.kv.get<number>(["counter", counter]);
+      const next = (c.value ?? 0) + 1;
+      const op = this.kv.atomic().check(c).set(["counter", counter], next);
+      if (key) op.check({ key, versionstamp: null }).set(key, next);
+      if ((await op.commit()).ok) return next;
+    }
+  }
+
+  /** The flow set last installed, or null when unknown (first start, or an interrupted write). */
+  async installedFlows(): Promise<string[] | null> {
+    const head = (await this.kv.get<{ chunks: number; lines: number }>(["flows", "head"])).value;
+    if (head === null) return null;
+    const out: string[] = [];
+    for (let i = 0; i < head.chunks; i += 10) {
+      const keys = Array.from(
+        { length: Math.min(10, head.chunks - i) },
+        (_, k) => ["flows", "chunk", i + k],
+      );
+      for (const e of await this.kv.getMany<string[][]>(keys)) out.push(...(e.value ?? []));
+    }
+    return out.length === head.lines ? out : null;
+  }
+
+  /**
+   * Records the installed flow set. Too big for one commit, so the head goes first (unknown while
+   * the chunks are written) and last: a crash in between leaves "unknown", never a wrong set.
+   */
+  async setInstalledFlows(lines: string[]): Promise<void> {
+    await this.kv.delete(["flows", "head"]);
+    const chunks = Math.ceil(lines.length / FLOW_CHUNK);
+    for (let i = 0; i < chunks; i += 10) {
+      const op = this.kv.atomic();
+      for (let k = i; k < Math.min(chunks, i + 10); k++) {
+        op.set(["flows", "chunk", k], lines.slice(k * FLOW_CHUNK, (k + 1) * FLOW_CHUNK));
+      }
+      await op.commit();
+    }
+    await this.kv.set(["flows", "head"], { chunks, lines: lines.length });
+  }
+
+  close(): void {
+    this.kv.close();
+  }
+}

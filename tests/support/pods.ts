@@ -1,0 +1,93 @@
+/** Pods for end-to-end tests: a netns on a node, attached through the CNI runtime, and pinged. */
+import { run } from "@knitter/common";
+import { addPodNetns } from "./sim_node.ts";
+import type { StackNode } from "./stack.ts";
+import { type CniCall, CniRuntime, type ConfList } from "./cni_runtime.ts";
+
+export interface Pod {
+  name: string;
+  node: StackNode;
+  netns: string;
+  containerId: string;
+  list: ConfList;
+  runtime: CniRuntime;
+  args: Record<string, string>;
+  add(): Promise<CniCall>;
+  del(): Promise<CniCall>;
+  check(): Promise<CniCall>;
+}
+
+/** A knitter conflist asking for `networks` (names or detailed requests), plus chained plugins. */
+export function knitterList(
+  networks: (string | Record<string, unknown>)[],
+  chained: Record<string, unknown>[] = [],
+  cniVersion = "1.1.0",
+): ConfList {
+  return { cniVersion, name: "knitter", plugins: [{ type: "knitter", networks }, ...chained] };
+}
+
+export async function makePod(
+  node: StackNode,
+  name: string,
+  namespace: string,
+  list: ConfList,
+): Promise<Pod> {
+  const netns = await addPodNetns(node.sim, name);
+  const runtime = new CniRuntime(node.sim.netns, node.agentSocket);
+  const containerId = crypto.randomUUID().replaceAll("-", "");
+  const args = {
+    K8S_POD_NAMESPACE: namespace,
+    K8S_POD_NAME: name,
+    K8S_POD_UID: crypto.randomUUID(),
+  };
+  const att = () => ({ containerId, netns, ifName: "eth0", args });
+  return {
+    name,
+    node,
+    netns,
+    containerId,
+    list,
+    runtime,
+    args,
+    add: () => runtime.add(list, att()),
+    del: () => runtime.del(list, att()),
+    check: () => runtime.check(list, att()),
+  };
+}
+
+/** Whether `from` gets an echo reply from `ip` (a few tries, bounded by time). */
+export async function pings(from: Pod, ip: string): Promise<boolean> {
+  const r = await run([
+    "ip",
+    "netns",
+    "exec",
+    ipNetnsName(from.netns),
+    "ping",
+    "-c",
+    "3",
+    "-i",
+    "0.2",
+    "-W",
+    "1",
+    "-q",
+    ip,
+  ], {
+    check: false,
+  });
+  return r.code === 0;
+}
+
+/** The address (no prefix) of the pod's interface `ifName` in a CNI result. */
+// deno-lint-ignore no-explicit-any
+export function addressOf(result: any, ifName = "eth0"): string {
+  const index = result.interfaces.findIndex((i: { name: string; sandbox?: string }) =>
+    i.name === ifName && i.sandbox
+  );
+  const ip = result.ips.find((i: { interface: number }) => i.interface === index);
+  if (!ip) throw new Error(`no address for ${ifName} in ${JSON.stringify(result)}`);
+  return ip.address.split("/")[0];
+}
+
+export function ipNetnsName(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}

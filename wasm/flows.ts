@@ -1,0 +1,253 @@
+/**
+ * The OpenFlow rule compiler of the node agent: from what the node knows (its pod ports, their
+ * networks, the ports of the same networks on other nodes) to the complete rule set of br-int, as
+ * canonical `ovs-ofctl -O OpenFlow13 add-flow` lines, sorted and without duplicates. The pipeline
+ * is described in ../agent/PIPELINE.md.
+ *
+ * `compileFlows` runs in WebAssembly (assembly/flows.ts); `compileFlowsTs` (flows_ts.ts) is the
+ * same algorithm in plain TypeScript, for benchmarks and tests only.
+ *
+ * @module
+ */
+
+import { checkShape, flowError, NETWORK_TYPES } from "./flows_ts.ts";
+
+export { compileFlowsTs, FLOW_TABLES, PRIORITY, TABLE } from "./flows_ts.ts";
+
+/** A network with ports on this node. */
+export interface FlowNetwork {
+  /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
+  id: number;
+  type: "vxlan" | "vlan" | "flat";
+  /** VNI for vxlan (1..16777215), VLAN ID for vlan (1..4094); none for flat. */
+  segmentId?: number;
+  /** Ofport on br-int of the patch port to the network's physnet bridge (vlan, flat only). */
+  physnetPort?: number;
+}
+
+/** A pod port on this node. */
+export interface FlowLocalPort {
+  /** Ofport on br-int, 1..65279. */
+  ofport: number;
+  /** Network id. */
+  network: number;
+  /** `02:ab:cd:ef:01:23` (either case; the lines have lowercase). */
+  mac: string;
+  /** IPv4 and/or IPv6 addresses, without prefix length. */
+  ips: string[];
+  /** Node-local port number 1..2^31: the cookie's low 32 bits, and reg1. */
+  cookie: number;
+}
+
+/** A port of one of the networks on another node. */
+export interface FlowRemotePort {
+  network: number;
+  mac: string;
+  ips: string[];
+  /** Tunnel endpoint of its node (IPv4). */
+  nodeIp: string;
+}
+
+/** What the compiler needs to know about the node. */
+export interface FlowInput {
+  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
+  tunnelPort: number;
+  networks: FlowNetwork[];
+  localPorts: FlowLocalPort[];
+  remotePorts: FlowRemotePort[];
+}
+
+/** Signatures of the functions wasm/assembly/flows.ts exports (pointers are byte addresses). */
+interface Exports {
+  memory: WebAssembly.Memory;
+  input(bytes: number): number;
+  compile(words: number): number;
+  errorArg(i: number): number;
+  outPtr(): number;
+  outLen(): number;
+}
+
+const wasmUrl = new URL("./build/flows.wasm", import.meta.url);
+
+/**
+ * Instantiated on first use, synchronously (the module is small): importing this file (or
+ * mod.ts, as the manager does for the bitmaps) reads nothing.
+ */
+let instance: Exports | undefined;
+
+function compiler(): Exports {
+  return instance ??= instantiate();
+}
+
+function instantiate(): Exports {
+  let code: Uint8Array<ArrayBuffer>;
+  try {
+    code = Deno.readFileSync(wasmUrl);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new Error(
+        'wasm/build/flows.wasm is missing: run "deno task build:wasm" (or "make build")',
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+  // Only out-of-memory can abort (--noAssert); the message pointers are not worth decoding.
+  const abort = (_msg: number, _file: number, line: number, col: number): never => {
+    throw new Error(`wasm flow compiler abort at ${line}:${col} (out of memory?)`);
+  };
+  const module = new WebAssembly.Module(code);
+  return new WebAssembly.Instance(module, { env: { abort } }).exports as unknown as Exports;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
+ * words, then the strings as one blob, written by one encodeInto when all ASCII.
+ */
+function encode(wasm: Exports, input: FlowInput, words: number): void {
+  const strings: string[] = [];
+  let ipCount = 0;
+  for (const p of input.localPorts) {
+    strings.push(p.mac, ...p.ips);
+    ipCount += p.ips.length;
+  }
+  for (const p of input.remotePorts) {
+    strings.push(p.mac, p.nodeIp, ...p.ips);
+    ipCount += p.ips.length;
+  }
+  const blob = strings.join("");
+  // Growing the memory detaches older views: take them after the last allocation.
+  const base = wasm.input(words * 4 + blob.length);
+  const w = new Uint32Array(wasm.memory.buffer, base, words);
+  let i = 0;
+  w[i++] = input.tunnelPort;
+  w[i++] = input.networks.length;
+  w[i++] = input.localPorts.length;
+  w[i++] = input.remotePorts.length;
+  w[i++] = ipCount;
+  for (const n of input.networks) {
+    w[i++] = n.id;
+    w[i++] = NETWORK_TYPES.indexOf(n.type);
+    w[i++] = n.segmentId ?? 0;
+    w[i++] = n.physnetPort ?? 0;
+  }
+  for (const p of input.localPorts) {
+    w[i++] = p.ofport;
+    w[i++] = p.network;
+    w[i++] = p.cookie;
+    w[i++] = p.ips.length;
+    w[i++] = p.mac.length;
+    for (const ip of p.ips) w[i++] = ip.length;
+  }
+  for (const p of input.remotePorts) {
+    w[i++] = p.network;
+    w[i++] = p.ips.length;
+    w[i++] = p.mac.length;
+    w[i++] = p.nodeIp.length;
+    for (const ip of p.ips) w[i++] = ip.length;
+  }
+  const bytes = new Uint8Array(wasm.memory.buffer, base + words * 4, blob.length);
+  if (encoder.encodeInto(blob, bytes).read !== blob.length) {
+    // Not all ASCII: one byte per UTF-16 unit keeps the lengths; 0xff fails every parser.
+    for (let k = 0; k < blob.length; k++) {
+      const c = blob.charCodeAt(k);
+      bytes[k] = c < 0x80 ? c : 0xff;
+    }
+  }
+}
+
+/**
+ * Compiles the model into the complete rule set of br-int. Each line is a complete
+ * `ovs-ofctl -O OpenFlow13 add-flow` spec in the one canonical form
+ * `cookie=0x<16 hex>,table=<n>,priority=<p>[,<match>],actions=<actions>`, whose match and actions
+ * read exactly as `ovs-ofctl -O OpenFlow13 --no-names dump-flows` prints them (see
+ * `parseDumpFlows`). Sorted (as JS sorts strings), no duplicates.
+ *
+ * Throws an Error naming the offending item (`localPorts[3].ips[1]: …`) for a field of the wrong
+ * type or range, a malformed or non-unicast MAC or IP, an unknown network id, or a collision
+ * (network id, VNI, VLAN on a physnet port, ofport, port cookie, MAC or IP within a network).
+ */
+export function compileFlows(input: FlowInput): string[] {
+  const words = checkShape(input);
+  const wasm = compiler();
+  encode(wasm, input, words);
+  const rc = wasm.compile(words);
+  if (rc !== 0) {
+    const a = [0, 1, 2, 3, 4].map((i) => wasm.errorArg(i));
+    throw flowError(input, rc, a[0], a[1], a[2], a[3], a[4]);
+  }
+  const out = new Uint8Array(wasm.memory.buffer, wasm.outPtr(), wasm.outLen());
+  return decoder.decode(out).split("\n");
+}
+
+/** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */
+export function flowsMemoryBytes(): number {
+  return compiler().memory.buffer.byteLength;
+}
+
+// Fields dump-flows prints before the match that are not part of a flow's identity.
+const DUMP_FIELDS =
+  /^(duration|n_packets|n_bytes|idle_age|hard_age|idle_timeout|hard_timeout|importance|reset_counts|send_flow_rem|no_packet_counts|no_byte_counts|check_overlap)\b/;
+
+/**
+ * Turns the output of `ovs-ofctl -O OpenFlow13 --no-names dump-flows <bridge>` (with or without
+ * --no-stats) into canonical lines comparable with `compileFlows`: the cookie padded to 16 digits,
+ * `table=0` and the default priority (32768) made explicit, statistics dropped. Sorted.
+ */
+export function parseDumpFlows(text: string): string[] {
+  const lines: string[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || /^(OFPST|NXST)_FLOW/.test(line)) continue;
+    // The head ends with ", " or " " before the actions; an empty head is not printed at all.
+    const at = line.startsWith("actions=") ? 0 : line.indexOf(" actions=") + 1;
+    if (at < 0 || !line.startsWith("actions=", at)) {
+      throw new Error(`not a dump-flows line: ${line}`);
+    }
+    const head = line.slice(0, at).trim().replace(/,$/, "");
+    let cookie = 0n;
+    let table = 0;
+    let match = "";
+    for (const field of head === "" ? [] : head.split(", ")) {
+      if (field.startsWith("cookie=")) cookie = BigInt(field.slice(7));
+      else if (field.startsWith("table=")) table = Number(field.slice(6));
+      else if (!DUMP_FIELDS.test(field)) match = field;
+    }
+    if (!match.startsWith("priority=")) {
+      match = match ? `priority=32768,${match}` : "priority=32768";
+    }
+    const hex = cookie.toString(16).padStart(16, "0");
+    lines.push(`cookie=0x${hex},table=${table},${match},${line.slice(at)}`);
+  }
+  return lines.sort();
+}
+
+/** What identifies a flow in OVS: table, priority and match (a canonical line without cookie and actions). */
+function flowKey(line: string): string {
+  const at = line.indexOf(",actions=");
+  return line.slice(line.indexOf(",") + 1, at < 0 ? line.length : at);
+}
+
+/**
+ * The commands for `ovs-ofctl -O OpenFlow13 --bundle add-flows <bridge> -` that turn the installed
+ * canonical lines into the wanted ones: `delete_strict` for the flows no longer wanted (OVS takes
+ * neither a cookie without mask nor actions there), then `add` for the new or changed lines (an
+ * add replaces the flow with the same table, priority and match, so changed flows are not deleted
+ * first: a delete after the add would remove the new flow). Empty when nothing changes.
+ */
+export function diffFlows(installed: Iterable<string>, wanted: Iterable<string>): string[] {
+  const want = new Set(wanted);
+  const have = new Set(installed);
+  const wantedKeys = new Set<string>();
+  for (const line of want) wantedKeys.add(flowKey(line));
+  const commands: string[] = [];
+  for (const line of have) {
+    const key = flowKey(line);
+    if (!want.has(line) && !wantedKeys.has(key)) commands.push(`delete_strict ${key}`);
+  }
+  for (const line of want) if (!have.has(line)) commands.push(`add ${line}`);
+  return commands;
+}

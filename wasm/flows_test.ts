@@ -1,0 +1,733 @@
+import assert from "node:assert/strict";
+import {
+  compileFlows,
+  compileFlowsTs,
+  diffFlows,
+  type FlowInput,
+  type FlowLocalPort,
+  type FlowNetwork,
+  type FlowRemotePort,
+  flowsMemoryBytes,
+  parseDumpFlows,
+} from "./flows.ts";
+import { PRIORITY, TABLE } from "./flows_ts.ts";
+import { mulberry32 } from "./mulberry32.ts";
+import { scenarios } from "./testdata/scenarios.ts";
+
+const impls: [string, (input: FlowInput) => string[]][] = [
+  ["wasm", compileFlows],
+  ["ts", compileFlowsTs],
+];
+
+// ---- Golden flow sets: UPDATE_GOLDEN=1 deno test --allow-all wasm/flows_test.ts rewrites them.
+
+const update = Deno.permissions.querySync({ name: "env", variable: "UPDATE_GOLDEN" }).state ===
+    "granted" && Deno.env.get("UPDATE_GOLDEN") === "1";
+
+async function golden(name: string): Promise<string[]> {
+  const text = await Deno.readTextFile(new URL(`./testdata/${name}.flows`, import.meta.url));
+  return text.split("\n").filter((line) => line !== "");
+}
+
+for (const [name, input] of Object.entries(scenarios)) {
+  Deno.test(`golden: ${name}`, async () => {
+    const lines = compileFlows(input);
+    assert.deepEqual(compileFlowsTs(input), lines, "the TS twin differs from WASM");
+    if (update) {
+      await Deno.writeTextFile(
+        new URL(`./testdata/${name}.flows`, import.meta.url),
+        lines.join("\n") + "\n",
+      );
+      return;
+    }
+    const want = await golden(name);
+    for (let i = 0; i < Math.max(lines.length, want.length); i++) {
+      assert.equal(lines[i], want[i], `${name}.flows line ${i + 1}`);
+    }
+  });
+}
+
+Deno.test("golden: the SAMPLE FLOW DUMP of agent/PIPELINE.md is the sample_node flow set", async () => {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## Sample flow dump");
+  assert.ok(at >= 0, "PIPELINE.md has no '## Sample flow dump' section");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/);
+  assert.ok(block, "no ```text block in the sample section");
+  const documented = block[1].split("\n").filter((line) => line.startsWith("cookie="));
+  assert.deepEqual(documented, compileFlows(scenarios.sample_node));
+});
+
+// ---- Random models.
+
+function hex(v: number, width: number): string {
+  return v.toString(16).padStart(width, "0");
+}
+
+/** A random valid model; addresses in random spellings, sometimes repeated within a port. */
+function randomModel(rand: () => number, maxPorts: number): FlowInput {
+  const pick = <T>(list: T[]): T => list[Math.floor(rand() * list.length)];
+  const int = (n: number) => Math.floor(rand() * n);
+  const tunnelPort = pick([100, 4242, 65279]);
+  const physnets = [200, 201];
+  const networks: FlowNetwork[] = [];
+  const ids = new Set<number>();
+  const flat = new Set<number>();
+  const netCount = 1 + int(6);
+  for (let i = 0; i < netCount; i++) {
+    let id: number;
+    do id = pick([1 + int(30), 1 + int(65535)]); while (ids.has(id));
+    ids.add(id);
+    const r = rand();
+    if (r < 0.5) {
+      networks.push({ id, type: "vxlan", segmentId: 1 + i * 1000 + int(1000) });
+    } else if (r < 0.8 || flat.size === physnets.length) {
+      networks.push({
+        id,
+        type: "vlan",
+        segmentId: 1 + i * 600 + int(600),
+        physnetPort: 200 + i % 2,
+      });
+    } else {
+      const port = physnets.find((p) => !flat.has(p))!;
+      flat.add(port);
+      networks.push({ id, type: "flat", physnetPort: port });
+    }
+  }
+  // Serials from 10 keep every address unique and unicast.
+  let serial = 10;
+  const mac = () => {
+    const n = ++serial;
+    const text = `${pick(["02", "0a", "de", "ae"])}:${hex(int(256), 2)}:${hex(n >> 16, 2)}:${
+      hex((n >> 8) & 255, 2)
+    }:${hex(n & 255, 2)}:${hex(int(256), 2)}`;
+    return rand() < 0.2 ? text.toUpperCase() : text;
+  };
+  const v4 = () => {
+    const n = ++serial;
+    return `${pick([10, 172, 192, 100, 1])}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+  };
+  const v6 = () => {
+    const n = ++serial;
+    const w = [
+      pick([0x2001, 0xfd00, 0xfe80, 0, int(0xff00)]),
+      0,
+      0,
+      int(3),
+      0,
+      0,
+      n >> 16,
+      n & 0xffff,
+    ];
+    if (w[0] === 0 && rand() < 0.5) w[1] = int(2);
+    for (let i = 1; i < 6; i++) if (rand() < 0.2) w[i] = int(0x10000);
+    if (w[0] === 0 && w[1] === 0 && w[2] === 0 && w[3] === 0 && w[4] === 0) w[5] = 0;
+    return spellIpv6(w, rand);
+  };
+  const ips = () => {
+    const list: string[] = [];
+    const count = int(4);
+    for (let i = 0; i < count; i++) list.push(rand() < 0.6 ? v4() : v6());
+    if (list.length > 0 && rand() < 0.1) list.push(list[0]);
+    return list;
+  };
+  const localPorts: FlowLocalPort[] = [];
+  const ofports = new Set([tunnelPort, ...physnets]);
+  const cookies = new Set<number>();
+  const localCount = int(maxPorts + 1);
+  for (let i = 0; i < localCount; i++) {
+    let ofport: number;
+    do ofport = pick([1 + int(99), 1 + int(65279)]); while (ofports.has(ofport));
+    ofports.add(ofport);
+    let cookie: number;
+    do cookie = pick([1 + int(1000), 1 + int(2 ** 31)]); while (cookies.has(cookie));
+    cookies.add(cookie);
+    localPorts.push({ ofport, network: pick(networks).id, mac: mac(), ips: ips(), cookie });
+  }
+  const nodes = ["192.168.0.2", "192.168.0.3", "10.255.0.1", "172.31.9.200"];
+  const remotePorts: FlowRemotePort[] = [];
+  const remoteCount = int(maxPorts + 1);
+  for (let i = 0; i < remoteCount; i++) {
+    remotePorts.push({ network: pick(networks).id, mac: mac(), ips: ips(), nodeIp: pick(nodes) });
+  }
+  return { tunnelPort, networks, localPorts, remotePorts };
+}
+
+/** Writes 8 words as a valid IPv6 text: random case, leading zeros, `::` and IPv4 tail. */
+function spellIpv6(w: number[], rand: () => number): string {
+  const word = (v: number) => {
+    const text = v.toString(16);
+    const padded = "000".slice(0, Math.floor(rand() * (5 - text.length))) + text;
+    return rand() < 0.2 ? padded.toUpperCase() : padded;
+  };
+  const tail = rand() < 0.2;
+  const hexWords = tail ? 6 : 8;
+  const parts = w.slice(0, hexWords).map(word);
+  if (tail) parts.push(`${w[6] >> 8}.${w[6] & 255}.${w[7] >> 8}.${w[7] & 255}`);
+  // Compress a random run of zero words, of any length (even one).
+  const zeros = [...parts.keys()].filter((i) => i < hexWords && w[i] === 0);
+  if (zeros.length === 0 || rand() < 0.3) return parts.join(":");
+  const start = zeros[Math.floor(rand() * zeros.length)];
+  let end = start;
+  while (end + 1 < hexWords && w[end + 1] === 0 && rand() < 0.8) end++;
+  return `${parts.slice(0, start).join(":")}::${parts.slice(end + 1).join(":")}`;
+}
+
+const SEEDS = [1, 2, 3, 0xc0ffee, Date.now() >>> 0];
+
+Deno.test("property: WASM and TS give the same lines on random models", () => {
+  for (const seed of SEEDS) {
+    const rand = mulberry32(seed);
+    for (let round = 0; round < 60; round++) {
+      const input = randomModel(rand, round < 50 ? 8 : 200);
+      const wasm = compileFlows(input);
+      const ts = compileFlowsTs(input);
+      assert.equal(wasm.length, ts.length, `seed ${seed} round ${round}: line count`);
+      for (let i = 0; i < ts.length; i++) {
+        assert.equal(wasm[i], ts[i], `seed ${seed} round ${round}: line ${i}`);
+      }
+    }
+  }
+});
+
+/** The parts of a line the properties look at. */
+interface Flow {
+  line: string;
+  cookie: bigint;
+  table: number;
+  priority: number;
+  match: Map<string, string>;
+  actions: string[];
+}
+
+function parseLine(line: string): Flow {
+  const at = line.indexOf(",actions=");
+  const head = line.slice(0, at).split(",");
+  const match = new Map<string, string>();
+  for (const field of head.slice(3)) {
+    const eq = field.indexOf("=");
+    match.set(eq < 0 ? field : field.slice(0, eq), eq < 0 ? "" : field.slice(eq + 1));
+  }
+  return {
+    line,
+    cookie: BigInt(head[0].slice(7)),
+    table: Number(head[1].slice(6)),
+    priority: Number(head[2].slice(9)),
+    match,
+    actions: line.slice(at + 9).split(","),
+  };
+}
+
+/** Checks the isolation and no-loop properties of one model's flows; throws on a violation. */
+function checkIsolation(input: FlowInput, lines: string[], where: string): void {
+  const netOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.network]));
+  const cookieOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.cookie]));
+  const nets = new Map(input.networks.map((n) => [n.id, n]));
+  const outside = new Set<number>();
+  for (const flow of lines.map(parseLine)) {
+    const fail = (why: string) => assert.fail(`${where}: ${why}\n  ${flow.line}`);
+    const net = flow.match.has("reg0") ? Number(flow.match.get("reg0")) : undefined;
+    const cookieNet = Number(flow.cookie >> 32n);
+    if (flow.cookie === 0n) {
+      if (flow.priority !== PRIORITY.DEFAULT || flow.match.size > 0) {
+        fail("cookie 0 is not a default");
+      }
+      continue;
+    }
+    if (flow.table === TABLE.CLASSIFY) {
+      const inPort = Number(flow.match.get("in_port"));
+      const setReg0 = flow.actions.find((a) => a.endsWith("->reg0"));
+      const target = Number(setReg0?.slice(10, -6));
+      let expected: number | undefined;
+      if (netOfPort.has(inPort)) {
+        expected = netOfPort.get(inPort);
+        const reg1 = `set_field:0x${cookieOfPort.get(inPort)!.toString(16)}->reg1`;
+        if (!flow.actions.includes(reg1)) fail("a local port must load its cookie into reg1");
+      } else if (inPort === input.tunnelPort) {
+        const vni = Number(flow.match.get("tun_id"));
+        expected = input.networks.find((n) => n.type === "vxlan" && n.segmentId === vni)?.id;
+      } else {
+        const vlan = flow.match.get("dl_vlan");
+        expected = input.networks.find((n) =>
+          n.physnetPort === inPort &&
+          (vlan === undefined ? n.type === "flat" : n.segmentId === Number(vlan))
+        )?.id;
+      }
+      if (expected === undefined || target !== expected) fail(`classified into network ${target}`);
+      if (cookieNet !== target) fail("cookie and network differ");
+      continue;
+    }
+    if (flow.table === TABLE.SPOOF) {
+      const inPort = Number(flow.match.get("in_port"));
+      if (netOfPort.get(inPort) !== cookieNet) fail("spoof flow of another network's port");
+      if (flow.actions.join() !== `goto_table:${TABLE.ARP}`) fail("spoof flows only allow");
+      continue;
+    }
+    if (net === undefined) fail("no reg0 in a table after CLASSIFY");
+    if (cookieNet !== net) fail("cookie and reg0 differ");
+    const n = nets.get(net!)!;
+    if (flow.match.get("reg1") === "0") {
+      if (flow.priority === PRIORITY.FROM_OUTSIDE) outside.add(net!);
+    }
+    let vni: number | undefined;
+    let vlanVid: number | undefined;
+    for (const action of flow.actions) {
+      if (action.endsWith("->tun_id")) vni = Number(action.slice(10, -8));
+      if (action.endsWith("->vlan_vid")) vlanVid = Number(action.slice(10, -10));
+      if (!action.startsWith("output:")) continue;
+      const port = Number(action.slice(7));
+      if (netOfPort.has(port)) {
+        if (netOfPort.get(port) !== net) fail(`output to port ${port} of another network`);
+        continue;
+      }
+      // To the outside: never what came from there (reg1=0), which FROM_OUTSIDE shadows.
+      if (flow.match.get("reg1") === "0" || flow.priority >= PRIORITY.FROM_OUTSIDE) {
+        fail("traffic from outside could go back out");
+      }
+      if (port === input.tunnelPort) {
+        if (n.type !== "vxlan" || vni !== n.segmentId) fail("tunnel output with a foreign VNI");
+      } else if (port === n.physnetPort && n.type !== "vxlan") {
+        const want = n.type === "vlan" ? 4096 + n.segmentId! : undefined;
+        if (vlanVid !== want) fail(`physnet output with VLAN ${vlanVid}`);
+      } else {
+        fail(`output to port ${port} outside network ${net}`);
+      }
+    }
+  }
+  for (const n of input.networks) {
+    assert.ok(outside.has(n.id), `${where}: network ${n.id} has no FROM_OUTSIDE drop`);
+  }
+}
+
+Deno.test("property: no flow crosses networks, nothing from outside goes back out", () => {
+  for (const seed of SEEDS) {
+    const rand = mulberry32(seed);
+    for (let round = 0; round < 40; round++) {
+      const input = randomModel(rand, 30);
+      checkIsolation(input, compileFlows(input), `seed ${seed} round ${round}`);
+    }
+  }
+});
+
+Deno.test("property: lines and flow keys are unique, sorted; repeated IPs add nothing", () => {
+  for (const seed of SEEDS) {
+    const rand = mulberry32(seed);
+    for (let round = 0; round < 40; round++) {
+      const input = randomModel(rand, 30);
+      const lines = compileFlows(input);
+      for (let i = 1; i < lines.length; i++) {
+        assert.ok(lines[i - 1] < lines[i], `seed ${seed} round ${round}: line ${i} out of order`);
+      }
+      // What OVS identifies a flow by is unique too, so a set difference is a correct update.
+      const keys = lines.map((l) => l.slice(l.indexOf(",") + 1, l.indexOf(",actions=")));
+      assert.equal(new Set(keys).size, keys.length, `seed ${seed} round ${round}: flow keys`);
+      const once = structuredClone(input);
+      for (const p of [...once.localPorts, ...once.remotePorts]) p.ips = [...new Set(p.ips)];
+      assert.deepEqual(compileFlows(once), lines, `seed ${seed} round ${round}`);
+    }
+  }
+});
+
+// ---- Bad input: both implementations throw the same Error naming the item.
+
+/** A valid base model; each case breaks one thing in a copy. */
+function base(): FlowInput {
+  return structuredClone(
+    {
+      tunnelPort: 100,
+      networks: [
+        { id: 1, type: "vxlan", segmentId: 5001 },
+        { id: 2, type: "vlan", segmentId: 10, physnetPort: 200 },
+        { id: 3, type: "flat", physnetPort: 200 },
+      ],
+      localPorts: [
+        { ofport: 1, network: 1, mac: "02:00:00:00:00:01", ips: ["10.0.0.1"], cookie: 1 },
+        {
+          ofport: 2,
+          network: 2,
+          mac: "02:00:00:00:00:02",
+          ips: ["10.0.0.2", "fd00::2"],
+          cookie: 2,
+        },
+      ],
+      remotePorts: [
+        { network: 1, mac: "02:00:00:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.3" },
+      ],
+    } satisfies FlowInput,
+  );
+}
+
+// deno-lint-ignore no-explicit-any
+type Loose = any;
+const badCases: [string, (m: Loose) => unknown, string][] = [
+  ["null input", () => null, "input: expected an object, got null"],
+  [
+    "tunnel port 0",
+    (m) => (m.tunnelPort = 0),
+    "tunnelPort: expected an integer in 1..65279, got 0",
+  ],
+  ["networks missing", (m) => delete m.networks, "networks: expected an array, got undefined"],
+  [
+    "network id too big",
+    (m) => (m.networks[1].id = 65536),
+    "networks[1].id: expected an integer in 1..65535, got 65536",
+  ],
+  [
+    "network type",
+    (m) => (m.networks[0].type = "gre"),
+    'networks[0].type: expected "vxlan", "vlan" or "flat", got "gre"',
+  ],
+  [
+    "vxlan without VNI",
+    (m) => delete m.networks[0].segmentId,
+    "networks[0].segmentId (VNI): expected an integer in 1..16777215, got undefined",
+  ],
+  [
+    "vxlan with physnet",
+    (m) => (m.networks[0].physnetPort = 200),
+    "networks[0].physnetPort: expected none for vxlan, got 200",
+  ],
+  [
+    "VLAN 4095",
+    (m) => (m.networks[1].segmentId = 4095),
+    "networks[1].segmentId (VLAN ID): expected an integer in 1..4094, got 4095",
+  ],
+  [
+    "vlan without physnet",
+    (m) => delete m.networks[1].physnetPort,
+    "networks[1].physnetPort: expected an integer in 1..65279, got undefined",
+  ],
+  [
+    "flat with segment",
+    (m) => (m.networks[2].segmentId = 5),
+    "networks[2].segmentId: expected none for flat, got 5",
+  ],
+  [
+    "ofport fraction",
+    (m) => (m.localPorts[0].ofport = 1.5),
+    "localPorts[0].ofport: expected an integer in 1..65279, got 1.5",
+  ],
+  [
+    "ofport past max",
+    (m) => (m.localPorts[0].ofport = 65280),
+    "localPorts[0].ofport: expected an integer in 1..65279, got 65280",
+  ],
+  [
+    "cookie 0",
+    (m) => (m.localPorts[1].cookie = 0),
+    "localPorts[1].cookie: expected an integer in 1..2147483648, got 0",
+  ],
+  [
+    "ips not an array",
+    (m) => (m.localPorts[0].ips = "10.0.0.1"),
+    'localPorts[0].ips: expected an array of strings, got "10.0.0.1"',
+  ],
+  [
+    "ip not a string",
+    (m) => (m.remotePorts[0].ips = [7]),
+    "remotePorts[0].ips[0]: expected a string, got 7",
+  ],
+  [
+    "mac not a string",
+    (m) => (m.localPorts[0].mac = 1),
+    "localPorts[0].mac: expected a string, got 1",
+  ],
+  [
+    "node ip missing",
+    (m) => delete m.remotePorts[0].nodeIp,
+    "remotePorts[0].nodeIp: expected a string, got undefined",
+  ],
+  [
+    "port not an object",
+    (m) => (m.localPorts[1] = []),
+    "localPorts[1]: expected an object, got an array",
+  ],
+  [
+    "duplicate network id",
+    (m) => (m.networks[2].id = 1),
+    "networks[2]: id 1 is already used by networks[0]",
+  ],
+  [
+    "duplicate VNI",
+    (m) => m.networks.push({ id: 4, type: "vxlan", segmentId: 5001 }),
+    "networks[3]: VNI 5001 is already used by networks[0]",
+  ],
+  [
+    "duplicate VLAN",
+    (m) => m.networks.push({ id: 4, type: "vlan", segmentId: 10, physnetPort: 200 }),
+    "networks[3]: VLAN 10 on physnet port 200 is already used by networks[1]",
+  ],
+  [
+    "two flat on one port",
+    (m) => m.networks.push({ id: 4, type: "flat", physnetPort: 200 }),
+    "networks[3]: the untagged traffic of physnet port 200 already belongs to networks[2]",
+  ],
+  [
+    "physnet is the tunnel",
+    (m) => (m.networks[2].physnetPort = 100),
+    "networks[2]: physnetPort 100 is the tunnel port",
+  ],
+  [
+    "unknown network (local)",
+    (m) => (m.localPorts[1].network = 9),
+    "localPorts[1]: unknown network 9",
+  ],
+  [
+    "unknown network (remote)",
+    (m) => (m.remotePorts[0].network = 9),
+    "remotePorts[0]: unknown network 9",
+  ],
+  [
+    "ofport is the tunnel",
+    (m) => (m.localPorts[1].ofport = 100),
+    "localPorts[1]: ofport 100 is the tunnel port",
+  ],
+  [
+    "ofport is the physnet",
+    (m) => (m.localPorts[0].ofport = 200),
+    "localPorts[0]: ofport 200 is the physnet port of networks[1]",
+  ],
+  [
+    "duplicate ofport",
+    (m) => (m.localPorts[1].ofport = 1),
+    "localPorts[1]: ofport 1 is already used by localPorts[0]",
+  ],
+  [
+    "duplicate cookie",
+    (m) => (m.localPorts[1].cookie = 1),
+    "localPorts[1]: cookie 1 is already used by localPorts[0]",
+  ],
+  [
+    "short MAC",
+    (m) => (m.localPorts[0].mac = "02:00:00:00:01"),
+    'localPorts[0].mac: "02:00:00:00:01" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "dashed MAC",
+    (m) => (m.localPorts[0].mac = "02-00-00-00-00-01"),
+    'localPorts[0].mac: "02-00-00-00-00-01" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "multicast MAC",
+    (m) => (m.remotePorts[0].mac = "01:00:5e:00:00:01"),
+    'remotePorts[0].mac: "01:00:5e:00:00:01" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "zero MAC",
+    (m) => (m.localPorts[0].mac = "00:00:00:00:00:00"),
+    'localPorts[0].mac: "00:00:00:00:00:00" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "non-hex MAC",
+    (m) => (m.localPorts[0].mac = "02:00:00:00:00:0g"),
+    'localPorts[0].mac: "02:00:00:00:00:0g" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "non-ASCII MAC",
+    (m) => (m.localPorts[0].mac = "02:00:00:00:00:0\u0661"),
+    'localPorts[0].mac: "02:00:00:00:00:0\u0661" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "MAC that narrows to ASCII",
+    (m) => (m.localPorts[0].mac = "02:00:00:00:00:0\u0131"),
+    'localPorts[0].mac: "02:00:00:00:00:0\u0131" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)',
+  ],
+  [
+    "duplicate MAC (local)",
+    (m) =>
+      m.localPorts.push({ ofport: 3, network: 1, mac: "02:00:00:00:00:01", ips: [], cookie: 3 }),
+    "localPorts[2].mac: 02:00:00:00:00:01 is already used in network 1 by localPorts[0]",
+  ],
+  [
+    "duplicate MAC (remote)",
+    (m) => (m.remotePorts[0].mac = "02:00:00:00:00:01"),
+    "remotePorts[0].mac: 02:00:00:00:00:01 is already used in network 1 by localPorts[0]",
+  ],
+  [
+    "duplicate MAC in another case",
+    (
+      m,
+    ) => (m.remotePorts[0].mac = "02:00:00:00:00:0A",
+      m.remotePorts.push({ network: 1, mac: "02:00:00:00:00:0a", ips: [], nodeIp: "192.168.0.4" })),
+    "remotePorts[1].mac: 02:00:00:00:00:0a is already used in network 1 by remotePorts[0]",
+  ],
+  [
+    "duplicate IPv4",
+    (m) => (m.remotePorts[0].ips = ["10.0.0.9", "10.0.0.1"]),
+    "remotePorts[0].ips[1]: 10.0.0.1 is already used in network 1 by localPorts[0]",
+  ],
+  [
+    "duplicate IPv6 spelled otherwise",
+    (
+      m,
+    ) => (m.localPorts.push({
+      ofport: 3,
+      network: 2,
+      mac: "02:00:00:00:00:04",
+      ips: ["FD00:0::0:2"],
+      cookie: 3,
+    })),
+    "localPorts[2].ips[0]: FD00:0::0:2 is already used in network 2 by localPorts[1]",
+  ],
+  ...[
+    "10.0.0",
+    "10.0.0.256",
+    "10.0.0.01",
+    "0.1.2.3",
+    "127.0.0.1",
+    "224.0.0.1",
+    "255.255.255.255",
+    "10.0.0.1/24",
+    " 10.0.0.1",
+    "",
+    "::",
+    "::1",
+    "ff02::1",
+    "::ffff:10.0.0.1",
+    "1:2:3:4:5:6:7:8:9",
+    "1::2::3",
+    "12345::1",
+    "fe80::1%eth0",
+    "1:2:3:4:5:6:7::8",
+    "1:2:3:4:5:6:7:1.2.3.4",
+    "::1.2.3",
+    "1:2:3:4:5:6:7:",
+    ":1:2:3:4:5:6:7",
+    "1:::2",
+  ].map((ip): [string, (m: Loose) => unknown, string] => [
+    `bad IP ${JSON.stringify(ip)}`,
+    (m) => (m.localPorts[1].ips = ["10.0.0.2", ip]),
+    `localPorts[1].ips[1]: ${JSON.stringify(ip)} is not a unicast IPv4 or IPv6 address`,
+  ]),
+  ...["fd00::1", "10.0.0.256", "127.0.0.1", "192.168.0"].map((
+    ip,
+  ): [string, (m: Loose) => unknown, string] => [
+    `bad node IP ${ip}`,
+    (m) => (m.remotePorts[0].nodeIp = ip),
+    `remotePorts[0].nodeIp: ${JSON.stringify(ip)} is not a unicast IPv4 address`,
+  ]),
+];
+
+for (const [name, make] of impls) {
+  Deno.test(`${name}: bad input throws an Error naming the item`, () => {
+    for (const [what, mutate, message] of badCases) {
+      const m = base();
+      const replaced = mutate(m);
+      const input = replaced === null ? null : m;
+      assert.throws(() => make(input as FlowInput), (err: Error) => {
+        assert.equal(err.message, message, what);
+        return true;
+      }, what);
+    }
+    // The compiler is still usable after an error.
+    assert.deepEqual(make(base()), compileFlowsTs(base()));
+  });
+}
+
+Deno.test("wasm: accepted edge forms of addresses", () => {
+  const m = base();
+  m.localPorts[1].ips = [
+    "10.0.0.2",
+    "1:2:3:4:5:6:1.2.3.4",
+    "::102:304",
+    "1:0:2:3:4:5:6:7",
+    "A::",
+    "0:0:0:0:0:1:0:0",
+  ];
+  const lines = compileFlows(m);
+  assert.deepEqual(compileFlowsTs(m), lines);
+  const sources = lines.filter((l) => l.includes(",ipv6,in_port=2,"))
+    .map((l) => l.match(/ipv6_src=([^,]+)/)![1]).sort();
+  // As glibc's inet_ntop (hence OVS) prints them.
+  assert.deepEqual(sources, [
+    "1:0:2:3:4:5:6:7",
+    "1:2:3:4:5:6:102:304",
+    "::1.2.3.4",
+    "::1:0:0",
+    "a::",
+    "fe80::/10",
+  ]);
+});
+
+Deno.test("wasm: buffers survive growth and shrinking models", () => {
+  const rand = mulberry32(7);
+  const before = flowsMemoryBytes();
+  const big = randomModel(rand, 3000);
+  assert.deepEqual(compileFlows(big), compileFlowsTs(big));
+  assert.ok(flowsMemoryBytes() >= before);
+  const small = randomModel(rand, 3);
+  assert.deepEqual(compileFlows(small), compileFlowsTs(small));
+  assert.deepEqual(compileFlows(big), compileFlowsTs(big));
+});
+
+Deno.test("wasm: a network without ports still gets its network flows", () => {
+  const input: FlowInput = {
+    tunnelPort: 100,
+    networks: [{ id: 5, type: "vxlan", segmentId: 9 }, { id: 6, type: "flat", physnetPort: 7 }],
+    localPorts: [],
+    remotePorts: [],
+  };
+  const lines = compileFlows(input);
+  assert.deepEqual(compileFlowsTs(input), lines);
+  assert.ok(lines.includes(
+    "cookie=0x0000000500000000,table=30,priority=50,reg0=0x5,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=drop",
+  ));
+  assert.ok(lines.includes(
+    "cookie=0x0000000600000000,table=30,priority=50,reg0=0x6,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=output:7",
+  ));
+});
+
+// ---- Reading dump-flows and diffing.
+
+Deno.test("parseDumpFlows: with and without statistics", () => {
+  const withStats = `OFPST_FLOW reply (OF1.3) (xid=0x2):
+ cookie=0x0, duration=0.017s, table=0, n_packets=0, n_bytes=0, priority=0 actions=drop
+ cookie=0x700000005, duration=1.5s, table=10, n_packets=3, n_bytes=180, idle_age=0, priority=100,ip,in_port=1,dl_src=02:00:00:00:00:01,nw_src=10.0.0.1 actions=goto_table:20
+ cookie=0x5, duration=0.017s, table=3, n_packets=0, n_bytes=0, ip actions=drop
+ cookie=0x0, duration=0.017s, table=4, n_packets=0, n_bytes=0, actions=drop
+`;
+  const noStats = ` priority=0 actions=drop
+ cookie=0x700000005, table=10, priority=100,ip,in_port=1,dl_src=02:00:00:00:00:01,nw_src=10.0.0.1 actions=goto_table:20
+ cookie=0x5, table=3, ip actions=drop
+ table=4, actions=drop
+`;
+  const want = [
+    "cookie=0x0000000000000000,table=0,priority=0,actions=drop",
+    "cookie=0x0000000000000000,table=4,priority=32768,actions=drop",
+    "cookie=0x0000000000000005,table=3,priority=32768,ip,actions=drop",
+    "cookie=0x0000000700000005,table=10,priority=100,ip,in_port=1,dl_src=02:00:00:00:00:01,nw_src=10.0.0.1,actions=goto_table:20",
+  ];
+  assert.deepEqual(parseDumpFlows(withStats), want);
+  assert.deepEqual(parseDumpFlows(noStats), want);
+  assert.throws(() => parseDumpFlows("no actions here"), /not a dump-flows line/);
+});
+
+/** Applies diffFlows commands to a table keyed as OVS keys flows (table, priority, match). */
+function apply(installed: string[], commands: string[]): string[] {
+  const key = (line: string) => line.slice(line.indexOf(",") + 1, line.indexOf(",actions="));
+  const table = new Map(installed.map((line) => [key(line), line]));
+  for (const command of commands) {
+    if (command.startsWith("delete_strict ")) {
+      const k = command.slice(14);
+      assert.ok(table.delete(k), `delete_strict of a flow that is not there: ${k}`);
+    } else {
+      assert.ok(command.startsWith("add "), command);
+      table.set(key(command.slice(4)), command.slice(4));
+    }
+  }
+  return [...table.values()].sort();
+}
+
+Deno.test("diffFlows: the commands turn one flow set into the other", () => {
+  const rand = mulberry32(11);
+  for (let round = 0; round < 30; round++) {
+    const before = randomModel(rand, 20);
+    const after = structuredClone(before);
+    // Move some remote ports to other nodes, drop and add local ports: changed and new lines.
+    for (const r of after.remotePorts) if (rand() < 0.3) r.nodeIp = "10.99.0.1";
+    after.localPorts = after.localPorts.filter(() => rand() < 0.7);
+    const a = compileFlows(before);
+    const b = compileFlows(after);
+    assert.deepEqual(apply(a, diffFlows(a, b)), b, `round ${round}`);
+    assert.deepEqual(diffFlows(b, b), []);
+  }
+});

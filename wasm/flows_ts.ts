@@ -1,0 +1,943 @@
+/**
+ * The OpenFlow rule compiler in plain TypeScript: the twin of assembly/flows.ts, kept as the
+ * benchmark yardstick and the second opinion of the tests (same lines, same errors). It also holds
+ * what both implementations share: the pipeline as data, the shape checks of the input and the
+ * wording of every error. See ../agent/PIPELINE.md for the pipeline itself.
+ *
+ * @module
+ */
+
+import type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flows.ts";
+
+/** The tables of br-int, in pipeline order (mirrored as constants in assembly/flows.ts). */
+export const FLOW_TABLES = [
+  {
+    id: 0,
+    name: "CLASSIFY",
+    purpose: "ingress port → network in reg0, source port cookie in reg1 (0 from outside)",
+  },
+  {
+    id: 10,
+    name: "SPOOF",
+    purpose: "a local port may only send from its own MAC and IPs (ARP, IPv4, IPv6, ND DAD)",
+  },
+  {
+    id: 20,
+    name: "ARP",
+    purpose: "answer ARP requests for known IPv4s in place; vet neighbour discovery",
+  },
+  {
+    id: 30,
+    name: "FORWARD",
+    purpose: "unicast by reg0 + dl_dst, flooding, and nothing from outside back out",
+  },
+] as const;
+
+/** Table numbers by name. */
+export const TABLE = { CLASSIFY: 0, SPOOF: 10, ARP: 20, FORWARD: 30 } as const;
+
+/** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
+export const PRIORITY = {
+  /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
+  EXCEPTION: 110,
+  /** Network-wide drops of what EXCEPTION did not allow (ND). */
+  GUARD: 105,
+  /** One port or endpoint: classification, spoof allowances, ARP replies, local unicast. */
+  SPECIFIC: 100,
+  /** Flooding of traffic from outside (tunnel, physnet) to local ports only. */
+  FLOOD_IN: 90,
+  /** Anything else from outside: dropped, so nothing goes back out. */
+  FROM_OUTSIDE: 80,
+  /** Unicast to a remote port. */
+  REMOTE: 70,
+  /** Flooding of traffic from a local port. */
+  FLOOD: 50,
+  /** Unknown unicast from a local port (vlan and flat networks: to the physnet). */
+  UNKNOWN: 10,
+  /** Table default. */
+  DEFAULT: 0,
+} as const;
+
+/** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
+export const MAX_OFPORT = 0xfeff;
+/** Highest node-local port number (the cookie's low 32 bits). */
+export const MAX_PORT_COOKIE = 2 ** 31;
+/** Highest node-local network number (reg0 and the cookie's high 32 bits). */
+export const MAX_NETWORK_ID = 0xffff;
+
+/** Network type codes of the encoding shared with assembly/flows.ts. */
+export const NETWORK_TYPES = ["vxlan", "vlan", "flat"] as const;
+
+/**
+ * Error codes of the checks that need the whole model (string syntax, references, uniqueness);
+ * assembly/flows.ts reports the same codes with the same arguments, so both throw the same text.
+ */
+export const ERR = {
+  DUP_NETWORK: 1,
+  DUP_VNI: 2,
+  DUP_SEGMENT: 3,
+  PHYSNET_IS_TUNNEL: 4,
+  UNKNOWN_NETWORK: 5,
+  OFPORT_IS_TUNNEL: 6,
+  OFPORT_IS_PHYSNET: 7,
+  DUP_OFPORT: 8,
+  DUP_COOKIE: 9,
+  BAD_MAC: 10,
+  DUP_MAC: 11,
+  BAD_IP: 12,
+  DUP_IP: 13,
+  BAD_NODE_IP: 14,
+} as const;
+
+/** Item kinds in error arguments. */
+export const KIND = { NETWORK: 0, LOCAL: 1, REMOTE: 2 } as const;
+const KIND_NAMES = ["networks", "localPorts", "remotePorts"];
+
+// ---------------------------------------------------------------------------------------------
+// Shape checks (types and ranges of single fields), shared by both implementations.
+
+function show(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null) {
+    return String(value);
+  }
+  return Array.isArray(value) ? "an array" : typeof value;
+}
+
+function fail(path: string, expected: string, value: unknown): never {
+  throw new Error(`${path}: expected ${expected}, got ${show(value)}`);
+}
+
+function int(value: unknown, min: number, max: number, path: string): void {
+  if (!Number.isInteger(value) || (value as number) < min || (value as number) > max) {
+    fail(path, `an integer in ${min}..${max}`, value);
+  }
+}
+
+function str(value: unknown, path: string): void {
+  if (typeof value !== "string") fail(path, "a string", value);
+}
+
+function strings(value: unknown, path: string): number {
+  if (!Array.isArray(value)) fail(path, "an array of strings", value);
+  for (let i = 0; i < value.length; i++) str(value[i], `${path}[${i}]`);
+  return value.length;
+}
+
+function record(value: unknown, path: string): void {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail(path, "an object", value);
+  }
+}
+
+function list(value: unknown, path: string): unknown[] {
+  if (!Array.isArray(value)) fail(path, "an array", value);
+  return value;
+}
+
+function checkNetwork(n: FlowNetwork, path: string): void {
+  record(n, path);
+  int(n.id, 1, MAX_NETWORK_ID, `${path}.id`);
+  const { type, segmentId, physnetPort } = n;
+  if (type === "vxlan") {
+    int(segmentId, 1, 0xffffff, `${path}.segmentId (VNI)`);
+    if (physnetPort !== undefined) fail(`${path}.physnetPort`, "none for vxlan", physnetPort);
+  } else if (type === "vlan" || type === "flat") {
+    if (type === "vlan") int(segmentId, 1, 4094, `${path}.segmentId (VLAN ID)`);
+    else if (segmentId !== undefined) fail(`${path}.segmentId`, "none for flat", segmentId);
+    int(physnetPort, 1, MAX_OFPORT, `${path}.physnetPort`);
+  } else {
+    fail(`${path}.type`, '"vxlan", "vlan" or "flat"', type);
+  }
+}
+
+/**
+ * Throws an Error naming the first field of the wrong type or out of range. Returns the number of
+ * u32 words of the model's encoding for the WASM compiler (see encode in flows.ts).
+ */
+export function checkShape(input: FlowInput): number {
+  record(input, "input");
+  int(input.tunnelPort, 1, MAX_OFPORT, "tunnelPort");
+  const networks = list(input.networks, "networks") as FlowNetwork[];
+  const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
+  const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
+  let words = 5 + 4 * networks.length + 5 * locals.length + 4 * remotes.length;
+  for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
+  for (let i = 0; i < locals.length; i++) {
+    const p = locals[i];
+    const path = `localPorts[${i}]`;
+    record(p, path);
+    int(p.ofport, 1, MAX_OFPORT, `${path}.ofport`);
+    int(p.network, 1, MAX_NETWORK_ID, `${path}.network`);
+    str(p.mac, `${path}.mac`);
+    words += strings(p.ips, `${path}.ips`);
+    int(p.cookie, 1, MAX_PORT_COOKIE, `${path}.cookie`);
+  }
+  for (let i = 0; i < remotes.length; i++) {
+    const p = remotes[i];
+    const path = `remotePorts[${i}]`;
+    record(p, path);
+    int(p.network, 1, MAX_NETWORK_ID, `${path}.network`);
+    str(p.mac, `${path}.mac`);
+    words += strings(p.ips, `${path}.ips`);
+    str(p.nodeIp, `${path}.nodeIp`);
+  }
+  return words;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors of the model checks.
+
+function itemName(kind: number, index: number): string {
+  return `${KIND_NAMES[kind]}[${index}]`;
+}
+
+function portOf(input: FlowInput, kind: number, index: number): FlowLocalPort | FlowRemotePort {
+  return kind === KIND.LOCAL ? input.localPorts[index] : input.remotePorts[index];
+}
+
+/**
+ * The Error for a failed model check: `code` from ERR, the item at fault (kind, index, sub-index
+ * such as the position in `ips`) and, for conflicts, the item it collides with.
+ */
+export function flowError(
+  input: FlowInput,
+  code: number,
+  kind: number,
+  index: number,
+  sub: number,
+  otherKind: number,
+  otherIndex: number,
+): Error {
+  const at = itemName(kind, index);
+  const other = itemName(otherKind, otherIndex);
+  const net = kind === KIND.NETWORK ? input.networks[index] : undefined;
+  const port = kind === KIND.NETWORK ? undefined : portOf(input, kind, index);
+  const netId = port?.network;
+  switch (code) {
+    case ERR.DUP_NETWORK:
+      return new Error(`${at}: id ${net!.id} is already used by ${other}`);
+    case ERR.DUP_VNI:
+      return new Error(`${at}: VNI ${net!.segmentId} is already used by ${other}`);
+    case ERR.DUP_SEGMENT:
+      return new Error(
+        net!.type === "vlan"
+          ? `${at}: VLAN ${net!.segmentId} on physnet port ${
+            net!.physnetPort
+          } is already used by ${other}`
+          : `${at}: the untagged traffic of physnet port ${
+            net!.physnetPort
+          } already belongs to ${other}`,
+      );
+    case ERR.PHYSNET_IS_TUNNEL:
+      return new Error(`${at}: physnetPort ${net!.physnetPort} is the tunnel port`);
+    case ERR.UNKNOWN_NETWORK:
+      return new Error(`${at}: unknown network ${netId}`);
+    case ERR.OFPORT_IS_TUNNEL:
+      return new Error(`${at}: ofport ${(port as FlowLocalPort).ofport} is the tunnel port`);
+    case ERR.OFPORT_IS_PHYSNET:
+      return new Error(
+        `${at}: ofport ${(port as FlowLocalPort).ofport} is the physnet port of ${other}`,
+      );
+    case ERR.DUP_OFPORT:
+      return new Error(
+        `${at}: ofport ${(port as FlowLocalPort).ofport} is already used by ${other}`,
+      );
+    case ERR.DUP_COOKIE:
+      return new Error(
+        `${at}: cookie ${(port as FlowLocalPort).cookie} is already used by ${other}`,
+      );
+    case ERR.BAD_MAC:
+      return new Error(
+        `${at}.mac: ${JSON.stringify(port!.mac)} is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
+      );
+    case ERR.DUP_MAC:
+      return new Error(`${at}.mac: ${port!.mac} is already used in network ${netId} by ${other}`);
+    case ERR.BAD_IP:
+      return new Error(
+        `${at}.ips[${sub}]: ${
+          JSON.stringify(port!.ips[sub])
+        } is not a unicast IPv4 or IPv6 address`,
+      );
+    case ERR.DUP_IP:
+      return new Error(
+        `${at}.ips[${sub}]: ${port!.ips[sub]} is already used in network ${netId} by ${other}`,
+      );
+    case ERR.BAD_NODE_IP:
+      return new Error(
+        `${at}.nodeIp: ${
+          JSON.stringify((port as FlowRemotePort).nodeIp)
+        } is not a unicast IPv4 address`,
+      );
+  }
+  return new Error(`flow compiler: unknown error ${code} at ${at}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Address syntax. Each parser returns -1 (or false) for anything that is not the strict form;
+// assembly/flows.ts has the same rules line for line.
+
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  const l = c | 0x20;
+  return l >= 97 && l <= 102 ? l - 87 : -1;
+}
+
+/** `xx:xx:xx:xx:xx:xx` (either case) as a 48-bit number; -1 unless unicast and not zero. */
+export function parseMac(s: string): number {
+  if (s.length !== 17) return -1;
+  let v = 0;
+  for (let i = 0; i < 6; i++) {
+    const h = hexDigit(s.charCodeAt(i * 3));
+    const l = hexDigit(s.charCodeAt(i * 3 + 1));
+    if (h < 0 || l < 0) return -1;
+    if (i < 5 && s.charCodeAt(i * 3 + 2) !== 58) return -1;
+    v = v * 256 + h * 16 + l;
+  }
+  // The group bit (multicast) is the low bit of the first octet.
+  if (v === 0 || Math.floor(v / 2 ** 40) & 1) return -1;
+  return v;
+}
+
+/** Dotted quad without leading zeros as a u32; -1 when malformed. */
+export function parseIpv4(s: string, from = 0): number {
+  let v = 0;
+  let parts = 0;
+  let cur = 0;
+  let digits = 0;
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      if (digits > 0 && cur === 0) return -1;
+      cur = cur * 10 + c - 48;
+      if (++digits > 3) return -1;
+    } else if (c === 46) {
+      if (digits === 0 || cur > 255 || parts === 3) return -1;
+      v = v * 256 + cur;
+      parts++;
+      cur = 0;
+      digits = 0;
+    } else {
+      return -1;
+    }
+  }
+  if (digits === 0 || cur > 255 || parts !== 3) return -1;
+  return v * 256 + cur;
+}
+
+/** Whether a u32 IPv4 can be a host's address: not 0/8, 127/8, multicast or 240/4. */
+function unicastIpv4(v: number): boolean {
+  const first = v >>> 24;
+  return first !== 0 && first !== 127 && first < 224;
+}
+
+/** Parses RFC 4291 text (with `::` and an IPv4 tail) into 8 words; false when malformed. */
+export function parseIpv6(s: string, words: Uint16Array): boolean {
+  const len = s.length;
+  let n = 0;
+  let gap = -1;
+  let i = 0;
+  if (len >= 2 && s.charCodeAt(0) === 58 && s.charCodeAt(1) === 58) {
+    gap = 0;
+    i = 2;
+  }
+  while (i < len) {
+    const start = i;
+    let v = 0;
+    let digits = 0;
+    for (; i < len && digits < 5; i++) {
+      const d = hexDigit(s.charCodeAt(i));
+      if (d < 0) break;
+      v = v * 16 + d;
+      digits++;
+    }
+    if (i < len && s.charCodeAt(i) === 46) {
+      // An IPv4 tail fills the last two words; nothing may follow it.
+      if (n > 6) return false;
+      const v4 = parseIpv4(s, start);
+      if (v4 < 0) return false;
+      words[n++] = v4 >>> 16;
+      words[n++] = v4 & 0xffff;
+      i = len;
+      break;
+    }
+    if (digits === 0 || digits > 4 || n === 8) return false;
+    words[n++] = v;
+    if (i === len) break;
+    if (s.charCodeAt(i) !== 58) return false;
+    i++;
+    if (i < len && s.charCodeAt(i) === 58) {
+      if (gap >= 0) return false;
+      gap = n;
+      i++;
+    } else if (i === len) {
+      return false;
+    }
+  }
+  if (gap < 0) return n === 8;
+  // `::` stands for at least one zero word.
+  if (n === 8) return false;
+  const tail = n - gap;
+  for (let k = 1; k <= tail; k++) words[8 - k] = words[n - k];
+  for (let k = gap; k < 8 - tail; k++) words[k] = 0;
+  return true;
+}
+
+/** Whether an address can be a port's: not ::, ::1, multicast or IPv4-mapped. */
+function unicastIpv6(w: Uint16Array): boolean {
+  if (w[0] >>> 8 === 0xff) return false;
+  if (w[0] | w[1] | w[2] | w[3] | w[4]) return true;
+  if (w[5] === 0xffff) return false;
+  return (w[5] | w[6]) !== 0 || w[7] > 1;
+}
+
+/** The text OVS prints (glibc inet_ntop): longest run of ≥ 2 zero words as `::`. */
+export function formatIpv6(w: Uint16Array): string {
+  let bestBase = -1;
+  let bestLen = 0;
+  let curBase = -1;
+  let curLen = 0;
+  for (let i = 0; i < 8; i++) {
+    if (w[i] === 0) {
+      if (curBase < 0) {
+        curBase = i;
+        curLen = 1;
+      } else {
+        curLen++;
+      }
+    } else if (curBase >= 0) {
+      if (bestBase < 0 || curLen > bestLen) {
+        bestBase = curBase;
+        bestLen = curLen;
+      }
+      curBase = -1;
+    }
+  }
+  if (curBase >= 0 && (bestBase < 0 || curLen > bestLen)) {
+    bestBase = curBase;
+    bestLen = curLen;
+  }
+  if (bestBase >= 0 && bestLen < 2) bestBase = -1;
+  let out = "";
+  for (let i = 0; i < 8; i++) {
+    if (bestBase >= 0 && i >= bestBase && i < bestBase + bestLen) {
+      if (i === bestBase) out += ":";
+      continue;
+    }
+    if (i !== 0) out += ":";
+    if (i === 6 && bestBase === 0 && (bestLen === 6 || (bestLen === 5 && w[5] === 0xffff))) {
+      return out + formatIpv4(w[6] * 65536 + w[7]);
+    }
+    out += w[i].toString(16);
+  }
+  if (bestBase >= 0 && bestBase + bestLen === 8) out += ":";
+  return out;
+}
+
+function formatIpv4(v: number): string {
+  return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
+}
+
+const HEX2 = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+function formatMac(v: number): string {
+  const hi = Math.floor(v / 2 ** 24);
+  const lo = v % 2 ** 24;
+  return `${HEX2[hi >>> 16]}:${HEX2[(hi >>> 8) & 255]}:${HEX2[hi & 255]}:${HEX2[lo >>> 16]}:${
+    HEX2[(lo >>> 8) & 255]
+  }:${HEX2[lo & 255]}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compiler.
+
+interface Net {
+  index: number;
+  id: number;
+  type: number;
+  segment: number;
+  physnet: number;
+  locals: Local[];
+  remotes: Remote[];
+  /** Distinct tunnel endpoints of the remote ports, ascending (vxlan only). */
+  nodes: number[];
+}
+
+interface Local {
+  ofport: number;
+  cookie: number;
+  mac: string;
+  v4: string[];
+  v6: string[];
+}
+
+interface Remote {
+  mac: string;
+  node: string;
+  v4: string[];
+}
+
+/** Owner (see REMOTE_REF) of each MAC or address of one network. */
+type Owners = Map<string | number, number>;
+
+/** Local port i owns as i, remote port j as REMOTE_REF + j. */
+const REMOTE_REF = 2 ** 30;
+
+function refKind(ref: number): number {
+  return ref >= REMOTE_REF ? KIND.REMOTE : KIND.LOCAL;
+}
+
+function refIndex(ref: number): number {
+  return ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
+}
+
+/** Parsed, checked model; throws flowError on the first failed check, in input order. */
+function model(input: FlowInput): Net[] {
+  const nets: Net[] = [];
+  const byId = new Map<number, Net>();
+  const vnis = new Map<number, number>();
+  const segments = new Map<number, number>();
+  const physnets = new Map<number, number>();
+  const err = (code: number, kind: number, i: number, sub = 0, ok = 0, oi = 0) =>
+    flowError(input, code, kind, i, sub, ok, oi);
+  for (let i = 0; i < input.networks.length; i++) {
+    const n = input.networks[i];
+    const type = NETWORK_TYPES.indexOf(n.type);
+    const net: Net = {
+      index: i,
+      id: n.id,
+      type,
+      segment: n.segmentId ?? 0,
+      physnet: n.physnetPort ?? 0,
+      locals: [],
+      remotes: [],
+      nodes: [],
+    };
+    const dup = byId.get(n.id);
+    if (dup) throw err(ERR.DUP_NETWORK, KIND.NETWORK, i, 0, KIND.NETWORK, dup.index);
+    byId.set(n.id, net);
+    if (type === 0) {
+      const other = vnis.get(net.segment);
+      if (other !== undefined) throw err(ERR.DUP_VNI, KIND.NETWORK, i, 0, KIND.NETWORK, other);
+      vnis.set(net.segment, i);
+    } else {
+      if (net.physnet === input.tunnelPort) throw err(ERR.PHYSNET_IS_TUNNEL, KIND.NETWORK, i);
+      // VLAN 0 stands for the untagged traffic of a flat network.
+      const key = net.physnet * 4096 + net.segment;
+      const other = segments.get(key);
+      if (other !== undefined) {
+        throw err(ERR.DUP_SEGMENT, KIND.NETWORK, i, 0, KIND.NETWORK, other);
+      }
+      segments.set(key, i);
+      if (!physnets.has(net.physnet)) physnets.set(net.physnet, i);
+    }
+    nets.push(net);
+  }
+
+  const ofports = new Map<number, number>();
+  const cookies = new Map<number, number>();
+  // Per network: owners of MACs (number keys) and of IPs (u32 number or IPv6 text keys).
+  const macs: Owners[] = nets.map(() => new Map());
+  const ips: Owners[] = nets.map(() => new Map());
+  const words = new Uint16Array(8);
+
+  /** Parses and claims port `ref`'s addresses; v6 is null for remote ports (unused). */
+  const addresses = (
+    kind: number,
+    i: number,
+    ref: number,
+    net: Net,
+    list: string[],
+    v4: string[],
+    v6: string[] | null,
+  ) => {
+    const owners = ips[net.index];
+    for (let k = 0; k < list.length; k++) {
+      const s = list[k];
+      let key: string | number;
+      let text: string;
+      let four: boolean;
+      if (s.includes(":")) {
+        if (!parseIpv6(s, words) || !unicastIpv6(words)) throw err(ERR.BAD_IP, kind, i, k);
+        text = formatIpv6(words);
+        key = text;
+        four = false;
+      } else {
+        const v = parseIpv4(s);
+        if (v < 0 || !unicastIpv4(v)) throw err(ERR.BAD_IP, kind, i, k);
+        text = formatIpv4(v);
+        key = v;
+        four = true;
+      }
+      const owner = owners.get(key);
+      if (owner === ref) continue;
+      if (owner !== undefined) {
+        throw err(ERR.DUP_IP, kind, i, k, refKind(owner), refIndex(owner));
+      }
+      owners.set(key, ref);
+      if (four) v4.push(text);
+      else v6?.push(text);
+    }
+  };
+
+  const claimMac = (kind: number, i: number, ref: number, net: Net, s: string): string => {
+    const mac = parseMac(s);
+    if (mac < 0) throw err(ERR.BAD_MAC, kind, i);
+    const owner = macs[net.index].get(mac);
+    if (owner !== undefined) throw err(ERR.DUP_MAC, kind, i, 0, refKind(owner), refIndex(owner));
+    macs[net.index].set(mac, ref);
+    return formatMac(mac);
+  };
+
+  for (let i = 0; i < input.localPorts.length; i++) {
+    const p = input.localPorts[i];
+    const net = byId.get(p.network);
+    if (!net) throw err(ERR.UNKNOWN_NETWORK, KIND.LOCAL, i);
+    if (p.ofport === input.tunnelPort) throw err(ERR.OFPORT_IS_TUNNEL, KIND.LOCAL, i);
+    const physnet = physnets.get(p.ofport);
+    if (physnet !== undefined) {
+      throw err(ERR.OFPORT_IS_PHYSNET, KIND.LOCAL, i, 0, KIND.NETWORK, physnet);
+    }
+    const sameOfport = ofports.get(p.ofport);
+    if (sameOfport !== undefined) {
+      throw err(ERR.DUP_OFPORT, KIND.LOCAL, i, 0, KIND.LOCAL, sameOfport);
+    }
+    ofports.set(p.ofport, i);
+    const sameCookie = cookies.get(p.cookie);
+    if (sameCookie !== undefined) {
+      throw err(ERR.DUP_COOKIE, KIND.LOCAL, i, 0, KIND.LOCAL, sameCookie);
+    }
+    cookies.set(p.cookie, i);
+    const local: Local = {
+      ofport: p.ofport,
+      cookie: p.cookie,
+      mac: claimMac(KIND.LOCAL, i, i, net, p.mac),
+      v4: [],
+      v6: [],
+    };
+    addresses(KIND.LOCAL, i, i, net, p.ips, local.v4, local.v6);
+    net.locals.push(local);
+  }
+
+  const nodeSets = nets.map(() => new Set<number>());
+  for (let i = 0; i < input.remotePorts.length; i++) {
+    const p = input.remotePorts[i];
+    const net = byId.get(p.network);
+    if (!net) throw err(ERR.UNKNOWN_NETWORK, KIND.REMOTE, i);
+    const ref = REMOTE_REF + i;
+    const mac = claimMac(KIND.REMOTE, i, ref, net, p.mac);
+    const node = parseIpv4(p.nodeIp);
+    if (node < 0 || !unicastIpv4(node)) throw err(ERR.BAD_NODE_IP, KIND.REMOTE, i);
+    const remote: Remote = { mac, node: formatIpv4(node), v4: [] };
+    addresses(KIND.REMOTE, i, ref, net, p.ips, remote.v4, null);
+    net.remotes.push(remote);
+    if (net.type === 0) nodeSets[net.index].add(node);
+  }
+  for (const net of nets) {
+    net.locals.sort((a, b) => a.ofport - b.ofport);
+    net.nodes = [...nodeSets[net.index]].sort((a, b) => a - b);
+  }
+  return nets;
+}
+
+const MCAST = "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00";
+const UNTAGGED = "vlan_tci=0x0000/0x1fff";
+const LINK_LOCAL = "fe80::/10";
+const NO_LL = "00:00:00:00:00:00";
+
+function cookieHex(net: number, port: number): string {
+  return net.toString(16).padStart(8, "0") + port.toString(16).padStart(8, "0");
+}
+
+const hex = (v: number) => `0x${v.toString(16)}`;
+
+/** A canonical line; cookie = net << 32 | port, match "" for none. */
+function flow(
+  net: number,
+  port: number,
+  table: number,
+  priority: number,
+  match: string,
+  actions: string,
+): string {
+  const head = `cookie=0x${cookieHex(net, port)},table=${table},priority=${priority}`;
+  return match === "" ? `${head},actions=${actions}` : `${head},${match},actions=${actions}`;
+}
+
+const goto = (table: number) => `goto_table:${table}`;
+
+// One builder per flow kind (the table of ../agent/PIPELINE.md). Each returns one line; the
+// fields are in the order dump-flows prints them.
+
+function classifyLocal(net: Net, p: Local): string {
+  return flow(
+    net.id,
+    p.cookie,
+    TABLE.CLASSIFY,
+    PRIORITY.SPECIFIC,
+    `in_port=${p.ofport},${UNTAGGED}`,
+    `set_field:${hex(net.id)}->reg0,set_field:${hex(p.cookie)}->reg1,${goto(TABLE.SPOOF)}`,
+  );
+}
+
+function classifyTunnel(net: Net, tunnel: number): string {
+  return flow(
+    net.id,
+    0,
+    TABLE.CLASSIFY,
+    PRIORITY.SPECIFIC,
+    `tun_id=${hex(net.segment)},in_port=${tunnel},${UNTAGGED}`,
+    `set_field:${hex(net.id)}->reg0,${goto(TABLE.FORWARD)}`,
+  );
+}
+
+function classifyPhysnet(net: Net): string {
+  const load = `set_field:${hex(net.id)}->reg0,${goto(TABLE.FORWARD)}`;
+  return net.type === 1
+    ? flow(
+      net.id,
+      0,
+      TABLE.CLASSIFY,
+      PRIORITY.SPECIFIC,
+      `in_port=${net.physnet},dl_vlan=${net.segment}`,
+      `pop_vlan,${load}`,
+    )
+    : flow(
+      net.id,
+      0,
+      TABLE.CLASSIFY,
+      PRIORITY.SPECIFIC,
+      `in_port=${net.physnet},${UNTAGGED}`,
+      load,
+    );
+}
+
+/** A SPOOF allowance: `proto` from the port with its MAC, then `match`. */
+function spoof(net: Net, p: Local, proto: string, match: string): string {
+  return flow(
+    net.id,
+    p.cookie,
+    TABLE.SPOOF,
+    PRIORITY.SPECIFIC,
+    `${proto},in_port=${p.ofport},dl_src=${p.mac},${match}`,
+    goto(TABLE.ARP),
+  );
+}
+
+function spoofIpv4(net: Net, p: Local, ip: string): string {
+  return spoof(net, p, "ip", `nw_src=${ip}`);
+}
+
+/** ARP from the port's own MAC and IPv4; 0.0.0.0 is an ARP probe (RFC 5227). */
+function spoofArp(net: Net, p: Local, ip: string): string {
+  return spoof(net, p, "arp", `arp_spa=${ip},arp_sha=${p.mac}`);
+}
+
+/** IPv6 from the port's MAC and one of its addresses, or link-local (fe80::/10). */
+function spoofIpv6(net: Net, p: Local, ip: string): string {
+  return spoof(net, p, "ipv6", `ipv6_src=${ip}`);
+}
+
+/** Duplicate address detection: neighbour solicitations from ::. */
+function spoofDad(net: Net, p: Local): string {
+  return spoof(net, p, "icmp6", "ipv6_src=::,icmp_type=135,icmp_code=0");
+}
+
+/** An ARP-table flow for traffic of port p only (reg1 = its cookie). */
+function ownPort(net: Net, p: Local, proto: string, match: string): string {
+  return flow(
+    net.id,
+    p.cookie,
+    TABLE.ARP,
+    PRIORITY.EXCEPTION,
+    `${proto},reg0=${hex(net.id)},reg1=${hex(p.cookie)},${match}`,
+    goto(TABLE.FORWARD),
+  );
+}
+
+/** The owner's own requests for its address (gratuitous ARP, probes) are not answered. */
+function arpOwner(net: Net, p: Local, ip: string): string {
+  return ownPort(net, p, "arp", `arp_tpa=${ip},arp_op=1`);
+}
+
+/** Turns a request for `ip` into the reply from `mac`, back out of the port it came in on. */
+function arpReply(net: Net, port: number, mac: string, ip: string): string {
+  return flow(
+    net.id,
+    port,
+    TABLE.ARP,
+    PRIORITY.SPECIFIC,
+    `arp,reg0=${hex(net.id)},arp_tpa=${ip},arp_op=1`,
+    "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]," +
+      `set_field:${mac}->eth_src,set_field:2->arp_op,` +
+      "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]," +
+      `set_field:${mac}->arp_sha,set_field:${ip}->arp_spa,IN_PORT`,
+  );
+}
+
+/** Neighbour solicitation carrying the port's MAC, or none (`sll` 00:…). */
+function ndSolicit(net: Net, p: Local, sll: string): string {
+  return ownPort(net, p, "icmp6", `icmp_type=135,icmp_code=0,nd_sll=${sll}`);
+}
+
+/** Neighbour advertisement of one of the port's addresses (or link-local) for its MAC or none. */
+function ndAdvert(net: Net, p: Local, target: string, tll: string): string {
+  return ownPort(net, p, "icmp6", `icmp_type=136,icmp_code=0,nd_target=${target},nd_tll=${tll}`);
+}
+
+/** Drops the solicitations (135) or advertisements (136) that no ndSolicit/ndAdvert allowed. */
+function ndGuard(net: Net, type: number): string {
+  return flow(
+    net.id,
+    0,
+    TABLE.ARP,
+    PRIORITY.GUARD,
+    `icmp6,reg0=${hex(net.id)},icmp_type=${type}`,
+    "drop",
+  );
+}
+
+function forwardLocal(net: Net, p: Local): string {
+  return flow(
+    net.id,
+    p.cookie,
+    TABLE.FORWARD,
+    PRIORITY.SPECIFIC,
+    `reg0=${hex(net.id)},dl_dst=${p.mac}`,
+    `output:${p.ofport}`,
+  );
+}
+
+/** `output:P,` for every local port of the network, by ofport. */
+function localOutputs(net: Net): string {
+  let out = "";
+  for (const p of net.locals) out += `output:${p.ofport},`;
+  return out;
+}
+
+/** Actions that send one copy out of the network's physnet port (tagged for vlan). */
+function toPhysnet(net: Net): string {
+  return net.type === 1
+    ? `push_vlan:0x8100,set_field:${4096 + net.segment}->vlan_vid,output:${net.physnet}`
+    : `output:${net.physnet}`;
+}
+
+/** An action list without its trailing comma, or `drop` when empty. */
+function actions(list: string): string {
+  return list === "" ? "drop" : list.endsWith(",") ? list.slice(0, -1) : list;
+}
+
+/** Flooding of traffic from outside (reg1=0): to the local ports only. */
+function floodIn(net: Net): string {
+  return flow(
+    net.id,
+    0,
+    TABLE.FORWARD,
+    PRIORITY.FLOOD_IN,
+    `reg0=${hex(net.id)},reg1=0,${MCAST}`,
+    actions(localOutputs(net)),
+  );
+}
+
+/** Anything else from outside: dropped, shadowing the flows below that send out. */
+function fromOutside(net: Net): string {
+  return flow(
+    net.id,
+    0,
+    TABLE.FORWARD,
+    PRIORITY.FROM_OUTSIDE,
+    `reg0=${hex(net.id)},reg1=0`,
+    "drop",
+  );
+}
+
+function forwardRemote(net: Net, r: Remote, tunnel: number): string {
+  const to = net.type === 0
+    ? `set_field:${hex(net.segment)}->tun_id,set_field:${r.node}->tun_dst,output:${tunnel}`
+    : toPhysnet(net);
+  return flow(net.id, 0, TABLE.FORWARD, PRIORITY.REMOTE, `reg0=${hex(net.id)},dl_dst=${r.mac}`, to);
+}
+
+/** Flooding of traffic from a local port: local ports, then every remote node or the physnet. */
+function flood(net: Net, tunnel: number): string {
+  let out = localOutputs(net);
+  if (net.type !== 0) {
+    out += toPhysnet(net);
+  } else if (net.nodes.length > 0) {
+    out += `set_field:${hex(net.segment)}->tun_id`;
+    for (const node of net.nodes) out += `,set_field:${formatIpv4(node)}->tun_dst,output:${tunnel}`;
+  }
+  return flow(
+    net.id,
+    0,
+    TABLE.FORWARD,
+    PRIORITY.FLOOD,
+    `reg0=${hex(net.id)},${MCAST}`,
+    actions(out),
+  );
+}
+
+/** Unknown unicast from a local port of a vlan or flat network: to the physnet. */
+function unknownUnicast(net: Net): string {
+  return flow(net.id, 0, TABLE.FORWARD, PRIORITY.UNKNOWN, `reg0=${hex(net.id)}`, toPhysnet(net));
+}
+
+/** The fixed flows: the default of each table (cookie 0). */
+function defaults(): string[] {
+  return [
+    flow(0, 0, TABLE.CLASSIFY, PRIORITY.DEFAULT, "", "drop"),
+    flow(0, 0, TABLE.SPOOF, PRIORITY.DEFAULT, "", "drop"),
+    flow(0, 0, TABLE.ARP, PRIORITY.DEFAULT, "", goto(TABLE.FORWARD)),
+    flow(0, 0, TABLE.FORWARD, PRIORITY.DEFAULT, "", "drop"),
+  ];
+}
+
+// The builders run in the order their lines sort in (by table, then text) as far as it is known
+// without looking at the addresses, as in assembly/flows.ts.
+
+/** Every flow of one local port. */
+function localFlows(lines: string[], net: Net, p: Local): void {
+  lines.push(classifyLocal(net, p));
+  if (p.v4.length > 0) lines.push(spoofArp(net, p, "0.0.0.0"));
+  for (const ip of p.v4) lines.push(spoofArp(net, p, ip));
+  if (p.v6.length > 0) lines.push(spoofDad(net, p));
+  for (const ip of p.v4) lines.push(spoofIpv4(net, p, ip));
+  const v6 = p.v6.length > 0 ? [...p.v6, LINK_LOCAL] : [];
+  for (const ip of v6) lines.push(spoofIpv6(net, p, ip));
+  for (const ip of p.v4) lines.push(arpReply(net, p.cookie, p.mac, ip));
+  for (const ip of p.v4) lines.push(arpOwner(net, p, ip));
+  if (v6.length > 0) lines.push(ndSolicit(net, p, NO_LL), ndSolicit(net, p, p.mac));
+  for (const ip of v6) lines.push(ndAdvert(net, p, ip, NO_LL), ndAdvert(net, p, ip, p.mac));
+  lines.push(forwardLocal(net, p));
+}
+
+/** Every flow of one network, its remote ports and its local ports. */
+function networkFlows(lines: string[], net: Net, tunnel: number): void {
+  lines.push(net.type === 0 ? classifyTunnel(net, tunnel) : classifyPhysnet(net));
+  for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.mac, ip));
+  lines.push(ndGuard(net, 135), ndGuard(net, 136));
+  if (net.type !== 0) lines.push(unknownUnicast(net));
+  lines.push(flood(net, tunnel));
+  for (const r of net.remotes) lines.push(forwardRemote(net, r, tunnel));
+  lines.push(fromOutside(net), floodIn(net));
+  for (const p of net.locals) localFlows(lines, net, p);
+}
+
+/**
+ * Compiles the model into the complete rule set of br-int: canonical ovs-ofctl lines, sorted and
+ * without duplicates. Same contract and output as `compileFlows` (WASM).
+ */
+export function compileFlowsTs(input: FlowInput): string[] {
+  checkShape(input);
+  const nets = model(input);
+  const lines = defaults();
+  const order = [...nets].sort((a, b) => a.id - b.id);
+  for (const net of order) networkFlows(lines, net, input.tunnelPort);
+  lines.sort();
+  let n = 0;
+  for (let i = 0; i < lines.length; i++) {
+    if (n === 0 || lines[i] !== lines[n - 1]) lines[n++] = lines[i];
+  }
+  lines.length = n;
+  return lines;
+}

@@ -1,0 +1,104 @@
+/**
+ * Small node models with golden flow sets (`<name>.flows` next to this file), shared by
+ * flows_test.ts (golden comparison) and flows_ovs_test.ts (loaded into a real Open vSwitch).
+ * `sample_node` is also the SAMPLE FLOW DUMP of ../../agent/PIPELINE.md.
+ *
+ * Ofports: local ports 1..99, tunnel 100, physnet patch port 200 (as the OVS test creates them).
+ *
+ * @module
+ */
+import type { FlowInput } from "../flows.ts";
+
+export const scenarios: Record<string, FlowInput> = {
+  /** One vxlan network, three pods on one node, nobody elsewhere. */
+  vxlan_one_node: {
+    tunnelPort: 100,
+    networks: [{ id: 1, type: "vxlan", segmentId: 5001 }],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+      { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
+      { ofport: 3, network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], cookie: 3 },
+    ],
+    remotePorts: [],
+  },
+
+  /** Two vxlan networks (overlapping subnets), remote ports on two other nodes. */
+  two_networks_remote: {
+    tunnelPort: 100,
+    networks: [
+      { id: 1, type: "vxlan", segmentId: 5001 },
+      { id: 2, type: "vxlan", segmentId: 0xabcdef },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+      { ofport: 2, network: 2, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 2 },
+      { ofport: 3, network: 2, mac: "02:00:0a:00:00:05", ips: ["10.0.0.5"], cookie: 7 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.12" },
+      { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.13" },
+      { network: 1, mac: "02:00:0a:00:00:06", ips: ["10.0.0.6"], nodeIp: "192.168.0.12" },
+      { network: 2, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.13" },
+    ],
+  },
+
+  /** A vlan and a flat network on one physnet patch port, with remote ports behind it. */
+  physnet_vlan_flat: {
+    tunnelPort: 100,
+    networks: [
+      { id: 3, type: "vlan", segmentId: 100, physnetPort: 200 },
+      { id: 4, type: "flat", physnetPort: 200 },
+    ],
+    localPorts: [
+      { ofport: 5, network: 3, mac: "02:00:ac:10:00:05", ips: ["172.16.0.5"], cookie: 11 },
+      { ofport: 6, network: 3, mac: "02:00:ac:10:00:06", ips: ["172.16.0.6"], cookie: 12 },
+      { ofport: 7, network: 4, mac: "02:00:c0:a8:64:07", ips: ["192.168.100.7"], cookie: 13 },
+    ],
+    remotePorts: [
+      { network: 3, mac: "02:00:ac:10:00:09", ips: ["172.16.0.9"], nodeIp: "10.10.0.2" },
+      { network: 4, mac: "02:00:c0:a8:64:09", ips: ["192.168.100.9"], nodeIp: "10.10.0.2" },
+    ],
+  },
+
+  /** Dual-stack and IPv6-only ports; addresses in non-canonical spellings. */
+  ipv6: {
+    tunnelPort: 100,
+    networks: [{ id: 9, type: "vxlan", segmentId: 77 }],
+    localPorts: [
+      {
+        ofport: 1,
+        network: 9,
+        mac: "02:00:00:00:09:01",
+        ips: ["10.9.0.1", "FD00:0:0:0:0:0:0:1"],
+        cookie: 0x80000000,
+      },
+      {
+        ofport: 2,
+        network: 9,
+        mac: "02:00:00:00:09:02",
+        ips: ["2001:db8:0:0:1:0:0:2", "fe80::2"],
+        cookie: 42,
+      },
+    ],
+    remotePorts: [
+      { network: 9, mac: "02:00:00:00:09:03", ips: ["10.9.0.3", "fd00::3"], nodeIp: "10.0.0.3" },
+    ],
+  },
+
+  /** The small node of ../../agent/PIPELINE.md. */
+  sample_node: {
+    tunnelPort: 100,
+    networks: [
+      { id: 1, type: "vxlan", segmentId: 1001 },
+      { id: 2, type: "vlan", segmentId: 100, physnetPort: 200 },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+      { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
+      { ofport: 3, network: 2, mac: "02:00:ac:10:00:02", ips: ["172.16.0.2"], cookie: 3 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.12" },
+    ],
+  },
+};
