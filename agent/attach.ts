@@ -8,7 +8,7 @@ import { Mutex } from "@knitter/common";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
 import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
 import type { Dataplane } from "./dataplane.ts";
-import type { ManagerClient } from "./manager_client.ts";
+import { type ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
 import {
   createPodInterface,
   deletePodInterface,
@@ -91,17 +91,25 @@ export class Attacher {
     }
     // The journal goes first: whatever happens next, DEL finds what to undo.
     await this.d.state.putAttachment(a);
+    // Interfaces from this index on have nothing made for them anywhere (ports come first).
+    let untouched = 0;
     try {
       for (const [k, i] of a.interfaces.entries()) {
         const w = want.interfaces[k];
-        i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, {
-          ...(w.ip ? { ip: w.ip } : {}),
-          ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
-          ...(w.mac ? { mac: w.mac } : {}),
-          node: this.d.nodeName,
-          ...(want.pod ? { pod: want.pod } : {}),
-          interface: i.ifName,
-        });
+        untouched = k + 1;
+        try {
+          i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, {
+            ...(w.ip ? { ip: w.ip } : {}),
+            ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
+            ...(w.mac ? { mac: w.mac } : {}),
+            node: this.d.nodeName,
+            ...(want.pod ? { pod: want.pod } : {}),
+            interface: i.ifName,
+          });
+        } catch (err) {
+          if (err instanceof ManagerUnavailableError && err.notSent) untouched = k;
+          throw err;
+        }
         await this.d.state.putAttachment(a);
         this.requirePhysnet(i.port);
       }
@@ -137,6 +145,8 @@ export class Attacher {
       return a.result as CniResult;
     } catch (err) {
       const failure = toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
+      // Undoing what was never made would ask a manager that is not answering, and keep the record.
+      if (untouched < a.interfaces.length) a.interfaces = a.interfaces.slice(0, untouched);
       try {
         await this.undo(a, "rollback of a failed ADD");
       } catch (undoErr) {
@@ -204,10 +214,11 @@ export class Attacher {
           })`,
         );
       }
-      if (st.mtu !== port.mtu) {
+      // A plugin chained after us (tuning) may lower the MTU; only one above the network's breaks.
+      if (st.mtu > port.mtu) {
         throw new CniError(
           CNI_CODE.checkFailed,
-          `Interface ${where} has MTU ${st.mtu}, not ${port.mtu}`,
+          `Interface ${where} has MTU ${st.mtu}, above its network's ${port.mtu}`,
         );
       }
     }

@@ -34,20 +34,26 @@ export class ManagerError extends Error {
 
 /** The manager could not be reached at all: retry later. */
 export class ManagerUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  /** The connection failed, so the request certainly made nothing at the manager. */
+  readonly notSent: boolean;
+
+  constructor(message: string, options?: ErrorOptions & { notSent?: boolean }) {
     super(message, options);
     this.name = "ManagerUnavailableError";
+    this.notSent = options?.notSent ?? false;
   }
 }
 
 export class ManagerClient {
   private readonly client?: Deno.HttpClient;
+  private readonly socket?: string;
 
   constructor(
     private readonly url: string,
     private readonly token: string,
     options: { caPem?: string; socket?: string } = {},
   ) {
+    this.socket = options.socket;
     if (options.socket) {
       this.client = Deno.createHttpClient({ proxy: { transport: "unix", path: options.socket } });
     } else if (options.caPem) {
@@ -129,9 +135,11 @@ export class ManagerClient {
       });
     } catch (err) {
       if (signal?.aborted) throw err;
+      // fetch only says "fetch failed"; the cause says why, and "(Connect)" when no connection was made.
+      const why = ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message;
       throw new ManagerUnavailableError(
-        `The manager at ${this.url} is not reachable (${(err as Error).message})`,
-        { cause: err },
+        `The manager at ${this.socket ?? this.url} is not reachable (${why})`,
+        { cause: err, notSent: /client error \(Connect\)/.test(why) },
       );
     }
     const text = await res.text();

@@ -23,6 +23,7 @@ export class ChangeFeed {
   private readonly events: FeedEvent[] = [];
   private seq = 0;
   private readonly waiters = new Set<() => void>();
+  private closed = false;
 
   constructor(private readonly capacity = 20000) {}
 
@@ -31,6 +32,16 @@ export class ChangeFeed {
     if (this.events.length > this.capacity) {
       this.events.splice(0, this.events.length - this.capacity);
     }
+    for (const wake of this.waiters) wake();
+    this.waiters.clear();
+  }
+
+  /**
+   * Answers every waiting follower now, and later ones without waiting: a graceful server
+   * shutdown waits for pending requests, and long polls would hold it for their whole timeout.
+   */
+  close(): void {
+    this.closed = true;
     for (const wake of this.waiters) wake();
     this.waiters.clear();
   }
@@ -56,7 +67,7 @@ export class ChangeFeed {
     }
     const oldest = this.events.length ? this.events[0].seq : this.seq + 1;
     if (after + 1 < oldest) return "expired";
-    if (after === this.seq && timeoutMs > 0) await this.wait(timeoutMs, signal);
+    if (after === this.seq && timeoutMs > 0 && !this.closed) await this.wait(timeoutMs, signal);
     const events = this.events.filter((e) => e.seq > after);
     return { cursor: this.cursor(), events };
   }

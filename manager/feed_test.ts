@@ -98,3 +98,15 @@ Deno.test("feed over the API: a node follows ports and nodes; tenants may not re
     },
   );
 });
+
+Deno.test("feed: close answers waiting followers at once, and later ones without waiting", async () => {
+  const feed = new ChangeFeed();
+  const waiting = feed.since(feed.cursor(), 30_000);
+  feed.close();
+  const page = await waiting;
+  assert.ok(page !== "expired");
+  assert.deepEqual(page.events, []);
+  const later = await feed.since(feed.cursor(), 30_000);
+  assert.ok(later !== "expired");
+  assert.equal(later.cursor, feed.cursor());
+});

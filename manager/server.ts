@@ -75,6 +75,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     url,
     finished: server.finished,
     async shutdown() {
+      ctx.feed.close();
       await Promise.all([server.shutdown(), local?.shutdown()]);
       store.close();
     },

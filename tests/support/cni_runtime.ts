@@ -29,7 +29,12 @@ export interface Attachment {
   netns: string;
   ifName: string;
   args?: Record<string, string>;
+  /** What the runtime knows per capability (e.g. portMappings), given to plugins that ask. */
+  runtimeConfig?: Record<string, unknown>;
 }
+
+/** No plugin call may hang a test: the plugin's own agent timeout is 30 s. */
+const PLUGIN_TIMEOUT_MS = 45_000;
 
 export class CniRuntime {
   private readonly cache = new Map<string, unknown>();
@@ -40,14 +45,14 @@ export class CniRuntime {
     private readonly agentSocket: string,
   ) {}
 
-  /** Runs one plugin binary for one command. */
+  /** Runs one plugin binary for one command; `conf` goes to stdin (a string as it is). */
   async exec(
     command: string,
     att: Partial<Attachment>,
-    conf: Record<string, unknown>,
+    conf: Record<string, unknown> | string,
     extraEnv: Record<string, string> = {},
+    type = typeof conf === "string" ? "knitter" : String(conf.type),
   ): Promise<CniCall> {
-    const type = String(conf.type);
     const bin = type === "knitter" ? `${CNI_BIN_DIR}/knitter` : `${REFERENCE_PLUGINS}/${type}`;
     const env: Record<string, string> = {
       CNI_COMMAND: command,
@@ -71,8 +76,9 @@ export class CniRuntime {
       ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
       bin,
     ], {
-      stdin: JSON.stringify(conf),
+      stdin: typeof conf === "string" ? conf : JSON.stringify(conf),
       check: false,
+      timeoutMs: PLUGIN_TIMEOUT_MS,
     });
     let out: unknown = null;
     if (r.stdout.trim()) {
@@ -90,7 +96,7 @@ export class CniRuntime {
     let prev: unknown;
     let last: CniCall = { code: 0, out: null, stderr: "" };
     for (const plugin of list.plugins) {
-      last = await this.exec("ADD", att, this.pluginConf(list, plugin, prev));
+      last = await this.exec("ADD", att, this.pluginConf(list, plugin, prev, att));
       if (last.code !== 0) return last;
       prev = last.out;
     }
@@ -102,7 +108,7 @@ export class CniRuntime {
     const prev = this.cache.get(key(list, att));
     let last: CniCall = { code: 0, out: null, stderr: "" };
     for (const plugin of list.plugins) {
-      last = await this.exec("CHECK", att, this.pluginConf(list, plugin, prev));
+      last = await this.exec("CHECK", att, this.pluginConf(list, plugin, prev, att));
       if (last.code !== 0) return last;
     }
     return last;
@@ -113,7 +119,7 @@ export class CniRuntime {
     const prev = this.cache.get(key(list, att));
     let last: CniCall = { code: 0, out: null, stderr: "" };
     for (const plugin of [...list.plugins].reverse()) {
-      last = await this.exec("DEL", att, this.pluginConf(list, plugin, prev));
+      last = await this.exec("DEL", att, this.pluginConf(list, plugin, prev, att));
       if (last.code !== 0) return last;
     }
     this.cache.delete(key(list, att));
@@ -124,12 +130,21 @@ export class CniRuntime {
     return this.cache.get(key(list, att));
   }
 
-  private pluginConf(list: ConfList, plugin: Record<string, unknown>, prev: unknown) {
+  private pluginConf(
+    list: ConfList,
+    plugin: Record<string, unknown>,
+    prev: unknown,
+    att: Attachment,
+  ) {
     const conf: Record<string, unknown> = {
       ...plugin,
       cniVersion: list.cniVersion,
       name: list.name,
     };
+    // As libcni does: a plugin gets runtimeConfig only for the capabilities it declares.
+    const caps = (plugin.capabilities ?? {}) as Record<string, boolean>;
+    const rc = Object.entries(att.runtimeConfig ?? {}).filter(([k]) => caps[k] === true);
+    if (rc.length > 0) conf.runtimeConfig = Object.fromEntries(rc);
     if (prev !== undefined) conf.prevResult = prev;
     return conf;
   }

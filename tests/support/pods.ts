@@ -2,7 +2,7 @@
 import { run } from "@knitter/common";
 import { addPodNetns } from "./sim_node.ts";
 import type { StackNode } from "./stack.ts";
-import { type CniCall, CniRuntime, type ConfList } from "./cni_runtime.ts";
+import { type Attachment, type CniCall, CniRuntime, type ConfList } from "./cni_runtime.ts";
 
 export interface Pod {
   name: string;
@@ -12,6 +12,8 @@ export interface Pod {
   list: ConfList;
   runtime: CniRuntime;
   args: Record<string, string>;
+  /** What the runtime passes for this pod (a fresh copy each time). */
+  attachment(): Attachment;
   add(): Promise<CniCall>;
   del(): Promise<CniCall>;
   check(): Promise<CniCall>;
@@ -31,16 +33,25 @@ export async function makePod(
   name: string,
   namespace: string,
   list: ConfList,
+  opts: { runtimeConfig?: Record<string, unknown> } = {},
 ): Promise<Pod> {
   const netns = await addPodNetns(node.sim, name);
   const runtime = new CniRuntime(node.sim.netns, node.agentSocket);
   const containerId = crypto.randomUUID().replaceAll("-", "");
+  // As kubelet passes them; IgnoreUnknown lets the reference plugins accept the K8S_* keys.
   const args = {
+    IgnoreUnknown: "1",
     K8S_POD_NAMESPACE: namespace,
     K8S_POD_NAME: name,
     K8S_POD_UID: crypto.randomUUID(),
   };
-  const att = () => ({ containerId, netns, ifName: "eth0", args });
+  const att = (): Attachment => ({
+    containerId,
+    netns,
+    ifName: "eth0",
+    args,
+    ...(opts.runtimeConfig ? { runtimeConfig: opts.runtimeConfig } : {}),
+  });
   return {
     name,
     node,
@@ -49,6 +60,7 @@ export async function makePod(
     list,
     runtime,
     args,
+    attachment: att,
     add: () => runtime.add(list, att()),
     del: () => runtime.del(list, att()),
     check: () => runtime.check(list, att()),

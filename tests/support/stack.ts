@@ -22,6 +22,17 @@ export interface StackOptions {
   /** Physical networks every node is attached to (an L2 segment each, VLAN-transparent). */
   physnets?: string[];
   logLevel?: "debug" | "info" | "warn" | "error";
+  /**
+   * The stack's directory (made if missing, removed at cleanup), each node's state in `DIR/NODE`;
+   * default: a new temporary directory.
+   */
+  dir?: string;
+  /**
+   * Daemons in a session of their own, writing straight to their log files: they outlive this
+   * process (the stack launcher, scripts/stack.ts). Default: children whose output this process
+   * copies to the logs.
+   */
+  detached?: boolean;
 }
 
 export interface StackNode {
@@ -29,10 +40,20 @@ export interface StackNode {
   sim: SimNode;
   /** The agent's socket, which the plugin talks to. */
   agentSocket: string;
+  /** The agent's state directory (its Deno KV: the journal of attachments). */
+  agentStateDir: string;
   agentPid: number;
   /** Stops the agent only (SIGKILL when `hard`), leaving OVS and the pods as they are. */
   stopAgent(hard?: boolean): Promise<void>;
   startAgent(): Promise<void>;
+}
+
+/** A physnet's L2 segment: a Linux bridge in its own netns, one port per node. */
+export interface PhysnetSegment {
+  netns: string;
+  bridge: string;
+  /** The segment's port towards each node, by node name (capture there to see the wire). */
+  ports: Record<string, string>;
 }
 
 export interface Stack {
@@ -40,6 +61,7 @@ export interface Stack {
   managerUrl: string;
   adminToken: string;
   nodes: StackNode[];
+  physnets: Record<string, PhysnetSegment>;
   /** Calls the manager's API with the admin token. */
   // deno-lint-ignore no-explicit-any
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
@@ -49,7 +71,15 @@ export interface Stack {
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
   const { cleanup } = opts;
-  const dir = await cleanup.tempDir();
+  let dir: string;
+  if (opts.dir) {
+    await Deno.mkdir(opts.dir, { recursive: true });
+    dir = await Deno.realPath(opts.dir);
+    cleanup.dir(dir);
+  } else {
+    dir = await cleanup.tempDir();
+  }
+  const detached = opts.detached ?? false;
   const adminToken = `admin-${crypto.randomUUID()}`;
   const nodeTokens = new Map(opts.nodes.map((n) => [n, `node-${n}-${crypto.randomUUID()}`]));
   const port = freePort();
@@ -71,7 +101,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   );
   let managerPid = 0;
   const startManager = async () => {
-    managerPid = spawn(["manager/main.ts", "--config", managerConfig], `${dir}/manager.log`);
+    managerPid = spawn(
+      ["manager/main.ts", "--config", managerConfig],
+      `${dir}/manager.log`,
+      undefined,
+      detached,
+    );
     cleanup.pid(managerPid);
     await waitFor(`manager at ${managerUrl}`, () => ok(`${managerUrl}/readyz`), 20_000);
   };
@@ -79,13 +114,21 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
   const underlay = await createUnderlay(cleanup, { name: "ul" });
   const segments = new Map<string, Underlay>();
+  const physnets: Record<string, PhysnetSegment> = {};
   for (const p of opts.physnets ?? []) {
-    segments.set(p, await createUnderlay(cleanup, { name: `pn${segments.size}` }));
+    const seg = await createUnderlay(cleanup, { name: `pn${segments.size}` });
+    segments.set(p, seg);
+    physnets[p] = { netns: seg.netns, bridge: seg.bridge, ports: {} };
   }
 
   const nodes: StackNode[] = [];
   for (const [i, name] of opts.nodes.entries()) {
-    const sim = await startSimNode({ name, cleanup });
+    let stateDir: string | undefined;
+    if (opts.dir) {
+      stateDir = `${dir}/${name}`;
+      await Deno.mkdir(stateDir, { recursive: true });
+    }
+    const sim = await startSimNode({ name, cleanup, stateDir });
     await joinUnderlay(sim, underlay, `192.0.2.${i + 1}`);
     const mappings = [];
     for (const [j, [physnet, seg]] of [...segments].entries()) {
@@ -95,18 +138,20 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
           `link set ${name}-p${j} master ${seg.bridge} up\n`,
       });
       await run(["ip", "-n", sim.netns, "link", "set", uplink, "up"]);
+      physnets[physnet].ports[name] = `${name}-p${j}`;
       mappings.push({ physnet, bridge: `brp${j}`, uplink });
     }
     const nodeDir = `${sim.stateDir}/agent`;
     const agentSocket = `${nodeDir}/run/agent.sock`;
     const agentConfig = `${sim.stateDir}/agent.json`;
+    const agentStateDir = `${nodeDir}/state`;
     await Deno.writeTextFile(
       agentConfig,
       JSON.stringify({
         nodeName: name,
         manager: { url: managerUrl, socket: managerSocket, token: nodeTokens.get(name) },
         socket: agentSocket,
-        stateDir: `${nodeDir}/state`,
+        stateDir: agentStateDir,
         underlayIp: sim.underlayIp,
         ovs: sim.ovs,
         datapathType: "netdev",
@@ -118,12 +163,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       name,
       sim,
       agentSocket,
+      agentStateDir,
       agentPid: 0,
       async startAgent() {
         node.agentPid = spawn(
           ["agent/main.ts", "--config", agentConfig],
           `${nodeDir}.log`,
           sim.netns,
+          detached,
         );
         cleanup.pid(node.agentPid);
         await waitFor(`agent of ${name}`, () => agentReady(agentSocket), 20_000);
@@ -146,6 +193,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     managerUrl,
     adminToken,
     nodes,
+    physnets,
     async api(method, path, body) {
       const r = await fetch(`${managerUrl}/api/v1/${path}`, {
         method,
@@ -161,11 +209,25 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 }
 
 /** Starts a deno program of this repository (inside `netns` if given), output to `log`. */
-function spawn(args: string[], log: string, netns?: string): number {
+function spawn(args: string[], log: string, netns?: string, detached = false): number {
   const deno = ["run", "--allow-all", ...args];
   const cmd = netns
     ? ["ip", "netns", "exec", netns, Deno.execPath(), ...deno]
     : [Deno.execPath(), ...deno];
+  if (detached) {
+    // sh points the output at the log, then execs the daemon: the same pid, in a new session, with
+    // no pipe back to this process.
+    const child = new Deno.Command("sh", {
+      args: ["-c", 'exec "$@" >>"$0" 2>&1', log, ...cmd],
+      cwd: ROOT,
+      detached: true,
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    child.unref();
+    return child.pid;
+  }
   const out = Deno.openSync(log, { create: true, append: true });
   const child = new Deno.Command(cmd[0], {
     args: cmd.slice(1),
