@@ -1,12 +1,12 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
-import { createLogger } from "@knitter/common";
+import { createLogger, serveUnix } from "@knitter/common";
 import { Attacher } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
 import { ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
 import { Ovs } from "./ovs.ts";
 import { RemoteView } from "./remote.ts";
-import { agentApp, serveUnix } from "./server.ts";
+import { agentApp } from "./server.ts";
 import { AgentState } from "./state.ts";
 
 export interface RunningAgent {
@@ -41,9 +41,11 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     dataplane,
     log,
   });
+  // The plugin's way in: root only, in a directory of the agent's own.
   const server = await serveUnix(
-    agentApp({ attacher, notReady: () => notReady, log }),
     config.socket,
+    agentApp({ attacher, notReady: () => notReady, log }).fetch,
+    { privateDir: true },
   );
   log.info("serving the plugin", { socket: config.socket });
 

@@ -3,7 +3,6 @@
  * command; answers are CNI results or CNI error bodies, never anything else.
  */
 import { Hono } from "hono";
-import { dirname } from "node:path";
 import type { Logger } from "@knitter/common";
 import type { Attacher } from "./attach.ts";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
@@ -84,24 +83,4 @@ async function dispatch(api: AgentApi, command: string, req: CniRequest): Promis
     default:
       throw new CniError(CNI_CODE.invalidEnvironment, `Unknown CNI command "${command}"`);
   }
-}
-
-/**
- * Serves `app` on a unix socket only root may use: the socket sits in a 0700 directory (so there is
- * no moment when another user could connect) and is itself 0600. A stale socket is replaced.
- */
-export async function serveUnix(app: Hono, path: string): Promise<Deno.HttpServer<Deno.UnixAddr>> {
-  await Deno.mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  await Deno.chmod(dirname(path), 0o700);
-  try {
-    await Deno.remove(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  let ready!: () => void;
-  const listening = new Promise<void>((r) => (ready = r));
-  const server = Deno.serve({ path, transport: "unix", onListen: () => ready() }, app.fetch);
-  await listening;
-  await Deno.chmod(path, 0o600);
-  return server;
 }

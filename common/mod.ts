@@ -6,3 +6,4 @@ export * from "./api_types.ts";
 export * from "./log.ts";
 export * from "./mutex.ts";
 export * from "./run.ts";
+export * from "./serve_unix.ts";

@@ -1,5 +1,5 @@
 /** Wires a configuration into a running manager: store, services, HTTP(S) server. */
-import { createLogger } from "@knitter/common";
+import { createLogger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
 import { TokenTable } from "./auth.ts";
 import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
@@ -62,9 +62,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     },
   }, app.fetch);
   const url = await listening;
-  const local = config.listen.socket
-    ? await serveSocket(config.listen.socket, app.fetch)
-    : undefined;
+  const local = config.listen.socket ? await serveUnix(config.listen.socket, app.fetch) : undefined;
   log.info("manager ready", {
     url,
     socket: config.listen.socket,
@@ -80,21 +78,4 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
       store.close();
     },
   };
-}
-
-/** The same API on a unix socket; a stale socket file from an earlier run is replaced. */
-async function serveSocket(
-  path: string,
-  handler: Deno.ServeHandler<Deno.UnixAddr>,
-): Promise<Deno.HttpServer<Deno.UnixAddr>> {
-  try {
-    await Deno.remove(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  let ready!: () => void;
-  const listening = new Promise<void>((r) => (ready = r));
-  const server = Deno.serve({ path, transport: "unix", onListen: () => ready() }, handler);
-  await listening;
-  return server;
 }
