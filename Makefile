@@ -1,7 +1,7 @@
 # Entry points people expect; each is a thin wrapper over a deno task (see deno.json).
 DENO := .tools/bin/deno
 
-.PHONY: test setup build bench manager clean
+.PHONY: test setup build bench bench-cni manager stack-up stack-down clean
 
 test: setup ## install what is missing, then fmt check, lint, type check and all tests
 	$(DENO) task ci
@@ -15,8 +15,22 @@ build: setup ## build the WebAssembly modules
 bench: setup build ## run the benchmarks (figures go to docs/benchmarks.md by hand)
 	$(DENO) task bench
 
+bench-cni: setup build ## CNI and dataplane benchmarks, as root (figures go to docs/benchmarks.md by hand)
+	$(DENO) task bench:cni
+
+STACK_DIR ?= .state/stack
+NODES ?= 2
+PHYSNETS ?=
+
+stack-up: setup build ## a manager and $(NODES) simulated nodes in $(STACK_DIR), left running (as root)
+	$(DENO) task stack up --dir $(STACK_DIR) --nodes $(NODES) $(if $(PHYSNETS),--physnets $(PHYSNETS))
+
+stack-down: ## stop and remove everything the stack in $(STACK_DIR) made
+	$(DENO) task stack down --dir $(STACK_DIR)
+
 manager: setup build ## run a manager with manager/manager.example.json
 	$(DENO) task manager --config manager/manager.example.json
 
-clean:
+clean: ## remove build output and .state (a stack recorded there is taken down first)
+	@if [ -f $(STACK_DIR)/stack.json ]; then $(DENO) task stack down --dir $(STACK_DIR); fi
 	rm -rf wasm/build .state

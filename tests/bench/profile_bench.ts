@@ -1,0 +1,222 @@
+/**
+ * Where an ADD (and a DEL) of our plugin spends its time. The stack's agent is swapped for the same
+ * agent with stopwatches (traced_agent.ts: every command, every manager call, every plugin request
+ * it serves); pods are then added and deleted one after the other through the real plugin, and each
+ * trace event is attributed to the pod whose exec window holds it.
+ */
+import { type Cleanup, stopPid } from "../support/cleanup.ts";
+import { type Stack, waitFor } from "../support/stack.ts";
+import { knitterJobs } from "./cni_bench.ts";
+import type { DriverRun } from "./driver.ts";
+import { drive, log, mean, podNetns, ROOT } from "./support.ts";
+import type { TraceEvent } from "./traced_agent.ts";
+
+export interface PhaseShare {
+  phase: string;
+  /** Mean milliseconds per pod. */
+  ms: number;
+  /** Mean number of such calls per pod. */
+  calls: number;
+}
+
+export interface BurstPhase {
+  phase: string;
+  calls: number;
+  /** Mean milliseconds per call. */
+  meanMs: number;
+}
+
+export interface Profile {
+  pods: number;
+  add: { totalMs: number; phases: PhaseShare[] };
+  del: { totalMs: number; phases: PhaseShare[] };
+  /** A burst of concurrent ADDs under the same stopwatches: what each kind of call cost then. */
+  burst: { pods: number; wallMs: number; phases: BurstPhase[] };
+  /** Mean milliseconds per call of each phase in the sequential ADDs, to compare with the burst. */
+  sequentialPerCall: Map<string, number>;
+}
+
+function perCall(events: TraceEvent[], from: number, to: number): BurstPhase[] {
+  const sums = new Map<string, { ms: number; calls: number }>();
+  for (const e of events) {
+    if (e.start < from || e.end > to) continue;
+    const phase = phaseOf(e);
+    if (phase === null) continue;
+    // KV by operation: which of them a burst multiplies.
+    const name = phase === "serve"
+      ? "agent: whole request (POST /v1/cni/add)"
+      : e.kind === "kv"
+      ? `Deno KV: ${e.what}`
+      : phase;
+    const s = sums.get(name) ?? { ms: 0, calls: 0 };
+    s.ms += e.end - e.start;
+    s.calls += 1;
+    sums.set(name, s);
+  }
+  return [...sums].map(([phase, s]) => ({ phase, calls: s.calls, meanMs: s.ms / s.calls }))
+    .sort((a, b) => b.meanMs * b.calls - a.meanMs * a.calls);
+}
+
+/** Overlaps the others (it holds the flow bundle and KV writes): in the burst table only. */
+const SYNC = "waiting for dataplane.sync (queue for the flow mutex, model, compile, bundle, KV)";
+
+/** A trace event's phase name; null for events that are not part of a pod's call. */
+function phaseOf(e: TraceEvent): string | null {
+  const w = e.what;
+  if (e.kind === "serve") return w.startsWith("POST /v1/cni/") ? "serve" : null;
+  if (e.kind === "kv") return "Deno KV (agent state: journal, counters, installed flow set)";
+  if (e.kind === "sync") return SYNC;
+  if (e.kind === "http") {
+    if (w.includes("/api/v1/feed")) return null; // the change feed's long poll runs on its own
+    if (w.startsWith("PUT ") && w.includes("/ports/")) {
+      return "manager: PUT port (HTTP, unix socket)";
+    }
+    if (w.startsWith("DELETE ") && w.includes("/ports/")) return "manager: DELETE port";
+    return `manager: ${w}`;
+  }
+  if (/\bip -json -batch -/.test(w)) {
+    return "ip -batch in the pod netns (nsenter + ip): veth, address, routes";
+  }
+  if (w.includes("ovs-vsctl") && w.includes("add-port")) {
+    return "ovs-vsctl add-port (one transaction, waits for ovs-vswitchd)";
+  }
+  if (w.includes("ovs-vsctl") && w.includes("del-port")) {
+    return "ovs-vsctl del-port (waits for ovs-vswitchd)";
+  }
+  if (w.includes("ovs-vsctl") && w.includes(" list Interface")) {
+    return "ovs-vsctl list Interface (read ofports)";
+  }
+  if (w.includes("ovs-ofctl") && w.includes(" bundle ")) {
+    return "ovs-ofctl bundle (flow difference)";
+  }
+  if (w.includes("ovs-ofctl")) return "ovs-ofctl (other)";
+  if (/\bip link del\b/.test(w)) return "ip link del (host end of the veth)";
+  return `other command: ${w.split(" ").slice(0, 3).join(" ")}`;
+}
+
+function attribute(
+  runs: DriverRun[],
+  events: TraceEvent[],
+): { totalMs: number; phases: PhaseShare[] } {
+  const sums = new Map<string, { ms: number; calls: number }>();
+  const add = (phase: string, ms: number, calls = 1) => {
+    const s = sums.get(phase) ?? { ms: 0, calls: 0 };
+    s.ms += ms;
+    s.calls += calls;
+    sums.set(phase, s);
+  };
+  for (const r of runs) {
+    const inside = events.filter((e) => e.start >= r.start && e.end <= r.end);
+    const serve = inside.filter((e) => phaseOf(e) === "serve");
+    const served = serve.reduce((a, e) => a + (e.end - e.start), 0);
+    let accounted = 0;
+    for (const e of inside) {
+      const phase = phaseOf(e);
+      if (phase === null || phase === "serve" || phase === SYNC) continue;
+      add(phase, e.end - e.start);
+      accounted += e.end - e.start;
+    }
+    add("plugin process: Deno start, load, request to the agent, result", r.ms - served, 0);
+    add(
+      "agent, rest: flow compile, JSON, waiting for the event loop",
+      served - accounted,
+      0,
+    );
+  }
+  const n = runs.length;
+  const phases = [...sums].map(([phase, s]) => ({ phase, ms: s.ms / n, calls: s.calls / n }))
+    .sort((a, b) => b.ms - a.ms);
+  return { totalMs: mean(runs.map((r) => r.ms)), phases };
+}
+
+export async function addProfile(
+  cleanup: Cleanup,
+  stack: Stack,
+  pods: number,
+  burst: number,
+): Promise<Profile> {
+  const node = stack.nodes[0];
+  const agentConfig = `${node.sim.stateDir}/agent.json`;
+  await Deno.stat(agentConfig); // the stack's layout; fail loudly if it changed
+  const trace = `${await cleanup.tempDir()}/trace.jsonl`;
+  log(`ADD profile: the agent with stopwatches, ${pods} pods one after the other`);
+  await node.stopAgent();
+  const child = new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      node.sim.netns,
+      Deno.execPath(),
+      "run",
+      "-A",
+      `${ROOT}/tests/bench/traced_agent.ts`,
+      "--config",
+      agentConfig,
+    ],
+    cwd: ROOT,
+    env: { KNITTER_BENCH_TRACE: trace },
+    stdin: "null",
+    stdout: "null",
+    stderr: "inherit",
+  }).spawn();
+  cleanup.pid(child.pid);
+  await waitFor("traced agent", () => agentReady(node.agentSocket), 20_000);
+
+  const netnsPaths: string[] = [];
+  for (let i = 0; i < Math.max(pods, burst); i++) {
+    netnsPaths.push(await podNetns(cleanup, `fp${i}`));
+  }
+  const job = knitterJobs(node.agentSocket, netnsPaths);
+  const idx = Array.from({ length: pods }, (_, i) => i);
+  // The first two warm the plugin and agent paths up; they are not counted.
+  const added = await drive(node.sim.netns, {
+    mode: "sequential",
+    jobs: idx.map((i) => job("ADD", "f", i)),
+  }, "profile ADD");
+  const deleted = await drive(node.sim.netns, {
+    mode: "sequential",
+    jobs: idx.map((i) => job("DEL", "f", i, JSON.parse(added.runs[i].stdout))),
+  }, "profile DEL");
+  log(`ADD profile: ${burst} concurrent ADDs under the same stopwatches`);
+  const bidx = Array.from({ length: burst }, (_, i) => i);
+  const burstAdded = await drive(node.sim.netns, {
+    mode: "concurrent",
+    jobs: bidx.map((i) => job("ADD", "g", i)),
+  }, "profile burst ADD");
+  await drive(node.sim.netns, {
+    mode: "concurrent",
+    jobs: bidx.map((i) => job("DEL", "g", i, JSON.parse(burstAdded.runs[i].stdout))),
+  }, "profile burst DEL");
+
+  await stopPid(child.pid);
+  await child.status;
+  const events: TraceEvent[] = (await Deno.readTextFile(trace)).split("\n").filter((l) => l)
+    .map((l) => JSON.parse(l));
+  // Leave the stack as it was: its own agent again.
+  await node.startAgent();
+  const seqFrom = added.runs[2].start;
+  const seqTo = added.runs[added.runs.length - 1].end;
+  const burstFrom = Math.min(...burstAdded.runs.map((r) => r.start));
+  const burstTo = Math.max(...burstAdded.runs.map((r) => r.end));
+  return {
+    pods: pods - 2,
+    add: attribute(added.runs.slice(2), events),
+    del: attribute(deleted.runs.slice(2), events),
+    burst: { pods: burst, wallMs: burstAdded.wallMs, phases: perCall(events, burstFrom, burstTo) },
+    sequentialPerCall: new Map(perCall(events, seqFrom, seqTo).map((p) => [p.phase, p.meanMs])),
+  };
+}
+
+async function agentReady(socket: string): Promise<boolean> {
+  let client: Deno.HttpClient | undefined;
+  try {
+    client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
+    const r = await fetch("http://agent/readyz", { client });
+    await r.body?.cancel();
+    return r.ok;
+  } catch {
+    return false;
+  } finally {
+    client?.close();
+  }
+}

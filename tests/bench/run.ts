@@ -1,0 +1,160 @@
+/**
+ * The CNI and dataplane benchmarks, printed as Markdown for docs/benchmarks.md with the date, the
+ * machine and each yardstick measured in the same run. Needs root and Open vSwitch; makes only
+ * private network namespaces and removes all of them.
+ *
+ *   deno task bench:cni [--quick]
+ */
+import { Cleanup } from "../support/cleanup.ts";
+import { type CniFigures, cniFigures, type LatencyFigures } from "./cni_bench.ts";
+import { compileFigures, resyncFigures } from "./flows_figures.ts";
+import { addProfile, type Profile } from "./profile_bench.ts";
+import { log, machine, ovsVersion } from "./support.ts";
+
+const quick = Deno.args.includes("--quick");
+const pods = quick ? 20 : 50;
+const rounds = quick ? 2 : 5;
+const burst = quick ? 20 : 50;
+const resyncPorts = quick ? 2000 : 10000;
+const profilePods = quick ? 12 : 22;
+
+if (Deno.uid() !== 0) {
+  console.error("bench: needs root (network namespaces, Open vSwitch)");
+  Deno.exit(1);
+}
+
+const f = (x: number, digits = 1) => x.toLocaleString("en-US", { maximumFractionDigits: digits });
+const ms = (x: number) => `${f(x)} ms`;
+
+let cni: CniFigures;
+let profile: Profile;
+let resync: Awaited<ReturnType<typeof resyncFigures>>;
+{
+  await using cleanup = new Cleanup();
+  cni = await cniFigures(cleanup, { pods, rounds, burst });
+  profile = await addProfile(cleanup, cni.stack, profilePods, burst);
+  resync = await resyncFigures(cleanup, resyncPorts);
+  log("cleaning up");
+}
+log("flow compiler: deno bench wasm/flows_bench.ts");
+const compile = await compileFigures();
+
+const k = cni.subjects.knitter;
+const sh = cni.subjects.shell;
+const ref = cni.subjects.reference;
+const lat = (l: LatencyFigures) => `p50 ${ms(l.p50)}, p99 ${ms(l.p99)}`;
+const ratio = k.add.p50 / sh.add.p50;
+const verdict = (ok: boolean) => ok ? "met" : "**missed**";
+const worstResync = Math.max(...resync.cases.map((c) => c.compileMs + c.replaceMs));
+
+console.log(
+  `### Run (${
+    new Date().toISOString().slice(0, 10)
+  }; ${machine()}, Open vSwitch ${await ovsVersion()} userspace datapath)
+
+| what | figure | yardstick / goal |
+|---|---|---|
+| **knitter** pod ADD, sequential, ${k.add.n} pods (plugin → agent → manager → ip → ovs-vsctl → ovs-ofctl) | **${
+    lat(k.add)
+  }** | goal p50 ≤ 1.5 × bare shell = ${ms(1.5 * sh.add.p50)}: ${verdict(ratio <= 1.5)} (${
+    f(ratio, 2)
+  }×) |
+| bare shell sequence per pod on userspace OVS (4 commands in one \`sh\`) | ${
+    lat(sh.add)
+  } | yardstick |
+| reference \`bridge\` + \`host-local\` ADD | ${lat(ref.add)} | yardstick |
+| **knitter** pod DEL, sequential | **${lat(k.del)}** | |
+| bare shell DEL (del-port, del-flows, ip link del) | ${lat(sh.del)} | yardstick |
+| reference \`bridge\` + \`host-local\` DEL | ${lat(ref.del)} | yardstick |
+| **knitter** ${k.burstAdd.pods} concurrent ADDs on one node | **${
+    f(k.burstAdd.podsPerSecond, 0)
+  } pods/s** (all done in ${ms(k.burstAdd.wallMs)}; per pod ${
+    lat(k.burstAdd.latency)
+  }) | goal ≥ 50 pods/s: ${verdict(k.burstAdd.podsPerSecond >= 50)} |
+| reference ${ref.burstAdd.pods} concurrent ADDs | ${f(ref.burstAdd.podsPerSecond, 0)} pods/s (${
+    ms(ref.burstAdd.wallMs)
+  }) | yardstick |
+| bare shell ${sh.burstAdd.pods} concurrent ADDs | ${f(sh.burstAdd.podsPerSecond, 0)} pods/s (${
+    ms(sh.burstAdd.wallMs)
+  }) | yardstick |
+| **knitter** ${k.burstDel.pods} concurrent DELs | ${f(k.burstDel.podsPerSecond, 0)} pods/s (${
+    ms(k.burstDel.wallMs)
+  }) | reference: ${f(ref.burstDel.podsPerSecond, 0)} pods/s, shell: ${
+    f(sh.burstDel.podsPerSecond, 0)
+  } pods/s |
+| the plugin wrapper answering VERSION (Deno start, no agent call) | p50 ${
+    ms(cni.pluginVersionP50)
+  } | floor of any Deno plugin exec |
+| the same, ${cni.pluginVersionBurst.pods} at once | ${
+    f(cni.pluginVersionBurst.podsPerSecond, 0)
+  } execs/s (${ms(cni.pluginVersionBurst.wallMs)}) | ceiling of a Deno plugin in a burst |
+| \`deno run\` of an empty file | p50 ${ms(cni.denoEmptyP50)} | |
+
+Where a sequential ADD / DEL of our plugin spends its time (mean per pod over ${profile.pods} pods,
+the agent swapped for the same agent with stopwatches; total ADD ${ms(profile.add.totalMs)}, DEL ${
+    ms(profile.del.totalMs)
+  }):
+
+| phase | ADD | DEL |
+|---|---|---|
+${
+    (() => {
+      const names = [
+        ...new Set([...profile.add.phases, ...profile.del.phases].map((p) => p.phase)),
+      ];
+      const cell = (list: Profile["add"]["phases"], name: string, total: number) => {
+        const p = list.find((x) => x.phase === name);
+        if (!p) return "–";
+        const calls = p.calls > 0 && p.calls !== 1 ? ` (${f(p.calls, 1)} calls)` : "";
+        return `${ms(p.ms)} (${f((p.ms / total) * 100, 0)} %)${calls}`;
+      };
+      return names.map((n) =>
+        `| ${n} | ${cell(profile.add.phases, n, profile.add.totalMs)} | ${
+          cell(profile.del.phases, n, profile.del.totalMs)
+        } |`
+      ).join("\n");
+    })()
+  }
+
+What each kind of call cost during ${profile.burst.pods} concurrent ADDs under the same stopwatches
+(all done in ${ms(profile.burst.wallMs)}), against the same call in the sequential ADDs:
+
+| call | calls | mean per call in the burst | mean per call, sequential |
+|---|---|---|---|
+${
+    profile.burst.phases.map((p) => {
+      const seq = profile.sequentialPerCall.get(p.phase);
+      return `| ${p.phase} | ${p.calls} | ${ms(p.meanMs)} | ${seq === undefined ? "–" : ms(seq)} |`;
+    }).join("\n")
+  }
+
+| flow compiler (one node model) | WASM \`compileFlows\` | TS \`compileFlowsTs\` | TS time / WASM time |
+|---|---|---|---|
+${
+    compile.map((c) =>
+      `| ${f(c.ports, 0)} local + ${f(c.ports, 0)} remote ports (${f(c.flows, 0)} flows) | ${
+        ms(c.wasmMs)
+      } | ${ms(c.tsMs)} | ${f(c.tsMs / c.wasmMs, 2)}× |`
+    ).join("\n")
+  }
+
+| full resync, ${f(resync.ports, 0)} local + ${
+    f(resync.ports, 0)
+  } remote ports: compile + \`ovs-ofctl --bundle replace-flows\` | flows | compile | replace-flows | total | goal ≤ 1 s |
+|---|---|---|---|---|---|
+${
+    resync.cases.map((c) =>
+      `| ${c.what} | ${f(c.flows, 0)} (${f(c.installed, 0)} installed) | ${ms(c.compileMs)} | ${
+        ms(c.replaceMs)
+      } | **${ms(c.compileMs + c.replaceMs)}** | ${verdict(c.compileMs + c.replaceMs <= 1000)} |`
+    ).join("\n")
+  }
+
+Inside \`replace-flows\`: the flow text is ${
+    f(resync.textBytes / 1e6, 1)
+  } MB; \`ovs-ofctl parse-flows\` of it (parses and prints it back, no switch) takes ${
+    ms(resync.parseMs)
+  }, and \`dump-flows\` of the installed table ${ms(resync.dumpMs)}.
+`,
+);
+log(`done (worst resync ${ms(worstResync)})`);
