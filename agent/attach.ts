@@ -78,14 +78,15 @@ export class Attacher {
       interfaces: [],
       createdAt: new Date().toISOString(),
     };
-    for (const w of want.interfaces) {
+    const cookies = await this.d.state.portNumbers(want.interfaces.length);
+    for (const [k, w] of want.interfaces.entries()) {
       a.interfaces.push({
         ifName: w.ifName,
         hostIfName: hostIfName(req.containerId, w.ifName),
         portId: portIdFor(want.owner, w.ifName),
         tenant: want.tenant,
         network: w.network,
-        cookie: await this.d.state.portNumber(),
+        cookie: cookies[k],
         defaultRoute: w.defaultRoute,
       });
     }
@@ -110,7 +111,7 @@ export class Attacher {
           if (err instanceof ManagerUnavailableError && err.notSent) untouched = k;
           throw err;
         }
-        await this.d.state.putAttachment(a);
+        // No journal write here: port IDs are derived, so the journal already names what to release.
         this.requirePhysnet(i.port);
       }
       for (const i of a.interfaces) {

@@ -24,7 +24,8 @@ const PATCH_OFPORT_BASE = 200;
 export class Dataplane {
   private readonly physnetPorts = new Map<string, number>();
   private readonly mutex = new Mutex();
-  private pending = false;
+  /** A run that has not started yet: it will see every change made before it starts. */
+  private queued: Promise<void> | null = null;
   private installed: Set<string> | null = null;
 
   constructor(
@@ -65,16 +66,16 @@ export class Dataplane {
   }
 
   /**
-   * Brings the installed flows in line with the model. Calls that arrive while one runs are folded
-   * into one more run, so a burst of changes costs two computations, not one each.
+   * Brings the installed flows in line with the model, and resolves once a run that started after
+   * this call has applied them. Calls that arrive while one run is going share the next run, so a
+   * burst of changes costs two computations, not one each.
    */
-  async sync(): Promise<void> {
-    if (this.pending) return;
-    this.pending = true;
-    await this.mutex.run(async () => {
-      this.pending = false;
+  sync(): Promise<void> {
+    this.queued ??= this.mutex.run(async () => {
+      this.queued = null;
       await this.apply(await this.model());
     });
+    return this.queued;
   }
 
   private async apply(input: FlowInput): Promise<void> {

@@ -3,6 +3,7 @@
  * node-local numbers of networks and ports used in flows, and the flow set last installed.
  */
 import type { PodRef, Port } from "@knitter/common";
+import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
 
 export interface AttachedInterface {
@@ -41,6 +42,10 @@ export interface Attachment {
 const FLOW_CHUNK = 200;
 
 export class AgentState {
+  /** One process owns the file: numbering runs one at a time instead of racing on a counter. */
+  private readonly numbering = new Mutex();
+  private readonly networkNumbers = new Map<string, number>();
+
   private constructor(private readonly kv: Deno.Kv) {}
 
   static async open(dir: string): Promise<AgentState> {
@@ -69,26 +74,32 @@ export class AgentState {
 
   /** The node-local number of a network (by its manager ID), allocated once and kept. */
   async networkNumber(networkId: string): Promise<number> {
-    return await this.number(["network_number", networkId], "network");
+    const known = this.networkNumbers.get(networkId);
+    if (known !== undefined) return known;
+    const n = await this.number(["network_number", networkId], "network");
+    this.networkNumbers.set(networkId, n);
+    return n;
   }
 
-  /** A fresh node-local port number. */
-  async portNumber(): Promise<number> {
-    return await this.number(null, "port");
+  /** `count` fresh node-local port numbers, in one commit. */
+  async portNumbers(count: number): Promise<number[]> {
+    const last = await this.number(null, "port", count);
+    return Array.from({ length: count }, (_, i) => last - count + 1 + i);
   }
 
-  private async number(key: Deno.KvKey | null, counter: string): Promise<number> {
-    for (;;) {
+  /** Advances a counter by `step` (storing the result under `key` too) and returns it. */
+  private number(key: Deno.KvKey | null, counter: string, step = 1): Promise<number> {
+    return this.numbering.run(async () => {
       if (key) {
         const have = await this.kv.get<number>(key);
         if (have.value !== null) return have.value;
       }
-      const c = await this.kv.get<number>(["counter", counter]);
-      const next = (c.value ?? 0) + 1;
-      const op = this.kv.atomic().check(c).set(["counter", counter], next);
-      if (key) op.check({ key, versionstamp: null }).set(key, next);
-      if ((await op.commit()).ok) return next;
-    }
+      const next = ((await this.kv.get<number>(["counter", counter])).value ?? 0) + step;
+      const op = this.kv.atomic().set(["counter", counter], next);
+      if (key) op.set(key, next);
+      await op.commit();
+      return next;
+    });
   }
 
   /** The flow set last installed, or null when unknown (first start, or an interrupted write). */

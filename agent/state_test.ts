@@ -8,8 +8,9 @@ Deno.test("agent state: network numbers are stable, port numbers unique", async 
     const b = await s.networkNumber("net-b");
     assert.notEqual(a, b);
     assert.equal(await s.networkNumber("net-a"), a);
-    const ports = await Promise.all(Array.from({ length: 20 }, () => s.portNumber()));
-    assert.equal(new Set(ports).size, 20);
+    const ports = (await Promise.all(Array.from({ length: 20 }, () => s.portNumbers(2)))).flat();
+    assert.equal(new Set(ports).size, 40);
+    assert.ok(ports.every((p) => p > 0));
   } finally {
     s.close();
   }
