@@ -16,6 +16,7 @@ import {
   podInterfaceState,
 } from "./netlink.ts";
 import type { Ovs } from "./ovs.ts";
+import type { PortPlugger } from "./port_plugger.ts";
 import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
 import type { AgentState, AttachedInterface, Attachment } from "./state.ts";
 
@@ -25,6 +26,7 @@ export interface AttacherDeps {
   state: AgentState;
   manager: ManagerClient;
   ovs: Ovs;
+  plugger: PortPlugger;
   dataplane: Dataplane;
   log: Logger;
 }
@@ -125,8 +127,7 @@ export class Attacher {
           routes: podRoutes({ ...i, port: i.port! }),
         });
       }
-      const ofports = await this.d.ovs.addPorts(
-        this.d.dataplane.bridge,
+      const ofports = await this.d.plugger.add(
         a.interfaces.map((i) => ({ name: i.hostIfName, externalIds: externalIds(a, i) })),
       );
       for (const i of a.interfaces) i.ofport = ofports.get(i.hostIfName);

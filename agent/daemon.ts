@@ -5,6 +5,7 @@ import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
 import { ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
 import { Ovs } from "./ovs.ts";
+import { PortPlugger } from "./port_plugger.ts";
 import { RemoteView } from "./remote.ts";
 import { agentApp } from "./server.ts";
 import { AgentState } from "./state.ts";
@@ -24,7 +25,12 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     socket: config.manager.socket,
   });
   const ovs = new Ovs({ dbSock: config.ovs.dbSock, rundir: config.ovs.rundir });
-  const remote = new RemoteView(manager, () => void dataplane.sync().catch(syncFailed), log);
+  const remote = new RemoteView(
+    manager,
+    config.nodeName,
+    () => void dataplane.sync().catch(syncFailed),
+    log,
+  );
   const dataplane = new Dataplane(ovs, config, state, remote, log);
   function syncFailed(err: unknown) {
     log.error("flow sync failed", { error: String((err as Error)?.message ?? err) });
@@ -38,6 +44,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     state,
     manager,
     ovs,
+    plugger: new PortPlugger(ovs, config.bridge),
     dataplane,
     log,
   });

@@ -17,6 +17,8 @@ export class RemoteView {
 
   constructor(
     private readonly manager: ManagerClient,
+    /** This node: its own ports are the journal's business, not the feed's. */
+    private readonly nodeName: string,
     private readonly onChange: () => void,
     private readonly log: Logger,
   ) {}
@@ -62,10 +64,8 @@ export class RemoteView {
           cursor = await this.relist();
         } else {
           cursor = page.cursor;
-          if (page.events.length > 0) {
-            for (const e of page.events) this.apply(e);
-            this.onChange();
-          }
+          // Our own ports' events echo what this agent just did: no flow change follows from them.
+          if (page.events.map((e) => this.apply(e)).some(Boolean)) this.onChange();
         }
         backoff = 100;
       } catch (err) {
@@ -80,14 +80,16 @@ export class RemoteView {
     }
   }
 
-  private apply(e: FeedEvent): void {
+  /** Applies one event; true when it can change this node's flows. */
+  private apply(e: FeedEvent): boolean {
     if (e.type === "port") {
       if (e.op === "put") this.portsByKey.set(key(e.port), e.port);
       else this.portsByKey.delete(key(e.port));
-    } else {
-      if (e.op === "put") this.nodeIps.set(e.node.name, e.node.underlayIp);
-      else this.nodeIps.delete(e.node.name);
+      return e.port.node !== this.nodeName;
     }
+    if (e.op === "put") this.nodeIps.set(e.node.name, e.node.underlayIp);
+    else this.nodeIps.delete(e.node.name);
+    return e.node.name !== this.nodeName;
   }
 }
 

@@ -7,3 +7,4 @@ export * from "./log.ts";
 export * from "./mutex.ts";
 export * from "./run.ts";
 export * from "./serve_unix.ts";
+export * from "./group_commit.ts";

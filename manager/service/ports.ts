@@ -12,7 +12,7 @@ import type { PortQuery, PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
-import { GroupCommit } from "./group_commit.ts";
+import { GroupCommit } from "@knitter/common";
 import { holderOf } from "./holders.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
