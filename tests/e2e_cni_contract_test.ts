@@ -8,7 +8,15 @@ import { run } from "@knitter/common";
 import { Cleanup } from "./support/cleanup.ts";
 import type { ConfList } from "./support/cni_runtime.ts";
 import { flows, leftovers, portCookie, usage } from "./support/leftovers.ts";
-import { addressOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
+import {
+  addressOf,
+  createNetwork,
+  createTenant,
+  ipNetnsName,
+  knitterList,
+  makePod,
+  type Pod,
+} from "./support/pods.ts";
 import { type Stack, startStack } from "./support/stack.ts";
 
 const PORT_MAPPINGS = [{ hostPort: 18080, containerPort: 80, protocol: "tcp" }];
@@ -33,13 +41,8 @@ Deno.test("e2e CNI contract: chained with tuning and portmap, ADD/CHECK/DEL work
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1"] });
   const [n1] = stack.nodes;
-  assert.equal((await stack.api("POST", "tenants", { name: "acme" })).status, 201);
-  const net = await stack.api("POST", "tenants/acme/networks", {
-    name: "control",
-    cidr: "10.10.0.0/24",
-    gateway: "10.10.0.1",
-  });
-  assert.equal(net.status, 201, JSON.stringify(net.body));
+  await createTenant(stack, "acme");
+  const net = { body: await createNetwork(stack, "acme", "control", "10.10.0.0/24") };
   const mtu = net.body.mtu - 50;
 
   await t.step(

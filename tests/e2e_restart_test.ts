@@ -6,20 +6,24 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "./support/cleanup.ts";
 import { flows, leftovers, portCookie } from "./support/leftovers.ts";
-import { addressOf, ipNetnsName, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
+import {
+  addressOf,
+  createNetwork,
+  createTenant,
+  ipNetnsName,
+  knitterList,
+  makePod,
+  pings,
+  type Pod,
+} from "./support/pods.ts";
 import { startStack, waitFor } from "./support/stack.ts";
 
 Deno.test("e2e restart: pods keep every ping reply and their flows through an agent SIGKILL and a manager restart", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
   const [n1, n2] = stack.nodes;
-  assert.equal((await stack.api("POST", "tenants", { name: "acme" })).status, 201);
-  const net = await stack.api("POST", "tenants/acme/networks", {
-    name: "control",
-    cidr: "10.10.0.0/24",
-    gateway: "10.10.0.1",
-  });
-  assert.equal(net.status, 201, JSON.stringify(net.body));
+  await createTenant(stack, "acme");
+  await createNetwork(stack, "acme", "control", "10.10.0.0/24");
   const ips: Record<string, string> = {};
   const hostEnds: Record<string, string> = {};
   const add = async (pod: Pod) => {

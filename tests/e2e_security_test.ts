@@ -7,20 +7,24 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { startCapture } from "./support/capture.ts";
 import { Cleanup } from "./support/cleanup.ts";
-import { addressOf, ipNetnsName, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
+import {
+  addressOf,
+  createNetwork,
+  createTenant,
+  ipNetnsName,
+  knitterList,
+  makePod,
+  pings,
+  type Pod,
+} from "./support/pods.ts";
 import { startStack } from "./support/stack.ts";
 
 Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dropped, its genuine traffic passes", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
   const [n1, n2] = stack.nodes;
-  assert.equal((await stack.api("POST", "tenants", { name: "acme" })).status, 201);
-  const net = await stack.api("POST", "tenants/acme/networks", {
-    name: "control",
-    cidr: "10.10.0.0/24",
-    gateway: "10.10.0.1",
-  });
-  assert.equal(net.status, 201, JSON.stringify(net.body));
+  await createTenant(stack, "acme");
+  await createNetwork(stack, "acme", "control", "10.10.0.0/24");
   // The attacker, targets on its node and on the other, and a victim whose address it borrows.
   const ips: Record<string, string> = {};
   const macs: Record<string, string> = {};

@@ -5,7 +5,7 @@
  * trace event is attributed to the pod whose exec window holds it.
  */
 import { type Cleanup, stopPid } from "../support/cleanup.ts";
-import { type Stack, waitFor } from "../support/stack.ts";
+import { agentReady, type Stack, waitFor } from "../support/stack.ts";
 import { knitterJobs } from "./cni_bench.ts";
 import type { DriverRun } from "./driver.ts";
 import { drive, log, mean, podNetns, ROOT } from "./support.ts";
@@ -205,18 +205,4 @@ export async function addProfile(
     burst: { pods: burst, wallMs: burstAdded.wallMs, phases: perCall(events, burstFrom, burstTo) },
     sequentialPerCall: new Map(perCall(events, seqFrom, seqTo).map((p) => [p.phase, p.meanMs])),
   };
-}
-
-async function agentReady(socket: string): Promise<boolean> {
-  let client: Deno.HttpClient | undefined;
-  try {
-    client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
-    const r = await fetch("http://agent/readyz", { client });
-    await r.body?.cancel();
-    return r.ok;
-  } catch {
-    return false;
-  } finally {
-    client?.close();
-  }
 }

@@ -1,7 +1,7 @@
 /** Pods for end-to-end tests: a netns on a node, attached through the CNI runtime, and pinged. */
 import { run } from "@knitter/common";
 import { addPodNetns } from "./sim_node.ts";
-import type { StackNode } from "./stack.ts";
+import type { Stack, StackNode } from "./stack.ts";
 import { type Attachment, type CniCall, CniRuntime, type ConfList } from "./cni_runtime.ts";
 
 export interface Pod {
@@ -102,4 +102,25 @@ export function addressOf(result: any, ifName = "eth0"): string {
 
 export function ipNetnsName(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
+}
+
+/** Creates a tenant through the manager's API; the test fails if it cannot. */
+export async function createTenant(stack: Stack, name: string): Promise<void> {
+  const r = await stack.api("POST", "tenants", { name });
+  if (r.status !== 201) throw new Error(`tenant ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
+/** Creates a network (gateway: the CIDR's first address); answers the manager's record. */
+export async function createNetwork(
+  stack: Stack,
+  tenant: string,
+  name: string,
+  cidr: string,
+): Promise<{ id: string; mtu: number; segmentId?: number }> {
+  const gateway = cidr.replace(/0\/\d+$/, "1");
+  const r = await stack.api("POST", `tenants/${tenant}/networks`, { name, cidr, gateway });
+  if (r.status !== 201) {
+    throw new Error(`network ${tenant}/${name}: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+  return r.body;
 }

@@ -256,7 +256,8 @@ async function ok(url: string): Promise<boolean> {
   }
 }
 
-async function agentReady(socket: string): Promise<boolean> {
+/** Whether the agent on `socket` answers that it is ready. */
+export async function agentReady(socket: string): Promise<boolean> {
   let client: Deno.HttpClient | undefined;
   try {
     client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
