@@ -358,28 +358,32 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, params }) => (await nodes.deleteNode(ctx, params.node), noContent),
   },
-];
 
-export const FEED_ROUTE: RouteDef = {
-  method: "GET",
-  path: `${V1}/feed`,
-  summary: "Follow port and node changes: long-poll from a cursor; 410 means list again",
-  tag: "feed",
-  access: "infra",
-  query: S.FeedQuery,
-  ok: { status: 200, schema: S.FeedPage, description: "the events after the cursor (maybe none)" },
-  handle: async ({ ctx, query }) => {
-    if (query.after === undefined) return ok({ cursor: ctx.feed.cursor(), events: [] });
-    const page = await ctx.feed.since(query.after, query.timeout * 1000);
-    if (page === "expired") {
-      throw new ApiError(
-        "feed_expired",
-        "The cursor is too old or from before a manager restart: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
-      );
-    }
-    return ok(page);
+  // change feed
+  {
+    method: "GET",
+    path: `${V1}/feed`,
+    summary: "Follow port and node changes: long-poll from a cursor; 410 means list again",
+    tag: "feed",
+    access: "infra",
+    query: S.FeedQuery,
+    ok: {
+      status: 200,
+      schema: S.FeedPage,
+      description: "the events after the cursor (maybe none)",
+    },
+    handle: async ({ ctx, query }) => {
+      if (query.after === undefined) return ok({ cursor: ctx.feed.cursor(), events: [] });
+      const page = await ctx.feed.since(query.after, query.timeout * 1000);
+      if (page === "expired") {
+        throw new ApiError(
+          "feed_expired",
+          "The cursor is too old or from before a manager restart: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
+        );
+      }
+      return ok(page);
+    },
   },
-};
-ROUTES.push(FEED_ROUTE);
+];
 
 export const EMPTY_QUERY = z.strictObject({});
