@@ -4,11 +4,10 @@
  * is already undone; CHECK compares the pod with what ADD recorded.
  */
 import type { Logger, Port } from "@knitter/common";
-import { Mutex } from "@knitter/common";
+import { type ManagerClient, ManagerUnavailableError, Mutex } from "@knitter/common";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
 import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
 import type { Dataplane } from "./dataplane.ts";
-import { type ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
 import {
   createPodInterface,
   deletePodInterface,

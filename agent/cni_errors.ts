@@ -2,8 +2,7 @@
  * The one place that decides which CNI error code a failure becomes. Codes below 100 are the
  * spec's; 100 and up are this plugin's own.
  */
-import { CommandError } from "@knitter/common";
-import { ManagerError, ManagerUnavailableError } from "./manager_client.ts";
+import { CommandError, ManagerError, ManagerUnavailableError } from "@knitter/common";
 
 export const CNI_CODE = {
   incompatibleVersion: 1,

@@ -1,9 +1,8 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
-import { createLogger, serveUnix } from "@knitter/common";
+import { createLogger, ManagerClient, ManagerUnavailableError, serveUnix } from "@knitter/common";
 import { Attacher } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
-import { ManagerClient, ManagerUnavailableError } from "./manager_client.ts";
 import { Ovs } from "./ovs.ts";
 import { PortPlugger } from "./port_plugger.ts";
 import { RemoteView } from "./remote.ts";

@@ -3,8 +3,7 @@
  * listed once and then followed through the manager's change feed. A broken or expired feed is
  * listed again; nothing here is ever guessed.
  */
-import type { Logger, Port } from "@knitter/common";
-import type { FeedEvent, ManagerClient } from "./manager_client.ts";
+import type { FeedEvent, Logger, ManagerClient, Port } from "@knitter/common";
 
 const FEED_WAIT_S = 25;
 const MAX_BACKOFF_MS = 5000;

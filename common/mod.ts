@@ -1,9 +1,10 @@
 /**
- * Code more than one component needs: the manager's wire types and the logger.
+ * Code more than one component needs: the manager's wire types and client, the logger, the runner.
  * @module
  */
 export * from "./api_types.ts";
 export * from "./log.ts";
+export * from "./manager_client.ts";
 export * from "./mutex.ts";
 export * from "./run.ts";
 export * from "./serve_unix.ts";

@@ -1,5 +1,8 @@
-/** The agent's view of the manager's API: typed calls, and errors that say who failed and why. */
-import type { ErrorBody, PodRef, Port } from "@knitter/common";
+/**
+ * The manager's API as its clients (agent, monitor, knitctl) call it: typed calls, and errors that
+ * say who failed and why.
+ */
+import type { ErrorBody, PodRef, Port } from "./api_types.ts";
 
 export interface NodeInfo {
   name: string;
@@ -113,6 +116,11 @@ export class ManagerClient {
 
   close(): void {
     this.client?.close();
+  }
+
+  /** Any API call: the JSON answer, or ManagerError / ManagerUnavailableError. */
+  request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    return this.call(method, path, body, signal);
   }
 
   private async call<T>(
