@@ -32,11 +32,13 @@ export interface AttacherDeps {
 
 export class Attacher {
   private readonly locks = new Map<string, Mutex>();
+  private restored: Promise<void> | null = null;
 
   constructor(private readonly d: AttacherDeps) {}
 
-  add(req: CniRequest): Promise<CniResult> {
-    return this.locked(req.containerId, () => this.doAdd(req));
+  async add(req: CniRequest): Promise<CniResult> {
+    await (this.restored ??= this.reserveOfports());
+    return await this.locked(req.containerId, () => this.doAdd(req));
   }
 
   del(req: CniRequest): Promise<void> {
@@ -126,10 +128,17 @@ export class Attacher {
           routes: podRoutes({ ...i, port: i.port! }),
         });
       }
-      const ofports = await this.d.plugger.add(
-        a.interfaces.map((i) => ({ name: i.hostIfName, externalIds: externalIds(a, i) })),
-      );
-      for (const i of a.interfaces) i.ofport = ofports.get(i.hostIfName);
+      // The agent picks the ofports, so the flows can go in while the ports are being added.
+      for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
+      await this.d.state.putAttachment(a);
+      await Promise.all([
+        this.d.plugger.add(a.interfaces.map((i) => ({
+          name: i.hostIfName,
+          ofportRequest: i.ofport,
+          externalIds: externalIds(a, i),
+        }))),
+        this.d.dataplane.sync(),
+      ]);
       a.result = cniResult(
         netns,
         a.interfaces.map((i) => ({ ...i, port: i.port! })),
@@ -137,7 +146,6 @@ export class Attacher {
       );
       a.status = "ready";
       await this.d.state.putAttachment(a);
-      await this.d.dataplane.sync();
       this.d.log.info("attached", {
         container: a.containerId,
         netns,
@@ -173,13 +181,16 @@ export class Attacher {
    */
   private async undo(a: Attachment, why: string): Promise<void> {
     try {
-      await this.d.ovs.delPorts(this.d.dataplane.bridge, a.interfaces.map((i) => i.hostIfName));
-      for (const i of a.interfaces) await deletePodInterface(i.hostIfName, a.netns, i.ifName);
+      await Promise.all([
+        this.d.plugger.remove(a.interfaces.map((i) => i.hostIfName)),
+        ...a.interfaces.map((i) => deletePodInterface(i.hostIfName, a.netns, i.ifName)),
+      ]);
       // Flows of the gone ports go before their addresses can be handed to someone else.
       const ports = a.interfaces;
       a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
       await this.d.state.putAttachment(a);
       await this.d.dataplane.sync();
+      this.d.plugger.release(ports.map((i) => i.ofport));
       for (const i of ports) await this.d.manager.deletePort(i.tenant, i.network, i.portId);
       await this.d.state.deleteAttachment(a.containerId, a.ifName);
       this.d.log.info("detached", { container: a.containerId, why });
@@ -237,6 +248,12 @@ export class Attacher {
         );
       }
     }
+  }
+
+  /** The ofports of the ports this node already has stay theirs. */
+  private async reserveOfports(): Promise<void> {
+    const known = await this.d.state.listAttachments();
+    this.d.plugger.reserve(known.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));
   }
 
   private requirePhysnet(port: Port): void {

@@ -37,13 +37,14 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
 
   await dataplane.prepare();
   let notReady: string | null = "not registered with the manager yet";
+  const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
   const attacher = new Attacher({
     nodeName: config.nodeName,
     defaults: { tenant: config.defaultTenant, network: config.defaultNetwork },
     state,
     manager,
     ovs,
-    plugger: new PortPlugger(ovs, config.bridge),
+    plugger,
     dataplane,
     log,
   });
@@ -84,6 +85,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await joined;
       await remote.stop();
       await server.shutdown();
+      plugger.close();
       manager.close();
       state.close();
     },

@@ -1,9 +1,12 @@
 /**
- * Plugs pods' host ends into the bridge. ADDs that arrive while a transaction is in flight share
- * the next one: OVSDB and ovs-vswitchd reconfigure once for many ports instead of once each.
+ * Plugs pods' host ends into the bridge, over one OVSDB connection (no process per port). ADDs that
+ * arrive while a transaction is in flight share the next one: ovs-vswitchd reconfigures once for
+ * many ports instead of once each. The agent chooses each port's ofport itself (ofport_request), so
+ * the port's flows can be installed while the port is still being added.
  */
 import { GroupCommit } from "@knitter/common";
-import type { Ovs, OvsPortSpec } from "./ovs.ts";
+import type { OvsPortSpec } from "./ovs.ts";
+import { OvsdbClient, type PortState } from "./ovsdb.ts";
 
 interface Pending {
   ports: OvsPortSpec[];
@@ -11,13 +14,22 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** Ports per transaction: ovs-vsctl gets one command line, so keep it bounded. */
-const MAX_BATCH = 32;
+/** Ports per transaction. */
+const MAX_BATCH = 64;
+
+/** Pod ports get ofports from here up; lower numbers are the tunnel's and the patch ports'. */
+export const POD_OFPORT_MIN = 1000;
+/** The highest ofport OpenFlow allows for a physical port (0xfeff). */
+const OFPORT_MAX = 65279;
 
 export class PortPlugger {
   private readonly batcher: GroupCommit<Pending>;
+  private readonly db: OvsdbClient;
+  private readonly used = new Set<number>();
+  private next = POD_OFPORT_MIN;
 
-  constructor(private readonly ovs: Ovs, private readonly bridge: string) {
+  constructor(dbSock: string | undefined, private readonly bridge: string) {
+    this.db = new OvsdbClient(dbSock ?? OvsdbClient.defaultSocket());
     this.batcher = new GroupCommit<Pending>(
       MAX_BATCH,
       (p) => p.ports.map((x) => x.name).join(","),
@@ -25,26 +37,91 @@ export class PortPlugger {
     );
   }
 
-  /** Adds the ports (one pod's) and answers their ofports. */
+  /** Marks ofports as taken (the ports recorded in the agent's state, at start). */
+  reserve(ofports: Iterable<number>): void {
+    for (const n of ofports) this.used.add(n);
+  }
+
+  /** A free ofport for a new port, taken until release(). */
+  takeOfport(): number {
+    const span = OFPORT_MAX - POD_OFPORT_MIN + 1;
+    for (let tries = 0; tries < span; tries++) {
+      const n = this.next;
+      this.next = n === OFPORT_MAX ? POD_OFPORT_MIN : n + 1;
+      if (!this.used.has(n)) {
+        this.used.add(n);
+        return n;
+      }
+    }
+    throw new Error(`Bridge "${this.bridge}" has no free ofport left for a pod port`);
+  }
+
+  release(ofports: Iterable<number | undefined>): void {
+    for (const n of ofports) if (n !== undefined) this.used.delete(n);
+  }
+
+  /** Adds the ports (one pod's) and answers their ofports once the switch uses them. */
   add(ports: OvsPortSpec[]): Promise<Map<string, number>> {
     return new Promise((resolve, reject) => this.batcher.submit({ ports, resolve, reject }));
   }
 
-  private async plug(batch: Pending[]): Promise<void> {
+  /** Removes the ports from the bridge; names it does not have are skipped. */
+  async remove(names: string[]): Promise<void> {
     try {
-      const all = await this.ovs.addPorts(this.bridge, batch.flatMap((p) => p.ports));
-      for (const p of batch) p.resolve(new Map(p.ports.map((x) => [x.name, all.get(x.name)!])));
+      await this.db.delPorts(this.bridge, names);
     } catch (err) {
-      if (batch.length === 1) return batch[0].reject(err);
-      // One pod's bad port must not fail the others: each again on its own (add-port is
-      // --may-exist, so what the shared transaction did add is simply found again).
-      for (const p of batch) {
-        try {
-          p.resolve(await this.ovs.addPorts(this.bridge, p.ports));
-        } catch (e) {
-          p.reject(e);
-        }
+      throw new Error(
+        `Cannot delete ports ${names.join(", ")} from "${this.bridge}": ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  private async plug(batch: Pending[]): Promise<void> {
+    const ports = batch.flatMap((p) => p.ports);
+    let states: Map<string, PortState>;
+    try {
+      states = await this.db.addPorts(this.bridge, ports);
+    } catch (err) {
+      const error = new Error(`Cannot add ports to "${this.bridge}": ${(err as Error).message}`, {
+        cause: err,
+      });
+      for (const p of batch) p.reject(error);
+      return;
+    }
+    // Each pod fails or succeeds on its own ports: one bad device does not fail the others.
+    for (const p of batch) {
+      try {
+        p.resolve(checked(this.bridge, p.ports, states));
+      } catch (err) {
+        p.reject(err);
       }
     }
   }
+}
+
+function checked(
+  bridge: string,
+  ports: OvsPortSpec[],
+  states: Map<string, PortState>,
+): Map<string, number> {
+  const what = `Cannot add ${ports.map((p) => p.name).join(", ")} to "${bridge}"`;
+  const out = new Map<string, number>();
+  for (const port of ports) {
+    const st = states.get(port.name)!;
+    if (st.ofport <= 0) {
+      throw new Error(`${what}: ${port.name}: ${st.error || "no ofport assigned"}`);
+    }
+    if (port.ofportRequest !== undefined && st.ofport !== port.ofportRequest) {
+      throw new Error(
+        `${what}: ${port.name} got ofport ${st.ofport}, not ${port.ofportRequest} (taken by a port the agent does not know?)`,
+      );
+    }
+    out.set(port.name, st.ofport);
+  }
+  return out;
 }

@@ -1,0 +1,337 @@
+/**
+ * A client of ovsdb-server (the OVSDB protocol, RFC 7047: JSON-RPC over its unix socket) for what
+ * runs on every pod: adding and deleting ports. One connection stays open, so a port costs a
+ * transaction and a wait, not two `ovs-vsctl` processes. Like ovs-vsctl, it bumps `next_cfg` in the
+ * same transaction and answers once ovs-vswitchd reports that configuration applied (`cur_cfg`),
+ * so the ofports it then reads are the ones the switch uses.
+ */
+import type { OvsPortSpec } from "./ovs.ts";
+
+const DB = "Open_vSwitch";
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Row = Record<string, Json>;
+export type Op = Record<string, Json>;
+
+/** ovsdb-server refused a transaction, or the switch did not apply it in time. */
+export class OvsdbError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "OvsdbError";
+  }
+}
+
+interface Pending {
+  resolve(result: Json): void;
+  reject(err: Error): void;
+}
+
+export interface PortState {
+  /** -1 when the switch could not attach the interface. */
+  ofport: number;
+  error: string;
+}
+
+export class OvsdbClient {
+  private conn: Deno.UnixConn | null = null;
+  private connecting: Promise<Deno.UnixConn> | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  /** ovs-vswitchd's applied configuration number, from the monitor; -1 until known. */
+  private curCfg = -1;
+  private readonly cfgWaiters = new Set<{ cfg: number; done(): void }>();
+  private readonly encoder = new TextEncoder();
+
+  constructor(readonly socket: string, private readonly timeoutMs = 10_000) {}
+
+  /** The default database socket of a system Open vSwitch. */
+  static defaultSocket(): string {
+    return `${Deno.env.get("OVS_RUNDIR") ?? "/var/run/openvswitch"}/db.sock`;
+  }
+
+  /** Runs `ops` as one transaction; the per-operation results, or OvsdbError naming the failure. */
+  async transact(ops: Op[]): Promise<Row[]> {
+    const results = await this.call("transact", [DB, ...ops]) as Row[];
+    const failed = results.findIndex((r) => r && typeof r === "object" && "error" in r);
+    if (failed >= 0 || results.length < ops.length) {
+      const r = results[failed] ?? results[results.length - 1] ?? {};
+      const where = failed >= 0 && failed < ops.length
+        ? ` (operation ${failed + 1}, ${ops[failed].op})`
+        : "";
+      throw new OvsdbError(
+        `ovsdb-server refused the transaction${where}: ${r.error} ${r.details ?? ""}`.trim(),
+      );
+    }
+    return results;
+  }
+
+  /**
+   * Adds the ports to `bridge` in one transaction and answers each one's ofport and error once
+   * ovs-vswitchd has applied it. A port that already exists (a retry) is left as it is.
+   */
+  async addPorts(bridge: string, ports: OvsPortSpec[]): Promise<Map<string, PortState>> {
+    if (ports.length === 0) return new Map();
+    const existing = await this.portNames(ports.map((p) => p.name));
+    const fresh = ports.filter((p) => !existing.has(p.name));
+    if (fresh.length > 0) {
+      const ops: Op[] = [];
+      fresh.forEach((p, i) => ops.push(...insertPort(p, i)));
+      ops.push({
+        op: "mutate",
+        table: "Bridge",
+        where: [["name", "==", bridge]],
+        mutations: [["ports", "insert", ["set", fresh.map((_, i) => ["named-uuid", `port${i}`])]]],
+      });
+      const changed = await this.transactApplied(ops, 1);
+      if (changed[0] !== 1) throw new OvsdbError(`Bridge "${bridge}" does not exist`);
+    }
+    return await this.portStates(ports.map((p) => p.name));
+  }
+
+  /** Removes the named ports from `bridge`; names it does not have are skipped. */
+  async delPorts(bridge: string, names: string[]): Promise<void> {
+    if (names.length === 0) return;
+    const uuids = await this.portUuids(names);
+    if (uuids.length === 0) return;
+    await this.transactApplied([{
+      op: "mutate",
+      table: "Bridge",
+      where: [["name", "==", bridge]],
+      mutations: [["ports", "delete", ["set", uuids.map((u) => ["uuid", u])]]],
+    }]);
+  }
+
+  close(): void {
+    this.conn?.close();
+    this.conn = null;
+  }
+
+  /**
+   * Commits `ops` with next_cfg incremented, then waits until ovs-vswitchd has applied it. Answers
+   * the `count` fields of the first mutate results (rows matched), to tell a missing bridge apart.
+   */
+  private async transactApplied(ops: Op[], count = 0): Promise<number[]> {
+    await this.connection();
+    const results = await this.transact([
+      ...ops,
+      { op: "mutate", table: "Open_vSwitch", where: [], mutations: [["next_cfg", "+=", 1]] },
+      { op: "select", table: "Open_vSwitch", where: [], columns: ["next_cfg"] },
+    ]);
+    const rows = results[results.length - 1].rows as Row[];
+    const target = rows[0]?.next_cfg as number;
+    await this.waitApplied(target);
+    return results.filter((r) => "count" in r).slice(0, count).map((r) => r.count as number);
+  }
+
+  private waitApplied(cfg: number): Promise<void> {
+    if (this.curCfg >= cfg) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        cfg,
+        done: () => {
+          clearTimeout(timer);
+          this.cfgWaiters.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.cfgWaiters.delete(waiter);
+        reject(
+          new OvsdbError(
+            `ovs-vswitchd did not apply the change within ${this.timeoutMs} ms (is it running?)`,
+          ),
+        );
+      }, this.timeoutMs);
+      this.cfgWaiters.add(waiter);
+    });
+  }
+
+  private async portNames(names: string[]): Promise<Set<string>> {
+    const results = await this.transact(names.map((name) => ({
+      op: "select",
+      table: "Port",
+      where: [["name", "==", name]],
+      columns: ["name"],
+    })));
+    return new Set(results.flatMap((r) => (r.rows as Row[]).map((row) => row.name as string)));
+  }
+
+  private async portUuids(names: string[]): Promise<string[]> {
+    const results = await this.transact(names.map((name) => ({
+      op: "select",
+      table: "Port",
+      where: [["name", "==", name]],
+      columns: ["_uuid"],
+    })));
+    return results.flatMap((r) =>
+      (r.rows as Row[]).map((row) => (row._uuid as Json[])[1] as string)
+    );
+  }
+
+  private async portStates(names: string[]): Promise<Map<string, PortState>> {
+    const results = await this.transact(names.map((name) => ({
+      op: "select",
+      table: "Interface",
+      where: [["name", "==", name]],
+      columns: ["ofport", "error"],
+    })));
+    return new Map(names.map((name, i) => {
+      const row = (results[i].rows as Row[])[0];
+      const ofport = typeof row?.ofport === "number" ? row.ofport : -1;
+      const error = typeof row?.error === "string" ? row.error : row ? "" : "no such interface";
+      return [name, { ofport, error }];
+    }));
+  }
+
+  private call(method: string, params: Json[]): Promise<Json> {
+    return this.connection().then((conn) =>
+      new Promise<Json>((resolve, reject) => {
+        const id = this.nextId++;
+        this.pending.set(id, { resolve, reject });
+        this.send(conn, { method, params, id }).catch((err) => {
+          this.pending.delete(id);
+          reject(err);
+        });
+      })
+    );
+  }
+
+  private async send(conn: Deno.UnixConn, message: Json): Promise<void> {
+    const bytes = this.encoder.encode(JSON.stringify(message));
+    for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+  }
+
+  /** The open connection, made (with the cur_cfg monitor) on first use and after a loss. */
+  private connection(): Promise<Deno.UnixConn> {
+    if (this.conn) return Promise.resolve(this.conn);
+    this.connecting ??= this.open().finally(() => (this.connecting = null));
+    return this.connecting;
+  }
+
+  private async open(): Promise<Deno.UnixConn> {
+    let conn: Deno.UnixConn;
+    try {
+      conn = await Deno.connect({ transport: "unix", path: this.socket });
+    } catch (err) {
+      throw new OvsdbError(
+        `Cannot reach ovsdb-server at ${this.socket} (${
+          (err as Error).message
+        }): is Open vSwitch running?`,
+        { cause: err },
+      );
+    }
+    this.conn = conn;
+    void this.read(conn);
+    const id = this.nextId++;
+    const initial = new Promise<Json>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject })
+    );
+    await this.send(conn, {
+      method: "monitor",
+      params: [DB, "cfg", { Open_vSwitch: { columns: ["cur_cfg"] } }],
+      id,
+    });
+    this.onTableUpdates(await initial);
+    return conn;
+  }
+
+  private async read(conn: Deno.UnixConn): Promise<void> {
+    const splitter = new JsonSplitter();
+    const decoder = new TextDecoder();
+    let failure: Error = new OvsdbError(`ovsdb-server at ${this.socket} closed the connection`);
+    try {
+      for await (const chunk of conn.readable) {
+        for (const text of splitter.push(decoder.decode(chunk, { stream: true }))) {
+          this.onMessage(conn, JSON.parse(text));
+        }
+      }
+    } catch (err) {
+      failure = new OvsdbError(
+        `Lost the connection to ovsdb-server at ${this.socket}: ${(err as Error).message}`,
+      );
+    }
+    if (this.conn === conn) this.conn = null;
+    for (const p of this.pending.values()) p.reject(failure);
+    this.pending.clear();
+  }
+
+  private onMessage(conn: Deno.UnixConn, msg: Row): void {
+    if (msg.method === "echo") {
+      void this.send(conn, { result: msg.params, error: null, id: msg.id }).catch(() => {});
+    } else if (msg.method === "update") {
+      this.onTableUpdates((msg.params as Json[])[1]);
+    } else if (typeof msg.id === "number" && msg.method === undefined) {
+      const p = this.pending.get(msg.id);
+      this.pending.delete(msg.id);
+      if (!p) return;
+      if (msg.error) p.reject(new OvsdbError(`ovsdb-server: ${JSON.stringify(msg.error)}`));
+      else p.resolve(msg.result);
+    }
+  }
+
+  private onTableUpdates(updates: Json): void {
+    const rows = (updates as Record<string, Record<string, { new?: Row }>>)?.Open_vSwitch ?? {};
+    for (const change of Object.values(rows)) {
+      const cfg = change.new?.cur_cfg;
+      if (typeof cfg === "number") this.curCfg = cfg;
+    }
+    for (const w of [...this.cfgWaiters]) if (this.curCfg >= w.cfg) w.done();
+  }
+}
+
+/** The operations that create one port with its one interface; named port{i} / iface{i}. */
+function insertPort(p: OvsPortSpec, i: number): Op[] {
+  const iface: Row = { name: p.name };
+  if (p.type) iface.type = p.type;
+  if (p.ofportRequest !== undefined) iface.ofport_request = p.ofportRequest;
+  if (p.options) iface.options = ovsMap(p.options);
+  if (p.externalIds) iface.external_ids = ovsMap(p.externalIds);
+  const port: Row = { name: p.name, interfaces: ["named-uuid", `iface${i}`] };
+  if (p.tag !== undefined) port.tag = p.tag;
+  return [
+    { op: "insert", table: "Interface", row: iface, "uuid-name": `iface${i}` },
+    { op: "insert", table: "Port", row: port, "uuid-name": `port${i}` },
+  ];
+}
+
+function ovsMap(map: Record<string, string>): Json {
+  return ["map", Object.entries(map)];
+}
+
+/**
+ * Cuts a stream of concatenated JSON texts (what ovsdb-server sends: no framing) into single
+ * texts, by tracking nesting outside of strings.
+ */
+export class JsonSplitter {
+  private buffer = "";
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  private scanned = 0;
+
+  push(text: string): string[] {
+    this.buffer += text;
+    const out: string[] = [];
+    let start = 0;
+    for (let i = this.scanned; i < this.buffer.length; i++) {
+      const c = this.buffer[i];
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === "\\") this.escaped = true;
+        else if (c === '"') this.inString = false;
+      } else if (c === '"') {
+        this.inString = true;
+      } else if (c === "{" || c === "[") {
+        this.depth++;
+      } else if (c === "}" || c === "]") {
+        if (--this.depth === 0) {
+          out.push(this.buffer.slice(start, i + 1).trim());
+          start = i + 1;
+        }
+      }
+    }
+    this.buffer = this.buffer.slice(start);
+    this.scanned = this.buffer.length;
+    return out;
+  }
+}
