@@ -1,9 +1,17 @@
 /**
  * What a CNI request asks for: which networks, on which interfaces, with which fixed addresses,
- * for which tenant and pod. Without Kubernetes this comes from the network config, its
- * runtimeConfig and CNI_ARGS; nothing asked means one interface on the default network.
+ * for which tenant and pod. Under Kubernetes this comes from the pod's annotations (read by the
+ * agent through the API, see kube_pods.ts); without, from the network config, its runtimeConfig
+ * and CNI_ARGS. Nothing asked means one interface on the default network.
  */
-import type { PodRef } from "@knitter/common";
+import {
+  AnnotationError,
+  parsePodAnnotations,
+  type PodRef,
+  resolveAnnotated,
+  settle,
+  STABLE_ADDRESS,
+} from "@knitter/common";
 import type { CniRequest } from "@knitter/plugin";
 import { CNI_CODE, CniError } from "./cni_errors.ts";
 
@@ -26,26 +34,75 @@ export interface PodRequest {
   interfaces: WantedInterface[];
 }
 
-const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
+/** What the agent read of the pod through the Kubernetes API (Kubernetes mode only). */
+export interface KubePod {
+  uid: string;
+  annotations: Record<string, string>;
+  /** Kinds of the pod's controllers (ownerReferences), e.g. ["StatefulSet"]. */
+  ownerKinds: string[];
+}
+
+/** A CNI request as the agent handles it: in Kubernetes mode with the pod it read. */
+export type AgentRequest = CniRequest & { kubePod?: KubePod };
+
+/** Port IDs of pods that keep their addresses across recreation start with this. */
+export const STABLE_PREFIX = "stable:";
 
 export function podRequest(
-  req: CniRequest,
+  req: AgentRequest,
   defaults: { tenant: string; network?: string },
 ): PodRequest {
   const args = req.args ?? {};
   const config = req.config ?? {};
   const tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
+  const uid = req.kubePod?.uid ?? args.K8S_POD_UID;
   const pod = args.K8S_POD_NAMESPACE && args.K8S_POD_NAME
-    ? {
-      namespace: args.K8S_POD_NAMESPACE,
-      name: args.K8S_POD_NAME,
-      ...(args.K8S_POD_UID ? { uid: args.K8S_POD_UID } : {}),
-    }
+    ? { namespace: args.K8S_POD_NAMESPACE, name: args.K8S_POD_NAME, ...(uid ? { uid } : {}) }
     : undefined;
+  const fromPod = req.kubePod ? fromAnnotations(req, req.kubePod, defaults.network) : undefined;
+  const interfaces = fromPod ?? fromCni(req, defaults.network);
+  const owner = pod && req.kubePod && isStable(req.kubePod, interfaces)
+    ? `${STABLE_PREFIX}${pod.namespace}:${pod.name}`
+    : uid ?? req.containerId;
+  return { tenant, pod, owner, interfaces };
+}
 
+/**
+ * A StatefulSet pod keeps its addresses when recreated under the same name if it asks for it or
+ * takes them from an IP group: its port IDs then derive from its name, not its UID.
+ */
+function isStable(pod: KubePod, interfaces: WantedInterface[]): boolean {
+  if (!pod.ownerKinds.includes("StatefulSet")) return false;
+  return pod.annotations[STABLE_ADDRESS] === "true" || interfaces.some((i) => i.ipGroup);
+}
+
+function fromAnnotations(
+  req: CniRequest,
+  pod: KubePod,
+  defaultNetwork: string | undefined,
+): WantedInterface[] | undefined {
+  try {
+    const asked = parsePodAnnotations(pod.annotations);
+    if (!asked) return undefined;
+    return resolveAnnotated(asked, { primaryIfName: req.ifName, defaultNetwork });
+  } catch (err) {
+    if (err instanceof AnnotationError) {
+      throw new CniError(CNI_CODE.invalidConfig, `Pod ${podName(req)}: ${err.message}`);
+    }
+    throw err;
+  }
+}
+
+function podName(req: CniRequest): string {
+  return `${req.args?.K8S_POD_NAMESPACE}/${req.args?.K8S_POD_NAME}`;
+}
+
+function fromCni(req: CniRequest, defaultNetwork: string | undefined): WantedInterface[] {
+  const args = req.args ?? {};
+  const config = req.config ?? {};
   let wanted = fromArgs(args.KNITTER_NETWORKS) ?? fromConfig(config.networks);
   if (!wanted || wanted.length === 0) {
-    const network = str(config.network) ?? defaults.network;
+    const network = str(config.network) ?? defaultNetwork;
     if (!network) {
       throw new CniError(
         CNI_CODE.invalidConfig,
@@ -54,43 +111,23 @@ export function podRequest(
     }
     wanted = [{ network }];
   }
-
+  // runtimeConfig capabilities apply to the primary interface.
   const rc = config.runtimeConfig ?? {};
-  const names = new Set<string>();
-  let extra = 0;
-  const interfaces = wanted.map((w, i): WantedInterface => {
-    const ifName = w.ifName ?? (i === 0 ? req.ifName : `net${++extra}`);
-    if (!IFNAME.test(ifName)) {
-      throw new CniError(
-        CNI_CODE.invalidConfig,
-        `Interface name "${ifName}" is not a valid Linux interface name (1-15 of A-Z a-z 0-9 _ . -)`,
-      );
-    }
-    if (names.has(ifName)) {
-      throw new CniError(CNI_CODE.invalidConfig, `Interface "${ifName}" is requested twice`);
-    }
-    names.add(ifName);
-    const out: WantedInterface = {
-      network: w.network,
-      ifName,
-      defaultRoute: w.defaultRoute ?? false,
-    };
-    // runtimeConfig capabilities apply to the primary interface.
-    const ip = w.ip ?? (i === 0 ? firstIp(rc.ips) : undefined);
-    if (ip) out.ip = ip;
-    const mac = w.mac ?? (i === 0 && typeof rc.mac === "string" ? rc.mac.toLowerCase() : undefined);
-    if (mac) out.mac = mac;
-    if (w.ipGroup) out.ipGroup = w.ipGroup;
-    return out;
-  });
-  if (!interfaces.some((i) => i.defaultRoute)) interfaces[0].defaultRoute = true;
-  if (interfaces.filter((i) => i.defaultRoute).length > 1) {
-    throw new CniError(
-      CNI_CODE.invalidConfig,
-      "More than one interface asks for the default route",
-    );
-  }
-  return { tenant, pod, owner: pod?.uid ?? req.containerId, interfaces };
+  const first = wanted[0];
+  wanted[0] = {
+    ...first,
+    ip: first.ip ?? firstIp(rc.ips),
+    mac: first.mac ?? (typeof rc.mac === "string" ? rc.mac.toLowerCase() : undefined),
+  };
+  return settle(
+    wanted,
+    req.ifName,
+    (message) => new CniError(CNI_CODE.invalidConfig, capitalize(message)),
+  );
+}
+
+function capitalize(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 interface Wanted {

@@ -98,3 +98,62 @@ Deno.test("pod request: bad requests are invalid-config errors that say what is 
     (e) => e instanceof CniError && e.code === 7 && /No network requested/.test(e.message),
   );
 });
+
+const podArgs = { K8S_POD_NAMESPACE: "acme", K8S_POD_NAME: "db-0", K8S_POD_UID: "u-9" };
+
+Deno.test("pod request: under Kubernetes the pod's annotations choose the networks", () => {
+  const r = podRequest(
+    {
+      ...req({}, podArgs),
+      kubePod: {
+        uid: "u-9",
+        annotations: { "k8s.v1.cni.cncf.io/networks": "data@d0" },
+        ownerKinds: [],
+      },
+    },
+    defaults,
+  );
+  assert.equal(r.owner, "u-9");
+  assert.deepEqual(r.interfaces, [
+    { network: "pods", ifName: "eth0", defaultRoute: true },
+    { network: "data", ifName: "d0", defaultRoute: false },
+  ]);
+});
+
+Deno.test("pod request: a pod without annotations gets eth0 on the default network", () => {
+  const r = podRequest(
+    { ...req({}, podArgs), kubePod: { uid: "u-9", annotations: {}, ownerKinds: [] } },
+    defaults,
+  );
+  assert.deepEqual(r.interfaces, [{ network: "pods", ifName: "eth0", defaultRoute: true }]);
+});
+
+Deno.test("pod request: a StatefulSet pod that asks for stable addresses owns ports by its name", () => {
+  const stable = (annotations: Record<string, string>, ownerKinds: string[]) =>
+    podRequest({ ...req({}, podArgs), kubePod: { uid: "u-9", annotations, ownerKinds } }, defaults)
+      .owner;
+  assert.equal(
+    stable({ "knitter.io/stable-address": "true" }, ["StatefulSet"]),
+    "stable:acme:db-0",
+  );
+  const group = JSON.stringify({
+    ports: [{ attach_to_network: "pods", attributes: { ip_group_name: "dbs" } }],
+  });
+  assert.equal(stable({ networks: group }, ["StatefulSet"]), "stable:acme:db-0");
+  assert.equal(stable({ "knitter.io/stable-address": "true" }, ["ReplicaSet"]), "u-9");
+  assert.equal(stable({}, ["StatefulSet"]), "u-9");
+  assert.equal(portIdFor("stable:acme:db-0", "eth0"), "stable:acme:db-0-eth0");
+});
+
+Deno.test("pod request: a malformed annotation is an invalid-config error naming the pod", () => {
+  assert.throws(
+    () =>
+      podRequest({
+        ...req({}, podArgs),
+        kubePod: { uid: "u-9", annotations: { networks: "{" }, ownerKinds: [] },
+      }, defaults),
+    (e) =>
+      e instanceof CniError && e.code === 7 &&
+      /Pod acme\/db-0: Annotation "networks": is not valid JSON/.test(e.message),
+  );
+});

@@ -2,6 +2,7 @@
  * Code more than one component needs: the manager's wire types and client, the logger, the runner.
  * @module
  */
+export * from "./annotations.ts";
 export * from "./api_types.ts";
 export * from "./log.ts";
 export * from "./manager_client.ts";

@@ -1,0 +1,392 @@
+/**
+ * What a pod's annotations ask for, and what its network-status annotation tells. Two request
+ * formats: Knitter's `networks` ({"ports": [{"attach_to_network", "attributes"}]}, every interface
+ * listed) and Multus' `k8s.v1.cni.cncf.io/networks` (a comma list or a JSON list of extra networks
+ * beside the default one on eth0). The agent allocates from the result; the monitor parses the same
+ * way to tell users, through an Event, what is wrong before any address is taken.
+ */
+import type { Dns, Port } from "./api_types.ts";
+
+export const KNITTER_NETWORKS = "networks";
+export const MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks";
+export const MULTUS_DEFAULT_NETWORK = "v1.multus-cni.io/default-network";
+export const NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status";
+/** Opt-in of a StatefulSet pod to keep its addresses across recreation. */
+export const STABLE_ADDRESS = "knitter.io/stable-address";
+
+/** One interface a pod asks for, before names and the default route are settled. */
+export interface AnnotatedNetwork {
+  network: string;
+  /** The namespace a Multus reference names (absent: the pod's own). */
+  namespace?: string;
+  ifName?: string;
+  ip?: string;
+  ipGroup?: string;
+  mac?: string;
+  defaultRoute?: boolean;
+}
+
+/** The pod's networks as its annotations ask: undefined when it has no network annotation. */
+export interface AnnotatedRequest {
+  format: "knitter" | "multus";
+  networks: AnnotatedNetwork[];
+  /** Multus only: the network that replaces the default one on the primary interface. */
+  defaultNetwork?: string;
+}
+
+/** An annotation a user wrote that cannot be understood; the message says where and why. */
+export class AnnotationError extends Error {
+  constructor(readonly annotation: string, message: string) {
+    super(`Annotation "${annotation}": ${message}`);
+    this.name = "AnnotationError";
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+const IPV4 = /^(\d{1,3})(\.\d{1,3}){3}$/;
+const IPV6 = /^[0-9a-fA-F:.]*:[0-9a-fA-F:.]*$/;
+
+/** Parses the network annotations of a pod; throws AnnotationError for anything malformed. */
+export function parsePodAnnotations(
+  annotations: Record<string, string> | undefined,
+): AnnotatedRequest | undefined {
+  const a = annotations ?? {};
+  const knitter = a[KNITTER_NETWORKS];
+  const multus = a[MULTUS_NETWORKS];
+  const defaultNetwork = a[MULTUS_DEFAULT_NETWORK];
+  if (knitter !== undefined && multus !== undefined) {
+    throw new AnnotationError(
+      KNITTER_NETWORKS,
+      `the pod also has "${MULTUS_NETWORKS}"; use one of the two formats`,
+    );
+  }
+  if (knitter !== undefined) return { format: "knitter", networks: parseKnitter(knitter) };
+  if (multus === undefined && defaultNetwork === undefined) return undefined;
+  const out: AnnotatedRequest = {
+    format: "multus",
+    networks: multus === undefined ? [] : parseMultus(multus),
+  };
+  if (defaultNetwork !== undefined) {
+    out.defaultNetwork = networkRef(MULTUS_DEFAULT_NETWORK, defaultNetwork.trim()).network;
+  }
+  return out;
+}
+
+// ---- Knitter's format
+
+const KNITTER_ATTRIBUTES = new Set([
+  "nic_name",
+  "ip_addr",
+  "ip_group_name",
+  "mac_addr",
+  "default_route",
+  // The original's attributes that change nothing here (SR-IOV, DPDK acceleration).
+  "function",
+  "nic_type",
+  "accelerate",
+]);
+
+function parseKnitter(text: string): AnnotatedNetwork[] {
+  const where = KNITTER_NETWORKS;
+  const doc = parseJson(where, text);
+  if (!isObject(doc) || !Array.isArray(doc.ports)) {
+    throw new AnnotationError(where, 'must be a JSON object with a "ports" list');
+  }
+  if (doc.ports.length === 0) throw new AnnotationError(where, '"ports" is empty');
+  return doc.ports.map((p: unknown, i: number) => knitterPort(`${where} ports[${i}]`, p));
+}
+
+function knitterPort(where: string, p: unknown): AnnotatedNetwork {
+  if (!isObject(p) || typeof p.attach_to_network !== "string") {
+    throw new AnnotationError(where, 'needs "attach_to_network": the name of a network');
+  }
+  const attrs = p.attributes ?? {};
+  if (!isObject(attrs)) throw new AnnotationError(where, '"attributes" must be an object');
+  for (const k of Object.keys(attrs)) {
+    if (!KNITTER_ATTRIBUTES.has(k)) {
+      throw new AnnotationError(
+        where,
+        `unknown attribute "${k}" (known: ${[...KNITTER_ATTRIBUTES].join(", ")})`,
+      );
+    }
+  }
+  const out: AnnotatedNetwork = { network: networkName(where, p.attach_to_network) };
+  setIf(out, "ifName", ifName(where, optText(where, attrs, "nic_name")));
+  setIf(out, "ip", ipText(where, optText(where, attrs, "ip_addr")));
+  setIf(out, "ipGroup", label(where, "ip_group_name", optText(where, attrs, "ip_group_name")));
+  setIf(out, "mac", macText(where, optText(where, attrs, "mac_addr")));
+  const dr = attrs.default_route;
+  if (dr !== undefined) out.defaultRoute = dr === true || dr === "true";
+  return out;
+}
+
+// ---- Multus' format
+
+const MULTUS_KEYS = new Set([
+  "name",
+  "namespace",
+  "interface",
+  "ips",
+  "mac",
+  "default-route",
+  // Read by other tools, harmless here.
+  "cni-args",
+  "portMappings",
+  "bandwidth",
+  "infiniband-guid",
+]);
+
+function parseMultus(text: string): AnnotatedNetwork[] {
+  const where = MULTUS_NETWORKS;
+  const trimmed = text.trim();
+  if (trimmed === "") throw new AnnotationError(where, "is empty");
+  if (trimmed.startsWith("[") || trimmed.startsWith("{")) {
+    const doc = parseJson(where, trimmed);
+    if (!Array.isArray(doc)) throw new AnnotationError(where, "JSON form must be a list");
+    return doc.map((item, i) => multusItem(`${where}[${i}]`, item));
+  }
+  return trimmed.split(",").map((part, i) => {
+    const ref = part.trim();
+    if (ref === "") throw new AnnotationError(where, `item ${i + 1} of the comma list is empty`);
+    const [target, ifn, ...rest] = ref.split("@");
+    if (rest.length > 0) throw new AnnotationError(where, `"${ref}" has more than one "@"`);
+    const out = networkRef(where, target);
+    setIf(out, "ifName", ifName(`${where} "${ref}"`, ifn));
+    return out;
+  });
+}
+
+function multusItem(where: string, item: unknown): AnnotatedNetwork {
+  if (!isObject(item) || typeof item.name !== "string") {
+    throw new AnnotationError(where, 'must be an object with "name"');
+  }
+  for (const k of Object.keys(item)) {
+    if (!MULTUS_KEYS.has(k)) throw new AnnotationError(where, `unknown key "${k}"`);
+  }
+  const out: AnnotatedNetwork = { network: networkName(where, item.name) };
+  setIf(out, "namespace", label(where, "namespace", optText(where, item, "namespace")));
+  setIf(out, "ifName", ifName(where, optText(where, item, "interface")));
+  if (item.ips !== undefined) {
+    if (!Array.isArray(item.ips) || item.ips.some((x) => typeof x !== "string")) {
+      throw new AnnotationError(where, '"ips" must be a list of addresses');
+    }
+    if (item.ips.length > 1) {
+      throw new AnnotationError(
+        where,
+        `"ips" lists ${item.ips.length} addresses; a Knitter interface has one (ask for another network for another address)`,
+      );
+    }
+    setIf(out, "ip", ipText(where, item.ips[0] as string | undefined));
+  }
+  setIf(out, "mac", macText(where, optText(where, item, "mac")));
+  const dr = item["default-route"];
+  if (dr !== undefined) {
+    if (!Array.isArray(dr)) {
+      throw new AnnotationError(where, '"default-route" must be a list of gateway addresses');
+    }
+    out.defaultRoute = true;
+  }
+  return out;
+}
+
+/** "net", "ns/net" (a Multus reference). */
+function networkRef(where: string, text: string): AnnotatedNetwork {
+  const parts = text.split("/");
+  if (parts.length > 2) throw new AnnotationError(where, `"${text}" is not [namespace/]network`);
+  if (parts.length === 2) {
+    return {
+      namespace: label(where, "namespace", parts[0])!,
+      network: networkName(where, parts[1]),
+    };
+  }
+  return { network: networkName(where, parts[0]) };
+}
+
+// ---- settling names and the default route
+
+export interface ResolvedInterface {
+  network: string;
+  ifName: string;
+  ip?: string;
+  ipGroup?: string;
+  mac?: string;
+  defaultRoute: boolean;
+}
+
+/**
+ * The interfaces a pod gets from its annotations: names filled in (the first unnamed one is the
+ * primary, then net1, net2, ...), one default route (the first interface unless one asks). Multus
+ * requests keep the primary interface on the default network, as Multus does.
+ */
+export function resolveAnnotated(
+  req: AnnotatedRequest,
+  opts: { primaryIfName: string; defaultNetwork?: string },
+): ResolvedInterface[] {
+  const list: AnnotatedNetwork[] = [...req.networks];
+  if (req.format === "multus") {
+    const primary = req.defaultNetwork ?? opts.defaultNetwork;
+    if (primary) list.unshift({ network: primary, ifName: opts.primaryIfName });
+    else if (list.length === 0) {
+      throw new AnnotationError(
+        MULTUS_DEFAULT_NETWORK,
+        "names no network and the agent has no default network",
+      );
+    }
+  }
+  return settle(list, opts.primaryIfName, (msg) => new AnnotationError(annotationOf(req), msg));
+}
+
+function annotationOf(req: AnnotatedRequest): string {
+  return req.format === "knitter" ? KNITTER_NETWORKS : MULTUS_NETWORKS;
+}
+
+/** Names, uniqueness and the single default route; shared with the non-Kubernetes requests. */
+export function settle(
+  list: Omit<AnnotatedNetwork, "namespace">[],
+  primaryIfName: string,
+  fail: (message: string) => Error,
+): ResolvedInterface[] {
+  const names = new Set<string>();
+  let extra = 0;
+  const out = list.map((w, i): ResolvedInterface => {
+    const name = w.ifName ?? (i === 0 ? primaryIfName : `net${++extra}`);
+    if (!IFNAME.test(name)) {
+      throw fail(
+        `interface name "${name}" is not a valid Linux interface name (1-15 of A-Z a-z 0-9 _ . -)`,
+      );
+    }
+    if (names.has(name)) throw fail(`interface "${name}" is requested twice`);
+    names.add(name);
+    const r: ResolvedInterface = { network: w.network, ifName: name, defaultRoute: false };
+    if (w.defaultRoute) r.defaultRoute = true;
+    setIf(r, "ip", w.ip);
+    setIf(r, "ipGroup", w.ipGroup);
+    setIf(r, "mac", w.mac);
+    return r;
+  });
+  const routed = out.filter((i) => i.defaultRoute);
+  if (routed.length > 1) {
+    throw fail(
+      `more than one interface asks for the default route (${
+        routed.map((i) => i.ifName).join(", ")
+      })`,
+    );
+  }
+  if (routed.length === 0 && out.length > 0) out[0].defaultRoute = true;
+  return out;
+}
+
+// ---- network-status
+
+/** One entry of the Multus network-status annotation. */
+export interface NetworkStatusEntry {
+  name: string;
+  interface: string;
+  ips: string[];
+  mac: string;
+  default: boolean;
+  dns: Dns;
+  gateway?: string[];
+}
+
+/**
+ * The network-status of a pod from its ports: the primary interface (eth0, else the first by name)
+ * is marked default, the rest follow in interface order.
+ */
+export function networkStatus(ports: Port[], primaryIfName = "eth0"): NetworkStatusEntry[] {
+  const sorted = [...ports].sort((a, b) => ifOrder(a, primaryIfName) - ifOrder(b, primaryIfName));
+  const primary = sorted.find((p) => p.interface === primaryIfName) ?? sorted[0];
+  return sorted.map((p) => {
+    const e: NetworkStatusEntry = {
+      name: `${p.networkTenant}/${p.network}`,
+      interface: p.interface ?? "",
+      ips: [p.ip],
+      mac: p.mac,
+      default: p === primary,
+      dns: p.dns ?? {},
+    };
+    if (p.gateway) e.gateway = [p.gateway];
+    return e;
+  });
+}
+
+function ifOrder(p: Port, primary: string): number {
+  const name = p.interface ?? "";
+  if (name === primary) return -1;
+  const m = name.match(/(\d+)$/);
+  return m ? Number(m[1]) : 1e6;
+}
+
+// ---- small validators
+
+function parseJson(where: string, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new AnnotationError(where, `is not valid JSON (${(err as Error).message})`);
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function optText(where: string, obj: Record<string, unknown>, key: string): string | undefined {
+  const v = obj[key];
+  if (v === undefined || v === "") return undefined;
+  if (typeof v !== "string") throw new AnnotationError(where, `"${key}" must be a string`);
+  return v;
+}
+
+function networkName(where: string, name: string): string {
+  if (!DNS_LABEL.test(name)) {
+    throw new AnnotationError(
+      where,
+      `network name "${name}" is not a lowercase DNS label (a-z, 0-9, '-', 1-63)`,
+    );
+  }
+  return name;
+}
+
+function label(where: string, what: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (!DNS_LABEL.test(v)) {
+    throw new AnnotationError(where, `${what} "${v}" is not a lowercase DNS label`);
+  }
+  return v;
+}
+
+function ifName(where: string, v: string | undefined): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  if (!IFNAME.test(v)) {
+    throw new AnnotationError(
+      where,
+      `interface name "${v}" is not a valid Linux interface name (1-15 of A-Z a-z 0-9 _ . -)`,
+    );
+  }
+  return v;
+}
+
+/** An address, or an address with a prefix length (Multus "ips" carry one): the address part. */
+function ipText(where: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  const ip = v.includes("/") ? v.slice(0, v.indexOf("/")) : v;
+  const ok4 = IPV4.test(ip) && ip.split(".").every((o) => Number(o) <= 255);
+  if (!ok4 && !IPV6.test(ip)) throw new AnnotationError(where, `"${v}" is not an IP address`);
+  return ip;
+}
+
+function macText(where: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  const mac = v.toLowerCase();
+  if (!MAC.test(mac)) {
+    throw new AnnotationError(where, `"${v}" is not a MAC address like 02:00:0a:01:00:05`);
+  }
+  return mac;
+}
+
+function setIf<T extends object, K extends keyof T>(obj: T, key: K, v: T[K] | undefined): void {
+  if (v !== undefined) obj[key] = v;
+}
