@@ -1,7 +1,9 @@
 /**
  * The node's bridges and its flows. The bridges are prepared once; the flows are recomputed from the
  * whole model (local ports, their networks, remote endpoints) by the WASM compiler, and only the
- * difference from what is installed goes to OVS, as one atomic bundle.
+ * difference from what this process installed goes to OVS, as one atomic bundle. The installed set
+ * is kept in memory only: the switch itself is the record, and a new process starts by replacing
+ * the table, atomically.
  */
 import type { Logger } from "@knitter/common";
 import { compileFlows, type FlowInput, type FlowNetwork, type FlowRemotePort } from "@knitter/wasm";
@@ -81,23 +83,19 @@ export class Dataplane {
   private async apply(input: FlowInput): Promise<void> {
     const wanted = compileFlows(input);
     if (this.installed === null) {
-      const stored = await this.state.installedFlows();
-      this.installed = new Set(stored ?? []);
-      if (stored === null) {
-        // Unknown: replace the whole table once, atomically, instead of guessing a difference.
-        await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
-        await this.state.setInstalledFlows(wanted);
-        this.installed = new Set(wanted);
-        this.log.info("flows replaced", { flows: wanted.length });
-        return;
-      }
+      // First run of this process: what the switch has is unknown (a restart, or a switch that
+      // restarted), so the table is replaced at once. ovs-ofctl changes only the difference, so
+      // flows that are already right stay, with their counters, and traffic never sees a gap.
+      await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
+      this.installed = new Set(wanted);
+      this.log.info("flows replaced", { flows: wanted.length });
+      return;
     }
     const want = new Set(wanted);
     const add = wanted.filter((l) => !this.installed!.has(l));
     const del = [...this.installed].filter((l) => !want.has(l));
     if (add.length === 0 && del.length === 0) return;
     await this.ovs.bundle(this.config.bridge, add, del);
-    await this.state.setInstalledFlows(wanted);
     this.installed = want;
     this.log.debug("flows updated", {
       added: add.length,

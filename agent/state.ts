@@ -1,6 +1,6 @@
 /**
- * Node-local state in Deno KV: what each attachment made (so DEL can undo it after a restart), the
- * node-local numbers of networks and ports used in flows, and the flow set last installed.
+ * Node-local state in Deno KV: what each attachment made (so DEL can undo it after a restart), and
+ * the node-local numbers of networks and ports used in flows.
  */
 import type { PodRef, Port } from "@knitter/common";
 import { Mutex } from "@knitter/common";
@@ -38,8 +38,6 @@ export interface Attachment {
   result?: unknown;
   createdAt: string;
 }
-
-const FLOW_CHUNK = 200;
 
 export class AgentState {
   /** One process owns the file: numbering runs one at a time instead of racing on a counter. */
@@ -100,38 +98,6 @@ export class AgentState {
       await op.commit();
       return next;
     });
-  }
-
-  /** The flow set last installed, or null when unknown (first start, or an interrupted write). */
-  async installedFlows(): Promise<string[] | null> {
-    const head = (await this.kv.get<{ chunks: number; lines: number }>(["flows", "head"])).value;
-    if (head === null) return null;
-    const out: string[] = [];
-    for (let i = 0; i < head.chunks; i += 10) {
-      const keys = Array.from(
-        { length: Math.min(10, head.chunks - i) },
-        (_, k) => ["flows", "chunk", i + k],
-      );
-      for (const e of await this.kv.getMany<string[][]>(keys)) out.push(...(e.value ?? []));
-    }
-    return out.length === head.lines ? out : null;
-  }
-
-  /**
-   * Records the installed flow set. Too big for one commit, so the head goes first (unknown while
-   * the chunks are written) and last: a crash in between leaves "unknown", never a wrong set.
-   */
-  async setInstalledFlows(lines: string[]): Promise<void> {
-    await this.kv.delete(["flows", "head"]);
-    const chunks = Math.ceil(lines.length / FLOW_CHUNK);
-    for (let i = 0; i < chunks; i += 10) {
-      const op = this.kv.atomic();
-      for (let k = i; k < Math.min(chunks, i + 10); k++) {
-        op.set(["flows", "chunk", k], lines.slice(k * FLOW_CHUNK, (k + 1) * FLOW_CHUNK));
-      }
-      await op.commit();
-    }
-    await this.kv.set(["flows", "head"], { chunks, lines: lines.length });
   }
 
   close(): void {

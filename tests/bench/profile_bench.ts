@@ -64,7 +64,7 @@ const SYNC = "waiting for dataplane.sync (queue for the flow mutex, model, compi
 function phaseOf(e: TraceEvent): string | null {
   const w = e.what;
   if (e.kind === "serve") return w.startsWith("POST /v1/cni/") ? "serve" : null;
-  if (e.kind === "kv") return "Deno KV (agent state: journal, counters, installed flow set)";
+  if (e.kind === "kv") return "Deno KV (agent state: journal, counters)";
   if (e.kind === "sync") return SYNC;
   if (e.kind === "http") {
     if (w.includes("/api/v1/feed")) return null; // the change feed's long poll runs on its own
