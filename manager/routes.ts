@@ -30,7 +30,7 @@ export interface Reply {
 }
 
 export interface RouteDef {
-  method: "GET" | "POST" | "PUT" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** OpenAPI-style template: /api/v1/tenants/{tenant} */
   path: string;
   summary: string;
@@ -88,6 +88,26 @@ export const ROUTES: RouteDef[] = [
     handle: async ({ ctx, body }) => ok(await tenants.createTenant(ctx, body), 201),
   },
   {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}`,
+    summary:
+      "Ensure a tenant exists (agents and the monitor: a Kubernetes namespace is a tenant from its first pod on)",
+    tag: "tenants",
+    access: "infra",
+    ok: { status: 201, schema: S.Tenant, description: "created" },
+    also: [{ status: 200, description: "it existed already" }],
+    handle: async ({ ctx, params }) => {
+      try {
+        return ok(await tenants.createTenant(ctx, { name: params.tenant }), 201);
+      } catch (err) {
+        if (err instanceof ApiError && err.code === "already_exists") {
+          return ok(await tenants.getTenant(ctx, params.tenant));
+        }
+        throw err;
+      }
+    },
+  },
+  {
     method: "GET",
     path: `${V1}/tenants/{tenant}`,
     summary: "Get a tenant",
@@ -137,6 +157,18 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 200, schema: S.Network, description: "the network" },
     handle: async ({ ctx, principal, params }) =>
       ok(await networks.getNetwork(ctx, principal, params.tenant, params.network)),
+  },
+  {
+    method: "PATCH",
+    path: `${V1}/tenants/{tenant}/networks/{network}`,
+    summary:
+      "Change a network's description, MTU, routes or DNS (for ports allocated from then on); other fields are immutable",
+    tag: "networks",
+    access: "tenant",
+    body: S.NetworkUpdate,
+    ok: { status: 200, schema: S.Network, description: "updated" },
+    handle: async ({ ctx, params, body }) =>
+      ok(await networks.updateNetwork(ctx, params.tenant, params.network, body)),
   },
   {
     method: "DELETE",

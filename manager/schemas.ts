@@ -81,6 +81,26 @@ export const NetworkCreate = z.strictObject({
   description: z.string().max(1024).optional(),
 });
 
+/**
+ * A change to a network. Only what existing ports can live with changes (description, MTU, routes,
+ * DNS; they reach ports allocated from then on); the other fields may be sent with their current
+ * values (a whole spec, as the monitor does) and are refused when they differ.
+ */
+export const NetworkUpdate = z.strictObject({
+  description: z.string().max(1024).optional(),
+  mtu: z.int().min(576).max(9216).optional(),
+  routes: z.array(RouteSchema).max(64).optional(),
+  dns: DnsSchema.optional(),
+  type: NetworkType.optional(),
+  cidr: CidrText.optional(),
+  gateway: IpText.optional(),
+  allocationPools: z.array(z.strictObject({ start: IpText, end: IpText })).max(64).optional(),
+  excludes: z.array(z.string().max(100)).max(256).optional(),
+  public: z.boolean().optional(),
+  physnet: Name.optional(),
+  segmentId: z.int().min(1).max(16777215).optional(),
+});
+
 export const Network = z.object({
   id: z.string(),
   tenant: z.string(),

@@ -3,10 +3,10 @@ import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
-import { cidrsOverlap, parseCidr } from "../ipam/ip.ts";
+import { cidrsOverlap, formatCidr, parseCidr, parseIp } from "../ipam/ip.ts";
 import { Mutex } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
-import type { NetworkCreate } from "../schemas.ts";
+import type { NetworkCreate, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
@@ -427,4 +427,92 @@ export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkVi
 function view(net: NetworkRecord, total: number, used: number): NetworkView {
   const { poolSize: _p, reserved: _r, ...rest } = net;
   return { ...rest, usage: { total, used, free: total - used } };
+}
+
+/** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
+const IMMUTABLE = [
+  "type",
+  "cidr",
+  "gateway",
+  "allocationPools",
+  "excludes",
+  "public",
+  "physnet",
+  "segmentId",
+] as const;
+
+/**
+ * Changes what ports can live with (description, MTU, routes, DNS). Immutable fields may come
+ * along with their current values; a different value is refused, naming the field and its value.
+ */
+export async function updateNetwork(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  body: z.infer<typeof NetworkUpdate>,
+): Promise<NetworkView> {
+  const record = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+    if (!e.value) {
+      await getTenantEntry(ctx, tenant);
+      throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+    }
+    const net = e.value;
+    refuseImmutable(net, body);
+    // The create-time checks of routes and DNS, on the network as it would become.
+    const spec = networkSpec({
+      name: net.name,
+      type: net.type,
+      cidr: net.cidr,
+      gateway: net.gateway,
+      allocationPools: net.allocationPools,
+      excludes: net.excludes,
+      public: net.public,
+      physnet: net.physnet,
+      mtu: body.mtu ?? net.mtu,
+      routes: body.routes ?? net.routes,
+      dns: body.dns ?? net.dns,
+    }, ctx.settings.underlayMtu);
+    const updated: NetworkRecord = {
+      ...net,
+      mtu: spec.record.mtu,
+      routes: spec.record.routes,
+      dns: spec.record.dns,
+    };
+    if (body.description !== undefined) updated.description = body.description;
+    tx.check(e).set(e.key, updated);
+    return updated;
+  });
+  ctx.cache.networks.delete(`${tenant}/${name}`);
+  return await withUsage(ctx, record);
+}
+
+function refuseImmutable(net: NetworkRecord, body: z.infer<typeof NetworkUpdate>): void {
+  for (const field of IMMUTABLE) {
+    const want = body[field];
+    if (want === undefined) continue;
+    const have = net[field];
+    if (sameValue(field, want, have)) continue;
+    throw new ApiError(
+      "invalid_request",
+      `${field}: network "${net.name}" keeps the ${field} it was created with (${
+        JSON.stringify(have ?? null)
+      }), it cannot become ${
+        JSON.stringify(want)
+      }; create a new network and move the pods to change it`,
+      field,
+    );
+  }
+}
+
+function sameValue(field: string, want: unknown, have: unknown): boolean {
+  if (field === "cidr") {
+    const a = parseCidr(want as string);
+    const b = parseCidr(have as string);
+    return !("error" in a) && !("error" in b) && formatCidr(a) === formatCidr(b);
+  }
+  if (field === "gateway" && typeof want === "string" && typeof have === "string") {
+    return parseIp(want)?.value === parseIp(have)?.value;
+  }
+  return JSON.stringify(want) === JSON.stringify(have);
 }
