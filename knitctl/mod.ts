@@ -2,4 +2,10 @@
  * knitctl: the command-line client for the manager and the node agents.
  * @module
  */
-export {};
+export { main } from "./main.ts";
+export {
+  attachInterface,
+  type AttachRequest,
+  detachInterface,
+  type ExtraInterfaceView,
+} from "./agent_client.ts";

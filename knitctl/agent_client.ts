@@ -1,0 +1,124 @@
+/**
+ * The node agent's extra-interface API over its unix socket (root only): attach and detach.
+ * Answers are the agent's JSON; failures say whether the socket, the permission or the agent was
+ * the problem.
+ */
+import { CommandFailed } from "./errors.ts";
+
+export interface RouteSpec {
+  dst: string;
+  via?: string;
+}
+
+/** Which netns: exactly one of these. */
+export interface NetnsTarget {
+  netns?: string;
+  pid?: number;
+  pod?: string;
+}
+
+export interface AttachRequest extends NetnsTarget {
+  ifName: string;
+  network?: string;
+  tenant?: string;
+  bridge?: string;
+  vlan?: number;
+  ip?: string;
+  mac?: string;
+  mtu?: number;
+  routes?: RouteSpec[];
+}
+
+export type DetachRequest = NetnsTarget & { ifName: string };
+
+/** What the agent made (its answer to attach). */
+export interface ExtraInterfaceView {
+  ifName: string;
+  netns: string;
+  kind: "network" | "bridge";
+  address?: string;
+  mac: string;
+  mtu: number;
+  hostIfName: string;
+  bridge: string;
+  vlan?: number;
+  network?: string;
+  tenant?: string;
+  portId?: string;
+  routes: RouteSpec[];
+}
+
+export const DEFAULT_AGENT_SOCKET = "/run/knitter/agent.sock";
+
+export async function attachInterface(
+  socket: string,
+  req: AttachRequest,
+): Promise<ExtraInterfaceView> {
+  return await call(socket, "POST", req, `Cannot attach ${req.ifName}`);
+}
+
+export async function detachInterface(
+  socket: string,
+  req: DetachRequest,
+): Promise<{ removed: boolean; netns: string; ifName: string }> {
+  return await call(socket, "DELETE", req, `Cannot detach ${req.ifName}`);
+}
+
+async function call<T>(socket: string, method: string, body: unknown, what: string): Promise<T> {
+  await requireSocket(socket);
+  const client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
+  let res: Response;
+  try {
+    res = await fetch("http://agent/v1/interfaces", {
+      method,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      client,
+    });
+  } catch (err) {
+    client.close();
+    const why = ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message;
+    throw new CommandFailed(
+      `${what}: the agent at ${socket} is not answering (${why}): is the agent running on this node?`,
+    );
+  }
+  try {
+    const text = await res.text();
+    let parsed: { error?: { code?: string; message?: string } } | undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch { /* not JSON: quoted below */ }
+    if (res.ok) return parsed as T;
+    if (res.status === 404 && !parsed?.error) {
+      throw new CommandFailed(
+        `${what}: the agent at ${socket} has no extra-interface API (an older agent?): upgrade it`,
+      );
+    }
+    const msg = parsed?.error?.message ?? text.slice(0, 300);
+    throw new CommandFailed(`${what}: ${msg} (agent: ${res.status} ${parsed?.error?.code ?? ""})`);
+  } finally {
+    client.close();
+  }
+}
+
+async function requireSocket(socket: string): Promise<void> {
+  try {
+    const st = await Deno.stat(socket);
+    if (!st.isSocket) {
+      throw new CommandFailed(`${socket} is not a unix socket: pass the agent's --agent-socket`);
+    }
+  } catch (err) {
+    if (err instanceof CommandFailed) throw err;
+    if (err instanceof Deno.errors.NotFound) {
+      throw new CommandFailed(
+        `No agent socket at ${socket}: run knitctl on the pod's node where the agent runs, or pass --agent-socket PATH (or KNITCTL_AGENT_SOCKET)`,
+      );
+    }
+    if (err instanceof Deno.errors.PermissionDenied) {
+      throw new CommandFailed(
+        `Cannot use the agent socket ${socket}: permission denied; run knitctl as root (the socket is root-only)`,
+      );
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * The command line: `knitctl [global flags] <verb> <resource> [name] [flags]`. Every flag is
+ * declared once, as data; a verb (and for create, a resource) lists the flags it takes, so a flag
+ * given where it means nothing is an error rather than silently ignored.
+ */
+import { parseArgs } from "node:util";
+import { UsageError } from "./errors.ts";
+
+interface FlagSpec {
+  type: "string" | "boolean";
+  multiple?: boolean;
+  short?: string;
+  /** Placeholder of the value in help texts. */
+  value?: string;
+  help: string;
+}
+
+export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
+  server: { type: "string", value: "URL", help: "the manager (env KNITCTL_SERVER)" },
+  token: { type: "string", value: "TOKEN", help: "bearer token (env KNITCTL_TOKEN)" },
+  tenant: { type: "string", short: "t", value: "NAME", help: "tenant of tenant-scoped resources" },
+  output: { type: "string", short: "o", value: "F", help: "table | wide | json" },
+  config: { type: "string", value: "FILE", help: "config file (env KNITCTL_CONFIG)" },
+  stack: { type: "string", value: "DIR", help: "a local stack's directory (env KNITCTL_STACK)" },
+  help: { type: "boolean", short: "h", help: "this help" },
+};
+
+/** Flags of the verbs; which verb takes which is in VERB_FLAGS and the resources' create lists. */
+export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
+  network: { type: "string", value: "NAME", help: "the network" },
+  node: { type: "string", value: "NAME", help: "the node" },
+  pod: { type: "string", value: "NS/NAME", help: "the pod" },
+  cidr: { type: "string", value: "CIDR", help: "e.g. 10.1.0.0/24" },
+  type: { type: "string", value: "T", help: "vxlan | vlan | flat" },
+  gateway: { type: "string", value: "IP", help: "the gateway" },
+  pool: {
+    type: "string",
+    multiple: true,
+    value: "START-END",
+    help: "an allocation pool (repeatable)",
+  },
+  exclude: { type: "string", multiple: true, value: "A", help: "never handed out (repeatable)" },
+  public: { type: "boolean", help: "every tenant may attach (admin)" },
+  physnet: { type: "string", value: "NAME", help: "physical network (vlan, flat)" },
+  "segment-id": { type: "string", value: "N", help: "VNI or VLAN ID" },
+  mtu: { type: "string", value: "N", help: "MTU" },
+  route: { type: "string", multiple: true, value: "DST[,VIA]", help: "a route (repeatable)" },
+  "dns-server": { type: "string", multiple: true, value: "IP", help: "a name server (repeatable)" },
+  "dns-domain": { type: "string", value: "D", help: "DNS domain" },
+  "dns-search": {
+    type: "string",
+    multiple: true,
+    value: "D",
+    help: "DNS search domain (repeatable)",
+  },
+  description: { type: "string", value: "TEXT", help: "free text" },
+  "vlan-range": { type: "string", multiple: true, value: "A-B", help: "VLAN IDs (repeatable)" },
+  size: { type: "string", value: "N", help: "number of addresses" },
+  addresses: { type: "string", multiple: true, value: "IP,IP", help: "the addresses" },
+  ip: { type: "string", value: "IP", help: "address (attach --bridge: with prefix)" },
+  "ip-group": { type: "string", value: "NAME", help: "take the address from this IP group" },
+  mac: { type: "string", value: "MAC", help: "MAC address" },
+  "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
+  label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },
+  "agent-socket": {
+    type: "string",
+    value: "PATH",
+    help: "the agent's socket (env KNITCTL_AGENT_SOCKET)",
+  },
+  netns: { type: "string", value: "NAME|PATH", help: "a network namespace" },
+  pid: { type: "string", value: "PID", help: "the netns of a process" },
+  ifname: { type: "string", value: "IF", help: "interface name in the netns" },
+  bridge: { type: "string", value: "BR", help: "an OVS bridge (plain veth, no manager)" },
+  vlan: { type: "string", value: "TAG", help: "VLAN access tag on --bridge" },
+  "route-gw": { type: "string", multiple: true, value: "CIDR,GW", help: "route via a gateway" },
+  "route-intf": { type: "string", multiple: true, value: "CIDR", help: "route via the interface" },
+};
+
+const TARGET = ["agent-socket", "node", "netns", "pid", "pod", "ifname"];
+
+/** Flags each verb takes besides the global ones; create's depend on the resource. */
+export const VERB_FLAGS: Record<string, string[]> = {
+  get: ["network", "node", "pod"],
+  create: [],
+  delete: ["network"],
+  usage: [],
+  attach: [...TARGET, "network", "bridge", "vlan", "ip", "mac", "mtu", "route-gw", "route-intf"],
+  detach: TARGET,
+  version: [],
+  help: [],
+};
+
+export type FlagValues = Record<string, string | boolean | string[] | undefined>;
+
+export interface CommandLine {
+  verb?: string;
+  /** Positionals after the verb: resource, name. */
+  args: string[];
+  flags: FlagValues;
+  /** Flags given on the command line, by name, to check against the verb. */
+  given: string[];
+}
+
+export function parseCommandLine(argv: string[]): CommandLine {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { ...GLOBAL_FLAGS, ...VERB_FLAGS_SPEC },
+      allowPositionals: true,
+      strict: true,
+      tokens: true,
+    });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message.split("\n")[0]}: see "knitctl --help"`);
+  }
+  const given = [...new Set(parsed.tokens.flatMap((t) => t.kind === "option" ? [t.name] : []))];
+  const [verb, ...args] = parsed.positionals;
+  return { verb, args, flags: parsed.values as FlagValues, given };
+}
+
+/** Fails on a flag the verb does not take, naming the flags it does take. */
+export function requireFlagsOf(
+  line: CommandLine,
+  allowed: string[],
+  where: string,
+): void {
+  for (const name of line.given) {
+    if (name in GLOBAL_FLAGS || allowed.includes(name)) continue;
+    const takes = allowed.length ? allowed.map((f) => `--${f}`).join(", ") : "no flags of its own";
+    throw new UsageError(`${where} does not take --${name} (it takes ${takes})`);
+  }
+}
+
+export function str(flags: FlagValues, name: string): string | undefined {
+  const v = flags[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+export function strs(flags: FlagValues, name: string): string[] | undefined {
+  const v = flags[name];
+  return Array.isArray(v) ? v : undefined;
+}

@@ -1,0 +1,83 @@
+/** Usage texts: the whole command, and each verb. */
+import { GLOBAL_FLAGS, VERB_FLAGS, VERB_FLAGS_SPEC } from "./args.ts";
+import { RESOURCES } from "./resources.ts";
+
+export const VERSION = "0.1.0";
+
+const SUMMARY: Record<string, [string, string]> = {
+  get: ["get <resource> [name] [flags]", "list resources as a table, or show one"],
+  create: ["create <resource> <name> [flags]", "create a resource"],
+  delete: ["delete <resource> <name> [flags]", "delete a resource"],
+  usage: ["usage networks|physnets [name]", "addresses or VLAN IDs: total, used, free"],
+  attach: ["attach [flags]", "add an extra interface to a pod or netns, through its node's agent"],
+  detach: ["detach [flags]", "remove an interface attach made (succeeds when already gone)"],
+  version: ["version", "print knitctl's version"],
+  help: ["help [verb]", "this help, or a verb's"],
+};
+
+export function mainHelp(): string {
+  const verbs = Object.entries(SUMMARY).map(([, [use, what]]) => `  ${use.padEnd(36)} ${what}`);
+  const resources = RESOURCES.map((r) => `  ${r.names.join(", ")}`);
+  return [
+    "knitctl: the command-line client of Knitter (the manager's API and the node agents)",
+    "",
+    "Usage: knitctl [global flags] <verb> <resource> [name] [flags]",
+    "",
+    "Verbs:",
+    ...verbs,
+    "",
+    "Resources:",
+    ...resources,
+    "",
+    "Global flags:",
+    ...flagLines(GLOBAL_FLAGS, Object.keys(GLOBAL_FLAGS)),
+    "",
+    "Precedence: flags, environment, --stack, config file (~/.config/knitter/knitctl.json).",
+    'Exit codes: 0 done, 1 the manager or agent failed, 2 usage error. "knitctl help VERB" for more.',
+  ].join("\n") + "\n";
+}
+
+export function verbHelp(verb: string): string {
+  const [use, what] = SUMMARY[verb];
+  const out = [`knitctl ${use}: ${what}`, ""];
+  if (verb === "create") {
+    out.push("Flags by resource:");
+    for (const r of RESOURCES) {
+      const req = Object.keys(r.create.required);
+      out.push(`  ${r.kind}:${r.create.flags.length ? "" : " none"}`);
+      out.push(...flagLines(VERB_FLAGS_SPEC, r.create.flags, req).map((l) => `  ${l}`));
+    }
+  } else if (VERB_FLAGS[verb].length) {
+    out.push("Flags:", ...flagLines(VERB_FLAGS_SPEC, VERB_FLAGS[verb]));
+  }
+  out.push(...(EXTRA[verb] ?? []));
+  out.push("", "Global flags (--server, --token, -t, -o, --config, --stack) apply too.");
+  return out.join("\n") + "\n";
+}
+
+const EXTRA: Record<string, string[]> = {
+  get: ["", "--network, --node and --pod narrow a list of ports; get port ID needs --network."],
+  delete: ["", "delete port ID needs --network."],
+  attach: [
+    "",
+    "Target: --netns, --pid or --pod; and --ifname. Kind: --network (a Knitter network, address",
+    "from the manager, flows on br-int) or --bridge (a plain veth on that OVS bridge, optional",
+    "--vlan tag, --ip with prefix). --agent-socket defaults to /run/knitter/agent.sock; with",
+    "--stack DIR, --node NAME picks that node's agent.",
+    "",
+    "Example: knitctl attach --netns lab1 --ifname eth1 --network blue --route-gw 10.9.0.0/16,10.1.0.254",
+  ],
+  detach: ["", "Example: knitctl detach --netns lab1 --ifname eth1"],
+};
+
+function flagLines(
+  specs: Record<string, { short?: string; value?: string; help: string }>,
+  names: string[],
+  required: string[] = [],
+): string[] {
+  return names.map((name) => {
+    const s = specs[name];
+    const flag = `${s.short ? `-${s.short}, ` : "    "}--${name}${s.value ? ` ${s.value}` : ""}`;
+    return `  ${flag.padEnd(30)} ${s.help}${required.includes(name) ? " (required)" : ""}`;
+  });
+}

@@ -1,0 +1,334 @@
+/**
+ * The resources knitctl manages, as data: names, where they live in the API, their table columns
+ * and how a create command line becomes a request body.
+ */
+import { type FlagValues, str, strs } from "./args.ts";
+import { UsageError } from "./errors.ts";
+import * as V from "./values.ts";
+
+// deno-lint-ignore no-explicit-any
+type Obj = any;
+
+export interface Column {
+  header: string;
+  value(o: Obj): string;
+  /** Only with -o wide. */
+  wide?: boolean;
+}
+
+/** What a path depends on besides the name: the tenant, and for ports the network. */
+export interface Scope {
+  tenant: string;
+  network?: string;
+}
+
+export interface CreateSpec {
+  flags: string[];
+  /** Flags without which the request cannot be made, with an example value. */
+  required: Record<string, string>;
+  /** PUT to the item's path (idempotent IDs), or POST to the collection. */
+  method: "POST" | "PUT";
+  body(name: string, flags: FlagValues): unknown;
+}
+
+export interface Resource {
+  /** Plural, as printed in messages. */
+  plural: string;
+  /** Singular, as in "network/blue deleted". */
+  kind: string;
+  names: string[];
+  tenantScoped: boolean;
+  /** Ports live in a network: get by name and delete need --network. */
+  needsNetwork?: boolean;
+  list(scope: Scope, flags: FlagValues): string;
+  item(scope: Scope, name: string): string;
+  columns: Column[];
+  create: CreateSpec;
+  /** Has a usage figure (total/used/free). */
+  usage?: boolean;
+}
+
+const V1 = "/api/v1";
+const enc = encodeURIComponent;
+
+function tenantPath(scope: Scope, rest: string): string {
+  return `${V1}/tenants/${enc(scope.tenant)}/${rest}`;
+}
+
+function networkOf(scope: Scope, what: string): string {
+  if (!scope.network) {
+    throw new UsageError(`${what} needs --network NAME: a port belongs to a network`);
+  }
+  return scope.network;
+}
+
+const age = (o: Obj, key = "createdAt") => ago(o[key]);
+const usageText = (u: Obj) => u ? `${u.used}/${u.total}` : "";
+
+export const RESOURCES: Resource[] = [
+  {
+    plural: "tenants",
+    kind: "tenant",
+    names: ["tenants", "tenant"],
+    tenantScoped: false,
+    list: () => `${V1}/tenants`,
+    item: (_s, name) => `${V1}/tenants/${enc(name)}`,
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "NETWORKS", value: (o) => String(o.networks) },
+      { header: "IPGROUPS", value: (o) => String(o.ipGroups) },
+      { header: "AGE", value: age },
+    ],
+    create: { flags: [], required: {}, method: "POST", body: (name) => ({ name }) },
+  },
+  {
+    plural: "networks",
+    kind: "network",
+    names: ["networks", "network", "net", "nets"],
+    tenantScoped: true,
+    usage: true,
+    list: (s) => tenantPath(s, "networks"),
+    item: (s, name) => tenantPath(s, `networks/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "TENANT", value: (o) => o.tenant },
+      { header: "TYPE", value: (o) => o.type },
+      { header: "CIDR", value: (o) => o.cidr },
+      { header: "GATEWAY", value: (o) => o.gateway ?? "" },
+      { header: "SEGMENT", value: (o) => o.segmentId === undefined ? "" : String(o.segmentId) },
+      { header: "USED", value: (o) => usageText(o.usage) },
+      { header: "PHYSNET", value: (o) => o.physnet ?? "", wide: true },
+      { header: "MTU", value: (o) => String(o.mtu), wide: true },
+      { header: "PUBLIC", value: (o) => String(o.public), wide: true },
+      { header: "ID", value: (o) => o.id, wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: [
+        "cidr",
+        "type",
+        "gateway",
+        "pool",
+        "exclude",
+        "public",
+        "physnet",
+        "segment-id",
+        "mtu",
+        "route",
+        "dns-server",
+        "dns-domain",
+        "dns-search",
+        "description",
+      ],
+      required: { cidr: "10.1.0.0/24" },
+      method: "POST",
+      body: networkBody,
+    },
+  },
+  {
+    plural: "physnets",
+    kind: "physnet",
+    names: ["physnets", "physnet"],
+    tenantScoped: false,
+    usage: true,
+    list: () => `${V1}/physnets`,
+    item: (_s, name) => `${V1}/physnets/${enc(name)}`,
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      {
+        header: "VLANS",
+        value: (o) => o.vlanRanges.map((r: Obj) => `${r.start}-${r.end}`).join(","),
+      },
+      { header: "NETWORKS", value: (o) => String(o.networks) },
+      { header: "USED", value: (o) => usageText(o.usage) },
+      { header: "DESCRIPTION", value: (o) => o.description ?? "", wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["vlan-range", "description"],
+      required: {},
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        vlanRanges: (strs(f, "vlan-range") ?? []).map((r) => V.vlanRange("vlan-range", r)),
+        ...optional("description", str(f, "description")),
+      }),
+    },
+  },
+  {
+    plural: "ipgroups",
+    kind: "ipgroup",
+    names: ["ipgroups", "ipgroup", "ipg"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "ipgroups"),
+    item: (s, name) => tenantPath(s, `ipgroups/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "NETWORK", value: (o) => o.network },
+      { header: "SIZE", value: (o) => String(o.size) },
+      { header: "USED", value: (o) => String(o.used) },
+      {
+        header: "ADDRESSES",
+        value: (o) => o.addresses.map((a: Obj) => a.ip).join(","),
+        wide: true,
+      },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["network", "size", "addresses"],
+      required: { network: "blue" },
+      method: "POST",
+      body: ipGroupBody,
+    },
+  },
+  {
+    plural: "ports",
+    kind: "port",
+    names: ["ports", "port"],
+    tenantScoped: true,
+    needsNetwork: true,
+    list: (s, f) => {
+      if (s.network) return tenantPath(s, `networks/${enc(s.network)}/ports${portQuery(f)}`);
+      return `${V1}/ports${portQuery(f, s.tenant)}`;
+    },
+    item: (s, name) =>
+      tenantPath(s, `networks/${enc(networkOf(s, "A port by name"))}/ports/${enc(name)}`),
+    columns: [
+      { header: "ID", value: (o) => o.id },
+      { header: "NETWORK", value: (o) => o.network },
+      { header: "IP", value: (o) => o.ip },
+      { header: "MAC", value: (o) => o.mac },
+      { header: "NODE", value: (o) => o.node ?? "" },
+      { header: "POD", value: (o) => o.pod ? `${o.pod.namespace}/${o.pod.name}` : "" },
+      { header: "INTERFACE", value: (o) => o.interface ?? "", wide: true },
+      { header: "IPGROUP", value: (o) => o.ipGroup ?? "", wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["network", "ip", "ip-group", "mac", "node"],
+      required: { network: "blue" },
+      method: "PUT",
+      body: (_name, f) => ({
+        ...optional("ip", str(f, "ip")),
+        ...optional("ipGroup", str(f, "ip-group")),
+        ...optional("mac", str(f, "mac")?.toLowerCase()),
+        ...optional("node", str(f, "node")),
+      }),
+    },
+  },
+  {
+    plural: "nodes",
+    kind: "node",
+    names: ["nodes", "node", "no"],
+    tenantScoped: false,
+    list: () => `${V1}/nodes`,
+    item: (_s, name) => `${V1}/nodes/${enc(name)}`,
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "UNDERLAY-IP", value: (o) => o.underlayIp },
+      {
+        header: "LABELS",
+        value: (o) => Object.entries(o.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(",") || "",
+        wide: true,
+      },
+      { header: "AGE", value: (o) => ago(o.registeredAt) },
+    ],
+    create: {
+      flags: ["underlay-ip", "label"],
+      required: { "underlay-ip": "192.0.2.10" },
+      method: "PUT",
+      body: (_name, f) => {
+        const l = strs(f, "label");
+        return {
+          underlayIp: str(f, "underlay-ip"),
+          ...(l ? { labels: V.labels("label", l) } : {}),
+        };
+      },
+    },
+  },
+];
+
+/** The resource a name means, or a usage error listing the names there are. */
+export function findResource(name: string | undefined, verb: string): Resource {
+  const all = RESOURCES.map((r) => r.plural).join(", ");
+  if (!name) throw new UsageError(`${verb} needs a resource: one of ${all}`);
+  const r = RESOURCES.find((x) => x.names.includes(name.toLowerCase()));
+  if (!r) throw new UsageError(`Unknown resource "${name}": use one of ${all}`);
+  return r;
+}
+
+function networkBody(name: string, f: FlagValues): unknown {
+  const servers = V.list(strs(f, "dns-server"));
+  const search = V.list(strs(f, "dns-search"));
+  const domain = str(f, "dns-domain");
+  const dns = servers.length || search.length || domain
+    ? {
+      ...(servers.length ? { nameservers: servers } : {}),
+      ...(search.length ? { search } : {}),
+      ...optional("domain", domain),
+    }
+    : undefined;
+  const segment = str(f, "segment-id");
+  const mtu = str(f, "mtu");
+  return {
+    name,
+    cidr: str(f, "cidr"),
+    ...optional("type", str(f, "type")),
+    ...optional("gateway", str(f, "gateway")),
+    ...listed("allocationPools", strs(f, "pool")?.map((p) => V.addressRange("pool", p))),
+    ...listed("excludes", V.list(strs(f, "exclude"))),
+    ...(f.public ? { public: true } : {}),
+    ...optional("physnet", str(f, "physnet")),
+    ...(segment ? { segmentId: V.integer("segment-id", segment, 1, 16777215) } : {}),
+    ...(mtu ? { mtu: V.integer("mtu", mtu, 576, 9216) } : {}),
+    ...listed("routes", strs(f, "route")?.map((r) => V.route("route", r))),
+    ...(dns ? { dns } : {}),
+    ...optional("description", str(f, "description")),
+  };
+}
+
+function ipGroupBody(name: string, f: FlagValues): unknown {
+  const size = str(f, "size");
+  const addresses = V.list(strs(f, "addresses"));
+  if (!size && addresses.length === 0) {
+    throw new UsageError("create ipgroup needs --size N or --addresses IP,IP,...");
+  }
+  if (size && addresses.length) {
+    throw new UsageError("create ipgroup takes --size or --addresses, not both");
+  }
+  return {
+    name,
+    network: str(f, "network"),
+    ...(size ? { size: V.integer("size", size, 1, 512) } : { addresses }),
+  };
+}
+
+function portQuery(f: FlagValues, tenant?: string): string {
+  const q = new URLSearchParams();
+  if (tenant) q.set("tenant", tenant);
+  const node = str(f, "node");
+  const pod = str(f, "pod");
+  if (node) q.set("node", node);
+  if (pod) q.set("pod", pod);
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+function optional(key: string, value: string | undefined): Record<string, string> {
+  return value === undefined ? {} : { [key]: value };
+}
+
+function listed<T>(key: string, values: T[] | undefined): Record<string, T[]> {
+  return values && values.length ? { [key]: values } : {};
+}
+
+/** "5m", "3h", "2d": how long ago, as kubectl shows ages. */
+export function ago(iso: string | undefined, now = Date.now()): string {
+  if (!iso) return "";
+  const s = Math.max(0, Math.floor((now - Date.parse(iso)) / 1000));
+  if (Number.isNaN(s)) return "";
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}

@@ -1,0 +1,72 @@
+/**
+ * Flag values that are more than a string: ranges, routes, numbers, labels. Each parser names the
+ * flag and shows a good value when the given one is wrong.
+ */
+import { UsageError } from "./errors.ts";
+
+/** "10.1.0.10-10.1.0.200" → {start, end} (addresses are left to the manager to judge). */
+export function addressRange(flag: string, text: string): { start: string; end: string } {
+  const [start, end, extra] = text.split("-");
+  if (!start || !end || extra !== undefined) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a range: use START-END, e.g. 10.1.0.10-10.1.0.200`,
+    );
+  }
+  return { start: start.trim(), end: end.trim() };
+}
+
+/** "100-199" or "100" → {start, end}. */
+export function vlanRange(flag: string, text: string): { start: number; end: number } {
+  const parts = text.split("-");
+  const nums = parts.map((p) => Number(p.trim()));
+  if (parts.length > 2 || nums.some((n) => !Number.isInteger(n) || n < 1 || n > 4094)) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a VLAN range: use A-B with IDs 1-4094, e.g. 100-199`,
+    );
+  }
+  return { start: nums[0], end: nums[nums.length - 1] };
+}
+
+/** "DST[,VIA]" → {dst, via?}. */
+export function route(flag: string, text: string): { dst: string; via?: string } {
+  const [dst, via, extra] = text.split(",").map((s) => s.trim());
+  if (!dst || extra !== undefined || via === "") {
+    throw new UsageError(
+      `--${flag} "${text}" is not a route: use DST[,VIA], e.g. 10.9.0.0/16,10.1.0.254`,
+    );
+  }
+  return via ? { dst, via } : { dst };
+}
+
+/** "CIDR,GW" → {dst, via}: a route through a gateway. */
+export function gatewayRoute(flag: string, text: string): { dst: string; via: string } {
+  const [dst, via, extra] = text.split(",").map((s) => s.trim());
+  if (!dst || !via || extra !== undefined) {
+    throw new UsageError(`--${flag} "${text}" needs CIDR,GW, e.g. 10.9.0.0/16,10.1.0.254`);
+  }
+  return { dst, via };
+}
+
+export function integer(flag: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < min || n > max) {
+    throw new UsageError(`--${flag} "${text}" is not a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
+/** "key=value" pairs → a record. */
+export function labels(flag: string, texts: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const text of texts) {
+    const at = text.indexOf("=");
+    if (at <= 0) throw new UsageError(`--${flag} "${text}" is not KEY=VALUE, e.g. zone=a`);
+    out[text.slice(0, at)] = text.slice(at + 1);
+  }
+  return out;
+}
+
+/** Repeated flags, each maybe a comma-separated list, as one list. */
+export function list(texts: string[] | undefined): string[] {
+  return (texts ?? []).flatMap((t) => t.split(",")).map((s) => s.trim()).filter(Boolean);
+}
