@@ -1,10 +1,18 @@
 # Entry points people expect; each is a thin wrapper over a deno task (see deno.json).
 DENO := .tools/bin/deno
 
-.PHONY: test setup build bench bench-cni manager stack-up stack-down clean
+.PHONY: test demo setup build bench bench-cni manager stack-up stack-down clean
 
 test: setup ## install what is missing, then fmt check, lint, type check and all tests
 	$(DENO) task ci
+
+DEMO_DIR ?= .state/demo
+DEMO_FLAGS ?=
+
+demo: ## the main job (as root): a stack with two tenants' networks and pods, a measured connectivity matrix
+	@[ "$$(id -u)" = 0 ] || { echo "demo: needs root (network namespaces, Open vSwitch): run sudo make demo" >&2; exit 1; }
+	@$(MAKE) --no-print-directory setup build
+	$(DENO) task demo --dir $(DEMO_DIR) $(DEMO_FLAGS)
 
 setup:
 	@bash scripts/setup.sh
@@ -33,4 +41,5 @@ manager: setup build ## run a manager with manager/manager.example.json
 
 clean: ## remove build output and .state (a stack recorded there is taken down first)
 	@if [ -f $(STACK_DIR)/stack.json ]; then $(DENO) task stack down --dir $(STACK_DIR); fi
+	@if [ -f $(DEMO_DIR)/stack.json ]; then $(DENO) task stack down --dir $(DEMO_DIR); fi
 	rm -rf wasm/build .state
