@@ -117,28 +117,10 @@ export class Attacher {
         // No journal write here: port IDs are derived, so the journal already names what to release.
         this.requirePhysnet(i.port);
       }
-      for (const i of a.interfaces) {
-        await createPodInterface({
-          netns,
-          ifName: i.ifName,
-          hostIfName: i.hostIfName,
-          mac: i.port!.mac,
-          mtu: i.port!.mtu,
-          addresses: [i.port!.address],
-          routes: podRoutes({ ...i, port: i.port! }),
-        });
-      }
-      // The agent picks the ofports, so the flows can go in while the ports are being added.
+      // The agent picks the ofports, so the flows go in while the interfaces are made and plugged.
       for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
       await this.d.state.putAttachment(a);
-      await Promise.all([
-        this.d.plugger.add(a.interfaces.map((i) => ({
-          name: i.hostIfName,
-          ofportRequest: i.ofport,
-          externalIds: externalIds(a, i),
-        }))),
-        this.d.dataplane.sync(),
-      ]);
+      await allDone([this.makeInterfaces(a), this.d.dataplane.sync()]);
       a.result = cniResult(
         netns,
         a.interfaces.map((i) => ({ ...i, port: i.port! })),
@@ -181,7 +163,7 @@ export class Attacher {
    */
   private async undo(a: Attachment, why: string): Promise<void> {
     try {
-      await Promise.all([
+      await allDone([
         this.d.plugger.remove(a.interfaces.map((i) => i.hostIfName)),
         ...a.interfaces.map((i) => deletePodInterface(i.hostIfName, a.netns, i.ifName)),
       ]);
@@ -250,6 +232,26 @@ export class Attacher {
     }
   }
 
+  /** Creates the pod's interfaces in its netns, then plugs their host ends into the bridge. */
+  private async makeInterfaces(a: Attachment): Promise<void> {
+    for (const i of a.interfaces) {
+      await createPodInterface({
+        netns: a.netns,
+        ifName: i.ifName,
+        hostIfName: i.hostIfName,
+        mac: i.port!.mac,
+        mtu: i.port!.mtu,
+        addresses: [i.port!.address],
+        routes: podRoutes({ ...i, port: i.port! }),
+      });
+    }
+    await this.d.plugger.add(a.interfaces.map((i) => ({
+      name: i.hostIfName,
+      ofportRequest: i.ofport,
+      externalIds: externalIds(a, i),
+    })));
+  }
+
   /** The ofports of the ports this node already has stay theirs. */
   private async reserveOfports(): Promise<void> {
     const known = await this.d.state.listAttachments();
@@ -273,6 +275,15 @@ export class Attacher {
       if (!m.busy) this.locks.delete(containerId);
     }
   }
+}
+
+/**
+ * Waits for all of the steps, then fails with the first failure: an undo must not start while a
+ * step that failed alongside another is still making things.
+ */
+async function allDone(steps: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(steps)).find((r) => r.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
 async function requireNetns(netns: string): Promise<void> {

@@ -4,7 +4,8 @@
  * - knitter: the real plugin wrapper (plugin/knitter), as a runtime execs it, against a one-node
  *   stack (manager process, agent process, private userspace OVS);
  * - shell: the bare command sequence per pod on a private userspace OVS (veth made into the pod's
- *   netns, `ip -n POD -batch`, `ovs-vsctl add-port ... tag`, `ovs-ofctl add-flows` of 3 flows);
+ *   netns, `ip -n POD -batch`, `ovs-vsctl add-port ... tag`, `ovs-ofctl --no-names add-flows` of
+ *   3 flows: --no-names spares the port and table lookups, as the agent does);
  * - reference: Debian's `bridge` plugin with `host-local` IPAM (a Linux bridge, no OVS).
  *
  * Every command is exec'd by tests/bench/driver.ts from inside the subject's node netns, as kubelet
@@ -162,7 +163,7 @@ link set eth0 up
 route add default via 10.201.0.1
 EOF
 ovs-vsctl ${db} add-port br-int ${p.host} tag=100 -- set Interface ${p.host} ofport_request=${p.ofport}
-ovs-ofctl -O OpenFlow13 add-flows br-int - <<EOF
+ovs-ofctl -O OpenFlow13 --no-names add-flows br-int - <<EOF
 cookie=${p.cookie},table=0,priority=100,in_port=${p.ofport},dl_src=${p.mac},actions=goto_table:10
 cookie=${p.cookie},table=10,priority=100,ip,nw_dst=${p.ip},actions=output:${p.ofport}
 cookie=${p.cookie},table=10,priority=100,arp,arp_tpa=${p.ip},actions=output:${p.ofport}
@@ -174,7 +175,7 @@ EOF
       const p = pod(phase, i);
       const script = `set -e
 ovs-vsctl ${db} --if-exists del-port br-int ${p.host}
-ovs-ofctl -O OpenFlow13 del-flows br-int cookie=${p.cookie}/-1
+ovs-ofctl -O OpenFlow13 --no-names del-flows br-int cookie=${p.cookie}/-1
 ip link del ${p.host}
 `;
       return { argv: ["sh", "-c", script], env };
