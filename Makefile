@@ -20,6 +20,9 @@ setup:
 build: setup ## build the WebAssembly modules
 	$(DENO) task build:wasm
 
+binaries: setup ## deno compile of every component into dist/ (DENORT_BIN: see deploy/README.md)
+	$(DENO) task build:bin
+
 bench: setup build ## run the benchmarks (figures go to docs/benchmarks.md by hand)
 	$(DENO) task bench
 
