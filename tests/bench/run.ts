@@ -93,7 +93,8 @@ console.log(
 Where a sequential ADD / DEL of our plugin spends its time (mean per pod over ${profile.pods} pods,
 the agent swapped for the same agent with stopwatches; total ADD ${ms(profile.add.totalMs)}, DEL ${
     ms(profile.del.totalMs)
-  }):
+  }). The flow sync runs alongside the interface and the OVSDB steps, so the rows can add up to
+more than the whole; "agent, rest" is the time no timed step covers:
 
 | phase | ADD | DEL |
 |---|---|---|

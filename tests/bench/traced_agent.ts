@@ -1,8 +1,8 @@
 /**
  * The node agent, unchanged, with a stopwatch around what it waits for: every command it runs
  * (through the runner's onRun hook), every HTTP call it makes (fetch: the manager), every Deno KV
- * operation (its state), every flow sync a caller waits for (Dataplane.prototype.sync) and every
- * request it serves (Deno.serve: the plugin's calls). The agent's code is not touched: the
+ * operation (its state), every flow sync a caller waits for (Dataplane.prototype.sync), every OVSDB
+ * port change (PortPlugger.prototype.add / remove) and every request it serves (Deno.serve: the plugin's calls). The agent's code is not touched: the
  * stopwatches wrap the built-ins and the prototype it calls. For the ADD profile of tests/bench;
  * not for production.
  *
@@ -14,9 +14,10 @@ import { onRun } from "@knitter/common";
 import { loadAgentConfig } from "../../agent/config.ts";
 import { startAgent } from "../../agent/daemon.ts";
 import { Dataplane } from "../../agent/dataplane.ts";
+import { PortPlugger } from "../../agent/port_plugger.ts";
 
 export interface TraceEvent {
-  kind: "exec" | "http" | "serve" | "kv" | "sync";
+  kind: "exec" | "http" | "serve" | "kv" | "sync" | "ovsdb";
   /** exec: the command's words up to the first option-looking or path one; http/serve: METHOD path. */
   what: string;
   /** Epoch milliseconds (performance.timeOrigin + performance.now()). */
@@ -68,6 +69,8 @@ function timed(kind: TraceEvent["kind"], what: string, proto: object, name: stri
 for (const m of ["get", "getMany", "set", "delete"]) timed("kv", `kv.${m}`, Deno.Kv.prototype, m);
 timed("kv", "kv.atomic().commit", Deno.AtomicOperation.prototype, "commit");
 timed("sync", "dataplane.sync", Dataplane.prototype, "sync");
+timed("ovsdb", "add ports", PortPlugger.prototype, "add");
+timed("ovsdb", "delete ports", PortPlugger.prototype, "remove");
 
 const realServe = Deno.serve;
 // deno-lint-ignore no-explicit-any
