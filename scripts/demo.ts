@@ -132,8 +132,6 @@ async function stackUp(dir: string): Promise<Manifest> {
     "--physnets",
     PHYSNET,
     "--no-demo",
-    "--log-level",
-    "warn",
     "--quiet",
   ]);
   if (r.code !== 0) throw new Error(`The stack launcher failed: ${r.stderr || r.stdout}`);
@@ -226,42 +224,69 @@ async function physnetUsage(api: ManagerClient): Promise<string> {
   return `physnet ${PHYSNET}: VLAN IDs in use ${p.usage.used} of ${p.usage.total}`;
 }
 
-/** A file to source in a shell: what knitctl and the hints below need. */
-async function writeEnvFile(m: Manifest): Promise<string> {
-  const path = `${m.dir}/env`;
+/** A file to source in a shell: knitctl on PATH and pointed at the stack, and the netns prefix. */
+async function writeEnvFile(m: Manifest): Promise<void> {
   await Deno.writeTextFile(
-    path,
-    `# The demo's stack, for a shell: . ${path}
-export KNITCTL_SERVER='${m.manager.url}'
-export KNITCTL_TOKEN='${m.manager.adminToken}'
-# Every netns of the stack starts with this: $STACK-n1 (a node), $STACK-n1-edge (a pod).
+    `${m.dir}/env`,
+    `# The demo's stack, for a shell: . ${m.dir}/env
+export KNITCTL_STACK='${m.dir}'
+# Every netns of the demo starts with this: $STACK-n1 is node n1, $STACK-n1-edge the pod edge on it.
 export STACK='${m.prefix}'
+export PATH="${ROOT}/knitctl:$PATH"
 `,
   );
-  return path;
 }
 
-function exploreHints(m: Manifest, dirFlag: string, envFile: string): string {
-  const [n1] = m.nodes;
-  const edge = podNetns(n1, "edge");
-  const b2 = podNetns(nodeOf(m, "n2"), "b2");
-  const dirArg = dirFlag === DEFAULT_DIR ? "" : ` --dir ${dirFlag}`;
-  return `${bold("Explore")} (the stack stays up; everything lives in ${m.dir}):
-  . ${envFile}                          ${dim("# KNITCTL_SERVER, KNITCTL_TOKEN, STACK")}
-  knitctl/knitctl get networks --tenant tenant-a -o wide
-  knitctl/knitctl get ports --node n1
-  knitctl/knitctl usage networks --tenant tenant-a
-  ip netns exec ${edge} ip -br addr              ${dim("# the pod with two networks")}
-  ip netns exec ${edge} ping -c 2 10.20.0.3      ${dim("# edge/net1 -> user, data network")}
-  ip netns exec ${b2} ping -c 2 -W 1 10.10.0.3     ${dim("# tenant-b -> tenant-a: no reply")}
-  OVS_RUNDIR=${n1.ovs.rundir} ovs-ofctl -O OpenFlow13 dump-flows br-int
-  ${n1.cniScript} ADD p9 && ${n1.cniScript} DEL p9     ${dim("# one more pod, and gone")}
-  logs: ${m.manager.log}, ${n1.agentLog}
+/**
+ * Commands to go on with, by what they show, for a stack in `dir`. The README shows the same
+ * (tests/readme_test.ts runs them there).
+ */
+export function exploreCommands(dir: string): { why: string; commands: string[] }[] {
+  return [
+    {
+      why: "knitctl, pointed at this stack (KNITCTL_STACK), and STACK, the prefix of its netns",
+      commands: [
+        `. ${dir}/env`,
+        "knitctl -t tenant-a get networks -o wide",
+        "knitctl -t tenant-a get ports --node n1",
+        "knitctl usage physnets",
+      ],
+    },
+    {
+      why: "inside the pods: edge has two networks; b2 shares tenant-a's CIDR, not its network",
+      commands: [
+        "ip netns exec $STACK-n1-edge ip -br addr",
+        "ip netns exec $STACK-n1-edge ping -c 2 10.20.0.3",
+        `ip netns exec $STACK-n2-b2 ping -c 2 -W 1 10.10.0.3 || echo "no reply, as expected"`,
+      ],
+    },
+    {
+      why: "a third interface for edge, on the VLAN network; a new pod on n1, as kubelet adds one",
+      commands: [
+        "knitctl -t tenant-a attach --node n1 --pod tenant-a/edge --ifname net2 --network mgmt",
+        `CNI_ARGS="K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=p9;KNITTER_NETWORKS=data" ${dir}/n1/cni ADD p9`,
+      ],
+    },
+    {
+      why: "the OpenFlow rules and the agent's log (JSON lines) of node n1",
+      commands: [
+        `OVS_RUNDIR=${dir}/n1 ovs-ofctl -O OpenFlow13 dump-flows br-int`,
+        `tail -n 5 ${dir}/n1/agent.log`,
+      ],
+    },
+  ];
+}
+
+function exploreHints(dirFlag: string): string {
+  const dir = dirFlag.replace(/\/$/, "");
+  const groups = exploreCommands(dir).map(({ why, commands }) =>
+    [dim(`  # ${why}`), ...commands.map((c) => `  ${c}`)].join("\n")
+  );
+  return `${bold("Explore")} (the stack stays up in ${dir}):
+${groups.join("\n")}
 
 ${bold("Tear down")}:
-  make stack-down STACK_DIR=${dirFlag}      ${
-    dim(`# or: deno task stack down${dirArg || ` --dir ${dirFlag}`}`)
-  }`;
+  make stack-down STACK_DIR=${dir}      ${dim(`# or: deno task stack down --dir ${dir}`)}`;
 }
 
 async function demo(flags: Flags): Promise<number> {
@@ -302,7 +327,8 @@ async function demo(flags: Flags): Promise<number> {
     await stackDown(dir);
     console.log(`  every process stopped, every netns ${m.prefix}-* and ${m.dir} removed`);
   } else {
-    console.log(`\n${exploreHints(m, flags.dir, await writeEnvFile(m))}`);
+    await writeEnvFile(m);
+    console.log(`\n${exploreHints(flags.dir)}`);
   }
   if (flags.json) await Deno.writeTextFile(flags.json, JSON.stringify(summary, null, 2) + "\n");
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
