@@ -3,6 +3,8 @@ import { createLogger, ManagerClient, ManagerUnavailableError, serveUnix } from 
 import { Attacher } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
+import { ExtraInterfaces } from "./extra_interface.ts";
+import { ExtraInterfaceStore } from "./extra_interface_store.ts";
 import { Ovs } from "./ovs.ts";
 import { PortPlugger } from "./port_plugger.ts";
 import { RemoteView } from "./remote.ts";
@@ -48,10 +50,23 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     dataplane,
     log,
   });
+  const extraStore = await ExtraInterfaceStore.open(config.stateDir);
+  const extra = new ExtraInterfaces({
+    nodeName: config.nodeName,
+    defaultTenant: config.defaultTenant,
+    store: extraStore,
+    state,
+    manager,
+    ovs,
+    plugger,
+    dataplane,
+    attacher,
+    log,
+  });
   // The plugin's way in: root only, in a directory of the agent's own.
   const server = await serveUnix(
     config.socket,
-    agentApp({ attacher, notReady: () => notReady, log }).fetch,
+    agentApp({ attacher, notReady: () => notReady, log, extra }).fetch,
     { privateDir: true },
   );
   log.info("serving the plugin", { socket: config.socket });
@@ -87,6 +102,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await server.shutdown();
       plugger.close();
       manager.close();
+      extraStore.close();
       state.close();
     },
   };

@@ -6,6 +6,8 @@ import { Hono } from "hono";
 import type { Logger } from "@knitter/common";
 import type { Attacher } from "./attach.ts";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
+import type { ExtraInterfaces } from "./extra_interface.ts";
+import { mountExtraInterfaces } from "./extra_interface_routes.ts";
 import type { CniRequest } from "./pod_request.ts";
 
 /** HTTP status of a CNI error: the plugin only relays the body, this is for people and logs. */
@@ -24,6 +26,8 @@ export interface AgentApi {
   /** null when ready for ADD; else why not (STATUS answers it). */
   notReady(): string | null;
   log: Logger;
+  /** knitctl attach / detach (/v1/interfaces); absent: those routes are not served. */
+  extra?: ExtraInterfaces;
 }
 
 export function agentApp(api: AgentApi): Hono {
@@ -33,6 +37,7 @@ export function agentApp(api: AgentApi): Hono {
     const why = api.notReady();
     return why ? c.json({ status: "not ready", reason: why }, 503) : c.json({ status: "ready" });
   });
+  if (api.extra) mountExtraInterfaces(app, api.extra, api.log);
   app.post("/v1/cni/:command", async (c) => {
     const command = c.req.param("command").toUpperCase();
     let req: CniRequest;

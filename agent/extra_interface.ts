@@ -1,0 +1,444 @@
+/**
+ * Extra interfaces in running pods or any netns, on request (knitctl attach / detach), as
+ * network-controller did for its pods. Two kinds:
+ *
+ * - network: a port from the manager (the address is owned, and released on detach), a veth into
+ *   br-int, and an attachment record in the agent's state, so the flows include it exactly like a
+ *   pod's own interface (and keep it across restarts).
+ * - bridge: a plain veth on an OVS bridge of this node, optionally as an access port of a VLAN, with
+ *   the address given; the manager is not involved.
+ *
+ * Each is journalled before anything is made, rolled back when a step fails, and undone by detach,
+ * which succeeds when there is nothing (left) to undo.
+ */
+import type { Logger, PodRef, Port, Route } from "@knitter/common";
+import { ManagerError, ManagerUnavailableError, Mutex } from "@knitter/common";
+import type { Attacher } from "./attach.ts";
+import type { Dataplane } from "./dataplane.ts";
+import type { AttachBody, DetachBody } from "./extra_interface_request.ts";
+import type { ExtraInterface, ExtraInterfaceStore } from "./extra_interface_store.ts";
+import {
+  createPodInterface,
+  deletePodInterface,
+  hostIfName,
+  podInterfaceState,
+} from "./netlink.ts";
+import type { Ovs } from "./ovs.ts";
+import { portIdFor } from "./pod_request.ts";
+import type { PortPlugger } from "./port_plugger.ts";
+import type { AgentState, Attachment } from "./state.ts";
+import type { ManagerClient } from "@knitter/common";
+
+export interface ExtraInterfaceDeps {
+  nodeName: string;
+  defaultTenant: string;
+  store: ExtraInterfaceStore;
+  state: AgentState;
+  manager: ManagerClient;
+  ovs: Ovs;
+  /** br-int's ports: the agent picks their ofports, the extra ones' too. */
+  plugger: PortPlugger;
+  dataplane: Dataplane;
+  /** Undoes a network interface through its attachment record, as CNI DEL undoes a pod's. */
+  attacher: Attacher;
+  log: Logger;
+}
+
+/** A failure with the HTTP status the agent answers and a stable code. */
+export class ExtraInterfaceError extends Error {
+  constructor(
+    readonly status: 400 | 404 | 409 | 500 | 503,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ExtraInterfaceError";
+  }
+}
+
+/** What attach answers: the interface as made. */
+export interface ExtraInterfaceView {
+  ifName: string;
+  netns: string;
+  kind: "network" | "bridge";
+  address?: string;
+  mac: string;
+  mtu: number;
+  hostIfName: string;
+  bridge: string;
+  vlan?: number;
+  network?: string;
+  tenant?: string;
+  portId?: string;
+  routes: Route[];
+}
+
+const BRIDGE_MTU = 1500;
+/** Container IDs of extra interfaces' attachments: never a runtime's (those are hex or UUIDs). */
+const CONTAINER_PREFIX = "knitctl-";
+
+export class ExtraInterfaces {
+  /** Rare, operator-driven calls: one at a time keeps "same netns + ifname" checks simple. */
+  private readonly mutex = new Mutex();
+
+  constructor(private readonly d: ExtraInterfaceDeps) {}
+
+  attach(body: AttachBody): Promise<{ view: ExtraInterfaceView; created: boolean }> {
+    return this.mutex.run(() => this.doAttach(body));
+  }
+
+  detach(body: DetachBody): Promise<{ removed: boolean; netns: string; ifName: string }> {
+    return this.mutex.run(() => this.doDetach(body));
+  }
+
+  async list(): Promise<ExtraInterfaceView[]> {
+    return (await this.d.store.list()).filter((x) => x.status === "ready").map(viewOf);
+  }
+
+  private async doAttach(
+    body: AttachBody,
+  ): Promise<{ view: ExtraInterfaceView; created: boolean }> {
+    const target = await this.resolveNetns(body);
+    const request = requestKey(body);
+    const existing = await this.find(target, body.ifName);
+    if (existing?.status === "ready") {
+      if (sameRequest(existing.request, request)) return { view: viewOf(existing), created: false };
+      throw new ExtraInterfaceError(
+        409,
+        "already_attached",
+        `${body.ifName} in ${existing.netns} is already attached (${
+          describe(existing)
+        }): detach it first`,
+      );
+    }
+    if (existing) await this.undo(existing, "left over from an interrupted attach");
+    if (await podInterfaceState(target.path, body.ifName)) {
+      throw new ExtraInterfaceError(
+        409,
+        "interface_exists",
+        `${body.ifName} already exists in ${target.path} (not made by attach): pick another ifname`,
+      );
+    }
+    const id = crypto.randomUUID().replaceAll("-", "").slice(0, 16);
+    const x: ExtraInterface = {
+      id,
+      netns: target.path,
+      netnsId: target.id,
+      ifName: body.ifName,
+      kind: body.network ? "network" : "bridge",
+      status: "adding",
+      hostIfName: hostIfName(`${CONTAINER_PREFIX}${id}`, body.ifName),
+      bridge: body.bridge ?? this.d.dataplane.bridge,
+      mac: body.mac ?? randomMac(),
+      mtu: body.mtu ?? BRIDGE_MTU,
+      routes: body.routes,
+      request,
+      createdAt: new Date().toISOString(),
+      ...(body.vlan !== undefined ? { vlan: body.vlan } : {}),
+      ...(body.bridge && body.ip ? { address: body.ip } : {}),
+    };
+    if (x.kind === "bridge") await this.requireBridge(x.bridge);
+    // The journal goes first: whatever happens next, detach finds what to undo.
+    await this.d.store.put(x);
+    try {
+      if (x.kind === "network") await this.makeNetworkInterface(x, body, target.pod);
+      else await this.makeBridgeInterface(x);
+      x.status = "ready";
+      await this.d.store.put(x);
+    } catch (err) {
+      try {
+        await this.undo(x, "rollback of a failed attach");
+      } catch (undoErr) {
+        // The records stay: detach finishes the job.
+        this.d.log.error("extra interface rollback incomplete", {
+          netns: x.netns,
+          ifName: x.ifName,
+          error: String(undoErr),
+        });
+      }
+      throw asExtraError(err, `Cannot attach ${x.ifName} in ${x.netns}`);
+    }
+    this.d.log.info("extra interface attached", { netns: x.netns, ifName: x.ifName, kind: x.kind });
+    return { view: viewOf(x), created: true };
+  }
+
+  private async doDetach(body: DetachBody) {
+    const target = await this.resolveNetns(body, true);
+    const x = await this.find(target, body.ifName);
+    if (!x) return { removed: false, netns: target.path, ifName: body.ifName };
+    await this.undo(x, "detach");
+    this.d.log.info("extra interface detached", { netns: x.netns, ifName: x.ifName });
+    return { removed: true, netns: x.netns, ifName: x.ifName };
+  }
+
+  /** Port first (so a refused network leaves nothing), then the veth, the bridge port, the flows. */
+  private async makeNetworkInterface(x: ExtraInterface, body: AttachBody, pod?: PodRef) {
+    const tenant = body.tenant ?? this.d.defaultTenant;
+    const containerId = `${CONTAINER_PREFIX}${x.id}`;
+    const [cookie] = await this.d.state.portNumbers(1);
+    const a: Attachment = {
+      containerId,
+      ifName: x.ifName,
+      netns: x.netns,
+      tenant,
+      ...(pod ? { pod } : {}),
+      status: "adding",
+      interfaces: [{
+        ifName: x.ifName,
+        hostIfName: x.hostIfName,
+        portId: portIdFor(containerId, x.ifName),
+        tenant,
+        network: body.network!,
+        cookie,
+        defaultRoute: false,
+      }],
+      createdAt: x.createdAt,
+    };
+    Object.assign(x, {
+      containerId,
+      tenant,
+      network: body.network,
+      portId: a.interfaces[0].portId,
+    });
+    await this.d.store.put(x);
+    await this.d.state.putAttachment(a);
+    const i = a.interfaces[0];
+    // The attacher learns the recorded ofports at its first ADD; this may come before that.
+    const known = await this.d.state.listAttachments();
+    this.d.plugger.reserve(known.flatMap((k) => k.interfaces.flatMap((n) => n.ofport ?? [])));
+    const ip = body.ip?.split("/")[0];
+    i.port = await this.d.manager.putPort(tenant, i.network, i.portId, {
+      ...(ip ? { ip } : {}),
+      ...(body.mac ? { mac: body.mac } : {}),
+      node: this.d.nodeName,
+      ...(pod ? { pod } : {}),
+      interface: x.ifName,
+    });
+    const port = i.port;
+    this.requireUsable(port, body);
+    x.address = port.address;
+    x.mac = port.mac;
+    x.mtu = body.mtu ?? port.mtu;
+    x.routes = mergeRoutes(port.routes, body.routes);
+    await createPodInterface({
+      netns: x.netns,
+      ifName: x.ifName,
+      hostIfName: x.hostIfName,
+      mac: x.mac,
+      mtu: x.mtu,
+      addresses: [port.address],
+      routes: x.routes,
+    });
+    i.ofport = this.d.plugger.takeOfport();
+    await this.d.state.putAttachment(a);
+    await this.d.plugger.add([{
+      name: x.hostIfName,
+      ofportRequest: i.ofport,
+      externalIds: externalIds(x, `${port.networkTenant}/${port.network}`),
+    }]);
+    a.status = "ready";
+    await this.d.state.putAttachment(a);
+    await this.d.dataplane.sync();
+  }
+
+  private async makeBridgeInterface(x: ExtraInterface): Promise<void> {
+    await createPodInterface({
+      netns: x.netns,
+      ifName: x.ifName,
+      hostIfName: x.hostIfName,
+      mac: x.mac,
+      mtu: x.mtu,
+      addresses: x.address ? [x.address] : [],
+      routes: x.routes,
+    });
+    await this.d.ovs.addPorts(x.bridge, [{
+      name: x.hostIfName,
+      ...(x.vlan !== undefined ? { tag: x.vlan } : {}),
+      externalIds: externalIds(x),
+    }]);
+  }
+
+  /**
+   * Undoes an extra interface; every step tolerates what is already gone. A network interface is
+   * undone through its attachment record (bridge port, veth, flows, then the manager's port).
+   */
+  private async undo(x: ExtraInterface, why: string): Promise<void> {
+    try {
+      if (x.kind === "network" && x.containerId) {
+        await this.d.attacher.del({
+          command: "DEL",
+          containerId: x.containerId,
+          netns: x.netns,
+          ifName: x.ifName,
+          args: {},
+          path: "",
+          config: { cniVersion: "1.1.0", name: "knitctl", type: "knitter" },
+        });
+      }
+      // A network interface whose journal never reached the attachment record, or a bridge one.
+      await this.d.ovs.delPorts(x.bridge, [x.hostIfName]);
+      await deletePodInterface(x.hostIfName, x.netns, x.ifName);
+      await this.d.store.delete(x.id);
+    } catch (err) {
+      throw asExtraError(err, `Cannot undo ${x.ifName} in ${x.netns} (${why})`);
+    }
+  }
+
+  private requireUsable(port: Port, body: AttachBody): void {
+    if (port.type !== "vxlan" && this.d.dataplane.physnetPort(port.physnet!) === undefined) {
+      throw new ExtraInterfaceError(
+        400,
+        "physnet_not_mapped",
+        `Network "${port.network}" rides on physnet "${port.physnet}", which node "${this.d.nodeName}" does not map to a bridge (agent bridgeMappings)`,
+      );
+    }
+    if (body.mtu !== undefined && body.mtu > port.mtu) {
+      throw new ExtraInterfaceError(
+        400,
+        "mtu_too_big",
+        `MTU ${body.mtu} is above network "${port.network}"'s ${port.mtu}: ask for ${port.mtu} or less`,
+      );
+    }
+  }
+
+  private async requireBridge(bridge: string): Promise<void> {
+    if (bridge === this.d.dataplane.bridge) {
+      throw new ExtraInterfaceError(
+        400,
+        "bridge_managed",
+        `${bridge} carries the agent's computed flows, where a plain port gets no traffic: use network instead of bridge`,
+      );
+    }
+    const bridges = (await this.d.ovs.vsctl(["list-br"])).split("\n").filter(Boolean);
+    if (!bridges.includes(bridge)) {
+      throw new ExtraInterfaceError(
+        404,
+        "no_such_bridge",
+        `No OVS bridge "${bridge}" on node "${this.d.nodeName}" (it has ${
+          bridges.join(", ") || "none"
+        }): create it (ovs-vsctl add-br ${bridge}) or name another`,
+      );
+    }
+  }
+
+  /** The netns as a path and its identity; with `gone`, a vanished netns still names a path. */
+  private async resolveNetns(
+    t: { netns?: string; pid?: number; pod?: string },
+    gone = false,
+  ): Promise<{ path: string; id: string; pod?: PodRef }> {
+    let path: string;
+    let pod: PodRef | undefined;
+    if (t.pod !== undefined) {
+      const [namespace, name] = t.pod.split("/");
+      const a = (await this.d.state.listAttachments()).find((a) =>
+        a.pod?.namespace === namespace && a.pod.name === name && a.status === "ready" &&
+        !a.containerId.startsWith(CONTAINER_PREFIX)
+      );
+      if (!a) {
+        if (gone) return { path: `pod ${t.pod}`, id: `pod:${t.pod}` };
+        throw new ExtraInterfaceError(
+          404,
+          "pod_not_here",
+          `Pod ${t.pod} has no interfaces from this node's agent (node "${this.d.nodeName}"): run attach on the pod's node`,
+        );
+      }
+      path = a.netns;
+      pod = { namespace, name, ...(a.pod?.uid ? { uid: a.pod.uid } : {}) };
+    } else if (t.pid !== undefined) {
+      path = `/proc/${t.pid}/ns/net`;
+    } else {
+      path = t.netns!.includes("/") ? t.netns! : `/var/run/netns/${t.netns}`;
+    }
+    try {
+      const st = await Deno.stat(path);
+      return { path, id: `${st.dev}:${st.ino}`, ...(pod ? { pod } : {}) };
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      if (gone) return { path, id: "" };
+      throw new ExtraInterfaceError(
+        404,
+        "no_such_netns",
+        `Network namespace ${path} does not exist`,
+      );
+    }
+  }
+
+  /** The record for this netns (by identity while it lives, else by path) and interface name. */
+  private async find(target: { path: string; id: string }, ifName: string) {
+    const all = (await this.d.store.list()).filter((x) => x.ifName === ifName);
+    return all.find((x) => target.id !== "" && x.netnsId === target.id) ??
+      all.find((x) => x.netns === target.path);
+  }
+}
+
+function viewOf(x: ExtraInterface): ExtraInterfaceView {
+  return {
+    ifName: x.ifName,
+    netns: x.netns,
+    kind: x.kind,
+    ...(x.address ? { address: x.address } : {}),
+    mac: x.mac,
+    mtu: x.mtu,
+    hostIfName: x.hostIfName,
+    bridge: x.bridge,
+    ...(x.vlan !== undefined ? { vlan: x.vlan } : {}),
+    ...(x.network ? { network: x.network, tenant: x.tenant, portId: x.portId } : {}),
+    routes: x.routes,
+  };
+}
+
+function describe(x: ExtraInterface): string {
+  if (x.kind === "network") return `network ${x.tenant}/${x.network}`;
+  return `bridge ${x.bridge}${x.vlan !== undefined ? ` vlan ${x.vlan}` : ""}`;
+}
+
+/** The request without its target: what must match for a repeated attach to be the same one. */
+function requestKey(body: AttachBody): Record<string, unknown> {
+  const { netns: _n, pid: _p, pod: _o, ...rest } = body;
+  return JSON.parse(JSON.stringify(rest));
+}
+
+function sameRequest(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The network's routes, then the asked ones; an asked route replaces the network's to the same place. */
+function mergeRoutes(network: Route[], asked: Route[]): Route[] {
+  const dsts = new Set(asked.map((r) => r.dst));
+  return [...network.filter((r) => !dsts.has(r.dst)), ...asked];
+}
+
+function externalIds(x: ExtraInterface, network?: string): Record<string, string> {
+  return {
+    "knitter-extra": x.id,
+    "knitter-ifname": x.ifName,
+    "knitter-netns": x.netns,
+    ...(network ? { "knitter-network": network } : {}),
+  };
+}
+
+/** Locally administered, unicast: 02:xx:xx:xx:xx:xx. */
+function randomMac(): string {
+  const b = crypto.getRandomValues(new Uint8Array(5));
+  return ["02", ...Array.from(b, (v) => v.toString(16).padStart(2, "0"))].join(":");
+}
+
+function asExtraError(err: unknown, what: string): ExtraInterfaceError {
+  if (err instanceof ExtraInterfaceError) return err;
+  if (err instanceof ManagerError) {
+    const status = err.status === 404 ? 404 : err.status === 409 ? 409 : 400;
+    return new ExtraInterfaceError(
+      status,
+      err.code,
+      `${what}: the manager refused: ${err.message}`,
+    );
+  }
+  if (err instanceof ManagerUnavailableError) {
+    return new ExtraInterfaceError(
+      503,
+      "manager_unavailable",
+      `${what}: ${err.message}; try again`,
+    );
+  }
+  return new ExtraInterfaceError(500, "failed", `${what}: ${(err as Error).message ?? err}`);
+}
