@@ -33,7 +33,10 @@ export function parseIp(text: string): Ip | null {
 export function formatIp(ip: Ip): string {
   const bytes = bigintToBytes(ip.value, ip.family === 4 ? 4 : 16);
   const addr = ipaddr.fromByteArray(bytes);
-  return addr instanceof ipaddr.IPv6 ? addr.toRFC5952String() : addr.toString();
+  if (!(addr instanceof ipaddr.IPv6)) return addr.toString();
+  // RFC 5952 section 5: an IPv4-mapped address ends in dotted decimal.
+  if (addr.isIPv4MappedAddress()) return `::ffff:${addr.toIPv4Address().toString()}`;
+  return addr.toRFC5952String();
 }
 
 /** Parses "addr/prefix"; the reason says what is wrong, for the caller's error message. */

@@ -55,6 +55,8 @@ Deno.test("ip: IPv6 prints in canonical RFC 5952 form", () => {
   assert.equal(canon("0:0:0:0:0:0:0:0"), "::");
   assert.equal(canon("::1"), "::1");
   assert.equal(canon("2001:db8:0:1:1:1:1:1"), "2001:db8:0:1:1:1:1:1", "one zero field stays");
+  assert.equal(canon("::ffff:c000:201"), "::ffff:192.0.2.1", "IPv4-mapped ends in dotted decimal");
+  assert.equal(canon("::FFFF:192.0.2.1"), "::ffff:192.0.2.1");
   assert.equal(parseIp("::1")!.family, 6);
   assert.equal(parseIp("::1")!.value, 1n);
 });
