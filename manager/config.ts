@@ -25,7 +25,37 @@ export const ConfigSchema = z.strictObject({
     socket: z.string().optional(),
   }).default({ hostname: "0.0.0.0", port: 9527 }),
   tls: z.strictObject({ certFile: z.string(), keyFile: z.string() }).optional(),
-  store: z.strictObject({ path: z.string().min(1) }).default({ path: "knitter-manager.kv" }),
+  store: z.strictObject({
+    /** "kv" (Deno KV, the default) or "etcd"; absent means "kv" unless `etcd` is given. */
+    backend: z.enum(["kv", "etcd"]).optional(),
+    /** Deno KV: a file, ":memory:", or the https:// URL of a remote KV (with accessToken). */
+    path: z.string().min(1).default("knitter-manager.kv"),
+    accessToken: z.string().min(1).optional(),
+    etcd: z.strictObject({
+      endpoints: z.array(
+        z.string().regex(/^https?:\/\/[^/]+$/, 'must look like "http://HOST:PORT"'),
+      )
+        .min(1, "name at least one etcd member"),
+      caFile: z.string().optional(),
+      certFile: z.string().optional(),
+      keyFile: z.string().optional(),
+      username: z.string().optional(),
+      password: z.string().optional(),
+      /** Every key starts with this, so that several installations can share one etcd. */
+      prefix: z.string().default("knitter/"),
+      /** How long one store operation may take, across all members tried, before a 503. */
+      timeoutMs: z.int().min(100).default(5000),
+    }).optional(),
+  }).default({ path: "knitter-manager.kv" })
+    .refine((s) => s.backend !== "etcd" || s.etcd, {
+      message: 'the etcd backend needs "etcd": {"endpoints": [...]}',
+    })
+    .refine((s) => !s.etcd || !s.etcd.certFile === !s.etcd.keyFile, {
+      message: "give both etcd.certFile and etcd.keyFile (a client certificate and its key)",
+    })
+    .refine((s) => !s.etcd?.username === (s.etcd?.password === undefined), {
+      message: "give both etcd.username and etcd.password",
+    }),
   tokens: z.array(TokenSchema).default([]),
   tokensFile: z.string().optional(),
   vniRanges: z.array(RangeText).default(["1-16777215"]),
@@ -37,18 +67,35 @@ export type ManagerConfig = z.infer<typeof ConfigSchema>;
 
 export const USAGE = `knitter-manager: the central network manager (REST API and IPAM)
 
-Usage: deno task manager [--config FILE] [--listen HOST:PORT] [--store PATH] [--help]
+Usage: deno task manager [COMMAND] [--config FILE] [--listen HOST:PORT] [--store PATH]
+                         [--etcd URL,URL...] [--help]
+
+Commands (default: serve the API):
+  export --out FILE   write every key of the store to FILE (JSON lines)
+  import --in FILE    load an export into an empty store, then compare the two
+  compare --in FILE   compare the store with an export; exit 1 and list differences
+  check               check that every set bit has its port, IP group or network and the
+                      reverse; exit 1 and list the problems
 
 Options:
   --config FILE       JSON configuration file (see manager/manager.example.json)
   --listen HOST:PORT  address to serve on (default 0.0.0.0:9527)
-  --store PATH        Deno KV file holding the state (":memory:" for a throwaway store)
+  --store PATH        Deno KV file holding the state (":memory:" for a throwaway store, or
+                      the https:// URL of a remote Deno KV with KNITTER_MANAGER_KV_ACCESS_TOKEN)
+  --etcd URLS         keep the state in etcd instead: its members' client URLs, comma-separated
   --help              show this text
 
 Environment (overrides the file; flags override both):
   KNITTER_MANAGER_LISTEN       HOST:PORT
   KNITTER_MANAGER_SOCKET       also serve on this unix socket
-  KNITTER_MANAGER_STORE        Deno KV file path
+  KNITTER_MANAGER_STORE        Deno KV file path, or https:// URL of a remote Deno KV
+  KNITTER_MANAGER_KV_ACCESS_TOKEN  access token of the remote Deno KV
+  KNITTER_MANAGER_ETCD_ENDPOINTS   etcd client URLs, comma-separated (selects the etcd backend)
+  KNITTER_MANAGER_ETCD_CA      PEM file of the CA that signed etcd's certificates
+  KNITTER_MANAGER_ETCD_CERT    PEM client certificate for etcd; with KNITTER_MANAGER_ETCD_KEY
+  KNITTER_MANAGER_ETCD_KEY     PEM private key of that certificate
+  KNITTER_MANAGER_ETCD_USERNAME, KNITTER_MANAGER_ETCD_PASSWORD  etcd user
+  KNITTER_MANAGER_ETCD_PREFIX  key prefix in etcd (default "knitter/")
   KNITTER_MANAGER_TLS_CERT     PEM certificate file; with KNITTER_MANAGER_TLS_KEY serves HTTPS
   KNITTER_MANAGER_TLS_KEY      PEM private key file
   KNITTER_MANAGER_ADMIN_TOKEN  adds an admin bearer token
@@ -63,6 +110,11 @@ export class ConfigError extends Error {
   }
 }
 
+export interface LoadOptions {
+  /** The maintenance commands touch no API, so they need no tokens. */
+  requireTokens?: boolean;
+}
+
 export interface Loaded {
   config: ManagerConfig;
   help: boolean;
@@ -73,6 +125,7 @@ export async function loadConfig(
   args: string[],
   env: (name: string) => string | undefined = (n) => Deno.env.get(n),
   readFile: (path: string) => Promise<string> = (p) => Deno.readTextFile(p),
+  options: LoadOptions = {},
 ): Promise<Loaded> {
   let flags;
   try {
@@ -82,6 +135,7 @@ export async function loadConfig(
         config: { type: "string" },
         listen: { type: "string" },
         store: { type: "string" },
+        etcd: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -98,8 +152,7 @@ export async function loadConfig(
   if (listen) raw.listen = parseListen(listen);
   const socket = env("KNITTER_MANAGER_SOCKET");
   if (socket) raw.listen = { ...(raw.listen ?? {}), socket };
-  const store = flags.store ?? env("KNITTER_MANAGER_STORE");
-  if (store) raw.store = { path: store };
+  raw.store = storeOverrides(raw.store, flags, env);
   const cert = env("KNITTER_MANAGER_TLS_CERT");
   const key = env("KNITTER_MANAGER_TLS_KEY");
   if (cert || key) {
@@ -136,7 +189,7 @@ export async function loadConfig(
     }
     config.tokens.push(...list.data);
   }
-  if (config.tokens.length === 0) {
+  if (config.tokens.length === 0 && options.requireTokens !== false) {
     throw new ConfigError(
       "No API tokens configured: every /api route needs one. Set KNITTER_MANAGER_ADMIN_TOKEN or list tokens in the configuration",
     );
@@ -157,6 +210,46 @@ async function readJsonFile(path: string, readFile: (p: string) => Promise<strin
   } catch (err) {
     throw new ConfigError(`The ${what} "${path}" is not valid JSON: ${(err as Error).message}`);
   }
+}
+
+/** The store section after env and flags; naming etcd endpoints selects the etcd backend. */
+function storeOverrides(
+  // deno-lint-ignore no-explicit-any
+  fromFile: any,
+  flags: { store?: string; etcd?: string },
+  env: (name: string) => string | undefined,
+) {
+  const store = { ...(fromFile ?? {}) };
+  const path = flags.store ?? env("KNITTER_MANAGER_STORE");
+  if (path) Object.assign(store, { path, backend: "kv" });
+  const token = env("KNITTER_MANAGER_KV_ACCESS_TOKEN");
+  if (token) store.accessToken = token;
+  const etcd = { ...(store.etcd ?? {}) };
+  const endpoints = flags.etcd ?? env("KNITTER_MANAGER_ETCD_ENDPOINTS");
+  if (endpoints) etcd.endpoints = endpoints.split(",").map((e) => e.trim()).filter(Boolean);
+  const fields = {
+    caFile: "CA",
+    certFile: "CERT",
+    keyFile: "KEY",
+    username: "USERNAME",
+    password: "PASSWORD",
+    prefix: "PREFIX",
+  };
+  for (const [field, name] of Object.entries(fields)) {
+    const value = env(`KNITTER_MANAGER_ETCD_${name}`);
+    if (value !== undefined) etcd[field] = value;
+  }
+  if (Object.keys(etcd).length) store.etcd = etcd;
+  if (store.etcd && store.backend === undefined) store.backend = "etcd";
+  // A flag picks one backend over the other outright.
+  if (flags.etcd) store.backend = "etcd";
+  else if (flags.store) store.backend = "kv";
+  if (store.backend !== "etcd" && /^https?:\/\//.test(store.path ?? "") && !store.accessToken) {
+    throw new ConfigError(
+      `A remote Deno KV (${store.path}) needs an access token: set store.accessToken or KNITTER_MANAGER_KV_ACCESS_TOKEN`,
+    );
+  }
+  return Object.keys(store).length ? store : undefined;
 }
 
 function parseListen(text: string): { hostname: string; port: number } {

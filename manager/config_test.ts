@@ -183,3 +183,86 @@ Deno.test("config: --help needs nothing else; unknown flags show the usage", asy
   await configError(load(["--colour", "red"]), /--colour[\s\S]*Usage: deno task manager/);
   await configError(load(["--store"]), /--store/);
 });
+
+Deno.test("config: the store backend: Deno KV by default, etcd from the file, env or flag", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN };
+  assert.equal((await load([], env)).config.store.backend, undefined);
+  const etcdFile = {
+    ...FILE,
+    store: {
+      etcd: {
+        endpoints: ["https://10.0.0.1:2379", "https://10.0.0.2:2379"],
+        caFile: "/etc/etcd/ca.pem",
+        certFile: "/etc/etcd/client.pem",
+        keyFile: "/etc/etcd/client-key.pem",
+        username: "knitter",
+        password: "secret",
+      },
+    },
+  };
+  const fromFile = (await load(["--config", "/etc/knitter.json"], env, withFile(etcdFile))).config;
+  assert.equal(fromFile.store.backend, "etcd");
+  assert.deepEqual(fromFile.store.etcd, {
+    ...etcdFile.store.etcd,
+    prefix: "knitter/",
+    timeoutMs: 5000,
+  });
+
+  const fromEnv = (await load([], {
+    ...env,
+    KNITTER_MANAGER_ETCD_ENDPOINTS: "http://127.0.0.1:2379, http://127.0.0.1:2380",
+    KNITTER_MANAGER_ETCD_PREFIX: "site-a/",
+    KNITTER_MANAGER_ETCD_USERNAME: "u",
+    KNITTER_MANAGER_ETCD_PASSWORD: "p",
+  })).config;
+  assert.equal(fromEnv.store.backend, "etcd");
+  assert.deepEqual(fromEnv.store.etcd?.endpoints, [
+    "http://127.0.0.1:2379",
+    "http://127.0.0.1:2380",
+  ]);
+  assert.equal(fromEnv.store.etcd?.prefix, "site-a/");
+
+  const flag = (await load(["--etcd", "http://127.0.0.1:2379"], env)).config;
+  assert.equal(flag.store.backend, "etcd");
+  // A --store flag picks Deno KV even over a file that names etcd.
+  const kv =
+    (await load(["--config", "/etc/knitter.json", "--store", "/x.kv"], env, withFile(etcdFile)))
+      .config;
+  assert.equal(kv.store.backend, "kv");
+  assert.equal(kv.store.path, "/x.kv");
+  assert.match(USAGE, /--etcd URLS/);
+  assert.match(USAGE, /KNITTER_MANAGER_ETCD_CA/);
+});
+
+Deno.test("config: store mistakes are named", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN };
+  const withStore = (store: unknown) => withFile({ ...FILE, store });
+  const file = ["--config", "/etc/knitter.json"];
+  await configError(load(file, env, withStore({ backend: "etcd" })), /etcd backend needs "etcd"/);
+  await configError(
+    load(file, env, withStore({ etcd: { endpoints: ["10.0.0.1:2379"] } })),
+    /"store.etcd.endpoints.0": must look like "http:\/\/HOST:PORT"/,
+  );
+  await configError(
+    load(file, env, withStore({ etcd: { endpoints: [] } })),
+    /name at least one etcd member/,
+  );
+  await configError(
+    load(file, env, withStore({ etcd: { endpoints: ["https://e:2379"], certFile: "/c.pem" } })),
+    /give both etcd.certFile and etcd.keyFile/,
+  );
+  await configError(
+    load(file, env, withStore({ etcd: { endpoints: ["https://e:2379"], username: "u" } })),
+    /give both etcd.username and etcd.password/,
+  );
+  await configError(
+    load(["--store", "https://kv.example.test/db"], env),
+    /remote Deno KV .* needs an access token: set store.accessToken or KNITTER_MANAGER_KV_ACCESS_TOKEN/,
+  );
+  const remote = (await load(["--store", "https://kv.example.test/db"], {
+    ...env,
+    KNITTER_MANAGER_KV_ACCESS_TOKEN: "tok",
+  })).config;
+  assert.equal(remote.store.path, "https://kv.example.test/db");
+  assert.equal(remote.store.accessToken, "tok");
+});

@@ -7,7 +7,9 @@ import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
-import { openKvStore } from "./store/kv_store.ts";
+import { EtcdFeed } from "./etcd_feed.ts";
+import { EtcdStore } from "./store/etcd_store.ts";
+import { describeStore, openStore } from "./store/open.ts";
 import type { Store } from "./store/store.ts";
 
 /** The tenant that owns shared (public) networks. */
@@ -23,7 +25,8 @@ export function createContext(
     metrics: new Metrics(),
     pools: new PoolRegistry(store),
     cache: newResolveCache(),
-    feed: new ChangeFeed(),
+    // On a shared store the feed is the store's own history, so that any replica can serve it.
+    feed: store instanceof EtcdStore ? new EtcdFeed(store) : new ChangeFeed(),
   };
 }
 
@@ -35,7 +38,7 @@ export interface RunningManager {
 
 export async function startManager(config: ManagerConfig): Promise<RunningManager> {
   const log = createLogger("manager", logLevel(config));
-  const store = await openKvStore(config.store.path);
+  const store = await openStore(config.store);
   const ctx = createContext(store, config);
   await ensureTenant(ctx, ADMIN_TENANT);
   const app = createApp({
@@ -66,7 +69,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   log.info("manager ready", {
     url,
     socket: config.listen.socket,
-    store: config.store.path,
+    store: describeStore(config.store),
     tokens: config.tokens.length,
   });
   return {

@@ -1,6 +1,10 @@
 /**
  * Test helpers: a manager app on a Deno KV store with admin, tenant and node tokens, called
  * in-process through `app.request()`.
+ *
+ * With KNITTER_TEST_ETCD_ENDPOINTS set, every app sits on etcd instead, each under a key prefix of
+ * its own (one per `path`, so that reopening a path finds its state): the same tests then prove the
+ * etcd backend (tests/etcd_api_test.ts runs them so).
  */
 import assert from "node:assert/strict";
 import type { Hono } from "hono";
@@ -8,6 +12,7 @@ import { createApp, createContext, openKvStore, type Store, TokenTable } from ".
 import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
+import { openEtcdStore } from "./store/etcd_store.ts";
 
 export const TOKEN = {
   admin: "admin-token-for-tests-0001",
@@ -45,7 +50,7 @@ export interface TestAppOptions {
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const store = await openKvStore(options.path ?? ":memory:");
+  const store = await openTestStore(options.path);
   const ctx = createContext(store, {
     vniRanges: options.vniRanges ?? ["5000-5999"],
     underlayMtu: 1500,
@@ -81,8 +86,21 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     return { status: res.status, body: json && text ? JSON.parse(text) : text };
   };
   for (const name of options.tenants ?? []) must(await call("POST", "tenants", { name }), 201);
-  const close = () => store.close();
+  const close = () => {
+    ctx.feed.close();
+    store.close();
+  };
   return { app, ctx, store, call, close, [Symbol.dispose]: close };
+}
+
+const ETCD_ENDPOINTS = Deno.env.get("KNITTER_TEST_ETCD_ENDPOINTS");
+const RUN = crypto.randomUUID().slice(0, 8);
+
+/** The store of one test app: Deno KV, or etcd when the environment names one. */
+export function openTestStore(path?: string): Promise<Store> {
+  if (!ETCD_ENDPOINTS) return openKvStore(path ?? ":memory:");
+  const name = !path || path === ":memory:" ? crypto.randomUUID() : path;
+  return openEtcdStore({ endpoints: ETCD_ENDPOINTS.split(","), prefix: `test/${RUN}/${name}/` });
 }
 
 /** Asserts the status and returns the body. */

@@ -71,6 +71,7 @@ export class EtcdStore implements Store {
   revision = 0;
   /** etcd's cluster ID, as hex: tells one etcd cluster's revisions from another's. */
   clusterId = "";
+  private closed = false;
 
   constructor(readonly client: EtcdClient, readonly prefix: Uint8Array) {}
 
@@ -97,6 +98,15 @@ export class EtcdStore implements Store {
 
   async get<T>(key: Key): Promise<Entry<T>> {
     const res = await this.call("/v3/kv/range", { key: toB64(this.key(key)) });
+    return this.entry<T>(key, res.kvs?.[0]);
+  }
+
+  /** The key as it was at an earlier revision (feed events name the network of their time). */
+  async getAt<T>(key: Key, revision: number): Promise<Entry<T>> {
+    const res = await this.call("/v3/kv/range", {
+      key: toB64(this.key(key)),
+      revision: String(revision),
+    });
     return this.entry<T>(key, res.kvs?.[0]);
   }
 
@@ -170,6 +180,7 @@ export class EtcdStore implements Store {
   }
 
   close(): void {
+    this.closed = true;
     this.client.close();
   }
 
@@ -221,6 +232,7 @@ export class EtcdStore implements Store {
 
   // deno-lint-ignore no-explicit-any
   private async call(path: string, body: unknown): Promise<any> {
+    if (this.closed) throw new StoreUnavailableError("The etcd store is closed");
     let res;
     try {
       res = await this.client.call(path, body);

@@ -38,6 +38,44 @@ export async function openKvStore(path: string): Promise<Store> {
   return new KvStore(kv, lock);
 }
 
+/** How long a remote Deno KV may take to answer the first read before start-up gives up. */
+const REMOTE_PROBE_MS = 5000;
+
+/**
+ * A Deno KV served over its remote protocol (Deno Deploy, a self-hosted KV server): shared by
+ * several processes like etcd. The token goes where Deno's client reads it; a first read proves the
+ * server answers, since the client would otherwise retry quietly at every request.
+ */
+export async function openRemoteKvStore(url: string, accessToken: string): Promise<Store> {
+  Deno.env.set("DENO_KV_ACCESS_TOKEN", accessToken);
+  let kv: Deno.Kv | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    kv = await Deno.openKv(url);
+    const probe = kv.get(["tenant", "admin"]);
+    probe.catch(() => {});
+    await Promise.race([
+      probe,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${REMOTE_PROBE_MS} ms`)),
+          REMOTE_PROBE_MS,
+        );
+      }),
+    ]);
+  } catch (err) {
+    kv?.close();
+    const why = err instanceof Error ? err.message : String(err);
+    throw new StoreUnavailableError(
+      `Cannot reach the remote Deno KV at ${url}: ${why}; check the URL, the access token and that the KV server runs`,
+      { cause: err },
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+  return new KvStore(kv);
+}
+
 /**
  * SQLite would let a second process open the file and then fail its writes with "database is
  * locked"; an exclusive lock beside the file turns that into a clear refusal at start.
