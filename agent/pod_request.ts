@@ -11,6 +11,7 @@ import {
   resolveAnnotated,
   settle,
   STABLE_ADDRESS,
+  STABLE_PREFIX,
 } from "@knitter/common";
 import type { CniRequest } from "@knitter/plugin";
 import { CNI_CODE, CniError } from "./cni_errors.ts";
@@ -44,9 +45,6 @@ export interface KubePod {
 
 /** A CNI request as the agent handles it: in Kubernetes mode with the pod it read. */
 export type AgentRequest = CniRequest & { kubePod?: KubePod };
-
-/** Port IDs of pods that keep their addresses across recreation start with this. */
-export const STABLE_PREFIX = "stable:";
 
 export function podRequest(
   req: AgentRequest,

@@ -13,6 +13,13 @@ export const MULTUS_DEFAULT_NETWORK = "v1.multus-cni.io/default-network";
 export const NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status";
 /** Opt-in of a StatefulSet pod to keep its addresses across recreation. */
 export const STABLE_ADDRESS = "knitter.io/stable-address";
+/** Port IDs of pods that keep their addresses across recreation start with this. */
+export const STABLE_PREFIX = "stable:";
+
+/** Whether a port belongs to a pod name rather than to one pod (see STABLE_ADDRESS). */
+export function isStablePortId(id: string): boolean {
+  return id.startsWith(STABLE_PREFIX);
+}
 
 /** One interface a pod asks for, before names and the default route are settled. */
 export interface AnnotatedNetwork {

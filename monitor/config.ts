@@ -1,0 +1,122 @@
+/**
+ * The monitor's configuration: a JSON file, then environment overrides, then flags, validated with
+ * messages that say where a value came from.
+ */
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+export const MonitorConfigSchema = z.strictObject({
+  kubernetes: z.strictObject({
+    /** A kubeconfig file; absent: the pod's service account (in-cluster). */
+    kubeconfig: z.string().optional(),
+  }).default({}),
+  manager: z.strictObject({
+    url: z.url(),
+    /** An admin token: the monitor creates tenants and networks and releases any port. */
+    token: z.string().min(16),
+    caFile: z.string().optional(),
+  }),
+  /** How often every port is checked against the pods that exist (and once at start). */
+  reclaimIntervalSeconds: z.int().min(1).default(300),
+  /** Ports younger than this are never reclaimed: their pod may not have reached the watch yet. */
+  reclaimGraceSeconds: z.int().min(0).default(60),
+  /** How long the port of a stable StatefulSet pod outlives the pod's name (scale-down). */
+  stableRetentionSeconds: z.int().min(0).default(3600),
+  /** How often Network and IPGroup resources are reconciled again (usage, refused changes). */
+  resyncSeconds: z.int().min(1).default(60),
+  /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
+  publicNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /** Reconciles run at most this many at a time. */
+  workers: z.int().min(1).max(64).default(8),
+  logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+export type MonitorConfig = z.infer<typeof MonitorConfigSchema>;
+
+export const USAGE =
+  `knitter-monitor: follows Kubernetes for Knitter (pods, namespaces, Network and IPGroup
+resources): releases ports of deleted pods, reclaims leaks, writes the pods' network-status,
+turns namespaces into tenants and Network / IPGroup resources into the manager's.
+
+Usage: deno task monitor [--config FILE] [--kubeconfig FILE] [--help]
+
+Environment (overrides the file; flags override both):
+  KNITTER_MONITOR_KUBECONFIG      a kubeconfig file (default: the service account, in-cluster)
+  KNITTER_MONITOR_MANAGER_URL     the manager's URL
+  KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager
+  KNITTER_MONITOR_LOG_LEVEL       debug | info | warn | error
+`;
+
+export class MonitorConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MonitorConfigError";
+  }
+}
+
+type Raw = Record<string, unknown>;
+
+const ENV: [string, (raw: Raw, v: string) => void][] = [
+  [
+    "KNITTER_MONITOR_KUBECONFIG",
+    (r, v) => (r.kubernetes = { ...(r.kubernetes as object), kubeconfig: v }),
+  ],
+  ["KNITTER_MONITOR_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
+  ["KNITTER_MONITOR_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
+  ["KNITTER_MONITOR_LOG_LEVEL", (r, v) => (r.logLevel = v)],
+];
+
+export async function loadMonitorConfig(
+  args: string[],
+  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
+): Promise<{ config: MonitorConfig; help: boolean }> {
+  let flags;
+  try {
+    flags = parseArgs({
+      args,
+      options: {
+        config: { type: "string" },
+        kubeconfig: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+    }).values;
+  } catch (err) {
+    throw new MonitorConfigError(`${(err as Error).message}\n\n${USAGE}`);
+  }
+  if (flags.help) return { config: undefined as unknown as MonitorConfig, help: true };
+  const raw: Raw = flags.config ? await readJson(flags.config) : {};
+  for (const [name, apply] of ENV) {
+    const v = env(name);
+    if (v) apply(raw, v);
+  }
+  if (flags.kubeconfig) {
+    raw.kubernetes = { ...(raw.kubernetes as object), kubeconfig: flags.kubeconfig };
+  }
+  const parsed = MonitorConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new MonitorConfigError(
+      `Invalid monitor configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
+    );
+  }
+  return { config: parsed.data, help: false };
+}
+
+async function readJson(path: string): Promise<Raw> {
+  let text;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new MonitorConfigError(
+      `Cannot read configuration file "${path}": ${(err as Error).message}`,
+    );
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new MonitorConfigError(
+      `The configuration file "${path}" is not valid JSON: ${(err as Error).message}`,
+    );
+  }
+}

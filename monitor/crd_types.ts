@@ -1,0 +1,88 @@
+/**
+ * Knitter's custom resources (group knitter.io, version v1alpha1, namespaced: the namespace is the
+ * tenant), as deploy/ declares them. They mirror the manager's API (manager/schemas.ts:
+ * NetworkCreate, IpGroupCreate / IpGroupUpdate).
+ */
+import type { Dns, Route, Usage } from "@knitter/common";
+
+export const GROUP = "knitter.io";
+export const VERSION = "v1alpha1";
+/** Held on each resource the manager has something for, until the manager's copy is gone. */
+export const FINALIZER = "knitter.io/manager";
+
+export interface ObjectMeta {
+  name: string;
+  namespace: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  deletionTimestamp?: string | Date;
+  finalizers?: string[];
+  annotations?: Record<string, string>;
+}
+
+export interface Condition {
+  type: "Ready";
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface NetworkSpec {
+  type?: "vxlan" | "vlan" | "flat";
+  cidr: string;
+  gateway?: string;
+  allocationPools?: { start: string; end: string }[];
+  excludes?: string[];
+  public?: boolean;
+  physnet?: string;
+  segmentId?: number;
+  mtu?: number;
+  routes?: Route[];
+  dns?: Dns;
+  description?: string;
+}
+
+export interface NetworkStatus {
+  networkId?: string;
+  segmentId?: number;
+  usage?: Usage;
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface NetworkResource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: NetworkSpec;
+  status?: NetworkStatus;
+}
+
+export interface IpGroupSpec {
+  /** A network name visible to the namespace's tenant (its own or a public one). */
+  network: string;
+  addresses?: string[];
+  size?: number;
+}
+
+export interface IpGroupStatus {
+  addresses?: { ip: string; port?: string }[];
+  size?: number;
+  used?: number;
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface IpGroupResource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: IpGroupSpec;
+  status?: IpGroupStatus;
+}
+
+/** The plural names, as in the API paths. */
+export const PLURAL = { network: "networks", ipGroup: "ipgroups" } as const;

@@ -1,0 +1,170 @@
+/**
+ * The monitor's way to Kubernetes, through `@kubernetes/client-node`: the calls it makes, each
+ * one line over the typed clients, and errors that keep the API's status code and message.
+ */
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
+import { GROUP, VERSION } from "./crd_types.ts";
+
+/** A kubeconfig file, or the pod's service account when none is given. */
+export function loadKubeConfig(path?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromCluster();
+  return kc;
+}
+
+export interface PodLike {
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    annotations?: Record<string, string>;
+    ownerReferences?: { kind: string; name: string }[];
+    deletionTimestamp?: unknown;
+  };
+  spec?: { nodeName?: string };
+}
+
+export interface KubeList<T> {
+  metadata?: { resourceVersion?: string };
+  items: T[];
+}
+
+const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+
+/** An answer of the API server that is not a success: its code and its own message. */
+export class KubeError extends Error {
+  constructor(readonly code: number, message: string) {
+    super(message);
+    this.name = "KubeError";
+  }
+}
+
+export class Kube {
+  readonly core: CoreV1Api;
+  readonly custom: CustomObjectsApi;
+
+  constructor(readonly config: KubeConfig) {
+    this.core = config.makeApiClient(CoreV1Api);
+    this.custom = config.makeApiClient(CustomObjectsApi);
+  }
+
+  listPods(): Promise<KubeList<PodLike>> {
+    return call("list pods", () => this.core.listPodForAllNamespaces());
+  }
+
+  listNamespaces(): Promise<KubeList<PodLike>> {
+    return call("list namespaces", () => this.core.listNamespace());
+  }
+
+  listCustom<T>(plural: string): Promise<KubeList<T>> {
+    return call(
+      `list ${plural}`,
+      () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
+    );
+  }
+
+  /** Sets (string) or removes (null) annotations of a pod. */
+  patchPodAnnotations(
+    namespace: string,
+    name: string,
+    annotations: Record<string, string | null>,
+  ): Promise<unknown> {
+    return call(`annotate pod ${namespace}/${name}`, () =>
+      this.core.patchNamespacedPod(
+        { name, namespace, body: { metadata: { annotations } } },
+        MERGE,
+      ));
+  }
+
+  patchCustom(plural: string, namespace: string, name: string, body: unknown): Promise<unknown> {
+    return call(
+      `patch ${plural} ${namespace}/${name}`,
+      () =>
+        this.custom.patchNamespacedCustomObject(
+          { group: GROUP, version: VERSION, plural, namespace, name, body },
+          MERGE,
+        ),
+    );
+  }
+
+  patchCustomStatus(
+    plural: string,
+    namespace: string,
+    name: string,
+    status: unknown,
+  ): Promise<unknown> {
+    return call(
+      `update the status of ${plural} ${namespace}/${name}`,
+      () =>
+        this.custom.patchNamespacedCustomObjectStatus(
+          { group: GROUP, version: VERSION, plural, namespace, name, body: { status } },
+          MERGE,
+        ),
+    );
+  }
+
+  /** A Warning or Normal event about a pod, as `kubectl describe pod` shows it. */
+  podEvent(
+    pod: { namespace: string; name: string; uid?: string },
+    type: "Warning" | "Normal",
+    reason: string,
+    message: string,
+  ): Promise<unknown> {
+    const now = new Date();
+    return call(
+      `record an event on pod ${pod.namespace}/${pod.name}`,
+      () =>
+        this.core.createNamespacedEvent({
+          namespace: pod.namespace,
+          body: {
+            metadata: { generateName: `${pod.name}.`, namespace: pod.namespace },
+            involvedObject: {
+              apiVersion: "v1",
+              kind: "Pod",
+              namespace: pod.namespace,
+              name: pod.name,
+              uid: pod.uid,
+            },
+            type,
+            reason,
+            message,
+            count: 1,
+            firstTimestamp: now,
+            lastTimestamp: now,
+            source: { component: "knitter-monitor" },
+            reportingComponent: "knitter.io/monitor",
+            reportingInstance: Deno.hostname(),
+          },
+        }),
+    );
+  }
+}
+
+async function call<T>(what: string, fn: () => Promise<unknown>): Promise<T> {
+  try {
+    return await fn() as T;
+  } catch (err) {
+    if (err instanceof ApiException) {
+      const body = typeof err.body === "string" ? safeJson(err.body) : err.body;
+      const message = (body as { message?: string })?.message ?? String(err.body).slice(0, 200);
+      throw new KubeError(err.code, `Cannot ${what}: ${err.code} ${message}`);
+    }
+    throw new KubeError(0, `Cannot ${what}: ${(err as Error).message}`);
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { message: text.slice(0, 200) };
+  }
+}

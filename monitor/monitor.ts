@@ -1,0 +1,218 @@
+/**
+ * Wires a configuration into a running monitor: the watches (pods, namespaces, Network and
+ * IPGroup resources), the manager's port feed, the queues that reconcile them, and the timers of
+ * the leak reclaim and the resources' resync.
+ */
+import { createLogger, type Logger, ManagerClient, type Port } from "@knitter/common";
+import type { MonitorConfig } from "./config.ts";
+import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
+import { Informer } from "./informer.ts";
+import { IpGroupReconciler } from "./ip_groups.ts";
+import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
+import { Tenants } from "./namespaces.ts";
+import { NetworkReconciler } from "./networks.ts";
+import { PodTracker } from "./pods.ts";
+import { PortIndex } from "./port_index.ts";
+import { Reclaimer } from "./reclaim.ts";
+import { Requeue, WorkQueue } from "./work_queue.ts";
+
+export interface MonitorStats {
+  pods: number;
+  ports: number;
+  released: number;
+  eventsRecorded: number;
+  reclaimRuns: number;
+  watchErrors: number;
+  queued: number;
+}
+
+export interface RunningMonitor {
+  /** Resolves once every watch has listed and the port feed is followed. */
+  ready(): Promise<void>;
+  /** Resolves when no reconcile is waiting or running. */
+  idle(): Promise<void>;
+  /** One leak reclaim pass now; answers how many ports it released. */
+  reclaimNow(): Promise<number>;
+  stats(): MonitorStats;
+  stop(): Promise<void>;
+}
+
+const CR_PATH = `/apis/${GROUP}/${VERSION}`;
+
+export async function startMonitor(
+  config: MonitorConfig,
+  log: Logger = createLogger("monitor", config.logLevel),
+): Promise<RunningMonitor> {
+  const kc = loadKubeConfig(config.kubernetes.kubeconfig);
+  const kube = new Kube(kc);
+  const ca = config.manager.caFile ? await Deno.readTextFile(config.manager.caFile) : undefined;
+  const manager = new ManagerClient(config.manager.url.replace(/\/$/, ""), config.manager.token, {
+    caPem: ca,
+  });
+  const tenants = new Tenants(manager, log);
+  const retryMs = config.resyncSeconds * 1000;
+  const queue = (name: string, fn: (key: string) => Promise<void>) =>
+    new WorkQueue(name, fn, config.workers, log);
+  const split = (key: string) => key.split("/") as [string, string];
+
+  // pods
+  const ports = new PortIndex(manager, (p, op) => portChanged(p, op), log);
+  const tracker = new PodTracker(kube, manager, ports, log);
+  const podQueue = queue("pods", (k) => {
+    const [ns, name] = split(k);
+    return tracker.reconcile(pods.get(name, ns));
+  });
+  const releases = queue("releases", (uid) => tracker.release(uid));
+  const pods: Informer<PodLike> = new Informer("pods", kc, "/api/v1/pods", () => kube.listPods(), {
+    add: (p) => tracker.seen(p, podQueue),
+    update: (p) => tracker.seen(p, podQueue),
+    delete: (p) => tracker.deleted(p, releases),
+  }, log);
+
+  // namespaces
+  const nsQueue = queue("namespaces", async (name) => {
+    const ns = namespaces.get(name);
+    if (ns && !ns.metadata?.deletionTimestamp) return await tenants.ensure(name);
+    if (!(await tenants.remove(name))) throw new Requeue(retryMs);
+  });
+  const namespaces: Informer<PodLike> = new Informer(
+    "namespaces",
+    kc,
+    "/api/v1/namespaces",
+    () => kube.listNamespaces(),
+    {
+      add: (n) => nsQueue.add(n.metadata!.name!),
+      update: (n) => nsQueue.add(n.metadata!.name!),
+      delete: (n) => nsQueue.add(n.metadata!.name!),
+    },
+    log,
+  );
+
+  // Network and IPGroup resources
+  const netReconciler = new NetworkReconciler(kube, manager, tenants, {
+    publicNamespaces: config.publicNamespaces,
+    retryMs,
+  }, log);
+  const netQueue = queue("networks", (k) => {
+    const [ns, name] = split(k);
+    return netReconciler.reconcile(networks.get(name, ns));
+  });
+  const networks = new Informer<NetworkResource>(
+    "networks",
+    kc,
+    `${CR_PATH}/networks`,
+    () => kube.listCustom<NetworkResource>("networks"),
+    enqueueAll(netQueue),
+    log,
+  );
+  const groupReconciler = new IpGroupReconciler(kube, manager, tenants, retryMs, log);
+  const groupQueue = queue("ipgroups", (k) => {
+    const [ns, name] = split(k);
+    return groupReconciler.reconcile(groups.get(name, ns));
+  });
+  const groups = new Informer<IpGroupResource>(
+    "ipgroups",
+    kc,
+    `${CR_PATH}/ipgroups`,
+    () => kube.listCustom<IpGroupResource>("ipgroups"),
+    enqueueAll(groupQueue),
+    log,
+  );
+
+  /** A port changed in the manager: its pod's status, its network's and group's usage. */
+  function portChanged(p: Port, _op: "put" | "delete"): void {
+    if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
+    if (networks.get(p.network, p.networkTenant)) netQueue.add(`${p.networkTenant}/${p.network}`);
+    if (p.ipGroup && groups.get(p.ipGroup, p.tenant)) groupQueue.add(`${p.tenant}/${p.ipGroup}`);
+  }
+
+  const informers = [namespaces, pods, networks, groups];
+  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue];
+  ports.start();
+  await Promise.all(informers.map((i) => i.start().catch(() => {/* retried: see failed() */})));
+
+  const reclaimer = new Reclaimer(manager, pods, tracker, {
+    graceMs: config.reclaimGraceSeconds * 1000,
+    stableRetentionMs: config.stableRetentionSeconds * 1000,
+  }, log);
+  const ready = Promise.all([...informers.map((i) => i.whenSynced()), ports.whenReady()]);
+  const timers = new Timers();
+  ready.then(() => {
+    log.info("watching", { pods: pods.list().length, ports: ports.size });
+    timers.every(config.reclaimIntervalSeconds * 1000, () => reclaimer.run(), log, "reclaim");
+    timers.every(
+      config.resyncSeconds * 1000,
+      () => {
+        for (const n of networks.list()) netQueue.add(`${n.metadata.namespace}/${n.metadata.name}`);
+        for (const g of groups.list()) groupQueue.add(`${g.metadata.namespace}/${g.metadata.name}`);
+        return Promise.resolve();
+      },
+      log,
+      "resync",
+      false,
+    );
+  });
+
+  return {
+    ready: () => ready.then(() => {}),
+    async idle() {
+      while (queues.some((q) => q.size > 0)) await Promise.all(queues.map((q) => q.idle()));
+    },
+    reclaimNow: () => reclaimer.run(),
+    stats: () => ({
+      pods: pods.list().length,
+      ports: ports.size,
+      released: tracker.released,
+      eventsRecorded: tracker.eventsRecorded,
+      reclaimRuns: reclaimer.runs,
+      watchErrors: informers.reduce((n, i) => n + i.errors, 0),
+      queued: queues.reduce((n, q) => n + q.size, 0),
+    }),
+    async stop() {
+      timers.stop();
+      for (const q of queues) q.stop();
+      await Promise.all(informers.map((i) => i.stop()));
+      await ports.stop();
+      manager.close();
+    },
+  };
+}
+
+function enqueueAll<T extends { metadata: { namespace: string; name: string } }>(q: WorkQueue) {
+  const add = (o: T) => q.add(`${o.metadata.namespace}/${o.metadata.name}`);
+  return { add, update: add, delete: add };
+}
+
+/** Periodic jobs, each run to its end before the next is scheduled. */
+class Timers {
+  private readonly handles = new Set<ReturnType<typeof setTimeout>>();
+  private stopped = false;
+
+  every(ms: number, job: () => Promise<unknown>, log: Logger, what: string, now = true): void {
+    const tick = async () => {
+      if (this.stopped) return;
+      try {
+        await job();
+      } catch (err) {
+        log.warn(`${what} failed; next run as scheduled`, { error: String(err) });
+      }
+      this.schedule(tick, ms);
+    };
+    if (now) void tick();
+    else this.schedule(tick, ms);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const h of this.handles) clearTimeout(h);
+  }
+
+  private schedule(fn: () => void, ms: number): void {
+    if (this.stopped) return;
+    const h = setTimeout(() => {
+      this.handles.delete(h);
+      fn();
+    }, ms);
+    this.handles.add(h);
+  }
+}

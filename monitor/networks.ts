@@ -1,0 +1,239 @@
+/**
+ * Network resources into the manager's networks, and back into their status. The spec creates the
+ * network; later edits of what can change (description, MTU, routes, DNS) are applied, edits of
+ * what cannot (type, CIDR, gateway, pools, excludes, public, physnet, segment) are refused in the
+ * Ready condition, naming each field. Deleting the resource deletes the network once no port or IP
+ * group uses it; until then the condition says what holds it.
+ */
+import type { Logger, ManagerClient } from "@knitter/common";
+import ipaddr from "ipaddr.js";
+import { readyCondition } from "./conditions.ts";
+import type { NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
+import { PLURAL } from "./crd_types.ts";
+import type { Kube } from "./kube.ts";
+import {
+  dropFinalizer,
+  ensureFinalizer,
+  isGone,
+  type Problem,
+  problemOf,
+  writeStatus,
+} from "./resources.ts";
+import type { Tenants } from "./namespaces.ts";
+import { Requeue } from "./work_queue.ts";
+
+/** The manager's network, as GET answers it. */
+export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "type">> {
+  id: string;
+  tenant: string;
+  name: string;
+  gateway?: string;
+  allocationPools: { start: string; end: string }[];
+  excludes: string[];
+  public: boolean;
+  physnet?: string;
+  segmentId?: number;
+  mtu: number;
+  routes: unknown[];
+  dns: unknown;
+  description?: string;
+  usage: { total: number; used: number; free: number };
+}
+
+const MUTABLE = ["description", "mtu", "routes", "dns"] as const;
+const IMMUTABLE = [
+  "type",
+  "cidr",
+  "gateway",
+  "allocationPools",
+  "excludes",
+  "public",
+  "physnet",
+  "segmentId",
+] as const;
+
+export interface NetworkSettings {
+  publicNamespaces: string[];
+  /** How soon a refused or held resource is tried again. */
+  retryMs: number;
+}
+
+export class NetworkReconciler {
+  constructor(
+    private readonly kube: Kube,
+    private readonly manager: ManagerClient,
+    private readonly tenants: Tenants,
+    private readonly settings: NetworkSettings,
+    private readonly log: Logger,
+  ) {}
+
+  async reconcile(cr: NetworkResource | undefined): Promise<void> {
+    if (!cr) return;
+    if (cr.metadata.deletionTimestamp) return await this.finalize(cr);
+    await ensureFinalizer(this.kube, PLURAL.network, cr);
+    const { namespace, name } = cr.metadata;
+    let net: ManagerNetwork | undefined;
+    let problem: Problem | undefined;
+    try {
+      if (cr.spec.public && !this.settings.publicNamespaces.includes(namespace)) {
+        throw new NotAllowed(
+          `public networks are made only in namespaces ${
+            this.settings.publicNamespaces.join(", ")
+          } (the monitor's publicNamespaces); remove "public" or create the Network there`,
+        );
+      }
+      await this.tenants.ensure(namespace);
+      net = await this.own(namespace, name);
+      if (!net) {
+        net = await this.manager.request<ManagerNetwork>(
+          "POST",
+          `${base(namespace)}`,
+          { name, ...cr.spec },
+        );
+        this.log.info("network created", { network: `${namespace}/${name}`, id: net.id });
+      } else {
+        const changes = mutableChanges(cr.spec, net);
+        if (Object.keys(changes).length > 0) {
+          net = await this.manager.request<ManagerNetwork>("PATCH", path(namespace, name), changes);
+          this.log.info("network updated", { network: `${namespace}/${name}`, changes });
+        }
+        problem = immutableProblem(cr.spec, net);
+      }
+    } catch (err) {
+      problem = err instanceof NotAllowed
+        ? { reason: "PublicNotAllowed", message: err.message }
+        : problemOf(err);
+    }
+    await writeStatus(this.kube, PLURAL.network, cr, statusOf(cr, net, problem));
+    if (problem) throw new Requeue(this.settings.retryMs, problem.message);
+  }
+
+  /** The resource is being deleted: the network goes first, then our finalizer. */
+  private async finalize(cr: NetworkResource): Promise<void> {
+    const { namespace, name } = cr.metadata;
+    try {
+      if (await this.own(namespace, name)) {
+        await this.manager.request("DELETE", path(namespace, name));
+        this.log.info("network deleted", { network: `${namespace}/${name}` });
+      }
+    } catch (err) {
+      if (!isGone(err)) {
+        const problem = problemOf(err);
+        await writeStatus(this.kube, PLURAL.network, cr, statusOf(cr, undefined, problem));
+        throw new Requeue(this.settings.retryMs, problem.message);
+      }
+    }
+    await dropFinalizer(this.kube, PLURAL.network, cr);
+  }
+
+  /** The namespace's own network of that name (not a public one the name also finds). */
+  private async own(namespace: string, name: string): Promise<ManagerNetwork | undefined> {
+    try {
+      const net = await this.manager.request<ManagerNetwork>("GET", path(namespace, name));
+      return net.tenant === namespace ? net : undefined;
+    } catch (err) {
+      if (isGone(err)) return undefined;
+      throw err;
+    }
+  }
+}
+
+class NotAllowed extends Error {}
+
+function base(namespace: string): string {
+  return `/api/v1/tenants/${encodeURIComponent(namespace)}/networks`;
+}
+
+function path(namespace: string, name: string): string {
+  return `${base(namespace)}/${encodeURIComponent(name)}`;
+}
+
+function mutableChanges(spec: NetworkSpec, net: ManagerNetwork): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const f of MUTABLE) {
+    const want = spec[f];
+    if (want !== undefined && JSON.stringify(want) !== JSON.stringify(net[f])) out[f] = want;
+  }
+  return out;
+}
+
+/** Every immutable field the spec now asks differently, in one message. */
+export function immutableProblem(spec: NetworkSpec, net: ManagerNetwork): Problem | undefined {
+  const wanted: Partial<NetworkSpec> = {
+    ...spec,
+    type: spec.type ?? "vxlan",
+    public: !!spec.public,
+  };
+  const changed = IMMUTABLE.filter((f) =>
+    wanted[f] !== undefined && !sameField(f, wanted[f], net[f])
+  );
+  if (changed.length === 0) return undefined;
+  const what = changed.map((f) =>
+    `${f} (is ${JSON.stringify(net[f] ?? null)}, the spec asks ${JSON.stringify(wanted[f])})`
+  );
+  return {
+    reason: "ImmutableFieldChanged",
+    message: `${what.join("; ")}: ${
+      changed.length > 1 ? "these fields" : "this field"
+    } cannot change after creation; the other changes were applied. Put the old value back, or create a new Network and move the pods to it`,
+  };
+}
+
+function sameField(field: string, want: unknown, have: unknown): boolean {
+  if (field === "cidr") return normalCidr(want as string) === normalCidr(have as string);
+  if (field === "gateway" && ipaddr.isValid(want as string) && ipaddr.isValid(have as string)) {
+    return ipaddr.parse(want as string).toNormalizedString() ===
+      ipaddr.parse(have as string).toNormalizedString();
+  }
+  return JSON.stringify(want) === JSON.stringify(have);
+}
+
+function normalCidr(text: string): string {
+  try {
+    const [addr, bits] = ipaddr.parseCIDR(text);
+    const net = addr.kind() === "ipv4"
+      ? ipaddr.IPv4.networkAddressFromCIDR(text)
+      : ipaddr.IPv6.networkAddressFromCIDR(text);
+    return `${net.toNormalizedString()}/${bits}`;
+  } catch {
+    return text;
+  }
+}
+
+function statusOf(
+  cr: NetworkResource,
+  net: ManagerNetwork | undefined,
+  problem: Problem | undefined,
+): NetworkStatus {
+  const generation = cr.metadata.generation;
+  const status: NetworkStatus = {};
+  if (net) {
+    status.networkId = net.id;
+    if (net.segmentId !== undefined) status.segmentId = net.segmentId;
+    status.usage = net.usage;
+  } else if (cr.status?.networkId) {
+    Object.assign(status, {
+      networkId: cr.status.networkId,
+      segmentId: cr.status.segmentId,
+      usage: cr.status.usage,
+    });
+  }
+  if (generation !== undefined) status.observedGeneration = generation;
+  status.conditions = readyCondition(
+    cr.status?.conditions,
+    !problem,
+    problem?.reason ?? "Reconciled",
+    problem?.message ?? readyMessage(net!),
+    generation,
+  );
+  return status;
+}
+
+function readyMessage(net: ManagerNetwork): string {
+  const segment = net.segmentId === undefined
+    ? ""
+    : net.type === "vxlan"
+    ? `, VNI ${net.segmentId}`
+    : `, VLAN ${net.segmentId}`;
+  return `network ${net.tenant}/${net.name} (${net.type}${segment}, ${net.cidr}) is in the manager`;
+}

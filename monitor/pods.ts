@@ -1,0 +1,135 @@
+/**
+ * Pods as the monitor sees them: a malformed network annotation becomes a Warning event on the pod
+ * (the agent refuses such a pod, so nothing is allocated); a scheduled pod's ports become its
+ * network-status annotation; a deleted pod's ports are released, by UID, so that a new pod of the
+ * same name is never touched, and never the ports of a stable StatefulSet pod (those outlive it).
+ */
+import {
+  AnnotationError,
+  isStablePortId,
+  type Logger,
+  type ManagerClient,
+  NETWORK_STATUS,
+  networkStatus,
+  parsePodAnnotations,
+  type Port,
+  resolveAnnotated,
+} from "@knitter/common";
+import type { Kube, PodLike } from "./kube.ts";
+import type { PortIndex } from "./port_index.ts";
+import type { WorkQueue } from "./work_queue.ts";
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export const INVALID_ANNOTATION = "InvalidNetworkAnnotation";
+
+export class PodTracker {
+  /** UID → "namespace/name" of every pod that exists. */
+  readonly live = new Map<string, string>();
+  /** Deleted pods whose ports are still to release, by UID. */
+  private readonly gone = new Map<string, PodRef>();
+  /** The annotation text already reported as malformed, by pod UID (one event per mistake). */
+  private readonly reported = new Map<string, string>();
+  /** Ports released, since start. */
+  released = 0;
+  eventsRecorded = 0;
+
+  constructor(
+    private readonly kube: Kube,
+    private readonly manager: ManagerClient,
+    private readonly ports: PortIndex,
+    private readonly log: Logger,
+  ) {}
+
+  // ---- informer handlers
+
+  seen(pod: PodLike, queue: WorkQueue): void {
+    const ref = refOf(pod);
+    if (!ref) return;
+    this.live.set(ref.uid, `${ref.namespace}/${ref.name}`);
+    queue.add(`${ref.namespace}/${ref.name}`);
+  }
+
+  deleted(pod: PodLike, releases: WorkQueue): void {
+    const ref = refOf(pod);
+    if (!ref) return;
+    this.live.delete(ref.uid);
+    this.reported.delete(ref.uid);
+    this.gone.set(ref.uid, ref);
+    releases.add(ref.uid);
+  }
+
+  // ---- reconcilers
+
+  /** Reports a malformed annotation once, else writes the network-status when it changed. */
+  async reconcile(pod: PodLike | undefined): Promise<void> {
+    const ref = pod && refOf(pod);
+    if (!ref) return;
+    const annotations = pod.metadata?.annotations ?? {};
+    const problem = annotationProblem(annotations);
+    if (problem) {
+      const text = JSON.stringify(annotations);
+      if (this.reported.get(ref.uid) === text) return;
+      await this.kube.podEvent(
+        ref,
+        "Warning",
+        INVALID_ANNOTATION,
+        `${problem}. No network was attached: correct the annotation and create the pod again.`,
+      );
+      this.reported.set(ref.uid, text);
+      this.eventsRecorded++;
+      return;
+    }
+    if (!pod.spec?.nodeName) return;
+    const ports = this.ports.forPod(ref.uid);
+    if (ports.length === 0) return;
+    const value = JSON.stringify(networkStatus(ports));
+    if (annotations[NETWORK_STATUS] === value) return;
+    await this.kube.patchPodAnnotations(ref.namespace, ref.name, { [NETWORK_STATUS]: value });
+  }
+
+  /** Releases the ports of a deleted pod: those still bound to its UID, stable ones aside. */
+  async release(uid: string): Promise<void> {
+    const ref = this.gone.get(uid);
+    if (!ref) return;
+    const listed = await this.manager.request<{ items: Port[] }>(
+      "GET",
+      `/api/v1/ports?pod=${encodeURIComponent(`${ref.namespace}/${ref.name}`)}`,
+    );
+    for (const p of listed.items) {
+      if (p.pod?.uid !== uid || isStablePortId(p.id)) continue;
+      await this.releasePort(p, "its pod was deleted");
+    }
+    this.gone.delete(uid);
+  }
+
+  async releasePort(p: Port, why: string): Promise<void> {
+    if (await this.manager.deletePort(p.tenant, p.network, p.id)) {
+      this.released++;
+      this.log.info("released", { port: p.id, network: `${p.networkTenant}/${p.network}`, why });
+    }
+  }
+}
+
+/** What is wrong with a pod's network annotations, or null. */
+export function annotationProblem(annotations: Record<string, string>): string | null {
+  try {
+    const asked = parsePodAnnotations(annotations);
+    // The agent's default network is not known here; any name checks the rest.
+    if (asked) resolveAnnotated(asked, { primaryIfName: "eth0", defaultNetwork: "default" });
+    return null;
+  } catch (err) {
+    if (err instanceof AnnotationError) return err.message;
+    throw err;
+  }
+}
+
+export function refOf(pod: PodLike): PodRef | undefined {
+  const m = pod.metadata;
+  if (!m?.name || !m.namespace || !m.uid) return undefined;
+  return { namespace: m.namespace, name: m.name, uid: m.uid };
+}

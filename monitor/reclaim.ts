@@ -1,0 +1,62 @@
+/**
+ * Leaks: ports whose pod no longer exists, because the monitor was down when it was deleted or a
+ * release failed. A port younger than the grace period is left alone (its pod may not have reached
+ * the watch yet); a stable StatefulSet port is kept while a pod of its name exists, and released
+ * when none has for the retention period.
+ */
+import { isStablePortId, type Logger, type ManagerClient, type Port } from "@knitter/common";
+import type { Informer } from "./informer.ts";
+import type { PodLike } from "./kube.ts";
+import type { PodTracker } from "./pods.ts";
+
+export interface ReclaimSettings {
+  graceMs: number;
+  stableRetentionMs: number;
+}
+
+export class Reclaimer {
+  /** Stable ports whose pod name was missing, and since when. */
+  private readonly missingSince = new Map<string, number>();
+  runs = 0;
+
+  constructor(
+    private readonly manager: ManagerClient,
+    private readonly pods: Informer<PodLike>,
+    private readonly tracker: PodTracker,
+    private readonly settings: ReclaimSettings,
+    private readonly log: Logger,
+  ) {}
+
+  /** One pass over every port; answers how many were released. Only with a synced pod list. */
+  async run(now = Date.now()): Promise<number> {
+    if (!this.pods.isSynced) return 0;
+    const ports = await this.manager.listPorts();
+    let released = 0;
+    const stillMissing = new Set<string>();
+    for (const p of ports) {
+      if (!p.pod?.uid) continue; // not a Kubernetes pod's port
+      if (isStablePortId(p.id)) {
+        if (this.pods.get(p.pod.name, p.pod.namespace)) continue;
+        const since = this.missingSince.get(p.id) ?? now;
+        this.missingSince.set(p.id, since);
+        stillMissing.add(p.id);
+        if (now - since < this.settings.stableRetentionMs) continue;
+      } else {
+        if (this.tracker.live.has(p.pod.uid)) continue;
+        if (now - Date.parse(p.createdAt) < this.settings.graceMs) continue;
+      }
+      await this.reclaim(p);
+      released++;
+    }
+    for (const id of [...this.missingSince.keys()]) {
+      if (!stillMissing.has(id)) this.missingSince.delete(id);
+    }
+    this.runs++;
+    if (released > 0) this.log.info("reclaimed leaked ports", { released });
+    return released;
+  }
+
+  private async reclaim(p: Port): Promise<void> {
+    await this.tracker.releasePort(p, `pod ${p.pod!.namespace}/${p.pod!.name} no longer exists`);
+  }
+}

@@ -1,0 +1,600 @@
+/**
+ * A stand-in Kubernetes API server for tests: real HTTP on loopback, the real wire protocol, so that
+ * the monitor and the agent run through the real `@kubernetes/client-node` against it. It keeps
+ * namespaces, pods, events and Knitter's two custom resources in memory and serves what the
+ * components use: list with a resourceVersion, watch streams (ADDED / MODIFIED / DELETED / BOOKMARK,
+ * an ERROR with 410 Gone for a resourceVersion older than the bounded history), GET, POST, PUT,
+ * PATCH (merge and strategic merge of maps) of objects and of the status subresource, DELETE with
+ * finalizers, bearer tokens. Tests can break watch connections and shrink the history.
+ */
+
+export interface ResourceDef {
+  group: string;
+  version: string;
+  kind: string;
+  namespaced: boolean;
+  /** PATCH / PUT of the object leave .status alone; the status subresource changes only it. */
+  statusSubresource: boolean;
+  /** metadata.generation counts spec changes (custom resources). */
+  generation: boolean;
+}
+
+const core = (kind: string, namespaced: boolean, statusSubresource = false): ResourceDef => ({
+  group: "",
+  version: "v1",
+  kind,
+  namespaced,
+  statusSubresource,
+  generation: false,
+});
+const knitter = (kind: string): ResourceDef => ({
+  group: "knitter.io",
+  version: "v1alpha1",
+  kind,
+  namespaced: true,
+  statusSubresource: true,
+  generation: true,
+});
+
+/** What the stand-in serves, by plural name. */
+export const RESOURCES: Record<string, ResourceDef> = {
+  namespaces: core("Namespace", false),
+  pods: core("Pod", true, true),
+  events: core("Event", true),
+  networks: knitter("Network"),
+  ipgroups: knitter("IPGroup"),
+};
+
+// deno-lint-ignore no-explicit-any
+export type KubeObject = { metadata: Record<string, any>; [key: string]: any };
+
+export type WatchType = "ADDED" | "MODIFIED" | "DELETED";
+
+interface Change {
+  rv: number;
+  resource: string;
+  type: WatchType;
+  object: KubeObject;
+}
+
+interface Watcher {
+  resource: string;
+  namespace?: string;
+  send(line: unknown): void;
+  close(abrupt: boolean): void;
+}
+
+export interface KubeApiOptions {
+  /** Bearer tokens and who they stand for; requests without one of them get 401. */
+  tokens: Record<string, string>;
+  /** Changes kept for watches to resume from; older resourceVersions get 410 Gone. */
+  historyLimit?: number;
+  /** How often a watch that allows bookmarks gets one. */
+  bookmarkMs?: number;
+}
+
+export interface RequestRecord {
+  user: string;
+  method: string;
+  path: string;
+}
+
+const encoder = new TextEncoder();
+
+export class KubeApi implements AsyncDisposable {
+  readonly url: string;
+  /** The requests served, with who made them (the last 10,000). */
+  readonly requests: RequestRecord[] = [];
+  historyLimit: number;
+  private readonly store = new Map<string, Map<string, KubeObject>>();
+  private history: Change[] = [];
+  /** Changes up to this resourceVersion are no longer in the history. */
+  private compacted = 0;
+  private rv = 1000;
+  private readonly watchers = new Set<Watcher>();
+  private readonly server: Deno.HttpServer;
+
+  private constructor(private readonly options: KubeApiOptions) {
+    this.historyLimit = options.historyLimit ?? 100_000;
+    for (const r of Object.keys(RESOURCES)) this.store.set(r, new Map());
+    this.server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      (req) => this.handle(req),
+    );
+    this.url = `http://127.0.0.1:${(this.server.addr as Deno.NetAddr).port}`;
+  }
+
+  static start(options: KubeApiOptions): KubeApi {
+    return new KubeApi(options);
+  }
+
+  /** A kubeconfig for the given token, as a file the components read. */
+  async writeKubeconfig(path: string, token: string): Promise<string> {
+    const doc = {
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "stand-in", cluster: { server: this.url } }],
+      users: [{ name: "user", user: { token } }],
+      contexts: [{ name: "stand-in", context: { cluster: "stand-in", user: "user" } }],
+      "current-context": "stand-in",
+    };
+    // JSON is YAML: the client's loader reads it as is.
+    await Deno.writeTextFile(path, JSON.stringify(doc, null, 2));
+    return path;
+  }
+
+  // ---- what tests do directly (as the cluster's other controllers would)
+
+  create(resource: string, obj: KubeObject): KubeObject {
+    return structuredClone(this.doCreate(resource, obj.metadata.namespace, structuredClone(obj)));
+  }
+
+  get(resource: string, namespace: string | undefined, name: string): KubeObject | undefined {
+    const o = this.objects(resource).get(key(namespace, name));
+    return o && structuredClone(o);
+  }
+
+  list(resource: string, namespace?: string): KubeObject[] {
+    return [...this.objects(resource).values()]
+      .filter((o) => namespace === undefined || o.metadata.namespace === namespace)
+      .map((o) => structuredClone(o));
+  }
+
+  /** Changes an object as a controller would (a spec edit bumps the generation). */
+  update(
+    resource: string,
+    namespace: string | undefined,
+    name: string,
+    edit: (o: KubeObject) => void,
+  ): KubeObject {
+    const current = this.mustGet(resource, namespace, name);
+    const next = structuredClone(current);
+    edit(next);
+    return structuredClone(this.write(resource, current, next, "object"));
+  }
+
+  delete(resource: string, namespace: string | undefined, name: string): void {
+    this.doDelete(resource, this.mustGet(resource, namespace, name));
+  }
+
+  /** Ends every open watch: cleanly (the client resumes) or abruptly (a network error). */
+  breakWatches(abrupt = false): number {
+    const n = this.watchers.size;
+    for (const w of [...this.watchers]) w.close(abrupt);
+    this.watchers.clear();
+    return n;
+  }
+
+  get openWatches(): number {
+    return this.watchers.size;
+  }
+
+  /** Forgets the history: a watch resuming from any earlier resourceVersion gets 410 Gone. */
+  compact(): void {
+    this.history = [];
+    this.compacted = this.rv;
+  }
+
+  get resourceVersion(): string {
+    return String(this.rv);
+  }
+
+  async close(): Promise<void> {
+    this.breakWatches();
+    await this.server.shutdown();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // ---- HTTP
+
+  private async handle(req: Request): Promise<Response> {
+    const url = new URL(req.url);
+    const user = this.options.tokens[req.headers.get("authorization")?.replace(/^Bearer\s+/i, "")!];
+    if (!user) return status(401, "Unauthorized", "Unauthorized");
+    this.requests.push({ user, method: req.method, path: url.pathname });
+    if (this.requests.length > 10_000) this.requests.splice(0, 1000);
+    const path = parsePath(url.pathname);
+    if (!path) return status(404, "NotFound", `the server could not find ${url.pathname}`);
+    try {
+      return await this.route(req, url, path);
+    } catch (err) {
+      if (err instanceof ApiStatus) return status(err.code, err.reason, err.message);
+      throw err;
+    }
+  }
+
+  private async route(req: Request, url: URL, p: ParsedPath): Promise<Response> {
+    const { resource, namespace, name, sub } = p;
+    const def = RESOURCES[resource];
+    if (sub !== undefined && (sub !== "status" || !def.statusSubresource)) {
+      throw new ApiStatus(404, "NotFound", `${resource} has no subresource "${sub}"`);
+    }
+    switch (req.method) {
+      case "GET":
+        if (name !== undefined) return json(200, this.mustGet(resource, namespace, name));
+        if (["true", "1"].includes(url.searchParams.get("watch") ?? "")) {
+          return this.watch(resource, namespace, url.searchParams);
+        }
+        return json(200, this.listBody(resource, namespace));
+      case "POST": {
+        if (name !== undefined) throw new ApiStatus(405, "MethodNotAllowed", "POST to a name");
+        const body = await readBody(req);
+        if (def.namespaced && namespace === undefined) {
+          throw new ApiStatus(404, "NotFound", `POST ${resource} needs a namespace in the path`);
+        }
+        return json(201, this.doCreate(resource, namespace, body));
+      }
+      case "PUT": {
+        const current = this.mustGet(resource, namespace, name!);
+        const body = await readBody(req);
+        const rv = body.metadata?.resourceVersion;
+        if (rv !== undefined && rv !== current.metadata.resourceVersion) {
+          throw conflict(resource, name!);
+        }
+        return json(200, this.write(resource, current, body, sub === "status" ? "status" : "put"));
+      }
+      case "PATCH": {
+        const current = this.mustGet(resource, namespace, name!);
+        const type = req.headers.get("content-type") ?? "";
+        if (!/merge-patch\+json|strategic-merge-patch\+json/.test(type)) {
+          throw new ApiStatus(
+            415,
+            "UnsupportedMediaType",
+            `the stand-in takes merge and strategic merge patches, not "${type}"`,
+          );
+        }
+        const patch = await readBody(req);
+        const rv = patch.metadata?.resourceVersion;
+        if (rv !== undefined && rv !== current.metadata.resourceVersion) {
+          throw conflict(resource, name!);
+        }
+        const next = mergePatch(structuredClone(current), patch) as KubeObject;
+        return json(200, this.write(resource, current, next, sub === "status" ? "status" : "put"));
+      }
+      case "DELETE": {
+        const current = this.mustGet(resource, namespace, name!);
+        return json(200, this.doDelete(resource, current));
+      }
+    }
+    throw new ApiStatus(405, "MethodNotAllowed", `${req.method} is not served`);
+  }
+
+  private listBody(resource: string, namespace?: string) {
+    const def = RESOURCES[resource];
+    return {
+      kind: `${def.kind}List`,
+      apiVersion: apiVersion(def),
+      metadata: { resourceVersion: String(this.rv) },
+      items: [...this.objects(resource).values()].filter((o) =>
+        namespace === undefined || o.metadata.namespace === namespace
+      ),
+    };
+  }
+
+  /** A watch: the changes after the given resourceVersion (all objects when none), then live. */
+  private watch(resource: string, namespace: string | undefined, q: URLSearchParams): Response {
+    const from = q.get("resourceVersion") ?? "";
+    const bookmarks = q.get("allowWatchBookmarks") === "true";
+    const timeout = Number(q.get("timeoutSeconds") ?? 0);
+    const def = RESOURCES[resource];
+    let watcher!: Watcher;
+    let timers: ReturnType<typeof setTimeout>[] = [];
+    const stream = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        let open = true;
+        const finish = () => {
+          open = false;
+          for (const t of timers) clearInterval(t);
+          timers = [];
+          this.watchers.delete(watcher);
+        };
+        watcher = {
+          resource,
+          namespace,
+          send: (line) => {
+            if (open) controller.enqueue(encoder.encode(`${JSON.stringify(line)}\n`));
+          },
+          close: (abrupt) => {
+            if (!open) return;
+            finish();
+            if (abrupt) controller.error(new Error("watch broken by the test"));
+            else controller.close();
+          },
+        };
+        const fromRv = Number(from);
+        if (from !== "" && from !== "0" && fromRv < this.compacted) {
+          watcher.send({
+            type: "ERROR",
+            object: statusBody(
+              410,
+              "Expired",
+              `too old resource version: ${from} (${this.compacted})`,
+            ),
+          });
+          open = false;
+          controller.close();
+          return;
+        }
+        if (from === "" || from === "0") {
+          for (const o of this.objects(resource).values()) {
+            if (namespace === undefined || o.metadata.namespace === namespace) {
+              watcher.send({ type: "ADDED", object: o });
+            }
+          }
+        } else {
+          for (const c of this.history) {
+            if (c.rv > fromRv && matches(c, resource, namespace)) {
+              watcher.send({ type: c.type, object: c.object });
+            }
+          }
+        }
+        this.watchers.add(watcher);
+        if (bookmarks) {
+          timers.push(setInterval(() =>
+            watcher.send({
+              type: "BOOKMARK",
+              object: {
+                kind: def.kind,
+                apiVersion: apiVersion(def),
+                metadata: { resourceVersion: String(this.rv) },
+              },
+            }), this.options.bookmarkMs ?? 5000));
+        }
+        if (timeout > 0) timers.push(setTimeout(() => watcher.close(false), timeout * 1000));
+      },
+      cancel: () => watcher.close(false),
+    });
+    return new Response(stream, {
+      status: 200,
+      headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
+    });
+  }
+
+  // ---- the store
+
+  private objects(resource: string): Map<string, KubeObject> {
+    const m = this.store.get(resource);
+    if (!m) throw new ApiStatus(404, "NotFound", `the stand-in does not serve "${resource}"`);
+    return m;
+  }
+
+  private mustGet(resource: string, namespace: string | undefined, name: string): KubeObject {
+    const o = this.objects(resource).get(key(namespace, name));
+    if (!o) {
+      throw new ApiStatus(404, "NotFound", `${resource} "${name}" not found`);
+    }
+    return o;
+  }
+
+  private doCreate(resource: string, namespace: string | undefined, obj: KubeObject): KubeObject {
+    const def = RESOURCES[resource];
+    const meta = obj.metadata ??= {};
+    if (!meta.name && meta.generateName) {
+      meta.name = `${meta.generateName}${crypto.randomUUID().slice(0, 5)}`;
+    }
+    if (!meta.name) throw new ApiStatus(422, "Invalid", "metadata.name: Required value");
+    if (def.namespaced) {
+      meta.namespace = namespace ?? meta.namespace;
+      const ns = this.objects("namespaces").get(key(undefined, meta.namespace));
+      if (!ns) throw new ApiStatus(404, "NotFound", `namespaces "${meta.namespace}" not found`);
+      if (ns.metadata.deletionTimestamp) {
+        throw new ApiStatus(
+          403,
+          "Forbidden",
+          `unable to create new content in namespace ${meta.namespace} because it is being terminated`,
+        );
+      }
+    }
+    const k = key(meta.namespace, meta.name);
+    if (this.objects(resource).has(k)) {
+      throw new ApiStatus(409, "AlreadyExists", `${resource} "${meta.name}" already exists`);
+    }
+    obj.kind = def.kind;
+    obj.apiVersion = apiVersion(def);
+    meta.uid = crypto.randomUUID();
+    meta.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    if (def.generation) meta.generation = 1;
+    if (resource === "namespaces") obj.status = { phase: "Active" };
+    return this.commit(resource, "ADDED", obj);
+  }
+
+  /** Writes the next version of an object; `part` says what a request may change of it. */
+  private write(
+    resource: string,
+    current: KubeObject,
+    next: KubeObject,
+    part: "object" | "put" | "status",
+  ): KubeObject {
+    const def = RESOURCES[resource];
+    const out = structuredClone(current);
+    if (part === "status") out.status = next.status;
+    else {
+      const keep = ["uid", "creationTimestamp", "deletionTimestamp", "generation", "namespace"];
+      out.metadata = { ...next.metadata };
+      for (const k of keep) {
+        if (current.metadata[k] !== undefined) out.metadata[k] = current.metadata[k];
+      }
+      for (const [k, v] of Object.entries(next)) {
+        if (k === "metadata" || (k === "status" && def.statusSubresource && part === "put")) {
+          continue;
+        }
+        out[k] = v;
+      }
+      for (const k of Object.keys(out)) if (!(k in next) && k !== "status") delete out[k];
+      if (def.generation && JSON.stringify(out.spec) !== JSON.stringify(current.spec)) {
+        out.metadata.generation = (current.metadata.generation ?? 1) + 1;
+      }
+    }
+    if (JSON.stringify(out) === JSON.stringify(current)) return current;
+    if (out.metadata.deletionTimestamp && !(out.metadata.finalizers?.length > 0)) {
+      return this.remove(resource, out);
+    }
+    return this.commit(resource, "MODIFIED", out);
+  }
+
+  private doDelete(resource: string, obj: KubeObject): KubeObject {
+    if (resource === "namespaces") return this.deleteNamespace(obj);
+    if (obj.metadata.finalizers?.length > 0) {
+      if (obj.metadata.deletionTimestamp) return obj;
+      const next = structuredClone(obj);
+      next.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+      return this.commit(resource, "MODIFIED", next);
+    }
+    return this.remove(resource, obj);
+  }
+
+  /** A namespace terminates: its objects go, then it does (once finalizers let them all go). */
+  private deleteNamespace(ns: KubeObject): KubeObject {
+    const name = ns.metadata.name;
+    if (!ns.metadata.deletionTimestamp) {
+      const next = structuredClone(ns);
+      next.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+      next.status = { phase: "Terminating" };
+      ns = this.commit("namespaces", "MODIFIED", next);
+    }
+    for (const [r, def] of Object.entries(RESOURCES)) {
+      if (!def.namespaced) continue;
+      for (const o of [...this.objects(r).values()]) {
+        if (o.metadata.namespace === name) this.doDelete(r, o);
+      }
+    }
+    this.finishNamespace(name);
+    return ns;
+  }
+
+  private finishNamespace(name: string): void {
+    const ns = this.objects("namespaces").get(key(undefined, name));
+    if (!ns?.metadata.deletionTimestamp) return;
+    for (const [r, def] of Object.entries(RESOURCES)) {
+      if (!def.namespaced) continue;
+      for (const o of this.objects(r).values()) if (o.metadata.namespace === name) return;
+    }
+    this.remove("namespaces", ns);
+  }
+
+  private remove(resource: string, obj: KubeObject): KubeObject {
+    this.objects(resource).delete(key(obj.metadata.namespace, obj.metadata.name));
+    const gone = this.commit(resource, "DELETED", obj, false);
+    if (obj.metadata.namespace) this.finishNamespace(obj.metadata.namespace);
+    return gone;
+  }
+
+  /** Stamps a new resourceVersion, keeps the object, records the change and tells the watches. */
+  private commit(resource: string, type: WatchType, obj: KubeObject, keep = true): KubeObject {
+    const stamped = structuredClone(obj);
+    stamped.metadata.resourceVersion = String(++this.rv);
+    if (keep) {
+      this.objects(resource).set(key(stamped.metadata.namespace, stamped.metadata.name), stamped);
+    }
+    const change = { rv: this.rv, resource, type, object: stamped };
+    this.history.push(change);
+    while (this.history.length > this.historyLimit) this.compacted = this.history.shift()!.rv;
+    for (const w of this.watchers) {
+      if (matches(change, w.resource, w.namespace)) w.send({ type, object: stamped });
+    }
+    return stamped;
+  }
+}
+
+// ---- helpers
+
+interface ParsedPath {
+  resource: string;
+  namespace?: string;
+  name?: string;
+  sub?: string;
+}
+
+/** /api/v1/... and /apis/GROUP/VERSION/...: namespaced or cluster-wide, name, subresource. */
+function parsePath(pathname: string): ParsedPath | undefined {
+  const segs = pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  let rest: string[];
+  let group = "";
+  if (segs[0] === "api" && segs[1] === "v1") rest = segs.slice(2);
+  else if (segs[0] === "apis" && segs.length >= 3) {
+    group = segs[1];
+    rest = segs.slice(3);
+  } else return undefined;
+  let out: ParsedPath;
+  if (rest[0] === "namespaces" && rest.length >= 3) {
+    out = { namespace: rest[1], resource: rest[2], name: rest[3], sub: rest[4] };
+  } else out = { resource: rest[0], name: rest[1], sub: rest[2] };
+  const def = RESOURCES[out.resource];
+  if (!def || def.group !== group || rest.length > 5) return undefined;
+  return out;
+}
+
+function matches(c: Change, resource: string, namespace?: string): boolean {
+  return c.resource === resource &&
+    (namespace === undefined || c.object.metadata.namespace === namespace);
+}
+
+function key(namespace: string | undefined, name: string): string {
+  return `${namespace ?? ""}/${name}`;
+}
+
+function apiVersion(def: ResourceDef): string {
+  return def.group ? `${def.group}/${def.version}` : def.version;
+}
+
+/** RFC 7386, which is also what a strategic merge patch does to maps; lists are replaced. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== "object" || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    typeof target === "object" && target !== null && !Array.isArray(target)
+      ? target as Record<string, unknown>
+      : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+class ApiStatus extends Error {
+  constructor(readonly code: number, readonly reason: string, message: string) {
+    super(message);
+  }
+}
+
+function conflict(resource: string, name: string): ApiStatus {
+  return new ApiStatus(
+    409,
+    "Conflict",
+    `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+  );
+}
+
+function statusBody(code: number, reason: string, message: string) {
+  return {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason,
+    code,
+  };
+}
+
+function status(code: number, reason: string, message: string): Response {
+  return json(code, statusBody(code, reason, message));
+}
+
+function json(code: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status: code,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+async function readBody(req: Request): Promise<KubeObject> {
+  try {
+    return await req.json();
+  } catch (err) {
+    throw new ApiStatus(400, "BadRequest", `the body is not JSON: ${(err as Error).message}`);
+  }
+}
