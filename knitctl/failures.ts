@@ -13,7 +13,9 @@ export function explainManagerError(err: unknown, listHint?: string): unknown {
     );
   }
   if (!(err instanceof ManagerError)) return err;
-  const what = `${err.field ? `${err.field}: ` : ""}${err.message}`;
+  // Validation messages name their field; the manager's start with it already.
+  const named = !err.field || err.status !== 400 || err.message.startsWith(`${err.field}:`);
+  const what = `${named ? "" : `${err.field}: `}${err.message}`;
   const tag = `(${err.status} ${err.code})`;
   switch (err.status) {
     case 401:

@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import { parseCommandLine } from "./args.ts";
+import { findResource, RESOURCES } from "./resources.ts";
+
+Deno.test("findResource: plural, singular and short names; unknown ones list what there is", () => {
+  for (const name of ["networks", "network", "net", "NET"]) {
+    assert.equal(findResource(name, "get").plural, "networks");
+  }
+  assert.equal(findResource("ipg", "get").plural, "ipgroups");
+  assert.throws(() => findResource("netwrks", "get"), /Unknown resource "netwrks": use one of/);
+  assert.throws(() => findResource(undefined, "get"), /get needs a resource/);
+});
+
+Deno.test("create bodies: network flags become the API's fields, absent flags stay absent", () => {
+  const net = findResource("network", "create");
+  const f = parseCommandLine([
+    ...["create", "network", "blue", "--cidr", "10.1.0.0/24", "--pool", "10.1.0.10-10.1.0.20"],
+    ...["--exclude", "10.1.0.11,10.1.0.12", "--segment-id", "7", "--dns-server", "10.1.0.2"],
+  ]).flags;
+  assert.deepEqual(net.create.body("blue", f), {
+    name: "blue",
+    cidr: "10.1.0.0/24",
+    allocationPools: [{ start: "10.1.0.10", end: "10.1.0.20" }],
+    excludes: ["10.1.0.11", "10.1.0.12"],
+    segmentId: 7,
+    dns: { nameservers: ["10.1.0.2"] },
+  });
+  const group = findResource("ipgroup", "create");
+  const both = parseCommandLine([
+    "create",
+    "ipg",
+    "g",
+    "--network",
+    "n",
+    "--size",
+    "2",
+    "--addresses",
+    "a",
+  ]);
+  assert.throws(() => group.create.body("g", both.flags), /--size or --addresses, not both/);
+});
+
+Deno.test("paths: tenant-scoped resources live under the tenant, ports under their network", () => {
+  const ports = findResource("ports", "get");
+  assert.equal(ports.list({ tenant: "acme" }, {}), "/api/v1/ports?tenant=acme");
+  assert.equal(
+    ports.list({ tenant: "acme", network: "blue" }, { node: "w1" }),
+    "/api/v1/tenants/acme/networks/blue/ports?node=w1",
+  );
+  assert.throws(() => ports.item({ tenant: "acme" }, "p1"), /needs --network NAME/);
+  assert.equal(findResource("node", "get").item({ tenant: "x" }, "w1"), "/api/v1/nodes/w1");
+  assert.deepEqual(RESOURCES.filter((r) => r.usage).map((r) => r.plural), ["networks", "physnets"]);
+});
