@@ -1,0 +1,191 @@
+/**
+ * The consistency check (`deno task manager check`): every set bit of an address, VNI or VLAN pool
+ * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
+ * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
+ * segment has two owners. A manager killed mid-request must leave nothing this check finds.
+ */
+import { tsBitmap } from "@knitter/wasm";
+import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
+import {
+  type IpGroupRecord,
+  keys,
+  type NetworkRecord,
+  type PhysnetRecord,
+  type PortRecord,
+} from "./model.ts";
+import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
+import { networkSpec } from "./service/network_spec.ts";
+import type { Key, Store } from "./store/store.ts";
+
+export interface CheckReport {
+  networks: number;
+  ports: number;
+  problems: string[];
+}
+
+export async function checkStore(store: Store): Promise<CheckReport> {
+  const problems: string[] = [];
+  const networks = await values<NetworkRecord>(store, keys.networks());
+  const byId = new Map(networks.map((n) => [n.id, n]));
+  let ports = 0;
+  for (const net of networks) ports += await checkNetwork(store, net, problems);
+  for (const p of await values<PortRecord>(store, keys.ports())) {
+    if (!byId.has(p.networkId)) {
+      problems.push(`port "${p.id}" names network ${p.networkId}, which does not exist`);
+    }
+  }
+  await checkSegments(store, networks, problems);
+  return { networks: networks.length, ports, problems };
+}
+
+async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]): Promise<number> {
+  const where = `network "${net.tenant}/${net.name}"`;
+  const holders = new Map<number, string>();
+  const hold = (index: number, who: string) => {
+    const other = holders.get(index);
+    if (other) problems.push(`${where}: pool index ${index} has two owners: ${other} and ${who}`);
+    else holders.set(index, who);
+  };
+  const ports = await values<PortRecord>(store, keys.ports(net.id));
+  const groupOf = new Map<string, number>();
+  for await (const e of store.list(keys.ipGroupsOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const g = (await store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+    if (!g) {
+      problems.push(`${where}: index entry of IP group "${tenant}/${name}" without the group`);
+      continue;
+    }
+    for (const a of g.addresses) {
+      hold(a.index, `IP group "${tenant}/${name}" (${a.ip})`);
+      if (a.port) groupOf.set(a.port, a.index);
+    }
+  }
+  for (const p of ports) {
+    if (p.ipGroup !== undefined && groupOf.get(p.id) === p.index) continue;
+    hold(p.index, `port "${p.id}" (${p.ip})`);
+  }
+  const bits = await readPool(store, keys.ipam(net.id), net.poolSize, where, problems);
+  const reserved = reservedOf(net);
+  for (const [index, who] of holders) {
+    if (!bits.set.has(index)) {
+      problems.push(`${where}: ${who} holds index ${index}, whose bit is clear`);
+    }
+  }
+  for (const index of bits.set) {
+    if (holders.has(index) || reserved.has(index)) continue;
+    problems.push(`${where}: index ${index} is set but no port or IP group holds it (orphaned)`);
+  }
+  if (bits.head && bits.head.used !== holders.size) {
+    problems.push(
+      `${where}: the pool head counts ${bits.head.used} in use, the holders are ${holders.size}`,
+    );
+  }
+  return ports.length;
+}
+
+/** The gateway's and the excludes' indexes, as network creation reserved them. */
+function reservedOf(net: NetworkRecord): Set<number> {
+  const spec = networkSpec(
+    {
+      name: net.name,
+      cidr: net.cidr,
+      gateway: net.gateway,
+      allocationPools: net.allocationPools,
+      excludes: net.excludes,
+      // Only the address fields matter here; the segment fields were checked at creation.
+      type: "vxlan",
+    } as Parameters<typeof networkSpec>[0],
+    net.mtu,
+  );
+  const out = new Set<number>();
+  for (const [start, end] of spec.reserved) for (let i = start; i < end; i++) out.add(i);
+  return out;
+}
+
+async function checkSegments(store: Store, networks: NetworkRecord[], problems: string[]) {
+  const pools: { type: string; physnet: string; prefix: Key; size: number }[] = [
+    { type: "vxlan", physnet: "", prefix: keys.vniPool(), size: VNI_SPACE },
+  ];
+  for (const p of await values<PhysnetRecord>(store, keys.physnets())) {
+    pools.push({ type: "vlan", physnet: p.name, prefix: keys.vlanPool(p.name), size: VLAN_SPACE });
+  }
+  for (const pool of pools) {
+    const where = pool.type === "vxlan" ? "VNI pool" : `VLAN pool of physnet "${pool.physnet}"`;
+    const bits = await readPool(store, pool.prefix, pool.size, where, problems);
+    const owners = new Map<number, string>();
+    for await (
+      const e of store.list<{ tenant: string; name: string }>([
+        "segment_owner",
+        pool.type,
+        pool.physnet,
+      ])
+    ) {
+      owners.set(e.key[e.key.length - 1] as number, `${e.value?.tenant}/${e.value?.name}`);
+    }
+    const users = networks.filter((n) =>
+      n.type === pool.type && (n.physnet ?? "") === pool.physnet && n.segmentId !== undefined
+    );
+    const seen = new Map<number, string>();
+    for (const n of users) {
+      const id = n.segmentId!;
+      const name = `${n.tenant}/${n.name}`;
+      if (seen.has(id)) {
+        problems.push(`${where}: ID ${id} has two networks: ${seen.get(id)} and ${name}`);
+      }
+      seen.set(id, name);
+      if (!bits.set.has(id)) {
+        problems.push(`${where}: network ${name} has ID ${id}, whose bit is clear`);
+      }
+      if (owners.get(id) !== name) {
+        problems.push(`${where}: ID ${id} of network ${name} has no owner record`);
+      }
+    }
+    for (const id of bits.set) {
+      if (!seen.has(id)) {
+        problems.push(`${where}: ID ${id} is set but no network has it (orphaned)`);
+      }
+    }
+    for (const [id, name] of owners) {
+      if (!seen.has(id)) {
+        problems.push(`${where}: owner record of ID ${id} (${name}) without its network`);
+      }
+    }
+  }
+}
+
+/** A pool's set bits; the head's counters are checked against its chunks on the way. */
+async function readPool(
+  store: Store,
+  prefix: Key,
+  size: number,
+  where: string,
+  problems: string[],
+): Promise<{ head: PoolHead | null; set: Set<number> }> {
+  const head = (await store.get<PoolHead>([...prefix, "head"])).value;
+  const set = new Set<number>();
+  for await (const e of store.list<Uint8Array>([...prefix, "chunk"])) {
+    const chunk = e.key[e.key.length - 1] as number;
+    const bits = Math.min(CHUNK_BITS, size - chunk * CHUNK_BITS);
+    const bitmap = tsBitmap(bits, e.value!);
+    let n = 0;
+    for (let i = 0; i < bits; i++) {
+      if (bitmap.test(i)) {
+        set.add(chunk * CHUNK_BITS + i);
+        n++;
+      }
+    }
+    const counted = head?.chunkUsed[chunk] ?? 0;
+    if (counted !== n) {
+      problems.push(
+        `${where}: chunk ${chunk} holds ${n} set bits, the pool head counts ${counted}`,
+      );
+    }
+  }
+  return { head, set };
+}
+
+async function values<T>(store: Store, prefix: Key): Promise<T[]> {
+  const out: T[] = [];
+  for await (const e of store.list<T>(prefix)) if (e.value !== null) out.push(e.value);
+  return out;
+}
