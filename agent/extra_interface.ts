@@ -134,6 +134,7 @@ export class ExtraInterfaces {
       routes: body.routes,
       request,
       createdAt: new Date().toISOString(),
+      ...(body.pod ? { pod: body.pod } : {}),
       ...(body.vlan !== undefined ? { vlan: body.vlan } : {}),
       ...(body.bridge && body.ip ? { address: body.ip } : {}),
     };
@@ -325,9 +326,10 @@ export class ExtraInterfaces {
   private async resolveNetns(
     t: { netns?: string; pid?: number; pod?: string },
     gone = false,
-  ): Promise<{ path: string; id: string; pod?: PodRef }> {
+  ): Promise<{ path: string; id: string; pod?: PodRef; podName?: string }> {
     let path: string;
     let pod: PodRef | undefined;
+    let podName: string | undefined;
     if (t.pod !== undefined) {
       const [namespace, name] = t.pod.split("/");
       const a = (await this.d.state.listAttachments()).find((a) =>
@@ -335,7 +337,7 @@ export class ExtraInterfaces {
         !a.containerId.startsWith(CONTAINER_PREFIX)
       );
       if (!a) {
-        if (gone) return { path: `pod ${t.pod}`, id: `pod:${t.pod}` };
+        if (gone) return { path: `pod ${t.pod}`, id: "", podName: t.pod };
         throw new ExtraInterfaceError(
           404,
           "pod_not_here",
@@ -344,6 +346,7 @@ export class ExtraInterfaces {
       }
       path = a.netns;
       pod = { namespace, name, ...(a.pod?.uid ? { uid: a.pod.uid } : {}) };
+      podName = t.pod;
     } else if (t.pid !== undefined) {
       path = `/proc/${t.pid}/ns/net`;
     } else {
@@ -351,10 +354,10 @@ export class ExtraInterfaces {
     }
     try {
       const st = await Deno.stat(path);
-      return { path, id: `${st.dev}:${st.ino}`, ...(pod ? { pod } : {}) };
+      return { path, id: `${st.dev}:${st.ino}`, ...(pod ? { pod, podName } : {}) };
     } catch (err) {
       if (!(err instanceof Deno.errors.NotFound)) throw err;
-      if (gone) return { path, id: "" };
+      if (gone) return { path, id: "", ...(podName ? { podName } : {}) };
       throw new ExtraInterfaceError(
         404,
         "no_such_netns",
@@ -363,11 +366,15 @@ export class ExtraInterfaces {
     }
   }
 
-  /** The record for this netns (by identity while it lives, else by path) and interface name. */
-  private async find(target: { path: string; id: string }, ifName: string) {
+  /**
+   * The record for this netns (by identity while it lives, else by path, or by the pod it was
+   * attached to) and interface name.
+   */
+  private async find(target: { path: string; id: string; podName?: string }, ifName: string) {
     const all = (await this.d.store.list()).filter((x) => x.ifName === ifName);
     return all.find((x) => target.id !== "" && x.netnsId === target.id) ??
-      all.find((x) => x.netns === target.path);
+      all.find((x) => x.netns === target.path) ??
+      all.find((x) => target.podName !== undefined && x.pod === target.podName);
   }
 }
 

@@ -13,6 +13,8 @@ export interface ExtraInterface {
   netns: string;
   netnsId: string;
   ifName: string;
+  /** "namespace/name" when attached by pod: detach by pod still finds it once the pod is gone. */
+  pod?: string;
   kind: "network" | "bridge";
   /** "adding" until every step is done: a crash leaves something detach (or a retry) can undo. */
   status: "adding" | "ready";

@@ -9,7 +9,14 @@ import { expectExit, knitctl } from "../knitctl/test_support.ts";
 import { Ovs } from "../agent/ovs.ts";
 import { Cleanup } from "./support/cleanup.ts";
 import { addPodNetns } from "./support/sim_node.ts";
-import { createNetwork, createTenant, ipNetnsName } from "./support/pods.ts";
+import {
+  addressOf,
+  createNetwork,
+  createTenant,
+  ipNetnsName,
+  knitterList,
+  makePod,
+} from "./support/pods.ts";
 import { type Stack, startStack } from "./support/stack.ts";
 
 function managerEnv(stack: Stack): Record<string, string> {
@@ -169,6 +176,52 @@ Deno.test("knitctl attach --network: two netns on two nodes reach each other, ro
   assert.equal(detachA.removed, true);
   assert.deepEqual(await portsOf(stack, "acme", "blue"), []);
   assert.ok(!(await links(a)).includes("eth1"));
+
+  // A running pod (made through the CNI plugin) gets a second network by its name; the pod's own
+  // interface and the extra one both carry traffic.
+  const web = await makePod(n1, "web", "acme", knitterList(["blue"]));
+  const added = await web.add();
+  assert.equal(added.code, 0, `ADD web: ${JSON.stringify(added.out)} ${added.stderr}`);
+  const webBlue = addressOf(added.out);
+  const extra = expectExit(
+    await knitctl([
+      ...["attach", "--agent-socket", n1.agentSocket, "--pod", "acme/web", "--ifname", "net9"],
+      ...["--network", "green", "-t", "acme", "-o", "json"],
+    ], env),
+    0,
+    "attach to the pod",
+  ).json();
+  assert.equal(extra.netns, web.netns);
+  const peer = ipNetnsName(await addPodNetns(n2.sim, "xc"));
+  expectExit(
+    await knitctl([
+      ...["attach", "--agent-socket", n2.agentSocket, "--netns", peer, "--ifname", "eth1"],
+      ...["--network", "green", "-t", "acme", "--ip", "10.32.0.40"],
+    ], env),
+    0,
+    "attach the green peer",
+  );
+  assert.ok(await pings(ipNetnsName(web.netns), "10.32.0.40"), "the pod's extra interface works");
+  const greenPorts = await stack.api("GET", "tenants/acme/networks/green/ports");
+  const podPort = greenPorts.body.items.find((p: { interface: string }) => p.interface === "net9");
+  assert.deepEqual([podPort.pod.namespace, podPort.pod.name], ["acme", "web"]);
+  // The pod goes (CNI DEL); detach by pod name still finds the extra interface and releases it.
+  assert.equal((await web.del()).code, 0);
+  expectExit(
+    await knitctl([
+      "detach",
+      "--agent-socket",
+      n1.agentSocket,
+      "--pod",
+      "acme/web",
+      "--ifname",
+      "net9",
+    ]),
+    0,
+    "detach from the deleted pod",
+  );
+  assert.deepEqual((await portsOf(stack, "acme", "green")).map((p) => p.ip), ["10.32.0.40"]);
+  assert.ok(!(await portsOf(stack, "acme", "blue")).some((p) => p.ip === webBlue));
 });
 
 /** `ip netns exec` execs its command, so the pid is the sleeper's once it is in the netns. */
