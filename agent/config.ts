@@ -47,6 +47,15 @@ export const AgentConfigSchema = z.strictObject({
   defaultTenant: z.string().default("default"),
   /** Network of pods that ask for none. */
   defaultNetwork: z.string().optional(),
+  /**
+   * Kubernetes mode: the agent reads each pod (annotations, UID, owner) through the API with the
+   * node's credentials. kubeconfig: the node's kubeconfig file (absent: the service account);
+   * socket: reach the API server through this unix socket (`kubectl proxy --unix-socket`).
+   */
+  kubernetes: z.strictObject({
+    kubeconfig: z.string().optional(),
+    socket: z.string().optional(),
+  }).optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 
@@ -64,6 +73,7 @@ Environment (overrides the file):
   KNITTER_AGENT_SOCKET         the plugin's unix socket (default /run/knitter/agent.sock)
   KNITTER_AGENT_STATE_DIR      node-local state (default /var/lib/knitter/agent)
   KNITTER_AGENT_LOG_LEVEL      debug | info | warn | error
+  KNITTER_AGENT_KUBECONFIG     Kubernetes mode, with this kubeconfig (the node's credentials)
 `;
 
 export class AgentConfigError extends Error {
@@ -81,6 +91,10 @@ const ENV: [string, (raw: Record<string, unknown>, v: string) => void][] = [
   ["KNITTER_AGENT_SOCKET", (r, v) => (r.socket = v)],
   ["KNITTER_AGENT_STATE_DIR", (r, v) => (r.stateDir = v)],
   ["KNITTER_AGENT_LOG_LEVEL", (r, v) => (r.logLevel = v)],
+  [
+    "KNITTER_AGENT_KUBECONFIG",
+    (r, v) => (r.kubernetes = { ...(r.kubernetes as object), kubeconfig: v }),
+  ],
 ];
 
 export async function loadAgentConfig(

@@ -1,8 +1,11 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
 import { createLogger, ManagerClient, ManagerUnavailableError, serveUnix } from "@knitter/common";
-import { Attacher } from "./attach.ts";
+import { Attacher, type AttacherDeps } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
+import { KubeAttacher } from "./kube_attacher.ts";
+import { StablePortsClient } from "./kube_manager.ts";
+import { KubePods } from "./kube_pods.ts";
 import { ExtraInterfaces } from "./extra_interface.ts";
 import { ExtraInterfaceStore } from "./extra_interface_store.ts";
 import { Ovs } from "./ovs.ts";
@@ -21,10 +24,13 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const log = createLogger(`agent ${config.nodeName}`, config.logLevel);
   const state = await AgentState.open(config.stateDir);
   const ca = config.manager.caFile ? await Deno.readTextFile(config.manager.caFile) : undefined;
-  const manager = new ManagerClient(config.manager.url.replace(/\/$/, ""), config.manager.token, {
+  // In Kubernetes mode, ports of stable StatefulSet pods outlive the pod (kube_manager.ts).
+  const Client = config.kubernetes ? StablePortsClient : ManagerClient;
+  const manager = new Client(config.manager.url.replace(/\/$/, ""), config.manager.token, {
     caPem: ca,
     socket: config.manager.socket,
   });
+  const pods = config.kubernetes ? await KubePods.open(config.kubernetes) : undefined;
   const ovs = new Ovs({ dbSock: config.ovs.dbSock, rundir: config.ovs.rundir });
   const remote = new RemoteView(
     manager,
@@ -40,7 +46,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   await dataplane.prepare();
   let notReady: string | null = "not registered with the manager yet";
   const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
-  const attacher = new Attacher({
+  const deps: AttacherDeps = {
     nodeName: config.nodeName,
     defaults: { tenant: config.defaultTenant, network: config.defaultNetwork },
     state,
@@ -49,7 +55,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     plugger,
     dataplane,
     log,
-  });
+  };
+  const attacher = pods ? new KubeAttacher(deps, pods, manager) : new Attacher(deps);
+  if (pods) log.info("Kubernetes mode: pods are read through the API");
   const extraStore = await ExtraInterfaceStore.open(config.stateDir);
   const extra = new ExtraInterfaces({
     nodeName: config.nodeName,
@@ -102,6 +110,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await server.shutdown();
       plugger.close();
       manager.close();
+      pods?.close();
       extraStore.close();
       state.close();
     },

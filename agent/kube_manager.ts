@@ -1,0 +1,43 @@
+/**
+ * The manager's client as the agent uses it in Kubernetes mode. Ports of stable StatefulSet pods
+ * (IDs from the pod's name, see pod_request.ts) outlive the pod: DEL leaves them, and the monitor
+ * releases them when no pod of that name has come back for a while. When the pod comes back, on
+ * this node or another, its port is moved to it with the same address.
+ */
+import { isStablePortId, ManagerClient, ManagerError, type Port } from "@knitter/common";
+import type { PortRequest } from "@knitter/common";
+
+const REBINDABLE = new Set(["pod", "node", "interface"]);
+
+export class StablePortsClient extends ManagerClient {
+  override async deletePort(tenant: string, network: string, id: string): Promise<boolean> {
+    if (isStablePortId(id)) return false;
+    return await super.deletePort(tenant, network, id);
+  }
+
+  override async putPort(
+    tenant: string,
+    network: string,
+    id: string,
+    body: PortRequest,
+  ): Promise<Port> {
+    try {
+      return await super.putPort(tenant, network, id, body);
+    } catch (err) {
+      const held = err instanceof ManagerError && err.status === 409 &&
+        REBINDABLE.has(err.field ?? "");
+      if (!isStablePortId(id) || !held) throw err;
+      // Held by the pod's previous incarnation: release it and take the same address again.
+      const path = `/api/v1/tenants/${enc(tenant)}/networks/${enc(network)}/ports/${enc(id)}`;
+      const old = await this.request<Port>("GET", path);
+      await super.deletePort(tenant, network, id);
+      return await super.putPort(tenant, network, id, {
+        ...body,
+        ip: old.ip,
+        ...(old.ipGroup ? { ipGroup: old.ipGroup } : {}),
+      });
+    }
+  }
+}
+
+const enc = encodeURIComponent;
