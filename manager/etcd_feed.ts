@@ -15,7 +15,7 @@ import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
 import { concat, encodeKey, prefixRange } from "./store/key_codec.ts";
 import { decodeValue } from "./store/value_codec.ts";
-import { type Key, StoreUnavailableError } from "./store/store.ts";
+import { type Entry, type Key, StoreUnavailableError } from "./store/store.ts";
 
 /** The marker: the key ["node"] itself, which holds no node (nodes are ["node", name]). */
 export const FEED_MARKER: Key = ["node"];
@@ -71,6 +71,7 @@ export class EtcdFeed extends ChangeFeed {
     const syncTimer = setTimeout(() => stop.abort(), this.store.client.timeoutMs);
     let waitTimer: ReturnType<typeof setTimeout> | undefined;
     const events: FeedEvent[] = [];
+    const networks = new Map<string, Entry<NetworkRecord>>();
     let synced = false;
     let last = after;
     try {
@@ -91,7 +92,7 @@ export class EtcdFeed extends ChangeFeed {
             if (rev >= markRev) synced = true;
             continue;
           }
-          const e = await this.toEvent(key, ev, rev);
+          const e = await this.toEvent(key, ev, rev, networks);
           if (e) events.push(e);
         }
         if (!synced) continue;
@@ -127,7 +128,12 @@ export class EtcdFeed extends ChangeFeed {
     };
   }
 
-  private async toEvent(key: Key, ev: WatchEvent, rev: number): Promise<FeedEvent | null> {
+  private async toEvent(
+    key: Key,
+    ev: WatchEvent,
+    rev: number,
+    networks: Map<string, Entry<NetworkRecord>>,
+  ): Promise<FeedEvent | null> {
     const op = ev.type === "DELETE" ? "delete" : "put";
     const value = op === "put" ? decode(ev.kv) : decode(ev.prev_kv);
     if (value === null) return null;
@@ -140,13 +146,29 @@ export class EtcdFeed extends ChangeFeed {
       return null;
     }
     // The network as it was when the port changed (for a delete: just before).
-    const at = op === "put" ? rev : rev - 1;
-    const net = await this.store.getAt<NetworkRecord>(
-      keys.network(port.networkTenant, port.network),
-      at,
-    ).catch(() => null);
-    if (!net?.value || net.value.id !== port.networkId) return null;
-    return { seq: rev, type: "port", op, port: portView(net.value, port) };
+    const net = await this.networkAt(port, op === "put" ? rev : rev - 1, networks);
+    if (!net || net.id !== port.networkId) return null;
+    return { seq: rev, type: "port", op, port: portView(net, port) };
+  }
+
+  /**
+   * The latest record serves every event at or after its own revision; older events read the
+   * network as it was then.
+   */
+  private async networkAt(
+    port: PortRecord,
+    at: number,
+    latest: Map<string, Entry<NetworkRecord>>,
+  ): Promise<NetworkRecord | null> {
+    const key = keys.network(port.networkTenant, port.network);
+    const id = JSON.stringify(key);
+    let e = latest.get(id);
+    if (!e) {
+      e = await this.store.get<NetworkRecord>(key);
+      latest.set(id, e);
+    }
+    if (e.value && e.version !== null && Number(e.version) <= at) return e.value;
+    return (await this.store.getAt<NetworkRecord>(key, at).catch(() => null))?.value ?? null;
   }
 }
 
