@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";
+import { loadMonitorConfig } from "@knitter/monitor";
 import { checkConfig, decodeConfig } from "../plugin/config.ts";
 import { AGENT_SOCKET, BINARIES } from "./binaries.ts";
 import { kindKey, KINDS, KUBERNETES_MODELS } from "./kinds.ts";
@@ -218,12 +219,11 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
       assert.ok(!rule.nonResourceURLs, `${where(m)} grants non-resource URLs`);
     }
   }
-  assert.deepEqual(rules("knitter-agent"), ["|pods|get"]);
+  assert.deepEqual(rules("knitter-agent"), ["|pods|get", "|events|create"]);
   assert.deepEqual(rules("knitter-monitor"), [
     "|pods|get,list,watch,patch",
     "|namespaces|get,list,watch",
     "|events|create,patch",
-    "events.k8s.io|events|create,patch",
     "knitter.io|networks,ipgroups|get,list,watch,update,patch",
     "knitter.io|networks/status,ipgroups/status|update,patch",
   ]);
@@ -321,6 +321,28 @@ Deno.test("the agent loads its configuration with the DaemonSet's environment", 
     assert.equal(config.underlayIp, "192.0.2.11");
     assert.equal(config.manager.url, "http://10.96.0.27:9527");
     assert.equal(config.socket, AGENT_SOCKET);
+    // Kubernetes mode with the pod's service account: pods' annotations choose their networks.
+    assert.deepEqual(config.kubernetes, {});
+    assert.equal(pod.automountServiceAccountToken, undefined);
+  });
+});
+
+Deno.test("the monitor loads its configuration, the manager's URL and the admin token", async () => {
+  await withSecrets(async (facts, secretFiles) => {
+    const pod = podSpec("Deployment", "knitter-monitor");
+    const c = container(pod, "monitor");
+    const env = containerEnv(pod, c, facts);
+    const argv = containerArgv(c, env);
+    assert.equal(argv[0], "knitter-monitor");
+    const configPath = argv[argv.indexOf("--config") + 1];
+    const file = mountedFile(pod, c, configPath, { kustomization, secretFiles });
+    const { config } = await loadMonitorConfig(["--config", file], (name) => env[name]);
+    assert.equal(config.manager.url, "http://10.96.0.27:9527");
+    assert.equal(config.manager.token, facts.secrets["knitter-admin-token"].token);
+    // In-cluster credentials: the service account's token is mounted, no kubeconfig named.
+    assert.equal(config.kubernetes.kubeconfig, undefined);
+    assert.notEqual(pod.automountServiceAccountToken, false);
+    assert.ok(config.publicNamespaces.includes(kustomization.namespace));
   });
 });
 
