@@ -224,12 +224,15 @@ async function physnetUsage(api: ManagerClient): Promise<string> {
   return `physnet ${PHYSNET}: VLAN IDs in use ${p.usage.used} of ${p.usage.total}`;
 }
 
-/** A file to source in a shell: knitctl on PATH and pointed at the stack, and the netns prefix. */
+/** A file to source in a shell: knitctl on PATH, the stack for knitctl and curl, the netns prefix. */
 async function writeEnvFile(m: Manifest): Promise<void> {
   await Deno.writeTextFile(
     `${m.dir}/env`,
     `# The demo's stack, for a shell: . ${m.dir}/env
 export KNITCTL_STACK='${m.dir}'
+# The manager, for curl: $KNITTER_URL/openapi.json, -H "Authorization: Bearer $KNITTER_TOKEN".
+export KNITTER_URL='${m.manager.url}'
+export KNITTER_TOKEN='${m.manager.adminToken}'
 # Every netns of the demo starts with this: $STACK-n1 is node n1, $STACK-n1-edge the pod edge on it.
 export STACK='${m.prefix}'
 export PATH="${ROOT}/knitctl:$PATH"
@@ -244,7 +247,7 @@ export PATH="${ROOT}/knitctl:$PATH"
 export function exploreCommands(dir: string): { why: string; commands: string[] }[] {
   return [
     {
-      why: "knitctl, pointed at this stack (KNITCTL_STACK), and STACK, the prefix of its netns",
+      why: "knitctl pointed at this stack, the manager for curl, STACK: the prefix of its netns",
       commands: [
         `. ${dir}/env`,
         "knitctl -t tenant-a get networks -o wide",
@@ -271,7 +274,7 @@ export function exploreCommands(dir: string): { why: string; commands: string[] 
       why: "the OpenFlow rules and the agent's log (JSON lines) of node n1",
       commands: [
         `OVS_RUNDIR=${dir}/n1 ovs-ofctl -O OpenFlow13 dump-flows br-int`,
-        `tail -n 5 ${dir}/n1/agent.log`,
+        `tail -n 3 ${dir}/n1/agent.log`,
       ],
     },
   ];

@@ -58,8 +58,15 @@ export async function netnsWithPrefix(prefix: string): Promise<string[]> {
   return r.stdout.split("\n").map((l) => l.split(" ")[0]).filter((n) => n.startsWith(`${prefix}-`));
 }
 
+/** A stack as the demo's summary and the launcher's manifest both describe it. */
+export interface StackTrace {
+  dir: string;
+  prefix: string;
+  processes: { role: string; pid: number; cmdline: string[] }[];
+}
+
 /** What of a demo's stack remains: its netns, live processes, any process naming its dir. */
-export async function stackRemains(s: DemoSummary): Promise<string[]> {
+export async function stackRemains(s: StackTrace): Promise<string[]> {
   const left: string[] = (await netnsWithPrefix(s.prefix)).map((n) => `netns ${n}`);
   for (const p of s.processes) {
     if ((await pidAlive(p.pid)) && (await cmdline(p.pid)) === p.cmdline.join(" ")) {
