@@ -126,7 +126,7 @@ function explainFailure(binary: Binary, stderr: string, target: string): BuildEr
       `  - unzip denort-${target}.zip of the Deno ${version} release and point DENORT_BIN at ` +
       "the binary:",
       `      DENORT_BIN=/path/to/denort deno task build:bin`,
-      "See deploy/README.md, section Binaries. Nothing was written to the output directory.",
+      'See deploy/README.md ("1. Build the binaries"). Nothing was written to the output directory.',
     ].join("\n"),
   );
 }
