@@ -82,6 +82,7 @@ export async function api(
   method: string,
   path: string,
   body?: unknown,
+  // deno-lint-ignore no-explicit-any
 ): Promise<{ status: number; body: any }> {
   const res = await fetch(`${url}/api/v1/${path}`, {
     method,
