@@ -8,6 +8,7 @@ import { type ManagerClient, ManagerUnavailableError, Mutex } from "@knitter/com
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
 import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
 import type { Dataplane } from "./dataplane.ts";
+import { CONTAINER_PREFIX as EXTRA_CONTAINER_PREFIX } from "./extra_interface.ts";
 import {
   createPodInterface,
   deletePodInterface,
@@ -58,6 +59,8 @@ export class Attacher {
       ),
     );
     for (const a of await this.d.state.listAttachments()) {
+      // knitctl's extra interfaces are not the runtime's to list: only detach removes them.
+      if (a.containerId.startsWith(EXTRA_CONTAINER_PREFIX)) continue;
       if (valid.has(`${a.containerId}/${a.ifName}`)) continue;
       await this.locked(a.containerId, () => this.undo(a, "GC"));
     }

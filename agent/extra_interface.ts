@@ -75,7 +75,7 @@ export interface ExtraInterfaceView {
 
 const BRIDGE_MTU = 1500;
 /** Container IDs of extra interfaces' attachments: never a runtime's (those are hex or UUIDs). */
-const CONTAINER_PREFIX = "knitctl-";
+export const CONTAINER_PREFIX = "knitctl-";
 
 export class ExtraInterfaces {
   /** Rare, operator-driven calls: one at a time keeps "same netns + ifname" checks simple. */

@@ -8,6 +8,7 @@ import { run } from "@knitter/common";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
 import { Ovs } from "../agent/ovs.ts";
 import { Cleanup } from "./support/cleanup.ts";
+import { CniRuntime } from "./support/cni_runtime.ts";
 import { addPodNetns } from "./support/sim_node.ts";
 import {
   addressOf,
@@ -89,6 +90,16 @@ Deno.test("knitctl attach --network: two netns on two nodes reach each other, ro
 
   assert.ok(await pings(a, "10.31.0.50"), "A (n1) reaches B (n2) over the network");
   assert.ok(await pings(b, ipA), "B reaches A");
+
+  // The runtime's GC lists only its own attachments: knitctl's stay.
+  const gc = await new CniRuntime(n1.sim.netns, n1.agentSocket).exec("GC", {}, {
+    cniVersion: "1.1.0",
+    name: "knitter",
+    type: "knitter",
+    "cni.dev/valid-attachments": [],
+  });
+  assert.equal(gc.code, 0, `GC: ${JSON.stringify(gc.out)} ${gc.stderr}`);
+  assert.ok(await pings(a, "10.31.0.50"), "A still reaches B after a CNI GC on its node");
 
   // The routes asked for, through the new interface.
   const rA = await routes(a);
