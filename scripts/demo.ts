@@ -301,6 +301,49 @@ async function demo(flags: Flags): Promise<number> {
 
   step(2, `Starting a manager and ${NODES.length} simulated nodes, physnet ${PHYSNET}`);
   const m = await stackUp(dir);
+  // ^C from here on takes the stack down (an earlier ^C leaves a manifest the next run clears).
+  const onInterrupt = () => {
+    interrupted = true;
+    console.error(`\ndemo: interrupted; taking the stack in ${m.dir} down`);
+    stopChildren()
+      .then(() => stackDown(dir))
+      .catch((e) => console.error(`demo: ${e.message}`))
+      .finally(() => Deno.exit(130));
+  };
+  Deno.addSignalListener("SIGINT", onInterrupt);
+  try {
+    return await runDemo(m, flags, started);
+  } finally {
+    Deno.removeSignalListener("SIGINT", onInterrupt);
+  }
+}
+
+/** Set on ^C once the stack is up. */
+let interrupted = false;
+
+/**
+ * Ends the commands this process started and that still run (the pings of the matrix, a cni
+ * script): a ^C from a terminal reaches them too, a SIGINT sent to this pid alone does not.
+ */
+async function stopChildren(): Promise<void> {
+  const pids: number[] = [];
+  for await (const task of Deno.readDir(`/proc/${Deno.pid}/task`)) {
+    const text = await Deno.readTextFile(`/proc/${Deno.pid}/task/${task.name}/children`)
+      .catch(() => "");
+    pids.push(...text.split(" ").filter((p) => /^\d+$/.test(p)).map(Number));
+  }
+  for (const pid of pids) {
+    try {
+      Deno.kill(pid, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+/** Steps 3 to 6 on a stack that is up, and what is left of it at the end. */
+async function runDemo(m: Manifest, flags: Flags, started: number): Promise<number> {
+  const dir = m.dir;
   const summary: DemoSummary = {
     ok: false,
     dir: m.dir,
@@ -317,6 +360,8 @@ async function demo(flags: Flags): Promise<number> {
     step(6, "Connectivity, measured with ping between the pods");
     summary.matrix = await measureWithProgress(summary.endpoints);
   } catch (err) {
+    // The interrupt handler takes the stack down and exits; its stopped children fail here.
+    if (interrupted) return await new Promise<number>(() => {});
     // Half a demo proves nothing: take it all down and say what failed.
     console.error(red(`\ndemo: ${(err as Error).message}`));
     console.error(`demo: taking the stack down`);
@@ -333,7 +378,9 @@ async function demo(flags: Flags): Promise<number> {
     await writeEnvFile(m);
     console.log(`\n${exploreHints(flags.dir)}`);
   }
-  if (flags.json) await Deno.writeTextFile(flags.json, JSON.stringify(summary, null, 2) + "\n");
+  if (flags.json) {
+    await Deno.writeTextFile(absolute(flags.json), JSON.stringify(summary, null, 2) + "\n");
+  }
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   console.log(
     summary.ok
