@@ -49,15 +49,21 @@ export interface Spawned {
   stop(): Promise<void>;
 }
 
-/** Starts `manager/main.ts` as its own process on a free loopback port. */
-export async function spawnManager(dir: string, storePath: string): Promise<Spawned> {
+/**
+ * Starts `manager/main.ts` as its own process on a free loopback port, on a Deno KV path or on
+ * any store section (etcd).
+ */
+export async function spawnManager(
+  dir: string,
+  store: string | Record<string, unknown>,
+): Promise<Spawned> {
   const port = freePort();
-  const config = `${dir}/manager.json`;
+  const config = `${dir}/manager-${port}.json`;
   await Deno.writeTextFile(
     config,
     JSON.stringify({
       listen: { hostname: "127.0.0.1", port },
-      store: { path: storePath },
+      store: typeof store === "string" ? { path: store } : store,
       tokens: [{ token: ADMIN_TOKEN, scope: "admin" }],
       logLevel: "warn",
     }),

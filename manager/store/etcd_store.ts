@@ -72,6 +72,8 @@ export class EtcdStore implements Store {
   /** etcd's cluster ID, as hex: tells one etcd cluster's revisions from another's. */
   clusterId = "";
   private closed = false;
+  /** Recent failed compares, for the back-off. */
+  private conflicts = 0;
 
   constructor(readonly client: EtcdClient, readonly prefix: Uint8Array) {}
 
@@ -175,8 +177,23 @@ export class EtcdStore implements Store {
       }
       throw err;
     }
-    if (!res.succeeded) return { ok: false };
+    if (!res.succeeded) {
+      await this.backOff();
+      return { ok: false };
+    }
+    this.conflicts = Math.max(0, this.conflicts - 1);
     return { ok: true, version: formatVersion(res.header.revision) };
+  }
+
+  /**
+   * Replicas racing for one pool head would otherwise retry in lockstep until the services give
+   * up: the loser waits a random while, longer as conflicts pile up, so that one writer gets
+   * through and the others re-read after it.
+   */
+  private async backOff(): Promise<void> {
+    this.conflicts = Math.min(this.conflicts + 1, 8);
+    const ms = Math.random() * (1 << this.conflicts);
+    await new Promise((r) => setTimeout(r, ms));
   }
 
   close(): void {
