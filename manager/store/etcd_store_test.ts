@@ -1,5 +1,6 @@
 /** The etcd store on a real etcd: key order as Deno KV's, exact compare-and-swap, paging, limits. */
 import assert from "node:assert/strict";
+import { run } from "@knitter/common";
 import { openEtcdStore } from "./etcd_store.ts";
 import { deadEndpoint, startEtcd } from "./etcd_test_support.ts";
 import { openKvStore } from "./kv_store.ts";
@@ -184,4 +185,29 @@ Deno.test("etcd store on a real etcd", async (t) => {
         /check that etcd runs/.test(err.message),
     );
   });
+});
+
+Deno.test("etcd store with auth: a user signs in; a wrong password is a clear error", async () => {
+  await using etcd = await startEtcd();
+  const ctl = (...args: string[]) =>
+    run(["etcdctl", `--endpoints=${etcd.endpoints[0]}`, ...args], {
+      env: { ETCDCTL_API: "3" },
+    });
+  await ctl("user", "add", "root", "--new-user-password=root-pw-0123");
+  await ctl("auth", "enable");
+  const store = await openEtcdStore({
+    endpoints: etcd.endpoints,
+    username: "root",
+    password: "root-pw-0123",
+  });
+  try {
+    assert.ok((await store.commit([], [{ type: "set", key: ["x"], value: 1 }])).ok);
+    assert.equal((await store.get(["x"])).value, 1);
+  } finally {
+    store.close();
+  }
+  await assert.rejects(
+    openEtcdStore({ endpoints: etcd.endpoints, username: "root", password: "wrong" }),
+    /etcd refused user "root": .*authentication failed.*check store.etcd.username and password/,
+  );
 });
