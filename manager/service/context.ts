@@ -45,7 +45,10 @@ export function newResolveCache(): ResolveCache {
   return { networks: new Map(), publics: new Map(), tenants: new Set() };
 }
 
-const MAX_ATTEMPTS = 16;
+const MAX_ATTEMPTS = 24;
+/** Attempts that retry at once; later ones wait a random while, up to this cap (ms). */
+const EAGER_ATTEMPTS = 2;
+const MAX_BACKOFF_MS = 64;
 
 /**
  * Runs `build` on fresh reads and commits the tx it fills, again and again while another writer
@@ -66,6 +69,11 @@ export async function retry<T>(
     }
     if (await tx.commit(ctx.store)) return result;
     ctx.metrics.conflicts.inc();
+    // Writers that keep colliding (replicas on one pool) spread out instead of retrying in step.
+    if (attempt >= EAGER_ATTEMPTS) {
+      const cap = Math.min(MAX_BACKOFF_MS, 2 ** (attempt - EAGER_ATTEMPTS + 1));
+      await new Promise((r) => setTimeout(r, Math.random() * cap));
+    }
   }
   throw new ApiError(
     "store_conflict",
