@@ -71,6 +71,11 @@ export interface KubeApiOptions {
   historyLimit?: number;
   /** How often a watch that allows bookmarks gets one. */
   bookmarkMs?: number;
+  /**
+   * Also serve on this unix socket (as `kubectl proxy --unix-socket` would): agents run in their
+   * node's network namespace, where the loopback address is not this one's.
+   */
+  socket?: string;
 }
 
 export interface RequestRecord {
@@ -92,16 +97,18 @@ export class KubeApi implements AsyncDisposable {
   private compacted = 0;
   private rv = 1000;
   private readonly watchers = new Set<Watcher>();
-  private readonly server: Deno.HttpServer;
+  private readonly servers: Deno.HttpServer[] = [];
 
   private constructor(private readonly options: KubeApiOptions) {
     this.historyLimit = options.historyLimit ?? 100_000;
     for (const r of Object.keys(RESOURCES)) this.store.set(r, new Map());
-    this.server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-      (req) => this.handle(req),
-    );
-    this.url = `http://127.0.0.1:${(this.server.addr as Deno.NetAddr).port}`;
+    const handler = (req: Request) => this.handle(req);
+    const tcp = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
+    this.servers.push(tcp);
+    if (options.socket) {
+      this.servers.push(Deno.serve({ path: options.socket, onListen: () => {} }, handler));
+    }
+    this.url = `http://127.0.0.1:${(tcp.addr as Deno.NetAddr).port}`;
   }
 
   static start(options: KubeApiOptions): KubeApi {
@@ -113,7 +120,11 @@ export class KubeApi implements AsyncDisposable {
     const doc = {
       apiVersion: "v1",
       kind: "Config",
-      clusters: [{ name: "stand-in", cluster: { server: this.url } }],
+      // Plain HTTP on loopback: the client library wants this said explicitly.
+      clusters: [{
+        name: "stand-in",
+        cluster: { server: this.url, "insecure-skip-tls-verify": true },
+      }],
       users: [{ name: "user", user: { token } }],
       contexts: [{ name: "stand-in", context: { cluster: "stand-in", user: "user" } }],
       "current-context": "stand-in",
@@ -181,7 +192,7 @@ export class KubeApi implements AsyncDisposable {
 
   async close(): Promise<void> {
     this.breakWatches();
-    await this.server.shutdown();
+    await Promise.all(this.servers.map((s) => s.shutdown()));
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -1,0 +1,129 @@
+/**
+ * Networks as a service through kubectl: Network and IPGroup resources in the stand-in API server,
+ * reconciled by the monitor (real client library) into a real manager, and back into their status.
+ */
+import assert from "node:assert/strict";
+import { Cleanup } from "./support/cleanup.ts";
+import type { KubeObject } from "./support/kube_api.ts";
+import { eventually, startKubeCluster } from "./support/kube_cluster.ts";
+
+const ready = (o: KubeObject | undefined) =>
+  o?.status?.conditions?.find((c: { type: string }) => c.type === "Ready");
+
+Deno.test("stand-in API server: a Network resource is created, changed and deleted in the manager, its status says how it went", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  k.namespace("acme");
+  k.api.create("networks", {
+    metadata: { name: "data", namespace: "acme" },
+    spec: { cidr: "10.30.0.0/24", gateway: "10.30.0.1", description: "data plane" },
+  });
+
+  // Created: the namespace's tenant exists without anyone making it, the network is there.
+  const created = await eventually("Network ready", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.status === "True" ? o : undefined;
+  });
+  const net = await k.stack.api("GET", "tenants/acme/networks/data");
+  assert.equal(net.status, 200, JSON.stringify(net.body));
+  assert.equal(net.body.cidr, "10.30.0.0/24");
+  assert.equal(created!.status.networkId, net.body.id);
+  assert.equal(created!.status.segmentId, net.body.segmentId, "the VNI the manager gave");
+  assert.equal(created!.status.usage.total, 253);
+  assert.equal(created!.status.observedGeneration, 1);
+  assert.deepEqual(created!.metadata.finalizers, ["knitter.io/manager"]);
+
+  // Usage follows ports allocated in the manager.
+  const port = await k.stack.api("PUT", "tenants/acme/networks/data/ports/p1", {});
+  assert.equal(port.status, 201);
+  await eventually(
+    "usage counts the port",
+    () => k.api.get("networks", "acme", "data")?.status?.usage?.used === 1 ? true : undefined,
+  );
+
+  // Mutable fields are applied; a changed CIDR is refused in the condition, naming it.
+  k.api.update("networks", "acme", "data", (o) => {
+    o.spec.mtu = 1400;
+    o.spec.description = "data plane, jumbo-less";
+    o.spec.cidr = "10.31.0.0/24";
+  });
+  const refused = await eventually("the CIDR change refused", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return o?.status?.observedGeneration === 2 && ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.equal(ready(refused)!.reason, "ImmutableFieldChanged");
+  assert.match(
+    ready(refused)!.message,
+    /cidr \(is "10.30.0.0\/24", the spec asks "10.31.0.0\/24"\).*cannot change after creation; the other changes were applied/,
+  );
+  const changed = (await k.stack.api("GET", "tenants/acme/networks/data")).body;
+  assert.equal(changed.mtu, 1400);
+  assert.equal(changed.description, "data plane, jumbo-less");
+  assert.equal(changed.cidr, "10.30.0.0/24");
+
+  // Put back: ready again.
+  k.api.update("networks", "acme", "data", (o) => (o.spec.cidr = "10.30.0.0/24"));
+  await eventually("ready again", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return o?.status?.observedGeneration === 3 && ready(o)?.status === "True" ? true : undefined;
+  });
+
+  // Deleted while a port uses it: held, and the condition says why; released, it goes.
+  k.api.delete("networks", "acme", "data");
+  const held = await eventually("deletion held", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.reason === "InUse" ? o : undefined;
+  });
+  assert.match(ready(held)!.message, /Cannot delete network "data": 1 address\(es\) are in use/);
+  assert.ok(held!.metadata.deletionTimestamp);
+  assert.equal((await k.stack.api("DELETE", "tenants/acme/networks/data/ports/p1")).status, 204);
+  await eventually(
+    "resource gone",
+    () => k.api.get("networks", "acme", "data") === undefined ? true : undefined,
+  );
+  assert.equal((await k.stack.api("GET", "tenants/acme/networks/data")).status, 404);
+});
+
+Deno.test("stand-in API server: an IPGroup resource holds addresses, grows, reports its ports, and a bad one says why", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  k.namespace("acme");
+  k.api.create("networks", {
+    metadata: { name: "db", namespace: "acme" },
+    spec: { cidr: "10.40.0.0/24" },
+  });
+  k.api.create("ipgroups", {
+    metadata: { name: "dbs", namespace: "acme" },
+    spec: { network: "db", addresses: ["10.40.0.10", "10.40.0.11"] },
+  });
+  k.api.create("ipgroups", {
+    metadata: { name: "broken", namespace: "acme" },
+    spec: { network: "nowhere", size: 2 },
+  });
+  const group = await eventually("IPGroup ready", () => {
+    const o = k.api.get("ipgroups", "acme", "dbs");
+    return ready(o)?.status === "True" ? o : undefined;
+  });
+  assert.deepEqual(group!.status.addresses, [{ ip: "10.40.0.10" }, { ip: "10.40.0.11" }]);
+  assert.equal(group!.status.size, 2);
+
+  const bad = await eventually("the bad IPGroup refused", () => {
+    const o = k.api.get("ipgroups", "acme", "broken");
+    return ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.equal(ready(bad)!.reason, "NotFound");
+  assert.match(ready(bad)!.message, /nowhere/);
+
+  const port = await k.stack.api("PUT", "tenants/acme/networks/db/ports/p1", { ipGroup: "dbs" });
+  assert.equal(port.status, 201, JSON.stringify(port.body));
+  k.api.update("ipgroups", "acme", "dbs", (o) => {
+    o.spec.addresses = ["10.40.0.10", "10.40.0.11", "10.40.0.12"];
+  });
+  const grown = await eventually("grown, with the port listed", () => {
+    const o = k.api.get("ipgroups", "acme", "dbs");
+    return o?.status?.size === 3 && o.status.used === 1 ? o : undefined;
+  });
+  assert.ok(grown!.status.addresses.some((a: { port?: string }) => a.port === "p1"));
+});

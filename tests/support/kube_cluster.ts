@@ -1,0 +1,169 @@
+/**
+ * A Kubernetes cluster for tests, made of real parts and one stand-in: the stand-in API server
+ * (kube_api.ts), a manager, simulated nodes whose agents run in Kubernetes mode (reading pods with
+ * their node's own token, through the API server's unix socket), and the monitor, in this process
+ * so that tests can stop it, start it again and wait for it to settle. The "kubelet" is the test:
+ * it creates pod objects, then runs the CNI plugin for them on their node.
+ */
+import { createLogger } from "@knitter/common";
+import { type MonitorConfig, MonitorConfigSchema } from "../../monitor/config.ts";
+import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
+import type { Cleanup } from "./cleanup.ts";
+import { type KubeApi, KubeApi as Api, type KubeObject } from "./kube_api.ts";
+import { makePod, type Pod } from "./pods.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "./stack.ts";
+
+export const MONITOR_USER = "system:serviceaccount:knitter-system:knitter-monitor";
+export const DEFAULT_NETWORK = { name: "pods", cidr: "10.244.0.0/24", gateway: "10.244.0.1" };
+
+export interface KubeCluster {
+  api: KubeApi;
+  stack: Stack;
+  monitor?: RunningMonitor;
+  startMonitor(): Promise<RunningMonitor>;
+  stopMonitor(): Promise<void>;
+  /** Creates a namespace in the API server. */
+  namespace(name: string): KubeObject;
+  /** Creates the pod object (scheduled on `node`) and the netns kubelet would make for it. */
+  pod(node: StackNode, spec: PodSpec): Promise<{ obj: KubeObject; cni: Pod }>;
+}
+
+export interface PodSpec {
+  namespace: string;
+  name: string;
+  annotations?: Record<string, string>;
+  /** Owner kind, e.g. "StatefulSet". */
+  owner?: string;
+}
+
+/** The conflist kubelet finds: no networks in it, the pod's annotations decide. */
+export const KUBE_CONFLIST = {
+  cniVersion: "1.1.0",
+  name: "knitter",
+  plugins: [{ type: "knitter" }],
+};
+
+export async function startKubeCluster(opts: {
+  cleanup: Cleanup;
+  nodes: string[];
+  monitor?: Partial<MonitorConfig>;
+}): Promise<KubeCluster> {
+  const { cleanup } = opts;
+  const stack = await startStack({ cleanup, nodes: opts.nodes });
+  const monitorToken = `monitor-${crypto.randomUUID()}`;
+  const nodeTokens = Object.fromEntries(
+    opts.nodes.map((n) => [n, `kubelet-${crypto.randomUUID()}`]),
+  );
+  const api = Api.start({
+    tokens: {
+      [monitorToken]: MONITOR_USER,
+      ...Object.fromEntries(opts.nodes.map((n) => [nodeTokens[n], `system:node:${n}`])),
+    },
+    socket: `${stack.dir}/kube-api.sock`,
+    bookmarkMs: 1000,
+  });
+  cleanup.defer(() => api.close());
+
+  const net = await stack.api("POST", "tenants/admin/networks", {
+    ...DEFAULT_NETWORK,
+    public: true,
+  });
+  if (net.status !== 201) throw new Error(`default network: ${JSON.stringify(net.body)}`);
+
+  // The agents switch to Kubernetes mode, with their node's own credentials.
+  for (const node of stack.nodes) {
+    const kubeconfig = await api.writeKubeconfig(
+      `${stack.dir}/${node.name}.kubeconfig`,
+      nodeTokens[node.name],
+    );
+    const path = `${node.sim.stateDir}/agent.json`;
+    const config = JSON.parse(await Deno.readTextFile(path));
+    config.kubernetes = { kubeconfig, socket: `${stack.dir}/kube-api.sock` };
+    config.defaultNetwork = DEFAULT_NETWORK.name;
+    await Deno.writeTextFile(path, JSON.stringify(config));
+    await node.stopAgent();
+    await node.startAgent();
+  }
+
+  const monitorKubeconfig = await api.writeKubeconfig(
+    `${stack.dir}/monitor.kubeconfig`,
+    monitorToken,
+  );
+  const monitorConfig = MonitorConfigSchema.parse({
+    kubernetes: { kubeconfig: monitorKubeconfig },
+    manager: { url: stack.managerUrl, token: stack.adminToken },
+    reclaimGraceSeconds: 0,
+    resyncSeconds: 2,
+    logLevel: "warn",
+    ...opts.monitor,
+  });
+
+  const cluster: KubeCluster = {
+    api,
+    stack,
+    async startMonitor() {
+      const m = await startMonitor(monitorConfig, createLogger("monitor", monitorConfig.logLevel));
+      cluster.monitor = m;
+      await waitFor("monitor watching", async () => {
+        let synced = false;
+        await Promise.race([
+          m.ready().then(() => synced = true),
+          new Promise((r) => setTimeout(r, 200)),
+        ]);
+        return synced;
+      }, 20_000);
+      return m;
+    },
+    async stopMonitor() {
+      await cluster.monitor?.stop();
+      cluster.monitor = undefined;
+    },
+    namespace(name) {
+      return api.create("namespaces", { metadata: { name } });
+    },
+    async pod(node, spec) {
+      const obj = api.create("pods", {
+        metadata: {
+          name: spec.name,
+          namespace: spec.namespace,
+          ...(spec.annotations ? { annotations: spec.annotations } : {}),
+          ...(spec.owner
+            ? {
+              ownerReferences: [{
+                apiVersion: "apps/v1",
+                kind: spec.owner,
+                name: spec.name.replace(/-\d+$/, ""),
+                uid: crypto.randomUUID(),
+                controller: true,
+              }],
+            }
+            : {}),
+        },
+        spec: { nodeName: node.name, containers: [{ name: "app", image: "app" }] },
+      });
+      const cni = await makePod(
+        node,
+        `${spec.name}-${obj.metadata.uid.slice(0, 4)}`,
+        spec.namespace,
+        KUBE_CONFLIST,
+      );
+      // As kubelet passes them: the pod's own name and UID.
+      cni.args.K8S_POD_NAME = spec.name;
+      cni.args.K8S_POD_UID = obj.metadata.uid;
+      return { obj, cni };
+    },
+  };
+  cleanup.defer(() => cluster.stopMonitor());
+  return cluster;
+}
+
+/** Waits until `probe` answers something other than undefined, and answers it. */
+export async function eventually<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  ms = 30_000,
+): Promise<T> {
+  let value: T | undefined;
+  await waitFor(what, async () => (value = await probe()) !== undefined, ms);
+  return value!;
+}
