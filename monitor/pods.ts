@@ -15,7 +15,7 @@ import {
   type Port,
   resolveAnnotated,
 } from "@knitter/common";
-import type { Kube, PodLike } from "./kube.ts";
+import { type Kube, KubeError, type PodLike } from "./kube.ts";
 import type { PortIndex } from "./port_index.ts";
 import type { WorkQueue } from "./work_queue.ts";
 
@@ -89,7 +89,12 @@ export class PodTracker {
     if (ports.length === 0) return;
     const value = JSON.stringify(networkStatus(ports));
     if (annotations[NETWORK_STATUS] === value) return;
-    await this.kube.patchPodAnnotations(ref.namespace, ref.name, { [NETWORK_STATUS]: value });
+    try {
+      await this.kube.patchPodAnnotations(ref.namespace, ref.name, { [NETWORK_STATUS]: value });
+    } catch (err) {
+      // Deleted meanwhile: its watch event is on its way, and with it the release.
+      if (!(err instanceof KubeError && err.code === 404)) throw err;
+    }
   }
 
   /** Releases the ports of a deleted pod: those still bound to its UID, stable ones aside. */

@@ -5,7 +5,8 @@
  * components use: list with a resourceVersion, watch streams (ADDED / MODIFIED / DELETED / BOOKMARK,
  * an ERROR with 410 Gone for a resourceVersion older than the bounded history), GET, POST, PUT,
  * PATCH (merge and strategic merge of maps) of objects and of the status subresource, DELETE with
- * finalizers, bearer tokens. Tests can break watch connections and shrink the history.
+ * finalizers, bearer tokens. Tests can break watch connections, refuse watches and expire the
+ * history.
  */
 
 export interface ResourceDef {
@@ -61,7 +62,7 @@ interface Watcher {
   resource: string;
   namespace?: string;
   send(line: unknown): void;
-  close(abrupt: boolean): void;
+  close(): void;
 }
 
 export interface KubeApiOptions {
@@ -82,6 +83,7 @@ export interface RequestRecord {
   user: string;
   method: string;
   path: string;
+  query: string;
 }
 
 const encoder = new TextEncoder();
@@ -96,6 +98,7 @@ export class KubeApi implements AsyncDisposable {
   /** Changes up to this resourceVersion are no longer in the history. */
   private compacted = 0;
   private rv = 1000;
+  private refusals = 0;
   private readonly watchers = new Set<Watcher>();
   private readonly servers: Deno.HttpServer[] = [];
 
@@ -168,12 +171,17 @@ export class KubeApi implements AsyncDisposable {
     this.doDelete(resource, this.mustGet(resource, namespace, name));
   }
 
-  /** Ends every open watch: cleanly (the client resumes) or abruptly (a network error). */
-  breakWatches(abrupt = false): number {
+  /** Ends every open watch, as an API server restart or a proxy's cut does; answers how many. */
+  breakWatches(): number {
     const n = this.watchers.size;
-    for (const w of [...this.watchers]) w.close(abrupt);
+    for (const w of [...this.watchers]) w.close();
     this.watchers.clear();
     return n;
+  }
+
+  /** The next `n` watch requests are refused with 503, as an overloaded API server does. */
+  refuseWatches(n: number): void {
+    this.refusals = n;
   }
 
   get openWatches(): number {
@@ -205,7 +213,7 @@ export class KubeApi implements AsyncDisposable {
     const url = new URL(req.url);
     const user = this.options.tokens[req.headers.get("authorization")?.replace(/^Bearer\s+/i, "")!];
     if (!user) return status(401, "Unauthorized", "Unauthorized");
-    this.requests.push({ user, method: req.method, path: url.pathname });
+    this.requests.push({ user, method: req.method, path: url.pathname, query: url.search });
     if (this.requests.length > 10_000) this.requests.splice(0, 1000);
     const path = parsePath(url.pathname);
     if (!path) return status(404, "NotFound", `the server could not find ${url.pathname}`);
@@ -227,6 +235,10 @@ export class KubeApi implements AsyncDisposable {
       case "GET":
         if (name !== undefined) return json(200, this.mustGet(resource, namespace, name));
         if (["true", "1"].includes(url.searchParams.get("watch") ?? "")) {
+          if (this.refusals > 0) {
+            this.refusals--;
+            throw new ApiStatus(503, "ServiceUnavailable", "the stand-in refuses this watch");
+          }
           return this.watch(resource, namespace, url.searchParams);
         }
         return json(200, this.listBody(resource, namespace));
@@ -308,11 +320,10 @@ export class KubeApi implements AsyncDisposable {
           send: (line) => {
             if (open) controller.enqueue(encoder.encode(`${JSON.stringify(line)}\n`));
           },
-          close: (abrupt) => {
+          close: () => {
             if (!open) return;
             finish();
-            if (abrupt) controller.error(new Error("watch broken by the test"));
-            else controller.close();
+            controller.close();
           },
         };
         const fromRv = Number(from);
@@ -354,9 +365,9 @@ export class KubeApi implements AsyncDisposable {
               },
             }), this.options.bookmarkMs ?? 5000));
         }
-        if (timeout > 0) timers.push(setTimeout(() => watcher.close(false), timeout * 1000));
+        if (timeout > 0) timers.push(setTimeout(() => watcher.close(), timeout * 1000));
       },
-      cancel: () => watcher.close(false),
+      cancel: () => watcher.close(),
     });
     return new Response(stream, {
       status: 200,
