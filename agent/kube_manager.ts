@@ -1,11 +1,12 @@
 /**
  * The manager's client as the agent uses it in Kubernetes mode. Ports of stable StatefulSet pods
  * (IDs from the pod's name, see pod_request.ts) outlive the pod: DEL leaves them, and the monitor
- * releases them when no pod of that name has come back for a while. When the pod comes back, on
- * this node or another, its port is moved to it with the same address.
+ * unbinds them when it sees the pod deleted and releases them when no pod of that name has come
+ * back for a while. When the pod comes back its port binds to it, with the same address.
  */
 import { isStablePortId, ManagerClient, ManagerError, type Port } from "@knitter/common";
 import type { PortRequest } from "@knitter/common";
+import { CNI_CODE, CniError } from "./cni_errors.ts";
 
 const REBINDABLE = new Set(["pod", "node", "interface"]);
 
@@ -27,9 +28,16 @@ export class StablePortsClient extends ManagerClient {
       const held = err instanceof ManagerError && err.status === 409 &&
         REBINDABLE.has(err.field ?? "");
       if (!isStablePortId(id) || !held) throw err;
-      // Held by the pod's previous incarnation: release it and take the same address again.
+      // Held by the pod's previous incarnation. On this node, release it and take the same
+      // address again; on another, the monitor unbinds it when it sees that pod deleted.
       const path = `/api/v1/tenants/${enc(tenant)}/networks/${enc(network)}/ports/${enc(id)}`;
       const old = await this.request<Port>("GET", path);
+      if (old.node !== undefined && old.node !== body.node) {
+        throw new CniError(
+          CNI_CODE.tryAgainLater,
+          `The stable address ${old.ip} of pod ${old.pod?.namespace}/${old.pod?.name} is still bound to its previous pod on node "${old.node}"; the monitor frees it once that pod is deleted, and a retry gets it`,
+        );
+      }
       await super.deletePort(tenant, network, id);
       return await super.putPort(tenant, network, id, {
         ...body,

@@ -21,6 +21,18 @@ export function isStablePortId(id: string): boolean {
   return id.startsWith(STABLE_PREFIX);
 }
 
+/** The pod name a stable port ID ("stable:NAMESPACE:NAME-IFNAME") is kept for. */
+export function stablePodOf(
+  id: string,
+  ifName: string | undefined,
+): { namespace: string; name: string } | undefined {
+  if (!isStablePortId(id) || !ifName || !id.endsWith(`-${ifName}`)) return undefined;
+  const rest = id.slice(STABLE_PREFIX.length, -(ifName.length + 1));
+  const colon = rest.indexOf(":");
+  if (colon < 0) return undefined;
+  return { namespace: rest.slice(0, colon), name: rest.slice(colon + 1) };
+}
+
 /** One interface a pod asks for, before names and the default route are settled. */
 export interface AnnotatedNetwork {
   network: string;
@@ -43,9 +55,14 @@ export interface AnnotatedRequest {
 
 /** An annotation a user wrote that cannot be understood; the message says where and why. */
 export class AnnotationError extends Error {
-  constructor(readonly annotation: string, message: string) {
-    super(`Annotation "${annotation}": ${message}`);
+  readonly annotation: string;
+
+  /** `where` is the annotation's name, then where in its value: "networks ports[0]". */
+  constructor(where: string, message: string) {
+    const [annotation, ...at] = where.split(" ");
+    super(`Annotation "${annotation}"${at.length ? `, ${at.join(" ")}` : ""}: ${message}`);
     this.name = "AnnotationError";
+    this.annotation = annotation;
   }
 }
 
@@ -152,7 +169,7 @@ function parseMultus(text: string): AnnotatedNetwork[] {
   if (trimmed.startsWith("[") || trimmed.startsWith("{")) {
     const doc = parseJson(where, trimmed);
     if (!Array.isArray(doc)) throw new AnnotationError(where, "JSON form must be a list");
-    return doc.map((item, i) => multusItem(`${where}[${i}]`, item));
+    return doc.map((item, i) => multusItem(`${where} [${i}]`, item));
   }
   return trimmed.split(",").map((part, i) => {
     const ref = part.trim();

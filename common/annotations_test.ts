@@ -4,6 +4,7 @@ import {
   networkStatus,
   parsePodAnnotations,
   resolveAnnotated,
+  stablePodOf,
 } from "./annotations.ts";
 import type { Port } from "./api_types.ts";
 
@@ -79,7 +80,10 @@ Deno.test("annotations: the Multus default-network annotation replaces the netwo
 Deno.test("annotations: malformed values say which annotation and what is wrong", () => {
   fails({ networks: "{not json" }, /Annotation "networks": is not valid JSON/);
   fails({ networks: '{"ports": []}' }, /"ports" is empty/);
-  fails({ networks: '{"ports": [{"attributes": {}}]}' }, /ports\[0\].*attach_to_network/);
+  fails(
+    { networks: '{"ports": [{"attributes": {}}]}' },
+    /^Annotation "networks", ports\[0\]: needs "attach_to_network"/,
+  );
   fails(
     { networks: '{"ports": [{"attach_to_network": "a", "attributes": {"nic": "x"}}]}' },
     /unknown attribute "nic"/,
@@ -140,4 +144,13 @@ Deno.test("annotations: network-status marks eth0 default and lists interfaces i
   ]);
   assert.deepEqual(status[0].ips, ["10.0.0.5"]);
   assert.deepEqual(status[0].dns, { nameservers: ["10.0.0.2"] });
+});
+
+Deno.test("annotations: a stable port ID names the pod it is kept for", () => {
+  assert.deepEqual(stablePodOf("stable:acme:db-0-eth1", "eth1"), {
+    namespace: "acme",
+    name: "db-0",
+  });
+  assert.equal(stablePodOf("u-1-eth0", "eth0"), undefined);
+  assert.equal(stablePodOf("stable:acme:db-0-eth1", "eth0"), undefined);
 });

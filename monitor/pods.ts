@@ -97,7 +97,10 @@ export class PodTracker {
     }
   }
 
-  /** Releases the ports of a deleted pod: those still bound to its UID, stable ones aside. */
+  /**
+   * Releases the ports of a deleted pod: those still bound to its UID. A stable port is unbound
+   * instead: same address, no pod, no node, ready for the pod's next incarnation on any node.
+   */
   async release(uid: string): Promise<void> {
     const ref = this.gone.get(uid);
     if (!ref) return;
@@ -106,10 +109,21 @@ export class PodTracker {
       `/api/v1/ports?pod=${encodeURIComponent(`${ref.namespace}/${ref.name}`)}`,
     );
     for (const p of listed.items) {
-      if (p.pod?.uid !== uid || isStablePortId(p.id)) continue;
-      await this.releasePort(p, "its pod was deleted");
+      if (p.pod?.uid !== uid) continue;
+      if (isStablePortId(p.id)) await this.unbind(p);
+      else await this.releasePort(p, "its pod was deleted");
     }
     this.gone.delete(uid);
+  }
+
+  private async unbind(p: Port): Promise<void> {
+    await this.manager.deletePort(p.tenant, p.network, p.id);
+    await this.manager.putPort(p.tenant, p.network, p.id, {
+      ip: p.ip,
+      ...(p.ipGroup ? { ipGroup: p.ipGroup } : {}),
+      ...(p.interface ? { interface: p.interface } : {}),
+    });
+    this.log.info("stable port kept for the pod's next incarnation", { port: p.id, ip: p.ip });
   }
 
   async releasePort(p: Port, why: string): Promise<void> {

@@ -4,7 +4,13 @@
  * the watch yet); a stable StatefulSet port is kept while a pod of its name exists, and released
  * when none has for the retention period.
  */
-import { isStablePortId, type Logger, type ManagerClient, type Port } from "@knitter/common";
+import {
+  isStablePortId,
+  type Logger,
+  type ManagerClient,
+  type Port,
+  stablePodOf,
+} from "@knitter/common";
 import type { Informer } from "./informer.ts";
 import type { PodLike } from "./kube.ts";
 import type { PodTracker } from "./pods.ts";
@@ -34,14 +40,15 @@ export class Reclaimer {
     let released = 0;
     const stillMissing = new Set<string>();
     for (const p of ports) {
-      if (!p.pod?.uid) continue; // not a Kubernetes pod's port
       if (isStablePortId(p.id)) {
-        if (this.pods.get(p.pod.name, p.pod.namespace)) continue;
+        const owner = stablePodOf(p.id, p.interface);
+        if (!owner || this.pods.get(owner.name, owner.namespace)) continue;
         const since = this.missingSince.get(p.id) ?? now;
         this.missingSince.set(p.id, since);
         stillMissing.add(p.id);
         if (now - since < this.settings.stableRetentionMs) continue;
       } else {
+        if (!p.pod?.uid) continue; // not a Kubernetes pod's port
         if (this.tracker.live.has(p.pod.uid)) continue;
         if (now - Date.parse(p.createdAt) < this.settings.graceMs) continue;
       }
@@ -57,6 +64,7 @@ export class Reclaimer {
   }
 
   private async reclaim(p: Port): Promise<void> {
-    await this.tracker.releasePort(p, `pod ${p.pod!.namespace}/${p.pod!.name} no longer exists`);
+    const pod = p.pod ?? stablePodOf(p.id, p.interface);
+    await this.tracker.releasePort(p, `pod ${pod?.namespace}/${pod?.name} no longer exists`);
   }
 }
