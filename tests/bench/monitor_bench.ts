@@ -1,0 +1,143 @@
+/**
+ * The monitor's throughput and memory: N pods created (each with a port in a real manager, as an
+ * agent makes it) then deleted, against the stand-in API server, with the monitor as its own
+ * process. Created: until every pod carries its network-status; deleted: until the monitor has
+ * released every port. Memory: the monitor's resident set while it holds the N pods and ports.
+ *
+ *   deno task bench:monitor [--pods N]
+ */
+import { parseArgs } from "node:util";
+import { Cleanup } from "../support/cleanup.ts";
+import { KubeApi } from "../support/kube_api.ts";
+import { startStack, waitFor } from "../support/stack.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const STATUS = "k8s.v1.cni.cncf.io/network-status";
+const { values } = parseArgs({ args: Deno.args, options: { pods: { type: "string" } } });
+const N = Number(values.pods ?? 10_000);
+const CONCURRENCY = 64;
+
+const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
+
+await using cleanup = new Cleanup();
+const stack = await startStack({ cleanup, nodes: [] });
+const token = `monitor-${crypto.randomUUID()}`;
+const api = KubeApi.start({ tokens: { [token]: "monitor" }, bookmarkMs: 5000 });
+cleanup.defer(() => api.close());
+must(
+  await stack.api("POST", "tenants/admin/networks", {
+    name: "pods",
+    cidr: "10.96.0.0/16",
+    public: true,
+  }),
+  201,
+);
+must(await stack.api("PUT", "tenants/bench"), 201);
+api.create("namespaces", { metadata: { name: "bench" } });
+
+const dir = stack.dir;
+await Deno.writeTextFile(
+  `${dir}/monitor.json`,
+  JSON.stringify({
+    kubernetes: { kubeconfig: await api.writeKubeconfig(`${dir}/monitor.kubeconfig`, token) },
+    manager: { url: stack.managerUrl, token: stack.adminToken },
+    reclaimIntervalSeconds: 3600,
+    logLevel: "warn",
+  }),
+);
+const out = await Deno.open(`${dir}/monitor.log`, { create: true, write: true });
+const child = new Deno.Command(Deno.execPath(), {
+  args: ["run", "--allow-all", "monitor/main.ts", "--config", `${dir}/monitor.json`],
+  cwd: ROOT,
+  stdout: out.writable ? "piped" : "null",
+  stderr: "piped",
+}).spawn();
+cleanup.pid(child.pid);
+child.stderr.pipeTo(out.writable).catch(() => {});
+child.stdout.cancel().catch(() => {});
+await waitFor("monitor watching", () => Promise.resolve(api.openWatches >= 4), 30_000);
+const idleRss = await rssMb(child.pid);
+log(`monitor up, RSS ${idleRss} MB`);
+
+// Created: the pod objects, then each pod's port as its agent would make it.
+const t0 = performance.now();
+const uids: string[] = [];
+for (let i = 0; i < N; i++) {
+  const o = api.create("pods", {
+    metadata: { name: `p${i}`, namespace: "bench" },
+    spec: { nodeName: "n1", containers: [] },
+  });
+  uids.push(o.metadata.uid);
+}
+await pool(N, async (i) => {
+  must(
+    await stack.api("PUT", `tenants/bench/networks/pods/ports/${uids[i]}-eth0`, {
+      pod: { namespace: "bench", name: `p${i}`, uid: uids[i] },
+      interface: "eth0",
+      node: "n1",
+    }),
+    201,
+  );
+});
+const portsMs = performance.now() - t0;
+log(`${N} pods and ports in ${Math.round(portsMs)} ms`);
+await waitFor("every network-status written", () => Promise.resolve(annotated() === N), 600_000);
+const createdMs = performance.now() - t0;
+const heldRss = await rssMb(child.pid);
+log(`all annotated after ${Math.round(createdMs)} ms; RSS ${heldRss} MB`);
+
+// Deleted: every pod object at once; the monitor releases every port.
+const t1 = performance.now();
+for (let i = 0; i < N; i++) api.delete("pods", "bench", `p${i}`);
+await waitFor("every port released", async () => (await releases()) >= N, 600_000);
+const deletedMs = performance.now() - t1;
+const afterRss = await rssMb(child.pid);
+log(`all released after ${Math.round(deletedMs)} ms; RSS ${afterRss} MB`);
+
+const perS = (ms: number) => Math.round(N / (ms / 1000));
+console.log(`| phase | pods | time | rate |
+| --- | --- | --- | --- |
+| created: pod objects and their ports (driver, for reference) | ${N} | ${s(portsMs)} | ${
+  perS(portsMs)
+} pods/s |
+| created: until every pod has its network-status | ${N} | ${s(createdMs)} | ${
+  perS(createdMs)
+} pods/s |
+| deleted: until every port is released | ${N} | ${s(deletedMs)} | ${perS(deletedMs)} pods/s |
+
+| monitor memory (resident set) | MB |
+| --- | --- |
+| watching, no pods | ${idleRss} |
+| holding ${N} pods and their ports | ${heldRss} |
+| after the deletions | ${afterRss} |`);
+
+function annotated(): number {
+  return api.list("pods", "bench").filter((p) => p.metadata.annotations?.[STATUS]).length;
+}
+
+async function releases(): Promise<number> {
+  const text = await (await fetch(`${stack.managerUrl}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith('knitter_releases_total{kind="ip"}'));
+  return Number(line?.split(" ").at(-1) ?? 0);
+}
+
+async function rssMb(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return Math.round(kb / 1024);
+}
+
+async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+function must(r: { status: number; body: unknown }, status: number): void {
+  if (r.status !== status) throw new Error(`${r.status}: ${JSON.stringify(r.body)}`);
+}
+
+function s(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
