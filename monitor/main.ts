@@ -10,6 +10,22 @@ if (import.meta.main) {
       Deno.exit(0);
     }
     const monitor = await startMonitor(config);
+    // SIGUSR2: one line of counters and memory (after a collection when V8 exposes gc).
+    Deno.addSignalListener("SIGUSR2", () => {
+      (globalThis as { gc?: () => void }).gc?.();
+      const m = Deno.memoryUsage();
+      const mb = (n: number) => Math.round(n / 1048576);
+      console.error(JSON.stringify({
+        time: new Date().toISOString(),
+        level: "info",
+        component: "monitor",
+        msg: "stats",
+        ...monitor.stats(),
+        rssMb: mb(m.rss),
+        heapUsedMb: mb(m.heapUsed),
+        externalMb: mb(m.external),
+      }));
+    });
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
       Deno.addSignalListener(signal, () => {
         monitor.stop().then(() => Deno.exit(0));

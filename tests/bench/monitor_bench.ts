@@ -45,19 +45,33 @@ await Deno.writeTextFile(
     logLevel: "warn",
   }),
 );
-const out = await Deno.open(`${dir}/monitor.log`, { create: true, write: true });
 const child = new Deno.Command(Deno.execPath(), {
-  args: ["run", "--allow-all", "monitor/main.ts", "--config", `${dir}/monitor.json`],
+  args: [
+    "run",
+    "--allow-all",
+    "--v8-flags=--expose-gc",
+    "monitor/main.ts",
+    "--config",
+    `${dir}/monitor.json`,
+  ],
   cwd: ROOT,
-  stdout: out.writable ? "piped" : "null",
+  stdout: "null",
   stderr: "piped",
 }).spawn();
 cleanup.pid(child.pid);
-child.stderr.pipeTo(out.writable).catch(() => {});
-child.stdout.cancel().catch(() => {});
+const monitorLog: string[] = [];
+(async () => {
+  const lines = child.stderr.pipeThrough(new TextDecoderStream());
+  let rest = "";
+  for await (const chunk of lines) {
+    const parts = (rest + chunk).split("\n");
+    rest = parts.pop()!;
+    monitorLog.push(...parts);
+  }
+})().catch(() => {});
 await waitFor("monitor watching", () => Promise.resolve(api.openWatches >= 4), 30_000);
-const idleRss = await rssMb(child.pid);
-log(`monitor up, RSS ${idleRss} MB`);
+const idle = await memory();
+log(`monitor up: ${JSON.stringify(idle)}`);
 
 // Created: the pod objects, then each pod's port as its agent would make it.
 const t0 = performance.now();
@@ -83,16 +97,16 @@ const portsMs = performance.now() - t0;
 log(`${N} pods and ports in ${Math.round(portsMs)} ms`);
 await waitFor("every network-status written", () => Promise.resolve(annotated() === N), 600_000);
 const createdMs = performance.now() - t0;
-const heldRss = await rssMb(child.pid);
-log(`all annotated after ${Math.round(createdMs)} ms; RSS ${heldRss} MB`);
+const held = await memory();
+log(`all annotated after ${Math.round(createdMs)} ms: ${JSON.stringify(held)}`);
 
 // Deleted: every pod object at once; the monitor releases every port.
 const t1 = performance.now();
 for (let i = 0; i < N; i++) api.delete("pods", "bench", `p${i}`);
 await waitFor("every port released", async () => (await releases()) >= N, 600_000);
 const deletedMs = performance.now() - t1;
-const afterRss = await rssMb(child.pid);
-log(`all released after ${Math.round(deletedMs)} ms; RSS ${afterRss} MB`);
+const after = await memory();
+log(`all released after ${Math.round(deletedMs)} ms: ${JSON.stringify(after)}`);
 
 const perS = (ms: number) => Math.round(N / (ms / 1000));
 console.log(`| phase | pods | time | rate |
@@ -105,11 +119,11 @@ console.log(`| phase | pods | time | rate |
 } pods/s |
 | deleted: until every port is released | ${N} | ${s(deletedMs)} | ${perS(deletedMs)} pods/s |
 
-| monitor memory (resident set) | MB |
-| --- | --- |
-| watching, no pods | ${idleRss} |
-| holding ${N} pods and their ports | ${heldRss} |
-| after the deletions | ${afterRss} |`);
+| monitor memory, after a full collection | resident set | V8 heap used |
+| --- | --- | --- |
+| watching, no pods | ${idle.rssMb} MB | ${idle.heapUsedMb} MB |
+| holding ${N} pods and their ports | ${held.rssMb} MB | ${held.heapUsedMb} MB |
+| after the deletions | ${after.rssMb} MB | ${after.heapUsedMb} MB |`);
 
 function annotated(): number {
   return api.list("pods", "bench").filter((p) => p.metadata.annotations?.[STATUS]).length;
@@ -121,10 +135,19 @@ async function releases(): Promise<number> {
   return Number(line?.split(" ").at(-1) ?? 0);
 }
 
-async function rssMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return Math.round(kb / 1024);
+/** The monitor's own figures (SIGUSR2: a collection, then one "stats" log line). */
+async function memory(): Promise<{ rssMb: number; heapUsedMb: number }> {
+  const seen = monitorLog.length;
+  Deno.kill(child.pid, "SIGUSR2");
+  let line: string | undefined;
+  await waitFor("the monitor's stats", () => {
+    line = monitorLog.slice(seen).find((l) => l.includes('"msg":"stats"'));
+    return Promise.resolve(line !== undefined);
+  }, 10_000).catch((err) => {
+    console.error(monitorLog.join("\n"));
+    throw err;
+  });
+  return JSON.parse(line!);
 }
 
 async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
