@@ -45,7 +45,7 @@ export function newResolveCache(): ResolveCache {
   return { networks: new Map(), publics: new Map(), tenants: new Set() };
 }
 
-const MAX_ATTEMPTS = 24;
+const MAX_ATTEMPTS = 64;
 /** Attempts that retry at once; later ones wait a random while, up to this cap (ms). */
 const EAGER_ATTEMPTS = 2;
 const MAX_BACKOFF_MS = 64;

@@ -54,7 +54,7 @@ console.log(
 
 | what | figure | yardstick / goal |
 |---|---|---|
-| **knitter** pod ADD, sequential, ${k.add.n} pods (plugin → agent → manager → ip → ovs-vsctl → ovs-ofctl) | **${
+| **knitter** pod ADD, sequential, ${k.add.n} pods (plugin → agent → manager → ip, OVSDB, ovs-ofctl) | **${
     lat(k.add)
   }** | goal p50 ≤ 1.5 × bare shell = ${ms(1.5 * sh.add.p50)}: ${verdict(ratio <= 1.5)} (${
     f(ratio, 2)
