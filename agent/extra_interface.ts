@@ -11,7 +11,7 @@
  * Each is journalled before anything is made, rolled back when a step fails, and undone by detach,
  * which succeeds when there is nothing (left) to undo.
  */
-import type { Logger, PodRef, Port, Route } from "@knitter/common";
+import type { ExtraInterfaceView, Logger, PodRef, Port, Route } from "@knitter/common";
 import { ManagerError, ManagerUnavailableError, Mutex } from "@knitter/common";
 import type { Attacher } from "./attach.ts";
 import type { Dataplane } from "./dataplane.ts";
@@ -54,23 +54,6 @@ export class ExtraInterfaceError extends Error {
     super(message);
     this.name = "ExtraInterfaceError";
   }
-}
-
-/** What attach answers: the interface as made. */
-export interface ExtraInterfaceView {
-  ifName: string;
-  netns: string;
-  kind: "network" | "bridge";
-  address?: string;
-  mac: string;
-  mtu: number;
-  hostIfName: string;
-  bridge: string;
-  vlan?: number;
-  network?: string;
-  tenant?: string;
-  portId?: string;
-  routes: Route[];
 }
 
 const BRIDGE_MTU = 1500;

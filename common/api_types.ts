@@ -67,3 +67,20 @@ export interface Usage {
   used: number;
   free: number;
 }
+
+/** An extra interface as the agent made it: its answer to `POST /v1/interfaces` (knitctl attach). */
+export interface ExtraInterfaceView {
+  ifName: string;
+  netns: string;
+  kind: "network" | "bridge";
+  address?: string;
+  mac: string;
+  mtu: number;
+  hostIfName: string;
+  bridge: string;
+  vlan?: number;
+  network?: string;
+  tenant?: string;
+  portId?: string;
+  routes: Route[];
+}

@@ -3,7 +3,10 @@
  * Answers are the agent's JSON; failures say whether the socket, the permission or the agent was
  * the problem.
  */
+import type { ExtraInterfaceView } from "@knitter/common";
 import { CommandFailed } from "./errors.ts";
+
+export type { ExtraInterfaceView };
 
 export interface RouteSpec {
   dst: string;
@@ -30,23 +33,6 @@ export interface AttachRequest extends NetnsTarget {
 }
 
 export type DetachRequest = NetnsTarget & { ifName: string };
-
-/** What the agent made (its answer to attach). */
-export interface ExtraInterfaceView {
-  ifName: string;
-  netns: string;
-  kind: "network" | "bridge";
-  address?: string;
-  mac: string;
-  mtu: number;
-  hostIfName: string;
-  bridge: string;
-  vlan?: number;
-  network?: string;
-  tenant?: string;
-  portId?: string;
-  routes: RouteSpec[];
-}
 
 export const DEFAULT_AGENT_SOCKET = "/run/knitter/agent.sock";
 
