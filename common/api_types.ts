@@ -84,3 +84,17 @@ export interface ExtraInterfaceView {
   portId?: string;
   routes: Route[];
 }
+
+/** A network's fields that `PATCH` may change: ports allocated afterwards get the new values. */
+export const NETWORK_MUTABLE_FIELDS = ["description", "mtu", "routes", "dns"] as const;
+/** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
+export const NETWORK_IMMUTABLE_FIELDS = [
+  "type",
+  "cidr",
+  "gateway",
+  "allocationPools",
+  "excludes",
+  "public",
+  "physnet",
+  "segmentId",
+] as const;

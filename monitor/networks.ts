@@ -6,6 +6,7 @@
  * group uses it; until then the condition says what holds it.
  */
 import type { Logger, ManagerClient } from "@knitter/common";
+import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
 import ipaddr from "ipaddr.js";
 import { readyCondition } from "./conditions.ts";
 import type { NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
@@ -40,17 +41,8 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   usage: { total: number; used: number; free: number };
 }
 
-const MUTABLE = ["description", "mtu", "routes", "dns"] as const;
-const IMMUTABLE = [
-  "type",
-  "cidr",
-  "gateway",
-  "allocationPools",
-  "excludes",
-  "public",
-  "physnet",
-  "segmentId",
-] as const;
+const MUTABLE = NETWORK_MUTABLE_FIELDS;
+const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
 
 export interface NetworkSettings {
   publicNamespaces: string[];

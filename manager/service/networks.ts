@@ -4,7 +4,7 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { cidrsOverlap, formatCidr, parseCidr, parseIp } from "../ipam/ip.ts";
-import { Mutex } from "@knitter/common";
+import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreate, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
@@ -429,17 +429,7 @@ function view(net: NetworkRecord, total: number, used: number): NetworkView {
   return { ...rest, usage: { total, used, free: total - used } };
 }
 
-/** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
-const IMMUTABLE = [
-  "type",
-  "cidr",
-  "gateway",
-  "allocationPools",
-  "excludes",
-  "public",
-  "physnet",
-  "segmentId",
-] as const;
+const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
 
 /**
  * Changes what ports can live with (description, MTU, routes, DNS). Immutable fields may come
