@@ -14,7 +14,7 @@ Deno.test("etcd cluster: a member dies, then the quorum; service returns with it
   const dir = await Deno.makeTempDir({ prefix: "knitter-cluster-" });
   let manager: Replica | undefined;
   try {
-    manager = await startReplica({ endpoints: etcd.endpoints, prefix: "c/", dir, timeoutMs: 2000 });
+    manager = await startReplica({ endpoints: etcd.endpoints, prefix: "c/", dir, timeoutMs: 4000 });
     const url = manager.url;
     assert.equal((await api(url, "POST", "tenants", { name: "acme" })).status, 201);
     assert.equal(

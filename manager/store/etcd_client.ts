@@ -59,29 +59,40 @@ export class EtcdClient {
     this.http = Object.keys(tls).length ? Deno.createHttpClient(tls) : undefined;
   }
 
-  /** One unary call, failing over to the next endpoint when one cannot serve it. */
+  /**
+   * One unary call, failing over to the next endpoint when one cannot serve it, and going round
+   * the endpoints again until the deadline: a leader election (a member died) makes every member
+   * refuse or stall for a while, and a request that outlasts it should not fail. Each try gets a
+   * slice of the deadline, so one stalled member cannot use it all.
+   */
   // deno-lint-ignore no-explicit-any
   async call<T = any>(path: string, body: unknown): Promise<T> {
     const deadline = AbortSignal.timeout(this.timeoutMs);
-    const failures: string[] = [];
+    const slice = Math.max(250, Math.floor(this.timeoutMs / 3));
     const n = this.options.endpoints.length;
-    for (let i = 0; i < n && !deadline.aborted; i++) {
-      const index = (this.preferred + i) % n;
-      const endpoint = this.options.endpoints[index];
-      try {
-        const res = await this.post(endpoint, path, body, deadline, true);
-        const json = await res.json();
-        if (!res.ok) throw errorOf(endpoint, json, res.status);
-        this.preferred = index;
-        return json as T;
-      } catch (err) {
-        if (err instanceof EtcdError && !canFailOver(err)) throw err;
-        failures.push(`${endpoint}: ${describe(err)}`);
+    /** What the last round that tried anything met, for the message. */
+    let reported: string[] = [];
+    for (let pass = 0; !deadline.aborted; pass++) {
+      if (pass > 0) await pause(Math.min(100 * pass, 500), deadline);
+      const failures: string[] = [];
+      for (let i = 0; i < n && !deadline.aborted; i++) {
+        const index = (this.preferred + i) % n;
+        const endpoint = this.options.endpoints[index];
+        try {
+          const signal = AbortSignal.any([deadline, AbortSignal.timeout(slice)]);
+          const res = await this.post(endpoint, path, body, signal, true);
+          const json = await res.json();
+          if (!res.ok) throw errorOf(endpoint, json, res.status);
+          this.preferred = index;
+          return json as T;
+        } catch (err) {
+          if (err instanceof EtcdError && !canFailOver(err)) throw err;
+          failures.push(`${endpoint}: ${describe(err)}`);
+        }
       }
+      if (failures.length > 0) reported = failures;
     }
-    if (deadline.aborted && failures.length < n) {
-      failures.push(`no answer within ${this.timeoutMs} ms`);
-    }
+    const failures = [...reported, `no answer within ${this.timeoutMs} ms`];
     throw new StoreUnavailableError(
       `etcd cannot serve the request (${failures.join("; ")}); check that etcd runs, that ` +
         "store.etcd.endpoints name its members, and that a majority of members is up",
@@ -191,6 +202,18 @@ export class EtcdClient {
   close(): void {
     this.http?.close();
   }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
 }
 
 function canFailOver(err: EtcdError): boolean {
