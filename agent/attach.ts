@@ -15,7 +15,6 @@ import {
   hostIfName,
   podInterfaceState,
 } from "./netlink.ts";
-import type { Ovs } from "./ovs.ts";
 import type { PortPlugger } from "./port_plugger.ts";
 import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
 import type { AgentState, AttachedInterface, Attachment } from "./state.ts";
@@ -25,7 +24,6 @@ export interface AttacherDeps {
   defaults: { tenant: string; network?: string };
   state: AgentState;
   manager: ManagerClient;
-  ovs: Ovs;
   plugger: PortPlugger;
   dataplane: Dataplane;
   log: Logger;

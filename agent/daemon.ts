@@ -51,7 +51,6 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     defaults: { tenant: config.defaultTenant, network: config.defaultNetwork },
     state,
     manager,
-    ovs,
     plugger,
     dataplane,
     log,
