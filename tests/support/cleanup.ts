@@ -92,9 +92,14 @@ export async function pidAlive(pid: number): Promise<boolean> {
     const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
     return state !== "Z" && state !== "X";
   } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
+    if (processGone(err)) return false;
     throw err;
   }
+}
+
+/** A /proc read fails with NotFound, or with ESRCH when the process is reaped between open and read. */
+function processGone(err: unknown): boolean {
+  return err instanceof Deno.errors.NotFound || String(err).includes("(os error 3)");
 }
 
 /** Waits until the pid has exited, checking ever less often, for at most `ms`. */
@@ -125,7 +130,10 @@ export async function readPidfile(path: string): Promise<number | undefined> {
 async function stopPidfile(path: string): Promise<void> {
   const pid = await readPidfile(path);
   if (pid === undefined) return;
-  const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(ignoreNotFound);
+  const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch((err) => {
+    if (processGone(err)) return undefined;
+    throw err;
+  });
   if (!cmdline?.includes(path)) return; // gone, or the pid now belongs to someone else
   await stopPid(pid);
 }
