@@ -74,6 +74,7 @@ async function cni(
   env: Record<string, string>,
   stdin: unknown,
   how: "deno" | "wrapper" = "deno",
+  wrapper = WRAPPER,
 ): Promise<Outcome> {
   const keep = ["HOME", "DENO_DIR", "XDG_CACHE_HOME"].filter((k) => Deno.env.get(k));
   const base = Object.fromEntries(keep.map((k) => [k, Deno.env.get(k)!]));
@@ -86,8 +87,8 @@ async function cni(
       stdout: "piped",
       stderr: "piped",
     })
-    : new Deno.Command("/bin/sh", {
-      args: [WRAPPER],
+    // Exec'd by path, as a runtime does, so $0 is what the wrapper resolves.
+    : new Deno.Command(wrapper, {
       env: { ...base, PATH: "/usr/bin:/bin", KNITTER_DENO: Deno.execPath(), ...env },
       clearEnv: true,
       stdin: "piped",
@@ -96,10 +97,12 @@ async function cni(
     });
   const child = cmd.spawn();
   const writer = child.stdin.getWriter();
+  // A wrapper that fails early exits without reading stdin; the runtime then sees EPIPE, as here.
   await writer.write(
     new TextEncoder().encode(typeof stdin === "string" ? stdin : JSON.stringify(stdin)),
-  );
-  await writer.close();
+  ).then(() => writer.close()).catch((err) => {
+    if (!(err instanceof Deno.errors.BrokenPipe)) throw err;
+  });
   const out = await child.output();
   const stdout = new TextDecoder().decode(out.stdout);
   return {
@@ -334,6 +337,31 @@ Deno.test("plugin wrapper against a scripted agent socket: minimal permissions s
     const elsewhere = await cni(env, conf(`${dir}/other.sock`), "wrapper");
     assert.equal(elsewhere.json?.code, 7);
     assert.match(String(elsewhere.json?.msg), /not permitted to use the agent socket/);
+    assert.equal(agent.seen.length, 2);
+  });
+});
+
+Deno.test("plugin wrapper installed as a symlink finds main.ts beside its target; a missing main.ts is a CNI error", async () => {
+  await withAgent(async (agent, dir) => {
+    const env = { ...ENV, KNITTER_AGENT_SOCKET: agent.socket };
+    const link = `${dir}/bin/knitter`;
+    await Deno.mkdir(`${dir}/bin`);
+    await Deno.symlink(WRAPPER, link);
+    const add = await cni(env, conf(agent), "wrapper", link);
+    assert.equal(add.code, 0, add.stdout + add.stderr);
+    assert.deepEqual(add.json, RESULT_1_1);
+    // A copy (not a link) has no main.ts beside it: the runtime still reads a CNI error.
+    const copy = `${dir}/bin/knitter-copy`;
+    await Deno.copyFile(WRAPPER, copy);
+    await Deno.chmod(copy, 0o755);
+    const lost = await cni(env, conf(agent), "wrapper", copy);
+    assert.equal(lost.code, 1);
+    assert.equal(lost.json?.code, 999);
+    assert.match(String(lost.json?.msg), /main\.ts not found/);
+    assert.match(String(lost.json?.details), /KNITTER_PLUGIN_MAIN/);
+    // KNITTER_PLUGIN_MAIN points a copy at the source tree.
+    const pointed = await cni({ ...env, KNITTER_PLUGIN_MAIN: MAIN }, conf(agent), "wrapper", copy);
+    assert.equal(pointed.code, 0, pointed.stdout + pointed.stderr);
     assert.equal(agent.seen.length, 2);
   });
 });
