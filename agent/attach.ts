@@ -31,12 +31,10 @@ export interface AttacherDeps {
 
 export class Attacher {
   private readonly locks = new Map<string, Mutex>();
-  private restored: Promise<void> | null = null;
 
   constructor(private readonly d: AttacherDeps) {}
 
   async add(req: CniRequest): Promise<CniResult> {
-    await (this.restored ??= this.reserveOfports());
     return await this.locked(req.containerId, () => this.doAdd(req));
   }
 
@@ -120,8 +118,13 @@ export class Attacher {
       }
       // The agent picks the ofports, so the flows go in while the interfaces are made and plugged.
       for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
-      await this.d.state.putAttachment(a);
-      await allDone([this.makeInterfaces(a), this.d.dataplane.sync()]);
+      // The journal write runs alongside: the flow model reads the state's memory, which the call
+      // updates at once, and a crash before it lands leaves an "adding" record DEL undoes by name.
+      await allDone([
+        this.d.state.putAttachment(a),
+        this.makeInterfaces(a),
+        this.d.dataplane.sync(),
+      ]);
       a.result = cniResult(
         netns,
         a.interfaces.map((i) => ({ ...i, port: i.port! })),
@@ -251,12 +254,6 @@ export class Attacher {
       ofportRequest: i.ofport,
       externalIds: externalIds(a, i),
     })));
-  }
-
-  /** The ofports of the ports this node already has stay theirs. */
-  private async reserveOfports(): Promise<void> {
-    const known = await this.d.state.listAttachments();
-    this.d.plugger.reserve(known.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));
   }
 
   private requirePhysnet(port: Port): void {

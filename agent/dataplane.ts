@@ -108,7 +108,7 @@ export class Dataplane {
   private async model(): Promise<FlowInput> {
     const networks = new Map<string, FlowNetwork>();
     const localPorts: FlowInput["localPorts"] = [];
-    for (const a of await this.state.listAttachments()) {
+    for (const a of this.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (!i.port || i.ofport === undefined) continue;
         const net = await this.network(networks, i.port);

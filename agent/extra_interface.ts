@@ -187,9 +187,6 @@ export class ExtraInterfaces {
     await this.d.store.put(x);
     await this.d.state.putAttachment(a);
     const i = a.interfaces[0];
-    // The attacher learns the recorded ofports at its first ADD; this may come before that.
-    const known = await this.d.state.listAttachments();
-    this.d.plugger.reserve(known.flatMap((k) => k.interfaces.flatMap((n) => n.ofport ?? [])));
     const ip = body.ip?.split("/")[0];
     i.port = await this.d.manager.putPort(tenant, i.network, i.portId, {
       ...(ip ? { ip } : {}),

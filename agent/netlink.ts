@@ -1,8 +1,8 @@
 /**
  * Pod interfaces with `ip` and `nsenter`: a veth whose pod end is born in the pod's netns (never
  * created in the host and moved, which costs an RCU barrier under the RTNL lock per move), set up
- * in ONE exec: `nsenter --net=POD ip -batch -` creates the pair with the host end placed in the
- * agent's netns, then addresses, link up and routes.
+ * in ONE exec: `ip -n POD -batch -` creates the pair with the host end placed in the agent's netns,
+ * then addresses, link up and routes.
  */
 import { createHash } from "node:crypto";
 import { CommandError, run } from "@knitter/common";
@@ -45,8 +45,9 @@ export async function createPodInterface(
   await requireNetns(spec.netns, `Cannot create ${where}`);
   if (spec.hostNetns) await requireNetns(spec.hostNetns, `Cannot create ${where}`);
   const steps = buildSteps(spec, hostNetns);
-  const result = await run(["ip", "-json", "-batch", "-"], {
-    netns: spec.netns,
+  const ip = await ipIn(spec.netns, ["-json", "-batch", "-"]);
+  const result = await run(ip.argv, {
+    netns: ip.netns,
     stdin: steps.map((s) => s.command).join("\n") + "\n",
     check: false,
   });
@@ -80,7 +81,8 @@ export async function deletePodInterface(
   if (netns === undefined || ifName === undefined || !(await exists(netns))) return false;
   const kind = await linkKind(netns, ifName);
   if (kind !== "veth") return false;
-  const result = await run(["ip", "link", "del", "dev", ifName], { netns, check: false });
+  const ip = await ipIn(netns, ["link", "del", "dev", ifName]);
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code === 0) return true;
   if (isNoDevice(result.stderr) || !(await exists(netns))) return false;
   throw new Error(`Cannot delete ${ifName} in ${netns}: ${result.stderr}`);
@@ -92,10 +94,8 @@ export async function podInterfaceState(
   ifName: string,
 ): Promise<PodInterfaceState | null> {
   if (!(await exists(netns))) return null;
-  const result = await run(["ip", "-json", "addr", "show", "dev", ifName], {
-    netns,
-    check: false,
-  });
+  const ip = await ipIn(netns, ["-json", "addr", "show", "dev", ifName]);
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code !== 0) {
     if (isNoDevice(result.stderr) || !(await exists(netns))) return null;
     throw new Error(`Cannot read ${ifName} in ${netns}: ${result.stderr}`);
@@ -209,20 +209,18 @@ function parseIndexes(stdout: string, where: string): { hostIfIndex: number; pod
 }
 
 async function deleteHostEnd(name: string, hostNetns?: string): Promise<boolean> {
-  const result = await run(["ip", "link", "del", "dev", name], {
-    netns: hostNetns,
-    check: false,
-  });
+  const ip = hostNetns === undefined
+    ? { argv: ["ip", "link", "del", "dev", name] }
+    : await ipIn(hostNetns, ["link", "del", "dev", name]);
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code === 0) return true;
   if (isNoDevice(result.stderr)) return false;
   throw new Error(`Cannot delete host interface ${name}: ${result.stderr}`);
 }
 
 async function linkKind(netns: string, ifName: string): Promise<string | undefined> {
-  const result = await run(["ip", "-json", "-details", "link", "show", "dev", ifName], {
-    netns,
-    check: false,
-  });
+  const ip = await ipIn(netns, ["-json", "-details", "link", "show", "dev", ifName]);
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code !== 0) return undefined;
   const [link] = JSON.parse(result.stdout) as { linkinfo?: { info_kind?: string } }[];
   return link?.linkinfo?.info_kind;
@@ -232,10 +230,26 @@ function isNoDevice(stderr: string): boolean {
   return /Cannot find device|does not exist|No such device/.test(stderr);
 }
 
+const NETNS_RUN_DIR = "/var/run/netns";
+
+/**
+ * The `ip` command line for work inside a netns. `ip -n` enters it itself: one exec, where nsenter
+ * and ip are two (about 0.7 ms less a call). It takes a name under /var/run/netns, so a path is
+ * reached from there by "../../.." (also when /var/run is a link to /run); without that directory,
+ * the runner's nsenter does it.
+ */
+async function ipIn(netns: string, args: string[]): Promise<{ argv: string[]; netns?: string }> {
+  if (!netns.includes("/")) return { argv: ["ip", "-n", netns, ...args] };
+  if (netns.startsWith("/") && await exists(NETNS_RUN_DIR)) {
+    return { argv: ["ip", "-n", `../../..${netns}`, ...args] };
+  }
+  return { argv: ["ip", ...args], netns };
+}
+
 /** A netns path, or a name as `ip netns` keeps it. */
 async function exists(netns: string): Promise<boolean> {
   try {
-    await Deno.stat(netns.includes("/") ? netns : `/var/run/netns/${netns}`);
+    await Deno.stat(netns.includes("/") ? netns : `${NETNS_RUN_DIR}/${netns}`);
     return true;
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return false;

@@ -101,6 +101,14 @@ export class OvsdbClient {
     }]);
   }
 
+  /** The ofports of every interface in the database (any bridge), those not yet assigned left out. */
+  async ofports(): Promise<number[]> {
+    const [r] = await this.transact([
+      { op: "select", table: "Interface", where: [], columns: ["ofport"] },
+    ]);
+    return (r.rows as Row[]).flatMap((row) => typeof row.ofport === "number" ? [row.ofport] : []);
+  }
+
   close(): void {
     this.conn?.close();
     this.conn = null;

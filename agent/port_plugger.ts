@@ -42,6 +42,20 @@ export class PortPlugger {
     for (const n of ofports) this.used.add(n);
   }
 
+  /**
+   * Marks the ofports the switch already has as taken: a port plugged just before a crash may be
+   * on the bridge before the agent's state names it.
+   */
+  async reserveInstalled(): Promise<void> {
+    try {
+      this.reserve(await this.db.ofports());
+    } catch (err) {
+      throw new Error(`Cannot read the ports of "${this.bridge}": ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
   /** A free ofport for a new port, taken until release(). */
   takeOfport(): number {
     const span = OFPORT_MAX - POD_OFPORT_MIN + 1;

@@ -39,68 +39,101 @@ export interface Attachment {
   createdAt: string;
 }
 
+/**
+ * One process owns the file, so the attachments and the port counter live in memory too: reads cost
+ * nothing, and every change is written through before the call resolves. A change is visible in
+ * memory as soon as the call is made (a flow sync started meanwhile sees it).
+ */
 export class AgentState {
-  /** One process owns the file: numbering runs one at a time instead of racing on a counter. */
+  /** Numbering runs one at a time instead of racing on a counter. */
   private readonly numbering = new Mutex();
   private readonly networkNumbers = new Map<string, number>();
 
-  private constructor(private readonly kv: Deno.Kv) {}
+  private constructor(
+    private readonly kv: Deno.Kv,
+    private readonly attachments: Map<string, Attachment>,
+    /** The last port number handed out; stored with the next attachment write. */
+    private portCounter: number,
+  ) {}
 
   static async open(dir: string): Promise<AgentState> {
     const path = dir === ":memory:" ? dir : `${dir}/agent.kv`;
     if (path !== ":memory:") await Deno.mkdir(dirname(path), { recursive: true });
-    return new AgentState(await Deno.openKv(path));
+    const kv = await Deno.openKv(path);
+    const attachments = new Map<string, Attachment>();
+    for await (const e of kv.list<Attachment>({ prefix: ["attachment"] })) {
+      attachments.set(keyOf(e.value.containerId, e.value.ifName), e.value);
+    }
+    // A number is stored with the first record that uses it, but two writes may land out of
+    // order: the cookies in use bound the counter from below.
+    const stored = (await kv.get<number>(PORT_COUNTER)).value ?? 0;
+    const used = [...attachments.values()].flatMap((a) => a.interfaces.map((i) => i.cookie));
+    return new AgentState(kv, attachments, Math.max(stored, ...used));
   }
 
-  async getAttachment(containerId: string, ifName: string): Promise<Attachment | null> {
-    return (await this.kv.get<Attachment>(["attachment", containerId, ifName])).value;
+  /** A copy: callers change it and write it back with putAttachment. */
+  getAttachment(containerId: string, ifName: string): Promise<Attachment | null> {
+    const a = this.attachments.get(keyOf(containerId, ifName));
+    return Promise.resolve(a ? structuredClone(a) : null);
   }
 
   async putAttachment(a: Attachment): Promise<void> {
-    await this.kv.set(["attachment", a.containerId, a.ifName], a);
+    this.attachments.set(keyOf(a.containerId, a.ifName), structuredClone(a));
+    await this.kv.atomic()
+      .set(["attachment", a.containerId, a.ifName], a)
+      .set(PORT_COUNTER, this.portCounter)
+      .commit();
   }
 
   async deleteAttachment(containerId: string, ifName: string): Promise<void> {
+    this.attachments.delete(keyOf(containerId, ifName));
     await this.kv.delete(["attachment", containerId, ifName]);
   }
 
-  async listAttachments(): Promise<Attachment[]> {
-    const out: Attachment[] = [];
-    for await (const e of this.kv.list<Attachment>({ prefix: ["attachment"] })) out.push(e.value);
-    return out;
+  /** Copies of every attachment. */
+  listAttachments(): Promise<Attachment[]> {
+    return Promise.resolve([...this.attachments.values()].map((a) => structuredClone(a)));
+  }
+
+  /** Every attachment as stored, for readers that change nothing (the flow model). */
+  attachmentsView(): Iterable<Readonly<Attachment>> {
+    return this.attachments.values();
   }
 
   /** The node-local number of a network (by its manager ID), allocated once and kept. */
-  async networkNumber(networkId: string): Promise<number> {
+  networkNumber(networkId: string): Promise<number> {
     const known = this.networkNumbers.get(networkId);
-    if (known !== undefined) return known;
-    const n = await this.number(["network_number", networkId], "network");
-    this.networkNumbers.set(networkId, n);
-    return n;
-  }
-
-  /** `count` fresh node-local port numbers, in one commit. */
-  async portNumbers(count: number): Promise<number[]> {
-    const last = await this.number(null, "port", count);
-    return Array.from({ length: count }, (_, i) => last - count + 1 + i);
-  }
-
-  /** Advances a counter by `step` (storing the result under `key` too) and returns it. */
-  private number(key: Deno.KvKey | null, counter: string, step = 1): Promise<number> {
+    if (known !== undefined) return Promise.resolve(known);
     return this.numbering.run(async () => {
-      if (key) {
-        const have = await this.kv.get<number>(key);
-        if (have.value !== null) return have.value;
+      const key = ["network_number", networkId];
+      let n = (await this.kv.get<number>(key)).value;
+      if (n === null) {
+        n = ((await this.kv.get<number>(NETWORK_COUNTER)).value ?? 0) + 1;
+        await this.kv.atomic().set(NETWORK_COUNTER, n).set(key, n).commit();
       }
-      const next = ((await this.kv.get<number>(["counter", counter])).value ?? 0) + step;
-      const op = this.kv.atomic().set(["counter", counter], next);
-      if (key) op.set(key, next);
-      await op.commit();
-      return next;
+      this.networkNumbers.set(networkId, n);
+      return n;
     });
+  }
+
+  /**
+   * `count` fresh node-local port numbers. Nothing is written: the numbers name flows only once an
+   * attachment that holds them is stored, and that write stores the counter too.
+   */
+  portNumbers(count: number): Promise<number[]> {
+    const first = this.portCounter + 1;
+    this.portCounter += count;
+    return Promise.resolve(Array.from({ length: count }, (_, i) => first + i));
   }
 
   close(): void {
     this.kv.close();
   }
+}
+
+const PORT_COUNTER = ["counter", "port"];
+const NETWORK_COUNTER = ["counter", "network"];
+
+function keyOf(containerId: string, ifName: string): string {
+  return `${containerId}\0${ifName}`;
 }
