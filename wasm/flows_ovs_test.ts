@@ -2,14 +2,14 @@
  * Loads compiled rule sets into a real Open vSwitch: a private ovsdb-server and ovs-vswitchd in a
  * network namespace of their own, br-int with datapath_type=netdev (no kernel module needed).
  * Checks that `ovs-ofctl -O OpenFlow13 --bundle add-flows` accepts every line, that dump-flows
- * gives back exactly the compiled lines (through parseDumpFlows), and that diffFlows updates one
- * set into another.
+ * gives back exactly the compiled lines (through parseDumpFlows), that diffFlows updates one
+ * set into another, and that the ARP responder answers real requests from pods in netns.
  *
  * Needs root and the openvswitch-switch package; fails saying which is missing otherwise.
  * Cleans up by pid (from the pidfiles) and by the names it created, also on failure.
  */
 import assert from "node:assert/strict";
-import { compileFlows, diffFlows, type FlowInput, parseDumpFlows } from "./flows.ts";
+import { compileFlows, diffFlows, type FlowInput, parseDumpFlows, TABLE } from "./flows.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 
@@ -70,6 +70,8 @@ class PrivateOvs {
   readonly ns = `kfl-${Deno.pid}-${Math.floor(Math.random() * 1e6)}`;
   dir = "";
   #nsCreated = false;
+  /** The netns of the pods made by addPod, deleted by stop. */
+  readonly pods: string[] = [];
 
   async start(): Promise<void> {
     this.dir = await Deno.makeTempDir({ prefix: "knitter-flows-ovs-" });
@@ -107,6 +109,36 @@ class PrivateOvs {
     return this.exec("ovs-vsctl", [`--db=unix:${this.dir}/db.sock`, ...args]);
   }
 
+  appctl(args: string[]): Promise<string> {
+    return this.exec("ovs-appctl", ["-t", `${this.dir}/vswitchd.ctl`, ...args]);
+  }
+
+  /**
+   * A pod: netns `<ns>-<name>` whose eth0 (`mac`, `cidr`) is the peer of port `name` of br-int at
+   * `ofport`. Returns the pod's netns name.
+   */
+  async addPod(name: string, ofport: number, mac: string, cidr: string): Promise<string> {
+    const pod = `${this.ns}-${name}`;
+    await must("ip", ["netns", "add", pod]);
+    this.pods.push(pod);
+    const peer = ["peer", "name", "eth0", "address", mac, "netns", pod];
+    await must("ip", ["-n", this.ns, "link", "add", name, "type", "veth", ...peer]);
+    await must("ip", ["-n", this.ns, "link", "set", name, "up"]);
+    await must("ip", ["-n", pod, "addr", "add", cidr, "dev", "eth0"]);
+    await must("ip", ["-n", pod, "link", "set", "eth0", "up"]);
+    await this.vsctl([
+      "add-port",
+      "br-int",
+      name,
+      "--",
+      "set",
+      "interface",
+      name,
+      `ofport_request=${ofport}`,
+    ]);
+    return pod;
+  }
+
   ofctl(args: string[], stdin?: string): Promise<Result> {
     return run(
       "ip",
@@ -137,6 +169,8 @@ class PrivateOvs {
       if (!Number.isInteger(pid) || pid <= 1) continue;
       await stopPid(pid);
     }
+    // A pod's netns takes its end of the veth, and with it the whole pair.
+    for (const pod of this.pods) await run("ip", ["netns", "del", pod]);
     if (this.#nsCreated) await run("ip", ["netns", "del", this.ns]);
     if (this.dir) await Deno.remove(this.dir, { recursive: true }).catch(() => {});
   }
@@ -226,123 +260,235 @@ function bigModel(): FlowInput {
   return input;
 }
 
-Deno.test({
-  name: "ovs: ovs-ofctl accepts every compiled line and dumps back the same flows",
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
-    const lack = await missing();
-    if (lack) assert.fail(`this test needs ${lack}`);
-    const ovs = new PrivateOvs();
-    try {
-      await ovs.start();
-      await ovs.vsctl([
-        "add-br",
-        "br-int",
-        "--",
-        "set",
-        "bridge",
-        "br-int",
-        "datapath_type=netdev",
-        "--",
-        "add-br",
-        "br-phys",
-        "--",
-        "set",
-        "bridge",
-        "br-phys",
-        "datapath_type=netdev",
-      ]);
-      await ovs.vsctl([
-        "add-port",
-        "br-int",
-        "vxlan0",
-        "--",
-        "set",
-        "interface",
-        "vxlan0",
-        "type=vxlan",
-        "ofport_request=100",
-        "options:remote_ip=flow",
-        "options:key=flow",
-        "--",
-        "add-port",
-        "br-int",
-        "int-phys",
-        "--",
-        "set",
-        "interface",
-        "int-phys",
-        "type=patch",
-        "options:peer=phys-int",
-        "ofport_request=200",
-        "--",
-        "add-port",
-        "br-phys",
-        "phys-int",
-        "--",
-        "set",
-        "interface",
-        "phys-int",
-        "type=patch",
-        "options:peer=int-phys",
-      ]);
-      // A few pod-like internal ports; flows may name ofports that do not exist (yet) too.
-      for (let i = 1; i <= 3; i++) {
+/**
+ * A test on a private OVS of its own with br-int (userspace datapath). Stops it and deletes its
+ * netns (and its pods') also on failure, then checks that none is left.
+ */
+function ovsTest(name: string, body: (ovs: PrivateOvs) => Promise<void>): void {
+  Deno.test({
+    name,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    async fn() {
+      const lack = await missing();
+      if (lack) assert.fail(`this test needs ${lack}`);
+      const ovs = new PrivateOvs();
+      try {
+        await ovs.start();
         await ovs.vsctl([
-          "add-port",
+          "add-br",
           "br-int",
-          `pod${i}`,
           "--",
           "set",
-          "interface",
-          `pod${i}`,
-          "type=internal",
-          `ofport_request=${i}`,
+          "bridge",
+          "br-int",
+          "datapath_type=netdev",
         ]);
+        await body(ovs);
+      } finally {
+        await ovs.stop();
       }
-      const ports = await ovs.vsctl(["--columns=name,ofport", "list", "interface"]);
-      for (const [name, ofport] of [["vxlan0", 100], ["int-phys", 200], ["pod1", 1]] as const) {
-        assert.match(ports, new RegExp(`name\\s+: "?${name}"?\\s+ofport\\s+: ${ofport}`), name);
-      }
+      const left = (await run("ip", ["netns", "list"])).stdout;
+      for (const ns of [ovs.ns, ...ovs.pods]) assert.ok(!left.includes(ns), `${ns} is still there`);
+    },
+  });
+}
 
-      const models: [string, FlowInput][] = [...Object.entries(scenarios), ["big", bigModel()]];
-      for (const [name, input] of models) {
-        const lines = compileFlows(input);
-        await load(ovs, lines, name);
-        const back = await dump(ovs);
-        assert.equal(back.length, lines.length, `${name}: flow count`);
-        assert.deepEqual(back, lines, `${name}: dump-flows differs from the compiled lines`);
-      }
-
-      // Updating in place: from one node state to the next with the commands of diffFlows.
-      const before = bigModel();
-      const after = structuredClone(before);
-      after.localPorts = after.localPorts.filter((p) => p.ofport % 5 !== 0);
-      after.localPorts.push({
-        ofport: 61,
-        network: 1,
-        mac: "02:00:00:00:01:61",
-        ips: ["10.1.0.61"],
-        cookie: 5000,
-      });
-      for (const r of after.remotePorts) if (r.network === 1) r.nodeIp = "192.168.0.99";
-      after.remotePorts = after.remotePorts.slice(10);
-      const a = compileFlows(before);
-      const b = compileFlows(after);
-      await load(ovs, a, "before");
-      const commands = diffFlows(await dump(ovs), b);
-      assert.ok(commands.some((c) => c.startsWith("delete_strict ")));
-      const r = await ovs.ofctl(
-        ["--bundle", "add-flows", "br-int", "-"],
-        commands.join("\n") + "\n",
-      );
-      assert.equal(r.code, 0, `diff refused: ${r.stderr}`);
-      assert.deepEqual(await dump(ovs), b, "after the diff, dump-flows differs from the new set");
-    } finally {
-      await ovs.stop();
+ovsTest(
+  "ovs: ovs-ofctl accepts every compiled line and dumps back the same flows",
+  async (ovs) => {
+    await ovs.vsctl([
+      "add-br",
+      "br-phys",
+      "--",
+      "set",
+      "bridge",
+      "br-phys",
+      "datapath_type=netdev",
+    ]);
+    await ovs.vsctl([
+      "add-port",
+      "br-int",
+      "vxlan0",
+      "--",
+      "set",
+      "interface",
+      "vxlan0",
+      "type=vxlan",
+      "ofport_request=100",
+      "options:remote_ip=flow",
+      "options:key=flow",
+      "--",
+      "add-port",
+      "br-int",
+      "int-phys",
+      "--",
+      "set",
+      "interface",
+      "int-phys",
+      "type=patch",
+      "options:peer=phys-int",
+      "ofport_request=200",
+      "--",
+      "add-port",
+      "br-phys",
+      "phys-int",
+      "--",
+      "set",
+      "interface",
+      "phys-int",
+      "type=patch",
+      "options:peer=int-phys",
+    ]);
+    // A few pod-like internal ports; flows may name ofports that do not exist (yet) too.
+    for (let i = 1; i <= 3; i++) {
+      await ovs.vsctl([
+        "add-port",
+        "br-int",
+        `pod${i}`,
+        "--",
+        "set",
+        "interface",
+        `pod${i}`,
+        "type=internal",
+        `ofport_request=${i}`,
+      ]);
     }
-    const left = await run("ip", ["netns", "list"]);
-    assert.ok(!left.stdout.includes(ovs.ns), `namespace ${ovs.ns} is still there`);
+    const ports = await ovs.vsctl(["--columns=name,ofport", "list", "interface"]);
+    for (const [name, ofport] of [["vxlan0", 100], ["int-phys", 200], ["pod1", 1]] as const) {
+      assert.match(ports, new RegExp(`name\\s+: "?${name}"?\\s+ofport\\s+: ${ofport}`), name);
+    }
+
+    const models: [string, FlowInput][] = [...Object.entries(scenarios), ["big", bigModel()]];
+    for (const [name, input] of models) {
+      const lines = compileFlows(input);
+      await load(ovs, lines, name);
+      const back = await dump(ovs);
+      assert.equal(back.length, lines.length, `${name}: flow count`);
+      assert.deepEqual(back, lines, `${name}: dump-flows differs from the compiled lines`);
+    }
+
+    // Updating in place: from one node state to the next with the commands of diffFlows.
+    const before = bigModel();
+    const after = structuredClone(before);
+    after.localPorts = after.localPorts.filter((p) => p.ofport % 5 !== 0);
+    after.localPorts.push({
+      ofport: 61,
+      network: 1,
+      mac: "02:00:00:00:01:61",
+      ips: ["10.1.0.61"],
+      cookie: 5000,
+    });
+    for (const r of after.remotePorts) if (r.network === 1) r.nodeIp = "192.168.0.99";
+    after.remotePorts = after.remotePorts.slice(10);
+    const a = compileFlows(before);
+    const b = compileFlows(after);
+    await load(ovs, a, "before");
+    const commands = diffFlows(await dump(ovs), b);
+    assert.ok(commands.some((c) => c.startsWith("delete_strict ")));
+    const r = await ovs.ofctl(
+      ["--bundle", "add-flows", "br-int", "-"],
+      commands.join("\n") + "\n",
+    );
+    assert.equal(r.code, 0, `diff refused: ${r.stderr}`);
+    assert.deepEqual(await dump(ovs), b, "after the diff, dump-flows differs from the new set");
   },
-});
+);
+
+/** The pods of the ARP test and a port on another node, all in one vxlan network. */
+const ARP_MODEL: FlowInput = {
+  tunnelPort: 100,
+  networks: [{ id: 1, type: "vxlan", segmentId: 1001 }],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+    { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
+  ],
+  remotePorts: [
+    { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.12" },
+  ],
+};
+
+/** The neighbour entry of `ip` in `pod`: `lladdr <mac> <STATE>`, or "" when there is none. */
+async function neighbour(pod: string, ip: string): Promise<string> {
+  const text = await must("ip", ["-n", pod, "neigh", "show", ip, "dev", "eth0"]);
+  return text.trim().replace(`${ip} `, "");
+}
+
+/** `<arp_tpa or "shared">=<n_packets>` of the responder's flows (ARP's per address, ARP_REPLY). */
+async function arpHits(ovs: PrivateOvs): Promise<string[]> {
+  const r = await ovs.ofctl(["--no-names", "dump-flows", "br-int"]);
+  assert.equal(r.code, 0, r.stderr);
+  const perAddress = new RegExp(`table=${TABLE.ARP},.*priority=100,arp,.*arp_tpa=([\\d.]+)`);
+  const hits: string[] = [];
+  for (const line of r.stdout.split("\n")) {
+    const n = line.match(/n_packets=(\d+)/)?.[1];
+    const ip = line.match(perAddress)?.[1];
+    if (ip) hits.push(`${ip}=${n}`);
+    else if (line.includes(`table=${TABLE.ARP_REPLY},`)) hits.push(`shared=${n}`);
+  }
+  assert.equal(hits.length, 4, r.stdout);
+  return hits;
+}
+
+ovsTest(
+  "ovs: the ARP responder answers pods' requests with the compiled MAC, in place",
+  async (ovs) => {
+    const a = await ovs.addPod("pa", 1, "02:00:0a:00:00:02", "10.0.0.2/24");
+    const b = await ovs.addPod("pb", 2, "02:00:0a:00:00:03", "10.0.0.3/24");
+    await load(ovs, compileFlows(ARP_MODEL), "arp");
+
+    // Every field of the reply, for a request of pod a for the remote address.
+    const trace = await ovs.appctl([
+      "ofproto/trace",
+      "br-int",
+      "in_port=1,arp,dl_src=02:00:0a:00:00:02,dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1," +
+      "arp_spa=10.0.0.2,arp_tpa=10.0.0.4,arp_sha=02:00:0a:00:00:02,arp_tha=00:00:00:00:00:00",
+    ]);
+    const final = trace.match(/^Final flow: (.*)$/m)?.[1] ?? assert.fail(trace);
+    const fields = new Map(final.split(",").map((f) => f.split("=") as [string, string]));
+    assert.deepEqual(
+      ["dl_src", "dl_dst", "arp_op", "arp_spa", "arp_tpa", "arp_sha", "arp_tha", "reg0", "reg1"]
+        .map((f) => `${f}=${fields.get(f)}`),
+      [
+        "dl_src=02:00:0a:00:00:04",
+        "dl_dst=02:00:0a:00:00:02",
+        "arp_op=2",
+        "arp_spa=10.0.0.4",
+        "arp_tpa=10.0.0.2",
+        "arp_sha=02:00:0a:00:00:04",
+        "arp_tha=02:00:0a:00:00:02",
+        "reg0=0x1",
+        "reg1=0x1",
+      ],
+      trace,
+    );
+    assert.match(trace, /^ *IN_PORT$/m, "the reply goes back out of the port it came in on");
+
+    // Real requests: pods a and b resolve each other through the responder, both ways, or the
+    // echo would not come back (that the responder, not the other pod, answered: see below).
+    const ping = await run("ip", ["netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.0.0.3"]);
+    assert.equal(ping.code, 0, `pod a cannot ping pod b: ${ping.stdout}${ping.stderr}`);
+    assert.match(
+      await neighbour(a, "10.0.0.3"),
+      /^lladdr 02:00:0a:00:00:03 (REACHABLE|STALE|DELAY)$/,
+    );
+    assert.match(
+      await neighbour(b, "10.0.0.2"),
+      /^lladdr 02:00:0a:00:00:02 (REACHABLE|STALE|DELAY)$/,
+    );
+    // The remote address: the echo goes into the tunnel and gets no answer, the ARP reply does.
+    await run("ip", ["netns", "exec", a, "ping", "-c", "1", "-W", "1", "10.0.0.4"]);
+    assert.match(
+      await neighbour(a, "10.0.0.4"),
+      /^lladdr 02:00:0a:00:00:04 (REACHABLE|STALE|DELAY|PROBE)$/,
+    );
+    // The three requests went through their address's flow and the shared reply.
+    let hits: string[] = [];
+    for (let waited = 0; waited <= 3000; waited += 100) {
+      hits = await arpHits(ovs);
+      if (!hits.some((h) => h.endsWith("=0"))) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(!hits.some((h) => h.endsWith("=0")), `ARP flows not hit: ${hits.join(", ")}`);
+  },
+);

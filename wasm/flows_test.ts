@@ -217,7 +217,36 @@ function parseLine(line: string): Flow {
   };
 }
 
-/** Checks the isolation and no-loop properties of one model's flows; throws on a violation. */
+/** Registers that hold the ARP reply's scratch: xreg1 (= reg2:reg3) and reg4, in any spelling. */
+const SCRATCH = /xreg1|PKT_REG1|REG4|\breg[234]\b/;
+
+/**
+ * The scratch registers cannot carry anything from one decision to another: nothing matches them,
+ * xreg1 is set only by an ARP flow right before its jump to ARP_REPLY, and only ARP_REPLY reads
+ * them (or sets reg4).
+ */
+function checkScratch(flow: Flow, fail: (why: string) => never): void {
+  if ([...flow.match.keys()].some((k) => SCRATCH.test(k))) fail("matches a scratch register");
+  const jump = `goto_table:${TABLE.ARP_REPLY}`;
+  const set = flow.actions.findIndex((a) => a.endsWith("->xreg1"));
+  if (set >= 0) {
+    const last = flow.actions.slice(set + 1).join() === jump;
+    if (flow.table !== TABLE.ARP || !flow.match.has("arp") || !last) {
+      fail("xreg1 is set but not right before an ARP flow's jump to ARP_REPLY");
+    }
+  } else if (flow.actions.includes(jump)) {
+    fail("jumps to ARP_REPLY without setting xreg1");
+  }
+  const others = flow.actions.filter((a) => !a.endsWith("->xreg1"));
+  if (flow.table !== TABLE.ARP_REPLY && others.some((a) => SCRATCH.test(a))) {
+    fail("scratch register used outside ARP_REPLY");
+  }
+}
+
+/**
+ * Checks the isolation and no-loop properties of one model's flows, and that the ARP scratch
+ * registers do not leak; throws on a violation.
+ */
 function checkIsolation(input: FlowInput, lines: string[], where: string): void {
   const netOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.network]));
   const cookieOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.cookie]));
@@ -225,10 +254,14 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
   const outside = new Set<number>();
   for (const flow of lines.map(parseLine)) {
     const fail = (why: string) => assert.fail(`${where}: ${why}\n  ${flow.line}`);
+    checkScratch(flow, fail);
     const net = flow.match.has("reg0") ? Number(flow.match.get("reg0")) : undefined;
     const cookieNet = Number(flow.cookie >> 32n);
     if (flow.cookie === 0n) {
-      if (flow.priority !== PRIORITY.DEFAULT || flow.match.size > 0) {
+      // Table defaults; the only one with a match is the shared ARP reply (arp, for arp_op).
+      const match = [...flow.match.keys()].join();
+      const sharedReply = flow.table === TABLE.ARP_REPLY && match === "arp";
+      if (flow.priority !== PRIORITY.DEFAULT || (match !== "" && !sharedReply)) {
         fail("cookie 0 is not a default");
       }
       continue;
@@ -298,7 +331,7 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
   }
 }
 
-Deno.test("property: no flow crosses networks, nothing from outside goes back out", () => {
+Deno.test("property: no flow crosses networks, nothing from outside goes back out, no scratch leaks", () => {
   for (const seed of SEEDS) {
     const rand = mulberry32(seed);
     for (let round = 0; round < 40; round++) {

@@ -24,7 +24,12 @@ export const FLOW_TABLES = [
   {
     id: 20,
     name: "ARP",
-    purpose: "answer ARP requests for known IPv4s in place; vet neighbour discovery",
+    purpose: "ARP requests for known IPv4s: answering MAC into xreg1, on to ARP_REPLY; vet ND",
+  },
+  {
+    id: 21,
+    name: "ARP_REPLY",
+    purpose: "one shared flow turns the request into the reply from the MAC in xreg1, in place",
   },
   {
     id: 30,
@@ -34,7 +39,7 @@ export const FLOW_TABLES = [
 ] as const;
 
 /** Table numbers by name. */
-export const TABLE = { CLASSIFY: 0, SPOOF: 10, ARP: 20, FORWARD: 30 } as const;
+export const TABLE = { CLASSIFY: 0, SPOOF: 10, ARP: 20, ARP_REPLY: 21, FORWARD: 30 } as const;
 
 /** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
 export const PRIORITY = {
@@ -467,12 +472,15 @@ interface Local {
   ofport: number;
   cookie: number;
   mac: string;
+  /** The MAC as a 48-bit number: what its ARP replies stash in xreg1. */
+  macBits: number;
   v4: string[];
   v6: string[];
 }
 
 interface Remote {
   mac: string;
+  macBits: number;
   node: string;
   v4: string[];
 }
@@ -580,13 +588,13 @@ function model(input: FlowInput): Net[] {
     }
   };
 
-  const claimMac = (kind: number, i: number, ref: number, net: Net, s: string): string => {
+  const claimMac = (kind: number, i: number, ref: number, net: Net, s: string): number => {
     const mac = parseMac(s);
     if (mac < 0) throw err(ERR.BAD_MAC, kind, i);
     const owner = macs[net.index].get(mac);
     if (owner !== undefined) throw err(ERR.DUP_MAC, kind, i, 0, refKind(owner), refIndex(owner));
     macs[net.index].set(mac, ref);
-    return formatMac(mac);
+    return mac;
   };
 
   for (let i = 0; i < input.localPorts.length; i++) {
@@ -608,10 +616,12 @@ function model(input: FlowInput): Net[] {
       throw err(ERR.DUP_COOKIE, KIND.LOCAL, i, 0, KIND.LOCAL, sameCookie);
     }
     cookies.set(p.cookie, i);
+    const mac = claimMac(KIND.LOCAL, i, i, net, p.mac);
     const local: Local = {
       ofport: p.ofport,
       cookie: p.cookie,
-      mac: claimMac(KIND.LOCAL, i, i, net, p.mac),
+      mac: formatMac(mac),
+      macBits: mac,
       v4: [],
       v6: [],
     };
@@ -628,7 +638,7 @@ function model(input: FlowInput): Net[] {
     const mac = claimMac(KIND.REMOTE, i, ref, net, p.mac);
     const node = parseIpv4(p.nodeIp);
     if (node < 0 || !unicastIpv4(node)) throw err(ERR.BAD_NODE_IP, KIND.REMOTE, i);
-    const remote: Remote = { mac, node: formatIpv4(node), v4: [] };
+    const remote: Remote = { mac: formatMac(mac), macBits: mac, node: formatIpv4(node), v4: [] };
     addresses(KIND.REMOTE, i, ref, net, p.ips, remote.v4, null);
     net.remotes.push(remote);
     if (net.type === 0) nodeSets[net.index].add(node);
@@ -760,19 +770,42 @@ function arpOwner(net: Net, p: Local, ip: string): string {
   return ownPort(net, p, "arp", `arp_tpa=${ip},arp_op=1`);
 }
 
-/** Turns a request for `ip` into the reply from `mac`, back out of the port it came in on. */
-function arpReply(net: Net, port: number, mac: string, ip: string): string {
+/**
+ * A request for `ip`: stashes the answering MAC (`macBits`) in xreg1 for arpReplyShared. Only the
+ * MAC differs from one reply to the next, so the other 8 actions are one flow, not one per address
+ * (a fifth less flow text for replace-flows to read; see ../agent/PIPELINE.md).
+ */
+function arpReply(net: Net, port: number, macBits: number, ip: string): string {
   return flow(
     net.id,
     port,
     TABLE.ARP,
     PRIORITY.SPECIFIC,
     `arp,reg0=${hex(net.id)},arp_tpa=${ip},arp_op=1`,
-    "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]," +
-      `set_field:${mac}->eth_src,set_field:2->arp_op,` +
-      "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]," +
-      `set_field:${mac}->arp_sha,set_field:${ip}->arp_spa,IN_PORT`,
+    `set_field:${hex(macBits)}->xreg1,${goto(TABLE.ARP_REPLY)}`,
   );
+}
+
+/**
+ * The reply to any request arpReply let through, back out of the port it came in on: to the
+ * sender, from the MAC in xreg1 (its low 48 bits), with the sender and target IPs swapped through
+ * reg4. Spelled as dump-flows prints it (`xreg1` is OXM_OF_PKT_REG1, `reg4` NXM_NX_REG4).
+ */
+const ARP_REPLY_ACTIONS = [
+  "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_OF_ETH_SRC[]",
+  "set_field:2->arp_op",
+  "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_NX_ARP_SHA[]",
+  "move:NXM_OF_ARP_TPA[]->NXM_NX_REG4[]",
+  "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]",
+  "move:NXM_NX_REG4[]->NXM_OF_ARP_SPA[]",
+  "IN_PORT",
+].join(",");
+
+/** The shared ARP reply; `arp` is the prerequisite of set_field on arp_op. */
+function arpReplyShared(): string {
+  return flow(0, 0, TABLE.ARP_REPLY, PRIORITY.DEFAULT, "arp", ARP_REPLY_ACTIONS);
 }
 
 /** Neighbour solicitation carrying the port's MAC, or none (`sll` 00:…). */
@@ -882,12 +915,13 @@ function unknownUnicast(net: Net): string {
   return flow(net.id, 0, TABLE.FORWARD, PRIORITY.UNKNOWN, `reg0=${hex(net.id)}`, toPhysnet(net));
 }
 
-/** The fixed flows: the default of each table (cookie 0). */
+/** The fixed flows (cookie 0): the default of each table; ARP_REPLY's is the shared reply. */
 function defaults(): string[] {
   return [
     flow(0, 0, TABLE.CLASSIFY, PRIORITY.DEFAULT, "", "drop"),
     flow(0, 0, TABLE.SPOOF, PRIORITY.DEFAULT, "", "drop"),
     flow(0, 0, TABLE.ARP, PRIORITY.DEFAULT, "", goto(TABLE.FORWARD)),
+    arpReplyShared(),
     flow(0, 0, TABLE.FORWARD, PRIORITY.DEFAULT, "", "drop"),
   ];
 }
@@ -904,7 +938,7 @@ function localFlows(lines: string[], net: Net, p: Local): void {
   for (const ip of p.v4) lines.push(spoofIpv4(net, p, ip));
   const v6 = p.v6.length > 0 ? [...p.v6, LINK_LOCAL] : [];
   for (const ip of v6) lines.push(spoofIpv6(net, p, ip));
-  for (const ip of p.v4) lines.push(arpReply(net, p.cookie, p.mac, ip));
+  for (const ip of p.v4) lines.push(arpReply(net, p.cookie, p.macBits, ip));
   for (const ip of p.v4) lines.push(arpOwner(net, p, ip));
   if (v6.length > 0) lines.push(ndSolicit(net, p, NO_LL), ndSolicit(net, p, p.mac));
   for (const ip of v6) lines.push(ndAdvert(net, p, ip, NO_LL), ndAdvert(net, p, ip, p.mac));
@@ -914,7 +948,7 @@ function localFlows(lines: string[], net: Net, p: Local): void {
 /** Every flow of one network, its remote ports and its local ports. */
 function networkFlows(lines: string[], net: Net, tunnel: number): void {
   lines.push(net.type === 0 ? classifyTunnel(net, tunnel) : classifyPhysnet(net));
-  for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.mac, ip));
+  for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.macBits, ip));
   lines.push(ndGuard(net, 135), ndGuard(net, 136));
   if (net.type !== 0) lines.push(unknownUnicast(net));
   lines.push(flood(net, tunnel));

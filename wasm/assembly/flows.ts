@@ -15,6 +15,7 @@
 const T_CLASSIFY: u32 = 0;
 const T_SPOOF: u32 = 10;
 const T_ARP: u32 = 20;
+const T_ARP_REPLY: u32 = 21;
 const T_FORWARD: u32 = 30;
 
 const P_EXCEPTION: u32 = 110;
@@ -110,7 +111,7 @@ const N_REMOTE_COUNT = 28;
 const N_NODE_FIRST = 32; // into B_NODES
 const N_NODE_COUNT = 36;
 
-// Local port, 64 bytes; the MAC also as its 17 characters.
+// Local port, 64 bytes; the MAC as its 17 characters and as a number (what ARP replies stash).
 const LOCAL_SIZE: usize = 64;
 const L_OFPORT = 0;
 const L_NET = 4;
@@ -120,8 +121,9 @@ const L_V4_COUNT = 16;
 const L_V6_FIRST = 20;
 const L_V6_COUNT = 24;
 const L_MAC_TEXT = 32;
+const L_MAC = 56;
 
-// Remote port, 64 bytes; the node IP as text slot, the MAC as its 17 characters.
+// Remote port, 64 bytes; the node IP as text slot, the MAC as its 17 characters and a number.
 const REMOTE_SIZE: usize = 64;
 const R_NET = 0;
 const R_V4_FIRST = 4;
@@ -129,6 +131,7 @@ const R_V4_COUNT = 8;
 const R_NODE = 12;
 const R_NODE_TEXT = 16; // 16-byte text slot (see putSlot)
 const R_MAC_TEXT = 32;
+const R_MAC = 56;
 
 // Address texts: slots of a length byte and the characters (IPv4 16 bytes, IPv6 48 bytes).
 const V4_SLOT: usize = 16;
@@ -415,12 +418,13 @@ function hexChar(v: u32): u32 {
 }
 
 /** `0x` and the hex digits without leading zeros. */
-function putHex(v: u32): void {
+function putHex(v: u64): void {
   putc(48);
   putc(120);
-  let shift: i32 = 28;
-  while (shift > 0 && (v >>> <u32> shift) == 0) shift -= 4;
-  for (; shift >= 0; shift -= 4) putc(hexChar(v >>> <u32> shift));
+  // From the highest non-zero digit (digit 0 for 0).
+  for (let shift = (63 - <i32> clz(v | 1)) & ~3; shift >= 0; shift -= 4) {
+    putc(hexChar(<u32> (v >>> <u64> shift)));
+  }
 }
 
 /** Copies a text slot (length byte, then characters) of `size` bytes, 8 bytes at a time. */
@@ -703,20 +707,28 @@ function arpOwner(n: usize, p: usize, ip: usize): void {
   end();
 }
 
-function arpReply(n: usize, port: u32, mac: usize, ip: usize): void {
+/** A request for `ip`: the answering MAC into xreg1, then the shared reply (arpReplyShared). */
+function arpReply(n: usize, port: u32, mac: u64, ip: usize): void {
   begin(load<u32>(n, N_ID), port, T_ARP, P_SPECIFIC, LINE_BOUND);
   puts(",arp,reg0=");
   putNet(n);
   puts(",arp_tpa=");
   putSlot(ip, V4_SLOT);
-  puts(",arp_op=1,actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:");
-  putMac(mac);
-  puts("->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]");
-  puts(",move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:");
-  putMac(mac);
-  puts("->arp_sha,set_field:");
-  putSlot(ip, V4_SLOT);
-  puts("->arp_spa,IN_PORT");
+  puts(",arp_op=1,actions=set_field:");
+  putHex(mac);
+  puts("->xreg1,goto_table:");
+  putDec(T_ARP_REPLY);
+  end();
+}
+
+/** The reply from the MAC in xreg1, IPs swapped through reg4 (ARP_REPLY_ACTIONS of the twin). */
+function arpReplyShared(): void {
+  begin(0, 0, T_ARP_REPLY, P_DEFAULT, LINE_BOUND);
+  puts(",arp,actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]");
+  puts(",move:OXM_OF_PKT_REG1[0..47]->NXM_OF_ETH_SRC[],set_field:2->arp_op");
+  puts(",move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:OXM_OF_PKT_REG1[0..47]->NXM_NX_ARP_SHA[]");
+  puts(",move:NXM_OF_ARP_TPA[]->NXM_NX_REG4[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]");
+  puts(",move:NXM_NX_REG4[]->NXM_OF_ARP_SPA[],IN_PORT");
   end();
 }
 
@@ -886,6 +898,7 @@ function defaults(): void {
   puts(",actions=goto_table:");
   putDec(T_FORWARD);
   end();
+  arpReplyShared();
   begin(0, 0, T_FORWARD, P_DEFAULT, LINE_BOUND);
   puts(",actions=drop");
   end();
@@ -907,7 +920,7 @@ function localFlows(n: usize, p: usize): void {
   for (let i = v4; i < v4End; i++) spoofIpv4(n, p, v4Slot(i));
   // One past the IPv6 addresses stands for link-local (fe80::/10).
   if (v6End > v6) { for (let i = v6; i <= v6End; i++) spoofIpv6(n, p, i < v6End ? v6Slot(i) : 0); }
-  for (let i = v4; i < v4End; i++) arpReply(n, cookie, p + L_MAC_TEXT, v4Slot(i));
+  for (let i = v4; i < v4End; i++) arpReply(n, cookie, load<u64>(p, L_MAC), v4Slot(i));
   for (let i = v4; i < v4End; i++) arpOwner(n, p, v4Slot(i));
   if (v6End > v6) {
     ndSolicit(n, p, false);
@@ -931,7 +944,8 @@ function networkFlows(n: usize): void {
     const r = remoteAt(i);
     const v4 = load<u32>(r, R_V4_FIRST);
     const v4End = v4 + load<u32>(r, R_V4_COUNT);
-    for (let k = v4; k < v4End; k++) arpReply(n, 0, r + R_MAC_TEXT, v4Slot(k));
+    const mac = load<u64>(r, R_MAC);
+    for (let k = v4; k < v4End; k++) arpReply(n, 0, mac, v4Slot(k));
   }
   ndGuard(n, 135);
   ndGuard(n, 136);
@@ -1111,8 +1125,11 @@ function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6:
   return 0;
 }
 
-/** MAC of port `ref` from the blob, claimed in network `ni`, written as text at `text`. */
-function claimMac(kind: u32, index: u32, ref: u32, ni: u32, text: usize): i32 {
+/**
+ * MAC of port `ref` from the blob, claimed in network `ni`, stored as text at `text` and as a
+ * number at `bits`.
+ */
+function claimMac(kind: u32, index: u32, ref: u32, ni: u32, text: usize, bits: usize): i32 {
   const len = word();
   const mac = parseMac(blob, len);
   blob += len;
@@ -1120,6 +1137,7 @@ function claimMac(kind: u32, index: u32, ref: u32, ni: u32, text: usize): i32 {
   const other = claim(key0(H_MAC, ni), <u64> mac, 0, ref);
   if (other != NONE) return fail(E_DUP_MAC, kind, index, 0, refKind(other), refIndex(other));
   macText(text, <u64> mac);
+  store<u64>(bits, <u64> mac);
   return 0;
 }
 
@@ -1175,7 +1193,7 @@ function parseLocals(count: u32): i32 {
     store<u32>(p, ofport, L_OFPORT);
     store<u32>(p, ni, L_NET);
     store<u32>(p, cookie, L_COOKIE);
-    let rc = claimMac(K_LOCAL, i, i, ni, p + L_MAC_TEXT);
+    let rc = claimMac(K_LOCAL, i, i, ni, p + L_MAC_TEXT, p + L_MAC);
     if (rc != 0) return rc;
     const v4 = v4Count;
     const v6 = v6Count;
@@ -1206,7 +1224,7 @@ function parseRemotes(count: u32): i32 {
     const ni = findNet(netId);
     if (ni == NONE) return fail(E_UNKNOWN_NETWORK, K_REMOTE, i, 0, 0, 0);
     const ref = REMOTE_REF + i;
-    let rc = claimMac(K_REMOTE, i, ref, ni, r + R_MAC_TEXT);
+    let rc = claimMac(K_REMOTE, i, ref, ni, r + R_MAC_TEXT, r + R_MAC);
     if (rc != 0) return rc;
     const nodeLen = word();
     const node = parseIpv4(blob, nodeLen);
