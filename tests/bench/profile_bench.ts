@@ -79,8 +79,8 @@ function phaseOf(e: TraceEvent): string | null {
     if (w.startsWith("DELETE ") && w.includes("/ports/")) return "manager: DELETE port";
     return `manager: ${w}`;
   }
-  if (/\bip -json -batch -/.test(w)) {
-    return "ip -batch in the pod netns (nsenter + ip): veth, address, routes";
+  if (/\bip (-n \S+ )?-json -batch -/.test(w)) {
+    return "ip -batch in the pod netns (ip -n): veth, address, routes";
   }
   if (w.includes("ovs-vsctl") && w.includes("add-port")) {
     return "ovs-vsctl add-port (one transaction, waits for ovs-vswitchd)";
