@@ -47,7 +47,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   let notReady: string | null = "not registered with the manager yet";
   const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
   // The ofports of this node's ports (recorded, or on the bridge already) stay theirs.
-  const attachments = await state.listAttachments();
+  const attachments = [...state.attachmentsView()];
   plugger.reserve(attachments.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));
   await plugger.reserveInstalled();
   const deps: AttacherDeps = {

@@ -66,9 +66,11 @@ export class AgentState {
     }
     // A number is stored with the first record that uses it, but two writes may land out of
     // order: the cookies in use bound the counter from below.
-    const stored = (await kv.get<number>(PORT_COUNTER)).value ?? 0;
-    const used = [...attachments.values()].flatMap((a) => a.interfaces.map((i) => i.cookie));
-    return new AgentState(kv, attachments, Math.max(stored, ...used));
+    let counter = (await kv.get<number>(PORT_COUNTER)).value ?? 0;
+    for (const a of attachments.values()) {
+      for (const i of a.interfaces) counter = Math.max(counter, i.cookie);
+    }
+    return new AgentState(kv, attachments, counter);
   }
 
   /** A copy: callers change it and write it back with putAttachment. */
