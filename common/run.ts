@@ -82,21 +82,95 @@ export async function run(argv: string[], options: RunOptions = {}): Promise<Run
   } finally {
     clearTimeout(timer);
   }
-  const result: RunResult = {
+  if (timeout?.signal.aborted) {
+    const result = settle(full, output, started);
+    throw new CommandError(result, `timed out after ${options.timeoutMs} ms`);
+  }
+  return check(settle(full, output, started), argv[0], options);
+}
+
+/**
+ * A command started now and given its stdin later, so that its start-up (exec, dynamic linking,
+ * entering a netns) overlaps what the caller waits for first. Like {@link run} otherwise.
+ */
+export interface StartedCommand {
+  /** The command as executed, including any netns prefix. */
+  readonly argv: string[];
+  /** Writes `stdin`, closes it and waits for the exit; fails as {@link run} does. */
+  finish(stdin: string): Promise<RunResult>;
+  /** Kills the command (its input is not needed after all) and waits for it. Idempotent. */
+  abandon(): Promise<void>;
+}
+
+/** Spawns `argv` with its stdin held open; see {@link StartedCommand}. */
+export function start(
+  argv: string[],
+  options: Omit<RunOptions, "stdin" | "timeoutMs"> = {},
+): StartedCommand {
+  if (argv.length === 0) throw new Error("start: empty command");
+  const full = [...netnsPrefix(options.netns), ...argv];
+  let child: Deno.ChildProcess;
+  try {
+    child = spawn(full, options.env, true);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) throw notFound(full, full[0], performance.now());
+    throw err;
+  }
+  const output = child.output();
+  output.catch(() => {}); // awaited in finish() or abandon(); never an unhandled rejection
+  let used = false;
+  return {
     argv: full,
+    async finish(stdin: string): Promise<RunResult> {
+      if (used) throw new Error(`${quote(full)} was already finished or abandoned`);
+      used = true;
+      // Its ms is the wait from here: the time spent waiting for input is nobody's cost.
+      const fed = performance.now();
+      const [out] = await Promise.all([output, feed(child.stdin, stdin)]);
+      return check(settle(full, out, fed), argv[0], options);
+    },
+    async abandon(): Promise<void> {
+      if (used) return;
+      used = true;
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already exited */ }
+      await output.catch(() => {});
+    },
+  };
+}
+
+function settle(argv: string[], output: Deno.CommandOutput, started: number): RunResult {
+  const result: RunResult = {
+    argv,
     code: output.code,
     stdout: decoder.decode(output.stdout),
     stderr: decoder.decode(output.stderr).trim(),
     ms: performance.now() - started,
   };
   tell(result);
-  if (timeout?.signal.aborted) {
-    throw new CommandError(result, `timed out after ${options.timeoutMs} ms`);
-  }
-  const missing = options.netns === undefined ? undefined : missingInNetns(result, argv[0]);
+  return result;
+}
+
+function check(result: RunResult, binary: string, options: RunOptions): RunResult {
+  const missing = options.netns === undefined ? undefined : missingInNetns(result, binary);
   if (missing) throw missing;
   if (result.code !== 0 && options.check !== false) throw new CommandError(result);
   return result;
+}
+
+function spawn(
+  argv: string[],
+  env: Record<string, string> | undefined,
+  stdin: boolean,
+): Deno.ChildProcess {
+  return new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    env,
+    stdin: stdin ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
 }
 
 async function execute(
@@ -104,13 +178,7 @@ async function execute(
   options: RunOptions,
   signal?: AbortSignal,
 ): Promise<Deno.CommandOutput> {
-  const child = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    env: options.env,
-    stdin: options.stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawn(argv, options.env, options.stdin !== undefined);
   // Deno's own `signal` option sends SIGTERM, which a stuck command may ignore.
   const kill = () => {
     try {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CommandError, onRun, run, type RunResult } from "./run.ts";
+import { CommandError, onRun, run, type RunResult, start } from "./run.ts";
 
 Deno.test("run captures stdout, trimmed stderr, exit code and duration", async () => {
   const result = await run(["sh", "-c", "echo out; echo '  err  ' >&2"]);
@@ -114,6 +114,50 @@ Deno.test("onRun hooks see every command, also failures, until removed", async (
     ["false", 1],
     ["kt-no-such-binary", 127],
   ]);
+});
+
+Deno.test("start runs the command at once and feeds it later; its ms is the wait", async () => {
+  const marker = await Deno.makeTempFile();
+  try {
+    // The command's first step runs before any input is given.
+    const cmd = start(["sh", "-c", `echo started > ${marker}; cat`]);
+    for (let i = 0; i < 200 && (await Deno.readTextFile(marker)) === ""; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(await Deno.readTextFile(marker), "started\n");
+    await new Promise((r) => setTimeout(r, 300));
+    const result = await cmd.finish("fed later\n");
+    assert.equal(result.stdout, "fed later\n");
+    assert.ok(result.ms < 300, `ms counts from finish(), not from the start: ${result.ms}`);
+    await assert.rejects(cmd.finish("again"), /already finished or abandoned/);
+    await cmd.abandon(); // after finish: nothing to do
+  } finally {
+    await Deno.remove(marker);
+  }
+});
+
+Deno.test("a started command fails like run: CommandError with stderr, or check: false", async () => {
+  const script = "cat >/dev/null; echo 'Command failed -:2' >&2; exit 1";
+  const err = await failure(start(["sh", "-c", script]).finish("a\nb\n"));
+  assert.ok(err instanceof CommandError);
+  assert.equal(err.result.stderr, "Command failed -:2");
+  const result = await start(["sh", "-c", script], { check: false }).finish("");
+  assert.equal(result.code, 1);
+  assert.throws(() => start(["kt-no-such-binary"]), /"kt-no-such-binary" not found\)/);
+});
+
+Deno.test("abandon kills a started command that waits for input, once", async () => {
+  const seen: RunResult[] = [];
+  const stop = onRun((r) => seen.push(r));
+  try {
+    const cmd = start(["cat"]);
+    await cmd.abandon();
+    await cmd.abandon();
+    await assert.rejects(cmd.finish("late"), /already finished or abandoned/);
+  } finally {
+    stop();
+  }
+  assert.deepEqual(seen, [], "an abandoned command ran nothing anyone waited for");
 });
 
 async function failure(promise: Promise<unknown>): Promise<Error> {
