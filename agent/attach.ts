@@ -4,7 +4,12 @@
  * is already undone; CHECK compares the pod with what ADD recorded.
  */
 import type { Logger, Port } from "@knitter/common";
-import { type ManagerClient, ManagerUnavailableError, Mutex } from "@knitter/common";
+import {
+  type ManagerClient,
+  ManagerUnavailableError,
+  Mutex,
+  type StartedCommand,
+} from "@knitter/common";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
 import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
 import type { Dataplane } from "./dataplane.ts";
@@ -14,6 +19,7 @@ import {
   deletePodInterface,
   hostIfName,
   podInterfaceState,
+  startPodBatch,
 } from "./netlink.ts";
 import type { PortPlugger } from "./port_plugger.ts";
 import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
@@ -65,6 +71,17 @@ export class Attacher {
   private async doAdd(req: CniRequest): Promise<CniResult> {
     const netns = req.netns ?? "";
     await requireNetns(netns);
+    // The first interface's `ip` starts now and waits for its lines, while the journal and the
+    // manager are waited for.
+    const batch = await startPodBatch(netns);
+    try {
+      return await this.addWith(req, netns, batch);
+    } finally {
+      await batch.abandon();
+    }
+  }
+
+  private async addWith(req: CniRequest, netns: string, batch: StartedCommand): Promise<CniResult> {
     const want = podRequest(req, this.d.defaults);
     const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
     if (existing?.status === "ready") return existing.result as CniResult;
@@ -122,7 +139,7 @@ export class Attacher {
       // updates at once, and a crash before it lands leaves an "adding" record DEL undoes by name.
       await allDone([
         this.d.state.putAttachment(a),
-        this.makeInterfaces(a),
+        this.makeInterfaces(a, batch),
         this.d.dataplane.sync(),
       ]);
       a.result = cniResult(
@@ -237,8 +254,8 @@ export class Attacher {
   }
 
   /** Creates the pod's interfaces in its netns, then plugs their host ends into the bridge. */
-  private async makeInterfaces(a: Attachment): Promise<void> {
-    for (const i of a.interfaces) {
+  private async makeInterfaces(a: Attachment, batch: StartedCommand): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
       await createPodInterface({
         netns: a.netns,
         ifName: i.ifName,
@@ -247,7 +264,7 @@ export class Attacher {
         mtu: i.port!.mtu,
         addresses: [i.port!.address],
         routes: podRoutes({ ...i, port: i.port! }),
-      });
+      }, k === 0 ? batch : undefined);
     }
     await this.d.plugger.add(a.interfaces.map((i) => ({
       name: i.hostIfName,

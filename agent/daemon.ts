@@ -31,7 +31,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     socket: config.manager.socket,
   });
   const pods = config.kubernetes ? await KubePods.open(config.kubernetes) : undefined;
-  const ovs = new Ovs({ dbSock: config.ovs.dbSock, rundir: config.ovs.rundir });
+  const ovs = new Ovs({ dbSock: config.ovs.dbSock, rundir: config.ovs.rundir }, {
+    prestartBundles: true,
+  });
   const remote = new RemoteView(
     manager,
     config.nodeName,
@@ -112,6 +114,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await remote.stop();
       await server.shutdown();
       plugger.close();
+      await ovs.close();
       manager.close();
       pods?.close();
       extraStore.close();

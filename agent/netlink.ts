@@ -5,7 +5,7 @@
  * then addresses, link up and routes.
  */
 import { createHash } from "node:crypto";
-import { CommandError, run } from "@knitter/common";
+import { CommandError, run, start, type StartedCommand } from "@knitter/common";
 
 export interface PodInterfaceSpec {
   /** The pod's netns path, as the CNI runtime gives it (/var/run/netns/X, /proc/PID/ns/net). */
@@ -33,11 +33,23 @@ export interface PodInterfaceState {
 }
 
 /**
+ * The `ip -batch` that {@link createPodInterface} feeds, started early: it enters the pod's netns
+ * and waits for its lines while the caller waits for the pod's addresses. Pass it to
+ * createPodInterface, or abandon it.
+ */
+export async function startPodBatch(netns: string): Promise<StartedCommand> {
+  const ip = await ipIn(netns, ["-json", "-batch", "-"]);
+  return start(ip.argv, { netns: ip.netns, check: false });
+}
+
+/**
  * Creates and configures the pod's interface and the host end (up, same MTU). On any failure,
- * what was created is deleted again and the error names the step that failed.
+ * what was created is deleted again and the error names the step that failed. `batch` is one from
+ * {@link startPodBatch} for the same netns, else a new one is started.
  */
 export async function createPodInterface(
   spec: PodInterfaceSpec,
+  batch?: StartedCommand,
 ): Promise<{ hostIfIndex: number; podIfIndex: number }> {
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
@@ -45,12 +57,8 @@ export async function createPodInterface(
   await requireNetns(spec.netns, `Cannot create ${where}`);
   if (spec.hostNetns) await requireNetns(spec.hostNetns, `Cannot create ${where}`);
   const steps = buildSteps(spec, hostNetns);
-  const ip = await ipIn(spec.netns, ["-json", "-batch", "-"]);
-  const result = await run(ip.argv, {
-    netns: ip.netns,
-    stdin: steps.map((s) => s.command).join("\n") + "\n",
-    check: false,
-  });
+  const result = await (batch ?? await startPodBatch(spec.netns))
+    .finish(steps.map((s) => s.command).join("\n") + "\n");
   if (result.code === 0) return parseIndexes(result.stdout, where);
 
   const failed = failedStep(result.stderr);

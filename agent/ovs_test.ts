@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { run } from "@knitter/common";
+import { run, start } from "@knitter/common";
 import { Cleanup } from "../tests/support/cleanup.ts";
 import { type SimNode, startSimNode } from "../tests/support/sim_node.ts";
 import { Ovs } from "./ovs.ts";
@@ -159,4 +159,70 @@ Deno.test("Ovs against a private Open vSwitch", async (t) => {
       "table=2, priority=1 actions=drop",
     ]);
   });
+
+  await t.step(
+    "prestartBundles: bundles go through a waiting ovs-ofctl, close() ends it",
+    async () => {
+      const warm = new Ovs(node.ovs, { prestartBundles: true });
+      try {
+        assert.deepEqual(ofctlChildren(), [], "nothing waits before the first bundle");
+        await warm.bundle("br-int", [flowC], []);
+        const waiting = ofctlChildren();
+        assert.equal(waiting.length, 1, "one ovs-ofctl waits for the next bundle");
+        // The next bundle is fed to that very process, and another one starts for the one after.
+        await warm.bundle("br-int", ["table=3,priority=1,actions=drop"], [flowC]);
+        assert.ok(!ofctlChildren().includes(waiting[0]));
+        assert.equal(ofctlChildren().length, 1);
+        assert.deepEqual(await ovs.dumpFlows("br-int"), [
+          "priority=10,tun_id=0x1e61,in_port=100 actions=output:200",
+          "table=2, priority=1 actions=drop",
+          "table=3, priority=1 actions=drop",
+        ]);
+        // A failing bundle through a waiting process fails as before, and the next one works.
+        await assert.rejects(
+          warm.bundle("br-int", ["table=0,priority=20,actions=bogus"], []),
+          /nothing was applied\) at line 1 .*unknown action bogus/,
+        );
+        await warm.bundle("br-int", [], ["table=3,priority=1,actions=drop"]);
+        assert.equal((await ovs.dumpFlows("br-int")).length, 2);
+      } finally {
+        await warm.close();
+      }
+      assert.deepEqual(ofctlChildren(), [], "close() leaves no ovs-ofctl behind");
+    },
+  );
+
+  await t.step(
+    "a waiting ovs-ofctl whose input just ends (its agent died) changes nothing",
+    async () => {
+      const before = await ovs.dumpFlows("br-int");
+      const orphan = start(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "bundle", "br-int", "-"],
+        {
+          env: { OVS_RUNDIR: node.ovs.rundir! },
+        },
+      );
+      const r = await orphan.finish("");
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(await ovs.dumpFlows("br-int"), before);
+    },
+  );
 });
+
+/** Pids of this process's ovs-ofctl children. */
+function ofctlChildren(): number[] {
+  const pids: number[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    let stat: string;
+    try {
+      stat = Deno.readTextFileSync(`/proc/${e.name}/stat`);
+    } catch {
+      continue; // exited meanwhile
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (comm === "ovs-ofctl" && ppid === Deno.pid) pids.push(Number(e.name));
+  }
+  return pids;
+}
