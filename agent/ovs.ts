@@ -271,11 +271,11 @@ export class Ovs {
   }
 }
 
-/** `--may-exist add-port` plus the settings: re-running it updates an existing port. */
 function ofctlArgv(args: string[]): string[] {
   return ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", ...args];
 }
 
+/** `--may-exist add-port` plus the settings: re-running it updates an existing port. */
 function addPortArgs(bridge: string, port: OvsPortSpec): string[] {
   const iface = [
     ...(port.type ? [`type=${port.type}`] : []),
