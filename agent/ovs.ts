@@ -94,7 +94,11 @@ export class Ovs {
     this.spares.delete(bridge);
     const cmd = spare ?? start(ofctlArgv(args), this.ofctlOptions());
     try {
-      await cmd.finish(text);
+      await cmd.finish(text).catch((err) => {
+        // A waiting process someone killed never saw the input: a fresh one does the same work.
+        if (!spare || !(err instanceof CommandError) || err.result.code <= 128) throw err;
+        return start(ofctlArgv(args), this.ofctlOptions()).finish(text);
+      });
     } finally {
       // The next one starts once this one is done, so it does not compete with it for the CPU.
       if (this.prestart && !this.closed && !this.spares.has(bridge)) {

@@ -185,6 +185,12 @@ Deno.test("Ovs against a private Open vSwitch", async (t) => {
         );
         await warm.bundle("br-int", [], ["table=3,priority=1,actions=drop"]);
         assert.equal((await ovs.dumpFlows("br-int")).length, 2);
+        // A waiting process killed from outside (an operator, the OOM killer) costs no bundle.
+        const [victim] = ofctlChildren();
+        Deno.kill(victim, "SIGKILL");
+        await warm.bundle("br-int", ["table=4,priority=1,actions=drop"], []);
+        assert.ok((await ovs.dumpFlows("br-int")).includes("table=4, priority=1 actions=drop"));
+        await warm.bundle("br-int", [], ["table=4,priority=1,actions=drop"]);
       } finally {
         await warm.close();
       }
