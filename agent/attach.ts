@@ -264,6 +264,7 @@ export class Attacher {
         mtu: i.port!.mtu,
         addresses: [i.port!.address],
         routes: podRoutes({ ...i, port: i.port! }),
+        softwareChecksums: this.d.dataplane.softwareChecksums,
       }, k === 0 ? batch : undefined);
     }
     await this.d.plugger.add(a.interfaces.map((i) => ({

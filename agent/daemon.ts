@@ -1,4 +1,5 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
+import type { Logger } from "@knitter/common";
 import { createLogger, ManagerClient, ManagerUnavailableError, serveUnix } from "@knitter/common";
 import { Attacher, type AttacherDeps } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
@@ -11,6 +12,7 @@ import { ExtraInterfaceStore } from "./extra_interface_store.ts";
 import { Ovs } from "./ovs.ts";
 import { PortPlugger } from "./port_plugger.ts";
 import { RemoteView } from "./remote.ts";
+import { disableTxChecksumOffload } from "./netlink.ts";
 import { agentApp } from "./server.ts";
 import { AgentState } from "./state.ts";
 
@@ -83,6 +85,18 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     { privateDir: true },
   );
   log.info("serving the plugin", { socket: config.socket });
+  // Interfaces made before this start (an older agent, a changed datapath) get the same settings.
+  const reapplied = dataplane.softwareChecksums
+    ? reapplySoftwareChecksums(
+      [
+        ...attachments.flatMap((a) =>
+          a.interfaces.map((i) => ({ netns: a.netns, ifName: i.ifName }))
+        ),
+        ...(await extraStore.list()).filter((x) => x.kind === "bridge"),
+      ],
+      log,
+    )
+    : Promise.resolve();
 
   // Existing pods keep their flows: the first sync applies only the difference to what is there.
   const stopping = new AbortController();
@@ -111,6 +125,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     async stop() {
       stopping.abort();
       await joined;
+      await reapplied;
       await remote.stop();
       await server.shutdown();
       plugger.close();
@@ -121,4 +136,33 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       state.close();
     },
   };
+}
+
+/**
+ * Turns tx checksum offload off on interfaces that exist already, a few at a time; an interface
+ * or netns that is gone is left to DEL and GC, anything else is logged.
+ */
+async function reapplySoftwareChecksums(
+  interfaces: { netns: string; ifName: string }[],
+  log: Logger,
+): Promise<void> {
+  const queue = [...interfaces];
+  const worker = async () => {
+    for (let i = queue.shift(); i; i = queue.shift()) {
+      try {
+        await Deno.stat(i.netns);
+        await disableTxChecksumOffload(i.netns, i.ifName);
+      } catch (err) {
+        if (err instanceof Deno.errors.NotFound || /No such device|Cannot get/.test(String(err))) {
+          continue;
+        }
+        log.warn("cannot turn off tx checksum offload", {
+          netns: i.netns,
+          interface: i.ifName,
+          error: String((err as Error).message ?? err),
+        });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
 }

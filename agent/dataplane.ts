@@ -42,6 +42,11 @@ export class Dataplane {
     return this.config.bridge;
   }
 
+  /** Whether pods on these bridges must compute their own checksums (the userspace datapath). */
+  get softwareChecksums(): boolean {
+    return this.config.datapathType === "netdev";
+  }
+
   /** Creates what is missing of br-int, the tunnel port and the physnet bridges; touches no flow. */
   async prepare(): Promise<void> {
     const { bridge, datapathType, tunnel } = this.config;

@@ -209,6 +209,7 @@ export class ExtraInterfaces {
       mtu: x.mtu,
       addresses: [port.address],
       routes: x.routes,
+      softwareChecksums: this.d.dataplane.softwareChecksums,
     });
     i.ofport = this.d.plugger.takeOfport();
     await this.d.state.putAttachment(a);
@@ -231,6 +232,7 @@ export class ExtraInterfaces {
       mtu: x.mtu,
       addresses: x.address ? [x.address] : [],
       routes: x.routes,
+      softwareChecksums: this.d.dataplane.softwareChecksums,
     });
     await this.d.ovs.addPorts(x.bridge, [{
       name: x.hostIfName,

@@ -22,6 +22,12 @@ export interface PodInterfaceSpec {
   routes: { dst: string; via?: string }[];
   /** The netns path that gets the host end; default: the agent's own netns. */
   hostNetns?: string;
+  /**
+   * The pod computes its own TCP/UDP checksums (tx checksum offload off on its end). Needed on the
+   * userspace datapath: it reads the host end with a packet socket and never completes a checksum
+   * the pod's kernel left to the "hardware", so TCP and UDP would arrive corrupt (ICMP would not).
+   */
+  softwareChecksums?: boolean;
 }
 
 export interface PodInterfaceState {
@@ -59,7 +65,17 @@ export async function createPodInterface(
   const steps = buildSteps(spec, hostNetns);
   const result = await (batch ?? await startPodBatch(spec.netns))
     .finish(steps.map((s) => s.command).join("\n") + "\n");
-  if (result.code === 0) return parseIndexes(result.stdout, where);
+  if (result.code === 0) {
+    const indexes = parseIndexes(result.stdout, where);
+    if (!spec.softwareChecksums) return indexes;
+    try {
+      await disableTxChecksumOffload(spec.netns, spec.ifName);
+      return indexes;
+    } catch (err) {
+      await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+      throw new Error(`Cannot create ${where}: ${(err as Error).message}`, { cause: err });
+    }
+  }
 
   const failed = failedStep(result.stderr);
   const step = failed === undefined ? undefined : steps[failed - 1];
@@ -94,6 +110,19 @@ export async function deletePodInterface(
   if (result.code === 0) return true;
   if (isNoDevice(result.stderr) || !(await exists(netns))) return false;
   throw new Error(`Cannot delete ${ifName} in ${netns}: ${result.stderr}`);
+}
+
+/**
+ * Turns tx checksum offload off on an interface in a netns (see
+ * {@link PodInterfaceSpec.softwareChecksums}). Idempotent; TSO goes with it, GSO stays.
+ */
+export async function disableTxChecksumOffload(netns: string, ifName: string): Promise<void> {
+  const result = await run(["ethtool", "-K", ifName, "tx", "off"], { netns, check: false });
+  if (result.code !== 0) {
+    throw new Error(`step "turn off tx checksum offload on ${ifName}" failed: ${result.stderr}`, {
+      cause: new CommandError(result),
+    });
+  }
 }
 
 /** What the pod's interface looks like now, for CNI CHECK; null when it (or the netns) is gone. */

@@ -62,6 +62,7 @@ const PACKAGES: Record<string, string> = {
   "ovsdb-tool": "openvswitch-switch",
   "ovs-vswitchd": "openvswitch-switch",
   nsenter: "util-linux",
+  ethtool: "ethtool",
   ping: "iputils-ping",
 };
 
