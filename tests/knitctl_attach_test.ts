@@ -19,6 +19,7 @@ import {
   makePod,
 } from "./support/pods.ts";
 import { type Stack, startStack } from "./support/stack.ts";
+import { tcpExchange, udpExchange } from "./support/traffic.ts";
 
 function managerEnv(stack: Stack): Record<string, string> {
   return { KNITCTL_SERVER: stack.managerUrl, KNITCTL_TOKEN: stack.adminToken };
@@ -31,6 +32,14 @@ async function pings(netns: string, ip: string): Promise<boolean> {
     { check: false },
   );
   return r.code === 0;
+}
+
+/** TCP (a megabyte) and UDP from `from` to a server in `to`, echoed back intact. */
+async function talks(cleanup: Cleanup, from: string, to: string, ip: string, what: string) {
+  const tcp = await tcpExchange(cleanup, from, to, ip, 1 << 20);
+  assert.ok(tcp.ok, `TCP ${what}: ${tcp.error}`);
+  const udp = await udpExchange(cleanup, from, to, ip, [64, 1300]);
+  assert.ok(udp.ok, `UDP ${what}: ${udp.error}`);
 }
 
 async function links(netns: string): Promise<string[]> {
@@ -52,7 +61,7 @@ async function bridgePorts(ovs: Ovs, bridge: string): Promise<string[]> {
   return (await ovs.vsctl(["list-ports", bridge])).split("\n").filter(Boolean);
 }
 
-Deno.test("knitctl attach --network: two netns on two nodes reach each other, routes are installed, detach releases the port and is idempotent, also after an agent restart", async () => {
+Deno.test("knitctl attach --network: two netns on two nodes reach each other (ping, TCP and UDP), routes are installed, detach releases the port and is idempotent, also after an agent restart", async () => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
   const [n1, n2] = stack.nodes;
@@ -90,6 +99,7 @@ Deno.test("knitctl attach --network: two netns on two nodes reach each other, ro
 
   assert.ok(await pings(a, "10.31.0.50"), "A (n1) reaches B (n2) over the network");
   assert.ok(await pings(b, ipA), "B reaches A");
+  await talks(cleanup, a, b, "10.31.0.50", "A to B");
 
   // The runtime's GC lists only its own attachments: knitctl's stay.
   const gc = await new CniRuntime(n1.sim.netns, n1.agentSocket).exec("GC", {}, {
@@ -244,7 +254,7 @@ async function waitChildPid(pid: number): Promise<number> {
   }
 }
 
-Deno.test("knitctl attach --bridge: plain veths on an OVS bridge, same VLAN tag reach each other, another tag does not; bad bridges and netns are refused clearly", async () => {
+Deno.test("knitctl attach --bridge: plain veths on an OVS bridge, same VLAN tag reach each other (ping, TCP and UDP), another tag does not; bad bridges and netns are refused clearly", async () => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1"] });
   const [n1] = stack.nodes;
@@ -281,6 +291,7 @@ Deno.test("knitctl attach --bridge: plain veths on an OVS bridge, same VLAN tag 
   assert.deepEqual((await bridgePorts(ovs, "brx")).sort(), [...hostEnds].sort());
 
   assert.ok(await pings(c1, "192.168.77.2"), "same tag: c1 reaches c2");
+  await talks(cleanup, c1, c2, "192.168.77.2", "c1 to c2 on the bridge");
   assert.ok(!(await pings(c1, "192.168.77.3")), "another tag: c1 does not reach c3");
 
   const r1 = await routes(c1);
