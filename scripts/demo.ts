@@ -357,7 +357,7 @@ async function runDemo(m: Manifest, flags: Flags, started: number): Promise<numb
   };
   try {
     await build(m, summary);
-    step(6, "Connectivity, measured with ping between the pods");
+    step(6, "Connectivity, measured with ping, TCP and UDP between the pods");
     summary.matrix = await measureWithProgress(summary.endpoints);
   } catch (err) {
     // The interrupt handler takes the stack down and exits; its stopped children fail here.
@@ -441,9 +441,14 @@ function showMatrix(summary: DemoSummary): void {
   summary.mismatches = t.mismatches.length;
   summary.ok = t.mismatches.length === 0;
   console.log(
-    `  each row pings, from its interface, the address of every other pod's interface (columns)`,
+    `  each row sends, from its interface, an ICMP echo, a TCP stream and a UDP datagram to every\n` +
+      `  other pod's interface (columns), whose echo server sends them back`,
   );
-  console.log(`  ${green("✓")} replied, ${dim("·")} no reply, ${red("✗")} not as expected\n`);
+  console.log(
+    `  ${green("✓")} all three answered intact, ${dim("·")} none answered, ${
+      red("✗")
+    } not as expected\n`,
+  );
   console.log(matrixGrid(summary.endpoints, summary.matrix));
   console.log("");
   for (const line of mismatchLines(summary.matrix)) console.log(red(`  ✗ ${line}`));

@@ -1,6 +1,6 @@
 /** What the demo prints: aligned tables, the matrix grid, colour only on a terminal. */
 import type { NetworkType, Port, Usage } from "@knitter/common";
-import type { Cell } from "./demo_matrix.ts";
+import { asExpected, type Cell } from "./demo_matrix.ts";
 import { label } from "./demo_matrix.ts";
 import type { DemoNetwork, Endpoint } from "./demo_plan.ts";
 
@@ -90,8 +90,8 @@ export function podsTable(ports: Port[], pods: string[], netnsOf: (pod: string) 
 }
 
 /**
- * The grid: a row per sending interface, a column per address. ✓ replied, · no reply (both as
- * expected); a red ✗ where the outcome differs from the expectation.
+ * The grid: a row per sending interface, a column per address. ✓ ICMP, TCP and UDP answered, ·
+ * none did (both as expected); a red ✗ where the outcome differs from the expectation.
  */
 export function matrixGrid(endpoints: Endpoint[], cells: Cell[]): string {
   const byPair = new Map(cells.map((c) => [`${c.from}>${c.to}`, c]));
@@ -101,7 +101,7 @@ export function matrixGrid(endpoints: Endpoint[], cells: Cell[]): string {
     const marks = endpoints.map((to) => {
       const c = byPair.get(`${label(from)}>${label(to)}`);
       if (!c) return " ";
-      if (c.expected !== c.reached) return red("✗");
+      if (!asExpected(c)) return red("✗");
       return c.reached ? green("✓") : dim("·");
     });
     rows.push([
@@ -116,9 +116,17 @@ export function matrixGrid(endpoints: Endpoint[], cells: Cell[]): string {
 }
 
 export function mismatchLines(cells: Cell[]): string[] {
-  return cells.filter((c) => c.expected !== c.reached).map((c) =>
-    c.expected
-      ? `${c.from} -> ${c.to} (${c.address}): expected replies, got none`
-      : `${c.from} -> ${c.to} (${c.address}): expected no reply, got replies (isolation broken)`
-  );
+  return cells.filter((c) => !asExpected(c)).map((c) => {
+    const through = (["icmp", "tcp", "udp"] as const).filter((p) => c[p]).map((p) =>
+      p.toUpperCase()
+    );
+    const lost = (["icmp", "tcp", "udp"] as const).filter((p) => !c[p]).map((p) => p.toUpperCase());
+    return c.expected
+      ? `${c.from} -> ${c.to} (${c.address}): expected ICMP, TCP and UDP through, ${
+        lost.join(", ")
+      } failed`
+      : `${c.from} -> ${c.to} (${c.address}): expected nothing through, ${
+        through.join(", ")
+      } answered (isolation broken)`;
+  });
 }

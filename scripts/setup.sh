@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DENO_VERSION=2.9.6
-DEBIAN_PACKAGES=(iproute2 ethtool openssl openvswitch-switch iputils-ping util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client)
+DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then

@@ -59,6 +59,10 @@ Deno.test("make demo: every expectation holds, the printed matrix is the measure
       const shouldReach = a.tenant === b.tenant && a.network === b.network;
       assert.equal(cell.expected, shouldReach, `${from} -> ${to} expectation`);
       assert.equal(cell.reached, shouldReach, `${from} -> ${to}: reached ${cell.reached}`);
+      // Reaching means every protocol, with the payload back intact; isolation means none.
+      for (const proto of ["icmp", "tcp", "udp"] as const) {
+        assert.equal(cell[proto], shouldReach, `${from} -> ${to}: ${proto} ${cell[proto]}`);
+      }
     }
     assert.equal(s.matrix.filter((c) => c.reached).length, 8, "4 networks x 2 directions");
     assert.equal(s.mismatches, 0);
