@@ -90,3 +90,41 @@ Deno.test("agent state: port numbers survive a reopen once an attachment holds t
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("agent state: concurrent writes share commits, and each record lands as it last was", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const s = await AgentState.open(dir);
+    const record = (id: string, status: "adding" | "ready") => ({
+      containerId: id,
+      ifName: "eth0",
+      netns: "/ns",
+      tenant: "t",
+      status,
+      interfaces: [],
+      createdAt: "now",
+    });
+    const commits: unknown[] = [];
+    // deno-lint-ignore no-explicit-any
+    const kv = (s as any).kv as Deno.Kv;
+    const atomic = kv.atomic.bind(kv);
+    kv.atomic = () => {
+      commits.push(null);
+      return atomic();
+    };
+    await Promise.all([
+      ...Array.from({ length: 100 }, (_, i) => s.putAttachment(record(`c${i}`, "adding"))),
+      ...Array.from({ length: 100 }, (_, i) => s.putAttachment(record(`c${i}`, "ready"))),
+      s.deleteAttachment("c7", "eth0"),
+    ]);
+    assert.ok(commits.length <= 4, `200 writes in ${commits.length} commits`);
+    s.close();
+    const again = await AgentState.open(dir);
+    const all = await again.listAttachments();
+    assert.equal(all.length, 99, "the deleted one stays deleted");
+    assert.ok(all.every((a) => a.status === "ready"), "the last write of each record won");
+    again.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
