@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { CommandError, run, start, type StartedCommand } from "@knitter/common";
+import { LinkDeleter } from "./link_deleter.ts";
 
 export interface PodInterfaceSpec {
   /** The pod's netns path, as the CNI runtime gives it (/var/run/netns/X, /proc/PID/ns/net). */
@@ -245,14 +246,11 @@ function parseIndexes(stdout: string, where: string): { hostIfIndex: number; pod
   }
 }
 
-async function deleteHostEnd(name: string, hostNetns?: string): Promise<boolean> {
-  const ip = hostNetns === undefined
-    ? { argv: ["ip", "link", "del", "dev", name] }
-    : await ipIn(hostNetns, ["link", "del", "dev", name]);
-  const result = await run(ip.argv, { netns: ip.netns, check: false });
-  if (result.code === 0) return true;
-  if (isNoDevice(result.stderr)) return false;
-  throw new Error(`Cannot delete host interface ${name}: ${result.stderr}`);
+/** Concurrent DELs share one deletion, and one RCU grace period. */
+const linkDeleter = new LinkDeleter();
+
+function deleteHostEnd(name: string, hostNetns?: string): Promise<boolean> {
+  return linkDeleter.delete(name, hostNetns);
 }
 
 async function linkKind(netns: string, ifName: string): Promise<string | undefined> {
