@@ -2,7 +2,8 @@
  * Plugs pods' host ends into the bridge, over one OVSDB connection (no process per port). ADDs that
  * arrive while a transaction is in flight share the next one: ovs-vswitchd reconfigures once for
  * many ports instead of once each. The agent chooses each port's ofport itself (ofport_request), so
- * the port's flows can be installed while the port is still being added.
+ * the port's flows can be installed while the port is still being added. Removals are grouped
+ * the same way.
  */
 import { GroupCommit } from "@knitter/common";
 import type { OvsPortSpec } from "./ovs.ts";
@@ -11,6 +12,12 @@ import { OvsdbClient, type PortState } from "./ovsdb.ts";
 interface Pending {
   ports: OvsPortSpec[];
   resolve(ofports: Map<string, number>): void;
+  reject(err: unknown): void;
+}
+
+interface PendingRemoval {
+  names: string[];
+  resolve(): void;
   reject(err: unknown): void;
 }
 
@@ -24,6 +31,7 @@ const OFPORT_MAX = 65279;
 
 export class PortPlugger {
   private readonly batcher: GroupCommit<Pending>;
+  private readonly removals: GroupCommit<PendingRemoval>;
   private readonly db: OvsdbClient;
   private readonly used = new Set<number>();
   private next = POD_OFPORT_MIN;
@@ -34,6 +42,11 @@ export class PortPlugger {
       MAX_BATCH,
       (p) => p.ports.map((x) => x.name).join(","),
       (batch) => this.plug(batch),
+    );
+    this.removals = new GroupCommit<PendingRemoval>(
+      MAX_BATCH,
+      (p) => p.names.join(","),
+      (batch) => this.unplug(batch),
     );
   }
 
@@ -79,20 +92,32 @@ export class PortPlugger {
     return new Promise((resolve, reject) => this.batcher.submit({ ports, resolve, reject }));
   }
 
-  /** Removes the ports from the bridge; names it does not have are skipped. */
-  async remove(names: string[]): Promise<void> {
-    try {
-      await this.db.delPorts(this.bridge, names);
-    } catch (err) {
-      throw new Error(
-        `Cannot delete ports ${names.join(", ")} from "${this.bridge}": ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
+  /** Removes the ports (one pod's) from the bridge; names it does not have are skipped. */
+  remove(names: string[]): Promise<void> {
+    return new Promise((resolve, reject) => this.removals.submit({ names, resolve, reject }));
   }
 
   close(): void {
     this.db.close();
+  }
+
+  private async unplug(batch: PendingRemoval[]): Promise<void> {
+    const names = batch.flatMap((p) => p.names);
+    try {
+      await this.db.delPorts(this.bridge, names);
+      for (const p of batch) p.resolve();
+    } catch (err) {
+      for (const p of batch) {
+        p.reject(
+          new Error(
+            `Cannot delete ports ${p.names.join(", ")} from "${this.bridge}": ${
+              (err as Error).message
+            }`,
+            { cause: err },
+          ),
+        );
+      }
+    }
   }
 
   private async plug(batch: Pending[]): Promise<void> {
