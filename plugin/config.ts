@@ -102,7 +102,8 @@ export function checkConfig(
   if (typeof conf.type !== "string" || conf.type === "") {
     throw invalidConfig('the plugin configuration has no type (it should be "knitter")');
   }
-  const socket = conf.agentSocket ?? defaultSocket;
+  // Only an absent key means the default: the wrapper reads the same key and grants that socket.
+  const socket = conf.agentSocket === undefined ? defaultSocket : conf.agentSocket;
   if (typeof socket !== "string" || !socket.startsWith("/")) {
     throw invalidConfig(
       "agentSocket must be an absolute path",

@@ -42,6 +42,8 @@ Deno.test("config: name, type, agentSocket, networks and timeout problems are co
     { type: "" },
     { agentSocket: "agent.sock" },
     { agentSocket: 5 },
+    // null is not "absent": the wrapper refuses it too, so the two never disagree on the socket.
+    { agentSocket: null },
     { networks: "blue" },
     { networks: ["blue", { interface: "net1" }] },
     { networks: [""] },

@@ -103,8 +103,10 @@ function fromAgentFailure(f: AgentFailure, command: CniCommand): CniError {
     return new CniError(
       status ? CNI_ERR.NOT_AVAILABLE : CNI_ERR.INVALID_CONFIG,
       `the plugin is not permitted to use the agent socket ${f.socket}`,
-      "the knitter wrapper grants access only to $KNITTER_AGENT_SOCKET (default " +
-        "/run/knitter/agent.sock); set it for the runtime, or make agentSocket match it",
+      "the knitter wrapper grants access only to the socket it read from the network config's " +
+        "agentSocket (else $KNITTER_AGENT_SOCKET, else /run/knitter/agent.sock), and the " +
+        "compiled plugin only to /run/knitter/agent.sock; give agentSocket as a plain top-level " +
+        "key, or use the wrapper for a socket elsewhere",
     );
   }
   if (f.kind === "bad-reply") {

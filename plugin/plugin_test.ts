@@ -69,11 +69,15 @@ interface Outcome {
   json?: Record<string, unknown>;
 }
 
-/** Execs the plugin with exactly `env` (plus what Deno needs to find its cache). */
+/**
+ * Execs the plugin with exactly `env`: "deno" runs main.ts (plus what Deno needs to find its
+ * cache), "wrapper" the sh wrapper with deno named in KNITTER_DENO, "bare" the wrapper with `env`
+ * and nothing else, as `env -i` does (a runtime's minimal environment).
+ */
 async function cni(
   env: Record<string, string>,
   stdin: unknown,
-  how: "deno" | "wrapper" = "deno",
+  how: "deno" | "wrapper" | "bare" = "deno",
   wrapper = WRAPPER,
 ): Promise<Outcome> {
   const keep = ["HOME", "DENO_DIR", "XDG_CACHE_HOME"].filter((k) => Deno.env.get(k));
@@ -89,7 +93,9 @@ async function cni(
     })
     // Exec'd by path, as a runtime does, so $0 is what the wrapper resolves.
     : new Deno.Command(wrapper, {
-      env: { ...base, PATH: "/usr/bin:/bin", KNITTER_DENO: Deno.execPath(), ...env },
+      env: how === "bare"
+        ? env
+        : { ...base, PATH: "/usr/bin:/bin", KNITTER_DENO: Deno.execPath(), ...env },
       clearEnv: true,
       stdin: "piped",
       stdout: "piped",
@@ -324,43 +330,185 @@ Deno.test("plugin process against a scripted agent socket: one debug line on std
   });
 });
 
-Deno.test("plugin wrapper against a scripted agent socket: minimal permissions suffice", async () => {
-  await withAgent(async (agent, dir) => {
-    const env = { ...ENV, KNITTER_AGENT_SOCKET: agent.socket };
-    const add = await cni(env, conf(agent), "wrapper");
+/** A runtime's environment for a plugin: CNI_* and a minimal PATH, nothing of ours. */
+const BARE = { ...ENV, PATH: "/usr/sbin:/usr/bin:/sbin:/bin" };
+
+Deno.test("plugin wrapper with a runtime's bare environment: deno and the socket come from where it is installed and from the config", async () => {
+  await withAgent(async (agent) => {
+    // No KNITTER_DENO, no deno on PATH, no KNITTER_AGENT_SOCKET: deno from the source tree's
+    // .tools/bin, the socket from agentSocket.
+    const add = await cni(BARE, conf(agent), "bare");
     assert.equal(add.code, 0, add.stdout + add.stderr);
     assert.deepEqual(add.json, RESULT_1_1);
-    // The config may omit agentSocket: KNITTER_AGENT_SOCKET is the fallback default.
-    const { agentSocket: _, ...noSocket } = conf(agent);
-    assert.equal((await cni(env, noSocket, "wrapper")).code, 0);
-    // A socket the wrapper did not grant is refused by Deno, and said so.
-    const elsewhere = await cni(env, conf(`${dir}/other.sock`), "wrapper");
-    assert.equal(elsewhere.json?.code, 7);
-    assert.match(String(elsewhere.json?.msg), /not permitted to use the agent socket/);
-    assert.equal(agent.seen.length, 2);
+    // An empty PATH, as some runtimes pass, works too; so does no PATH at all.
+    const { PATH: _, ...noPath } = BARE;
+    for (const env of [{ ...BARE, PATH: "" }, noPath]) {
+      const del = await cni({ ...env, CNI_COMMAND: "DEL" }, conf(agent), "bare");
+      assert.deepEqual([del.code, del.stdout], [0, ""], JSON.stringify(env));
+    }
+    assert.deepEqual(agent.seen.map((s) => s.route), ["/v1/cni/add", "/v1/cni/del", "/v1/cni/del"]);
   });
+});
+
+Deno.test("plugin wrapper: the config's agentSocket is granted; KNITTER_AGENT_SOCKET is only the default", async () => {
+  await withAgent(async (agent, dir) => {
+    // The config names the agent, the variable another socket: the config wins.
+    const env = { ...BARE, KNITTER_AGENT_SOCKET: `${dir}/elsewhere.sock` };
+    const add = await cni(env, conf(agent), "bare");
+    assert.equal(add.code, 0, add.stdout + add.stderr);
+    // Pretty-printed, with space around the colon, as a person writes it.
+    const pretty = JSON.stringify(conf(agent), null, 2).replace('":', '" :');
+    assert.equal((await cni(BARE, pretty, "bare")).code, 0);
+    // A config without agentSocket falls back to the variable.
+    const { agentSocket: _, ...noSocket } = conf(agent);
+    const fallback = await cni({ ...BARE, KNITTER_AGENT_SOCKET: agent.socket }, noSocket, "bare");
+    assert.equal(fallback.code, 0, fallback.stdout + fallback.stderr);
+    assert.equal(agent.seen.length, 3);
+    // Deno still gets exactly one socket: an agentSocket the wrapper did not take (a nested key
+    // read last) is refused by Deno's permissions, and said so, before anything is sent.
+    const nested = conf(agent, { args: { cni: { agentSocket: `${dir}/other.sock` } } });
+    const refused = await cni(BARE, nested, "bare");
+    assert.equal(refused.json?.code, 7);
+    assert.match(String(refused.json?.msg), /not permitted to use the agent socket/);
+    assert.equal(agent.seen.length, 3);
+  });
+});
+
+Deno.test("plugin wrapper with a bare environment: STATUS and DEL against a socket that is not there are CNI errors naming it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-plugin-" });
+  try {
+    const socket = `${dir}/agent.sock`;
+    const status = await cni({ CNI_COMMAND: "STATUS", PATH: "" }, conf(socket), "bare");
+    assert.equal(status.code, 1);
+    assert.deepEqual([status.json?.code, status.json?.cniVersion], [50, "1.1.0"]);
+    assert.equal(
+      status.json?.msg,
+      `plugin not available: the knitter agent at ${socket} is not answering`,
+    );
+    const del = await cni(
+      { ...BARE, CNI_COMMAND: "DEL" },
+      conf(socket, { cniVersion: "0.4.0" }),
+      "bare",
+    );
+    assert.equal(del.code, 1);
+    assert.deepEqual([del.json?.code, del.json?.cniVersion], [11, "0.4.0"]);
+    assert.match(String(del.json?.details), new RegExp(`${socket} does not exist`));
+    const version = await cni({ CNI_COMMAND: "VERSION" }, { cniVersion: "1.0.0" }, "bare");
+    assert.equal(version.code, 0, version.stdout + version.stderr);
+    assert.deepEqual(version.json?.supportedVersions, ["0.4.0", "1.0.0", "1.1.0"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("plugin wrapper: an agentSocket it cannot grant is code 7 (50 for STATUS) from the wrapper itself", async () => {
+  const cases: [unknown, RegExp][] = [
+    ["agent.sock", /not a usable socket path: "agent.sock"/],
+    ["/run/my agent.sock", /not a usable socket path/],
+    ["/run/a.sock,/etc", /not a usable socket path/],
+    ["/run/\\u0061.sock", /not a usable socket path/],
+    ["", /not a usable socket path/],
+    [5, /is not a string/],
+    [null, /is not a string/],
+  ];
+  for (const [socket, msg] of cases) {
+    const config = conf("/x", { cniVersion: "1.0.0", agentSocket: socket });
+    const out = await cni({ ...BARE, CNI_COMMAND: "DEL" }, config, "bare");
+    assert.equal(out.code, 1, JSON.stringify(socket));
+    assert.deepEqual([out.json?.code, out.json?.cniVersion], [7, "1.0.0"], JSON.stringify(socket));
+    assert.match(String(out.json?.msg), msg);
+    assert.match(String(out.json?.details), /absolute path/);
+    const status = await cni({ CNI_COMMAND: "STATUS" }, config, "bare");
+    assert.equal(status.json?.code, 50);
+  }
+  // From the variable as well, when the config has no agentSocket.
+  const { agentSocket: _, ...noSocket } = conf("/x");
+  const env = { ...BARE, CNI_COMMAND: "DEL", KNITTER_AGENT_SOCKET: "relative.sock" };
+  const out = await cni(env, noSocket, "bare");
+  assert.equal(out.json?.code, 7);
+  assert.match(String(out.json?.msg), /KNITTER_AGENT_SOCKET is not a usable socket path/);
+});
+
+/** Deno in a fixed system location would be found before PATH, making "not found" untestable. */
+const SYSTEM_DENO = ["/usr/local/bin/deno", "/usr/bin/deno", "/root/.deno/bin/deno"]
+  .find((p) => {
+    try {
+      return Deno.statSync(p).isFile;
+    } catch {
+      return false;
+    }
+  });
+
+Deno.test("plugin wrapper installed away from the source tree: deno beside the plugin in the CNI bin dir or beside the wrapper, else a CNI error saying where it looked", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-plugin-" });
+  try {
+    // The plugin's files in lib/ (no .tools beside), linked from a CNI bin dir as the runtime sees it.
+    await Deno.mkdir(`${dir}/lib`);
+    await Deno.mkdir(`${dir}/bin`);
+    for (const e of Deno.readDirSync(new URL(".", import.meta.url))) {
+      if (e.isFile) await Deno.copyFile(new URL(e.name, import.meta.url), `${dir}/lib/${e.name}`);
+    }
+    await Deno.chmod(`${dir}/lib/knitter`, 0o755);
+    const plugin = `${dir}/bin/knitter`;
+    await Deno.symlink(`${dir}/lib/knitter`, plugin);
+    const version = () =>
+      cni({ CNI_COMMAND: "VERSION", PATH: "/usr/bin:/bin" }, {}, "bare", plugin);
+    if (SYSTEM_DENO) {
+      console.log(`  (deno in ${SYSTEM_DENO}: the "not found" case is not checked here)`);
+    } else {
+      const lost = await version();
+      assert.equal(lost.code, 1);
+      assert.deepEqual([lost.json?.code, lost.json?.msg], [
+        999,
+        "knitter plugin: no deno runtime found",
+      ]);
+      assert.match(String(lost.json?.details), new RegExp(`${dir}/bin/deno`));
+      assert.match(String(lost.json?.details), /set KNITTER_DENO/);
+      const status = await cni({ CNI_COMMAND: "STATUS" }, conf("/x"), "bare", plugin);
+      assert.equal(status.json?.code, 50);
+      assert.match(String(status.json?.msg), /no deno runtime found/);
+    }
+    // A deno installed beside the plugin in the CNI bin dir.
+    await Deno.symlink(Deno.execPath(), `${dir}/bin/deno`);
+    assert.equal((await version()).code, 0);
+    // Or beside the resolved wrapper.
+    await Deno.remove(`${dir}/bin/deno`);
+    await Deno.symlink(Deno.execPath(), `${dir}/lib/deno`);
+    assert.equal((await version()).code, 0);
+    // KNITTER_DENO overrides, and a wrong one is an error rather than a silent fallback.
+    const wrong = await cni(
+      { CNI_COMMAND: "VERSION", KNITTER_DENO: `${dir}/nowhere/deno` },
+      {},
+      "bare",
+      plugin,
+    );
+    assert.equal(wrong.json?.code, 999);
+    assert.match(String(wrong.json?.msg), /KNITTER_DENO=.*nowhere\/deno is not an executable file/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("plugin wrapper installed as a symlink finds main.ts beside its target; a missing main.ts is a CNI error", async () => {
   await withAgent(async (agent, dir) => {
-    const env = { ...ENV, KNITTER_AGENT_SOCKET: agent.socket };
+    const env = BARE;
     const link = `${dir}/bin/knitter`;
     await Deno.mkdir(`${dir}/bin`);
     await Deno.symlink(WRAPPER, link);
-    const add = await cni(env, conf(agent), "wrapper", link);
+    const add = await cni(env, conf(agent), "bare", link);
     assert.equal(add.code, 0, add.stdout + add.stderr);
     assert.deepEqual(add.json, RESULT_1_1);
     // A copy (not a link) has no main.ts beside it: the runtime still reads a CNI error.
     const copy = `${dir}/bin/knitter-copy`;
     await Deno.copyFile(WRAPPER, copy);
     await Deno.chmod(copy, 0o755);
-    const lost = await cni(env, conf(agent), "wrapper", copy);
+    const lost = await cni(env, conf(agent), "bare", copy);
     assert.equal(lost.code, 1);
     assert.equal(lost.json?.code, 999);
     assert.match(String(lost.json?.msg), /main\.ts not found/);
     assert.match(String(lost.json?.details), /KNITTER_PLUGIN_MAIN/);
-    // KNITTER_PLUGIN_MAIN points a copy at the source tree.
-    const pointed = await cni({ ...env, KNITTER_PLUGIN_MAIN: MAIN }, conf(agent), "wrapper", copy);
+    // KNITTER_PLUGIN_MAIN points a copy at the source tree (and so at its .tools/bin/deno).
+    const pointed = await cni({ ...env, KNITTER_PLUGIN_MAIN: MAIN }, conf(agent), "bare", copy);
     assert.equal(pointed.code, 0, pointed.stdout + pointed.stderr);
     assert.equal(agent.seen.length, 2);
   });
