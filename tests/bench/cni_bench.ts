@@ -222,6 +222,68 @@ async function referenceSubject(cleanup: Cleanup, pods: number): Promise<Subject
   };
 }
 
+/** `burst` concurrent ADDs, then as many concurrent DELs, one subject after another. */
+async function runBursts(
+  subjects: Subject[],
+  burst: number,
+  phase: string,
+): Promise<Map<SubjectName, [DriverResult, DriverResult]>> {
+  log(`${burst} concurrent ADDs, then DELs, per subject`);
+  const bursts = new Map<SubjectName, [DriverResult, DriverResult]>();
+  for (const s of subjects) {
+    const idx = Array.from({ length: burst }, (_, i) => i);
+    const added = await drive(s.netns, {
+      mode: "concurrent",
+      jobs: idx.map((i) => s.add(phase, i)),
+    }, `${s.name} burst ADD`);
+    const failed = added.runs.filter((r) => r.code !== 0);
+    if (failed.length) {
+      throw new Error(`${s.name} burst ADD: ${failed.length} failed: ${failed[0].stdout}`);
+    }
+    const deleted = await drive(s.netns, {
+      mode: "concurrent",
+      jobs: idx.map((i) => s.del(phase, i, added.runs[i])),
+    }, `${s.name} burst DEL`);
+    bursts.set(s.name, [added, deleted]);
+  }
+  return bursts;
+}
+
+function burst(res: DriverResult): BurstFigures {
+  return {
+    pods: res.runs.length,
+    wallMs: res.wallMs,
+    podsPerSecond: res.runs.length / (res.wallMs / 1000),
+    latency: latency(res.runs.map((x) => x.ms)),
+  };
+}
+
+/**
+ * Only the bursts, `rounds` times (a fresh phase each), for working on them: pods/s per subject
+ * and round.
+ */
+export async function burstFigures(
+  cleanup: Cleanup,
+  opts: { burst: number; rounds: number },
+): Promise<Record<SubjectName, { add: BurstFigures; del: BurstFigures }[]>> {
+  const [knitter] = await knitterSubject(cleanup, opts.burst);
+  const subjects = [
+    knitter,
+    await shellSubject(cleanup, opts.burst),
+    await referenceSubject(cleanup, opts.burst),
+  ];
+  const out = { knitter: [], shell: [], reference: [] } as Record<
+    SubjectName,
+    { add: BurstFigures; del: BurstFigures }[]
+  >;
+  for (let r = 0; r < opts.rounds; r++) {
+    for (const [name, [a, d]] of await runBursts(subjects, opts.burst, `b${r}`)) {
+      out[name].push({ add: burst(a), del: burst(d) });
+    }
+  }
+  return out;
+}
+
 export async function cniFigures(
   cleanup: Cleanup,
   opts: { pods: number; rounds: number; burst: number },
@@ -277,20 +339,7 @@ export async function cniFigures(
     }
   }
 
-  log(`${opts.burst} concurrent ADDs, then DELs, per subject`);
-  const bursts = new Map<SubjectName, [DriverResult, DriverResult]>();
-  for (const s of subjects) {
-    const idx = Array.from({ length: opts.burst }, (_, i) => i);
-    const added = await drive(s.netns, {
-      mode: "concurrent",
-      jobs: idx.map((i) => s.add("c", i)),
-    }, `${s.name} burst ADD`);
-    const deleted = await drive(s.netns, {
-      mode: "concurrent",
-      jobs: idx.map((i) => s.del("c", i, added.runs[i])),
-    }, `${s.name} burst DEL`);
-    bursts.set(s.name, [added, deleted]);
-  }
+  const bursts = await runBursts(subjects, opts.burst, "c");
 
   // The floor of any Deno plugin: the wrapper answering VERSION, and an empty Deno program.
   const empty = `${await cleanup.tempDir()}/empty.js`;
@@ -318,12 +367,6 @@ export async function cniFigures(
     })),
   }, "Deno floor, concurrent");
 
-  const burst = (res: DriverResult): BurstFigures => ({
-    pods: res.runs.length,
-    wallMs: res.wallMs,
-    podsPerSecond: res.runs.length / (res.wallMs / 1000),
-    latency: latency(res.runs.map((x) => x.ms)),
-  });
   const figures = {} as Record<SubjectName, SubjectFigures>;
   for (const s of subjects) {
     const [a, d] = bursts.get(s.name)!;
