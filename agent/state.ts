@@ -5,6 +5,7 @@
 import type { PodRef, Port } from "@knitter/common";
 import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
+import { serialize } from "node:v8";
 
 export interface AttachedInterface {
   /** Name inside the pod. */
@@ -29,6 +30,8 @@ export interface Attachment {
   /** CNI_IFNAME: the runtime names the attachment by (container, ifname). */
   ifName: string;
   netns: string;
+  /** The netns's identity ("dev:inode") at ADD: a new sandbox at the same path is another netns. */
+  netnsId?: string;
   tenant: string;
   pod?: PodRef;
   /** "adding" until every step of ADD is done: a crash leaves a record DEL can undo from. */
@@ -86,7 +89,16 @@ export class AgentState {
     return Promise.resolve(a ? structuredClone(a) : null);
   }
 
+  /**
+   * Stores the record, in memory at once. One too large for the store is refused before anything
+   * changes (RecordTooLargeError).
+   */
   putAttachment(a: Attachment): Promise<void> {
+    try {
+      checkFits(a);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const key = keyOf(a.containerId, a.ifName);
     this.attachments.set(key, structuredClone(a));
     return this.written(key, a.containerId, a.ifName);
@@ -101,6 +113,14 @@ export class AgentState {
   /** Copies of every attachment. */
   listAttachments(): Promise<Attachment[]> {
     return Promise.resolve([...this.attachments.values()].map((a) => structuredClone(a)));
+  }
+
+  /** The attachments (other than `except`'s) with an interface on the manager's port `portId`. */
+  holdersOf(portId: string, except?: Attachment): Attachment[] {
+    const skip = except ? keyOf(except.containerId, except.ifName) : undefined;
+    return [...this.attachments.entries()]
+      .filter(([k, a]) => k !== skip && a.interfaces.some((i) => i.portId === portId))
+      .map(([, a]) => a);
   }
 
   /** Every attachment as stored, for readers that change nothing (the flow model). */
@@ -174,6 +194,51 @@ const WRITE_BATCH = 64;
 
 const PORT_COUNTER = ["counter", "port"];
 const NETWORK_COUNTER = ["counter", "network"];
+
+/** Deno KV's limits: a value's serialized size, a key's encoded size. */
+export const MAX_VALUE_BYTES = 65536;
+const MAX_KEY_BYTES = 2048;
+
+/** A record the store cannot take; nothing was changed. */
+export class RecordTooLargeError extends Error {
+  constructor(readonly bytes: number, readonly limit: number, what: string) {
+    super(
+      `${what} would be ${kib(bytes)} KiB, too large for the agent's store, which takes at most ${
+        kib(limit)
+      } KiB a record`,
+    );
+    this.name = "RecordTooLargeError";
+  }
+}
+
+/** The size of a value as Deno KV stores it (V8's serialization). */
+export function storedBytes(value: unknown): number {
+  return serialize(value).length;
+}
+
+function checkFits(a: Attachment): void {
+  const key = ["attachment", a.containerId, a.ifName];
+  const keyBytes = key.reduce((n, part) => n + new TextEncoder().encode(part).length + 2, 1);
+  if (keyBytes > MAX_KEY_BYTES) {
+    throw new RecordTooLargeError(
+      keyBytes,
+      MAX_KEY_BYTES,
+      `The key of ${a.containerId.slice(0, 64)}'s record`,
+    );
+  }
+  const bytes = storedBytes(a);
+  if (bytes > MAX_VALUE_BYTES) {
+    throw new RecordTooLargeError(
+      bytes,
+      MAX_VALUE_BYTES,
+      `The record of ${a.containerId}/${a.ifName}`,
+    );
+  }
+}
+
+function kib(bytes: number): string {
+  return (bytes / 1024).toFixed(bytes < 10240 ? 1 : 0);
+}
 
 function keyOf(containerId: string, ifName: string): string {
   return `${containerId}\0${ifName}`;

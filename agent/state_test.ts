@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { AgentState } from "./state.ts";
+import { AgentState, type Attachment, RecordTooLargeError } from "./state.ts";
 
 Deno.test("agent state: network numbers are stable, port numbers unique", async () => {
   const s = await AgentState.open(":memory:");
@@ -126,5 +126,54 @@ Deno.test("agent state: concurrent writes share commits, and each record lands a
     again.close();
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function record(containerId: string, extra: Partial<Attachment> = {}): Attachment {
+  return {
+    containerId,
+    ifName: "eth0",
+    netns: "/ns",
+    tenant: "t",
+    status: "adding",
+    interfaces: [],
+    createdAt: "now",
+    ...extra,
+  };
+}
+
+Deno.test("agent state: a record too large for Deno KV is refused before anything changes", async () => {
+  const s = await AgentState.open(":memory:");
+  try {
+    await s.putAttachment(record("c1"));
+    // Just below and just above what Deno KV itself takes.
+    await s.putAttachment(record("c1", { result: "x".repeat(65_000) }));
+    const huge = record("c1", { status: "ready", result: "x".repeat(66_000) });
+    await assert.rejects(
+      s.putAttachment(huge),
+      (e) =>
+        e instanceof RecordTooLargeError &&
+        /c1\/eth0 would be 6\d KiB, too large .* at most 64 KiB/.test(e.message),
+    );
+    assert.equal((await s.getAttachment("c1", "eth0"))?.status, "adding", "memory unchanged");
+    await assert.rejects(s.putAttachment(record("c".repeat(3000))), RecordTooLargeError);
+    assert.equal((await s.listAttachments()).length, 1);
+  } finally {
+    s.close();
+  }
+});
+
+Deno.test("agent state: holdersOf finds the other attachments on a manager port", async () => {
+  const s = await AgentState.open(":memory:");
+  try {
+    const i = { hostIfName: "kn1", tenant: "t", network: "n", cookie: 1, defaultRoute: true };
+    const a = record("a", { interfaces: [{ ...i, ifName: "eth0", portId: "stable:t:p-eth0" }] });
+    const b = record("b", { interfaces: [{ ...i, ifName: "eth0", portId: "stable:t:p-eth0" }] });
+    await s.putAttachment(a);
+    assert.deepEqual(s.holdersOf("stable:t:p-eth0", b).map((x) => x.containerId), ["a"]);
+    assert.deepEqual(s.holdersOf("stable:t:p-eth0", a), []);
+    assert.deepEqual(s.holdersOf("other"), []);
+  } finally {
+    s.close();
   }
 });
