@@ -14,6 +14,8 @@ import {
   STABLE_PREFIX,
 } from "@knitter/common";
 import type { CniRequest } from "@knitter/plugin";
+import { createHash } from "node:crypto";
+import { isIP } from "node:net";
 import { CNI_CODE, CniError } from "./cni_errors.ts";
 
 export type { CniRequest };
@@ -21,16 +23,28 @@ export type { CniRequest };
 export interface WantedInterface {
   network: string;
   ifName: string;
+  /** A fixed address, without prefix. */
   ip?: string;
+  /** The prefix length the fixed address was asked with ("10.1.0.5/24"): the network's must match. */
+  ipPrefix?: number;
+  /** Where the fixed address was asked for, for messages ("IP= in CNI_ARGS"). */
+  ipFrom?: string;
   ipGroup?: string;
+  /** A fixed MAC, lowercase with colons. */
   mac?: string;
+  /** Where the fixed MAC was asked for, for messages. */
+  macFrom?: string;
   defaultRoute: boolean;
 }
 
 export interface PodRequest {
   tenant: string;
   pod?: PodRef;
-  /** Stable part of the port IDs: the pod's UID when known, else the container ID. */
+  /**
+   * The part of the port IDs before the interface name: the pod's UID and the container ID (each
+   * sandbox of a pod has ports of its own), the container ID alone without a UID, or the pod's name
+   * for a stable StatefulSet pod (its ports outlive its sandboxes and its UID).
+   */
   owner: string;
   interfaces: WantedInterface[];
 }
@@ -59,9 +73,12 @@ export function podRequest(
     : undefined;
   const fromPod = req.kubePod ? fromAnnotations(req, req.kubePod, defaults.network) : undefined;
   const interfaces = fromPod ?? fromCni(req, defaults.network);
+  for (const w of interfaces) checkWantedMac(w);
   const owner = pod && req.kubePod && isStable(req.kubePod, interfaces)
     ? `${STABLE_PREFIX}${pod.namespace}:${pod.name}`
-    : uid ?? req.containerId;
+    : uid
+    ? `${uid}-${req.containerId}`
+    : req.containerId;
   return { tenant, pod, owner, interfaces };
 }
 
@@ -109,19 +126,47 @@ function fromCni(req: CniRequest, defaultNetwork: string | undefined): WantedInt
     }
     wanted = [{ network }];
   }
-  // runtimeConfig capabilities apply to the primary interface.
-  const rc = config.runtimeConfig ?? {};
-  const first = wanted[0];
-  wanted[0] = {
-    ...first,
-    ip: first.ip ?? firstIp(rc.ips),
-    mac: first.mac ?? (typeof rc.mac === "string" ? rc.mac.toLowerCase() : undefined),
-  };
-  return settle(
+  const settled = settle(
     wanted,
     req.ifName,
     (message) => new CniError(CNI_CODE.invalidConfig, capitalize(message)),
   );
+  // A fixed address or MAC comes from the interface's entry in the config; the primary one's also
+  // from CNI_ARGS (IP=, MAC=, as the reference static and host-local plugins read them) and from
+  // the runtime's ips / mac capabilities. Sources that disagree are refused.
+  const rc = config.runtimeConfig ?? {};
+  const env = CNI_CODE.invalidEnvironment;
+  return settled.map((r, i) => {
+    const w = wanted[i];
+    const primary = i === 0;
+    const { ip: _ip, mac: _mac, ...out }: WantedInterface = r;
+    const ip = oneOf(
+      r.ifName,
+      "address",
+      [
+        ...given(`networks[${i}].ip in the network config`, w.ip),
+        ...(primary ? [...given("IP= in CNI_ARGS", args.IP, env), ...ipsCapability(rc.ips)] : []),
+      ].map((f) => ({ ...f, value: parseFixedIp(f) })),
+      sameIp,
+    );
+    const mac = oneOf(
+      r.ifName,
+      "MAC",
+      [
+        ...given(`networks[${i}].mac in the network config`, w.mac),
+        ...(primary
+          ? [...given("MAC= in CNI_ARGS", args.MAC, env), ...given("runtimeConfig.mac", rc.mac)]
+          : []),
+      ].map((f) => ({ ...f, value: parseFixedMac(f) })),
+      (a, b) => a === b,
+    );
+    if (ip) {
+      Object.assign(out, { ip: ip.value.ip, ipFrom: ip.from });
+      if (ip.value.prefix !== undefined) out.ipPrefix = ip.value.prefix;
+    }
+    if (mac) Object.assign(out, { mac: mac.value, macFrom: mac.from });
+    return out;
+  });
 }
 
 function capitalize(s: string): string {
@@ -159,7 +204,7 @@ function fromConfig(list: unknown): Wanted[] | undefined {
         ifName: str(item.interface),
         ip: str(item.ip),
         ipGroup: str(item.ipGroup),
-        mac: str(item.mac)?.toLowerCase(),
+        mac: str(item.mac),
         defaultRoute: item.defaultRoute === true,
       };
     }
@@ -170,17 +215,203 @@ function fromConfig(list: unknown): Wanted[] | undefined {
   });
 }
 
-function firstIp(ips: unknown): string | undefined {
-  if (!Array.isArray(ips) || ips.length === 0) return undefined;
-  const first = String(ips[0]);
-  return first.includes("/") ? first.slice(0, first.indexOf("/")) : first;
-}
-
 function str(v: unknown): string | undefined {
   return typeof v === "string" && v !== "" ? v : undefined;
 }
 
-/** The manager's port ID for one interface of a pod. */
+// ---- fixed addresses and MACs
+
+/** One source's ask for a fixed address or MAC; `code` is the CNI error its bad value gets. */
+interface Fixed {
+  from: string;
+  text: string;
+  code: number;
+}
+
+/** The ask of one source, if it asks. */
+function given(from: string, v: unknown, code: number = CNI_CODE.invalidConfig): Fixed[] {
+  return v === undefined || v === null ? [] : [{ from, text: String(v), code }];
+}
+
+/** runtimeConfig.ips (the "ips" capability): one address at most, for the primary interface. */
+function ipsCapability(ips: unknown): Fixed[] {
+  if (ips === undefined || ips === null) return [];
+  if (!Array.isArray(ips) || ips.some((x) => typeof x !== "string")) {
+    throw new CniError(CNI_CODE.invalidConfig, "runtimeConfig.ips must be a list of addresses");
+  }
+  if (ips.length === 0) return [];
+  if (ips.length > 1) {
+    throw new CniError(
+      CNI_CODE.invalidConfig,
+      `runtimeConfig.ips lists ${ips.length} addresses (${
+        ips.join(", ")
+      }); knitter gives an interface one address: ask for one, and for another network for another address`,
+    );
+  }
+  return given("runtimeConfig.ips", ips[0]);
+}
+
+/** The one value several sources ask for, or none; sources that disagree are refused. */
+function oneOf<T>(
+  ifName: string,
+  what: string,
+  asked: (Fixed & { value: T })[],
+  same: (a: T, b: T) => boolean,
+): (Fixed & { value: T }) | undefined {
+  const [first, ...rest] = asked;
+  const other = rest.find((a) => !same(first.value, a.value));
+  if (other) {
+    throw new CniError(
+      CNI_CODE.invalidConfig,
+      `The ${what} of ${ifName} is asked for twice, differently: "${first.text}" (${first.from}) and "${other.text}" (${other.from}); ask for it once`,
+    );
+  }
+  return first;
+}
+
+function sameIp(a: { ip: string; prefix?: number }, b: { ip: string; prefix?: number }): boolean {
+  return a.ip === b.ip &&
+    (a.prefix === undefined || b.prefix === undefined || a.prefix === b.prefix);
+}
+
+/** "10.1.0.5" or "10.1.0.5/24" (IPv6 alike): the address, lowercase, and the prefix if given. */
+export function parseFixedIp(f: Fixed): { ip: string; prefix?: number } {
+  const bad = (why: string) => new CniError(f.code, `${f.from} "${clip(f.text)}" ${why}`);
+  const slash = f.text.indexOf("/");
+  const ip = (slash < 0 ? f.text : f.text.slice(0, slash)).toLowerCase();
+  const family = ip.includes("%") ? 0 : isIP(ip);
+  if (family === 0) {
+    throw bad("is not an IP address (IPv4 like 10.1.0.5, or IPv6; a /prefix may follow)");
+  }
+  if (slash < 0) return { ip };
+  const text = f.text.slice(slash + 1);
+  const bits = family === 4 ? 32 : 128;
+  if (!/^\d{1,3}$/.test(text) || Number(text) > bits) {
+    throw bad(`has an invalid prefix length (0..${bits} for IPv${family})`);
+  }
+  return { ip, prefix: Number(text) };
+}
+
+const MAC_TEXT = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$/i;
+
+/** A MAC as "02:aa:bb:cc:dd:ee" ("-" separators are accepted); unicast and not all zero. */
+export function parseFixedMac(f: Fixed): string {
+  const bad = (why: string) => new CniError(f.code, `${f.from} "${clip(f.text)}" ${why}`);
+  if (!MAC_TEXT.test(f.text)) throw bad("is not a MAC address like 02:00:0a:01:00:05");
+  const mac = f.text.toLowerCase().replaceAll("-", ":");
+  const problem = macProblem(mac);
+  if (problem) throw bad(problem);
+  return mac;
+}
+
+/** Why a well-formed MAC cannot be an interface's, if it cannot. */
+function macProblem(mac: string): string | undefined {
+  if (parseInt(mac.slice(0, 2), 16) & 1) {
+    return "is a multicast (or broadcast) address; an interface needs a unicast MAC, whose first octet is even (e.g. 02:...)";
+  }
+  if (mac === "00:00:00:00:00:00") return "is the all-zero address, which no interface may have";
+  return undefined;
+}
+
+/** Annotations check the MAC's form; whether it can be an interface's is checked here. */
+function checkWantedMac(w: WantedInterface): void {
+  const problem = w.mac === undefined ? undefined : macProblem(w.mac);
+  if (problem) {
+    throw new CniError(
+      CNI_CODE.invalidConfig,
+      `${w.macFrom ?? `The MAC asked for ${w.ifName}`} "${w.mac}" ${problem}`,
+    );
+  }
+}
+
+// ---- the request's identity
+
+/** CNI's container ID rule (libcni): alphanumeric first, then A-Z a-z 0-9 _ . - */
+const CONTAINER_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+/**
+ * Longest container ID the agent takes: it is part of the journal's keys (Deno KV: 2 KiB a key).
+ * Runtimes use 64 hex digits.
+ */
+export const MAX_CONTAINER_ID = 1024;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN =
+  /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** What the manager takes as a pod's UID; Kubernetes' own are UUIDs. */
+const POD_UID = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$/;
+
+/** The K8S_* arguments kubelet passes in CNI_ARGS, and what each must look like. */
+const K8S_ARGS: [string, (v: string) => boolean, string][] = [
+  [
+    "K8S_POD_NAMESPACE",
+    (v) => DNS_LABEL.test(v),
+    "a namespace name (a lowercase DNS label: a-z, 0-9, '-', at most 63)",
+  ],
+  [
+    "K8S_POD_NAME",
+    (v) => DNS_SUBDOMAIN.test(v),
+    "a pod name (a lowercase DNS subdomain: a-z, 0-9, '-', '.', at most 253)",
+  ],
+  [
+    "K8S_POD_UID",
+    (v) => POD_UID.test(v),
+    "a pod UID (1-64 of A-Z, a-z, 0-9, '.', '_', '-', alphanumeric at both ends)",
+  ],
+  [
+    "K8S_POD_INFRA_CONTAINER_ID",
+    (v) => CONTAINER_ID.test(v) && v.length <= MAX_CONTAINER_ID,
+    "a container ID (alphanumeric first, then A-Z, a-z, 0-9, '_', '.', '-')",
+  ],
+];
+
+/**
+ * Refuses, with every problem at once, an ADD whose identity the agent cannot keep: a container ID
+ * or K8S_* argument that is malformed. Nothing is made for such a request, so a DEL with the same
+ * arguments never has anything to fail on.
+ */
+export function checkAddRequest(req: CniRequest): void {
+  const problems: string[] = [];
+  const id = req.containerId ?? "";
+  if (!CONTAINER_ID.test(id) || id.length > MAX_CONTAINER_ID) {
+    problems.push(
+      `CNI_CONTAINERID "${
+        clip(id)
+      }" must be 1-${MAX_CONTAINER_ID} characters, alphanumeric first, then A-Z, a-z, 0-9, '_', '.', '-'`,
+    );
+  }
+  const args = req.args ?? {};
+  for (const [key, ok, what] of K8S_ARGS) {
+    const v = args[key];
+    if (v !== undefined && v !== "" && !ok(v)) {
+      problems.push(`CNI_ARGS ${key} "${clip(v)}" is not ${what}`);
+    }
+  }
+  if (problems.length > 0) {
+    throw new CniError(
+      CNI_CODE.invalidEnvironment,
+      `${problems.join("; ")}: the runtime must pass the sandbox's own values`,
+    );
+  }
+}
+
+function clip(v: string): string {
+  return v.length > 64 ? `${v.slice(0, 61)}...` : v;
+}
+
+// ---- port IDs
+
+/** The manager's limit on port IDs. */
+const MAX_PORT_ID = 200;
+
+/**
+ * The manager's port ID for one interface of a pod: `OWNER-IFNAME` with what the manager does not
+ * take replaced by "_". A non-stable ID too long for the manager, or ending in what it does not
+ * take, keeps its start and ends in a hash of the whole, so that two IDs never collapse into one.
+ * Stable IDs are kept as they were, since the monitor reads the pod's name out of them.
+ */
 export function portIdFor(owner: string, ifName: string): string {
-  return `${owner}-${ifName}`.replace(/[^A-Za-z0-9._:-]/g, "_").slice(0, 200);
+  const id = `${owner}-${ifName}`.replace(/[^A-Za-z0-9._:-]/g, "_");
+  if (owner.startsWith(STABLE_PREFIX)) return id.slice(0, MAX_PORT_ID);
+  if (id.length <= MAX_PORT_ID && /[A-Za-z0-9]$/.test(id)) return id;
+  const digest = createHash("sha256").update(`${owner}-${ifName}`).digest("hex").slice(0, 16);
+  return `${id.slice(0, MAX_PORT_ID - digest.length - 1)}-${digest}`;
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CniError } from "./cni_errors.ts";
-import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
+import { checkAddRequest, type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
 
 function req(config: Record<string, unknown>, args: Record<string, string> = {}): CniRequest {
   return {
@@ -23,19 +23,19 @@ Deno.test("pod request: no networks asked means one eth0 on the default network"
   assert.deepEqual(r.interfaces, [{ network: "pods", ifName: "eth0", defaultRoute: true }]);
 });
 
-Deno.test("pod request: the namespace is the tenant and the pod UID owns the ports", () => {
-  const r = podRequest(
-    req({ networks: ["control"] }, {
-      K8S_POD_NAMESPACE: "acme",
-      K8S_POD_NAME: "web-0",
-      K8S_POD_UID: "u-1",
-    }),
-    defaults,
-  );
+Deno.test("pod request: the namespace is the tenant; the pod UID and the sandbox's container ID own the ports", () => {
+  const args = { K8S_POD_NAMESPACE: "acme", K8S_POD_NAME: "web-0", K8S_POD_UID: "u-1" };
+  const r = podRequest(req({ networks: ["control"] }, args), defaults);
   assert.equal(r.tenant, "acme");
   assert.deepEqual(r.pod, { namespace: "acme", name: "web-0", uid: "u-1" });
-  assert.equal(r.owner, "u-1");
-  assert.equal(portIdFor(r.owner, "eth0"), "u-1-eth0");
+  assert.equal(r.owner, "u-1-c0ffee");
+  assert.equal(portIdFor(r.owner, "eth0"), "u-1-c0ffee-eth0");
+  // Another sandbox of the same pod gets ports of its own.
+  const other = podRequest(
+    { ...req({ networks: ["control"] }, args), containerId: "beef" },
+    defaults,
+  );
+  assert.equal(portIdFor(other.owner, "eth0"), "u-1-beef-eth0");
 });
 
 Deno.test("pod request: several networks get eth0, net1, net2 unless named; fixed ip and group pass through", () => {
@@ -51,7 +51,13 @@ Deno.test("pod request: several networks get eth0, net1, net2 unless named; fixe
   );
   assert.deepEqual(r.interfaces, [
     { network: "control", ifName: "eth0", defaultRoute: false },
-    { network: "data", ifName: "net1", ip: "10.2.0.9", defaultRoute: false },
+    {
+      network: "data",
+      ifName: "net1",
+      ip: "10.2.0.9",
+      ipFrom: "networks[1].ip in the network config",
+      defaultRoute: false,
+    },
     { network: "oam", ifName: "oam0", ipGroup: "ops", defaultRoute: true },
   ]);
 });
@@ -113,7 +119,7 @@ Deno.test("pod request: under Kubernetes the pod's annotations choose the networ
     },
     defaults,
   );
-  assert.equal(r.owner, "u-9");
+  assert.equal(r.owner, "u-9-c0ffee");
   assert.deepEqual(r.interfaces, [
     { network: "pods", ifName: "eth0", defaultRoute: true },
     { network: "data", ifName: "d0", defaultRoute: false },
@@ -140,8 +146,8 @@ Deno.test("pod request: a StatefulSet pod that asks for stable addresses owns po
     ports: [{ attach_to_network: "pods", attributes: { ip_group_name: "dbs" } }],
   });
   assert.equal(stable({ networks: group }, ["StatefulSet"]), "stable:acme:db-0");
-  assert.equal(stable({ "knitter.io/stable-address": "true" }, ["ReplicaSet"]), "u-9");
-  assert.equal(stable({}, ["StatefulSet"]), "u-9");
+  assert.equal(stable({ "knitter.io/stable-address": "true" }, ["ReplicaSet"]), "u-9-c0ffee");
+  assert.equal(stable({}, ["StatefulSet"]), "u-9-c0ffee");
   assert.equal(portIdFor("stable:acme:db-0", "eth0"), "stable:acme:db-0-eth0");
 });
 
@@ -156,4 +162,134 @@ Deno.test("pod request: a malformed annotation is an invalid-config error naming
       e instanceof CniError && e.code === 7 &&
       /Pod acme\/db-0: Annotation "networks": is not valid JSON/.test(e.message),
   );
+});
+
+Deno.test("pod request: IP= and MAC= in CNI_ARGS and the ips / mac capabilities go to the first interface", () => {
+  const first = (config: Record<string, unknown>, args: Record<string, string> = {}) =>
+    podRequest(req({ networks: ["control", "data"], ...config }, args), defaults).interfaces;
+  const [eth0, net1] = first({}, { IP: "10.1.0.5/24", MAC: "02-AA-00-00-00-01" });
+  assert.deepEqual(eth0, {
+    network: "control",
+    ifName: "eth0",
+    ip: "10.1.0.5",
+    ipPrefix: 24,
+    ipFrom: "IP= in CNI_ARGS",
+    mac: "02:aa:00:00:00:01",
+    macFrom: "MAC= in CNI_ARGS",
+    defaultRoute: true,
+  });
+  assert.equal(net1.ip, undefined);
+  assert.equal(net1.mac, undefined);
+  const [caps] = first({ runtimeConfig: { ips: ["2001:DB8::5"], mac: "02:00:00:00:00:0a" } });
+  assert.equal(caps.ip, "2001:db8::5");
+  assert.equal(caps.ipPrefix, undefined);
+  assert.equal(caps.ipFrom, "runtimeConfig.ips");
+  assert.equal(caps.macFrom, "runtimeConfig.mac");
+  // The same value from several sources is fine; a prefix on one of them too.
+  const [agreed] = first({ runtimeConfig: { ips: ["10.1.0.5/24"] } }, { IP: "10.1.0.5" });
+  assert.equal(agreed.ip, "10.1.0.5");
+});
+
+Deno.test("pod request: a fixed address or MAC that cannot be is refused, naming where it came from", () => {
+  const bad: [Record<string, unknown>, Record<string, string>, number, RegExp][] = [
+    [{}, { IP: "10.1.0.300" }, 4, /^IP= in CNI_ARGS "10\.1\.0\.300" is not an IP address/],
+    [{}, { IP: "10.1.0.5/33" }, 4, /invalid prefix length \(0\.\.32/],
+    [{}, { IP: "fe80::1%eth0" }, 4, /not an IP address/],
+    [{ runtimeConfig: { ips: ["x"] } }, {}, 7, /^runtimeConfig\.ips "x" is not an IP address/],
+    [{ runtimeConfig: { ips: "10.1.0.5" } }, {}, 7, /runtimeConfig\.ips must be a list/],
+    [{ runtimeConfig: { ips: ["10.1.0.5", "10.1.0.6"] } }, {}, 7, /lists 2 addresses/],
+    [
+      { runtimeConfig: { ips: ["10.1.0.6"] } },
+      { IP: "10.1.0.5" },
+      7,
+      /address of eth0 is asked for twice, differently: "10\.1\.0\.5" \(IP= in CNI_ARGS\) and "10\.1\.0\.6" \(runtimeConfig\.ips\)/,
+    ],
+    [{}, { MAC: "01:00:5e:00:00:01" }, 4, /^MAC= in CNI_ARGS "01:00:5e:00:00:01" is a multicast/],
+    [{}, { MAC: "00:00:00:00:00:00" }, 4, /all-zero/],
+    [{}, { MAC: "02:00:00:00:00" }, 4, /is not a MAC address/],
+    [{ runtimeConfig: { mac: "ff:ff:ff:ff:ff:ff" } }, {}, 7, /^runtimeConfig\.mac .*unicast/],
+    [{ networks: [{ name: "a", mac: "03:00:00:00:00:01" }] }, {}, 7, /^networks\[0\]\.mac/],
+    [{ networks: ["a", { name: "b", ip: "nope" }] }, {}, 7, /^networks\[1\]\.ip .*"nope"/],
+    [
+      { networks: [{ name: "a", mac: "02:00:00:00:00:01" }] },
+      { MAC: "02:00:00:00:00:02" },
+      7,
+      /MAC of eth0 is asked for twice/,
+    ],
+  ];
+  for (const [config, args, code, message] of bad) {
+    assert.throws(
+      () => podRequest(req({ networks: ["a"], ...config }, args), defaults),
+      (e) => e instanceof CniError && e.code === code && message.test(e.message),
+      JSON.stringify([config, args]),
+    );
+  }
+});
+
+Deno.test("pod request: a MAC from the pod's annotations must be unicast too", () => {
+  assert.throws(
+    () =>
+      podRequest({
+        ...req({}, podArgs),
+        kubePod: {
+          uid: "u-9",
+          annotations: {
+            "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+              name: "data",
+              mac: "01:00:00:00:00:01",
+            }]),
+          },
+          ownerKinds: [],
+        },
+      }, defaults),
+    (e) =>
+      e instanceof CniError && e.code === 7 &&
+      /net1 "01:00:00:00:00:01" is a multicast/.test(e.message),
+  );
+});
+
+Deno.test("checkAddRequest: malformed container IDs and K8S_* arguments are code 4, all named at once", () => {
+  const ok = req({}, { ...podArgs, K8S_POD_UID: "0b5f3a1e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" });
+  checkAddRequest(ok);
+  checkAddRequest({ ...ok, args: { K8S_POD_NAMESPACE: "", IgnoreUnknown: "1" } });
+  const bad = {
+    ...ok,
+    containerId: "c".repeat(1025),
+    args: {
+      K8S_POD_NAMESPACE: "Not_A_Namespace",
+      K8S_POD_NAME: "n".repeat(300),
+      K8S_POD_UID: "not a uid!",
+      K8S_POD_INFRA_CONTAINER_ID: "-x",
+    },
+  };
+  assert.throws(
+    () => checkAddRequest(bad),
+    (e) => {
+      assert.ok(e instanceof CniError);
+      assert.equal(e.code, 4);
+      for (
+        const name of [
+          "CNI_CONTAINERID",
+          "K8S_POD_NAMESPACE",
+          "K8S_POD_NAME",
+          "K8S_POD_UID",
+          "K8S_POD_INFRA_CONTAINER_ID",
+        ]
+      ) assert.match(e.message, new RegExp(name));
+      assert.ok(e.message.length < 1500, "long values are clipped");
+      return true;
+    },
+  );
+});
+
+Deno.test("portIdFor: IDs the manager takes, distinct for distinct owners, stable ones as they were", () => {
+  const uid = "0b5f3a1e-1c2d-4e5f-8a9b-0c1d2e3f4a5b";
+  const long = (c: string) => `${uid}-${c.repeat(190)}`;
+  const a = portIdFor(long("a"), "eth0");
+  const b = portIdFor(`${long("a")}b`, "eth0");
+  for (const id of [a, b]) assert.match(id, /^[A-Za-z0-9][A-Za-z0-9._:-]{0,198}[A-Za-z0-9]$/);
+  assert.notEqual(a, b);
+  assert.match(portIdFor("c0ffee", "eth-"), /^c0ffee-eth--[0-9a-f]{16}$/);
+  assert.equal(portIdFor("u-1-c0ffee", "net1"), "u-1-c0ffee-net1");
+  assert.equal(portIdFor("stable:acme:web-0", "eth0"), "stable:acme:web-0-eth0");
 });
