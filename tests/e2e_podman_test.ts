@@ -1,0 +1,194 @@
+/**
+ * A real container runtime drives the plugin: Debian's podman (CNI network backend) with runc runs
+ * busybox containers on two simulated nodes of a Knitter stack. The plugin is installed as a
+ * runtime finds one (a link in /opt/cni/bin, named in the conflist), chained with the reference
+ * tuning, portmap and bandwidth plugins, and gets nothing from its environment: podman, conmon and
+ * the cleanup conmon runs all have a minimal PATH and no KNITTER_* variable; the conflist names
+ * each node's agent socket.
+ */
+import assert from "node:assert/strict";
+import { Cleanup } from "./support/cleanup.ts";
+import { type Container, missingForPodman, type Podman, startPodman } from "./support/podman.ts";
+import { createNetwork, createTenant } from "./support/pods.ts";
+import { flows, journal, leftovers } from "./support/leftovers.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "./support/stack.ts";
+
+/** podman passes no K8S_POD_NAMESPACE, so pods land in the agent's default tenant. */
+const TENANT = "default";
+const NETWORK = "web";
+const PAYLOAD_BYTES = 300 * 1024;
+
+const skip = Deno.uid() === 0 ? undefined : "needs root (podman, network namespaces, Open vSwitch)";
+if (skip) console.log(`e2e_podman_test.ts: skipped: ${skip}`);
+
+Deno.test({
+  name:
+    "e2e podman: a real podman with runc runs containers through the installed plugin (chained with tuning, portmap, bandwidth; no environment); they get the manager's addresses and talk TCP across nodes; conmon's cleanup and stop + rm release everything",
+  ignore: skip !== undefined,
+  fn: async () => {
+    const missing = await missingForPodman();
+    assert.deepEqual(missing, [], `missing ${missing.join(", ")}: run scripts/setup.sh as root`);
+    await using cleanup = new Cleanup();
+    const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+    const [n1, n2] = stack.nodes;
+    await createTenant(stack, TENANT);
+    await createNetwork(stack, TENANT, NETWORK, "10.60.0.0/24");
+    const pm = await startPodman(cleanup);
+    // One podman network per node: the same Knitter network, through that node's agent.
+    const netOf = (node: StackNode) => `${cleanup.prefix}-${node.name}`;
+    for (const node of [n1, n2]) await pm.addNetwork(conflist(pm, netOf(node), node.agentSocket));
+    const baseline = { n1: await flows(n1), n2: await flows(n2) };
+
+    // The server on n1: busybox httpd with a payload of random bytes.
+    const www = `${pm.dir}/www`;
+    const out = `${pm.dir}/out`;
+    await Deno.mkdir(www);
+    await Deno.mkdir(out);
+    const payload = randomBytes(PAYLOAD_BYTES);
+    await Deno.writeFile(`${www}/payload`, payload);
+    const a = await pm.runDetached([
+      ...["--name", cleanup.name("a"), "--network", netOf(n1), "--volume", `${www}:/www:ro`],
+      ...[pm.image, "httpd", "-f", "-v", "-p", "80", "-h", "/www"],
+    ]);
+    const aIp = await expectManagersAddress(stack, pm, a, n1);
+    // tuning ran after knitter, on the interface knitter made.
+    const redirects = await pm.podman(["exec", a.id, "cat", eth0Sysctl("accept_redirects")]);
+    assert.equal(redirects.stdout.trim(), "0", "tuning's sysctl inside the container");
+
+    // The client on n2 waits for a go, fetches the payload, and exits by itself.
+    const fetch = "while [ ! -e /out/go ]; do sleep 0.1; done; " +
+      `for i in 1 2 3 4 5 6 7 8 9 10; do wget -q -O /out/payload http://${aIp}/payload && exit 0; ` +
+      "sleep 0.5; done; exit 1";
+    const b = await pm.runDetached([
+      ...["--name", cleanup.name("b"), "--network", netOf(n2), "--volume", `${out}:/out`],
+      ...[pm.image, "sh", "-c", fetch],
+    ]);
+    const bIp = await expectManagersAddress(stack, pm, b, n2);
+    await Deno.writeTextFile(`${out}/go`, "");
+
+    // Nobody calls podman or the plugin now: the container's exit alone makes conmon run
+    // `podman container cleanup`, and that must release b through the plugin.
+    await waitFor(
+      `the release of ${b.name} by conmon's cleanup`,
+      async () => (await holds(stack, n2, b)).length === 0,
+      30_000,
+    ).catch(async (err) => {
+      throw new Error(`${err.message}: still held: ${(await holds(stack, n2, b)).join(", ")}`);
+    });
+    const state = await pm.podman([
+      "inspect",
+      "--format",
+      "{{.State.Status}} {{.State.ExitCode}}",
+      b.id,
+    ]);
+    assert.equal(state.stdout.trim(), "exited 0", "wget fetched the payload");
+    assert.deepEqual(await Deno.readFile(`${out}/payload`), payload, "the payload arrived intact");
+    // The server saw the client's manager-given address.
+    const log = await pm.podman(["logs", a.id]);
+    assert.match(log.stdout + log.stderr, new RegExp(`${bIp.replaceAll(".", "\\.")}\\]?:\\d+: `));
+    await pm.podman(["rm", b.id]);
+
+    // podman stop releases a (podman stop and conmon's exit command both run the cleanup).
+    await pm.podman(["stop", "--time", "1", a.id]);
+    await waitFor(
+      `the release of ${a.name} by podman stop`,
+      async () => (await holds(stack, n1, a)).length === 0,
+      10_000,
+    ).catch(async (err) => {
+      throw new Error(`${err.message}: still held: ${(await holds(stack, n1, a)).join(", ")}`);
+    });
+    await pm.podman(["rm", a.id]);
+
+    // Nothing is left of either container, on either node, at the manager, or on the host.
+    for (const node of [n1, n2]) {
+      assert.deepEqual(await leftovers(node), { ovsPorts: [], veths: [], journal: [] }, node.name);
+      const name = node.name as "n1" | "n2";
+      await waitFor(
+        `${node.name}'s flows back to what they were`,
+        async () => JSON.stringify(await flows(node)) === JSON.stringify(baseline[name]),
+        10_000,
+      );
+    }
+    const ports = await stack.api("GET", `ports?tenant=${TENANT}`);
+    assert.deepEqual(ports.body.items, [], "the manager holds no port");
+    for (const c of [a, b]) {
+      assert.equal(await exists(c.netns), false, `${c.netns} is gone`);
+      for (const node of [n1, n2]) {
+        const cached = `/var/lib/cni/results/${netOf(node)}-${c.id}-eth0`;
+        assert.equal(await exists(cached), false, `${cached} is gone`);
+      }
+    }
+  },
+});
+
+/** The conflist of one podman network: knitter on a node's agent, then the reference plugins. */
+function conflist(pm: Podman, name: string, agentSocket: string) {
+  return {
+    // The reference plugins of Debian 12 (1.1.1) speak up to 1.0.0.
+    cniVersion: "1.0.0",
+    name,
+    plugins: [
+      { type: pm.plugin, agentSocket, networks: [NETWORK] },
+      { type: "tuning", sysctl: { "net.ipv4.conf.eth0.accept_redirects": "0" } },
+      { type: "portmap", capabilities: { portMappings: true } },
+      { type: "bandwidth", capabilities: { bandwidth: true } },
+    ],
+  };
+}
+
+function eth0Sysctl(name: string): string {
+  return `/proc/sys/net/ipv4/conf/eth0/${name}`;
+}
+
+/**
+ * The container's eth0 has the address the manager handed out for it on `node`, and podman read
+ * the same address, MAC and gateway from the chain's result. Answers the address.
+ */
+async function expectManagersAddress(
+  stack: Stack,
+  pm: Podman,
+  c: Container,
+  node: StackNode,
+): Promise<string> {
+  const port = await stack.api("GET", portPath(c));
+  assert.equal(port.status, 200, `the manager's port of ${c.name}: ${JSON.stringify(port.body)}`);
+  assert.equal(port.body.node, node.name, `${c.name} is on ${node.name}`);
+  const inside = await pm.podman(["exec", c.id, "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
+  const address = /inet (\d+\.\d+\.\d+\.\d+\/\d+)/.exec(inside.stdout)?.[1];
+  assert.equal(address, port.body.address, `eth0 of ${c.name}: ${inside.stdout}`);
+  const format = "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{.MacAddress}} {{.Gateway}}" +
+    "{{end}}";
+  const seen = await pm.podman(["inspect", "--format", format, c.id]);
+  assert.equal(
+    seen.stdout.trim(),
+    `${port.body.ip} ${port.body.mac} ${port.body.gateway}`,
+    `what podman read of ${c.name}'s result`,
+  );
+  return port.body.ip;
+}
+
+/** The manager's port of a container's eth0: podman gives no pod UID, so the ID is the container's. */
+function portPath(c: Container): string {
+  return `tenants/${TENANT}/networks/${NETWORK}/ports/${c.id}-eth0`;
+}
+
+/** What of a container is still held: its manager port, journal record, OVS port. */
+async function holds(stack: Stack, node: StackNode, c: Container): Promise<string[]> {
+  const held: string[] = [];
+  if ((await stack.api("GET", portPath(c))).status !== 404) held.push("the manager's port");
+  if ((await journal(node)).some((r) => r.containerId === c.id)) held.push("the agent's record");
+  const ports = (await leftovers(node)).ovsPorts;
+  if (ports.length > 0) held.push(`OVS ports ${ports.join(", ")}`);
+  return held;
+}
+
+/** getRandomValues gives at most 64 KiB a call. */
+function randomBytes(n: number): Uint8Array {
+  const bytes = new Uint8Array(n);
+  for (let at = 0; at < n; at += 65536) crypto.getRandomValues(bytes.subarray(at, at + 65536));
+  return bytes;
+}
+
+async function exists(path: string): Promise<boolean> {
+  return (await Deno.lstat(path).catch(() => undefined)) !== undefined;
+}
