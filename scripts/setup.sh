@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DENO_VERSION=2.9.6
-DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client)
+# podman, runc (named: podman would take crun otherwise), conmon, busybox-static and tar are for the
+# real-runtime test (tests/e2e_podman_test.ts). It gives podman a configuration of its own
+# (CONTAINERS_CONF), so nothing is written to /etc/containers here.
+DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
