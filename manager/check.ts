@@ -6,6 +6,7 @@
  */
 import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
+import { rangesHold } from "./ipam/index_ranges.ts";
 import {
   type IpGroupRecord,
   keys,
@@ -65,14 +66,19 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     hold(p.index, `port "${p.id}" (${p.ip})`);
   }
   const bits = await readPool(store, keys.ipam(net.id), net.poolSize, where, problems);
-  const reserved = reservedOf(net);
+  // Networks made before reserved ranges were kept have their reserved addresses as set bits.
+  const legacy = net.reservedRanges === undefined ? reservedOf(net) : new Set<number>();
+  const ranges = net.reservedRanges ?? [];
   for (const [index, who] of holders) {
     if (!bits.set.has(index)) {
       problems.push(`${where}: ${who} holds index ${index}, whose bit is clear`);
     }
+    if (rangesHold(ranges, index)) {
+      problems.push(`${where}: ${who} holds index ${index}, which is reserved (gateway, exclude)`);
+    }
   }
   for (const index of bits.set) {
-    if (holders.has(index) || reserved.has(index)) continue;
+    if (holders.has(index) || legacy.has(index)) continue;
     problems.push(`${where}: index ${index} is set but no port or IP group holds it (orphaned)`);
   }
   if (bits.head && bits.head.used !== holders.size) {
@@ -83,7 +89,7 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
   return ports.length;
 }
 
-/** The gateway's and the excludes' indexes, as network creation reserved them. */
+/** The gateway's and the excludes' indexes, as network creation set them before ranges were kept. */
 function reservedOf(net: NetworkRecord): Set<number> {
   const spec = networkSpec(
     {

@@ -37,6 +37,12 @@ export interface NetworkRecord {
   /** Addresses in the pools, and how many of them the gateway and excludes take. */
   poolSize: number;
   reserved: number;
+  /**
+   * The pool indexes the gateway and the excludes take, as merged [start, end) ranges: never handed
+   * out, and never set in the bitmap. Absent on networks created before ranges were kept: their
+   * reserved addresses are set bits instead.
+   */
+  reservedRanges?: [number, number][];
 }
 
 export interface PhysnetRecord {

@@ -2,6 +2,7 @@
 import { ApiError } from "../errors.ts";
 import { BitmapPool } from "../ipam/bitmap_pool.ts";
 import { IndexSpace } from "../ipam/index_space.ts";
+import { complement, type IndexRange, rangesHold } from "../ipam/index_ranges.ts";
 import { parseIp } from "../ipam/ip.ts";
 import type { ChangeFeed } from "../feed.ts";
 import type { Metrics } from "../metrics.ts";
@@ -134,6 +135,23 @@ export class PoolRegistry {
 
   vlan(physnet: string): BitmapPool {
     return this.get(keys.vlanPool(physnet), VLAN_SPACE);
+  }
+
+  /** The index ranges allocation may hand out: the pools less the gateway and the excludes. */
+  allowed(net: NetworkRecord): IndexRange[] {
+    return this.perNetwork(
+      net,
+      "allowed",
+      () => complement(net.reservedRanges ?? [], net.poolSize),
+    );
+  }
+
+  /** Why a pool index is never handed out (the gateway, an exclude), or null when it may be. */
+  reservedWhy(net: NetworkRecord, index: number): string | null {
+    if (!net.reservedRanges || !rangesHold(net.reservedRanges, index)) return null;
+    const gw = net.gateway === undefined ? null : parseIp(net.gateway);
+    if (gw && this.space(net).indexOf(gw.value) === index) return "the gateway";
+    return "excluded from allocation";
   }
 
   /** The index space of a network's pools (cached; networks never change their pools). */

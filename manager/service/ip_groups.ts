@@ -111,6 +111,10 @@ async function takeListed(
     if (index < 0) {
       throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
     }
+    const reserved = ctx.pools.reservedWhy(net, index);
+    if (reserved !== null) {
+      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
+    }
     if (!(await edit.take(index))) {
       const who = await holderOf(ctx, net, ip);
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
@@ -128,7 +132,7 @@ async function takeAny(
 ): Promise<IpGroupAddress[]> {
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
-    const index = await edit.allocate();
+    const index = await edit.allocate(ctx.pools.allowed(net));
     if (index === null) {
       throw new ApiError(
         "pool_exhausted",

@@ -5,6 +5,7 @@
 import type { z } from "zod";
 import { invalid } from "../errors.ts";
 import { IndexSpace, type Range } from "../ipam/index_space.ts";
+import { type IndexRange, mergeRanges, rangesSize } from "../ipam/index_ranges.ts";
 import {
   type Cidr,
   cidrContains,
@@ -23,11 +24,11 @@ export const MAX_POOL_SIZE = 1 << 24;
 export const VXLAN_OVERHEAD = 50;
 
 export interface NetworkSpec {
-  record: Omit<NetworkRecord, "id" | "tenant" | "createdAt" | "segmentId" | "reserved">;
+  record: Omit<NetworkRecord, "id" | "tenant" | "createdAt" | "segmentId">;
   cidr: Cidr;
   space: IndexSpace;
-  /** Index ranges [start, end) never to be handed out: the gateway and the excludes. */
-  reserved: [number, number][];
+  /** Index ranges [start, end) never to be handed out: the gateway and the excludes, merged. */
+  reserved: IndexRange[];
 }
 
 export function networkSpec(
@@ -70,16 +71,24 @@ export function networkSpec(
     );
   }
 
-  const reserved: [number, number][] = [];
+  const wanted: IndexRange[] = [];
   if (gateway) {
     const i = space.indexOf(gateway.value);
-    if (i >= 0) reserved.push([i, i + 1]);
+    if (i >= 0) wanted.push([i, i + 1]);
   }
   const excludes = (body.excludes ?? []).map((text, i) => {
     const range = parseExclude(`excludes[${i}]`, text, cidr);
-    reserved.push(...space.indexRanges(range.start, range.end));
+    wanted.push(...space.indexRanges(range.start, range.end));
     return text;
   });
+  const reserved = mergeRanges(wanted);
+  const reservedCount = rangesSize(reserved);
+  if (reservedCount >= space.size) {
+    throw invalid(
+      body.excludes?.length ? "excludes" : "gateway",
+      `the gateway and the excludes take all ${space.size} addresses of the pools: the network would have no address to hand out`,
+    );
+  }
 
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);
@@ -119,6 +128,8 @@ export function networkSpec(
       physnet: body.physnet,
       description: body.description,
       poolSize: space.size,
+      reserved: reservedCount,
+      reservedRanges: reserved,
     },
   };
 }

@@ -14,7 +14,8 @@ import { networkSpec } from "./network_spec.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
 
-export interface NetworkView extends Omit<NetworkRecord, "poolSize" | "reserved"> {
+export interface NetworkView
+  extends Omit<NetworkRecord, "poolSize" | "reserved" | "reservedRanges"> {
   usage: Usage;
 }
 
@@ -30,7 +31,6 @@ export async function createNetwork(
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   await getTenantEntry(ctx, tenant);
   const id = crypto.randomUUID();
-  const addresses = ctx.pools.get(keys.ipam(id), spec.record.poolSize);
 
   const build = async (tx: Tx): Promise<NetworkRecord> => {
     const tenantEntry = await getTenantEntry(ctx, tenant);
@@ -59,17 +59,8 @@ export async function createNetwork(
     tx.check(tenantEntry).set(tenantEntry.key, { ...t, networks: t.networks + 1 });
 
     const segmentId = await claimSegment(ctx, tx, principal, tenant, body);
-    const edit = await addresses.edit(tx);
-    for (const [start, end] of spec.reserved) await edit.reserve(start, end);
-    const record: NetworkRecord = {
-      id,
-      tenant,
-      ...spec.record,
-      segmentId,
-      createdAt: now(),
-      reserved: edit.setBits,
-    };
-    edit.flush();
+    // The gateway and the excludes are kept as ranges in the record: the bitmap is not touched.
+    const record: NetworkRecord = { id, tenant, ...spec.record, segmentId, createdAt: now() };
     tx.set(key, record);
     return record;
   };
@@ -425,7 +416,7 @@ export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkVi
 }
 
 function view(net: NetworkRecord, total: number, used: number): NetworkView {
-  const { poolSize: _p, reserved: _r, ...rest } = net;
+  const { poolSize: _p, reserved: _r, reservedRanges: _rr, ...rest } = net;
   return { ...rest, usage: { total, used, free: total - used } };
 }
 

@@ -220,6 +220,11 @@ async function buildPut(
         `${body.ip} is outside the allocation pools of network "${net.name}" (${poolText(net)})`,
       );
     }
+    const reserved = ctx.pools.reservedWhy(net, index);
+    if (reserved !== null) {
+      ctx.metrics.allocationFailures.inc({ reason: "taken" });
+      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, "ip");
+    }
     if (!(await edit.take(index))) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError(
@@ -229,7 +234,7 @@ async function buildPut(
       );
     }
   } else {
-    const found = await edit.allocate();
+    const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!opts.fresh) throw new Restart();
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
