@@ -6,6 +6,7 @@
 import type { Logger, Port } from "@knitter/common";
 import {
   type ManagerClient,
+  ManagerError,
   ManagerUnavailableError,
   Mutex,
   type StartedCommand,
@@ -21,9 +22,26 @@ import {
   podInterfaceState,
   startPodBatch,
 } from "./netlink.ts";
+import { netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
 import type { PortPlugger } from "./port_plugger.ts";
-import { type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
-import type { AgentState, AttachedInterface, Attachment } from "./state.ts";
+import {
+  checkAddRequest,
+  type CniRequest,
+  podRequest,
+  portIdFor,
+  type WantedInterface,
+} from "./pod_request.ts";
+import {
+  type AgentState,
+  type AttachedInterface,
+  type Attachment,
+  MAX_VALUE_BYTES,
+  RecordTooLargeError,
+  storedBytes,
+} from "./state.ts";
+
+/** Room kept in a record for each interface's port and result, when its size is judged up front. */
+const BYTES_PER_INTERFACE = 1024;
 
 export interface AttacherDeps {
   nodeName: string;
@@ -37,10 +55,13 @@ export interface AttacherDeps {
 
 export class Attacher {
   private readonly locks = new Map<string, Mutex>();
+  /** Fixed MACs being given by ADDs in flight ("networkId/mac" to container). */
+  private readonly macClaims = new Map<string, string>();
 
   constructor(private readonly d: AttacherDeps) {}
 
   async add(req: CniRequest): Promise<CniResult> {
+    checkAddRequest(req);
     return await this.locked(req.containerId, () => this.doAdd(req));
   }
 
@@ -69,28 +90,51 @@ export class Attacher {
   }
 
   private async doAdd(req: CniRequest): Promise<CniResult> {
-    const netns = req.netns ?? "";
-    await requireNetns(netns);
+    const pod = await podNetns(req.netns ?? "");
     // The first interface's `ip` starts now and waits for its lines, while the journal and the
     // manager are waited for.
-    const batch = await startPodBatch(netns);
+    const batch = await startPodBatch(pod.path);
+    const claimed: string[] = [];
     try {
-      return await this.addWith(req, netns, batch);
+      return await this.addWith(req, pod, batch, claimed);
     } finally {
+      for (const k of claimed) this.macClaims.delete(k);
       await batch.abandon();
     }
   }
 
-  private async addWith(req: CniRequest, netns: string, batch: StartedCommand): Promise<CniResult> {
+  private async addWith(
+    req: CniRequest,
+    pod: PodNetns,
+    batch: StartedCommand,
+    claimed: string[],
+  ): Promise<CniResult> {
+    const netns = pod.path;
     const want = podRequest(req, this.d.defaults);
     const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
-    if (existing?.status === "ready") return existing.result as CniResult;
-    if (existing) await this.undo(existing, "ADD (left over from an interrupted ADD)");
+    if (existing) {
+      const stale = existing.status === "ready" ? await this.staleness(existing, pod) : "";
+      if (stale === undefined) {
+        // The same ADD again, for the netns that still has what it made: the same answer.
+        return cniResult(
+          netns,
+          existing.interfaces.map((i) => ({ ...i, port: i.port! })),
+          req.config.prevResult,
+        );
+      }
+      // Never a result for a netns that does not have it: what the record made goes (its ports
+      // too), and this ADD makes it anew.
+      await this.undo(
+        existing,
+        stale ? `ADD again: ${stale}` : "ADD (left over from an interrupted ADD)",
+      );
+    }
 
     const a: Attachment = {
       containerId: req.containerId,
       ifName: req.ifName,
       netns,
+      netnsId: pod.id,
       tenant: want.tenant,
       pod: want.pod,
       status: "adding",
@@ -109,6 +153,8 @@ export class Attacher {
         defaultRoute: w.defaultRoute,
       });
     }
+    this.requireOwnPorts(a);
+    requireRoom(a, req.config.prevResult);
     // The journal goes first: whatever happens next, DEL finds what to undo.
     await this.d.state.putAttachment(a);
     // Interfaces from this index on have nothing made for them anywhere (ports come first).
@@ -128,10 +174,12 @@ export class Attacher {
           });
         } catch (err) {
           if (err instanceof ManagerUnavailableError && err.notSent) untouched = k;
-          throw err;
+          throw withSource(err, w);
         }
         // No journal write here: port IDs are derived, so the journal already names what to release.
         this.requirePhysnet(i.port);
+        requirePrefix(i.port, w);
+        if (w.mac) claimed.push(this.claimMac(i.port, i.portId, a, w));
       }
       // The agent picks the ofports, so the flows go in while the interfaces are made and plugged.
       for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
@@ -172,6 +220,74 @@ export class Attacher {
     }
   }
 
+  /**
+   * Why a ready record does not describe the netns an ADD names (another netns at the path or
+   * another path, an interface gone or changed), or undefined when it does.
+   */
+  private async staleness(a: Attachment, pod: PodNetns): Promise<string | undefined> {
+    if (a.netns !== pod.path) return `the sandbox's netns is now ${pod.path}, not ${a.netns}`;
+    if (a.netnsId !== undefined && a.netnsId !== pod.id) {
+      return `${pod.path} is a new network namespace (the sandbox was recreated)`;
+    }
+    for (const i of a.interfaces) {
+      const st = await podInterfaceState(a.netns, i.ifName);
+      if (st?.mac !== i.port?.mac) return `${i.ifName} in ${a.netns} is gone or changed`;
+    }
+    return undefined;
+  }
+
+  /**
+   * A port ID another attachment on this node holds (a stable address, another sandbox of the same
+   * pod) is not this one's to take: two interfaces would share its address and MAC.
+   */
+  private requireOwnPorts(a: Attachment): void {
+    for (const i of a.interfaces) {
+      const other = this.d.state.holdersOf(i.portId, a)[0];
+      if (!other) continue;
+      throw new CniError(
+        CNI_CODE.tryAgainLater,
+        `Port "${i.portId}" on network "${i.network}" is held by container ${other.containerId} (netns ${other.netns}) on this node, another sandbox of ${
+          a.pod ? `pod ${a.pod.namespace}/${a.pod.name}` : "this pod"
+        }; its address is the pod's stable one, so this sandbox gets it once the runtime has deleted that one (CNI DEL): retry then`,
+      );
+    }
+  }
+
+  /** A fixed MAC another interface of the network has is refused; else it is claimed until done. */
+  private claimMac(port: Port, portId: string, a: Attachment, w: WantedInterface): string {
+    const key = `${port.networkId}/${port.mac}`;
+    const inFlight = this.macClaims.get(key);
+    const holder = inFlight !== undefined && inFlight !== a.containerId
+      ? `container ${inFlight}, being attached on this node`
+      : this.macHolder(port, portId);
+    if (holder) {
+      throw new CniError(
+        CNI_CODE.invalidConfig,
+        `MAC ${port.mac} (${w.macFrom}) is already used on network "${port.network}" by ${holder}: two interfaces of one network must not share a MAC; ask for another MAC, or none`,
+      );
+    }
+    this.macClaims.set(key, a.containerId);
+    return key;
+  }
+
+  /** Who else has the port's MAC on its network: this node's attachments, then the manager's ports. */
+  private macHolder(port: Port, portId: string): string | undefined {
+    for (const other of this.d.state.attachmentsView()) {
+      for (const i of other.interfaces) {
+        if (i.portId === portId || i.port?.networkId !== port.networkId) continue;
+        if (i.port.mac === port.mac) {
+          return `port "${i.portId}" of container ${other.containerId} on this node`;
+        }
+      }
+    }
+    for (const p of this.d.dataplane.knownPorts()) {
+      if (p.id !== portId && p.networkId === port.networkId && p.mac === port.mac) {
+        return `port "${p.id}"${p.node ? ` on node "${p.node}"` : ""}`;
+      }
+    }
+    return undefined;
+  }
+
   private async doDel(req: CniRequest): Promise<void> {
     const a = await this.d.state.getAttachment(req.containerId, req.ifName);
     if (!a) return; // Already undone, or never made here: DEL succeeds.
@@ -186,15 +302,24 @@ export class Attacher {
     try {
       await allDone([
         this.d.plugger.remove(a.interfaces.map((i) => i.hostIfName)),
-        ...a.interfaces.map((i) => deletePodInterface(i.hostIfName, a.netns, i.ifName)),
+        // The pod end goes with the host end; alone only when it is provably knitter's.
+        ...a.interfaces.map((i) =>
+          deletePodInterface(i.hostIfName, { netns: a.netns, ifName: i.ifName, mac: i.port?.mac })
+        ),
       ]);
       // Flows of the gone ports go before their addresses can be handed to someone else.
       const ports = a.interfaces;
       a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
+      // The result is not needed to undo, and may be what made a record too large to store.
+      delete a.result;
       await this.d.state.putAttachment(a);
       await this.d.dataplane.sync();
       this.d.plugger.release(ports.map((i) => i.ofport));
-      for (const i of ports) await this.d.manager.deletePort(i.tenant, i.network, i.portId);
+      for (const i of ports) {
+        // A port another attachment here still uses (a stable one) is not this one's to release.
+        if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
+        await this.d.manager.deletePort(i.tenant, i.network, i.portId);
+      }
       await this.d.state.deleteAttachment(a.containerId, a.ifName);
       this.d.log.info("detached", { container: a.containerId, why });
     } catch (err) {
@@ -210,6 +335,13 @@ export class Attacher {
         `No attachment of ${req.containerId}/${req.ifName} on this node`,
       );
     }
+    const id = await netnsIdOf(a.netns);
+    if (a.netnsId !== undefined && id !== undefined && id !== a.netnsId) {
+      throw new CniError(
+        CNI_CODE.checkFailed,
+        `${a.netns} is not the network namespace ADD made ${a.ifName} in: the sandbox was recreated; ADD it again`,
+      );
+    }
     for (const i of a.interfaces) {
       const st = await podInterfaceState(a.netns, i.ifName);
       const port = i.port!;
@@ -218,7 +350,8 @@ export class Attacher {
       if (st.mac !== port.mac) {
         throw new CniError(
           CNI_CODE.checkFailed,
-          `Interface ${where} has MAC ${st.mac}, not ${port.mac}`,
+          `Interface ${where} has MAC ${st.mac}, not ${port.mac} that knitter gave it: the MAC was changed after ADD, likely by a plugin chained after knitter (such as tuning with "mac")`,
+          `Knitter's port security (anti-spoofing flows on the bridge) admits frames from ${port.mac} only and drops every other, so ${i.ifName} has no traffic. Ask knitter for the MAC instead: "mac" in the interface's entry of "networks" in the network config, MAC= in CNI_ARGS, or the "mac" capability (runtimeConfig.mac); and take "mac" out of the chained plugin's config.`,
         );
       }
       if (!st.addresses.includes(port.address)) {
@@ -302,13 +435,40 @@ async function allDone(steps: Promise<unknown>[]): Promise<void> {
   if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
-async function requireNetns(netns: string): Promise<void> {
-  if (!netns) throw new CniError(CNI_CODE.invalidEnvironment, "CNI_NETNS is required for ADD");
-  try {
-    await Deno.stat(netns);
-  } catch {
-    throw new CniError(CNI_CODE.invalidEnvironment, `CNI_NETNS ${netns} does not exist`);
-  }
+/**
+ * Refuses, before anything is written, an ADD whose record would be too large to store: a huge
+ * prevResult (it becomes part of the result), or a huge list of networks.
+ */
+function requireRoom(a: Attachment, prevResult: unknown): void {
+  const prev = prevResult === undefined ? 0 : storedBytes(prevResult);
+  const bytes = storedBytes(a) + prev + a.interfaces.length * BYTES_PER_INTERFACE;
+  if (bytes <= MAX_VALUE_BYTES) return;
+  throw new RecordTooLargeError(
+    bytes,
+    MAX_VALUE_BYTES,
+    `The record of ${a.containerId}/${a.ifName} (${a.interfaces.length} interfaces, a prevResult of ${
+      Math.round(prev / 1024)
+    } KiB)`,
+    "ask for fewer networks, or chain fewer or smaller results before knitter",
+  );
+}
+
+/** A fixed address asked with a prefix length must have its network's. */
+function requirePrefix(port: Port, w: WantedInterface): void {
+  const prefix = Number(port.address.slice(port.address.indexOf("/") + 1));
+  if (w.ipPrefix === undefined || w.ipPrefix === prefix) return;
+  throw new CniError(
+    CNI_CODE.invalidConfig,
+    `${w.ipFrom} asks for ${w.ip}/${w.ipPrefix}, but network "${port.network}" has /${prefix} (${port.address}): ask for ${w.ip} or ${w.ip}/${prefix}`,
+  );
+}
+
+/** A manager's refusal of a fixed address or MAC, saying where the request came from. */
+function withSource(err: unknown, w: WantedInterface): unknown {
+  if (!(err instanceof ManagerError)) return err;
+  const from = err.field === "ip" ? w.ipFrom : err.field === "mac" ? w.macFrom : undefined;
+  if (!from) return err;
+  return new ManagerError(err.status, err.code, `${from}: ${err.message}`, err.field);
 }
 
 function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {

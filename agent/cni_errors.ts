@@ -3,6 +3,8 @@
  * spec's; 100 and up are this plugin's own.
  */
 import { CommandError, ManagerError, ManagerUnavailableError } from "@knitter/common";
+import { InterfaceExistsError } from "./netlink.ts";
+import { RecordTooLargeError } from "./state.ts";
 
 export const CNI_CODE = {
   incompatibleVersion: 1,
@@ -45,6 +47,8 @@ const CONFIG_ERRORS = new Set([
   "not_found",
   "invalid_request",
   "address_taken",
+  "mac_taken",
+  "invalid_mac",
   "conflict",
   "forbidden",
   "unauthorized",
@@ -66,6 +70,15 @@ export function toCniError(err: unknown, doing: string): CniError {
       return new CniError(CNI_CODE.invalidConfig, `${doing}: ${err.message}${hint}`);
     }
     return new CniError(CNI_CODE.internal, `${doing}: ${err.message}`);
+  }
+  if (err instanceof InterfaceExistsError) {
+    // In the pod: CNI_IFNAME names an interface that is there already. On the node: not the
+    // runtime's doing, and nothing it can change.
+    const code = err.side === "pod" ? CNI_CODE.invalidEnvironment : CNI_CODE.internal;
+    return new CniError(code, `${doing}: ${err.message}`);
+  }
+  if (err instanceof RecordTooLargeError) {
+    return new CniError(CNI_CODE.invalidConfig, `${doing}: ${err.message}`);
   }
   if (err instanceof CommandError) {
     return new CniError(CNI_CODE.ioFailure, `${doing}: ${err.message}`);

@@ -260,7 +260,7 @@ export class ExtraInterfaces {
       }
       // A network interface whose journal never reached the attachment record, or a bridge one.
       await this.d.ovs.delPorts(x.bridge, [x.hostIfName]);
-      await deletePodInterface(x.hostIfName, x.netns, x.ifName);
+      await deletePodInterface(x.hostIfName, { netns: x.netns, ifName: x.ifName, mac: x.mac });
       await this.d.store.delete(x.id);
     } catch (err) {
       throw asExtraError(err, `Cannot undo ${x.ifName} in ${x.netns} (${why})`);

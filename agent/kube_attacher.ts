@@ -9,7 +9,12 @@ import { Attacher, type AttacherDeps } from "./attach.ts";
 import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
 import type { CniResult } from "./cni_result.ts";
 import type { KubePods } from "./kube_pods.ts";
-import type { AgentRequest, CniRequest, KubePod } from "./pod_request.ts";
+import {
+  type AgentRequest,
+  checkAddRequest,
+  type CniRequest,
+  type KubePod,
+} from "./pod_request.ts";
 
 export const ATTACH_FAILED = "KnitterAttachFailed";
 
@@ -30,6 +35,8 @@ export class KubeAttacher extends Attacher {
   private readonly log: AttacherDeps["log"];
 
   override async add(req: CniRequest): Promise<CniResult> {
+    // Malformed K8S_* arguments are refused before they name anything to the API.
+    checkAddRequest(req);
     const namespace = req.args?.K8S_POD_NAMESPACE;
     const name = req.args?.K8S_POD_NAME;
     if (!namespace || !name) return await super.add(req);

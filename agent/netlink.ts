@@ -82,30 +82,49 @@ export async function createPodInterface(
   const step = failed === undefined ? undefined : steps[failed - 1];
   // Line 1 is the creation itself: when it fails nothing was made, and what exists is not ours.
   if (failed !== 1) await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+  if (failed === 1 && /File exists/.test(result.stderr)) {
+    if (await linkInfo(spec.netns, spec.ifName)) {
+      throw new InterfaceExistsError(
+        "pod",
+        `${spec.ifName} already exists in ${spec.netns}, and knitter did not make it (another plugin or the runtime did): knitter creates the CNI_IFNAME interface itself, so remove that one or give knitter another CNI_IFNAME`,
+      );
+    }
+    throw new InterfaceExistsError(
+      "host",
+      `Cannot create ${where}: the host end's name ${spec.hostIfName} is taken on the node by an interface knitter has no record of: delete it (ip link del ${spec.hostIfName}) and retry`,
+    );
+  }
   const why = step ? `step "${step.label}" failed` : "ip failed";
-  const exists = failed === 1 && /File exists/.test(result.stderr)
-    ? ` (${spec.hostIfName} on the host or ${spec.ifName} in the pod already exists)`
-    : "";
-  throw new Error(`Cannot create ${where}: ${why}${exists}: ${result.stderr}`, {
+  throw new Error(`Cannot create ${where}: ${why}: ${result.stderr}`, {
     cause: new CommandError(result),
   });
 }
 
+/** The interface name is taken: in the pod (CNI_IFNAME) or, for the host end, on the node. */
+export class InterfaceExistsError extends Error {
+  constructor(readonly side: "pod" | "host", message: string) {
+    super(message);
+    this.name = "InterfaceExistsError";
+  }
+}
+
 /**
  * Deletes the pod's veth pair by its host end (which takes the pod end with it). Idempotent:
- * false when it was already gone. With `netns` and `ifName`, a veth left in the pod without its
- * host end here is deleted too; a netns that no longer exists is not an error.
+ * false when it was already gone. With `pod`, a pod end whose host end is not here (moved or
+ * renamed) is deleted too, but only when it is provably the one knitter made: a veth of that name
+ * with the MAC knitter gave it. Anything else of that name (another plugin's, or a new sandbox's)
+ * is left alone; a netns that no longer exists is not an error.
  */
 export async function deletePodInterface(
   hostIfName: string,
-  netns?: string,
-  ifName?: string,
+  pod?: { netns: string; ifName: string; mac?: string },
   hostNetns?: string,
 ): Promise<boolean> {
   if (await deleteHostEnd(hostIfName, hostNetns)) return true;
-  if (netns === undefined || ifName === undefined || !(await exists(netns))) return false;
-  const kind = await linkKind(netns, ifName);
-  if (kind !== "veth") return false;
+  if (pod?.mac === undefined || !(await exists(pod.netns))) return false;
+  const { netns, ifName } = pod;
+  const link = await linkInfo(netns, ifName);
+  if (link?.kind !== "veth" || link.mac !== pod.mac.toLowerCase()) return false;
   const ip = await ipIn(netns, ["link", "del", "dev", ifName]);
   const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code === 0) return true;
@@ -253,12 +272,19 @@ function deleteHostEnd(name: string, hostNetns?: string): Promise<boolean> {
   return linkDeleter.delete(name, hostNetns);
 }
 
-async function linkKind(netns: string, ifName: string): Promise<string | undefined> {
+/** The kind ("veth", "dummy", ...) and MAC of an interface in a netns; undefined when absent. */
+async function linkInfo(
+  netns: string,
+  ifName: string,
+): Promise<{ kind?: string; mac?: string } | undefined> {
   const ip = await ipIn(netns, ["-json", "-details", "link", "show", "dev", ifName]);
   const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code !== 0) return undefined;
-  const [link] = JSON.parse(result.stdout) as { linkinfo?: { info_kind?: string } }[];
-  return link?.linkinfo?.info_kind;
+  const [link] = JSON.parse(result.stdout) as {
+    address?: string;
+    linkinfo?: { info_kind?: string };
+  }[];
+  return link && { kind: link.linkinfo?.info_kind, mac: link.address?.toLowerCase() };
 }
 
 function isNoDevice(stderr: string): boolean {

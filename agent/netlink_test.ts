@@ -5,6 +5,7 @@ import {
   createPodInterface,
   deletePodInterface,
   hostIfName,
+  InterfaceExistsError,
   type PodInterfaceSpec,
   podInterfaceState,
   validIfName,
@@ -102,10 +103,24 @@ Deno.test("an interface that already exists is refused and left alone", async ()
   const again = spec(host, pod, { hostIfName: hostIfName("other", "eth1") });
   await assert.rejects(
     createPodInterface(again),
-    /step "create veth .*" failed \(.*already exists\)/,
+    (e) =>
+      e instanceof InterfaceExistsError && e.side === "pod" &&
+      /^eth1 already exists in .*, and knitter did not make it/.test(e.message),
   );
   assert.equal((await podInterfaceState(pod, "eth1"))?.mac, "02:00:0a:01:00:05");
   assert.deepEqual((await links(host)).sort(), ["lo", hostIfName("c0ffee", "eth1")].sort());
+});
+
+Deno.test("a host end whose name is taken on the node is refused, naming it", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [pod, pod2] } = await setup(cleanup, 2);
+  await createPodInterface(spec(host, pod));
+  await assert.rejects(
+    createPodInterface(spec(host, pod2)),
+    (e) =>
+      e instanceof InterfaceExistsError && e.side === "host" && /ip link del kn/.test(e.message),
+  );
+  assert.deepEqual(await links(pod2), ["lo"]);
 });
 
 Deno.test("bad input is refused before anything runs", async () => {
@@ -135,8 +150,9 @@ Deno.test("deletePodInterface is idempotent, also when the netns is gone", async
   const { host, pods: [pod, pod2] } = await setup(cleanup, 2);
   const s = spec(host, pod);
   await createPodInterface(s);
-  assert.equal(await deletePodInterface(s.hostIfName, pod, "eth1", host), true);
-  assert.equal(await deletePodInterface(s.hostIfName, pod, "eth1", host), false);
+  const end = { netns: pod, ifName: "eth1", mac: s.mac };
+  assert.equal(await deletePodInterface(s.hostIfName, end, host), true);
+  assert.equal(await deletePodInterface(s.hostIfName, end, host), false);
   assert.equal(await podInterfaceState(pod, "eth1"), null);
   assert.deepEqual(await links(host), ["lo"]);
 
@@ -144,17 +160,28 @@ Deno.test("deletePodInterface is idempotent, also when the netns is gone", async
   await createPodInterface(s2);
   await run(["ip", "netns", "del", pod2.split("/").pop()!]);
   // The kernel tears a deleted netns down asynchronously: the pair may still be there, or not.
-  await deletePodInterface(s2.hostIfName, pod2, "eth1", host);
-  assert.equal(await deletePodInterface(s2.hostIfName, pod2, "eth1", host), false);
+  const end2 = { netns: pod2, ifName: "eth1", mac: s2.mac };
+  await deletePodInterface(s2.hostIfName, end2, host);
+  assert.equal(await deletePodInterface(s2.hostIfName, end2, host), false);
   assert.equal(await podInterfaceState(pod2, "eth1"), null);
   assert.deepEqual(await links(host), ["lo"]);
 });
 
-Deno.test("deletePodInterface removes a veth left in the pod without its host end", async () => {
+Deno.test("deletePodInterface removes a pod end without its host end only when its MAC is ours", async () => {
   await using cleanup = new Cleanup();
   const { host, pods: [pod] } = await setup(cleanup);
-  await run(["ip", "link", "add", "stray", "type", "veth", "peer", "name", "eth1"], { netns: pod });
-  assert.equal(await deletePodInterface("knnothere", pod, "eth1", host), true);
+  const theirs = "02:00:00:00:00:99";
+  await run(
+    ["ip", "link", "add", "stray", "type", "veth", "peer", "name", "eth1", "address", theirs],
+    { netns: pod },
+  );
+  // Another plugin's eth1, or one we cannot tell: left alone.
+  const ours = { netns: pod, ifName: "eth1", mac: "02:00:00:00:00:01" };
+  assert.equal(await deletePodInterface("knnothere", ours, host), false);
+  assert.equal(await deletePodInterface("knnothere", { ...ours, mac: undefined }, host), false);
+  assert.deepEqual((await links(pod)).sort(), ["eth1", "lo", "stray"]);
+  // Ours (the MAC knitter gave it), its host end moved away: deleted.
+  assert.equal(await deletePodInterface("knnothere", { ...ours, mac: theirs }, host), true);
   assert.deepEqual(await links(pod), ["lo"]);
 });
 
@@ -178,7 +205,7 @@ Deno.test("createPodInterface timing", async () => {
   const deletes: number[] = [];
   for (const i of pods.keys()) {
     const started = performance.now();
-    await deletePodInterface(hostIfName(`t${i}`, "eth1"), undefined, undefined, host);
+    await deletePodInterface(hostIfName(`t${i}`, "eth1"), undefined, host);
     deletes.push(performance.now() - started);
   }
   console.log(`createPodInterface (1 exec, 2 addresses, 3 routes): ${summary(times)}`);

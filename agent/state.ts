@@ -94,13 +94,14 @@ export class AgentState {
    * changes (RecordTooLargeError).
    */
   putAttachment(a: Attachment): Promise<void> {
+    const copy = structuredClone(a);
     try {
-      checkFits(a);
+      checkFits(copy);
     } catch (err) {
       return Promise.reject(err);
     }
     const key = keyOf(a.containerId, a.ifName);
-    this.attachments.set(key, structuredClone(a));
+    this.attachments.set(key, copy);
     return this.written(key, a.containerId, a.ifName);
   }
 
@@ -201,18 +202,26 @@ const MAX_KEY_BYTES = 2048;
 
 /** A record the store cannot take; nothing was changed. */
 export class RecordTooLargeError extends Error {
-  constructor(readonly bytes: number, readonly limit: number, what: string) {
+  constructor(readonly bytes: number, readonly limit: number, what: string, hint?: string) {
     super(
       `${what} would be ${kib(bytes)} KiB, too large for the agent's store, which takes at most ${
         kib(limit)
-      } KiB a record`,
+      } KiB a record${hint ? `: ${hint}` : ""}`,
     );
     this.name = "RecordTooLargeError";
   }
 }
 
-/** The size of a value as Deno KV stores it (V8's serialization). */
+/**
+ * The size of a value as Deno KV would store the agent's copy of it: V8's serialization of a
+ * structured clone (whose arrays V8 writes as sparse, a few bytes more an element than those of
+ * parsed JSON).
+ */
 export function storedBytes(value: unknown): number {
+  return serializedBytes(structuredClone(value));
+}
+
+function serializedBytes(value: unknown): number {
   return serialize(value).length;
 }
 
@@ -226,7 +235,7 @@ function checkFits(a: Attachment): void {
       `The key of ${a.containerId.slice(0, 64)}'s record`,
     );
   }
-  const bytes = storedBytes(a);
+  const bytes = serializedBytes(a);
   if (bytes > MAX_VALUE_BYTES) {
     throw new RecordTooLargeError(
       bytes,

@@ -177,3 +177,18 @@ Deno.test("agent state: holdersOf finds the other attachments on a manager port"
     s.close();
   }
 });
+
+Deno.test("agent state: the size judged is that of the copy kept, as Deno KV measures it", async () => {
+  const s = await AgentState.open(":memory:");
+  try {
+    // Parsed JSON arrays serialize smaller than their clones: 2000 entries fit, their clone not.
+    const entries = JSON.parse(
+      JSON.stringify(Array.from({ length: 2000 }, (_, i) => ({ name: `veth${i}`, mac: "02:00" }))),
+    );
+    const big = record("c1", { result: { interfaces: entries } });
+    await assert.rejects(s.putAttachment(big), RecordTooLargeError);
+    assert.equal(await s.getAttachment("c1", "eth0"), null);
+  } finally {
+    s.close();
+  }
+});
