@@ -57,7 +57,7 @@ Deno.test({
 
     // The client on n2 waits for a go, fetches the payload, and exits by itself.
     const fetch = "while [ ! -e /out/go ]; do sleep 0.1; done; " +
-      `for i in 1 2 3 4 5 6 7 8 9 10; do wget -q -O /out/payload http://${aIp}/payload && exit 0; ` +
+      `for i in $(seq 20); do wget -q -O /out/payload http://${aIp}/payload && exit 0; ` +
       "sleep 0.5; done; exit 1";
     const b = await pm.runDetached([
       ...["--name", cleanup.name("b"), "--network", netOf(n2), "--volume", `${out}:/out`],
@@ -71,7 +71,7 @@ Deno.test({
     await waitFor(
       `the release of ${b.name} by conmon's cleanup`,
       async () => (await holds(stack, n2, b)).length === 0,
-      30_000,
+      60_000,
     ).catch(async (err) => {
       throw new Error(`${err.message}: still held: ${(await holds(stack, n2, b)).join(", ")}`);
     });

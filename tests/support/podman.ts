@@ -25,7 +25,7 @@ export const REFERENCE_PLUGINS = "/usr/lib/cni";
 /** The one PATH podman, conmon and the plugins get. */
 export const MINIMAL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
 /** The busybox applets the test image links. */
-const APPLETS = ["sh", "ip", "ping", "nc", "sleep", "cat", "wget", "httpd", "test", "["];
+const APPLETS = ["sh", "ip", "ping", "nc", "sleep", "cat", "wget", "httpd", "seq", "test", "["];
 const BUSYBOX = "/bin/busybox";
 const PLUGIN = new URL("../../plugin/knitter", import.meta.url).pathname;
 
