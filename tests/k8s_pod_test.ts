@@ -7,9 +7,15 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "./support/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
-import { eventually, type KubeCluster, startKubeCluster } from "./support/kube_cluster.ts";
+import {
+  eventually,
+  KUBE_CONFLIST,
+  type KubeCluster,
+  startKubeCluster,
+} from "./support/kube_cluster.ts";
 import { leftovers } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName } from "./support/pods.ts";
+import { addPodNetns } from "./support/sim_node.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 
@@ -177,6 +183,35 @@ Deno.test("stand-in API server: a StatefulSet pod recreated on another node keep
   assert.equal(a.code, 0, JSON.stringify(a.out));
   const eth0 = addressOf(a.out, "eth0");
   const eth1 = addressOf(a.out, "eth1");
+
+  // kubelet recreates the sandbox before the old one's DEL: the stable addresses stay the old
+  // sandbox's until then, so the new one is told to retry (11), and nothing of the old one goes.
+  const sandbox = {
+    ...first.cni.attachment(),
+    containerId: crypto.randomUUID().replaceAll("-", ""),
+    netns: await addPodNetns(n1.sim, "db-0-new"),
+  };
+  const early = await first.cni.runtime.add(KUBE_CONFLIST, sandbox);
+  assert.equal(early.out?.code, 11, JSON.stringify(early.out));
+  assert.match(early.out.msg, new RegExp(`held by container ${first.cni.containerId}`));
+  assert.deepEqual((await portsOf(k, "db-0")).map((p) => p.ip).sort(), [eth0, eth1].sort());
+  const still = await run([
+    "ip",
+    "-n",
+    ipNetnsName(first.cni.netns),
+    "-br",
+    "addr",
+    "show",
+    "eth1",
+  ]);
+  assert.match(still.stdout, new RegExp(eth1.replaceAll(".", "\\.")), "the old sandbox keeps eth1");
+  // Once the old sandbox is deleted, the new one gets the same addresses.
+  assert.equal((await first.cni.del()).code, 0);
+  const late = await first.cni.runtime.add(KUBE_CONFLIST, sandbox);
+  assert.equal(late.code, 0, JSON.stringify(late.out));
+  assert.deepEqual([addressOf(late.out, "eth0"), addressOf(late.out, "eth1")], [eth0, eth1]);
+  assert.equal((await first.cni.runtime.del(KUBE_CONFLIST, sandbox)).code, 0);
+
   // Deleted as kubelet does: DEL leaves the stable ports, the monitor unbinds them from the pod.
   assert.equal((await first.cni.del()).code, 0);
   k.api.delete("pods", "acme", "db-0");
