@@ -199,8 +199,9 @@ Deno.test("auth: another tenant's private network is 404, a public one is readab
 
 Deno.test("auth: a tenant attaches to a public network through its own path; it sees its own ports only", async () => {
   using t = await world();
+  // Bound to worker1 by worker1's agent: a tenant token binds no port to a node.
   const a = must(
-    await t.call("PUT", "tenants/acme/networks/shared/ports/a1", { node: "worker1" }, TOKEN.acme),
+    await t.call("PUT", "tenants/acme/networks/shared/ports/a1", {}, TOKEN.worker1),
     201,
   );
   assert.deepEqual([a.tenant, a.networkTenant, a.network], ["acme", "admin", "shared"]);
@@ -208,8 +209,8 @@ Deno.test("auth: a tenant attaches to a public network through its own path; it 
     await t.call(
       "PUT",
       "tenants/globex/networks/shared/ports/g1",
-      { node: "worker1" },
-      TOKEN.globex,
+      {},
+      TOKEN.worker1,
     ),
     201,
   );
@@ -257,11 +258,27 @@ Deno.test("auth: a tenant attaches to a public network through its own path; it 
     "not_found",
   );
   mustFail(
-    await t.call("PUT", "tenants/acme/networks/shared/ports/g1", {}, TOKEN.acme),
+    await t.call("PUT", "tenants/acme/networks/shared/ports/g1", { ip: g.ip }, TOKEN.acme),
     409,
-    "conflict",
+    "address_taken",
+    { message: /another tenant/ },
   );
-  assert.equal(must(await t.call("GET", "tenants/admin/networks/shared"), 200).usage.used, 3);
+  // Port IDs on a public network are the tenant's own: acme's g1 is not globex's g1.
+  const mine = must(
+    await t.call("PUT", "tenants/acme/networks/shared/ports/g1", {}, TOKEN.acme),
+    201,
+  );
+  assert.equal(mine.tenant, "acme");
+  assert.notEqual(mine.ip, g.ip);
+  assert.equal(
+    must(
+      await t.call("GET", "tenants/globex/networks/shared/ports/g1", undefined, TOKEN.globex),
+      200,
+    )
+      .ip,
+    g.ip,
+  );
+  assert.equal(must(await t.call("GET", "tenants/admin/networks/shared"), 200).usage.used, 4);
 });
 
 Deno.test("auth: only an admin creates public networks or groups on them", async () => {

@@ -15,6 +15,7 @@ import {
   type PortRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
+import { macFor } from "./service/ports.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
 
@@ -58,12 +59,26 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     }
     for (const a of g.addresses) {
       hold(a.index, `IP group "${tenant}/${name}" (${a.ip})`);
-      if (a.port) groupOf.set(a.port, a.index);
+      if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
     }
   }
+  const macs = new Map<string, string>();
   for (const p of ports) {
-    if (p.ipGroup !== undefined && groupOf.get(p.id) === p.index) continue;
+    const other = macs.get(p.mac);
+    if (other) problems.push(`${where}: MAC ${p.mac} has two ports: ${other} and "${p.id}"`);
+    macs.set(p.mac, `"${p.tenant}/${p.id}"`);
+    if (p.mac !== macFor(net.id, p.index)) {
+      const e = await store.get<{ tenant: string; id: string }>(keys.mac(net.id, p.mac));
+      if (e.value?.tenant !== p.tenant || e.value?.id !== p.id) {
+        problems.push(`${where}: port "${p.id}" has fixed MAC ${p.mac} without its MAC key`);
+      }
+    }
+    if (p.ipGroup !== undefined && groupOf.get(`${p.tenant}/${p.id}`) === p.index) continue;
     hold(p.index, `port "${p.id}" (${p.ip})`);
+  }
+  for await (const e of store.list<{ tenant: string; id: string }>(keys.macs(net.id))) {
+    const mac = e.key.at(-1) as string;
+    if (!macs.has(mac)) problems.push(`${where}: MAC key ${mac} without its port`);
   }
   const bits = await readPool(store, keys.ipam(net.id), net.poolSize, where, problems);
   // Networks made before reserved ranges were kept have their reserved addresses as set bits.

@@ -151,6 +151,9 @@ export const keys = {
   ],
   portsOfPod: (namespace: string, name: string): Key => ["port_by_pod", namespace, name],
   ipam: (networkId: string): Key => ["ipam", networkId],
+  /** The port that holds a fixed MAC in a network ({tenant, id}); derived MACs have no key. */
+  mac: (networkId: string, mac: string): Key => ["mac", networkId, mac],
+  macs: (networkId: string): Key => ["mac", networkId],
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],
   /** Which network holds a VNI, or a VLAN ID / the untagged segment of a physnet. */

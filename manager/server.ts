@@ -7,6 +7,7 @@ import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
+import { scopeForeignPortKeys } from "./service/upgrade.ts";
 import { EtcdFeed } from "./etcd_feed.ts";
 import { EtcdStore } from "./store/etcd_store.ts";
 import { describeStore, openStore } from "./store/open.ts";
@@ -41,6 +42,8 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   const store = await openStore(config.store);
   const ctx = createContext(store, config);
   await ensureTenant(ctx, ADMIN_TENANT);
+  const moved = await scopeForeignPortKeys(ctx);
+  if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });
   const app = createApp({
     ctx,
     tokens: new TokenTable(config.tokens),

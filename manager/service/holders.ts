@@ -1,24 +1,31 @@
 /**
  * Who holds a taken address, for the error that refuses it. Only refusals ask, so this reads rather
- * than keeping an address index that every allocation would have to write.
+ * than keeping an address index that every allocation would have to write. A holder of another
+ * tenant than the asking one (on a public network) is not named.
  */
 import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
 
-export async function holderOf(ctx: Ctx, net: NetworkRecord, ip: string): Promise<string> {
+export async function holderOf(
+  ctx: Ctx,
+  net: NetworkRecord,
+  ip: string,
+  asker: string,
+): Promise<string> {
   if (ip === net.gateway) return "the gateway";
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];
     const g = (await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
     const a = g?.addresses.find((a) => a.ip === ip);
-    if (a) {
-      return a.port
-        ? `used by port "${a.port}" (from IP group "${name}")`
-        : `held by IP group "${name}" (request it with ipGroup)`;
-    }
+    if (!a) continue;
+    if (tenant !== asker) return "held by another tenant";
+    return a.port
+      ? `used by port "${a.port}" (from IP group "${name}")`
+      : `held by IP group "${name}" (request it with ipGroup)`;
   }
   for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {
-    if (e.value?.ip === ip) return `used by port "${e.value.id}"`;
+    if (e.value?.ip !== ip) continue;
+    return e.value.tenant === asker ? `used by port "${e.value.id}"` : "used by another tenant";
   }
   return "reserved (excluded from allocation)";
 }

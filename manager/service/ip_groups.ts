@@ -63,7 +63,7 @@ export async function createIpGroup(
       // The network must still be the one resolved: a group must not outlive it.
       tx.check({ key: keys.network(net.tenant, net.name), version: ref.version });
       const addresses = body.addresses
-        ? await takeListed(ctx, edit, net, body.addresses, [], "addresses")
+        ? await takeListed(ctx, edit, net, tenant, body.addresses, [], "addresses")
         : await takeAny(ctx, edit, net, body.size!);
       edit.flush();
       const group: IpGroupRecord = {
@@ -89,6 +89,7 @@ async function takeListed(
   ctx: Ctx,
   edit: PoolEdit,
   net: NetworkRecord,
+  tenant: string,
   texts: string[],
   held: IpGroupAddress[],
   field: string,
@@ -116,7 +117,7 @@ async function takeListed(
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
     }
     if (!(await edit.take(index))) {
-      const who = await holderOf(ctx, net, ip);
+      const who = await holderOf(ctx, net, ip, tenant);
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -184,7 +185,7 @@ export async function updateIpGroup(
       const edit = await pool.edit(tx);
       let next: IpGroupAddress[];
       if (body.addresses) {
-        next = await takeListed(ctx, edit, net, body.addresses, g.addresses, "addresses");
+        next = await takeListed(ctx, edit, net, tenant, body.addresses, g.addresses, "addresses");
       } else if (body.size! >= g.addresses.length) {
         next = [...g.addresses, ...await takeAny(ctx, edit, net, body.size! - g.addresses.length)];
       } else {

@@ -90,9 +90,12 @@ async function claimSegment(
     const p = await getPhysnetEntryField(ctx, body.physnet!);
     const rec = p.value!;
     if (rec.flatNetwork) {
+      const mine = principal.scope === "admin" || rec.flatNetwork.startsWith(`${tenant}/`);
       throw new ApiError(
         "already_exists",
-        `Physnet "${rec.name}" already carries the flat network ${rec.flatNetwork}; it has one untagged segment`,
+        `Physnet "${rec.name}" already carries ${
+          mine ? `the flat network ${rec.flatNetwork}` : "a flat network of another tenant"
+        }; it has one untagged segment`,
         "physnet",
       );
     }
@@ -136,9 +139,12 @@ async function claimSegment(
       const holder = await ctx.store.get<{ tenant: string; name: string }>(
         keys.segmentOwner(body.type, physnet, id),
       );
-      const by = holder.value
+      // Another tenant's network is not named to a tenant.
+      const by = !holder.value
+        ? ""
+        : principal.scope === "admin" || holder.value.tenant === tenant
         ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"`
-        : "";
+        : " by another tenant";
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError("address_taken", `${what} ${id} is already used${by}`, "segmentId");
     }

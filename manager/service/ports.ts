@@ -36,6 +36,15 @@ export async function putPort(
   body: PortBody,
 ): Promise<PutResult> {
   const owner = principal.scope === "tenant" ? principal.tenant : tenant;
+  if (principal.scope === "tenant" && body.node !== undefined) {
+    // Binding puts the port on that node's dataplane: only the node's agent or an admin decides it.
+    throw new ApiError(
+      "forbidden",
+      "A tenant token may not bind a port to a node: the node's agent (its node token) or an admin does; leave out node",
+      "node",
+    );
+  }
+  if (body.mac !== undefined) checkMac(body.mac);
   if (principal.scope === "node") {
     if (body.node !== undefined && body.node !== principal.node) {
       throw new ApiError(
@@ -47,7 +56,7 @@ export async function putPort(
     body = { ...body, node: principal.node };
   }
   let ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
-  if (body.ip === undefined && body.ipGroup === undefined) {
+  if (body.ip === undefined && body.ipGroup === undefined && body.mac === undefined) {
     const batched = await new Promise<PutResult | null>((resolve, reject) =>
       batcherOf(ctx, ref).submit({ owner, id, body, resolve, reject })
     );
@@ -158,7 +167,7 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
         return;
       }
       tx.abort();
-      if (done.length > 0 && !(await anyExists(ctx, ref.net, done.map(([p]) => p.id)))) {
+      if (done.length > 0 && !(await anyExists(ctx, ref.net, done.map(([p]) => p)))) {
         ctx.metrics.conflicts.inc();
       }
       unsettled.push(...done.map(([p]) => p));
@@ -172,8 +181,10 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
 }
 
 /** Whether a failed batch is explained by a port that already existed (a repeated PUT). */
-async function anyExists(ctx: Ctx, net: NetworkRecord, ids: string[]): Promise<boolean> {
-  const found = await ctx.store.getMany(ids.map((id) => keys.port(net.id, id)));
+async function anyExists(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Promise<boolean> {
+  const found = await ctx.store.getMany(
+    batch.map((p) => keys.port(net.id, keyId(net.tenant, p.owner, p.id))),
+  );
   return found.some((e) => e.value !== null);
 }
 
@@ -199,7 +210,7 @@ async function buildPut(
   body: PortBody,
   opts: { fresh: boolean; readFirst: boolean },
 ): Promise<PutResult> {
-  const key = keys.port(net.id, id);
+  const key = keys.port(net.id, keyId(net.tenant, owner, id));
   if (opts.readFirst) {
     const existing = await ctx.store.get<PortRecord>(key);
     if (existing.value) {
@@ -207,6 +218,7 @@ async function buildPut(
     }
   }
   tx.checkAbsent(key);
+  if (body.mac !== undefined) await claimMac(ctx, tx, net, owner, id, body.mac);
   let index: number;
   let ip: string;
   if (body.ipGroup !== undefined) {
@@ -229,7 +241,7 @@ async function buildPut(
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError(
         "address_taken",
-        `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip)}`,
+        `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip, owner)}`,
         "ip",
       );
     }
@@ -302,8 +314,9 @@ function bindExisting(
   const changed = bound.node !== port.node || bound.interface !== port.interface ||
     bound.pod !== port.pod;
   if (changed) {
-    tx.check({ key: keys.port(port.networkId, port.id), version });
-    tx.set(keys.port(port.networkId, port.id), bound);
+    const key = keys.port(port.networkId, portKeyId(port));
+    tx.check({ key, version });
+    tx.set(key, bound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, bound, "set");
   }
@@ -432,15 +445,83 @@ export function macFor(networkId: string, index: number): string {
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
+/**
+ * The ID a port is stored under in its network. A tenant's port on another tenant's (public)
+ * network is scoped by its tenant ("tenant/id"; port IDs hold no "/"), so that no tenant can take
+ * an ID that another tenant's pod will ask for (a stable ID made of namespace and pod name).
+ */
+export function keyId(networkTenant: string, owner: string, id: string): string {
+  return owner === networkTenant ? id : `${owner}/${id}`;
+}
+
+export function portKeyId(port: PortRecord): string {
+  return keyId(port.networkTenant, port.tenant, port.id);
+}
+
+/** A fixed MAC must be one a pod may use: unicast, locally administered, not all zero. */
+function checkMac(mac: string): void {
+  const first = parseInt(mac.slice(0, 2), 16);
+  let why: string | null = null;
+  if (mac === "ff:ff:ff:ff:ff:ff") why = "is the broadcast address";
+  else if (first & 1) why = "is a multicast address (the first byte is odd)";
+  else if (/^00(:00){5}$/.test(mac)) why = "is all zero";
+  else if (!(first & 2)) {
+    why =
+      "is not locally administered (set bit 1 of the first byte, as in 02:..; other MACs belong to hardware vendors)";
+  }
+  if (why) {
+    throw new ApiError(
+      "invalid_mac",
+      `mac: ${mac} ${why}; a fixed MAC must be a locally administered unicast address`,
+      "mac",
+    );
+  }
+}
+
+/**
+ * Takes a fixed MAC for a new port, in the same commit as its address: the MAC's key in the
+ * network must be absent, so two ports of a network never share one, on any store and replica.
+ * MACs of the block the manager derives for the network (see macFor) are refused: they may be
+ * handed to a port later.
+ */
+async function claimMac(
+  ctx: Ctx,
+  tx: Tx,
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  mac: string,
+): Promise<void> {
+  const block = macFor(net.id, 0).slice(0, 8);
+  if (mac.startsWith(block)) {
+    throw new ApiError(
+      "invalid_mac",
+      `mac: ${mac} lies in ${block}:00:00:00-${block}:ff:ff:ff, the block the manager hands out on network "${net.name}"; choose another locally administered MAC`,
+      "mac",
+    );
+  }
+  const e = await ctx.store.get<{ tenant: string; id: string }>(keys.mac(net.id, mac));
+  if (e.value) {
+    const who = e.value.tenant === owner ? `port "${e.value.id}"` : "a port of another tenant";
+    throw new ApiError(
+      "mac_taken",
+      `mac: ${mac} is already used by ${who} on network "${net.name}"; MACs are unique within a network`,
+      "mac",
+    );
+  }
+  tx.checkAbsent(e.key).set(e.key, { tenant: owner, id });
+}
+
 function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
   const idx: Key[] = [];
+  const id = portKeyId(port);
   // A tenant's ports on its own networks are found through those networks; only ports on another
   // tenant's (public) network need an index of their own.
   if (port.tenant !== port.networkTenant) {
-    idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, port.id));
+    idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, id));
   }
-  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, port.id));
-  if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, port.id));
+  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, id));
+  if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
 }
 
@@ -469,7 +550,9 @@ export async function getPort(
   id: string,
 ): Promise<Port> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName);
-  const port = (await ctx.store.get<PortRecord>(keys.port(net.id, id))).value;
+  const owner = principal.scope === "tenant" ? principal.tenant : tenant;
+  const port = (await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id))))
+    .value;
   if (!port || !visible(principal, port)) {
     throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
   }
@@ -489,10 +572,11 @@ export async function deletePort(
   id: string,
 ): Promise<void> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const owner = principal.scope === "tenant" ? principal.tenant : tenant;
   const pool = ctx.pools.addresses(net);
   const released = await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const e = await ctx.store.get<PortRecord>(keys.port(net.id, id));
+      const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
       const port = e.value;
       if (!port || !visible(principal, port)) {
         throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
@@ -505,6 +589,7 @@ export async function deletePort(
       }
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
+      if (port.mac !== macFor(net.id, port.index)) tx.delete(keys.mac(net.id, port.mac));
       if (port.ipGroup !== undefined) {
         const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
         if (ge.value) {
