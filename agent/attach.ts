@@ -55,8 +55,6 @@ export interface AttacherDeps {
 
 export class Attacher {
   private readonly locks = new Map<string, Mutex>();
-  /** Fixed MACs being given by ADDs in flight ("networkId/mac" to container). */
-  private readonly macClaims = new Map<string, string>();
 
   constructor(private readonly d: AttacherDeps) {}
 
@@ -94,21 +92,14 @@ export class Attacher {
     // The first interface's `ip` starts now and waits for its lines, while the journal and the
     // manager are waited for.
     const batch = await startPodBatch(pod.path);
-    const claimed: string[] = [];
     try {
-      return await this.addWith(req, pod, batch, claimed);
+      return await this.addWith(req, pod, batch);
     } finally {
-      for (const k of claimed) this.macClaims.delete(k);
       await batch.abandon();
     }
   }
 
-  private async addWith(
-    req: CniRequest,
-    pod: PodNetns,
-    batch: StartedCommand,
-    claimed: string[],
-  ): Promise<CniResult> {
+  private async addWith(req: CniRequest, pod: PodNetns, batch: StartedCommand): Promise<CniResult> {
     const netns = pod.path;
     const want = podRequest(req, this.d.defaults);
     const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
@@ -179,7 +170,6 @@ export class Attacher {
         // No journal write here: port IDs are derived, so the journal already names what to release.
         this.requirePhysnet(i.port);
         requirePrefix(i.port, w);
-        if (w.mac) claimed.push(this.claimMac(i.port, i.portId, a, w));
       }
       // The agent picks the ofports, so the flows go in while the interfaces are made and plugged.
       for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
@@ -251,41 +241,6 @@ export class Attacher {
         }; its address is the pod's stable one, so this sandbox gets it once the runtime has deleted that one (CNI DEL): retry then`,
       );
     }
-  }
-
-  /** A fixed MAC another interface of the network has is refused; else it is claimed until done. */
-  private claimMac(port: Port, portId: string, a: Attachment, w: WantedInterface): string {
-    const key = `${port.networkId}/${port.mac}`;
-    const inFlight = this.macClaims.get(key);
-    const holder = inFlight !== undefined && inFlight !== a.containerId
-      ? `container ${inFlight}, being attached on this node`
-      : this.macHolder(port, portId);
-    if (holder) {
-      throw new CniError(
-        CNI_CODE.invalidConfig,
-        `MAC ${port.mac} (${w.macFrom}) is already used on network "${port.network}" by ${holder}: two interfaces of one network must not share a MAC; ask for another MAC, or none`,
-      );
-    }
-    this.macClaims.set(key, a.containerId);
-    return key;
-  }
-
-  /** Who else has the port's MAC on its network: this node's attachments, then the manager's ports. */
-  private macHolder(port: Port, portId: string): string | undefined {
-    for (const other of this.d.state.attachmentsView()) {
-      for (const i of other.interfaces) {
-        if (i.portId === portId || i.port?.networkId !== port.networkId) continue;
-        if (i.port.mac === port.mac) {
-          return `port "${i.portId}" of container ${other.containerId} on this node`;
-        }
-      }
-    }
-    for (const p of this.d.dataplane.knownPorts()) {
-      if (p.id !== portId && p.networkId === port.networkId && p.mac === port.mac) {
-        return `port "${p.id}"${p.node ? ` on node "${p.node}"` : ""}`;
-      }
-    }
-    return undefined;
   }
 
   private async doDel(req: CniRequest): Promise<void> {

@@ -5,7 +5,7 @@
  * is kept in memory only: the switch itself is the record, and a new process starts by replacing
  * the table, atomically.
  */
-import type { Logger, Port } from "@knitter/common";
+import type { Logger } from "@knitter/common";
 import { compileFlows, type FlowInput, type FlowNetwork, type FlowRemotePort } from "@knitter/wasm";
 import { Mutex } from "@knitter/common";
 import type { Ovs } from "./ovs.ts";
@@ -70,11 +70,6 @@ export class Dataplane {
 
   physnetPort(physnet: string): number | undefined {
     return this.physnetPorts.get(physnet);
-  }
-
-  /** Every port the manager has told of, this node's included (the change feed's view). */
-  knownPorts(): Iterable<Port> {
-    return this.remote.ports();
   }
 
   /**

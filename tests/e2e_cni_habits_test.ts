@@ -280,7 +280,7 @@ Deno.test("e2e CNI habits: recreated sandboxes, foreign interfaces, bad netns an
 
       const before = await snapshot();
       const refused: [Record<string, string>, Record<string, unknown>, number, RegExp][] = [
-        [{ IP: "10.10.0.77" }, {}, 7, /10\.10\.0\.77.*(used|taken)/],
+        [{ IP: "10.10.0.77" }, {}, 7, /IP= in CNI_ARGS: .*10\.10\.0\.77.*used/],
         [{ IP: "10.20.0.5" }, {}, 7, /10\.20\.0\.5.*(outside|not in)/],
         [{ IP: "10.10.0.300" }, {}, 4, /IP=.*10\.10\.0\.300.*not an IP address/],
         [{ IP: "10.10.0.81/16" }, {}, 7, /10\.10\.0\.81\/16.*\/24/],
@@ -290,7 +290,13 @@ Deno.test("e2e CNI habits: recreated sandboxes, foreign interfaces, bad netns an
         [{ MAC: "01:00:5e:00:00:01" }, {}, 4, /MAC=.*unicast/],
         [{ MAC: "00:00:00:00:00:00" }, {}, 4, /MAC=.*00:00:00:00:00:00/],
         [{ MAC: "zz:zz" }, {}, 4, /MAC=.*zz:zz/],
-        [{ MAC: "02:aa:bb:cc:dd:01" }, {}, 7, /02:aa:bb:cc:dd:01.*(used|taken)/],
+        [
+          { MAC: "02:aa:bb:cc:dd:01" },
+          {},
+          7,
+          /MAC= in CNI_ARGS: .*02:aa:bb:cc:dd:01.*already used/,
+        ],
+        [{ MAC: "00:11:22:33:44:55" }, {}, 7, /MAC= in CNI_ARGS: .*locally administered/],
         [{}, { mac: "ff:ff:ff:ff:ff:ff" }, 7, /runtimeConfig\.mac.*unicast/],
       ];
       for (const [i, [args, runtimeConfig, code, what]] of refused.entries()) {
