@@ -26,9 +26,26 @@ export const MonitorConfigSchema = z.strictObject({
   resyncSeconds: z.int().min(1).default(60),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /** Every watch asks the API server to end it cleanly after this long (then resumes). */
+  watchTimeoutSeconds: z.int().min(1).max(3600).default(30),
+  /**
+   * A watch with no event, bookmark or clean end for this long is dead: it is abandoned and the
+   * objects are listed again. Longer than watchTimeoutSeconds.
+   */
+  watchDeadlineSeconds: z.int().min(2).max(7200).default(45),
+  /** How often a one-item list compares the API server's object count with the monitor's; 0: never. */
+  watchProbeSeconds: z.int().min(0).max(3600).default(5),
+  /** /healthz and /readyz over HTTP, for the kubelet's probes (port 0: any free port). */
+  health: z.strictObject({
+    hostname: z.string().default("127.0.0.1"),
+    port: z.int().min(0).max(65535).default(9530),
+  }).default({ hostname: "127.0.0.1", port: 9530 }),
   /** Reconciles run at most this many at a time. */
   workers: z.int().min(1).max(64).default(8),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+}).refine((c) => c.watchDeadlineSeconds > c.watchTimeoutSeconds, {
+  path: ["watchDeadlineSeconds"],
+  message: "must be longer than watchTimeoutSeconds: a quiet watch shows life by its clean end",
 });
 
 export type MonitorConfig = z.infer<typeof MonitorConfigSchema>;

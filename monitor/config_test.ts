@@ -28,3 +28,25 @@ Deno.test("monitor config: a missing manager and a bad flag say what is wrong", 
   );
   assert.equal((await loadMonitorConfig(["--help"], env({}))).help, true);
 });
+
+Deno.test("monitor config: a watch deadline not longer than the watch timeout is refused", async () => {
+  const file = await Deno.makeTempFile({ suffix: ".json" });
+  try {
+    await Deno.writeTextFile(
+      file,
+      JSON.stringify({
+        manager: { url: "http://manager:9527", token: "an-admin-token-of-16+" },
+        watchTimeoutSeconds: 60,
+        watchDeadlineSeconds: 60,
+      }),
+    );
+    await assert.rejects(
+      () => loadMonitorConfig(["--config", file], env({})),
+      (e) =>
+        e instanceof MonitorConfigError &&
+        /at "watchDeadlineSeconds": must be longer than watchTimeoutSeconds/.test(e.message),
+    );
+  } finally {
+    await Deno.remove(file);
+  }
+});

@@ -33,7 +33,7 @@ export interface PodLike {
 }
 
 export interface KubeList<T> {
-  metadata?: { resourceVersion?: string };
+  metadata?: { resourceVersion?: string; remainingItemCount?: number; _continue?: string };
   items: T[];
 }
 
@@ -69,6 +69,38 @@ export class Kube {
       `list ${plural}`,
       () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
     );
+  }
+
+  /** How many pods exist, from a one-item list (cheap: the server counts, sends one). */
+  async countPods(): Promise<number | undefined> {
+    return countOf(await call("count pods", () => this.core.listPodForAllNamespaces({ limit: 1 })));
+  }
+
+  async countNamespaces(): Promise<number | undefined> {
+    return countOf(await call("count namespaces", () => this.core.listNamespace({ limit: 1 })));
+  }
+
+  async countCustom(plural: string): Promise<number | undefined> {
+    return countOf(
+      await call(
+        `count ${plural}`,
+        () =>
+          this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural, limit: 1 }),
+      ),
+    );
+  }
+
+  /** A fresh read of one pod from the API server; undefined when it does not exist (404). */
+  async getPod(namespace: string, name: string): Promise<PodLike | undefined> {
+    try {
+      return await call(
+        `read pod ${namespace}/${name}`,
+        () => this.core.readNamespacedPod({ namespace, name }),
+      );
+    } catch (err) {
+      if (err instanceof KubeError && err.code === 404) return undefined;
+      throw err;
+    }
   }
 
   /** Sets (string) or removes (null) annotations of a pod. */
@@ -146,6 +178,14 @@ export class Kube {
         }),
     );
   }
+}
+
+/** The number of objects a one-item list stands for; undefined when the server did not say. */
+function countOf(list: KubeList<unknown>): number | undefined {
+  const m = list.metadata ?? {};
+  const more = m._continue ?? (m as { continue?: string }).continue;
+  if (!more) return list.items.length;
+  return m.remainingItemCount === undefined ? undefined : list.items.length + m.remainingItemCount;
 }
 
 async function call<T>(what: string, fn: () => Promise<unknown>): Promise<T> {

@@ -6,7 +6,7 @@
 import { createLogger, type Logger, ManagerClient, type Port } from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
 import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
-import { Informer } from "./informer.ts";
+import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
 import { IpGroupReconciler } from "./ip_groups.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
@@ -23,6 +23,10 @@ export interface MonitorStats {
   eventsRecorded: number;
   reclaimRuns: number;
   watchErrors: number;
+  /** Watches found dead (deadline, probe) or behind (a fresh read) and started again. */
+  watchRestarts: number;
+  /** Lists made (the first of each watch, then one per restart, error or 410). */
+  lists: number;
   queued: number;
 }
 
@@ -34,6 +38,8 @@ export interface RunningMonitor {
   /** One leak reclaim pass now; answers how many ports it released. */
   reclaimNow(): Promise<number>;
   stats(): MonitorStats;
+  /** Each watch: listed yet, stale, when last alive, errors and restarts. */
+  watches(): InformerHealth[];
   stop(): Promise<void>;
 }
 
@@ -54,6 +60,11 @@ export async function startMonitor(
   const queue = (name: string, fn: (key: string) => Promise<void>) =>
     new WorkQueue(name, fn, config.workers, log);
   const split = (key: string) => key.split("/") as [string, string];
+  const watch: WatchSettings = {
+    timeoutSeconds: config.watchTimeoutSeconds,
+    deadlineMs: config.watchDeadlineSeconds * 1000,
+    probeMs: config.watchProbeSeconds * 1000,
+  };
 
   // pods
   const ports = new PortIndex(manager, (p, op) => portChanged(p, op), log);
@@ -63,11 +74,24 @@ export async function startMonitor(
     return tracker.reconcile(pods.get(name, ns));
   });
   const releases = queue("releases", (uid) => tracker.release(uid));
-  const pods: Informer<PodLike> = new Informer("pods", kc, "/api/v1/pods", () => kube.listPods(), {
-    add: (p) => tracker.seen(p, podQueue),
-    update: (p) => tracker.seen(p, podQueue),
-    delete: (p) => tracker.deleted(p, releases),
-  }, log);
+  const pods: Informer<PodLike> = new Informer(
+    "pods",
+    kc,
+    "/api/v1/pods",
+    {
+      list: () => kube.listPods(),
+      count: () => kube.countPods(),
+    },
+    {
+      add: (p) => tracker.seen(p, podQueue),
+      update: (p) => tracker.seen(p, podQueue),
+      delete: (p) => tracker.deleted(p, releases),
+      // A pod created and deleted while the watch was broken is in no list: its ports are leaks.
+      relisted: () => reclaimSoon(),
+    },
+    watch,
+    log,
+  );
 
   // namespaces
   const nsQueue = queue("namespaces", async (name) => {
@@ -79,12 +103,13 @@ export async function startMonitor(
     "namespaces",
     kc,
     "/api/v1/namespaces",
-    () => kube.listNamespaces(),
+    { list: () => kube.listNamespaces(), count: () => kube.countNamespaces() },
     {
       add: (n) => nsQueue.add(n.metadata!.name!),
       update: (n) => nsQueue.add(n.metadata!.name!),
       delete: (n) => nsQueue.add(n.metadata!.name!),
     },
+    watch,
     log,
   );
 
@@ -101,8 +126,12 @@ export async function startMonitor(
     "networks",
     kc,
     `${CR_PATH}/networks`,
-    () => kube.listCustom<NetworkResource>("networks"),
+    {
+      list: () => kube.listCustom<NetworkResource>("networks"),
+      count: () => kube.countCustom("networks"),
+    },
     enqueueAll(netQueue),
+    watch,
     log,
   );
   const groupReconciler = new IpGroupReconciler(kube, manager, tenants, retryMs, log);
@@ -114,8 +143,12 @@ export async function startMonitor(
     "ipgroups",
     kc,
     `${CR_PATH}/ipgroups`,
-    () => kube.listCustom<IpGroupResource>("ipgroups"),
+    {
+      list: () => kube.listCustom<IpGroupResource>("ipgroups"),
+      count: () => kube.countCustom("ipgroups"),
+    },
     enqueueAll(groupQueue),
+    watch,
     log,
   );
 
@@ -129,7 +162,7 @@ export async function startMonitor(
   const informers = [namespaces, pods, networks, groups];
   const queues = [podQueue, releases, nsQueue, netQueue, groupQueue];
   ports.start();
-  await Promise.all(informers.map((i) => i.start().catch(() => {/* retried: see failed() */})));
+  await Promise.all(informers.map((i) => i.start()));
 
   const reclaimer = new Reclaimer(manager, pods, tracker, {
     graceMs: config.reclaimGraceSeconds * 1000,
@@ -137,7 +170,12 @@ export async function startMonitor(
   }, log);
   const ready = Promise.all([...informers.map((i) => i.whenSynced()), ports.whenReady()]);
   const timers = new Timers();
+  let started = false;
+  function reclaimSoon(): void {
+    if (started) timers.once("reclaim-soon", 1000, () => reclaimer.run(), log, "reclaim");
+  }
   ready.then(() => {
+    started = true;
     log.info("watching", { pods: pods.list().length, ports: ports.size });
     timers.every(config.reclaimIntervalSeconds * 1000, () => reclaimer.run(), log, "reclaim");
     timers.every(
@@ -166,8 +204,11 @@ export async function startMonitor(
       eventsRecorded: tracker.eventsRecorded,
       reclaimRuns: reclaimer.runs,
       watchErrors: informers.reduce((n, i) => n + i.errors, 0),
+      watchRestarts: informers.reduce((n, i) => n + i.restarts, 0),
+      lists: informers.reduce((n, i) => n + i.lists, 0),
       queued: queues.reduce((n, q) => n + q.size, 0),
     }),
+    watches: () => informers.map((i) => i.health()),
     async stop() {
       timers.stop();
       for (const q of queues) q.stop();
@@ -186,6 +227,7 @@ function enqueueAll<T extends { metadata: { namespace: string; name: string } }>
 /** Periodic jobs, each run to its end before the next is scheduled. */
 class Timers {
   private readonly handles = new Set<ReturnType<typeof setTimeout>>();
+  private readonly pending = new Set<string>();
   private stopped = false;
 
   every(ms: number, job: () => Promise<unknown>, log: Logger, what: string, now = true): void {
@@ -200,6 +242,20 @@ class Timers {
     };
     if (now) void tick();
     else this.schedule(tick, ms);
+  }
+
+  /** Runs `job` once after `ms`; asked again before then, it still runs once. */
+  once(key: string, ms: number, job: () => Promise<unknown>, log: Logger, what: string): void {
+    if (this.pending.has(key)) return;
+    this.pending.add(key);
+    this.schedule(async () => {
+      this.pending.delete(key);
+      try {
+        await job();
+      } catch (err) {
+        log.warn(`${what} failed`, { error: String(err) });
+      }
+    }, ms);
   }
 
   stop(): void {

@@ -8,6 +8,7 @@ import {
   isStablePortId,
   type Logger,
   type ManagerClient,
+  Mutex,
   type Port,
   stablePodOf,
 } from "@knitter/common";
@@ -24,6 +25,7 @@ export class Reclaimer {
   /** Stable ports whose pod name was missing, and since when. */
   private readonly missingSince = new Map<string, number>();
   runs = 0;
+  private readonly one = new Mutex();
 
   constructor(
     private readonly manager: ManagerClient,
@@ -33,8 +35,13 @@ export class Reclaimer {
     private readonly log: Logger,
   ) {}
 
-  /** One pass over every port; answers how many were released. Only with a synced pod list. */
-  async run(now = Date.now()): Promise<number> {
+  /** One pass over every port (one at a time); answers how many were released. */
+  run(now?: number): Promise<number> {
+    return this.one.run(() => this.pass(now ?? Date.now()));
+  }
+
+  /** Only with a synced pod list. */
+  private async pass(now: number): Promise<number> {
     if (!this.pods.isSynced) return 0;
     const ports = await this.manager.listPorts();
     let released = 0;

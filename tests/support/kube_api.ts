@@ -5,8 +5,10 @@
  * components use: list with a resourceVersion, watch streams (ADDED / MODIFIED / DELETED / BOOKMARK,
  * an ERROR with 410 Gone for a resourceVersion older than the bounded history), GET, POST, PUT,
  * PATCH (merge and strategic merge of maps) of objects and of the status subresource, DELETE with
- * finalizers, bearer tokens. Tests can break watch connections, refuse watches and expire the
- * history.
+ * finalizers, bearer tokens, lists in pages (`limit`, `continue`, `remainingItemCount`). Tests
+ * inject what real API servers do: a watch closed cleanly, cut abruptly, dropped without a close
+ * (half-open: nothing more is sent, the socket stays open), stalled and resumed, ended with an
+ * ERROR 410 Expired; refused watches; an expired (compacted) history; a restart of the server.
  */
 
 export interface ResourceDef {
@@ -62,7 +64,15 @@ interface Watcher {
   resource: string;
   namespace?: string;
   send(line: unknown): void;
-  close(): void;
+  /** A clean end: the response finishes (a stalled watch ends when resumed, unless `now`). */
+  close(now?: boolean): void;
+  /** An abrupt end: the response fails mid-stream, the connection is cut. */
+  abort(): void;
+  /** Half-open: nothing is sent any more, events and bookmarks included; the socket stays open. */
+  drop(): void;
+  /** Events and bookmarks are held back until resume(). */
+  stall(): void;
+  resume(): void;
 }
 
 export interface KubeApiOptions {
@@ -70,7 +80,7 @@ export interface KubeApiOptions {
   tokens: Record<string, string>;
   /** Changes kept for watches to resume from; older resourceVersions get 410 Gone. */
   historyLimit?: number;
-  /** How often a watch that allows bookmarks gets one. */
+  /** How often a watch that allows bookmarks gets one; 0: never (servers need not send any). */
   bookmarkMs?: number;
   /**
    * Also serve on this unix socket (as `kubectl proxy --unix-socket` would): agents run in their
@@ -100,18 +110,33 @@ export class KubeApi implements AsyncDisposable {
   private rv = 1000;
   private refusals = 0;
   private readonly watchers = new Set<Watcher>();
-  private readonly servers: Deno.HttpServer[] = [];
+  /** Watches dropped half-open: never written to again, closed only when the server stops. */
+  private readonly dropped = new Set<Watcher>();
+  private servers: Deno.HttpServer[] = [];
+  private readonly port: number;
 
   private constructor(private readonly options: KubeApiOptions) {
     this.historyLimit = options.historyLimit ?? 100_000;
     for (const r of Object.keys(RESOURCES)) this.store.set(r, new Map());
+    this.port = this.listen(0);
+    this.url = `http://127.0.0.1:${this.port}`;
+  }
+
+  private listen(port: number): number {
     const handler = (req: Request) => this.handle(req);
-    const tcp = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
-    this.servers.push(tcp);
-    if (options.socket) {
-      this.servers.push(Deno.serve({ path: options.socket, onListen: () => {} }, handler));
+    // A watch the stand-in cuts on purpose is not an error worth printing.
+    const onError = (err: unknown) => {
+      if (!(err instanceof WatchCut)) console.error("stand-in API server:", err);
+      return status(500, "InternalError", String(err));
+    };
+    const tcp = Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {}, onError }, handler);
+    this.servers = [tcp];
+    if (this.options.socket) {
+      this.servers.push(
+        Deno.serve({ path: this.options.socket, onListen: () => {}, onError }, handler),
+      );
     }
-    this.url = `http://127.0.0.1:${(tcp.addr as Deno.NetAddr).port}`;
+    return (tcp.addr as Deno.NetAddr).port;
   }
 
   static start(options: KubeApiOptions): KubeApi {
@@ -171,12 +196,75 @@ export class KubeApi implements AsyncDisposable {
     this.doDelete(resource, this.mustGet(resource, namespace, name));
   }
 
-  /** Ends every open watch, as an API server restart or a proxy's cut does; answers how many. */
+  /** Ends every open watch cleanly, as a server-side timeout does; answers how many. */
   breakWatches(): number {
     const n = this.watchers.size;
-    for (const w of [...this.watchers]) w.close();
+    for (const w of [...this.watchers]) w.close(true);
     this.watchers.clear();
     return n;
+  }
+
+  /** Cuts every open watch mid-stream (an error, not a clean end); answers how many. */
+  abortWatches(): number {
+    const n = this.watchers.size;
+    for (const w of [...this.watchers]) w.abort();
+    this.watchers.clear();
+    return n;
+  }
+
+  /**
+   * Drops every open watch without closing it, as a load balancer or NAT that forgot the
+   * connection does: the server stops sending (no event, no bookmark, ever), the client's socket
+   * stays open and hears nothing. Answers how many.
+   */
+  dropWatches(): number {
+    const n = this.watchers.size;
+    for (const w of [...this.watchers]) w.drop();
+    return n;
+  }
+
+  /** Holds back every event and bookmark of the open watches until resumeWatches(). */
+  stallWatches(): number {
+    for (const w of this.watchers) w.stall();
+    return this.watchers.size;
+  }
+
+  resumeWatches(): void {
+    for (const w of this.watchers) w.resume();
+  }
+
+  /**
+   * Ends every open watch with an ERROR 410 Expired event, as an API server whose watch cache
+   * fell behind does, and forgets the history so that resuming from any earlier version is 410 too.
+   */
+  expireWatches(): number {
+    const n = this.watchers.size;
+    const rv = this.rv;
+    for (const w of [...this.watchers]) {
+      w.send({
+        type: "ERROR",
+        object: statusBody(410, "Expired", `too old resource version: ${rv}`),
+      });
+      w.close(true);
+    }
+    this.watchers.clear();
+    this.compact();
+    return n;
+  }
+
+  /**
+   * Restarts the server: every connection is cut (watches end abruptly, dropped ones too), nothing
+   * answers for `downMs`, then it serves again on the same address with the same objects and
+   * resourceVersions (etcd keeps them).
+   */
+  async restart(downMs = 0): Promise<void> {
+    for (const w of [...this.watchers, ...this.dropped]) w.abort();
+    this.watchers.clear();
+    this.dropped.clear();
+    await Promise.all(this.servers.map((s) => s.shutdown()));
+    if (this.options.socket) await Deno.remove(this.options.socket).catch(() => {});
+    await new Promise((r) => setTimeout(r, downMs));
+    this.listen(this.port);
   }
 
   /** The next `n` watch requests are refused with 503, as an overloaded API server does. */
@@ -200,6 +288,8 @@ export class KubeApi implements AsyncDisposable {
 
   async close(): Promise<void> {
     this.breakWatches();
+    for (const w of [...this.dropped]) w.close(true);
+    this.dropped.clear();
     await Promise.all(this.servers.map((s) => s.shutdown()));
   }
 
@@ -241,7 +331,7 @@ export class KubeApi implements AsyncDisposable {
           }
           return this.watch(resource, namespace, url.searchParams);
         }
-        return json(200, this.listBody(resource, namespace));
+        return json(200, this.listBody(resource, namespace, url.searchParams));
       case "POST": {
         if (name !== undefined) throw new ApiStatus(405, "MethodNotAllowed", "POST to a name");
         const body = await readBody(req);
@@ -285,16 +375,28 @@ export class KubeApi implements AsyncDisposable {
     throw new ApiStatus(405, "MethodNotAllowed", `${req.method} is not served`);
   }
 
-  private listBody(resource: string, namespace?: string) {
+  /** A list, whole or in pages (`limit`, `continue`: ordered by namespace and name, as etcd). */
+  private listBody(resource: string, namespace: string | undefined, q: URLSearchParams) {
     const def = RESOURCES[resource];
-    return {
-      kind: `${def.kind}List`,
-      apiVersion: apiVersion(def),
-      metadata: { resourceVersion: String(this.rv) },
-      items: [...this.objects(resource).values()].filter((o) =>
-        namespace === undefined || o.metadata.namespace === namespace
-      ),
-    };
+    let items = [...this.objects(resource).values()].filter((o) =>
+      namespace === undefined || o.metadata.namespace === namespace
+    );
+    const limit = Number(q.get("limit") ?? 0);
+    const token = q.get("continue");
+    const metadata: Record<string, unknown> = { resourceVersion: String(this.rv) };
+    if (limit > 0 || token) {
+      const sorted = items.map((o) => [key(o.metadata.namespace, o.metadata.name), o] as const)
+        .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0);
+      const after = token ? atob(token) : "";
+      const rest = sorted.filter(([k]) => k > after);
+      const page = limit > 0 ? rest.slice(0, limit) : rest;
+      items = page.map(([, o]) => o);
+      if (page.length < rest.length) {
+        metadata.continue = btoa(page[page.length - 1][0]);
+        metadata.remainingItemCount = rest.length - page.length;
+      }
+    }
+    return { kind: `${def.kind}List`, apiVersion: apiVersion(def), metadata, items };
   }
 
   /** A watch: the changes after the given resourceVersion (all objects when none), then live. */
@@ -308,22 +410,66 @@ export class KubeApi implements AsyncDisposable {
     const stream = new ReadableStream<Uint8Array>({
       start: (controller) => {
         let open = true;
+        let stalled = false;
+        let closeWhenResumed = false;
+        let dropped = false;
+        let held: unknown[] = [];
         const finish = () => {
           open = false;
           for (const t of timers) clearInterval(t);
           timers = [];
           this.watchers.delete(watcher);
+          this.dropped.delete(watcher);
+        };
+        const write = (line: unknown) => {
+          try {
+            controller.enqueue(encoder.encode(`${JSON.stringify(line)}\n`));
+          } catch { /* the client went away */ }
         };
         watcher = {
           resource,
           namespace,
           send: (line) => {
-            if (open) controller.enqueue(encoder.encode(`${JSON.stringify(line)}\n`));
+            if (!open) return;
+            if (stalled) held.push(line);
+            else write(line);
           },
-          close: () => {
+          close: (now = false) => {
+            if (!open) return;
+            if (stalled && !dropped && !now) {
+              // A stalled server does not end its watches either (its timeout included).
+              closeWhenResumed = true;
+              return;
+            }
+            finish();
+            try {
+              controller.close();
+            } catch { /* already gone */ }
+          },
+          abort: () => {
             if (!open) return;
             finish();
-            controller.close();
+            controller.error(new WatchCut());
+          },
+          drop: () => {
+            // Never written to again, but the response stays open until the server stops.
+            dropped = true;
+            for (const t of timers) clearInterval(t);
+            timers = [];
+            this.watchers.delete(watcher);
+            this.dropped.add(watcher);
+            stalled = true;
+            held = [];
+            watcher.send = () => {};
+          },
+          stall: () => (stalled = true),
+          resume: () => {
+            if (dropped) return;
+            stalled = false;
+            const lines = held;
+            held = [];
+            for (const l of lines) write(l);
+            if (closeWhenResumed) watcher.close();
           },
         };
         const fromRv = Number(from);
@@ -354,7 +500,8 @@ export class KubeApi implements AsyncDisposable {
           }
         }
         this.watchers.add(watcher);
-        if (bookmarks) {
+        const every = this.options.bookmarkMs ?? 5000;
+        if (bookmarks && every > 0) {
           timers.push(setInterval(() =>
             watcher.send({
               type: "BOOKMARK",
@@ -363,11 +510,11 @@ export class KubeApi implements AsyncDisposable {
                 apiVersion: apiVersion(def),
                 metadata: { resourceVersion: String(this.rv) },
               },
-            }), this.options.bookmarkMs ?? 5000));
+            }), every));
         }
         if (timeout > 0) timers.push(setTimeout(() => watcher.close(), timeout * 1000));
       },
-      cancel: () => watcher.close(),
+      cancel: () => watcher.close(true),
     });
     return new Response(stream, {
       status: 200,
@@ -574,6 +721,12 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
     else out[k] = mergePatch(out[k], v);
   }
   return out;
+}
+
+class WatchCut extends Error {
+  constructor() {
+    super("the stand-in cut this watch");
+  }
 }
 
 class ApiStatus extends Error {

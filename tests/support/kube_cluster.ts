@@ -47,6 +47,8 @@ export async function startKubeCluster(opts: {
   cleanup: Cleanup;
   nodes: string[];
   monitor?: Partial<MonitorConfig>;
+  /** How often the stand-in sends a bookmark to watches that ask; 0: never. Default 1000. */
+  bookmarkMs?: number;
 }): Promise<KubeCluster> {
   const { cleanup } = opts;
   const stack = await startStack({ cleanup, nodes: opts.nodes });
@@ -60,7 +62,7 @@ export async function startKubeCluster(opts: {
       ...Object.fromEntries(opts.nodes.map((n) => [nodeTokens[n], `system:node:${n}`])),
     },
     socket: `${stack.dir}/kube-api.sock`,
-    bookmarkMs: 1000,
+    bookmarkMs: opts.bookmarkMs ?? 1000,
   });
   cleanup.defer(() => api.close());
 
@@ -95,6 +97,7 @@ export async function startKubeCluster(opts: {
     reclaimGraceSeconds: 0,
     resyncSeconds: 2,
     logLevel: "warn",
+    health: { hostname: "127.0.0.1", port: 0 },
     ...opts.monitor,
   });
 
@@ -155,6 +158,39 @@ export async function startKubeCluster(opts: {
   };
   cleanup.defer(() => cluster.stopMonitor());
   return cluster;
+}
+
+/**
+ * A pod object (scheduled on `node`, no netns) and a port bound to it in the manager, as the agent
+ * would make it on ADD: for monitor tests that need no data plane.
+ */
+export async function podWithPort(
+  k: KubeCluster,
+  name: string,
+  opts: { namespace?: string; network?: string; node?: string } = {},
+): Promise<KubeObject> {
+  const namespace = opts.namespace ?? "acme";
+  const obj = k.api.create("pods", {
+    metadata: { name, namespace },
+    spec: { nodeName: opts.node ?? "n1", containers: [] },
+  });
+  const uid = obj.metadata.uid;
+  const r = await k.stack.api(
+    "PUT",
+    `tenants/${namespace}/networks/${opts.network ?? DEFAULT_NETWORK.name}/ports/${uid}-eth0`,
+    { pod: { namespace, name, uid }, interface: "eth0" },
+  );
+  if (r.status !== 201) throw new Error(`port of ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+  return obj;
+}
+
+/** The manager's ports of a pod (by namespace/name). */
+export async function portsOfPod(
+  k: KubeCluster,
+  name: string,
+  namespace = "acme",
+): Promise<{ id: string; ip: string; pod?: { uid?: string } }[]> {
+  return (await k.stack.api("GET", `ports?pod=${namespace}/${name}`)).body.items;
 }
 
 /** Waits until `probe` answers something other than undefined, and answers it. */
