@@ -22,6 +22,8 @@ export interface MonitorStats {
   released: number;
   eventsRecorded: number;
   reclaimRuns: number;
+  /** Leak candidates a fresh read found alive (kept; the watch's memory was behind). */
+  reclaimKeptAlive: number;
   watchErrors: number;
   /** Watches found dead (deadline, probe) or behind (a fresh read) and started again. */
   watchRestarts: number;
@@ -164,9 +166,10 @@ export async function startMonitor(
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 
-  const reclaimer = new Reclaimer(manager, pods, tracker, {
+  const reclaimer = new Reclaimer(kube, manager, pods, tracker, {
     graceMs: config.reclaimGraceSeconds * 1000,
     stableRetentionMs: config.stableRetentionSeconds * 1000,
+    concurrency: config.workers,
   }, log);
   const ready = Promise.all([...informers.map((i) => i.whenSynced()), ports.whenReady()]);
   const timers = new Timers();
@@ -203,6 +206,7 @@ export async function startMonitor(
       released: tracker.released,
       eventsRecorded: tracker.eventsRecorded,
       reclaimRuns: reclaimer.runs,
+      reclaimKeptAlive: reclaimer.contradicted,
       watchErrors: informers.reduce((n, i) => n + i.errors, 0),
       watchRestarts: informers.reduce((n, i) => n + i.restarts, 0),
       lists: informers.reduce((n, i) => n + i.lists, 0),

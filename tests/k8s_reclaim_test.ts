@@ -1,0 +1,91 @@
+/**
+ * The leak pass never releases an address on stale knowledge: against the stand-in API server,
+ * with the monitor's watch silently broken (dropped half-open, so its memory falls behind), pods
+ * are deleted, created and replaced; the pass releases only the ports of pods a fresh read from
+ * the API server shows gone (404, or another UID under the name), and no running pod loses its
+ * address.
+ */
+import assert from "node:assert/strict";
+import { Cleanup } from "./support/cleanup.ts";
+import {
+  eventually,
+  type KubeCluster,
+  podWithPort,
+  portsOfPod,
+  startKubeCluster,
+} from "./support/kube_cluster.ts";
+
+const STATUS = "k8s.v1.cni.cncf.io/network-status";
+
+function heard(k: KubeCluster, name: string, ms = 30_000) {
+  return eventually(
+    `network-status of ${name}`,
+    () => k.api.get("pods", "acme", name)?.metadata.annotations?.[STATUS] ? true : undefined,
+    ms,
+  );
+}
+
+Deno.test("stand-in API server: with the watch silently broken, the leak pass releases only ports of pods a fresh read shows gone; no running pod loses its address", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: [],
+    // The watch stays deaf for the whole test: neither the deadline nor a probe finds it.
+    monitor: {
+      watchTimeoutSeconds: 300,
+      watchDeadlineSeconds: 600,
+      watchProbeSeconds: 0,
+      reclaimIntervalSeconds: 3600,
+      reclaimGraceSeconds: 0,
+    },
+  });
+  k.namespace("acme");
+  assert.equal((await k.stack.api("PUT", "tenants/acme")).status, 201);
+  await k.startMonitor();
+  for (const n of ["keep1", "keep2", "old"]) await podWithPort(k, n);
+  const web1 = await podWithPort(k, "web");
+  await heard(k, "web");
+  await k.monitor!.idle();
+
+  assert.ok(k.api.dropWatches() >= 4);
+  // What the monitor does not hear: a pod goes, a pod comes, a pod is replaced (same name).
+  k.api.delete("pods", "acme", "old");
+  await podWithPort(k, "fresh");
+  k.api.delete("pods", "acme", "web");
+  const web2 = await podWithPort(k, "web");
+  assert.equal(k.monitor!.stats().pods, 4, "the monitor's memory is behind");
+
+  await k.monitor!.reclaimNow();
+  for (const n of ["keep1", "keep2", "fresh"]) {
+    assert.equal((await portsOfPod(k, n)).length, 1, `${n} keeps its address`);
+  }
+  assert.ok(
+    (await portsOfPod(k, "web")).some((p) => p.id === `${web2.metadata.uid}-eth0`),
+    "the replacement pod keeps its address",
+  );
+
+  // The fresh read of "fresh" contradicted the watch's memory: the watch is started again, and
+  // its fresh list shows what it missed: "old" gone, "web" replaced.
+  await eventually(
+    "the deleted pod's port released",
+    async () => (await portsOfPod(k, "old")).length === 0 ? true : undefined,
+    10_000,
+  );
+  await eventually(
+    "the replaced pod's port released, its successor's kept",
+    async () =>
+      JSON.stringify((await portsOfPod(k, "web")).map((p) => p.id)) ===
+          JSON.stringify([`${web2.metadata.uid}-eth0`])
+        ? true
+        : undefined,
+    10_000,
+  );
+  assert.notEqual(web1.metadata.uid, web2.metadata.uid);
+
+  assert.ok(k.monitor!.stats().watchRestarts >= 1, "the pods watch was started again");
+  await heard(k, "fresh", 10_000);
+  await k.monitor!.reclaimNow();
+  for (const n of ["keep1", "keep2", "fresh", "web"]) {
+    assert.equal((await portsOfPod(k, n)).length, 1, `${n} keeps its address`);
+  }
+});
