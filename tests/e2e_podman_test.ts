@@ -8,7 +8,13 @@
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "./support/cleanup.ts";
-import { type Container, missingForPodman, type Podman, startPodman } from "./support/podman.ts";
+import {
+  type Container,
+  MINIMAL_PATH,
+  missingForPodman,
+  type Podman,
+  startPodman,
+} from "./support/podman.ts";
 import { createNetwork, createTenant } from "./support/pods.ts";
 import { flows, journal, leftovers } from "./support/leftovers.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "./support/stack.ts";
@@ -51,6 +57,7 @@ Deno.test({
       ...[pm.image, "httpd", "-f", "-v", "-p", "80", "-h", "/www"],
     ]);
     const aIp = await expectManagersAddress(stack, pm, a, n1);
+    await expectBareCleanup(pm, a);
     // tuning ran after knitter, on the interface knitter made.
     const redirects = await pm.podman(["exec", a.id, "cat", eth0Sysctl("accept_redirects")]);
     assert.equal(redirects.stdout.trim(), "0", "tuning's sysctl inside the container");
@@ -165,6 +172,24 @@ async function expectManagersAddress(
     `what podman read of ${c.name}'s result`,
   );
   return port.body.ip;
+}
+
+/**
+ * conmon will run `podman container cleanup` (and so the plugin's DEL) with this podman's private
+ * flags and with its own environment: the minimal PATH and nothing of Knitter's or Deno's.
+ */
+async function expectBareCleanup(pm: Podman, c: Container): Promise<void> {
+  const pid = (await Deno.readTextFile(c.conmonPidfile)).trim();
+  const argv = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0");
+  const exitArgs = argv.flatMap((a, i) => (a === "--exit-command-arg" ? [argv[i + 1]] : []));
+  for (const [flag, value] of [["--network-config-dir", pm.netDir], ["--network-backend", "cni"]]) {
+    assert.equal(exitArgs[exitArgs.indexOf(flag) + 1], value, `conmon's cleanup gets ${flag}`);
+  }
+  assert.deepEqual(exitArgs.slice(-3), ["container", "cleanup", c.id]);
+  const environ = (await Deno.readTextFile(`/proc/${pid}/environ`)).split("\0");
+  assert.ok(environ.includes(`PATH=${MINIMAL_PATH}`), environ.join(" "));
+  const ours = environ.filter((e) => /^(KNITTER_|DENO)/.test(e));
+  assert.deepEqual(ours, [], "conmon's environment holds nothing for the plugin");
 }
 
 /** The manager's port of a container's eth0: podman gives no pod UID, so the ID is the container's. */

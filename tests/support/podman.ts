@@ -32,6 +32,8 @@ const PLUGIN = new URL("../../plugin/knitter", import.meta.url).pathname;
 export interface Podman {
   /** The test's podman directory: storage, state, configs. */
   dir: string;
+  /** Where this podman reads its networks' conflists (`--network-config-dir`). */
+  netDir: string;
   /** The image every container runs: busybox-static, imported from a tarball. */
   image: string;
   /** The plugin's name in /opt/cni/bin, a link to plugin/knitter: the conflist "type". */
@@ -52,6 +54,8 @@ export interface Container {
   name: string;
   /** The netns podman made for it, e.g. /run/netns/netns-<uuid>. */
   netns: string;
+  /** Where conmon, which runs `podman container cleanup` when the container ends, wrote its pid. */
+  conmonPidfile: string;
 }
 
 /** What the test needs on this machine, by what is missing; empty when all is there. */
@@ -148,6 +152,7 @@ export async function startPodman(cleanup: Cleanup): Promise<Podman> {
 
   return {
     dir,
+    netDir,
     image,
     plugin,
     podman,
@@ -161,7 +166,7 @@ export async function startPodman(cleanup: Cleanup): Promise<Podman> {
         .stdout.trim().split("\n");
       cleanup.pidfile(conmonPidfile);
       if (netns) cleanup.netns(netns.slice(netns.lastIndexOf("/") + 1));
-      return { id, name, netns };
+      return { id, name, netns, conmonPidfile };
     },
   };
 }
