@@ -68,7 +68,7 @@ export async function createPodInterface(
     .finish(steps.map((s) => s.command).join("\n") + "\n");
   if (result.code === 0) {
     const indexes = parseIndexes(result.stdout, where);
-    if (!spec.softwareChecksums) return indexes;
+    if (!spec.softwareChecksums || netnsName(spec.netns)) return indexes;
     try {
       await disableTxChecksumOffload(spec.netns, spec.ifName);
       return indexes;
@@ -189,6 +189,8 @@ interface Step {
 function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
   const dev = spec.ifName;
   const mtu = spec.mtu;
+  // A named netns (what runtimes make) lets the batch itself fork ethtool in it: no nsenter exec.
+  const name = spec.softwareChecksums ? netnsName(spec.netns) : undefined;
   return [
     {
       label: `create veth ${spec.hostIfName} <-> ${dev}`,
@@ -196,6 +198,12 @@ function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
       command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
         `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
     },
+    ...(name
+      ? [{
+        label: `turn off tx checksum offload on ${dev}`,
+        command: `netns exec ${name} ethtool -K ${dev} tx off`,
+      }]
+      : []),
     ...spec.addresses.map((addr) => ({
       label: `add address ${addr}`,
       command: `addr add ${addr} dev ${dev}${addr.includes(":") ? " nodad" : ""}`,
@@ -238,6 +246,16 @@ function validate(spec: PodInterfaceSpec): void {
   for (const path of [spec.netns, spec.hostNetns ?? ""]) {
     if (/\s/.test(path)) bad(`netns path "${path}" has whitespace`);
   }
+}
+
+/**
+ * The name `ip netns` knows a netns by, when the path is one of its own (/var/run/netns/NAME, as
+ * runtimes make them); else undefined.
+ */
+function netnsName(path: string): string | undefined {
+  if (!path.includes("/")) return path;
+  const match = /^\/(?:var\/)?run\/netns\/([^/]+)$/.exec(path);
+  return match?.[1];
 }
 
 /** The agent's netns as a path that stays valid inside the pod's netns. */

@@ -219,3 +219,41 @@ function summary(ms: number[]): string {
     sorted.at(-1)!.toFixed(1)
   } ms`;
 }
+
+Deno.test("createPodInterface with softwareChecksums: tx checksum offload is off on the pod end, for a named netns and for a /proc path", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [named, other] } = await setup(cleanup, 2);
+  const txOn = async (netns: string) =>
+    /^tx-checksumming: on/m.test((await run(["ethtool", "-k", "eth1"], { netns })).stdout);
+
+  await createPodInterface(spec(host, named, { softwareChecksums: true }));
+  assert.equal(await txOn(named), false, "named netns: the batch turned it off");
+
+  // A /proc/PID/ns/net path, as some runtimes pass: the offload goes off through nsenter.
+  const sleeper = new Deno.Command("ip", {
+    args: ["netns", "exec", other.slice(other.lastIndexOf("/") + 1), "sleep", "30"],
+  }).spawn();
+  cleanup.pid(sleeper.pid);
+  const proc = `/proc/${sleeper.pid}/ns/net`;
+  const want = (await Deno.stat(other)).ino;
+  // `ip netns exec` enters the netns, then execs sleep: wait until the pid is inside.
+  for (let i = 0; i < 100 && (await Deno.stat(proc).catch(() => null))?.ino !== want; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await createPodInterface(
+    spec(host, proc, { softwareChecksums: true, hostIfName: hostIfName("c0ffee", "p2") }),
+  );
+  assert.equal(await txOn(other), false, "/proc path: turned off too");
+
+  await createPodInterface(
+    spec(host, named, {
+      ifName: "eth2",
+      hostIfName: hostIfName("c0ffee", "eth2"),
+      mac: "02:00:0a:01:00:06",
+      addresses: ["10.9.0.5/24"],
+      routes: [],
+    }),
+  );
+  const eth2 = (await run(["ethtool", "-k", "eth2"], { netns: named })).stdout;
+  assert.match(eth2, /^tx-checksumming: on/m, "without it, the kernel's default stays");
+});
