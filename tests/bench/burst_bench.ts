@@ -24,7 +24,11 @@ if (Deno.uid() !== 0) {
     rounds: Number(values.rounds),
   });
   console.log("| subject | round | ADD pods/s | DEL pods/s |\n|---|---|---|---|");
-  for (const [name, rounds] of Object.entries(figures)) {
+  const { floor, ...subjects } = figures;
+  floor.forEach((f, i) =>
+    console.log(`| plugin VERSION only (Deno floor) | ${i + 1} | ${f.podsPerSecond.toFixed(0)} | |`)
+  );
+  for (const [name, rounds] of Object.entries(subjects)) {
     rounds.forEach((r, i) =>
       console.log(
         `| ${name} | ${i + 1} | ${r.add.podsPerSecond.toFixed(0)} | ${

@@ -249,6 +249,18 @@ async function runBursts(
   return bursts;
 }
 
+/** `n` plugin processes answering VERSION at once: the most a Deno plugin allows in a burst. */
+function pluginVersionBurst(netns: string, n: number): Promise<DriverResult> {
+  return drive(netns, {
+    mode: "concurrent",
+    jobs: Array.from({ length: n }, () => ({
+      argv: [`${ROOT}/plugin/knitter`],
+      env: { CNI_COMMAND: "VERSION", KNITTER_DENO: Deno.execPath(), PATH: BASE_PATH },
+      stdin: JSON.stringify({ cniVersion: "1.1.0" }),
+    })),
+  }, "Deno floor, concurrent");
+}
+
 function burst(res: DriverResult): BurstFigures {
   return {
     pods: res.runs.length,
@@ -265,21 +277,23 @@ function burst(res: DriverResult): BurstFigures {
 export async function burstFigures(
   cleanup: Cleanup,
   opts: { burst: number; rounds: number },
-): Promise<Record<SubjectName, { add: BurstFigures; del: BurstFigures }[]>> {
+): Promise<
+  Record<SubjectName, { add: BurstFigures; del: BurstFigures }[]> & { floor: BurstFigures[] }
+> {
   const [knitter] = await knitterSubject(cleanup, opts.burst);
   const subjects = [
     knitter,
     await shellSubject(cleanup, opts.burst),
     await referenceSubject(cleanup, opts.burst),
   ];
-  const out = { knitter: [], shell: [], reference: [] } as Record<
-    SubjectName,
-    { add: BurstFigures; del: BurstFigures }[]
-  >;
+  const out = { knitter: [], shell: [], reference: [], floor: [] as BurstFigures[] } as
+    & Record<SubjectName, { add: BurstFigures; del: BurstFigures }[]>
+    & { floor: BurstFigures[] };
   for (let r = 0; r < opts.rounds; r++) {
     for (const [name, [a, d]] of await runBursts(subjects, opts.burst, `b${r}`)) {
       out[name].push({ add: burst(a), del: burst(d) });
     }
+    out.floor.push(burst(await pluginVersionBurst(knitter.netns, opts.burst)));
   }
   return out;
 }
@@ -358,14 +372,7 @@ export async function cniFigures(
       })),
     ],
   }, "Deno floor");
-  const versionBurst = await drive(knitter.netns, {
-    mode: "concurrent",
-    jobs: Array.from({ length: opts.burst }, () => ({
-      argv: [`${ROOT}/plugin/knitter`],
-      env: { CNI_COMMAND: "VERSION", KNITTER_DENO: Deno.execPath(), PATH: BASE_PATH },
-      stdin: JSON.stringify({ cniVersion: "1.1.0" }),
-    })),
-  }, "Deno floor, concurrent");
+  const versionBurst = await pluginVersionBurst(knitter.netns, opts.burst);
 
   const figures = {} as Record<SubjectName, SubjectFigures>;
   for (const s of subjects) {
