@@ -1,8 +1,7 @@
 /** The HTTP face of the manager: serves the route table with auth, validation and metrics. */
 import { type Context, Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
-import { authorize, type TokenTable } from "./auth.ts";
+import { authorize, describe, type TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { EMPTY_QUERY, PARAMS, type RouteDef, ROUTES } from "./routes.ts";
@@ -11,18 +10,53 @@ import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
 import { poolUsageGauge } from "./usage_gauge.ts";
 
-export const MAX_BODY_BYTES = 1 << 20;
+/** What one request may hold: everything a client controls is bounded. */
+export interface RequestLimits {
+  /** Bytes of the request body (413 beyond). */
+  bodyBytes: number;
+  /** Characters of the URL's path and query (414 beyond). */
+  urlChars: number;
+  /** Time to receive the whole body once the handler asks for it (408 beyond). */
+  bodyTimeoutMs: number;
+}
+
+export const DEFAULT_LIMITS: RequestLimits = {
+  bodyBytes: 1 << 20,
+  urlChars: 8192,
+  bodyTimeoutMs: 10_000,
+};
+
+export const MAX_BODY_BYTES = DEFAULT_LIMITS.bodyBytes;
 
 export interface AppOptions {
   ctx: Ctx;
   tokens: TokenTable;
+  limits?: Partial<RequestLimits>;
   /** Called with unexpected errors (bugs), which answer 500. */
   onInternalError?: (err: unknown) => void;
+  /** Called when a client went away (or stalled) before its request was read: not a bug. */
+  onClientGone?: (what: { method: string; path: string; reason: string }) => void;
 }
 
-export function createApp({ ctx, tokens, onInternalError }: AppOptions): Hono {
+export function createApp(
+  { ctx, tokens, limits: given, onInternalError, onClientGone }: AppOptions,
+): Hono {
+  const limits = { ...DEFAULT_LIMITS, ...given };
   const app = new Hono();
   ctx.metrics.addGauge(poolUsageGauge(ctx));
+
+  app.use("*", async (c, next) => {
+    // Path and query as sent (the URL's origin is the server's own).
+    const url = c.req.url;
+    const sent = url.length - new URL(url).origin.length;
+    if (sent > limits.urlChars) {
+      throw new ApiError(
+        "uri_too_long",
+        `The URL is ${sent} characters long; at most ${limits.urlChars} are accepted`,
+      );
+    }
+    await next();
+  });
 
   app.use("*", async (c, next) => {
     const start = performance.now();
@@ -43,27 +77,25 @@ export function createApp({ ctx, tokens, onInternalError }: AppOptions): Hono {
       return c.json({ status: "not ready", reason: `store: ${why}` }, 503);
     }
   });
-  app.get(
-    "/metrics",
-    async (c) =>
-      c.text(await ctx.metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" }),
-  );
+  app.get("/metrics", async (c) => {
+    // Metrics name tenants and networks: only a metrics or admin token reads them.
+    const principal = tokens.authenticate(c.req.header("authorization"));
+    if (principal.scope !== "admin" && principal.scope !== "metrics") {
+      throw new ApiError(
+        "forbidden",
+        `${describe(principal)} may not read /metrics: use a token of scope metrics or admin`,
+      );
+    }
+    return c.text(await ctx.metrics.render(), 200, {
+      "content-type": "text/plain; version=0.0.4",
+    });
+  });
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 
-  app.use(
-    "/api/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new ApiError("body_too_large", `The request body exceeds ${MAX_BODY_BYTES} bytes`);
-      },
-    }),
-  );
-
   for (const route of ROUTES) {
     const path = route.path.replace(/\{(\w+)\}/g, ":$1");
-    app.on(route.method, path, (c) => serve(c, route, ctx, tokens));
+    app.on(route.method, path, (c) => serve(c, route, ctx, tokens, limits));
   }
 
   app.notFound((c) =>
@@ -76,12 +108,21 @@ export function createApp({ ctx, tokens, onInternalError }: AppOptions): Hono {
   app.onError((err, c) => {
     const api = toApiError(err);
     if (api.code === "internal") onInternalError?.(err);
+    if (api.code === "client_closed" || api.code === "request_timeout") {
+      onClientGone?.({ method: c.req.method, path: c.req.path, reason: api.message });
+    }
     return c.json(api.toBody(), api.status as 400);
   });
   return app;
 }
 
-async function serve(c: Context, route: RouteDef, ctx: Ctx, tokens: TokenTable): Promise<Response> {
+async function serve(
+  c: Context,
+  route: RouteDef,
+  ctx: Ctx,
+  tokens: TokenTable,
+  limits: RequestLimits,
+): Promise<Response> {
   const principal = tokens.authenticate(c.req.header("authorization"));
   const params = c.req.param() as Record<string, string>;
   for (const [name, value] of Object.entries(params)) {
@@ -96,14 +137,26 @@ async function serve(c: Context, route: RouteDef, ctx: Ctx, tokens: TokenTable):
   }
   authorize(principal, route.access, params);
   const query = parse(route.query ?? EMPTY_QUERY, c.req.query(), "query");
-  const body = route.body ? parse(route.body, await readJson(c), "") : undefined;
+  const body = route.body ? parse(route.body, await readJson(c, limits), "") : undefined;
   const reply = await route.handle({ ctx, principal, params, query, body });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
   return c.json(reply.body, reply.status as 200);
 }
 
-async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
+/** JSON media types: application/json, with parameters (charset), and +json suffixes. */
+const JSON_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
+
+async function readJson(c: Context, limits: RequestLimits): Promise<unknown> {
+  const type = c.req.header("content-type");
+  if (type === undefined || !JSON_TYPE.test(type)) {
+    throw new ApiError(
+      "unsupported_media_type",
+      `The request body must be JSON, sent with 'Content-Type: application/json' (got ${
+        type === undefined ? "no Content-Type" : JSON.stringify(type.slice(0, 100))
+      })`,
+    );
+  }
+  const text = await readBody(c, limits);
   if (text.trim() === "") throw new ApiError("invalid_json", "The request needs a JSON body");
   try {
     return JSON.parse(text);
@@ -113,6 +166,62 @@ async function readJson(c: Context): Promise<unknown> {
       `The request body is not valid JSON: ${(err as Error).message}`,
     );
   }
+}
+
+/**
+ * The body as text, within the size limit and the body timeout. A client that stalls gets 408; one
+ * that goes away mid-body is reported as gone, not as an internal error.
+ */
+async function readBody(c: Context, limits: RequestLimits): Promise<string> {
+  const tooLarge = () =>
+    new ApiError("body_too_large", `The request body exceeds ${limits.bodyBytes} bytes`);
+  const declared = c.req.header("content-length");
+  if (declared !== undefined && Number(declared) > limits.bodyBytes) throw tooLarge();
+  const stream = c.req.raw.body;
+  if (!stream) return "";
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    reader.cancel().catch(() => {});
+  }, limits.bodyTimeoutMs);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > limits.bodyBytes) {
+        reader.cancel().catch(() => {});
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    if (!timedOut) {
+      throw new ApiError(
+        "client_closed",
+        `The client went away before its request body was read (${(err as Error).message})`,
+      );
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  if (timedOut) {
+    throw new ApiError(
+      "request_timeout",
+      `The request body did not arrive within ${limits.bodyTimeoutMs} ms`,
+    );
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return new TextDecoder().decode(bytes);
 }
 
 function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {

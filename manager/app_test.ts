@@ -738,7 +738,7 @@ Deno.test("ops: /metrics counts requests and allocations and shows pool usage pe
   must(await t.call("PUT", `${BLUE}/ports/p1`, {}), 201);
   must(await t.call("PUT", `${BLUE}/ports/p2`, {}), 201);
   must(await t.call("PUT", `${BLUE}/ports/p2`, {}), 200);
-  const res = await t.call("GET", "/metrics", undefined, null);
+  const res = await t.call("GET", "/metrics", undefined, TOKEN.metrics);
   assert.equal(res.status, 200);
   const text: string = res.body;
   const line = (prefix: string) => text.split("\n").find((l) => l.startsWith(prefix + " "));

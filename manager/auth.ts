@@ -4,11 +4,13 @@ import { ApiError } from "./errors.ts";
 export type Principal =
   | { scope: "admin" }
   | { scope: "tenant"; tenant: string }
-  | { scope: "node"; node: string };
+  | { scope: "node"; node: string }
+  /** Reads /metrics (Prometheus) and nothing else. */
+  | { scope: "metrics" };
 
 export interface TokenConfig {
   token: string;
-  scope: "admin" | "tenant" | "node";
+  scope: "admin" | "tenant" | "node" | "metrics";
   tenant?: string;
   node?: string;
 }
@@ -55,6 +57,8 @@ function principalOf(t: TokenConfig): Principal {
   switch (t.scope) {
     case "admin":
       return { scope: "admin" };
+    case "metrics":
+      return { scope: "metrics" };
     case "tenant":
       if (!t.tenant) throw new Error("a tenant-scoped token needs a tenant");
       return { scope: "tenant", tenant: t.tenant };
@@ -72,14 +76,18 @@ export function describe(p: Principal): string {
       return `a token of tenant "${p.tenant}"`;
     case "node":
       return `a token of node "${p.node}"`;
+    case "metrics":
+      return "a metrics token";
   }
 }
 
 export function authorize(p: Principal, access: Access, params: Record<string, string>): void {
-  if (p.scope === "admin" || access === "any") return;
+  if (p.scope === "admin") return;
   const deny = (what: string) => {
     throw new ApiError("forbidden", `${describe(p)} may not ${what}`);
   };
+  if (p.scope === "metrics") return deny("use the API: it reads /metrics only");
+  if (access === "any") return;
   switch (access) {
     case "admin":
       return deny("use this admin-only route");

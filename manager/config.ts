@@ -9,7 +9,7 @@ import type { TokenConfig } from "./auth.ts";
 
 const TokenSchema = z.strictObject({
   token: z.string().min(16, "must be at least 16 characters"),
-  scope: z.enum(["admin", "tenant", "node"]),
+  scope: z.enum(["admin", "tenant", "node", "metrics"]),
   tenant: z.string().optional(),
   node: z.string().optional(),
 }).refine((t) => t.scope !== "tenant" || t.tenant, 'a tenant token needs "tenant"')
@@ -44,7 +44,7 @@ export const ConfigSchema = z.strictObject({
       /** Every key starts with this, so that several installations can share one etcd. */
       prefix: z.string().default("knitter/"),
       /** How long one store operation may take, across all members tried, before a 503. */
-      timeoutMs: z.int().min(100).default(5000),
+      timeoutMs: z.int().min(100).max(600_000).default(5000),
     }).optional(),
   }).default({ path: "knitter-manager.kv" })
     .refine((s) => s.backend !== "etcd" || s.etcd, {
@@ -58,6 +58,15 @@ export const ConfigSchema = z.strictObject({
     }),
   tokens: z.array(TokenSchema).default([]),
   tokensFile: z.string().optional(),
+  /** What one client may hold or send (see app.ts and conn_guard.ts); timer values stay far below setTimeout's 2^31-1 ms. */
+  limits: z.strictObject({
+    bodyBytes: z.int().min(1024).max(64 << 20).optional(),
+    urlChars: z.int().min(256).max(60_000).optional(),
+    bodyTimeoutMs: z.int().min(100).max(3_600_000).optional(),
+    /** 0: no connection guard (a proxy in front times headers); see conn_guard.ts. */
+    headerTimeoutMs: z.union([z.literal(0), z.int().min(100).max(3_600_000)]).optional(),
+    idleTimeoutMs: z.int().min(100).max(3_600_000).optional(),
+  }).optional(),
   vniRanges: z.array(RangeText).default(["1-16777215"]),
   underlayMtu: z.int().min(1280).max(9216).default(1500),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),

@@ -17,7 +17,7 @@ export function openApiDocument(routes: RouteDef[]) {
       name,
       in: "path",
       required: true,
-      schema: z.toJSONSchema(PARAMS[name]),
+      schema: z.toJSONSchema(PARAMS[name], { io: "input", unrepresentable: "any" }),
     }));
     if (r.query instanceof z.ZodObject) {
       for (const [name, schema] of Object.entries(r.query.shape)) {
@@ -25,7 +25,7 @@ export function openApiDocument(routes: RouteDef[]) {
           name,
           in: "query",
           required: false,
-          schema: z.toJSONSchema(schema as z.ZodType),
+          schema: z.toJSONSchema(schema as z.ZodType, { io: "input", unrepresentable: "any" }),
         });
       }
     }

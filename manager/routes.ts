@@ -13,6 +13,7 @@ import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
 import * as ports from "./service/ports.ts";
 import * as tenants from "./service/tenants.ts";
+import type { NodeRecord } from "./model.ts";
 
 export interface Request {
   ctx: Ctx;
@@ -54,6 +55,20 @@ export const PARAMS: Record<string, z.ZodType> = {
   node: S.NodeName,
   port: S.PortId,
 };
+
+/**
+ * What a tenant sees of the shared infrastructure: what it needs to pick a physnet or read its
+ * ports' nodes, and nothing of other tenants' use of it (no usage, no flat network's name, no
+ * underlay addresses).
+ */
+function physnetFor(principal: Principal, p: physnets.PhysnetView) {
+  if (principal.scope !== "tenant") return p;
+  return { name: p.name, vlanRanges: p.vlanRanges, description: p.description };
+}
+
+function nodeFor(principal: Principal, n: NodeRecord) {
+  return principal.scope === "tenant" ? { name: n.name } : n;
+}
 
 const ok = (body: unknown, status = 200): Reply => ({ status, body });
 const items = (list: unknown[]): Reply => ok({ items: list });
@@ -315,7 +330,8 @@ export const ROUTES: RouteDef[] = [
     tag: "physnets",
     access: "any",
     ok: { status: 200, schema: S.listOf(S.Physnet), description: "the physnets" },
-    handle: async ({ ctx }) => items(await physnets.listPhysnets(ctx)),
+    handle: async ({ ctx, principal }) =>
+      items((await physnets.listPhysnets(ctx)).map((p) => physnetFor(principal, p))),
   },
   {
     method: "POST",
@@ -334,7 +350,8 @@ export const ROUTES: RouteDef[] = [
     tag: "physnets",
     access: "any",
     ok: { status: 200, schema: S.Physnet, description: "the physnet" },
-    handle: async ({ ctx, params }) => ok(await physnets.getPhysnet(ctx, params.physnet)),
+    handle: async ({ ctx, principal, params }) =>
+      ok(physnetFor(principal, await physnets.getPhysnet(ctx, params.physnet))),
   },
   {
     method: "DELETE",
@@ -356,7 +373,8 @@ export const ROUTES: RouteDef[] = [
     tag: "nodes",
     access: "any",
     ok: { status: 200, schema: S.listOf(S.Node), description: "the nodes" },
-    handle: async ({ ctx }) => items(await nodes.listNodes(ctx)),
+    handle: async ({ ctx, principal }) =>
+      items((await nodes.listNodes(ctx)).map((n) => nodeFor(principal, n))),
   },
   {
     method: "PUT",
@@ -379,7 +397,8 @@ export const ROUTES: RouteDef[] = [
     tag: "nodes",
     access: "any",
     ok: { status: 200, schema: S.Node, description: "the node" },
-    handle: async ({ ctx, params }) => ok(await nodes.getNode(ctx, params.node)),
+    handle: async ({ ctx, principal, params }) =>
+      ok(nodeFor(principal, await nodes.getNode(ctx, params.node))),
   },
   {
     method: "DELETE",

@@ -137,13 +137,20 @@ export const PhysnetCreate = z.strictObject({
   description: z.string().max(1024).optional(),
 });
 
+const ADMIN_VIEW = {
+  description: "admin and node tokens only (a tenant sees name, vlanRanges, description)",
+};
+
 export const Physnet = z.object({
   name: z.string(),
   vlanRanges: z.array(z.object({ start: z.int(), end: z.int() })),
   description: z.string().optional(),
-  createdAt: Timestamp,
-  networks: z.int(),
-  usage: UsageSchema.meta({ description: "VLAN IDs of vlanRanges" }),
+  createdAt: Timestamp.optional().meta(ADMIN_VIEW),
+  networks: z.int().optional().meta(ADMIN_VIEW),
+  flatNetwork: z.string().optional().meta(ADMIN_VIEW),
+  usage: UsageSchema.optional().meta({
+    description: `VLAN IDs of vlanRanges; ${ADMIN_VIEW.description}`,
+  }),
 });
 
 // ---- IP groups
@@ -222,17 +229,24 @@ export const PortQuery = z.strictObject({
 
 // ---- nodes
 
+export const MAX_LABELS = 64;
+
 export const NodeRegister = z.strictObject({
   underlayIp: IpText.meta({ description: "the node's tunnel endpoint" }),
-  labels: z.record(z.string().max(317), z.string().max(63)).optional(),
+  labels: z.record(z.string().max(317), z.string().max(63)).refine(
+    (l) => Object.keys(l).length <= MAX_LABELS,
+    `at most ${MAX_LABELS} labels`,
+  ).optional(),
 });
+
+const INFRA_ONLY = { description: "admin and node tokens only (a tenant sees the name)" };
 
 export const Node = z.object({
   name: z.string(),
-  underlayIp: z.string(),
-  labels: z.record(z.string(), z.string()),
-  registeredAt: Timestamp,
-  updatedAt: Timestamp,
+  underlayIp: z.string().optional().meta(INFRA_ONLY),
+  labels: z.record(z.string(), z.string()).optional().meta(INFRA_ONLY),
+  registeredAt: Timestamp.optional().meta(INFRA_ONLY),
+  updatedAt: Timestamp.optional().meta(INFRA_ONLY),
 });
 
 // ---- common
@@ -254,9 +268,10 @@ export function listOf<T extends z.ZodType>(item: T) {
 export const FeedQuery = z.strictObject({
   after: z.string().regex(/^[0-9a-f]{8}:\d+$/, "must be a cursor from an earlier answer").optional()
     .meta({ description: "absent: answer the current cursor at once, with no events" }),
-  timeout: z.coerce.number().int().min(0).max(60).default(25).meta({
-    description: "seconds to wait for the first event",
-  }),
+  timeout: z.string().regex(/^\d{1,9}$/, "must be a whole number of seconds").optional()
+    .transform((v) => (v === undefined ? 25 : Number(v)))
+    .pipe(z.int().min(0).max(60, "must be at most 60 seconds"))
+    .meta({ description: "seconds to wait for the first event (0-60, default 25)" }),
 });
 
 export const FeedPage = z.object({

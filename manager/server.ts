@@ -1,6 +1,7 @@
 /** Wires a configuration into a running manager: store, services, HTTP(S) server. */
 import { createLogger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
+import { serveDirect, serveGuarded } from "./conn_guard.ts";
 import { TokenTable } from "./auth.ts";
 import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
 import { ChangeFeed } from "./feed.ts";
@@ -44,11 +45,14 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   await ensureTenant(ctx, ADMIN_TENANT);
   const moved = await scopeForeignPortKeys(ctx);
   if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });
+  const limits = config.limits ?? {};
   const app = createApp({
     ctx,
     tokens: new TokenTable(config.tokens),
+    limits,
     onInternalError: (err) =>
       log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
+    onClientGone: (what) => log.info("client gone mid-request", what),
   });
   const tls = config.tls
     ? {
@@ -56,18 +60,21 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
       key: await Deno.readTextFile(config.tls.keyFile),
     }
     : {};
-  let resolveUrl: (url: string) => void;
-  const listening = new Promise<string>((r) => (resolveUrl = r));
-  const server = Deno.serve({
-    hostname: config.listen.hostname,
-    port: config.listen.port,
-    ...tls,
-    onListen: ({ hostname, port }) => {
-      const host = hostname.includes(":") ? `[${hostname}]` : hostname;
-      resolveUrl(`${config.tls ? "https" : "http"}://${host}:${port}`);
-    },
-  }, app.fetch);
-  const url = await listening;
+  // Behind the connection guard, a client that trickles its request header is cut off. With
+  // headerTimeoutMs 0 a proxy in front does that, and requests go straight to Deno.serve.
+  const tlsFiles = config.tls ? tls as { cert: string; key: string } : undefined;
+  const server = limits.headerTimeoutMs === 0
+    ? await serveDirect(config.listen.hostname, config.listen.port, tlsFiles, app.fetch)
+    : await serveGuarded({
+      hostname: config.listen.hostname,
+      port: config.listen.port,
+      tls: tlsFiles,
+      limits,
+      onSlowClient: (what) => log.info("slow client disconnected", what),
+    }, app.fetch);
+  const { hostname, port } = server.addr;
+  const host = hostname.includes(":") ? `[${hostname}]` : hostname;
+  const url = `${config.tls ? "https" : "http"}://${host}:${port}`;
   const local = config.listen.socket ? await serveUnix(config.listen.socket, app.fetch) : undefined;
   log.info("manager ready", {
     url,

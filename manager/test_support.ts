@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import type { Hono } from "hono";
 import { createApp, createContext, openKvStore, type Store, TokenTable } from "./mod.ts";
+import type { RequestLimits } from "./app.ts";
 import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
@@ -20,6 +21,7 @@ export const TOKEN = {
   globex: "globex-token-for-tests-001",
   worker1: "worker1-token-for-tests-01",
   worker2: "worker2-token-for-tests-01",
+  metrics: "metrics-token-for-tests-01",
 } as const;
 
 export interface Reply {
@@ -31,6 +33,9 @@ export interface Reply {
 export interface TestApp {
   app: Hono;
   ctx: Ctx;
+  /** Internal errors (answered 500) and clients gone mid-request, as the app reported them. */
+  internal: unknown[];
+  gone: { method: string; path: string; reason: string }[];
   store: Store;
   /**
    * One request. A path without a leading "/" is under /api/v1/. A string body is sent as is,
@@ -47,6 +52,7 @@ export interface TestAppOptions {
   vniRanges?: string[];
   /** Tenants created up front (besides the built-in admin tenant). */
   tenants?: string[];
+  limits?: Partial<RequestLimits>;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -56,6 +62,8 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     underlayMtu: 1500,
   });
   await ensureTenant(ctx, ADMIN_TENANT);
+  const internal: unknown[] = [];
+  const gone: TestApp["gone"] = [];
   const app = createApp({
     ctx,
     tokens: new TokenTable([
@@ -64,8 +72,14 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
       { token: TOKEN.globex, scope: "tenant", tenant: "globex" },
       { token: TOKEN.worker1, scope: "node", node: "worker1" },
       { token: TOKEN.worker2, scope: "node", node: "worker2" },
+      { token: TOKEN.metrics, scope: "metrics" },
     ]),
-    onInternalError: (err) => console.error("internal error in test app:", err),
+    limits: options.limits,
+    onInternalError: (err) => {
+      internal.push(err);
+      console.error("internal error in test app:", err);
+    },
+    onClientGone: (what) => gone.push(what),
   });
   const call = async (
     method: string,
@@ -90,7 +104,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     ctx.feed.close();
     store.close();
   };
-  return { app, ctx, store, call, close, [Symbol.dispose]: close };
+  return { app, ctx, store, internal, gone, call, close, [Symbol.dispose]: close };
 }
 
 const ETCD_ENDPOINTS = Deno.env.get("KNITTER_TEST_ETCD_ENDPOINTS");
