@@ -56,6 +56,14 @@ export const AgentConfigSchema = z.strictObject({
     kubeconfig: z.string().optional(),
     socket: z.string().optional(),
   }).optional(),
+  /**
+   * /healthz and /readyz over HTTP for the kubelet's probes, answered through the plugin's socket;
+   * absent: not served. The DaemonSet serves them on the node's loopback.
+   */
+  health: z.strictObject({
+    hostname: z.string().default("127.0.0.1"),
+    port: z.int().min(0).max(65535),
+  }).optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 

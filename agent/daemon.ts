@@ -1,6 +1,13 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
 import type { Logger } from "@knitter/common";
-import { createLogger, ManagerClient, ManagerUnavailableError, serveUnix } from "@knitter/common";
+import {
+  createLogger,
+  ManagerClient,
+  ManagerUnavailableError,
+  serveProbes,
+  serveUnix,
+} from "@knitter/common";
+import { agentProbeChecks } from "./health.ts";
 import { Attacher, type AttacherDeps } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
@@ -85,6 +92,18 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     { privateDir: true },
   );
   log.info("serving the plugin", { socket: config.socket });
+  const checks = config.health ? agentProbeChecks(config.socket) : undefined;
+  let probes;
+  try {
+    probes = config.health && serveProbes(config.health, checks!);
+  } catch (err) {
+    throw new Error(
+      `Cannot serve probes on ${config.health!.hostname}:${config.health!.port}: ${
+        (err as Error).message
+      }`,
+    );
+  }
+  if (probes) log.info("serving probes", { url: probes.url });
   // Interfaces made before this start (an older agent, a changed datapath) get the same settings.
   const reapplied = dataplane.softwareChecksums
     ? reapplySoftwareChecksums(
@@ -127,6 +146,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await joined;
       await reapplied;
       await remote.stop();
+      await probes?.shutdown();
+      checks?.close();
       await server.shutdown();
       plugger.close();
       await ovs.close();

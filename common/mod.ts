@@ -10,3 +10,4 @@ export * from "./mutex.ts";
 export * from "./run.ts";
 export * from "./serve_unix.ts";
 export * from "./group_commit.ts";
+export * from "./probes.ts";

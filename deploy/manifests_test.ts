@@ -346,6 +346,50 @@ Deno.test("the monitor loads its configuration, the manager's URL and the admin 
   });
 });
 
+Deno.test("the monitor and the agent are probed where their configuration serves /healthz and /readyz", async () => {
+  await withSecrets(async (facts, secretFiles) => {
+    for (
+      const [kind, name, cname] of [
+        ["Deployment", "knitter-monitor", "monitor"],
+        ["DaemonSet", "knitter-agent", "agent"],
+      ]
+    ) {
+      const pod = podSpec(kind, name);
+      const c = container(pod, cname);
+      const env = containerEnv(pod, c, facts);
+      if (cname === "agent") {
+        const tokens = await Deno.readTextFile(secretFiles["knitter-node-tokens"]["node-tokens"]);
+        env.KNITTER_AGENT_MANAGER_TOKEN = tokens.split("\n")[0].split(" ")[1];
+      }
+      const argv = containerArgv(c, env);
+      const configPath = argv[argv.indexOf("--config") + 1];
+      const file = mountedFile(pod, c, configPath, { kustomization, secretFiles });
+      const load = cname === "agent" ? loadAgentConfig : loadMonitorConfig;
+      const { config } = await load(["--config", file], (n) => env[n]);
+      const health = config.health!;
+      assert.ok(health, `${name}: its configuration serves probes`);
+      // The kubelet runs on the host: with the host's network the pod's loopback is its own.
+      assert.equal(pod.hostNetwork, true, name);
+      assert.equal(health.hostname, "127.0.0.1", `${name}: probes only on the loopback`);
+      for (const [probe, path] of [["livenessProbe", "/healthz"], ["readinessProbe", "/readyz"]]) {
+        const get = c[probe]?.httpGet;
+        assert.ok(get, `${name}: ${probe} is an HTTP GET`);
+        assert.equal(get.path, path, `${name}: ${probe} path`);
+        assert.equal(get.host, health.hostname, `${name}: ${probe} host`);
+        assert.equal(get.port, health.port, `${name}: ${probe} port`);
+        assert.ok(c[probe].periodSeconds > 0 && c[probe].failureThreshold > 0);
+      }
+      // /healthz fails once a watch is stale (a deadline without a sign of life); the kubelet
+      // restarts the monitor only when it stays so for another deadline.
+      if (cname === "monitor") {
+        const l = c.livenessProbe;
+        const deadline = (config as { watchDeadlineSeconds: number }).watchDeadlineSeconds;
+        assert.ok(l.periodSeconds * l.failureThreshold >= deadline, "time to recover first");
+      }
+    }
+  });
+});
+
 /** /var/run is a link to /run on the host and in the image: compare paths without it. */
 function canonical(path: string): string {
   return path.replace(/^\/var\/run\//, "/run/");

@@ -3,7 +3,7 @@
  * IPGroup resources), the manager's port feed, the queues that reconcile them, and the timers of
  * the leak reclaim and the resources' resync.
  */
-import { createLogger, type Logger, ManagerClient, type Port } from "@knitter/common";
+import { createLogger, type Logger, ManagerClient, type Port, serveProbes } from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
 import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
@@ -33,6 +33,8 @@ export interface MonitorStats {
 }
 
 export interface RunningMonitor {
+  /** Where /healthz and /readyz are served (config `health`). */
+  healthUrl: string;
   /** Resolves once every watch has listed and the port feed is followed. */
   ready(): Promise<void>;
   /** Resolves when no reconcile is waiting or running. */
@@ -194,7 +196,33 @@ export async function startMonitor(
     );
   });
 
+  let portsReady = false;
+  ports.whenReady().then(() => (portsReady = true));
+  const stale = () =>
+    informers.filter((i) => i.isSynced && i.isStale).map((i) => {
+      const h = i.health();
+      return `watch of ${i.what}: nothing heard for ${
+        Math.round(h.lastAliveMsAgo / 1000)
+      } s (deadline ${config.watchDeadlineSeconds} s)`;
+    });
+  const probes = serveProbes(config.health, {
+    // Not healthy while a watch is stale: what the monitor knows may be wrong.
+    healthz: () => [
+      ...stale(),
+      ...informers.filter((i) => !i.isSynced && i.isStale).map((i) =>
+        `watch of ${i.what}: not listed within ${config.watchDeadlineSeconds} s of start`
+      ),
+    ],
+    readyz: () => [
+      ...informers.filter((i) => !i.isSynced).map((i) => `watch of ${i.what}: not listed yet`),
+      ...stale(),
+      ...(portsReady ? [] : ["the manager's ports: not listed yet"]),
+    ],
+  });
+  log.info("serving probes", { url: probes.url });
+
   return {
+    healthUrl: probes.url,
     ready: () => ready.then(() => {}),
     async idle() {
       while (queues.some((q) => q.size > 0)) await Promise.all(queues.map((q) => q.idle()));
@@ -215,6 +243,7 @@ export async function startMonitor(
     watches: () => informers.map((i) => i.health()),
     async stop() {
       timers.stop();
+      await probes.shutdown();
       for (const q of queues) q.stop();
       await Promise.all(informers.map((i) => i.stop()));
       await ports.stop();

@@ -5,7 +5,7 @@
  * so that tests can stop it, start it again and wait for it to settle. The "kubelet" is the test:
  * it creates pod objects, then runs the CNI plugin for them on their node.
  */
-import { createLogger } from "@knitter/common";
+import { createLogger, run } from "@knitter/common";
 import { type MonitorConfig, MonitorConfigSchema } from "../../monitor/config.ts";
 import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
 import type { Cleanup } from "./cleanup.ts";
@@ -15,6 +15,8 @@ import { type Stack, type StackNode, startStack, waitFor } from "./stack.ts";
 
 export const MONITOR_USER = "system:serviceaccount:knitter-system:knitter-monitor";
 export const DEFAULT_NETWORK = { name: "pods", cidr: "10.244.0.0/24", gateway: "10.244.0.1" };
+/** The agents' probe port, on their node's loopback (each node is its own netns), as deployed. */
+export const AGENT_HEALTH_PORT = 9529;
 
 export interface KubeCluster {
   api: KubeApi;
@@ -82,7 +84,10 @@ export async function startKubeCluster(opts: {
     const config = JSON.parse(await Deno.readTextFile(path));
     config.kubernetes = { kubeconfig, socket: `${stack.dir}/kube-api.sock` };
     config.defaultNetwork = DEFAULT_NETWORK.name;
+    config.health = { hostname: "127.0.0.1", port: AGENT_HEALTH_PORT };
     await Deno.writeTextFile(path, JSON.stringify(config));
+    // The probes listen on the node's loopback, which a new netns has down.
+    await run(["ip", "link", "set", "lo", "up"], { netns: node.sim.netns });
     await node.stopAgent();
     await node.startAgent();
   }
