@@ -16,6 +16,7 @@ import {
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./service/ports.ts";
+import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
 
@@ -37,6 +38,17 @@ export async function checkStore(store: Store): Promise<CheckReport> {
     }
   }
   await checkSegments(store, networks, problems);
+  for await (const e of store.list<QuotaRecord>(["quota"])) {
+    const tenant = e.key.at(-1) as string;
+    const used = e.value?.used;
+    if (!used) continue; // being counted: whoever comes next finishes it
+    const actual = await countUsage(store, tenant);
+    for (const k of QUOTA_KINDS) {
+      if (used[k] !== actual[k]) {
+        problems.push(`quota of tenant "${tenant}": counts ${used[k]} ${k}, it holds ${actual[k]}`);
+      }
+    }
+  }
   return { networks: networks.length, ports, problems };
 }
 

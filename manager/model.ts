@@ -162,6 +162,8 @@ export const keys = {
     physnet: string,
     id: number,
   ): Key => ["segment_owner", type, physnet, id],
+  /** A tenant's quota and use (service/quotas.ts); absent: no limits, nothing counted. */
+  quota: (tenant: string): Key => ["quota", tenant],
   node: (name: string): Key => ["node", name],
   nodes: (): Key => ["node"],
 };

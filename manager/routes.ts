@@ -13,6 +13,7 @@ import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
 import * as ports from "./service/ports.ts";
 import * as tenants from "./service/tenants.ts";
+import * as quotas from "./service/quotas.ts";
 import type { NodeRecord } from "./model.ts";
 
 export interface Request {
@@ -139,6 +140,37 @@ export const ROUTES: RouteDef[] = [
     access: "admin",
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, params }) => (await tenants.deleteTenant(ctx, params.tenant), noContent),
+  },
+
+  // quotas
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/quota`,
+    summary: "A tenant's quota and what it uses (no limits: the use, counted now)",
+    tag: "quotas",
+    access: "tenant",
+    ok: { status: 200, schema: S.Quota, description: "limits and use" },
+    handle: async ({ ctx, params }) => ok(await quotas.getQuota(ctx, params.tenant)),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}/quota`,
+    summary:
+      "Set a tenant's limits (a kind left out is unlimited); exceeding one is a 403 quota_exceeded",
+    tag: "quotas",
+    access: "admin",
+    body: S.QuotaSet,
+    ok: { status: 200, schema: S.Quota, description: "the limits and the use" },
+    handle: async ({ ctx, params, body }) => ok(await quotas.setQuota(ctx, params.tenant, body)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/quota`,
+    summary: "Remove a tenant's quota: nothing limited or counted any more",
+    tag: "quotas",
+    access: "admin",
+    ok: { status: 204, description: "removed" },
+    handle: async ({ ctx, params }) => (await quotas.deleteQuota(ctx, params.tenant), noContent),
   },
 
   // networks

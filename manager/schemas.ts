@@ -59,6 +59,34 @@ export const Tenant = z.object({
   ipGroups: z.int(),
 });
 
+// ---- quotas
+
+const QuotaLimit = z.int().min(0).max(1_000_000_000);
+
+export const QuotaSet = z.strictObject({
+  networks: QuotaLimit.optional(),
+  ports: QuotaLimit.optional(),
+  addresses: QuotaLimit.optional().meta({
+    description: "addresses held: ports' (not from a group) and IP groups'",
+  }),
+  vlanIds: QuotaLimit.optional(),
+  vnis: QuotaLimit.optional(),
+}).meta({ description: "the limits; a kind left out is unlimited" });
+
+const QuotaUsageSchema = z.object({
+  networks: z.int(),
+  ports: z.int(),
+  addresses: z.int(),
+  vlanIds: z.int(),
+  vnis: z.int(),
+});
+
+export const Quota = z.object({
+  tenant: z.string(),
+  limits: QuotaSet,
+  used: QuotaUsageSchema,
+});
+
 // ---- networks
 
 export const NetworkCreate = z.strictObject({

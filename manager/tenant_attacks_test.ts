@@ -322,3 +322,194 @@ Deno.test("attack: errors never name another tenant's networks or ports", async 
     { message: /"secret-net" of tenant "globex"/ },
   );
 });
+
+// ---- quotas
+
+Deno.test("attack: a tenant past its quota is refused with a 403 naming the quota; counts stay exact", async () => {
+  using t = await world();
+  // What acme already holds is counted when the first quota is set.
+  must(await t.call("PUT", `${BLUE}/ports/before`, {}, TOKEN.acme), 201);
+  const q = must(
+    await t.call("PUT", "tenants/acme/quota", { ports: 3, networks: 2, vnis: 2, addresses: 10 }),
+    200,
+  );
+  assert.deepEqual(q.used, { networks: 1, ports: 1, addresses: 1, vlanIds: 0, vnis: 1 });
+  // Only an admin sets it; the tenant reads its own, no one else's.
+  mustFail(
+    await t.call("PUT", "tenants/acme/quota", { ports: 1000 }, TOKEN.acme),
+    403,
+    "forbidden",
+  );
+  mustFail(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.globex), 403, "forbidden");
+  assert.equal(
+    must(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.acme), 200).limits.ports,
+    3,
+  );
+
+  // Twenty ports at once, over two networks (one public): exactly the two left go through.
+  must(await t.call("POST", "tenants/acme/networks", net("red", "10.2.0.0/24"), TOKEN.acme), 201);
+  const tries = await Promise.all(
+    Array.from(
+      { length: 20 },
+      (_, i) =>
+        t.call(
+          "PUT",
+          `tenants/acme/networks/${["red", "shared"][i % 2]}/ports/q${i}`,
+          {},
+          TOKEN.acme,
+        ),
+    ),
+  );
+  assert.equal(
+    tries.filter((r) => r.status === 201).length,
+    2,
+    JSON.stringify(tries.map((r) => r.status)),
+  );
+  for (const r of tries.filter((r) => r.status !== 201)) {
+    mustFail(r, 403, "quota_exceeded", {
+      field: "ports",
+      message: /Quota "ports".*may hold 3 ports/,
+    });
+  }
+  const req = attempt(t);
+  mustFail(await req("PUT", `${BLUE}/ports/more`, {}, TOKEN.acme), 403, "quota_exceeded");
+  // The third network, a group beyond the addresses left, are refused too.
+  mustFail(
+    await req("POST", "tenants/acme/networks", net("green", "10.3.0.0/24"), TOKEN.acme),
+    403,
+    "quota_exceeded",
+    { field: "networks" },
+  );
+  mustFail(
+    await req("POST", "tenants/acme/ipgroups", { name: "g", network: "blue", size: 8 }, TOKEN.acme),
+    403,
+    "quota_exceeded",
+    { field: "addresses" },
+  );
+  // The other tenant is not held back by acme's quota.
+  must(
+    await t.call("PUT", `${SHARED.replace("admin", "globex")}/ports/free`, {}, TOKEN.globex),
+    201,
+  );
+  // Releasing makes room again.
+  must(await t.call("DELETE", `${BLUE}/ports/before`, undefined, TOKEN.acme), 204);
+  must(await t.call("PUT", `${BLUE}/ports/more`, {}, TOKEN.acme), 201);
+  const used = must(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.acme), 200).used;
+  assert.deepEqual(used, { networks: 2, ports: 3, addresses: 3, vlanIds: 0, vnis: 2 });
+  const { checkStore } = await import("./check.ts");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+  // Without a quota nothing is limited, and the use is still shown.
+  must(await t.call("DELETE", "tenants/acme/quota"), 204);
+  must(await t.call("PUT", `${BLUE}/ports/unlimited`, {}, TOKEN.acme), 201);
+  const free = must(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.acme), 200);
+  assert.deepEqual(free.limits, {});
+  assert.equal(free.used.ports, 4);
+});
+
+Deno.test("attack: VLAN IDs and IP group addresses count against the quota", async () => {
+  using t = await world();
+  must(
+    await t.call("POST", "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 199 }] }),
+    201,
+  );
+  must(await t.call("PUT", "tenants/acme/quota", { vlanIds: 1, addresses: 4 }), 200);
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("v1", "10.5.0.0/24", { type: "vlan", physnet: "phys1" }),
+      TOKEN.acme,
+    ),
+    201,
+  );
+  mustFail(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("v2", "10.6.0.0/24", { type: "vlan", physnet: "phys1" }),
+      TOKEN.acme,
+    ),
+    403,
+    "quota_exceeded",
+    { field: "vlanIds" },
+  );
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/ipgroups",
+      { name: "g", network: "blue", size: 3 },
+      TOKEN.acme,
+    ),
+    201,
+  );
+  // A port from the group takes no address of its own; a port outside it takes the last one.
+  must(await t.call("PUT", `${BLUE}/ports/in`, { ipGroup: "g" }, TOKEN.acme), 201);
+  must(await t.call("PUT", `${BLUE}/ports/out`, {}, TOKEN.acme), 201);
+  mustFail(await t.call("PUT", `${BLUE}/ports/out2`, {}, TOKEN.acme), 403, "quota_exceeded", {
+    field: "addresses",
+  });
+  mustFail(
+    await t.call("PUT", "tenants/acme/ipgroups/g", { size: 4 }, TOKEN.acme),
+    403,
+    "quota_exceeded",
+  );
+  must(await t.call("PUT", "tenants/acme/ipgroups/g", { size: 2 }, TOKEN.acme), 200);
+  must(await t.call("PUT", `${BLUE}/ports/out2`, {}, TOKEN.acme), 201);
+  const { checkStore } = await import("./check.ts");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+});
+
+Deno.test("quota: a count left unfinished (a manager died mid-way) is finished by the next request", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${BLUE}/ports/a`, {}, TOKEN.acme), 201);
+  // As a manager that died after the first of the two commits leaves it.
+  await t.store.commit([], [{
+    type: "set",
+    key: ["quota", "acme"],
+    value: { limits: { ports: 2 }, used: null, updatedAt: new Date().toISOString() },
+  }]);
+  must(await t.call("PUT", `${BLUE}/ports/b`, {}, TOKEN.acme), 201);
+  mustFail(await t.call("PUT", `${BLUE}/ports/c`, {}, TOKEN.acme), 403, "quota_exceeded");
+  assert.equal(
+    must(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.acme), 200).used.ports,
+    2,
+  );
+});
+
+Deno.test("upgrade: ports a tenant made on a public network under bare IDs move to tenant-scoped keys", async () => {
+  using t = await world();
+  const p = must(
+    await t.call("PUT", `tenants/acme/networks/shared/ports/old`, {}, TOKEN.worker1),
+    201,
+  );
+  // Put it back where an older manager kept it: under its bare ID, with bare index keys.
+  const { scopeForeignPortKeys } = await import("./service/upgrade.ts");
+  const rec = (await t.store.get(["port", p.networkId, "acme/old"])).value;
+  await t.store.commit([], [
+    { type: "delete", key: ["port", p.networkId, "acme/old"] },
+    { type: "set", key: ["port", p.networkId, "old"], value: rec },
+    { type: "delete", key: ["port_of_tenant_on_foreign_network", "acme", p.networkId, "acme/old"] },
+    {
+      type: "set",
+      key: ["port_of_tenant_on_foreign_network", "acme", p.networkId, "old"],
+      value: true,
+    },
+    { type: "delete", key: ["port_by_node", "worker1", p.networkId, "acme/old"] },
+    { type: "set", key: ["port_by_node", "worker1", p.networkId, "old"], value: true },
+  ]);
+  assert.equal(await scopeForeignPortKeys(t.ctx), 1);
+  assert.equal(await scopeForeignPortKeys(t.ctx), 0);
+  assert.equal(
+    must(await t.call("GET", `tenants/acme/networks/shared/ports/old`, undefined, TOKEN.acme), 200)
+      .ip,
+    p.ip,
+  );
+  assert.deepEqual(
+    must(await t.call("GET", "ports?node=worker1", undefined, TOKEN.worker1), 200).items.map((
+      x: { id: string },
+    ) => x.id),
+    ["old"],
+  );
+  const { checkStore } = await import("./check.ts");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+});

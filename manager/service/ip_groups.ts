@@ -11,6 +11,7 @@ import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } fro
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { holderOf } from "./holders.ts";
+import { QuotaCharges } from "./quotas.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { getTenantEntry } from "./tenants.ts";
@@ -62,10 +63,13 @@ export async function createIpGroup(
       const edit = await pool.edit(tx);
       // The network must still be the one resolved: a group must not outlive it.
       tx.check({ key: keys.network(net.tenant, net.name), version: ref.version });
+      const charges = new QuotaCharges(ctx, tx);
+      await charges.charge(tenant, { addresses: body.addresses?.length ?? body.size! });
       const addresses = body.addresses
         ? await takeListed(ctx, edit, net, tenant, body.addresses, [], "addresses")
         : await takeAny(ctx, edit, net, body.size!);
       edit.flush();
+      charges.flush();
       const group: IpGroupRecord = {
         name: body.name,
         tenant,
@@ -217,6 +221,10 @@ export async function updateIpGroup(
       }
       await releaseAll(edit, removed);
       edit.flush();
+      // Charged once the new size is known; a refusal here aborts the whole commit.
+      const charges = new QuotaCharges(ctx, tx);
+      await charges.charge(tenant, { addresses: next.length - g.addresses.length });
+      charges.flush();
       const updated = { ...g, addresses: next, cursor: 0 };
       tx.check(ge).set(ge.key, updated);
       return updated;
@@ -255,6 +263,9 @@ export async function deleteIpGroup(
       const edit = await pool.edit(tx);
       await releaseAll(edit, ge.value.addresses);
       edit.flush();
+      const charges = new QuotaCharges(ctx, tx);
+      await charges.charge(tenant, { addresses: -ge.value.addresses.length });
+      charges.flush();
       tx.check(ge).delete(ge.key).delete(keys.ipGroupOfNetwork(net.id, tenant, name));
     })
   );

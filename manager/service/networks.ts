@@ -13,6 +13,7 @@ import { type Ctx, listValues, now, retry } from "./context.ts";
 import { networkSpec } from "./network_spec.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
+import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
 
 export interface NetworkView
   extends Omit<NetworkRecord, "poolSize" | "reserved" | "reservedRanges"> {
@@ -57,8 +58,11 @@ export async function createNetwork(
     }
     const t = tenantEntry.value!;
     tx.check(tenantEntry).set(tenantEntry.key, { ...t, networks: t.networks + 1 });
+    const charges = new QuotaCharges(ctx, tx);
+    await charges.charge(tenant, segmentDelta(body.type, 1));
 
     const segmentId = await claimSegment(ctx, tx, principal, tenant, body);
+    charges.flush();
     // The gateway and the excludes are kept as ranges in the record: the bitmap is not touched.
     const record: NetworkRecord = { id, tenant, ...spec.record, segmentId, createdAt: now() };
     tx.set(key, record);
@@ -75,6 +79,15 @@ export async function createNetwork(
     ctx.metrics.allocations.inc({ kind: record.type === "vxlan" ? "vni" : "vlan" });
   }
   return view(record, record.poolSize - record.reserved, 0);
+}
+
+/** What a network counts against its tenant's quota: itself, and its VNI or VLAN ID. */
+function segmentDelta(type: string, sign: 1 | -1, hasSegment = true): Partial<QuotaUsage> {
+  return {
+    networks: sign,
+    vnis: type === "vxlan" && hasSegment ? sign : 0,
+    vlanIds: type === "vlan" && hasSegment ? sign : 0,
+  };
 }
 
 /** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
@@ -374,6 +387,9 @@ export async function deleteNetwork(
         tx.check(t).set(t.key, { ...t.value!, networks: t.value!.networks - 1 });
         if (net.public) tx.delete(keys.publicNetwork(name));
         await releaseSegment(ctx, tx, net);
+        const charges = new QuotaCharges(ctx, tx);
+        await charges.charge(tenant, segmentDelta(net.type, -1, net.segmentId !== undefined));
+        charges.flush();
       })
     )
   );

@@ -14,6 +14,7 @@ import { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { GroupCommit } from "@knitter/common";
 import { holderOf } from "./holders.ts";
+import { QuotaCharges } from "./quotas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { forgetNetwork, type NetworkRef, resolveNetwork, resolveNetworkRef } from "./networks.ts";
@@ -77,11 +78,13 @@ export async function putPort(
           }
           const edit = await pool.edit(tx);
           checkNetwork(tx, ref);
-          const r = await buildPut(ctx, tx, edit, ref.net, owner, id, body, {
+          const charges = new QuotaCharges(ctx, tx);
+          const r = await buildPut(ctx, tx, edit, charges, ref.net, owner, id, body, {
             fresh,
             readFirst: true,
           });
           edit.flush();
+          charges.flush();
           return r;
         })
       );
@@ -120,8 +123,11 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** Ports per batch: each adds one check, and a Deno KV commit takes at most 100. */
-const MAX_BATCH = 64;
+/**
+ * Ports per batch: each adds one check, and so may its tenant's quota record (on a public network
+ * every port may be another tenant's); a Deno KV commit takes at most 100.
+ */
+const MAX_BATCH = 48;
 
 function batcherOf(ctx: Ctx, ref: NetworkRef): GroupCommit<Pending> {
   return ctx.pools.perNetwork(
@@ -145,11 +151,12 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
     try {
       const edit = await pool.edit(tx);
       checkNetwork(tx, ref);
+      const charges = new QuotaCharges(ctx, tx);
       for (const p of batch) {
         try {
           done.push([
             p,
-            await buildPut(ctx, tx, edit, ref.net, p.owner, p.id, p.body, {
+            await buildPut(ctx, tx, edit, charges, ref.net, p.owner, p.id, p.body, {
               fresh: false,
               readFirst: false,
             }),
@@ -160,6 +167,7 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
         }
       }
       edit.flush();
+      charges.flush();
       if (done.length > 0 && await tx.commit(ctx.store)) {
         for (const [p, r] of done) p.resolve(r);
         // Those the cache found no room for still need an answer, from the careful path.
@@ -204,6 +212,7 @@ async function buildPut(
   ctx: Ctx,
   tx: Tx,
   edit: PoolEdit,
+  charges: QuotaCharges,
   net: NetworkRecord,
   owner: string,
   id: string,
@@ -218,6 +227,28 @@ async function buildPut(
     }
   }
   tx.checkAbsent(key);
+  // An address from an IP group is already counted with the group.
+  const delta = { ports: 1, addresses: body.ipGroup === undefined ? 1 : 0 };
+  await charges.charge(owner, delta);
+  try {
+    return await allocatePort(ctx, tx, edit, net, owner, id, body, key, opts.fresh);
+  } catch (err) {
+    await charges.refund(owner, delta);
+    throw err;
+  }
+}
+
+async function allocatePort(
+  ctx: Ctx,
+  tx: Tx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  body: PortBody,
+  key: Key,
+  fresh: boolean,
+): Promise<PutResult> {
   if (body.mac !== undefined) await claimMac(ctx, tx, net, owner, id, body.mac);
   let index: number;
   let ip: string;
@@ -248,7 +279,7 @@ async function buildPut(
   } else {
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
-      if (!opts.fresh) throw new Restart();
+      if (!fresh) throw new Restart();
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
       const total = net.poolSize - net.reserved;
       throw new ApiError(
@@ -590,6 +621,7 @@ export async function deletePort(
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
       if (port.mac !== macFor(net.id, port.index)) tx.delete(keys.mac(net.id, port.mac));
+      const charges = new QuotaCharges(ctx, tx);
       if (port.ipGroup !== undefined) {
         const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
         if (ge.value) {
@@ -597,12 +629,16 @@ export async function deletePort(
             a,
           ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
           tx.check(ge).set(ge.key, { ...ge.value, addresses });
+          await charges.charge(port.tenant, { ports: -1 });
+          charges.flush();
           return port;
         }
       }
       const edit = await pool.edit(tx);
       await edit.release(port.index);
       edit.flush();
+      await charges.charge(port.tenant, { ports: -1, addresses: -1 });
+      charges.flush();
       return port;
     })
   );

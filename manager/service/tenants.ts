@@ -79,7 +79,8 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
         `Cannot delete tenant "${name}": it still owns ${owned}; delete them first`,
       );
     }
-    tx.check(e).delete(e.key);
+    // Its quota goes with it (nothing is counted: it holds nothing).
+    tx.check(e).delete(e.key).delete(keys.quota(name));
   });
   ctx.cache.tenants.delete(name);
 }

@@ -1,0 +1,185 @@
+/**
+ * Per-tenant quotas, set by an admin: how many networks, ports, addresses, VLAN IDs and VNIs a
+ * tenant may hold. A tenant with a quota has one record, ["quota", tenant], holding the limits and
+ * what the tenant uses; every commit that changes that use (a port, a group, a network) reads the
+ * record, refuses what would exceed a limit (403 quota_exceeded), and writes the new use with a
+ * version check, in the same commit as the change itself. So the counts are exact on any store and
+ * across replicas, and a tenant without a quota pays one absent-key check per commit.
+ *
+ * Setting a first quota counts what the tenant holds in two commits: the record is written with
+ * `used: null` ("counting"), which stops every counted commit of the tenant (they checked the
+ * record absent, or find it counting), then anyone (the admin's request, or a commit that finds it
+ * counting) counts the frozen state and writes it. A manager that dies in between leaves nothing
+ * stuck: the next counted request of the tenant finishes the count.
+ */
+import { ApiError } from "../errors.ts";
+import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import type { Entry, Store } from "../store/store.ts";
+import { Tx } from "../store/tx.ts";
+import { type Ctx, now } from "./context.ts";
+import { getTenantEntry } from "./tenants.ts";
+
+export const QUOTA_KINDS = ["networks", "ports", "addresses", "vlanIds", "vnis"] as const;
+export type QuotaKind = typeof QUOTA_KINDS[number];
+export type QuotaUsage = Record<QuotaKind, number>;
+export type Limits = Partial<Record<QuotaKind, number>>;
+
+export interface QuotaRecord {
+  limits: Limits;
+  /** null while the tenant's use is being counted (see above). */
+  used: QuotaUsage | null;
+  updatedAt: string;
+}
+
+const WHAT: Record<QuotaKind, string> = {
+  networks: "networks",
+  ports: "ports",
+  addresses: "addresses (ports' and IP groups')",
+  vlanIds: "VLAN IDs",
+  vnis: "VNIs",
+};
+
+export const ZERO: QuotaUsage = { networks: 0, ports: 0, addresses: 0, vlanIds: 0, vnis: 0 };
+
+/**
+ * The quota charges of one transaction. `charge` before making a change (it throws when a limit
+ * would be exceeded, having changed nothing), `refund` to undo a charge whose change failed, and
+ * `flush` before committing.
+ */
+export class QuotaCharges {
+  private readonly records = new Map<
+    string,
+    { entry: Entry<QuotaRecord>; used: QuotaUsage | null }
+  >();
+
+  constructor(private readonly ctx: Ctx, private readonly tx: Tx) {}
+
+  async charge(tenant: string, delta: Partial<QuotaUsage>): Promise<void> {
+    const r = await this.load(tenant);
+    if (!r.used) return; // no quota: nothing counted
+    const limits = r.entry.value!.limits;
+    for (const k of QUOTA_KINDS) {
+      const d = delta[k] ?? 0;
+      const limit = limits[k];
+      if (d > 0 && limit !== undefined && r.used[k] + d > limit) {
+        throw new ApiError(
+          "quota_exceeded",
+          `Quota "${k}" of tenant "${tenant}" exceeded: it may hold ${limit} ${WHAT[k]}, holds ${
+            r.used[k]
+          }, and this request needs ${d} more; release some, or ask an admin to raise it`,
+          k,
+        );
+      }
+    }
+    for (const k of QUOTA_KINDS) r.used[k] += delta[k] ?? 0;
+  }
+
+  async refund(tenant: string, delta: Partial<QuotaUsage>): Promise<void> {
+    const r = await this.load(tenant);
+    if (r.used) { for (const k of QUOTA_KINDS) r.used[k] -= delta[k] ?? 0; }
+  }
+
+  /** Writes the new use of every tenant with a quota that this tx charged. */
+  flush(): void {
+    for (const { entry, used } of this.records.values()) {
+      if (!used || !entry.value) continue;
+      if (QUOTA_KINDS.every((k) => used[k] === entry.value!.used![k])) continue;
+      this.tx.set(entry.key, { ...entry.value, used });
+    }
+  }
+
+  private async load(tenant: string) {
+    let r = this.records.get(tenant);
+    if (r) return r;
+    let entry = await this.ctx.store.get<QuotaRecord>(keys.quota(tenant));
+    if (entry.value && entry.value.used === null) {
+      await finishCounting(this.ctx.store, tenant);
+      entry = await this.ctx.store.get<QuotaRecord>(keys.quota(tenant));
+    }
+    // The commit goes in only if the quota is as read: absent stays absent, counts stay exact.
+    this.tx.check(entry);
+    r = { entry, used: entry.value?.used ? { ...entry.value.used } : null };
+    this.records.set(tenant, r);
+    return r;
+  }
+}
+
+/** Counts what a tenant holds, from its networks, ports and IP groups. */
+export async function countUsage(store: Store, tenant: string): Promise<QuotaUsage> {
+  const used = { ...ZERO };
+  const mine = (p: PortRecord | null) => {
+    if (!p || p.tenant !== tenant) return;
+    used.ports++;
+    if (p.ipGroup === undefined) used.addresses++;
+  };
+  for await (const e of store.list<NetworkRecord>(keys.networks(tenant))) {
+    const n = e.value!;
+    used.networks++;
+    if (n.segmentId !== undefined && n.type === "vxlan") used.vnis++;
+    if (n.segmentId !== undefined && n.type === "vlan") used.vlanIds++;
+    for await (const p of store.list<PortRecord>(keys.ports(n.id))) mine(p.value);
+  }
+  const foreign: Entry<unknown>["key"][] = [];
+  for await (const e of store.list(keys.portsOfForeignNetworks(tenant))) {
+    foreign.push(keys.port(e.key.at(-2) as string, e.key.at(-1) as string));
+  }
+  for (let i = 0; i < foreign.length; i += 100) {
+    for (const e of await store.getMany<PortRecord>(foreign.slice(i, i + 100))) mine(e.value);
+  }
+  for await (const e of store.list<IpGroupRecord>(keys.ipGroups(tenant))) {
+    used.addresses += e.value!.addresses.length;
+  }
+  return used;
+}
+
+/** Completes a count started by setting a first quota (idempotent; any process may do it). */
+export async function finishCounting(store: Store, tenant: string): Promise<void> {
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const e = await store.get<QuotaRecord>(keys.quota(tenant));
+    if (!e.value || e.value.used !== null) return;
+    const used = await countUsage(store, tenant);
+    const tx = new Tx().check(e).set(e.key, { ...e.value, used });
+    if (await tx.commit(store)) return;
+  }
+  throw new ApiError("store_conflict", `Counting what tenant "${tenant}" holds kept failing`);
+}
+
+export interface QuotaView {
+  tenant: string;
+  limits: Limits;
+  used: QuotaUsage;
+}
+
+/** A tenant's limits and use (counted on the fly when it has no quota). */
+export async function getQuota(ctx: Ctx, tenant: string): Promise<QuotaView> {
+  await getTenantEntry(ctx, tenant);
+  let e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
+  if (e.value?.used === null) {
+    await finishCounting(ctx.store, tenant);
+    e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
+  }
+  if (!e.value?.used) return { tenant, limits: {}, used: await countUsage(ctx.store, tenant) };
+  return { tenant, limits: e.value.limits, used: e.value.used };
+}
+
+/** Sets a tenant's limits (an absent kind is unlimited); a first quota starts the count. */
+export async function setQuota(ctx: Ctx, tenant: string, limits: Limits): Promise<QuotaView> {
+  for (let attempt = 0; attempt < 16; attempt++) {
+    await getTenantEntry(ctx, tenant);
+    const e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
+    const record: QuotaRecord = { limits, used: e.value?.used ?? null, updatedAt: now() };
+    if (await new Tx().check(e).set(e.key, record).commit(ctx.store)) {
+      if (record.used === null) await finishCounting(ctx.store, tenant);
+      return await getQuota(ctx, tenant);
+    }
+  }
+  throw new ApiError("store_conflict", `The quota of tenant "${tenant}" kept changing; try again`);
+}
+
+/** Drops a tenant's quota: nothing is limited or counted any more. 404 when it had none. */
+export async function deleteQuota(ctx: Ctx, tenant: string): Promise<void> {
+  await getTenantEntry(ctx, tenant);
+  const e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
+  if (!e.value) throw new ApiError("not_found", `Tenant "${tenant}" has no quota`);
+  await ctx.store.commit([], [{ type: "delete", key: e.key }]);
+}
