@@ -17,7 +17,7 @@ export const MonitorConfigSchema = z.strictObject({
     caFile: z.string().optional(),
   }),
   /** How often every port is checked against the pods that exist (and once at start). */
-  reclaimIntervalSeconds: z.int().min(1).default(300),
+  reclaimIntervalSeconds: z.int().min(1).default(60),
   /** Ports younger than this are never reclaimed: their pod may not have reached the watch yet. */
   reclaimGraceSeconds: z.int().min(0).default(60),
   /** How long the port of a stable StatefulSet pod outlives the pod's name (scale-down). */

@@ -168,7 +168,7 @@ export async function startMonitor(
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 
-  const reclaimer = new Reclaimer(kube, manager, pods, tracker, {
+  const reclaimer = new Reclaimer(kube, ports, pods, tracker, {
     graceMs: config.reclaimGraceSeconds * 1000,
     stableRetentionMs: config.stableRetentionSeconds * 1000,
     concurrency: config.workers,
@@ -243,6 +243,7 @@ export async function startMonitor(
     watches: () => informers.map((i) => i.health()),
     async stop() {
       timers.stop();
+      reclaimer.stop();
       await probes.shutdown();
       for (const q of queues) q.stop();
       await Promise.all(informers.map((i) => i.stop()));

@@ -42,6 +42,11 @@ export class PortIndex {
     return this.ports.size;
   }
 
+  /** Every port the manager holds, as its feed last said. */
+  all(): IterableIterator<Port> {
+    return this.ports.values();
+  }
+
   async stop(): Promise<void> {
     this.stopping.abort();
     await this.loop;

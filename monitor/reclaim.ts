@@ -4,20 +4,17 @@
  * released a fresh read from the API server must show its pod gone (404, or another pod under the
  * name: a new UID). A pod the read finds alive is left alone, and the pods watch, whose memory it
  * contradicts, is started again. A port younger than the grace period is left alone too (its pod
- * may be being created); a stable StatefulSet port is kept while a pod of its name exists, and
- * released when none has for the retention period.
+ * may be being created), and looked at again the moment its grace ends, so that a leak found young
+ * (a monitor restarted just after the deletion) does not wait for the next interval. A stable
+ * StatefulSet port is kept while a pod of its name exists, and released when none has for the
+ * retention period. Candidates come from the manager's ports as the monitor follows them
+ * (port_index.ts), so a pass costs no listing; the release itself is by ID at the manager.
  */
-import {
-  isStablePortId,
-  type Logger,
-  type ManagerClient,
-  Mutex,
-  type Port,
-  stablePodOf,
-} from "@knitter/common";
+import { isStablePortId, type Logger, Mutex, type Port, stablePodOf } from "@knitter/common";
 import type { Informer } from "./informer.ts";
 import type { Kube, PodLike } from "./kube.ts";
 import type { PodTracker } from "./pods.ts";
+import type { PortIndex } from "./port_index.ts";
 
 export interface ReclaimSettings {
   graceMs: number;
@@ -36,10 +33,13 @@ export class Reclaimer {
   /** Candidates a fresh read found alive: the watch's memory was behind. */
   contradicted = 0;
   private readonly one = new Mutex();
+  /** The next look at ports whose grace period is running. */
+  private later?: { at: number; timer: ReturnType<typeof setTimeout> };
+  private stopped = false;
 
   constructor(
     private readonly kube: Kube,
-    private readonly manager: ManagerClient,
+    private readonly ports: PortIndex,
     private readonly pods: Informer<PodLike>,
     private readonly tracker: PodTracker,
     private readonly settings: ReclaimSettings,
@@ -51,13 +51,18 @@ export class Reclaimer {
     return this.one.run(() => this.pass(now ?? Date.now()));
   }
 
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.later?.timer);
+  }
+
   /** Only with a synced pod list. */
   private async pass(now: number): Promise<number> {
-    if (!this.pods.isSynced) return 0;
-    const ports = await this.manager.listPorts();
+    if (!this.pods.isSynced || this.stopped) return 0;
     const candidates: Port[] = [];
     const stillMissing = new Set<string>();
-    for (const p of ports) {
+    let graceEnds = Infinity;
+    for (const p of [...this.ports.all()]) {
       if (isStablePortId(p.id)) {
         const owner = stablePodOf(p.id, p.interface);
         if (!owner || this.pods.get(owner.name, owner.namespace)) continue;
@@ -68,7 +73,11 @@ export class Reclaimer {
       } else {
         if (!p.pod?.uid) continue; // not a Kubernetes pod's port
         if (this.tracker.live.has(p.pod.uid)) continue;
-        if (now - Date.parse(p.createdAt) < this.settings.graceMs) continue;
+        const ends = Date.parse(p.createdAt) + this.settings.graceMs;
+        if (now < ends) {
+          graceEnds = Math.min(graceEnds, ends);
+          continue;
+        }
       }
       candidates.push(p);
     }
@@ -86,6 +95,7 @@ export class Reclaimer {
       released++;
     });
     this.runs++;
+    if (graceEnds < Infinity) this.lookAgainAt(graceEnds);
     if (alive.length > 0) {
       this.contradicted += alive.length;
       this.pods.restart(
@@ -96,6 +106,19 @@ export class Reclaimer {
     }
     if (released > 0) this.log.info("reclaimed leaked ports", { released });
     return released;
+  }
+
+  /** One more pass when the youngest leak candidate's grace period is over. */
+  private lookAgainAt(at: number): void {
+    if (this.stopped || (this.later && this.later.at <= at)) return;
+    clearTimeout(this.later?.timer);
+    const timer = setTimeout(() => {
+      this.later = undefined;
+      this.run().catch((err) =>
+        this.log.warn("reclaim failed; next run as scheduled", { error: String(err) })
+      );
+    }, Math.max(0, at - Date.now()) + 100);
+    this.later = { at, timer };
   }
 
   /**

@@ -89,3 +89,70 @@ Deno.test("stand-in API server: with the watch silently broken, the leak pass re
     assert.equal((await portsOfPod(k, n)).length, 1, `${n} keeps its address`);
   }
 });
+
+Deno.test("stand-in API server: after a monitor restart a leak younger than the grace period is released when its grace ends, not at the next interval", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: [],
+    monitor: { reclaimGraceSeconds: 3, reclaimIntervalSeconds: 300 },
+  });
+  k.namespace("acme");
+  assert.equal((await k.stack.api("PUT", "tenants/acme")).status, 201);
+  await k.startMonitor();
+  await podWithPort(k, "keep");
+  await heard(k, "keep");
+  await k.stopMonitor();
+
+  // While the monitor is down: a pod comes and goes (its port leaks), another comes and stays.
+  await podWithPort(k, "gone");
+  k.api.delete("pods", "acme", "gone");
+  await podWithPort(k, "late");
+
+  const t0 = performance.now();
+  await k.startMonitor();
+  assert.equal((await portsOfPod(k, "gone")).length, 1, "younger than the grace: kept at start");
+  await eventually(
+    "the leak released once its grace ended",
+    async () => (await portsOfPod(k, "gone")).length === 0 ? true : undefined,
+    15_000,
+  );
+  const s = (performance.now() - t0) / 1000;
+  assert.ok(s < 10, `found ${s.toFixed(1)} s after the start (grace 3 s, interval 300 s)`);
+  assert.equal((await portsOfPod(k, "keep")).length, 1);
+  assert.equal((await portsOfPod(k, "late")).length, 1);
+});
+
+Deno.test("stand-in API server: pods created while the monitor starts and reclaims keep their addresses, even with no grace period", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: [],
+    monitor: { reclaimGraceSeconds: 0, reclaimIntervalSeconds: 1 },
+  });
+  k.namespace("acme");
+  assert.equal((await k.stack.api("PUT", "tenants/acme")).status, 201);
+  // Pods keep coming, as the agent makes them (pod object first, then its port), while the
+  // monitor lists, starts its watches and runs leak passes every second.
+  let creating = true;
+  const made: string[] = [];
+  const creator = (async () => {
+    // The default network has 253 addresses.
+    for (let i = 0; creating && i < 200; i++) {
+      await podWithPort(k, `p${i}`);
+      made.push(`p${i}`);
+    }
+  })();
+  await k.startMonitor();
+  const until = performance.now() + 3000;
+  while (performance.now() < until) {
+    await k.monitor!.reclaimNow();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  creating = false;
+  await creator;
+  await k.monitor!.reclaimNow();
+  assert.ok(made.length > 10, `${made.length} pods made meanwhile`);
+  const ports = (await k.stack.api("GET", "ports?tenant=acme")).body.items;
+  assert.equal(ports.length, made.length, "every pod kept its port");
+});
