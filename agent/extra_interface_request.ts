@@ -20,7 +20,8 @@ const targetIssue = {
 const Target = {
   netns: z.string().min(1).max(4096).regex(/^\S+$/, "must be a netns name or path without spaces")
     .optional(),
-  pid: z.int().min(1).optional(),
+  pid: z.int().min(1).max(4_194_304, "must be a process ID (at most 4194304, Linux's pid_max)")
+    .optional(),
   pod: z.string().regex(/^[^/\s]+\/[^/\s]+$/, "must be NAMESPACE/NAME").optional(),
   ifName: z.string().regex(IFNAME, "must be a Linux interface name (1-15 of A-Z a-z 0-9 _ . -)"),
 };
