@@ -60,6 +60,8 @@ export interface Port {
   pod?: PodRef;
   interface?: string;
   createdAt: string;
+  /** Since when the port has no pod and node (unbound), its address kept. */
+  unboundAt?: string;
 }
 
 export interface Usage {

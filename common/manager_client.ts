@@ -83,6 +83,11 @@ export class ManagerClient {
     }
   }
 
+  /** Takes a port off its pod and node, keeping its address (a stable port whose pod is gone). */
+  unbindPort(tenant: string, network: string, id: string): Promise<Port> {
+    return this.call("POST", `${portPath(tenant, network, id)}/unbind`);
+  }
+
   async listPorts(): Promise<Port[]> {
     return (await this.call<{ items: Port[] }>("GET", "/api/v1/ports")).items;
   }

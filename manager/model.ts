@@ -94,6 +94,8 @@ export interface PortRecord {
   node?: string;
   pod?: PodRef;
   interface?: string;
+  /** Since when the port has no pod and node, its address kept (POST .../unbind). */
+  unboundAt?: string;
 }
 
 export interface NodeRecord {

@@ -284,6 +284,17 @@ export const ROUTES: RouteDef[] = [
     ),
   },
   {
+    method: "POST",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}/unbind`,
+    summary:
+      "Take a port off its pod and node, keeping its address, in one step (a stable port whose pod is gone)",
+    tag: "ports",
+    access: "shared",
+    ok: { status: 200, schema: S.Port, description: "the port, unbound (unboundAt set)" },
+    handle: async ({ ctx, principal, params }) =>
+      ok(await ports.unbindPort(ctx, principal, params.tenant, params.network, params.port)),
+  },
+  {
     method: "GET",
     path: `${V1}/ports`,
     summary: "List ports across networks, by node or pod",

@@ -247,6 +247,9 @@ export const Port = z.object({
   pod: PodRefSchema.optional(),
   interface: z.string().optional(),
   createdAt: Timestamp,
+  unboundAt: Timestamp.optional().meta({
+    description: "since when the port has no pod and node (unbound), its address kept",
+  }),
 });
 
 export const PortQuery = z.strictObject({

@@ -342,6 +342,7 @@ function bindExisting(
     interface: port.interface ?? body.interface,
     pod: port.pod ?? body.pod,
   };
+  if (bound.pod !== undefined) delete bound.unboundAt;
   const changed = bound.node !== port.node || bound.interface !== port.interface ||
     bound.pod !== port.pod;
   if (changed) {
@@ -592,6 +593,46 @@ export async function getPort(
 
 function visible(principal: Principal, port: PortRecord): boolean {
   return principal.scope !== "tenant" || port.tenant === principal.tenant;
+}
+
+/**
+ * Takes a port off its pod and node and keeps its address: a stable port whose pod is gone, ready
+ * for the pod's next incarnation on any node. One commit, so no other request can take the port
+ * ID in between (as a DELETE then PUT would allow). `unboundAt` says since when; the next PUT that
+ * names a pod binds it again. An unbound port stays as it is. 404 when unknown.
+ */
+export async function unbindPort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+): Promise<Port> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const owner = principal.scope === "tenant" ? principal.tenant : tenant;
+  const { port, changed } = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
+    const port = e.value;
+    if (!port || !visible(principal, port)) {
+      throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+    }
+    if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
+      throw new ApiError(
+        "forbidden",
+        `A token of node "${principal.node}" may not unbind a port of node "${port.node}"`,
+      );
+    }
+    if (port.node === undefined && port.pod === undefined) return { port, changed: false };
+    const { node: _node, pod: _pod, ...rest } = port;
+    const unbound: PortRecord = { ...rest, unboundAt: now() };
+    tx.check(e).set(e.key, unbound);
+    writeIndexes(tx, port, "delete");
+    writeIndexes(tx, unbound, "set");
+    return { port: unbound, changed: true };
+  });
+  const view = portView(net, port);
+  if (changed) ctx.feed.publish({ type: "port", op: "put", port: view });
+  return view;
 }
 
 /** Releases the port's address (back to its IP group if it came from one). 404 when unknown. */
