@@ -1,10 +1,16 @@
 # Entry points people expect; each is a thin wrapper over a deno task (see deno.json).
 DENO := .tools/bin/deno
 
-.PHONY: test demo setup build bench bench-cni manager stack-up stack-down clean
+.PHONY: test demo setup build bench bench-cni manager stack-up stack-down clean fuzz
 
 test: setup ## install what is missing, then fmt check, lint, type check and all tests
 	$(DENO) task ci
+
+FUZZ_RUNS ?= 1000
+FUZZ_MS ?= 600000
+
+fuzz: setup build ## the manager's property-based API suite, long: FUZZ_RUNS sequences within FUZZ_MS ms
+	KNITTER_FUZZ_RUNS=$(FUZZ_RUNS) KNITTER_FUZZ_MS=$(FUZZ_MS) $(DENO) test --allow-all manager/fuzz_test.ts
 
 DEMO_DIR ?= .state/demo
 DEMO_FLAGS ?=

@@ -1,0 +1,404 @@
+/**
+ * Property-based: sequences of requests generated for every operation of the OpenAPI document,
+ * with valid and hostile values (bad names, broadcast MACs, taken and excluded addresses, nulls,
+ * wrong types, extra fields, garbage bodies, wrong content types) and every kind of token. After
+ * each request:
+ *
+ * - no 5xx, and every error answer has the one error shape;
+ * - an error answer changed nothing in the store;
+ * - a tenant's answer names none of another tenant's objects (unless the request named them);
+ * - the store is consistent (manager/check.ts): no two ports of a network share an address or a
+ *   MAC, every pool's count equals the ports and group addresses that exist, quotas count exactly.
+ *
+ * Bounded for CI (KNITTER_FUZZ_RUNS sequences, default 12, within KNITTER_FUZZ_MS, default 8 s);
+ * `make fuzz` runs a long one. A failure prints fast-check's seed and path: replay it with
+ * KNITTER_FUZZ_SEED and KNITTER_FUZZ_PATH.
+ */
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { checkStore } from "./check.ts";
+import { openApiDocument } from "./openapi.ts";
+import { ROUTES } from "./routes.ts";
+import { dump, must, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+
+const env = (name: string) => Deno.env.get(name);
+const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? 12);
+const TIME_MS = Number(env("KNITTER_FUZZ_MS") ?? 8000);
+const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
+
+// ---- the world every sequence starts from
+
+/** Names only their own tenant (or an admin or a node) may ever see. */
+const SECRETS = {
+  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group"],
+  globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group"],
+};
+
+async function world(): Promise<TestApp> {
+  const t = await testApp({ tenants: ["acme", "globex"] });
+  const ok = async (method: string, path: string, body?: unknown, token?: string) =>
+    must(await t.call(method, path, body, token), method === "POST" ? 201 : 200);
+  await ok("POST", "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 102 }] });
+  await ok("POST", "tenants/admin/networks", net("shared", "10.200.0.0/28", { public: true }));
+  await ok(
+    "POST",
+    "tenants/acme/networks",
+    net("ac-secret-net", "10.50.0.0/28", { gateway: "10.50.0.1" }),
+  );
+  await ok("POST", "tenants/acme/networks", net("blue", "10.1.0.0/28", { excludes: ["10.1.0.8"] }));
+  await ok("POST", "tenants/globex/networks", net("gx-secret-net", "10.60.0.0/28"));
+  must(await t.call("PUT", "nodes/worker1", { underlayIp: "192.0.2.1" }, TOKEN.worker1), 201);
+  for (const [tenant, nw] of [["acme", "ac-secret-net"], ["globex", "gx-secret-net"]]) {
+    const short = tenant === "acme" ? "ac" : "gx";
+    must(
+      await t.call("PUT", `tenants/${tenant}/networks/shared/ports/${short}-secret-port`, {
+        mac: `02:5e:c0:00:00:0${short === "ac" ? 1 : 2}`,
+      }, TOKEN.worker1),
+      201,
+    );
+    must(
+      await t.call("POST", `tenants/${tenant}/ipgroups`, {
+        name: `${short}-secret-group`,
+        network: nw,
+        size: 2,
+      }),
+      201,
+    );
+  }
+  return t;
+}
+
+// ---- values, valid and hostile
+
+const pick = <T>(...values: T[]) => fc.constantFrom(...values);
+/** Mostly values that name something (so requests get through and change things), some hostile. */
+const mostly = (good: string[], bad: string[]) =>
+  fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...good) }, {
+    weight: 1,
+    arbitrary: fc.constantFrom(...bad),
+  });
+const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
+  tenant: mostly(["acme", "globex", "admin"], ["nope", "Acme", "a_b", "x".repeat(70)]),
+  network: mostly(["blue", "shared", "n1", "ac-secret-net", "gx-secret-net"], ["nope", "BAD"]),
+  port: mostly(["p1", "p2", "p3", "stable:acme:db-0-eth0", "gx-secret-port"], [
+    "-x",
+    "a".repeat(210),
+  ]),
+  group: mostly(["g1", "g2", "ac-secret-group", "gx-secret-group"], ["G!"]),
+  physnet: mostly(["phys1", "phys2"], ["Bad"]),
+  node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
+};
+const TOKENS = {
+  admin: TOKEN.admin,
+  acme: TOKEN.acme,
+  globex: TOKEN.globex,
+  worker1: TOKEN.worker1,
+  worker2: TOKEN.worker2,
+  metrics: TOKEN.metrics,
+  none: null,
+  bogus: "not-a-token-of-this-manager",
+} as const;
+type TokenKind = keyof typeof TOKENS;
+
+const ip = pick(
+  "10.1.0.1",
+  "10.1.0.2",
+  "10.1.0.5",
+  "10.1.0.8",
+  "10.1.0.15",
+  "10.200.0.3",
+  "10.50.0.1",
+  "10.60.0.2",
+  "300.1.1.1",
+  "fd00::5",
+  "",
+);
+const mac = pick(
+  "02:aa:00:00:00:01",
+  "02:aa:00:00:00:02",
+  "02:5e:c0:00:00:02",
+  "ff:ff:ff:ff:ff:ff",
+  "01:00:5e:00:00:01",
+  "00:00:00:00:00:00",
+  "00:1b:21:00:00:01",
+  "02:AA:00:00:00:01",
+);
+const int = pick(0, 1, 2, 3, 5, 600, 5000, 5001, 100, 4095, 16777216, -1, 1.5, 2 ** 53, 1e300);
+const cidr = pick(
+  "10.1.0.0/24",
+  "10.20.0.0/28",
+  "10.21.0.0/30",
+  "10.0.0.0/8",
+  "10.200.0.0/24",
+  "fd00::/64",
+  "10.20.0.5/28",
+  "bad",
+);
+const name = pick("n1", "n2", "blue", "shared", "g1", "g2", "phys2", "Bad!", "");
+/** A field left out two times in three: requests with a few fields set get furthest. */
+const opt = <T>(a: fc.Arbitrary<T>) =>
+  fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: a });
+
+function clean(o: Record<string, unknown>) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
+
+/** Bodies by the schema a route takes, as a careful or careless client would send them. */
+const BODIES: Record<string, fc.Arbitrary<unknown>> = {
+  TenantCreate: fc.record({ name: PARAM_VALUES.tenant }),
+  QuotaSet: fc.record({
+    networks: opt(int),
+    ports: opt(int),
+    addresses: opt(int),
+    vlanIds: opt(int),
+    vnis: opt(int),
+  }).map(clean),
+  NetworkCreate: fc.record({
+    name,
+    cidr,
+    type: opt(pick("vxlan", "vlan", "flat", "gre")),
+    physnet: opt(pick("phys1", "phys2")),
+    gateway: opt(ip),
+    excludes: opt(
+      fc.array(pick("10.20.0.0/29", "10.20.0.8/29", "10.20.0.1-10.20.0.14", "10.0.0.0/9", "x"), {
+        maxLength: 3,
+      }),
+    ),
+    public: opt(fc.boolean()),
+    segmentId: opt(int),
+    mtu: opt(pick(1400, 100, 9000)),
+    allocationPools: opt(pick([{ start: "fd00::10", end: "fd00::20" }], [{
+      start: "10.20.0.9",
+      end: "10.20.0.3",
+    }])),
+  }).map(clean),
+  NetworkUpdate: fc.record({
+    mtu: opt(pick(1400, 100)),
+    description: opt(pick("d", "x".repeat(2000))),
+    cidr: opt(cidr),
+    excludes: opt(pick([], ["10.1.0.9"])),
+  }).map(clean),
+  PortRequest: fc.record({
+    ip: opt(ip),
+    mac: opt(mac),
+    node: opt(PARAM_VALUES.node),
+    ipGroup: opt(PARAM_VALUES.group),
+    pod: opt(fc.record({ namespace: pick("acme", "globex"), name: pick("db-0", "web") })),
+    interface: opt(pick("eth0", "net1", "much-too-long-ifname")),
+  }).map(clean),
+  IpGroupCreate: fc.record({
+    name: PARAM_VALUES.group,
+    network: PARAM_VALUES.network,
+    size: opt(int),
+    addresses: opt(fc.array(ip, { maxLength: 3 })),
+  }).map(clean),
+  IpGroupUpdate: fc.record({ size: opt(int), addresses: opt(fc.array(ip, { maxLength: 3 })) })
+    .map(clean),
+  PhysnetCreate: fc.record({
+    name: PARAM_VALUES.physnet,
+    vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
+  }).map(clean),
+  NodeRegister: fc.record({
+    underlayIp: pick("192.0.2.7", "nope", "fd00::1"),
+    labels: opt(pick({ a: "b" }, { [`k`.repeat(400)]: "v" })),
+  }).map(clean),
+};
+
+/** Careless and hostile variations of any body. */
+function hostile(body: fc.Arbitrary<unknown>): fc.Arbitrary<{ body: unknown; type: string }> {
+  const json = "application/json";
+  return fc.oneof(
+    { weight: 16, arbitrary: body.map((b) => ({ body: b, type: json })) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(body, pick("name", "ip", "mac", "cidr", "extra", "size"))
+        .map(([b, k]) => ({ body: { ...(b as object), [k]: null }, type: json })),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.jsonValue({ maxDepth: 2 }).map((v) => ({ body: v, type: json })),
+    },
+    {
+      weight: 1,
+      arbitrary: pick("{", "", "[]", "null", '{"a":1}{').map((s) => ({ body: s, type: json })),
+    },
+    { weight: 1, arbitrary: body.map((b) => ({ body: b, type: "text/plain" })) },
+  );
+}
+
+// ---- operations, from the OpenAPI document
+
+interface Operation {
+  method: string;
+  path: string;
+  params: string[];
+  query: string[];
+  /** The name of the body schema in BODIES. */
+  body?: string;
+}
+
+function operations(): Operation[] {
+  const doc = openApiDocument(ROUTES);
+  const bodyName = (method: string, path: string) => {
+    const r = ROUTES.find((r) => r.method === method && r.path === path)!;
+    if (!r.body) return undefined;
+    const found = Object.keys(BODIES).find((k) => (S as Record<string, unknown>)[k] === r.body);
+    assert.ok(found, `no body generator for ${method} ${path}`);
+    return found;
+  };
+  const out: Operation[] = [];
+  for (const [path, methods] of Object.entries(doc.paths)) {
+    for (const [m, op] of Object.entries(methods)) {
+      const parameters = (op as { parameters: { name: string; in: string }[] }).parameters;
+      const method = m.toUpperCase();
+      out.push({
+        method,
+        path,
+        params: parameters.filter((p) => p.in === "path").map((p) => p.name),
+        query: parameters.filter((p) => p.in === "query").map((p) => p.name),
+        body: bodyName(method, path),
+      });
+    }
+  }
+  return out;
+}
+
+import * as S from "./schemas.ts";
+
+const QUERY_VALUES: Record<string, fc.Arbitrary<string>> = {
+  node: PARAM_VALUES.node,
+  pod: pick("acme/db-0", "globex/db-0", "nope", "a/b/c"),
+  tenant: PARAM_VALUES.tenant,
+  after: pick("00000000:0", "zz", "ffffffff:99999999999"),
+  // Never a wait: the feed's long poll would only slow the run down.
+  timeout: pick("0", "", "61", "99999999999", "-1", "1e3"),
+};
+
+interface Command {
+  op: Operation;
+  token: TokenKind;
+  params: Record<string, string>;
+  query: Record<string, string>;
+  body?: { body: unknown; type: string };
+}
+
+const TOKEN_KINDS = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom<TokenKind>("admin", "acme") },
+  { weight: 3, arbitrary: fc.constantFrom<TokenKind>("globex", "worker1") },
+  { weight: 1, arbitrary: fc.constantFrom<TokenKind>("worker2", "metrics", "none", "bogus") },
+);
+
+function command(ops: Operation[]): fc.Arbitrary<Command> {
+  return fc.tuple(fc.constantFrom(...ops), TOKEN_KINDS).chain(([op, token]) =>
+    fc.record({
+      op: fc.constant(op),
+      token: fc.constant(token),
+      // A tenant token mostly names its own tenant (else most answers are a 403).
+      params: fc.record(Object.fromEntries(op.params.map((p) => [
+        p,
+        p === "tenant" && (token === "acme" || token === "globex")
+          ? fc.oneof({ weight: 3, arbitrary: fc.constant(token) }, {
+            weight: 1,
+            arbitrary: PARAM_VALUES.tenant,
+          })
+          : PARAM_VALUES[p],
+      ]))),
+      query: fc.record(
+        Object.fromEntries(op.query.map((q) => [q, QUERY_VALUES[q]])),
+        { requiredKeys: [] },
+      ).map((q) => {
+        // With a cursor, a feed request waits unless told not to.
+        const out = q as Record<string, string>;
+        if (out.after !== undefined && out.timeout === undefined) out.timeout = "0";
+        return out;
+      }),
+      body: op.body ? hostile(BODIES[op.body]) : fc.constant(undefined),
+    })
+  );
+}
+
+function urlOf(c: Command): string {
+  const path = c.op.path.replace(/\{(\w+)\}/g, (_, p) => encodeURIComponent(c.params[p]));
+  const q = new URLSearchParams(c.query).toString();
+  return q ? `${path}?${q}` : path;
+}
+
+async function send(t: TestApp, c: Command) {
+  const headers: Record<string, string> = {};
+  const token = TOKENS[c.token];
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  let body: string | undefined;
+  if (c.body) {
+    headers["content-type"] = c.body.type;
+    body = typeof c.body.body === "string" ? c.body.body : JSON.stringify(c.body.body);
+  }
+  const res = await t.app.request(urlOf(c), { method: c.op.method, headers, body });
+  const text = await res.text();
+  return { status: res.status, text };
+}
+
+// ---- the invariants
+
+/** Answers by status class, to see that the runs do change things, not only get refused. */
+const statuses = new Map<string, number>();
+
+async function step(t: TestApp, c: Command, seen: Set<string>): Promise<void> {
+  const before = await dump(t.store);
+  const r = await send(t, c);
+  const what = `${c.op.method} ${urlOf(c)} as ${c.token} ${JSON.stringify(c.body ?? "")}`.slice(
+    0,
+    400,
+  );
+  seen.add(`${c.op.method} ${c.op.path}`);
+  const cls = `${c.op.method === "GET" ? "read" : "write"} ${r.status}`;
+  statuses.set(cls, (statuses.get(cls) ?? 0) + 1);
+  assert.ok(r.status < 500, `${what}: ${r.status} ${r.text}`);
+  assert.deepEqual(t.internal, [], what);
+  if (r.status >= 400) {
+    const err = JSON.parse(r.text);
+    assert.deepEqual(Object.keys(err), ["error"], `${what}: ${r.text}`);
+    assert.ok(typeof err.error.code === "string" && err.error.message.length > 0, r.text);
+    assert.deepEqual(await dump(t.store), before, `${what}: an error answer changed the store`);
+  }
+  if (c.token === "acme" || c.token === "globex") {
+    const asked = urlOf(c) + JSON.stringify(c.body?.body ?? "");
+    const other = c.token === "acme" ? SECRETS.globex : SECRETS.acme;
+    for (const s of other) {
+      if (asked.includes(s)) continue;
+      assert.ok(!r.text.includes(s), `${what}: the answer names ${s}: ${r.text.slice(0, 300)}`);
+    }
+  }
+  const report = await checkStore(t.store);
+  assert.deepEqual(report.problems, [], `${what}: the store is inconsistent`);
+}
+
+Deno.test("fuzz: every operation, valid and hostile requests, every token: the invariants hold", async () => {
+  const ops = operations();
+  assert.ok(ops.length >= 30, `${ops.length} operations`);
+  const seen = new Set<string>();
+  const seed = env("KNITTER_FUZZ_SEED");
+  const path = env("KNITTER_FUZZ_PATH");
+  const started = performance.now();
+  await fc.assert(
+    fc.asyncProperty(fc.array(command(ops), { minLength: 1, maxLength: STEPS }), async (cmds) => {
+      using t = await world();
+      for (const c of cmds) await step(t, c, seen);
+    }),
+    {
+      numRuns: RUNS,
+      interruptAfterTimeLimit: TIME_MS,
+      ...(seed ? { seed: Number(seed) } : {}),
+      ...(path ? { path } : {}),
+    },
+  );
+  const ms = performance.now() - started;
+  console.log(`fuzz: ${seen.size} of ${ops.length} operations exercised in ${Math.round(ms)} ms`);
+  console.log(`fuzz: answers ${JSON.stringify(Object.fromEntries([...statuses].sort()))}`);
+  const writesDone = [...statuses].filter(([k]) => /^write 20/.test(k)).reduce(
+    (a, [, n]) => a + n,
+    0,
+  );
+  assert.ok(writesDone > 0, "no request changed anything");
+  // A short run covers most operations; a long one all of them.
+  if (RUNS >= 100) assert.equal(seen.size, ops.length, [...seen].join(", "));
+});
