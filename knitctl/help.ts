@@ -8,7 +8,10 @@ const SUMMARY: Record<string, [string, string]> = {
   get: ["get <resource> [name] [flags]", "list resources as a table, or show one"],
   create: ["create <resource> <name> [flags]", "create a resource"],
   delete: ["delete <resource> <name> [flags]", "delete a resource"],
-  usage: ["usage networks|physnets [name]", "addresses or VLAN IDs: total, used, free"],
+  usage: [
+    "usage networks|physnets [name] | quota",
+    "addresses or VLAN IDs: total, used, free; the tenant's quota: used, limit, left",
+  ],
   attach: ["attach [flags]", "add an extra interface to a pod or netns, through its node's agent"],
   detach: ["detach [flags]", "remove an interface attach made (succeeds when already gone)"],
   version: ["version", "print knitctl's version"],

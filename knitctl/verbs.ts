@@ -63,6 +63,7 @@ export async function remove(c: VerbContext): Promise<void> {
 }
 
 export async function usage(c: VerbContext): Promise<void> {
+  if (c.line.args[0] === "quota" || c.line.args[0] === "quotas") return await quotaUsage(c);
   const r = findResource(c.line.args[0], "usage");
   if (!r.usage) {
     throw new UsageError(
@@ -94,6 +95,29 @@ export async function usage(c: VerbContext): Promise<void> {
       String(u.used),
       String(u.free),
     ]),
+  ));
+}
+
+/** `usage quota`: the tenant's quota, what it holds of each kind, and what is left. */
+async function quotaUsage(c: VerbContext): Promise<void> {
+  if (c.line.args.length > 1) throw new UsageError("usage quota takes no name: it is the tenant's");
+  requireFlagsOf(c.line, [], "usage quota");
+  const tenant = c.settings.tenant;
+  const q = await call<Obj>(c, "GET", `/api/v1/tenants/${encodeURIComponent(tenant)}/quota`);
+  if (c.settings.output === "json") return c.io.out(json(q));
+  const kinds = ["networks", "ports", "addresses", "vlanIds", "vnis"];
+  c.io.out(table(
+    ["QUOTA", "USED", "LIMIT", "LEFT"],
+    kinds.map((k) => {
+      const limit = q.limits?.[k];
+      const used = q.used?.[k] ?? 0;
+      return [
+        k,
+        String(used),
+        limit === undefined ? "-" : String(limit),
+        limit === undefined ? "-" : String(Math.max(0, limit - used)),
+      ];
+    }),
   ));
 }
 

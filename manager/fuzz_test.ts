@@ -10,7 +10,7 @@
  * - the store is consistent (manager/check.ts): no two ports of a network share an address or a
  *   MAC, every pool's count equals the ports and group addresses that exist, quotas count exactly.
  *
- * Bounded for CI (KNITTER_FUZZ_RUNS sequences, default 12, within KNITTER_FUZZ_MS, default 8 s);
+ * Bounded for CI (KNITTER_FUZZ_RUNS sequences, default 40, within KNITTER_FUZZ_MS, default 8 s);
  * `make fuzz` runs a long one. A failure prints fast-check's seed and path: replay it with
  * KNITTER_FUZZ_SEED and KNITTER_FUZZ_PATH.
  */
@@ -22,7 +22,7 @@ import { ROUTES } from "./routes.ts";
 import { dump, must, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 
 const env = (name: string) => Deno.env.get(name);
-const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? 12);
+const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? 40);
 const TIME_MS = Number(env("KNITTER_FUZZ_MS") ?? 8000);
 const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
 
