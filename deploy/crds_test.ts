@@ -258,6 +258,15 @@ Deno.test("Network: good resources are accepted, with the manager's defaults", (
     networkId: "n-1",
     segmentId: 100,
     usage: { total: 191, used: 3, free: 188 },
+    heldAddresses: [{
+      address: "192.0.2.12",
+      port: "stable:acme:db-0-eth1",
+      pod: "acme/db-0",
+      interface: "eth1",
+      since: "2026-11-25T10:00:00.000Z",
+      until: "2026-11-25T11:00:00.000Z",
+      reason: "StatefulSet pod acme/db-0 was deleted; its address 192.0.2.12 (eth1) is kept ...",
+    }],
     observedGeneration: 1,
     conditions: [READY],
   });

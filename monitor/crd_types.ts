@@ -45,10 +45,26 @@ export interface NetworkSpec {
   description?: string;
 }
 
+/** A stable address kept while its StatefulSet pod is gone, and until when. */
+export interface HeldAddress {
+  address: string;
+  port: string;
+  /** "namespace/name" of the pod it waits for. */
+  pod: string;
+  interface?: string;
+  /** When its pod went (the port was unbound). */
+  since: string;
+  /** When it is released unless a pod of that name has come back. */
+  until: string;
+  reason: string;
+}
+
 export interface NetworkStatus {
   networkId?: string;
   segmentId?: number;
   usage?: Usage;
+  /** Stable addresses held for StatefulSet pods that are gone, each with why and until when. */
+  heldAddresses?: HeldAddress[];
   observedGeneration?: number;
   conditions?: Condition[];
 }

@@ -121,6 +121,10 @@ export async function startMonitor(
   const netReconciler = new NetworkReconciler(kube, manager, tenants, {
     publicNamespaces: config.publicNamespaces,
     retryMs,
+    stableRetentionMs: config.stableRetentionSeconds * 1000,
+  }, {
+    heldStable: () => ports.heldStable(),
+    podExists: (namespace, name) => pods.get(name, namespace) !== undefined,
   }, log);
   const netQueue = queue("networks", (k) => {
     const [ns, name] = split(k);

@@ -5,11 +5,11 @@
  * Ready condition, naming each field. Deleting the resource deletes the network once no port or IP
  * group uses it; until then the condition says what holds it.
  */
-import type { Logger, ManagerClient } from "@knitter/common";
+import { type Logger, type ManagerClient, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
 import ipaddr from "ipaddr.js";
 import { readyCondition } from "./conditions.ts";
-import type { NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
+import type { HeldAddress, NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
 import { PLURAL } from "./crd_types.ts";
 import type { Kube } from "./kube.ts";
 import {
@@ -48,6 +48,16 @@ export interface NetworkSettings {
   publicNamespaces: string[];
   /** How soon a refused or held resource is tried again. */
   retryMs: number;
+  /** How long a stable address waits for its StatefulSet pod's return. */
+  stableRetentionMs: number;
+}
+
+/** What the reconciler reads of the monitor's memory for a network's held stable addresses. */
+export interface HeldSource {
+  /** Stable ports with no pod. */
+  heldStable(): Port[];
+  /** Whether a pod of that name exists (then it takes the address back at its next start). */
+  podExists(namespace: string, name: string): boolean;
 }
 
 export class NetworkReconciler {
@@ -56,6 +66,7 @@ export class NetworkReconciler {
     private readonly manager: ManagerClient,
     private readonly tenants: Tenants,
     private readonly settings: NetworkSettings,
+    private readonly held: HeldSource,
     private readonly log: Logger,
   ) {}
 
@@ -96,8 +107,39 @@ export class NetworkReconciler {
         ? { reason: "PublicNotAllowed", message: err.message }
         : problemOf(err);
     }
-    await writeStatus(this.kube, PLURAL.network, cr, statusOf(cr, net, problem));
+    const status = statusOf(cr, net, problem);
+    if (net) {
+      // Once written, the list stays (empty): a merge patch would keep a field left out.
+      const held = this.heldAddresses(net.id);
+      if (held.length > 0 || cr.status?.heldAddresses !== undefined) status.heldAddresses = held;
+    }
+    await writeStatus(this.kube, PLURAL.network, cr, status);
     if (problem) throw new Requeue(this.settings.retryMs, problem.message);
+  }
+
+  /** The network's stable addresses whose pod is gone: why they are kept, and until when. */
+  private heldAddresses(networkId: string): HeldAddress[] {
+    const out: HeldAddress[] = [];
+    for (const p of this.held.heldStable()) {
+      if (p.networkId !== networkId) continue;
+      const owner = stablePodOf(p.id, p.interface);
+      if (!owner || this.held.podExists(owner.namespace, owner.name)) continue;
+      const since = p.unboundAt ?? p.createdAt;
+      const until = new Date(Date.parse(since) + this.settings.stableRetentionMs).toISOString();
+      const pod = `${owner.namespace}/${owner.name}`;
+      out.push({
+        address: p.ip,
+        port: p.id,
+        pod,
+        ...(p.interface ? { interface: p.interface } : {}),
+        since,
+        until,
+        reason: `StatefulSet pod ${pod} was deleted; its address ${p.ip}${
+          p.interface ? ` (${p.interface})` : ""
+        } is kept for its return until ${until}, then released`,
+      });
+    }
+    return out.sort((a, b) => a.port < b.port ? -1 : a.port > b.port ? 1 : 0);
   }
 
   /** The resource is being deleted: the network goes first, then our finalizer. */

@@ -9,6 +9,7 @@ import {
   isStablePortId,
   type Logger,
   type ManagerClient,
+  ManagerError,
   NETWORK_STATUS,
   networkStatus,
   parsePodAnnotations,
@@ -69,6 +70,7 @@ export class PodTracker {
   async reconcile(pod: PodLike | undefined): Promise<void> {
     const ref = pod && refOf(pod);
     if (!ref) return;
+    await this.retireEarlier(ref);
     const annotations = pod.metadata?.annotations ?? {};
     const problem = annotationProblem(annotations);
     if (problem) {
@@ -116,13 +118,32 @@ export class PodTracker {
     this.gone.delete(uid);
   }
 
-  private async unbind(p: Port): Promise<void> {
-    await this.manager.deletePort(p.tenant, p.network, p.id);
-    await this.manager.putPort(p.tenant, p.network, p.id, {
-      ip: p.ip,
-      ...(p.ipGroup ? { ipGroup: p.ipGroup } : {}),
-      ...(p.interface ? { interface: p.interface } : {}),
-    });
+  /**
+   * Ports still bound to an earlier pod of this name (another UID), as after a deletion the
+   * monitor did not see: that pod is gone once a fresh read agrees (the memory's pod may itself
+   * be the old one). Its ports are released, stable ones unbound for this pod to take.
+   */
+  private async retireEarlier(ref: PodRef): Promise<void> {
+    const earlier = this.ports.forPodName(ref.namespace, ref.name).filter((p) =>
+      p.pod?.uid !== undefined && p.pod.uid !== ref.uid
+    );
+    for (const uid of new Set(earlier.map((p) => p.pod!.uid!))) {
+      if (await readVerdict(this.kube, ref, uid, this.log) !== "gone") continue;
+      for (const p of earlier.filter((p) => p.pod!.uid === uid)) {
+        if (isStablePortId(p.id)) await this.unbind(p);
+        else await this.releasePort(p, `pod ${ref.namespace}/${ref.name} was replaced`);
+      }
+    }
+  }
+
+  /** Takes a stable port off its gone pod, keeping the address for the pod's next incarnation. */
+  async unbind(p: Port): Promise<void> {
+    try {
+      await this.manager.unbindPort(p.tenant, p.network, p.id);
+    } catch (err) {
+      if (err instanceof ManagerError && err.status === 404) return;
+      throw err;
+    }
     this.log.info("stable port kept for the pod's next incarnation", { port: p.id, ip: p.ip });
   }
 
@@ -132,6 +153,44 @@ export class PodTracker {
       this.log.info("released", { port: p.id, network: `${p.networkTenant}/${p.network}`, why });
     }
   }
+}
+
+/** What a fresh read from the API server says of a pod: gone, alive, or unknown (it failed). */
+export type Verdict = "gone" | "alive" | "unknown";
+
+/**
+ * Reads the pod `namespace/name` from the API server: gone when it does not exist or (with `uid`)
+ * another pod now has the name; unknown when the read fails, so that nothing is done on doubt.
+ * With it, the pod read (when alive).
+ */
+export async function readPod(
+  kube: Kube,
+  ref: { namespace: string; name: string },
+  uid: string | undefined,
+  log: Logger,
+): Promise<{ verdict: Verdict; pod?: PodLike }> {
+  let pod: PodLike | undefined;
+  try {
+    pod = await kube.getPod(ref.namespace, ref.name);
+  } catch (err) {
+    log.warn("cannot read a pod to confirm it is gone; its ports are kept for now", {
+      pod: `${ref.namespace}/${ref.name}`,
+      error: String((err as Error)?.message ?? err),
+    });
+    return { verdict: "unknown" };
+  }
+  if (!pod) return { verdict: "gone" };
+  if (uid !== undefined && pod.metadata?.uid !== uid) return { verdict: "gone" };
+  return { verdict: "alive", pod };
+}
+
+export async function readVerdict(
+  kube: Kube,
+  ref: { namespace: string; name: string },
+  uid: string | undefined,
+  log: Logger,
+): Promise<Verdict> {
+  return (await readPod(kube, ref, uid, log)).verdict;
 }
 
 /** What is wrong with a pod's network annotations, or null. */

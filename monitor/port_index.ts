@@ -2,7 +2,7 @@
  * The manager's ports in memory, by pod UID, kept current by following the manager's change feed
  * (list, then follow from the cursor taken before the list; list again when the cursor expires).
  */
-import type { Logger, ManagerClient, Port } from "@knitter/common";
+import { isStablePortId, type Logger, type ManagerClient, type Port } from "@knitter/common";
 import { ManagerUnavailableError } from "@knitter/common";
 
 const FEED_WAIT_S = 25;
@@ -13,6 +13,10 @@ export type PortChange = (port: Port, op: "put" | "delete") => void;
 export class PortIndex {
   private readonly ports = new Map<string, Port>();
   private readonly byUid = new Map<string, Set<string>>();
+  /** Stable ports with no pod (held for their pod's return), by key. */
+  private readonly unbound = new Set<string>();
+  /** Ports bound to a pod, by "namespace/name" (whatever the UID). */
+  private readonly byName = new Map<string, Set<string>>();
   private readonly stopping = new AbortController();
   private loop?: Promise<void>;
   private readonly ready: Promise<void>;
@@ -36,6 +40,16 @@ export class PortIndex {
 
   forPod(uid: string): Port[] {
     return [...this.byUid.get(uid) ?? []].map((k) => this.ports.get(k)!);
+  }
+
+  /** Stable ports with no pod: addresses held for their pod's return. */
+  heldStable(): Port[] {
+    return [...this.unbound].map((k) => this.ports.get(k)!);
+  }
+
+  /** The ports bound to a pod of this name, whatever its UID. */
+  forPodName(namespace: string, name: string): Port[] {
+    return [...this.byName.get(`${namespace}/${name}`) ?? []].map((k) => this.ports.get(k)!);
   }
 
   get size(): number {
@@ -96,20 +110,36 @@ export class PortIndex {
   private apply(port: Port, op: "put" | "delete"): void {
     const k = keyOf(port);
     const old = this.ports.get(k);
-    if (old?.pod?.uid) this.byUid.get(old.pod.uid)?.delete(k);
-    if (old?.pod?.uid && this.byUid.get(old.pod.uid)?.size === 0) this.byUid.delete(old.pod.uid);
+    if (old?.pod) {
+      unindex(this.byUid, old.pod.uid, k);
+      unindex(this.byName, `${old.pod.namespace}/${old.pod.name}`, k);
+    }
+    this.unbound.delete(k);
     if (op === "delete") this.ports.delete(k);
     else {
       this.ports.set(k, port);
-      const uid = port.pod?.uid;
-      if (uid) {
-        let set = this.byUid.get(uid);
-        if (!set) this.byUid.set(uid, set = new Set());
-        set.add(k);
+      if (!port.pod && isStablePortId(port.id)) this.unbound.add(k);
+      if (port.pod) {
+        index(this.byUid, port.pod.uid, k);
+        index(this.byName, `${port.pod.namespace}/${port.pod.name}`, k);
       }
     }
     this.onChange(port, op);
   }
+}
+
+function index(m: Map<string, Set<string>>, at: string | undefined, k: string): void {
+  if (at === undefined) return;
+  let set = m.get(at);
+  if (!set) m.set(at, set = new Set());
+  set.add(k);
+}
+
+function unindex(m: Map<string, Set<string>>, at: string | undefined, k: string): void {
+  if (at === undefined) return;
+  const set = m.get(at);
+  set?.delete(k);
+  if (set?.size === 0) m.delete(at);
 }
 
 function keyOf(p: Port): string {

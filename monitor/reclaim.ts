@@ -5,15 +5,21 @@
  * name: a new UID). A pod the read finds alive is left alone, and the pods watch, whose memory it
  * contradicts, is started again. A port younger than the grace period is left alone too (its pod
  * may be being created), and looked at again the moment its grace ends, so that a leak found young
- * (a monitor restarted just after the deletion) does not wait for the next interval. A stable
- * StatefulSet port is kept while a pod of its name exists, and released when none has for the
- * retention period. Candidates come from the manager's ports as the monitor follows them
- * (port_index.ts), so a pass costs no listing; the release itself is by ID at the manager.
+ * (a monitor restarted just after the deletion) does not wait for the next interval.
+ *
+ * Stable StatefulSet ports: one still bound to a pod that is gone (by UID: a replacement of the
+ * same name does not keep it bound) is unbound, keeping its address for the pod's next
+ * incarnation on any node; an unbound one is released once no pod of its name has come back for
+ * the retention period, counted from when it was unbound (`unboundAt`, kept by the manager, so a
+ * monitor restart does not move the date).
+ *
+ * Candidates come from the manager's ports as the monitor follows them (port_index.ts), so a pass
+ * costs no listing; the release itself is by ID at the manager.
  */
 import { isStablePortId, type Logger, Mutex, type Port, stablePodOf } from "@knitter/common";
 import type { Informer } from "./informer.ts";
 import type { Kube, PodLike } from "./kube.ts";
-import type { PodTracker } from "./pods.ts";
+import { type PodTracker, readPod } from "./pods.ts";
 import type { PortIndex } from "./port_index.ts";
 
 export interface ReclaimSettings {
@@ -23,19 +29,26 @@ export interface ReclaimSettings {
   concurrency: number;
 }
 
-/** What a fresh read says of a port's pod. */
-type Verdict = "gone" | "alive" | "unknown";
+/** How long the watch may take to tell of a pod a fresh read found. */
+const CATCH_UP_MS = 2000;
+
+/** What a candidate port would have done to it, once a fresh read agrees. */
+type Action = "release" | "unbind";
+
+/** When an unbound stable port's address is released (no pod of its name having come back). */
+export function stableReleaseAt(p: Port, retentionMs: number): number {
+  return Date.parse(p.unboundAt ?? p.createdAt) + retentionMs;
+}
 
 export class Reclaimer {
-  /** Stable ports whose pod name was missing, and since when. */
-  private readonly missingSince = new Map<string, number>();
   runs = 0;
   /** Candidates a fresh read found alive: the watch's memory was behind. */
   contradicted = 0;
   private readonly one = new Mutex();
-  /** The next look at ports whose grace period is running. */
+  /** The next look at ports whose grace or retention period is running. */
   private later?: { at: number; timer: ReturnType<typeof setTimeout> };
   private stopped = false;
+  private readonly checks = new Set<ReturnType<typeof setTimeout>>();
 
   constructor(
     private readonly kube: Kube,
@@ -54,61 +67,86 @@ export class Reclaimer {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.later?.timer);
+    for (const t of this.checks) clearTimeout(t);
   }
 
   /** Only with a synced pod list. */
   private async pass(now: number): Promise<number> {
     if (!this.pods.isSynced || this.stopped) return 0;
-    const candidates: Port[] = [];
-    const stillMissing = new Set<string>();
-    let graceEnds = Infinity;
+    const candidates: [Port, Action][] = [];
+    let next = Infinity;
     for (const p of [...this.ports.all()]) {
+      const uid = p.pod?.uid;
       if (isStablePortId(p.id)) {
         const owner = stablePodOf(p.id, p.interface);
-        if (!owner || this.pods.get(owner.name, owner.namespace)) continue;
-        const since = this.missingSince.get(p.id) ?? now;
-        this.missingSince.set(p.id, since);
-        stillMissing.add(p.id);
-        if (now - since < this.settings.stableRetentionMs) continue;
-      } else {
-        if (!p.pod?.uid) continue; // not a Kubernetes pod's port
-        if (this.tracker.live.has(p.pod.uid)) continue;
-        const ends = Date.parse(p.createdAt) + this.settings.graceMs;
-        if (now < ends) {
-          graceEnds = Math.min(graceEnds, ends);
+        if (!owner) continue;
+        if (uid !== undefined) {
+          // Bound: to a pod that is gone (another UID may have the name now)?
+          if (!this.tracker.live.has(uid)) candidates.push([p, "unbind"]);
           continue;
         }
+        if (p.pod || this.pods.get(owner.name, owner.namespace)) continue; // its pod is back
+        const at = stableReleaseAt(p, this.settings.stableRetentionMs);
+        if (now < at) next = Math.min(next, at);
+        else candidates.push([p, "release"]);
+      } else {
+        if (uid === undefined) continue; // not a Kubernetes pod's port
+        if (this.tracker.live.has(uid)) continue;
+        const ends = Date.parse(p.createdAt) + this.settings.graceMs;
+        if (now < ends) next = Math.min(next, ends);
+        else candidates.push([p, "release"]);
       }
-      candidates.push(p);
-    }
-    for (const id of [...this.missingSince.keys()]) {
-      if (!stillMissing.has(id)) this.missingSince.delete(id);
     }
     let released = 0;
-    const alive: string[] = [];
-    await pool(candidates, this.settings.concurrency, async (p) => {
-      const verdict = await this.confirm(p);
-      if (verdict === "alive") alive.push(podName(p));
+    const alive: PodLike[] = [];
+    await pool(candidates, this.settings.concurrency, async ([p, action]) => {
+      const ref = p.pod ?? stablePodOf(p.id, p.interface)!;
+      // An unbound stable port waits for any pod of its name; a bound port for its own UID.
+      const { verdict, pod } = await readPod(this.kube, ref, p.pod?.uid, this.log);
+      if (verdict === "alive") alive.push(pod!);
       if (verdict !== "gone") return;
-      const pod = p.pod ?? stablePodOf(p.id, p.interface);
-      await this.tracker.releasePort(p, `pod ${pod?.namespace}/${pod?.name} no longer exists`);
+      if (action === "unbind") return await this.tracker.unbind(p);
+      await this.tracker.releasePort(
+        p,
+        isStablePortId(p.id)
+          ? `no pod ${ref.namespace}/${ref.name} came back within the retention period`
+          : `pod ${ref.namespace}/${ref.name} no longer exists`,
+      );
       released++;
     });
     this.runs++;
-    if (graceEnds < Infinity) this.lookAgainAt(graceEnds);
-    if (alive.length > 0) {
-      this.contradicted += alive.length;
-      this.pods.restart(
-        `a fresh read found ${alive.length} pod(s) the watch had not reported (${
-          alive.slice(0, 3).join(", ")
-        })`,
-      );
-    }
+    if (next < Infinity) this.lookAgainAt(next);
+    this.checkBehind(alive);
     if (released > 0) this.log.info("reclaimed leaked ports", { released });
     return released;
   }
 
-  /** One more pass when the youngest leak candidate's grace period is over. */
+  /**
+   * Pods a fresh read found but the watch had not told of: an agent may bind a port a moment
+   * before the pod's event arrives, so only those the watch still has not told of after a while
+   * mean that its memory is behind; then it is started again.
+   */
+  private checkBehind(found: PodLike[]): void {
+    const behind = () =>
+      found.filter((p) => !this.tracker.live.has(p.metadata?.uid ?? "")).map((p) =>
+        `${p.metadata?.namespace}/${p.metadata?.name}`
+      );
+    if (behind().length === 0) return;
+    const timer = setTimeout(() => {
+      this.checks.delete(timer);
+      const late = behind();
+      if (late.length === 0 || this.stopped) return;
+      this.contradicted += late.length;
+      this.pods.restart(
+        `a fresh read found ${late.length} pod(s) the watch had not reported (${
+          late.slice(0, 3).join(", ")
+        })`,
+      );
+    }, CATCH_UP_MS);
+    this.checks.add(timer);
+  }
+
+  /** One more pass when the first grace or retention period of a candidate is over. */
   private lookAgainAt(at: number): void {
     if (this.stopped || (this.later && this.later.at <= at)) return;
     clearTimeout(this.later?.timer);
@@ -120,37 +158,6 @@ export class Reclaimer {
     }, Math.max(0, at - Date.now()) + 100);
     this.later = { at, timer };
   }
-
-  /**
-   * Reads the port's pod from the API server: gone when it does not exist, or (for a port bound to
-   * a UID) another pod now has the name. Unknown when the read fails: nothing is released on doubt.
-   */
-  private async confirm(p: Port): Promise<Verdict> {
-    const ref = p.pod ?? stablePodOf(p.id, p.interface);
-    if (!ref) return "unknown";
-    let pod: PodLike | undefined;
-    try {
-      pod = await this.kube.getPod(ref.namespace, ref.name);
-    } catch (err) {
-      this.log.warn("cannot confirm that a pod is gone; its port is kept for now", {
-        port: p.id,
-        pod: `${ref.namespace}/${ref.name}`,
-        error: String((err as Error)?.message ?? err),
-      });
-      return "unknown";
-    }
-    if (!pod) return "gone";
-    // A stable port is a candidate only when no pod of its name was known: any pod of the name
-    // says otherwise.
-    const uid = isStablePortId(p.id) ? undefined : p.pod?.uid;
-    if (uid !== undefined && pod.metadata?.uid !== uid) return "gone";
-    return "alive";
-  }
-}
-
-function podName(p: Port): string {
-  const ref = p.pod ?? stablePodOf(p.id, p.interface);
-  return `${ref?.namespace}/${ref?.name}`;
 }
 
 /** Runs `fn` on every item, at most `n` at a time. */
