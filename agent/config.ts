@@ -64,6 +64,15 @@ export const AgentConfigSchema = z.strictObject({
     hostname: z.string().default("127.0.0.1"),
     port: z.int().min(0).max(65535),
   }).optional(),
+  /**
+   * The periodic flow check: every `intervalSeconds` the bridge's flows are dumped and compared
+   * with the computed set; drift (flows changed, added or deleted by hand) is repaired, counted and
+   * logged. 0 turns the timer off (Open vSwitch restarts are still noticed through OVSDB and
+   * OpenFlow).
+   */
+  flowCheck: z.strictObject({
+    intervalSeconds: z.number().min(0).max(86_400).default(60),
+  }).default({ intervalSeconds: 60 }),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 

@@ -11,7 +11,7 @@
 import { run } from "@knitter/common";
 import type { OvsTarget } from "../../agent/ovs.ts";
 import { Ovs } from "../../agent/ovs.ts";
-import { Cleanup } from "./cleanup.ts";
+import { Cleanup, readPidfile, stopPid } from "./cleanup.ts";
 
 const VSWITCHD = "/usr/lib/openvswitch-switch/ovs-vswitchd";
 const SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -159,6 +159,62 @@ async function startOvs(cleanup: Cleanup, netns: string, dir: string): Promise<O
   cleanup.pidfile(`${dir}/vswitchd.pid`);
   await run([VSWITCHD, `unix:${target.dbSock}`, ...daemonArgs(dir, "vswitchd")], { netns, env });
   return target;
+}
+
+/** The pid of the node's ovs-vswitchd (or ovsdb-server), from its pidfile. */
+export async function ovsPid(node: SimNode, daemon: "vswitchd" | "ovsdb"): Promise<number> {
+  const pid = await readPidfile(`${node.stateDir}/${daemon}.pid`);
+  if (pid === undefined) throw new Error(`no ${daemon} pidfile in ${node.stateDir}`);
+  return pid;
+}
+
+/**
+ * Stops the node's ovs-vswitchd by its pid (SIGKILL: a crash; else SIGTERM), so its flows are
+ * gone. The database keeps the bridges and ports.
+ */
+export async function stopVswitchd(node: SimNode, opts: { kill?: boolean } = {}): Promise<void> {
+  const pid = await ovsPid(node, "vswitchd");
+  if (opts.kill) Deno.kill(pid, "SIGKILL");
+  await stopPid(pid);
+}
+
+/**
+ * Starts the node's ovs-vswitchd again on the same database; resolves once it is ready (when
+ * `--detach` returns), answering that moment (`performance.now()`). With `flowRestoreWait`, as an
+ * operator's restart script does: `other_config:flow-restore-wait=true` is set first, so the
+ * switch forwards nothing until the agent has put the full flow set back and cleared it.
+ */
+export async function startVswitchd(
+  node: SimNode,
+  opts: { flowRestoreWait?: boolean } = {},
+): Promise<number> {
+  const dir = node.stateDir;
+  if (opts.flowRestoreWait) {
+    await new Ovs(node.ovs).vsctl([
+      "--no-wait",
+      "set",
+      "Open_vSwitch",
+      ".",
+      "other_config:flow-restore-wait=true",
+    ]);
+  }
+  await run([VSWITCHD, `unix:${node.ovs.dbSock}`, ...daemonArgs(dir, "vswitchd")], {
+    netns: node.netns,
+    env: { OVS_RUNDIR: dir },
+  });
+  return performance.now();
+}
+
+/** Restarts the node's ovsdb-server by its pid, on the same database file. */
+export async function restartOvsdb(node: SimNode): Promise<void> {
+  const dir = node.stateDir;
+  await stopPid(await ovsPid(node, "ovsdb"));
+  await run([
+    "ovsdb-server",
+    `${dir}/conf.db`,
+    `--remote=punix:${node.ovs.dbSock}`,
+    ...daemonArgs(dir, "ovsdb"),
+  ], { netns: node.netns, env: { OVS_RUNDIR: dir } });
 }
 
 /** --detach returns once the daemon is ready; its pid is then only known from the pidfile. */

@@ -33,6 +33,8 @@ export interface StackOptions {
    * copies to the logs.
    */
   detached?: boolean;
+  /** More agent configuration (agent/config.ts keys), over the stack's own, on every node. */
+  agent?: Record<string, unknown>;
 }
 
 export interface StackNode {
@@ -43,6 +45,8 @@ export interface StackNode {
   /** The agent's state directory (its Deno KV: the journal of attachments). */
   agentStateDir: string;
   agentPid: number;
+  /** The agent's configuration file (JSON); a test may change it before startAgent(). */
+  agentConfig: string;
   /** Stops the agent only (SIGKILL when `hard`), leaving OVS and the pods as they are. */
   stopAgent(hard?: boolean): Promise<void>;
   startAgent(): Promise<void>;
@@ -157,6 +161,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         datapathType: "netdev",
         bridgeMappings: mappings,
         logLevel: opts.logLevel ?? "warn",
+        ...opts.agent,
       }),
     );
     const node: StackNode = {
@@ -164,6 +169,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       sim,
       agentSocket,
       agentStateDir,
+      agentConfig,
       agentPid: 0,
       async startAgent() {
         node.agentPid = spawn(

@@ -21,7 +21,8 @@ type Netns = string;
 
 /**
  * Sends `bytes` random bytes over TCP from `from` to `addr`:`port` (a server in `to`), and reads
- * them back. ok means every byte came back, in order.
+ * them back; with `rate`, at most that many bytes a second (a stream that lasts). ok means every
+ * byte came back, in order.
  */
 export function tcpExchange(
   cleanup: Cleanup,
@@ -29,9 +30,10 @@ export function tcpExchange(
   to: Netns,
   addr: string,
   bytes: number,
-  opts: { seconds?: number } = {},
+  opts: { seconds?: number; rate?: number } = {},
 ): Promise<Exchange> {
-  return exchange(cleanup, "tcp", from, to, addr, String(bytes), opts.seconds ?? 15);
+  const rate = opts.rate ? [String(opts.rate)] : [];
+  return exchange(cleanup, "tcp", from, to, addr, String(bytes), opts.seconds ?? 15, rate);
 }
 
 /** One UDP datagram of each size from `from` to `addr`, each echoed back by a server in `to`. */
@@ -54,13 +56,14 @@ async function exchange(
   addr: string,
   what: string,
   seconds: number,
+  extra: string[] = [],
 ): Promise<Exchange> {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const server = await serve(cleanup, to, proto, port, seconds + 2);
   try {
     const r = await run(
       [...inNetns(from), Deno.execPath(), "run", "--quiet", "--allow-net", PEER, "send", proto]
-        .concat([addr, String(port), what, String(seconds)]),
+        .concat([addr, String(port), what, String(seconds), ...extra]),
       { check: false },
     );
     const line = r.stdout.trim().split("\n").pop() ?? "";

@@ -2,7 +2,8 @@
  * One end of an application-traffic check, run inside a pod's netns by traffic.ts:
  *
  *   traffic_peer.ts serve tcp|udp PORT SECONDS   echo what arrives, print "ready" once listening
- *   traffic_peer.ts send tcp ADDR PORT BYTES SECONDS   send BYTES random bytes, read the echo
+ *   traffic_peer.ts send tcp ADDR PORT BYTES SECONDS [RATE]   send BYTES random bytes (at most
+ *                                                     RATE bytes a second), read the echo
  *   traffic_peer.ts send udp ADDR PORT SIZE,SIZE,... SECONDS   one datagram of each size
  *
  * `send` prints one JSON line: {ok, sent, received, ms, error?}; ok means every byte came back in
@@ -18,13 +19,13 @@ if (verb === "serve") {
   if (proto === "tcp") await serveTcp(port);
   else await serveUdp(port);
 } else if (verb === "send") {
-  const [addr, port, what, seconds] = rest;
+  const [addr, port, what, seconds, rate] = rest;
   setTimeout(() => {
     console.log(JSON.stringify({ ok: false, error: `no answer within ${seconds} s` }));
     Deno.exit(1);
   }, Number(seconds) * 1000);
   const result = proto === "tcp"
-    ? await sendTcp(addr, Number(port), Number(what))
+    ? await sendTcp(addr, Number(port), Number(what), rate ? Number(rate) : undefined)
     : await sendUdp(addr, Number(port), what.split(",").map(Number));
   console.log(JSON.stringify(result));
   Deno.exit(result.ok ? 0 : 1);
@@ -56,7 +57,12 @@ interface Result {
   error?: string;
 }
 
-async function sendTcp(addr: string, port: number, bytes: number): Promise<Result> {
+async function sendTcp(
+  addr: string,
+  port: number,
+  bytes: number,
+  rate?: number,
+): Promise<Result> {
   const payload = randomBytes(bytes);
   const started = performance.now();
   const conn = await Deno.connect({ hostname: addr, port, transport: "tcp" });
@@ -64,6 +70,9 @@ async function sendTcp(addr: string, port: number, bytes: number): Promise<Resul
     const writer = conn.writable.getWriter();
     for (let at = 0; at < payload.length; at += 65536) {
       await writer.write(payload.subarray(at, at + 65536));
+      // Paced: the chunk's share of a second, measured from the start (a stream, not a burst).
+      const due = rate ? started + ((at + 65536) / rate) * 1000 : 0;
+      if (due > performance.now()) await new Promise((r) => setTimeout(r, due - performance.now()));
     }
     await conn.closeWrite();
   })();
