@@ -146,6 +146,27 @@ Deno.test("attack: a tenant token cannot bind a port to a node; the node's agent
     "forbidden",
     { field: "node" },
   );
+  // Nor to another namespace's pod (the monitor finds a deleted pod's ports by its name).
+  mustFail(
+    await req(
+      "PUT",
+      `${SHARED}/ports/p9`,
+      { pod: { namespace: "globex", name: "db-0" } },
+      TOKEN.acme,
+    ),
+    403,
+    "forbidden",
+    { field: "pod.namespace" },
+  );
+  must(
+    await t.call(
+      "PUT",
+      `${BLUE}/ports/p8`,
+      { pod: { namespace: "acme", name: "web" } },
+      TOKEN.acme,
+    ),
+    201,
+  );
   // Made unbound by the tenant, the port cannot be bound by the tenant afterwards either.
   must(await t.call("PUT", `${BLUE}/ports/p1`, {}, TOKEN.acme), 201);
   mustFail(

@@ -45,6 +45,17 @@ export async function putPort(
       "node",
     );
   }
+  if (
+    principal.scope === "tenant" && body.pod !== undefined &&
+    body.pod.namespace !== principal.tenant
+  ) {
+    // Ports are found by their pod (the monitor releases a deleted pod's ports by it).
+    throw new ApiError(
+      "forbidden",
+      `A tenant token may bind a port only to a pod of its own namespace "${principal.tenant}"`,
+      "pod.namespace",
+    );
+  }
   if (body.mac !== undefined) checkMac(body.mac);
   if (principal.scope === "node") {
     if (body.node !== undefined && body.node !== principal.node) {
@@ -227,6 +238,12 @@ async function buildPut(
     }
   }
   tx.checkAbsent(key);
+  if (net.deletingSince !== undefined) {
+    throw new ApiError(
+      "network_deleting",
+      `Network "${net.name}" of tenant "${net.tenant}" is being deleted (since ${net.deletingSince}): it takes no new ports`,
+    );
+  }
   // An address from an IP group is already counted with the group.
   const delta = { ports: 1, addresses: body.ipGroup === undefined ? 1 : 0 };
   await charges.charge(owner, delta);
