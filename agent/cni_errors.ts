@@ -49,6 +49,7 @@ const CONFIG_ERRORS = new Set([
   "address_taken",
   "mac_taken",
   "invalid_mac",
+  "network_deleting",
   "conflict",
   "forbidden",
   "unauthorized",

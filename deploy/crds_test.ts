@@ -212,7 +212,9 @@ function differences(crd: Obj, api: Obj, path: string): string[] {
 /** The manager's create body as JSON Schema, less `name` (the resource's metadata.name). */
 function apiSpec(schema: z.ZodType): Obj {
   const json: Obj = z.toJSONSchema(schema, { io: "input" });
+  // The name is the resource's; the labels are the monitor's (its ownership mark), not the spec's.
   delete json.properties.name;
+  delete json.properties.labels;
   json.required = json.required.filter((r: string) => r !== "name");
   return json;
 }

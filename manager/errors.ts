@@ -18,6 +18,7 @@ export const ERROR_STATUS = {
   address_taken: 409,
   pool_exhausted: 409,
   mac_taken: 409,
+  network_deleting: 409,
   feed_expired: 410,
   body_too_large: 413,
   uri_too_long: 414,

@@ -33,6 +33,10 @@ export interface NetworkRecord {
   physnet?: string;
   segmentId?: number;
   description?: string;
+  /** Set at creation (the monitor marks the networks its Network resources make). */
+  labels?: Record<string, string>;
+  /** While set, the network is being deleted and takes no new ports. */
+  deletingSince?: string;
   createdAt: string;
   /** Addresses in the pools, and how many of them the gateway and excludes take. */
   poolSize: number;

@@ -89,6 +89,20 @@ export const Quota = z.object({
 
 // ---- networks
 
+/**
+ * Labels of a network, set when it is made: who made it and for what (the monitor marks the
+ * networks its Network resources create), as Kubernetes labels say it.
+ */
+export const Labels = z.record(
+  z.string().regex(
+    /^[A-Za-z0-9]([A-Za-z0-9._/-]{0,251}[A-Za-z0-9])?$/,
+    "label keys are 1-253 characters of A-Z, a-z, 0-9, '.', '_', '/', '-'",
+  ),
+  z.string().max(256),
+).refine((l) => Object.keys(l).length <= 32, "at most 32 labels").meta({
+  description: "set at creation, e.g. who manages the network",
+});
+
 export const NetworkCreate = z.strictObject({
   name: Name,
   type: NetworkType.default("vxlan"),
@@ -107,6 +121,7 @@ export const NetworkCreate = z.strictObject({
     description: "VNI (vxlan) or VLAN ID (vlan); allocated when absent",
   }),
   description: z.string().max(1024).optional(),
+  labels: Labels.optional(),
 });
 
 /**
@@ -127,6 +142,10 @@ export const NetworkUpdate = z.strictObject({
   public: z.boolean().optional(),
   physnet: Name.optional(),
   segmentId: z.int().min(1).max(16777215).optional(),
+  deleting: z.boolean().optional().meta({
+    description:
+      "true: the network is being deleted and takes no new ports (existing ones stay until released); false: open again",
+  }),
 });
 
 export const Network = z.object({
@@ -146,6 +165,10 @@ export const Network = z.object({
   physnet: z.string().optional(),
   segmentId: z.int().optional(),
   description: z.string().optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  deletingSince: Timestamp.optional().meta({
+    description: "set while the network is being deleted: it takes no new ports",
+  }),
   createdAt: Timestamp,
   usage: UsageSchema,
 });

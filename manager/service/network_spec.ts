@@ -127,6 +127,7 @@ export function networkSpec(
       dns: body.dns ?? {},
       physnet: body.physnet,
       description: body.description,
+      ...(body.labels ? { labels: body.labels } : {}),
       poolSize: space.size,
       reserved: reservedCount,
       reservedRanges: reserved,
