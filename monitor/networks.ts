@@ -1,9 +1,12 @@
 /**
  * Network resources into the manager's networks, and back into their status. The spec creates the
- * network; later edits of what can change (description, MTU, routes, DNS) are applied, edits of
- * what cannot (type, CIDR, gateway, pools, excludes, public, physnet, segment) are refused in the
- * Ready condition, naming each field. Deleting the resource deletes the network once no port or IP
- * group uses it; until then the condition says what holds it.
+ * network, marked as the resource's (labels); later edits of what can change (description, MTU,
+ * routes, DNS) are applied, edits of what cannot (type, CIDR, gateway, pools, excludes, public,
+ * physnet, segment) are refused in the Ready condition, naming each field. A network of the same
+ * name the resource did not make (through the REST API) is never adopted: the condition says so,
+ * and deleting the resource leaves it alone. Deleting the resource marks its network as being
+ * deleted (it takes no new ports) and deletes it once no port or IP group uses it; until then the
+ * condition says what holds it.
  */
 import { type Logger, type ManagerClient, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
@@ -23,6 +26,10 @@ import {
 import type { Tenants } from "./namespaces.ts";
 import { Requeue } from "./work_queue.ts";
 
+/** The label that marks a manager network as made by a Network resource: "namespace/name". */
+export const OWNER_LABEL = "knitter.io/network-resource";
+const MANAGED_BY = { "app.kubernetes.io/managed-by": "knitter-monitor" };
+
 /** The manager's network, as GET answers it. */
 export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "type">> {
   id: string;
@@ -38,6 +45,8 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   routes: unknown[];
   dns: unknown;
   description?: string;
+  labels?: Record<string, string>;
+  deletingSince?: string;
   usage: { total: number; used: number; free: number };
 }
 
@@ -86,12 +95,14 @@ export class NetworkReconciler {
         );
       }
       await this.tenants.ensure(namespace);
-      net = await this.own(namespace, name);
+      const found = await this.find(namespace, name);
+      if (found && !ownedBy(found, cr)) throw new NotOwned(notOwnedMessage(found));
+      net = found;
       if (!net) {
         net = await this.manager.request<ManagerNetwork>(
           "POST",
           `${base(namespace)}`,
-          { name, ...cr.spec },
+          { name, ...cr.spec, labels: { ...MANAGED_BY, [OWNER_LABEL]: `${namespace}/${name}` } },
         );
         this.log.info("network created", { network: `${namespace}/${name}`, id: net.id });
       } else {
@@ -105,6 +116,8 @@ export class NetworkReconciler {
     } catch (err) {
       problem = err instanceof NotAllowed
         ? { reason: "PublicNotAllowed", message: err.message }
+        : err instanceof NotOwned
+        ? { reason: "NotOwned", message: err.message }
         : problemOf(err);
     }
     const status = statusOf(cr, net, problem);
@@ -142,17 +155,27 @@ export class NetworkReconciler {
     return out.sort((a, b) => a.port < b.port ? -1 : a.port > b.port ? 1 : 0);
   }
 
-  /** The resource is being deleted: the network goes first, then our finalizer. */
+  /**
+   * The resource is being deleted: its network (only one it made) takes no new ports from now
+   * on, and goes once nothing uses it; then our finalizer goes.
+   */
   private async finalize(cr: NetworkResource): Promise<void> {
     const { namespace, name } = cr.metadata;
     try {
-      if (await this.own(namespace, name)) {
+      const net = await this.find(namespace, name);
+      if (net && ownedBy(net, cr)) {
+        if (!net.deletingSince) {
+          await this.manager.request("PATCH", path(namespace, name), { deleting: true });
+        }
         await this.manager.request("DELETE", path(namespace, name));
         this.log.info("network deleted", { network: `${namespace}/${name}` });
       }
     } catch (err) {
       if (!isGone(err)) {
         const problem = problemOf(err);
+        if (problem.reason === "InUse") {
+          problem.message += "; meanwhile it takes no new ports (new pods on it fail to start)";
+        }
         await writeStatus(this.kube, PLURAL.network, cr, statusOf(cr, undefined, problem));
         throw new Requeue(this.settings.retryMs, problem.message);
       }
@@ -161,7 +184,7 @@ export class NetworkReconciler {
   }
 
   /** The namespace's own network of that name (not a public one the name also finds). */
-  private async own(namespace: string, name: string): Promise<ManagerNetwork | undefined> {
+  private async find(namespace: string, name: string): Promise<ManagerNetwork | undefined> {
     try {
       const net = await this.manager.request<ManagerNetwork>("GET", path(namespace, name));
       return net.tenant === namespace ? net : undefined;
@@ -173,6 +196,23 @@ export class NetworkReconciler {
 }
 
 class NotAllowed extends Error {}
+class NotOwned extends Error {}
+
+/**
+ * Whether the resource made this network: it carries the resource's mark. A network made by a
+ * monitor before the mark existed is recognised by the ID the resource's status recorded.
+ */
+function ownedBy(net: ManagerNetwork, cr: NetworkResource): boolean {
+  const mark = net.labels?.[OWNER_LABEL];
+  if (mark !== undefined) return mark === `${cr.metadata.namespace}/${cr.metadata.name}`;
+  return cr.status?.networkId === net.id;
+}
+
+function notOwnedMessage(net: ManagerNetwork): string {
+  const mark = net.labels?.[OWNER_LABEL];
+  const by = mark ? `by the Network resource ${mark}` : "through the manager's API";
+  return `A network "${net.name}" of tenant "${net.tenant}" exists in the manager and was not made by this resource (made ${by}, id ${net.id}); it is left as it is, and deleting this resource will not delete it. Give this resource another name, or delete that network in the manager first`;
+}
 
 function base(namespace: string): string {
   return `/api/v1/tenants/${encodeURIComponent(namespace)}/networks`;

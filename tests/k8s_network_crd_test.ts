@@ -127,3 +127,101 @@ Deno.test("stand-in API server: an IPGroup resource holds addresses, grows, repo
   });
   assert.ok(grown!.status.addresses.some((a: { port?: string }) => a.port === "p1"));
 });
+
+Deno.test("stand-in API server: a Network resource never adopts a network of the same name made through the REST API; deleting the resource leaves that network alone", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  k.namespace("acme");
+  assert.equal((await k.stack.api("PUT", "tenants/acme")).status, 201);
+  const theirs = await k.stack.api("POST", "tenants/acme/networks", {
+    name: "data",
+    cidr: "10.30.0.0/24",
+    description: "made by hand",
+  });
+  assert.equal(theirs.status, 201);
+  assert.equal((await k.stack.api("PUT", "tenants/acme/networks/data/ports/p1", {})).status, 201);
+
+  k.api.create("networks", {
+    metadata: { name: "data", namespace: "acme" },
+    spec: { cidr: "10.30.0.0/24", description: "the resource's" },
+  });
+  const refused = await eventually("the resource refuses the other network", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.equal(ready(refused)!.reason, "NotOwned");
+  assert.match(
+    ready(refused)!.message,
+    /network "data" of tenant "acme" exists in the manager and was not made by this resource .*left as it is/,
+  );
+  assert.equal(refused!.status.networkId, undefined);
+  const net = (await k.stack.api("GET", "tenants/acme/networks/data")).body;
+  assert.equal(net.description, "made by hand", "nothing of it changed");
+  assert.equal(net.deletingSince, undefined);
+
+  k.api.delete("networks", "acme", "data");
+  await eventually(
+    "resource gone",
+    () => k.api.get("networks", "acme", "data") === undefined ? true : undefined,
+  );
+  const kept = await k.stack.api("GET", "tenants/acme/networks/data");
+  assert.equal(kept.status, 200, "the other network stays");
+  assert.equal(kept.body.id, theirs.body.id);
+  assert.equal(kept.body.deletingSince, undefined);
+  assert.equal((await k.stack.api("GET", "tenants/acme/networks/data/ports/p1")).status, 200);
+});
+
+Deno.test("stand-in API server: a Network being deleted refuses new pods with a clear error, and goes once its last pod has", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: ["n1"] });
+  const [n1] = k.stack.nodes;
+  await k.startMonitor();
+  k.namespace("acme");
+  k.api.create("networks", {
+    metadata: { name: "data", namespace: "acme" },
+    spec: { cidr: "10.30.0.0/24" },
+  });
+  const made = await eventually("Network ready", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.status === "True" ? o : undefined;
+  });
+  const annotations = { "k8s.v1.cni.cncf.io/networks": "data" };
+  const web = await k.pod(n1, { namespace: "acme", name: "web", annotations });
+  assert.equal((await web.cni.add()).code, 0);
+
+  k.api.delete("networks", "acme", "data");
+  const held = await eventually("deletion held", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.reason === "InUse" ? o : undefined;
+  });
+  assert.match(ready(held)!.message, /1 address\(es\) are in use.*takes no new ports/);
+  const net = (await k.stack.api("GET", "tenants/acme/networks/data")).body;
+  assert.equal(net.id, made!.status.networkId);
+  assert.ok(net.deletingSince, "marked as being deleted in the manager");
+
+  const late = await k.pod(n1, { namespace: "acme", name: "late", annotations });
+  const refused = await late.cni.add();
+  assert.equal(refused.code, 1);
+  assert.equal(refused.out.code, 7);
+  assert.match(
+    refused.out.msg,
+    /Network "data" of tenant "acme" is being deleted \(since .*\): it takes no new ports/,
+  );
+  await eventually(
+    "an event on late",
+    () =>
+      k.api.list("events", "acme").find((e) =>
+        e.involvedObject.name === "late" && /being deleted/.test(e.message)
+      ),
+  );
+
+  // The last pod goes: the network and the resource follow.
+  assert.equal((await web.cni.del()).code, 0);
+  k.api.delete("pods", "acme", "web");
+  await eventually(
+    "resource gone",
+    () => k.api.get("networks", "acme", "data") === undefined ? true : undefined,
+  );
+  assert.equal((await k.stack.api("GET", "tenants/acme/networks/data")).status, 404);
+});
