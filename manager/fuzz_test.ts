@@ -10,7 +10,8 @@
  * - the store is consistent (manager/check.ts): no two ports of a network share an address or a
  *   MAC, every pool's count equals the ports and group addresses that exist, quotas count exactly.
  *
- * Bounded for CI (KNITTER_FUZZ_RUNS sequences, default 40, within KNITTER_FUZZ_MS, default 8 s);
+ * Bounded for CI (KNITTER_FUZZ_RUNS sequences, default 40, within KNITTER_FUZZ_MS, default 8 s;
+ * fewer on etcd);
  * `make fuzz` runs a long one. A failure prints fast-check's seed and path: replay it with
  * KNITTER_FUZZ_SEED and KNITTER_FUZZ_PATH.
  */
@@ -22,8 +23,10 @@ import { ROUTES } from "./routes.ts";
 import { dump, must, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 
 const env = (name: string) => Deno.env.get(name);
-const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? 40);
-const TIME_MS = Number(env("KNITTER_FUZZ_MS") ?? 8000);
+/** On etcd (tests/etcd_api_test.ts) every store call is an HTTP request: fewer, shorter runs. */
+const ON_ETCD = env("KNITTER_TEST_ETCD_ENDPOINTS") !== undefined;
+const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? (ON_ETCD ? 6 : 40));
+const TIME_MS = Number(env("KNITTER_FUZZ_MS") ?? (ON_ETCD ? 4000 : 8000));
 const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
 
 // ---- the world every sequence starts from
