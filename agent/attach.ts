@@ -426,7 +426,8 @@ function withSource(err: unknown, w: WantedInterface): unknown {
   return new ManagerError(err.status, err.code, `${from}: ${err.message}`, err.field);
 }
 
-function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {
+/** The external IDs of a pod interface's port on the bridge: whose it is. */
+export function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {
   const ids: Record<string, string> = {
     "knitter-container": a.containerId,
     "knitter-ifname": i.ifName,

@@ -8,9 +8,11 @@ import {
   serveUnix,
 } from "@knitter/common";
 import { agentProbeChecks } from "./health.ts";
-import { Attacher, type AttacherDeps } from "./attach.ts";
+import { Attacher, type AttacherDeps, externalIds } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { Dataplane } from "./dataplane.ts";
+import { mountFlowRoutes } from "./flow_routes.ts";
+import { Healer } from "./healer.ts";
 import { KubeAttacher } from "./kube_attacher.ts";
 import { StablePortsClient } from "./kube_manager.ts";
 import { KubePods } from "./kube_pods.ts";
@@ -85,12 +87,28 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     attacher,
     log,
   });
+  // Open vSwitch restarts, lost bridges and flow drift are noticed and repaired (healer.ts).
+  const healer = new Healer({
+    dataplane,
+    ovsdb: plugger.db,
+    plug: (ports) => plugger.add(ports),
+    podPorts: () =>
+      [...state.attachmentsView()].flatMap((a) =>
+        a.interfaces.flatMap((i) =>
+          i.port && i.ofport !== undefined
+            ? [{ name: i.hostIfName, ofportRequest: i.ofport, externalIds: externalIds(a, i) }]
+            : []
+        )
+      ),
+    rundir: config.ovs.rundir,
+    checkIntervalSeconds: config.flowCheck.intervalSeconds,
+    log,
+  });
+  healer.start();
   // The plugin's way in: root only, in a directory of the agent's own.
-  const server = await serveUnix(
-    config.socket,
-    agentApp({ attacher, notReady: () => notReady, log, extra }).fetch,
-    { privateDir: true },
-  );
+  const app = agentApp({ attacher, notReady: () => notReady, log, extra });
+  mountFlowRoutes(app, healer);
+  const server = await serveUnix(config.socket, app.fetch, { privateDir: true });
   log.info("serving the plugin", { socket: config.socket });
   const checks = config.health ? agentProbeChecks(config.socket) : undefined;
   let probes;
@@ -126,6 +144,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
         await manager.registerNode(config.nodeName, config.underlayIp);
         await remote.start();
         await dataplane.sync();
+        await healer.ready();
         notReady = null;
         log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
         return;
@@ -145,6 +164,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       stopping.abort();
       await joined;
       await reapplied;
+      await healer.stop();
       await remote.stop();
       await probes?.shutdown();
       checks?.close();

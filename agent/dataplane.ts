@@ -6,7 +6,13 @@
  * the table, atomically.
  */
 import type { Logger } from "@knitter/common";
-import { compileFlows, type FlowInput, type FlowNetwork, type FlowRemotePort } from "@knitter/wasm";
+import {
+  compileFlows,
+  type FlowInput,
+  type FlowNetwork,
+  type FlowRemotePort,
+  parseDumpFlows,
+} from "@knitter/wasm";
 import { Mutex } from "@knitter/common";
 import type { Ovs } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
@@ -20,6 +26,19 @@ export interface DataplaneConfig {
   bridgeMappings: { physnet: string; bridge: string; uplink?: string }[];
 }
 
+/** The bridge's flows against the computed set, as canonical lines (agent/PIPELINE.md). */
+export interface FlowDiff {
+  bridge: string;
+  /** Flows the model computes. */
+  computed: number;
+  /** Flows on the bridge. */
+  installed: number;
+  /** Computed but not on the bridge (deleted or changed by hand, or lost). */
+  missing: string[];
+  /** On the bridge but not computed (added or changed by hand). */
+  extra: string[];
+}
+
 /** br-int ofports of the patch ports towards physnet bridges start here. */
 const PATCH_OFPORT_BASE = 200;
 
@@ -29,6 +48,8 @@ export class Dataplane {
   /** A run that has not started yet: it will see every change made before it starts. */
   private queued: Promise<void> | null = null;
   private installed: Set<string> | null = null;
+  /** Called after every full replacement of the table (the whole computed set is in). */
+  afterReplace: (() => Promise<void>) | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -45,6 +66,67 @@ export class Dataplane {
   /** Whether pods on these bridges must compute their own checksums (the userspace datapath). */
   get softwareChecksums(): boolean {
     return this.config.datapathType === "netdev";
+  }
+
+  /** The names of the bridges and of the ports prepare() makes or plugs (not the pods'). */
+  preparedNames(): { bridges: string[]; ports: string[] } {
+    const m = this.config.bridgeMappings;
+    return {
+      bridges: [this.config.bridge, ...m.map((x) => x.bridge)],
+      ports: [
+        this.config.tunnel.port,
+        ...m.flatMap((x) => [
+          patchName("pi", x.physnet),
+          patchName("pp", x.physnet),
+          ...(x.uplink ? [x.uplink] : []),
+        ]),
+      ],
+    };
+  }
+
+  /**
+   * Forgets what this process installed, so that the next run replaces the whole table (after a
+   * switch that lost its flows), and runs it.
+   */
+  resync(): Promise<void> {
+    this.installed = null;
+    return this.sync();
+  }
+
+  /** The bridge's flows against the computed set, after any run in progress. */
+  diff(): Promise<FlowDiff> {
+    return this.mutex.run(async () => (await this.compare()).diff);
+  }
+
+  /**
+   * Compares the bridge's flows with the computed set and, when they differ (flows changed, added
+   * or deleted by hand), replaces the table with the computed set. Answers what differed.
+   */
+  repair(): Promise<FlowDiff> {
+    return this.mutex.run(async () => {
+      const { diff, wanted } = await this.compare();
+      if (diff.missing.length === 0 && diff.extra.length === 0) return diff;
+      await this.replace(wanted);
+      return diff;
+    });
+  }
+
+  private async compare(): Promise<{ diff: FlowDiff; wanted: string[] }> {
+    const wanted = compileFlows(await this.model());
+    const dump = await this.ovs.ofctl(["dump-flows", this.config.bridge]);
+    const actual = parseDumpFlows(dump);
+    const want = new Set(wanted);
+    const have = new Set(actual);
+    return {
+      wanted,
+      diff: {
+        bridge: this.config.bridge,
+        computed: wanted.length,
+        installed: actual.length,
+        missing: wanted.filter((l) => !have.has(l)),
+        extra: actual.filter((l) => !want.has(l)),
+      },
+    };
   }
 
   /** Creates what is missing of br-int, the tunnel port and the physnet bridges; touches no flow. */
@@ -91,9 +173,7 @@ export class Dataplane {
       // First run of this process: what the switch has is unknown (a restart, or a switch that
       // restarted), so the table is replaced at once. ovs-ofctl changes only the difference, so
       // flows that are already right stay, with their counters, and traffic never sees a gap.
-      await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
-      this.installed = new Set(wanted);
-      this.log.info("flows replaced", { flows: wanted.length });
+      await this.replace(wanted);
       return;
     }
     const want = new Set(wanted);
@@ -107,6 +187,15 @@ export class Dataplane {
       deleted: del.length,
       total: wanted.length,
     });
+  }
+
+  /** Makes `wanted` the whole table, atomically; then tells afterReplace. */
+  private async replace(wanted: string[]): Promise<void> {
+    this.installed = null;
+    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
+    this.installed = new Set(wanted);
+    this.log.info("flows replaced", { flows: wanted.length });
+    await this.afterReplace?.();
   }
 
   /** The compiler's input, from the attachments on this node and what the manager says of others. */

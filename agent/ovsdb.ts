@@ -4,6 +4,10 @@
  * transaction and a wait, not two `ovs-vsctl` processes. Like ovs-vsctl, it bumps `next_cfg` in the
  * same transaction and answers once ovs-vswitchd reports that configuration applied (`cur_cfg`),
  * so the ofports it then reads are the ones the switch uses.
+ *
+ * The same connection monitors what self-healing needs (`watch`): the bridges and interfaces by
+ * name, and the Open_vSwitch row's `cur_cfg` and `other_config` (flow-restore-wait). While someone
+ * watches, a lost connection (ovsdb-server restarted) is made again at once, with backoff.
  */
 import type { OvsPortSpec } from "./ovs.ts";
 
@@ -32,6 +36,31 @@ export interface PortState {
   error: string;
 }
 
+/** What the monitor shows of the database, kept current. */
+export interface OvsdbView {
+  /** Bridge names by row UUID. */
+  bridges: Map<string, string>;
+  /** Interfaces by row UUID: name, ofport (-1 unassigned), external_ids. */
+  interfaces: Map<string, { name: string; ofport: number; externalIds: Record<string, string> }>;
+  /** The Open_vSwitch row's other_config. */
+  otherConfig: Record<string, string>;
+}
+
+/**
+ * "connected": a (new) connection and the whole view; "changed": rows changed, the tables named;
+ * "lost": the connection went (a reconnect follows while watched).
+ */
+export type OvsdbEvent =
+  | { kind: "connected"; first: boolean }
+  | { kind: "changed"; tables: string[]; deletedBridges: string[]; deletedInterfaces: string[] }
+  | { kind: "lost"; error: string };
+
+const MONITOR: Json = {
+  Open_vSwitch: { columns: ["cur_cfg", "other_config"] },
+  Bridge: { columns: ["name"] },
+  Interface: { columns: ["name", "ofport", "external_ids"] },
+};
+
 export class OvsdbClient {
   private conn: Deno.UnixConn | null = null;
   private connecting: Promise<Deno.UnixConn> | null = null;
@@ -41,8 +70,38 @@ export class OvsdbClient {
   private curCfg = -1;
   private readonly cfgWaiters = new Set<{ cfg: number; done(): void }>();
   private readonly encoder = new TextEncoder();
+  private readonly watchers = new Set<(e: OvsdbEvent) => void>();
+  private connectedOnce = false;
+  private closed = false;
+  private reconnecting = false;
+  readonly view: OvsdbView = { bridges: new Map(), interfaces: new Map(), otherConfig: {} };
 
   constructor(readonly socket: string, private readonly timeoutMs = 10_000) {}
+
+  /**
+   * Calls `fn` on every event (see {@link OvsdbEvent}) until the returned function is called, and
+   * connects now if not connected yet. While anyone watches, a lost connection is made again.
+   */
+  watch(fn: (e: OvsdbEvent) => void): () => void {
+    this.watchers.add(fn);
+    if (!this.conn) this.reconnect();
+    return () => this.watchers.delete(fn);
+  }
+
+  /** Whether ovs-vswitchd is told to wait for the flows before it forwards (`flow-restore-wait`). */
+  get flowRestoreWait(): boolean {
+    return this.view.otherConfig["flow-restore-wait"] === "true";
+  }
+
+  /** Removes `other_config:flow-restore-wait`: the flows are in, ovs-vswitchd may forward. */
+  async clearFlowRestoreWait(): Promise<void> {
+    await this.transact([{
+      op: "mutate",
+      table: "Open_vSwitch",
+      where: [],
+      mutations: [["other_config", "delete", ["set", ["flow-restore-wait"]]]],
+    }]);
+  }
 
   /** The default database socket of a system Open vSwitch. */
   static defaultSocket(): string {
@@ -110,6 +169,8 @@ export class OvsdbClient {
   }
 
   close(): void {
+    this.closed = true;
+    this.watchers.clear();
     this.conn?.close();
     this.conn = null;
   }
@@ -234,13 +295,39 @@ export class OvsdbClient {
     const initial = new Promise<Json>((resolve, reject) =>
       this.pending.set(id, { resolve, reject })
     );
-    await this.send(conn, {
-      method: "monitor",
-      params: [DB, "cfg", { Open_vSwitch: { columns: ["cur_cfg"] } }],
-      id,
-    });
-    this.onTableUpdates(await initial);
+    await this.send(conn, { method: "monitor", params: [DB, "cfg", MONITOR], id });
+    this.view.bridges.clear();
+    this.view.interfaces.clear();
+    this.onTableUpdates(await initial, false);
+    const first = !this.connectedOnce;
+    this.connectedOnce = true;
+    this.tell({ kind: "connected", first });
     return conn;
+  }
+
+  private tell(e: OvsdbEvent): void {
+    for (const fn of [...this.watchers]) {
+      try {
+        fn(e);
+      } catch { /* a watcher's failure is its own */ }
+    }
+  }
+
+  /** Connects again (backoff 50 ms .. 1 s) while anyone watches and the client is not closed. */
+  private reconnect(): void {
+    if (this.reconnecting || this.closed) return;
+    this.reconnecting = true;
+    void (async () => {
+      for (let pause = 50; !this.closed && this.watchers.size > 0 && !this.conn;) {
+        try {
+          await this.connection();
+        } catch {
+          await new Promise((r) => setTimeout(r, pause));
+          pause = Math.min(pause * 2, 1000);
+        }
+      }
+      this.reconnecting = false;
+    })();
   }
 
   private async read(conn: Deno.UnixConn): Promise<void> {
@@ -261,6 +348,9 @@ export class OvsdbClient {
     if (this.conn === conn) this.conn = null;
     for (const p of this.pending.values()) p.reject(failure);
     this.pending.clear();
+    if (this.closed) return;
+    this.tell({ kind: "lost", error: failure.message });
+    if (this.watchers.size > 0) this.reconnect();
   }
 
   private onMessage(conn: Deno.UnixConn, msg: Row): void {
@@ -277,13 +367,47 @@ export class OvsdbClient {
     }
   }
 
-  private onTableUpdates(updates: Json): void {
-    const rows = (updates as Record<string, Record<string, { new?: Row }>>)?.Open_vSwitch ?? {};
-    for (const change of Object.values(rows)) {
+  private onTableUpdates(updates: Json, notify = true): void {
+    const tables = (updates ?? {}) as Record<string, Record<string, { new?: Row; old?: Row }>>;
+    for (const change of Object.values(tables.Open_vSwitch ?? {})) {
       const cfg = change.new?.cur_cfg;
       if (typeof cfg === "number") this.curCfg = cfg;
+      if (change.new?.other_config !== undefined) {
+        this.view.otherConfig = mapOf(change.new.other_config);
+      }
+    }
+    const deletedBridges: string[] = [];
+    for (const [uuid, change] of Object.entries(tables.Bridge ?? {})) {
+      if (change.new) this.view.bridges.set(uuid, change.new.name as string);
+      else {
+        const name = this.view.bridges.get(uuid);
+        if (name !== undefined) deletedBridges.push(name);
+        this.view.bridges.delete(uuid);
+      }
+    }
+    const deletedInterfaces: string[] = [];
+    for (const [uuid, change] of Object.entries(tables.Interface ?? {})) {
+      if (change.new) {
+        this.view.interfaces.set(uuid, {
+          name: change.new.name as string,
+          ofport: typeof change.new.ofport === "number" ? change.new.ofport : -1,
+          externalIds: mapOf(change.new.external_ids),
+        });
+      } else {
+        const name = this.view.interfaces.get(uuid)?.name;
+        if (name !== undefined) deletedInterfaces.push(name);
+        this.view.interfaces.delete(uuid);
+      }
     }
     for (const w of [...this.cfgWaiters]) if (this.curCfg >= w.cfg) w.done();
+    if (notify) {
+      this.tell({
+        kind: "changed",
+        tables: Object.keys(tables),
+        deletedBridges,
+        deletedInterfaces,
+      });
+    }
   }
 }
 
@@ -300,6 +424,12 @@ function insertPort(p: OvsPortSpec, i: number): Op[] {
     { op: "insert", table: "Interface", row: iface, "uuid-name": `iface${i}` },
     { op: "insert", table: "Port", row: port, "uuid-name": `port${i}` },
   ];
+}
+
+/** OVSDB maps are `["map", [[k, v], ...]]`. */
+function mapOf(cell: Json | undefined): Record<string, string> {
+  if (!Array.isArray(cell) || cell[0] !== "map") return {};
+  return Object.fromEntries(cell[1] as [string, string][]);
 }
 
 function ovsMap(map: Record<string, string>): Json {

@@ -32,7 +32,8 @@ const OFPORT_MAX = 65279;
 export class PortPlugger {
   private readonly batcher: GroupCommit<Pending>;
   private readonly removals: GroupCommit<PendingRemoval>;
-  private readonly db: OvsdbClient;
+  /** The agent's one OVSDB connection (its monitor also serves self-healing, healer.ts). */
+  readonly db: OvsdbClient;
   private readonly used = new Set<number>();
   private next = POD_OFPORT_MIN;
 

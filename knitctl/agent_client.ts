@@ -50,15 +50,45 @@ export async function detachInterface(
   return await call(socket, "DELETE", req, `Cannot detach ${req.ifName}`);
 }
 
-async function call<T>(socket: string, method: string, body: unknown, what: string): Promise<T> {
+/** The bridge's flows against the ones the agent computes, and what self-healing did. */
+export interface FlowDiffView {
+  bridge: string;
+  computed: number;
+  installed: number;
+  missing: string[];
+  extra: string[];
+  heals: number;
+  checks: number;
+  repairs: number;
+  driftedFlows: number;
+  lastHeal?: { reason: string; at: string; ms: number };
+  lastRepair?: { at: string; missing: number; extra: number };
+}
+
+export async function flowDiff(socket: string): Promise<FlowDiffView> {
+  return await call(socket, "GET", undefined, "Cannot compare the flows", {
+    path: "/v1/flows/diff",
+    api: "flow API",
+  });
+}
+
+async function call<T>(
+  socket: string,
+  method: string,
+  body: unknown,
+  what: string,
+  at = { path: "/v1/interfaces", api: "extra-interface API" },
+): Promise<T> {
   await requireSocket(socket);
   const client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
   let res: Response;
   try {
-    res = await fetch("http://agent/v1/interfaces", {
+    res = await fetch(`http://agent${at.path}`, {
       method,
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
+      ...(body === undefined ? {} : {
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
       client,
     });
   } catch (err) {
@@ -77,7 +107,7 @@ async function call<T>(socket: string, method: string, body: unknown, what: stri
     if (res.ok) return parsed as T;
     if (res.status === 404 && !parsed?.error) {
       throw new CommandFailed(
-        `${what}: the agent at ${socket} has no extra-interface API (an older agent?): upgrade it`,
+        `${what}: the agent at ${socket} has no ${at.api} (an older agent?): upgrade it`,
       );
     }
     const msg = parsed?.error?.message ?? text.slice(0, 300);

@@ -86,6 +86,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
   usage: [],
   attach: [...TARGET, "network", "bridge", "vlan", "ip", "mac", "mtu", "route-gw", "route-intf"],
   detach: TARGET,
+  flows: ["agent-socket", "node"],
   version: [],
   help: [],
 };

@@ -120,7 +120,7 @@ function requireNoArgs(c: AttachContext, verb: string): void {
 }
 
 /** --agent-socket, KNITCTL_AGENT_SOCKET, the stack's node (--node), or the agent's default. */
-function agentSocket(c: AttachContext): string {
+export function agentSocket(c: AttachContext): string {
   const node = str(c.line.flags, "node");
   const explicit = str(c.line.flags, "agent-socket") ?? c.env("KNITCTL_AGENT_SOCKET");
   if (explicit) {

@@ -14,6 +14,10 @@ const SUMMARY: Record<string, [string, string]> = {
   ],
   attach: ["attach [flags]", "add an extra interface to a pod or netns, through its node's agent"],
   detach: ["detach [flags]", "remove an interface attach made (succeeds when already gone)"],
+  flows: [
+    "flows diff [flags]",
+    "a node's installed flows against those its agent computes (exit 1: they differ)",
+  ],
   version: ["version", "print knitctl's version"],
   help: ["help [verb]", "this help, or a verb's"],
 };
@@ -71,6 +75,14 @@ const EXTRA: Record<string, string[]> = {
     "Example: knitctl attach --netns lab1 --ifname eth1 --network blue --route-gw 10.9.0.0/16,10.1.0.254",
   ],
   detach: ["", "Example: knitctl detach --netns lab1 --ifname eth1"],
+  flows: [
+    "",
+    "+ LINE: computed but not on the bridge; - LINE: on the bridge but not computed. The agent",
+    "repairs such drift by itself (its flowCheck interval); this shows it now. --agent-socket",
+    "defaults to /run/knitter/agent.sock; with --stack DIR, --node NAME picks that node's agent.",
+    "",
+    "Example: knitctl flows diff --agent-socket /run/knitter/agent.sock",
+  ],
 };
 
 function flagLines(

@@ -4,12 +4,13 @@
  */
 import { parseCommandLine } from "./args.ts";
 import { attach, detach } from "./attach.ts";
+import { flows } from "./flows.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { mainHelp, verbHelp, VERSION } from "./help.ts";
 import { create, get, type Io, remove, usage } from "./verbs.ts";
 
-const VERBS = ["get", "create", "delete", "usage", "attach", "detach", "version", "help"];
+const VERBS = ["get", "create", "delete", "usage", "attach", "detach", "flows", "version", "help"];
 
 export interface MainOptions {
   env?: Env;
@@ -60,6 +61,9 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
       case "detach":
         await detach(c);
         break;
+      case "flows":
+        await flows(c);
+        break;
       case "version":
         io.out(settings.output === "json" ? `{"version":"${VERSION}"}\n` : `knitctl ${VERSION}\n`);
         break;
@@ -67,6 +71,7 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
     return 0;
   } catch (err) {
     const code = (err as { exitCode?: number }).exitCode;
+    if ((err as { quiet?: boolean }).quiet) return code ?? 1;
     io.err(`Error: ${(err as Error).message}\n`);
     if (code === undefined) io.err(`${(err as Error).stack ?? ""}\n`);
     return code ?? 1;

@@ -34,6 +34,7 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
     cleanup,
     nodes: ["n1", "n2"],
     agent: { flowCheck: { intervalSeconds: 3600 } },
+    logLevel: "info",
   });
   const [n1, n2] = stack.nodes;
   await createTenant(stack, "acme");
@@ -62,8 +63,8 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
     await sleep(1500);
     await stopVswitchd(n1.sim, { kill: true });
     await sleep(300);
-    const backAt = Date.now();
     await startVswitchd(n1.sim, { flowRestoreWait });
+    const backAt = Date.now();
     const replies = await ping.done;
     const tcp = await stream;
     assert.ok(tcp.ok, `the TCP stream survived the restart: ${JSON.stringify(tcp)}`);
@@ -100,6 +101,30 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
     assert.equal((await c.del()).code, 0, "DEL c");
     assert.deepEqual(await flows(n1), healthy, "c's flows went with it");
   });
+
+  await t.step(
+    "agent started while ovs-vswitchd waits for its flows (flow-restore-wait)",
+    async () => {
+      await n1.stopAgent();
+      await stopVswitchd(n1.sim);
+      const backAt = await startVswitchd(n1.sim, { flowRestoreWait: true });
+      assert.equal(await flowRestoreWait(n1), "true", "set as a restart script sets it");
+      const started = performance.now();
+      await n1.startAgent();
+      assert.equal(await flowRestoreWait(n1), "", "the agent cleared it");
+      assert.deepEqual(await flows(n1), healthy, "the full flow set is in, nothing else");
+      const log = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
+      const lines = log.split("\n");
+      const replaced = lines.findLastIndex((l) => l.includes('"flows replaced"'));
+      const cleared = lines.findLastIndex((l) => l.includes("flow-restore-wait cleared"));
+      assert.ok(replaced >= 0 && cleared > replaced, "cleared only after the full flow set was in");
+      assert.ok(await pings(a, ips.b), "a reaches b");
+      figures.push(
+        `agent start on a waiting switch: ready ${Math.round(performance.now() - started)} ms` +
+          ` (switch up ${Math.round(performance.now() - backAt)} ms before traffic)`,
+      );
+    },
+  );
 
   await t.step(
     "br-int deleted by hand: the agent makes it again, with its ports and flows",
