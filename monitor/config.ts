@@ -19,7 +19,7 @@ export const MonitorConfigSchema = z.strictObject({
   /** How often every port is checked against the pods that exist (and once at start). */
   reclaimIntervalSeconds: z.int().min(1).default(60),
   /** Ports younger than this are never reclaimed: their pod may not have reached the watch yet. */
-  reclaimGraceSeconds: z.int().min(0).default(60),
+  reclaimGraceSeconds: z.int().min(0).default(30),
   /** How long the port of a stable StatefulSet pod outlives the pod's name (scale-down). */
   stableRetentionSeconds: z.int().min(0).default(3600),
   /** How often Network and IPGroup resources are reconciled again (usage, refused changes). */

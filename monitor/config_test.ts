@@ -13,7 +13,7 @@ Deno.test("monitor config: environment and flags fill the file's gaps, defaults 
   );
   assert.equal(config.kubernetes.kubeconfig, "/etc/kube/monitor.conf");
   assert.equal(config.manager.url, "http://manager:9527");
-  assert.equal(config.reclaimGraceSeconds, 60);
+  assert.equal(config.reclaimGraceSeconds, 30);
   assert.deepEqual(config.publicNamespaces, ["knitter-system"]);
 });
 

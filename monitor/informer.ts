@@ -8,7 +8,8 @@
  *   live watch shows a sign of life (an event, a bookmark, its clean end) at least that often; one
  *   that shows none for `deadlineMs` is dead: it is abandoned and a fresh list is made;
  * - every `probeMs` a list with limit=1 asks how many objects the server holds; when that differs
- *   from the cache twice in a row with no event heard in between, the watch is deaf: same remedy;
+ *   from the cache, it asks again 2 s later, and when it still differs with no event heard in
+ *   between, the watch is deaf: same remedy;
  * - an ERROR 410 Expired, a failed list or watch request, an abrupt end: a fresh list, after an
  *   exponential backoff for failures (200 ms to 30 s); a clean end resumes from the last version.
  *
@@ -72,6 +73,8 @@ type End =
 
 const FIRST_BACKOFF_MS = 200;
 const MAX_BACKOFF_MS = 30_000;
+/** A count that differs is checked again this soon; unchanged and nothing heard: deaf. */
+const CONFIRM_MS = 2000;
 /** A watch that ends cleanly sooner than this did not really run: the next waits a backoff. */
 const SHORT_WATCH_MS = 1000;
 
@@ -89,6 +92,7 @@ export class Informer<T extends Meta> {
   private gen = 0;
   private probeTimer?: ReturnType<typeof setInterval>;
   private probing = false;
+  private confirmTimer?: ReturnType<typeof setTimeout>;
   private suspect?: { gen: number; events: number };
   private events = 0;
   private lastAlive = Date.now();
@@ -182,6 +186,7 @@ export class Informer<T extends Meta> {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.probeTimer);
+    clearTimeout(this.confirmTimer);
     this.current?.finish({ kind: "stopped" });
     if (this.sleeping) {
       clearTimeout(this.sleeping.timer);
@@ -398,7 +403,15 @@ export class Informer<T extends Meta> {
           } s`,
         });
         this.suspect = undefined;
-      } else this.suspect = { gen: cur.gen, events: this.events };
+      } else {
+        // Confirmed (or not) soon, not a whole interval later: a live watch delivers in moments.
+        this.suspect = { gen: cur.gen, events: this.events };
+        clearTimeout(this.confirmTimer);
+        this.confirmTimer = setTimeout(
+          () => void this.probe(),
+          Math.min(CONFIRM_MS, this.settings.probeMs),
+        );
+      }
     } catch {
       // The API is not answering: the watch's own end or its deadline says what to do.
     } finally {
