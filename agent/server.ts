@@ -40,14 +40,16 @@ const Attachment = z.looseObject({ containerID: z.string().max(1024), ifname: z.
 /**
  * The shape of a CNI request as the plugin sends it (plugin/protocol.ts): every field the agent
  * reads has its type, so a malformed one is a 400 here, never a TypeError (a 500) deeper in.
- * What the fields mean is checked where they are used.
+ * What the fields mean is checked where they are used, so the lengths here only stop what no
+ * request could mean (the body is capped too): a long container ID or a long network list is for
+ * the attacher to refuse with the code that says why (4, 7), and a DEL of one still succeeds.
  */
 const CniRequestShape = z.looseObject({
   command: z.string().max(16).optional(),
-  containerId: z.string().max(1024),
+  containerId: z.string().max(4096),
   netns: z.string().max(4096),
   ifName: z.string().max(64),
-  args: z.record(z.string().max(256), z.string().max(4096)).refine(
+  args: z.record(z.string().max(256), z.string().max(65536)).refine(
     (a) => Object.keys(a).length <= 64,
     "at most 64 CNI_ARGS",
   ),
@@ -68,7 +70,7 @@ const CniRequestShape = z.looseObject({
         mac: z.string().max(64).optional(),
         defaultRoute: z.boolean().optional(),
       }),
-    ])).max(64).optional(),
+    ])).max(4096).optional(),
     runtimeConfig: z.looseObject({
       ips: z.array(z.string().max(64)).max(16).optional(),
       mac: z.string().max(64).optional(),
