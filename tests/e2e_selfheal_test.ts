@@ -107,10 +107,11 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
     async () => {
       await n1.stopAgent();
       await stopVswitchd(n1.sim);
-      const backAt = await startVswitchd(n1.sim, { flowRestoreWait: true });
+      await startVswitchd(n1.sim, { flowRestoreWait: true });
       assert.equal(await flowRestoreWait(n1), "true", "set as a restart script sets it");
       const started = performance.now();
       await n1.startAgent();
+      const ready = Math.round(performance.now() - started);
       assert.equal(await flowRestoreWait(n1), "", "the agent cleared it");
       assert.deepEqual(await flows(n1), healthy, "the full flow set is in, nothing else");
       const log = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
@@ -119,10 +120,7 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
       const cleared = lines.findLastIndex((l) => l.includes("flow-restore-wait cleared"));
       assert.ok(replaced >= 0 && cleared > replaced, "cleared only after the full flow set was in");
       assert.ok(await pings(a, ips.b), "a reaches b");
-      figures.push(
-        `agent start on a waiting switch: ready ${Math.round(performance.now() - started)} ms` +
-          ` (switch up ${Math.round(performance.now() - backAt)} ms before traffic)`,
-      );
+      figures.push(`agent started on a waiting switch: ready in ${ready} ms`);
     },
   );
 
