@@ -13,6 +13,8 @@ const OFP_VERSION_13 = 4;
 const OFPT_HELLO = 0;
 const OFPT_ECHO_REQUEST = 2;
 const OFPT_ECHO_REPLY = 3;
+/** How long the switch has to answer our HELLO before the connection is tried again. */
+const HELLO_TIMEOUT_MS = 1000;
 
 export type OfWatchEvent = { kind: "up"; first: boolean } | { kind: "down"; error: string };
 
@@ -63,26 +65,42 @@ export class OfWatch {
       }
       this.conn = conn;
       let error = "ovs-vswitchd closed the OpenFlow connection";
+      let up = false;
+      // A connection the switch never accepts (it died with ours in its backlog) never ends.
+      const unanswered = setTimeout(() => conn.close(), HELLO_TIMEOUT_MS);
       try {
         await write(conn, header(OFPT_HELLO, 8, 1));
-        this.onEvent({ kind: "up", first });
-        first = false;
-        await this.serve(conn);
+        // Up once the switch answers, not when the socket takes the connection.
+        await this.serve(conn, () => {
+          clearTimeout(unanswered);
+          up = true;
+          this.onEvent({ kind: "up", first });
+          first = false;
+        });
       } catch (err) {
         error = `the OpenFlow connection failed: ${(err as Error).message}`;
+      } finally {
+        clearTimeout(unanswered);
       }
       this.conn = null;
       try {
         conn.close();
-      } catch { /* closed by stop() */ }
-      if (!this.stopped) this.onEvent({ kind: "down", error });
+      } catch { /* closed already */ }
+      if (this.stopped) break;
+      if (up) this.onEvent({ kind: "down", error });
+      else await this.sleep(this.pollMs);
     }
   }
 
   /** Reads until the switch closes the connection; answers echo requests. */
-  private async serve(conn: Deno.UnixConn): Promise<void> {
+  private async serve(conn: Deno.UnixConn, onFirst: () => void): Promise<void> {
     let buf: Uint8Array = new Uint8Array(0);
+    let answered = false;
     for await (const chunk of conn.readable) {
+      if (!answered) {
+        answered = true;
+        onFirst();
+      }
       buf = concat(buf, chunk);
       while (buf.length >= 8) {
         const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
