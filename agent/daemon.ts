@@ -92,6 +92,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     dataplane,
     ovsdb: plugger.db,
     plug: (ports) => plugger.add(ports),
+    unplug: (names) => plugger.remove(names),
     podPorts: () =>
       [...state.attachmentsView()].flatMap((a) =>
         a.interfaces.flatMap((i) =>

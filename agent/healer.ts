@@ -27,6 +27,8 @@ export interface HealerDeps {
   ovsdb: OvsdbClient;
   /** Plugs ports into the integration bridge (ports that exist are left as they are). */
   plug(ports: OvsPortSpec[]): Promise<unknown>;
+  /** Takes ports off the integration bridge. */
+  unplug(names: string[]): Promise<unknown>;
   /** The pods' ports on the integration bridge, as the agent's state records them. */
   podPorts(): OvsPortSpec[];
   /** OVS_RUNDIR of ovs-vswitchd (the bridge's management socket); absent: the system's. */
@@ -190,11 +192,29 @@ export class Healer {
     const whole = ours.bridges.every((b) => bridges.has(b)) && ours.ports.every((p) => have.has(p));
     if (!whole) await this.d.dataplane.prepare();
     const missing = this.d.podPorts().filter((p) => !have.has(p.name));
-    if (missing.length > 0) {
-      await this.d.plug(missing);
-      this.d.log.info("pod ports plugged again", { ports: missing.length });
-    }
+    if (missing.length > 0) await this.plugAgain(missing);
     await this.d.dataplane.resync();
+  }
+
+  /**
+   * Plugs the pods' ports again, each on its own (they still share transactions): a port whose
+   * device is gone (a pod removed without DEL) is taken off again and logged, and never holds up
+   * the flows of the others.
+   */
+  private async plugAgain(ports: OvsPortSpec[]): Promise<void> {
+    const results = await Promise.allSettled(ports.map((p) => this.d.plug([p])));
+    const failed = ports.filter((_, i) => results[i].status === "rejected");
+    this.d.log.info("pod ports plugged again", { ports: ports.length - failed.length });
+    if (failed.length === 0) return;
+    this.d.log.warn("cannot plug pod ports again; left to DEL or GC", {
+      ports: failed.map((p) => p.name),
+      error: message(
+        (results.find((r) => r.status === "rejected") as PromiseRejectedResult).reason,
+      ),
+    });
+    await this.d.unplug(failed.map((p) => p.name)).catch((err) =>
+      this.d.log.warn("cannot remove the ports that failed", { error: message(err) })
+    );
   }
 
   private onOpenFlow(e: OfWatchEvent): void {

@@ -136,18 +136,32 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
   );
 
   await t.step(
-    "br-int deleted by hand: the agent makes it again, with its ports and flows",
+    "br-int deleted by hand: the agent makes it again, with its ports and flows; a pod whose netns went without DEL holds nothing up",
     async () => {
+      const gone = await makePod(n1, "gone", "acme", knitterList(["control"]));
+      await add(gone);
+      await run(["ip", "netns", "del", ipNetnsName(gone.netns)]);
       const ping = startPing(a, ips.b, 6);
       await sleep(1000);
       const deletedAt = Date.now();
       await new Ovs(n1.sim.ovs).vsctl(["del-br", "br-int"]);
       const replies = await ping.done;
-      const firstAfter = replies.find((r) => r.at > deletedAt + 100);
-      assert.ok(firstAfter, `a reply came after the bridge was deleted (${replies.length})`);
-      const ms = firstAfter.at - deletedAt;
+      const back = firstAfterGap(replies, deletedAt);
+      assert.ok(back, `traffic stopped and came back (${replies.length} replies)`);
+      const ms = back.at - deletedAt;
       assert.ok(ms <= 3000, `ping replies again ${ms} ms after the bridge was deleted`);
-      assert.deepEqual(await flows(n1), healthy, "the full flow set is back");
+      const diff = expectExit(
+        await knitctl(["flows", "diff", "--agent-socket", n1.agentSocket, "-o", "json"]),
+        0,
+        "the full flow set is back",
+      ).json();
+      assert.ok(diff.heals >= 1, `heals counted: ${diff.heals}`);
+      const log = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
+      assert.match(log, /cannot plug pod ports again/, "the pod without its veth is logged");
+      assert.equal((await gone.del()).code, 0, "DEL of the pod whose netns is gone");
+      assert.deepEqual(await flows(n1), healthy, "the full flow set is back, nothing else");
+      const ports = (await new Ovs(n1.sim.ovs).listPorts("br-int")).map((p) => p.name);
+      assert.equal(ports.filter((p) => p.startsWith("kn")).length, 1, `only a's port: ${ports}`);
       figures.push(`br-int deleted: ${ms} ms`);
     },
   );
@@ -203,6 +217,14 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
   assert.deepEqual(await flows(n2), healthyN2, "the other node was not disturbed");
   for (const pod of [a, b]) assert.equal((await pod.del()).code, 0, `DEL ${pod.name}`);
 });
+
+/** The first reply after `since` that ends a gap of more than 150 ms (traffic back). */
+function firstAfterGap(replies: { at: number }[], since: number): { at: number } | undefined {
+  for (let i = 1; i < replies.length; i++) {
+    if (replies[i].at > since && replies[i].at - replies[i - 1].at > 150) return replies[i];
+  }
+  return undefined;
+}
 
 function same(x: string[], y: string[]): boolean {
   return x.length === y.length && x.every((l, i) => l === y[i]);
