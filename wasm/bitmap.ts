@@ -4,15 +4,22 @@
  * Bit layout (shared with the stored form and with `tsBitmap`): bit i lives in byte i >> 3 at
  * bit position i & 7, least significant bit first.
  *
+ * Each operation runs where it is fastest (figures in docs/benchmarks.md): single-bit operations
+ * (test, set, clear) and the first word of a search run in JS directly on the region in WASM
+ * memory, since a call into WASM costs more than they do; longer searches, counts and the batch
+ * operations (allocate, setRange, clearMany) run in WASM, one call each.
+ *
  * @module
  */
 
 import {
   checkBytes,
   checkIndex,
+  checkIndices,
   checkRange,
   checkSearch,
   checkSize,
+  ctz32,
   lastByteMask,
 } from "./bitmap_checks.ts";
 
@@ -31,6 +38,21 @@ export interface Bitmap {
    * at start).
    */
   findFree(start: number, end: number, from: number): number;
+  /**
+   * Batch allocation: sets up to `out.length` clear bits, the ones that successive
+   * `i = findFree(start, end, cursor); set(i); cursor = i + 1` steps from `cursor = from` would
+   * pick (first [from, end) in order, then [start, from)), writes them to `out` in that order and
+   * returns how many (fewer than out.length when [start, end) became full). Same argument rules
+   * as findFree.
+   */
+  allocate(out: Uint32Array, start: number, end: number, from: number): number;
+  /** Sets every bit of [start, end); returns how many of them were clear. */
+  setRange(start: number, end: number): number;
+  /**
+   * Clears the given bits; returns how many of them were set. RangeError, with nothing cleared,
+   * when one is outside [0, size).
+   */
+  clearMany(indices: ArrayLike<number>): number;
   /** Number of set bits in [start, end) (defaults: whole bitmap). */
   count(start?: number, end?: number): number;
   /** Replace the contents from stored bytes (length ceil(size/8); shorter input = the rest is zero). */
@@ -51,6 +73,9 @@ interface Exports {
   clear(ptr: number, i: number): void;
   findFree(ptr: number, start: number, end: number, from: number): number;
   count(ptr: number, lo: number, hi: number): number;
+  allocate(ptr: number, start: number, end: number, from: number, out: number, max: number): number;
+  setRange(ptr: number, lo: number, hi: number): number;
+  clearList(ptr: number, size: number, list: number, n: number): number;
 }
 
 const wasmUrl = new URL("./build/bitmap.wasm", import.meta.url);
@@ -92,23 +117,79 @@ function readString(exports: Exports, ptr: number): string {
 
 const wasm = await instantiate();
 
+/** What the finalization registry needs to free a forgotten bitmap. */
+interface Held {
+  ptr: number;
+  ref: WeakRef<WasmBitmap>;
+}
+
 // Safety net only: a bitmap dropped without free() returns its region when collected.
-const registry = new FinalizationRegistry<number>((ptr) => wasm.release(ptr));
+const registry = new FinalizationRegistry<Held>(({ ptr, ref }) => {
+  wasm.release(ptr);
+  live.delete(ref);
+});
 
 // Growing the WASM memory replaces memory.buffer and detaches the old one, with every view on
-// it. Only allocation can grow it, so allocRegion bumps this epoch when the buffer changed and
-// each bitmap re-creates its view when its epoch is stale: one integer compare per operation
-// (cheaper than asking a view for its length, which V8 must check for detachment).
+// it. Only allocation can grow it, so allocRegion re-creates the view of every live bitmap (and of
+// the scratch region) right then: the operations themselves use their view without any check
+// beyond the freed one, as the TypeScript twin does.
 let memoryBuffer = wasm.memory.buffer;
-let memoryEpoch = 0;
+/** Every bitmap not yet freed, weakly, so that the registry's safety net still works. */
+const live = new Set<WeakRef<WasmBitmap>>();
 
 function allocRegion(bits: number): number {
   const ptr = wasm.alloc(bits) >>> 0;
   if (wasm.memory.buffer !== memoryBuffer) {
     memoryBuffer = wasm.memory.buffer;
-    memoryEpoch++;
+    for (const ref of live) {
+      const bitmap = ref.deref();
+      if (bitmap) WasmBitmap.remap(bitmap);
+      else live.delete(ref);
+    }
+    if (scratchPtr !== 0) scratchView = new Uint32Array(memoryBuffer, scratchPtr, BATCH);
   }
   return ptr;
+}
+
+/** Words findFree looks at in JS before it hands the search to WASM. */
+const JS_WORDS = 4;
+
+/** nearFree's answer when the first JS_WORDS words hold no clear bit. */
+const NOT_NEAR = -2;
+
+/**
+ * First clear bit in [lo, hi) within the JS_WORDS words from lo's; -1 when [lo, hi) has none,
+ * NOT_NEAR when those words are full but [lo, hi) goes on past them. Requires lo < hi.
+ */
+function nearFree(words: Uint32Array, lo: number, hi: number): number {
+  let w = lo >>> 5;
+  const last = (hi - 1) >>> 5;
+  const stop = w + JS_WORDS - 1;
+  let free = ~words[w] & (-1 << (lo & 31));
+  while (free === 0) {
+    if (w === last) return -1;
+    if (w === stop) return NOT_NEAR;
+    free = ~words[++w];
+  }
+  const bit = (w << 5) + ctz32(free);
+  return bit < hi ? bit : -1;
+}
+
+/** Most indexes one batch call passes through the scratch region (64 KiB of u32). */
+const BATCH = 16384;
+
+/** A region of WASM memory for the index lists of batch calls, BATCH u32 long, made on first use. */
+let scratchPtr = 0;
+let scratchView: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
+
+/** The scratch region's view (allocRegion keeps it current after any memory growth). */
+function scratch(): Uint32Array {
+  if (scratchPtr === 0) {
+    const ptr = allocRegion(BATCH * 32);
+    scratchPtr = ptr;
+    scratchView = new Uint32Array(memoryBuffer, ptr, BATCH);
+  }
+  return scratchView;
 }
 
 /** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */
@@ -117,60 +198,118 @@ export function wasmMemoryBytes(): number {
 }
 
 /**
- * A region of WASM memory. Every bit operation is a call into WASM; the u32 view (WASM memory is
- * little-endian, as the host must be: see bitmap_checks.ts) serves only to copy the stored bytes
- * in and out and to notice use after free.
+ * A region of WASM memory. Single-bit operations go through the u32 view (WASM memory is
+ * little-endian, as the host must be: see bitmap_checks.ts); scans, counts and batches are calls
+ * into WASM.
  */
 class WasmBitmap implements Bitmap {
   readonly size: number;
   /** Byte address of the region; 0 once freed (never a heap address). */
   #ptr: number;
-  #words: Uint32Array;
-  /** memoryEpoch when #words was made; -1 once freed, so #live always takes the slow path. */
-  #epoch: number;
+  /** The region's view; null once freed. */
+  #words: Uint32Array | null;
+  readonly #ref: WeakRef<WasmBitmap>;
 
   constructor(size: number) {
     this.size = size;
     this.#ptr = allocRegion(size);
     this.#words = new Uint32Array(memoryBuffer, this.#ptr, Math.ceil(size / 32));
-    this.#epoch = memoryEpoch;
-    registry.register(this, this.#ptr, this);
+    this.#ref = new WeakRef(this);
+    live.add(this.#ref);
+    registry.register(this, { ptr: this.#ptr, ref: this.#ref }, this);
   }
 
-  /** The region's current view; throws after free(). */
+  /** Re-creates the view of a live bitmap on the current memory buffer (after growth). */
+  static remap(bitmap: WasmBitmap): void {
+    if (bitmap.#ptr === 0) return;
+    bitmap.#words = new Uint32Array(memoryBuffer, bitmap.#ptr, Math.ceil(bitmap.size / 32));
+  }
+
+  /** The region's view; throws after free(). */
   #live(): Uint32Array {
-    return this.#epoch === memoryEpoch ? this.#words : this.#refresh();
-  }
-
-  #refresh(): Uint32Array {
-    if (this.#ptr === 0) throw new Error("bitmap used after free()");
-    this.#words = new Uint32Array(memoryBuffer, this.#ptr, Math.ceil(this.size / 32));
-    this.#epoch = memoryEpoch;
-    return this.#words;
+    const words = this.#words;
+    if (words === null) throw new Error("bitmap used after free()");
+    return words;
   }
 
   test(i: number): boolean {
-    this.#live();
+    const words = this.#live();
     checkIndex(i, this.size);
-    return wasm.test(this.#ptr, i) !== 0;
+    return ((words[i >>> 5] >>> (i & 31)) & 1) !== 0;
   }
 
   set(i: number): void {
-    this.#live();
+    const words = this.#live();
     checkIndex(i, this.size);
-    wasm.set(this.#ptr, i);
+    words[i >>> 5] |= 1 << (i & 31);
   }
 
   clear(i: number): void {
-    this.#live();
+    const words = this.#live();
     checkIndex(i, this.size);
-    wasm.clear(this.#ptr, i);
+    words[i >>> 5] &= ~(1 << (i & 31));
   }
 
   findFree(start: number, end: number, from: number): number {
+    const words = this.#live();
+    checkSearch(start, end, from, this.size);
+    if (from < end) {
+      // The first words from the cursor, in JS: when allocating from a moving cursor the next free
+      // bit is usually there, and looking costs less than a call into WASM.
+      const found = nearFree(words, from, end);
+      if (found >= 0) return found;
+      if (found === -1) return this.#farFree(start, from, start);
+    }
+    return this.#farFree(start, end, from);
+  }
+
+  /** findFree in WASM (a separate method keeps the JS path above small enough to inline). */
+  #farFree(start: number, end: number, from: number): number {
+    return start < end ? wasm.findFree(this.#ptr, start, end, from) : -1;
+  }
+
+  allocate(out: Uint32Array, start: number, end: number, from: number): number {
     this.#live();
     checkSearch(start, end, from, this.size);
-    return wasm.findFree(this.#ptr, start, end, from);
+    let n = 0;
+    while (n < out.length) {
+      const max = Math.min(BATCH, out.length - n);
+      const list = scratch();
+      const got = wasm.allocate(this.#ptr, start, end, from, list.byteOffset, max);
+      out.set(list.subarray(0, got), n);
+      n += got;
+      if (got < max) break;
+      // Carry on from just past the last bit taken, as the step-by-step loop would.
+      from = list[got - 1] + 1;
+    }
+    return n;
+  }
+
+  setRange(start: number, end: number): number {
+    this.#live();
+    checkRange(start, end, this.size);
+    return wasm.setRange(this.#ptr, start, end);
+  }
+
+  clearMany(indices: ArrayLike<number>): number {
+    this.#live();
+    if (indices instanceof Uint32Array && indices.length <= BATCH) {
+      // Integers by construction: WASM checks the bounds before it clears anything.
+      const list = scratch();
+      list.set(indices);
+      const cleared = wasm.clearList(this.#ptr, this.size, list.byteOffset, indices.length);
+      if (cleared < 0) checkIndices(indices, this.size);
+      return cleared;
+    }
+    checkIndices(indices, this.size);
+    let cleared = 0;
+    for (let k = 0; k < indices.length; k += BATCH) {
+      const n = Math.min(BATCH, indices.length - k);
+      const list = scratch();
+      for (let j = 0; j < n; j++) list[j] = indices[k + j];
+      cleared += wasm.clearList(this.#ptr, this.size, list.byteOffset, n);
+    }
+    return cleared;
   }
 
   count(start = 0, end = this.size): number {
@@ -180,8 +319,9 @@ class WasmBitmap implements Bitmap {
   }
 
   load(bytes: Uint8Array): void {
+    const words = this.#live();
     checkBytes(bytes, this.size);
-    const view = this.#bytes();
+    const view = new Uint8Array(words.buffer, words.byteOffset, Math.ceil(this.size / 8));
     view.set(bytes);
     view.fill(0, bytes.length);
     // Bits past size stay zero so word scans and popcounts need no extra masking.
@@ -201,9 +341,10 @@ class WasmBitmap implements Bitmap {
   free(): void {
     this.#live();
     registry.unregister(this);
+    live.delete(this.#ref);
     wasm.release(this.#ptr);
     this.#ptr = 0;
-    this.#epoch = -1;
+    this.#words = null;
   }
 }
 

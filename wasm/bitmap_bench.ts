@@ -11,5 +11,11 @@ import { tsBitmap } from "./bitmap_ts.ts";
 const forWasm = await import("./bitmap_workloads.ts?impl=wasm");
 const forTs = await import("./bitmap_workloads.ts?impl=ts");
 
-forWasm.register("wasm", wasmBitmap, false);
-forTs.register("ts", tsBitmap, true);
+const wasm = forWasm.workloads("wasm", wasmBitmap, false);
+const ts = forTs.workloads("ts", tsBitmap, true);
+// Deno runs benches in the order they are registered: group by group, WASM then TS, so each
+// implementation runs a workload after the same history (JIT state, memory growth).
+for (let k = 0; k < wasm.length; k++) {
+  Deno.bench(wasm[k]);
+  Deno.bench(ts[k]);
+}

@@ -55,3 +55,13 @@ export function checkBytes(bytes: Uint8Array, size: number): void {
 export function lastByteMask(size: number): number {
   return size % 8 === 0 ? 0xff : (1 << (size % 8)) - 1;
 }
+
+/** Throws unless every index is an integer in [0, size). */
+export function checkIndices(indices: ArrayLike<number>, size: number): void {
+  for (let k = 0; k < indices.length; k++) checkIndex(indices[k], size);
+}
+
+/** Index of the lowest set bit of a non-zero int32: isolate it, then count from the top. */
+export function ctz32(x: number): number {
+  return 31 - Math.clz32(x & -x);
+}

@@ -163,6 +163,50 @@ for (const [name, make] of impls) {
     });
   });
 
+  Deno.test(`${name}: allocate takes what step-by-step findFree + set would, wrapping`, () => {
+    for (const size of [1, 7, 63, 64, 65, 200, 1000]) {
+      withBitmap(make, size, (b) => {
+        const out = new Uint32Array(size + 5);
+        assert.equal(b.allocate(out, 0, size, 0), size, `size ${size}`);
+        assert.deepEqual([...out.subarray(0, size)], Array.from({ length: size }, (_, i) => i));
+        assert.equal(b.count(), size);
+        assert.equal(b.allocate(out, 0, size, 0), 0, "full");
+      });
+    }
+    withBitmap(make, 200, (b) => {
+      for (const i of [3, 64, 150, 151, 199]) b.set(i);
+      const out = new Uint32Array(4);
+      assert.equal(b.allocate(out, 100, 200, 197), 4);
+      assert.deepEqual([...out], [197, 198, 100, 101], "wraps to start");
+      assert.equal(b.allocate(new Uint32Array(0), 0, 200, 0), 0);
+      assert.equal(b.allocate(out, 60, 66, 66), 4);
+      assert.deepEqual([...out], [60, 61, 62, 63]);
+      assert.equal(b.allocate(out, 60, 66, 60), 1, "64 was set: only 65 is left");
+      assert.equal(out[0], 65);
+      assert.throws(() => b.allocate(out, 10, 20, 5), RangeError);
+      assert.throws(() => b.allocate(out, 0, 201, 0), RangeError);
+    });
+  });
+
+  Deno.test(`${name}: setRange and clearMany report what changed`, () => {
+    withBitmap(make, 300, (b) => {
+      for (const i of [5, 64, 130]) b.set(i);
+      assert.equal(b.setRange(0, 0), 0);
+      assert.equal(b.setRange(60, 70), 9);
+      assert.equal(b.setRange(0, 300), 300 - 12);
+      assert.equal(b.count(), 300);
+      assert.deepEqual(b.toBytes().at(-1), 0x0f, "no padding bit set");
+      assert.equal(b.clearMany([5, 5, 64, 299]), 3, "a repeated index counts once");
+      assert.equal(b.count(), 297);
+      assert.equal(b.clearMany(Uint32Array.of(5, 6)), 1);
+      assert.throws(() => b.clearMany([7, 300]), RangeError);
+      assert.equal(b.test(7), true, "nothing cleared on a bad index");
+      assert.throws(() => b.clearMany([-1]), RangeError);
+      assert.throws(() => b.setRange(5, 3), RangeError);
+      assert.throws(() => b.setRange(0, 301), RangeError);
+    });
+  });
+
   Deno.test(`${name}: use after free throws`, () => {
     const b = make(64);
     b.set(3);
@@ -174,6 +218,9 @@ for (const [name, make] of impls) {
       () => b.clear(3),
       () => b.findFree(0, 64, 0),
       () => b.count(),
+      () => b.allocate(new Uint32Array(1), 0, 64, 0),
+      () => b.setRange(0, 1),
+      () => b.clearMany([3]),
       () => b.load(new Uint8Array(0)),
       () => b.toBytes(),
       () => b.free(),
@@ -207,6 +254,17 @@ Deno.test("wasm: bitmaps survive memory growth", () => {
     first.load(pattern.map((x) => x ^ 0xff));
     assert.equal(first.test(0), true);
     for (const b of others) assert.equal(b.count(), 0);
+    // Views made before the growth (bitmaps and the batch scratch region) were re-created.
+    const out = new Uint32Array(3);
+    assert.equal(others[0].allocate(out, 0, 65536, 10), 3);
+    assert.deepEqual([...out], [10, 11, 12]);
+    assert.equal(others[0].test(11), true);
+    assert.equal(others[0].clearMany(Uint32Array.of(11, 12, 13)), 2);
+    const grownAgain = wasmMemoryBytes();
+    while (wasmMemoryBytes() === grownAgain) others.push(wasmBitmap(65536));
+    assert.equal(others[0].count(), 1);
+    assert.equal(others[0].test(10), true);
+    assert.equal(others[0].clearMany(Uint32Array.of(10)), 1);
   } finally {
     first.free();
     for (const b of others) b.free();
@@ -328,6 +386,69 @@ Deno.test("property: wasm and ts match a Set model on random op sequences", () =
     for (const size of sizes) {
       for (const fill of [0.5, 0.9, 0.99, 0.999]) {
         runSequence((seed + seq++ * 0x9e3779b9) >>> 0, size, fill, 600);
+      }
+    }
+  }
+});
+
+Deno.test("property: batch operations match step-by-step ones on both implementations", () => {
+  const seeds = [3, 4, Date.now() >>> 0];
+  for (const seed of seeds) {
+    const rand = mulberry32(seed);
+    const int = (n: number) => Math.floor(rand() * n);
+    for (const size of [1, 31, 64, 65, 129, 1000, 4099, 40000]) {
+      const fill = [0.1, 0.5, 0.9, 0.999][int(4)];
+      const initial = new Uint8Array(Math.ceil(size / 8));
+      for (let i = 0; i < size; i++) if (rand() < fill) initial[i >> 3] |= 1 << (i & 7);
+      const model = new Model(size);
+      model.load(initial);
+      const bitmaps = impls.map(([name, make]) => [name, make(size, initial)] as const);
+      try {
+        for (let step = 0; step < 60; step++) {
+          const at = `seed ${seed}, size ${size}, step ${step}`;
+          const r = rand();
+          if (r < 0.5) {
+            const [start, from, end] = [int(size + 1), int(size + 1), int(size + 1)]
+              .sort((a, b) => a - b);
+            const want = int(size + 2);
+            const expected: number[] = [];
+            let cursor = from;
+            while (expected.length < want) {
+              const i = model.findFree(start, end, cursor);
+              if (i < 0) break;
+              model.bits.add(i);
+              expected.push(i);
+              cursor = i + 1;
+            }
+            for (const [name, b] of bitmaps) {
+              const out = new Uint32Array(want);
+              const n = b.allocate(out, start, end, from);
+              assert.deepEqual([...out.subarray(0, n)], expected, `${name} allocate: ${at}`);
+            }
+          } else if (r < 0.75) {
+            const indices = Array.from({ length: int(size) + 1 }, () => int(size));
+            let expected = 0;
+            for (const i of indices) if (model.bits.delete(i)) expected++;
+            for (const [name, b] of bitmaps) {
+              assert.equal(b.clearMany(indices), expected, `${name} clearMany: ${at}`);
+            }
+          } else {
+            const [lo, hi] = [int(size + 1), int(size + 1)].sort((a, b) => a - b);
+            let expected = 0;
+            for (let i = lo; i < hi; i++) {
+              if (!model.bits.has(i)) expected++;
+              model.bits.add(i);
+            }
+            for (const [name, b] of bitmaps) {
+              assert.equal(b.setRange(lo, hi), expected, `${name} setRange: ${at}`);
+            }
+          }
+          for (const [name, b] of bitmaps) {
+            assert.deepEqual(b.toBytes(), model.toBytes(), `${name} contents: ${at}`);
+          }
+        }
+      } finally {
+        for (const [, b] of bitmaps) b.free();
       }
     }
   }

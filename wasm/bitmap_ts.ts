@@ -10,16 +10,13 @@ import type { Bitmap } from "./bitmap.ts";
 import {
   checkBytes,
   checkIndex,
+  checkIndices,
   checkRange,
   checkSearch,
   checkSize,
+  ctz32,
   lastByteMask,
 } from "./bitmap_checks.ts";
-
-/** Index of the lowest set bit of a non-zero int32: isolate it, then count from the top. */
-function ctz32(x: number): number {
-  return 31 - Math.clz32(x & -x);
-}
 
 /** Set bits of an int32 (SWAR: sum bit pairs, then nibbles, then bytes via one multiply). */
 function popcount32(x: number): number {
@@ -41,6 +38,29 @@ function findClear(words: Uint32Array, lo: number, hi: number): number {
   const bit = (w << 5) + ctz32(free);
   // Only the last word can hold a clear bit at or past hi.
   return bit < hi ? bit : -1;
+}
+
+/** Sets clear bits of [lo, hi) in ascending order into out[n..]; returns the new n. */
+function take(words: Uint32Array, lo: number, hi: number, out: Uint32Array, n: number): number {
+  if (lo >= hi) return n;
+  let w = lo >>> 5;
+  const last = (hi - 1) >>> 5;
+  let mask = -1 << (lo & 31);
+  for (; w <= last && n < out.length; w++) {
+    if (w === last) mask &= -1 >>> (31 - ((hi - 1) & 31));
+    let word = words[w];
+    let free = ~word & mask;
+    mask = -1;
+    if (free === 0) continue;
+    const base = w << 5;
+    do {
+      out[n++] = base + ctz32(free);
+      word |= free & -free;
+      free &= free - 1;
+    } while (free !== 0 && n < out.length);
+    words[w] = word;
+  }
+  return n;
 }
 
 class TsBitmap implements Bitmap {
@@ -83,6 +103,39 @@ class TsBitmap implements Bitmap {
       if (found >= 0) return found;
     }
     return start < from ? findClear(words, start, from) : -1;
+  }
+
+  allocate(out: Uint32Array, start: number, end: number, from: number): number {
+    const words = this.#live();
+    checkSearch(start, end, from, this.size);
+    return take(words, start, from, out, take(words, from, end, out, 0));
+  }
+
+  setRange(start: number, end: number): number {
+    const words = this.#live();
+    checkRange(start, end, this.size);
+    let added = 0;
+    for (let i = start; i < end; i++) {
+      const bit = 1 << (i & 31);
+      if ((words[i >>> 5] & bit) === 0) {
+        words[i >>> 5] |= bit;
+        added++;
+      }
+    }
+    return added;
+  }
+
+  clearMany(indices: ArrayLike<number>): number {
+    const words = this.#live();
+    checkIndices(indices, this.size);
+    let cleared = 0;
+    for (let k = 0; k < indices.length; k++) {
+      const i = indices[k];
+      const bit = 1 << (i & 31);
+      if ((words[i >>> 5] & bit) !== 0) cleared++;
+      words[i >>> 5] &= ~bit;
+    }
+    return cleared;
   }
 
   count(start = 0, end = this.size): number {

@@ -37,16 +37,28 @@ globalThis.addEventListener("unload", () => {
   if (sink === -1) console.log(sink);
 });
 
-/** Registers every workload for one implementation; `baseline` marks the yardstick. */
-export function register(
+/** One benchmark of one implementation. */
+export interface Workload {
+  name: string;
+  group: string;
+  baseline: boolean;
+  fn(): void;
+}
+
+/**
+ * Every workload for one implementation; `baseline` marks the yardstick. bitmap_bench.ts registers
+ * them group by group, so that both implementations run each workload after the same history.
+ */
+export function workloads(
   name: string,
   make: (size: number, bytes?: Uint8Array) => Bitmap,
   baseline: boolean,
-): void {
+): Workload[] {
+  const list: Workload[] = [];
   // One bitmap per workload, reset by load() in each iteration; never freed, as the process
   // ends with the bench.
   const all = make(SIZE);
-  Deno.bench({
+  list.push({
     name: `${name}: allocate all 65,536 bits (findFree + set from a moving cursor)`,
     group: "allocate all",
     baseline,
@@ -63,7 +75,7 @@ export function register(
   });
 
   const churn = make(SIZE);
-  Deno.bench({
+  list.push({
     name: `${name}: churn at 90% full (${CHURN_OPS} × clear + findFree + set)`,
     group: "churn at 90%",
     baseline,
@@ -82,8 +94,35 @@ export function register(
     },
   });
 
+  const batch = make(SIZE);
+  const out = new Uint32Array(SIZE);
+  list.push({
+    name: `${name}: allocate all 65,536 bits in one batch call (allocate)`,
+    group: "allocate all, batch",
+    baseline,
+    fn() {
+      batch.load(EMPTY);
+      const n = batch.allocate(out, 0, SIZE, 0);
+      sink += out[n - 1];
+    },
+  });
+
+  const churnBatch = make(SIZE);
+  list.push({
+    name: `${name}: churn at 90% full in one batch (clearMany ${CHURN_OPS} + allocate as many)`,
+    group: "churn at 90%, batch",
+    baseline,
+    fn() {
+      churnBatch.load(NINETY);
+      // Only bits that were allocated are released, so as many are allocated again.
+      const released = churnBatch.clearMany(VICTIMS);
+      const n = churnBatch.allocate(out.subarray(0, released), 0, SIZE, 0);
+      sink += n;
+    },
+  });
+
   const half = make(SIZE, HALF);
-  Deno.bench({
+  list.push({
     name: `${name}: count over 65,536 bits`,
     group: "count",
     baseline,
@@ -93,7 +132,7 @@ export function register(
   });
 
   const full = make(SIZE, FULL_BUT_HOLE);
-  Deno.bench({
+  list.push({
     name: `${name}: findFree in a full map, the only free bit just behind the cursor`,
     group: "scan a full map",
     baseline,
@@ -101,4 +140,5 @@ export function register(
       sink += full.findFree(0, SIZE, HOLE + 1);
     },
   });
+  return list;
 }

@@ -188,13 +188,7 @@ export class PoolEdit {
       const base = chunk * bits;
       const c = await this.pool.loadChunk(chunk);
       const hi = Math.min(end, base + this.pool.chunkSize(chunk)) - base;
-      let added = 0;
-      for (let bit = Math.max(start, base) - base; bit < hi; bit++) {
-        if (c.value.test(bit)) continue;
-        c.value.set(bit);
-        added++;
-      }
-      this.bump(chunk, added);
+      this.bump(chunk, c.value.setRange(Math.max(start, base) - base, hi));
       this.dirty.set(chunk, c);
     }
   }

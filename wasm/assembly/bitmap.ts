@@ -5,8 +5,9 @@
 // stored representation as is. Callers (../bitmap.ts) validate every index and range: these
 // functions trust them and never trap on bad input.
 //
-// Every operation on the bits lives here; the JS side only validates arguments and copies the
-// stored bytes in and out.
+// Scans, counts and the batch operations live here. Single-bit operations (test, set, clear) and
+// the first word of a search are done by the JS side directly on the region (../bitmap.ts): a call
+// into WASM costs more than they do. `set`, `clear` and `test` stay exported for completeness.
 //
 // This file is compiled by asc, not by Deno: no decorators (dprint cannot parse them on
 // functions), so inlining is left to binaryen's -O3.
@@ -104,4 +105,92 @@ export function count(ptr: usize, lo: u32, hi: u32): u32 {
   let n = popcnt(load<u64>(at) & head);
   for (at += 8; at < last; at += 8) n += popcnt(load<u64>(at));
   return <u32> (n + popcnt(load<u64>(last) & tail));
+}
+
+/** Mask of the bits of the word holding bit `hi - 1` that lie below `hi`. */
+function tailMask(hi: u32): u64 {
+  return <u64> -1 >>> <u64> (63 - ((hi - 1) & 63));
+}
+
+/**
+ * Sets clear bits of [lo, hi) in ascending order, writing their indexes as u32 at out[n], out[n+1],
+ * ... until `max` are written; returns the new n. Whole words at a time: every clear bit of a
+ * word is taken (up to max) with one load and one store.
+ */
+function take(ptr: usize, lo: u32, hi: u32, out: usize, n: u32, max: u32): u32 {
+  if (lo >= hi || n >= max) return n;
+  let at = wordAt(ptr, lo);
+  const last = wordAt(ptr, hi - 1);
+  let mask = <u64> -1 << <u64> (lo & 63);
+  while (at <= last) {
+    if (at == last) mask &= tailMask(hi);
+    let word = load<u64>(at);
+    let free = ~word & mask;
+    mask = <u64> -1;
+    if (free == 0) {
+      at += 8;
+      // Skip full 64-byte blocks that end before the last word (whose tail needs the mask).
+      while (at + 56 < last && full64(at)) at += 64;
+      continue;
+    }
+    const base = <u32> ((at - ptr) << 3);
+    do {
+      store<u32>(out + ((<usize> n) << 2), base + <u32> ctz(free));
+      word |= free & (~free + 1);
+      free &= free - 1;
+      n++;
+    } while (free != 0 && n < max);
+    store<u64>(at, word);
+    if (n >= max) return n;
+    at += 8;
+  }
+  return n;
+}
+
+/**
+ * Batch allocation: sets up to `max` clear bits in the order successive findFree(start, end,
+ * cursor) + set calls with cursor = last + 1 would (first [from, end), then [start, from)), writes
+ * their indexes as u32 at `out` and returns how many. Requires start <= from <= end.
+ */
+export function allocate(ptr: usize, start: u32, end: u32, from: u32, out: usize, max: u32): u32 {
+  const n = take(ptr, from, end, out, 0, max);
+  return take(ptr, start, from, out, n, max);
+}
+
+/** Sets every bit of [lo, hi) and returns how many were clear before; requires lo <= hi. */
+export function setRange(ptr: usize, lo: u32, hi: u32): u32 {
+  if (lo >= hi) return 0;
+  const before = count(ptr, lo, hi);
+  let at = wordAt(ptr, lo);
+  const last = wordAt(ptr, hi - 1);
+  const head = <u64> -1 << <u64> (lo & 63);
+  const tail = tailMask(hi);
+  if (at == last) {
+    store<u64>(at, load<u64>(at) | (head & tail));
+  } else {
+    store<u64>(at, load<u64>(at) | head);
+    at += 8;
+    if (last > at) memory.fill(at, 0xff, last - at);
+    store<u64>(last, load<u64>(last) | tail);
+  }
+  return hi - lo - before;
+}
+
+/**
+ * Clears the `n` bits whose indexes are the u32 at `list` and returns how many of them were set;
+ * returns -1 and clears nothing when one index is not below `size`.
+ */
+export function clearList(ptr: usize, size: u32, list: usize, n: u32): i32 {
+  const end = list + ((<usize> n) << 2);
+  for (let at = list; at < end; at += 4) if (load<u32>(at) >= size) return -1;
+  let cleared: u32 = 0;
+  for (let at = list; at < end; at += 4) {
+    const i = load<u32>(at);
+    const word = wordAt(ptr, i);
+    const bit = <u64> 1 << <u64> (i & 63);
+    const w = load<u64>(word);
+    cleared += <u32> ((w & bit) != 0);
+    store<u64>(word, w & ~bit);
+  }
+  return <i32> cleared;
 }
