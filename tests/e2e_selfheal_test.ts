@@ -166,6 +166,22 @@ Deno.test("e2e self-healing: Open vSwitch restarts and flows changed by hand are
     },
   );
 
+  await t.step("the tunnel port deleted by hand: the agent makes it again", async () => {
+    const ping = startPing(a, ips.b, 5);
+    await sleep(1000);
+    const deletedAt = Date.now();
+    await new Ovs(n1.sim.ovs).vsctl(["del-port", "br-int", "vxlan0"]);
+    const replies = await ping.done;
+    const back = firstAfterGap(replies, deletedAt);
+    assert.ok(back, `traffic stopped and came back (${replies.length} replies)`);
+    const ms = back.at - deletedAt;
+    assert.ok(ms <= 3000, `ping replies again ${ms} ms after the tunnel port was deleted`);
+    const ports = await new Ovs(n1.sim.ovs).listPorts("br-int");
+    assert.equal(ports.find((p) => p.name === "vxlan0")?.ofport, 100, "with its ofport");
+    assert.deepEqual(await flows(n1), healthy, "the full flow set is in");
+    figures.push(`tunnel port deleted: ${ms} ms`);
+  });
+
   await t.step("flows deleted and added by hand: knitctl shows the difference", async () => {
     const ovs = new Ovs(n1.sim.ovs);
     await ovs.ofctl(["del-flows", "br-int", "table=30"]);
