@@ -10,52 +10,7 @@
  * @module
  */
 
-import { checkShape, flowError, NETWORK_TYPES } from "./flows_ts.ts";
-
-export { compileFlowsTs, FLOW_TABLES, PRIORITY, TABLE } from "./flows_ts.ts";
-
-/** A network with ports on this node. */
-export interface FlowNetwork {
-  /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
-  id: number;
-  type: "vxlan" | "vlan" | "flat";
-  /** VNI for vxlan (1..16777215), VLAN ID for vlan (1..4094); none for flat. */
-  segmentId?: number;
-  /** Ofport on br-int of the patch port to the network's physnet bridge (vlan, flat only). */
-  physnetPort?: number;
-}
-
-/** A pod port on this node. */
-export interface FlowLocalPort {
-  /** Ofport on br-int, 1..65279. */
-  ofport: number;
-  /** Network id. */
-  network: number;
-  /** `02:ab:cd:ef:01:23` (either case; the lines have lowercase). */
-  mac: string;
-  /** IPv4 and/or IPv6 addresses, without prefix length. */
-  ips: string[];
-  /** Node-local port number 1..2^31: the cookie's low 32 bits, and reg1. */
-  cookie: number;
-}
-
-/** A port of one of the networks on another node. */
-export interface FlowRemotePort {
-  network: number;
-  mac: string;
-  ips: string[];
-  /** Tunnel endpoint of its node (IPv4). */
-  nodeIp: string;
-}
-
-/** What the compiler needs to know about the node. */
-export interface FlowInput {
-  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
-  tunnelPort: number;
-  networks: FlowNetwork[];
-  localPorts: FlowLocalPort[];
-  remotePorts: FlowRemotePort[];
-}
+import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
 
 /** Signatures of the functions wasm/assembly/flows.ts exports (pointers are byte addresses). */
 interface Exports {

@@ -6,7 +6,9 @@
  * Model: N local ports spread over 20 networks (14 vxlan, 4 vlan on one physnet, 2 flat), one
  * IPv4 each and an IPv6 on every fourth; as many remote ports on 50 other nodes.
  */
-import { compileFlows, compileFlowsTs, type FlowInput, type FlowNetwork } from "./flows.ts";
+import { compileFlows } from "./flows.ts";
+import { compileFlowsTs } from "./flows_ts.ts";
+import type { FlowInput, FlowNetwork } from "./flow_input.ts";
 import { mulberry32 } from "./mulberry32.ts";
 
 const NETWORKS = 20;

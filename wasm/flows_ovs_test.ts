@@ -9,7 +9,9 @@
  * Cleans up by pid (from the pidfiles) and by the names it created, also on failure.
  */
 import assert from "node:assert/strict";
-import { compileFlows, diffFlows, type FlowInput, parseDumpFlows, TABLE } from "./flows.ts";
+import { compileFlows, diffFlows, parseDumpFlows } from "./flows.ts";
+import type { FlowInput } from "./flow_input.ts";
+import { TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 

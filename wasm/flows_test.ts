@@ -1,16 +1,8 @@
 import assert from "node:assert/strict";
-import {
-  compileFlows,
-  compileFlowsTs,
-  diffFlows,
-  type FlowInput,
-  type FlowLocalPort,
-  type FlowNetwork,
-  type FlowRemotePort,
-  flowsMemoryBytes,
-  parseDumpFlows,
-} from "./flows.ts";
-import { PRIORITY, TABLE } from "./flows_ts.ts";
+import { compileFlows, diffFlows, flowsMemoryBytes, parseDumpFlows } from "./flows.ts";
+import { compileFlowsTs } from "./flows_ts.ts";
+import type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
+import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 

@@ -1,8 +1,8 @@
 /**
  * Address / ID bitmaps for the IPAM: `wasmBitmap` (WebAssembly, production) and `tsBitmap`
  * (plain TypeScript twin, the benchmark yardstick). The OpenFlow rule compiler of the node agent:
- * `compileFlows` (WebAssembly) and `compileFlowsTs` (its twin), with the helpers to read
- * dump-flows and to update a bridge by difference.
+ * `compileFlows` (WebAssembly) and `compileFlowsTs` (its twin), the pipeline they compile as data,
+ * and the helpers to read dump-flows and to update a bridge by difference.
  *
  * @module
  */
@@ -10,13 +10,7 @@
 export type { Bitmap } from "./bitmap.ts";
 export { wasmBitmap } from "./bitmap.ts";
 export { tsBitmap } from "./bitmap_ts.ts";
-export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flows.ts";
-export {
-  compileFlows,
-  compileFlowsTs,
-  diffFlows,
-  FLOW_TABLES,
-  parseDumpFlows,
-  PRIORITY,
-  TABLE,
-} from "./flows.ts";
+export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
+export { compileFlows, diffFlows, parseDumpFlows } from "./flows.ts";
+export { compileFlowsTs } from "./flows_ts.ts";
+export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";

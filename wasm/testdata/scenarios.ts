@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { FlowInput } from "../flows.ts";
+import type { FlowInput } from "../flow_input.ts";
 
 export const scenarios: Record<string, FlowInput> = {
   /** One vxlan network, three pods on one node, nobody elsewhere. */

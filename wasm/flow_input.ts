@@ -1,0 +1,266 @@
+/**
+ * The input model of the flow compiler and its validation, shared by both engines: the types of
+ * the model, the shape checks of single fields (types and ranges), the codes of the checks that
+ * need the whole model (which each engine makes itself, in the same order) and the wording of
+ * every error, so that both throw the same text.
+ *
+ * @module
+ */
+
+/** A network with ports on this node. */
+export interface FlowNetwork {
+  /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
+  id: number;
+  type: "vxlan" | "vlan" | "flat";
+  /** VNI for vxlan (1..16777215), VLAN ID for vlan (1..4094); none for flat. */
+  segmentId?: number;
+  /** Ofport on br-int of the patch port to the network's physnet bridge (vlan, flat only). */
+  physnetPort?: number;
+}
+
+/** A pod port on this node. */
+export interface FlowLocalPort {
+  /** Ofport on br-int, 1..65279. */
+  ofport: number;
+  /** Network id. */
+  network: number;
+  /** `02:ab:cd:ef:01:23` (either case; the lines have lowercase). */
+  mac: string;
+  /** IPv4 and/or IPv6 addresses, without prefix length. */
+  ips: string[];
+  /** Node-local port number 1..2^31: the cookie's low 32 bits, and reg1. */
+  cookie: number;
+}
+
+/** A port of one of the networks on another node. */
+export interface FlowRemotePort {
+  network: number;
+  mac: string;
+  ips: string[];
+  /** Tunnel endpoint of its node (IPv4). */
+  nodeIp: string;
+}
+
+/** What the compiler needs to know about the node. */
+export interface FlowInput {
+  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
+  tunnelPort: number;
+  networks: FlowNetwork[];
+  localPorts: FlowLocalPort[];
+  remotePorts: FlowRemotePort[];
+}
+
+/** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
+export const MAX_OFPORT = 0xfeff;
+/** Highest node-local port number (the cookie's low 32 bits). */
+export const MAX_PORT_COOKIE = 2 ** 31;
+/** Highest node-local network number (reg0 and the cookie's high 32 bits). */
+export const MAX_NETWORK_ID = 0xffff;
+
+/** Network type codes, in the encoding the WASM engine reads (assembly/input.ts). */
+export const NETWORK_TYPES = ["vxlan", "vlan", "flat"] as const;
+
+/**
+ * Error codes of the checks that need the whole model (string syntax, references, uniqueness);
+ * both engines report the same codes with the same arguments, so both throw the same text.
+ */
+export const ERR = {
+  DUP_NETWORK: 1,
+  DUP_VNI: 2,
+  DUP_SEGMENT: 3,
+  PHYSNET_IS_TUNNEL: 4,
+  UNKNOWN_NETWORK: 5,
+  OFPORT_IS_TUNNEL: 6,
+  OFPORT_IS_PHYSNET: 7,
+  DUP_OFPORT: 8,
+  DUP_COOKIE: 9,
+  BAD_MAC: 10,
+  DUP_MAC: 11,
+  BAD_IP: 12,
+  DUP_IP: 13,
+  BAD_NODE_IP: 14,
+} as const;
+
+/** Item kinds in error arguments. */
+export const KIND = { NETWORK: 0, LOCAL: 1, REMOTE: 2 } as const;
+const KIND_NAMES = ["networks", "localPorts", "remotePorts"];
+
+// ---------------------------------------------------------------------------------------------
+// Shape checks (types and ranges of single fields).
+
+function show(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null) {
+    return String(value);
+  }
+  return Array.isArray(value) ? "an array" : typeof value;
+}
+
+function fail(path: string, expected: string, value: unknown): never {
+  throw new Error(`${path}: expected ${expected}, got ${show(value)}`);
+}
+
+function int(value: unknown, min: number, max: number, path: string): void {
+  if (!Number.isInteger(value) || (value as number) < min || (value as number) > max) {
+    fail(path, `an integer in ${min}..${max}`, value);
+  }
+}
+
+function str(value: unknown, path: string): void {
+  if (typeof value !== "string") fail(path, "a string", value);
+}
+
+function strings(value: unknown, path: string): number {
+  if (!Array.isArray(value)) fail(path, "an array of strings", value);
+  for (let i = 0; i < value.length; i++) str(value[i], `${path}[${i}]`);
+  return value.length;
+}
+
+function record(value: unknown, path: string): void {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail(path, "an object", value);
+  }
+}
+
+function list(value: unknown, path: string): unknown[] {
+  if (!Array.isArray(value)) fail(path, "an array", value);
+  return value;
+}
+
+function checkNetwork(n: FlowNetwork, path: string): void {
+  record(n, path);
+  int(n.id, 1, MAX_NETWORK_ID, `${path}.id`);
+  const { type, segmentId, physnetPort } = n;
+  if (type === "vxlan") {
+    int(segmentId, 1, 0xffffff, `${path}.segmentId (VNI)`);
+    if (physnetPort !== undefined) fail(`${path}.physnetPort`, "none for vxlan", physnetPort);
+  } else if (type === "vlan" || type === "flat") {
+    if (type === "vlan") int(segmentId, 1, 4094, `${path}.segmentId (VLAN ID)`);
+    else if (segmentId !== undefined) fail(`${path}.segmentId`, "none for flat", segmentId);
+    int(physnetPort, 1, MAX_OFPORT, `${path}.physnetPort`);
+  } else {
+    fail(`${path}.type`, '"vxlan", "vlan" or "flat"', type);
+  }
+}
+
+/**
+ * Throws an Error naming the first field of the wrong type or out of range. Returns the number of
+ * u32 words of the model's encoding for the WASM compiler (see encode in flows.ts).
+ */
+export function checkShape(input: FlowInput): number {
+  record(input, "input");
+  int(input.tunnelPort, 1, MAX_OFPORT, "tunnelPort");
+  const networks = list(input.networks, "networks") as FlowNetwork[];
+  const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
+  const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
+  let words = 5 + 4 * networks.length + 5 * locals.length + 4 * remotes.length;
+  for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
+  for (let i = 0; i < locals.length; i++) {
+    const p = locals[i];
+    const path = `localPorts[${i}]`;
+    record(p, path);
+    int(p.ofport, 1, MAX_OFPORT, `${path}.ofport`);
+    int(p.network, 1, MAX_NETWORK_ID, `${path}.network`);
+    str(p.mac, `${path}.mac`);
+    words += strings(p.ips, `${path}.ips`);
+    int(p.cookie, 1, MAX_PORT_COOKIE, `${path}.cookie`);
+  }
+  for (let i = 0; i < remotes.length; i++) {
+    const p = remotes[i];
+    const path = `remotePorts[${i}]`;
+    record(p, path);
+    int(p.network, 1, MAX_NETWORK_ID, `${path}.network`);
+    str(p.mac, `${path}.mac`);
+    words += strings(p.ips, `${path}.ips`);
+    str(p.nodeIp, `${path}.nodeIp`);
+  }
+  return words;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors of the model checks.
+
+function itemName(kind: number, index: number): string {
+  return `${KIND_NAMES[kind]}[${index}]`;
+}
+
+function portOf(input: FlowInput, kind: number, index: number): FlowLocalPort | FlowRemotePort {
+  return kind === KIND.LOCAL ? input.localPorts[index] : input.remotePorts[index];
+}
+
+/**
+ * The Error for a failed model check: `code` from ERR, the item at fault (kind, index, sub-index
+ * such as the position in `ips`) and, for conflicts, the item it collides with.
+ */
+export function flowError(
+  input: FlowInput,
+  code: number,
+  kind: number,
+  index: number,
+  sub: number,
+  otherKind: number,
+  otherIndex: number,
+): Error {
+  const at = itemName(kind, index);
+  const other = itemName(otherKind, otherIndex);
+  const net = kind === KIND.NETWORK ? input.networks[index] : undefined;
+  const port = kind === KIND.NETWORK ? undefined : portOf(input, kind, index);
+  const netId = port?.network;
+  switch (code) {
+    case ERR.DUP_NETWORK:
+      return new Error(`${at}: id ${net!.id} is already used by ${other}`);
+    case ERR.DUP_VNI:
+      return new Error(`${at}: VNI ${net!.segmentId} is already used by ${other}`);
+    case ERR.DUP_SEGMENT:
+      return new Error(
+        net!.type === "vlan"
+          ? `${at}: VLAN ${net!.segmentId} on physnet port ${
+            net!.physnetPort
+          } is already used by ${other}`
+          : `${at}: the untagged traffic of physnet port ${
+            net!.physnetPort
+          } already belongs to ${other}`,
+      );
+    case ERR.PHYSNET_IS_TUNNEL:
+      return new Error(`${at}: physnetPort ${net!.physnetPort} is the tunnel port`);
+    case ERR.UNKNOWN_NETWORK:
+      return new Error(`${at}: unknown network ${netId}`);
+    case ERR.OFPORT_IS_TUNNEL:
+      return new Error(`${at}: ofport ${(port as FlowLocalPort).ofport} is the tunnel port`);
+    case ERR.OFPORT_IS_PHYSNET:
+      return new Error(
+        `${at}: ofport ${(port as FlowLocalPort).ofport} is the physnet port of ${other}`,
+      );
+    case ERR.DUP_OFPORT:
+      return new Error(
+        `${at}: ofport ${(port as FlowLocalPort).ofport} is already used by ${other}`,
+      );
+    case ERR.DUP_COOKIE:
+      return new Error(
+        `${at}: cookie ${(port as FlowLocalPort).cookie} is already used by ${other}`,
+      );
+    case ERR.BAD_MAC:
+      return new Error(
+        `${at}.mac: ${JSON.stringify(port!.mac)} is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
+      );
+    case ERR.DUP_MAC:
+      return new Error(`${at}.mac: ${port!.mac} is already used in network ${netId} by ${other}`);
+    case ERR.BAD_IP:
+      return new Error(
+        `${at}.ips[${sub}]: ${
+          JSON.stringify(port!.ips[sub])
+        } is not a unicast IPv4 or IPv6 address`,
+      );
+    case ERR.DUP_IP:
+      return new Error(
+        `${at}.ips[${sub}]: ${port!.ips[sub]} is already used in network ${netId} by ${other}`,
+      );
+    case ERR.BAD_NODE_IP:
+      return new Error(
+        `${at}.nodeIp: ${
+          JSON.stringify((port as FlowRemotePort).nodeIp)
+        } is not a unicast IPv4 address`,
+      );
+  }
+  return new Error(`flow compiler: unknown error ${code} at ${at}`);
+}

@@ -1,0 +1,103 @@
+/**
+ * The OpenFlow pipeline of br-int as data: tables, priorities, the cookie layout and the match and
+ * action texts every engine writes the same way. The one source of these facts: the TypeScript
+ * compiler (flows_ts.ts) reads this module, the AssemblyScript one (assembly/) reads constants that
+ * build.ts generates from it, and pipeline_test.ts checks ../agent/PIPELINE.md against it.
+ *
+ * @module
+ */
+
+/** Table numbers by name. */
+export const TABLE = { CLASSIFY: 0, SPOOF: 10, ARP: 20, ARP_REPLY: 21, FORWARD: 30 } as const;
+
+/** The tables of br-int, in pipeline order, with what each does and what its default flow does. */
+export const FLOW_TABLES = [
+  {
+    id: TABLE.CLASSIFY,
+    name: "CLASSIFY",
+    purpose: "ingress port → network in reg0, source port cookie in reg1 (0 from outside)",
+    default: "drop",
+  },
+  {
+    id: TABLE.SPOOF,
+    name: "SPOOF",
+    purpose: "a local port may only send from its own MAC and IPs (ARP, IPv4, IPv6, ND DAD)",
+    default: "drop",
+  },
+  {
+    id: TABLE.ARP,
+    name: "ARP",
+    purpose: "ARP requests for known IPv4s: answering MAC into xreg1, on to ARP_REPLY; vet ND",
+    default: `goto_table:${TABLE.FORWARD}`,
+  },
+  {
+    id: TABLE.ARP_REPLY,
+    name: "ARP_REPLY",
+    purpose: "one shared flow turns the request into the reply from the MAC in xreg1, in place",
+    default: "the shared reply",
+  },
+  {
+    id: TABLE.FORWARD,
+    name: "FORWARD",
+    purpose: "unicast by reg0 + dl_dst, flooding, and nothing from outside back out",
+    default: "drop",
+  },
+] as const;
+
+/** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
+export const PRIORITY = {
+  /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
+  EXCEPTION: 110,
+  /** Network-wide drops of what EXCEPTION did not allow (ND). */
+  GUARD: 105,
+  /** One port or endpoint: classification, spoof allowances, ARP replies, local unicast. */
+  SPECIFIC: 100,
+  /** Flooding of traffic from outside (tunnel, physnet) to local ports only. */
+  FLOOD_IN: 90,
+  /** Anything else from outside: dropped, so nothing goes back out. */
+  FROM_OUTSIDE: 80,
+  /** Unicast to a remote port. */
+  REMOTE: 70,
+  /** Flooding of traffic from a local port. */
+  FLOOD: 50,
+  /** Unknown unicast from a local port (vlan and flat networks: to the physnet). */
+  UNKNOWN: 10,
+  /** Table default. */
+  DEFAULT: 0,
+} as const;
+
+/**
+ * A flow's cookie is `network << COOKIE_NETWORK_SHIFT | port`: the node-local network number (0 for
+ * the pipeline's own flows) and the node-local port number (0 for a network's flows), so that the
+ * flows of one port or one network can be found by cookie mask.
+ */
+export const COOKIE_NETWORK_SHIFT = 32;
+
+/** Match texts, spelled as dump-flows prints them. */
+export const MATCH = {
+  /** Multicast and broadcast destinations (the group bit). */
+  MCAST: "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+  /** Frames without a VLAN tag. */
+  UNTAGGED: "vlan_tci=0x0000/0x1fff",
+  /** IPv6 link-local sources and ND targets. */
+  LINK_LOCAL: "fe80::/10",
+  /** The MAC an ND option carries when there is none. */
+  NO_LL: "00:00:00:00:00:00",
+} as const;
+
+/**
+ * The reply to any request an ARP flow let through, back out of the port it came in on: to the
+ * sender, from the MAC in xreg1 (its low 48 bits), with the sender and target IPs swapped through
+ * reg4. Spelled as dump-flows prints it (`xreg1` is OXM_OF_PKT_REG1, `reg4` NXM_NX_REG4).
+ */
+export const ARP_REPLY_ACTIONS = [
+  "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_OF_ETH_SRC[]",
+  "set_field:2->arp_op",
+  "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_NX_ARP_SHA[]",
+  "move:NXM_OF_ARP_TPA[]->NXM_NX_REG4[]",
+  "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]",
+  "move:NXM_NX_REG4[]->NXM_OF_ARP_SPA[]",
+  "IN_PORT",
+].join(",");

@@ -1,0 +1,58 @@
+/**
+ * agent/PIPELINE.md describes the pipeline for people; pipeline.ts is what the engines read. These
+ * tests keep the two the same: the table list (number, name, default flow), the priorities, and
+ * the table and priority of every builder.
+ */
+import assert from "node:assert/strict";
+import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+
+const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+
+/** The rows of the Markdown table whose header row starts with `first`, as trimmed cells. */
+function rows(first: string): string[][] {
+  const lines = doc.split("\n");
+  const head = lines.findIndex((l) => l.startsWith("|") && cells(l)[0] === first);
+  assert.ok(head >= 0, `PIPELINE.md has no table headed "${first}"`);
+  const out: string[][] = [];
+  for (let i = head + 2; i < lines.length && lines[i].startsWith("|"); i++) {
+    out.push(cells(lines[i]));
+  }
+  return out;
+}
+
+function cells(line: string): string[] {
+  return line.split("|").slice(1, -1).map((c) => c.trim());
+}
+
+const unquote = (s: string) => s.replace(/^`|`$/g, "");
+
+Deno.test("PIPELINE.md lists the tables of pipeline.ts, in order, with their defaults", () => {
+  const documented = rows("table").map(([id, name, , fallback]) => ({
+    id: Number(id),
+    name,
+    fallback,
+  }));
+  assert.deepEqual(
+    documented,
+    FLOW_TABLES.map((t) => ({ id: t.id, name: t.name, fallback: t.default })),
+  );
+  for (const t of FLOW_TABLES) assert.equal(TABLE[t.name], t.id);
+  assert.deepEqual(Object.keys(TABLE), FLOW_TABLES.map((t) => t.name));
+});
+
+Deno.test("PIPELINE.md lists the priorities of pipeline.ts, highest first", () => {
+  const documented = rows("priority").map(([value, name]) => [name, Number(value)]);
+  assert.deepEqual(documented, Object.entries(PRIORITY));
+});
+
+Deno.test("PIPELINE.md's builders use only the tables and priorities of pipeline.ts", () => {
+  const tables = new Set<number>(FLOW_TABLES.map((t) => t.id));
+  const priorities = new Set<number>(Object.values(PRIORITY));
+  const builders = rows("builder");
+  assert.ok(builders.length > 10);
+  for (const [builder, table, priority] of builders) {
+    if (table !== "each") assert.ok(tables.has(Number(table)), `${builder}: table ${table}`);
+    assert.ok(priorities.has(Number(priority)), `${builder}: priority ${priority}`);
+    assert.match(unquote(builder), /^[a-z][A-Za-z0-9]*$/);
+  }
+});
