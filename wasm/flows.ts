@@ -179,30 +179,3 @@ export function parseDumpFlows(text: string): string[] {
   }
   return lines.sort();
 }
-
-/** What identifies a flow in OVS: table, priority and match (a canonical line without cookie and actions). */
-function flowKey(line: string): string {
-  const at = line.indexOf(",actions=");
-  return line.slice(line.indexOf(",") + 1, at < 0 ? line.length : at);
-}
-
-/**
- * The commands for `ovs-ofctl -O OpenFlow13 --bundle add-flows <bridge> -` that turn the installed
- * canonical lines into the wanted ones: `delete_strict` for the flows no longer wanted (OVS takes
- * neither a cookie without mask nor actions there), then `add` for the new or changed lines (an
- * add replaces the flow with the same table, priority and match, so changed flows are not deleted
- * first: a delete after the add would remove the new flow). Empty when nothing changes.
- */
-export function diffFlows(installed: Iterable<string>, wanted: Iterable<string>): string[] {
-  const want = new Set(wanted);
-  const have = new Set(installed);
-  const wantedKeys = new Set<string>();
-  for (const line of want) wantedKeys.add(flowKey(line));
-  const commands: string[] = [];
-  for (const line of have) {
-    const key = flowKey(line);
-    if (!want.has(line) && !wantedKeys.has(key)) commands.push(`delete_strict ${key}`);
-  }
-  for (const line of want) if (!have.has(line)) commands.push(`add ${line}`);
-  return commands;
-}

@@ -2,7 +2,7 @@
  * Address / ID bitmaps for the IPAM: `wasmBitmap` (WebAssembly, production) and `tsBitmap`
  * (plain TypeScript twin, the benchmark yardstick). The OpenFlow rule compiler of the node agent:
  * `compileFlows` (WebAssembly) and `compileFlowsTs` (its twin), the pipeline they compile as data,
- * and the helpers to read dump-flows and to update a bridge by difference.
+ * and the reader of dump-flows that gives lines comparable with the compiled ones.
  *
  * @module
  */
@@ -11,6 +11,6 @@ export type { Bitmap } from "./bitmap.ts";
 export { wasmBitmap } from "./bitmap.ts";
 export { tsBitmap } from "./bitmap_ts.ts";
 export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
-export { compileFlows, diffFlows, parseDumpFlows } from "./flows.ts";
+export { compileFlows, parseDumpFlows } from "./flows.ts";
 export { compileFlowsTs } from "./flows_ts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
