@@ -219,13 +219,18 @@ export class Healer {
 
   private onOpenFlow(e: OfWatchEvent): void {
     if (e.kind === "down") {
-      if (!this.vswitchdDown) this.d.log.warn("ovs-vswitchd is gone", { error: e.error });
+      if (!this.vswitchdDown) {
+        this.d.log.warn("ovs-vswitchd or the bridge is gone", {
+          bridge: this.d.dataplane.bridge,
+          error: e.error,
+        });
+      }
       this.vswitchdDown = true;
       return;
     }
     const was = this.vswitchdDown;
     this.vswitchdDown = false;
-    if (!e.first || was) void this.heal("ovs-vswitchd is back (its flows are gone)");
+    if (!e.first || was) void this.heal("ovs-vswitchd answers again (its flows may be gone)");
   }
 
   private onOvsdb(e: OvsdbEvent): void {
