@@ -247,7 +247,8 @@ export class Informer<T extends Meta> {
 
   /** A fresh list, compared with the cache: handlers hear what changed while we were not looking. */
   private async relist(): Promise<void> {
-    const listed = await this.lister.list();
+    // A list that hangs (a connection dropped mid-answer) is a failed one, not a stuck monitor.
+    const listed = await within(this.lister.list(), this.settings.deadlineMs, `list ${this.what}`);
     if (this.stopped) return;
     this.lists++;
     const next = new Map<string, Map<string, T>>();
@@ -388,7 +389,7 @@ export class Informer<T extends Meta> {
     this.probing = true;
     try {
       const events = this.events;
-      const server = await this.lister.count();
+      const server = await within(this.lister.count(), this.settings.deadlineMs, "count");
       if (server === undefined || this.current !== cur) return;
       if (server === this.count) {
         this.suspect = undefined;
@@ -422,6 +423,15 @@ export class Informer<T extends Meta> {
   private alive(): void {
     this.lastAlive = Date.now();
   }
+}
+
+/** `p`, or an error once `ms` have passed without its answer. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 function sameUid(a: Meta, b: Meta): boolean {

@@ -1,7 +1,7 @@
 /**
  * The monitor's watches against the stand-in API server misbehaving as real ones do: a watch
  * dropped without a close (half-open: no byte ever again, the socket stays open), stalled, cut
- * abruptly, ended with 410 Expired, the server restarted. The client library does not report a
+ * abruptly, ended with 410 Expired, the server restarted, lists that never answer. The client library does not report a
  * half-open watch under Deno; the monitor finds each case itself (the count probe, the deadline)
  * and starts again with a fresh list, so the pods deleted and created meanwhile are seen.
  */
@@ -189,4 +189,39 @@ Deno.test("stand-in API server: a quiet watch on a server that sends no bookmark
   assert.ok(k.monitor!.watches().every((w) => !w.stale));
   const watches = k.api.requests.filter((r) => r.path === "/api/v1/pods" && /watch=/.test(r.query));
   assert.ok(watches.length >= 4, `resumed after each timeout (${watches.length} watches)`);
+});
+
+Deno.test("stand-in API server: a list that never answers is given up at the deadline and tried again; the monitor is stale meanwhile, then hears again", async () => {
+  await using cleanup = new Cleanup();
+  const k = await setup(cleanup, {
+    watchTimeoutSeconds: 2,
+    watchDeadlineSeconds: 3,
+    watchProbeSeconds: 0,
+  });
+  await podWithPort(k, "a");
+  await heard(k, "a");
+  const errors = k.monitor!.stats().watchErrors;
+
+  // The watches go deaf and every list hangs: the fresh lists that follow never come back.
+  k.api.hangLists(true);
+  k.api.dropWatches();
+  k.api.delete("pods", "acme", "a");
+  await eventually(
+    "the pods watch stale",
+    () => k.monitor!.watches().find((w) => w.what === "pods")!.stale ? true : undefined,
+    15_000,
+  );
+  await eventually(
+    "the hung list given up",
+    () => k.monitor!.stats().watchErrors > errors ? true : undefined,
+    15_000,
+  );
+  k.api.hangLists(false);
+  await released(k, "a", 30_000);
+  await podWithPort(k, "b");
+  await heard(k, "b", 30_000);
+  await eventually(
+    "no watch stale",
+    () => k.monitor!.watches().every((w) => !w.stale) ? true : undefined,
+  );
 });

@@ -109,6 +109,7 @@ export class KubeApi implements AsyncDisposable {
   private compacted = 0;
   private rv = 1000;
   private refusals = 0;
+  private listGate?: PromiseWithResolvers<void>;
   private readonly watchers = new Set<Watcher>();
   /** Watches dropped half-open: never written to again, closed only when the server stops. */
   private readonly dropped = new Set<Watcher>();
@@ -267,6 +268,19 @@ export class KubeApi implements AsyncDisposable {
     this.listen(this.port);
   }
 
+  /**
+   * While on, lists (GET of a collection, not a watch) get no answer at all, as from a server whose
+   * connection dropped mid-request; turned off, the held ones are answered.
+   */
+  hangLists(on: boolean): void {
+    if (on) {
+      this.listGate ??= Promise.withResolvers<void>();
+    } else {
+      this.listGate?.resolve();
+      this.listGate = undefined;
+    }
+  }
+
   /** The next `n` watch requests are refused with 503, as an overloaded API server does. */
   refuseWatches(n: number): void {
     this.refusals = n;
@@ -331,6 +345,7 @@ export class KubeApi implements AsyncDisposable {
           }
           return this.watch(resource, namespace, url.searchParams);
         }
+        if (this.listGate) await this.listGate.promise;
         return json(200, this.listBody(resource, namespace, url.searchParams));
       case "POST": {
         if (name !== undefined) throw new ApiStatus(405, "MethodNotAllowed", "POST to a name");
