@@ -48,6 +48,8 @@ export class Dataplane {
   /** A run that has not started yet: it will see every change made before it starts. */
   private queued: Promise<void> | null = null;
   private installed: Set<string> | null = null;
+  /** Counts the runs that changed the switch's flows (a dump taken before one is stale). */
+  private applied = 0;
   /** Called after every full replacement of the table (the whole computed set is in). */
   afterReplace: (() => Promise<void>) | null = null;
 
@@ -94,39 +96,59 @@ export class Dataplane {
   }
 
   /** The bridge's flows against the computed set, after any run in progress. */
-  diff(): Promise<FlowDiff> {
-    return this.mutex.run(async () => (await this.compare()).diff);
+  async diff(): Promise<FlowDiff> {
+    return await this.compare(false);
   }
 
   /**
    * Compares the bridge's flows with the computed set and, when they differ (flows changed, added
    * or deleted by hand), replaces the table with the computed set. Answers what differed.
    */
-  repair(): Promise<FlowDiff> {
-    return this.mutex.run(async () => {
-      const { diff, wanted } = await this.compare();
-      if (diff.missing.length === 0 && diff.extra.length === 0) return diff;
-      await this.replace(wanted);
-      return diff;
-    });
+  async repair(): Promise<FlowDiff> {
+    return await this.compare(true);
   }
 
-  private async compare(): Promise<{ diff: FlowDiff; wanted: string[] }> {
-    const wanted = compileFlows(await this.model());
-    const dump = await this.ovs.ofctl(["dump-flows", this.config.bridge]);
-    const actual = parseDumpFlows(dump);
+  /**
+   * The dump and its parsing (most of a check's time: about 1.1-1.6 s for 112k flows) run outside
+   * the mutex, so flow syncs are not held up; a sync that applied changes meanwhile makes the
+   * dump stale, and it is taken again (the last try holds the mutex throughout).
+   */
+  private async compare(repair: boolean): Promise<FlowDiff> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const applied = this.applied;
+      const actual = await this.dumpFlows();
+      const result = await this.mutex.run(async () => {
+        if (this.applied !== applied) return null;
+        return await this.compareTo(actual, repair);
+      });
+      if (result) return result;
+    }
+    return await this.mutex.run(async () => this.compareTo(await this.dumpFlows(), repair));
+  }
+
+  private async dumpFlows(): Promise<string[]> {
+    return parseDumpFlows(await this.ovs.ofctl(["dump-flows", this.config.bridge]));
+  }
+
+  /**
+   * On demand (`repair` false) the reference is the set computed now; a repair compares with what
+   * this process installed, so a model change whose sync is still queued is not counted as drift,
+   * and puts in the set computed now.
+   */
+  private async compareTo(actual: string[], repair: boolean): Promise<FlowDiff> {
+    const computed = () => this.model().then(compileFlows);
+    const wanted = repair && this.installed ? [...this.installed].sort() : await computed();
     const want = new Set(wanted);
     const have = new Set(actual);
-    return {
-      wanted,
-      diff: {
-        bridge: this.config.bridge,
-        computed: wanted.length,
-        installed: actual.length,
-        missing: wanted.filter((l) => !have.has(l)),
-        extra: actual.filter((l) => !want.has(l)),
-      },
+    const diff: FlowDiff = {
+      bridge: this.config.bridge,
+      computed: wanted.length,
+      installed: actual.length,
+      missing: wanted.filter((l) => !have.has(l)),
+      extra: actual.filter((l) => !want.has(l)),
     };
+    if (repair && diff.missing.length + diff.extra.length > 0) await this.replace(await computed());
+    return diff;
   }
 
   /** Creates what is missing of br-int, the tunnel port and the physnet bridges; touches no flow. */
@@ -180,6 +202,7 @@ export class Dataplane {
     const add = wanted.filter((l) => !this.installed!.has(l));
     const del = [...this.installed].filter((l) => !want.has(l));
     if (add.length === 0 && del.length === 0) return;
+    this.applied++;
     await this.ovs.bundle(this.config.bridge, add, del);
     this.installed = want;
     this.log.debug("flows updated", {
@@ -192,6 +215,7 @@ export class Dataplane {
   /** Makes `wanted` the whole table, atomically; then tells afterReplace. */
   private async replace(wanted: string[]): Promise<void> {
     this.installed = null;
+    this.applied++;
     await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
     this.installed = new Set(wanted);
     this.log.info("flows replaced", { flows: wanted.length });
