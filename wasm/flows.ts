@@ -12,7 +12,7 @@
 
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
 
-/** Signatures of the functions wasm/assembly/flows.ts exports (pointers are byte addresses). */
+/** Signatures of the functions wasm/assembly/flows.ts (the entry) exports (pointers are byte addresses). */
 interface Exports {
   memory: WebAssembly.Memory;
   input(bytes: number): number;

@@ -12,7 +12,7 @@ import { ARP_REPLY_ACTIONS, MATCH, PRIORITY, TABLE } from "./pipeline.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Address syntax. Each parser returns -1 (or false) for anything that is not the strict form;
-// assembly/flows.ts has the same rules line for line.
+// assembly/address.ts has the same rules line for line.
 
 function hexDigit(c: number): number {
   if (c >= 48 && c <= 57) return c - 48;
@@ -639,7 +639,7 @@ function defaults(): string[] {
 }
 
 // The builders run in the order their lines sort in (by table, then text) as far as it is known
-// without looking at the addresses, as in assembly/flows.ts.
+// without looking at the addresses, as in assembly/builders.ts.
 
 /** Every flow of one local port. */
 function localFlows(lines: string[], net: Net, p: Local): void {

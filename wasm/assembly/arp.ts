@@ -1,0 +1,93 @@
+// Builders of tables ARP and ARP_REPLY (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import {
+  ARP_REPLY_ACTIONS,
+  M_LINK_LOCAL,
+  M_NO_LL,
+  P_DEFAULT,
+  P_EXCEPTION,
+  P_GUARD,
+  P_SPECIFIC,
+  T_ARP,
+  T_ARP_REPLY,
+  T_FORWARD,
+} from "./generated/pipeline";
+import { L_COOKIE, L_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
+import { begin, end, LINE_BOUND, putDec, putHex, putMac, putNet, puts, putSlot } from "./text";
+
+function regs(n: usize, p: usize, proto: string): void {
+  puts(proto);
+  putNet(n);
+  puts(",reg1=");
+  putHex(load<u32>(p, L_COOKIE));
+}
+
+export function arpOwner(n: usize, p: usize, ip: usize): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  regs(n, p, ",arp,reg0=");
+  puts(",arp_tpa=");
+  putSlot(ip, V4_SLOT);
+  puts(",arp_op=1,actions=goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+/** A request for `ip`: the answering MAC into xreg1, then the shared reply (arpReplyShared). */
+export function arpReply(n: usize, port: u32, mac: u64, ip: usize): void {
+  begin(load<u32>(n, N_ID), port, T_ARP, P_SPECIFIC, LINE_BOUND);
+  puts(",arp,reg0=");
+  putNet(n);
+  puts(",arp_tpa=");
+  putSlot(ip, V4_SLOT);
+  puts(",arp_op=1,actions=set_field:");
+  putHex(mac);
+  puts("->xreg1,goto_table:");
+  putDec(T_ARP_REPLY);
+  end();
+}
+
+/** The reply from the MAC in xreg1, IPs swapped through reg4 (ARP_REPLY_ACTIONS of the twin). */
+export function arpReplyShared(): void {
+  begin(0, 0, T_ARP_REPLY, P_DEFAULT, LINE_BOUND);
+  puts(",arp,actions=");
+  puts(ARP_REPLY_ACTIONS);
+  end();
+}
+
+/** Neighbour solicitation carrying the port's MAC, or none (`own` false: 00:…). */
+export function ndSolicit(n: usize, p: usize, own: bool): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  regs(n, p, ",icmp6,reg0=");
+  puts(",icmp_type=135,icmp_code=0,nd_sll=");
+  if (own) putMac(p + L_MAC_TEXT);
+  else puts(M_NO_LL);
+  puts(",actions=goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+/** Neighbour advertisement of an address (`ip` 0: fe80::/10) for the port's MAC or none. */
+export function ndAdvert(n: usize, p: usize, ip: usize, own: bool): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  regs(n, p, ",icmp6,reg0=");
+  puts(",icmp_type=136,icmp_code=0,nd_target=");
+  if (ip == 0) puts(M_LINK_LOCAL);
+  else putSlot(ip, V6_SLOT);
+  puts(",nd_tll=");
+  if (own) putMac(p + L_MAC_TEXT);
+  else puts(M_NO_LL);
+  puts(",actions=goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+export function ndGuard(n: usize, type: u32): void {
+  begin(load<u32>(n, N_ID), 0, T_ARP, P_GUARD, LINE_BOUND);
+  puts(",icmp6,reg0=");
+  putNet(n);
+  puts(",icmp_type=");
+  putDec(type);
+  puts(",actions=drop");
+  end();
+}

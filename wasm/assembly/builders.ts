@@ -1,0 +1,114 @@
+// Runs the per-table builders for the whole model: the defaults, then each network's flows
+// and its ports', in the order their lines sort in (by table, then text) as far as it is known
+// without looking at the addresses, so that sorting has little left to do.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import { P_DEFAULT, T_ARP, T_CLASSIFY, T_FORWARD, T_SPOOF, VXLAN } from "./generated/pipeline";
+import { arpOwner, arpReply, arpReplyShared, ndAdvert, ndGuard, ndSolicit } from "./arp";
+import { classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
+import {
+  flood,
+  floodIn,
+  forwardLocal,
+  forwardRemote,
+  fromOutside,
+  unknownUnicast,
+} from "./forward";
+import { localAt, net, netCount, remoteAt, v4Slot, v6Slot } from "./input";
+import {
+  B_NET_ORDER,
+  buffer,
+  L_COOKIE,
+  L_MAC,
+  L_V4_COUNT,
+  L_V4_FIRST,
+  L_V6_COUNT,
+  L_V6_FIRST,
+  N_LOCAL_COUNT,
+  N_LOCAL_FIRST,
+  N_REMOTE_COUNT,
+  N_REMOTE_FIRST,
+  N_TYPE,
+  R_MAC,
+  R_V4_COUNT,
+  R_V4_FIRST,
+} from "./layout";
+import { spoofArp, spoofDad, spoofIpv4, spoofIpv6 } from "./spoof";
+import { begin, end, LINE_BOUND, putDec, puts } from "./text";
+
+function defaults(): void {
+  begin(0, 0, T_CLASSIFY, P_DEFAULT, LINE_BOUND);
+  puts(",actions=drop");
+  end();
+  begin(0, 0, T_SPOOF, P_DEFAULT, LINE_BOUND);
+  puts(",actions=drop");
+  end();
+  begin(0, 0, T_ARP, P_DEFAULT, LINE_BOUND);
+  puts(",actions=goto_table:");
+  putDec(T_FORWARD);
+  end();
+  arpReplyShared();
+  begin(0, 0, T_FORWARD, P_DEFAULT, LINE_BOUND);
+  puts(",actions=drop");
+  end();
+}
+
+function localFlows(n: usize, p: usize): void {
+  classifyLocal(n, p);
+  const cookie = load<u32>(p, L_COOKIE);
+  const v4 = load<u32>(p, L_V4_FIRST);
+  const v4End = v4 + load<u32>(p, L_V4_COUNT);
+  const v6 = load<u32>(p, L_V6_FIRST);
+  const v6End = v6 + load<u32>(p, L_V6_COUNT);
+  if (v4End > v4) spoofArp(n, p, 0);
+  for (let i = v4; i < v4End; i++) spoofArp(n, p, v4Slot(i));
+  if (v6End > v6) spoofDad(n, p);
+  for (let i = v4; i < v4End; i++) spoofIpv4(n, p, v4Slot(i));
+  // One past the IPv6 addresses stands for link-local (fe80::/10).
+  if (v6End > v6) { for (let i = v6; i <= v6End; i++) spoofIpv6(n, p, i < v6End ? v6Slot(i) : 0); }
+  for (let i = v4; i < v4End; i++) arpReply(n, cookie, load<u64>(p, L_MAC), v4Slot(i));
+  for (let i = v4; i < v4End; i++) arpOwner(n, p, v4Slot(i));
+  if (v6End > v6) {
+    ndSolicit(n, p, false);
+    ndSolicit(n, p, true);
+    for (let i = v6; i <= v6End; i++) {
+      const ip = i < v6End ? v6Slot(i) : 0;
+      ndAdvert(n, p, ip, false);
+      ndAdvert(n, p, ip, true);
+    }
+  }
+  forwardLocal(n, p);
+}
+
+function networkFlows(n: usize): void {
+  const vxlan = load<u32>(n, N_TYPE) == VXLAN;
+  if (vxlan) classifyTunnel(n);
+  else classifyPhysnet(n);
+  const rFirst = load<u32>(n, N_REMOTE_FIRST);
+  const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
+  for (let i = rFirst; i < rLast; i++) {
+    const r = remoteAt(i);
+    const v4 = load<u32>(r, R_V4_FIRST);
+    const v4End = v4 + load<u32>(r, R_V4_COUNT);
+    const mac = load<u64>(r, R_MAC);
+    for (let k = v4; k < v4End; k++) arpReply(n, 0, mac, v4Slot(k));
+  }
+  ndGuard(n, 135);
+  ndGuard(n, 136);
+  if (!vxlan) unknownUnicast(n);
+  flood(n);
+  for (let i = rFirst; i < rLast; i++) forwardRemote(n, remoteAt(i));
+  fromOutside(n);
+  floodIn(n);
+  const lFirst = load<u32>(n, N_LOCAL_FIRST);
+  const lLast = lFirst + load<u32>(n, N_LOCAL_COUNT);
+  for (let i = lFirst; i < lLast; i++) localFlows(n, localAt(i));
+}
+
+/** Renders every line of the decoded model into the text area, one record each. */
+export function buildAll(): void {
+  defaults();
+  for (let i: u32 = 0; i < netCount; i++) {
+    networkFlows(net(<u32> load<u64>(buffer(B_NET_ORDER) + (<usize> i << 3))));
+  }
+}

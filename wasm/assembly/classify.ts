@@ -1,0 +1,56 @@
+// Builders of table CLASSIFY (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import { M_UNTAGGED, P_SPECIFIC, T_CLASSIFY, T_FORWARD, T_SPOOF, VLAN } from "./generated/pipeline";
+import { tunnelPort } from "./input";
+import { L_COOKIE, L_OFPORT, N_ID, N_PHYSNET, N_SEGMENT, N_TYPE } from "./layout";
+import { begin, end, LINE_BOUND, putc, putDec, putHex, putNet, puts } from "./text";
+
+export function classifyLocal(n: usize, p: usize): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  puts(",in_port=");
+  putDec(load<u32>(p, L_OFPORT));
+  putc(44);
+  puts(M_UNTAGGED);
+  puts(",actions=set_field:");
+  putNet(n);
+  puts("->reg0,set_field:");
+  putHex(load<u32>(p, L_COOKIE));
+  puts("->reg1,goto_table:");
+  putDec(T_SPOOF);
+  end();
+}
+
+export function classifyTunnel(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  puts(",tun_id=");
+  putHex(load<u32>(n, N_SEGMENT));
+  puts(",in_port=");
+  putDec(tunnelPort);
+  putc(44);
+  puts(M_UNTAGGED);
+  puts(",actions=set_field:");
+  putNet(n);
+  puts("->reg0,goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+export function classifyPhysnet(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  puts(",in_port=");
+  putDec(load<u32>(n, N_PHYSNET));
+  if (load<u32>(n, N_TYPE) == VLAN) {
+    puts(",dl_vlan=");
+    putDec(load<u32>(n, N_SEGMENT));
+    puts(",actions=pop_vlan,set_field:");
+  } else {
+    putc(44);
+    puts(M_UNTAGGED);
+    puts(",actions=set_field:");
+  }
+  putNet(n);
+  puts("->reg0,goto_table:");
+  putDec(T_FORWARD);
+  end();
+}

@@ -1,0 +1,165 @@
+// Builders of table FORWARD (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import {
+  M_MCAST,
+  P_FLOOD,
+  P_FLOOD_IN,
+  P_FROM_OUTSIDE,
+  P_REMOTE,
+  P_SPECIFIC,
+  P_UNKNOWN,
+  T_FORWARD,
+  VLAN,
+  VXLAN,
+} from "./generated/pipeline";
+import { localAt, tunnelPort } from "./input";
+import {
+  B_NODES,
+  buffer,
+  L_COOKIE,
+  L_MAC_TEXT,
+  L_OFPORT,
+  N_ID,
+  N_LOCAL_COUNT,
+  N_LOCAL_FIRST,
+  N_NODE_COUNT,
+  N_NODE_FIRST,
+  N_PHYSNET,
+  N_SEGMENT,
+  N_TYPE,
+  R_MAC_TEXT,
+  R_NODE_TEXT,
+  V4_SLOT,
+} from "./layout";
+import {
+  actionsEnd,
+  begin,
+  end,
+  LINE_BOUND,
+  putc,
+  putDec,
+  putHex,
+  putIpv4,
+  putMac,
+  putNet,
+  puts,
+  putSlot,
+  wp,
+} from "./text";
+
+export function forwardLocal(n: usize, p: usize): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_FORWARD, P_SPECIFIC, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",dl_dst=");
+  putMac(p + L_MAC_TEXT);
+  puts(",actions=output:");
+  putDec(load<u32>(p, L_OFPORT));
+  end();
+}
+
+/** `output:P,` for every local port of the network, by ofport. */
+function localOutputs(n: usize): void {
+  const first = load<u32>(n, N_LOCAL_FIRST);
+  const last = first + load<u32>(n, N_LOCAL_COUNT);
+  for (let i = first; i < last; i++) {
+    puts("output:");
+    putDec(load<u32>(localAt(i), L_OFPORT));
+    putc(44);
+  }
+}
+
+function toPhysnet(n: usize): void {
+  if (load<u32>(n, N_TYPE) == VLAN) {
+    puts("push_vlan:0x8100,set_field:");
+    putDec(4096 + load<u32>(n, N_SEGMENT));
+    puts("->vlan_vid,");
+  }
+  puts("output:");
+  putDec(load<u32>(n, N_PHYSNET));
+}
+
+function floodBound(n: usize): usize {
+  return LINE_BOUND + <usize> load<u32>(n, N_LOCAL_COUNT) * 16 +
+    <usize> load<u32>(n, N_NODE_COUNT) * 64;
+}
+
+export function floodIn(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FLOOD_IN, floodBound(n));
+  puts(",reg0=");
+  putNet(n);
+  puts(",reg1=0,");
+  puts(M_MCAST);
+  puts(",actions=");
+  const start = wp;
+  localOutputs(n);
+  actionsEnd(start);
+  end();
+}
+
+export function fromOutside(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FROM_OUTSIDE, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",reg1=0,actions=drop");
+  end();
+}
+
+export function forwardRemote(n: usize, r: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_REMOTE, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",dl_dst=");
+  putMac(r + R_MAC_TEXT);
+  puts(",actions=");
+  if (load<u32>(n, N_TYPE) == VXLAN) {
+    puts("set_field:");
+    putHex(load<u32>(n, N_SEGMENT));
+    puts("->tun_id,set_field:");
+    putSlot(r + R_NODE_TEXT, V4_SLOT);
+    puts("->tun_dst,output:");
+    putDec(tunnelPort);
+  } else {
+    toPhysnet(n);
+  }
+  end();
+}
+
+export function flood(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FLOOD, floodBound(n));
+  puts(",reg0=");
+  putNet(n);
+  putc(44);
+  puts(M_MCAST);
+  puts(",actions=");
+  const start = wp;
+  localOutputs(n);
+  if (load<u32>(n, N_TYPE) != VXLAN) {
+    toPhysnet(n);
+  } else if (load<u32>(n, N_NODE_COUNT) > 0) {
+    puts("set_field:");
+    putHex(load<u32>(n, N_SEGMENT));
+    puts("->tun_id");
+    const nodes = buffer(B_NODES);
+    const first = load<u32>(n, N_NODE_FIRST);
+    const last = first + load<u32>(n, N_NODE_COUNT);
+    for (let i = first; i < last; i++) {
+      puts(",set_field:");
+      putIpv4(<u32> load<u64>(nodes + (<usize> i << 3)));
+      puts("->tun_dst,output:");
+      putDec(tunnelPort);
+    }
+  }
+  actionsEnd(start);
+  end();
+}
+
+export function unknownUnicast(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_UNKNOWN, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",actions=");
+  toPhysnet(n);
+  end();
+}

@@ -1,0 +1,491 @@
+// Input decoding: the words and strings ../flows.ts writes, parsed and checked in the order of
+// model() in ../flows_ts.ts (address syntax, references, uniqueness in one open-addressing hash
+// table), into the model's records, grouped by network.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import {
+  E_BAD_IP,
+  E_BAD_MAC,
+  E_BAD_NODE_IP,
+  E_DUP_COOKIE,
+  E_DUP_IP,
+  E_DUP_MAC,
+  E_DUP_NETWORK,
+  E_DUP_OFPORT,
+  E_DUP_SEGMENT,
+  E_DUP_VNI,
+  E_OFPORT_IS_PHYSNET,
+  E_OFPORT_IS_TUNNEL,
+  E_PHYSNET_IS_TUNNEL,
+  E_UNKNOWN_NETWORK,
+  K_LOCAL,
+  K_NETWORK,
+  K_REMOTE,
+  VXLAN,
+} from "./generated/pipeline";
+import { parseIpv4, parseIpv6, parseMac, unicastIpv4, unicastIpv6, wordAt } from "./address";
+import {
+  B_HASH,
+  B_INPUT,
+  B_LOCAL_ORDER,
+  B_LOCALS,
+  B_NET_ORDER,
+  B_NETS,
+  B_NODES,
+  B_REMOTE_ORDER,
+  B_REMOTES,
+  B_SORT_TMP,
+  B_V4,
+  B_V6,
+  buffer,
+  L_COOKIE,
+  L_MAC,
+  L_MAC_TEXT,
+  L_NET,
+  L_OFPORT,
+  L_V4_COUNT,
+  L_V4_FIRST,
+  L_V6_COUNT,
+  L_V6_FIRST,
+  LOCAL_SIZE,
+  N_ID,
+  N_LOCAL_FIRST,
+  N_NODE_FIRST,
+  N_PHYSNET,
+  N_REMOTE_FIRST,
+  N_SEGMENT,
+  N_TYPE,
+  NET_SIZE,
+  R_MAC,
+  R_MAC_TEXT,
+  R_NET,
+  R_NODE,
+  R_NODE_TEXT,
+  R_V4_COUNT,
+  R_V4_FIRST,
+  REMOTE_REF,
+  REMOTE_SIZE,
+  reserve,
+  V4_SLOT,
+  V6_SLOT,
+} from "./layout";
+import { macText, putIpv4, putIpv6, textInit, toSlot, wp } from "./text";
+
+let rd: usize = 0; // next word
+let blob: usize = 0; // next string byte
+
+function word(): u32 {
+  const v = load<u32>(rd);
+  rd += 4;
+  return v;
+}
+
+/** Returns the input area for `bytes` bytes of words and strings (called by ../flows.ts). */
+export function input(bytes: u32): usize {
+  return reserve(B_INPUT, <usize> bytes);
+}
+
+const ERROR_ARGS = memory.data(5 * 4);
+
+function fail(code: i32, kind: u32, index: u32, sub: u32, otherKind: u32, other: u32): i32 {
+  store<u32>(ERROR_ARGS, kind);
+  store<u32>(ERROR_ARGS, index, 4);
+  store<u32>(ERROR_ARGS, sub, 8);
+  store<u32>(ERROR_ARGS, otherKind, 12);
+  store<u32>(ERROR_ARGS, other, 16);
+  return code;
+}
+
+/** Argument i (0..4) of the last error: kind, index, sub-index, other kind, other index. */
+export function errorArg(i: i32): u32 {
+  return load<u32>(ERROR_ARGS + (<usize> i << 2));
+}
+
+function refKind(ref: u32): u32 {
+  return ref >= REMOTE_REF ? K_REMOTE : K_LOCAL;
+}
+
+function refIndex(ref: u32): u32 {
+  return ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
+}
+
+const H_NET_ID: u64 = 1;
+const H_VNI: u64 = 2;
+const H_SEGMENT: u64 = 3;
+const H_PHYSNET: u64 = 4;
+const H_OFPORT: u64 = 5;
+const H_COOKIE: u64 = 6;
+const H_MAC: u64 = 7;
+const H_IP4: u64 = 8;
+const H_IP6: u64 = 9;
+const NONE: u32 = 0xffffffff;
+let hashBase: usize = 0;
+let hashMask: u32 = 0;
+
+function hashInit(entries: u32): void {
+  let cap: u32 = 64;
+  // Load ≤ 2/3 (entries is an upper bound); a smaller table means fewer cache misses.
+  while (cap < entries + (entries >>> 1)) cap <<= 1;
+  hashBase = reserve(B_HASH, <usize> cap << 5);
+  memory.fill(hashBase, 0, <usize> cap << 5);
+  hashMask = cap - 1;
+}
+
+function key0(tag: u64, net: u32): u64 {
+  return (tag << 32) | <u64> net;
+}
+
+/** The owner of key (k0, k1, k2); when there is none, makes it `owner` and returns NONE. */
+function claim(k0: u64, k1: u64, k2: u64, owner: u32): u32 {
+  let h = (k0 ^ (k1 * 0x9e3779b97f4a7c15) ^ (k2 * 0xc2b2ae3d27d4eb4f)) * 0xff51afd7ed558ccd;
+  h ^= h >>> 29;
+  let i = <u32> h & hashMask;
+  while (true) {
+    const slot = hashBase + (<usize> i << 5);
+    const s0 = load<u64>(slot);
+    if (s0 == 0) {
+      store<u64>(slot, k0);
+      store<u64>(slot, k1, 8);
+      store<u64>(slot, k2, 16);
+      store<u32>(slot, owner, 24);
+      return NONE;
+    }
+    if (s0 == k0 && load<u64>(slot, 8) == k1 && load<u64>(slot, 16) == k2) {
+      return load<u32>(slot, 24);
+    }
+    i = (i + 1) & hashMask;
+  }
+}
+
+/** The owner of a key, or NONE (nothing inserted). */
+function owner(k0: u64, k1: u64): u32 {
+  let h = (k0 ^ (k1 * 0x9e3779b97f4a7c15)) * 0xff51afd7ed558ccd;
+  h ^= h >>> 29;
+  let i = <u32> h & hashMask;
+  while (true) {
+    const slot = hashBase + (<usize> i << 5);
+    const s0 = load<u64>(slot);
+    if (s0 == 0) return NONE;
+    if (s0 == k0 && load<u64>(slot, 8) == k1 && load<u64>(slot, 16) == 0) {
+      return load<u32>(slot, 24);
+    }
+    i = (i + 1) & hashMask;
+  }
+}
+
+export let tunnelPort: u32 = 0;
+export let netCount: u32 = 0;
+let nets: usize = 0;
+let locals: usize = 0;
+let remotes: usize = 0;
+let v4Texts: usize = 0;
+let v6Texts: usize = 0;
+
+export function net(i: u32): usize {
+  return nets + <usize> i * NET_SIZE;
+}
+
+function local(i: u32): usize {
+  return locals + <usize> i * LOCAL_SIZE;
+}
+
+function remote(i: u32): usize {
+  return remotes + <usize> i * REMOTE_SIZE;
+}
+
+export function localAt(order: u32): usize {
+  return local(<u32> load<u64>(buffer(B_LOCAL_ORDER) + (<usize> order << 3)));
+}
+
+export function remoteAt(order: u32): usize {
+  return remote(<u32> load<u64>(buffer(B_REMOTE_ORDER) + (<usize> order << 3)));
+}
+
+export function v4Slot(i: u32): usize {
+  return v4Texts + <usize> i * V4_SLOT;
+}
+
+export function v6Slot(i: u32): usize {
+  return v6Texts + <usize> i * V6_SLOT;
+}
+
+let ipCount: u32 = 0;
+let v4Count: u32 = 0;
+let v6Count: u32 = 0;
+
+/**
+ * Parses the `count` addresses of port `ref` (kind, index) from the blob, claims them in network
+ * `ni` and appends new ones to the pools; remote ports keep no IPv6 (`keepV6` false).
+ */
+function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6: bool): i32 {
+  for (let k: u32 = 0; k < count; k++) {
+    const len = word();
+    const p = blob;
+    blob += len;
+    let colon = false;
+    for (let i: u32 = 0; i < len; i++) {
+      if (load<u8>(p + i) == 58) {
+        colon = true;
+        break;
+      }
+    }
+    if (colon) {
+      if (!parseIpv6(p, len) || !unicastIpv6()) return fail(E_BAD_IP, kind, index, k, 0, 0);
+      const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
+        <u64> wordAt(3);
+      const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
+        <u64> wordAt(7);
+      const other = claim(key0(H_IP6, ni), hi, lo, ref);
+      if (other == ref) continue;
+      if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
+      if (!keepV6) continue;
+      const start = wp;
+      putIpv6();
+      toSlot(v6Slot(v6Count++), start);
+    } else {
+      const v = parseIpv4(p, len);
+      if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_IP, kind, index, k, 0, 0);
+      const other = claim(key0(H_IP4, ni), <u64> v, 0, ref);
+      if (other == ref) continue;
+      if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
+      const start = wp;
+      putIpv4(<u32> v);
+      toSlot(v4Slot(v4Count++), start);
+    }
+  }
+  return 0;
+}
+
+/**
+ * MAC of port `ref` from the blob, claimed in network `ni`, stored as text at `text` and as a
+ * number at `bits`.
+ */
+function claimMac(kind: u32, index: u32, ref: u32, ni: u32, text: usize, bits: usize): i32 {
+  const len = word();
+  const mac = parseMac(blob, len);
+  blob += len;
+  if (mac < 0) return fail(E_BAD_MAC, kind, index, 0, 0, 0);
+  const other = claim(key0(H_MAC, ni), <u64> mac, 0, ref);
+  if (other != NONE) return fail(E_DUP_MAC, kind, index, 0, refKind(other), refIndex(other));
+  macText(text, <u64> mac);
+  store<u64>(bits, <u64> mac);
+  return 0;
+}
+
+/** Index of the network with `id`, or NONE. */
+function findNet(id: u32): u32 {
+  return owner(key0(H_NET_ID, 0), <u64> id);
+}
+
+function parseNetworks(): i32 {
+  for (let i: u32 = 0; i < netCount; i++) {
+    const n = net(i);
+    const id = word();
+    const type = word();
+    const segment = word();
+    const physnet = word();
+    memory.fill(n, 0, NET_SIZE);
+    store<u32>(n, id, N_ID);
+    store<u32>(n, type, N_TYPE);
+    store<u32>(n, segment, N_SEGMENT);
+    store<u32>(n, physnet, N_PHYSNET);
+    let other = claim(key0(H_NET_ID, 0), <u64> id, 0, i);
+    if (other != NONE) return fail(E_DUP_NETWORK, K_NETWORK, i, 0, K_NETWORK, other);
+    if (type == VXLAN) {
+      other = claim(key0(H_VNI, 0), <u64> segment, 0, i);
+      if (other != NONE) return fail(E_DUP_VNI, K_NETWORK, i, 0, K_NETWORK, other);
+    } else {
+      if (physnet == tunnelPort) return fail(E_PHYSNET_IS_TUNNEL, K_NETWORK, i, 0, 0, 0);
+      // VLAN 0 stands for the untagged traffic of a flat network.
+      other = claim(key0(H_SEGMENT, 0), (<u64> physnet << 16) | <u64> segment, 0, i);
+      if (other != NONE) return fail(E_DUP_SEGMENT, K_NETWORK, i, 0, K_NETWORK, other);
+      claim(key0(H_PHYSNET, 0), <u64> physnet, 0, i);
+    }
+  }
+  return 0;
+}
+
+function parseLocals(count: u32): i32 {
+  for (let i: u32 = 0; i < count; i++) {
+    const p = local(i);
+    const ofport = word();
+    const netId = word();
+    const cookie = word();
+    const ips = word();
+    const ni = findNet(netId);
+    if (ni == NONE) return fail(E_UNKNOWN_NETWORK, K_LOCAL, i, 0, 0, 0);
+    if (ofport == tunnelPort) return fail(E_OFPORT_IS_TUNNEL, K_LOCAL, i, 0, 0, 0);
+    let other = owner(key0(H_PHYSNET, 0), <u64> ofport);
+    if (other != NONE) return fail(E_OFPORT_IS_PHYSNET, K_LOCAL, i, 0, K_NETWORK, other);
+    other = claim(key0(H_OFPORT, 0), <u64> ofport, 0, i);
+    if (other != NONE) return fail(E_DUP_OFPORT, K_LOCAL, i, 0, K_LOCAL, other);
+    other = claim(key0(H_COOKIE, 0), <u64> cookie, 0, i);
+    if (other != NONE) return fail(E_DUP_COOKIE, K_LOCAL, i, 0, K_LOCAL, other);
+    store<u32>(p, ofport, L_OFPORT);
+    store<u32>(p, ni, L_NET);
+    store<u32>(p, cookie, L_COOKIE);
+    let rc = claimMac(K_LOCAL, i, i, ni, p + L_MAC_TEXT, p + L_MAC);
+    if (rc != 0) return rc;
+    const v4 = v4Count;
+    const v6 = v6Count;
+    rc = addresses(K_LOCAL, i, i, ni, ips, true);
+    if (rc != 0) return rc;
+    store<u32>(p, v4, L_V4_FIRST);
+    store<u32>(p, v4Count - v4, L_V4_COUNT);
+    store<u32>(p, v6, L_V6_FIRST);
+    store<u32>(p, v6Count - v6, L_V6_COUNT);
+    // Grouped by network, then by ofport (the order of flood outputs).
+    store<u64>(
+      buffer(B_LOCAL_ORDER) + (<usize> i << 3),
+      (<u64> ni << 48) | (<u64> ofport << 32) | <u64> i,
+    );
+  }
+  return 0;
+}
+
+/** Keys (network << 32 | node IP) of the tunnel endpoints of vxlan remote ports. */
+let nodeCount: u32 = 0;
+
+function parseRemotes(count: u32): i32 {
+  nodeCount = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const r = remote(i);
+    const netId = word();
+    const ips = word();
+    const ni = findNet(netId);
+    if (ni == NONE) return fail(E_UNKNOWN_NETWORK, K_REMOTE, i, 0, 0, 0);
+    const ref = REMOTE_REF + i;
+    let rc = claimMac(K_REMOTE, i, ref, ni, r + R_MAC_TEXT, r + R_MAC);
+    if (rc != 0) return rc;
+    const nodeLen = word();
+    const node = parseIpv4(blob, nodeLen);
+    blob += nodeLen;
+    if (node < 0 || !unicastIpv4(<u32> node)) return fail(E_BAD_NODE_IP, K_REMOTE, i, 0, 0, 0);
+    store<u32>(r, ni, R_NET);
+    store<u32>(r, <u32> node, R_NODE);
+    const start = wp;
+    putIpv4(<u32> node);
+    toSlot(r + R_NODE_TEXT, start);
+    const v4 = v4Count;
+    rc = addresses(K_REMOTE, i, ref, ni, ips, false);
+    if (rc != 0) return rc;
+    store<u32>(r, v4, R_V4_FIRST);
+    store<u32>(r, v4Count - v4, R_V4_COUNT);
+    store<u64>(buffer(B_REMOTE_ORDER) + (<usize> i << 3), (<u64> ni << 32) | <u64> i);
+    if (load<u32>(net(ni), N_TYPE) == VXLAN) {
+      store<u64>(buffer(B_NODES) + (<usize> (nodeCount++) << 3), (<u64> ni << 32) | <u64> node);
+    }
+  }
+  return 0;
+}
+
+/** Fills the per-network ranges of a sorted order buffer whose keys start with the network. */
+function ranges(id: i32, count: u32, shift: u64, firstField: usize): void {
+  const keys = buffer(id);
+  for (let i: u32 = 0; i < count; i++) {
+    const first = net(<u32> (load<u64>(keys + (<usize> i << 3)) >>> shift)) + firstField;
+    const seen = load<u32>(first + 4);
+    if (seen == 0) store<u32>(first, i);
+    store<u32>(first + 4, seen + 1);
+  }
+}
+
+/** Sorts `count` u64 at `a` ascending, with `tmp` as scratch of the same size. */
+function sortKeys(a: usize, tmp: usize, lo: u32, hi: u32): void {
+  if (hi - lo <= 16) {
+    for (let i = lo + 1; i < hi; i++) {
+      const v = load<u64>(a + (<usize> i << 3));
+      let j = i;
+      while (j > lo && load<u64>(a + (<usize> (j - 1) << 3)) > v) {
+        store<u64>(a + (<usize> j << 3), load<u64>(a + (<usize> (j - 1) << 3)));
+        j--;
+      }
+      store<u64>(a + (<usize> j << 3), v);
+    }
+    return;
+  }
+  const mid = lo + ((hi - lo) >>> 1);
+  sortKeys(a, tmp, lo, mid);
+  sortKeys(a, tmp, mid, hi);
+  if (load<u64>(a + (<usize> (mid - 1) << 3)) <= load<u64>(a + (<usize> mid << 3))) return;
+  memory.copy(tmp + (<usize> lo << 3), a + (<usize> lo << 3), <usize> (mid - lo) << 3);
+  let i = lo;
+  let j = mid;
+  let k = lo;
+  while (i < mid && j < hi) {
+    const x = load<u64>(tmp + (<usize> i << 3));
+    const y = load<u64>(a + (<usize> j << 3));
+    if (x <= y) {
+      store<u64>(a + (<usize> k << 3), x);
+      i++;
+    } else {
+      store<u64>(a + (<usize> k << 3), y);
+      j++;
+    }
+    k++;
+  }
+  if (i < mid) memory.copy(a + (<usize> k << 3), tmp + (<usize> i << 3), <usize> (mid - i) << 3);
+}
+
+function sortU64(id: i32, count: u32): void {
+  if (count < 2) return;
+  sortKeys(buffer(id), reserve(B_SORT_TMP, <usize> count << 3), 0, count);
+}
+
+/**
+ * Decodes and checks the model in the input area (`words` u32 words, then the strings; layout at
+ * `compile` in flows.ts) and groups it by network, networks in id order. Returns 0, or an error
+ * code (arguments: errorArg).
+ */
+export function decode(words: u32): i32 {
+  rd = buffer(B_INPUT);
+  blob = rd + (<usize> words << 2);
+  tunnelPort = word();
+  netCount = word();
+  const localCount = word();
+  const remoteCount = word();
+  ipCount = word();
+  v4Count = 0;
+  v6Count = 0;
+
+  nets = reserve(B_NETS, <usize> netCount * NET_SIZE);
+  locals = reserve(B_LOCALS, <usize> localCount * LOCAL_SIZE);
+  remotes = reserve(B_REMOTES, <usize> remoteCount * REMOTE_SIZE);
+  v4Texts = reserve(B_V4, <usize> ipCount * V4_SLOT + 64);
+  v6Texts = reserve(B_V6, <usize> ipCount * V6_SLOT + 64);
+  reserve(B_NET_ORDER, <usize> netCount << 3);
+  reserve(B_LOCAL_ORDER, <usize> localCount << 3);
+  reserve(B_REMOTE_ORDER, <usize> remoteCount << 3);
+  reserve(B_NODES, <usize> remoteCount << 3);
+  hashInit(3 * netCount + 4 * localCount + remoteCount + ipCount);
+  // Scratch text for rendering addresses while parsing; the lines come later.
+  textInit();
+
+  let rc = parseNetworks();
+  if (rc != 0) return rc;
+  rc = parseLocals(localCount);
+  if (rc != 0) return rc;
+  rc = parseRemotes(remoteCount);
+  if (rc != 0) return rc;
+
+  // Group by network; networks in id order so that the lines come out nearly sorted.
+  sortU64(B_LOCAL_ORDER, localCount);
+  ranges(B_LOCAL_ORDER, localCount, 48, N_LOCAL_FIRST);
+  sortU64(B_REMOTE_ORDER, remoteCount);
+  ranges(B_REMOTE_ORDER, remoteCount, 32, N_REMOTE_FIRST);
+  sortU64(B_NODES, nodeCount);
+  const nodes = buffer(B_NODES);
+  let distinct: u32 = 0;
+  for (let i: u32 = 0; i < nodeCount; i++) {
+    const k = load<u64>(nodes + (<usize> i << 3));
+    if (distinct > 0 && load<u64>(nodes + (<usize> (distinct - 1) << 3)) == k) continue;
+    store<u64>(nodes + (<usize> (distinct++) << 3), k);
+  }
+  ranges(B_NODES, distinct, 32, N_NODE_FIRST);
+  const order = buffer(B_NET_ORDER);
+  for (let i: u32 = 0; i < netCount; i++) {
+    store<u64>(order + (<usize> i << 3), (<u64> load<u32>(net(i), N_ID) << 32) | <u64> i);
+  }
+  sortU64(B_NET_ORDER, netCount);
+  return 0;
+}

@@ -1,0 +1,54 @@
+// Builders of table SPOOF (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import { M_LINK_LOCAL, P_SPECIFIC, T_ARP, T_SPOOF } from "./generated/pipeline";
+import { L_COOKIE, L_MAC_TEXT, L_OFPORT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
+import { begin, end, LINE_BOUND, putDec, putMac, puts, putSlot } from "./text";
+
+function spoofHead(n: usize, p: usize, proto: string): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_SPOOF, P_SPECIFIC, LINE_BOUND);
+  puts(proto);
+  putDec(load<u32>(p, L_OFPORT));
+  puts(",dl_src=");
+  putMac(p + L_MAC_TEXT);
+}
+
+export function spoofIpv4(n: usize, p: usize, ip: usize): void {
+  spoofHead(n, p, ",ip,in_port=");
+  puts(",nw_src=");
+  putSlot(ip, V4_SLOT);
+  puts(",actions=goto_table:");
+  putDec(T_ARP);
+  end();
+}
+
+/** ARP from the port's MAC and IPv4; `ip` 0 stands for 0.0.0.0 (ARP probe, RFC 5227). */
+export function spoofArp(n: usize, p: usize, ip: usize): void {
+  spoofHead(n, p, ",arp,in_port=");
+  puts(",arp_spa=");
+  if (ip == 0) puts("0.0.0.0");
+  else putSlot(ip, V4_SLOT);
+  puts(",arp_sha=");
+  putMac(p + L_MAC_TEXT);
+  puts(",actions=goto_table:");
+  putDec(T_ARP);
+  end();
+}
+
+/** IPv6 from the port's MAC and one of its addresses; `ip` 0 stands for fe80::/10. */
+export function spoofIpv6(n: usize, p: usize, ip: usize): void {
+  spoofHead(n, p, ",ipv6,in_port=");
+  puts(",ipv6_src=");
+  if (ip == 0) puts(M_LINK_LOCAL);
+  else putSlot(ip, V6_SLOT);
+  puts(",actions=goto_table:");
+  putDec(T_ARP);
+  end();
+}
+
+export function spoofDad(n: usize, p: usize): void {
+  spoofHead(n, p, ",icmp6,in_port=");
+  puts(",ipv6_src=::,icmp_type=135,icmp_code=0,actions=goto_table:");
+  putDec(T_ARP);
+  end();
+}
