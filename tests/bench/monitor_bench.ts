@@ -42,6 +42,8 @@ await Deno.writeTextFile(
     kubernetes: { kubeconfig: await api.writeKubeconfig(`${dir}/monitor.kubeconfig`, token) },
     manager: { url: stack.managerUrl, token: stack.adminToken },
     reclaimIntervalSeconds: 3600,
+    // Any free port for the probes: another monitor may hold the default one.
+    health: { hostname: "127.0.0.1", port: 0 },
     logLevel: "warn",
   }),
 );
