@@ -13,7 +13,15 @@
 import { fileURLToPath } from "node:url";
 import asc from "assemblyscript/asc";
 import { ERR, KIND, NETWORK_TYPES } from "./flow_input.ts";
-import { ARP_REPLY_ACTIONS, COOKIE_NETWORK_SHIFT, MATCH, PRIORITY, TABLE } from "./pipeline.ts";
+import {
+  ARP_REPLY_ACTIONS,
+  COOKIE_NETWORK_SHIFT,
+  FLOW_KINDS,
+  FLOW_TABLES,
+  MATCH,
+  PRIORITY,
+  TABLE,
+} from "./pipeline.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -74,14 +82,28 @@ function pipelineConstants(): string {
     "u32",
     Object.fromEntries(NETWORK_TYPES.map((t, i) => [t.toUpperCase(), i])),
   );
+  const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
+  group(
+    "Table and priority of each kind of flow, by builder (FLOW_KINDS).",
+    "F_",
+    "u32",
+    Object.fromEntries(
+      Object.entries(FLOW_KINDS).flatMap(([name, kind]) => [
+        [`${snake(name)}_TABLE`, kind.table],
+        [`${snake(name)}_PRIORITY`, kind.priority],
+      ]),
+    ),
+  );
   group("Cookie layout.", "", "u32", { COOKIE_NETWORK_SHIFT });
-  lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS).");
+  lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {
     const one = `export const ${name} = ${JSON.stringify(value)};`;
     lines.push(one.length <= 100 ? one : `export const ${name} =\n  ${JSON.stringify(value)};`);
   };
   for (const [name, value] of Object.entries(MATCH)) text(`M_${name}`, value);
+  // The actions of each table's default flow (ARP_REPLY's is the shared reply, built on its own).
+  for (const t of FLOW_TABLES) if (t.id !== TABLE.ARP_REPLY) text(`D_${t.name}`, t.default);
   text("ARP_REPLY_ACTIONS", ARP_REPLY_ACTIONS);
   return lines.join("\n") + "\n";
 }

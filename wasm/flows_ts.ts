@@ -8,7 +8,15 @@
  */
 
 import { checkShape, ERR, flowError, type FlowInput, KIND, NETWORK_TYPES } from "./flow_input.ts";
-import { ARP_REPLY_ACTIONS, MATCH, PRIORITY, TABLE } from "./pipeline.ts";
+import {
+  ARP_REPLY_ACTIONS,
+  FLOW_KINDS,
+  FLOW_TABLES,
+  type FlowKind,
+  MATCH,
+  PRIORITY,
+  TABLE,
+} from "./pipeline.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Address syntax. Each parser returns -1 (or false) for anything that is not the strict form;
@@ -390,16 +398,9 @@ function cookieHex(net: number, port: number): string {
 
 const hex = (v: number) => `0x${v.toString(16)}`;
 
-/** A canonical line; cookie = net << 32 | port, match "" for none. */
-function flow(
-  net: number,
-  port: number,
-  table: number,
-  priority: number,
-  match: string,
-  actions: string,
-): string {
-  const head = `cookie=0x${cookieHex(net, port)},table=${table},priority=${priority}`;
+/** A canonical line of `kind` (table, priority); cookie = net << 32 | port, match "" for none. */
+function flow(net: number, port: number, kind: FlowKind, match: string, actions: string): string {
+  const head = `cookie=0x${cookieHex(net, port)},table=${kind.table},priority=${kind.priority}`;
   return match === "" ? `${head},actions=${actions}` : `${head},${match},actions=${actions}`;
 }
 
@@ -412,8 +413,7 @@ function classifyLocal(net: Net, p: Local): string {
   return flow(
     net.id,
     p.cookie,
-    TABLE.CLASSIFY,
-    PRIORITY.SPECIFIC,
+    FLOW_KINDS.classifyLocal,
     `in_port=${p.ofport},${UNTAGGED}`,
     `set_field:${hex(net.id)}->reg0,set_field:${hex(p.cookie)}->reg1,${goto(TABLE.SPOOF)}`,
   );
@@ -423,8 +423,7 @@ function classifyTunnel(net: Net, tunnel: number): string {
   return flow(
     net.id,
     0,
-    TABLE.CLASSIFY,
-    PRIORITY.SPECIFIC,
+    FLOW_KINDS.classifyTunnel,
     `tun_id=${hex(net.segment)},in_port=${tunnel},${UNTAGGED}`,
     `set_field:${hex(net.id)}->reg0,${goto(TABLE.FORWARD)}`,
   );
@@ -436,59 +435,55 @@ function classifyPhysnet(net: Net): string {
     ? flow(
       net.id,
       0,
-      TABLE.CLASSIFY,
-      PRIORITY.SPECIFIC,
+      FLOW_KINDS.classifyPhysnet,
       `in_port=${net.physnet},dl_vlan=${net.segment}`,
       `pop_vlan,${load}`,
     )
     : flow(
       net.id,
       0,
-      TABLE.CLASSIFY,
-      PRIORITY.SPECIFIC,
+      FLOW_KINDS.classifyPhysnet,
       `in_port=${net.physnet},${UNTAGGED}`,
       load,
     );
 }
 
 /** A SPOOF allowance: `proto` from the port with its MAC, then `match`. */
-function spoof(net: Net, p: Local, proto: string, match: string): string {
+function spoof(kind: FlowKind, net: Net, p: Local, proto: string, match: string): string {
   return flow(
     net.id,
     p.cookie,
-    TABLE.SPOOF,
-    PRIORITY.SPECIFIC,
+    kind,
     `${proto},in_port=${p.ofport},dl_src=${p.mac},${match}`,
     goto(TABLE.ARP),
   );
 }
 
 function spoofIpv4(net: Net, p: Local, ip: string): string {
-  return spoof(net, p, "ip", `nw_src=${ip}`);
+  return spoof(FLOW_KINDS.spoofIpv4, net, p, "ip", `nw_src=${ip}`);
 }
 
 /** ARP from the port's own MAC and IPv4; 0.0.0.0 is an ARP probe (RFC 5227). */
 function spoofArp(net: Net, p: Local, ip: string): string {
-  return spoof(net, p, "arp", `arp_spa=${ip},arp_sha=${p.mac}`);
+  return spoof(FLOW_KINDS.spoofArp, net, p, "arp", `arp_spa=${ip},arp_sha=${p.mac}`);
 }
 
 /** IPv6 from the port's MAC and one of its addresses, or link-local (fe80::/10). */
 function spoofIpv6(net: Net, p: Local, ip: string): string {
-  return spoof(net, p, "ipv6", `ipv6_src=${ip}`);
+  return spoof(FLOW_KINDS.spoofIpv6, net, p, "ipv6", `ipv6_src=${ip}`);
 }
 
 /** Duplicate address detection: neighbour solicitations from ::. */
 function spoofDad(net: Net, p: Local): string {
-  return spoof(net, p, "icmp6", "ipv6_src=::,icmp_type=135,icmp_code=0");
+  return spoof(FLOW_KINDS.spoofDad, net, p, "icmp6", "ipv6_src=::,icmp_type=135,icmp_code=0");
 }
 
 /** An ARP-table flow for traffic of port p only (reg1 = its cookie). */
-function ownPort(net: Net, p: Local, proto: string, match: string): string {
+function ownPort(kind: FlowKind, net: Net, p: Local, proto: string, match: string): string {
   return flow(
     net.id,
     p.cookie,
-    TABLE.ARP,
-    PRIORITY.EXCEPTION,
+    kind,
     `${proto},reg0=${hex(net.id)},reg1=${hex(p.cookie)},${match}`,
     goto(TABLE.FORWARD),
   );
@@ -496,7 +491,7 @@ function ownPort(net: Net, p: Local, proto: string, match: string): string {
 
 /** The owner's own requests for its address (gratuitous ARP, probes) are not answered. */
 function arpOwner(net: Net, p: Local, ip: string): string {
-  return ownPort(net, p, "arp", `arp_tpa=${ip},arp_op=1`);
+  return ownPort(FLOW_KINDS.arpOwner, net, p, "arp", `arp_tpa=${ip},arp_op=1`);
 }
 
 /**
@@ -508,8 +503,7 @@ function arpReply(net: Net, port: number, macBits: number, ip: string): string {
   return flow(
     net.id,
     port,
-    TABLE.ARP,
-    PRIORITY.SPECIFIC,
+    FLOW_KINDS.arpReply,
     `arp,reg0=${hex(net.id)},arp_tpa=${ip},arp_op=1`,
     `set_field:${hex(macBits)}->xreg1,${goto(TABLE.ARP_REPLY)}`,
   );
@@ -517,17 +511,23 @@ function arpReply(net: Net, port: number, macBits: number, ip: string): string {
 
 /** The shared ARP reply; `arp` is the prerequisite of set_field on arp_op. */
 function arpReplyShared(): string {
-  return flow(0, 0, TABLE.ARP_REPLY, PRIORITY.DEFAULT, "arp", ARP_REPLY_ACTIONS);
+  return flow(0, 0, FLOW_KINDS.arpReplyShared, "arp", ARP_REPLY_ACTIONS);
 }
 
 /** Neighbour solicitation carrying the port's MAC, or none (`sll` 00:…). */
 function ndSolicit(net: Net, p: Local, sll: string): string {
-  return ownPort(net, p, "icmp6", `icmp_type=135,icmp_code=0,nd_sll=${sll}`);
+  return ownPort(FLOW_KINDS.ndSolicit, net, p, "icmp6", `icmp_type=135,icmp_code=0,nd_sll=${sll}`);
 }
 
 /** Neighbour advertisement of one of the port's addresses (or link-local) for its MAC or none. */
 function ndAdvert(net: Net, p: Local, target: string, tll: string): string {
-  return ownPort(net, p, "icmp6", `icmp_type=136,icmp_code=0,nd_target=${target},nd_tll=${tll}`);
+  return ownPort(
+    FLOW_KINDS.ndAdvert,
+    net,
+    p,
+    "icmp6",
+    `icmp_type=136,icmp_code=0,nd_target=${target},nd_tll=${tll}`,
+  );
 }
 
 /** Drops the solicitations (135) or advertisements (136) that no ndSolicit/ndAdvert allowed. */
@@ -535,8 +535,7 @@ function ndGuard(net: Net, type: number): string {
   return flow(
     net.id,
     0,
-    TABLE.ARP,
-    PRIORITY.GUARD,
+    FLOW_KINDS.ndGuard,
     `icmp6,reg0=${hex(net.id)},icmp_type=${type}`,
     "drop",
   );
@@ -546,8 +545,7 @@ function forwardLocal(net: Net, p: Local): string {
   return flow(
     net.id,
     p.cookie,
-    TABLE.FORWARD,
-    PRIORITY.SPECIFIC,
+    FLOW_KINDS.forwardLocal,
     `reg0=${hex(net.id)},dl_dst=${p.mac}`,
     `output:${p.ofport}`,
   );
@@ -577,8 +575,7 @@ function floodIn(net: Net): string {
   return flow(
     net.id,
     0,
-    TABLE.FORWARD,
-    PRIORITY.FLOOD_IN,
+    FLOW_KINDS.floodIn,
     `reg0=${hex(net.id)},reg1=0,${MCAST}`,
     actions(localOutputs(net)),
   );
@@ -589,8 +586,7 @@ function fromOutside(net: Net): string {
   return flow(
     net.id,
     0,
-    TABLE.FORWARD,
-    PRIORITY.FROM_OUTSIDE,
+    FLOW_KINDS.fromOutside,
     `reg0=${hex(net.id)},reg1=0`,
     "drop",
   );
@@ -600,7 +596,7 @@ function forwardRemote(net: Net, r: Remote, tunnel: number): string {
   const to = net.type === 0
     ? `set_field:${hex(net.segment)}->tun_id,set_field:${r.node}->tun_dst,output:${tunnel}`
     : toPhysnet(net);
-  return flow(net.id, 0, TABLE.FORWARD, PRIORITY.REMOTE, `reg0=${hex(net.id)},dl_dst=${r.mac}`, to);
+  return flow(net.id, 0, FLOW_KINDS.forwardRemote, `reg0=${hex(net.id)},dl_dst=${r.mac}`, to);
 }
 
 /** Flooding of traffic from a local port: local ports, then every remote node or the physnet. */
@@ -615,8 +611,7 @@ function flood(net: Net, tunnel: number): string {
   return flow(
     net.id,
     0,
-    TABLE.FORWARD,
-    PRIORITY.FLOOD,
+    FLOW_KINDS.flood,
     `reg0=${hex(net.id)},${MCAST}`,
     actions(out),
   );
@@ -624,18 +619,16 @@ function flood(net: Net, tunnel: number): string {
 
 /** Unknown unicast from a local port of a vlan or flat network: to the physnet. */
 function unknownUnicast(net: Net): string {
-  return flow(net.id, 0, TABLE.FORWARD, PRIORITY.UNKNOWN, `reg0=${hex(net.id)}`, toPhysnet(net));
+  return flow(net.id, 0, FLOW_KINDS.unknownUnicast, `reg0=${hex(net.id)}`, toPhysnet(net));
 }
 
-/** The fixed flows (cookie 0): the default of each table; ARP_REPLY's is the shared reply. */
+/** The fixed flows (cookie 0): the default of each table (FLOW_TABLES); ARP_REPLY's is the shared reply. */
 function defaults(): string[] {
-  return [
-    flow(0, 0, TABLE.CLASSIFY, PRIORITY.DEFAULT, "", "drop"),
-    flow(0, 0, TABLE.SPOOF, PRIORITY.DEFAULT, "", "drop"),
-    flow(0, 0, TABLE.ARP, PRIORITY.DEFAULT, "", goto(TABLE.FORWARD)),
-    arpReplyShared(),
-    flow(0, 0, TABLE.FORWARD, PRIORITY.DEFAULT, "", "drop"),
-  ];
+  return FLOW_TABLES.map((t) =>
+    t.id === TABLE.ARP_REPLY
+      ? arpReplyShared()
+      : flow(0, 0, { table: t.id, priority: PRIORITY.DEFAULT }, "", t.default)
+  );
 }
 
 // The builders run in the order their lines sort in (by table, then text) as far as it is known

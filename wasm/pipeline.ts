@@ -1,6 +1,7 @@
 /**
- * The OpenFlow pipeline of br-int as data: tables, priorities, the cookie layout and the match and
- * action texts every engine writes the same way. The one source of these facts: the TypeScript
+ * The OpenFlow pipeline of br-int as data: tables (with their default flows), priorities, the table
+ * and priority of every kind of flow, the cookie layout and the match and action texts every engine
+ * writes the same way. The one source of these facts: the TypeScript
  * compiler (flows_ts.ts) reads this module, the AssemblyScript one (assembly/) reads constants that
  * build.ts generates from it, and pipeline_test.ts checks ../agent/PIPELINE.md against it.
  *
@@ -65,6 +66,39 @@ export const PRIORITY = {
   /** Table default. */
   DEFAULT: 0,
 } as const;
+
+/** Where the flows of one kind go: table and priority. */
+export interface FlowKind {
+  readonly table: number;
+  readonly priority: number;
+}
+
+/**
+ * Every kind of flow by the name of the builder that makes it (the same name in both engines; the
+ * table of ../agent/PIPELINE.md): its table and priority. The tables' default flows are in
+ * FLOW_TABLES.
+ */
+export const FLOW_KINDS = {
+  classifyLocal: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
+  classifyTunnel: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
+  classifyPhysnet: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
+  spoofArp: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
+  spoofDad: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
+  spoofIpv4: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
+  spoofIpv6: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
+  arpReply: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
+  arpReplyShared: { table: TABLE.ARP_REPLY, priority: PRIORITY.DEFAULT },
+  arpOwner: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
+  ndSolicit: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
+  ndAdvert: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
+  ndGuard: { table: TABLE.ARP, priority: PRIORITY.GUARD },
+  forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
+  floodIn: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD_IN },
+  fromOutside: { table: TABLE.FORWARD, priority: PRIORITY.FROM_OUTSIDE },
+  forwardRemote: { table: TABLE.FORWARD, priority: PRIORITY.REMOTE },
+  flood: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD },
+  unknownUnicast: { table: TABLE.FORWARD, priority: PRIORITY.UNKNOWN },
+} as const satisfies Record<string, FlowKind>;
 
 /**
  * A flow's cookie is `network << COOKIE_NETWORK_SHIFT | port`: the node-local network number (0 for

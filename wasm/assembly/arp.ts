@@ -3,13 +3,20 @@
 
 import {
   ARP_REPLY_ACTIONS,
+  F_ARP_OWNER_PRIORITY,
+  F_ARP_OWNER_TABLE,
+  F_ARP_REPLY_PRIORITY,
+  F_ARP_REPLY_SHARED_PRIORITY,
+  F_ARP_REPLY_SHARED_TABLE,
+  F_ARP_REPLY_TABLE,
+  F_ND_ADVERT_PRIORITY,
+  F_ND_ADVERT_TABLE,
+  F_ND_GUARD_PRIORITY,
+  F_ND_GUARD_TABLE,
+  F_ND_SOLICIT_PRIORITY,
+  F_ND_SOLICIT_TABLE,
   M_LINK_LOCAL,
   M_NO_LL,
-  P_DEFAULT,
-  P_EXCEPTION,
-  P_GUARD,
-  P_SPECIFIC,
-  T_ARP,
   T_ARP_REPLY,
   T_FORWARD,
 } from "./generated/pipeline";
@@ -24,7 +31,13 @@ function regs(n: usize, p: usize, proto: string): void {
 }
 
 export function arpOwner(n: usize, p: usize, ip: usize): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  begin(
+    load<u32>(n, N_ID),
+    load<u32>(p, L_COOKIE),
+    F_ARP_OWNER_TABLE,
+    F_ARP_OWNER_PRIORITY,
+    LINE_BOUND,
+  );
   regs(n, p, ",arp,reg0=");
   puts(",arp_tpa=");
   putSlot(ip, V4_SLOT);
@@ -35,7 +48,7 @@ export function arpOwner(n: usize, p: usize, ip: usize): void {
 
 /** A request for `ip`: the answering MAC into xreg1, then the shared reply (arpReplyShared). */
 export function arpReply(n: usize, port: u32, mac: u64, ip: usize): void {
-  begin(load<u32>(n, N_ID), port, T_ARP, P_SPECIFIC, LINE_BOUND);
+  begin(load<u32>(n, N_ID), port, F_ARP_REPLY_TABLE, F_ARP_REPLY_PRIORITY, LINE_BOUND);
   puts(",arp,reg0=");
   putNet(n);
   puts(",arp_tpa=");
@@ -49,7 +62,7 @@ export function arpReply(n: usize, port: u32, mac: u64, ip: usize): void {
 
 /** The reply from the MAC in xreg1, IPs swapped through reg4 (ARP_REPLY_ACTIONS of the twin). */
 export function arpReplyShared(): void {
-  begin(0, 0, T_ARP_REPLY, P_DEFAULT, LINE_BOUND);
+  begin(0, 0, F_ARP_REPLY_SHARED_TABLE, F_ARP_REPLY_SHARED_PRIORITY, LINE_BOUND);
   puts(",arp,actions=");
   puts(ARP_REPLY_ACTIONS);
   end();
@@ -57,7 +70,13 @@ export function arpReplyShared(): void {
 
 /** Neighbour solicitation carrying the port's MAC, or none (`own` false: 00:…). */
 export function ndSolicit(n: usize, p: usize, own: bool): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  begin(
+    load<u32>(n, N_ID),
+    load<u32>(p, L_COOKIE),
+    F_ND_SOLICIT_TABLE,
+    F_ND_SOLICIT_PRIORITY,
+    LINE_BOUND,
+  );
   regs(n, p, ",icmp6,reg0=");
   puts(",icmp_type=135,icmp_code=0,nd_sll=");
   if (own) putMac(p + L_MAC_TEXT);
@@ -69,7 +88,13 @@ export function ndSolicit(n: usize, p: usize, own: bool): void {
 
 /** Neighbour advertisement of an address (`ip` 0: fe80::/10) for the port's MAC or none. */
 export function ndAdvert(n: usize, p: usize, ip: usize, own: bool): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_ARP, P_EXCEPTION, LINE_BOUND);
+  begin(
+    load<u32>(n, N_ID),
+    load<u32>(p, L_COOKIE),
+    F_ND_ADVERT_TABLE,
+    F_ND_ADVERT_PRIORITY,
+    LINE_BOUND,
+  );
   regs(n, p, ",icmp6,reg0=");
   puts(",icmp_type=136,icmp_code=0,nd_target=");
   if (ip == 0) puts(M_LINK_LOCAL);
@@ -83,7 +108,7 @@ export function ndAdvert(n: usize, p: usize, ip: usize, own: bool): void {
 }
 
 export function ndGuard(n: usize, type: u32): void {
-  begin(load<u32>(n, N_ID), 0, T_ARP, P_GUARD, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_ND_GUARD_TABLE, F_ND_GUARD_PRIORITY, LINE_BOUND);
   puts(",icmp6,reg0=");
   putNet(n);
   puts(",icmp_type=");

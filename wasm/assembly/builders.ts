@@ -3,7 +3,18 @@
 // without looking at the addresses, so that sorting has little left to do.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
-import { P_DEFAULT, T_ARP, T_CLASSIFY, T_FORWARD, T_SPOOF, VXLAN } from "./generated/pipeline";
+import {
+  D_ARP,
+  D_CLASSIFY,
+  D_FORWARD,
+  D_SPOOF,
+  P_DEFAULT,
+  T_ARP,
+  T_CLASSIFY,
+  T_FORWARD,
+  T_SPOOF,
+  VXLAN,
+} from "./generated/pipeline";
 import { arpOwner, arpReply, arpReplyShared, ndAdvert, ndGuard, ndSolicit } from "./arp";
 import { classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
 import {
@@ -36,21 +47,21 @@ import {
 import { spoofArp, spoofDad, spoofIpv4, spoofIpv6 } from "./spoof";
 import { begin, end, LINE_BOUND, putDec, puts } from "./text";
 
+/** The default flow of `table`, with the actions FLOW_TABLES gives it (D_*). */
+function tableDefault(table: u32, actions: string): void {
+  begin(0, 0, table, P_DEFAULT, LINE_BOUND);
+  puts(",actions=");
+  puts(actions);
+  end();
+}
+
+/** The default flow of each table; ARP_REPLY's is the shared reply. */
 function defaults(): void {
-  begin(0, 0, T_CLASSIFY, P_DEFAULT, LINE_BOUND);
-  puts(",actions=drop");
-  end();
-  begin(0, 0, T_SPOOF, P_DEFAULT, LINE_BOUND);
-  puts(",actions=drop");
-  end();
-  begin(0, 0, T_ARP, P_DEFAULT, LINE_BOUND);
-  puts(",actions=goto_table:");
-  putDec(T_FORWARD);
-  end();
+  tableDefault(T_CLASSIFY, D_CLASSIFY);
+  tableDefault(T_SPOOF, D_SPOOF);
+  tableDefault(T_ARP, D_ARP);
   arpReplyShared();
-  begin(0, 0, T_FORWARD, P_DEFAULT, LINE_BOUND);
-  puts(",actions=drop");
-  end();
+  tableDefault(T_FORWARD, D_FORWARD);
 }
 
 function localFlows(n: usize, p: usize): void {

@@ -1,13 +1,30 @@
 // Builders of table CLASSIFY (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
-import { M_UNTAGGED, P_SPECIFIC, T_CLASSIFY, T_FORWARD, T_SPOOF, VLAN } from "./generated/pipeline";
+import {
+  F_CLASSIFY_LOCAL_PRIORITY,
+  F_CLASSIFY_LOCAL_TABLE,
+  F_CLASSIFY_PHYSNET_PRIORITY,
+  F_CLASSIFY_PHYSNET_TABLE,
+  F_CLASSIFY_TUNNEL_PRIORITY,
+  F_CLASSIFY_TUNNEL_TABLE,
+  M_UNTAGGED,
+  T_FORWARD,
+  T_SPOOF,
+  VLAN,
+} from "./generated/pipeline";
 import { tunnelPort } from "./input";
 import { L_COOKIE, L_OFPORT, N_ID, N_PHYSNET, N_SEGMENT, N_TYPE } from "./layout";
 import { begin, end, LINE_BOUND, putc, putDec, putHex, putNet, puts } from "./text";
 
 export function classifyLocal(n: usize, p: usize): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  begin(
+    load<u32>(n, N_ID),
+    load<u32>(p, L_COOKIE),
+    F_CLASSIFY_LOCAL_TABLE,
+    F_CLASSIFY_LOCAL_PRIORITY,
+    LINE_BOUND,
+  );
   puts(",in_port=");
   putDec(load<u32>(p, L_OFPORT));
   putc(44);
@@ -22,7 +39,7 @@ export function classifyLocal(n: usize, p: usize): void {
 }
 
 export function classifyTunnel(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_CLASSIFY_TUNNEL_TABLE, F_CLASSIFY_TUNNEL_PRIORITY, LINE_BOUND);
   puts(",tun_id=");
   putHex(load<u32>(n, N_SEGMENT));
   puts(",in_port=");
@@ -37,7 +54,7 @@ export function classifyTunnel(n: usize): void {
 }
 
 export function classifyPhysnet(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_CLASSIFY, P_SPECIFIC, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_CLASSIFY_PHYSNET_TABLE, F_CLASSIFY_PHYSNET_PRIORITY, LINE_BOUND);
   puts(",in_port=");
   putDec(load<u32>(n, N_PHYSNET));
   if (load<u32>(n, N_TYPE) == VLAN) {

@@ -2,14 +2,19 @@
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
+  F_FLOOD_IN_PRIORITY,
+  F_FLOOD_IN_TABLE,
+  F_FLOOD_PRIORITY,
+  F_FLOOD_TABLE,
+  F_FORWARD_LOCAL_PRIORITY,
+  F_FORWARD_LOCAL_TABLE,
+  F_FORWARD_REMOTE_PRIORITY,
+  F_FORWARD_REMOTE_TABLE,
+  F_FROM_OUTSIDE_PRIORITY,
+  F_FROM_OUTSIDE_TABLE,
+  F_UNKNOWN_UNICAST_PRIORITY,
+  F_UNKNOWN_UNICAST_TABLE,
   M_MCAST,
-  P_FLOOD,
-  P_FLOOD_IN,
-  P_FROM_OUTSIDE,
-  P_REMOTE,
-  P_SPECIFIC,
-  P_UNKNOWN,
-  T_FORWARD,
   VLAN,
   VXLAN,
 } from "./generated/pipeline";
@@ -49,7 +54,13 @@ import {
 } from "./text";
 
 export function forwardLocal(n: usize, p: usize): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_FORWARD, P_SPECIFIC, LINE_BOUND);
+  begin(
+    load<u32>(n, N_ID),
+    load<u32>(p, L_COOKIE),
+    F_FORWARD_LOCAL_TABLE,
+    F_FORWARD_LOCAL_PRIORITY,
+    LINE_BOUND,
+  );
   puts(",reg0=");
   putNet(n);
   puts(",dl_dst=");
@@ -86,7 +97,7 @@ function floodBound(n: usize): usize {
 }
 
 export function floodIn(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FLOOD_IN, floodBound(n));
+  begin(load<u32>(n, N_ID), 0, F_FLOOD_IN_TABLE, F_FLOOD_IN_PRIORITY, floodBound(n));
   puts(",reg0=");
   putNet(n);
   puts(",reg1=0,");
@@ -99,7 +110,7 @@ export function floodIn(n: usize): void {
 }
 
 export function fromOutside(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FROM_OUTSIDE, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_FROM_OUTSIDE_TABLE, F_FROM_OUTSIDE_PRIORITY, LINE_BOUND);
   puts(",reg0=");
   putNet(n);
   puts(",reg1=0,actions=drop");
@@ -107,7 +118,7 @@ export function fromOutside(n: usize): void {
 }
 
 export function forwardRemote(n: usize, r: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_REMOTE, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_FORWARD_REMOTE_TABLE, F_FORWARD_REMOTE_PRIORITY, LINE_BOUND);
   puts(",reg0=");
   putNet(n);
   puts(",dl_dst=");
@@ -127,7 +138,7 @@ export function forwardRemote(n: usize, r: usize): void {
 }
 
 export function flood(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_FLOOD, floodBound(n));
+  begin(load<u32>(n, N_ID), 0, F_FLOOD_TABLE, F_FLOOD_PRIORITY, floodBound(n));
   puts(",reg0=");
   putNet(n);
   putc(44);
@@ -156,7 +167,7 @@ export function flood(n: usize): void {
 }
 
 export function unknownUnicast(n: usize): void {
-  begin(load<u32>(n, N_ID), 0, T_FORWARD, P_UNKNOWN, LINE_BOUND);
+  begin(load<u32>(n, N_ID), 0, F_UNKNOWN_UNICAST_TABLE, F_UNKNOWN_UNICAST_PRIORITY, LINE_BOUND);
   puts(",reg0=");
   putNet(n);
   puts(",actions=");

@@ -1,12 +1,23 @@
 // Builders of table SPOOF (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
-import { M_LINK_LOCAL, P_SPECIFIC, T_ARP, T_SPOOF } from "./generated/pipeline";
+import {
+  F_SPOOF_ARP_PRIORITY,
+  F_SPOOF_ARP_TABLE,
+  F_SPOOF_DAD_PRIORITY,
+  F_SPOOF_DAD_TABLE,
+  F_SPOOF_IPV4_PRIORITY,
+  F_SPOOF_IPV4_TABLE,
+  F_SPOOF_IPV6_PRIORITY,
+  F_SPOOF_IPV6_TABLE,
+  M_LINK_LOCAL,
+  T_ARP,
+} from "./generated/pipeline";
 import { L_COOKIE, L_MAC_TEXT, L_OFPORT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putMac, puts, putSlot } from "./text";
 
-function spoofHead(n: usize, p: usize, proto: string): void {
-  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), T_SPOOF, P_SPECIFIC, LINE_BOUND);
+function spoofHead(n: usize, p: usize, table: u32, priority: u32, proto: string): void {
+  begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), table, priority, LINE_BOUND);
   puts(proto);
   putDec(load<u32>(p, L_OFPORT));
   puts(",dl_src=");
@@ -14,7 +25,7 @@ function spoofHead(n: usize, p: usize, proto: string): void {
 }
 
 export function spoofIpv4(n: usize, p: usize, ip: usize): void {
-  spoofHead(n, p, ",ip,in_port=");
+  spoofHead(n, p, F_SPOOF_IPV4_TABLE, F_SPOOF_IPV4_PRIORITY, ",ip,in_port=");
   puts(",nw_src=");
   putSlot(ip, V4_SLOT);
   puts(",actions=goto_table:");
@@ -24,7 +35,7 @@ export function spoofIpv4(n: usize, p: usize, ip: usize): void {
 
 /** ARP from the port's MAC and IPv4; `ip` 0 stands for 0.0.0.0 (ARP probe, RFC 5227). */
 export function spoofArp(n: usize, p: usize, ip: usize): void {
-  spoofHead(n, p, ",arp,in_port=");
+  spoofHead(n, p, F_SPOOF_ARP_TABLE, F_SPOOF_ARP_PRIORITY, ",arp,in_port=");
   puts(",arp_spa=");
   if (ip == 0) puts("0.0.0.0");
   else putSlot(ip, V4_SLOT);
@@ -37,7 +48,7 @@ export function spoofArp(n: usize, p: usize, ip: usize): void {
 
 /** IPv6 from the port's MAC and one of its addresses; `ip` 0 stands for fe80::/10. */
 export function spoofIpv6(n: usize, p: usize, ip: usize): void {
-  spoofHead(n, p, ",ipv6,in_port=");
+  spoofHead(n, p, F_SPOOF_IPV6_TABLE, F_SPOOF_IPV6_PRIORITY, ",ipv6,in_port=");
   puts(",ipv6_src=");
   if (ip == 0) puts(M_LINK_LOCAL);
   else putSlot(ip, V6_SLOT);
@@ -47,7 +58,7 @@ export function spoofIpv6(n: usize, p: usize, ip: usize): void {
 }
 
 export function spoofDad(n: usize, p: usize): void {
-  spoofHead(n, p, ",icmp6,in_port=");
+  spoofHead(n, p, F_SPOOF_DAD_TABLE, F_SPOOF_DAD_PRIORITY, ",icmp6,in_port=");
   puts(",ipv6_src=::,icmp_type=135,icmp_code=0,actions=goto_table:");
   putDec(T_ARP);
   end();
