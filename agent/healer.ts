@@ -60,9 +60,11 @@ export class Healer {
   private unwatch: (() => void) | null = null;
   private timer: ReturnType<typeof setInterval> | undefined;
   private stopped = false;
-  /** Reasons of the heal not started yet; the running one. */
+  /** Reasons of the next heal, and the heal loop while it runs. */
   private wanted: string[] = [];
   private running: Promise<void> | null = null;
+  /** The flow check in progress: checks never overlap. */
+  private checking: Promise<FlowDiff | undefined> | null = null;
   private vswitchdDown = false;
   /** Until the agent's first full sync (remote ports known), heals wait and the flag stays. */
   private isReady = false;
@@ -87,6 +89,7 @@ export class Healer {
     this.unwatch?.();
     await this.ofwatch.stop();
     await this.running?.catch(() => {});
+    await this.checking;
   }
 
   /**
@@ -105,9 +108,16 @@ export class Healer {
     return this.d.dataplane.diff();
   }
 
-  /** One flow check: drift is repaired, counted and logged. */
-  async check(): Promise<FlowDiff | undefined> {
-    if (this.stopped || this.running || !this.isReady) return undefined;
+  /** One flow check (none while a heal or another check runs): drift is repaired, counted, logged. */
+  check(): Promise<FlowDiff | undefined> {
+    if (this.stopped || this.running || this.checking || !this.isReady) {
+      return Promise.resolve(undefined);
+    }
+    this.checking = this.checkOnce().finally(() => (this.checking = null));
+    return this.checking;
+  }
+
+  private async checkOnce(): Promise<FlowDiff | undefined> {
     this.stats.checks++;
     let diff: FlowDiff;
     try {
