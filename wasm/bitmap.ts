@@ -13,14 +13,17 @@
  */
 
 import {
+  bytesOf,
   checkBytes,
-  checkIndex,
   checkIndices,
   checkRange,
   checkSearch,
   checkSize,
+  clearBit,
   ctz32,
-  lastByteMask,
+  loadBytes,
+  setBit,
+  testBit,
 } from "./bitmap_checks.ts";
 
 /** A fixed-size set of bits `[0, size)`. */
@@ -233,21 +236,15 @@ class WasmBitmap implements Bitmap {
   }
 
   test(i: number): boolean {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    return ((words[i >>> 5] >>> (i & 31)) & 1) !== 0;
+    return testBit(this.#live(), this.size, i);
   }
 
   set(i: number): void {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    words[i >>> 5] |= 1 << (i & 31);
+    setBit(this.#live(), this.size, i);
   }
 
   clear(i: number): void {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    words[i >>> 5] &= ~(1 << (i & 31));
+    clearBit(this.#live(), this.size, i);
   }
 
   findFree(start: number, end: number, from: number): number {
@@ -319,23 +316,11 @@ class WasmBitmap implements Bitmap {
   }
 
   load(bytes: Uint8Array): void {
-    const words = this.#live();
-    checkBytes(bytes, this.size);
-    const view = new Uint8Array(words.buffer, words.byteOffset, Math.ceil(this.size / 8));
-    view.set(bytes);
-    view.fill(0, bytes.length);
-    // Bits past size stay zero so word scans and popcounts need no extra masking.
-    if (view.length > 0) view[view.length - 1] &= lastByteMask(this.size);
+    loadBytes(this.#live(), this.size, bytes);
   }
 
   toBytes(): Uint8Array {
-    return this.#bytes().slice();
-  }
-
-  /** The stored bytes of the region, ceil(size/8) of them. */
-  #bytes(): Uint8Array {
-    const words = this.#live();
-    return new Uint8Array(words.buffer, words.byteOffset, Math.ceil(this.size / 8));
+    return bytesOf(this.#live(), this.size).slice();
   }
 
   free(): void {

@@ -1,4 +1,7 @@
-/** Argument checks and layout helpers shared by both bitmap implementations. */
+/**
+ * Argument checks and the word-level operations both bitmap implementations run in JS on their u32
+ * words (the TypeScript twin's own array, or the WASM bitmap's view of its region).
+ */
 
 // Both implementations read and write the stored bytes as u32 words through typed arrays, which
 // use the host's byte order; WASM memory and the stored layout are little-endian. Every
@@ -64,4 +67,37 @@ export function checkIndices(indices: ArrayLike<number>, size: number): void {
 /** Index of the lowest set bit of a non-zero int32: isolate it, then count from the top. */
 export function ctz32(x: number): number {
   return 31 - Math.clz32(x & -x);
+}
+
+/** Whether bit i is set; RangeError unless i is in [0, size). */
+export function testBit(words: Uint32Array, size: number, i: number): boolean {
+  checkIndex(i, size);
+  return ((words[i >>> 5] >>> (i & 31)) & 1) !== 0;
+}
+
+/** Sets bit i; RangeError unless i is in [0, size). */
+export function setBit(words: Uint32Array, size: number, i: number): void {
+  checkIndex(i, size);
+  words[i >>> 5] |= 1 << (i & 31);
+}
+
+/** Clears bit i; RangeError unless i is in [0, size). */
+export function clearBit(words: Uint32Array, size: number, i: number): void {
+  checkIndex(i, size);
+  words[i >>> 5] &= ~(1 << (i & 31));
+}
+
+/** The stored bytes of the words of a `size`-bit bitmap: ceil(size/8) of them, not a copy. */
+export function bytesOf(words: Uint32Array, size: number): Uint8Array {
+  return new Uint8Array(words.buffer, words.byteOffset, Math.ceil(size / 8));
+}
+
+/** Replaces the words' contents from stored bytes (missing ones zero, bits past size dropped). */
+export function loadBytes(words: Uint32Array, size: number, bytes: Uint8Array): void {
+  checkBytes(bytes, size);
+  const view = bytesOf(words, size);
+  view.set(bytes);
+  view.fill(0, bytes.length);
+  // Bits past size stay zero so word scans and popcounts need no extra masking.
+  if (view.length > 0) view[view.length - 1] &= lastByteMask(size);
 }

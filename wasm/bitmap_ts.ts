@@ -8,14 +8,17 @@
 
 import type { Bitmap } from "./bitmap.ts";
 import {
+  bytesOf,
   checkBytes,
-  checkIndex,
   checkIndices,
   checkRange,
   checkSearch,
   checkSize,
+  clearBit,
   ctz32,
-  lastByteMask,
+  loadBytes,
+  setBit,
+  testBit,
 } from "./bitmap_checks.ts";
 
 /** Set bits of an int32 (SWAR: sum bit pairs, then nibbles, then bytes via one multiply). */
@@ -78,21 +81,15 @@ class TsBitmap implements Bitmap {
   }
 
   test(i: number): boolean {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    return ((words[i >>> 5] >>> (i & 31)) & 1) !== 0;
+    return testBit(this.#live(), this.size, i);
   }
 
   set(i: number): void {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    words[i >>> 5] |= 1 << (i & 31);
+    setBit(this.#live(), this.size, i);
   }
 
   clear(i: number): void {
-    const words = this.#live();
-    checkIndex(i, this.size);
-    words[i >>> 5] &= ~(1 << (i & 31));
+    clearBit(this.#live(), this.size, i);
   }
 
   findFree(start: number, end: number, from: number): number {
@@ -153,19 +150,11 @@ class TsBitmap implements Bitmap {
   }
 
   load(bytes: Uint8Array): void {
-    const words = this.#live();
-    checkBytes(bytes, this.size);
-    const n = Math.ceil(this.size / 8);
-    const view = new Uint8Array(words.buffer, 0, n);
-    view.set(bytes);
-    view.fill(0, bytes.length);
-    // Bits past size stay zero so word scans and popcounts need no extra masking.
-    if (n > 0) view[n - 1] &= lastByteMask(this.size);
+    loadBytes(this.#live(), this.size, bytes);
   }
 
   toBytes(): Uint8Array {
-    const words = this.#live();
-    return new Uint8Array(words.buffer, 0, Math.ceil(this.size / 8)).slice();
+    return bytesOf(this.#live(), this.size).slice();
   }
 
   free(): void {
