@@ -85,6 +85,7 @@ export class Healer {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.wake?.();
     clearInterval(this.timer);
     this.unwatch?.();
     await this.ofwatch.stop();
