@@ -51,11 +51,11 @@ export interface FlowInput {
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
-export const MAX_OFPORT = 0xfeff;
+const MAX_OFPORT = 0xfeff;
 /** Highest node-local port number (the cookie's low 32 bits). */
-export const MAX_PORT_COOKIE = 2 ** 31;
+const MAX_PORT_COOKIE = 2 ** 31;
 /** Highest node-local network number (reg0 and the cookie's high 32 bits). */
-export const MAX_NETWORK_ID = 0xffff;
+const MAX_NETWORK_ID = 0xffff;
 
 /** Network type codes, in the encoding the WASM engine reads (assembly/input.ts). */
 export const NETWORK_TYPES = ["vxlan", "vlan", "flat"] as const;

@@ -29,7 +29,7 @@ function hexDigit(c: number): number {
 }
 
 /** `xx:xx:xx:xx:xx:xx` (either case) as a 48-bit number; -1 unless unicast and not zero. */
-export function parseMac(s: string): number {
+function parseMac(s: string): number {
   if (s.length !== 17) return -1;
   let v = 0;
   for (let i = 0; i < 6; i++) {
@@ -45,7 +45,7 @@ export function parseMac(s: string): number {
 }
 
 /** Dotted quad without leading zeros as a u32; -1 when malformed. */
-export function parseIpv4(s: string, from = 0): number {
+function parseIpv4(s: string, from = 0): number {
   let v = 0;
   let parts = 0;
   let cur = 0;
@@ -77,7 +77,7 @@ function unicastIpv4(v: number): boolean {
 }
 
 /** Parses RFC 4291 text (with `::` and an IPv4 tail) into 8 words; false when malformed. */
-export function parseIpv6(s: string, words: Uint16Array): boolean {
+function parseIpv6(s: string, words: Uint16Array): boolean {
   const len = s.length;
   let n = 0;
   let gap = -1;
@@ -137,7 +137,7 @@ function unicastIpv6(w: Uint16Array): boolean {
 }
 
 /** The text OVS prints (glibc inet_ntop): longest run of ≥ 2 zero words as `::`. */
-export function formatIpv6(w: Uint16Array): string {
+function formatIpv6(w: Uint16Array): string {
   let bestBase = -1;
   let bestLen = 0;
   let curBase = -1;
