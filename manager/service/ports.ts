@@ -9,7 +9,7 @@ import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatIp, parseIp } from "../ipam/ip.ts";
 import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery, PortRequest } from "../schemas.ts";
-import type { Key } from "../store/store.ts";
+import type { Entry, Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { GroupCommit } from "@knitter/common";
@@ -628,17 +628,8 @@ export async function unbindPort(
   const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
   const owner = principal.scope === "tenant" ? principal.tenant : tenant;
   const { port, changed } = await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
+    const e = await portToChange(ctx, principal, net, owner, id, networkName, "unbind");
     const port = e.value;
-    if (!port || !visible(principal, port)) {
-      throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
-    }
-    if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
-      throw new ApiError(
-        "forbidden",
-        `A token of node "${principal.node}" may not unbind a port of node "${port.node}"`,
-      );
-    }
     if (port.node === undefined && port.pod === undefined) return { port, changed: false };
     const { node: _node, pod: _pod, ...rest } = port;
     const unbound: PortRecord = { ...rest, unboundAt: now() };
@@ -650,6 +641,33 @@ export async function unbindPort(
   const view = portView(net, port);
   if (changed) ctx.feed.publish({ type: "port", op: "put", port: view });
   return view;
+}
+
+/**
+ * The port an unbind or release is about, as the principal may see it: 404 when it is unknown or
+ * another tenant's, 403 when a node's token names another node's port.
+ */
+async function portToChange(
+  ctx: Ctx,
+  principal: Principal,
+  net: NetworkRecord,
+  owner: string,
+  id: string,
+  networkName: string,
+  verb: "unbind" | "release",
+): Promise<Entry<PortRecord> & { value: PortRecord }> {
+  const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
+  const port = e.value;
+  if (!port || !visible(principal, port)) {
+    throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+  }
+  if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${principal.node}" may not ${verb} a port of node "${port.node}"`,
+    );
+  }
+  return { ...e, value: port };
 }
 
 /** Releases the port's address (back to its IP group if it came from one). 404 when unknown. */
@@ -665,17 +683,8 @@ export async function deletePort(
   const pool = ctx.pools.addresses(net);
   const released = await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
+      const e = await portToChange(ctx, principal, net, owner, id, networkName, "release");
       const port = e.value;
-      if (!port || !visible(principal, port)) {
-        throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
-      }
-      if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
-        throw new ApiError(
-          "forbidden",
-          `A token of node "${principal.node}" may not release a port of node "${port.node}"`,
-        );
-      }
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
       if (port.mac !== macFor(net.id, port.index)) tx.delete(keys.mac(net.id, port.mac));
