@@ -444,7 +444,9 @@ Deno.test("fuzz: every operation, valid and hostile requests, every token: the i
     (a, [, n]) => a + n,
     0,
   );
-  assert.ok(writesDone > 0, "no request changed anything");
+  // A run of a few sequences (on etcd) may by chance change nothing; the longer run on Deno KV
+  // is the one that shows the generators reach writes at all.
+  if (RUNS >= 20) assert.ok(writesDone > 0, "no request changed anything");
   // A short run covers most operations; a long one all of them.
   if (RUNS >= 100) assert.equal(seen.size, ops.length, [...seen].join(", "));
 });
