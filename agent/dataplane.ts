@@ -8,9 +8,11 @@
 import type { Logger } from "@knitter/common";
 import {
   compileFlows,
+  type FlowConflict,
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
+  isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
 import { Mutex } from "@knitter/common";
@@ -50,6 +52,9 @@ export class Dataplane {
   private installed: Set<string> | null = null;
   /** Counts the runs that changed the switch's flows (a dump taken before one is stale). */
   private applied = 0;
+  /** The remote ports the last compile left out (agent/PIPELINE.md, "Conflicting entries"). */
+  conflicts: FlowConflict[] = [];
+  private conflictKey = "[]";
   /** Called after every full replacement of the table (the whole computed set is in). */
   afterReplace: (() => Promise<void>) | null = null;
 
@@ -136,7 +141,7 @@ export class Dataplane {
    * and puts in the set computed now.
    */
   private async compareTo(actual: string[], repair: boolean): Promise<FlowDiff> {
-    const computed = () => this.model().then(compileFlows);
+    const computed = () => this.model().then((input) => this.compile(input));
     const wanted = repair && this.installed ? [...this.installed].sort() : await computed();
     const want = new Set(wanted);
     const have = new Set(actual);
@@ -189,8 +194,38 @@ export class Dataplane {
     return this.queued;
   }
 
+  /**
+   * The flows of the model without the remote ports that collide with a local port, with each
+   * other or are malformed: one bad entry never stops the flows of everything else. Logs the set
+   * of ports left out whenever it changes.
+   */
+  private compile(model: FlowInput): string[] {
+    const { input, conflicts } = isolateConflicts(model);
+    const key = JSON.stringify(conflicts.map(({ remote: _, ...c }) => c));
+    if (key !== this.conflictKey) {
+      this.conflictKey = key;
+      this.conflicts = conflicts;
+      if (conflicts.length > 0) {
+        this.log.warn("remote ports left out of the flows", {
+          count: conflicts.length,
+          ports: conflicts.map((c) => ({
+            network: c.network,
+            mac: c.mac,
+            ips: c.ips,
+            nodeIp: c.nodeIp,
+            reason: c.reason,
+            detail: c.detail,
+          })),
+        });
+      } else {
+        this.log.info("no remote port left out of the flows any more");
+      }
+    }
+    return compileFlows(input);
+  }
+
   private async apply(input: FlowInput): Promise<void> {
-    const wanted = compileFlows(input);
+    const wanted = this.compile(input);
     if (this.installed === null) {
       // First run of this process: what the switch has is unknown (a restart, or a switch that
       // restarted), so the table is replaced at once. ovs-ofctl changes only the difference, so

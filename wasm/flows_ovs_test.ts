@@ -14,6 +14,7 @@ import type { FlowInput } from "./flow_input.ts";
 import { TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
+import { isolateConflicts } from "./flow_conflicts.ts";
 
 /** What delete_strict takes of a canonical line: table, priority and match (no cookie, no actions). */
 function flowKey(line: string): string {
@@ -368,7 +369,7 @@ ovsTest(
 
     const models: [string, FlowInput][] = [...Object.entries(scenarios), ["big", bigModel()]];
     for (const [name, input] of models) {
-      const lines = compileFlows(input);
+      const lines = compileFlows(isolateConflicts(input).input);
       await load(ovs, lines, name);
       const back = await dump(ovs);
       assert.equal(back.length, lines.length, `${name}: flow count`);

@@ -5,6 +5,7 @@ import type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./fl
 import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
+import { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
 
 const impls: [string, (input: FlowInput) => string[]][] = [
   ["wasm", compileFlows],
@@ -23,8 +24,10 @@ async function golden(name: string): Promise<string[]> {
 
 for (const [name, input] of Object.entries(scenarios)) {
   Deno.test(`golden: ${name}`, async () => {
-    const lines = compileFlows(input);
-    assert.deepEqual(compileFlowsTs(input), lines, "the TS twin differs from WASM");
+    // Conflicting remote entries are isolated first (flow_conflicts.ts); both engines compile the rest.
+    const { lines, conflicts } = compileIsolated(input, compileFlows);
+    assert.deepEqual(compileIsolated(input, compileFlowsTs).lines, lines, "the TS twin differs");
+    if (name !== "conflicts") assert.deepEqual(conflicts, [], "a golden model without conflicts");
     if (update) {
       await Deno.writeTextFile(
         new URL(`./testdata/${name}.flows`, import.meta.url),
@@ -724,4 +727,58 @@ Deno.test("parseDumpFlows: with and without statistics", () => {
   assert.deepEqual(parseDumpFlows(withStats), want);
   assert.deepEqual(parseDumpFlows(noStats), want);
   assert.throws(() => parseDumpFlows("no actions here"), /not a dump-flows line/);
+});
+
+// ---- Conflicting remote entries (flow_conflicts.ts).
+
+Deno.test("conflicts: the local port wins, colliding remotes are all out, malformed ones too", () => {
+  const { input, conflicts } = isolateConflicts(scenarios.conflicts);
+  assert.deepEqual(
+    conflicts.map((c) => [c.remote, c.reason, c.detail]),
+    [
+      [0, "local", "localPorts[0] (ip 10.0.0.2)"],
+      [1, "remote", "remotePorts[2] (mac 02:00:0a:00:00:03)"],
+      [2, "remote", "remotePorts[1] (mac 02:00:0a:00:00:03)"],
+      [3, "remote", "remotePorts[4] (ip 10.0.0.5)"],
+      [4, "remote", "remotePorts[3] (ip 10.0.0.5)"],
+      [5, "invalid", 'bad mac "01:00:5e:00:00:01"'],
+      [6, "invalid", 'bad nodeIp "224.0.0.1"'],
+    ],
+  );
+  assert.deepEqual(input.remotePorts.map((p) => p.ips[0]), ["10.0.0.7", "10.0.0.3"]);
+  // What is left compiles on both engines to the same lines; the raw model is still rejected.
+  assert.deepEqual(compileFlows(input), compileFlowsTs(input));
+  assert.throws(() => compileFlows(scenarios.conflicts));
+});
+
+Deno.test("conflicts: spellings of one address collide; a model without conflicts is kept as is", () => {
+  const base = scenarios.ipv6;
+  assert.equal(isolateConflicts(base).input, base);
+  const m: FlowInput = structuredClone(base);
+  m.remotePorts.push({ ...m.remotePorts[0], mac: "02:00:00:00:09:04", ips: ["FD00:0::3"] });
+  const { conflicts } = isolateConflicts(m);
+  assert.deepEqual(conflicts.map((c) => c.detail), [
+    "remotePorts[1] (ip fd00::3)",
+    "remotePorts[0] (ip fd00::3)",
+  ]);
+});
+
+Deno.test("conflicts: random models with injected collisions compile on both engines, identically", () => {
+  const rand = mulberry32(1313);
+  for (let n = 0; n < 200; n++) {
+    const m = randomModel(rand, 12);
+    const all = [...m.localPorts, ...m.remotePorts];
+    // Copy MACs and addresses of random ports onto random remote ports.
+    for (let k = 0; k < 3 && m.remotePorts.length > 0 && all.length > 0; k++) {
+      const to = m.remotePorts[Math.floor(rand() * m.remotePorts.length)];
+      const from = all[Math.floor(rand() * all.length)];
+      to.network = from.network;
+      if (rand() < 0.5) to.mac = from.mac;
+      else to.ips = [...from.ips];
+    }
+    const wasm = compileIsolated(m, compileFlows);
+    const ts = compileIsolated(m, compileFlowsTs);
+    assert.deepEqual(ts.lines, wasm.lines, `model ${n}`);
+    assert.deepEqual(ts.conflicts, wasm.conflicts);
+  }
 });

@@ -193,6 +193,33 @@ function formatMac(v: number): string {
   }:${HEX2[lo & 255]}`;
 }
 
+/**
+ * The identity of a MAC for comparisons (a 48-bit number), or -1 when it is not a unicast MAC;
+ * used by flow_conflicts.ts, with the same rules as the compilers.
+ */
+export function macKey(s: string): number {
+  return parseMac(s);
+}
+
+/**
+ * The identity of a port's IPv4 or IPv6 address for comparisons (its canonical text), or null
+ * when it is not one the compilers accept; used by flow_conflicts.ts.
+ */
+export function addressKey(s: string): string | null {
+  if (s.includes(":")) {
+    const w = new Uint16Array(8);
+    return parseIpv6(s, w) && unicastIpv6(w) ? formatIpv6(w) : null;
+  }
+  const v = parseIpv4(s);
+  return v >= 0 && unicastIpv4(v) ? formatIpv4(v) : null;
+}
+
+/** Whether a tunnel endpoint is one the compilers accept (a unicast IPv4). */
+export function nodeIpValid(s: string): boolean {
+  const v = parseIpv4(s);
+  return v >= 0 && unicastIpv4(v);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The compiler.
 

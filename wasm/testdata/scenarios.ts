@@ -101,4 +101,36 @@ export const scenarios: Record<string, FlowInput> = {
       { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.12" },
     ],
   },
+
+  /**
+   * Conflicting and malformed remote entries (wasm/flow_conflicts.ts isolates them first): only
+   * the remote ports 10.0.0.7 (network 1) and 10.0.0.3 (network 2) get flows.
+   */
+  conflicts: {
+    tunnelPort: 100,
+    networks: [
+      { id: 1, type: "vxlan", segmentId: 5001 },
+      { id: 2, type: "vxlan", segmentId: 5002 },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+      { ofport: 2, network: 2, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 2 },
+    ],
+    remotePorts: [
+      // The local port's address (a lost DEL elsewhere): the local port wins.
+      { network: 1, mac: "02:00:0a:00:00:aa", ips: ["10.0.0.2"], nodeIp: "192.168.0.12" },
+      // One MAC on two nodes: both out.
+      { network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.12" },
+      { network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.4"], nodeIp: "192.168.0.13" },
+      // One address on two nodes: both out.
+      { network: 1, mac: "02:00:0a:00:00:05", ips: ["10.0.0.5"], nodeIp: "192.168.0.12" },
+      { network: 1, mac: "02:00:0a:00:00:06", ips: ["10.0.0.5"], nodeIp: "192.168.0.13" },
+      // Malformed.
+      { network: 1, mac: "01:00:5e:00:00:01", ips: ["10.0.0.8"], nodeIp: "192.168.0.12" },
+      { network: 1, mac: "02:00:0a:00:00:09", ips: ["10.0.0.9"], nodeIp: "224.0.0.1" },
+      // Fine: network 1, and the same MAC and address in network 2 (another network).
+      { network: 1, mac: "02:00:0a:00:00:07", ips: ["10.0.0.7"], nodeIp: "192.168.0.13" },
+      { network: 2, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.12" },
+    ],
+  },
 };

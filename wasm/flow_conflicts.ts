@@ -1,0 +1,168 @@
+/**
+ * Isolation of the remote entries that must not poison a node's flows. The compilers reject a
+ * model with two claimants of one MAC or address in a network; what the agent receives about other
+ * nodes may have them anyway (a lost DEL and a reused address, or a hostile tenant). Before either
+ * engine runs, `isolateConflicts` takes out every remote port that is malformed or collides, and
+ * returns the rest with the list of what it took out. Both engines then compile the same model, so
+ * their output stays byte-identical. The rule (agent/PIPELINE.md, "Conflicting entries"):
+ *
+ * - a remote port with a malformed MAC, address or tunnel endpoint, or of a network the node does
+ *   not have, is quarantined (`invalid`);
+ * - a local port always wins: a remote port that claims the MAC or an address of a local port of
+ *   the same network is quarantined (`local`);
+ * - between remote ports, every claimant of a MAC or address that another remote port of the same
+ *   network also claims is quarantined (`remote`): the compiler cannot tell which one is stale, and
+ *   neither the first nor the last to arrive may take over an address that way.
+ *
+ * Local ports are this node's own state; a collision among them still makes the compile throw.
+ *
+ * @module
+ */
+
+import type { FlowInput } from "./flow_input.ts";
+import { addressKey, macKey, nodeIpValid } from "./flows_ts.ts";
+
+/** Why a remote port was left out of the flows. */
+export type ConflictReason = "invalid" | "local" | "remote";
+
+/** A remote port left out of the flows. */
+export interface FlowConflict {
+  /** Index in the input's `remotePorts`. */
+  remote: number;
+  network: number;
+  mac: string;
+  ips: string[];
+  nodeIp: string;
+  reason: ConflictReason;
+  /** What it collides with or what is wrong: `localPorts[2] (mac 02:…)`, `remotePorts[5] (ip …)`. */
+  detail: string;
+}
+
+/** The model without the quarantined remote ports, and what was taken out (ascending `remote`). */
+export interface IsolatedInput {
+  input: FlowInput;
+  conflicts: FlowConflict[];
+}
+
+/**
+ * Takes the malformed and colliding remote ports out of the model (the rule is in the module
+ * documentation). Returns the input itself when nothing is taken out. Never throws for remote
+ * ports; shapes are checked later by the compiler.
+ */
+export function isolateConflicts(input: FlowInput): IsolatedInput {
+  const remotes = Array.isArray(input?.remotePorts) ? input.remotePorts : [];
+  if (remotes.length === 0) return { input, conflicts: [] };
+  const networks = new Set<unknown>(
+    Array.isArray(input.networks) ? input.networks.map((n) => n?.id) : [],
+  );
+  // Keys of local claims: `<network> m<mac>` and `<network> a<address>`.
+  const locals = new Map<string, number>();
+  const localPorts = Array.isArray(input.localPorts) ? input.localPorts : [];
+  for (let i = 0; i < localPorts.length; i++) {
+    const p = localPorts[i];
+    if (typeof p?.mac === "string") {
+      const m = macKey(p.mac);
+      if (m >= 0) locals.set(`${p.network} m${m}`, i);
+    }
+    if (Array.isArray(p?.ips)) {
+      for (const ip of p.ips) {
+        const a = typeof ip === "string" ? addressKey(ip) : null;
+        if (a !== null) locals.set(`${p.network} a${a}`, i);
+      }
+    }
+  }
+  const reasons = new Map<number, [ConflictReason, string]>();
+  const keysOf: string[][] = [];
+  const claims = new Map<string, number[]>();
+  for (let j = 0; j < remotes.length; j++) {
+    const p = remotes[j];
+    keysOf.push([]);
+    const bad = invalid(p, networks);
+    if (bad) {
+      reasons.set(j, ["invalid", bad]);
+      continue;
+    }
+    const keys = new Set<string>([`${p.network} m${macKey(p.mac)}`]);
+    for (const ip of p.ips) keys.add(`${p.network} a${addressKey(ip)}`);
+    for (const key of keys) {
+      const local = locals.get(key);
+      if (local !== undefined && !reasons.has(j)) {
+        reasons.set(j, ["local", `localPorts[${local}] (${describe(key)})`]);
+      }
+    }
+    if (reasons.has(j)) continue;
+    keysOf[j] = [...keys];
+    for (const key of keys) {
+      const list = claims.get(key);
+      if (list) list.push(j);
+      else claims.set(key, [j]);
+    }
+  }
+  for (let j = 0; j < remotes.length; j++) {
+    if (reasons.has(j)) continue;
+    for (const key of keysOf[j]) {
+      const other = claims.get(key)!.find((k) => k !== j);
+      if (other !== undefined) {
+        reasons.set(j, ["remote", `remotePorts[${other}] (${describe(key)})`]);
+        break;
+      }
+    }
+  }
+  if (reasons.size === 0) return { input, conflicts: [] };
+  const conflicts: FlowConflict[] = [];
+  const kept: FlowInput["remotePorts"] = [];
+  for (let j = 0; j < remotes.length; j++) {
+    const r = reasons.get(j);
+    const p = remotes[j];
+    if (!r) {
+      kept.push(p);
+      continue;
+    }
+    conflicts.push({
+      remote: j,
+      network: p?.network,
+      mac: p?.mac,
+      ips: Array.isArray(p?.ips) ? [...p.ips] : [],
+      nodeIp: p?.nodeIp,
+      reason: r[0],
+      detail: r[1],
+    });
+  }
+  return { input: { ...input, remotePorts: kept }, conflicts };
+}
+
+function describe(key: string): string {
+  const at = key.indexOf(" ");
+  const kind = key[at + 1];
+  const value = key.slice(at + 2);
+  if (kind === "a") return `ip ${value}`;
+  const hex = Number(value).toString(16).padStart(12, "0");
+  return `mac ${hex.match(/../g)!.join(":")}`;
+}
+
+/** What is wrong with a remote port, or "" when the compilers would accept it. */
+function invalid(p: FlowInput["remotePorts"][number], networks: Set<unknown>): string {
+  if (typeof p !== "object" || p === null) return "not an object";
+  if (!networks.has(p.network)) return `unknown network ${p.network}`;
+  if (typeof p.mac !== "string" || macKey(p.mac) < 0) return `bad mac ${JSON.stringify(p.mac)}`;
+  if (!Array.isArray(p.ips)) return "ips is not an array";
+  for (const ip of p.ips) {
+    if (typeof ip !== "string" || addressKey(ip) === null) return `bad ip ${JSON.stringify(ip)}`;
+  }
+  if (typeof p.nodeIp !== "string" || !nodeIpValid(p.nodeIp)) {
+    return `bad nodeIp ${JSON.stringify(p.nodeIp)}`;
+  }
+  return "";
+}
+
+/**
+ * `isolateConflicts`, then `compile` (`compileFlows` or `compileFlowsTs`) on what is left: the
+ * flows of the node and the remote ports they leave out.
+ */
+export function compileIsolated(
+  input: FlowInput,
+  compile: (input: FlowInput) => string[],
+): { lines: string[]; conflicts: FlowConflict[] } {
+  const isolated = isolateConflicts(input);
+  return { lines: compile(isolated.input), conflicts: isolated.conflicts };
+}
