@@ -66,13 +66,15 @@ export function podRequest(
 ): PodRequest {
   const args = req.args ?? {};
   const config = req.config ?? {};
-  const tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
+  let tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
   const uid = req.kubePod?.uid ?? args.K8S_POD_UID;
   const pod = args.K8S_POD_NAMESPACE && args.K8S_POD_NAME
     ? { namespace: args.K8S_POD_NAMESPACE, name: args.K8S_POD_NAME, ...(uid ? { uid } : {}) }
     : undefined;
   const fromPod = req.kubePod ? fromAnnotations(req, req.kubePod, defaults.network) : undefined;
-  const interfaces = fromPod ?? fromCni(req, defaults.network);
+  const interfaces = fromPod?.interfaces ?? fromCni(req, defaults.network);
+  // A Multus delegate call for `ns/net` attaches to that namespace's network (tenant).
+  if (fromPod?.tenant) tenant = fromPod.tenant;
   for (const w of interfaces) checkWantedMac(w);
   const owner = pod && req.kubePod && isStable(req.kubePod, interfaces)
     ? `${STABLE_PREFIX}${pod.namespace}:${pod.name}`
@@ -91,15 +93,51 @@ function isStable(pod: KubePod, interfaces: WantedInterface[]): boolean {
   return pod.annotations[STABLE_ADDRESS] === "true" || interfaces.some((i) => i.ipGroup);
 }
 
+/** The interface name kubelet's runtime gives the cluster's default network (Multus: the same). */
+export const PRIMARY_IFNAME = "eth0";
+
+/**
+ * The interfaces a pod's annotations ask for, in Kubernetes mode. Two cases attach one interface
+ * only, because the caller is Multus delegating one attachment (see agent/README.md, "Knitter as a
+ * Multus delegate"):
+ * - the network config names a network ("network" or "networks", as a NetworkAttachmentDefinition's
+ *   config does): the config wins over the annotation (undefined: the CNI request decides);
+ * - CNI_IFNAME is not the primary interface and names one of the Multus annotation's attachments
+ *   (its "interface", or net1, net2... by position, as Multus names them): that one, on the
+ *   network its reference names (`ns/name`: tenant ns; `name`: the pod's namespace); with no such
+ *   attachment, the network named as the config (Multus gives a NAD's config its name).
+ */
 function fromAnnotations(
   req: CniRequest,
   pod: KubePod,
   defaultNetwork: string | undefined,
-): WantedInterface[] | undefined {
+): { interfaces: WantedInterface[]; tenant?: string } | undefined {
+  const config = req.config ?? {};
+  if (config.network !== undefined || config.networks !== undefined) return undefined;
   try {
     const asked = parsePodAnnotations(pod.annotations);
+    const delegated = req.ifName !== PRIMARY_IFNAME && asked?.format !== "knitter";
+    if (delegated) {
+      const all = asked
+        ? resolveAnnotated(asked, { primaryIfName: PRIMARY_IFNAME, defaultNetwork })
+        : [];
+      const one = all.find((i) => i.ifName === req.ifName && i.ifName !== PRIMARY_IFNAME);
+      if (one) {
+        const { namespace, ...w } = one;
+        const wanted: WantedInterface = {
+          ...w,
+          defaultRoute: one.defaultRoute && !!asked?.networks.some((n) => n.defaultRoute),
+        };
+        return namespace ? { interfaces: [wanted], tenant: namespace } : { interfaces: [wanted] };
+      }
+      const named = str(config.name);
+      if (named && DNS_LABEL.test(named) && asked) {
+        return { interfaces: [{ network: named, ifName: req.ifName, defaultRoute: false }] };
+      }
+    }
     if (!asked) return undefined;
-    return resolveAnnotated(asked, { primaryIfName: req.ifName, defaultNetwork });
+    const interfaces = resolveAnnotated(asked, { primaryIfName: req.ifName, defaultNetwork });
+    return { interfaces: interfaces.map(({ namespace: _ns, ...w }) => w) };
   } catch (err) {
     if (err instanceof AnnotationError) {
       throw new CniError(CNI_CODE.invalidConfig, `Pod ${podName(req)}: ${err.message}`);

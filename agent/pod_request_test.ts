@@ -293,3 +293,60 @@ Deno.test("portIdFor: IDs the manager takes, distinct for distinct owners, stabl
   assert.equal(portIdFor("u-1-c0ffee", "net1"), "u-1-c0ffee-net1");
   assert.equal(portIdFor("stable:acme:web-0", "eth0"), "stable:acme:web-0-eth0");
 });
+
+/** A Multus delegate call: the NAD's config, CNI_IFNAME from Multus, the pod's K8S_* arguments. */
+function delegated(
+  config: Record<string, unknown>,
+  ifName: string,
+  annotations: Record<string, string>,
+) {
+  return {
+    ...req(config, podArgs),
+    ifName,
+    kubePod: { uid: "u-9", annotations, ownerKinds: [] },
+  };
+}
+
+Deno.test("pod request: as a Multus delegate, the NAD for CNI_IFNAME is the only interface (net1, net2... by position)", () => {
+  const annotations = { "k8s.v1.cni.cncf.io/networks": "control,other/data,media@m0" };
+  const nad = (name: string) => ({ name });
+  const one = podRequest(delegated(nad("control"), "net1", annotations), defaults);
+  assert.equal(one.tenant, "acme", "a reference without namespace: the pod's");
+  assert.deepEqual(one.interfaces, [{ network: "control", ifName: "net1", defaultRoute: false }]);
+  const two = podRequest(delegated(nad("data"), "net2", annotations), defaults);
+  assert.equal(two.tenant, "other", "ns/name: that namespace's network");
+  assert.deepEqual(two.interfaces, [{ network: "data", ifName: "net2", defaultRoute: false }]);
+  const named = podRequest(delegated(nad("media"), "m0", annotations), defaults);
+  assert.deepEqual(named.interfaces, [{ network: "media", ifName: "m0", defaultRoute: false }]);
+  // Kubelet's own call (eth0) still gets every network of the annotation.
+  const all = podRequest(delegated({}, "eth0", annotations), defaults);
+  assert.deepEqual(all.interfaces.map((i) => i.ifName), ["eth0", "net1", "net2", "m0"]);
+});
+
+Deno.test("pod request: as a Multus delegate, a config that names its network wins over the annotation", () => {
+  const annotations = { "k8s.v1.cni.cncf.io/networks": "a,b,c" };
+  const r = podRequest(
+    delegated({ name: "nad-x", network: "data" }, "net3", annotations),
+    defaults,
+  );
+  assert.deepEqual(r.interfaces, [{ network: "data", ifName: "net3", defaultRoute: true }]);
+  assert.equal(r.tenant, "acme");
+  const list = podRequest(delegated({ networks: ["data"] }, "net1", annotations), defaults);
+  assert.deepEqual(list.interfaces, [{ network: "data", ifName: "net1", defaultRoute: true }]);
+  // Multus as the primary with Knitter its cluster network: "network" in the conflist, eth0 only.
+  const primary = podRequest(delegated({ network: "pods" }, "eth0", annotations), defaults);
+  assert.deepEqual(primary.interfaces, [{ network: "pods", ifName: "eth0", defaultRoute: true }]);
+});
+
+Deno.test("pod request: as a Multus delegate, an attachment not in the annotation is the network named as the NAD's config", () => {
+  const annotations = { "k8s.v1.cni.cncf.io/networks": "a" };
+  const r = podRequest(delegated({ name: "extra" }, "net5", annotations), defaults);
+  assert.deepEqual(r.interfaces, [{ network: "extra", ifName: "net5", defaultRoute: false }]);
+  // The extra network that asks for the default route keeps it.
+  const routed = JSON.stringify([{ name: "a", "default-route": ["10.0.0.1"] }]);
+  const d = podRequest(
+    delegated({ name: "a" }, "net1", { "k8s.v1.cni.cncf.io/networks": routed }),
+    defaults,
+  );
+  assert.deepEqual(d.interfaces, [{ network: "a", ifName: "net1", defaultRoute: true }]);
+});

@@ -232,6 +232,8 @@ function networkRef(where: string, text: string): AnnotatedNetwork {
 
 export interface ResolvedInterface {
   network: string;
+  /** The namespace a Multus reference names (absent: the pod's own). */
+  namespace?: string;
   ifName: string;
   ip?: string;
   ipGroup?: string;
@@ -268,7 +270,7 @@ function annotationOf(req: AnnotatedRequest): string {
 
 /** Names, uniqueness and the single default route; shared with the non-Kubernetes requests. */
 export function settle(
-  list: Omit<AnnotatedNetwork, "namespace">[],
+  list: AnnotatedNetwork[],
   primaryIfName: string,
   fail: (message: string) => Error,
 ): ResolvedInterface[] {
@@ -284,6 +286,7 @@ export function settle(
     if (names.has(name)) throw fail(`interface "${name}" is requested twice`);
     names.add(name);
     const r: ResolvedInterface = { network: w.network, ifName: name, defaultRoute: false };
+    setIf(r, "namespace", w.namespace);
     if (w.defaultRoute) r.defaultRoute = true;
     setIf(r, "ip", w.ip);
     setIf(r, "ipGroup", w.ipGroup);

@@ -50,7 +50,7 @@ Deno.test("annotations: the Multus comma list adds networks beside eth0 on the d
   assert.deepEqual(resolve({ "k8s.v1.cni.cncf.io/networks": "control, acme/data@data0" }), [
     { network: "pods", ifName: "eth0", defaultRoute: true },
     { network: "control", ifName: "net1", defaultRoute: false },
-    { network: "data", ifName: "data0", defaultRoute: false },
+    { network: "data", namespace: "acme", ifName: "data0", defaultRoute: false },
   ]);
 });
 
@@ -67,7 +67,14 @@ Deno.test("annotations: the Multus JSON list carries interface, ips, mac and def
   ]);
   assert.deepEqual(resolve({ "k8s.v1.cni.cncf.io/networks": value }), [
     { network: "pods", ifName: "eth0", defaultRoute: false },
-    { network: "data", ifName: "d0", defaultRoute: true, ip: "10.2.0.9", mac: "02:aa:00:00:00:01" },
+    {
+      network: "data",
+      namespace: "acme",
+      ifName: "d0",
+      defaultRoute: true,
+      ip: "10.2.0.9",
+      mac: "02:aa:00:00:00:01",
+    },
   ]);
 });
 
