@@ -8,7 +8,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { evaluate } from "@marcbachmann/cel-js";
 import { z } from "zod";
 import { IpGroupCreate, NetworkCreate } from "../manager/schemas.ts";
-import { findObject, loadManifests } from "./manifests.ts";
+import { findObject, loadManifests, parseManifestFile } from "./manifests.ts";
 
 // deno-lint-ignore no-explicit-any
 type Obj = any;
@@ -344,4 +344,16 @@ Deno.test("IPGroup: a size or an address list is accepted, both or neither is re
   for (const [spec, expected] of cases) {
     assert.match(problems(ipGroupCrd, ipGroup(spec)).join("; "), expected, JSON.stringify(spec));
   }
+});
+
+Deno.test("the shipped default network (default-network/network.yaml) is a valid Network", () => {
+  const dir = new URL("./default-network", import.meta.url).pathname;
+  const [net] = parseManifestFile("network.yaml", dir);
+  assert.deepEqual(
+    problems(networkCrd, {
+      ...net.object,
+      metadata: { ...net.object.metadata, namespace: "knitter-system" },
+    }),
+    [],
+  );
 });

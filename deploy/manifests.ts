@@ -21,10 +21,17 @@ export interface Manifest {
 /** Files that are YAML but not Kubernetes objects. */
 export const NOT_OBJECTS = new Set(["kustomization.yaml"]);
 
+/**
+ * Kustomizations of their own, applied after deploy/ (their objects need its CRDs): not part of
+ * `kubectl apply -k deploy/`.
+ */
+export const SEPARATE_KUSTOMIZATIONS = new Set(["default-network"]);
+
 export function yamlFiles(dir = DEPLOY_DIR, prefix = ""): string[] {
   const files: string[] = [];
   for (const entry of Deno.readDirSync(dir)) {
     const rel = prefix + entry.name;
+    if (entry.isDirectory && prefix === "" && SEPARATE_KUSTOMIZATIONS.has(entry.name)) continue;
     if (entry.isDirectory) files.push(...yamlFiles(`${dir}/${entry.name}`, `${rel}/`));
     else if (/\.ya?ml$/.test(entry.name)) files.push(rel);
   }

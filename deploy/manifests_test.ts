@@ -4,6 +4,8 @@
  * and the components' own configuration loaders accept what the pods would be given.
  */
 import assert from "node:assert/strict";
+import { parse as parseYaml } from "yaml";
+import { type AgentRequest, podRequest } from "../agent/pod_request.ts";
 import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";
 import { loadMonitorConfig } from "@knitter/monitor";
@@ -463,4 +465,40 @@ Deno.test("the CRDs are the agreed ones and the workloads' labels match their se
       assert.equal(labels[k], v, `${where(m)}: the pod template lacks ${k}=${v}`);
     }
   }
+});
+
+Deno.test("the shipped default network: a public Network in a public namespace, the one the agents name", () => {
+  const dir = `${DEPLOY_DIR}/default-network`;
+  const own = parseYaml(Deno.readTextFileSync(`${dir}/kustomization.yaml`)) as Obj;
+  assert.deepEqual(own.resources, ["network.yaml"]);
+  assert.equal(own.namespace, kustomization.namespace);
+  const [net] = parseManifestFile("network.yaml", dir);
+  assert.equal(net.object.apiVersion, "knitter.io/v1alpha1");
+  assert.equal(net.object.kind, "Network");
+  assert.equal(net.object.spec.public, true, "every namespace's pods attach to it");
+  // Not part of deploy/'s kustomization: its CRD must be established first.
+  assert.ok(!yamlFiles().some((f) => f.startsWith("default-network/")));
+  const agentJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/agent/agent.json`));
+  assert.equal(agentJson.defaultNetwork, net.object.metadata.name);
+  const monitorJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/monitor/monitor.json`));
+  assert.ok(monitorJson.publicNamespaces.includes(own.namespace));
+  // An unannotated pod, and a Multus-annotated one: eth0 on it, the extra networks as net1...
+  const defaults = { tenant: agentJson.defaultTenant, network: agentJson.defaultNetwork };
+  const call = (annotations: Record<string, string>) =>
+    podRequest({
+      command: "ADD",
+      containerId: "c0ffee",
+      netns: "/var/run/netns/p",
+      ifName: "eth0",
+      path: "",
+      args: { K8S_POD_NAMESPACE: "acme", K8S_POD_NAME: "web", K8S_POD_UID: "u-1" },
+      config: { cniVersion: "1.1.0", name: "knitter", type: "knitter" },
+      kubePod: { uid: "u-1", annotations, ownerKinds: [] },
+    } as AgentRequest, defaults).interfaces.map((i) => [i.network, i.ifName]);
+  assert.deepEqual(call({}), [["pods", "eth0"]]);
+  assert.deepEqual(call({ "k8s.v1.cni.cncf.io/networks": "data,acme/media" }), [
+    ["pods", "eth0"],
+    ["data", "net1"],
+    ["media", "net2"],
+  ]);
 });
