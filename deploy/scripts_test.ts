@@ -3,7 +3,7 @@
  * plugin and the conflist on the node, and the entrypoint that picks the node's token.
  */
 import assert from "node:assert/strict";
-import { run } from "@knitter/common";
+import { run, start } from "@knitter/common";
 import { makeSecrets } from "./make_secrets.ts";
 import { DEPLOY_DIR, findObject, loadManifests } from "./manifests.ts";
 import { expandReferences } from "./pod_env.ts";
@@ -37,16 +37,26 @@ async function withDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
   }
 }
 
-/** The init step against a fake node root: CNI dirs and the image's files redirected there. */
-async function runInstall(dir: string, plugin: string) {
-  const env = {
-    ...literalEnv(install),
+/** Where the image's ConfigMap mount puts the installer, and where it is in the repository. */
+const INSTALLER = "/etc/knitter/cni/install-cni.sh";
+const INSTALLER_SRC = `${DEPLOY_DIR}/cni/install-cni.sh`;
+
+/** The installer's environment against a fake node root: CNI dirs and the image's files there. */
+function installEnv(container: Obj, dir: string, plugin: string): Record<string, string> {
+  assert.deepEqual(container.command, ["/bin/sh", INSTALLER]);
+  return {
+    ...literalEnv(container),
     KNITTER_PLUGIN_SRC: plugin,
     KNITTER_CONFLIST_SRC: `${DEPLOY_DIR}/cni/10-knitter.conflist`,
     CNI_BIN_DIR: `${dir}/opt/cni/bin`,
     CNI_CONF_DIR: `${dir}/etc/cni/net.d`,
   };
-  return await run(shellArgv(install, env), { env, check: false, timeoutMs: 10_000 });
+}
+
+/** The init step against a fake node root. */
+async function runInstall(dir: string, plugin: string) {
+  const env = installEnv(install, dir, plugin);
+  return await run(["/bin/sh", INSTALLER_SRC], { env, check: false, timeoutMs: 10_000 });
 }
 
 Deno.test("the init step installs the plugin and the conflist, and again over an old install", async () => {
@@ -85,6 +95,101 @@ Deno.test("the init step fails without leaving a partial file or touching the ol
     assert.equal(await Deno.readTextFile(`${dir}/opt/cni/bin/knitter`), "old");
     assert.deepEqual([...Deno.readDirSync(`${dir}/etc/cni/net.d`)], []);
   });
+});
+
+async function fakeNode(dir: string): Promise<string> {
+  await Deno.mkdir(`${dir}/opt/cni/bin`, { recursive: true });
+  await Deno.mkdir(`${dir}/etc/cni/net.d`, { recursive: true });
+  const plugin = `${dir}/knitter-plugin`;
+  await Deno.writeTextFile(plugin, "#!/bin/sh\necho knitter\n");
+  return plugin;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("the init step chains portmap, bandwidth and tuning after knitter, those the node has", async () => {
+  await withDir(async (dir) => {
+    const plugin = await fakeNode(dir);
+    for (const p of ["portmap", "tuning"]) {
+      await Deno.writeTextFile(`${dir}/opt/cni/bin/${p}`, "#!/bin/sh\n", { mode: 0o755 });
+    }
+    const result = await runInstall(dir, plugin);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /chained: portmap tuning/);
+    const list = JSON.parse(await Deno.readTextFile(`${dir}/etc/cni/net.d/10-knitter.conflist`));
+    const shipped = JSON.parse(await Deno.readTextFile(`${DEPLOY_DIR}/cni/10-knitter.conflist`));
+    assert.deepEqual(list.plugins, [
+      ...shipped.plugins,
+      { type: "portmap", capabilities: { portMappings: true } },
+      { type: "tuning" },
+    ]);
+    // bandwidth installed later: chained on the next install.
+    await Deno.writeTextFile(`${dir}/opt/cni/bin/bandwidth`, "#!/bin/sh\n", { mode: 0o755 });
+    assert.equal((await runInstall(dir, plugin)).code, 0);
+    const again = JSON.parse(await Deno.readTextFile(`${dir}/etc/cni/net.d/10-knitter.conflist`));
+    assert.deepEqual(again.plugins.map((p: Obj) => p.type), [
+      "knitter",
+      "portmap",
+      "bandwidth",
+      "tuning",
+    ]);
+  });
+});
+
+Deno.test("the cni-keeper container puts back a conflist or plugin someone else changed or deleted", async () => {
+  const keeper = pod.containers.find((c: Obj) => c.name === "cni-keeper");
+  assert.ok(keeper, "the DaemonSet has a cni-keeper container");
+  assert.deepEqual(
+    keeper.volumeMounts.map((m: Obj) => m.name).sort(),
+    install.volumeMounts.map((m: Obj) => m.name).sort(),
+  );
+  assert.ok(Number(literalEnv(keeper).KNITTER_CNI_WATCH_SECONDS) > 0);
+  await withDir(async (dir) => {
+    const plugin = await fakeNode(dir);
+    const env = { ...installEnv(keeper, dir, plugin), KNITTER_CNI_WATCH_SECONDS: "1" };
+    const conf = `${dir}/etc/cni/net.d/10-knitter.conflist`;
+    const bin = `${dir}/opt/cni/bin/knitter`;
+    const shipped = await Deno.readTextFile(`${DEPLOY_DIR}/cni/10-knitter.conflist`);
+    const keeping = start(["/bin/sh", INSTALLER_SRC], { env, check: false });
+    try {
+      const until = async (what: string, ok: () => Promise<boolean>) => {
+        const end = Date.now() + 8_000;
+        while (!(await ok())) {
+          if (Date.now() > end) assert.fail(`the keeper did not ${what}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      await until("install", () => exists(conf));
+      await Deno.remove(conf);
+      await Deno.writeTextFile(bin, "#!/bin/sh\necho someone else\n");
+      await until("put the conflist back", () => exists(conf));
+      await until(
+        "put the plugin back",
+        async () => (await Deno.readTextFile(bin)) === (await Deno.readTextFile(plugin)),
+      );
+      await Deno.writeTextFile(conf, '{"cniVersion": "1.1.0", "name": "other", "plugins": []}');
+      await until("undo the change", async () => (await Deno.readTextFile(conf)) === shipped);
+      assert.deepEqual([...Deno.readDirSync(`${dir}/etc/cni/net.d`)].map((e) => e.name), [
+        "10-knitter.conflist",
+      ]);
+    } finally {
+      await keeping.abandon();
+    }
+  });
+});
+
+Deno.test("the installer is in the ConfigMap mounted where the containers run it", () => {
+  const kustomization = Deno.readTextFileSync(`${DEPLOY_DIR}/kustomization.yaml`);
+  assert.match(kustomization, /^ {6}- cni\/install-cni\.sh$/m);
+  const mount = install.volumeMounts.find((m: Obj) => INSTALLER.startsWith(`${m.mountPath}/`));
+  assert.equal(mount?.name, "cni-config");
 });
 
 Deno.test("the init step takes the plugin from where the image puts it", () => {
