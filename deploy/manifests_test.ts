@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
 import { type AgentRequest, podRequest } from "../agent/pod_request.ts";
+import { FINALIZER } from "../monitor/crd_types.ts";
 import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";
 import { loadMonitorConfig } from "@knitter/monitor";
@@ -501,4 +502,31 @@ Deno.test("the shipped default network: a public Network in a public namespace, 
     ["data", "net1"],
     ["media", "net2"],
   ]);
+});
+
+Deno.test("uninstall: the README deletes the custom resources, while the monitor runs, before deploy/", () => {
+  const readme = Deno.readTextFileSync(`${DEPLOY_DIR}/README.md`);
+  const section = readme.slice(readme.indexOf("## Uninstall\n"), readme.indexOf("\n## Files"));
+  const commands = [...section.matchAll(/```sh\n([\s\S]*?)```/g)]
+    .flatMap((m) => m[1].split("\n"))
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith("kubectl delete"));
+  const at = (re: RegExp) => {
+    const i = commands.findIndex((c) => re.test(c));
+    assert.ok(i >= 0, `no ${re} in the uninstall steps: ${commands.join(" | ")}`);
+    return i;
+  };
+  // Every custom resource kind deploy/ defines is deleted, and waited for, before deploy/ itself.
+  const crds = manifests.filter((m) => m.object.kind === "CustomResourceDefinition");
+  const last = at(/^kubectl delete -k deploy\/$/);
+  for (const crd of crds) {
+    const i = at(new RegExp(`^kubectl delete ${crd.object.metadata.name} --all -A --wait`));
+    assert.ok(i < last, `${crd.object.metadata.name} is deleted after deploy/`);
+  }
+  // IP groups first: they use networks, which stay while anything does.
+  assert.ok(at(/ipgroups\.knitter\.io/) < at(/networks\.knitter\.io/));
+  // The finalizer the README names is the monitor's, and the default network goes with step 2.
+  assert.match(section, new RegExp(FINALIZER.replace(".", "\\.")));
+  const [net] = parseManifestFile("network.yaml", `${DEPLOY_DIR}/default-network`);
+  assert.ok(crds.some((c) => c.object.spec.names.kind === net.object.kind));
 });
