@@ -74,6 +74,9 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
     }
   }
+  for await (const e of store.list<{ ip: string }>(keys.quarantines(net.id))) {
+    hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
+  }
   const macs = new Map<string, string>();
   for (const p of ports) {
     const other = macs.get(p.mac);

@@ -69,10 +69,21 @@ export const ConfigSchema = z.strictObject({
   }).optional(),
   vniRanges: z.array(RangeText).default(["1-16777215"]),
   underlayMtu: z.int().min(1280).max(9216).default(1500),
+  /**
+   * Seconds a released address or MAC is not handed out again (0: at once); absent:
+   * DEFAULT_QUARANTINE_SECONDS.
+   */
+  quarantineSeconds: z.int().min(0).max(86400).optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 
 export type ManagerConfig = z.infer<typeof ConfigSchema>;
+
+/**
+ * The quarantine of released addresses and MACs when the configuration names none: long enough
+ * for every node to have removed the flows of a released port.
+ */
+export const DEFAULT_QUARANTINE_SECONDS = 60;
 
 export const USAGE = `knitter-manager: the central network manager (REST API and IPAM)
 

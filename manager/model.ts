@@ -160,6 +160,12 @@ export const keys = {
   /** The port that holds a fixed MAC in a network ({tenant, id}); derived MACs have no key. */
   mac: (networkId: string, mac: string): Key => ["mac", networkId, mac],
   macs: (networkId: string): Key => ["mac", networkId],
+  /** A released address in quarantine, by pool index (service/quarantine.ts). */
+  quarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
+  quarantines: (networkId: string): Key => ["quarantine", networkId],
+  /** A released fixed MAC in quarantine. */
+  macQuarantine: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
+  macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],
   /** Which network holds a VNI, or a VLAN ID / the untagged segment of a physnet. */

@@ -3,7 +3,7 @@ import { createLogger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
 import { serveDirect, serveGuarded } from "./conn_guard.ts";
 import { TokenTable } from "./auth.ts";
-import { logLevel, type ManagerConfig, vniRanges } from "./config.ts";
+import { DEFAULT_QUARANTINE_SECONDS, logLevel, type ManagerConfig, vniRanges } from "./config.ts";
 import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
@@ -19,11 +19,15 @@ export const ADMIN_TENANT = "admin";
 
 export function createContext(
   store: Store,
-  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu">,
+  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu"> & { quarantineSeconds?: number },
 ): Ctx {
   return {
     store,
-    settings: { vniRanges: vniRanges(config as ManagerConfig), underlayMtu: config.underlayMtu },
+    settings: {
+      vniRanges: vniRanges(config as ManagerConfig),
+      underlayMtu: config.underlayMtu,
+      quarantineMs: (config.quarantineSeconds ?? 0) * 1000,
+    },
     metrics: new Metrics(),
     pools: new PoolRegistry(store),
     cache: newResolveCache(),
@@ -41,7 +45,10 @@ export interface RunningManager {
 export async function startManager(config: ManagerConfig): Promise<RunningManager> {
   const log = createLogger("manager", logLevel(config));
   const store = await openStore(config.store);
-  const ctx = createContext(store, config);
+  const ctx = createContext(store, {
+    ...config,
+    quarantineSeconds: config.quarantineSeconds ?? DEFAULT_QUARANTINE_SECONDS,
+  });
   await ensureTenant(ctx, ADMIN_TENANT);
   const moved = await scopeForeignPortKeys(ctx);
   if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });

@@ -53,6 +53,8 @@ export interface TestAppOptions {
   /** Tenants created up front (besides the built-in admin tenant). */
   tenants?: string[];
   limits?: Partial<RequestLimits>;
+  /** Quarantine of released addresses and MACs (service/quarantine.ts); 0 (none) when absent. */
+  quarantineSeconds?: number;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -60,6 +62,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
   const ctx = createContext(store, {
     vniRanges: options.vniRanges ?? ["5000-5999"],
     underlayMtu: 1500,
+    quarantineSeconds: options.quarantineSeconds ?? 0,
   });
   await ensureTenant(ctx, ADMIN_TENANT);
   const internal: unknown[] = [];

@@ -18,6 +18,8 @@ export interface IpamSettings {
   vniRanges: [number, number][];
   /** MTU of networks that do not set one: the underlay's, less the VXLAN overhead for vxlan. */
   underlayMtu: number;
+  /** How long a released address or MAC stays out of allocation (service/quarantine.ts); 0: none. */
+  quarantineMs: number;
 }
 
 export interface Ctx {

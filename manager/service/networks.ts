@@ -1,4 +1,5 @@
 /** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
+import { countQuarantine, dropQuarantine } from "./quarantine.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
@@ -380,7 +381,9 @@ export async function deleteNetwork(
           throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
         }
         const edit = await addresses.edit(tx);
-        if (edit.used > 0) throw await inUse(ctx, net, edit.used);
+        // Addresses in quarantine go with the network.
+        const used = edit.used - await dropQuarantine(ctx, tx, net);
+        if (used > 0) throw await inUse(ctx, net, used);
         tx.check(e).delete(e.key);
         edit.destroy();
         const t = await getTenantEntry(ctx, tenant);
@@ -432,14 +435,20 @@ async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<voi
   tx.onCommit(() => ctx.metrics.releases.inc({ kind: net.type === "vxlan" ? "vni" : "vlan" }));
 }
 
+/**
+ * The network with its usage: `used` counts the addresses ports and IP groups hold, `free` those
+ * that can be handed out now; the rest (total - used - free) are in quarantine.
+ */
 export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkView> {
   const head = await ctx.pools.addresses(net).readHead();
-  return view(net, net.poolSize - net.reserved, head?.used ?? 0);
+  const set = head?.used ?? 0;
+  const quarantined = set > 0 ? await countQuarantine(ctx, net) : 0;
+  return view(net, net.poolSize - net.reserved, set - quarantined, quarantined);
 }
 
-function view(net: NetworkRecord, total: number, used: number): NetworkView {
+function view(net: NetworkRecord, total: number, used: number, quarantined = 0): NetworkView {
   const { poolSize: _p, reserved: _r, reservedRanges: _rr, ...rest } = net;
-  return { ...rest, usage: { total, used, free: total - used } };
+  return { ...rest, usage: { total, used, free: total - used - quarantined } };
 }
 
 const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;

@@ -17,6 +17,13 @@ import { holderOf } from "./holders.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
+import {
+  earliest,
+  macInQuarantine,
+  quarantine,
+  quarantining,
+  sweepQuarantine,
+} from "./quarantine.ts";
 import { forgetNetwork, type NetworkRef, resolveNetwork, resolveNetworkRef } from "./networks.ts";
 
 export type PortBody = z.infer<typeof PortRequest>;
@@ -272,6 +279,7 @@ async function allocatePort(
   if (body.ipGroup !== undefined) {
     ({ index, ip } = await fromGroup(ctx, tx, net, owner, id, body));
   } else if (body.ip !== undefined) {
+    const held = await sweepQuarantine(ctx, tx, edit, net);
     ip = canonicalIp(net, body.ip);
     index = ctx.pools.space(net).indexOf(ipValue(net, body.ip));
     if (index < 0) {
@@ -287,21 +295,28 @@ async function allocatePort(
     }
     if (!(await edit.take(index))) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
+      const q = held.get(index);
       throw new ApiError(
         "address_taken",
-        `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip, owner)}`,
+        q
+          ? `${ip} of network "${net.name}" was released at ${q.releasedAt} and is in quarantine until ${q.until}`
+          : `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip, owner)}`,
         "ip",
       );
     }
   } else {
+    const held = await sweepQuarantine(ctx, tx, edit, net);
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!fresh) throw new Restart();
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
       const total = net.poolSize - net.reserved;
+      const inQuarantine = held.size === 0
+        ? ""
+        : `; ${held.size} of them released and in quarantine, the first until ${earliest(held)}`;
       throw new ApiError(
         "pool_exhausted",
-        `Cannot allocate an address from network "${net.name}": its pools are exhausted (${total} of ${total} in use)`,
+        `Cannot allocate an address from network "${net.name}": its pools are exhausted (${total} of ${total} in use${inQuarantine})`,
       );
     }
     index = found;
@@ -549,6 +564,14 @@ async function claimMac(
       "mac",
     );
   }
+  const q = await macInQuarantine(ctx, tx, net, mac);
+  if (q) {
+    throw new ApiError(
+      "mac_taken",
+      `mac: ${mac} was released on network "${net.name}" and is in quarantine until ${q.until}`,
+      "mac",
+    );
+  }
   const e = await ctx.store.get<{ tenant: string; id: string }>(keys.mac(net.id, mac));
   if (e.value) {
     const who = e.value.tenant === owner ? `port "${e.value.id}"` : "a port of another tenant";
@@ -687,7 +710,8 @@ export async function deletePort(
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
-      if (port.mac !== macFor(net.id, port.index)) tx.delete(keys.mac(net.id, port.mac));
+      const fixedMac = port.mac !== macFor(net.id, port.index);
+      if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);
       if (port.ipGroup !== undefined) {
         const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
@@ -701,9 +725,14 @@ export async function deletePort(
           return port;
         }
       }
-      const edit = await pool.edit(tx);
-      await edit.release(port.index);
-      edit.flush();
+      if (quarantining(ctx)) {
+        // The bit stays set until the quarantine ends (service/quarantine.ts).
+        quarantine(ctx, tx, net, port, fixedMac);
+      } else {
+        const edit = await pool.edit(tx);
+        await edit.release(port.index);
+        edit.flush();
+      }
       await charges.charge(port.tenant, { ports: -1, addresses: -1 });
       charges.flush();
       return port;

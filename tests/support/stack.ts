@@ -35,6 +35,8 @@ export interface StackOptions {
   detached?: boolean;
   /** More agent configuration (agent/config.ts keys), over the stack's own, on every node. */
   agent?: Record<string, unknown>;
+  /** More manager configuration (manager/config.ts keys), over the stack's own. */
+  manager?: Record<string, unknown>;
 }
 
 export interface StackNode {
@@ -101,6 +103,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       ],
       vniRanges: ["5000-5999"],
       logLevel: opts.logLevel ?? "warn",
+      ...opts.manager,
     }),
   );
   let managerPid = 0;
