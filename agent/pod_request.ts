@@ -66,15 +66,13 @@ export function podRequest(
 ): PodRequest {
   const args = req.args ?? {};
   const config = req.config ?? {};
-  let tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
+  const tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
   const uid = req.kubePod?.uid ?? args.K8S_POD_UID;
   const pod = args.K8S_POD_NAMESPACE && args.K8S_POD_NAME
     ? { namespace: args.K8S_POD_NAMESPACE, name: args.K8S_POD_NAME, ...(uid ? { uid } : {}) }
     : undefined;
   const fromPod = req.kubePod ? fromAnnotations(req, req.kubePod, defaults.network) : undefined;
-  const interfaces = fromPod?.interfaces ?? fromCni(req, defaults.network);
-  // A Multus delegate call for `ns/net` attaches to that namespace's network (tenant).
-  if (fromPod?.tenant) tenant = fromPod.tenant;
+  const interfaces = fromPod ?? fromCni(req, defaults.network);
   for (const w of interfaces) checkWantedMac(w);
   const owner = pod && req.kubePod && isStable(req.kubePod, interfaces)
     ? `${STABLE_PREFIX}${pod.namespace}:${pod.name}`
@@ -103,15 +101,17 @@ export const PRIMARY_IFNAME = "eth0";
  * - the network config names a network ("network" or "networks", as a NetworkAttachmentDefinition's
  *   config does): the config wins over the annotation (undefined: the CNI request decides);
  * - CNI_IFNAME is not the primary interface and names one of the Multus annotation's attachments
- *   (its "interface", or net1, net2... by position, as Multus names them): that one, on the
- *   network its reference names (`ns/name`: tenant ns; `name`: the pod's namespace); with no such
+ *   (its "interface", or net1, net2... by position, as Multus names them): that one; with no such
  *   attachment, the network named as the config (Multus gives a NAD's config its name).
+ * The tenant stays the pod's namespace, as on kubelet's call: `ns/name` of another namespace is
+ * found only if public (the manager looks a name up in the tenant, then among public networks), so
+ * an annotation never reaches into another tenant's private network.
  */
 function fromAnnotations(
   req: CniRequest,
   pod: KubePod,
   defaultNetwork: string | undefined,
-): { interfaces: WantedInterface[]; tenant?: string } | undefined {
+): WantedInterface[] | undefined {
   const config = req.config ?? {};
   if (config.network !== undefined || config.networks !== undefined) return undefined;
   try {
@@ -123,21 +123,18 @@ function fromAnnotations(
         : [];
       const one = all.find((i) => i.ifName === req.ifName && i.ifName !== PRIMARY_IFNAME);
       if (one) {
-        const { namespace, ...w } = one;
-        const wanted: WantedInterface = {
-          ...w,
-          defaultRoute: one.defaultRoute && !!asked?.networks.some((n) => n.defaultRoute),
-        };
-        return namespace ? { interfaces: [wanted], tenant: namespace } : { interfaces: [wanted] };
+        const { namespace: _ns, ...w } = one;
+        const routed = !!asked?.networks.some((n) => n.defaultRoute);
+        return [{ ...w, defaultRoute: one.defaultRoute && routed }];
       }
       const named = str(config.name);
       if (named && DNS_LABEL.test(named) && asked) {
-        return { interfaces: [{ network: named, ifName: req.ifName, defaultRoute: false }] };
+        return [{ network: named, ifName: req.ifName, defaultRoute: false }];
       }
     }
     if (!asked) return undefined;
     const interfaces = resolveAnnotated(asked, { primaryIfName: req.ifName, defaultNetwork });
-    return { interfaces: interfaces.map(({ namespace: _ns, ...w }) => w) };
+    return interfaces.map(({ namespace: _ns, ...w }) => w);
   } catch (err) {
     if (err instanceof AnnotationError) {
       throw new CniError(CNI_CODE.invalidConfig, `Pod ${podName(req)}: ${err.message}`);

@@ -314,7 +314,7 @@ Deno.test("pod request: as a Multus delegate, the NAD for CNI_IFNAME is the only
   assert.equal(one.tenant, "acme", "a reference without namespace: the pod's");
   assert.deepEqual(one.interfaces, [{ network: "control", ifName: "net1", defaultRoute: false }]);
   const two = podRequest(delegated(nad("data"), "net2", annotations), defaults);
-  assert.equal(two.tenant, "other", "ns/name: that namespace's network");
+  assert.equal(two.tenant, "acme", "another namespace's: found only if public");
   assert.deepEqual(two.interfaces, [{ network: "data", ifName: "net2", defaultRoute: false }]);
   const named = podRequest(delegated(nad("media"), "m0", annotations), defaults);
   assert.deepEqual(named.interfaces, [{ network: "media", ifName: "m0", defaultRoute: false }]);
