@@ -17,7 +17,7 @@ import {
 } from "./support/pods.ts";
 import { startStack } from "./support/stack.ts";
 
-const QUARANTINE_SECONDS = 2;
+const QUARANTINE_SECONDS = 3;
 const NET = "tenants/acme/networks/control";
 
 async function waitFor(what: string, fn: () => Promise<boolean>, ms: number): Promise<void> {
