@@ -55,12 +55,22 @@ export interface AttacherDeps {
 
 export class Attacher {
   private readonly locks = new Map<string, Mutex>();
+  /** ADDs called and not answered yet, by container/ifname: GC leaves them alone. */
+  private readonly adding = new Map<string, number>();
 
   constructor(private readonly d: AttacherDeps) {}
 
   async add(req: CniRequest): Promise<CniResult> {
     checkAddRequest(req);
-    return await this.locked(req.containerId, () => this.doAdd(req));
+    const key = `${req.containerId}/${req.ifName}`;
+    this.adding.set(key, (this.adding.get(key) ?? 0) + 1);
+    try {
+      return await this.locked(req.containerId, () => this.doAdd(req));
+    } finally {
+      const n = this.adding.get(key)! - 1;
+      if (n > 0) this.adding.set(key, n);
+      else this.adding.delete(key);
+    }
   }
 
   del(req: CniRequest): Promise<void> {
@@ -79,12 +89,52 @@ export class Attacher {
         `${v.containerID}/${v.ifname}`
       ),
     );
-    for (const a of await this.d.state.listAttachments()) {
+    let failure: unknown;
+    for (const listed of await this.d.state.listAttachments()) {
       // knitctl's extra interfaces are not the runtime's to list: only detach removes them.
-      if (a.containerId.startsWith(EXTRA_CONTAINER_PREFIX)) continue;
-      if (valid.has(`${a.containerId}/${a.ifName}`)) continue;
-      await this.locked(a.containerId, () => this.undo(a, "GC"));
+      if (listed.containerId.startsWith(EXTRA_CONTAINER_PREFIX)) continue;
+      const key = `${listed.containerId}/${listed.ifName}`;
+      // An ADD being answered now is newer than the runtime's list: not the list's to judge.
+      if (valid.has(key) || this.adding.has(key)) continue;
+      try {
+        await this.locked(listed.containerId, async () => {
+          // Read again under the lock: an ADD that held it may have replaced the record listed.
+          const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
+          if (!a || a.createdAt !== listed.createdAt || this.adding.has(key)) return;
+          await this.undo(a, "GC");
+        });
+      } catch (err) {
+        // The others are still collected; the first failure is the answer.
+        this.d.log.error("GC could not remove an attachment", {
+          container: listed.containerId,
+          error: String(err),
+        });
+        failure ??= err;
+      }
     }
+    if (failure) throw failure;
+  }
+
+  /**
+   * Undoes `listed`, found with its netns gone (no DEL came: reaper.ts), under the container's
+   * lock, so never across an ADD or DEL of it. Nothing is done when the record changed meanwhile
+   * (another ADD) or its netns is back; answers whether it was undone.
+   */
+  reap(listed: Attachment, why: string): Promise<boolean> {
+    return this.locked(listed.containerId, async () => {
+      const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
+      if (!a || a.createdAt !== listed.createdAt) return false;
+      const id = await netnsIdOf(a.netns);
+      if (id !== undefined && (a.netnsId === undefined || a.netnsId === id)) return false;
+      this.d.log.warn("netns gone without DEL: removing the attachment", {
+        container: a.containerId,
+        ifName: a.ifName,
+        netns: a.netns,
+        why,
+      });
+      await this.undo(a, why);
+      return true;
+    });
   }
 
   private async doAdd(req: CniRequest): Promise<CniResult> {

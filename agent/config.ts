@@ -73,6 +73,15 @@ export const AgentConfigSchema = z.strictObject({
   flowCheck: z.strictObject({
     intervalSeconds: z.number().min(0).max(86_400).default(60),
   }).default({ intervalSeconds: 60 }),
+  /**
+   * Lost DELs (agent/reaper.ts): an attachment whose netns is gone (or is another netns at its
+   * path) is undone once it has been gone for `graceSeconds` (the runtime's own DEL may still come),
+   * looked for every `intervalSeconds` (0: only at the agent's start, where no grace applies).
+   */
+  staleAttachments: z.strictObject({
+    graceSeconds: z.number().min(0).max(86_400).default(60),
+    intervalSeconds: z.number().min(0).max(86_400).default(15),
+  }).default({ graceSeconds: 60, intervalSeconds: 15 }),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 

@@ -20,6 +20,7 @@ import { ExtraInterfaces } from "./extra_interface.ts";
 import { ExtraInterfaceStore } from "./extra_interface_store.ts";
 import { Ovs } from "./ovs.ts";
 import { PortPlugger } from "./port_plugger.ts";
+import { Reaper } from "./reaper.ts";
 import { RemoteView } from "./remote.ts";
 import { disableTxChecksumOffload } from "./netlink.ts";
 import { agentApp } from "./server.ts";
@@ -106,6 +107,14 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   });
   healer.start();
+  // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
+  const reaper = new Reaper({
+    state,
+    attacher,
+    graceSeconds: config.staleAttachments.graceSeconds,
+    intervalSeconds: config.staleAttachments.intervalSeconds,
+    log,
+  });
   // The plugin's way in: root only, in a directory of the agent's own.
   const app = agentApp({ attacher, notReady: () => notReady, log, extra });
   mountFlowRoutes(app, healer);
@@ -146,6 +155,10 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
         await remote.start();
         await dataplane.sync();
         await healer.ready();
+        // After a reboot every netns is gone: nothing stale stays, in the manager or here.
+        const reaped = await reaper.pass(false);
+        if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
+        reaper.start();
         notReady = null;
         log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
         return;
@@ -165,6 +178,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       stopping.abort();
       await joined;
       await reapplied;
+      await reaper.stop();
       await healer.stop();
       await remote.stop();
       await probes?.shutdown();
