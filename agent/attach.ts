@@ -22,8 +22,9 @@ import {
   podInterfaceState,
   startPodBatch,
 } from "./netlink.ts";
-import { netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
+import { netnsIdNow, netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
 import type { PortPlugger } from "./port_plugger.ts";
+import { goneReason } from "./reaper.ts";
 import {
   checkAddRequest,
   type CniRequest,
@@ -124,8 +125,8 @@ export class Attacher {
     return this.locked(listed.containerId, async () => {
       const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
       if (!a || a.createdAt !== listed.createdAt) return false;
-      const id = await netnsIdOf(a.netns);
-      if (id !== undefined && (a.netnsId === undefined || a.netnsId === id)) return false;
+      // Gone still (reaper.ts): the path missing, or another namespace there.
+      if (!goneReason(a, await netnsIdNow(a.netns))) return false;
       this.d.log.warn("netns gone without DEL: removing the attachment", {
         container: a.containerId,
         ifName: a.ifName,

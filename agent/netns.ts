@@ -79,6 +79,15 @@ export async function netnsIdOf(path: string): Promise<string | undefined> {
   return typeof st === "object" ? netnsId(st) : undefined;
 }
 
+/**
+ * The identity of a netns path now, "missing" when nothing is there, or null when the agent cannot
+ * tell (not readable): only a missing path may count as a netns gone.
+ */
+export async function netnsIdNow(path: string): Promise<string | "missing" | null> {
+  const st = await statNs(path);
+  return typeof st === "object" ? netnsId(st) : st === "missing" ? "missing" : null;
+}
+
 function netnsId(st: { dev: number; ino: number }): string {
   return `${st.dev}:${st.ino}`;
 }

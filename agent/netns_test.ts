@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CniError } from "./cni_errors.ts";
-import { netnsProblem, podNetns } from "./netns.ts";
+import { netnsIdNow, netnsProblem, podNetns } from "./netns.ts";
 
 const NSFS = 4;
 const own = { dev: NSFS, ino: 100, kind: "file" } as const;
@@ -49,4 +49,9 @@ Deno.test("podNetns: this process's own netns, a file, a directory and a missing
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("netnsIdNow: a netns path's identity, or missing", async () => {
+  assert.match((await netnsIdNow("/proc/self/ns/net"))!, /^\d+:\d+$/);
+  assert.equal(await netnsIdNow("/var/run/netns/knitter-no-such-netns-here"), "missing");
 });

@@ -17,18 +17,20 @@
 import type { Logger } from "@knitter/common";
 import type { Attacher } from "./attach.ts";
 import { CONTAINER_PREFIX as EXTRA_CONTAINER_PREFIX } from "./extra_interface.ts";
-import { netnsIdOf } from "./netns.ts";
+import { netnsIdNow } from "./netns.ts";
 import type { AgentState, Attachment } from "./state.ts";
 
 /**
- * Why an attachment's netns is gone, given the identity its path has now (undefined: missing), or
- * undefined when it is still the namespace ADD made the attachment in.
+ * Why an attachment's netns is gone, given what its path is now (netns.ts `netnsIdNow`: an
+ * identity, "missing", or null when the agent cannot tell), or undefined when it is still the
+ * namespace ADD made the attachment in, or may be.
  */
 export function goneReason(
   a: Pick<Attachment, "netns" | "netnsId">,
-  idNow: string | undefined,
+  idNow: string | null,
 ): string | undefined {
-  if (idNow === undefined) return `netns gone: ${a.netns} no longer exists`;
+  if (idNow === null) return undefined;
+  if (idNow === "missing") return `netns gone: ${a.netns} no longer exists`;
   if (a.netnsId !== undefined && a.netnsId !== idNow) {
     return `netns gone: ${a.netns} is another network namespace now (${idNow}, not ${a.netnsId})`;
   }
@@ -67,8 +69,8 @@ export interface ReaperDeps {
   /** 0: no timer, only the start's pass. */
   intervalSeconds: number;
   log: Logger;
-  /** The identity of a netns path now (netns.ts); tests give their own. */
-  netnsId?: (path: string) => Promise<string | undefined>;
+  /** What a netns path is now (netns.ts `netnsIdNow`); tests give their own. */
+  netnsId?: (path: string) => Promise<string | null>;
 }
 
 export class Reaper {
@@ -113,7 +115,7 @@ export class Reaper {
   }
 
   private async look(grace: boolean): Promise<number> {
-    const idOf = this.d.netnsId ?? netnsIdOf;
+    const idOf = this.d.netnsId ?? netnsIdNow;
     const gone = new Map<string, { a: Attachment; why: string }>();
     for (const a of await this.d.state.listAttachments()) {
       if (!reapable(a)) continue;

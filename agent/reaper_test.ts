@@ -19,7 +19,9 @@ function record(containerId: string, netns: string, netnsId?: string): Attachmen
 Deno.test("goneReason: a missing path, or another namespace at it, is gone", () => {
   const a = record("c", "/var/run/netns/p", "4:100");
   assert.equal(goneReason(a, "4:100"), undefined);
-  assert.match(goneReason(a, undefined)!, /no longer exists/);
+  assert.match(goneReason(a, "missing")!, /no longer exists/);
+  // Not readable (permission denied): the agent cannot tell, so it is not gone.
+  assert.equal(goneReason(a, null), undefined);
   assert.match(goneReason(a, "4:101")!, /another network namespace/);
   // A record from before identities were kept: only a missing path counts.
   assert.equal(goneReason(record("c", "/var/run/netns/p"), "4:101"), undefined);
@@ -44,12 +46,13 @@ Deno.test("GraceClock: due once gone for the grace, forgotten when seen no longe
 Deno.test("Reaper: reaps gone attachments after the grace (none at start), skips the rest, survives failures", async () => {
   const state = await AgentState.open(":memory:");
   try {
-    const ids: Record<string, string | undefined> = {
+    const ids: Record<string, string | null> = {
       "/ns/live": "1:1",
       "/ns/recreated": "1:9",
-      "/ns/gone": undefined,
-      "/ns/failing": undefined,
-      "/ns/extra": undefined,
+      "/ns/gone": "missing",
+      "/ns/failing": "missing",
+      "/ns/extra": "missing",
+      "/ns/unreadable": null,
     };
     for (
       const a of [
@@ -58,6 +61,7 @@ Deno.test("Reaper: reaps gone attachments after the grace (none at start), skips
         record("gone", "/ns/gone", "1:3"),
         record("failing", "/ns/failing", "1:4"),
         record("knitctl-x", "/ns/extra", "1:5"),
+        record("unreadable", "/ns/unreadable", "1:6"),
       ]
     ) await state.putAttachment(a);
     const reaped: string[] = [];
