@@ -8,8 +8,8 @@
  */
 import { parseArgs } from "node:util";
 import { Cleanup } from "../support/cleanup.ts";
-import { KubeApi } from "../support/kube_api.ts";
-import { startStack, waitFor } from "../support/stack.ts";
+import { waitFor } from "../support/stack.ts";
+import { monitorBenchWorld, must } from "./monitor_world.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
@@ -20,20 +20,7 @@ const CONCURRENCY = 64;
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
 await using cleanup = new Cleanup();
-const stack = await startStack({ cleanup, nodes: [] });
-const token = `monitor-${crypto.randomUUID()}`;
-const api = KubeApi.start({ tokens: { [token]: "monitor" }, bookmarkMs: 5000 });
-cleanup.defer(() => api.close());
-must(
-  await stack.api("POST", "tenants/admin/networks", {
-    name: "pods",
-    cidr: "10.96.0.0/16",
-    public: true,
-  }),
-  201,
-);
-must(await stack.api("PUT", "tenants/bench"), 201);
-api.create("namespaces", { metadata: { name: "bench" } });
+const { stack, api, token } = await monitorBenchWorld(cleanup, { bookmarkMs: 5000 });
 
 const dir = stack.dir;
 await Deno.writeTextFile(
@@ -159,10 +146,6 @@ async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> 
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
     while (next < n) await fn(next++);
   }));
-}
-
-function must(r: { status: number; body: unknown }, status: number): void {
-  if (r.status !== status) throw new Error(`${r.status}: ${JSON.stringify(r.body)}`);
 }
 
 function s(ms: number): string {

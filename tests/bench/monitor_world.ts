@@ -1,0 +1,33 @@
+/**
+ * What both monitor benchmarks stand on: a manager (no nodes) with a public network "pods" and the
+ * tenant "bench", and a stand-in Kubernetes API server with the namespace "bench" and a token for
+ * the monitor.
+ */
+import type { Cleanup } from "../support/cleanup.ts";
+import { KubeApi } from "../support/kube_api.ts";
+import { type Stack, startStack } from "../support/stack.ts";
+
+export async function monitorBenchWorld(
+  cleanup: Cleanup,
+  opts: { bookmarkMs: number },
+): Promise<{ stack: Stack; api: KubeApi; token: string }> {
+  const stack = await startStack({ cleanup, nodes: [] });
+  const token = `monitor-${crypto.randomUUID()}`;
+  const api = KubeApi.start({ tokens: { [token]: "monitor" }, bookmarkMs: opts.bookmarkMs });
+  cleanup.defer(() => api.close());
+  must(
+    await stack.api("POST", "tenants/admin/networks", {
+      name: "pods",
+      cidr: "10.96.0.0/16",
+      public: true,
+    }),
+    201,
+  );
+  must(await stack.api("PUT", "tenants/bench"), 201);
+  api.create("namespaces", { metadata: { name: "bench" } });
+  return { stack, api, token };
+}
+
+export function must(r: { status: number; body: unknown }, status: number): void {
+  if (r.status !== status) throw new Error(`${r.status}: ${JSON.stringify(r.body)}`);
+}
