@@ -38,7 +38,7 @@ function released(k: KubeCluster, name: string) {
 async function setup(cleanup: Cleanup): Promise<KubeCluster> {
   const k = await startKubeCluster({ cleanup, nodes: [] });
   k.namespace("acme");
-  assert.equal((await k.stack.api("PUT", "tenants/acme")).status, 201);
+  assert.ok([200, 201].includes((await k.stack.api("PUT", "tenants/acme")).status)); // the monitor may have made it
   return k;
 }
 
