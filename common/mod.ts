@@ -11,3 +11,5 @@ export * from "./run.ts";
 export * from "./serve_unix.ts";
 export * from "./group_commit.ts";
 export * from "./probes.ts";
+export * from "./metrics.ts";
+export * from "./metrics_text.ts";
