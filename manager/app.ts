@@ -1,6 +1,7 @@
 /** The HTTP face of the manager: serves the route table with auth, validation and metrics. */
 import { type Context, Hono } from "hono";
 import type { z } from "zod";
+import { METRICS_CONTENT_TYPE } from "@knitter/common";
 import { authorize, describe, type TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -8,7 +9,7 @@ import { EMPTY_QUERY, PARAMS, type RouteDef, ROUTES } from "./routes.ts";
 import type { Ctx } from "./service/context.ts";
 import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
-import { poolUsageGauge } from "./usage_gauge.ts";
+import { poolUsage } from "./usage_gauge.ts";
 
 /** What one request may hold: everything a client controls is bounded. */
 export interface RequestLimits {
@@ -43,7 +44,7 @@ export function createApp(
 ): Hono {
   const limits = { ...DEFAULT_LIMITS, ...given };
   const app = new Hono();
-  ctx.metrics.addGauge(poolUsageGauge(ctx));
+  ctx.metrics.readPoolsFrom(() => poolUsage(ctx));
 
   app.use("*", async (c, next) => {
     // Path and query as sent (the URL's origin is the server's own).
@@ -86,9 +87,7 @@ export function createApp(
         `${describe(principal)} may not read /metrics: use a token of scope metrics or admin`,
       );
     }
-    return c.text(await ctx.metrics.render(), 200, {
-      "content-type": "text/plain; version=0.0.4",
-    });
+    return c.text(await ctx.metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE });
   });
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));

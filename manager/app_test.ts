@@ -1,6 +1,7 @@
 /** The REST API as a user sees it, through app.request() on an in-memory store. */
 import assert from "node:assert/strict";
 import { ROUTES } from "./routes.ts";
+import { conventionProblems, metricValue, parseExposition, samplesOf } from "@knitter/common";
 import { must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
 
 const BLUE = "tenants/acme/networks/blue";
@@ -31,7 +32,7 @@ Deno.test("tenants: create, list, get, delete", async () => {
 Deno.test("tenants: a duplicate create is refused without counting store conflicts", async () => {
   using t = await testApp({ tenants: ["acme"] });
   mustFail(await t.call("POST", "tenants", { name: "acme" }), 409, "already_exists");
-  assert.equal(t.ctx.metrics.conflicts.get(), 0);
+  assert.equal(await metricValue(t.ctx.metrics.conflicts), 0);
 });
 
 Deno.test("tenants: delete is refused while the tenant owns networks, naming them", async () => {
@@ -733,37 +734,33 @@ Deno.test("ops: /healthz and /readyz answer without a token; /readyz reports a c
   assert.match(r.reason, /^store: /);
 });
 
-Deno.test("ops: /metrics counts requests and allocations and shows pool usage per network", async () => {
+Deno.test("ops: /metrics counts requests and allocations and shows pool capacity and usage per network", async () => {
   using t = await blueNetwork();
   must(await t.call("PUT", `${BLUE}/ports/p1`, {}), 201);
   must(await t.call("PUT", `${BLUE}/ports/p2`, {}), 201);
   must(await t.call("PUT", `${BLUE}/ports/p2`, {}), 200);
   const res = await t.call("GET", "/metrics", undefined, TOKEN.metrics);
   assert.equal(res.status, 200);
-  const text: string = res.body;
-  const line = (prefix: string) => text.split("\n").find((l) => l.startsWith(prefix + " "));
-  assert.equal(
-    line(
-      'knitter_http_requests_total{method="PUT",route="/api/v1/tenants/:tenant/networks/:network/ports/:port",status="201"}',
-    ),
-    'knitter_http_requests_total{method="PUT",route="/api/v1/tenants/:tenant/networks/:network/ports/:port",status="201"} 2',
-  );
-  assert.equal(
-    line('knitter_allocations_total{kind="ip"}'),
-    'knitter_allocations_total{kind="ip"} 2',
-  );
-  assert.equal(
-    line('knitter_allocations_total{kind="vni"}'),
-    'knitter_allocations_total{kind="vni"} 1',
-  );
-  assert.equal(
-    line('knitter_pool_addresses{tenant="acme",network="blue",state="total"}'),
-    'knitter_pool_addresses{tenant="acme",network="blue",state="total"} 253',
-  );
-  assert.equal(
-    line('knitter_pool_addresses{tenant="acme",network="blue",state="used"}'),
-    'knitter_pool_addresses{tenant="acme",network="blue",state="used"} 2',
-  );
+  const f = parseExposition(res.body);
+  const value = (name: string, labels: Record<string, string>) => {
+    const found = samplesOf(f, name, labels);
+    assert.equal(found.length, 1, `${name} ${JSON.stringify(labels)}: ${JSON.stringify(found)}`);
+    return found[0].value;
+  };
+  const port = {
+    method: "PUT",
+    route: "/api/v1/tenants/:tenant/networks/:network/ports/:port",
+  };
+  assert.equal(value("knitter_manager_http_requests_total", { ...port, status: "201" }), 2);
+  assert.equal(value("knitter_manager_http_requests_total", { ...port, status: "200" }), 1);
+  assert.equal(value("knitter_manager_http_request_duration_seconds_count", port), 3);
+  assert.equal(value("knitter_manager_allocations_total", { kind: "ip" }), 2);
+  assert.equal(value("knitter_manager_allocations_total", { kind: "vni" }), 1);
+  const blue = { tenant: "acme", network: "blue" };
+  assert.equal(value("knitter_manager_pool_capacity_addresses", blue), 253);
+  assert.equal(value("knitter_manager_pool_used_addresses", blue), 2);
+  assert.equal(f.get("knitter_manager_pool_used_addresses")?.type, "gauge");
+  assert.deepEqual(await conventionProblems(t.ctx.metrics.registry), []);
 });
 
 Deno.test("ops: /openapi.json documents every route with its request body", async () => {

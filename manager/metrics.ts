@@ -1,129 +1,88 @@
-/** Prometheus text exposition of the manager's counters, latencies and pool usage. */
+/**
+ * The manager's Prometheus metrics, on prom-client (naming: ../common/metrics.ts): requests and
+ * their latency per route, allocations, releases and refusals, store conflicts, and per network
+ * the capacity and the usage of its pools, read from the pool heads at scrape time.
+ */
+import { componentRegistry, Counter, Gauge, Histogram, SECONDS_BUCKETS } from "@knitter/common";
 
-type Labels = Record<string, string>;
-
-function labelText(labels: Labels): string {
-  const parts = Object.entries(labels).map(([k, v]) =>
-    `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
-  );
-  return parts.length ? `{${parts.join(",")}}` : "";
-}
-
-export class Counter {
-  private readonly values = new Map<string, { labels: Labels; value: number }>();
-
-  constructor(readonly name: string, readonly help: string) {}
-
-  inc(labels: Labels = {}, by = 1): void {
-    const id = labelText(labels);
-    const cur = this.values.get(id);
-    if (cur) cur.value += by;
-    else this.values.set(id, { labels, value: by });
-  }
-
-  get(labels: Labels = {}): number {
-    return this.values.get(labelText(labels))?.value ?? 0;
-  }
-
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
-    for (const { labels, value } of this.values.values()) {
-      lines.push(`${this.name}${labelText(labels)} ${value}`);
-    }
-    return lines.join("\n");
-  }
-}
-
-export class Histogram {
-  private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number }>();
-
-  constructor(readonly name: string, readonly help: string, readonly buckets: number[]) {}
-
-  observe(labels: Labels, value: number): void {
-    const id = labelText(labels);
-    let s = this.series.get(id);
-    if (!s) {
-      s = { labels, counts: new Array(this.buckets.length + 1).fill(0), sum: 0 };
-      this.series.set(id, s);
-    }
-    let i = 0;
-    while (i < this.buckets.length && value > this.buckets[i]) i++;
-    s.counts[i]++;
-    s.sum += value;
-  }
-
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
-    for (const { labels, counts, sum } of this.series.values()) {
-      let cumulative = 0;
-      this.buckets.forEach((b, i) => {
-        cumulative += counts[i];
-        lines.push(`${this.name}_bucket${labelText({ ...labels, le: String(b) })} ${cumulative}`);
-      });
-      cumulative += counts[this.buckets.length];
-      lines.push(`${this.name}_bucket${labelText({ ...labels, le: "+Inf" })} ${cumulative}`);
-      lines.push(`${this.name}_sum${labelText(labels)} ${sum}`);
-      lines.push(`${this.name}_count${labelText(labels)} ${cumulative}`);
-    }
-    return lines.join("\n");
-  }
-}
-
-export interface GaugeSample {
-  labels: Labels;
-  value: number;
-}
-
-/** Gauges computed at scrape time. */
-export interface GaugeSource {
-  name: string;
-  help: string;
-  collect(): Promise<GaugeSample[]>;
+/** One network's pools, as scraped. */
+export interface PoolUsage {
+  tenant: string;
+  network: string;
+  /** Addresses the pools hand out (reserved ones not counted). */
+  capacity: number;
+  /** Addresses handed out now. */
+  used: number;
 }
 
 export class Metrics {
-  readonly requests = new Counter("knitter_http_requests_total", "HTTP requests answered.");
-  readonly latency = new Histogram(
-    "knitter_http_request_duration_seconds",
-    "Time to answer an HTTP request.",
-    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-  );
-  readonly allocations = new Counter(
-    "knitter_allocations_total",
-    "Addresses and segment IDs handed out, by kind (ip, vni, vlan).",
-  );
-  readonly releases = new Counter(
-    "knitter_releases_total",
-    "Addresses and segment IDs given back, by kind (ip, vni, vlan).",
-  );
-  readonly allocationFailures = new Counter(
-    "knitter_allocation_failures_total",
-    "Allocations refused, by reason (exhausted, taken).",
-  );
-  readonly conflicts = new Counter(
-    "knitter_store_conflicts_total",
-    "Commits that lost a race with another writer and were retried.",
-  );
-  private readonly gauges: GaugeSource[] = [];
+  readonly registry = componentRegistry("manager");
+  readonly requests = new Counter({
+    name: "knitter_manager_http_requests_total",
+    help: "HTTP requests answered, by method, route and status.",
+    labelNames: ["method", "route", "status"] as const,
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: "knitter_manager_http_request_duration_seconds",
+    help: "Time to answer an HTTP request, by method and route.",
+    labelNames: ["method", "route"] as const,
+    buckets: SECONDS_BUCKETS.request,
+    registers: [this.registry],
+  });
+  readonly allocations = new Counter({
+    name: "knitter_manager_allocations_total",
+    help: "Addresses and segment IDs handed out, by kind (ip, vni, vlan).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly releases = new Counter({
+    name: "knitter_manager_releases_total",
+    help: "Addresses and segment IDs given back, by kind (ip, vni, vlan).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly allocationFailures = new Counter({
+    name: "knitter_manager_allocation_failures_total",
+    help: "Allocations refused, by reason (exhausted, taken).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+  readonly conflicts = new Counter({
+    name: "knitter_manager_store_conflicts_total",
+    help: "Commits that lost a race with another writer and were retried.",
+    registers: [this.registry],
+  });
+  private readonly poolCapacity = new Gauge({
+    name: "knitter_manager_pool_capacity_addresses",
+    help: "Addresses a network's pools hand out in all (reserved ones not counted).",
+    labelNames: ["tenant", "network"] as const,
+    registers: [this.registry],
+  });
+  private readonly poolUsed = new Gauge({
+    name: "knitter_manager_pool_used_addresses",
+    help: "Addresses of a network's pools handed out now.",
+    labelNames: ["tenant", "network"] as const,
+    registers: [this.registry],
+  });
+  private pools: (() => Promise<PoolUsage[]>) | null = null;
 
-  addGauge(source: GaugeSource): void {
-    this.gauges.push(source);
+  /** Where the pools' usage is read at each scrape (usage_gauge.ts). */
+  readPoolsFrom(source: () => Promise<PoolUsage[]>): void {
+    this.pools = source;
   }
 
+  /** The text exposition of every metric, the pools read now. */
   async render(): Promise<string> {
-    const parts = [
-      this.requests.render(),
-      this.latency.render(),
-      this.allocations.render(),
-      this.releases.render(),
-      this.allocationFailures.render(),
-      this.conflicts.render(),
-    ];
-    for (const g of this.gauges) {
-      const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];
-      for (const s of await g.collect()) lines.push(`${g.name}${labelText(s.labels)} ${s.value}`);
-      parts.push(lines.join("\n"));
+    // Read first, then set both gauges at once: a scrape never sees one network half updated.
+    const pools = this.pools ? await this.pools() : [];
+    this.poolCapacity.reset();
+    this.poolUsed.reset();
+    for (const p of pools) {
+      const labels = { tenant: p.tenant, network: p.network };
+      this.poolCapacity.set(labels, p.capacity);
+      this.poolUsed.set(labels, p.used);
     }
-    return parts.join("\n") + "\n";
+    return await this.registry.metrics();
   }
 }

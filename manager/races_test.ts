@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { createApp, createContext, TokenTable } from "./mod.ts";
+import { metricValue } from "@knitter/common";
 import { dump, must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
 
 /** A second manager on the same store, with caches of its own. */
@@ -68,7 +69,7 @@ Deno.test("race: repeating a PUT of an existing port is not a store conflict", a
       first,
     );
   }
-  assert.equal(t.ctx.metrics.conflicts.get(), 0);
+  assert.equal(await metricValue(t.ctx.metrics.conflicts), 0);
 });
 
 Deno.test("race: two overlapping networks created at once: one is refused", async () => {

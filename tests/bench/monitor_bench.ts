@@ -122,7 +122,9 @@ async function releases(): Promise<number> {
   const text = await (await fetch(`${stack.managerUrl}/metrics`, {
     headers: { authorization: `Bearer ${stack.adminToken}` },
   })).text();
-  const line = text.split("\n").find((l) => l.startsWith('knitter_releases_total{kind="ip"}'));
+  const line = text.split("\n").find((l) =>
+    l.startsWith('knitter_manager_releases_total{kind="ip"}')
+  );
   return Number(line?.split(" ").at(-1) ?? 0);
 }
 
