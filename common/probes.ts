@@ -1,8 +1,10 @@
 /**
  * `/healthz` and `/readyz` over plain HTTP on a TCP address (loopback by default), for the
  * kubelet's liveness and readiness probes: 200 `{"status":"ok"}` / `{"status":"ready"}`, else 503
- * with the reasons. Nothing else is served there: no token, no API, no data beyond the reasons.
+ * with the reasons; with `metrics`, also `/metrics` for Prometheus (common/metrics.ts). Nothing
+ * else is served there: no token, no API, no data beyond the reasons and the metrics.
  */
+import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 
 export interface ProbeAddress {
   hostname: string;
@@ -15,6 +17,8 @@ export interface ProbeChecks {
   healthz(): Promise<string[]> | string[];
   /** Why it should get no work yet; empty when ready. */
   readyz(): Promise<string[]> | string[];
+  /** The Prometheus text exposition of the component's registry; absent: no `/metrics`. */
+  metrics?(): Promise<string>;
 }
 
 export interface ProbeServer {
@@ -28,12 +32,16 @@ export function serveProbes(address: ProbeAddress, checks: ProbeChecks): ProbeSe
     async (req) => {
       const path = new URL(req.url).pathname;
       if (req.method !== "GET" && req.method !== "HEAD") return answer(405, { status: "GET only" });
+      if (path === "/metrics" && checks.metrics) return await metrics(checks.metrics);
       const check = path === "/healthz"
         ? checks.healthz
         : path === "/readyz"
         ? checks.readyz
         : null;
-      if (!check) return answer(404, { status: "not found", paths: ["/healthz", "/readyz"] });
+      if (!check) {
+        const paths = ["/healthz", "/readyz", ...(checks.metrics ? ["/metrics"] : [])];
+        return answer(404, { status: "not found", paths });
+      }
       let reasons: string[];
       try {
         reasons = await check();
@@ -52,6 +60,16 @@ export function serveProbes(address: ProbeAddress, checks: ProbeChecks): ProbeSe
   const addr = server.addr as Deno.NetAddr;
   const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
   return { url: `http://${host}:${addr.port}`, shutdown: () => server.shutdown() };
+}
+
+async function metrics(render: () => Promise<string>): Promise<Response> {
+  try {
+    return new Response(await render(), {
+      headers: { "content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store" },
+    });
+  } catch (err) {
+    return answer(500, { status: `the metrics failed: ${(err as Error)?.message ?? err}` });
+  }
 }
 
 function answer(status: number, body: unknown): Response {
