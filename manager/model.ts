@@ -178,4 +178,7 @@ export const keys = {
   quota: (tenant: string): Key => ["quota", tenant],
   node: (name: string): Key => ["node", name],
   nodes: (): Key => ["node"],
+  /** The ports a node leaves out of its flows, as it last reported them (service/conflicts.ts). */
+  conflicts: (node: string): Key => ["conflict", node],
+  allConflicts: (): Key => ["conflict"],
 };

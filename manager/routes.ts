@@ -12,6 +12,7 @@ import * as networks from "./service/networks.ts";
 import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
 import * as ports from "./service/ports.ts";
+import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as quotas from "./service/quotas.ts";
 import type { NodeRecord } from "./model.ts";
@@ -239,7 +240,13 @@ export const ROUTES: RouteDef[] = [
     query: S.PortQuery,
     ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
     handle: async ({ ctx, principal, params, query }) =>
-      items(await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query)),
+      items(
+        await conflicts.withConflicts(
+          ctx,
+          principal,
+          await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query),
+        ),
+      ),
   },
   {
     method: "PUT",
@@ -270,7 +277,13 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 200, schema: S.Port, description: "the port" },
     handle: async ({ ctx, principal, params }) =>
-      ok(await ports.getPort(ctx, principal, params.tenant, params.network, params.port)),
+      ok(
+        await conflicts.withConflictsOne(
+          ctx,
+          principal,
+          await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
+        ),
+      ),
   },
   {
     method: "DELETE",
@@ -303,7 +316,9 @@ export const ROUTES: RouteDef[] = [
     query: S.PortQuery,
     ok: { status: 200, schema: S.listOf(S.Port), description: "the ports" },
     handle: async ({ ctx, principal, query }) =>
-      items(await ports.listPorts(ctx, principal, query)),
+      items(
+        await conflicts.withConflicts(ctx, principal, await ports.listPorts(ctx, principal, query)),
+      ),
   },
 
   // IP groups
@@ -450,7 +465,37 @@ export const ROUTES: RouteDef[] = [
     tag: "nodes",
     access: "admin",
     ok: { status: 204, description: "deleted" },
-    handle: async ({ ctx, params }) => (await nodes.deleteNode(ctx, params.node), noContent),
+    handle: async ({ ctx, params }) => {
+      await nodes.deleteNode(ctx, params.node);
+      await conflicts.forgetNodeConflicts(ctx, params.node);
+      return noContent;
+    },
+  },
+  {
+    method: "PUT",
+    path: `${V1}/nodes/{node}/conflicts`,
+    summary:
+      "Report the ports this node leaves out of its flows now (agent/PIPELINE.md, Conflicting entries): replaces the node's last report; an empty list clears it",
+    tag: "nodes",
+    access: "node",
+    body: S.ConflictReport,
+    ok: {
+      status: 200,
+      schema: S.NodeConflicts,
+      description:
+        "what is kept: entries naming a port bound to another node that holds the MAC or address",
+    },
+    handle: async ({ ctx, params, body }) =>
+      ok(await conflicts.reportConflicts(ctx, params.node, body)),
+  },
+  {
+    method: "GET",
+    path: `${V1}/nodes/{node}/conflicts`,
+    summary: "The ports a node last reported leaving out of its flows",
+    tag: "nodes",
+    access: "node",
+    ok: { status: 200, schema: S.NodeConflicts, description: "the node's record" },
+    handle: async ({ ctx, params }) => ok(await conflicts.nodeConflicts(ctx, params.node)),
   },
 
   // change feed

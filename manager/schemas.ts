@@ -248,6 +248,61 @@ export const PortRequest = z.strictObject({
     .optional(),
 });
 
+// ---- conflicts (service/conflicts.ts)
+
+/** Entries one report may hold: a node leaves out few ports, and never more than it sees. */
+export const MAX_CONFLICTS = 1000;
+
+const ConflictField = z.enum(["mac", "ip"]).meta({ description: "what the two claimants share" });
+const ConflictReason = z.enum(["local", "remote"]).meta({
+  description:
+    "local: it claims the MAC or address of a pod on the reporting node (the local pod wins there); " +
+    "remote: another port of another node claims it too (all claimants are left out there)",
+});
+const ConflictPeer = z.strictObject({ tenant: Name, id: PortId }).meta({
+  description: "the other claimant, as the reporting node knows it (a local pod's port may be " +
+    "one the manager released already: a lost DEL)",
+});
+
+/** One port a node leaves out of its flows, as the node reports it. */
+export const ConflictReportItem = z.strictObject({
+  networkId: z.string().min(1).max(64),
+  tenant: Name.meta({ description: "the port's tenant" }),
+  id: PortId.meta({ description: "the port's ID" }),
+  field: ConflictField,
+  value: z.string().min(1).max(64).meta({ description: "the shared MAC or address" }),
+  reason: ConflictReason,
+  with: ConflictPeer.optional(),
+});
+
+export const ConflictReport = z.strictObject({
+  items: z.array(ConflictReportItem).max(MAX_CONFLICTS).meta({
+    description: "every port the node leaves out now; an empty list clears the node's record",
+  }),
+});
+
+export const NodeConflicts = z.object({
+  node: z.string(),
+  updatedAt: Timestamp,
+  items: z.array(ConflictReportItem.extend({ since: Timestamp })),
+  ignored: z.int().optional().meta({
+    description:
+      "entries of the report not kept: the port is unknown, bound to no node or to the " +
+      "reporting node, or does not hold that MAC or address",
+  }),
+});
+
+export const PortConflict = z.object({
+  node: z.string().meta({ description: "the node that leaves this port out of its flows" }),
+  field: ConflictField,
+  value: z.string(),
+  reason: ConflictReason,
+  with: ConflictPeer.optional().meta({
+    description: "the other claimant; shown to a tenant only when it is the tenant's own",
+  }),
+  since: Timestamp.meta({ description: "since when that node reports it" }),
+});
+
 export const Port = z.object({
   id: z.string(),
   tenant: z.string(),
@@ -272,6 +327,11 @@ export const Port = z.object({
   createdAt: Timestamp,
   unboundAt: Timestamp.optional().meta({
     description: "since when the port has no pod and node (unbound), its address kept",
+  }),
+  conflicts: z.array(PortConflict).optional().meta({
+    description:
+      "nodes that leave this port out of their flows because another port claims its MAC or " +
+      "address there (agent/PIPELINE.md, Conflicting entries); absent when none does",
   }),
 });
 

@@ -36,6 +36,18 @@ export interface FlowConflict {
   reason: ConflictReason;
   /** What it collides with or what is wrong: `localPorts[2] (mac 02:…)`, `remotePorts[5] (ip …)`. */
   detail: string;
+  /**
+   * The claim it collides on (reasons `local` and `remote`): the field, its value in canonical
+   * form, and the other claimant's index in `localPorts` (`local`) or `remotePorts` (`remote`).
+   */
+  collision?: Collision;
+}
+
+/** What two claimants of one network share. */
+export interface Collision {
+  field: "mac" | "ip";
+  value: string;
+  index: number;
 }
 
 /** The model without the quarantined remote ports, and what was taken out (ascending `remote`). */
@@ -71,7 +83,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       }
     }
   }
-  const reasons = new Map<number, [ConflictReason, string]>();
+  const reasons = new Map<number, [ConflictReason, string, Collision?]>();
   const keysOf: string[][] = [];
   const claims = new Map<string, number[]>();
   for (let j = 0; j < remotes.length; j++) {
@@ -87,7 +99,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     for (const key of keys) {
       const local = locals.get(key);
       if (local !== undefined && !reasons.has(j)) {
-        reasons.set(j, ["local", `localPorts[${local}] (${describe(key)})`]);
+        reasons.set(j, ["local", `localPorts[${local}] (${describe(key)})`, collision(key, local)]);
       }
     }
     if (reasons.has(j)) continue;
@@ -103,7 +115,11 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     for (const key of keysOf[j]) {
       const other = claims.get(key)!.find((k) => k !== j);
       if (other !== undefined) {
-        reasons.set(j, ["remote", `remotePorts[${other}] (${describe(key)})`]);
+        reasons.set(j, [
+          "remote",
+          `remotePorts[${other}] (${describe(key)})`,
+          collision(key, other),
+        ]);
         break;
       }
     }
@@ -118,7 +134,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       kept.push(p);
       continue;
     }
-    conflicts.push({
+    const c: FlowConflict = {
       remote: j,
       network: p?.network,
       mac: p?.mac,
@@ -126,18 +142,25 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       nodeIp: p?.nodeIp,
       reason: r[0],
       detail: r[1],
-    });
+    };
+    if (r[2]) c.collision = r[2];
+    conflicts.push(c);
   }
   return { input: { ...input, remotePorts: kept }, conflicts };
 }
 
 function describe(key: string): string {
+  const { field, value } = collision(key, 0);
+  return `${field} ${value}`;
+}
+
+/** A claim key (`<network> m<mac>` or `<network> a<address>`) as field and canonical value. */
+function collision(key: string, index: number): Collision {
   const at = key.indexOf(" ");
-  const kind = key[at + 1];
   const value = key.slice(at + 2);
-  if (kind === "a") return `ip ${value}`;
+  if (key[at + 1] === "a") return { field: "ip", value, index };
   const hex = Number(value).toString(16).padStart(12, "0");
-  return `mac ${hex.match(/../g)!.join(":")}`;
+  return { field: "mac", value: hex.match(/../g)!.join(":"), index };
 }
 
 /** What is wrong with a remote port, or "" when the compilers would accept it. */

@@ -745,6 +745,16 @@ Deno.test("conflicts: the local port wins, colliding remotes are all out, malfor
       [6, "invalid", 'bad nodeIp "224.0.0.1"'],
     ],
   );
+  // What each collides on, and with which claimant, as data (the agent reports it to the manager).
+  assert.deepEqual(conflicts.map((c) => c.collision), [
+    { field: "ip", value: "10.0.0.2", index: 0 },
+    { field: "mac", value: "02:00:0a:00:00:03", index: 2 },
+    { field: "mac", value: "02:00:0a:00:00:03", index: 1 },
+    { field: "ip", value: "10.0.0.5", index: 4 },
+    { field: "ip", value: "10.0.0.5", index: 3 },
+    undefined,
+    undefined,
+  ]);
   assert.deepEqual(input.remotePorts.map((p) => p.ips[0]), ["10.0.0.7", "10.0.0.3"]);
   // What is left compiles on both engines to the same lines; the raw model is still rejected.
   assert.deepEqual(compileFlows(input), compileFlowsTs(input));

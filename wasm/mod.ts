@@ -12,7 +12,7 @@ export { wasmBitmap } from "./bitmap.ts";
 export { tsBitmap } from "./bitmap_ts.ts";
 export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
-export type { ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
+export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
 export { compileFlowsTs } from "./flows_ts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";

@@ -1,0 +1,172 @@
+/**
+ * Conflicts in ports' status: which node leaves which port out of its flows because another port
+ * claims its MAC or address there (agent/PIPELINE.md, "Conflicting entries").
+ *
+ * Each node reports its whole current set (PUT /nodes/{node}/conflicts, node-scoped), again on
+ * every change; an empty set clears it. The manager keeps one record per node, so a node's report
+ * only ever replaces its own. What a node may say is bounded by what it sees: an entry is kept only
+ * when it names a port bound to another node (a node's remote view holds no other ports) that holds
+ * the reported MAC or address now. So a hostile node can mark a port only with a claim the port
+ * really has, under its own name; it can neither invent a value nor speak for another node. The
+ * other claimant (`with`) is the node's word (a local pod whose port the manager released after a
+ * lost DEL is known to that node only); a tenant sees it only when it names one of its own ports.
+ *
+ * Ports are shown with every node's entries that still match them: an entry whose port was
+ * released or changed its MAC or address since the report is not shown.
+ */
+import type { Port } from "@knitter/common";
+import type { z } from "zod";
+import type { Principal } from "../auth.ts";
+import { formatIp, parseIp } from "../ipam/ip.ts";
+import { keys, type PortRecord } from "../model.ts";
+import type { ConflictReport, ConflictReportItem, PortConflict } from "../schemas.ts";
+import type { Key } from "../store/store.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { keyId } from "./ports.ts";
+
+type Item = z.infer<typeof ConflictReportItem>;
+type StoredItem = Item & { since: string };
+export type PortConflictView = z.infer<typeof PortConflict>;
+
+/** A node's last report, as kept. */
+export interface NodeConflictsRecord {
+  node: string;
+  updatedAt: string;
+  items: StoredItem[];
+}
+
+/** A port as answered, with the conflicts nodes report on it. */
+export type PortWithConflicts = Port & { conflicts?: PortConflictView[] };
+
+/**
+ * Replaces `node`'s record with the entries of its report that hold (module documentation). An
+ * entry that was in the last report keeps its `since`. Answers the record and how many entries
+ * were not kept.
+ */
+export async function reportConflicts(
+  ctx: Ctx,
+  node: string,
+  report: z.infer<typeof ConflictReport>,
+): Promise<NodeConflictsRecord & { ignored: number }> {
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node));
+    const before = new Map((e.value?.items ?? []).map((i) => [identity(i), i.since]));
+    const t = now();
+    const items: StoredItem[] = [];
+    const seen = new Set<string>();
+    const ports = await portsOf(ctx, report.items);
+    for (const [k, item] of report.items.entries()) {
+      const id = identity(item);
+      const port = ports[k];
+      if (seen.has(id) || !port || port.node === undefined || port.node === node) continue;
+      if (!holds(port, item.field, item.value)) continue;
+      seen.add(id);
+      const value = item.field === "ip" ? canonicalIp(item.value) : item.value.toLowerCase();
+      items.push({ ...item, value, since: before.get(id) ?? t });
+    }
+    const ignored = report.items.length - items.length;
+    if (items.length === 0) {
+      if (e.value) tx.check(e).delete(e.key);
+      return { node, updatedAt: t, items, ignored };
+    }
+    const record: NodeConflictsRecord = { node, updatedAt: t, items };
+    tx.check(e).set(e.key, record);
+    return { ...record, ignored };
+  });
+}
+
+/** A node's record; an empty one when it reported none (or nothing that held). */
+export async function nodeConflicts(ctx: Ctx, node: string): Promise<NodeConflictsRecord> {
+  const r = (await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node))).value;
+  return r ?? { node, updatedAt: now(), items: [] };
+}
+
+/** Drops a node's record (the node is forgotten). */
+export async function forgetNodeConflicts(ctx: Ctx, node: string): Promise<void> {
+  await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node));
+    if (e.value) tx.check(e).delete(e.key);
+  });
+}
+
+/**
+ * The ports with the conflicts that nodes report on them (as `principal` may see them). One read
+ * of every node's record, whatever the number of ports.
+ */
+export async function withConflicts(
+  ctx: Ctx,
+  principal: Principal,
+  ports: Port[],
+): Promise<PortWithConflicts[]> {
+  const records = await listValues<NodeConflictsRecord>(ctx.store, keys.allConflicts());
+  if (records.length === 0) return ports;
+  const byPort = new Map<string, PortConflictView[]>();
+  for (const r of records) {
+    for (const i of r.items) {
+      const k = `${i.networkId} ${i.tenant} ${i.id}`;
+      const view: PortConflictView = {
+        node: r.node,
+        field: i.field,
+        value: i.value,
+        reason: i.reason,
+        since: i.since,
+      };
+      const list = byPort.get(k) ?? [];
+      if (i.with && (principal.scope !== "tenant" || i.with.tenant === principal.tenant)) {
+        view.with = i.with;
+      }
+      list.push(view);
+      byPort.set(k, list);
+    }
+  }
+  return ports.map((p) => {
+    const found = byPort.get(`${p.networkId} ${p.tenant} ${p.id}`)
+      ?.filter((c) => holds(p, c.field, c.value));
+    return found?.length ? { ...p, conflicts: found } : p;
+  });
+}
+
+/** The same as {@link withConflicts}, for one port. */
+export async function withConflictsOne(
+  ctx: Ctx,
+  principal: Principal,
+  port: Port,
+): Promise<PortWithConflicts> {
+  return (await withConflicts(ctx, principal, [port]))[0];
+}
+
+/** The record of each item's port, or null; a port is stored under its network's tenant's scope. */
+async function portsOf(ctx: Ctx, items: Item[]): Promise<(PortRecord | null)[]> {
+  // The network's tenant is not in the report: a port is under "id" on its own tenant's network
+  // and under "tenant/id" on another's; the record says which one it is.
+  const candidates: Key[] = items.flatMap((i) => [
+    keys.port(i.networkId, i.id),
+    keys.port(i.networkId, `${i.tenant}/${i.id}`),
+  ]);
+  const entries = await ctx.store.getMany<PortRecord>(candidates);
+  return items.map((item, k) => {
+    for (const e of entries.slice(2 * k, 2 * k + 2)) {
+      const p = e.value;
+      if (
+        p && p.networkId === item.networkId && p.tenant === item.tenant && p.id === item.id &&
+        e.key.at(-1) === keyId(p.networkTenant, p.tenant, p.id)
+      ) return p;
+    }
+    return null;
+  });
+}
+
+/** Whether the port holds that MAC or address now. */
+function holds(port: { mac: string; ip: string }, field: "mac" | "ip", value: string): boolean {
+  if (field === "mac") return port.mac.toLowerCase() === value.toLowerCase();
+  return canonicalIp(value) === canonicalIp(port.ip);
+}
+
+function canonicalIp(text: string): string {
+  const ip = parseIp(text);
+  return ip ? formatIp(ip) : text;
+}
+
+function identity(i: Item): string {
+  return `${i.networkId} ${i.tenant} ${i.id} ${i.field} ${i.reason}`;
+}
