@@ -11,8 +11,9 @@ import {
   Mutex,
   type StartedCommand,
 } from "@knitter/common";
-import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
-import { type CniResult, cniResult, podRoutes } from "./cni_result.ts";
+import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
+import { toCniError } from "./cni_errors.ts";
+import { cniResult, podRoutes } from "./cni_result.ts";
 import type { Dataplane } from "./dataplane.ts";
 import { CONTAINER_PREFIX as EXTRA_CONTAINER_PREFIX } from "./extra_interface.ts";
 import {
@@ -379,7 +380,7 @@ export class Attacher {
     const prev = req.config.prevResult as CniResult | undefined;
     const mine = new Set(a.interfaces.map((i) => i.port!.address));
     for (const ip of prev?.ips ?? []) {
-      const owner = prev!.interfaces[ip.interface];
+      const owner = ip.interface === undefined ? undefined : prev!.interfaces?.[ip.interface];
       if (
         owner?.sandbox === a.netns && a.interfaces.some((i) => i.ifName === owner.name) &&
         !mine.has(ip.address)

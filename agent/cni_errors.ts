@@ -1,46 +1,12 @@
 /**
- * The one place that decides which CNI error code a failure becomes. Codes below 100 are the
- * spec's; 100 and up are this plugin's own.
+ * The one place in the agent that decides which CNI error code a failure of the node (the
+ * manager, `ip`, the state) becomes. The codes and `CniError` are the CNI contract's
+ * (`@knitter/plugin/contract`), shared with the plugin.
  */
 import { CommandError, ManagerError, ManagerUnavailableError } from "@knitter/common";
+import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 import { InterfaceExistsError } from "./netlink.ts";
 import { RecordTooLargeError } from "./state.ts";
-
-export const CNI_CODE = {
-  incompatibleVersion: 1,
-  unsupportedField: 2,
-  unknownContainer: 3,
-  invalidEnvironment: 4,
-  ioFailure: 5,
-  decodeFailure: 6,
-  invalidConfig: 7,
-  tryAgainLater: 11,
-  notAvailable: 50,
-  limitedConnectivity: 51,
-  /** CHECK found the pod's interfaces differ from what ADD made. */
-  checkFailed: 100,
-  internal: 999,
-} as const;
-
-export interface CniErrorBody {
-  cniVersion: string;
-  code: number;
-  msg: string;
-  details?: string;
-}
-
-export class CniError extends Error {
-  constructor(readonly code: number, message: string, readonly details?: string) {
-    super(message);
-    this.name = "CniError";
-  }
-
-  toBody(cniVersion = "1.1.0"): CniErrorBody {
-    const body: CniErrorBody = { cniVersion, code: this.code, msg: this.message };
-    if (this.details) body.details = this.details;
-    return body;
-  }
-}
 
 /** Manager error codes that mean the request itself (the network config) is wrong. */
 const CONFIG_ERRORS = new Set([

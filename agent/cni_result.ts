@@ -1,13 +1,14 @@
-/** The CNI result of an attachment (CNI 1.1.0 form; the plugin converts it to the config's version). */
+/**
+ * The CNI result of an attachment, in the contract's 1.1.0 form (`@knitter/plugin/contract`; the
+ * plugin converts it to the config's version).
+ */
 import type { Port } from "@knitter/common";
+import { type CniResult, LATEST_CNI_VERSION } from "@knitter/plugin/contract";
 
-export interface CniResult {
-  cniVersion: string;
-  interfaces: { name: string; mac?: string; mtu?: number; sandbox?: string }[];
-  ips: { address: string; gateway?: string; interface: number }[];
-  routes: { dst: string; gw?: string }[];
-  dns: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
-}
+/** A result as the agent builds it: every list present. */
+export type BuiltResult =
+  & CniResult
+  & Required<Pick<CniResult, "interfaces" | "ips" | "routes" | "dns">>;
 
 export interface BuiltInterface {
   ifName: string;
@@ -34,9 +35,9 @@ export function cniResult(
   netns: string,
   built: BuiltInterface[],
   prev?: Partial<CniResult>,
-): CniResult {
-  const result: CniResult = {
-    cniVersion: "1.1.0",
+): BuiltResult {
+  const result: BuiltResult = {
+    cniVersion: LATEST_CNI_VERSION,
     interfaces: [...(prev?.interfaces ?? [])],
     ips: [...(prev?.ips ?? [])],
     routes: [...(prev?.routes ?? [])],

@@ -4,8 +4,8 @@
  * because they end up in `ip` and `ovs-vsctl` command lines.
  */
 import { z } from "zod";
+import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 
-const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 const CIDR = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-f:]+\/\d{1,3})$/i;
@@ -23,7 +23,10 @@ const Target = {
   pid: z.int().min(1).max(4_194_304, "must be a process ID (at most 4194304, Linux's pid_max)")
     .optional(),
   pod: z.string().regex(/^[^/\s]+\/[^/\s]+$/, "must be NAMESPACE/NAME").optional(),
-  ifName: z.string().regex(IFNAME, "must be a Linux interface name (1-15 of A-Z a-z 0-9 _ . -)"),
+  ifName: z.string().regex(
+    PLAIN_IFNAME_RE,
+    `must be a Linux interface name (${PLAIN_IFNAME_RULE})`,
+  ),
 };
 
 const RouteSpec = z.strictObject({
@@ -35,7 +38,8 @@ export const AttachSchema = z.strictObject({
   ...Target,
   network: z.string().regex(NAME, "must be a network name").optional(),
   tenant: z.string().regex(NAME, "must be a tenant name").optional(),
-  bridge: z.string().regex(IFNAME, "must be an OVS bridge name (1-15 characters)").optional(),
+  bridge: z.string().regex(PLAIN_IFNAME_RE, "must be an OVS bridge name (1-15 characters)")
+    .optional(),
   vlan: z.int().min(1).max(4094).optional(),
   ip: z.string().max(64).optional(),
   mac: z.string().regex(MAC, "must be a lowercase MAC like 02:00:0a:01:00:05").optional(),

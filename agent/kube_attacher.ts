@@ -6,8 +6,8 @@
  */
 import type { ManagerClient } from "@knitter/common";
 import { Attacher, type AttacherDeps } from "./attach.ts";
-import { CNI_CODE, CniError, toCniError } from "./cni_errors.ts";
-import type { CniResult } from "./cni_result.ts";
+import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
+import { toCniError } from "./cni_errors.ts";
 import type { KubePods } from "./kube_pods.ts";
 import {
   type AgentRequest,

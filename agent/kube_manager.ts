@@ -6,7 +6,7 @@
  */
 import { isStablePortId, ManagerClient, ManagerError, type Port } from "@knitter/common";
 import type { PortRequest } from "@knitter/common";
-import { CNI_CODE, CniError } from "./cni_errors.ts";
+import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 
 const REBINDABLE = new Set(["pod", "node", "interface"]);
 

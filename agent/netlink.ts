@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { CommandError, run, start, type StartedCommand } from "@knitter/common";
+import { isIfName } from "@knitter/plugin/contract";
 import { LinkDeleter } from "./link_deleter.ts";
 
 export interface PodInterfaceSpec {
@@ -174,12 +175,6 @@ export function hostIfName(containerId: string, ifName: string): string {
   return "kn" + createHash("sha256").update(`${containerId}/${ifName}`).digest("hex").slice(0, 13);
 }
 
-/** Linux's rules (dev_valid_name): 1-15 bytes, not "." or "..", no "/", ":" or whitespace. */
-export function validIfName(name: string): boolean {
-  const bytes = new TextEncoder().encode(name).length;
-  return bytes >= 1 && bytes <= 15 && name !== "." && name !== ".." && !/[/:\s]/.test(name);
-}
-
 interface Step {
   label: string;
   command: string;
@@ -232,8 +227,8 @@ function validate(spec: PodInterfaceSpec): void {
   const bad = (what: string) => {
     throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
   };
-  if (!validIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
-  if (!validIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
+  if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
   if (!MAC.test(spec.mac)) bad(`invalid MAC "${spec.mac}"`);
   if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
     bad(`invalid MTU ${spec.mtu}`);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
+import { isIfName } from "@knitter/plugin/contract";
 import { Cleanup } from "../tests/support/cleanup.ts";
 import {
   createPodInterface,
@@ -8,7 +9,6 @@ import {
   InterfaceExistsError,
   type PodInterfaceSpec,
   podInterfaceState,
-  validIfName,
 } from "./netlink.ts";
 
 /** A "host" netns (standing in for the agent's own) and a pod netns; never the test's netns. */
@@ -190,7 +190,7 @@ Deno.test("hostIfName is deterministic, 15 characters, per container and interfa
   assert.match(a, /^kn[0-9a-f]{13}$/);
   assert.equal(a, hostIfName("9a1f0c0ffee", "eth0"));
   assert.notEqual(a, hostIfName("9a1f0c0ffee", "eth1"));
-  assert.ok(validIfName(a));
+  assert.ok(isIfName(a));
 });
 
 Deno.test("createPodInterface timing", async () => {

@@ -4,7 +4,7 @@
  * would take them from there). A netns is known by its identity, device and inode of its nsfs
  * file: a sandbox recreated at the same path is another netns.
  */
-import { CNI_CODE, CniError } from "./cni_errors.ts";
+import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 
 export interface PodNetns {
   path: string;

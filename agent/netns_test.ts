@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CniError } from "./cni_errors.ts";
+import { CniError } from "@knitter/plugin/contract";
 import { netnsIdNow, netnsProblem, podNetns } from "./netns.ts";
 
 const NSFS = 4;

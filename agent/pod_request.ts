@@ -16,7 +16,7 @@ import {
 import type { CniRequest } from "@knitter/plugin";
 import { createHash } from "node:crypto";
 import { isIP } from "node:net";
-import { CNI_CODE, CniError } from "./cni_errors.ts";
+import { CNI_CODE, CNI_NAME_RE, CniError } from "@knitter/plugin/contract";
 
 export type { CniRequest };
 
@@ -361,8 +361,6 @@ function checkWantedMac(w: WantedInterface): void {
 
 // ---- the request's identity
 
-/** CNI's container ID rule (libcni): alphanumeric first, then A-Z a-z 0-9 _ . - */
-const CONTAINER_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 /**
  * Longest container ID the agent takes: it is part of the journal's keys (Deno KV: 2 KiB a key).
  * Runtimes use 64 hex digits.
@@ -393,7 +391,7 @@ const K8S_ARGS: [string, (v: string) => boolean, string][] = [
   ],
   [
     "K8S_POD_INFRA_CONTAINER_ID",
-    (v) => CONTAINER_ID.test(v) && v.length <= MAX_CONTAINER_ID,
+    (v) => CNI_NAME_RE.test(v) && v.length <= MAX_CONTAINER_ID,
     "a container ID (alphanumeric first, then A-Z, a-z, 0-9, '_', '.', '-')",
   ],
 ];
@@ -406,7 +404,7 @@ const K8S_ARGS: [string, (v: string) => boolean, string][] = [
 export function checkAddRequest(req: CniRequest): void {
   const problems: string[] = [];
   const id = req.containerId ?? "";
-  if (!CONTAINER_ID.test(id) || id.length > MAX_CONTAINER_ID) {
+  if (!CNI_NAME_RE.test(id) || id.length > MAX_CONTAINER_ID) {
     problems.push(
       `CNI_CONTAINERID "${
         clip(id)

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CniError } from "./cni_errors.ts";
+import { CniError } from "@knitter/plugin/contract";
 import { checkAddRequest, type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
 
 function req(config: Record<string, unknown>, args: Record<string, string> = {}): CniRequest {

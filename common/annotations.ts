@@ -5,6 +5,7 @@
  * beside the default one on eth0). The agent allocates from the result; the monitor parses the same
  * way to tell users, through an Event, what is wrong before any address is taken.
  */
+import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import type { Dns, Port } from "./api_types.ts";
 
 export const KNITTER_NETWORKS = "networks";
@@ -67,7 +68,6 @@ export class AnnotationError extends Error {
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 const IPV4 = /^(\d{1,3})(\.\d{1,3}){3}$/;
 const IPV6 = /^[0-9a-fA-F:.]*:[0-9a-fA-F:.]*$/;
@@ -278,9 +278,9 @@ export function settle(
   let extra = 0;
   const out = list.map((w, i): ResolvedInterface => {
     const name = w.ifName ?? (i === 0 ? primaryIfName : `net${++extra}`);
-    if (!IFNAME.test(name)) {
+    if (!PLAIN_IFNAME_RE.test(name)) {
       throw fail(
-        `interface name "${name}" is not a valid Linux interface name (1-15 of A-Z a-z 0-9 _ . -)`,
+        `interface name "${name}" is not a valid Linux interface name (${PLAIN_IFNAME_RULE})`,
       );
     }
     if (names.has(name)) throw fail(`interface "${name}" is requested twice`);
@@ -387,10 +387,10 @@ function label(where: string, what: string, v: string | undefined): string | und
 
 function ifName(where: string, v: string | undefined): string | undefined {
   if (v === undefined || v === "") return undefined;
-  if (!IFNAME.test(v)) {
+  if (!PLAIN_IFNAME_RE.test(v)) {
     throw new AnnotationError(
       where,
-      `interface name "${v}" is not a valid Linux interface name (1-15 of A-Z a-z 0-9 _ . -)`,
+      `interface name "${v}" is not a valid Linux interface name (${PLAIN_IFNAME_RULE})`,
     );
   }
   return v;

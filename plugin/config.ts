@@ -2,9 +2,9 @@
  * The network configuration on stdin: decoded, version-checked and checked for the keys the
  * plugin itself relies on. Everything else is the agent's to judge, so it passes through as is.
  */
+import { CNI_NAME_RE, type CniVersion, isSupportedVersion } from "./contract.ts";
 import { decodeFailed, incompatibleVersion, invalidConfig } from "./errors.ts";
-import { CNI_NAME_RE } from "./env.ts";
-import { CNI_VERSIONS, type CniVersion, type KnitterNetConf } from "./protocol.ts";
+import type { KnitterNetConf } from "./protocol.ts";
 
 export interface PluginConfig {
   cniVersion: CniVersion;
@@ -17,10 +17,6 @@ export interface PluginConfig {
 const DEFAULT_TIMEOUT_S = 30;
 /** STATUS is a readiness probe; a slow answer is as good as none. */
 const STATUS_TIMEOUT_S = 5;
-
-export function isSupportedVersion(v: unknown): v is CniVersion {
-  return (CNI_VERSIONS as readonly unknown[]).includes(v);
-}
 
 /** stdin → JSON object, or code 6. */
 export function decodeConfig(text: string): Record<string, unknown> {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { checkConfig, decodeConfig, sniffVersion } from "./config.ts";
-import { CniError } from "./errors.ts";
+import { CniError } from "./contract.ts";
 
 const SOCK = "/run/knitter/agent.sock";
 const BASE = { cniVersion: "1.1.0", name: "knitter-net", type: "knitter" };

@@ -2,8 +2,8 @@
  * The CNI_* environment: which variables each command needs and the spec's rules for their
  * values (the same rules libcni applies before it execs a plugin).
  */
+import { CNI_COMMANDS, CNI_NAME_RE, type CniCommand, ifNameProblem } from "./contract.ts";
 import { invalidEnv } from "./errors.ts";
-import { CNI_COMMANDS, type CniCommand } from "./protocol.ts";
 
 export interface CniEnv {
   command: CniCommand;
@@ -26,17 +26,6 @@ const REQUIRED: Record<CniCommand, string[]> = {
   STATUS: [],
   VERSION: [],
 };
-
-/** libcni's container ID / network name rule: alphanumeric first, then [A-Za-z0-9_.-]. */
-export const CNI_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$/;
-
-/** The kernel's interface name rules (net/core/dev.c), as libcni checks them. */
-export function ifNameProblem(name: string): string | undefined {
-  if (name.length > 15) return `"${name}" is longer than 15 characters`;
-  if (name === "." || name === "..") return `"${name}" is not a valid interface name`;
-  if (/[/:\s]/.test(name)) return `"${name}" contains "/", ":" or whitespace`;
-  return undefined;
-}
 
 /** `K=V;K2=V2` → object. A value may itself contain "="; empty segments are ignored. */
 export function parseCniArgs(raw: string): Record<string, string> | string {

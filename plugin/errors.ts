@@ -1,36 +1,10 @@
 /**
- * The one place where failures become CNI error codes. Validation code throws through the
- * helpers here; the agent client throws `AgentFailure`; `toCniError` maps whatever reaches the top.
+ * The one place in the plugin where failures become CNI error codes (the codes and `CniError` are
+ * the contract's). Validation code throws through the helpers here; the agent client throws
+ * `AgentFailure`; `toCniError` maps whatever reaches the top.
  */
-import { type AgentCommand, CNI_VERSIONS, type CniCommand, type CniErrorBody } from "./protocol.ts";
-
-/** Codes from the spec's table; 999 is the Go library's "internal" code, which runtimes know. */
-export const CNI_ERR = {
-  INCOMPATIBLE_VERSION: 1,
-  UNSUPPORTED_FIELD: 2,
-  UNKNOWN_CONTAINER: 3,
-  INVALID_ENV: 4,
-  IO_FAILURE: 5,
-  DECODE_FAILED: 6,
-  INVALID_CONFIG: 7,
-  TRY_AGAIN_LATER: 11,
-  NOT_AVAILABLE: 50,
-  NOT_AVAILABLE_LIMITED: 51,
-  INTERNAL: 999,
-} as const;
-
-export class CniError extends Error {
-  constructor(readonly code: number, readonly msg: string, readonly details = "") {
-    super(details ? `${msg}: ${details}` : msg);
-    this.name = "CniError";
-  }
-
-  toBody(cniVersion: string): CniErrorBody {
-    const body: CniErrorBody = { cniVersion, code: this.code, msg: this.msg };
-    if (this.details) body.details = this.details;
-    return body;
-  }
-}
+import { CNI_CODE, CNI_VERSIONS, type CniCommand, CniError } from "./contract.ts";
+import type { AgentCommand } from "./protocol.ts";
 
 /** Why the agent could not be asked, or answered nonsense; classified by the agent client. */
 export type AgentFailureKind =
@@ -51,7 +25,7 @@ export class AgentFailure extends Error {
 
 export function invalidEnv(names: string[], problems: string[]): CniError {
   return new CniError(
-    CNI_ERR.INVALID_ENV,
+    CNI_CODE.invalidEnvironment,
     `invalid or missing environment variables: ${names.join(", ")}`,
     problems.join("; "),
   );
@@ -59,7 +33,7 @@ export function invalidEnv(names: string[], problems: string[]): CniError {
 
 export function decodeFailed(details: string): CniError {
   return new CniError(
-    CNI_ERR.DECODE_FAILED,
+    CNI_CODE.decodeFailure,
     "cannot decode the network configuration on stdin",
     details,
   );
@@ -70,11 +44,11 @@ export function incompatibleVersion(found: unknown): CniError {
   const msg = found === undefined
     ? "the network configuration has no cniVersion"
     : `cniVersion ${JSON.stringify(found)} is not supported`;
-  return new CniError(CNI_ERR.INCOMPATIBLE_VERSION, msg, `knitter supports ${supported}`);
+  return new CniError(CNI_CODE.incompatibleVersion, msg, `knitter supports ${supported}`);
 }
 
 export function invalidConfig(msg: string, details = ""): CniError {
-  return new CniError(CNI_ERR.INVALID_CONFIG, msg, details);
+  return new CniError(CNI_CODE.invalidConfig, msg, details);
 }
 
 const AGENT_HINT = "is the knitter-agent DaemonSet pod running and ready on this node? " +
@@ -101,7 +75,7 @@ function fromAgentFailure(f: AgentFailure, command: CniCommand): CniError {
   const status = command === "STATUS";
   if (f.kind === "not-permitted") {
     return new CniError(
-      status ? CNI_ERR.NOT_AVAILABLE : CNI_ERR.INVALID_CONFIG,
+      status ? CNI_CODE.notAvailable : CNI_CODE.invalidConfig,
       `the plugin is not permitted to use the agent socket ${f.socket}`,
       "the knitter wrapper grants access only to the socket it read from the network config's " +
         "agentSocket (else $KNITTER_AGENT_SOCKET, else /run/knitter/agent.sock), and the " +
@@ -111,14 +85,14 @@ function fromAgentFailure(f: AgentFailure, command: CniCommand): CniError {
   }
   if (f.kind === "bad-reply") {
     return new CniError(
-      status ? CNI_ERR.NOT_AVAILABLE : CNI_ERR.INTERNAL,
+      status ? CNI_CODE.notAvailable : CNI_CODE.internal,
       `the knitter agent at ${f.socket} answered something that is not a CNI reply`,
       `${f.message}; are plugin and agent the same Knitter version?`,
     );
   }
   // Everything else is transient from the runtime's point of view: kubelet retries on 11.
   return new CniError(
-    status ? CNI_ERR.NOT_AVAILABLE : CNI_ERR.TRY_AGAIN_LATER,
+    status ? CNI_CODE.notAvailable : CNI_CODE.tryAgainLater,
     status
       ? `plugin not available: the knitter agent at ${f.socket} is not answering`
       : `try again later: the knitter agent at ${f.socket} is not answering`,
@@ -163,5 +137,5 @@ export function toCniError(err: unknown, command: CniCommand): CniError {
   if (err instanceof CniError) return err;
   if (err instanceof AgentFailure) return fromAgentFailure(err, command);
   const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return new CniError(CNI_ERR.INTERNAL, "knitter plugin internal error", text);
+  return new CniError(CNI_CODE.internal, "knitter plugin internal error", text);
 }

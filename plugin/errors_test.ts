@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
+import { CNI_CODE, CniError } from "./contract.ts";
 import {
   AgentFailure,
   type AgentFailureKind,
-  CNI_ERR,
-  CniError,
   fromAgentError,
   incompatibleVersion,
   toCniError,
@@ -23,7 +22,7 @@ Deno.test("errors: the body carries the given cniVersion and omits empty details
     msg: "m",
     details: "d",
   });
-  assert.equal(incompatibleVersion("0.3.1").code, CNI_ERR.INCOMPATIBLE_VERSION);
+  assert.equal(incompatibleVersion("0.3.1").code, CNI_CODE.incompatibleVersion);
 });
 
 Deno.test("errors: an unreachable agent is 11 (try again), or 50 for STATUS", () => {
@@ -44,11 +43,11 @@ Deno.test("errors: an unreachable agent is 11 (try again), or 50 for STATUS", ()
 
 Deno.test("errors: permission and protocol failures get their own codes", () => {
   const np = new AgentFailure("not-permitted", "/elsewhere.sock", "x");
-  assert.equal(toCniError(np, "ADD").code, CNI_ERR.INVALID_CONFIG);
+  assert.equal(toCniError(np, "ADD").code, CNI_CODE.invalidConfig);
   assert.match(toCniError(np, "ADD").details, /KNITTER_AGENT_SOCKET/);
   assert.equal(toCniError(np, "STATUS").code, 50);
   const bad = new AgentFailure("bad-reply", SOCK, "not HTTP");
-  assert.equal(toCniError(bad, "CHECK").code, CNI_ERR.INTERNAL);
+  assert.equal(toCniError(bad, "CHECK").code, CNI_CODE.internal);
   assert.equal(toCniError(bad, "STATUS").code, 50);
 });
 
@@ -62,9 +61,9 @@ Deno.test("errors: the agent's own CNI errors pass through unchanged", () => {
 Deno.test("errors: non-CNI agent failures are described, 503 meaning try again", () => {
   assert.equal(fromAgentError("ADD", SOCK, 503, "starting").code, 11);
   const e = fromAgentError("ADD", SOCK, 500, "<html>oops</html>");
-  assert.equal(e.code, CNI_ERR.INTERNAL);
+  assert.equal(e.code, CNI_CODE.internal);
   assert.match(e.details, /HTTP 500 without a CNI error body: <html>oops/);
-  assert.equal(fromAgentError("ADD", SOCK, 400, '{"code":0,"msg":"x"}').code, CNI_ERR.INTERNAL);
+  assert.equal(fromAgentError("ADD", SOCK, 400, '{"code":0,"msg":"x"}').code, CNI_CODE.internal);
   assert.equal(fromAgentError("ADD", SOCK, 500, "x".repeat(500)).details.length < 300, true);
 });
 

@@ -4,7 +4,6 @@
  * The executable is main.ts; see README.md.
  * @module
  */
+export * from "./contract.ts";
 export * from "./protocol.ts";
-export { CNI_ERR, CniError } from "./errors.ts";
-export { convertResult } from "./result.ts";
 export { type PluginOutput, runCommand } from "./run_command.ts";

@@ -1,15 +1,10 @@
 /**
- * The contract between the CNI plugin and the node agent: what the plugin POSTs to the agent's
- * unix socket and what it expects back. The agent imports these types from "@knitter/plugin".
+ * The wire between the CNI plugin and the node agent: what the plugin POSTs to the agent's unix
+ * socket. The answers are the CNI contract's (contract.ts): a result, or an error body. The agent
+ * imports these types from "@knitter/plugin".
  */
+import type { CniCommand } from "./contract.ts";
 
-/** Spec versions this plugin speaks, oldest first; the agent always answers in the newest. */
-export const CNI_VERSIONS = ["0.4.0", "1.0.0", "1.1.0"] as const;
-export type CniVersion = typeof CNI_VERSIONS[number];
-export const LATEST_CNI_VERSION: CniVersion = "1.1.0";
-
-export const CNI_COMMANDS = ["ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"] as const;
-export type CniCommand = typeof CNI_COMMANDS[number];
 /** VERSION is answered by the plugin itself; everything else goes to the agent. */
 export type AgentCommand = Exclude<CniCommand, "VERSION">;
 
@@ -69,57 +64,4 @@ export interface CniRequest {
   path: string;
   /** The stdin config, unchanged: prevResult and the result in it keep their cniVersion. */
   config: KnitterNetConf;
-}
-
-export interface CniInterface {
-  name: string;
-  mac?: string;
-  sandbox?: string;
-  /** 1.1 only, like socketPath and pciID. */
-  mtu?: number;
-  socketPath?: string;
-  pciID?: string;
-}
-
-export interface CniIpConfig {
-  address: string;
-  gateway?: string;
-  /** Index into `interfaces`. */
-  interface?: number;
-}
-
-export interface CniRoute {
-  dst: string;
-  gw?: string;
-  /** 1.1 only, like advmss, priority, table and scope. */
-  mtu?: number;
-  advmss?: number;
-  priority?: number;
-  table?: number;
-  scope?: number;
-}
-
-export interface CniDns {
-  nameservers?: string[];
-  domain?: string;
-  search?: string[];
-  options?: string[];
-}
-
-/** What the agent answers to ADD (in 1.1.0 form); the plugin converts it to the config's version. */
-export interface CniResult {
-  cniVersion: string;
-  interfaces?: CniInterface[];
-  ips?: CniIpConfig[];
-  routes?: CniRoute[];
-  dns?: CniDns;
-  [key: string]: unknown;
-}
-
-/** A failure, as the agent answers it (non-2xx) and as the plugin prints it. */
-export interface CniErrorBody {
-  cniVersion: string;
-  code: number;
-  msg: string;
-  details?: string;
 }

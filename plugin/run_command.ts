@@ -5,15 +5,14 @@
 import { type AgentCall, callAgent } from "./agent_client.ts";
 import { checkConfig, decodeConfig, sniffVersion } from "./config.ts";
 import { type CniEnv, type Getenv, readCniEnv } from "./env.ts";
-import { CNI_ERR, CniError, fromAgentError, toCniError } from "./errors.ts";
+import { CNI_CODE, CniError, convertResult, LATEST_CNI_VERSION } from "./contract.ts";
+import { fromAgentError, toCniError } from "./errors.ts";
 import {
   type AgentCommand,
   agentRoute,
   type CniRequest,
   DEFAULT_AGENT_SOCKET,
-  LATEST_CNI_VERSION,
 } from "./protocol.ts";
-import { convertResult } from "./result.ts";
 import { versionReply } from "./version.ts";
 
 export interface PluginOutput {
@@ -67,7 +66,7 @@ async function forward(
   if (reply.status < 200 || reply.status > 299) {
     const err = fromAgentError(env.command, conf.agentSocket, reply.status, reply.body);
     // DEL of something already gone is success by the spec, whoever noticed it was gone.
-    if (env.command === "DEL" && err.code === CNI_ERR.UNKNOWN_CONTAINER) return "";
+    if (env.command === "DEL" && err.code === CNI_CODE.unknownContainer) return "";
     throw err;
   }
   // DEL, CHECK, GC and STATUS print nothing on success.
@@ -78,7 +77,7 @@ async function forward(
   } catch { /* reported below */ }
   if (!result) {
     throw new CniError(
-      CNI_ERR.INTERNAL,
+      CNI_CODE.internal,
       `the knitter agent at ${conf.agentSocket} answered ADD without a result`,
       `expected a CNI result object, got ${JSON.stringify(reply.body.slice(0, 200))}`,
     );

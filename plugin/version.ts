@@ -1,5 +1,5 @@
 /** The VERSION answer, kept apart so that main.ts can give it without loading anything else. */
-import { CNI_VERSIONS, LATEST_CNI_VERSION } from "./protocol.ts";
+import { CNI_VERSIONS, LATEST_CNI_VERSION } from "./contract.ts";
 
 /** Echoes the asked version (as the spec says) and never fails: a probe always gets an answer. */
 export function versionReply(stdin: string): string {

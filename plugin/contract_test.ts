@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { convertResult } from "./result.ts";
+import {
+  CNI_CODE,
+  CniError,
+  convertResult,
+  ifNameProblem,
+  isIfName,
+  PLAIN_IFNAME_RE,
+} from "./contract.ts";
 
 const FULL = {
   cniVersion: "1.1.0",
@@ -65,5 +72,31 @@ Deno.test("result: conversion copies, and tolerates sparse or odd results", () =
     cniVersion: "0.4.0",
     ips: [null, { gateway: "x" }],
     routes: "?",
+  });
+});
+
+Deno.test("contract: interface names follow the kernel's rule, counted in bytes", () => {
+  for (const name of ["", "a23456789012345x", "ééééééééé", ".", "..", "a/b", "a:b", "a b"]) {
+    assert.ok(ifNameProblem(name), JSON.stringify(name));
+    assert.equal(isIfName(name), false);
+  }
+  for (const name of ["eth0", "a23456789012345", "net-1.2_x", "é"]) {
+    assert.equal(ifNameProblem(name), undefined, name);
+  }
+  // The plain rule knitter sets for its own inputs is narrower: no "@" or "é".
+  assert.ok(PLAIN_IFNAME_RE.test("net-1.2_x"));
+  for (const name of ["eth@0", "é", "a23456789012345x", ""]) {
+    assert.equal(PLAIN_IFNAME_RE.test(name), false, name);
+  }
+});
+
+Deno.test("contract: one CniError; its body has the given cniVersion, else the newest", () => {
+  const e = new CniError(CNI_CODE.checkFailed, "m", "d");
+  assert.equal(e.message, "m: d");
+  assert.deepEqual(e.toBody(), { cniVersion: "1.1.0", code: 100, msg: "m", details: "d" });
+  assert.deepEqual(new CniError(7, "bad").toBody("0.4.0"), {
+    cniVersion: "0.4.0",
+    code: 7,
+    msg: "bad",
   });
 });
