@@ -24,6 +24,7 @@ import { Reaper } from "./reaper.ts";
 import { RemoteView } from "./remote.ts";
 import { disableTxChecksumOffload } from "./netlink.ts";
 import { agentApp } from "./server.ts";
+import { AgentMetrics } from "./metrics.ts";
 import { AgentState } from "./state.ts";
 
 export interface RunningAgent {
@@ -53,6 +54,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   );
   const dataplane = new Dataplane(ovs, config, state, remote, log);
+  const metrics = new AgentMetrics();
+  dataplane.observer = metrics;
   function syncFailed(err: unknown) {
     log.error("flow sync failed", { error: String((err as Error)?.message ?? err) });
   }
@@ -107,6 +110,11 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   });
   healer.start();
+  metrics.connect({
+    installedFlows: () => dataplane.installedFlows,
+    conflicts: () => dataplane.conflicts,
+    healer: healer.stats,
+  });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
   const reaper = new Reaper({
     state,
@@ -116,14 +124,15 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   });
   // The plugin's way in: root only, in a directory of the agent's own.
-  const app = agentApp({ attacher, notReady: () => notReady, log, extra });
+  const app = agentApp({ attacher, notReady: () => notReady, log, extra, metrics });
   mountFlowRoutes(app, healer);
   const server = await serveUnix(config.socket, app.fetch, { privateDir: true });
   log.info("serving the plugin", { socket: config.socket });
   const checks = config.health ? agentProbeChecks(config.socket) : undefined;
   let probes;
   try {
-    probes = config.health && serveProbes(config.health, checks!);
+    probes = config.health &&
+      serveProbes(config.health, { ...checks!, metrics: () => metrics.render() });
   } catch (err) {
     throw new Error(
       `Cannot serve probes on ${config.health!.hostname}:${config.health!.port}: ${

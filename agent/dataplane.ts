@@ -19,6 +19,7 @@ import { Mutex } from "@knitter/common";
 import type { Ovs } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "./state.ts";
+import type { DataplaneObserver } from "./metrics.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -57,6 +58,8 @@ export class Dataplane {
   private conflictKey = "[]";
   /** Called after every full replacement of the table (the whole computed set is in). */
   afterReplace: (() => Promise<void>) | null = null;
+  /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
+  observer: DataplaneObserver | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -68,6 +71,11 @@ export class Dataplane {
 
   get bridge(): string {
     return this.config.bridge;
+  }
+
+  /** The flows this process installed (canonical lines); null until the first sync. */
+  get installedFlows(): ReadonlySet<string> | null {
+    return this.installed;
   }
 
   /** Whether pods on these bridges must compute their own checksums (the userspace datapath). */
@@ -189,7 +197,14 @@ export class Dataplane {
   sync(): Promise<void> {
     this.queued ??= this.mutex.run(async () => {
       this.queued = null;
-      await this.apply(await this.model());
+      const started = performance.now();
+      let ok = false;
+      try {
+        await this.apply(await this.model());
+        ok = true;
+      } finally {
+        this.observer?.synced((performance.now() - started) / 1000, ok);
+      }
     });
     return this.queued;
   }
@@ -205,6 +220,7 @@ export class Dataplane {
     if (key !== this.conflictKey) {
       this.conflictKey = key;
       this.conflicts = conflicts;
+      this.observer?.conflicts(conflicts);
       if (conflicts.length > 0) {
         this.log.warn("remote ports left out of the flows", {
           count: conflicts.length,

@@ -47,6 +47,9 @@ export interface HealerStats {
   checks: number;
   repairs: number;
   driftedFlows: number;
+  /** ovs-vswitchd answering again after it went, and the OVSDB connection made again. */
+  vswitchdReturns: number;
+  ovsdbReconnects: number;
   lastRepair?: { at: string; missing: number; extra: number };
 }
 
@@ -55,7 +58,14 @@ const MAX_RETRY_MS = 1000;
 const LOG_FLOWS = 10;
 
 export class Healer {
-  readonly stats: HealerStats = { heals: 0, checks: 0, repairs: 0, driftedFlows: 0 };
+  readonly stats: HealerStats = {
+    heals: 0,
+    checks: 0,
+    repairs: 0,
+    driftedFlows: 0,
+    vswitchdReturns: 0,
+    ovsdbReconnects: 0,
+  };
   private readonly ofwatch: OfWatch;
   private unwatch: (() => void) | null = null;
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -241,7 +251,10 @@ export class Healer {
     }
     const was = this.vswitchdDown;
     this.vswitchdDown = false;
-    if (!e.first || was) void this.heal("ovs-vswitchd answers again (its flows may be gone)");
+    if (!e.first || was) {
+      this.stats.vswitchdReturns++;
+      void this.heal("ovs-vswitchd answers again (its flows may be gone)");
+    }
   }
 
   private onOvsdb(e: OvsdbEvent): void {
@@ -250,8 +263,10 @@ export class Healer {
       return;
     }
     if (e.kind === "connected") {
-      if (!e.first) void this.heal("ovsdb-server connection made again");
-      else if (this.d.ovsdb.flowRestoreWait) void this.heal("flow-restore-wait is set");
+      if (!e.first) {
+        this.stats.ovsdbReconnects++;
+        void this.heal("ovsdb-server connection made again");
+      } else if (this.d.ovsdb.flowRestoreWait) void this.heal("flow-restore-wait is set");
       return;
     }
     const ours = this.d.dataplane.preparedNames();

@@ -12,6 +12,7 @@ import { toCniError } from "./cni_errors.ts";
 import type { ExtraInterfaces } from "./extra_interface.ts";
 import { mountExtraInterfaces } from "./extra_interface_routes.ts";
 import type { CniRequest } from "./pod_request.ts";
+import type { AgentMetrics } from "./metrics.ts";
 
 /** HTTP status of a CNI error: the plugin only relays the body, this is for people and logs. */
 function statusOf(code: number): 400 | 500 | 503 {
@@ -31,6 +32,8 @@ export interface AgentApi {
   log: Logger;
   /** knitctl attach / detach (/v1/interfaces); absent: those routes are not served. */
   extra?: ExtraInterfaces;
+  /** Counts each CNI call: its time and its error code (metrics.ts). */
+  metrics?: AgentMetrics;
 }
 
 /** Requests on the socket are a CNI config and a few variables, or an attach: far below this. */
@@ -134,11 +137,13 @@ export function agentApp(api: AgentApi): Hono {
     const req = cniRequest(text);
     if (req instanceof CniError) {
       api.log.warn("cni request refused", { command, msg: req.message });
+      api.metrics?.cniCall(command, null, req.code);
       return c.json(req.toBody(), 400);
     }
     const start = performance.now();
     try {
       const body = await dispatch(api, command, req);
+      api.metrics?.cniCall(command, (performance.now() - start) / 1000);
       api.log.debug("cni", {
         command,
         container: req.containerId,
@@ -147,6 +152,7 @@ export function agentApp(api: AgentApi): Hono {
       return c.json(body ?? {});
     } catch (err) {
       const e = toCniError(err, `${command} failed`);
+      api.metrics?.cniCall(command, (performance.now() - start) / 1000, e.code);
       api.log.warn("cni failed", {
         command,
         container: req.containerId,

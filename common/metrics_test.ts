@@ -88,10 +88,14 @@ Deno.test("metrics text: labels with escapes, +Inf, and a line that is not the f
       "knitter_agent_a_seconds_sum 1.5",
       "knitter_agent_a_seconds_count 3",
       "untyped_thing 4 1700000000000",
+      "knitter_agent_b_seconds Nan",
+      "knitter_agent_c_seconds -Inf",
     ].join("\n"),
   );
   assert.equal(f.get("knitter_agent_a_seconds")?.samples.length, 3);
   assert.equal(samplesOf(f, "knitter_agent_a_seconds_bucket")[0].labels.op, 'x\\y"z');
   assert.equal(samplesOf(f, "untyped_thing")[0].value, 4);
+  assert.ok(Number.isNaN(samplesOf(f, "knitter_agent_b_seconds")[0].value));
+  assert.equal(samplesOf(f, "knitter_agent_c_seconds")[0].value, -Infinity);
   assert.throws(() => parseExposition("knitter_x{a=b} 1"), /Cannot parse line 1/);
 });

@@ -62,8 +62,12 @@ function parseSample(line: string): MetricSample | undefined {
     labels[l[1]] = l[2].replace(/\\(["\\n])/g, (_, c) => (c === "n" ? "\n" : c));
     at = re.lastIndex;
   }
-  const value = Number(m[4] === "+Inf" ? Infinity : m[4] === "-Inf" ? -Infinity : m[4]);
-  if (Number.isNaN(value) && m[4] !== "NaN") return undefined;
+  // As Prometheus reads them (Go's ParseFloat): NaN and Inf in any case (prom-client writes Nan).
+  const special = /^([+-]?)(inf|nan)$/i.exec(m[4]);
+  const value = special
+    ? (special[2].toLowerCase() === "nan" ? NaN : special[1] === "-" ? -Infinity : Infinity)
+    : Number(m[4]);
+  if (Number.isNaN(value) && !special) return undefined;
   return { name: m[1], labels, value };
 }
 
