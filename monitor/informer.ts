@@ -103,6 +103,10 @@ export class Informer<T extends Meta> {
   errors = 0;
   restarts = 0;
   lists = 0;
+  /** Watches ended by 410 Expired (and listed again). */
+  expired = 0;
+  /** Watch events applied, by type (metrics.ts). */
+  readonly eventCounts = new Map<string, number>();
 
   constructor(
     readonly what: string,
@@ -217,6 +221,7 @@ export class Informer<T extends Meta> {
         fresh = true;
         if (end.kind === "error") throw end.error;
         if (end.kind === "expired") {
+          this.expired++;
           this.log.info("watch expired (410); listing again", { what: this.what });
         } else {
           this.restarts++;
@@ -351,6 +356,7 @@ export class Informer<T extends Meta> {
 
   private apply(type: string, obj: T): void {
     this.events++;
+    this.eventCounts.set(type, (this.eventCounts.get(type) ?? 0) + 1);
     this.alive();
     const rv = obj.metadata?.resourceVersion;
     if (type === "BOOKMARK") {

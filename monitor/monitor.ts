@@ -14,6 +14,7 @@ import { NetworkReconciler } from "./networks.ts";
 import { PodTracker } from "./pods.ts";
 import { PortIndex } from "./port_index.ts";
 import { Reclaimer } from "./reclaim.ts";
+import { MonitorMetrics } from "./metrics.ts";
 import { Requeue, WorkQueue } from "./work_queue.ts";
 
 export interface MonitorStats {
@@ -209,7 +210,9 @@ export async function startMonitor(
         Math.round(h.lastAliveMsAgo / 1000)
       } s (deadline ${config.watchDeadlineSeconds} s)`;
     });
+  const metrics = new MonitorMetrics({ watches: informers, queues, tracker, reclaimer });
   const probes = serveProbes(config.health, {
+    metrics: () => metrics.render(),
     // Not healthy while a watch is stale: what the monitor knows may be wrong.
     healthz: () => [
       ...stale(),

@@ -42,6 +42,8 @@ export function stableReleaseAt(p: Port, retentionMs: number): number {
 
 export class Reclaimer {
   runs = 0;
+  /** Ports the passes released. */
+  reclaimed = 0;
   /** Candidates a fresh read found alive: the watch's memory was behind. */
   contradicted = 0;
   private readonly one = new Mutex();
@@ -115,6 +117,7 @@ export class Reclaimer {
       released++;
     });
     this.runs++;
+    this.reclaimed += released;
     if (next < Infinity) this.lookAgainAt(next);
     this.checkBehind(alive);
     if (released > 0) this.log.info("reclaimed leaked ports", { released });

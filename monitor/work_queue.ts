@@ -26,9 +26,11 @@ export class WorkQueue {
   private idleWaiters: (() => void)[] = [];
   /** Keys handled, successfully or not. */
   handled = 0;
+  /** Keys whose handler failed (a Requeue is no failure). */
+  failed = 0;
 
   constructor(
-    private readonly name: string,
+    readonly name: string,
     private readonly handler: (key: string) => Promise<void>,
     private readonly concurrency: number,
     private readonly log: Logger,
@@ -101,6 +103,7 @@ export class WorkQueue {
         this.addAfter(key, err.afterMs);
         return;
       }
+      this.failed++;
       const n = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, n);
       const wait = Math.min(FIRST_RETRY_MS * 2 ** (n - 1), MAX_RETRY_MS);
