@@ -10,6 +10,7 @@ import {
 import { agentProbeChecks } from "./health.ts";
 import { Attacher, type AttacherDeps, externalIds } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
+import { ConflictReporter } from "./conflict_report.ts";
 import { Dataplane } from "./dataplane.ts";
 import { mountFlowRoutes } from "./flow_routes.ts";
 import { Healer } from "./healer.ts";
@@ -54,6 +55,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   );
   const dataplane = new Dataplane(ovs, config, state, remote, log);
+  // The remote ports the flows leave out go to the manager, into those ports' status.
+  const conflicts = new ConflictReporter(manager, config.nodeName, log);
+  dataplane.onConflicts = (ports) => conflicts.set(ports);
   const metrics = new AgentMetrics();
   dataplane.observer = metrics;
   function syncFailed(err: unknown) {
@@ -189,6 +193,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await reapplied;
       await reaper.stop();
       await healer.stop();
+      await conflicts.stop();
       await remote.stop();
       await probes?.shutdown();
       checks?.close();

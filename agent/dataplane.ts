@@ -5,7 +5,7 @@
  * is kept in memory only: the switch itself is the record, and a new process starts by replacing
  * the table, atomically.
  */
-import type { Logger } from "@knitter/common";
+import type { Logger, Port } from "@knitter/common";
 import {
   compileFlows,
   type FlowConflict,
@@ -20,6 +20,7 @@ import type { Ovs } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "./state.ts";
 import type { DataplaneObserver } from "./metrics.ts";
+import type { ReportedConflict } from "./conflict_report.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -56,6 +57,13 @@ export class Dataplane {
   /** The remote ports the last compile left out (agent/PIPELINE.md, "Conflicting entries"). */
   conflicts: FlowConflict[] = [];
   private conflictKey = "[]";
+  /**
+   * Told the ports left out after every compile, as the manager knows them (conflict_report.ts
+   * sends the set when it changed).
+   */
+  onConflicts: ((ports: ReportedConflict[]) => void) | null = null;
+  /** The manager's ports behind each model's local and remote entries, by index. */
+  private readonly sources = new WeakMap<FlowInput, { local: Port[]; remote: Port[] }>();
   /** Called after every full replacement of the table (the whole computed set is in). */
   afterReplace: (() => Promise<void>) | null = null;
   /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
@@ -237,7 +245,31 @@ export class Dataplane {
         this.log.info("no remote port left out of the flows any more");
       }
     }
+    this.onConflicts?.(this.reported(model, conflicts));
     return compileFlows(input);
+  }
+
+  /** The left-out ports that collide with another claimant, named as the manager names them. */
+  private reported(model: FlowInput, conflicts: FlowConflict[]): ReportedConflict[] {
+    const sources = this.sources.get(model);
+    if (!sources) return [];
+    return conflicts.flatMap((c) => {
+      const port = sources.remote[c.remote];
+      if (!port || c.reason === "invalid") return [];
+      return c.collisions.map((k) => {
+        const other = (c.reason === "local" ? sources.local : sources.remote)[k.index];
+        const item: ReportedConflict = {
+          networkId: port.networkId,
+          tenant: port.tenant,
+          id: port.id,
+          field: k.field,
+          value: k.value,
+          reason: c.reason as "local" | "remote",
+        };
+        if (other) item.with = { tenant: other.tenant, id: other.id };
+        return item;
+      });
+    });
   }
 
   private async apply(input: FlowInput): Promise<void> {
@@ -277,6 +309,7 @@ export class Dataplane {
   private async model(): Promise<FlowInput> {
     const networks = new Map<string, FlowNetwork>();
     const localPorts: FlowInput["localPorts"] = [];
+    const sources = { local: [] as Port[], remote: [] as Port[] };
     for (const a of this.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (!i.port || i.ofport === undefined) continue;
@@ -288,6 +321,7 @@ export class Dataplane {
           ips: [i.port.ip],
           cookie: i.cookie,
         });
+        sources.local.push(i.port);
       }
     }
     const remotePorts: FlowRemotePort[] = [];
@@ -298,13 +332,16 @@ export class Dataplane {
       // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
       if (!net || !nodeIp) continue;
       remotePorts.push({ network: net.id, mac: p.mac, ips: [p.ip], nodeIp });
+      sources.remote.push(p);
     }
-    return {
+    const model: FlowInput = {
       tunnelPort: this.config.tunnel.ofport,
       networks: [...networks.values()],
       localPorts,
       remotePorts,
     };
+    this.sources.set(model, sources);
+    return model;
   }
 
   private async network(

@@ -3,7 +3,9 @@
  * "Quarantine"): a port's address released in the manager while its pod still runs on n1 (a DEL
  * that went astray), then handed by an admin to a port on n2 once its quarantine is over. n1 sees a
  * remote port with its own pod's address: it leaves that entry out, logs it, and keeps working for
- * everyone else (its flows install, new pods attach, traffic across nodes flows).
+ * everyone else (its flows install, new pods attach, traffic across nodes flows). The intruder's
+ * status in the manager says so (which node, on what, with which port, since when) until the
+ * conflict is gone (b1 deleted on n1).
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "./support/cleanup.ts";
@@ -79,6 +81,31 @@ Deno.test("e2e conflict: a remote port with a local pod's address is left out, l
   assert.match(line, /"reason":"local"/);
   assert.ok(line.includes(ips.b1), line);
 
+  // The intruder's status says that n1 leaves it out, on b1's address, with b1's port.
+  const intruderPath = `${NET}/ports/intruder`;
+  await waitFor(
+    "the intruder's status to show n1's conflict",
+    async () => (await stack.api("GET", intruderPath)).body.conflicts !== undefined,
+    10_000,
+  );
+  const status = (await stack.api("GET", intruderPath)).body;
+  // The intruder has b1's address and, as the address's pool index makes the MAC, its MAC too.
+  assert.equal(status.mac, b1Port.mac);
+  const seen = status.conflicts.map(({ since, ...c }: { since: string }) => {
+    assert.ok(!Number.isNaN(Date.parse(since)), since);
+    return c;
+  }).sort((a: { field: string }, b: { field: string }) => a.field.localeCompare(b.field));
+  const claim = { node: "n1", reason: "local", with: { tenant: "acme", id: b1Port.id } };
+  assert.deepEqual(seen, [
+    { ...claim, field: "ip", value: ips.b1 },
+    { ...claim, field: "mac", value: b1Port.mac },
+  ]);
+  const listed = (await stack.api("GET", `${NET}/ports`)).body.items;
+  assert.deepEqual(
+    listed.filter((p: { conflicts?: unknown }) => p.conflicts).map((p: { id: string }) => p.id),
+    ["intruder"],
+  );
+
   // n1 keeps working: a new pod attaches (its flows install) and traffic flows both ways.
   const c1 = await makePod(n1, "c1", "acme", knitterList(["control"]));
   const r = await c1.add();
@@ -90,6 +117,17 @@ Deno.test("e2e conflict: a remote port with a local pod's address is left out, l
   // On n1 the local pod keeps its address: a1 reaches b1, not the intruder.
   assert.ok(await pings(a1, ips.b1), "a1 reaches b1, the local owner of the address");
 
-  assert.equal((await stack.api("DELETE", `${NET}/ports/intruder`)).status, 204);
-  for (const pod of [a1, b1, a2, c1]) assert.equal((await pod.del()).code, 0, `DEL ${pod.name}`);
+  // b1 goes: n1 has no claimant of that address left, takes the intruder in, and clears its report.
+  assert.equal((await b1.del()).code, 0, "DEL b1");
+  await waitFor(
+    "the intruder's status to clear",
+    async () => (await stack.api("GET", intruderPath)).body.conflicts === undefined,
+    10_000,
+  );
+  const after = await stack.api("GET", intruderPath);
+  assert.equal(after.status, 200, JSON.stringify(after.body));
+  assert.equal(after.body.ip, ips.b1);
+
+  assert.equal((await stack.api("DELETE", intruderPath)).status, 204);
+  for (const pod of [a1, a2, c1]) assert.equal((await pod.del()).code, 0, `DEL ${pod.name}`);
 });

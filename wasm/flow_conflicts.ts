@@ -37,10 +37,11 @@ export interface FlowConflict {
   /** What it collides with or what is wrong: `localPorts[2] (mac 02:…)`, `remotePorts[5] (ip …)`. */
   detail: string;
   /**
-   * The claim it collides on (reasons `local` and `remote`): the field, its value in canonical
-   * form, and the other claimant's index in `localPorts` (`local`) or `remotePorts` (`remote`).
+   * Every claim it collides on (reasons `local` and `remote`; empty for `invalid`): the field, its
+   * value in canonical form, and the other claimant's index in `localPorts` (`local`) or
+   * `remotePorts` (`remote`). `detail` names the first.
    */
-  collision?: Collision;
+  collisions: Collision[];
 }
 
 /** What two claimants of one network share. */
@@ -83,7 +84,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       }
     }
   }
-  const reasons = new Map<number, [ConflictReason, string, Collision?]>();
+  const reasons = new Map<number, [ConflictReason, string, Collision[]]>();
   const keysOf: string[][] = [];
   const claims = new Map<string, number[]>();
   for (let j = 0; j < remotes.length; j++) {
@@ -91,18 +92,22 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     keysOf.push([]);
     const bad = invalid(p, networks);
     if (bad) {
-      reasons.set(j, ["invalid", bad]);
+      reasons.set(j, ["invalid", bad, []]);
       continue;
     }
     const keys = new Set<string>([`${p.network} m${macKey(p.mac)}`]);
     for (const ip of p.ips) keys.add(`${p.network} a${addressKey(ip)}`);
+    const withLocal: Collision[] = [];
     for (const key of keys) {
       const local = locals.get(key);
-      if (local !== undefined && !reasons.has(j)) {
-        reasons.set(j, ["local", `localPorts[${local}] (${describe(key)})`, collision(key, local)]);
-      }
+      if (local !== undefined) withLocal.push(collision(key, local));
     }
-    if (reasons.has(j)) continue;
+    if (withLocal.length > 0) {
+      const first = withLocal[0];
+      const what = `${first.field} ${first.value}`;
+      reasons.set(j, ["local", `localPorts[${first.index}] (${what})`, withLocal]);
+      continue;
+    }
     keysOf[j] = [...keys];
     for (const key of keys) {
       const list = claims.get(key);
@@ -112,16 +117,15 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
   }
   for (let j = 0; j < remotes.length; j++) {
     if (reasons.has(j)) continue;
+    const withRemote: Collision[] = [];
     for (const key of keysOf[j]) {
       const other = claims.get(key)!.find((k) => k !== j);
-      if (other !== undefined) {
-        reasons.set(j, [
-          "remote",
-          `remotePorts[${other}] (${describe(key)})`,
-          collision(key, other),
-        ]);
-        break;
-      }
+      if (other !== undefined) withRemote.push(collision(key, other));
+    }
+    if (withRemote.length > 0) {
+      const first = withRemote[0];
+      const what = `${first.field} ${first.value}`;
+      reasons.set(j, ["remote", `remotePorts[${first.index}] (${what})`, withRemote]);
     }
   }
   if (reasons.size === 0) return { input, conflicts: [] };
@@ -142,16 +146,11 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       nodeIp: p?.nodeIp,
       reason: r[0],
       detail: r[1],
+      collisions: r[2],
     };
-    if (r[2]) c.collision = r[2];
     conflicts.push(c);
   }
   return { input: { ...input, remotePorts: kept }, conflicts };
-}
-
-function describe(key: string): string {
-  const { field, value } = collision(key, 0);
-  return `${field} ${value}`;
 }
 
 /** A claim key (`<network> m<mac>` or `<network> a<address>`) as field and canonical value. */

@@ -746,14 +746,14 @@ Deno.test("conflicts: the local port wins, colliding remotes are all out, malfor
     ],
   );
   // What each collides on, and with which claimant, as data (the agent reports it to the manager).
-  assert.deepEqual(conflicts.map((c) => c.collision), [
-    { field: "ip", value: "10.0.0.2", index: 0 },
-    { field: "mac", value: "02:00:0a:00:00:03", index: 2 },
-    { field: "mac", value: "02:00:0a:00:00:03", index: 1 },
-    { field: "ip", value: "10.0.0.5", index: 4 },
-    { field: "ip", value: "10.0.0.5", index: 3 },
-    undefined,
-    undefined,
+  assert.deepEqual(conflicts.map((c) => c.collisions), [
+    [{ field: "ip", value: "10.0.0.2", index: 0 }],
+    [{ field: "mac", value: "02:00:0a:00:00:03", index: 2 }],
+    [{ field: "mac", value: "02:00:0a:00:00:03", index: 1 }],
+    [{ field: "ip", value: "10.0.0.5", index: 4 }],
+    [{ field: "ip", value: "10.0.0.5", index: 3 }],
+    [],
+    [],
   ]);
   assert.deepEqual(input.remotePorts.map((p) => p.ips[0]), ["10.0.0.7", "10.0.0.3"]);
   // What is left compiles on both engines to the same lines; the raw model is still rejected.
@@ -770,6 +770,19 @@ Deno.test("conflicts: spellings of one address collide; a model without conflict
   assert.deepEqual(conflicts.map((c) => c.detail), [
     "remotePorts[1] (ip fd00::3)",
     "remotePorts[0] (ip fd00::3)",
+  ]);
+  // A remote copy of a local port's MAC (in capitals) and address collides on both.
+  const both: FlowInput = structuredClone(base);
+  const local = both.localPorts[0];
+  both.remotePorts.push({
+    network: local.network,
+    mac: local.mac.toUpperCase(),
+    ips: [...local.ips],
+    nodeIp: both.remotePorts[0].nodeIp,
+  });
+  const taken = isolateConflicts(both).conflicts;
+  assert.deepEqual(taken.map((c) => [c.reason, c.collisions.map((k) => [k.field, k.index])]), [
+    ["local", [["mac", 0], ...local.ips.map(() => ["ip", 0])]],
   ]);
 });
 
