@@ -4,6 +4,7 @@ import {
   createLogger,
   ManagerClient,
   ManagerUnavailableError,
+  retry,
   serveProbes,
   serveUnix,
 } from "@knitter/common";
@@ -160,31 +161,27 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
 
   // Existing pods keep their flows: the first sync applies only the difference to what is there.
   const stopping = new AbortController();
-  const joined = (async () => {
-    let backoff = 200;
-    while (!stopping.signal.aborted) {
-      try {
-        await manager.registerNode(config.nodeName, config.underlayIp);
-        await remote.start();
-        await dataplane.sync();
-        await healer.ready();
-        // After a reboot every netns is gone: nothing stale stays, in the manager or here.
-        const reaped = await reaper.pass(false);
-        if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
-        reaper.start();
-        notReady = null;
-        log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
-        return;
-      } catch (err) {
-        notReady = `the manager is not answering (${(err as Error).message})`;
-        if (!(err instanceof ManagerUnavailableError)) {
-          log.error("start failed", { error: String(err) });
-        }
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+  const joined = retry(async () => {
+    await manager.registerNode(config.nodeName, config.underlayIp);
+    await remote.start();
+    await dataplane.sync();
+    await healer.ready();
+    // After a reboot every netns is gone: nothing stale stays, in the manager or here.
+    const reaped = await reaper.pass(false);
+    if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
+    reaper.start();
+    notReady = null;
+    log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
+  }, {
+    signal: stopping.signal,
+    maxMs: MAX_BACKOFF_MS,
+    onError(err) {
+      notReady = `the manager is not answering (${(err as Error).message})`;
+      if (!(err instanceof ManagerUnavailableError)) {
+        log.error("start failed", { error: String(err) });
       }
-    }
-  })();
+    },
+  }).catch(() => {/* stopped before the agent joined */});
 
   return {
     async stop() {

@@ -16,7 +16,7 @@
  * computed set and repairs drift (flows changed, added or deleted by hand), counted and logged with
  * what differed.
  */
-import type { Logger } from "@knitter/common";
+import { Backoff, type Logger } from "@knitter/common";
 import type { Dataplane, FlowDiff } from "./dataplane.ts";
 import type { OvsPortSpec } from "./ovs.ts";
 import type { OvsdbClient, OvsdbEvent } from "./ovsdb.ts";
@@ -170,7 +170,7 @@ export class Healer {
   }
 
   private async healLoop(): Promise<void> {
-    let pause = 50;
+    const pauses = new Backoff({ firstMs: 50, maxMs: MAX_RETRY_MS });
     while (this.wanted.length > 0 && !this.stopped) {
       const reason = this.wanted.splice(0).join("; ");
       const started = performance.now();
@@ -180,11 +180,12 @@ export class Healer {
         this.stats.heals++;
         this.stats.lastHeal = { reason, at: new Date().toISOString(), ms };
         this.d.log.warn("healed", { reason, ms });
-        pause = 50;
+        pauses.reset();
       } catch (err) {
         if (this.stopped) return;
         // Expected while ovs-vswitchd is away (flow-restore-wait set before it starts).
         const level = this.vswitchdDown ? "info" : "warn";
+        const pause = pauses.next();
         this.d.log[level]("heal failed; trying again", { reason, error: message(err), pause });
         for (const r of reason.split("; ")) if (!this.wanted.includes(r)) this.wanted.unshift(r);
         await new Promise<void>((resolve) => {
@@ -196,7 +197,6 @@ export class Healer {
           const timer = setTimeout(done, pause);
           this.wake = done;
         });
-        pause = Math.min(pause * 2, MAX_RETRY_MS);
       }
     }
   }

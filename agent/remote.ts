@@ -1,26 +1,42 @@
 /**
  * What the agent knows of the rest of the cluster: every port and every node's tunnel endpoint,
- * listed once and then followed through the manager's change feed. A broken or expired feed is
- * listed again; nothing here is ever guessed.
+ * listed once and then followed through the manager's change feed with the shared follower
+ * (common/feed_follower.ts): an expired feed (a manager restart) is listed again, a failed one
+ * resumed with backoff, a hung poll abandoned. Nothing here is ever guessed.
  */
-import type { FeedEvent, Logger, ManagerClient, Port } from "@knitter/common";
-
-const FEED_WAIT_S = 25;
-const MAX_BACKOFF_MS = 5000;
+import {
+  type FeedEvent,
+  FeedFollower,
+  type Logger,
+  type ManagerClient,
+  type Port,
+} from "@knitter/common";
 
 export class RemoteView {
   private readonly portsByKey = new Map<string, Port>();
   private readonly nodeIps = new Map<string, string>();
-  private stopped = new AbortController();
-  private loop?: Promise<void>;
+  private readonly feed: FeedFollower;
 
   constructor(
     private readonly manager: ManagerClient,
     /** This node: its own ports are the journal's business, not the feed's. */
     private readonly nodeName: string,
     private readonly onChange: () => void,
-    private readonly log: Logger,
-  ) {}
+    log: Logger,
+  ) {
+    this.feed = new FeedFollower({
+      what: "the manager's feed",
+      source: manager,
+      relist: () => this.relist(),
+      // Our own ports' events echo what this agent just did: no flow change follows from them.
+      apply: (events) => {
+        if (events.map((e) => this.apply(e)).some(Boolean)) this.onChange();
+      },
+      // The agent's flows wait on it: come back sooner than the monitor does.
+      backoff: { firstMs: 100, maxMs: 5000 },
+      log,
+    });
+  }
 
   ports(): Iterable<Port> {
     return this.portsByKey.values();
@@ -30,53 +46,26 @@ export class RemoteView {
     return this.nodeIps.get(node);
   }
 
-  /** Lists everything once (so the first flows are complete), then follows the feed in the background. */
-  async start(): Promise<void> {
-    const cursor = await this.relist();
-    this.loop = this.follow(cursor);
+  /**
+   * Lists everything once (so the first flows are complete), then follows the feed in the
+   * background; throws when that list fails (the caller tries again).
+   */
+  start(): Promise<void> {
+    return this.feed.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped.abort();
-    await this.loop;
+    await this.feed.stop();
   }
 
-  /** Takes a cursor first, then lists: events during the listing are replayed, never lost. */
-  private async relist(): Promise<string> {
-    const cursor = await this.manager.feedCursor();
+  /** Lists ports and nodes (the follower took a cursor first: nothing is lost meanwhile). */
+  private async relist(): Promise<void> {
     const [ports, nodes] = await Promise.all([this.manager.listPorts(), this.manager.listNodes()]);
     this.portsByKey.clear();
     for (const p of ports) this.portsByKey.set(key(p), p);
     this.nodeIps.clear();
     for (const n of nodes) this.nodeIps.set(n.name, n.underlayIp);
     this.onChange();
-    return cursor;
-  }
-
-  private async follow(cursor: string): Promise<void> {
-    let backoff = 100;
-    while (!this.stopped.signal.aborted) {
-      try {
-        const page = await this.manager.feedSince(cursor, FEED_WAIT_S, this.stopped.signal);
-        if (page === "expired") {
-          this.log.info("change feed expired, listing again");
-          cursor = await this.relist();
-        } else {
-          cursor = page.cursor;
-          // Our own ports' events echo what this agent just did: no flow change follows from them.
-          if (page.events.map((e) => this.apply(e)).some(Boolean)) this.onChange();
-        }
-        backoff = 100;
-      } catch (err) {
-        if (this.stopped.signal.aborted) return;
-        this.log.warn("change feed interrupted", {
-          error: (err as Error).message,
-          retryInMs: backoff,
-        });
-        await abortableDelay(backoff, this.stopped.signal);
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-      }
-    }
   }
 
   /** Applies one event; true when it can change this node's flows. */
@@ -94,15 +83,4 @@ export class RemoteView {
 
 function key(p: Port): string {
   return `${p.networkId}/${p.id}`;
-}
-
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(t);
-      resolve();
-    }
-  });
 }

@@ -96,8 +96,8 @@ export class ManagerClient {
     return (await this.call<{ items: NodeInfo[] }>("GET", "/api/v1/nodes")).items;
   }
 
-  async feedCursor(): Promise<string> {
-    return (await this.call<{ cursor: string }>("GET", "/api/v1/feed")).cursor;
+  async feedCursor(signal?: AbortSignal): Promise<string> {
+    return (await this.call<{ cursor: string }>("GET", "/api/v1/feed", undefined, signal)).cursor;
   }
 
   /** Events after `cursor`, waiting up to `timeoutS`; "expired" when the follower must list again. */

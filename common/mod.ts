@@ -11,5 +11,7 @@ export * from "./run.ts";
 export * from "./serve_unix.ts";
 export * from "./group_commit.ts";
 export * from "./probes.ts";
+export * from "./backoff.ts";
+export * from "./feed_follower.ts";
 export * from "./metrics.ts";
 export * from "./metrics_text.ts";

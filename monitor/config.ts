@@ -35,6 +35,13 @@ export const MonitorConfigSchema = z.strictObject({
   watchDeadlineSeconds: z.int().min(2).max(7200).default(45),
   /** How often a one-item list compares the API server's object count with the monitor's; 0: never. */
   watchProbeSeconds: z.int().min(0).max(3600).default(5),
+  /** How long the manager may hold a poll of its change feed open when nothing happens. */
+  feedWaitSeconds: z.int().min(1).max(300).default(25),
+  /**
+   * A poll of the manager's feed with no answer for this long is hung: it is abandoned and the
+   * feed resumed. Nothing heard from the feed for this long: the monitor is not ready.
+   */
+  feedDeadlineSeconds: z.int().min(2).max(600).default(40),
   /** /healthz and /readyz over HTTP, for the kubelet's probes (port 0: any free port). */
   health: z.strictObject({
     hostname: z.string().default("127.0.0.1"),
@@ -46,6 +53,10 @@ export const MonitorConfigSchema = z.strictObject({
 }).refine((c) => c.watchDeadlineSeconds > c.watchTimeoutSeconds, {
   path: ["watchDeadlineSeconds"],
   message: "must be longer than watchTimeoutSeconds: a quiet watch shows life by its clean end",
+}).refine((c) => c.feedDeadlineSeconds > c.feedWaitSeconds, {
+  path: ["feedDeadlineSeconds"],
+  message:
+    "must be longer than feedWaitSeconds: a quiet feed shows life when the manager's wait ends",
 });
 
 export type MonitorConfig = z.infer<typeof MonitorConfigSchema>;
@@ -62,6 +73,7 @@ Environment (overrides the file; flags override both):
   KNITTER_MONITOR_MANAGER_URL     the manager's URL
   KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager
   KNITTER_MONITOR_LOG_LEVEL       debug | info | warn | error
+  KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
 `;
 
 export class MonitorConfigError extends Error {
@@ -81,6 +93,10 @@ const ENV: [string, (raw: Raw, v: string) => void][] = [
   ["KNITTER_MONITOR_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
   ["KNITTER_MONITOR_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
   ["KNITTER_MONITOR_LOG_LEVEL", (r, v) => (r.logLevel = v)],
+  [
+    "KNITTER_MONITOR_HEALTH_HOSTNAME",
+    (r, v) => (r.health = { ...(r.health as object), hostname: v }),
+  ],
 ];
 
 export async function loadMonitorConfig(

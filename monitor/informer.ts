@@ -18,7 +18,7 @@
  * is compared with the cache).
  */
 import { type KubeConfig, Watch } from "@kubernetes/client-node";
-import type { Logger } from "@knitter/common";
+import { Backoff, type Logger, sleep } from "@knitter/common";
 import type { KubeList } from "./kube.ts";
 
 export interface Handlers<T> {
@@ -71,8 +71,6 @@ type End =
   | { kind: "error"; error: unknown }
   | { kind: "stopped" };
 
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 30_000;
 /** A count that differs is checked again this soon; unchanged and nothing heard: deaf. */
 const CONFIRM_MS = 2000;
 /** A watch that ends cleanly sooner than this did not really run: the next waits a backoff. */
@@ -85,8 +83,10 @@ export class Informer<T extends Meta> {
   private readonly watcher: Watch;
   private stopped = false;
   private loop?: Promise<void>;
-  private backoff = FIRST_BACKOFF_MS;
-  private sleeping?: { timer: ReturnType<typeof setTimeout>; wake: () => void };
+  /** After a failure: 200 ms doubling to 30 s. */
+  private readonly backoff = new Backoff({ firstMs: 200, maxMs: 30_000 });
+  /** Aborted by stop(): ends a backoff wait at once. */
+  private stopping = new AbortController();
   /** The watch in progress: how to end it, and its number. */
   private current?: { gen: number; finish: (end: End) => void };
   private gen = 0;
@@ -126,6 +126,7 @@ export class Informer<T extends Meta> {
 
   /** Starts listing and watching; answers at once (whenSynced() tells when the list is in). */
   start(): Promise<void> {
+    if (this.stopped) this.stopping = new AbortController();
     this.stopped = false;
     this.loop ??= this.run();
     if (this.settings.probeMs > 0) {
@@ -192,10 +193,7 @@ export class Informer<T extends Meta> {
     clearInterval(this.probeTimer);
     clearTimeout(this.confirmTimer);
     this.current?.finish({ kind: "stopped" });
-    if (this.sleeping) {
-      clearTimeout(this.sleeping.timer);
-      this.sleeping.wake();
-    }
+    this.stopping.abort();
     await this.loop;
     this.loop = undefined;
   }
@@ -215,7 +213,7 @@ export class Informer<T extends Meta> {
         if (end.kind === "closed") {
           // The server's timeout, or a clean close: resume from the last version seen.
           if (end.ms < SHORT_WATCH_MS) await this.pause();
-          else this.backoff = FIRST_BACKOFF_MS;
+          else this.backoff.reset();
           continue;
         }
         fresh = true;
@@ -234,7 +232,7 @@ export class Informer<T extends Meta> {
         this.log.warn("watch failed; starting again with a fresh list", {
           what: this.what,
           error: String((err as Error)?.message ?? err),
-          retryInMs: this.backoff,
+          retryInMs: this.backoff.peek(),
         });
         await this.pause();
       }
@@ -242,12 +240,7 @@ export class Informer<T extends Meta> {
   }
 
   private async pause(): Promise<void> {
-    const wait = this.backoff;
-    this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF_MS);
-    await new Promise<void>((wake) => {
-      this.sleeping = { timer: setTimeout(wake, wait), wake };
-    });
-    this.sleeping = undefined;
+    await sleep(this.backoff.next(), this.stopping.signal);
   }
 
   /** A fresh list, compared with the cache: handlers hear what changed while we were not looking. */
@@ -286,7 +279,7 @@ export class Informer<T extends Meta> {
     }
     this.resourceVersion = listed.metadata?.resourceVersion ?? "";
     this.alive();
-    this.backoff = FIRST_BACKOFF_MS;
+    this.backoff.reset();
     if (!this.syncedOnce) {
       this.syncedOnce = true;
       this.markSynced();

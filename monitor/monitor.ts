@@ -3,7 +3,14 @@
  * IPGroup resources), the manager's port feed, the queues that reconcile them, and the timers of
  * the leak reclaim and the resources' resync.
  */
-import { createLogger, type Logger, ManagerClient, type Port, serveProbes } from "@knitter/common";
+import {
+  createLogger,
+  type FeedHealth,
+  type Logger,
+  ManagerClient,
+  type Port,
+  serveProbes,
+} from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
 import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
@@ -45,6 +52,8 @@ export interface RunningMonitor {
   stats(): MonitorStats;
   /** Each watch: listed yet, stale, when last alive, errors and restarts. */
   watches(): InformerHealth[];
+  /** The manager's change feed, as the port index follows it: stale, errors, lists. */
+  portFeed(): FeedHealth;
   stop(): Promise<void>;
 }
 
@@ -72,7 +81,10 @@ export async function startMonitor(
   };
 
   // pods
-  const ports = new PortIndex(manager, (p, op) => portChanged(p, op), log);
+  const ports = new PortIndex(manager, (p, op) => portChanged(p, op), log, {
+    waitSeconds: config.feedWaitSeconds,
+    hangMs: (config.feedDeadlineSeconds - config.feedWaitSeconds) * 1000,
+  });
   const tracker = new PodTracker(kube, manager, ports, log);
   const podQueue = queue("pods", (k) => {
     const [ns, name] = split(k);
@@ -201,8 +213,6 @@ export async function startMonitor(
     );
   });
 
-  let portsReady = false;
-  ports.whenReady().then(() => (portsReady = true));
   const stale = () =>
     informers.filter((i) => i.isSynced && i.isStale).map((i) => {
       const h = i.health();
@@ -223,7 +233,8 @@ export async function startMonitor(
     readyz: () => [
       ...informers.filter((i) => !i.isSynced).map((i) => `watch of ${i.what}: not listed yet`),
       ...stale(),
-      ...(portsReady ? [] : ["the manager's ports: not listed yet"]),
+      // Behind the manager (down, restarting, a hung poll): released and written from old news.
+      ...[ports.notReady()].filter((r) => r !== undefined),
     ],
   });
   log.info("serving probes", { url: probes.url });
@@ -248,6 +259,7 @@ export async function startMonitor(
       queued: queues.reduce((n, q) => n + q.size, 0),
     }),
     watches: () => informers.map((i) => i.health()),
+    portFeed: () => ports.health(),
     async stop() {
       timers.stop();
       reclaimer.stop();

@@ -1,12 +1,25 @@
 /**
  * The manager's ports in memory, by pod UID, kept current by following the manager's change feed
- * (list, then follow from the cursor taken before the list; list again when the cursor expires).
+ * with the shared follower (common/feed_follower.ts): list, then follow from the cursor taken
+ * before the list; list again when the cursor expires (a manager restart); resume after a failure
+ * with backoff; abandon a hung poll. While the feed is stale the monitor is not ready.
  */
-import { isStablePortId, type Logger, type ManagerClient, type Port } from "@knitter/common";
-import { ManagerUnavailableError } from "@knitter/common";
+import {
+  FeedFollower,
+  type FeedHealth,
+  isStablePortId,
+  type Logger,
+  type ManagerClient,
+  type Port,
+  retry,
+} from "@knitter/common";
 
-const FEED_WAIT_S = 25;
-const MAX_BACKOFF_MS = 10_000;
+export interface PortFeedSettings {
+  /** How long the manager may hold a poll open when nothing happens. */
+  waitSeconds: number;
+  /** How much longer a poll may take before it is abandoned as hung. */
+  hangMs: number;
+}
 
 export type PortChange = (port: Port, op: "put" | "delete") => void;
 
@@ -18,24 +31,49 @@ export class PortIndex {
   /** Ports bound to a pod, by "namespace/name" (whatever the UID). */
   private readonly byName = new Map<string, Set<string>>();
   private readonly stopping = new AbortController();
-  private loop?: Promise<void>;
-  private readonly ready: Promise<void>;
-  private markReady!: () => void;
+  private readonly feed: FeedFollower;
+  private starting?: Promise<void>;
 
   constructor(
     private readonly manager: ManagerClient,
     private readonly onChange: PortChange,
     private readonly log: Logger,
+    settings: PortFeedSettings = { waitSeconds: 25, hangMs: 15_000 },
   ) {
-    this.ready = new Promise((resolve) => (this.markReady = resolve));
+    this.feed = new FeedFollower({
+      what: "the manager's ports",
+      source: manager,
+      relist: () => this.relist(),
+      apply: (events) => {
+        for (const e of events) if (e.type === "port") this.apply(e.port, e.op);
+      },
+      ...settings,
+      log,
+    });
   }
 
+  /** Lists in the background until the manager answers, then follows its feed. */
   start(): void {
-    this.loop = this.follow();
+    this.starting = retry(() => this.feed.start(), {
+      signal: this.stopping.signal,
+      maxMs: 10_000,
+      jitter: 0.2,
+      onError: (err, retryInMs) =>
+        this.log.info("cannot list the manager's ports yet", { error: String(err), retryInMs }),
+    }).catch(() => {/* stopped before the manager answered */});
   }
 
   whenReady(): Promise<void> {
-    return this.ready;
+    return this.feed.whenSynced();
+  }
+
+  /** Why the ports in memory may not be acted on (not listed yet, the feed stale); else undefined. */
+  notReady(): string | undefined {
+    return this.feed.notReady();
+  }
+
+  health(): FeedHealth {
+    return this.feed.health();
   }
 
   forPod(uid: string): Port[] {
@@ -63,39 +101,12 @@ export class PortIndex {
 
   async stop(): Promise<void> {
     this.stopping.abort();
-    await this.loop;
+    await this.starting;
+    await this.feed.stop();
   }
 
-  private async follow(): Promise<void> {
-    let cursor: string | undefined;
-    let backoff = 200;
-    const signal = this.stopping.signal;
-    while (!signal.aborted) {
-      try {
-        if (cursor === undefined) cursor = await this.relist();
-        const page = await this.manager.feedSince(cursor, FEED_WAIT_S, signal);
-        if (page === "expired") {
-          this.log.info("manager feed expired; listing ports again");
-          cursor = undefined;
-          continue;
-        }
-        for (const e of page.events) if (e.type === "port") this.apply(e.port, e.op);
-        cursor = page.cursor;
-        backoff = 200;
-      } catch (err) {
-        if (signal.aborted) return;
-        if (!(err instanceof ManagerUnavailableError)) {
-          this.log.error("following the manager's feed failed", { error: String(err) });
-        }
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-      }
-    }
-  }
-
-  /** Takes a cursor, lists every port, and answers the cursor to follow from. */
-  private async relist(): Promise<string> {
-    const cursor = await this.manager.feedCursor();
+  /** Lists every port and replaces the memory with them: what went meanwhile is deleted. */
+  private async relist(): Promise<void> {
     const listed = await this.manager.listPorts();
     const seen = new Set<string>();
     for (const p of listed) {
@@ -103,8 +114,6 @@ export class PortIndex {
       this.apply(p, "put");
     }
     for (const [k, p] of [...this.ports]) if (!seen.has(k)) this.apply(p, "delete");
-    this.markReady();
-    return cursor;
   }
 
   private apply(port: Port, op: "put" | "delete"): void {

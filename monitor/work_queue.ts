@@ -3,10 +3,10 @@
  * queued while running runs again after; a failed key comes back after a growing delay. Handlers
  * read the current state, so running a key late or twice is harmless.
  */
-import type { Logger } from "@knitter/common";
+import { backoffMs, type Logger } from "@knitter/common";
 
-const FIRST_RETRY_MS = 250;
-const MAX_RETRY_MS = 60_000;
+/** A failed key's n-th retry waits 250 ms doubling to 60 s. */
+const RETRY = { firstMs: 250, maxMs: 60_000 };
 
 /** Throw from a handler to run the key again later without logging an error. */
 export class Requeue extends Error {
@@ -106,7 +106,7 @@ export class WorkQueue {
       this.failed++;
       const n = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, n);
-      const wait = Math.min(FIRST_RETRY_MS * 2 ** (n - 1), MAX_RETRY_MS);
+      const wait = backoffMs(n, RETRY);
       this.log.warn("reconcile failed; trying again", {
         queue: this.name,
         key,

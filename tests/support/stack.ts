@@ -73,6 +73,8 @@ export interface Stack {
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
   stopManager(): Promise<void>;
   startManager(): Promise<void>;
+  /** The process id of the manager last started (to stall it with SIGSTOP, say). */
+  managerPid(): number;
 }
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
@@ -214,6 +216,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     },
     stopManager: () => stopPid(managerPid),
     startManager,
+    managerPid: () => managerPid,
   };
 }
 
