@@ -4,14 +4,11 @@
  * because they end up in `ip` and `ovs-vsctl` command lines.
  */
 import { z } from "zod";
+import { isIp, isIpPrefix, MAC_RE } from "@knitter/common/address";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 
 const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-const CIDR = /^(\d{1,3}(\.\d{1,3}){3}\/\d{1,2}|[0-9a-f:]+\/\d{1,3})$/i;
-const ADDRESS = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-f:]*:[0-9a-f:]*)$/i;
 
-const ADDRESS_OR_CIDR = new RegExp(`${ADDRESS.source}|${CIDR.source}`, "i");
 const targetIssue = {
   message: "name the netns with exactly one of netns (name or path), pid or pod (NAMESPACE/NAME)",
   path: ["netns"],
@@ -30,8 +27,8 @@ const Target = {
 };
 
 const RouteSpec = z.strictObject({
-  dst: z.string().regex(CIDR, "must be a CIDR like 10.9.0.0/16"),
-  via: z.string().regex(ADDRESS, "must be an IP address").optional(),
+  dst: z.string().refine((v) => isIpPrefix(v), "must be a CIDR like 10.9.0.0/16"),
+  via: z.string().refine(isIp, "must be an IP address").optional(),
 });
 
 export const AttachSchema = z.strictObject({
@@ -42,7 +39,7 @@ export const AttachSchema = z.strictObject({
     .optional(),
   vlan: z.int().min(1).max(4094).optional(),
   ip: z.string().max(64).optional(),
-  mac: z.string().regex(MAC, "must be a lowercase MAC like 02:00:0a:01:00:05").optional(),
+  mac: z.string().regex(MAC_RE, "must be a lowercase MAC like 02:00:0a:01:00:05").optional(),
   mtu: z.int().min(68).max(65535).optional(),
   routes: z.array(RouteSpec).max(64).default([]),
 })
@@ -55,7 +52,7 @@ export const AttachSchema = z.strictObject({
     message: "vlan goes with bridge; a network's segment comes from the network",
     path: ["vlan"],
   })
-  .refine((r) => r.ip === undefined || (r.bridge ? CIDR : ADDRESS_OR_CIDR).test(r.ip), {
+  .refine((r) => r.ip === undefined || isIpPrefix(r.ip, r.bridge ? "required" : "optional"), {
     message:
       "must be an address with prefix for a bridge (192.168.5.2/24), an address for a network",
     path: ["ip"],

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { MALFORMED_CIDRS, MALFORMED_IPS, MALFORMED_MACS } from "../common/address_cases.ts";
 import { AttachSchema, DetachSchema, firstIssue } from "./extra_interface_request.ts";
 
 function issue(body: unknown): string {
@@ -50,4 +51,24 @@ Deno.test("AttachSchema: bad requests name the field and what is wrong", () => {
 Deno.test("DetachSchema: one target and an interface name", () => {
   DetachSchema.parse({ pod: "acme/web", ifName: "eth1" });
   assert.ok(!DetachSchema.safeParse({ ifName: "eth1" }).success);
+});
+
+Deno.test("AttachSchema: malformed addresses, CIDRs and MACs (the shared attack table, ':::' first) are refused, naming the field", () => {
+  const net = { netns: "x", ifName: "eth1", network: "blue" };
+  const bridge = { netns: "x", ifName: "d0", bridge: "br-data" };
+  const prefixed = MALFORMED_CIDRS.filter((c) => c.includes("/"));
+  for (const bad of MALFORMED_IPS) {
+    assert.match(issue({ ...net, ip: bad }), /^ip: /, bad);
+    assert.match(issue({ ...bridge, ip: `${bad}/24` }), /^ip: /, bad);
+    assert.match(
+      issue({ ...net, routes: [{ dst: "10.9.0.0/16", via: bad }] }),
+      /^routes\.0\.via: /,
+    );
+  }
+  for (const bad of MALFORMED_CIDRS) {
+    assert.match(issue({ ...bridge, ip: bad }), /^ip: /, bad);
+    assert.match(issue({ ...net, routes: [{ dst: bad }] }), /^routes\.0\.dst: /, bad);
+  }
+  for (const bad of prefixed) assert.match(issue({ ...net, ip: bad }), /^ip: /, bad);
+  for (const bad of MALFORMED_MACS) assert.match(issue({ ...net, mac: bad }), /^mac: /, bad);
 });

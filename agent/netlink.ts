@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { CommandError, run, start, type StartedCommand } from "@knitter/common";
+import { isIp, isIpPrefix, isMac } from "@knitter/common/address";
 import { isIfName } from "@knitter/plugin/contract";
 import { LinkDeleter } from "./link_deleter.ts";
 
@@ -218,10 +219,6 @@ function routeCommand(route: { dst: string; via?: string }, dev: string): string
   return `route add ${dst}${route.via ? ` via ${route.via}` : ""} dev ${dev}`;
 }
 
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
-const CIDR = /^[0-9a-f.:]+\/\d{1,3}$/i;
-const ADDRESS = /^[0-9a-f.:]+$/i;
-
 /** Also keeps every value a single token: they become words of `ip -batch` lines. */
 function validate(spec: PodInterfaceSpec): void {
   const bad = (what: string) => {
@@ -229,14 +226,14 @@ function validate(spec: PodInterfaceSpec): void {
   };
   if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
   if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
-  if (!MAC.test(spec.mac)) bad(`invalid MAC "${spec.mac}"`);
+  if (!isMac(spec.mac.toLowerCase())) bad(`invalid MAC "${spec.mac}"`);
   if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
     bad(`invalid MTU ${spec.mtu}`);
   }
-  for (const addr of spec.addresses) if (!CIDR.test(addr)) bad(`invalid address "${addr}"`);
+  for (const addr of spec.addresses) if (!isIpPrefix(addr)) bad(`invalid address "${addr}"`);
   for (const route of spec.routes) {
-    if (route.dst !== "default" && !CIDR.test(route.dst)) bad(`invalid route "${route.dst}"`);
-    if (route.via !== undefined && !ADDRESS.test(route.via)) bad(`invalid gateway "${route.via}"`);
+    if (route.dst !== "default" && !isIpPrefix(route.dst)) bad(`invalid route "${route.dst}"`);
+    if (route.via !== undefined && !isIp(route.via)) bad(`invalid gateway "${route.via}"`);
   }
   for (const path of [spec.netns, spec.hostNetns ?? ""]) {
     if (/\s/.test(path)) bad(`netns path "${path}" has whitespace`);

@@ -13,9 +13,9 @@ import {
   STABLE_ADDRESS,
   STABLE_PREFIX,
 } from "@knitter/common";
+import { macKind, parseIpPrefix, parseMac } from "@knitter/common/address";
 import type { CniRequest } from "@knitter/plugin";
 import { createHash } from "node:crypto";
-import { isIP } from "node:net";
 import { CNI_CODE, CNI_NAME_RE, CniError } from "@knitter/plugin/contract";
 
 export type { CniRequest };
@@ -312,28 +312,24 @@ function sameIp(a: { ip: string; prefix?: number }, b: { ip: string; prefix?: nu
 /** "10.1.0.5" or "10.1.0.5/24" (IPv6 alike): the address, lowercase, and the prefix if given. */
 export function parseFixedIp(f: Fixed): { ip: string; prefix?: number } {
   const bad = (why: string) => new CniError(f.code, `${f.from} "${clip(f.text)}" ${why}`);
+  const r = parseIpPrefix(f.text);
+  if ("error" in r) {
+    throw bad(
+      r.part === "address"
+        ? "is not an IP address (IPv4 like 10.1.0.5, or IPv6; a /prefix may follow)"
+        : r.why,
+    );
+  }
   const slash = f.text.indexOf("/");
   const ip = (slash < 0 ? f.text : f.text.slice(0, slash)).toLowerCase();
-  const family = ip.includes("%") ? 0 : isIP(ip);
-  if (family === 0) {
-    throw bad("is not an IP address (IPv4 like 10.1.0.5, or IPv6; a /prefix may follow)");
-  }
-  if (slash < 0) return { ip };
-  const text = f.text.slice(slash + 1);
-  const bits = family === 4 ? 32 : 128;
-  if (!/^\d{1,3}$/.test(text) || Number(text) > bits) {
-    throw bad(`has an invalid prefix length (0..${bits} for IPv${family})`);
-  }
-  return { ip, prefix: Number(text) };
+  return r.prefix === undefined ? { ip } : { ip, prefix: r.prefix };
 }
-
-const MAC_TEXT = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$/i;
 
 /** A MAC as "02:aa:bb:cc:dd:ee" ("-" separators are accepted); unicast and not all zero. */
 export function parseFixedMac(f: Fixed): string {
   const bad = (why: string) => new CniError(f.code, `${f.from} "${clip(f.text)}" ${why}`);
-  if (!MAC_TEXT.test(f.text)) throw bad("is not a MAC address like 02:00:0a:01:00:05");
-  const mac = f.text.toLowerCase().replaceAll("-", ":");
+  const mac = parseMac(f.text);
+  if (mac === null) throw bad("is not a MAC address like 02:00:0a:01:00:05");
   const problem = macProblem(mac);
   if (problem) throw bad(problem);
   return mac;
@@ -341,10 +337,11 @@ export function parseFixedMac(f: Fixed): string {
 
 /** Why a well-formed MAC cannot be an interface's, if it cannot. */
 function macProblem(mac: string): string | undefined {
-  if (parseInt(mac.slice(0, 2), 16) & 1) {
+  const kind = macKind(mac);
+  if (kind === "broadcast" || kind === "multicast") {
     return "is a multicast (or broadcast) address; an interface needs a unicast MAC, whose first octet is even (e.g. 02:...)";
   }
-  if (mac === "00:00:00:00:00:00") return "is the all-zero address, which no interface may have";
+  if (kind === "zero") return "is the all-zero address, which no interface may have";
   return undefined;
 }
 

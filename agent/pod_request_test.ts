@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { CniError } from "@knitter/plugin/contract";
+import { MALFORMED_CIDRS, MALFORMED_IPS, MALFORMED_MACS } from "../common/address_cases.ts";
 import { checkAddRequest, type CniRequest, podRequest, portIdFor } from "./pod_request.ts";
 
 function req(config: Record<string, unknown>, args: Record<string, string> = {}): CniRequest {
@@ -349,4 +350,26 @@ Deno.test("pod request: as a Multus delegate, an attachment not in the annotatio
     defaults,
   );
   assert.deepEqual(d.interfaces, [{ network: "a", ifName: "net1", defaultRoute: true }]);
+});
+
+Deno.test("pod request: malformed IP= and MAC= in CNI_ARGS (the shared attack table, ':::' first) are code 4, and the same in the config is 7", () => {
+  const refused = (config: Record<string, unknown>, args: Record<string, string>, code: number) =>
+    assert.throws(
+      () => podRequest(req({ networks: ["a"], ...config }, args), defaults),
+      (e) =>
+        e instanceof CniError && e.code === code &&
+        /is not an? (IP|MAC) address|invalid prefix length/.test(e.message),
+      JSON.stringify([config, args]),
+    );
+  const prefixed = MALFORMED_CIDRS.filter((c) => c.includes("/"));
+  for (const bad of [...MALFORMED_IPS, ...prefixed]) {
+    refused({}, { IP: bad }, 4);
+    refused({ runtimeConfig: { ips: [bad] } }, {}, 7);
+    // An empty entry in "networks" means none asked for, as for every key there.
+    if (bad !== "") refused({ networks: [{ name: "a", ip: bad }] }, {}, 7);
+  }
+  for (const bad of MALFORMED_MACS) {
+    refused({}, { MAC: bad }, 4);
+    refused({ runtimeConfig: { mac: bad } }, {}, 7);
+  }
 });

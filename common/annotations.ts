@@ -6,6 +6,7 @@
  * way to tell users, through an Event, what is wrong before any address is taken.
  */
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
+import { isMac, parseIpPrefix } from "./address.ts";
 import type { Dns, Port } from "./api_types.ts";
 
 export const KNITTER_NETWORKS = "networks";
@@ -68,9 +69,6 @@ export class AnnotationError extends Error {
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-const IPV4 = /^(\d{1,3})(\.\d{1,3}){3}$/;
-const IPV6 = /^[0-9a-fA-F:.]*:[0-9a-fA-F:.]*$/;
 
 /** Parses the network annotations of a pod; throws AnnotationError for anything malformed. */
 export function parsePodAnnotations(
@@ -399,16 +397,14 @@ function ifName(where: string, v: string | undefined): string | undefined {
 /** An address, or an address with a prefix length (Multus "ips" carry one): the address part. */
 function ipText(where: string, v: string | undefined): string | undefined {
   if (v === undefined) return undefined;
-  const ip = v.includes("/") ? v.slice(0, v.indexOf("/")) : v;
-  const ok4 = IPV4.test(ip) && ip.split(".").every((o) => Number(o) <= 255);
-  if (!ok4 && !IPV6.test(ip)) throw new AnnotationError(where, `"${v}" is not an IP address`);
-  return ip;
+  if ("error" in parseIpPrefix(v)) throw new AnnotationError(where, `"${v}" is not an IP address`);
+  return v.includes("/") ? v.slice(0, v.indexOf("/")) : v;
 }
 
 function macText(where: string, v: string | undefined): string | undefined {
   if (v === undefined) return undefined;
   const mac = v.toLowerCase();
-  if (!MAC.test(mac)) {
+  if (!isMac(mac)) {
     throw new AnnotationError(where, `"${v}" is not a MAC address like 02:00:0a:01:00:05`);
   }
   return mac;

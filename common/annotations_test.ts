@@ -7,6 +7,7 @@ import {
   stablePodOf,
 } from "./annotations.ts";
 import type { Port } from "./api_types.ts";
+import { MALFORMED_CIDRS, MALFORMED_IPS, MALFORMED_MACS } from "./address_cases.ts";
 
 const opts = { primaryIfName: "eth0", defaultNetwork: "pods" };
 
@@ -160,4 +161,24 @@ Deno.test("annotations: a stable port ID names the pod it is kept for", () => {
   });
   assert.equal(stablePodOf("u-1-eth0", "eth0"), undefined);
   assert.equal(stablePodOf("stable:acme:db-0-eth1", "eth0"), undefined);
+});
+
+Deno.test("annotations: malformed addresses and MACs (the shared attack table, ':::' first) are refused in both formats", () => {
+  const prefixed = MALFORMED_CIDRS.filter((c) => c.includes("/"));
+  for (const bad of [...MALFORMED_IPS, ...prefixed].filter((v) => v !== "")) {
+    const attrs = JSON.stringify({
+      ports: [{ attach_to_network: "a", attributes: { ip_addr: bad } }],
+    });
+    fails({ networks: attrs }, /not an IP address/);
+    const multus = JSON.stringify([{ name: "a", ips: [bad] }]);
+    fails({ "k8s.v1.cni.cncf.io/networks": multus }, /not an IP address/);
+  }
+  for (const bad of MALFORMED_MACS.filter((v) => v !== "")) {
+    const attrs = JSON.stringify({
+      ports: [{ attach_to_network: "a", attributes: { mac_addr: bad } }],
+    });
+    fails({ networks: attrs }, /not a MAC address/);
+    const multus = JSON.stringify([{ name: "a", mac: bad }]);
+    fails({ "k8s.v1.cni.cncf.io/networks": multus }, /not a MAC address/);
+  }
 });

@@ -3,6 +3,7 @@
  * runs between two dumps of the whole store (keys, values and versions) that must be equal.
  */
 import assert from "node:assert/strict";
+import { MALFORMED_CIDRS, MALFORMED_IPS, MALFORMED_MACS } from "../common/address_cases.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
 const BLUE = "tenants/acme/networks/blue";
@@ -519,4 +520,56 @@ Deno.test("bad input: a request too big for one store commit is a clear 400", as
     201,
   );
   assert.equal(g.size, 512);
+});
+
+Deno.test("bad input: malformed addresses, CIDRs and MACs (the shared attack table, ':::' first) are refused wherever the API takes one, naming the field", async () => {
+  using t = await world();
+  const req = attempt(t);
+  const refused = async (method: string, path: string, body: unknown, field: string) => {
+    const reply = await req(method, path, body);
+    const what = `${method} ${path} ${JSON.stringify(body)}`;
+    assert.ok(reply.status === 400 || reply.status === 422, `${what}: ${reply.status}`);
+    assert.equal(reply.body?.error?.field, field, `${what}: ${JSON.stringify(reply.body)}`);
+  };
+  const nets = "tenants/acme/networks";
+  for (const bad of [...MALFORMED_CIDRS, ...MALFORMED_IPS]) {
+    await refused("POST", nets, net("x", bad), "cidr");
+    await refused(
+      "POST",
+      nets,
+      net("x", "10.9.0.0/24", { routes: [{ dst: bad }] }),
+      "routes[0].dst",
+    );
+  }
+  for (const bad of MALFORMED_IPS) {
+    const ok = "10.9.0.0/24";
+    await refused("POST", nets, net("x", ok, { gateway: bad }), "gateway");
+    await refused(
+      "POST",
+      nets,
+      net("x", ok, { allocationPools: [{ start: bad, end: "10.9.0.9" }] }),
+      "allocationPools[0].start",
+    );
+    await refused(
+      "POST",
+      nets,
+      net("x", ok, { routes: [{ dst: "10.8.0.0/16", via: bad }] }),
+      "routes[0].via",
+    );
+    await refused(
+      "POST",
+      nets,
+      net("x", ok, { dns: { nameservers: [bad] } }),
+      "dns.nameservers[0]",
+    );
+    await refused("PUT", `${BLUE}/ports/p9`, { ip: bad }, "ip");
+    await refused("POST", "tenants/acme/ipgroups", {
+      name: "g9",
+      network: "blue",
+      addresses: [bad],
+    }, "addresses[0]");
+    await refused("PUT", "nodes/n9", { underlayIp: bad }, "underlayIp");
+  }
+  for (const bad of MALFORMED_MACS) await refused("PUT", `${BLUE}/ports/p9`, { mac: bad }, "mac");
+  await assertWorldIntact(t);
 });

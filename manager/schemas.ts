@@ -3,11 +3,11 @@
  * the document cannot drift from what the server accepts.
  */
 import { z } from "zod";
+import { MAC_RE } from "@knitter/common/address";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const PORT_ID = /^[A-Za-z0-9]([A-Za-z0-9._:-]{0,198}[A-Za-z0-9])?$/;
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
 export const Name = z.string().regex(
   DNS_LABEL,
@@ -241,7 +241,8 @@ export const IpGroup = z.object({
 export const PortRequest = z.strictObject({
   ip: IpText.optional().meta({ description: "a fixed address; must be free and in the pools" }),
   ipGroup: Name.optional().meta({ description: "take the address from this IP group" }),
-  mac: z.string().regex(MAC, "must be a lowercase MAC address like 02:00:0a:01:00:05").optional(),
+  mac: z.string().regex(MAC_RE, "must be a lowercase MAC address like 02:00:0a:01:00:05")
+    .optional(),
   node: NodeName.optional(),
   pod: PodRefSchema.optional(),
   interface: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, "must be a Linux interface name (1-15)")

@@ -10,7 +10,7 @@
  */
 import { type Logger, type ManagerClient, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
-import ipaddr from "ipaddr.js";
+import { formatCidr, networkOf, normalizeIp, parseIpPrefix } from "@knitter/common/address";
 import { readyCondition } from "./conditions.ts";
 import type { HeldAddress, NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
 import { PLURAL } from "./crd_types.ts";
@@ -28,7 +28,8 @@ import { Requeue } from "./work_queue.ts";
 
 /** The label that marks a manager network as made by a Network resource: "namespace/name". */
 export const OWNER_LABEL = "knitter.io/network-resource";
-const MANAGED_BY = { "app.kubernetes.io/managed-by": "knitter-monitor" };
+/** The label of every manager network the monitor made. */
+export const MANAGED_BY = { "app.kubernetes.io/managed-by": "knitter-monitor" };
 
 /** The manager's network, as GET answers it. */
 export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "type">> {
@@ -255,23 +256,17 @@ export function immutableProblem(spec: NetworkSpec, net: ManagerNetwork): Proble
 
 function sameField(field: string, want: unknown, have: unknown): boolean {
   if (field === "cidr") return normalCidr(want as string) === normalCidr(have as string);
-  if (field === "gateway" && ipaddr.isValid(want as string) && ipaddr.isValid(have as string)) {
-    return ipaddr.parse(want as string).toNormalizedString() ===
-      ipaddr.parse(have as string).toNormalizedString();
+  if (field === "gateway") {
+    const [w, h] = [normalizeIp(String(want)), normalizeIp(String(have))];
+    if (w !== null && h !== null) return w === h;
   }
   return JSON.stringify(want) === JSON.stringify(have);
 }
 
+/** The network a CIDR names, host bits cleared, in canonical form; the text if it is none. */
 function normalCidr(text: string): string {
-  try {
-    const [addr, bits] = ipaddr.parseCIDR(text);
-    const net = addr.kind() === "ipv4"
-      ? ipaddr.IPv4.networkAddressFromCIDR(text)
-      : ipaddr.IPv6.networkAddressFromCIDR(text);
-    return `${net.toNormalizedString()}/${bits}`;
-  } catch {
-    return text;
-  }
+  const r = parseIpPrefix(text, "required");
+  return "error" in r ? text : formatCidr(networkOf(r.ip, r.prefix!));
 }
 
 function statusOf(

@@ -3,7 +3,7 @@ import { ApiError } from "../errors.ts";
 import { BitmapPool } from "../ipam/bitmap_pool.ts";
 import { IndexSpace } from "../ipam/index_space.ts";
 import { complement, type IndexRange, rangesHold } from "../ipam/index_ranges.ts";
-import { parseIp } from "../ipam/ip.ts";
+import { parseIp } from "@knitter/common/address";
 import type { ChangeFeed } from "../feed.ts";
 import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";

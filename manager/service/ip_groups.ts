@@ -6,7 +6,7 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
-import { formatIp } from "../ipam/ip.ts";
+import { formatIp } from "@knitter/common/address";
 import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } from "../model.ts";
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";

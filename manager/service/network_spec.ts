@@ -14,7 +14,7 @@ import {
   type Ip,
   parseCidr,
   parseIp,
-} from "../ipam/ip.ts";
+} from "@knitter/common/address";
 import type { NetworkRecord } from "../model.ts";
 import type { NetworkCreate } from "../schemas.ts";
 

@@ -4,7 +4,7 @@ import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
-import { cidrsOverlap, formatCidr, parseCidr, parseIp } from "../ipam/ip.ts";
+import { cidrsOverlap, formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreate, NetworkUpdate } from "../schemas.ts";

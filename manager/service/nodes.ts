@@ -1,7 +1,7 @@
 /** Nodes: each agent registers its name and tunnel endpoint; overlay flows follow these. */
 import type { z } from "zod";
 import { invalid, notFound } from "../errors.ts";
-import { formatIp, parseIp } from "../ipam/ip.ts";
+import { formatIp, parseIp } from "@knitter/common/address";
 import { keys, type NodeRecord } from "../model.ts";
 import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";

@@ -6,7 +6,7 @@ import type { PodRef, Port } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
-import { formatIp, parseIp } from "../ipam/ip.ts";
+import { formatIp, macKind, parseIp } from "@knitter/common/address";
 import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery, PortRequest } from "../schemas.ts";
 import type { Entry, Key } from "../store/store.ts";
@@ -524,15 +524,14 @@ export function portKeyId(port: PortRecord): string {
 
 /** A fixed MAC must be one a pod may use: unicast, locally administered, not all zero. */
 function checkMac(mac: string): void {
-  const first = parseInt(mac.slice(0, 2), 16);
-  let why: string | null = null;
-  if (mac === "ff:ff:ff:ff:ff:ff") why = "is the broadcast address";
-  else if (first & 1) why = "is a multicast address (the first byte is odd)";
-  else if (/^00(:00){5}$/.test(mac)) why = "is all zero";
-  else if (!(first & 2)) {
-    why =
-      "is not locally administered (set bit 1 of the first byte, as in 02:..; other MACs belong to hardware vendors)";
-  }
+  const why = {
+    broadcast: "is the broadcast address",
+    multicast: "is a multicast address (the first byte is odd)",
+    zero: "is all zero",
+    vendor:
+      "is not locally administered (set bit 1 of the first byte, as in 02:..; other MACs belong to hardware vendors)",
+    local: null,
+  }[macKind(mac)];
   if (why) {
     throw new ApiError(
       "invalid_mac",

@@ -6,9 +6,16 @@ import {
   cidrsOverlap,
   formatCidr,
   formatIp,
+  isIp,
+  isMac,
+  macKind,
+  normalizeIp,
   parseCidr,
   parseIp,
-} from "./ip.ts";
+  parseIpPrefix,
+  parseMac,
+} from "./address.ts";
+import { MALFORMED_CIDRS, MALFORMED_IPS, MALFORMED_MACS } from "./address_cases.ts";
 
 function cidr(text: string): Cidr {
   const c = parseCidr(text);
@@ -103,4 +110,45 @@ Deno.test("ip: containment and overlap respect the family", () => {
   assert.ok(cidrsOverlap(net, cidr("10.0.0.0/8")));
   assert.ok(!cidrsOverlap(net, cidr("10.1.1.0/24")));
   assert.ok(!cidrsOverlap(cidr("0.0.0.0/0"), cidr("::/0")));
+});
+
+Deno.test("address: every malformed address, CIDR and MAC of the attack table is refused", () => {
+  for (const text of MALFORMED_IPS) {
+    assert.equal(isIp(text), false, JSON.stringify(text));
+    assert.equal(normalizeIp(text), null, JSON.stringify(text));
+    assert.ok("error" in parseIpPrefix(text), JSON.stringify(text));
+    assert.ok("error" in parseIpPrefix(`${text}/24`), JSON.stringify(`${text}/24`));
+  }
+  for (const text of MALFORMED_CIDRS) {
+    assert.ok("error" in parseCidr(text), JSON.stringify(text));
+    assert.ok("error" in parseIpPrefix(text, "required"), JSON.stringify(text));
+  }
+  for (const text of MALFORMED_MACS) {
+    assert.equal(isMac(text), false, JSON.stringify(text));
+    assert.equal(parseMac(text), null, JSON.stringify(text));
+  }
+});
+
+Deno.test("address: an interface's address may carry a prefix, host bits and all", () => {
+  assert.deepEqual(parseIpPrefix("10.1.0.5"), { ip: { family: 4, value: 0x0a010005n } });
+  assert.deepEqual(parseIpPrefix("10.1.0.5/24"), {
+    ip: { family: 4, value: 0x0a010005n },
+    prefix: 24,
+  });
+  assert.equal((parseIpPrefix("fd00::5/64") as { prefix: number }).prefix, 64);
+  assert.match((parseIpPrefix("10.1.0.5", "required") as { error: string }).error, /not a CIDR/);
+  assert.equal(normalizeIp("FD00:0::5"), "fd00::5");
+});
+
+Deno.test("address: MACs in any case and with - parse to the canonical form; kinds by first octet", () => {
+  assert.equal(parseMac("02:AA:bb:cc:dd:ee"), "02:aa:bb:cc:dd:ee");
+  assert.equal(parseMac("02-aa-bb-cc-dd-ee"), "02:aa:bb:cc:dd:ee");
+  assert.ok(isMac("02:aa:bb:cc:dd:ee"));
+  assert.equal(isMac("02:AA:bb:cc:dd:ee"), false, "the APIs take the lowercase form");
+  assert.equal(macKind("ff:ff:ff:ff:ff:ff"), "broadcast");
+  assert.equal(macKind("01:00:5e:00:00:01"), "multicast");
+  assert.equal(macKind("33:33:00:00:00:01"), "multicast");
+  assert.equal(macKind("00:00:00:00:00:00"), "zero");
+  assert.equal(macKind("02:00:00:00:00:01"), "local");
+  assert.equal(macKind("00:1b:21:3a:4f:10"), "vendor");
 });
