@@ -13,6 +13,7 @@
  */
 import type { ExtraInterfaceView, Logger, PodRef, Port, Route } from "@knitter/common";
 import { ManagerError, ManagerUnavailableError, Mutex } from "@knitter/common";
+import { LATEST_CNI_VERSION } from "@knitter/plugin/contract";
 import type { Attacher } from "./attach.ts";
 import type { Dataplane } from "./dataplane.ts";
 import type { AttachBody, DetachBody } from "./extra_interface_request.ts";
@@ -255,7 +256,7 @@ export class ExtraInterfaces {
           ifName: x.ifName,
           args: {},
           path: "",
-          config: { cniVersion: "1.1.0", name: "knitctl", type: "knitter" },
+          config: { cniVersion: LATEST_CNI_VERSION, name: "knitctl", type: "knitter" },
         });
       }
       // A network interface whose journal never reached the attachment record, or a bridge one.
