@@ -100,6 +100,7 @@ Environment (overrides the file):
   KNITTER_AGENT_STATE_DIR      node-local state (default /var/lib/knitter/agent)
   KNITTER_AGENT_LOG_LEVEL      debug | info | warn | error
   KNITTER_AGENT_KUBECONFIG     Kubernetes mode, with this kubeconfig (the node's credentials)
+  KNITTER_AGENT_HEALTH_HOSTNAME  where the probes and /metrics listen (health.port stays the file's)
 `;
 
 export class AgentConfigError extends Error {
@@ -120,6 +121,10 @@ const ENV: [string, (raw: Record<string, unknown>, v: string) => void][] = [
   [
     "KNITTER_AGENT_KUBECONFIG",
     (r, v) => (r.kubernetes = { ...(r.kubernetes as object), kubeconfig: v }),
+  ],
+  [
+    "KNITTER_AGENT_HEALTH_HOSTNAME",
+    (r, v) => (r.health = { ...(r.health as object), hostname: v }),
   ],
 ];
 

@@ -22,10 +22,11 @@ export interface Manifest {
 export const NOT_OBJECTS = new Set(["kustomization.yaml"]);
 
 /**
- * Kustomizations of their own, applied after deploy/ (their objects need its CRDs): not part of
+ * Kustomizations of their own, applied after deploy/ (their objects need its CRDs), and the
+ * monitoring Component (Prometheus operator objects; monitoring_test.ts checks it): not part of
  * `kubectl apply -k deploy/`.
  */
-export const SEPARATE_KUSTOMIZATIONS = new Set(["default-network"]);
+export const SEPARATE_KUSTOMIZATIONS = new Set(["default-network", "monitoring"]);
 
 export function yamlFiles(dir = DEPLOY_DIR, prefix = ""): string[] {
   const files: string[] = [];
