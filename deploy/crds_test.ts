@@ -346,13 +346,27 @@ Deno.test("IPGroup: a size or an address list is accepted, both or neither is re
   }
 });
 
-Deno.test("the shipped default network (default-network/network.yaml) is a valid Network", () => {
+Deno.test("the shipped default network (default-network/network.yaml, and the monitor's defaultNetwork) is a valid Network", () => {
   const dir = new URL("./default-network", import.meta.url).pathname;
   const [net] = parseManifestFile("network.yaml", dir);
   assert.deepEqual(
     problems(networkCrd, {
       ...net.object,
       metadata: { ...net.object.metadata, namespace: "knitter-system" },
+    }),
+    [],
+  );
+  // The monitor makes it from its config: that spec passes the resource's validation too.
+  const monitorJson = JSON.parse(
+    Deno.readTextFileSync(new URL("./monitor/monitor.json", import.meta.url).pathname),
+  );
+  const def = monitorJson.defaultNetwork;
+  assert.deepEqual(
+    problems(networkCrd, {
+      apiVersion: "knitter.io/v1alpha1",
+      kind: "Network",
+      metadata: { name: def.name, namespace: def.namespace },
+      spec: def.spec,
     }),
     [],
   );

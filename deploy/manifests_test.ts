@@ -346,6 +346,10 @@ Deno.test("the monitor loads its configuration, the manager's URL and the admin 
     assert.equal(config.kubernetes.kubeconfig, undefined);
     assert.notEqual(pod.automountServiceAccountToken, false);
     assert.ok(config.publicNamespaces.includes(kustomization.namespace));
+    // One apply is a working install: the monitor makes the agents' default network itself.
+    const agentJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/agent/agent.json`));
+    assert.equal(config.defaultNetwork?.name, agentJson.defaultNetwork);
+    assert.equal(config.defaultNetwork?.namespace, kustomization.namespace);
   });
 });
 
@@ -468,21 +472,25 @@ Deno.test("the CRDs are the agreed ones and the workloads' labels match their se
   }
 });
 
-Deno.test("the shipped default network: a public Network in a public namespace, the one the agents name", () => {
+Deno.test("the shipped default network: made by the monitor from its config (one apply), public, the one the agents name; the optional Network resource says the same", () => {
+  const monitorJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/monitor/monitor.json`));
+  const def = monitorJson.defaultNetwork;
+  assert.equal(def.spec.public, true, "every namespace's pods attach to it");
+  assert.ok(monitorJson.publicNamespaces.includes(def.namespace));
+  const agentJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/agent/agent.json`));
+  assert.equal(agentJson.defaultNetwork, def.name);
+  // The Network resource is a kustomization of its own, applied by choice after deploy/ (its CRD
+  // must be established first); it names the same network with the same spec, so it adopts it.
   const dir = `${DEPLOY_DIR}/default-network`;
   const own = parseYaml(Deno.readTextFileSync(`${dir}/kustomization.yaml`)) as Obj;
   assert.deepEqual(own.resources, ["network.yaml"]);
-  assert.equal(own.namespace, kustomization.namespace);
+  assert.equal(own.namespace, def.namespace);
   const [net] = parseManifestFile("network.yaml", dir);
   assert.equal(net.object.apiVersion, "knitter.io/v1alpha1");
   assert.equal(net.object.kind, "Network");
-  assert.equal(net.object.spec.public, true, "every namespace's pods attach to it");
-  // Not part of deploy/'s kustomization: its CRD must be established first.
+  assert.equal(net.object.metadata.name, def.name);
+  assert.deepEqual(net.object.spec, def.spec);
   assert.ok(!yamlFiles().some((f) => f.startsWith("default-network/")));
-  const agentJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/agent/agent.json`));
-  assert.equal(agentJson.defaultNetwork, net.object.metadata.name);
-  const monitorJson = JSON.parse(Deno.readTextFileSync(`${DEPLOY_DIR}/monitor/monitor.json`));
-  assert.ok(monitorJson.publicNamespaces.includes(own.namespace));
   // An unannotated pod, and a Multus-annotated one: eth0 on it, the extra networks as net1...
   const defaults = { tenant: agentJson.defaultTenant, network: agentJson.defaultNetwork };
   const call = (annotations: Record<string, string>) =>

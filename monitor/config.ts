@@ -26,6 +26,15 @@ export const MonitorConfigSchema = z.strictObject({
   resyncSeconds: z.int().min(1).default(60),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /**
+   * The cluster's default network (the agents' `defaultNetwork`), made at the manager when the
+   * monitor starts unless it exists: tenant `namespace`, a Network resource's spec.
+   */
+  defaultNetwork: z.strictObject({
+    namespace: z.string().min(1).default("knitter-system"),
+    name: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/),
+    spec: z.looseObject({ type: z.enum(["vxlan", "vlan", "flat"]), cidr: z.string() }),
+  }).optional(),
   /** Every watch asks the API server to end it cleanly after this long (then resumes). */
   watchTimeoutSeconds: z.int().min(1).max(3600).default(30),
   /**
@@ -53,7 +62,13 @@ export const MonitorConfigSchema = z.strictObject({
 }).refine((c) => c.watchDeadlineSeconds > c.watchTimeoutSeconds, {
   path: ["watchDeadlineSeconds"],
   message: "must be longer than watchTimeoutSeconds: a quiet watch shows life by its clean end",
-}).refine((c) => c.feedDeadlineSeconds > c.feedWaitSeconds, {
+}).refine(
+  (c) => !c.defaultNetwork?.spec.public || c.publicNamespaces.includes(c.defaultNetwork.namespace),
+  {
+    path: ["defaultNetwork", "namespace"],
+    message: "a public default network must be in one of publicNamespaces",
+  },
+).refine((c) => c.feedDeadlineSeconds > c.feedWaitSeconds, {
   path: ["feedDeadlineSeconds"],
   message:
     "must be longer than feedWaitSeconds: a quiet feed shows life when the manager's wait ends",

@@ -50,3 +50,29 @@ Deno.test("monitor config: a watch deadline not longer than the watch timeout is
     await Deno.remove(file);
   }
 });
+
+Deno.test("monitor config: a feed deadline not longer than its wait, and a public default network outside publicNamespaces, are refused", async () => {
+  const file = await Deno.makeTempFile({ suffix: ".json" });
+  const manager = { url: "http://manager:9527", token: "an-admin-token-of-16+" };
+  const load = async (more: Record<string, unknown>) => {
+    await Deno.writeTextFile(file, JSON.stringify({ manager, ...more }));
+    return loadMonitorConfig(["--config", file], env({}));
+  };
+  try {
+    await assert.rejects(
+      () => load({ feedWaitSeconds: 30, feedDeadlineSeconds: 30 }),
+      /at "feedDeadlineSeconds": must be longer than feedWaitSeconds/,
+    );
+    const spec = { type: "vxlan", cidr: "10.244.0.0/16", public: true };
+    await assert.rejects(
+      () => load({ defaultNetwork: { namespace: "acme", name: "pods", spec } }),
+      /at "defaultNetwork.namespace": a public default network must be in one of publicNamespaces/,
+    );
+    const { config } = await load({ defaultNetwork: { name: "pods", spec } });
+    assert.equal(config.defaultNetwork?.namespace, "knitter-system");
+    assert.equal(config.feedWaitSeconds, 25);
+    assert.equal(config.feedDeadlineSeconds, 40);
+  } finally {
+    await Deno.remove(file);
+  }
+});
