@@ -89,7 +89,6 @@ Environment (overrides the file; flags override both):
   KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager
   KNITTER_MONITOR_LOG_LEVEL       debug | info | warn | error
   KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
-  KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
 `;
 
 export class MonitorConfigError extends Error {
