@@ -17,7 +17,7 @@
 import type { Port } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
-import { formatIp, parseIp } from "../ipam/ip.ts";
+import { formatIp, parseIp } from "@knitter/common/address";
 import { keys, type PortRecord } from "../model.ts";
 import type { ConflictReport, ConflictReportItem, PortConflict } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
