@@ -119,6 +119,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     installedFlows: () => dataplane.installedFlows,
     conflicts: () => dataplane.conflicts,
     healer: healer.stats,
+    feedLastAliveMsAgo: () => remote.feedHealth().lastAliveMsAgo,
   });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
   const reaper = new Reaper({

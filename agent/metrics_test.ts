@@ -20,7 +20,16 @@ const EXPECTED: Record<string, string> = {
 };
 
 function conflict(mac: string, reason: FlowConflict["reason"]): FlowConflict {
-  return { remote: 0, network: 1, mac, ips: ["10.0.0.9"], nodeIp: "192.0.2.2", reason, detail: "" };
+  return {
+    remote: 0,
+    network: 1,
+    mac,
+    ips: ["10.0.0.9"],
+    nodeIp: "192.0.2.2",
+    reason,
+    detail: "",
+    collisions: [],
+  };
 }
 
 Deno.test("agent metrics: every name and type, within the naming convention", async () => {

@@ -7,6 +7,7 @@
 import {
   type FeedEvent,
   FeedFollower,
+  type FeedHealth,
   type Logger,
   type ManagerClient,
   type Port,
@@ -56,6 +57,11 @@ export class RemoteView {
 
   async stop(): Promise<void> {
     await this.feed.stop();
+  }
+
+  /** The change feed's state: listed yet, stale, when last heard (metrics.ts). */
+  feedHealth(): FeedHealth {
+    return this.feed.health();
   }
 
   /** Lists ports and nodes (the follower took a cursor first: nothing is lost meanwhile). */
