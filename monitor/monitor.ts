@@ -9,9 +9,11 @@ import {
   type Logger,
   ManagerClient,
   type Port,
+  retry,
   serveProbes,
 } from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
+import { ensureDefaultNetwork } from "./default_network.ts";
 import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
 import { IpGroupReconciler } from "./ip_groups.ts";
@@ -70,6 +72,7 @@ export async function startMonitor(
     caPem: ca,
   });
   const tenants = new Tenants(manager, log);
+  const stopping = new AbortController();
   const retryMs = config.resyncSeconds * 1000;
   const queue = (name: string, fn: (key: string) => Promise<void>) =>
     new WorkQueue(name, fn, config.workers, log);
@@ -180,6 +183,21 @@ export async function startMonitor(
     if (p.ipGroup && groups.get(p.ipGroup, p.tenant)) groupQueue.add(`${p.tenant}/${p.ipGroup}`);
   }
 
+  // The default network, so that one apply of deploy/ gives pods a network (default_network.ts).
+  let defaultNetwork: string | undefined = config.defaultNetwork &&
+    `the default network ${config.defaultNetwork.namespace}/${config.defaultNetwork.name}: not made yet`;
+  const defaultNetworkDone = config.defaultNetwork
+    ? retry(() => ensureDefaultNetwork(manager, tenants, config.defaultNetwork!, log), {
+      signal: stopping.signal,
+      maxMs: 10_000,
+      jitter: 0.2,
+      onError: (err, retryInMs) => {
+        defaultNetwork = `${defaultNetwork!.replace(/: .*$/, "")}: ${(err as Error).message}`;
+        log.warn("cannot make the default network yet", { error: String(err), retryInMs });
+      },
+    }).then(() => (defaultNetwork = undefined), () => {/* stopped */})
+    : Promise.resolve();
+
   const informers = [namespaces, pods, networks, groups];
   const queues = [podQueue, releases, nsQueue, netQueue, groupQueue];
   ports.start();
@@ -234,7 +252,7 @@ export async function startMonitor(
       ...informers.filter((i) => !i.isSynced).map((i) => `watch of ${i.what}: not listed yet`),
       ...stale(),
       // Behind the manager (down, restarting, a hung poll): released and written from old news.
-      ...[ports.notReady()].filter((r) => r !== undefined),
+      ...[ports.notReady(), defaultNetwork].filter((r) => r !== undefined),
     ],
   });
   log.info("serving probes", { url: probes.url });
@@ -261,6 +279,8 @@ export async function startMonitor(
     watches: () => informers.map((i) => i.health()),
     portFeed: () => ports.health(),
     async stop() {
+      stopping.abort();
+      await defaultNetworkDone;
       timers.stop();
       reclaimer.stop();
       await probes.shutdown();
