@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MAC_RE } from "@knitter/common/address";
+import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -245,7 +246,8 @@ export const PortRequest = z.strictObject({
     .optional(),
   node: NodeName.optional(),
   pod: PodRefSchema.optional(),
-  interface: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, "must be a Linux interface name (1-15)")
+  interface: z.string()
+    .regex(PLAIN_IFNAME_RE, `must be a Linux interface name (${PLAIN_IFNAME_RULE})`)
     .optional(),
 });
 
