@@ -13,6 +13,7 @@ import { Attacher, type AttacherDeps, externalIds } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { ConflictReporter } from "./conflict_report.ts";
 import { Dataplane } from "./dataplane.ts";
+import { FlowJournal } from "./flow_journal.ts";
 import { mountFlowRoutes } from "./flow_routes.ts";
 import { Healer } from "./healer.ts";
 import { KubeAttacher } from "./kube_attacher.ts";
@@ -59,6 +60,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);
+  // What was installed, on disk: a restart sends only what changed (flow_journal.ts).
+  if (config.stateDir !== ":memory:") dataplane.journal = new FlowJournal(config.stateDir, log);
   const metrics = new AgentMetrics();
   dataplane.observer = metrics;
   function syncFailed(err: unknown) {

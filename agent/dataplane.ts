@@ -2,8 +2,9 @@
  * The node's bridges and its flows. The bridges are prepared once; the flows are recomputed from the
  * whole model (local ports, their networks, remote endpoints) by the WASM compiler, and only the
  * difference from what this process installed goes to OVS, as one atomic bundle. The installed set
- * is kept in memory only: the switch itself is the record, and a new process starts by replacing
- * the table, atomically.
+ * is kept in memory, and in a journal on disk (flow_journal.ts): a new process whose switch holds
+ * what the journal says sends only the difference; otherwise it starts by replacing the table,
+ * atomically.
  */
 import type { Logger, Port } from "@knitter/common";
 import {
@@ -21,6 +22,7 @@ import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "./state.ts";
 import type { DataplaneObserver } from "./metrics.ts";
 import type { ReportedConflict } from "./conflict_report.ts";
+import { type FlowJournal, resumable } from "./flow_journal.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -66,6 +68,13 @@ export class Dataplane {
   private readonly sources = new WeakMap<FlowInput, { local: Port[]; remote: Port[] }>();
   /** Called after every full replacement of the table (the whole computed set is in). */
   afterReplace: (() => Promise<void>) | null = null;
+  /**
+   * What this agent installed, on disk (flow_journal.ts): the first run of a process reads it
+   * instead of the switch's table, and every change is kept in it.
+   */
+  journal: FlowJournal | null = null;
+  /** Only the first run of a process may resume from the journal; a heal or repair never does. */
+  private mayResume = true;
   /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
   observer: DataplaneObserver | null = null;
 
@@ -113,6 +122,7 @@ export class Dataplane {
    */
   resync(): Promise<void> {
     this.installed = null;
+    this.mayResume = false;
     return this.sync();
   }
 
@@ -275,19 +285,48 @@ export class Dataplane {
   private async apply(input: FlowInput): Promise<void> {
     const wanted = this.compile(input);
     if (this.installed === null) {
-      // First run of this process: what the switch has is unknown (a restart, or a switch that
-      // restarted), so the table is replaced at once. ovs-ofctl changes only the difference, so
-      // flows that are already right stay, with their counters, and traffic never sees a gap.
-      await this.replace(wanted);
+      const known = await this.resumed();
+      if (!known) {
+        // First run of this process without a journal to trust, or a heal: what the switch has
+        // is unknown, so the table is replaced at once. ovs-ofctl changes only the difference, so
+        // flows that are already right stay, with their counters, and traffic never sees a gap.
+        await this.replace(wanted);
+        return;
+      }
+      // A restart onto a switch that has what the journal says: only the difference goes.
+      this.installed = known;
+      await this.update(wanted);
+      this.log.info("flows resumed from the journal", { flows: wanted.length });
+      await this.afterReplace?.();
       return;
     }
+    await this.update(wanted);
+  }
+
+  /** The set on the switch as the journal has it, at a process's first run (flow_journal.ts). */
+  private async resumed(): Promise<Set<string> | null> {
+    if (!this.mayResume || !this.journal) return null;
+    this.mayResume = false;
+    return await resumable(this.journal, this.ovs, this.config.bridge);
+  }
+
+  /** Bundles the difference between what is installed and `wanted`, journalled around it. */
+  private async update(wanted: string[]): Promise<void> {
+    const installed = this.installed!;
     const want = new Set(wanted);
-    const add = wanted.filter((l) => !this.installed!.has(l));
-    const del = [...this.installed].filter((l) => !want.has(l));
+    const add = wanted.filter((l) => !installed.has(l));
+    const del = [...installed].filter((l) => !want.has(l));
     if (add.length === 0 && del.length === 0) return;
     this.applied++;
-    await this.ovs.bundle(this.config.bridge, add, del);
+    await this.journal?.begin(add, del);
+    try {
+      await this.ovs.bundle(this.config.bridge, add, del);
+    } catch (err) {
+      await this.journal?.end(false, installed);
+      throw err;
+    }
     this.installed = want;
+    await this.journal?.end(true, want);
     this.log.debug("flows updated", {
       added: add.length,
       deleted: del.length,
@@ -299,10 +338,13 @@ export class Dataplane {
   private async replace(wanted: string[]): Promise<void> {
     this.installed = null;
     this.applied++;
+    this.mayResume = false;
+    await this.journal?.invalidate();
     await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
     this.installed = new Set(wanted);
     this.log.info("flows replaced", { flows: wanted.length });
     await this.afterReplace?.();
+    await this.journal?.snapshot(wanted);
   }
 
   /** The compiler's input, from the attachments on this node and what the manager says of others. */

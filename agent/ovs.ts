@@ -191,6 +191,17 @@ export class Ovs {
       }));
   }
 
+  /** How many flows the bridge holds (`dump-aggregate`: the switch counts, nothing is listed). */
+  async flowCount(bridge: string): Promise<number> {
+    const out = await this.ofctl(["dump-aggregate", bridge])
+      .catch(fail(`Cannot count the flows of "${bridge}"`));
+    const m = out.match(/flow_count=(\d+)/);
+    if (!m) {
+      throw new Error(`Cannot count the flows of "${bridge}": no flow_count in "${out.trim()}"`);
+    }
+    return Number(m[1]);
+  }
+
   /**
    * The bridge's flows (optionally only those matching `match`, e.g. "table=3"), without
    * statistics, sorted, so that two dumps compare equal when the flows are the same.

@@ -20,7 +20,8 @@ import { startStack, waitFor } from "./support/stack.ts";
 
 Deno.test("e2e restart: pods keep every ping reply and their flows through an agent SIGKILL and a manager restart", async (t) => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+  // info: the agent logs how it took over the flows at its restart.
+  const stack = await startStack({ cleanup, nodes: ["n1", "n2"], logLevel: "info" });
   const [n1, n2] = stack.nodes;
   await createTenant(stack, "acme");
   await createNetwork(stack, "acme", "control", "10.10.0.0/24");
@@ -50,6 +51,13 @@ Deno.test("e2e restart: pods keep every ping reply and their flows through an ag
       const seqs = await ping.stop();
       assert.deepEqual(gaps(seqs), [], `every reply arrived (${seqs.length} replies)`);
       assert.deepEqual(await flows(n1), before, "the restarted agent left the flows as they were");
+      // It knew them from its journal, without reading the table back (agent/flow_journal.ts).
+      const agentLog = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
+      assert.equal(
+        agentLog.split("\n").filter((l) => l.includes("flows resumed from the journal")).length,
+        1,
+        "the restarted agent resumed from its journal",
+      );
 
       const cookie = await portCookie(n1, hostEnds.gone);
       assert.equal((await gone.del()).code, 0, "DEL after the restart");

@@ -1,0 +1,171 @@
+/**
+ * What this agent installed on its bridge, on disk, so that a restarted agent knows the table
+ * without reading it back from the switch. Reading 112k flows back (`dump-flows`, or the dump that
+ * `replace-flows` makes first) is most of a full resync's time (docs/benchmarks.md); with the
+ * journal, a restart costs the compile, reading this file and one flow count, and sends only what
+ * changed meanwhile.
+ *
+ * Two files in the agent's state directory: `flows.snapshot`, the whole set after a replacement
+ * (one flow a line), and `flows.log`, every change since, each written before its bundle goes to
+ * the switch and closed after it:
+ *
+ *     B            a change begins
+ *     +<flow>      added
+ *     -<flow>      deleted
+ *     E | A        it was applied (E) or the bundle failed and changed nothing (A)
+ *
+ * A change that was begun but never closed (the agent stopped in between) makes the journal
+ * unknown: the switch may or may not have it. So does a replacement under way (the files are
+ * removed before it starts). `load` answers null then, and the agent replaces the table as it did
+ * without a journal. A journal is only believed when the switch holds as many flows as it says
+ * (`resumable`): a restarted or recreated switch, or flows deleted or added by hand while the agent
+ * was away, fail that check. A flow changed by hand in place is left to the periodic flow check, as
+ * it is while the agent runs.
+ *
+ * Writing never fails a sync: a journal that cannot be written is removed (best effort) and not
+ * written again until the next replacement.
+ */
+import type { Logger } from "@knitter/common";
+import type { Ovs } from "./ovs.ts";
+
+/** The log is folded into a new snapshot beyond this size. */
+const MAX_LOG_BYTES = 8 << 20;
+
+export class FlowJournal {
+  private readonly snapshotPath: string;
+  private readonly logPath: string;
+  private logBytes = 0;
+  /** False after a write failed, or while nothing is known (before the first snapshot). */
+  private writing = false;
+
+  constructor(dir: string, private readonly log: Logger) {
+    this.snapshotPath = `${dir}/flows.snapshot`;
+    this.logPath = `${dir}/flows.log`;
+  }
+
+  /** The set the journal records, or null when there is none or it is unknown. */
+  async load(): Promise<Set<string> | null> {
+    let snapshot: string;
+    let log: string;
+    try {
+      [snapshot, log] = await Promise.all([
+        Deno.readTextFile(this.snapshotPath),
+        Deno.readTextFile(this.logPath).catch((err) => {
+          if (err instanceof Deno.errors.NotFound) return "";
+          throw err;
+        }),
+      ]);
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) {
+        this.log.warn("cannot read the flow journal", { error: String(err) });
+      }
+      return null;
+    }
+    const flows = new Set(snapshot === "" ? [] : snapshot.split("\n"));
+    flows.delete("");
+    let pending: string[] | null = null;
+    for (const line of log.split("\n")) {
+      if (line === "") continue;
+      const kind = line[0];
+      if (kind === "B") {
+        if (pending) return null;
+        pending = [];
+      } else if (kind === "+" || kind === "-") {
+        if (!pending) return null;
+        pending.push(line);
+      } else if (kind === "E" || kind === "A") {
+        if (!pending) return null;
+        if (kind === "E") {
+          for (const l of pending) {
+            if (l[0] === "+") flows.add(l.slice(1));
+            else flows.delete(l.slice(1));
+          }
+        }
+        pending = null;
+      } else {
+        return null;
+      }
+    }
+    if (pending) return null;
+    this.logBytes = log.length;
+    this.writing = true;
+    return flows;
+  }
+
+  /** Forgets the record: a replacement is about to start, and until it is done nothing is known. */
+  async invalidate(): Promise<void> {
+    this.writing = false;
+    await Promise.all([this.snapshotPath, this.logPath].map((p) => removeIfThere(p)))
+      .catch((err) => this.log.warn("cannot remove the flow journal", { error: String(err) }));
+  }
+
+  /** Records `flows` as the whole table (after a replacement). */
+  async snapshot(flows: Iterable<string>): Promise<void> {
+    try {
+      await removeIfThere(this.logPath);
+      const tmp = `${this.snapshotPath}.tmp`;
+      await Deno.writeTextFile(tmp, [...flows].join("\n"));
+      await Deno.rename(tmp, this.snapshotPath);
+      this.logBytes = 0;
+      this.writing = true;
+    } catch (err) {
+      await this.broken(err);
+    }
+  }
+
+  /** Before a bundle: the change it makes. */
+  async begin(add: string[], del: string[]): Promise<void> {
+    if (!this.writing) return;
+    const text = ["B", ...add.map((l) => `+${l}`), ...del.map((l) => `-${l}`), ""].join("\n");
+    await this.append(text);
+  }
+
+  /**
+   * After the bundle: whether it applied. `installed` is the set now on the switch; a long log is
+   * folded into a new snapshot of it.
+   */
+  async end(applied: boolean, installed: ReadonlySet<string>): Promise<void> {
+    if (!this.writing) return;
+    await this.append(applied ? "E\n" : "A\n");
+    if (this.writing && this.logBytes > MAX_LOG_BYTES) await this.snapshot(installed);
+  }
+
+  private async append(text: string): Promise<void> {
+    try {
+      await Deno.writeTextFile(this.logPath, text, { append: true });
+      this.logBytes += text.length;
+    } catch (err) {
+      await this.broken(err);
+    }
+  }
+
+  private async broken(err: unknown): Promise<void> {
+    this.log.warn("cannot write the flow journal; a restart will read the table back", {
+      error: String(err),
+    });
+    await this.invalidate();
+  }
+}
+
+/**
+ * The flows on the bridge as the journal records them, when the switch holds as many flows as
+ * that (module documentation); null otherwise, and when there is no journal.
+ */
+export async function resumable(
+  journal: FlowJournal,
+  ovs: Ovs,
+  bridge: string,
+): Promise<Set<string> | null> {
+  const flows = await journal.load();
+  if (!flows) return null;
+  const count = await ovs.flowCount(bridge).catch(() => -1);
+  return count === flows.size ? flows : null;
+}
+
+async function removeIfThere(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+}
