@@ -171,8 +171,11 @@ export const MAX_IFNAME_BYTES = 15;
  */
 export function ifNameProblem(name: string): string | undefined {
   if (name === "") return "is empty";
-  if (new TextEncoder().encode(name).length > MAX_IFNAME_BYTES) {
+  if (name.length > MAX_IFNAME_BYTES) {
     return `"${name}" is longer than ${MAX_IFNAME_BYTES} characters`;
+  }
+  if (new TextEncoder().encode(name).length > MAX_IFNAME_BYTES) {
+    return `"${name}" is longer than ${MAX_IFNAME_BYTES} bytes in UTF-8`;
   }
   if (name === "." || name === "..") return `"${name}" is not a valid interface name`;
   if (/[/:\s]/.test(name)) return `"${name}" contains "/", ":" or whitespace`;

@@ -80,6 +80,8 @@ Deno.test("contract: interface names follow the kernel's rule, counted in bytes"
     assert.ok(ifNameProblem(name), JSON.stringify(name));
     assert.equal(isIfName(name), false);
   }
+  assert.match(ifNameProblem("a23456789012345x")!, /longer than 15 characters/);
+  assert.match(ifNameProblem("ééééééééé")!, /longer than 15 bytes in UTF-8/);
   for (const name of ["eth0", "a23456789012345", "net-1.2_x", "é"]) {
     assert.equal(ifNameProblem(name), undefined, name);
   }
