@@ -205,6 +205,20 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     underlayIp: pick("192.0.2.7", "nope", "fd00::1"),
     labels: opt(pick({ a: "b" }, { [`k`.repeat(400)]: "v" })),
   }).map(clean),
+  ConflictReport: fc.record({
+    items: fc.array(
+      fc.record({
+        networkId: pick("n-1", "", "x".repeat(80)),
+        tenant: PARAM_VALUES.tenant,
+        id: pick("p1", "db-0", "../x"),
+        field: pick("mac", "ip", "vni"),
+        value: fc.oneof(ip, mac),
+        reason: pick("local", "remote", "other"),
+        with: opt(fc.record({ tenant: PARAM_VALUES.tenant, id: pick("p1", "p2") })),
+      }).map(clean),
+      { maxLength: 3 },
+    ),
+  }),
 };
 
 /** Bodies that mostly go through: without them most sequences would only be refused. */
