@@ -13,6 +13,7 @@ import { loadMonitorConfig } from "@knitter/monitor";
 import { AgentMetrics } from "../agent/metrics.ts";
 import { Metrics } from "../manager/metrics.ts";
 import { MonitorMetrics } from "../monitor/metrics.ts";
+import { DASHBOARD_FILE, dashboardMetrics } from "./dashboard.ts";
 import { DEPLOY_DIR, findObject, loadManifests } from "./manifests.ts";
 
 const MONITORING = `${DEPLOY_DIR}/monitoring`;
@@ -132,30 +133,13 @@ async function declaredNames(): Promise<Set<string>> {
   return names;
 }
 
-/** The metric names of the dashboard's queries, each with the panel that uses it. */
-export async function dashboardMetrics(): Promise<Map<string, string>> {
-  const dash = JSON.parse(await Deno.readTextFile(`${MONITORING}/grafana-dashboard.json`));
-  const used = new Map<string, string>();
-  const exprs: [string, string][] = [];
-  for (const p of dash.panels) {
-    for (const t of p.targets ?? []) exprs.push([p.title, t.expr]);
-  }
-  for (const v of dash.templating.list) {
-    if (v.definition) exprs.push([`variable ${v.name}`, v.definition]);
-  }
-  for (const [title, expr] of exprs) {
-    for (const m of expr.matchAll(/\bknitter_[a-z0-9_]+/g)) used.set(m[0], title);
-  }
-  return used;
-}
-
 Deno.test("monitoring: every metric the Grafana dashboard queries is declared by the manager, the agent or the monitor", async () => {
   const declared = await declaredNames();
   const used = await dashboardMetrics();
   assert.ok(used.size >= 15, `the dashboard queries ${used.size} metrics`);
   const unknown = [...used].filter(([name]) => !declared.has(name));
   assert.deepEqual(unknown, [], "metrics the dashboard queries that no component declares");
-  const dash = JSON.parse(await Deno.readTextFile(`${MONITORING}/grafana-dashboard.json`));
+  const dash = JSON.parse(await Deno.readTextFile(DASHBOARD_FILE));
   const ids = dash.panels.map((p: Obj) => p.id);
   assert.equal(new Set(ids).size, ids.length, "panel ids are unique");
   for (const p of dash.panels.filter((x: Obj) => x.type !== "row")) {

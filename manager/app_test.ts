@@ -759,8 +759,21 @@ Deno.test("ops: /metrics counts requests and allocations and shows pool capacity
   const blue = { tenant: "acme", network: "blue" };
   assert.equal(value("knitter_manager_pool_capacity_addresses", blue), 253);
   assert.equal(value("knitter_manager_pool_used_addresses", blue), 2);
+  assert.equal(value("knitter_manager_pool_quarantined_addresses", blue), 0);
   assert.equal(f.get("knitter_manager_pool_used_addresses")?.type, "gauge");
   assert.deepEqual(await conventionProblems(t.ctx.metrics.registry), []);
+});
+
+Deno.test("ops: /metrics counts a released address in quarantine, neither used nor in capacity's free part", async () => {
+  using t = await testApp({ tenants: ["acme"], quarantineSeconds: 60 });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("PUT", `${BLUE}/ports/p1`, {}), 201);
+  must(await t.call("DELETE", `${BLUE}/ports/p1`), 204);
+  const f = parseExposition((await t.call("GET", "/metrics", undefined, TOKEN.metrics)).body);
+  const blue = { tenant: "acme", network: "blue" };
+  assert.equal(samplesOf(f, "knitter_manager_pool_used_addresses", blue)[0].value, 0);
+  assert.equal(samplesOf(f, "knitter_manager_pool_quarantined_addresses", blue)[0].value, 1);
+  assert.equal(samplesOf(f, "knitter_manager_releases_total", { kind: "ip" })[0].value, 1);
 });
 
 Deno.test("ops: /openapi.json documents every route with its request body", async () => {

@@ -1,7 +1,7 @@
 /**
  * The manager's Prometheus metrics, on prom-client (naming: ../common/metrics.ts): requests and
  * their latency per route, allocations, releases and refusals, store conflicts, and per network
- * the capacity and the usage of its pools, read from the pool heads at scrape time.
+ * the capacity, the usage and the quarantine of its pools, read at scrape time.
  */
 import { componentRegistry, Counter, Gauge, Histogram, SECONDS_BUCKETS } from "@knitter/common";
 
@@ -13,6 +13,8 @@ export interface PoolUsage {
   capacity: number;
   /** Addresses handed out now. */
   used: number;
+  /** Addresses released a short while ago, held back from new ports (quarantineSeconds). */
+  quarantined: number;
 }
 
 export class Metrics {
@@ -65,6 +67,13 @@ export class Metrics {
     labelNames: ["tenant", "network"] as const,
     registers: [this.registry],
   });
+  private readonly poolQuarantined = new Gauge({
+    name: "knitter_manager_pool_quarantined_addresses",
+    help: "Addresses of a network's pools released a short while ago and held back from new " +
+      "ports (neither used nor free).",
+    labelNames: ["tenant", "network"] as const,
+    registers: [this.registry],
+  });
   private pools: (() => Promise<PoolUsage[]>) | null = null;
 
   /** Where the pools' usage is read at each scrape (usage_gauge.ts). */
@@ -78,10 +87,12 @@ export class Metrics {
     const pools = this.pools ? await this.pools() : [];
     this.poolCapacity.reset();
     this.poolUsed.reset();
+    this.poolQuarantined.reset();
     for (const p of pools) {
       const labels = { tenant: p.tenant, network: p.network };
       this.poolCapacity.set(labels, p.capacity);
       this.poolUsed.set(labels, p.used);
+      this.poolQuarantined.set(labels, p.quarantined);
     }
     return await this.registry.metrics();
   }
