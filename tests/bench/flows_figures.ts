@@ -3,13 +3,18 @@
  *
  * - compileFlows (WASM) against compileFlowsTs (its plain TypeScript twin): wasm/flows_bench.ts run
  *   under `deno bench --json` (a process of its own, so that V8 does not mix the two), read back.
- * - Full resync: a node model with N local ports (and as many remote ones) compiled and loaded into
- *   a private userspace OVS with the agent's own call, `Ovs.bundle(bridge, flows, [], {replaceAll})`
- *   (`ovs-ofctl --bundle replace-flows`): into an empty table (OVS restarted), onto the same table
- *   (agent restarted without its state) and onto a table 1 % of whose ports changed.
+ * - Full resync: a node model with N local ports (and as many remote ones), the first flow sync of
+ *   a freshly started agent (the agent's Dataplane, from compile to bundle, on a private userspace
+ *   OVS): into an empty table (OVS restarted), onto the same table and onto a table 1 % of whose
+ *   ports changed (agent restarted). Each case also without the flow journal (the table replaced
+ *   with `ovs-ofctl --bundle replace-flows`, as before the journal), and the yardsticks of the same
+ *   run: `ovs-ofctl parse-flows` of the text, `--bundle add-flows` of it into an empty table, and
+ *   `dump-flows` of the installed table.
  */
-import { run } from "@knitter/common";
+import { type Logger, run } from "@knitter/common";
 import { compileFlows, type FlowInput, type FlowNetwork } from "@knitter/wasm";
+import { Dataplane } from "../../agent/dataplane.ts";
+import { FlowJournal } from "../../agent/flow_journal.ts";
 import { Ovs } from "../../agent/ovs.ts";
 import type { Cleanup } from "../support/cleanup.ts";
 import { startSimNode } from "../support/sim_node.ts";
@@ -94,77 +99,131 @@ export function nodeModel(ports: number, variant = 0): FlowInput {
 export interface ResyncCase {
   what: string;
   flows: number;
-  compileMs: number;
-  replaceMs: number;
-  /** Flows in the table afterwards (dump-flows), as a check. */
+  /** The agent's first sync after a start (agent/dataplane.ts): compile, journal, OVS. */
+  agentMs: number;
+  /** What it did: "replaced" (ovs-ofctl --bundle replace-flows) or "resumed" (journal + diff). */
+  how: string;
+  /** The same case without a journal (the table replaced, as before the journal). */
+  noJournalMs: number;
+  /** Flows in the table afterwards (dump-aggregate), as a check. */
   installed: number;
 }
 
 export interface ResyncFigures {
   ports: number;
   cases: ResyncCase[];
+  /** The compile alone (WASM, median of 3). */
+  compileMs: number;
   /** Size of the flow text handed to ovs-ofctl. */
   textBytes: number;
-  /** `ovs-ofctl parse-flows` of that text (no switch involved): the text parsing alone. */
+  /** Yardstick: `ovs-ofctl parse-flows` of that text (no switch involved): the text parsing alone. */
   parseMs: number;
-  /** `ovs-ofctl dump-flows` of the installed table (what replace-flows reads first). */
+  /** Yardstick: `ovs-ofctl --bundle add-flows` of that text into an empty table: the least any loader takes. */
+  addFlowsMs: number;
+  /** Yardstick: `ovs-ofctl dump-flows` of the installed table (what replace-flows reads first). */
   dumpMs: number;
+}
+
+const BRIDGE = "br-int";
+
+/**
+ * The first flow sync of a freshly started agent: a new Dataplane (agent/dataplane.ts, the agent's
+ * own code from compile to bundle) whose model is `input`, with the flow journal in `journalDir`
+ * or none. Answers the time and how it went ("resumed" from the journal, or "replaced").
+ */
+async function firstSync(
+  ovs: Ovs,
+  input: FlowInput,
+  journalDir: string | null,
+): Promise<{ ms: number; how: string }> {
+  const said: string[] = [];
+  const log: Logger = {
+    debug() {},
+    info: (msg) => void said.push(msg),
+    warn: (msg) => void said.push(msg),
+    error: (msg) => void said.push(msg),
+  };
+  const config = {
+    nodeName: "rs",
+    bridge: BRIDGE,
+    datapathType: "netdev" as const,
+    tunnel: { port: "vxlan0", ofport: 100 },
+    bridgeMappings: [],
+  };
+  // The model comes from the bench, not from agent state and the manager's feed.
+  const dp = new Dataplane(ovs, config, null as never, null as never, log);
+  Object.defineProperty(dp, "model", { value: () => Promise.resolve(input) });
+  if (journalDir) dp.journal = new FlowJournal(journalDir, log);
+  const t0 = now();
+  await dp.sync();
+  const ms = now() - t0;
+  return { ms, how: said.includes("flows resumed from the journal") ? "resumed" : "replaced" };
 }
 
 export async function resyncFigures(cleanup: Cleanup, ports: number): Promise<ResyncFigures> {
   log(`full resync: ${ports} local + ${ports} remote ports' flows into a private OVS`);
   const sim = await startSimNode({ name: "rs", cleanup });
   const ovs = new Ovs(sim.ovs);
-  await ovs.ensureBridge("br-int", { datapathType: "netdev", failMode: "secure" });
-  await ovs.ensureVxlanPort("br-int", "vxlan0", 100);
+  await ovs.ensureBridge(BRIDGE, { datapathType: "netdev", failMode: "secure" });
+  await ovs.ensureVxlanPort(BRIDGE, "vxlan0", 100);
+  const env = { OVS_RUNDIR: sim.ovs.rundir! };
+  const ofctl = (cmd: string, ...args: string[]) =>
+    run(["sh", "-c", `ovs-ofctl -O OpenFlow13 --no-names ${cmd}`, ...args], { env });
+  const journal = `${sim.stateDir}/journal`;
+  await Deno.mkdir(journal);
 
   // Warm the compiler (WASM instantiation happens on first use, as in a running agent).
   compileFlows(nodeModel(100));
-  const compile = (input: FlowInput) => {
-    const times: number[] = [];
-    let flows: string[] = [];
-    for (let k = 0; k < 3; k++) {
-      const t0 = now();
-      flows = compileFlows(input);
-      times.push(now() - t0);
-    }
-    return { flows, ms: median(times) };
-  };
-  const base = compile(nodeModel(ports));
-  const changed = compile(nodeModel(ports, 1));
+  const base = nodeModel(ports);
+  const changed = nodeModel(ports, 1);
+  const times: number[] = [];
+  let flows: string[] = [];
+  for (let k = 0; k < 3; k++) {
+    const t0 = now();
+    flows = compileFlows(base);
+    times.push(now() - t0);
+  }
+
+  // Yardsticks, on the same text: parsing alone, and loading it into an empty table.
+  const file = `${sim.stateDir}/flows.txt`;
+  const text = flows.join("\n") + "\n";
+  await Deno.writeTextFile(file, text);
+  const parse = await ofctl('parse-flows "$0" >/dev/null', file);
+  await ofctl(`del-flows ${BRIDGE}`);
+  const addFlows = await ofctl(`--bundle add-flows ${BRIDGE} "$0"`, file);
+  const dump = await ofctl(`--no-stats dump-flows ${BRIDGE} >/dev/null`);
 
   const cases: ResyncCase[] = [];
-  const replace = async (what: string, c: { flows: string[]; ms: number }) => {
-    const t0 = now();
-    await ovs.bundle("br-int", c.flows, [], { replaceAll: true });
-    const replaceMs = now() - t0;
-    const installed = (await ovs.dumpFlows("br-int")).length;
-    cases.push({ what, flows: c.flows.length, compileMs: c.ms, replaceMs, installed });
+  const measure = async (what: string, input: FlowInput, before: () => Promise<void>) => {
+    // Without a journal first (the table as before: replace-flows), then the agent as it is.
+    await before();
+    await Deno.remove(journal, { recursive: true });
+    await Deno.mkdir(journal);
+    const old = await firstSync(ovs, input, null);
+    await firstSync(ovs, base, journal); // back to the base table, and a journal of it
+    await before();
+    const agent = await firstSync(ovs, input, journal);
+    cases.push({
+      what,
+      flows: flows.length,
+      agentMs: agent.ms,
+      how: agent.how,
+      noJournalMs: old.ms,
+      installed: await ovs.flowCount(BRIDGE),
+    });
   };
-  await replace("into an empty table (OVS restarted)", base);
-  await replace("onto the same flows (agent restarted without its state)", base);
-  await replace("onto a table where 1 % of the ports changed", changed);
-
-  // Where replace-flows' time goes: parsing the text, and reading the installed table.
-  const file = `${sim.stateDir}/flows.txt`;
-  const text = changed.flows.join("\n") + "\n";
-  await Deno.writeTextFile(file, text);
-  const env = { OVS_RUNDIR: sim.ovs.rundir! };
-  const parse = await run(
-    ["sh", "-c", 'ovs-ofctl -O OpenFlow13 parse-flows "$0" >/dev/null', file],
-    {
-      env,
-    },
-  );
-  const dump = await run(
-    ["sh", "-c", "ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int >/dev/null"],
-    { env },
-  );
+  const emptyTable = async () => void await ofctl(`del-flows ${BRIDGE}`);
+  const nothing = () => Promise.resolve();
+  await measure("into an empty table (OVS restarted)", base, emptyTable);
+  await measure("onto the same flows (agent restarted)", base, nothing);
+  await measure("onto a table where 1 % of the ports changed (agent restarted)", changed, nothing);
   return {
     ports,
     cases,
+    compileMs: median(times),
     textBytes: new TextEncoder().encode(text).length,
     parseMs: parse.ms,
+    addFlowsMs: addFlows.ms,
     dumpMs: dump.ms,
   };
 }
