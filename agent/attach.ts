@@ -5,6 +5,7 @@
  */
 import type { Logger, Port } from "@knitter/common";
 import {
+  isStablePortId,
   type ManagerClient,
   ManagerError,
   ManagerUnavailableError,
@@ -250,7 +251,7 @@ export class Attacher {
       // Undoing what was never made would ask a manager that is not answering, and keep the record.
       if (untouched < a.interfaces.length) a.interfaces = a.interfaces.slice(0, untouched);
       try {
-        await this.undo(a, "rollback of a failed ADD");
+        await this.undo(a, "rollback of a failed ADD", { rollback: true });
       } catch (undoErr) {
         // The journal stays: the runtime's DEL will finish the job.
         this.d.log.error("rollback incomplete", {
@@ -295,6 +296,14 @@ export class Attacher {
     }
   }
 
+  private async unbindStable(tenant: string, network: string, id: string): Promise<void> {
+    try {
+      await this.d.manager.unbindPort(tenant, network, id);
+    } catch (err) {
+      if (!(err instanceof ManagerError && err.status === 404)) throw err;
+    }
+  }
+
   private async doDel(req: CniRequest): Promise<void> {
     const a = await this.d.state.getAttachment(req.containerId, req.ifName);
     if (!a) return; // Already undone, or never made here: DEL succeeds.
@@ -305,7 +314,7 @@ export class Attacher {
    * Undoes an attachment in reverse order. Every step tolerates what is already gone, so running it
    * again after a partial failure finishes the job. The record goes last.
    */
-  private async undo(a: Attachment, why: string): Promise<void> {
+  private async undo(a: Attachment, why: string, opts: { rollback?: boolean } = {}): Promise<void> {
     try {
       await allDone([
         this.d.plugger.remove(a.interfaces.map((i) => i.hostIfName)),
@@ -325,7 +334,12 @@ export class Attacher {
       for (const i of ports) {
         // A port another attachment here still uses (a stable one) is not this one's to release.
         if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
-        await this.d.manager.deletePort(i.tenant, i.network, i.portId);
+        // A stable port (Kubernetes mode) outlives DEL, bound to its pod; one this failed ADD bound
+        // is unbound instead (same address), so that the pod's network-status, which the monitor
+        // writes from the ports bound to it, names no interface the rollback took away.
+        if (opts.rollback && i.port?.pod && isStablePortId(i.portId)) {
+          await this.unbindStable(i.tenant, i.network, i.portId);
+        } else await this.d.manager.deletePort(i.tenant, i.network, i.portId);
       }
       await this.d.state.deleteAttachment(a.containerId, a.ifName);
       this.d.log.info("detached", { container: a.containerId, why });

@@ -84,7 +84,7 @@ export async function startMonitor(
   };
 
   // pods
-  const ports = new PortIndex(manager, (p, op) => portChanged(p, op), log, {
+  const ports = new PortIndex(manager, (p, op, before) => portChanged(p, op, before), log, {
     waitSeconds: config.feedWaitSeconds,
     hangMs: (config.feedDeadlineSeconds - config.feedWaitSeconds) * 1000,
   });
@@ -177,8 +177,11 @@ export async function startMonitor(
   );
 
   /** A port changed in the manager: its pod's status, its network's and group's usage. */
-  function portChanged(p: Port, _op: "put" | "delete"): void {
+  function portChanged(p: Port, _op: "put" | "delete", before?: Port): void {
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
+    // Unbound (or bound elsewhere): the pod it left has one port less in its status.
+    const left = before?.pod;
+    if (left && left.uid !== p.pod?.uid) podQueue.add(`${left.namespace}/${left.name}`);
     if (networks.get(p.network, p.networkTenant)) netQueue.add(`${p.networkTenant}/${p.network}`);
     if (p.ipGroup && groups.get(p.ipGroup, p.tenant)) groupQueue.add(`${p.tenant}/${p.ipGroup}`);
   }

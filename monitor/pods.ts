@@ -1,7 +1,7 @@
 /**
  * Pods as the monitor sees them: a malformed network annotation becomes a Warning event on the pod
  * (the agent refuses such a pod, so nothing is allocated); a scheduled pod's ports become its
- * network-status annotation; a deleted pod's ports are released, by UID, so that a new pod of the
+ * network-status annotation, which goes again when its ports all go (a failed ADD rolled back); a deleted pod's ports are released, by UID, so that a new pod of the
  * same name is never touched, and never the ports of a stable StatefulSet pod (those outlive it).
  */
 import {
@@ -27,6 +27,12 @@ export interface PodRef {
 }
 
 export const INVALID_ANNOTATION = "InvalidNetworkAnnotation";
+/**
+ * Set beside every network-status the monitor writes: a status it finds without it is someone
+ * else's (Multus, as the meta-plugin), and is never taken away.
+ */
+export const STATUS_WRITER = "knitter.io/network-status-writer";
+const WRITER = "knitter-monitor";
 
 export class PodTracker {
   /** UID → "namespace/name" of every pod that exists. */
@@ -88,11 +94,19 @@ export class PodTracker {
     }
     if (!pod.spec?.nodeName) return;
     const ports = this.ports.forPod(ref.uid);
-    if (ports.length === 0) return;
-    const value = JSON.stringify(networkStatus(ports));
-    if (annotations[NETWORK_STATUS] === value) return;
+    const ours = annotations[STATUS_WRITER] === WRITER;
+    let patch: Record<string, string | null>;
+    if (ports.length > 0) {
+      const value = JSON.stringify(networkStatus(ports));
+      if (annotations[NETWORK_STATUS] === value && ours) return;
+      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: WRITER };
+    } else if (ours && annotations[NETWORK_STATUS] !== undefined) {
+      // Every port went (a failed ADD rolled back, its ports released): the status we wrote names
+      // interfaces the pod does not have. It goes; the next ADD's ports write it again.
+      patch = { [NETWORK_STATUS]: null, [STATUS_WRITER]: null };
+    } else return;
     try {
-      await this.kube.patchPodAnnotations(ref.namespace, ref.name, { [NETWORK_STATUS]: value });
+      await this.kube.patchPodAnnotations(ref.namespace, ref.name, patch);
     } catch (err) {
       // Deleted meanwhile: its watch event is on its way, and with it the release.
       if (!(err instanceof KubeError && err.code === 404)) throw err;

@@ -21,7 +21,8 @@ export interface PortFeedSettings {
   hangMs: number;
 }
 
-export type PortChange = (port: Port, op: "put" | "delete") => void;
+/** A port changed; `before` is what the index held (a pod it was bound to until now). */
+export type PortChange = (port: Port, op: "put" | "delete", before?: Port) => void;
 
 export class PortIndex {
   private readonly ports = new Map<string, Port>();
@@ -133,7 +134,7 @@ export class PortIndex {
         index(this.byName, `${port.pod.namespace}/${port.pod.name}`, k);
       }
     }
-    this.onChange(port, op);
+    this.onChange(port, op, old);
   }
 }
 

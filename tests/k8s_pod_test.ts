@@ -11,6 +11,7 @@ import {
   eventually,
   KUBE_CONFLIST,
   type KubeCluster,
+  networkReady,
   startKubeCluster,
 } from "./support/kube_cluster.ts";
 import { leftovers } from "./support/leftovers.ts";
@@ -34,20 +35,6 @@ function events(k: KubeCluster, name: string, reason: string): KubeObject[] {
 
 async function portsOf(k: KubeCluster, name: string): Promise<{ id: string; ip: string }[]> {
   return (await k.stack.api("GET", `ports?pod=acme/${name}`)).body.items;
-}
-
-async function networkReady(k: KubeCluster, name: string, cidr: string): Promise<void> {
-  k.api.create("networks", {
-    metadata: { name, namespace: "acme" },
-    spec: { cidr, gateway: cidr.replace(/0\/24$/, "1") },
-  });
-  await eventually(
-    `network ${name} ready`,
-    () =>
-      k.api.get("networks", "acme", name)?.status?.conditions?.[0]?.status === "True"
-        ? true
-        : undefined,
-  );
 }
 
 Deno.test("stand-in API server: a pod's annotations give it its interfaces and its network-status; deleted, everything is released", async () => {

@@ -8,22 +8,13 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "./support/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
-import { eventually, type KubeCluster, startKubeCluster } from "./support/kube_cluster.ts";
+import {
+  eventually,
+  type KubeCluster,
+  networkReady,
+  startKubeCluster,
+} from "./support/kube_cluster.ts";
 import { addressOf } from "./support/pods.ts";
-
-async function networkReady(k: KubeCluster, name: string, cidr: string): Promise<void> {
-  k.api.create("networks", {
-    metadata: { name, namespace: "acme" },
-    spec: { cidr, gateway: cidr.replace(/0\/24$/, "1") },
-  });
-  await eventually(
-    `network ${name} ready`,
-    () =>
-      k.api.get("networks", "acme", name)?.status?.conditions?.[0]?.status === "True"
-        ? true
-        : undefined,
-  );
-}
 
 interface PortView {
   id: string;

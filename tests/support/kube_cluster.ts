@@ -198,6 +198,21 @@ export async function portsOfPod(
   return (await k.stack.api("GET", `ports?pod=${namespace}/${name}`)).body.items;
 }
 
+/** A Network resource in namespace acme (a /24, gateway .1), once the monitor has made it Ready. */
+export async function networkReady(k: KubeCluster, name: string, cidr: string): Promise<void> {
+  k.api.create("networks", {
+    metadata: { name, namespace: "acme" },
+    spec: { cidr, gateway: cidr.replace(/0\/24$/, "1") },
+  });
+  await eventually(
+    `network ${name} ready`,
+    () =>
+      k.api.get("networks", "acme", name)?.status?.conditions?.[0]?.status === "True"
+        ? true
+        : undefined,
+  );
+}
+
 /** Waits until `probe` answers something other than undefined, and answers it. */
 export async function eventually<T>(
   what: string,
