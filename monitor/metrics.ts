@@ -33,6 +33,8 @@ export interface MonitorMetricSources {
   tracker: { released: number };
   /** Leak reclaim passes run, and the ports they released. */
   reclaimer: { runs: number; reclaimed: number };
+  /** The manager's change feed as the port index follows it; absent: not exported. */
+  feed?: () => { lastAliveMsAgo: number };
 }
 
 export class MonitorMetrics {
@@ -76,6 +78,12 @@ export class MonitorMetrics {
         s.watches.flatMap((w) =>
           [...w.eventCounts].map(([type, value]) => ({ labels: { resource: w.what, type }, value }))
         ),
+    });
+    readGauge(r, {
+      name: "knitter_monitor_feed_lag_seconds",
+      help: "Seconds since the manager's change feed last answered the monitor (events, an " +
+        "empty long poll, or a fresh list): what it knows of the ports is at most this old.",
+      read: () => (s.feed ? [{ labels: {}, value: s.feed().lastAliveMsAgo / 1000 }] : []),
     });
     totalsCounter(r, {
       name: "knitter_monitor_reconcile_errors_total",

@@ -8,6 +8,7 @@ const EXPECTED: Record<string, string> = {
   knitter_monitor_watch_restarts_total: "counter",
   knitter_monitor_watch_lists_total: "counter",
   knitter_monitor_watch_events_total: "counter",
+  knitter_monitor_feed_lag_seconds: "gauge",
   knitter_monitor_reconcile_errors_total: "counter",
   knitter_monitor_queue_depth_keys: "gauge",
   knitter_monitor_ports_released_total: "counter",
@@ -37,6 +38,7 @@ Deno.test("monitor metrics: every name and type, within the naming convention, r
     queues: [failing],
     tracker,
     reclaimer,
+    feed: () => ({ lastAliveMsAgo: 3000 }),
   });
   failing.add("acme/web");
   await failing.idle();
@@ -71,4 +73,5 @@ Deno.test("monitor metrics: every name and type, within the naming convention, r
   assert.equal(one("knitter_monitor_ports_released_total"), 5);
   assert.equal(one("knitter_monitor_reclaimed_ports_total"), 1);
   assert.equal(one("knitter_monitor_reclaim_runs_total"), 3);
+  assert.equal(one("knitter_monitor_feed_lag_seconds"), 3);
 });

@@ -241,7 +241,13 @@ export async function startMonitor(
         Math.round(h.lastAliveMsAgo / 1000)
       } s (deadline ${config.watchDeadlineSeconds} s)`;
     });
-  const metrics = new MonitorMetrics({ watches: informers, queues, tracker, reclaimer });
+  const metrics = new MonitorMetrics({
+    watches: informers,
+    queues,
+    tracker,
+    reclaimer,
+    feed: () => ports.health(),
+  });
   const probes = serveProbes(config.health, {
     metrics: () => metrics.render(),
     // Not healthy while a watch is stale: what the monitor knows may be wrong.
