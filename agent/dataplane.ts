@@ -286,11 +286,12 @@ export class Dataplane {
     const wanted = this.compile(input);
     if (this.installed === null) {
       const known = await this.resumed();
-      if (!known) {
+      if (!(known instanceof Set)) {
         // First run of this process without a journal to trust, or a heal: what the switch has
         // is unknown, so the table is replaced at once. ovs-ofctl changes only the difference, so
         // flows that are already right stay, with their counters, and traffic never sees a gap.
-        await this.replace(wanted);
+        // A switch known to have no flow at all just gets them (nothing to read back first).
+        await this.replace(wanted, known === "empty");
         return;
       }
       // A restart onto a switch that has what the journal says: only the difference goes.
@@ -304,7 +305,7 @@ export class Dataplane {
   }
 
   /** The set on the switch as the journal has it, at a process's first run (flow_journal.ts). */
-  private async resumed(): Promise<Set<string> | null> {
+  private async resumed(): Promise<Set<string> | "empty" | null> {
     if (!this.mayResume || !this.journal) return null;
     this.mayResume = false;
     return await resumable(this.journal, this.ovs, this.config.bridge);
@@ -334,17 +335,21 @@ export class Dataplane {
     });
   }
 
-  /** Makes `wanted` the whole table, atomically; then tells afterReplace. */
-  private async replace(wanted: string[]): Promise<void> {
+  /**
+   * Makes `wanted` the whole table, atomically; then tells afterReplace. `empty`: the switch was
+   * seen with no flow just now.
+   */
+  private async replace(wanted: string[], empty = false): Promise<void> {
     this.installed = null;
     this.applied++;
     this.mayResume = false;
     await this.journal?.invalidate();
-    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true });
+    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true, empty });
     this.installed = new Set(wanted);
     this.log.info("flows replaced", { flows: wanted.length });
     await this.afterReplace?.();
-    await this.journal?.snapshot(wanted);
+    // Written in the background: the flows are in.
+    void this.journal?.snapshot(wanted);
   }
 
   /** The compiler's input, from the attachments on this node and what the manager says of others. */

@@ -37,6 +37,8 @@ export class FlowJournal {
   private logBytes = 0;
   /** False after a write failed, or while nothing is known (before the first snapshot). */
   private writing = false;
+  /** The snapshot being written: every other step waits for it. */
+  private pending: Promise<void> = Promise.resolve();
 
   constructor(dir: string, private readonly log: Logger) {
     this.snapshotPath = `${dir}/flows.snapshot`;
@@ -45,6 +47,7 @@ export class FlowJournal {
 
   /** The set the journal records, or null when there is none or it is unknown. */
   async load(): Promise<Set<string> | null> {
+    await this.pending;
     let snapshot: string;
     let log: string;
     try {
@@ -94,17 +97,32 @@ export class FlowJournal {
 
   /** Forgets the record: a replacement is about to start, and until it is done nothing is known. */
   async invalidate(): Promise<void> {
+    await this.pending;
     this.writing = false;
     await Promise.all([this.snapshotPath, this.logPath].map((p) => removeIfThere(p)))
       .catch((err) => this.log.warn("cannot remove the flow journal", { error: String(err) }));
   }
 
-  /** Records `flows` as the whole table (after a replacement). */
-  async snapshot(flows: Iterable<string>): Promise<void> {
+  /**
+   * Records `flows` as the whole table (after a replacement). The file is written in the
+   * background (the flows are in already; 16 MB for 112k flows): the journal's next step waits for
+   * it, and an agent that stops before it is done finds no journal and replaces the table.
+   */
+  snapshot(flows: readonly string[]): Promise<void> {
+    this.pending = this.pending.then(() => this.write(flows));
+    return this.pending;
+  }
+
+  /** Resolves once the snapshot being written (if any) is on disk. */
+  async settled(): Promise<void> {
+    await this.pending;
+  }
+
+  private async write(flows: readonly string[]): Promise<void> {
     try {
       await removeIfThere(this.logPath);
       const tmp = `${this.snapshotPath}.tmp`;
-      await Deno.writeTextFile(tmp, [...flows].join("\n"));
+      await Deno.writeTextFile(tmp, flows.join("\n"));
       await Deno.rename(tmp, this.snapshotPath);
       this.logBytes = 0;
       this.writing = true;
@@ -115,6 +133,7 @@ export class FlowJournal {
 
   /** Before a bundle: the change it makes. */
   async begin(add: string[], del: string[]): Promise<void> {
+    await this.pending;
     if (!this.writing) return;
     const text = ["B", ...add.map((l) => `+${l}`), ...del.map((l) => `-${l}`), ""].join("\n");
     await this.append(text);
@@ -127,7 +146,7 @@ export class FlowJournal {
   async end(applied: boolean, installed: ReadonlySet<string>): Promise<void> {
     if (!this.writing) return;
     await this.append(applied ? "E\n" : "A\n");
-    if (this.writing && this.logBytes > MAX_LOG_BYTES) await this.snapshot(installed);
+    if (this.writing && this.logBytes > MAX_LOG_BYTES) await this.snapshot([...installed]);
   }
 
   private async append(text: string): Promise<void> {
@@ -149,17 +168,19 @@ export class FlowJournal {
 
 /**
  * The flows on the bridge as the journal records them, when the switch holds as many flows as
- * that (module documentation); null otherwise, and when there is no journal.
+ * that (module documentation); "empty" when the switch has no flow at all (it restarted: nothing
+ * to read back or compare with); null otherwise, and when there is no journal.
  */
 export async function resumable(
   journal: FlowJournal,
   ovs: Ovs,
   bridge: string,
-): Promise<Set<string> | null> {
-  const flows = await journal.load();
-  if (!flows) return null;
+): Promise<Set<string> | "empty" | null> {
   const count = await ovs.flowCount(bridge).catch(() => -1);
-  return count === flows.size ? flows : null;
+  if (count === 0) return "empty";
+  if (count < 0) return null;
+  const flows = await journal.load();
+  return flows?.size === count ? flows : null;
 }
 
 async function removeIfThere(path: string): Promise<void> {

@@ -216,18 +216,19 @@ export class Ovs {
    * Deletes (strictly: same table, priority and match) and adds flows in ONE atomic bundle: either
    * all of it applies or none. `del` entries may be full flows (as added or dumped): only their
    * table, priority and match count. With `replaceAll`, `add` becomes the whole table (`del` is
-   * not needed).
+   * not needed); with `empty` as well, the caller saw the table without any flow a moment ago, and
+   * the flows are added in one bundle without reading the table first (`--bundle add-flows`).
    */
   async bundle(
     bridge: string,
     add: string[],
     del: string[],
-    opts: { replaceAll?: boolean } = {},
+    opts: { replaceAll?: boolean; empty?: boolean } = {},
   ): Promise<void> {
     if ([...add, ...del].some((flow) => /[\n\r]/.test(flow))) {
       throw new Error(`Cannot apply a bundle to "${bridge}": a flow has a line break`);
     }
-    if (opts.replaceAll) return await this.replaceFlows(bridge, add);
+    if (opts.replaceAll) return await this.replaceFlows(bridge, add, opts.empty ?? false);
     const lines = [
       ...del.map((flow) => `flow delete_strict ${matchPart(flow)}`),
       ...add.map((flow) => `flow add ${flow.trim()}`),
@@ -244,10 +245,11 @@ export class Ovs {
    * Makes `flows` the bridge's whole flow table in one atomic bundle. ovs-ofctl changes only the
    * difference, so flows that stay keep their counters.
    */
-  private async replaceFlows(bridge: string, flows: string[]): Promise<void> {
+  private async replaceFlows(bridge: string, flows: string[], empty: boolean): Promise<void> {
     const lines = flows.map((flow) => flow.trim());
+    const verb = empty ? "add-flows" : "replace-flows";
     try {
-      await this.ofctl(["--bundle", "replace-flows", bridge, "-"], lines.join("\n") + "\n");
+      await this.ofctl(["--bundle", verb, bridge, "-"], lines.join("\n") + "\n");
     } catch (err) {
       throw bundleError(bridge, lines, err);
     }

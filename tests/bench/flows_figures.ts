@@ -157,6 +157,8 @@ async function firstSync(
   const t0 = now();
   await dp.sync();
   const ms = now() - t0;
+  // The journal's snapshot is written after the flows are in; the next start reads it.
+  await dp.journal?.settled();
   return { ms, how: said.includes("flows resumed from the journal") ? "resumed" : "replaced" };
 }
 
