@@ -2,7 +2,8 @@
  * Lost DELs: a pod's netns deleted without the runtime's DEL (a crashed runtime, a failed cleanup),
  * and netns removed while the agent was down (a node reboot). The agent reaps each attachment whose
  * netns is gone: its manager port released, its OVS port, veth, flows and record removed, other
- * pods undisturbed.
+ * pods undisturbed. Prints how long each took (docs/benchmarks.md): from the netns deletion to the
+ * agent's decision (its log line) and to everything gone on the node and at the manager.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
@@ -57,6 +58,17 @@ Deno.test("e2e lost DEL: attachments whose netns is gone are reaped after the gr
   assert.ok(await pings(a, ips.c), "a reaches c before anything happens");
   assert.equal(await n1Ports(), 2);
 
+  const figures: string[] = [];
+  /** When the agent logged that it removes `pod`'s attachment (epoch ms). */
+  const reapLogged = async (pod: Pod): Promise<number> => {
+    const log = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
+    const line = log.split("\n").find((l) =>
+      l.includes("netns gone without DEL") && l.includes(pod.containerId)
+    );
+    assert.ok(line, `the agent logged reaping ${pod.name}`);
+    return Date.parse(JSON.parse(line).time);
+  };
+
   /** Only a's attachment is left on n1: record, OVS port, veth. */
   const onlyA = async () => {
     const left = await leftovers(n1);
@@ -77,6 +89,12 @@ Deno.test("e2e lost DEL: attachments whose netns is gone are reaped after the gr
       "lost's port released at the manager",
       async () => (await n1Ports()) === 1,
       5000,
+    );
+    const allGone = Date.now() - deletedAt;
+    figures.push(
+      `netns deleted without DEL (grace ${GRACE_SECONDS} s, checked every 0.25 s): reaping began ${
+        (await reapLogged(lost)) - deletedAt
+      } ms after, everything gone (node and manager) ${allGone} ms after`,
     );
     assert.deepEqual(await flows(n1, `cookie=${cookie}/-1`), [], "its flows are gone");
     const log = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
@@ -101,12 +119,20 @@ Deno.test("e2e lost DEL: attachments whose netns is gone are reaped after the gr
     const config = JSON.parse(await Deno.readTextFile(n1.agentConfig));
     config.staleAttachments = { graceSeconds: 3600, intervalSeconds: 0 };
     await Deno.writeTextFile(n1.agentConfig, JSON.stringify(config));
+    const starting = Date.now();
     await n1.startAgent();
     await waitFor("d's attachment reaped at start", onlyA, 15_000);
     await waitFor(
       "d's port released at the manager",
       async () => (await n1Ports()) === 1,
       5000,
+    );
+    figures.push(
+      `netns removed while the agent was down: everything gone ${
+        Date.now() - starting
+      } ms after the agent's start began (reaping began after ${
+        (await reapLogged(d)) - starting
+      } ms)`,
     );
     assert.ok(await pings(a, ips.c), "a still reaches c");
     const tcp = await tcpExchange(cleanup, c.netns, a.netns, ips.a, 1 << 20);
@@ -136,6 +162,7 @@ Deno.test("e2e lost DEL: attachments whose netns is gone are reaped after the gr
     assert.ok(await pings(a, ips.c), "a still reaches c");
   });
 
+  console.log(`lost DEL figures: ${figures.join("; ")}`);
   assert.equal((await a.del()).code, 0);
   assert.equal((await c.del()).code, 0);
   assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
