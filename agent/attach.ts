@@ -3,29 +3,13 @@
  * that a failure (or a crash) can always be undone; DEL undoes exactly that and succeeds when it
  * is already undone; CHECK compares the pod with what ADD recorded.
  */
-import type { Logger, Port } from "@knitter/common";
-import {
-  isStablePortId,
-  type ManagerClient,
-  ManagerError,
-  ManagerUnavailableError,
-  Mutex,
-  type StartedCommand,
-} from "@knitter/common";
+import type { Logger, Port, StartedCommand } from "@knitter/common";
+import { ManagerError, Mutex } from "@knitter/common";
 import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
 import { toCniError } from "./cni_errors.ts";
 import { cniResult, podRoutes } from "./cni_result.ts";
-import type { Dataplane } from "./dataplane.ts";
-import { CONTAINER_PREFIX as EXTRA_CONTAINER_PREFIX } from "./extra_interface.ts";
-import {
-  createPodInterface,
-  deletePodInterface,
-  hostIfName,
-  podInterfaceState,
-  startPodBatch,
-} from "./netlink.ts";
+import { hostIfName } from "./netlink.ts";
 import { netnsIdNow, netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
-import type { PortPlugger } from "./port_plugger.ts";
 import { goneReason } from "./reaper.ts";
 import {
   checkAddRequest,
@@ -34,14 +18,15 @@ import {
   portIdFor,
   type WantedInterface,
 } from "./pod_request.ts";
+import type { AttachmentStore, Links } from "./seams.ts";
 import {
-  type AgentState,
-  type AttachedInterface,
   type Attachment,
+  isExtraContainer,
   MAX_VALUE_BYTES,
   RecordTooLargeError,
   storedBytes,
 } from "./state.ts";
+import { externalIds, type Wiring } from "./wiring.ts";
 
 /** Room kept in a record for each interface's port and result, when its size is judged up front. */
 const BYTES_PER_INTERFACE = 1024;
@@ -49,10 +34,10 @@ const BYTES_PER_INTERFACE = 1024;
 export interface AttacherDeps {
   nodeName: string;
   defaults: { tenant: string; network?: string };
-  state: AgentState;
-  manager: ManagerClient;
-  plugger: PortPlugger;
-  dataplane: Dataplane;
+  state: AttachmentStore;
+  /** Makes and undoes the interfaces (wiring.ts), as for knitctl's extra interfaces. */
+  wiring: Wiring;
+  links: Links;
   log: Logger;
 }
 
@@ -95,7 +80,7 @@ export class Attacher {
     let failure: unknown;
     for (const listed of await this.d.state.listAttachments()) {
       // knitctl's extra interfaces are not the runtime's to list: only detach removes them.
-      if (listed.containerId.startsWith(EXTRA_CONTAINER_PREFIX)) continue;
+      if (isExtraContainer(listed.containerId)) continue;
       const key = `${listed.containerId}/${listed.ifName}`;
       // An ADD being answered now is newer than the runtime's list: not the list's to judge.
       if (valid.has(key) || this.adding.has(key)) continue;
@@ -144,7 +129,7 @@ export class Attacher {
     const pod = await podNetns(req.netns ?? "");
     // The first interface's `ip` starts now and waits for its lines, while the journal and the
     // manager are waited for.
-    const batch = await startPodBatch(pod.path);
+    const batch = await this.d.links.startBatch(pod.path);
     try {
       return await this.addWith(req, pod, batch);
     } finally {
@@ -199,68 +184,43 @@ export class Attacher {
     }
     this.requireOwnPorts(a);
     requireRoom(a, req.config.prevResult);
-    // The journal goes first: whatever happens next, DEL finds what to undo.
-    await this.d.state.putAttachment(a);
-    // Interfaces from this index on have nothing made for them anywhere (ports come first).
-    let untouched = 0;
     try {
-      for (const [k, i] of a.interfaces.entries()) {
-        const w = want.interfaces[k];
-        untouched = k + 1;
-        try {
-          i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, {
+      await this.d.wiring.wire(a, {
+        what: "ADD",
+        portRequest: (i, k) => {
+          const w = want.interfaces[k];
+          return {
             ...(w.ip ? { ip: w.ip } : {}),
             ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
             ...(w.mac ? { mac: w.mac } : {}),
             node: this.d.nodeName,
             ...(want.pod ? { pod: want.pod } : {}),
             interface: i.ifName,
-          });
-        } catch (err) {
-          if (err instanceof ManagerUnavailableError && err.notSent) untouched = k;
-          throw withSource(err, w);
-        }
-        // No journal write here: port IDs are derived, so the journal already names what to release.
-        this.requirePhysnet(i.port);
-        requirePrefix(i.port, w);
-      }
-      // The agent picks the ofports, so the flows go in while the interfaces are made and plugged.
-      for (const i of a.interfaces) i.ofport = this.d.plugger.takeOfport();
-      // The journal write runs alongside: the flow model reads the state's memory, which the call
-      // updates at once, and a crash before it lands leaves an "adding" record DEL undoes by name.
-      await allDone([
-        this.d.state.putAttachment(a),
-        this.makeInterfaces(a, batch),
-        this.d.dataplane.sync(),
-      ]);
-      a.result = cniResult(
-        netns,
-        a.interfaces.map((i) => ({ ...i, port: i.port! })),
-        req.config.prevResult,
-      );
-      a.status = "ready";
-      await this.d.state.putAttachment(a);
-      this.d.log.info("attached", {
-        container: a.containerId,
-        netns,
-        interfaces: a.interfaces.length,
+          };
+        },
+        refused: (err, k) => withSource(err, want.interfaces[k]),
+        accept: (i, k) => requirePrefix(i.port, want.interfaces[k]),
+        shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
+        externalIds,
+        batch,
+        complete: (a) => {
+          a.result = cniResult(
+            netns,
+            a.interfaces.map((i) => ({ ...i, port: i.port! })),
+            req.config.prevResult,
+          );
+        },
       });
-      return a.result as CniResult;
     } catch (err) {
-      const failure = toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
-      // Undoing what was never made would ask a manager that is not answering, and keep the record.
-      if (untouched < a.interfaces.length) a.interfaces = a.interfaces.slice(0, untouched);
-      try {
-        await this.undo(a, "rollback of a failed ADD", { rollback: true });
-      } catch (undoErr) {
-        // The journal stays: the runtime's DEL will finish the job.
-        this.d.log.error("rollback incomplete", {
-          container: a.containerId,
-          error: String(undoErr),
-        });
-      }
-      throw failure;
+      // The record stays when the rollback did not finish: the runtime's DEL will finish the job.
+      throw toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
     }
+    this.d.log.info("attached", {
+      container: a.containerId,
+      netns,
+      interfaces: a.interfaces.length,
+    });
+    return a.result as CniResult;
   }
 
   /**
@@ -273,7 +233,7 @@ export class Attacher {
       return `${pod.path} is a new network namespace (the sandbox was recreated)`;
     }
     for (const i of a.interfaces) {
-      const st = await podInterfaceState(a.netns, i.ifName);
+      const st = await this.d.links.state(a.netns, i.ifName);
       if (st?.mac !== i.port?.mac) return `${i.ifName} in ${a.netns} is gone or changed`;
     }
     return undefined;
@@ -296,53 +256,16 @@ export class Attacher {
     }
   }
 
-  private async unbindStable(tenant: string, network: string, id: string): Promise<void> {
-    try {
-      await this.d.manager.unbindPort(tenant, network, id);
-    } catch (err) {
-      if (!(err instanceof ManagerError && err.status === 404)) throw err;
-    }
-  }
-
   private async doDel(req: CniRequest): Promise<void> {
     const a = await this.d.state.getAttachment(req.containerId, req.ifName);
     if (!a) return; // Already undone, or never made here: DEL succeeds.
     await this.undo(a, "DEL");
   }
 
-  /**
-   * Undoes an attachment in reverse order. Every step tolerates what is already gone, so running it
-   * again after a partial failure finishes the job. The record goes last.
-   */
-  private async undo(a: Attachment, why: string, opts: { rollback?: boolean } = {}): Promise<void> {
+  /** Undoes an attachment as its record says (wiring.ts unwire). */
+  private async undo(a: Attachment, why: string): Promise<void> {
     try {
-      await allDone([
-        this.d.plugger.remove(a.interfaces.map((i) => i.hostIfName)),
-        // The pod end goes with the host end; alone only when it is provably knitter's.
-        ...a.interfaces.map((i) =>
-          deletePodInterface(i.hostIfName, { netns: a.netns, ifName: i.ifName, mac: i.port?.mac })
-        ),
-      ]);
-      // Flows of the gone ports go before their addresses can be handed to someone else.
-      const ports = a.interfaces;
-      a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
-      // The result is not needed to undo, and may be what made a record too large to store.
-      delete a.result;
-      await this.d.state.putAttachment(a);
-      await this.d.dataplane.sync();
-      this.d.plugger.release(ports.map((i) => i.ofport));
-      for (const i of ports) {
-        // A port another attachment here still uses (a stable one) is not this one's to release.
-        if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
-        // A stable port (Kubernetes mode) outlives DEL, bound to its pod; one this failed ADD bound
-        // is unbound instead (same address), so that the pod's network-status, which the monitor
-        // writes from the ports bound to it, names no interface the rollback took away.
-        if (opts.rollback && i.port?.pod && isStablePortId(i.portId)) {
-          await this.unbindStable(i.tenant, i.network, i.portId);
-        } else await this.d.manager.deletePort(i.tenant, i.network, i.portId);
-      }
-      await this.d.state.deleteAttachment(a.containerId, a.ifName);
-      this.d.log.info("detached", { container: a.containerId, why });
+      await this.d.wiring.unwire(a, why);
     } catch (err) {
       throw toCniError(err, `Cannot detach ${a.containerId} (${why})`);
     }
@@ -364,7 +287,7 @@ export class Attacher {
       );
     }
     for (const i of a.interfaces) {
-      const st = await podInterfaceState(a.netns, i.ifName);
+      const st = await this.d.links.state(a.netns, i.ifName);
       const port = i.port!;
       const where = `${i.ifName} in ${a.netns}`;
       if (!st) throw new CniError(CNI_CODE.checkFailed, `Interface ${where} is missing`);
@@ -407,35 +330,6 @@ export class Attacher {
     }
   }
 
-  /** Creates the pod's interfaces in its netns, then plugs their host ends into the bridge. */
-  private async makeInterfaces(a: Attachment, batch: StartedCommand): Promise<void> {
-    for (const [k, i] of a.interfaces.entries()) {
-      await createPodInterface({
-        netns: a.netns,
-        ifName: i.ifName,
-        hostIfName: i.hostIfName,
-        mac: i.port!.mac,
-        mtu: i.port!.mtu,
-        addresses: [i.port!.address],
-        routes: podRoutes({ ...i, port: i.port! }),
-        softwareChecksums: this.d.dataplane.softwareChecksums,
-      }, k === 0 ? batch : undefined);
-    }
-    await this.d.plugger.add(a.interfaces.map((i) => ({
-      name: i.hostIfName,
-      ofportRequest: i.ofport,
-      externalIds: externalIds(a, i),
-    })));
-  }
-
-  private requirePhysnet(port: Port): void {
-    if (port.type === "vxlan" || this.d.dataplane.physnetPort(port.physnet!) !== undefined) return;
-    throw new CniError(
-      CNI_CODE.invalidConfig,
-      `Network "${port.network}" rides on physnet "${port.physnet}", which node "${this.d.nodeName}" does not map to a bridge (agent bridgeMappings)`,
-    );
-  }
-
   private async locked<T>(containerId: string, fn: () => Promise<T>): Promise<T> {
     let m = this.locks.get(containerId);
     if (!m) this.locks.set(containerId, m = new Mutex());
@@ -445,15 +339,6 @@ export class Attacher {
       if (!m.busy) this.locks.delete(containerId);
     }
   }
-}
-
-/**
- * Waits for all of the steps, then fails with the first failure: an undo must not start while a
- * step that failed alongside another is still making things.
- */
-async function allDone(steps: Promise<unknown>[]): Promise<void> {
-  const failed = (await Promise.allSettled(steps)).find((r) => r.status === "rejected");
-  if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
 /**
@@ -490,16 +375,4 @@ function withSource(err: unknown, w: WantedInterface): unknown {
   const from = err.field === "ip" ? w.ipFrom : err.field === "mac" ? w.macFrom : undefined;
   if (!from) return err;
   return new ManagerError(err.status, err.code, `${from}: ${err.message}`, err.field);
-}
-
-/** The external IDs of a pod interface's port on the bridge: whose it is. */
-export function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {
-  const ids: Record<string, string> = {
-    "knitter-container": a.containerId,
-    "knitter-ifname": i.ifName,
-    "knitter-port": i.portId,
-    "knitter-network": `${i.port!.networkTenant}/${i.port!.network}`,
-  };
-  if (a.pod) ids["knitter-pod"] = `${a.pod.namespace}/${a.pod.name}`;
-  return ids;
 }

@@ -7,6 +7,7 @@ import { CommandError, ManagerError, ManagerUnavailableError } from "@knitter/co
 import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 import { InterfaceExistsError } from "./netlink.ts";
 import { RecordTooLargeError } from "./state.ts";
+import { PhysnetNotMappedError } from "./wiring.ts";
 
 /** Manager error codes that mean the request itself (the network config) is wrong. */
 const CONFIG_ERRORS = new Set([
@@ -44,7 +45,7 @@ export function toCniError(err: unknown, doing: string): CniError {
     const code = err.side === "pod" ? CNI_CODE.invalidEnvironment : CNI_CODE.internal;
     return new CniError(code, `${doing}: ${err.message}`);
   }
-  if (err instanceof RecordTooLargeError) {
+  if (err instanceof RecordTooLargeError || err instanceof PhysnetNotMappedError) {
     return new CniError(CNI_CODE.invalidConfig, `${doing}: ${err.message}`);
   }
   if (err instanceof CommandError) {

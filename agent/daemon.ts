@@ -9,7 +9,7 @@ import {
   serveUnix,
 } from "@knitter/common";
 import { agentProbeChecks } from "./health.ts";
-import { Attacher, type AttacherDeps, externalIds } from "./attach.ts";
+import { Attacher, type AttacherDeps } from "./attach.ts";
 import type { AgentConfig } from "./config.ts";
 import { ConflictReporter } from "./conflict_report.ts";
 import { Dataplane } from "./dataplane.ts";
@@ -23,12 +23,14 @@ import { ExtraInterfaces } from "./extra_interface.ts";
 import { ExtraInterfaceStore } from "./extra_interface_store.ts";
 import { Ovs } from "./ovs.ts";
 import { PortPlugger } from "./port_plugger.ts";
+import { ipLinks, ovsBridges } from "./seams.ts";
 import { Reaper } from "./reaper.ts";
 import { RemoteView } from "./remote.ts";
 import { disableTxChecksumOffload } from "./netlink.ts";
 import { agentApp } from "./server.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { AgentState } from "./state.ts";
+import { externalIds, Wiring } from "./wiring.ts";
 
 export interface RunningAgent {
   stop(): Promise<void>;
@@ -75,13 +77,23 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const attachments = [...state.attachmentsView()];
   plugger.reserve(attachments.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));
   await plugger.reserveInstalled();
+  // One way to make and undo an interface, for CNI ADDs and knitctl's extra interfaces alike.
+  const wiring = new Wiring({
+    nodeName: config.nodeName,
+    links: ipLinks,
+    ports: plugger,
+    bridges: ovsBridges(ovs),
+    flows: dataplane,
+    manager,
+    state,
+    log,
+  });
   const deps: AttacherDeps = {
     nodeName: config.nodeName,
     defaults: { tenant: config.defaultTenant, network: config.defaultNetwork },
     state,
-    manager,
-    plugger,
-    dataplane,
+    wiring,
+    links: ipLinks,
     log,
   };
   const attacher = pods ? new KubeAttacher(deps, pods, manager) : new Attacher(deps);
@@ -92,11 +104,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     defaultTenant: config.defaultTenant,
     store: extraStore,
     state,
-    manager,
-    ovs,
-    plugger,
-    dataplane,
-    attacher,
+    wiring,
+    links: ipLinks,
+    bridges: ovsBridges(ovs),
     log,
   });
   // Open vSwitch restarts, lost bridges and flow drift are noticed and repaired (healer.ts).

@@ -11,37 +11,26 @@
  * Each is journalled before anything is made, rolled back when a step fails, and undone by detach,
  * which succeeds when there is nothing (left) to undo.
  */
-import type { ExtraInterfaceView, Logger, PodRef, Port, Route } from "@knitter/common";
+import type { ExtraInterfaceView, Logger, PodRef, Route } from "@knitter/common";
 import { ManagerError, ManagerUnavailableError, Mutex } from "@knitter/common";
-import { LATEST_CNI_VERSION } from "@knitter/plugin/contract";
-import type { Attacher } from "./attach.ts";
-import type { Dataplane } from "./dataplane.ts";
 import type { AttachBody, DetachBody } from "./extra_interface_request.ts";
 import type { ExtraInterface, ExtraInterfaceStore } from "./extra_interface_store.ts";
-import {
-  createPodInterface,
-  deletePodInterface,
-  hostIfName,
-  podInterfaceState,
-} from "./netlink.ts";
-import type { Ovs } from "./ovs.ts";
+import { hostIfName } from "./netlink.ts";
 import { portIdFor } from "./pod_request.ts";
-import type { PortPlugger } from "./port_plugger.ts";
-import type { AgentState, Attachment } from "./state.ts";
-import type { ManagerClient } from "@knitter/common";
+import type { AttachmentStore, Bridges, Links } from "./seams.ts";
+import { type Attachment, EXTRA_CONTAINER_PREFIX, isExtraContainer } from "./state.ts";
+import { PhysnetNotMappedError, type Wiring } from "./wiring.ts";
 
 export interface ExtraInterfaceDeps {
   nodeName: string;
   defaultTenant: string;
   store: ExtraInterfaceStore;
-  state: AgentState;
-  manager: ManagerClient;
-  ovs: Ovs;
-  /** br-int's ports: the agent picks their ofports, the extra ones' too. */
-  plugger: PortPlugger;
-  dataplane: Dataplane;
-  /** Undoes a network interface through its attachment record, as CNI DEL undoes a pod's. */
-  attacher: Attacher;
+  state: AttachmentStore;
+  /** Makes and undoes the interfaces (wiring.ts), as for a CNI ADD. */
+  wiring: Wiring;
+  links: Links;
+  /** The switch's other bridges, for plain interfaces. */
+  bridges: Bridges;
   log: Logger;
 }
 
@@ -58,8 +47,6 @@ export class ExtraInterfaceError extends Error {
 }
 
 const BRIDGE_MTU = 1500;
-/** Container IDs of extra interfaces' attachments: never a runtime's (those are hex or UUIDs). */
-export const CONTAINER_PREFIX = "knitctl-";
 
 export class ExtraInterfaces {
   /** Rare, operator-driven calls: one at a time keeps "same netns + ifname" checks simple. */
@@ -96,7 +83,7 @@ export class ExtraInterfaces {
       );
     }
     if (existing) await this.undo(existing, "left over from an interrupted attach");
-    if (await podInterfaceState(target.path, body.ifName)) {
+    if (await this.d.links.state(target.path, body.ifName)) {
       throw new ExtraInterfaceError(
         409,
         "interface_exists",
@@ -111,8 +98,8 @@ export class ExtraInterfaces {
       ifName: body.ifName,
       kind: body.network ? "network" : "bridge",
       status: "adding",
-      hostIfName: hostIfName(`${CONTAINER_PREFIX}${id}`, body.ifName),
-      bridge: body.bridge ?? this.d.dataplane.bridge,
+      hostIfName: hostIfName(`${EXTRA_CONTAINER_PREFIX}${id}`, body.ifName),
+      bridge: body.bridge ?? this.d.wiring.bridge,
       mac: body.mac ?? randomMac(),
       mtu: body.mtu ?? BRIDGE_MTU,
       routes: body.routes,
@@ -131,16 +118,8 @@ export class ExtraInterfaces {
       x.status = "ready";
       await this.d.store.put(x);
     } catch (err) {
-      try {
-        await this.undo(x, "rollback of a failed attach");
-      } catch (undoErr) {
-        // The records stay: detach finishes the job.
-        this.d.log.error("extra interface rollback incomplete", {
-          netns: x.netns,
-          ifName: x.ifName,
-          error: String(undoErr),
-        });
-      }
+      // The wiring undid what it made; its record, when that undo did not finish, is detach's.
+      if (!(await this.leftOver(x))) await this.d.store.delete(x.id);
       throw asExtraError(err, `Cannot attach ${x.ifName} in ${x.netns}`);
     }
     this.d.log.info("extra interface attached", { netns: x.netns, ifName: x.ifName, kind: x.kind });
@@ -156,10 +135,10 @@ export class ExtraInterfaces {
     return { removed: true, netns: x.netns, ifName: x.ifName };
   }
 
-  /** Port first (so a refused network leaves nothing), then the veth, the bridge port, the flows. */
+  /** As a CNI ADD: the port first (a refused network leaves nothing), the veth, the flows. */
   private async makeNetworkInterface(x: ExtraInterface, body: AttachBody, pod?: PodRef) {
     const tenant = body.tenant ?? this.d.defaultTenant;
-    const containerId = `${CONTAINER_PREFIX}${x.id}`;
+    const containerId = `${EXTRA_CONTAINER_PREFIX}${x.id}`;
     const [cookie] = await this.d.state.portNumbers(1);
     const a: Attachment = {
       containerId,
@@ -186,60 +165,37 @@ export class ExtraInterfaces {
       portId: a.interfaces[0].portId,
     });
     await this.d.store.put(x);
-    await this.d.state.putAttachment(a);
-    const i = a.interfaces[0];
     const ip = body.ip?.split("/")[0];
-    i.port = await this.d.manager.putPort(tenant, i.network, i.portId, {
-      ...(ip ? { ip } : {}),
-      ...(body.mac ? { mac: body.mac } : {}),
-      node: this.d.nodeName,
-      ...(pod ? { pod } : {}),
-      interface: x.ifName,
+    await this.d.wiring.wire(a, {
+      what: "attach",
+      portRequest: () => ({
+        ...(ip ? { ip } : {}),
+        ...(body.mac ? { mac: body.mac } : {}),
+        node: this.d.nodeName,
+        ...(pod ? { pod } : {}),
+        interface: x.ifName,
+      }),
+      accept: (i) => requireMtu(i.port.mtu, i.port.network, body),
+      // Never a default route: the netns has its own.
+      shape: (i) => ({
+        mtu: body.mtu ?? i.port.mtu,
+        routes: mergeRoutes(i.port.routes, body.routes),
+      }),
+      externalIds: (_, i) => externalIds(x, `${i.port!.networkTenant}/${i.port!.network}`),
     });
-    const port = i.port;
-    this.requireUsable(port, body);
+    const port = a.interfaces[0].port!;
     x.address = port.address;
     x.mac = port.mac;
     x.mtu = body.mtu ?? port.mtu;
     x.routes = mergeRoutes(port.routes, body.routes);
-    await createPodInterface({
-      netns: x.netns,
-      ifName: x.ifName,
-      hostIfName: x.hostIfName,
-      mac: x.mac,
-      mtu: x.mtu,
-      addresses: [port.address],
-      routes: x.routes,
-      softwareChecksums: this.d.dataplane.softwareChecksums,
-    });
-    i.ofport = this.d.plugger.takeOfport();
-    await this.d.state.putAttachment(a);
-    await this.d.plugger.add([{
-      name: x.hostIfName,
-      ofportRequest: i.ofport,
-      externalIds: externalIds(x, `${port.networkTenant}/${port.network}`),
-    }]);
-    a.status = "ready";
-    await this.d.state.putAttachment(a);
-    await this.d.dataplane.sync();
   }
 
-  private async makeBridgeInterface(x: ExtraInterface): Promise<void> {
-    await createPodInterface({
-      netns: x.netns,
-      ifName: x.ifName,
-      hostIfName: x.hostIfName,
-      mac: x.mac,
-      mtu: x.mtu,
+  private makeBridgeInterface(x: ExtraInterface): Promise<void> {
+    return this.d.wiring.wirePlain({
+      ...x,
       addresses: x.address ? [x.address] : [],
-      routes: x.routes,
-      softwareChecksums: this.d.dataplane.softwareChecksums,
-    });
-    await this.d.ovs.addPorts(x.bridge, [{
-      name: x.hostIfName,
-      ...(x.vlan !== undefined ? { tag: x.vlan } : {}),
       externalIds: externalIds(x),
-    }]);
+    });
   }
 
   /**
@@ -248,52 +204,32 @@ export class ExtraInterfaces {
    */
   private async undo(x: ExtraInterface, why: string): Promise<void> {
     try {
-      if (x.kind === "network" && x.containerId) {
-        await this.d.attacher.del({
-          command: "DEL",
-          containerId: x.containerId,
-          netns: x.netns,
-          ifName: x.ifName,
-          args: {},
-          path: "",
-          config: { cniVersion: LATEST_CNI_VERSION, name: "knitctl", type: "knitter" },
-        });
-      }
+      const a = x.containerId ? await this.d.state.getAttachment(x.containerId, x.ifName) : null;
+      if (a) await this.d.wiring.unwire(a, why);
       // A network interface whose journal never reached the attachment record, or a bridge one.
-      await this.d.ovs.delPorts(x.bridge, [x.hostIfName]);
-      await deletePodInterface(x.hostIfName, { netns: x.netns, ifName: x.ifName, mac: x.mac });
+      await this.d.wiring.unwirePlain(x);
       await this.d.store.delete(x.id);
     } catch (err) {
       throw asExtraError(err, `Cannot undo ${x.ifName} in ${x.netns} (${why})`);
     }
   }
 
-  private requireUsable(port: Port, body: AttachBody): void {
-    if (port.type !== "vxlan" && this.d.dataplane.physnetPort(port.physnet!) === undefined) {
-      throw new ExtraInterfaceError(
-        400,
-        "physnet_not_mapped",
-        `Network "${port.network}" rides on physnet "${port.physnet}", which node "${this.d.nodeName}" does not map to a bridge (agent bridgeMappings)`,
-      );
-    }
-    if (body.mtu !== undefined && body.mtu > port.mtu) {
-      throw new ExtraInterfaceError(
-        400,
-        "mtu_too_big",
-        `MTU ${body.mtu} is above network "${port.network}"'s ${port.mtu}: ask for ${port.mtu} or less`,
-      );
-    }
+  /** Whether a failed attach left something its rollback could not undo (detach finishes it). */
+  private async leftOver(x: ExtraInterface): Promise<boolean> {
+    if (x.containerId && await this.d.state.getAttachment(x.containerId, x.ifName)) return true;
+    const end = await this.d.links.state(x.netns, x.ifName).catch(() => null);
+    return end?.mac === x.mac;
   }
 
   private async requireBridge(bridge: string): Promise<void> {
-    if (bridge === this.d.dataplane.bridge) {
+    if (bridge === this.d.wiring.bridge) {
       throw new ExtraInterfaceError(
         400,
         "bridge_managed",
         `${bridge} carries the agent's computed flows, where a plain port gets no traffic: use network instead of bridge`,
       );
     }
-    const bridges = (await this.d.ovs.vsctl(["list-br"])).split("\n").filter(Boolean);
+    const bridges = await this.d.bridges.list();
     if (!bridges.includes(bridge)) {
       throw new ExtraInterfaceError(
         404,
@@ -317,7 +253,7 @@ export class ExtraInterfaces {
       const [namespace, name] = t.pod.split("/");
       const a = (await this.d.state.listAttachments()).find((a) =>
         a.pod?.namespace === namespace && a.pod.name === name && a.status === "ready" &&
-        !a.containerId.startsWith(CONTAINER_PREFIX)
+        !isExtraContainer(a.containerId)
       );
       if (!a) {
         if (gone) return { path: `pod ${t.pod}`, id: "", podName: t.pod };
@@ -359,6 +295,16 @@ export class ExtraInterfaces {
       all.find((x) => x.netns === target.path) ??
       all.find((x) => target.podName !== undefined && x.pod === target.podName);
   }
+}
+
+/** An MTU asked above the network's is refused (the port is released again). */
+function requireMtu(mtu: number, network: string, body: AttachBody): void {
+  if (body.mtu === undefined || body.mtu <= mtu) return;
+  throw new ExtraInterfaceError(
+    400,
+    "mtu_too_big",
+    `MTU ${body.mtu} is above network "${network}"'s ${mtu}: ask for ${mtu} or less`,
+  );
 }
 
 function viewOf(x: ExtraInterface): ExtraInterfaceView {
@@ -415,6 +361,9 @@ function randomMac(): string {
 
 function asExtraError(err: unknown, what: string): ExtraInterfaceError {
   if (err instanceof ExtraInterfaceError) return err;
+  if (err instanceof PhysnetNotMappedError) {
+    return new ExtraInterfaceError(400, "physnet_not_mapped", err.message);
+  }
   if (err instanceof ManagerError) {
     const status = err.status === 404 ? 404 : err.status === 409 ? 409 : 400;
     return new ExtraInterfaceError(

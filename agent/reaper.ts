@@ -15,10 +15,8 @@
  * longer exists.
  */
 import type { Logger } from "@knitter/common";
-import type { Attacher } from "./attach.ts";
-import { CONTAINER_PREFIX as EXTRA_CONTAINER_PREFIX } from "./extra_interface.ts";
 import { netnsIdNow } from "./netns.ts";
-import type { AgentState, Attachment } from "./state.ts";
+import { type AgentState, type Attachment, isExtraContainer } from "./state.ts";
 
 /**
  * Why an attachment's netns is gone, given what its path is now (netns.ts `netnsIdNow`: an
@@ -39,7 +37,7 @@ export function goneReason(
 
 /** Which attachments the reaper looks at: the runtime's, not knitctl's extra interfaces. */
 export function reapable(a: Pick<Attachment, "containerId">): boolean {
-  return !a.containerId.startsWith(EXTRA_CONTAINER_PREFIX);
+  return !isExtraContainer(a.containerId);
 }
 
 /** When each key was first seen gone; a key seen no longer (netns back, record gone) is forgotten. */
@@ -64,7 +62,8 @@ export class GraceClock {
 
 export interface ReaperDeps {
   state: AgentState;
-  attacher: Pick<Attacher, "reap">;
+  /** The attacher (attach.ts `reap`): undoes one under its container's lock, if still gone. */
+  attacher: { reap(listed: Attachment, why: string): Promise<boolean> };
   graceSeconds: number;
   /** 0: no timer, only the start's pass. */
   intervalSeconds: number;

@@ -25,6 +25,17 @@ export interface AttachedInterface {
   defaultRoute: boolean;
 }
 
+/**
+ * Container IDs of the attachments of knitctl's extra interfaces (extra_interface.ts): never a
+ * runtime's (those are hex or UUIDs), so CNI GC and the reaper leave them alone.
+ */
+export const EXTRA_CONTAINER_PREFIX = "knitctl-";
+
+/** Whether a container ID is one of knitctl's extra interfaces. */
+export function isExtraContainer(containerId: string): boolean {
+  return containerId.startsWith(EXTRA_CONTAINER_PREFIX);
+}
+
 export interface Attachment {
   containerId: string;
   /** CNI_IFNAME: the runtime names the attachment by (container, ifname). */
