@@ -75,6 +75,8 @@ export class Dataplane {
   journal: FlowJournal | null = null;
   /** Only the first run of a process may resume from the journal; a heal or repair never does. */
   private mayResume = true;
+  /** A heal asked that the next run replace the table (resync). */
+  private replaceNext = false;
   /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
   observer: DataplaneObserver | null = null;
 
@@ -117,11 +119,13 @@ export class Dataplane {
   }
 
   /**
-   * Forgets what this process installed, so that the next run replaces the whole table (after a
-   * switch that lost its flows), and runs it.
+   * Makes the next run forget what this process installed and replace the whole table (after a
+   * switch that lost its flows), and runs it. The next run, not now: a run in progress (its bundle
+   * at the switch) would otherwise record its own set over the forgetting, and the replay would
+   * never happen (dataplane_race_test.ts).
    */
   resync(): Promise<void> {
-    this.installed = null;
+    this.replaceNext = true;
     this.mayResume = false;
     return this.sync();
   }
@@ -283,6 +287,10 @@ export class Dataplane {
   }
 
   private async apply(input: FlowInput): Promise<void> {
+    if (this.replaceNext) {
+      this.replaceNext = false;
+      this.installed = null;
+    }
     const wanted = this.compile(input);
     if (this.installed === null) {
       const known = await this.resumed();
