@@ -12,6 +12,7 @@ import { hostIfName } from "./netlink.ts";
 import { netnsIdNow, netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
 import { goneReason } from "./reaper.ts";
 import {
+  type AgentRequest,
   checkAddRequest,
   type CniRequest,
   podRequest,
@@ -39,6 +40,16 @@ export interface AttacherDeps {
   wiring: Wiring;
   links: Links;
   log: Logger;
+  /** Where a pod's networks come from besides the request (Kubernetes mode: kube_attacher.ts). */
+  podNetworks?: PodNetworkSource;
+}
+
+/** What is known of an ADD's pod besides its request, and who hears of a failed ADD. */
+export interface PodNetworkSource {
+  /** The request with what the source knows of its pod (`kubePod`), or as it is. */
+  resolve(req: CniRequest): Promise<AgentRequest>;
+  /** An ADD of `req` failed with `err`: tells the pod's owner, and answers the error to return. */
+  failed(req: CniRequest, err: unknown): unknown;
 }
 
 export class Attacher {
@@ -49,11 +60,16 @@ export class Attacher {
   constructor(private readonly d: AttacherDeps) {}
 
   async add(req: CniRequest): Promise<CniResult> {
+    // Malformed arguments (K8S_* too) are refused before they name anything to anyone.
     checkAddRequest(req);
     const key = `${req.containerId}/${req.ifName}`;
     this.adding.set(key, (this.adding.get(key) ?? 0) + 1);
+    const source = this.d.podNetworks;
     try {
-      return await this.locked(req.containerId, () => this.doAdd(req));
+      const resolved = source ? await source.resolve(req) : req;
+      return await this.locked(req.containerId, () => this.doAdd(resolved));
+    } catch (err) {
+      throw source ? source.failed(req, err) : err;
     } finally {
       const n = this.adding.get(key)! - 1;
       if (n > 0) this.adding.set(key, n);

@@ -16,7 +16,7 @@ import { Dataplane } from "./dataplane.ts";
 import { FlowJournal } from "./flow_journal.ts";
 import { mountFlowRoutes } from "./flow_routes.ts";
 import { Healer } from "./healer.ts";
-import { KubeAttacher } from "./kube_attacher.ts";
+import { KubePodNetworks } from "./kube_attacher.ts";
 import { StablePortsClient } from "./kube_manager.ts";
 import { KubePods } from "./kube_pods.ts";
 import { ExtraInterfaces } from "./extra_interface.ts";
@@ -96,7 +96,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     links: ipLinks,
     log,
   };
-  const attacher = pods ? new KubeAttacher(deps, pods, manager) : new Attacher(deps);
+  if (pods) deps.podNetworks = new KubePodNetworks(pods, manager, config.nodeName, log);
+  const attacher = new Attacher(deps);
   if (pods) log.info("Kubernetes mode: pods are read through the API");
   const extraStore = await ExtraInterfaceStore.open(config.stateDir);
   const extra = new ExtraInterfaces({

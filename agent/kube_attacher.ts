@@ -1,61 +1,49 @@
 /**
- * The attacher in Kubernetes mode: before an ADD it reads the pod through the API (its annotations
- * choose the networks, its UID and owner the port IDs) and makes sure the namespace's tenant
- * exists, so a new namespace's first pod never waits for the monitor. A failed ADD is also told
- * to the pod's owner as a Warning event.
+ * The pod networks of Kubernetes mode, for the attacher (attach.ts `podNetworks`): before an ADD
+ * it reads the pod through the API (its annotations choose the networks, its UID and owner the
+ * port IDs) and makes sure the namespace's tenant exists, so a new namespace's first pod never
+ * waits for the monitor. A failed ADD is also told to the pod's owner as a Warning event.
  */
-import type { ManagerClient } from "@knitter/common";
-import { Attacher, type AttacherDeps } from "./attach.ts";
-import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
+import type { Logger, ManagerClient } from "@knitter/common";
+import type { PodNetworkSource } from "./attach.ts";
+import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 import { toCniError } from "./cni_errors.ts";
 import type { KubePods } from "./kube_pods.ts";
-import {
-  type AgentRequest,
-  checkAddRequest,
-  type CniRequest,
-  type KubePod,
-} from "./pod_request.ts";
+import type { AgentRequest, CniRequest, KubePod } from "./pod_request.ts";
 
 export const ATTACH_FAILED = "KnitterAttachFailed";
 
-export class KubeAttacher extends Attacher {
+export class KubePodNetworks implements PodNetworkSource {
   private readonly tenants = new Set<string>();
 
   constructor(
-    deps: AttacherDeps,
-    private readonly pods: KubePods,
-    private readonly manager: ManagerClient,
-  ) {
-    super(deps);
-    this.nodeName = deps.nodeName;
-    this.log = deps.log;
+    private readonly pods: Pick<KubePods, "get" | "warn">,
+    private readonly manager: Pick<ManagerClient, "request">,
+    private readonly nodeName: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** A request that names no pod (no K8S_POD_NAMESPACE, K8S_POD_NAME) is served as it is. */
+  async resolve(req: CniRequest): Promise<AgentRequest> {
+    const { namespace, name } = podOf(req);
+    if (!namespace || !name) return req;
+    const pod = await this.readPod(namespace, name, req.args?.K8S_POD_UID);
+    await this.ensureTenant(namespace);
+    return { ...req, kubePod: pod };
   }
 
-  private readonly nodeName: string;
-  private readonly log: AttacherDeps["log"];
-
-  override async add(req: CniRequest): Promise<CniResult> {
-    // Malformed K8S_* arguments are refused before they name anything to the API.
-    checkAddRequest(req);
-    const namespace = req.args?.K8S_POD_NAMESPACE;
-    const name = req.args?.K8S_POD_NAME;
-    if (!namespace || !name) return await super.add(req);
+  failed(req: CniRequest, err: unknown): unknown {
+    const { namespace, name } = podOf(req);
+    if (!namespace || !name) return err;
     const ref = { namespace, name, uid: req.args?.K8S_POD_UID };
-    try {
-      const pod = await this.readPod(namespace, name, ref.uid);
-      await this.ensureTenant(namespace);
-      const enriched: AgentRequest = { ...req, kubePod: pod };
-      return await super.add(enriched);
-    } catch (err) {
-      const e = toCniError(err, `Cannot attach pod ${namespace}/${name}`);
-      this.pods.warn(ref, ATTACH_FAILED, e.message, this.nodeName).catch((why) =>
-        this.log.warn("cannot record an event on the pod", {
-          pod: `${namespace}/${name}`,
-          error: String(why?.message ?? why),
-        })
-      );
-      throw e;
-    }
+    const e = toCniError(err, `Cannot attach pod ${namespace}/${name}`);
+    this.pods.warn(ref, ATTACH_FAILED, e.message, this.nodeName).catch((why) =>
+      this.log.warn("cannot record an event on the pod", {
+        pod: `${namespace}/${name}`,
+        error: String(why?.message ?? why),
+      })
+    );
+    return e;
   }
 
   private async readPod(namespace: string, name: string, uid?: string): Promise<KubePod> {
@@ -82,4 +70,8 @@ export class KubeAttacher extends Attacher {
     await this.manager.request("PUT", `/api/v1/tenants/${encodeURIComponent(namespace)}`);
     this.tenants.add(namespace);
   }
+}
+
+function podOf(req: CniRequest): { namespace?: string; name?: string } {
+  return { namespace: req.args?.K8S_POD_NAMESPACE, name: req.args?.K8S_POD_NAME };
 }
