@@ -15,6 +15,8 @@ import { ConflictReporter } from "./conflict_report.ts";
 import { Dataplane } from "./dataplane.ts";
 import { FlowJournal } from "./flow_journal.ts";
 import { mountFlowRoutes } from "./flow_routes.ts";
+import { traceDeps } from "./trace.ts";
+import { mountTraceRoutes } from "./trace_routes.ts";
 import { Healer } from "./healer.ts";
 import { KubePodNetworks } from "./kube_attacher.ts";
 import { StablePortsClient } from "./kube_manager.ts";
@@ -146,6 +148,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   // The plugin's way in: root only, in a directory of the agent's own.
   const app = agentApp({ attacher, notReady: () => notReady, log, extra, metrics });
   mountFlowRoutes(app, healer);
+  mountTraceRoutes(app, traceDeps({ config, state, remote, dataplane, ovs, healer }));
   const server = await serveUnix(config.socket, app.fetch, { privateDir: true });
   log.info("serving the plugin", { socket: config.socket });
   const checks = config.health ? agentProbeChecks(config.socket) : undefined;

@@ -16,3 +16,21 @@ export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./f
 export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
 export { compileFlowsTs } from "./flows_ts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
+export { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";
+export type {
+  TraceHop,
+  TraceIngress,
+  TraceOutcome,
+  TracePacket,
+  TraceStep,
+  TraceTarget,
+  TraceView,
+} from "./flow_trace.ts";
+export {
+  evalPacket,
+  explainHop,
+  ofprotoFlow,
+  parseOfprotoTrace,
+  portLabel,
+} from "./flow_trace.ts";

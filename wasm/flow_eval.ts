@@ -1,0 +1,209 @@
+/**
+ * A small OpenFlow evaluator for `knitctl trace --offline`: it runs one packet through a set of
+ * canonical flow lines (../agent/PIPELINE.md) the way Open vSwitch would, and answers the flows
+ * it matched, table by table. It is written for the SUBSET of matches and actions this pipeline
+ * uses, not for OpenFlow at large:
+ *
+ * - matches: the protocol keywords `ip`, `arp`, `ipv6`, `icmp6`; `in_port`, `tun_id`,
+ *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `arp_spa`,
+ *   `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`, `ipv6_src`, `nd_*`;
+ * - actions: `goto_table`, `output`, `IN_PORT`, `drop`, `set_field` (registers, `tun_id`,
+ *   `tun_dst`, `vlan_vid`, `arp_op`), `push_vlan`, `pop_vlan`, `move` (applied only as far as
+ *   the trace needs: the ARP reply is reported, not rewritten).
+ *
+ * Packets are IPv4 (TCP, UDP, ICMP) or ARP: IPv6 matches never hold. A field it does not know
+ * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
+ *
+ * @module
+ */
+
+/** One canonical flow line, taken apart. */
+export interface ParsedFlow {
+  /** The canonical line (`cookie=0x…,table=…,priority=…[,match],actions=…`). */
+  line: string;
+  cookie: string;
+  table: number;
+  priority: number;
+  /** Match fields in line order; protocol keywords have the value "". */
+  match: [string, string][];
+  actions: string[];
+}
+
+/** A packet as the trace builds it: IPv4 (TCP, UDP, ICMP) or an ARP request. */
+export interface EvalPacket {
+  proto: "tcp" | "udp" | "icmp" | "arp";
+  inPort: number;
+  tunId?: number;
+  /** The 802.1Q tag it arrives with (physnet ingress of a VLAN network). */
+  vlan?: number;
+  dlSrc: string;
+  dlDst: string;
+  ipSrc: string;
+  ipDst: string;
+  dstPort?: number;
+}
+
+/** The flows a packet matched, in order; registers as the last one left them. */
+export interface EvalResult {
+  matched: ParsedFlow[];
+}
+
+/** Splits a line at top-level commas (none of our values has one inside). */
+function parts(text: string): string[] {
+  return text === "" ? [] : text.split(",");
+}
+
+/** Takes a canonical line apart. */
+export function parseFlowLine(line: string): ParsedFlow {
+  const at = line.indexOf(",actions=");
+  if (at < 0) throw new Error(`Cannot read flow "${line}": no actions`);
+  const head = parts(line.slice(0, at));
+  const actions = parts(line.slice(at + ",actions=".length));
+  let cookie = "0x0000000000000000";
+  let table = 0;
+  let priority = 32768;
+  const match: [string, string][] = [];
+  for (const p of head) {
+    const eq = p.indexOf("=");
+    const key = eq < 0 ? p : p.slice(0, eq);
+    const value = eq < 0 ? "" : p.slice(eq + 1);
+    if (key === "cookie") cookie = value;
+    else if (key === "table") table = Number(value);
+    else if (key === "priority") priority = Number(value);
+    else match.push([key, value]);
+  }
+  return { line, cookie, table, priority, match, actions };
+}
+
+/** Lines grouped by table, highest priority first (canonical lines never tie on a match). */
+export function flowTables(lines: Iterable<string>): Map<number, ParsedFlow[]> {
+  const tables = new Map<number, ParsedFlow[]>();
+  for (const line of lines) {
+    const f = parseFlowLine(line);
+    const list = tables.get(f.table) ?? [];
+    list.push(f);
+    tables.set(f.table, list);
+  }
+  for (const list of tables.values()) list.sort((a, b) => b.priority - a.priority);
+  return tables;
+}
+
+interface State {
+  p: EvalPacket;
+  regs: Map<string, bigint>;
+}
+
+function num(text: string): bigint {
+  return BigInt(text);
+}
+
+function macNum(mac: string): bigint {
+  return BigInt("0x" + mac.toLowerCase().split(":").join(""));
+}
+
+function matchesMac(value: string, actual: string): boolean {
+  const [v, m] = value.split("/");
+  const mask = m === undefined ? 0xffffffffffffn : macNum(m);
+  return (macNum(v) & mask) === (macNum(actual) & mask);
+}
+
+function matchesField(s: State, key: string, value: string): boolean {
+  const p = s.p;
+  const isIp = p.proto !== "arp";
+  switch (key) {
+    case "ip":
+      return isIp;
+    case "arp":
+      return !isIp;
+    case "tcp":
+    case "udp":
+    case "icmp":
+      return p.proto === key;
+    case "ipv6":
+    case "icmp6":
+      return false;
+    case "in_port":
+      return Number(value) === p.inPort;
+    case "tun_id":
+      return p.tunId !== undefined && num(value) === BigInt(p.tunId);
+    case "vlan_tci": {
+      const [v, m] = value.split("/");
+      const tci = p.vlan === undefined ? 0n : 0x1000n | BigInt(p.vlan);
+      const mask = m === undefined ? 0xffffn : num(m);
+      return (tci & mask) === (num(v) & mask);
+    }
+    case "dl_vlan":
+      return p.vlan !== undefined && Number(value) === p.vlan;
+    case "dl_src":
+      return matchesMac(value, p.dlSrc);
+    case "dl_dst":
+      return matchesMac(value, p.dlDst);
+    case "nw_src":
+      return isIp && value === p.ipSrc;
+    case "arp_spa":
+      return !isIp && value === p.ipSrc;
+    case "arp_tpa":
+      return !isIp && value === p.ipDst;
+    case "arp_sha":
+      return !isIp && matchesMac(value, p.dlSrc);
+    case "arp_op":
+      return !isIp && Number(value) === 1;
+    case "reg0":
+    case "reg1":
+      return (s.regs.get(key) ?? 0n) === num(value);
+    case "icmp_type":
+    case "icmp_code":
+    case "ipv6_src":
+    case "nd_sll":
+    case "nd_tll":
+    case "nd_target":
+      // Only under icmp6 or ipv6, which never hold for an IPv4 or ARP packet.
+      return false;
+  }
+  throw new Error(`The offline evaluator does not know the match field "${key}"`);
+}
+
+function matches(s: State, f: ParsedFlow): boolean {
+  return f.match.every(([key, value]) => matchesField(s, key, value));
+}
+
+/** The next table of a flow's actions, or undefined when the packet leaves the pipeline there. */
+function apply(s: State, f: ParsedFlow): number | undefined {
+  let next: number | undefined;
+  for (const a of f.actions) {
+    if (a.startsWith("goto_table:")) next = Number(a.slice("goto_table:".length));
+    else if (a.startsWith("set_field:")) {
+      const [value, field] = a.slice("set_field:".length).split("->");
+      if (field === "reg0" || field === "reg1") s.regs.set(field, num(value));
+      else if (field === "vlan_vid") s.p.vlan = Number(value) - 4096;
+      else if (field === "tun_id") s.p.tunId = Number(value);
+      else if (!["xreg1", "tun_dst", "arp_op"].includes(field)) {
+        throw new Error(`The offline evaluator does not know set_field to "${field}"`);
+      }
+    } else if (a === "pop_vlan") s.p.vlan = undefined;
+    else if (
+      !(a.startsWith("output:") || a.startsWith("push_vlan:") || a.startsWith("move:") ||
+        a === "IN_PORT" || a === "drop")
+    ) {
+      throw new Error(`The offline evaluator does not know the action "${a}"`);
+    }
+  }
+  return next;
+}
+
+/**
+ * Runs `packet` through `tables` (flowTables) from table 0: the flows it matched, in order. A
+ * table without a matching flow ends the walk (OpenFlow 1.3's table miss drops).
+ */
+export function evaluate(tables: Map<number, ParsedFlow[]>, packet: EvalPacket): EvalResult {
+  const s: State = { p: { ...packet }, regs: new Map() };
+  const matched: ParsedFlow[] = [];
+  let table: number | undefined = 0;
+  while (table !== undefined && matched.length < 64) {
+    const f = (tables.get(table) ?? []).find((x) => matches(s, x));
+    if (!f) break;
+    matched.push(f);
+    table = apply(s, f);
+  }
+  return { matched };
+}

@@ -1,0 +1,535 @@
+/**
+ * What the pipeline of br-int does with one packet, in words: `knitctl trace`. The flows a packet
+ * matched come either from the node's switch (Open vSwitch's `ofproto/trace`, read by
+ * {@link parseOfprotoTrace}: live mode) or from the offline evaluator over the compiled flows
+ * (flow_eval.ts: offline mode); {@link explainHop} turns them into the same steps either way:
+ * table, flow, cookie and what it means, then where the packet goes (a local port, the tunnel to
+ * another node, the physnet) or why it is dropped. The mapping is in ../agent/PIPELINE.md
+ * ("Tracing a packet").
+ *
+ * @module
+ */
+import type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
+import { COOKIE_NETWORK_SHIFT, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+
+/** What a node knows that names the numbers in its flows. */
+export interface TraceView {
+  node: string;
+  tunnelPort: number;
+  networks: {
+    id: number;
+    /** tenant/name */
+    label: string;
+    type: "vxlan" | "vlan" | "flat";
+    segmentId?: number;
+    physnetPort?: number;
+    physnet?: string;
+  }[];
+  localPorts: { ofport: number; network: number; label: string; mac: string; ips: string[] }[];
+  remotePorts: {
+    network: number;
+    mac: string;
+    ips: string[];
+    nodeIp: string;
+    node?: string;
+    label?: string;
+  }[];
+}
+
+/** Where the packet enters br-int on this node. */
+export type TraceIngress =
+  | { kind: "port"; ofport: number }
+  | { kind: "tunnel"; vni: number }
+  | { kind: "physnet"; physnet: string; vlan?: number };
+
+/** The destination as the manager knows it (knitctl fills it in): whose address it is. */
+export interface TraceTarget {
+  ip: string;
+  owner?: { label: string; network: string; node?: string };
+}
+
+/** One flow the packet matched. */
+export interface TraceStep {
+  table: number;
+  tableName: string;
+  priority: number;
+  cookie: string;
+  /** The builder that makes this kind of flow (PIPELINE.md, "Flow kinds"); "default" for a table's. */
+  kind: string;
+  /** The flow as a canonical line. */
+  flow: string;
+  what: string;
+}
+
+/** Where the packet goes after the pipeline of one node (a flood has several). */
+export type TraceOutcome =
+  | { kind: "local"; ofport: number; port?: string }
+  | { kind: "tunnel"; nodeIp: string; vni: number; node?: string }
+  | { kind: "physnet"; physnet: string; vlan?: number }
+  | { kind: "reply"; ofport: number }
+  | { kind: "drop"; code: string; reason: string };
+
+/** What one node's pipeline did. */
+export interface TraceHop {
+  node: string;
+  mode: "live" | "offline";
+  ingress: string;
+  steps: TraceStep[];
+  outcomes: TraceOutcome[];
+}
+
+/** The packet a trace follows, with how it enters the node. */
+export interface TracePacket {
+  proto: "tcp" | "udp" | "icmp" | "arp";
+  dlSrc: string;
+  dlDst: string;
+  ipSrc: string;
+  ipDst: string;
+  dstPort?: number;
+}
+
+/** The evaluator's packet for an ingress on `view`'s node; throws when the node lacks it. */
+export function evalPacket(view: TraceView, ingress: TraceIngress, p: TracePacket): EvalPacket {
+  const base = { ...p, inPort: 0 };
+  if (ingress.kind === "port") return { ...base, inPort: ingress.ofport };
+  if (ingress.kind === "tunnel") return { ...base, inPort: view.tunnelPort, tunId: ingress.vni };
+  const net = view.networks.find((n) => n.physnet === ingress.physnet && n.physnetPort);
+  if (!net) {
+    throw new Error(`Node ${view.node} has no network on physnet "${ingress.physnet}"`);
+  }
+  return {
+    ...base,
+    inPort: net.physnetPort!,
+    ...(ingress.vlan !== undefined ? { vlan: ingress.vlan } : {}),
+  };
+}
+
+/** The flow text `ovs-appctl ofproto/trace BRIDGE FLOW` takes for a packet. */
+export function ofprotoFlow(p: EvalPacket): string {
+  const head = [
+    p.proto,
+    `in_port=${p.inPort}`,
+    ...(p.tunId !== undefined ? [`tun_id=0x${p.tunId.toString(16)}`] : []),
+    p.vlan !== undefined ? `dl_vlan=${p.vlan}` : "vlan_tci=0",
+    `dl_src=${p.dlSrc}`,
+    `dl_dst=${p.dlDst}`,
+  ];
+  if (p.proto === "arp") {
+    return [...head, `arp_spa=${p.ipSrc}`, `arp_tpa=${p.ipDst}`, "arp_op=1", `arp_sha=${p.dlSrc}`]
+      .join(",");
+  }
+  const l4 = p.dstPort !== undefined && p.proto !== "icmp" ? [`${p.proto}_dst=${p.dstPort}`] : [];
+  return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, ...l4].join(",");
+}
+
+const TABLE_LINE = /^\s*(\d+)\. (.*)$/;
+
+/**
+ * The flows of `bridge` that `ofproto/trace` printed, as canonical lines taken apart. Only that
+ * bridge's section counts: a patch port's peer bridge (the physnet's) is not ours.
+ */
+export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
+  const flows: ParsedFlow[] = [];
+  let inBridge = false;
+  let current: { table: number; head: string; actions: string[] } | null = null;
+  const close = () => {
+    if (current) flows.push(canonical(current.table, current.head, current.actions));
+    current = null;
+  };
+  for (const raw of text.split("\n")) {
+    const bridgeHead = /^bridge\("(.*)"\)$/.exec(raw.trim());
+    if (bridgeHead) {
+      close();
+      if (inBridge) break;
+      inBridge = bridgeHead[1] === bridge;
+      continue;
+    }
+    if (!inBridge) continue;
+    if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) break;
+    const t = TABLE_LINE.exec(raw);
+    if (t && !/^No match/.test(t[2])) {
+      close();
+      current = { table: Number(t[1]), head: t[2], actions: [] };
+      continue;
+    }
+    const a = raw.trim();
+    if (!current || a === "" || a.startsWith("->") || a.startsWith(">>") || /^-+$/.test(a)) {
+      continue;
+    }
+    if (/^[a-zA-Z_]+[:(]?/.test(a) && !a.includes(" ")) current.actions.push(a);
+  }
+  close();
+  return flows;
+}
+
+/** `in_port=1,vlan_tci=…, priority 100, cookie 0x100000001` and its actions as a canonical line. */
+function canonical(table: number, head: string, actions: string[]): ParsedFlow {
+  let match = "";
+  let priority = 32768;
+  let cookie = 0n;
+  for (const part of head.split(", ")) {
+    if (part.startsWith("priority ")) priority = Number(part.slice("priority ".length));
+    else if (part.startsWith("cookie ")) cookie = BigInt(part.slice("cookie ".length));
+    else match = part;
+  }
+  const c = `0x${cookie.toString(16).padStart(16, "0")}`;
+  const acts = actions.length ? actions : ["drop"];
+  const line = `cookie=${c},table=${table},priority=${priority}${
+    match ? `,${match}` : ""
+  },actions=${acts.join(",")}`;
+  const fields: [string, string][] = match === "" ? [] : match.split(",").map((m) => {
+    const eq = m.indexOf("=");
+    return eq < 0 ? [m, ""] : [m.slice(0, eq), m.slice(eq + 1)];
+  });
+  return { line, cookie: c, table, priority, match: fields, actions: acts };
+}
+
+/** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
+export function flowKind(f: ParsedFlow): string {
+  const has = (k: string) => f.match.some(([key]) => key === k);
+  const value = (k: string) => f.match.find(([key]) => key === k)?.[1];
+  if (f.priority === PRIORITY.DEFAULT) {
+    return f.table === TABLE.ARP_REPLY ? "arpReplyShared" : "default";
+  }
+  switch (f.table) {
+    case TABLE.CLASSIFY:
+      if (has("tun_id")) return "classifyTunnel";
+      return f.actions.some((a) => a.endsWith("->reg1")) ? "classifyLocal" : "classifyPhysnet";
+    case TABLE.SPOOF:
+      if (has("arp")) return "spoofArp";
+      if (has("icmp6")) return "spoofDad";
+      return has("ipv6") ? "spoofIpv6" : "spoofIpv4";
+    case TABLE.ARP:
+      if (f.priority === PRIORITY.GUARD) return "ndGuard";
+      if (f.priority === PRIORITY.SPECIFIC) return "arpReply";
+      if (has("arp")) return "arpOwner";
+      return value("icmp_type") === "135" ? "ndSolicit" : "ndAdvert";
+    case TABLE.FORWARD: {
+      const byPriority: Record<number, string> = {
+        [PRIORITY.SPECIFIC]: "forwardLocal",
+        [PRIORITY.FLOOD_IN]: "floodIn",
+        [PRIORITY.FROM_OUTSIDE]: "fromOutside",
+        [PRIORITY.REMOTE]: "forwardRemote",
+        [PRIORITY.FLOOD]: "flood",
+        [PRIORITY.UNKNOWN]: "unknownUnicast",
+      };
+      return byPriority[f.priority] ?? "unknown";
+    }
+  }
+  return "unknown";
+}
+
+function tableName(id: number): string {
+  return FLOW_TABLES.find((t) => t.id === id)?.name ?? `table ${id}`;
+}
+
+/** Packet state while the actions of the matched flows are followed. */
+interface Walk {
+  reg0: number;
+  tunDst?: string;
+  tunId?: number;
+  vlan?: number;
+}
+
+function ingressWords(view: TraceView, ingress: TraceIngress): string {
+  if (ingress.kind === "port") {
+    const lp = view.localPorts.find((p) => p.ofport === ingress.ofport);
+    return lp ? `${lp.label} (ofport ${ingress.ofport})` : `ofport ${ingress.ofport}`;
+  }
+  if (ingress.kind === "tunnel") return `the tunnel, VNI ${ingress.vni}`;
+  return `physnet ${ingress.physnet}, ${
+    ingress.vlan === undefined ? "untagged" : `VLAN ${ingress.vlan}`
+  }`;
+}
+
+/**
+ * The steps and outcomes of one node's pipeline for `packet`, from the flows it matched (live or
+ * offline), named with what `view` knows and `target` says of the destination.
+ */
+export function explainHop(
+  view: TraceView,
+  ingress: TraceIngress,
+  packet: TracePacket,
+  matched: ParsedFlow[],
+  opts: { mode: "live" | "offline"; target?: TraceTarget },
+): TraceHop {
+  const inPort = ingress.kind === "port"
+    ? ingress.ofport
+    : ingress.kind === "tunnel"
+    ? view.tunnelPort
+    : view.networks.find((n) => n.physnet === ingress.physnet)?.physnetPort ?? -1;
+  const walk: Walk = {
+    reg0: 0,
+    ...(ingress.kind === "physnet" && ingress.vlan !== undefined ? { vlan: ingress.vlan } : {}),
+  };
+  const steps: TraceStep[] = [];
+  const outcomes: TraceOutcome[] = [];
+  const netOf = (id: number) => view.networks.find((n) => n.id === id);
+  const remoteOf = (mac: string) =>
+    view.remotePorts.find((r) => r.network === walk.reg0 && sameMac(r.mac, mac));
+  const localOf = (ofport: number) => view.localPorts.find((p) => p.ofport === ofport);
+  for (const f of matched) {
+    const kind = flowKind(f);
+    for (const a of f.actions) follow(walk, a);
+    const net = netOf(walk.reg0);
+    const netLabel = net ? `network ${net.label}` : `network ${walk.reg0}`;
+    let what: string;
+    switch (kind) {
+      case "classifyLocal":
+        what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
+        break;
+      case "classifyTunnel":
+      case "classifyPhysnet":
+        what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
+        break;
+      case "spoofIpv4":
+        what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own`;
+        break;
+      case "spoofArp":
+        what = `ARP from the port's own MAC ${packet.dlSrc} and address ${packet.ipSrc}`;
+        break;
+      case "arpReply": {
+        const owner = view.localPorts.find((p) =>
+          p.network === walk.reg0 && p.ips.includes(packet.ipDst)
+        )?.label ??
+          view.remotePorts.find((r) => r.network === walk.reg0 && r.ips.includes(packet.ipDst))
+            ?.label;
+        what = `ARP request for ${packet.ipDst}, a port of ${netLabel}${
+          owner ? ` (${owner})` : ""
+        }: answered here`;
+        break;
+      }
+      case "arpReplyShared":
+        what = "the ARP reply goes back out of the port the request came in on";
+        break;
+      case "arpOwner":
+        what = "the owner asks for its own address: not answered, forwarded";
+        break;
+      case "forwardLocal": {
+        const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
+        what = `to ${localOf(port)?.label ?? "a local port"} (ofport ${port}), on this node`;
+        break;
+      }
+      case "forwardRemote": {
+        const r = remoteOf(packet.dlDst);
+        const who = r?.label ? `${r.label} ` : "";
+        what = net?.type === "vxlan"
+          ? `to ${who}on node ${
+            r?.node ?? walk.tunDst
+          } through the tunnel (VNI ${walk.tunId}, endpoint ${walk.tunDst})`
+          : `to ${who}on node ${r?.node ?? "?"} over physnet ${net?.physnet ?? "?"}${
+            walk.vlan !== undefined ? ` (VLAN ${walk.vlan})` : " (untagged)"
+          }`;
+        break;
+      }
+      case "unknownUnicast":
+        what = `MAC ${packet.dlDst} is not a port of ${netLabel}: out to physnet ${
+          net?.physnet ?? "?"
+        }, where hosts outside Knitter may live`;
+        break;
+      case "flood":
+        what = `broadcast or multicast from a local port: to the ${netLabel}'s local ports and ${
+          net?.type === "vxlan" ? "its other nodes" : "its physnet"
+        }`;
+        break;
+      case "floodIn":
+        what = "broadcast or multicast from outside: to local ports only";
+        break;
+      case "default":
+        what = f.table === TABLE.ARP
+          ? "not an ARP request this node answers: on to FORWARD"
+          : "no other flow of this table matches: the table's default";
+        break;
+      default:
+        what = kind;
+    }
+    steps.push({
+      table: f.table,
+      tableName: tableName(f.table),
+      priority: f.priority,
+      cookie: f.cookie,
+      kind,
+      flow: f.line,
+      what,
+    });
+  }
+  // Where it went: the outputs of the flows, as Open vSwitch runs them (never back to in_port).
+  const outs: Walk = { reg0: 0, vlan: ingress.kind === "physnet" ? ingress.vlan : undefined };
+  for (const f of matched) {
+    for (const a of f.actions) {
+      follow(outs, a);
+      if (a === "IN_PORT") outcomes.push({ kind: "reply", ofport: inPort });
+      if (!a.startsWith("output:")) continue;
+      const port = Number(a.slice("output:".length));
+      if (port === inPort) continue;
+      if (port === view.tunnelPort) {
+        const node = view.remotePorts.find((r) => r.nodeIp === outs.tunDst)?.node;
+        outcomes.push({
+          kind: "tunnel",
+          nodeIp: outs.tunDst ?? "?",
+          vni: outs.tunId ?? 0,
+          ...(node ? { node } : {}),
+        });
+        continue;
+      }
+      const phys = view.networks.find((n) => n.physnetPort === port);
+      if (phys) {
+        outcomes.push({
+          kind: "physnet",
+          physnet: phys.physnet ?? `ofport ${port}`,
+          ...(outs.vlan !== undefined ? { vlan: outs.vlan } : {}),
+        });
+        continue;
+      }
+      const lp = localOf(port);
+      outcomes.push({ kind: "local", ofport: port, ...(lp ? { port: lp.label } : {}) });
+    }
+  }
+  if (outcomes.length === 0) {
+    outcomes.push(dropReason(view, ingress, packet, matched, walk.reg0, opts.target));
+  }
+  return {
+    node: view.node,
+    mode: opts.mode,
+    ingress: ingressWords(view, ingress),
+    steps,
+    outcomes,
+  };
+}
+
+function follow(w: Walk, action: string): void {
+  if (!action.startsWith("set_field:")) {
+    if (action === "pop_vlan") w.vlan = undefined;
+    return;
+  }
+  const [value, field] = action.slice("set_field:".length).split("->");
+  if (field === "reg0") w.reg0 = Number(value);
+  else if (field === "tun_dst") w.tunDst = value;
+  else if (field === "tun_id") w.tunId = Number(value);
+  else if (field === "vlan_vid") w.vlan = Number(value) - 4096;
+}
+
+function sameMac(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+/** Why the packet was dropped, in words, from the last flow it matched. */
+function dropReason(
+  view: TraceView,
+  ingress: TraceIngress,
+  packet: TracePacket,
+  matched: ParsedFlow[],
+  reg0: number,
+  target?: TraceTarget,
+): TraceOutcome & { kind: "drop" } {
+  const last = matched.at(-1);
+  const drop = (code: string, reason: string) => ({ kind: "drop" as const, code, reason });
+  if (!last) return drop("no_flow", "no flow of table CLASSIFY matches (is br-int's pipeline in?)");
+  const kind = flowKind(last);
+  const net = view.networks.find((n) => n.id === reg0);
+  const netLabel = net?.label ?? `network ${reg0}`;
+  if (last.table === TABLE.CLASSIFY) {
+    if (ingress.kind === "tunnel") {
+      return drop("unknown_ingress", `VNI ${ingress.vni} is not a network with ports on this node`);
+    }
+    if (ingress.kind === "physnet") {
+      const tag = ingress.vlan === undefined ? "untagged traffic" : `VLAN ${ingress.vlan}`;
+      return drop(
+        "unknown_ingress",
+        `${tag} of physnet ${ingress.physnet} is not a network with ports on this node`,
+      );
+    }
+    return drop(
+      "unknown_ingress",
+      `ofport ${ingress.ofport} is not a pod port of this node, or the frame is VLAN-tagged`,
+    );
+  }
+  if (last.table === TABLE.SPOOF) {
+    const lp = ingress.kind === "port"
+      ? view.localPorts.find((p) => p.ofport === ingress.ofport)
+      : undefined;
+    if (lp && !sameMac(lp.mac, packet.dlSrc)) {
+      return drop(
+        "spoofed_mac",
+        `source MAC ${packet.dlSrc} is not the port's (${lp.label} has ${lp.mac}): spoofing is dropped`,
+      );
+    }
+    if (lp && !lp.ips.includes(packet.ipSrc)) {
+      return drop(
+        "spoofed_ip",
+        `source address ${packet.ipSrc} is not the port's (${lp.label} has ${
+          lp.ips.join(", ")
+        }): spoofing is dropped`,
+      );
+    }
+    return drop("spoof", "the port may not send this packet (not its own IPv4, ARP or IPv6)");
+  }
+  if (kind === "ndGuard") {
+    return drop("nd_guard", "neighbour discovery that does not match the port's own addresses");
+  }
+  if (kind === "floodIn" || kind === "flood") {
+    return drop("no_receiver", `a broadcast with no port of ${netLabel} to go to`);
+  }
+  const other = otherNetwork(target, netLabel);
+  if (other) return other;
+  if (kind === "fromOutside") {
+    return drop(
+      "from_outside",
+      `it came in from outside and no port of ${netLabel} on this node has MAC ${packet.dlDst}: nothing from outside is sent back out`,
+    );
+  }
+  return drop(
+    "no_destination",
+    `no port of ${netLabel} has MAC ${packet.dlDst}${
+      target && !target.owner ? ` (nobody has address ${target.ip})` : ""
+    }${net?.type === "vxlan" ? ": unknown unicast is dropped on VXLAN networks" : ""}`,
+  );
+}
+
+/** A drop because the destination belongs to another network, said so. */
+function otherNetwork(
+  target: TraceTarget | undefined,
+  netLabel: string,
+): (TraceOutcome & { kind: "drop" }) | null {
+  const owner = target?.owner;
+  if (!owner || owner.network === netLabel) return null;
+  const tenantOf = (label: string) => label.split("/")[0];
+  if (tenantOf(owner.network) !== tenantOf(netLabel)) {
+    return {
+      kind: "drop",
+      code: "other_tenant",
+      reason: `destination ${
+        target!.ip
+      } is on another tenant's network (${owner.network}, port ${owner.label}), not on ${netLabel}: networks are isolated`,
+    };
+  }
+  return {
+    kind: "drop",
+    code: "other_network",
+    reason: `destination ${
+      target!.ip
+    } is on another network of the tenant (${owner.network}, port ${owner.label}), not on ${netLabel}: networks are isolated`,
+  };
+}
+
+/** A cookie's network and port numbers (PIPELINE.md, "Cookies"). */
+export function cookieParts(cookie: string): { network: number; port: number } {
+  const c = BigInt(cookie);
+  return {
+    network: Number(c >> BigInt(COOKIE_NETWORK_SHIFT)),
+    port: Number(c & 0xffffffffn),
+  };
+}
+
+/**
+ * How a trace names a port of the manager: `namespace/pod/interface` when a pod holds it, else
+ * `tenant/port-id`. Live and offline name ports the same way.
+ */
+export function portLabel(p: {
+  id: string;
+  tenant: string;
+  pod?: { namespace: string; name: string };
+  interface?: string;
+}): string {
+  return p.pod ? `${p.pod.namespace}/${p.pod.name}/${p.interface ?? p.id}` : `${p.tenant}/${p.id}`;
+}
