@@ -74,6 +74,11 @@ export const ConfigSchema = z.strictObject({
    * DEFAULT_QUARANTINE_SECONDS.
    */
   quarantineSeconds: z.int().min(0).max(86400).optional(),
+  /**
+   * Days the address history keeps who held an address or MAC after they stopped (0: no history);
+   * absent: DEFAULT_HISTORY_RETENTION_DAYS.
+   */
+  historyRetentionDays: z.int().min(0).max(3650).optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 
@@ -84,6 +89,9 @@ export type ManagerConfig = z.infer<typeof ConfigSchema>;
  * for every node to have removed the flows of a released port.
  */
 export const DEFAULT_QUARANTINE_SECONDS = 60;
+
+/** How long the address history keeps an ended holding when the configuration names no time. */
+export const DEFAULT_HISTORY_RETENTION_DAYS = 30;
 
 export const USAGE = `knitter-manager: the central network manager (REST API and IPAM)
 

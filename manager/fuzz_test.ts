@@ -309,6 +309,12 @@ const QUERY_VALUES: Record<string, fc.Arbitrary<string>> = {
   after: pick("00000000:0", "zz", "ffffffff:99999999999"),
   // Never a wait: the feed's long poll would only slow the run down.
   timeout: pick("0", "", "61", "99999999999", "-1", "1e3"),
+  // The address history's query (service/history.ts).
+  ip: pick("10.1.0.2", "10.9.0.2", "fd00::2", "10.1.0.300", ""),
+  mac: pick("02:00:00:00:00:01", "02-AA-00-00-00-01", "zz", ""),
+  at: pick("2026-11-25T00:00:00Z", "yesterday", "", "8640000000000001"),
+  from: pick("2026-11-24T00:00:00Z", "not-a-time"),
+  to: pick("2026-11-26T00:00:00Z", "1970-01-01T00:00:00Z"),
 };
 
 interface Command {

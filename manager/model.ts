@@ -181,4 +181,17 @@ export const keys = {
   /** The ports a node leaves out of its flows, as it last reported them (service/conflicts.ts). */
   conflicts: (node: string): Key => ["conflict", node],
   allConflicts: (): Key => ["conflict"],
+  /**
+   * Who held an address or MAC when (service/history.ts): a stint under
+   * `["history", "ip" | "mac", value, tenant, networkId, fromMs, stint]`; shorter keys are prefixes.
+   */
+  historyOf: (kind: string, value: string, ...rest: (string | number)[]): Key => [
+    "history",
+    kind,
+    value,
+    ...rest,
+  ],
+  /** An ended stint, by the time it ended: what pruning deletes once it is past the retention. */
+  historyExpiry: (toMs: number, stint: string): Key => ["history_expiry", toMs, stint],
+  historyExpiries: (): Key => ["history_expiry"],
 };

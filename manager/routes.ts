@@ -15,6 +15,7 @@ import * as ports from "./service/ports.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as quotas from "./service/quotas.ts";
+import { queryHistory } from "./service/history.ts";
 import type { NodeRecord } from "./model.ts";
 
 export interface Request {
@@ -319,6 +320,38 @@ export const ROUTES: RouteDef[] = [
       items(
         await conflicts.withConflicts(ctx, principal, await ports.listPorts(ctx, principal, query)),
       ),
+  },
+
+  // address history
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/history`,
+    summary:
+      "Who of the tenant's ports held an address or MAC when: at a time (at), over a range (from, to), or all kept",
+    tag: "history",
+    access: "tenant",
+    query: S.HistoryQuery,
+    ok: { status: 200, schema: S.listOf(S.HistoryEntry), description: "the holders, oldest first" },
+    handle: async ({ ctx, params, query }) => {
+      if (query.tenant !== undefined && query.tenant !== params.tenant) {
+        throw new ApiError(
+          "invalid_request",
+          "query.tenant: the path names the tenant here; GET /api/v1/history takes tenant",
+          "query.tenant",
+        );
+      }
+      return items(await queryHistory(ctx, params.tenant, query));
+    },
+  },
+  {
+    method: "GET",
+    path: `${V1}/history`,
+    summary: "Who held an address or MAC when, across tenants (admin)",
+    tag: "history",
+    access: "admin",
+    query: S.HistoryQuery,
+    ok: { status: 200, schema: S.listOf(S.HistoryEntry), description: "the holders, oldest first" },
+    handle: async ({ ctx, query }) => items(await queryHistory(ctx, query.tenant, query)),
   },
 
   // IP groups

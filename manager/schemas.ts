@@ -344,6 +344,45 @@ export const PortQuery = z.strictObject({
   tenant: Name.optional(),
 });
 
+// ---- address history (service/history.ts)
+
+const TimeText = z.string().min(1).max(64).meta({
+  description: "ISO 8601 date-time, e.g. 2026-11-25T03:00:00Z",
+});
+
+export const HistoryQuery = z.strictObject({
+  ip: IpText.optional().meta({ description: "the address (this or mac)" }),
+  mac: z.string().min(1).max(64).optional().meta({ description: "the MAC (this or ip)" }),
+  at: TimeText.optional().meta({ description: "who held it at this time" }),
+  from: TimeText.optional().meta({ description: "who held it at any time from this one" }),
+  to: TimeText.optional().meta({ description: "who held it at any time up to this one" }),
+  tenant: Name.optional().meta({ description: "GET /history (admin): only this tenant's" }),
+}).refine((q) => (q.ip === undefined) !== (q.mac === undefined), {
+  message: "give either ip or mac",
+  path: ["ip"],
+}).refine((q) => q.at === undefined || (q.from === undefined && q.to === undefined), {
+  message: "give at, or from and/or to, not both",
+  path: ["at"],
+});
+
+export const HistoryEntry = z.object({
+  tenant: z.string().meta({ description: "the tenant of the port that held it" }),
+  network: z.string(),
+  networkTenant: z.string(),
+  networkId: z.string(),
+  port: z.string().meta({ description: "the port's ID" }),
+  ip: z.string(),
+  mac: z.string(),
+  pod: PodRefSchema.optional(),
+  node: z.string().optional(),
+  interface: z.string().optional(),
+  from: Timestamp,
+  to: Timestamp.optional().meta({ description: "absent: it holds it still" }),
+  ended: z.enum(["released", "unbound", "bound"]).optional().meta({
+    description: "what ended the holding: the port released, unbound, or bound to a pod or node",
+  }),
+});
+
 // ---- nodes
 
 export const MAX_LABELS = 64;

@@ -3,7 +3,13 @@ import { createLogger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
 import { serveDirect, serveGuarded } from "./conn_guard.ts";
 import { TokenTable } from "./auth.ts";
-import { DEFAULT_QUARANTINE_SECONDS, logLevel, type ManagerConfig, vniRanges } from "./config.ts";
+import {
+  DEFAULT_HISTORY_RETENTION_DAYS,
+  DEFAULT_QUARANTINE_SECONDS,
+  logLevel,
+  type ManagerConfig,
+  vniRanges,
+} from "./config.ts";
 import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
@@ -19,7 +25,10 @@ export const ADMIN_TENANT = "admin";
 
 export function createContext(
   store: Store,
-  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu"> & { quarantineSeconds?: number },
+  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu"> & {
+    quarantineSeconds?: number;
+    historyRetentionDays?: number;
+  },
 ): Ctx {
   return {
     store,
@@ -27,6 +36,7 @@ export function createContext(
       vniRanges: vniRanges(config as ManagerConfig),
       underlayMtu: config.underlayMtu,
       quarantineMs: (config.quarantineSeconds ?? 0) * 1000,
+      historyMs: (config.historyRetentionDays ?? 0) * 86_400_000,
     },
     metrics: new Metrics(),
     pools: new PoolRegistry(store),
@@ -48,6 +58,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   const ctx = createContext(store, {
     ...config,
     quarantineSeconds: config.quarantineSeconds ?? DEFAULT_QUARANTINE_SECONDS,
+    historyRetentionDays: config.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS,
   });
   await ensureTenant(ctx, ADMIN_TENANT);
   const moved = await scopeForeignPortKeys(ctx);

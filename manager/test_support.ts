@@ -55,6 +55,10 @@ export interface TestAppOptions {
   limits?: Partial<RequestLimits>;
   /** Quarantine of released addresses and MACs (service/quarantine.ts); 0 (none) when absent. */
   quarantineSeconds?: number;
+  /** Address history retention (service/history.ts); 0 (no history) when absent. */
+  historyRetentionDays?: number;
+  /** The history's clock (ms), for tests that move time. */
+  clock?: () => number;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -63,7 +67,9 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     vniRanges: options.vniRanges ?? ["5000-5999"],
     underlayMtu: 1500,
     quarantineSeconds: options.quarantineSeconds ?? 0,
+    historyRetentionDays: options.historyRetentionDays ?? 0,
   });
+  if (options.clock) ctx.clock = options.clock;
   await ensureTenant(ctx, ADMIN_TENANT);
   const internal: unknown[] = [];
   const gone: TestApp["gone"] = [];

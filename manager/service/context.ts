@@ -20,6 +20,8 @@ export interface IpamSettings {
   underlayMtu: number;
   /** How long a released address or MAC stays out of allocation (service/quarantine.ts); 0: none. */
   quarantineMs: number;
+  /** How long the address history keeps an ended stint (service/history.ts); 0: no history. */
+  historyMs: number;
 }
 
 export interface Ctx {
@@ -29,6 +31,8 @@ export interface Ctx {
   pools: PoolRegistry;
   cache: ResolveCache;
   feed: ChangeFeed;
+  /** The time of quarantine and address history, in ms (tests inject one); absent: Date.now. */
+  clock?: () => number;
 }
 
 /**
@@ -168,6 +172,11 @@ export class PoolRegistry {
     }
     return space;
   }
+}
+
+/** The manager's time in ms for quarantine and history: the injected clock, else Date.now. */
+export function clockMs(ctx: Pick<Ctx, "clock">): number {
+  return ctx.clock ? ctx.clock() : Date.now();
 }
 
 export function now(): string {

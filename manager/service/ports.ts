@@ -14,6 +14,7 @@ import { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { GroupCommit } from "@knitter/common";
 import { holderOf } from "./holders.ts";
+import { closeStint, openStint, rebindStint } from "./history.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
@@ -241,7 +242,9 @@ async function buildPut(
   if (opts.readFirst) {
     const existing = await ctx.store.get<PortRecord>(key);
     if (existing.value) {
-      return bindExisting(tx, net, existing.value, existing.version!, owner, body);
+      const r = bindExisting(tx, net, existing.value, existing.version!, owner, body);
+      if (r.changed) await rebindStint(ctx, tx, existing.value, r.port);
+      return r;
     }
   }
   tx.checkAbsent(key);
@@ -325,6 +328,7 @@ async function allocatePort(
   const port = portRecord(net, owner, id, body, ip, index);
   tx.set(key, port);
   writeIndexes(tx, port, "set");
+  openStint(ctx, tx, port);
   return { port: portView(net, port), created: true, changed: true };
 }
 
@@ -658,6 +662,7 @@ export async function unbindPort(
     tx.check(e).set(e.key, unbound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, unbound, "set");
+    await rebindStint(ctx, tx, port, unbound);
     return { port: unbound, changed: true };
   });
   const view = portView(net, port);
@@ -709,6 +714,7 @@ export async function deletePort(
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
+      await closeStint(ctx, tx, port, "released");
       const fixedMac = port.mac !== macFor(net.id, port.index);
       if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);

@@ -15,7 +15,7 @@ import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
-import type { Ctx } from "./context.ts";
+import { clockMs, type Ctx } from "./context.ts";
 
 /** An address in quarantine. */
 export interface QuarantineRecord {
@@ -50,7 +50,7 @@ export function quarantine(
   port: PortRecord,
   fixedMac: boolean,
 ) {
-  const at = Date.now();
+  const at = clockMs(ctx);
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
@@ -78,7 +78,7 @@ export async function sweepQuarantine(
   if (done) return done;
   const held = new Map<number, QuarantineRecord>();
   swept.set(tx, held);
-  const time = new Date().toISOString();
+  const time = new Date(clockMs(ctx)).toISOString();
   for await (const e of ctx.store.list<QuarantineRecord>(keys.quarantines(net.id))) {
     if (!e.value) continue;
     const index = e.key.at(-1) as number;
@@ -111,7 +111,7 @@ export async function macInQuarantine(
 ): Promise<MacQuarantineRecord | null> {
   const e: Entry<MacQuarantineRecord> = await ctx.store.get(keys.macQuarantine(net.id, mac));
   if (!e.value) return null;
-  if (e.value.until > new Date().toISOString()) return e.value;
+  if (e.value.until > new Date(clockMs(ctx)).toISOString()) return e.value;
   tx.check(e).delete(e.key);
   return null;
 }

@@ -1,0 +1,310 @@
+/**
+ * Address history (service/history.ts): who held an address or MAC when, written in the commits
+ * that allocate, release, unbind and bind ports; served to the owning tenant only; pruned after
+ * the retention. Time is an injected clock: no test sleeps.
+ */
+import assert from "node:assert/strict";
+import { checkStore } from "./check.ts";
+import { keys } from "./model.ts";
+import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
+
+const NET = "tenants/acme/networks/blue";
+const DAY = 86_400_000;
+const T0 = Date.parse("2026-11-20T10:00:00Z");
+
+/** A clock the test moves by hand. */
+function manualClock(start = T0) {
+  let ms = start;
+  return {
+    now: () => ms,
+    set: (to: number) => void (ms = to),
+    iso: (at: number) => new Date(at).toISOString(),
+  };
+}
+
+async function historyAt(
+  t: TestApp,
+  tenant: string,
+  query: Record<string, string>,
+  token: string = TOKEN.admin,
+) {
+  const q = new URLSearchParams(query).toString();
+  return must(await t.call("GET", `tenants/${tenant}/history?${q}`, undefined, token), 200).items;
+}
+
+async function keysUnder(t: TestApp, prefix: readonly (string | number)[]): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of t.store.list(prefix)) out.push(e.key.join("/"));
+  return out;
+}
+
+async function noProblems(t: TestApp) {
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+}
+
+Deno.test("history: allocate, release, quarantine, reuse by another port; each time names its holder", async () => {
+  const clock = manualClock();
+  using t = await testApp({
+    tenants: ["acme"],
+    quarantineSeconds: 60,
+    historyRetentionDays: 30,
+    clock: clock.now,
+  });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const podA = { namespace: "acme", name: "a", uid: "uid-a" };
+  const a = must(
+    await t.call("PUT", `${NET}/ports/pa`, { pod: podA, node: "worker1", interface: "eth0" }),
+    201,
+  );
+  clock.set(T0 + 10_000);
+  must(await t.call("DELETE", `${NET}/ports/pa`), 204);
+  // In quarantine: nobody gets it, and nobody holds it.
+  clock.set(T0 + 40_000);
+  mustFail(await t.call("PUT", `${NET}/ports/pb`, { ip: a.ip }), 409, "address_taken", {
+    message: /quarantine/,
+  });
+  clock.set(T0 + 80_000);
+  const podB = { namespace: "acme", name: "b", uid: "uid-b" };
+  const b = must(
+    await t.call("PUT", `${NET}/ports/pb`, { ip: a.ip, pod: podB, node: "worker2" }),
+    201,
+  );
+  assert.equal(b.ip, a.ip);
+  assert.equal(b.mac, a.mac, "the derived MAC comes back with its address");
+
+  const at = (ms: number) => historyAt(t, "acme", { ip: a.ip, at: clock.iso(ms) });
+  const [first] = await at(T0 + 5_000);
+  assert.deepEqual(first, {
+    tenant: "acme",
+    network: "blue",
+    networkTenant: "acme",
+    networkId: a.networkId,
+    port: "pa",
+    ip: a.ip,
+    mac: a.mac,
+    pod: podA,
+    node: "worker1",
+    interface: "eth0",
+    from: clock.iso(T0),
+    to: clock.iso(T0 + 10_000),
+    ended: "released",
+  });
+  assert.deepEqual(await at(T0 + 40_000), [], "in quarantine nobody held it");
+  assert.deepEqual(await at(T0 - 1), [], "before the first holder, nobody");
+  const [second] = await at(T0 + 90_000);
+  assert.equal(second.port, "pb");
+  assert.deepEqual(second.pod, podB);
+  assert.equal(second.node, "worker2");
+  assert.equal(second.from, clock.iso(T0 + 80_000));
+  assert.equal(second.to, undefined, "pb holds it still");
+  // The end is exclusive: at the release's instant, the next holder (none yet) answers.
+  assert.deepEqual(await at(T0 + 10_000), []);
+
+  // All of it, and ranges; the MAC says the same.
+  const all = await historyAt(t, "acme", { ip: a.ip });
+  assert.deepEqual(all.map((s: { port: string }) => s.port), ["pa", "pb"]);
+  assert.deepEqual(await historyAt(t, "acme", { mac: a.mac.toUpperCase() }), all);
+  const range = (from: number, to: number) =>
+    historyAt(t, "acme", { ip: a.ip, from: clock.iso(from), to: clock.iso(to) });
+  assert.deepEqual(await range(T0 + 20_000, T0 + 70_000), []);
+  assert.deepEqual(
+    (await range(T0 + 5_000, T0 + 85_000)).map((s: { port: string }) => s.port),
+    ["pa", "pb"],
+  );
+  assert.deepEqual((await range(T0 + 85_000, T0 + DAY)).map((s: { port: string }) => s.port), [
+    "pb",
+  ]);
+  await noProblems(t);
+});
+
+Deno.test("history: unbind and bind again of a stable port; each binding is a holding of its own", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const PORT = `${NET}/ports/stable:acme:db-0-eth0`;
+  const pod1 = { namespace: "acme", name: "db-0", uid: "u1" };
+  const p = must(await t.call("PUT", PORT, { pod: pod1, node: "n1", interface: "eth0" }), 201);
+  clock.set(T0 + 1000);
+  must(await t.call("POST", `${PORT}/unbind`), 200);
+  // Unbinding again changes nothing: no new holding.
+  clock.set(T0 + 1500);
+  must(await t.call("POST", `${PORT}/unbind`), 200);
+  clock.set(T0 + 2000);
+  const pod2 = { namespace: "acme", name: "db-0", uid: "u2" };
+  must(await t.call("PUT", PORT, { pod: pod2, node: "n2", interface: "eth0" }), 200);
+  // The same PUT again binds nothing new.
+  clock.set(T0 + 2500);
+  must(await t.call("PUT", PORT, { pod: pod2, node: "n2", interface: "eth0" }), 200);
+
+  const all = await historyAt(t, "acme", { ip: p.ip });
+  assert.deepEqual(
+    all.map((s: Record<string, unknown>) => [s.pod, s.node, s.from, s.to, s.ended]),
+    [
+      [pod1, "n1", clock.iso(T0), clock.iso(T0 + 1000), "unbound"],
+      [undefined, undefined, clock.iso(T0 + 1000), clock.iso(T0 + 2000), "bound"],
+      [pod2, "n2", clock.iso(T0 + 2000), undefined, undefined],
+    ],
+  );
+  const who = async (ms: number) =>
+    (await historyAt(t, "acme", { ip: p.ip, at: clock.iso(ms) })).map((
+      s: { pod?: { uid: string } },
+    ) => s.pod?.uid ?? "unbound");
+  assert.deepEqual(await who(T0 + 500), ["u1"]);
+  assert.deepEqual(await who(T0 + 1200), ["unbound"]);
+  assert.deepEqual(await who(T0 + 3000), ["u2"]);
+  // Released at last: the holding ends.
+  clock.set(T0 + 4000);
+  must(await t.call("DELETE", PORT), 204);
+  const last = (await historyAt(t, "acme", { ip: p.ip })).at(-1);
+  assert.equal(last.to, clock.iso(T0 + 4000));
+  assert.equal(last.ended, "released");
+});
+
+Deno.test("history: past the retention a holding is not answered, and the next release prunes it", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 1, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const old = must(await t.call("PUT", `${NET}/ports/old`, {}), 201);
+  clock.set(T0 + 1000);
+  must(await t.call("DELETE", `${NET}/ports/old`), 204);
+  const keep = must(await t.call("PUT", `${NET}/ports/keep`, {}), 201);
+  assert.equal((await historyAt(t, "acme", { ip: old.ip })).length, 1);
+
+  // A day after the release, less a millisecond: still kept.
+  clock.set(T0 + 1000 + DAY - 1);
+  assert.equal((await historyAt(t, "acme", { ip: old.ip })).length, 1);
+  // Past it: not answered, though not pruned yet (nothing was released since).
+  clock.set(T0 + 1000 + DAY + 1);
+  assert.deepEqual(await historyAt(t, "acme", { ip: old.ip }), []);
+  assert.equal((await keysUnder(t, keys.historyOf("ip", old.ip))).length, 1);
+  assert.equal((await keysUnder(t, keys.historyExpiries())).length, 1);
+
+  // The next release prunes it, in its own commit; the open holding of keep stays.
+  must(await t.call("PUT", `${NET}/ports/next`, {}), 201);
+  must(await t.call("DELETE", `${NET}/ports/next`), 204);
+  assert.deepEqual(await keysUnder(t, keys.historyOf("ip", old.ip)), []);
+  assert.deepEqual(await keysUnder(t, keys.historyOf("mac", old.mac)), []);
+  assert.equal((await keysUnder(t, keys.historyExpiries())).length, 1, "next's end only");
+  assert.equal((await historyAt(t, "acme", { ip: keep.ip })).length, 1);
+  assert.equal((await keysUnder(t, keys.historyOf("mac", keep.mac))).length, 1);
+  await noProblems(t);
+});
+
+Deno.test("attack: a tenant never sees another tenant's holding of an address, also on a public network", async () => {
+  const clock = manualClock();
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    historyRetentionDays: 30,
+    clock: clock.now,
+  });
+  must(
+    await t.call("POST", "tenants/admin/networks", net("shared", "10.9.0.0/24", { public: true })),
+    201,
+  );
+  const SHARED = (tenant: string) => `tenants/${tenant}/networks/shared/ports`;
+  const acmePod = { namespace: "acme", name: "secret-db", uid: "acme-uid" };
+  const a = must(
+    await t.call("PUT", `${SHARED("acme")}/db`, { pod: acmePod }, TOKEN.acme),
+    201,
+  );
+  clock.set(T0 + 1000);
+  must(await t.call("DELETE", `${SHARED("acme")}/db`, undefined, TOKEN.acme), 204);
+  clock.set(T0 + 2000);
+  const g = must(await t.call("PUT", `${SHARED("globex")}/web`, { ip: a.ip }, TOKEN.globex), 201);
+  assert.equal(g.ip, a.ip);
+
+  // globex asks every way it can: only its own holding.
+  const queries: Record<string, string>[] = [
+    { ip: a.ip },
+    { mac: a.mac },
+    { ip: a.ip, at: clock.iso(T0 + 500) },
+    { ip: a.ip, from: clock.iso(T0 - DAY), to: clock.iso(T0 + DAY) },
+  ];
+  for (const query of queries) {
+    const seen = await historyAt(t, "globex", query, TOKEN.globex);
+    assert.ok(seen.every((s: { tenant: string }) => s.tenant === "globex"), JSON.stringify(seen));
+    assert.ok(!JSON.stringify(seen).includes("acme"), JSON.stringify(seen));
+  }
+  assert.deepEqual(
+    await historyAt(t, "globex", { ip: a.ip, at: clock.iso(T0 + 500) }, TOKEN.globex),
+    [],
+  );
+  mustFail(
+    await unchanged(
+      t,
+      () => t.call("GET", `tenants/acme/history?ip=${a.ip}`, undefined, TOKEN.globex),
+    ),
+    403,
+    "forbidden",
+  );
+  mustFail(await t.call("GET", `history?ip=${a.ip}`, undefined, TOKEN.globex), 403, "forbidden");
+  mustFail(
+    await t.call("GET", `tenants/globex/history?ip=${a.ip}&tenant=acme`, undefined, TOKEN.globex),
+    400,
+    "invalid_request",
+    { field: "query.tenant" },
+  );
+  // A node token is no way in either.
+  mustFail(await t.call("GET", `history?ip=${a.ip}`, undefined, TOKEN.worker1), 403, "forbidden");
+
+  // acme sees its own, and not globex's.
+  const mine = await historyAt(t, "acme", { ip: a.ip }, TOKEN.acme);
+  assert.deepEqual(mine.map((s: { port: string; tenant: string }) => [s.tenant, s.port]), [[
+    "acme",
+    "db",
+  ]]);
+  // The admin sees both, or one tenant's.
+  const all = must(await t.call("GET", `history?ip=${a.ip}`), 200).items;
+  assert.deepEqual(all.map((s: { tenant: string }) => s.tenant), ["acme", "globex"]);
+  const one = must(await t.call("GET", `history?ip=${a.ip}&tenant=globex`), 200).items;
+  assert.deepEqual(one.map((s: { port: string }) => s.port), ["web"]);
+});
+
+Deno.test("history: a refused allocation writes none; concurrent allocations get one holding each", async () => {
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30 });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const a = must(await t.call("PUT", `${NET}/ports/a`, {}), 201);
+  mustFail(
+    await unchanged(t, () => t.call("PUT", `${NET}/ports/b`, { ip: a.ip })),
+    409,
+    "address_taken",
+  );
+  const many = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => t.call("PUT", `${NET}/ports/c${i}`, {})),
+  );
+  const ips = many.map((r) => must(r, 201).ip);
+  for (const ip of ips) {
+    const held = await historyAt(t, "acme", { ip });
+    assert.equal(held.length, 1, `${ip}: ${JSON.stringify(held)}`);
+    assert.equal(held[0].to, undefined);
+  }
+  await Promise.all(ips.map((_, i) => t.call("DELETE", `${NET}/ports/c${i}`)));
+  for (const ip of ips) {
+    const [held] = await historyAt(t, "acme", { ip });
+    assert.equal(held.ended, "released", ip);
+  }
+  await noProblems(t);
+});
+
+Deno.test("history: off (retention 0) writes nothing; bad queries are 400s that name the field", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const a = must(await t.call("PUT", `${NET}/ports/a`, {}), 201);
+  must(await t.call("DELETE", `${NET}/ports/a`), 204);
+  assert.deepEqual(await keysUnder(t, ["history"]), []);
+  assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
+  assert.deepEqual(await historyAt(t, "acme", { ip: a.ip }), []);
+
+  const bad = (query: string, field: string) =>
+    t.call("GET", `tenants/acme/history?${query}`).then((r) =>
+      mustFail(r, 400, "invalid_request", { field })
+    );
+  await bad("", "query.ip");
+  await bad(`ip=${a.ip}&mac=${a.mac}`, "query.ip");
+  await bad("ip=10.1.0.300", "query.ip");
+  await bad("mac=nope", "query.mac");
+  await bad(`ip=${a.ip}&at=yesterday`, "query.at");
+  await bad(`ip=${a.ip}&at=2026-11-25T00:00:00Z&from=2026-11-24T00:00:00Z`, "query.at");
+  await bad(`ip=${a.ip}&from=2026-11-25T00:00:00Z&to=2026-11-24T00:00:00Z`, "query.from");
+  await bad(`ip=${a.ip}&extra=1`, "query.extra");
+});

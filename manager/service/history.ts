@@ -1,0 +1,207 @@
+/**
+ * Address history: who held each address and MAC when. A stint is one port holding one address
+ * and MAC with one pod and node (or none, while unbound), from one time to another; it is written
+ * in the commit of the allocation, release, unbind or bind that opens or ends it, so the history
+ * is exactly what the ports were, on Deno KV and etcd alike.
+ *
+ * Keys (model.ts): a stint is stored twice, under its address and under its MAC, each
+ * `[kind, value, tenant, networkId, fromMs, stint]`, so that a tenant's query reads only its own
+ * stints of that address (a tenant never sees another's, also on a public network). An ended stint
+ * also has `["history_expiry", toMs, stint]`, ordered by end time: each commit that ends a stint
+ * deletes a few expired ones, and a query never answers one past `settings.historyMs`.
+ *
+ * @module
+ */
+import type { PodRef } from "@knitter/common";
+import { formatIp, parseIp, parseMac } from "@knitter/common/address";
+import { invalid } from "../errors.ts";
+import { keys, type PortRecord } from "../model.ts";
+import type { Key } from "../store/store.ts";
+import type { Tx } from "../store/tx.ts";
+import { clockMs as clock, type Ctx } from "./context.ts";
+
+/** One stint, as stored and answered. */
+export interface HistoryEntry {
+  /** The tenant of the port that held it (on a public network, not the network's). */
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  networkId: string;
+  port: string;
+  ip: string;
+  mac: string;
+  pod?: PodRef;
+  node?: string;
+  interface?: string;
+  from: string;
+  /** Absent while the stint goes on. */
+  to?: string;
+  /** What ended it: the port released, taken off its pod (unbind), or bound to a pod or node. */
+  ended?: Ended;
+}
+
+export type Ended = "released" | "unbound" | "bound";
+
+/** What a stint is made of: a port record or a port as answered (they share these fields). */
+export type Holder =
+  & Pick<
+    PortRecord,
+    "id" | "tenant" | "network" | "networkTenant" | "networkId" | "ip" | "mac" | "pod" | "node"
+  >
+  & { interface?: string };
+
+interface ExpiryRecord {
+  keys: Key[];
+}
+
+/** Expired stints a commit that ends one deletes at most: the pruning keeps pace with the ends. */
+const PRUNE_PER_COMMIT = 8;
+/** Stints one answer holds at most (the oldest are left out beyond). */
+export const MAX_ANSWER = 1000;
+
+/** Whether history is kept (its retention is not 0). */
+export function keepingHistory(ctx: Ctx): boolean {
+  return ctx.settings.historyMs > 0;
+}
+
+/** Opens the stint of a port allocated, or bound again, in this commit. */
+export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
+  if (!keepingHistory(ctx)) return;
+  const ms = clock(ctx);
+  const stint = crypto.randomUUID().slice(0, 8);
+  const entry: HistoryEntry = {
+    tenant: holder.tenant,
+    network: holder.network,
+    networkTenant: holder.networkTenant,
+    networkId: holder.networkId,
+    port: holder.id,
+    ip: holder.ip,
+    mac: holder.mac,
+    from: new Date(ms).toISOString(),
+  };
+  if (holder.pod !== undefined) entry.pod = holder.pod;
+  if (holder.node !== undefined) entry.node = holder.node;
+  if (holder.interface !== undefined) entry.interface = holder.interface;
+  const tail = [holder.tenant, holder.networkId, ms, stint];
+  tx.set(keys.historyOf("ip", holder.ip, ...tail), entry);
+  tx.set(keys.historyOf("mac", holder.mac, ...tail), entry);
+}
+
+/**
+ * Ends the port's open stint in this commit (checked: nothing else may end it meanwhile), and
+ * prunes a few expired stints in the same commit. A port allocated while history was off has no
+ * open stint: nothing to end.
+ */
+export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended): Promise<void> {
+  if (!keepingHistory(ctx)) return;
+  const prefix = keys.historyOf("ip", holder.ip, holder.tenant, holder.networkId);
+  // The newest stints of the address in the network: one holder at a time, so the open one is
+  // among the first (a few more only when stints began in the same millisecond).
+  for await (const e of ctx.store.list<HistoryEntry>(prefix, { reverse: true, limit: 4 })) {
+    const entry = e.value;
+    if (!entry || entry.to !== undefined || entry.port !== holder.id) continue;
+    const ms = clock(ctx);
+    const [fromMs, stint] = e.key.slice(-2) as [number, string];
+    const closed: HistoryEntry = { ...entry, to: new Date(ms).toISOString(), ended };
+    const macKey = keys.historyOf("mac", entry.mac, holder.tenant, holder.networkId, fromMs, stint);
+    tx.check(e).set(e.key, closed).set(macKey, closed);
+    tx.set(keys.historyExpiry(ms, stint), { keys: [e.key, macKey] } satisfies ExpiryRecord);
+    break;
+  }
+  await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
+}
+
+/** A port bound or unbound in this commit: its stint ends, and one with the new binding begins. */
+export async function rebindStint(ctx: Ctx, tx: Tx, before: Holder, after: Holder): Promise<void> {
+  if (!keepingHistory(ctx)) return;
+  const ended = after.pod === undefined && after.node === undefined ? "unbound" : "bound";
+  await closeStint(ctx, tx, before, ended);
+  openStint(ctx, tx, after);
+}
+
+const pruned = new WeakSet<Tx>();
+
+/**
+ * Deletes, in `tx`, up to `limit` stints that ended more than the retention ago, oldest first;
+ * answers how many. Once per commit. Deleting needs no check: a stint past its retention changes
+ * no more, and two commits deleting it both leave it deleted.
+ */
+export async function pruneHistory(ctx: Ctx, tx: Tx, limit: number): Promise<number> {
+  if (pruned.has(tx)) return 0;
+  pruned.add(tx);
+  const cutoff = clock(ctx) - ctx.settings.historyMs;
+  let n = 0;
+  for await (const e of ctx.store.list<ExpiryRecord>(keys.historyExpiries(), { limit })) {
+    if ((e.key[1] as number) >= cutoff) break;
+    tx.delete(e.key);
+    for (const k of e.value?.keys ?? []) tx.delete(k);
+    n++;
+  }
+  return n;
+}
+
+export interface HistoryQuery {
+  ip?: string;
+  mac?: string;
+  /** ISO times: the stints that held it at `at`, or at any time between `from` and `to`. */
+  at?: string;
+  from?: string;
+  to?: string;
+}
+
+/**
+ * The stints of an address or MAC, oldest first: of `tenant`'s ports only, or of every tenant's
+ * (undefined: the admin's view). Stints past the retention are never answered, pruned yet or not.
+ */
+export async function queryHistory(
+  ctx: Ctx,
+  tenant: string | undefined,
+  q: HistoryQuery,
+): Promise<HistoryEntry[]> {
+  const [kind, value] = q.ip !== undefined ? ["ip", canonicalIp(q.ip)] : ["mac", canonicalMac(q)];
+  const at = time("at", q.at);
+  const from = time("from", q.from) ?? -Infinity;
+  const to = time("to", q.to) ?? Infinity;
+  if (from > to) throw invalid("query.from", `${q.from} is after to (${q.to})`);
+  const cutoff = clock(ctx) - ctx.settings.historyMs;
+  const prefix = tenant === undefined
+    ? keys.historyOf(kind, value)
+    : keys.historyOf(kind, value, tenant);
+  const out: HistoryEntry[] = [];
+  for await (const e of ctx.store.list<HistoryEntry>(prefix)) {
+    const s = e.value;
+    if (!s) continue;
+    const start = e.key[5] as number;
+    const end = s.to === undefined ? Infinity : Date.parse(s.to);
+    if (end < cutoff) continue;
+    if (at !== undefined ? !(start <= at && at < end) : !(start <= to && end >= from)) continue;
+    out.push(s);
+  }
+  out.sort((a, b) => a.from < b.from ? -1 : a.from > b.from ? 1 : 0);
+  return out.slice(-MAX_ANSWER);
+}
+
+function canonicalIp(text: string): string {
+  const ip = parseIp(text);
+  if (!ip) throw invalid("query.ip", `"${text}" is not an IPv4 or IPv6 address`);
+  return formatIp(ip);
+}
+
+function canonicalMac(q: HistoryQuery): string {
+  if (q.mac === undefined) throw invalid("query.ip", "give ip or mac");
+  const mac = parseMac(q.mac);
+  if (!mac) throw invalid("query.mac", `"${q.mac}" is not a MAC address like 02:00:0a:01:00:05`);
+  return mac;
+}
+
+function time(field: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const ms = Date.parse(text);
+  if (Number.isNaN(ms)) {
+    throw invalid(
+      `query.${field}`,
+      `"${text}" is not a time: use ISO 8601, e.g. 2026-11-25T03:00:00Z`,
+    );
+  }
+  return ms;
+}
