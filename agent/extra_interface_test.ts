@@ -14,16 +14,7 @@ async function setup() {
   const world = new FakeWorld();
   const log = createLogger("extra test", "error");
   const store = await ExtraInterfaceStore.open(":memory:");
-  const wiring = new Wiring({
-    nodeName: "n1",
-    links: world.links,
-    ports: world.ports,
-    bridges: world.bridges,
-    flows: world,
-    manager: world.manager,
-    state: world.state,
-    log,
-  });
+  const wiring = new Wiring({ nodeName: "n1", log, ...world.seams() });
   const extra = new ExtraInterfaces({
     nodeName: "n1",
     defaultTenant: "acme",

@@ -11,6 +11,7 @@ import { InterfaceExistsError, type PodInterfaceSpec } from "./netlink.ts";
 import type { OvsPortSpec } from "./ovs.ts";
 import type { AttachmentStore, Bridges, Flows, Links, PortManager, SwitchPorts } from "./seams.ts";
 import type { Attachment } from "./state.ts";
+import type { WiringDeps } from "./wiring.ts";
 
 /** The steps a failure can be injected at. */
 export type FakeStep =
@@ -66,6 +67,12 @@ export class FakeWorld implements Flows {
   /** An interface that knitter did not make, in a namespace. */
   addForeign(netns: string, ifName: string, mac = "0a:00:00:00:00:99"): void {
     this.podEnds.set(`${netns}/${ifName}`, { mac, mtu: 1500, addresses: [], routes: [] });
+  }
+
+  /** Every seam of the wiring (wiring.ts WiringDeps), served from this world. */
+  seams(): Omit<WiringDeps, "nodeName" | "log"> {
+    const { links, ports, bridges, manager, state } = this;
+    return { links, ports, bridges, flows: this, manager, state };
   }
 
   /** What exists, as plain data, to compare before and after. */

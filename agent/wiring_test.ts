@@ -9,16 +9,7 @@ const NETNS = "/var/run/netns/pod";
 function setup(): { world: FakeWorld; wiring: Wiring } {
   const world = new FakeWorld();
   const log = createLogger("wiring test", "error");
-  const wiring = new Wiring({
-    nodeName: "n1",
-    links: world.links,
-    ports: world.ports,
-    bridges: world.bridges,
-    flows: world,
-    manager: world.manager,
-    state: world.state,
-    log,
-  });
+  const wiring = new Wiring({ nodeName: "n1", log, ...world.seams() });
   return { world, wiring };
 }
 
