@@ -66,7 +66,10 @@ export class Dataplane {
   onConflicts: ((ports: ReportedConflict[]) => void) | null = null;
   /** The manager's ports behind each model's local and remote entries, by index. */
   private readonly sources = new WeakMap<FlowInput, { local: Port[]; remote: Port[] }>();
-  /** Called after every full replacement of the table (the whole computed set is in). */
+  /**
+   * Called whenever the whole computed set is in: after a replacement, or after a first run that
+   * resumed from the journal.
+   */
   afterReplace: (() => Promise<void>) | null = null;
   /**
    * What this agent installed, on disk (flow_journal.ts): the first run of a process reads it
