@@ -74,6 +74,10 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   vlan: { type: "string", value: "TAG", help: "VLAN access tag on --bridge" },
   "route-gw": { type: "string", multiple: true, value: "CIDR,GW", help: "route via a gateway" },
   "route-intf": { type: "string", multiple: true, value: "CIDR", help: "route via the interface" },
+  at: { type: "string", value: "TIME", help: "at this time (ISO 8601, or now)" },
+  from: { type: "string", value: "TIME", help: "from this time on (ISO 8601)" },
+  to: { type: "string", value: "TIME", help: "up to this time (ISO 8601, or now)" },
+  "all-tenants": { type: "boolean", short: "A", help: "every tenant's (admin)" },
 };
 
 const TARGET = ["agent-socket", "node", "netns", "pid", "pod", "ifname"];
@@ -87,6 +91,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
   attach: [...TARGET, "network", "bridge", "vlan", "ip", "mac", "mtu", "route-gw", "route-intf"],
   detach: TARGET,
   flows: ["agent-socket", "node"],
+  history: ["at", "from", "to", "all-tenants"],
   version: [],
   help: [],
 };

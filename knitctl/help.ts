@@ -18,6 +18,10 @@ const SUMMARY: Record<string, [string, string]> = {
     "flows diff [flags]",
     "a node's installed flows against those its agent computes (exit 1: they differ)",
   ],
+  history: [
+    "history ADDRESS|MAC [--at TIME]",
+    "who held an address or MAC when (port, pod, node, from, to), from the manager's history",
+  ],
   version: ["version", "print knitctl's version"],
   help: ["help [verb]", "this help, or a verb's"],
 };
@@ -75,6 +79,14 @@ const EXTRA: Record<string, string[]> = {
     "Example: knitctl attach --netns lab1 --ifname eth1 --network blue --route-gw 10.9.0.0/16,10.1.0.254",
   ],
   detach: ["", "Example: knitctl detach --netns lab1 --ifname eth1"],
+  history: [
+    "",
+    "The tenant's own holders (-t); every tenant's with --all-tenants (an admin token). --at",
+    "TIME: who held it then; --from / --to: who held it at any time between; neither: all the",
+    "manager keeps (historyRetentionDays after a holding ends). TO is now while it holds it.",
+    "",
+    "Example: knitctl -t acme history 10.10.0.5 --at 2026-11-25T03:00:00Z",
+  ],
   flows: [
     "",
     "+ LINE: computed but not on the bridge; - LINE: on the bridge but not computed. The agent",

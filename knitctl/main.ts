@@ -5,12 +5,24 @@
 import { parseCommandLine } from "./args.ts";
 import { attach, detach } from "./attach.ts";
 import { flows } from "./flows.ts";
+import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { mainHelp, verbHelp, VERSION } from "./help.ts";
 import { create, get, type Io, remove, usage } from "./verbs.ts";
 
-const VERBS = ["get", "create", "delete", "usage", "attach", "detach", "flows", "version", "help"];
+const VERBS = [
+  "get",
+  "create",
+  "delete",
+  "usage",
+  "attach",
+  "detach",
+  "flows",
+  "history",
+  "version",
+  "help",
+];
 
 export interface MainOptions {
   env?: Env;
@@ -63,6 +75,9 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "flows":
         await flows(c);
+        break;
+      case "history":
+        await history(c);
         break;
       case "version":
         io.out(settings.output === "json" ? `{"version":"${VERSION}"}\n` : `knitctl ${VERSION}\n`);
