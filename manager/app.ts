@@ -10,6 +10,7 @@ import type { Ctx } from "./service/context.ts";
 import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
 import { poolUsage } from "./usage_gauge.ts";
+import { consoleApp } from "./console/console.ts";
 
 /** What one request may hold: everything a client controls is bounded. */
 export interface RequestLimits {
@@ -89,6 +90,8 @@ export function createApp(
     }
     return c.text(await ctx.metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE });
   });
+  // The read-only web console (README.md, "Web console"): its page, scripts, and the feed a token sees.
+  app.route("/", consoleApp({ ctx, tokens }));
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 

@@ -1,0 +1,58 @@
+// The manager's API as the console uses it: the token from this tab's session storage, sent as the
+// Authorization header and never in a URL.
+
+const KEY = "knitter-console-token";
+
+export function savedToken() {
+  return sessionStorage.getItem(KEY);
+}
+
+export function saveToken(token) {
+  sessionStorage.setItem(KEY, token);
+}
+
+export function forgetToken() {
+  sessionStorage.removeItem(KEY);
+}
+
+/** An answer of the manager that is not a success: its status, code and message. */
+export class ApiFailure extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** GET a path of the manager (absolute, e.g. /api/v1/nodes) as JSON. */
+export async function get(path, { signal } = {}) {
+  const res = await fetch(path, {
+    headers: { authorization: `Bearer ${savedToken() ?? ""}` },
+    signal,
+    cache: "no-store",
+  });
+  const body = await res.json().catch(() => null);
+  if (!res.ok) {
+    const err = body?.error ?? {};
+    throw new ApiFailure(res.status, err.code ?? "unknown", err.message ?? res.statusText);
+  }
+  return body;
+}
+
+const seg = encodeURIComponent;
+
+/** Everything the console shows, as the token may see it. */
+export async function loadAll() {
+  const [tenants, ports, nodes] = await Promise.all([
+    get("/api/v1/tenants").then((r) => r.items),
+    get("/api/v1/ports").then((r) => r.items),
+    get("/api/v1/nodes").then((r) => r.items),
+  ]);
+  const lists = await Promise.all(
+    tenants.map((t) => get(`/api/v1/tenants/${seg(t.name)}/networks`).then((r) => r.items)),
+  );
+  // A public network is listed under every tenant: keep one of each.
+  const networks = new Map();
+  for (const n of lists.flat()) networks.set(`${n.tenant}/${n.name}`, n);
+  return { tenants, networks: [...networks.values()], ports, nodes };
+}

@@ -1,0 +1,138 @@
+// The console: log in with a token, show what it may see, and follow the manager's change feed to
+// show changes as they happen (no reload).
+import { ApiFailure, forgetToken, get, loadAll, savedToken, saveToken } from "./api.js";
+import { h, replace } from "./dom.js";
+import { topologyView } from "./topology.js";
+import { networksView, portsView, tenantsView } from "./views.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = { session: null, data: null, pod: undefined, run: 0 };
+
+function setLive(mode, text) {
+  $("live").dataset.state = mode;
+  $("live").textContent = text;
+}
+
+function showLogin(message = "") {
+  state.run++;
+  state.session = null;
+  $("views").hidden = true;
+  $("logout").hidden = true;
+  $("who").textContent = "";
+  $("login").hidden = false;
+  $("login-error").textContent = message;
+  setLive("off", "not connected");
+  $("token").focus();
+}
+
+function render() {
+  const { data } = state;
+  if (!data) return;
+  replace(
+    $("views"),
+    h(
+      "nav",
+      null,
+      [["tenants", "Tenants"], ["networks", "Networks"], ["ports", "Ports by node"], [
+        "topology",
+        "Topology",
+      ]].map(([id, text]) => h("a", { href: `#${id}` }, text)),
+    ),
+    tenantsView(data.tenants),
+    networksView(data.networks),
+    portsView(data.ports, data.nodes),
+    topologyView({
+      ports: data.ports,
+      networks: data.networks,
+      chosen: state.pod,
+      onChoose: (key) => {
+        state.pod = key;
+        render();
+      },
+    }),
+  );
+  document.body.dataset.renders = String(Number(document.body.dataset.renders ?? 0) + 1);
+}
+
+async function refresh() {
+  state.data = await loadAll();
+  render();
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Takes a cursor, loads everything, then long-polls the feed from the cursor and loads again on
+ * every page with events (usage changes with ports). A 410 starts over; other failures retry with
+ * a growing pause.
+ */
+async function follow(run) {
+  let cursor;
+  let pause = 500;
+  while (run === state.run) {
+    try {
+      if (cursor === undefined) {
+        cursor = (await get("/console/feed")).cursor;
+        await refresh();
+        setLive("live", "live");
+      }
+      const page = await get(`/console/feed?after=${encodeURIComponent(cursor)}&timeout=25`);
+      if (run !== state.run) return;
+      cursor = page.cursor;
+      pause = 500;
+      setLive("live", "live");
+      if (page.events.length > 0) await refresh();
+    } catch (err) {
+      if (run !== state.run) return;
+      if (err instanceof ApiFailure && err.status === 401) {
+        forgetToken();
+        return showLogin(err.message);
+      }
+      if (err instanceof ApiFailure && err.status === 410) {
+        cursor = undefined;
+        continue;
+      }
+      setLive("error", `reconnecting: ${err.message}`);
+      await sleep(pause);
+      pause = Math.min(pause * 2, 15000);
+    }
+  }
+}
+
+async function start() {
+  if (!savedToken()) return showLogin();
+  let session;
+  try {
+    session = await get("/console/session");
+  } catch (err) {
+    forgetToken();
+    return showLogin(err instanceof ApiFailure ? err.message : `Cannot reach the manager: ${err}`);
+  }
+  state.session = session;
+  state.run++;
+  $("login").hidden = true;
+  $("views").hidden = false;
+  $("logout").hidden = false;
+  $("who").textContent = session.scope === "admin" ? "admin" : `tenant ${session.tenant}`;
+  setLive("connecting", "connecting");
+  follow(state.run);
+}
+
+$("login").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const token = $("token").value.trim();
+  $("token").value = "";
+  if (!token) return;
+  saveToken(token);
+  start();
+});
+
+$("logout").addEventListener("click", () => {
+  forgetToken();
+  state.data = null;
+  replace($("views"));
+  showLogin();
+});
+
+start();

@@ -1,0 +1,342 @@
+/**
+ * The manager's web console in a real browser: Debian's headless Chromium, driven by
+ * playwright-core, against a running manager (HTTP on loopback, Deno KV). A tenant logs in and
+ * sees its own tenant, networks with the usage of their pools, ports by node and a pod's topology,
+ * and nothing of another tenant's; a port made through the API appears without a reload; the
+ * screenshot is a real picture. Names and descriptions a tenant chose are shown as text, and the
+ * page's Content-Security-Policy runs no inline script.
+ */
+import assert from "node:assert/strict";
+import type { Page } from "playwright-core";
+import { ConfigSchema } from "../manager/config.ts";
+import { startManager } from "../manager/mod.ts";
+import { launchChromium, type TestBrowser } from "./support/browser.ts";
+import { Cleanup } from "./support/cleanup.ts";
+import { colourStats, decodePng, pixel } from "./support/png.ts";
+
+const ADMIN = `admin-${crypto.randomUUID()}`;
+const ACME = `acme-${crypto.randomUUID()}`;
+const GLOBEX = `globex-${crypto.randomUUID()}`;
+/** Generous bounds on waiting for the page: a slow CI machine is not a failure. */
+const PAGE_WAIT_MS = 60_000;
+
+interface Env {
+  url: string;
+  /** One API call; fails the test on an unexpected status. */
+  api(
+    method: string,
+    path: string,
+    opts?: { body?: unknown; token?: string; status?: number },
+  ): Promise<
+    // deno-lint-ignore no-explicit-any
+    any
+  >;
+  browser: TestBrowser;
+}
+
+async function withConsole(fn: (env: Env) => Promise<void>): Promise<void> {
+  await using cleanup = new Cleanup();
+  const dir = await cleanup.tempDir();
+  const manager = await startManager(ConfigSchema.parse({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [
+      { token: ADMIN, scope: "admin" },
+      { token: ACME, scope: "tenant", tenant: "acme" },
+      { token: GLOBEX, scope: "tenant", tenant: "globex" },
+    ],
+    vniRanges: ["5000-5999"],
+    // Released addresses stay in quarantine through the test: the bars show them.
+    quarantineSeconds: 600,
+    logLevel: "error",
+  }));
+  cleanup.defer(() => manager.shutdown());
+  const api: Env["api"] = async (method, path, { body, token = ADMIN, status } = {}) => {
+    const res = await fetch(`${manager.url}/api/v1/${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    const expected = status ?? (method === "POST" ? 201 : method === "DELETE" ? 204 : [200, 201]);
+    const ok = Array.isArray(expected) ? expected.includes(res.status) : res.status === expected;
+    assert.ok(ok, `${method} ${path}: expected ${expected}, got ${res.status}: ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  };
+  const browser = await launchChromium(cleanup);
+  await fn({ url: manager.url, api, browser });
+}
+
+/** Opens the console, logs in with the token through the form, and waits until it follows the feed. */
+async function logIn(env: Env, token: string): Promise<Page> {
+  const context = await env.browser.browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(PAGE_WAIT_MS);
+  const response = await page.goto(`${env.url}/console`);
+  assert.equal(response?.status(), 200);
+  assert.equal(new URL(page.url()).pathname, "/console/");
+  await page.locator("#login").waitFor({ state: "visible" });
+  await page.fill("#token", token);
+  await page.click("#login button[type=submit]");
+  await page.locator("#live[data-state=live]").waitFor();
+  return page;
+}
+
+/** The texts of the elements a selector finds. */
+function texts(page: Page, selector: string): Promise<string[]> {
+  return page.locator(selector).allTextContents();
+}
+
+Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's topology, live, in Chromium", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    await api("POST", "tenants", { body: { name: "globex" } });
+    await api("PUT", "nodes/n1", { body: { underlayIp: "192.0.2.1" } });
+    await api("PUT", "nodes/n2", { body: { underlayIp: "192.0.2.2" } });
+    const control = await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "control", cidr: "10.10.0.0/28", description: "control plane" },
+    });
+    const data = await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "data", cidr: "10.20.0.0/24" },
+    });
+    await api("POST", "tenants/globex/networks", {
+      token: GLOBEX,
+      body: { name: "secret", cidr: "10.10.0.0/24", description: "globex only" },
+    });
+    const port = (net: string, id: string, node: string, pod: string, ifname: string) =>
+      api("PUT", `tenants/acme/networks/${net}/ports/${id}`, {
+        body: { node, pod: { namespace: "acme", name: pod }, interface: ifname },
+      });
+    const p1 = await port("control", "edge-eth0", "n1", "edge", "eth0");
+    const p2 = await port("data", "edge-net1", "n1", "edge", "net1");
+    const p3 = await port("control", "ctl-eth0", "n2", "ctl", "eth0");
+    await port("control", "gone-eth0", "n2", "gone", "eth0");
+    await api("DELETE", "tenants/acme/networks/control/ports/gone-eth0");
+    await api("PUT", "tenants/globex/networks/secret/ports/hidden-eth0", {
+      body: { node: "n1", pod: { namespace: "globex", name: "hidden" }, interface: "eth0" },
+    });
+
+    const requests: { url: string; authorization?: string }[] = [];
+    const page = await logIn(env, ACME);
+    page.on(
+      "request",
+      (r) => requests.push({ url: r.url(), authorization: r.headers().authorization }),
+    );
+
+    // What a person looks for: the title, who is logged in, the four views.
+    assert.equal(await page.locator("h1").textContent(), "Knitter console");
+    assert.equal(await page.locator("#who").textContent(), "tenant acme");
+    assert.deepEqual(await texts(page, "#views h2"), [
+      "Tenants",
+      "Networks",
+      "Ports by node",
+      "Topology",
+    ]);
+    assert.deepEqual(await texts(page, "#tenants tbody tr td:first-child"), ["acme"]);
+
+    // Its networks, with bars of their pools; nothing of globex anywhere on the page.
+    assert.deepEqual(await texts(page, "#networks tr.network td.name"), ["control", "data"]);
+    const body = await page.locator("body").textContent() ?? "";
+    for (const word of ["globex", "secret", "hidden"]) {
+      assert.ok(!body.includes(word), `the page shows "${word}" of another tenant`);
+    }
+    const controlUsage = await api("GET", "tenants/acme/networks/control", { token: ACME });
+    assert.equal(controlUsage.usage.used, 2, "edge-eth0 and ctl-eth0 hold addresses");
+    assert.equal(
+      controlUsage.usage.total - controlUsage.usage.used - controlUsage.usage.free,
+      1,
+      "gone-eth0's address is in quarantine",
+    );
+    assert.equal(controlUsage.usage.total, control.usage.total);
+    await checkBar(page, "control", { total: control.usage.total, used: 2, quarantined: 1 });
+    await checkBar(page, "data", { total: data.usage.total, used: 1, quarantined: 0 });
+
+    // Ports by node: its own, under the node that has each.
+    assert.deepEqual(
+      await texts(page, "#ports .node h3"),
+      ["Node n1 (2)", "Node n2 (1)"],
+    );
+    assert.deepEqual(
+      await texts(page, '#ports .node[data-node="n1"] tr.port td:first-child'),
+      [p1.id, p2.id],
+    );
+    assert.deepEqual(
+      await texts(page, '#ports .node[data-node="n2"] tr.port td:first-child'),
+      [p3.id],
+    );
+    assert.deepEqual(
+      await texts(page, '#ports tr.port[data-port="edge-eth0"] td.addr'),
+      [p1.address, p1.mac],
+    );
+
+    // The topology of pod acme/edge: two interfaces, each linked to its network.
+    await page.selectOption("#pod-picker", "acme/edge");
+    const topology = page.locator("#topology svg.topology");
+    assert.deepEqual(await texts(page, "#topology .pod-box text.title"), ["acme/edge"]);
+    assert.deepEqual(
+      await topology.locator("g.iface").evaluateAll((els) =>
+        els.map((e) => e.getAttribute("data-interface"))
+      ),
+      ["eth0", "net1"],
+    );
+    assert.deepEqual(
+      await topology.locator("line.link").evaluateAll((els) =>
+        els.map((e) => `${e.getAttribute("data-interface")}->${e.getAttribute("data-network")}`)
+      ),
+      ["eth0->acme/control", "net1->acme/data"],
+    );
+    assert.deepEqual(
+      await texts(page, '#topology g.iface[data-interface="net1"] text'),
+      ["net1", p2.address, p2.mac],
+    );
+
+    // A port made through the API appears without a reload: the page's own marker stays.
+    await page.evaluate(() => Object.assign(globalThis, { consoleMarker: "no reload" }));
+    const p5 = await port("data", "ctl-net1", "n2", "ctl", "net1");
+    const row = page.locator('#ports .node[data-node="n2"] tr.port[data-port="ctl-net1"]');
+    await row.waitFor();
+    assert.deepEqual(await row.locator("td.addr").allTextContents(), [p5.address, p5.mac]);
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
+    await checkBar(page, "data", { total: data.usage.total, used: 2, quarantined: 0 });
+    assert.deepEqual(
+      await texts(page, '#ports .node[data-node="n2"] tr.port td:first-child'),
+      ["ctl-eth0", "ctl-net1"],
+    );
+
+    // The token went as a header, never in a URL.
+    assert.ok(requests.length > 0, "the page made requests after logging in");
+    for (const r of requests) {
+      assert.ok(!r.url.includes(ACME), `the token is in a URL: ${r.url}`);
+      const path = new URL(r.url).pathname;
+      if (path.startsWith("/api/") || path === "/console/feed" || path === "/console/session") {
+        assert.equal(r.authorization, `Bearer ${ACME}`, `no token sent with ${r.url}`);
+      }
+    }
+    assert.equal(
+      await page.evaluate(() => sessionStorage.getItem("knitter-console-token")),
+      ACME,
+    );
+
+    // The screenshot is a picture of a page: its size, many colours, the dark header at the top,
+    // the bar's blue where the used part of control's bar is drawn.
+    const shot = await page.screenshot({ fullPage: true });
+    const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+    if (saveTo) await Deno.writeFile(`${saveTo}/console.png`, shot);
+    const png = decodePng(shot);
+    const height = await page.evaluate<number>("document.documentElement.scrollHeight");
+    assert.equal(png.height, height, "the whole page, as laid out");
+    // The viewport's width, less a scrollbar's.
+    assert.ok(png.width > 1200 && png.width <= 1280, `width ${png.width}`);
+    assert.ok(png.height >= 900 && png.height < 10_000, `height ${png.height}`);
+    const stats = colourStats(png);
+    assert.ok(stats.distinct >= 50, `only ${stats.distinct} colours: a blank page?`);
+    assert.ok(stats.dominantShare < 0.9, `one colour covers ${stats.dominantShare} of the page`);
+    assert.equal(pixel(png, 4, 4), "#1d2430", "the header bar");
+    const used = await page.locator('tr.network[data-network="control"] .part.used').boundingBox();
+    assert.ok(used && used.width >= 1);
+    const at = await page.evaluate<{ x: number; y: number }>("({ x: scrollX, y: scrollY })");
+    assert.equal(
+      pixel(png, Math.floor(used.x + at.x + used.width / 2), Math.floor(used.y + at.y + 6)),
+      "#2f6fdb",
+      "the used part of control's bar",
+    );
+  });
+});
+
+/** The bar of a network: the numbers it carries and says, and the width of its parts. */
+async function checkBar(
+  page: Page,
+  network: string,
+  want: { total: number; used: number; quarantined: number },
+): Promise<void> {
+  const usage = page.locator(`#networks tr.network[data-network="${network}"] .usage`);
+  // The bar follows the feed: wait until it shows what is wanted, then check all of it.
+  await page.locator(
+    `#networks tr.network[data-network="${network}"] .usage[data-used="${want.used}"]`,
+  ).waitFor();
+  assert.equal(await usage.getAttribute("data-total"), String(want.total));
+  assert.equal(await usage.getAttribute("data-quarantined"), String(want.quarantined));
+  const free = want.total - want.used - want.quarantined;
+  assert.equal(await usage.getAttribute("data-free"), String(free));
+  assert.equal(
+    await usage.locator(".bar").getAttribute("aria-label"),
+    `${want.used} used, ${want.quarantined} quarantined, ${free} free of ${want.total}`,
+  );
+  assert.equal(
+    await usage.locator(".usage-text").textContent(),
+    `${want.used} / ${want.total} used` +
+      (want.quarantined ? `, ${want.quarantined} quarantined` : ""),
+  );
+  const bar = await usage.locator(".bar").boundingBox();
+  const used = await usage.locator(".part.used").boundingBox();
+  const held = await usage.locator(".part.quarantined").boundingBox();
+  assert.ok(bar && used && held);
+  assert.ok(Math.abs(used.width - (bar.width * want.used) / want.total) < 1, "used width");
+  assert.ok(
+    Math.abs(held.width - (bar.width * want.quarantined) / want.total) < 1,
+    "quarantined width",
+  );
+}
+
+const XSS_NAME = "<img src=x onerror=window.__xss=1>";
+const XSS_DESCRIPTION = `<img src=x onerror="window.__xss=2"><script>window.__xss=3</script>`;
+const XSS_POD = `<img src=x onerror=window.__xss=4>`;
+
+Deno.test("console: what a tenant named is shown as text, and the page runs no inline script", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    // A network name is a DNS label: the API refuses markup there before any page could show it.
+    const refused = await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: XSS_NAME, cidr: "10.1.0.0/24" },
+      status: 400,
+    });
+    assert.equal(refused.error.field, "name");
+    // Free text a tenant chooses: a network's description, a pod's name.
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "blue", cidr: "10.1.0.0/24", description: XSS_DESCRIPTION },
+    });
+    await api("PUT", "tenants/acme/networks/blue/ports/p1", {
+      token: ACME,
+      body: { pod: { namespace: "acme", name: XSS_POD }, interface: "eth0" },
+    });
+
+    const page = await logIn(env, ACME);
+    const csp =
+      (await page.request.get(`${env.url}/console/`)).headers()["content-security-policy"];
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.match(csp, /default-src 'none'/);
+
+    assert.equal(
+      await page.locator('tr.network[data-network="blue"] td.description').textContent(),
+      XSS_DESCRIPTION,
+    );
+    assert.equal(
+      await page.locator('#ports tr.port[data-port="p1"] td.pod').textContent(),
+      `acme/${XSS_POD}`,
+    );
+    assert.deepEqual(await texts(page, "#pod-picker option"), [`acme/${XSS_POD}`]);
+    assert.deepEqual(await texts(page, "#topology .pod-box text.title"), [`acme/${XSS_POD}`]);
+    assert.equal(await page.locator("img").count(), 0, "no img element was made");
+    assert.equal(await page.locator("#views script").count(), 0, "no script element was made");
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "__xss")), undefined);
+
+    // The policy holds on the page itself: an inline script added to it does not run.
+    // (An allowed inline script runs as it is inserted, before append returns.)
+    const ran = await page.evaluate(`(() => {
+      const script = document.createElement("script");
+      script.textContent = "window.__inline = 1";
+      document.body.append(script);
+      return window.__inline;
+    })()`);
+    assert.equal(ran, undefined, "an inline script ran");
+  });
+});
