@@ -9,7 +9,7 @@ import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
 import { toCniError } from "./cni_errors.ts";
 import { cniResult, podRoutes } from "./cni_result.ts";
 import { hostIfName } from "./netlink.ts";
-import { netnsIdNow, netnsIdOf, type PodNetns, podNetns } from "./netns.ts";
+import type { PodNetns } from "./netns.ts";
 import { goneReason } from "./reaper.ts";
 import {
   type AgentRequest,
@@ -19,7 +19,7 @@ import {
   portIdFor,
   type WantedInterface,
 } from "./pod_request.ts";
-import type { AttachmentStore, Links } from "./seams.ts";
+import { type AttachmentStore, type Links, type Namespaces, procNamespaces } from "./seams.ts";
 import {
   type Attachment,
   isExtraContainer,
@@ -39,6 +39,8 @@ export interface AttacherDeps {
   /** Makes and undoes the interfaces (wiring.ts), as for knitctl's extra interfaces. */
   wiring: Wiring;
   links: Links;
+  /** Default: the real ones (netns.ts). */
+  namespaces?: Namespaces;
   log: Logger;
   /** Where a pod's networks come from besides the request (Kubernetes mode: kube_attacher.ts). */
   podNetworks?: PodNetworkSource;
@@ -57,7 +59,11 @@ export class Attacher {
   /** ADDs called and not answered yet, by container/ifname: GC leaves them alone. */
   private readonly adding = new Map<string, number>();
 
-  constructor(private readonly d: AttacherDeps) {}
+  private readonly namespaces: Namespaces;
+
+  constructor(private readonly d: AttacherDeps) {
+    this.namespaces = d.namespaces ?? procNamespaces;
+  }
 
   async add(req: CniRequest): Promise<CniResult> {
     // Malformed arguments (K8S_* too) are refused before they name anything to anyone.
@@ -129,7 +135,7 @@ export class Attacher {
       const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
       if (!a || a.createdAt !== listed.createdAt) return false;
       // Gone still (reaper.ts): the path missing, or another namespace there.
-      if (!goneReason(a, await netnsIdNow(a.netns))) return false;
+      if (!goneReason(a, await this.namespaces.idNow(a.netns))) return false;
       this.d.log.warn("netns gone without DEL: removing the attachment", {
         container: a.containerId,
         ifName: a.ifName,
@@ -142,7 +148,7 @@ export class Attacher {
   }
 
   private async doAdd(req: CniRequest): Promise<CniResult> {
-    const pod = await podNetns(req.netns ?? "");
+    const pod = await this.namespaces.pod(req.netns ?? "");
     // The first interface's `ip` starts now and waits for its lines, while the journal and the
     // manager are waited for.
     const batch = await this.d.links.startBatch(pod.path);
@@ -295,8 +301,8 @@ export class Attacher {
         `No attachment of ${req.containerId}/${req.ifName} on this node`,
       );
     }
-    const id = await netnsIdOf(a.netns);
-    if (a.netnsId !== undefined && id !== undefined && id !== a.netnsId) {
+    const id = await this.namespaces.idNow(a.netns);
+    if (a.netnsId !== undefined && id !== null && id !== "missing" && id !== a.netnsId) {
       throw new CniError(
         CNI_CODE.checkFailed,
         `${a.netns} is not the network namespace ADD made ${a.ifName} in: the sandbox was recreated; ADD it again`,

@@ -14,6 +14,7 @@ import {
   podInterfaceState,
   startPodBatch,
 } from "./netlink.ts";
+import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import type { AgentState } from "./state.ts";
 
@@ -36,6 +37,14 @@ export interface Links {
   ): Promise<boolean>;
   /** The pod end as it is now, or null when it (or its netns) is gone. */
   state(netns: string, ifName: string): Promise<PodInterfaceState | null>;
+}
+
+/** Network namespaces by path, as netns.ts reads them. */
+export interface Namespaces {
+  /** CNI_NETNS of an ADD as a checked path and identity; a CNI error (code 4) saying why not. */
+  pod(path: string): Promise<PodNetns>;
+  /** The identity ("dev:inode") at the path now, "missing", or null when the agent cannot tell. */
+  idNow(path: string): Promise<string | "missing" | null>;
 }
 
 /** The integration bridge's ports, over the switch's database (port_plugger.ts). */
@@ -93,6 +102,9 @@ export const ipLinks: Links = {
   remove: (hostIfName, pod) => deletePodInterface(hostIfName, pod),
   state: podInterfaceState,
 };
+
+/** The real {@link Namespaces}: stat of the nsfs files (netns.ts). */
+export const procNamespaces: Namespaces = { pod: podNetns, idNow: netnsIdNow };
 
 /** The real {@link Bridges}: ovs-vsctl (ovs.ts). */
 export function ovsBridges(ovs: Ovs): Bridges {
