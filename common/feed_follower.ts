@@ -42,7 +42,7 @@ export interface FeedFollowerOptions {
   waitSeconds?: number;
   /** How much longer than that a poll may take before it is abandoned as hung (default 15 s). */
   hangMs?: number;
-  /** Between failed attempts (default 200 ms doubling to 10 s, less up to 20% at random). */
+  /** Between failed attempts (default 200 ms doubling to 5 s, less up to 20% at random). */
   backoff?: BackoffOptions;
   clock?: Clock;
   log: Logger;
@@ -83,7 +83,7 @@ export class FeedFollower {
     this.waitS = o.waitSeconds ?? 25;
     this.deadlineMs = this.waitS * 1000 + (o.hangMs ?? 15_000);
     this.clock = o.clock ?? systemClock;
-    this.backoff = new Backoff({ firstMs: 200, maxMs: 10_000, jitter: 0.2, ...o.backoff });
+    this.backoff = new Backoff({ firstMs: 200, maxMs: 5000, jitter: 0.2, ...o.backoff });
     this.lastAlive = this.clock.now();
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
   }

@@ -22,6 +22,9 @@ export interface PortFeedSettings {
 }
 
 /** A port changed; `before` is what the index held (a pod it was bound to until now). */
+/** The longest wait between attempts when the manager does not answer. */
+const MAX_BACKOFF_MS = 2000;
+
 export type PortChange = (port: Port, op: "put" | "delete", before?: Port) => void;
 
 export class PortIndex {
@@ -48,6 +51,8 @@ export class PortIndex {
       apply: (events) => {
         for (const e of events) if (e.type === "port") this.apply(e.port, e.op);
       },
+      // One client, and a refused connection costs the manager nothing: come back soon.
+      backoff: { maxMs: MAX_BACKOFF_MS },
       ...settings,
       log,
     });
@@ -57,7 +62,7 @@ export class PortIndex {
   start(): void {
     this.starting = retry(() => this.feed.start(), {
       signal: this.stopping.signal,
-      maxMs: 10_000,
+      maxMs: MAX_BACKOFF_MS,
       jitter: 0.2,
       onError: (err, retryInMs) =>
         this.log.info("cannot list the manager's ports yet", { error: String(err), retryInMs }),
@@ -111,7 +116,11 @@ export class PortIndex {
     const listed = await this.manager.listPorts();
     const seen = new Set<string>();
     for (const p of listed) {
-      seen.add(keyOf(p));
+      const k = keyOf(p);
+      seen.add(k);
+      // Unchanged ports queue nothing: after a manager restart the list is mostly what was known.
+      const known = this.ports.get(k);
+      if (known && JSON.stringify(known) === JSON.stringify(p)) continue;
       this.apply(p, "put");
     }
     for (const [k, p] of [...this.ports]) if (!seen.has(k)) this.apply(p, "delete");
