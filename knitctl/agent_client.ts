@@ -4,6 +4,8 @@
  * the problem.
  */
 import type { ExtraInterfaceView } from "@knitter/common";
+import type { TraceHop } from "@knitter/wasm";
+import type { VerifyView } from "../agent/trace.ts";
 import { CommandFailed } from "./errors.ts";
 
 export type { ExtraInterfaceView };
@@ -71,6 +73,25 @@ export async function flowDiff(socket: string): Promise<FlowDiffView> {
     api: "flow API",
   });
 }
+
+/** What the node's switch does with a packet: one hop of `knitctl trace` (POST /v1/trace). */
+export async function traceOnAgent(socket: string, req: unknown): Promise<TraceHop> {
+  return await call(socket, "POST", req, "Cannot trace the packet", {
+    path: "/v1/trace",
+    api: "trace API",
+  });
+}
+
+/** What `knitctl verify node` needs of the agent (GET /v1/verify). */
+export async function verifyOnAgent(socket: string): Promise<AgentVerifyView> {
+  return await call(socket, "GET", undefined, "Cannot verify the node", {
+    path: "/v1/verify",
+    api: "verify API",
+  });
+}
+
+/** The agent's answer to GET /v1/verify (a type only: nothing of the agent is loaded). */
+export type AgentVerifyView = VerifyView;
 
 async function call<T>(
   socket: string,

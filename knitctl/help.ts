@@ -18,6 +18,14 @@ const SUMMARY: Record<string, [string, string]> = {
     "flows diff [flags]",
     "a node's installed flows against those its agent computes (exit 1: they differ)",
   ],
+  trace: [
+    "trace --src PORT|IP --dst IP [flags]",
+    "what each node's pipeline does with a packet: flows matched, where it goes, why dropped",
+  ],
+  verify: [
+    "verify node NAME",
+    "a node's flows, OVS ports, agent state and manager ports against each other (exit 1: differ)",
+  ],
   history: [
     "history ADDRESS|MAC [--at TIME]",
     "who held an address or MAC when (port, pod, node, from, to), from the manager's history",
@@ -79,6 +87,24 @@ const EXTRA: Record<string, string[]> = {
     "Example: knitctl attach --netns lab1 --ifname eth1 --network blue --route-gw 10.9.0.0/16,10.1.0.254",
   ],
   detach: ["", "Example: knitctl detach --netns lab1 --ifname eth1"],
+  trace: [
+    "",
+    "Live, each node's agent runs the packet through its switch (ofproto/trace) and the trace",
+    "follows it through the tunnel or the physnet to the next node (their agents: --stack).",
+    "--offline computes the flows from the manager's model instead; with --node, --network and",
+    "--ip (and -t) it traces from a pod that does not exist yet. --src-ip / --src-mac: what if",
+    "the pod sent from another address. An address nobody has: its ARP request is traced.",
+    "",
+    "Example: knitctl trace --src acme/blue/web-1 --dst 10.1.0.7 --proto tcp --dport 443",
+  ],
+  verify: [
+    "",
+    "Flows on the bridge against the computed set, bridge ports against the agent's state, the",
+    "state against the ports the manager binds to the node. Asks the node's agent (--stack, or",
+    "--agent-socket on that node) and the manager. Exit 1 when anything differs.",
+    "",
+    "Example: knitctl verify node n1",
+  ],
   history: [
     "",
     "The tenant's own holders (-t); every tenant's with --all-tenants (an admin token). --at",

@@ -5,6 +5,8 @@
 import { parseCommandLine } from "./args.ts";
 import { attach, detach } from "./attach.ts";
 import { flows } from "./flows.ts";
+import { trace } from "./trace.ts";
+import { verify } from "./verify.ts";
 import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
@@ -19,6 +21,8 @@ const VERBS = [
   "attach",
   "detach",
   "flows",
+  "trace",
+  "verify",
   "history",
   "version",
   "help",
@@ -75,6 +79,12 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "flows":
         await flows(c);
+        break;
+      case "trace":
+        await trace(c);
+        break;
+      case "verify":
+        await verify(c);
         break;
       case "history":
         await history(c);

@@ -1,0 +1,342 @@
+/**
+ * trace: what the pipeline does with one packet on each node it passes, in words. Live, each node's
+ * agent runs it through its switch (`ofproto/trace`); offline (`--offline`), the flows come from
+ * the manager's model and the flow compiler (trace_model.ts) and the offline evaluator runs them,
+ * also for a pod that does not exist yet. Both give the same steps; the packet is followed to the
+ * next node when it leaves through the tunnel or the physnet towards a known port.
+ */
+import type { NodeInfo, Port } from "@knitter/common";
+import {
+  evalPacket,
+  evaluate,
+  explainHop,
+  flowTables,
+  portLabel,
+  type TraceHop,
+  type TraceIngress,
+  type TracePacket,
+  type TraceTarget,
+} from "@knitter/wasm";
+import { requireFlagsOf, str, VERB_FLAGS } from "./args.ts";
+import { DEFAULT_AGENT_SOCKET, traceOnAgent } from "./agent_client.ts";
+import type { AttachContext } from "./attach.ts";
+import { UsageError } from "./errors.ts";
+import { explainManagerError } from "./failures.ts";
+import { json } from "./output.ts";
+import { type OfflineNode, offlineNode, portKey } from "./trace_model.ts";
+import * as V from "./values.ts";
+import { managerClient } from "./verbs.ts";
+
+/** A node is visited once; a packet never needs more hops than this here. */
+const MAX_HOPS = 4;
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+const MAC = /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/;
+
+/** Where the packet enters the next node, as the agent's route takes it. */
+type From =
+  | { kind: "port"; portId: string }
+  | { kind: "tunnel"; vni: number }
+  | { kind: "physnet"; physnet: string; vlan?: number };
+
+export interface TraceReport {
+  mode: "live" | "offline";
+  source: { port: string; network: string; node: string; hypothetical?: boolean };
+  packet: TracePacket;
+  target: TraceTarget;
+  hops: TraceHop[];
+  /** The last hop's fate, in words. */
+  result: string;
+  /** Whether the packet reached a pod (or was answered, for ARP). */
+  delivered: boolean;
+}
+
+export async function trace(c: AttachContext): Promise<void> {
+  requireFlagsOf(c.line, VERB_FLAGS.trace, "trace");
+  if (c.line.args.length) {
+    throw new UsageError(`trace takes flags only, not "${c.line.args.join(" ")}"`);
+  }
+  const f = c.line.flags;
+  const offline = f.offline === true;
+  const to = str(f, "dst");
+  if (!to || !IPV4.test(to)) {
+    throw new UsageError("trace needs --dst IP, the destination's IPv4 address");
+  }
+  const proto = str(f, "proto") ?? "icmp";
+  if (!["tcp", "udp", "icmp"].includes(proto)) {
+    throw new UsageError(`--proto "${proto}" must be tcp, udp or icmp`);
+  }
+  const dport = str(f, "dport");
+  if (dport !== undefined && proto === "icmp") {
+    throw new UsageError("--dport goes with --proto tcp or udp");
+  }
+  for (const [flag, re] of [["src-ip", IPV4], ["src-mac", MAC], ["mac", MAC]] as const) {
+    const v = str(f, flag);
+    if (v !== undefined && !re.test(v)) throw new UsageError(`--${flag} "${v}" is malformed`);
+  }
+
+  const client = await managerClient(c.settings);
+  let ports: Port[];
+  let nodes: NodeInfo[];
+  try {
+    [ports, nodes] = await Promise.all([client.listPorts(), client.listNodes()]);
+  } catch (err) {
+    throw explainManagerError(err);
+  } finally {
+    client.close();
+  }
+  const { src, hypothetical } = source(c, ports, offline);
+  const all = hypothetical ? [...ports, src] : ports;
+  const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
+    all.find((p) => p.ip === to && p.node);
+  const target: TraceTarget = {
+    ip: to,
+    ...(owner
+      ? {
+        owner: {
+          label: portLabel(owner),
+          network: `${owner.networkTenant}/${owner.network}`,
+          ...(owner.node ? { node: owner.node } : {}),
+        },
+      }
+      : {}),
+  };
+  // Nobody has the address: the pod's ARP request for it is what goes out.
+  const packet: TracePacket = {
+    proto: owner ? proto as TracePacket["proto"] : "arp",
+    dlSrc: (str(f, "src-mac") ?? src.mac).toLowerCase(),
+    dlDst: owner ? owner.mac.toLowerCase() : "ff:ff:ff:ff:ff:ff",
+    ipSrc: str(f, "src-ip") ?? src.ip,
+    ipDst: to,
+    ...(owner && dport !== undefined ? { dstPort: V.integer("dport", dport, 0, 65535) } : {}),
+  };
+
+  const hops: TraceHop[] = [];
+  const offlineNodes = new Map<string, OfflineNode>();
+  let node = src.node!;
+  let from: From = { kind: "port", portId: src.id };
+  while (hops.length < MAX_HOPS) {
+    let hop: TraceHop;
+    if (offline) {
+      const model = offlineNodes.get(node) ??
+        offlineNodes.set(node, offlineNode(node, all, nodes)).get(node)!;
+      const ingress: TraceIngress = from.kind === "port"
+        ? { kind: "port", ofport: model.ofports.get(portKey(src))! }
+        : from;
+      const matched = evaluate(flowTables(model.lines), evalPacket(model.view, ingress, packet))
+        .matched;
+      hop = explainHop(model.view, ingress, packet, matched, { mode: "offline", target });
+    } else {
+      hop = await traceOnAgent(socketOf(c, node, hops.length === 0), { from, packet, target });
+    }
+    hops.push(hop);
+    const next = nextHop(hop, nodes, target, node);
+    if (!next || hops.some((h) => h.node === next.node)) break;
+    if (!offline && !reachable(c, next.node)) {
+      hop.outcomes.push({
+        kind: "drop",
+        code: "not_followed",
+        reason:
+          `the trace stops here: node ${next.node}'s agent is not reachable from this knitctl (use --stack, or trace there)`,
+      });
+      break;
+    }
+    node = next.node;
+    from = next.from;
+  }
+  const report = summarize({
+    mode: offline ? "offline" : "live",
+    source: {
+      port: `${src.tenant}/${src.id}`,
+      network: `${src.networkTenant}/${src.network}`,
+      node: src.node!,
+      ...(hypothetical ? { hypothetical: true } : {}),
+    },
+    packet,
+    target,
+    hops,
+  });
+  c.io.out(c.settings.output === "json" ? json(report) : render(report));
+}
+
+/** The source port: an existing one (--from), or a pod that does not exist yet (offline). */
+function source(
+  c: AttachContext,
+  ports: Port[],
+  offline: boolean,
+): { src: Port; hypothetical: boolean } {
+  const f = c.line.flags;
+  const from = str(f, "src");
+  if (from === undefined) {
+    if (!offline) {
+      throw new UsageError(
+        "trace needs --src TENANT/NETWORK/PORT or --src IP (or, with --offline, --node, --network and --ip for a pod that does not exist yet)",
+      );
+    }
+    return { src: hypothetical(c, ports), hypothetical: true };
+  }
+  const parts = from.split("/");
+  let found: Port[];
+  if (IPV4.test(from)) {
+    found = ports.filter((p) => p.ip === from && p.node);
+    if (found.length > 1 && str(f, "tenant") !== undefined) {
+      found = found.filter((p) => p.tenant === c.settings.tenant);
+    }
+  } else if (parts.length === 3) {
+    const [tenant, network, id] = parts;
+    found = ports.filter((p) => p.tenant === tenant && p.network === network && p.id === id);
+  } else {
+    throw new UsageError(`--src "${from}" must be TENANT/NETWORK/PORT or an IPv4 address`);
+  }
+  if (found.length === 0) {
+    throw new UsageError(`No port ${from} bound to a node: "knitctl get ports" lists them`);
+  }
+  if (found.length > 1) {
+    throw new UsageError(
+      `${from} is the address of ${
+        found.map((p) => `${p.tenant}/${p.network}/${p.id}`).join(", ")
+      }: name the port (TENANT/NETWORK/PORT) or the tenant (-t)`,
+    );
+  }
+  if (!found[0].node) throw new UsageError(`Port ${from} is not bound to a node`);
+  return { src: found[0], hypothetical: false };
+}
+
+/** `--offline --node N --network NET [-t T] --ip IP [--mac MAC]`: a port as if bound now. */
+function hypothetical(c: AttachContext, ports: Port[]): Port {
+  const f = c.line.flags;
+  const node = str(f, "node");
+  const network = str(f, "network");
+  const ip = str(f, "ip");
+  if (!node || !network || !ip || !IPV4.test(ip)) {
+    throw new UsageError(
+      "trace --offline of a pod that does not exist yet needs --node NAME, --network NAME (-t TENANT) and --ip IP",
+    );
+  }
+  const tenant = c.settings.tenant;
+  const peer = ports.find((p) =>
+    p.network === network && (p.networkTenant === tenant || p.tenant === tenant)
+  );
+  if (!peer) {
+    throw new UsageError(
+      `No port of network "${network}" in tenant "${tenant}" to learn the network from: the offline model knows networks through their ports`,
+    );
+  }
+  const { pod: _pod, interface: _if, ...network_ } = peer;
+  return {
+    ...network_,
+    id: "what-if",
+    tenant,
+    ip,
+    address: `${ip}/32`,
+    mac: (str(f, "mac") ?? "02:00:00:00:ff:01").toLowerCase(),
+    node,
+  };
+}
+
+/** Where the packet goes next: through the tunnel to a node, or over the physnet to its port's. */
+function nextHop(
+  hop: TraceHop,
+  nodes: NodeInfo[],
+  target: TraceTarget,
+  here: string,
+): { node: string; from: From } | null {
+  const outs = hop.outcomes.filter((o) => o.kind === "tunnel" || o.kind === "physnet");
+  if (outs.length !== 1 || hop.outcomes.length !== 1) return null;
+  const o = outs[0];
+  if (o.kind === "tunnel") {
+    const node = o.node ?? nodes.find((n) => n.underlayIp === o.nodeIp)?.name;
+    return node ? { node, from: { kind: "tunnel", vni: o.vni } } : null;
+  }
+  if (o.kind !== "physnet") return null;
+  const node = target.owner?.node;
+  if (!node || node === here) return null;
+  return {
+    node,
+    from: {
+      kind: "physnet",
+      physnet: o.physnet,
+      ...(o.vlan !== undefined ? { vlan: o.vlan } : {}),
+    },
+  };
+}
+
+/** The agent socket of `node`: the stack's, or --agent-socket / the default for the first hop. */
+function socketOf(c: AttachContext, node: string, first: boolean): string {
+  const stack = c.settings.stack;
+  const known = stack?.nodes.find((n) => n.name === node);
+  if (known) return known.agentSocket;
+  const explicit = str(c.line.flags, "agent-socket") ?? c.env("KNITCTL_AGENT_SOCKET");
+  if (first) return explicit ?? DEFAULT_AGENT_SOCKET;
+  throw new UsageError(`No agent socket known for node ${node}`);
+}
+
+function reachable(c: AttachContext, node: string): boolean {
+  return c.settings.stack?.nodes.some((n) => n.name === node) ?? false;
+}
+
+function summarize(r: Omit<TraceReport, "result" | "delivered">): TraceReport {
+  const last = r.hops.at(-1)!;
+  const drop = last.outcomes.find((o) => o.kind === "drop");
+  const locals = last.outcomes.flatMap((o) =>
+    o.kind === "local" ? [o.port ?? `ofport ${o.ofport}`] : []
+  );
+  let result: string;
+  let delivered = false;
+  if (drop?.kind === "drop") {
+    result = `dropped on ${last.node}: ${drop.reason}`;
+  } else if (last.outcomes.some((o) => o.kind === "reply")) {
+    result = `the ARP request is answered on ${last.node}`;
+    delivered = true;
+  } else if (locals.length) {
+    result = `delivered on ${last.node} to ${locals.join(", ")}`;
+    delivered = true;
+  } else {
+    result = `leaves ${last.node}: ${last.outcomes.map(outcomeWords).join("; ")}`;
+  }
+  if (r.packet.proto === "arp") {
+    result = `nobody has ${r.target.ip}: traced the ARP request for it; ${result}`;
+  }
+  return { ...r, result, delivered };
+}
+
+function outcomeWords(o: TraceHop["outcomes"][number]): string {
+  switch (o.kind) {
+    case "local":
+      return `to ${o.port ?? "a local port"} (ofport ${o.ofport})`;
+    case "tunnel":
+      return `through the tunnel to node ${
+        o.node ?? o.nodeIp
+      } (VNI ${o.vni}, endpoint ${o.nodeIp})`;
+    case "physnet":
+      return `out to physnet ${o.physnet}${
+        o.vlan !== undefined ? `, VLAN ${o.vlan}` : ", untagged"
+      }`;
+    case "reply":
+      return `answered, back out of ofport ${o.ofport}`;
+    case "drop":
+      return `dropped: ${o.reason}`;
+  }
+}
+
+function render(r: TraceReport): string {
+  const p = r.packet;
+  const l4 = p.dstPort !== undefined ? ` port ${p.dstPort}` : "";
+  const out = [
+    `${r.mode} trace: ${p.proto} ${p.ipSrc} -> ${p.ipDst}${l4} from ${r.source.port}${
+      r.source.hypothetical ? " (not bound yet)" : ""
+    } on network ${r.source.network}, node ${r.source.node}`,
+  ];
+  for (const hop of r.hops) {
+    out.push("", `node ${hop.node}: in from ${hop.ingress}`);
+    for (const s of hop.steps) {
+      out.push(
+        `  ${String(s.table).padStart(2)} ${s.tableName.padEnd(9)} prio ${
+          String(s.priority).padStart(3)
+        }  cookie ${s.cookie}  ${s.kind.padEnd(15)} ${s.what}`,
+      );
+    }
+    for (const o of hop.outcomes) out.push(`  => ${outcomeWords(o)}`);
+  }
+  out.push("", `result: ${r.result}`);
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,108 @@
+/**
+ * A node's flows as the manager's model implies them, for `knitctl trace --offline`: the ports
+ * bound to the node are its local ports, the ports of the same networks on other nodes its remote
+ * ports, and the flow compiler (../wasm/flows.ts) makes the lines the agent would. Node-local
+ * numbers (ofports, cookies, network numbers, physnet patch ports) are the agent's own and unknown
+ * here: they are numbered in order (ports from 1, the tunnel 100, physnet ports from 200), so an
+ * offline trace names the same flows and outcomes as a live one with other numbers.
+ */
+import type { NodeInfo, Port } from "@knitter/common";
+import {
+  compileFlows,
+  type FlowInput,
+  isolateConflicts,
+  portLabel,
+  type TraceView,
+} from "@knitter/wasm";
+
+/** The agent's default tunnel ofport (agent/config.ts). */
+const TUNNEL_OFPORT = 100;
+/** The agent's first physnet patch port (agent/dataplane.ts). */
+const PATCH_OFPORT_BASE = 200;
+
+export interface OfflineNode {
+  view: TraceView;
+  lines: string[];
+  /** The ofport of each local port, by port key (portKey). */
+  ofports: Map<string, number>;
+}
+
+/** A port's key across tenants and networks. */
+export function portKey(p: Pick<Port, "networkId" | "id">): string {
+  return `${p.networkId}/${p.id}`;
+}
+
+/** The flows and names of `node` from the manager's ports and nodes. */
+export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): OfflineNode {
+  const local = ports.filter((p) => p.node === node).sort((a, b) =>
+    portKey(a) < portKey(b) ? -1 : 1
+  );
+  const netIds = [...new Set(local.map((p) => p.networkId))].sort();
+  const physnets = [...new Set(local.flatMap((p) => p.physnet ?? []))].sort();
+  const networkNo = new Map(netIds.map((id, i) => [id, i + 1]));
+  const view: TraceView = {
+    node,
+    tunnelPort: TUNNEL_OFPORT,
+    networks: netIds.map((id) => {
+      const p = local.find((x) => x.networkId === id)!;
+      return {
+        id: networkNo.get(id)!,
+        label: `${p.networkTenant}/${p.network}`,
+        type: p.type,
+        ...(p.segmentId !== undefined ? { segmentId: p.segmentId } : {}),
+        ...(p.physnet !== undefined
+          ? { physnet: p.physnet, physnetPort: PATCH_OFPORT_BASE + physnets.indexOf(p.physnet) }
+          : {}),
+      };
+    }),
+    localPorts: local.map((p, i) => ({
+      ofport: i + 1,
+      network: networkNo.get(p.networkId)!,
+      label: portLabel(p),
+      mac: p.mac,
+      ips: [p.ip],
+    })),
+    remotePorts: [],
+  };
+  const ipOf = new Map(nodes.map((n) => [n.name, n.underlayIp]));
+  for (const p of ports) {
+    const network = networkNo.get(p.networkId);
+    const nodeIp = p.node ? ipOf.get(p.node) : undefined;
+    if (!p.node || p.node === node || network === undefined || !nodeIp) continue;
+    view.remotePorts.push({
+      network,
+      mac: p.mac,
+      ips: [p.ip],
+      nodeIp,
+      node: p.node,
+      label: portLabel(p),
+    });
+  }
+  const model: FlowInput = {
+    tunnelPort: TUNNEL_OFPORT,
+    networks: view.networks.map((n) => ({
+      id: n.id,
+      type: n.type,
+      ...(n.segmentId !== undefined && n.type !== "flat" ? { segmentId: n.segmentId } : {}),
+      ...(n.physnetPort !== undefined ? { physnetPort: n.physnetPort } : {}),
+    })),
+    localPorts: view.localPorts.map((p) => ({
+      ofport: p.ofport,
+      network: p.network,
+      mac: p.mac,
+      ips: p.ips,
+      cookie: p.ofport,
+    })),
+    remotePorts: view.remotePorts.map((r) => ({
+      network: r.network,
+      mac: r.mac,
+      ips: r.ips,
+      nodeIp: r.nodeIp,
+    })),
+  };
+  return {
+    view,
+    lines: compileFlows(isolateConflicts(model).input),
+    ofports: new Map(local.map((p, i) => [portKey(p), i + 1])),
+  };
+}
