@@ -78,11 +78,15 @@ async function logIn(env: Env, token: string): Promise<Page> {
   const response = await page.goto(`${env.url}/console`);
   assert.equal(response?.status(), 200);
   assert.equal(new URL(page.url()).pathname, "/console/");
+  await submitToken(page, token);
+  return page;
+}
+
+async function submitToken(page: Page, token: string): Promise<void> {
   await page.locator("#login").waitFor({ state: "visible" });
   await page.fill("#token", token);
   await page.click("#login button[type=submit]");
   await page.locator("#live[data-state=live]").waitFor();
-  return page;
 }
 
 /** The texts of the elements a selector finds. */
@@ -245,6 +249,33 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
       pixel(png, Math.floor(used.x + at.x + used.width / 2), Math.floor(used.y + at.y + 6)),
       "#2f6fdb",
       "the used part of control's bar",
+    );
+
+    // Logging out forgets the token and what was shown. An admin sees every tenant, and globex's
+    // network and port beside acme's.
+    await page.click("#logout");
+    await page.locator("#login").waitFor({ state: "visible" });
+    assert.equal(
+      await page.evaluate(() => sessionStorage.getItem("knitter-console-token")),
+      null,
+    );
+    assert.equal(await page.locator("#views tr").count(), 0);
+    await submitToken(page, ADMIN);
+    assert.equal(await page.locator("#who").textContent(), "admin");
+    assert.deepEqual(await texts(page, "#tenants tbody tr td:first-child"), [
+      "acme",
+      "admin",
+      "globex",
+    ]);
+    assert.deepEqual(
+      await page.locator("#networks tr.network").evaluateAll((rows) =>
+        rows.map((r) => `${r.getAttribute("data-tenant")}/${r.getAttribute("data-network")}`)
+      ),
+      ["acme/control", "acme/data", "globex/secret"],
+    );
+    assert.deepEqual(
+      await texts(page, '#ports .node[data-node="n1"] tr.port td:first-child'),
+      ["edge-eth0", "edge-net1", "hidden-eth0"],
     );
   });
 });
