@@ -70,14 +70,20 @@ async function withConsole(fn: (env: Env) => Promise<void>): Promise<void> {
   await fn({ url: manager.url, api, browser });
 }
 
-/** Opens the console, logs in with the token through the form, and waits until it follows the feed. */
-async function logIn(env: Env, token: string): Promise<Page> {
+/** Opens the console in a new browser context: the login form, as /console redirects to it. */
+async function openConsole(env: Env): Promise<Page> {
   const context = await env.browser.browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(PAGE_WAIT_MS);
   const response = await page.goto(`${env.url}/console`);
   assert.equal(response?.status(), 200);
   assert.equal(new URL(page.url()).pathname, "/console/");
+  return page;
+}
+
+/** Opens the console, logs in with the token through the form, and waits until it follows the feed. */
+async function logIn(env: Env, token: string): Promise<Page> {
+  const page = await openConsole(env);
   await submitToken(page, token);
   return page;
 }
@@ -340,7 +346,18 @@ Deno.test("console: what a tenant named is shown as text, and the page runs no i
       body: { pod: { namespace: "acme", name: XSS_POD }, interface: "eth0" },
     });
 
-    const page = await logIn(env, ACME);
+    // A wrong token is refused in the form, and not kept.
+    const page = await openConsole(env);
+    await page.locator("#login").waitFor({ state: "visible" });
+    await page.fill("#token", "not-a-token");
+    await page.click("#login button[type=submit]");
+    await page.locator("#login-error", { hasText: "Unknown bearer token" }).waitFor();
+    assert.equal(await page.locator("#views").isHidden(), true);
+    assert.equal(
+      await page.evaluate(() => sessionStorage.getItem("knitter-console-token")),
+      null,
+    );
+    await submitToken(page, ACME);
     const csp =
       (await page.request.get(`${env.url}/console/`)).headers()["content-security-policy"];
     assert.match(csp, /script-src 'self'(;|$)/);
