@@ -112,14 +112,26 @@ export class ExtraInterfaces {
     if (x.kind === "bridge") await this.requireBridge(x.bridge);
     // The journal goes first: whatever happens next, detach finds what to undo.
     await this.d.store.put(x);
+    let wired = false;
     try {
       if (x.kind === "network") await this.makeNetworkInterface(x, body, target.pod);
       else await this.makeBridgeInterface(x);
+      wired = true;
       x.status = "ready";
       await this.d.store.put(x);
     } catch (err) {
-      // The wiring undid what it made; its record, when that undo did not finish, is detach's.
-      if (!(await this.leftOver(x))) await this.d.store.delete(x.id);
+      // A failed wiring undid what it made; after it, all of the interface goes. What an undo
+      // could not finish stays recorded, for detach.
+      try {
+        if (wired) await this.undo(x, "rollback of a failed attach");
+        else if (!(await this.leftOver(x))) await this.d.store.delete(x.id);
+      } catch (undoErr) {
+        this.d.log.error("rollback incomplete", {
+          netns: x.netns,
+          ifName: x.ifName,
+          error: String(undoErr),
+        });
+      }
       throw asExtraError(err, `Cannot attach ${x.ifName} in ${x.netns}`);
     }
     this.d.log.info("extra interface attached", { netns: x.netns, ifName: x.ifName, kind: x.kind });

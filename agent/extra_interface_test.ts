@@ -172,3 +172,13 @@ Deno.test("knitctl attach --bridge: the integration bridge and unknown bridges a
   assert.deepEqual(codes, ["bridge_managed", "no_such_bridge"]);
   assert.deepEqual(t.world.calls.filter((c) => c.startsWith("links")), []);
 });
+
+Deno.test("knitctl attach --network: its record failing to be marked ready undoes all of it", async () => {
+  await using t = await setup();
+  const before = t.world.snapshot();
+  const put = t.store.put.bind(t.store);
+  t.store.put = (x) => x.status === "ready" ? Promise.reject(new Error("disk full")) : put(x);
+  await assert.rejects(t.extra.attach(network(t.netns)), /disk full/);
+  assert.deepEqual(t.world.snapshot(), before);
+  assert.deepEqual(await t.store.list(), []);
+});
