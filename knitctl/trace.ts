@@ -146,7 +146,7 @@ export async function trace(c: AttachContext): Promise<void> {
   const report = summarize({
     mode: offline ? "offline" : "live",
     source: {
-      port: `${src.tenant}/${src.id}`,
+      port: hypothetical ? `${src.tenant}/${src.id}` : portLabel(src),
       network: `${src.networkTenant}/${src.network}`,
       node: src.node!,
       ...(hypothetical ? { hypothetical: true } : {}),
@@ -294,7 +294,13 @@ function summarize(r: Omit<TraceReport, "result" | "delivered">): TraceReport {
     result = `leaves ${last.node}: ${last.outcomes.map(outcomeWords).join("; ")}`;
   }
   if (r.packet.proto === "arp") {
-    result = `nobody has ${r.target.ip}: traced the ARP request for it; ${result}`;
+    // Nobody has the address: the request is flooded (or dropped) and no port answers it.
+    delivered = false;
+    result = drop?.kind === "drop"
+      ? `nobody has ${r.target.ip}: the ARP request for it is ${result}`
+      : `nobody has ${r.target.ip}: the ARP request for it goes ${
+        last.outcomes.map(outcomeWords).join(", ")
+      } and no port answers it`;
   }
   return { ...r, result, delivered };
 }

@@ -302,9 +302,6 @@ export function explainHop(
       case "arpReplyShared":
         what = "the ARP reply goes back out of the port the request came in on";
         break;
-      case "arpOwner":
-        what = "the owner asks for its own address: not answered, forwarded";
-        break;
       case "forwardLocal": {
         const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
         what = `to ${localOf(port)?.label ?? "a local port"} (ofport ${port}), on this node`;
@@ -334,6 +331,20 @@ export function explainHop(
         break;
       case "floodIn":
         what = "broadcast or multicast from outside: to local ports only";
+        break;
+      case "fromOutside":
+        what =
+          `from outside, and no local port of ${netLabel} has MAC ${packet.dlDst}: dropped, never sent back out`;
+        break;
+      case "arpOwner":
+        what = "the owner asks for its own address: not answered, forwarded";
+        break;
+      case "ndGuard":
+        what = "neighbour discovery the port may not send: dropped";
+        break;
+      case "spoofIpv6":
+      case "spoofDad":
+        what = "IPv6 from the port's own MAC and addresses";
         break;
       case "default":
         what = f.table === TABLE.ARP

@@ -1,0 +1,66 @@
+/**
+ * The trace's reading of flows: every flow the compiler makes is told as the builder that made it
+ * (at that builder's table and priority), and ofproto/trace's printout becomes canonical lines.
+ */
+import assert from "node:assert/strict";
+import { parseFlowLine } from "./flow_eval.ts";
+import { flowKind, parseOfprotoTrace } from "./flow_trace.ts";
+import { compileFlowsTs } from "./flows_ts.ts";
+import { isolateConflicts } from "./flow_conflicts.ts";
+import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
+import { scenarios } from "./testdata/scenarios.ts";
+
+Deno.test("flowKind names the builder of every compiled flow, at its table and priority", () => {
+  const seen = new Set<string>();
+  for (const [name, model] of Object.entries(scenarios)) {
+    for (const line of compileFlowsTs(isolateConflicts(model).input)) {
+      const f = parseFlowLine(line);
+      const kind = flowKind(f);
+      seen.add(kind);
+      if (kind === "default") {
+        assert.equal(f.priority, PRIORITY.DEFAULT, `${name}: ${line}`);
+        continue;
+      }
+      const k = FLOW_KINDS[kind as keyof typeof FLOW_KINDS];
+      assert.ok(k, `${name}: ${line} is told as "${kind}"`);
+      assert.deepEqual([f.table, f.priority], [k.table, k.priority], `${name}: ${line}`);
+    }
+  }
+  // The scenarios make every kind of IPv4 and IPv6 flow there is.
+  assert.deepEqual([...seen].sort(), [...Object.keys(FLOW_KINDS), "default"].sort());
+});
+
+Deno.test("parseOfprotoTrace reads br-int's flows only, as canonical lines", () => {
+  const text = `Flow: icmp,in_port=3,vlan_tci=0x0000,dl_src=02:00:ac:10:00:02
+
+bridge("br-int")
+----------------
+ 0. in_port=3,vlan_tci=0x0000/0x1fff, priority 100, cookie 0x200000003
+    set_field:0x2->reg0
+    set_field:0x3->reg1
+    goto_table:10
+10. ip,in_port=3,dl_src=02:00:ac:10:00:02,nw_src=172.16.0.2, priority 100, cookie 0x200000003
+    goto_table:20
+20. priority 0
+    goto_table:30
+30. reg0=0x2, priority 10, cookie 0x200000000
+    push_vlan:0x8100
+    set_field:4196->vlan_vid
+    output:200
+
+bridge("brp0")
+--------------
+ 0. priority 0
+    NORMAL
+     -> no learned MAC for destination, flooding
+
+Final flow: icmp,reg0=0x2,reg1=0x3,in_port=3
+Datapath actions: push_vlan(vid=100,pcp=0),3
+`;
+  assert.deepEqual(parseOfprotoTrace(text, "br-int").map((f) => f.line), [
+    "cookie=0x0000000200000003,table=0,priority=100,in_port=3,vlan_tci=0x0000/0x1fff,actions=set_field:0x2->reg0,set_field:0x3->reg1,goto_table:10",
+    "cookie=0x0000000200000003,table=10,priority=100,ip,in_port=3,dl_src=02:00:ac:10:00:02,nw_src=172.16.0.2,actions=goto_table:20",
+    "cookie=0x0000000000000000,table=20,priority=0,actions=goto_table:30",
+    "cookie=0x0000000200000000,table=30,priority=10,reg0=0x2,actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:200",
+  ]);
+});
