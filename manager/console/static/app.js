@@ -7,7 +7,7 @@ import { networksView, portsView, tenantsView } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 
-const state = { session: null, data: null, pod: undefined, run: 0 };
+const state = { session: null, data: null, shown: null, pod: undefined, run: 0 };
 
 function setLive(mode, text) {
   $("live").dataset.state = mode;
@@ -52,20 +52,25 @@ function render() {
       },
     }),
   );
-  document.body.dataset.renders = String(Number(document.body.dataset.renders ?? 0) + 1);
 }
 
+/** Reads everything again; draws the page again only when something changed (keeps focus). */
 async function refresh() {
-  state.data = await loadAll();
+  const data = await loadAll();
+  const text = JSON.stringify(data);
+  if (text === state.shown) return;
+  state.data = data;
+  state.shown = text;
   render();
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Takes a cursor, loads everything, then long-polls the feed from the cursor and loads again on
- * every page with events (usage changes with ports). A 410 starts over; other failures retry with
- * a growing pause.
+ * Takes a cursor, loads everything, then long-polls the feed from the cursor and loads again with
+ * every page: at once when ports or nodes changed (usage changes with them), and at the latest when
+ * a poll ends empty, for what the feed does not carry (tenants, networks). A 410 starts over; other
+ * failures retry with a growing pause.
  */
 async function follow(run) {
   let cursor;
@@ -82,7 +87,7 @@ async function follow(run) {
       cursor = page.cursor;
       pause = 500;
       setLive("live", "live");
-      if (page.events.length > 0) await refresh();
+      await refresh();
     } catch (err) {
       if (run !== state.run) return;
       if (err instanceof ApiFailure && err.status === 401) {
@@ -110,6 +115,7 @@ async function start() {
     return showLogin(err instanceof ApiFailure ? err.message : `Cannot reach the manager: ${err}`);
   }
   state.session = session;
+  state.shown = null;
   state.run++;
   $("login").hidden = true;
   $("views").hidden = false;
@@ -131,6 +137,7 @@ $("login").addEventListener("submit", (e) => {
 $("logout").addEventListener("click", () => {
   forgetToken();
   state.data = null;
+  state.shown = null;
   replace($("views"));
   showLogin();
 });
