@@ -218,6 +218,11 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
       await texts(page, '#ports .node[data-node="n2"] tr.port td:first-child'),
       ["ctl-eth0", "ctl-net1"],
     );
+    // Released: the row goes, and its address moves to quarantine in the bar.
+    await api("DELETE", "tenants/acme/networks/data/ports/ctl-net1");
+    await row.waitFor({ state: "detached" });
+    await checkBar(page, "data", { total: data.usage.total, used: 1, quarantined: 1 });
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
 
     // The token went as a header, never in a URL.
     assert.ok(requests.length > 0, "the page made requests after logging in");
