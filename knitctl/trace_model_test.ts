@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import type { NodeInfo, Port } from "@knitter/common";
+import { offlineNode, portKey } from "./trace_model.ts";
+
+function port(over: Partial<Port>): Port {
+  return {
+    tenant: "acme",
+    networkTenant: "acme",
+    type: "vxlan",
+    segmentId: 5000,
+    ...over,
+  } as Port;
+}
+
+const nodes = [{ name: "n1", underlayIp: "192.0.2.1" }, {
+  name: "n2",
+  underlayIp: "192.0.2.2",
+}] as NodeInfo[];
+
+Deno.test("offline model: the node's ports are local, same-network ports elsewhere remote", () => {
+  const ports = [
+    port({
+      id: "a",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.2",
+      mac: "02:00:00:00:00:02",
+      node: "n1",
+    }),
+    port({
+      id: "b",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.3",
+      mac: "02:00:00:00:00:03",
+      node: "n2",
+    }),
+    // Another network, only on n2: not in n1's model.
+    port({
+      id: "c",
+      network: "red",
+      networkId: "nr",
+      ip: "10.9.0.3",
+      mac: "02:00:00:00:00:04",
+      node: "n2",
+      segmentId: 5001,
+    }),
+    // A VLAN network on n1: its physnet port is numbered.
+    port({
+      id: "d",
+      network: "st",
+      networkId: "ns",
+      ip: "10.4.0.2",
+      mac: "02:00:00:00:00:05",
+      node: "n1",
+      type: "vlan",
+      segmentId: 100,
+      physnet: "phys1",
+    }),
+    // Unbound: nowhere.
+    port({ id: "e", network: "blue", networkId: "nb", ip: "10.0.0.9", mac: "02:00:00:00:00:09" }),
+  ];
+  const m = offlineNode("n1", ports, nodes);
+  assert.deepEqual(m.view.localPorts.map((p) => [p.label, p.ofport]), [["acme/a", 1], [
+    "acme/d",
+    2,
+  ]]);
+  assert.deepEqual(m.view.networks.map((n) => [n.label, n.id, n.physnetPort]), [
+    ["acme/blue", 1, undefined],
+    ["acme/st", 2, 200],
+  ]);
+  assert.deepEqual(m.view.remotePorts.map((r) => [r.label, r.node, r.nodeIp]), [
+    ["acme/b", "n2", "192.0.2.2"],
+  ]);
+  assert.equal(m.ofports.get(portKey(ports[0])), 1);
+  assert.ok(m.lines.some((l) => l.includes("set_field:192.0.2.2->tun_dst")), "b behind the tunnel");
+  assert.ok(
+    m.lines.some((l) => l.includes("in_port=200,dl_vlan=100")),
+    "VLAN 100 from the physnet",
+  );
+  assert.ok(!m.lines.some((l) => l.includes("02:00:00:00:00:04")), "red is not on n1");
+});
