@@ -74,17 +74,32 @@ export async function trace(c: AttachContext): Promise<void> {
     if (v !== undefined && !re.test(v)) throw new UsageError(`--${flag} "${v}" is malformed`);
   }
 
+  const whatIf = str(f, "src") === undefined && offline ? whatIfArgs(c) : undefined;
   const client = await managerClient(c.settings);
   let ports: Port[];
   let nodes: NodeInfo[];
+  let network: WhatIfNetwork | undefined;
   try {
-    [ports, nodes] = await Promise.all([client.listPorts(), client.listNodes()]);
+    [ports, nodes, network] = await Promise.all([
+      client.listPorts(),
+      client.listNodes(),
+      whatIf
+        ? client.request<WhatIfNetwork>(
+          "GET",
+          `/api/v1/tenants/${encodeURIComponent(c.settings.tenant)}/networks/${
+            encodeURIComponent(whatIf.network)
+          }`,
+        )
+        : undefined,
+    ]);
   } catch (err) {
-    throw explainManagerError(err);
+    throw explainManagerError(err, `knitctl -t ${c.settings.tenant} get networks`);
   } finally {
     client.close();
   }
-  const { src, hypothetical } = source(c, ports, offline);
+  const { src, hypothetical } = whatIf && network
+    ? { src: whatIfPort(c, whatIf, network), hypothetical: true }
+    : source(c, ports);
   const all = hypothetical ? [...ports, src] : ports;
   const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
     all.find((p) => p.ip === to && p.node);
@@ -159,20 +174,13 @@ export async function trace(c: AttachContext): Promise<void> {
 }
 
 /** The source port: an existing one (--from), or a pod that does not exist yet (offline). */
-function source(
-  c: AttachContext,
-  ports: Port[],
-  offline: boolean,
-): { src: Port; hypothetical: boolean } {
+function source(c: AttachContext, ports: Port[]): { src: Port; hypothetical: boolean } {
   const f = c.line.flags;
   const from = str(f, "src");
   if (from === undefined) {
-    if (!offline) {
-      throw new UsageError(
-        "trace needs --src TENANT/NETWORK/PORT or --src IP (or, with --offline, --node, --network and --ip for a pod that does not exist yet)",
-      );
-    }
-    return { src: hypothetical(c, ports), hypothetical: true };
+    throw new UsageError(
+      "trace needs --src TENANT/NETWORK/PORT or --src IP (or, with --offline, --node, --network and --ip for a pod that does not exist yet)",
+    );
   }
   const parts = from.split("/");
   let found: Port[];
@@ -201,36 +209,56 @@ function source(
   return { src: found[0], hypothetical: false };
 }
 
-/** `--offline --node N --network NET [-t T] --ip IP [--mac MAC]`: a port as if bound now. */
-function hypothetical(c: AttachContext, ports: Port[]): Port {
+/** What the manager says of the network of a pod that does not exist yet. */
+interface WhatIfNetwork {
+  id: string;
+  tenant: string;
+  name: string;
+  type: Port["type"];
+  segmentId?: number;
+  physnet?: string;
+  mtu: number;
+}
+
+/** `--offline --node N --network NET [-t T] --ip IP [--mac MAC]`, checked. */
+function whatIfArgs(c: AttachContext): { node: string; network: string; ip: string } {
   const f = c.line.flags;
   const node = str(f, "node");
   const network = str(f, "network");
   const ip = str(f, "ip");
   if (!node || !network || !ip || !IPV4.test(ip)) {
     throw new UsageError(
-      "trace --offline of a pod that does not exist yet needs --node NAME, --network NAME (-t TENANT) and --ip IP",
+      "trace --offline of a pod that does not exist yet needs --node NAME, --network NAME (-t TENANT) and --ip IP (or --src for an existing one)",
     );
   }
-  const tenant = c.settings.tenant;
-  const peer = ports.find((p) =>
-    p.network === network && (p.networkTenant === tenant || p.tenant === tenant)
-  );
-  if (!peer) {
-    throw new UsageError(
-      `No port of network "${network}" in tenant "${tenant}" to learn the network from: the offline model knows networks through their ports`,
-    );
-  }
-  const { pod: _pod, interface: _if, ...network_ } = peer;
+  return { node, network, ip };
+}
+
+/** The port a pod on `network` would get, as if bound to the node now. */
+function whatIfPort(
+  c: AttachContext,
+  w: { node: string; ip: string },
+  net: WhatIfNetwork,
+): Port {
   return {
-    ...network_,
     id: "what-if",
-    tenant,
-    ip,
-    address: `${ip}/32`,
-    mac: (str(f, "mac") ?? "02:00:00:00:ff:01").toLowerCase(),
-    node,
-  };
+    tenant: c.settings.tenant,
+    network: net.name,
+    networkTenant: net.tenant,
+    networkId: net.id,
+    type: net.type,
+    ...(net.segmentId !== undefined ? { segmentId: net.segmentId } : {}),
+    ...(net.physnet !== undefined ? { physnet: net.physnet } : {}),
+    ip: w.ip,
+    address: `${w.ip}/32`,
+    family: 4,
+    mac: (str(c.line.flags, "mac") ?? "02:00:00:00:ff:01").toLowerCase(),
+    mtu: net.mtu,
+    routes: [],
+    dns: {},
+    node: w.node,
+    createdAt: new Date().toISOString(),
+  } as Port;
 }
 
 /** Where the packet goes next: through the tunnel to a node, or over the physnet to its port's. */

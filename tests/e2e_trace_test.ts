@@ -242,6 +242,22 @@ Deno.test("e2e trace and verify: allowed and dropped packets on vxlan, vlan and 
     assert.equal(r.source.hypothetical, true);
     assert.deepEqual(r.hops.map((h) => h.node), ["n1", "n2"]);
     assert.equal(r.result, "delivered on n2 to acme/b2/eth0");
+    // A network with no port at all yet: its address is nobody's, the ARP request reaches nobody.
+    await net("acme", { name: "green", cidr: "10.60.0.0/24", gateway: "10.60.0.1" });
+    const empty = expectExit(
+      await ctl([
+        ...["trace", "--offline", "--node", "n2", "-t", "acme", "--network", "green"],
+        ...["--ip", "10.60.0.9", "--dst", "10.60.0.5", "-o", "json"],
+      ]),
+      0,
+      "what-if on an empty network",
+    ).json() as TraceReport;
+    assert.equal(empty.packet.proto, "arp");
+    assert.equal(empty.delivered, false);
+    assert.equal(
+      empty.result,
+      "nobody has 10.60.0.5: the ARP request for it is dropped on n2: a broadcast with no port of acme/green to go to",
+    );
   });
 
   await t.step("verify: a clean node has no differences and exits 0", async () => {
