@@ -10,7 +10,7 @@
  * @module
  */
 import type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
-import { COOKIE_NETWORK_SHIFT, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
 export interface TraceView {
@@ -276,8 +276,6 @@ export function explainHop(
     let what: string;
     switch (kind) {
       case "classifyLocal":
-        what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
-        break;
       case "classifyTunnel":
       case "classifyPhysnet":
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
@@ -520,15 +518,6 @@ function otherNetwork(
     reason: `destination ${
       target!.ip
     } is on another network of the tenant (${owner.network}, port ${owner.label}), not on ${netLabel}: networks are isolated`,
-  };
-}
-
-/** A cookie's network and port numbers (PIPELINE.md, "Cookies"). */
-export function cookieParts(cookie: string): { network: number; port: number } {
-  const c = BigInt(cookie);
-  return {
-    network: Number(c >> BigInt(COOKIE_NETWORK_SHIFT)),
-    port: Number(c & 0xffffffffn),
   };
 }
 
