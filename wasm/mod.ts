@@ -27,10 +27,4 @@ export type {
   TraceTarget,
   TraceView,
 } from "./flow_trace.ts";
-export {
-  evalPacket,
-  explainHop,
-  ofprotoFlow,
-  parseOfprotoTrace,
-  portLabel,
-} from "./flow_trace.ts";
+export { evalPacket, explainHop, ofprotoFlow, parseOfprotoTrace, portLabel } from "./flow_trace.ts";
