@@ -15,7 +15,7 @@ import {
   type PortRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
-import { macFor } from "./service/ports.ts";
+import { macFor } from "./service/port_records.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";

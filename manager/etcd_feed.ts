@@ -10,7 +10,7 @@
 import type { NodeRecord, PortRecord } from "./model.ts";
 import { keys, type NetworkRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
-import { portView } from "./service/ports.ts";
+import { portView } from "./service/port_records.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
 import { concat, encodeKey, prefixRange } from "./store/key_codec.ts";

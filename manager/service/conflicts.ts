@@ -22,7 +22,7 @@ import { keys, type PortRecord } from "../model.ts";
 import type { ConflictReport, ConflictReportItem, PortConflict } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
-import { keyId } from "./ports.ts";
+import { keyId } from "./port_records.ts";
 
 type Item = z.infer<typeof ConflictReportItem>;
 type StoredItem = Item & { since: string };

@@ -1,0 +1,105 @@
+/**
+ * Who may do what to a port: the owner a request acts for, what a tenant or node token may ask of
+ * a PUT, which ports a principal sees, and the port an unbind or release is about.
+ */
+import type { Principal } from "../auth.ts";
+import { ApiError, notFound } from "../errors.ts";
+import { macKind } from "@knitter/common/address";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import type { Entry } from "../store/store.ts";
+import type { Ctx } from "./context.ts";
+import { keyId, type PortBody } from "./port_records.ts";
+
+/** The tenant a request acts for: a tenant token always acts for its own. */
+export function ownerOf(principal: Principal, tenant: string): string {
+  return principal.scope === "tenant" ? principal.tenant : tenant;
+}
+
+/**
+ * Refuses what the principal may not ask of a PUT (403), checks a fixed MAC, and binds a node
+ * token's port to its node. Returns the body to act on.
+ */
+export function authorizePut(principal: Principal, body: PortBody): PortBody {
+  if (principal.scope === "tenant" && body.node !== undefined) {
+    // Binding puts the port on that node's dataplane: only the node's agent or an admin decides it.
+    throw new ApiError(
+      "forbidden",
+      "A tenant token may not bind a port to a node: the node's agent (its node token) or an admin does; leave out node",
+      "node",
+    );
+  }
+  if (
+    principal.scope === "tenant" && body.pod !== undefined &&
+    body.pod.namespace !== principal.tenant
+  ) {
+    // Ports are found by their pod (the monitor releases a deleted pod's ports by it).
+    throw new ApiError(
+      "forbidden",
+      `A tenant token may bind a port only to a pod of its own namespace "${principal.tenant}"`,
+      "pod.namespace",
+    );
+  }
+  if (body.mac !== undefined) checkMac(body.mac);
+  if (principal.scope === "node") {
+    if (body.node !== undefined && body.node !== principal.node) {
+      throw new ApiError(
+        "forbidden",
+        `A token of node "${principal.node}" may not bind ports to node "${body.node}"`,
+        "node",
+      );
+    }
+    return { ...body, node: principal.node };
+  }
+  return body;
+}
+
+/** A fixed MAC must be one a pod may use: unicast, locally administered, not all zero. */
+function checkMac(mac: string): void {
+  const why = {
+    broadcast: "is the broadcast address",
+    multicast: "is a multicast address (the first byte is odd)",
+    zero: "is all zero",
+    vendor:
+      "is not locally administered (set bit 1 of the first byte, as in 02:..; other MACs belong to hardware vendors)",
+    local: null,
+  }[macKind(mac)];
+  if (why) {
+    throw new ApiError(
+      "invalid_mac",
+      `mac: ${mac} ${why}; a fixed MAC must be a locally administered unicast address`,
+      "mac",
+    );
+  }
+}
+
+/** A tenant token sees only its own ports. */
+export function visible(principal: Principal, port: PortRecord): boolean {
+  return principal.scope !== "tenant" || port.tenant === principal.tenant;
+}
+
+/**
+ * The port an unbind or release is about, as the principal may see it: 404 when it is unknown or
+ * another tenant's, 403 when a node's token names another node's port.
+ */
+export async function portToChange(ctx: Ctx, opts: {
+  principal: Principal;
+  net: NetworkRecord;
+  owner: string;
+  id: string;
+  networkName: string;
+  verb: "unbind" | "release";
+}): Promise<Entry<PortRecord> & { value: PortRecord }> {
+  const { principal, net, owner, id, networkName, verb } = opts;
+  const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
+  const port = e.value;
+  if (!port || !visible(principal, port)) {
+    throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+  }
+  if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${principal.node}" may not ${verb} a port of node "${port.node}"`,
+    );
+  }
+  return { ...e, value: port };
+}

@@ -1,0 +1,113 @@
+/**
+ * Batching: PUTs of new ports that ask for no fixed address, group or MAC wait a moment for
+ * others of their network and go in one commit, which checks only that each port is absent. When
+ * that commit fails, each of its ports takes the careful path (port_retry.ts), which reads first:
+ * a port that already existed is answered as it is, anything else was a lost race.
+ */
+import { GroupCommit } from "@knitter/common";
+import { keys, type NetworkRecord } from "../model.ts";
+import { Tx } from "../store/tx.ts";
+import type { Ctx } from "./context.ts";
+import type { NetworkRef } from "./networks.ts";
+import { QuotaCharges } from "./quotas.ts";
+import { buildPut } from "./port_allocation.ts";
+import { keyId, type PortBody, type PutResult } from "./port_records.ts";
+import { Restart } from "./port_restart.ts";
+import { checkNetwork } from "./port_retry.ts";
+
+/** A PUT waiting for its batch. */
+interface Pending {
+  owner: string;
+  id: string;
+  body: PortBody;
+  /** null: the batch could not settle it; the caller takes the careful path. */
+  resolve(r: PutResult | null): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Ports per batch: each adds one check, and so may its tenant's quota record (on a public network
+ * every port may be another tenant's); a Deno KV commit takes at most 100.
+ */
+const MAX_BATCH = 48;
+
+/** The PUT in a batch of its network: its answer, or null when the careful path must settle it. */
+export function batchedPut(
+  ctx: Ctx,
+  opts: { ref: NetworkRef; owner: string; id: string; body: PortBody },
+): Promise<PutResult | null> {
+  const { ref, owner, id, body } = opts;
+  return new Promise<PutResult | null>((resolve, reject) =>
+    batcherOf(ctx, ref).submit({ owner, id, body, resolve, reject })
+  );
+}
+
+function batcherOf(ctx: Ctx, ref: NetworkRef): GroupCommit<Pending> {
+  return ctx.pools.perNetwork(
+    ref.net,
+    "ports",
+    () => new GroupCommit<Pending>(MAX_BATCH, (p) => p.id, (batch) => commitBatch(ctx, ref, batch)),
+  );
+}
+
+/** Allocates a batch of new ports in one commit, checking only that each is absent. */
+async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise<void> {
+  const pool = ctx.pools.addresses(ref.net);
+  await pool.exclusive(async () => {
+    const tx = new Tx();
+    const done: [Pending, PutResult][] = [];
+    const unsettled: Pending[] = [];
+    try {
+      const edit = await pool.edit(tx);
+      checkNetwork(tx, ref);
+      const charges = new QuotaCharges(ctx, tx);
+      for (const p of batch) {
+        try {
+          done.push([
+            p,
+            await buildPut(ctx, {
+              tx,
+              edit,
+              charges,
+              net: ref.net,
+              owner: p.owner,
+              id: p.id,
+              body: p.body,
+              fresh: false,
+              readFirst: false,
+            }),
+          ]);
+        } catch (err) {
+          if (err instanceof Restart) unsettled.push(p);
+          else p.reject(err);
+        }
+      }
+      edit.flush();
+      charges.flush();
+      if (done.length > 0 && await tx.commit(ctx.store)) {
+        for (const [p, r] of done) p.resolve(r);
+        // Those the cache found no room for still need an answer, from the careful path.
+        for (const p of unsettled) p.resolve(null);
+        return;
+      }
+      tx.abort();
+      if (done.length > 0 && !(await anyExists(ctx, ref.net, done.map(([p]) => p)))) {
+        ctx.metrics.conflicts.inc();
+      }
+      unsettled.push(...done.map(([p]) => p));
+    } catch (err) {
+      tx.abort();
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    for (const p of unsettled) p.resolve(null);
+  });
+}
+
+/** Whether a failed batch is explained by a port that already existed (a repeated PUT). */
+async function anyExists(ctx: Ctx, net: NetworkRecord, batch: Pending[]): Promise<boolean> {
+  const found = await ctx.store.getMany(
+    batch.map((p) => keys.port(net.id, keyId(net.tenant, p.owner, p.id))),
+  );
+  return found.some((e) => e.value !== null);
+}

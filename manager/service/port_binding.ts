@@ -1,0 +1,123 @@
+/**
+ * Stable bindings: a port keeps its address while its pod comes and goes. A second PUT binds the
+ * node, pod and interface it did not have yet; an unbind takes them off and keeps the address.
+ */
+import type { PodRef, Port } from "@knitter/common";
+import type { Principal } from "../auth.ts";
+import { ApiError } from "../errors.ts";
+import { formatIp, parseIp } from "@knitter/common/address";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import type { Tx } from "../store/tx.ts";
+import { rebindStint } from "./history.ts";
+import { type Ctx, now, retry } from "./context.ts";
+import { resolveNetwork } from "./networks.ts";
+import { ownerOf, portToChange } from "./port_access.ts";
+import {
+  type PortBody,
+  portKeyId,
+  portView,
+  type PutResult,
+  writeIndexes,
+} from "./port_records.ts";
+
+/** A second PUT of a port: the same answer, binding node / pod / interface if still unset. */
+export function bindExisting(opts: {
+  tx: Tx;
+  net: NetworkRecord;
+  port: PortRecord;
+  /** The version `port` was read at: the commit goes in only while it is unchanged. */
+  version: string;
+  owner: string;
+  body: PortBody;
+}): PutResult {
+  const { tx, net, port, version, owner, body } = opts;
+  if (port.tenant !== owner) {
+    throw new ApiError("conflict", `Port "${port.id}" exists and belongs to another tenant`);
+  }
+  const clash = (field: string, want: unknown, have: unknown) => {
+    throw new ApiError(
+      "conflict",
+      `Port "${port.id}" already exists with ${field} ${
+        JSON.stringify(have)
+      }; the request asks for ${
+        JSON.stringify(want)
+      }. Delete the port first or use another port ID`,
+      field,
+    );
+  };
+  if (body.ip !== undefined && canonical(body.ip) !== port.ip) clash("ip", body.ip, port.ip);
+  if (body.ipGroup !== undefined && body.ipGroup !== port.ipGroup) {
+    clash("ipGroup", body.ipGroup, port.ipGroup);
+  }
+  if (body.mac !== undefined && body.mac !== port.mac) clash("mac", body.mac, port.mac);
+  if (body.node !== undefined && port.node !== undefined && body.node !== port.node) {
+    clash("node", body.node, port.node);
+  }
+  if (
+    body.interface !== undefined && port.interface !== undefined &&
+    body.interface !== port.interface
+  ) {
+    clash("interface", body.interface, port.interface);
+  }
+  if (body.pod !== undefined && port.pod !== undefined && !samePod(body.pod, port.pod)) {
+    clash("pod", body.pod, port.pod);
+  }
+  const bound: PortRecord = {
+    ...port,
+    node: port.node ?? body.node,
+    interface: port.interface ?? body.interface,
+    pod: port.pod ?? body.pod,
+  };
+  if (bound.pod !== undefined) delete bound.unboundAt;
+  const changed = bound.node !== port.node || bound.interface !== port.interface ||
+    bound.pod !== port.pod;
+  if (changed) {
+    const key = keys.port(port.networkId, portKeyId(port));
+    tx.check({ key, version });
+    tx.set(key, bound);
+    writeIndexes(tx, port, "delete");
+    writeIndexes(tx, bound, "set");
+  }
+  return { port: portView(net, bound), created: false, changed };
+}
+
+function samePod(a: PodRef, b: PodRef): boolean {
+  return a.namespace === b.namespace && a.name === b.name && (a.uid ?? b.uid) === (b.uid ?? a.uid);
+}
+
+function canonical(text: string): string {
+  const ip = parseIp(text);
+  return ip ? formatIp(ip) : text;
+}
+
+/**
+ * Takes a port off its pod and node and keeps its address: a stable port whose pod is gone, ready
+ * for the pod's next incarnation on any node. One commit, so no other request can take the port
+ * ID in between (as a DELETE then PUT would allow). `unboundAt` says since when; the next PUT that
+ * names a pod binds it again. An unbound port stays as it is. 404 when unknown.
+ */
+export async function unbindPort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+): Promise<Port> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const owner = ownerOf(principal, tenant);
+  const { port, changed } = await retry(ctx, async (tx) => {
+    const e = await portToChange(ctx, { principal, net, owner, id, networkName, verb: "unbind" });
+    const port = e.value;
+    if (port.node === undefined && port.pod === undefined) return { port, changed: false };
+    const { node: _node, pod: _pod, ...rest } = port;
+    const unbound: PortRecord = { ...rest, unboundAt: now() };
+    tx.check(e).set(e.key, unbound);
+    writeIndexes(tx, port, "delete");
+    writeIndexes(tx, unbound, "set");
+    await rebindStint(ctx, tx, port, unbound);
+    return { port: unbound, changed: true };
+  });
+  const view = portView(net, port);
+  if (changed) ctx.feed.publish({ type: "port", op: "put", port: view });
+  return view;
+}

@@ -1,0 +1,111 @@
+/**
+ * What a port is: its stored record, the key it is stored under, the indexes that find it, and the
+ * port as answered (the record joined with its network).
+ */
+import type { Port } from "@knitter/common";
+import type { z } from "zod";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import type { PortRequest } from "../schemas.ts";
+import type { Key } from "../store/store.ts";
+import type { Tx } from "../store/tx.ts";
+import { now } from "./context.ts";
+
+export type PortBody = z.infer<typeof PortRequest>;
+
+export interface PutResult {
+  port: Port;
+  created: boolean;
+  /** Created, or bound to a node / pod / interface it did not have: followers must hear of it. */
+  changed: boolean;
+}
+
+/** A new port's record, from the request and the address it was given. */
+export function portRecord(opts: {
+  net: NetworkRecord;
+  owner: string;
+  id: string;
+  body: PortBody;
+  ip: string;
+  index: number;
+}): PortRecord {
+  const { net, owner, id, body, ip, index } = opts;
+  const port: PortRecord = {
+    id,
+    tenant: owner,
+    network: net.name,
+    networkTenant: net.tenant,
+    networkId: net.id,
+    ip,
+    mac: body.mac ?? macFor(net.id, index),
+    index,
+    createdAt: now(),
+  };
+  if (body.ipGroup !== undefined) port.ipGroup = body.ipGroup;
+  if (body.node !== undefined) port.node = body.node;
+  if (body.pod !== undefined) port.pod = body.pod;
+  if (body.interface !== undefined) port.interface = body.interface;
+  return port;
+}
+
+/** A port as answered: the record joined with what its network says, less the pool index. */
+export function portView(net: NetworkRecord, p: PortRecord): Port {
+  const { index: _index, ...own } = p;
+  const view: Port = {
+    ...own,
+    type: net.type,
+    address: `${p.ip}/${net.cidr.slice(net.cidr.indexOf("/") + 1)}`,
+    family: net.family,
+    mtu: net.mtu,
+    routes: net.routes,
+    dns: net.dns,
+  };
+  if (net.segmentId !== undefined) view.segmentId = net.segmentId;
+  if (net.physnet !== undefined) view.physnet = net.physnet;
+  if (net.gateway !== undefined) view.gateway = net.gateway;
+  return view;
+}
+
+/**
+ * A locally administered unicast MAC that is unique within the network: two bytes from the network
+ * ID, three from the address's pool index (pools never exceed 2^24 addresses).
+ */
+export function macFor(networkId: string, index: number): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
+  const bytes = [
+    0x02,
+    (h >>> 8) & 0xff,
+    h & 0xff,
+    (index >>> 16) & 0xff,
+    (index >>> 8) & 0xff,
+    index & 0xff,
+  ];
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
+/**
+ * The ID a port is stored under in its network. A tenant's port on another tenant's (public)
+ * network is scoped by its tenant ("tenant/id"; port IDs hold no "/"), so that no tenant can take
+ * an ID that another tenant's pod will ask for (a stable ID made of namespace and pod name).
+ */
+export function keyId(networkTenant: string, owner: string, id: string): string {
+  return owner === networkTenant ? id : `${owner}/${id}`;
+}
+
+export function portKeyId(port: PortRecord): string {
+  return keyId(port.networkTenant, port.tenant, port.id);
+}
+
+/** Sets or deletes the index entries that find `port` by foreign network, node and pod. */
+export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
+  const idx: Key[] = [];
+  const id = portKeyId(port);
+  // A tenant's ports on its own networks are found through those networks; only ports on another
+  // tenant's (public) network need an index of their own.
+  if (port.tenant !== port.networkTenant) {
+    idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, id));
+  }
+  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, id));
+  if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, id));
+  for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
+}

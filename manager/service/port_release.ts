@@ -1,0 +1,70 @@
+/**
+ * Releasing a port: its address goes back to its IP group, or into quarantine, or back to the
+ * pool; a fixed MAC is freed; its address history ends.
+ */
+import type { Principal } from "../auth.ts";
+import { type IpGroupRecord, keys } from "../model.ts";
+import { closeStint } from "./history.ts";
+import { QuotaCharges } from "./quotas.ts";
+import { type Ctx, retry } from "./context.ts";
+import { quarantine, quarantining } from "./quarantine.ts";
+import { resolveNetwork } from "./networks.ts";
+import { ownerOf, portToChange } from "./port_access.ts";
+import { macFor, portView, writeIndexes } from "./port_records.ts";
+
+/** Releases the port's address (back to its IP group if it came from one). 404 when unknown. */
+export async function deletePort(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+): Promise<void> {
+  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
+  const owner = ownerOf(principal, tenant);
+  const pool = ctx.pools.addresses(net);
+  const released = await pool.exclusive(() =>
+    retry(ctx, async (tx) => {
+      const e = await portToChange(ctx, {
+        principal,
+        net,
+        owner,
+        id,
+        networkName,
+        verb: "release",
+      });
+      const port = e.value;
+      tx.check(e).delete(e.key);
+      writeIndexes(tx, port, "delete");
+      await closeStint(ctx, tx, port, "released");
+      const fixedMac = port.mac !== macFor(net.id, port.index);
+      if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
+      const charges = new QuotaCharges(ctx, tx);
+      if (port.ipGroup !== undefined) {
+        const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
+        if (ge.value) {
+          const addresses = ge.value.addresses.map((
+            a,
+          ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
+          tx.check(ge).set(ge.key, { ...ge.value, addresses });
+          await charges.charge(port.tenant, { ports: -1 });
+          charges.flush();
+          return port;
+        }
+      }
+      if (quarantining(ctx)) {
+        // The bit stays set until the quarantine ends (service/quarantine.ts).
+        quarantine(ctx, tx, net, port, fixedMac);
+      } else {
+        const edit = await pool.edit(tx);
+        await edit.release(port.index);
+        edit.flush();
+      }
+      await charges.charge(port.tenant, { ports: -1, addresses: -1 });
+      charges.flush();
+      return port;
+    })
+  );
+  ctx.feed.publish({ type: "port", op: "delete", port: portView(net, released) });
+  ctx.metrics.releases.inc({ kind: "ip" });
+}
