@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { isIfName } from "@knitter/plugin/contract";
-import { Cleanup } from "../tests/support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   createPodInterface,
   deletePodInterface,

@@ -4,14 +4,14 @@
  * ovsdb-server restarted (the connection made again by itself).
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "../tests/support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   restartOvsdb,
   startSimNode,
   startVswitchd,
   stopVswitchd,
-} from "../tests/support/sim_node.ts";
-import { waitFor } from "../tests/support/stack.ts";
+} from "../devstack/sim_node.ts";
+import { waitFor } from "../devstack/stack.ts";
 import { Ovs } from "./ovs.ts";
 import { OfWatch, type OfWatchEvent } from "./ofwatch.ts";
 import { OvsdbClient, type OvsdbEvent } from "./ovsdb.ts";

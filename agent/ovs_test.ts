@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { run, start } from "@knitter/common";
-import { Cleanup } from "../tests/support/cleanup.ts";
-import { type SimNode, startSimNode } from "../tests/support/sim_node.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { type SimNode, startSimNode } from "../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 
 /** `count` veth pairs in the node's netns (one exec): "NAMEi" to plug into OVS, "NAMEi-p" spare. */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "../tests/support/cleanup.ts";
-import { startSimNode } from "../tests/support/sim_node.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { startSimNode } from "../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { JsonSplitter, OvsdbClient } from "./ovsdb.ts";
 import { PortPlugger } from "./port_plugger.ts";

@@ -20,8 +20,8 @@ import {
   type TraceView,
 } from "@knitter/wasm";
 import { scenarios } from "../wasm/testdata/scenarios.ts";
-import { Cleanup } from "../tests/support/cleanup.ts";
-import { startSimNode } from "../tests/support/sim_node.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { startSimNode } from "../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { ofprotoTrace } from "./trace.ts";
 

@@ -13,7 +13,7 @@ import {
   type Underlay,
 } from "./sim_node.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const ROOT = new URL("../", import.meta.url).pathname;
 
 export interface StackOptions {
   cleanup: Cleanup;

@@ -8,13 +8,13 @@
  *   deno task stack status [--dir .state/stack]
  *   deno task stack down [--dir .state/stack]
  *
- * Needs root (network namespaces, OVS). Built on tests/support/stack.ts, the stack the end-to-end
- * tests use, with its daemons detached so that they outlive this command.
+ * Needs root (network namespaces, OVS). Built on devstack/stack.ts, the stack the end-to-end
+ * tests use too, with its daemons detached so that they outlive this command.
  */
 import { parseArgs } from "node:util";
 import { run } from "@knitter/common";
-import { Cleanup, pidAlive, randomHex, stopPid } from "../tests/support/cleanup.ts";
-import { startStack } from "../tests/support/stack.ts";
+import { Cleanup, pidAlive, randomHex, stopPid } from "../devstack/cleanup.ts";
+import { startStack } from "../devstack/stack.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
 const MANIFEST = "stack.json";

@@ -11,7 +11,7 @@ import type { Page } from "playwright-core";
 import { ConfigSchema } from "../manager/config.ts";
 import { startManager } from "../manager/mod.ts";
 import { launchChromium, type TestBrowser } from "./support/browser.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { colourStats, decodePng, pixel } from "./support/png.ts";
 
 const ADMIN = `admin-${crypto.randomUUID()}`;

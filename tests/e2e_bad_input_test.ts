@@ -3,11 +3,11 @@
  * and nothing left behind (no veth, OVS port, journal record or allocation) without any DEL.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { CniCall } from "./support/cni_runtime.ts";
 import { leftovers, type NodeLeftovers, usage } from "./support/leftovers.ts";
 import { knitterList, makePod } from "./support/pods.ts";
-import { type Stack, type StackNode, startStack } from "./support/stack.ts";
+import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
 
 Deno.test("e2e bad input: every failed ADD answers the right CNI code and a useful message, and leaves nothing behind", async (t) => {
   await using cleanup = new Cleanup();

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { ConfList } from "./support/cni_runtime.ts";
 import { flows, leftovers, portCookie, usage } from "./support/leftovers.ts";
 import {
@@ -17,7 +17,7 @@ import {
   makePod,
   type Pod,
 } from "./support/pods.ts";
-import { type Stack, startStack } from "./support/stack.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
 
 const PORT_MAPPINGS = [{ hostPort: 18080, containerPort: 80, protocol: "tcp" }];
 

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { Attachment, CniCall, ConfList } from "./support/cni_runtime.ts";
 import { leftovers, type NodeLeftovers, usage } from "./support/leftovers.ts";
 import {
@@ -20,8 +20,8 @@ import {
   pings,
   type Pod,
 } from "./support/pods.ts";
-import { addPodNetns } from "./support/sim_node.ts";
-import { type Stack, type StackNode, startStack } from "./support/stack.ts";
+import { addPodNetns } from "../devstack/sim_node.ts";
+import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
 
 interface Snapshot extends NodeLeftovers {
   used: number;

@@ -8,7 +8,7 @@
  * conflict is gone (b1 deleted on n1).
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   addressOf,
   createNetwork,
@@ -17,7 +17,7 @@ import {
   makePod,
   pings,
 } from "./support/pods.ts";
-import { startStack } from "./support/stack.ts";
+import { startStack } from "../devstack/stack.ts";
 
 const QUARANTINE_SECONDS = 3;
 const NET = "tenants/acme/networks/control";

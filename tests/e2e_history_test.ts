@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   addressOf,
   createNetwork,
@@ -14,7 +14,7 @@ import {
   makePod,
   type Pod,
 } from "./support/pods.ts";
-import { type Stack, startStack } from "./support/stack.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
 
 function managerEnv(stack: Stack): Record<string, string> {
   return { KNITCTL_SERVER: stack.managerUrl, KNITCTL_TOKEN: stack.adminToken };

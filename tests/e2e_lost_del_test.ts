@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { CniRuntime } from "./support/cni_runtime.ts";
 import { flows, leftovers, portCookie } from "./support/leftovers.ts";
 import {
@@ -20,7 +20,7 @@ import {
   pings,
   type Pod,
 } from "./support/pods.ts";
-import { startStack, waitFor } from "./support/stack.ts";
+import { startStack, waitFor } from "../devstack/stack.ts";
 import { tcpExchange } from "./support/traffic.ts";
 
 const GRACE_SECONDS = 1;

@@ -4,10 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { leftovers, usage } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, pings } from "./support/pods.ts";
-import { startStack } from "./support/stack.ts";
+import { startStack } from "../devstack/stack.ts";
 
 Deno.test("e2e multi-interface: a pod on a control and a data network reaches both planes on another node, default route on the first interface", async () => {
   await using cleanup = new Cleanup();

@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Ovs } from "../agent/ovs.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, knitterList, makePod, pings } from "./support/pods.ts";
-import { startStack } from "./support/stack.ts";
+import { startStack } from "../devstack/stack.ts";
 
 Deno.test("e2e overlay: pods of one VXLAN network reach each other across nodes; other networks and tenants do not", async () => {
   await using cleanup = new Cleanup();

@@ -7,7 +7,7 @@
  * each node's agent socket.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   type Container,
   MINIMAL_PATH,
@@ -17,7 +17,7 @@ import {
 } from "./support/podman.ts";
 import { createNetwork, createTenant } from "./support/pods.ts";
 import { flows, journal, leftovers } from "./support/leftovers.ts";
-import { type Stack, type StackNode, startStack, waitFor } from "./support/stack.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 
 /** podman passes no K8S_POD_NAMESPACE, so pods land in the agent's default tenant. */
 const TENANT = "default";

@@ -4,7 +4,7 @@
  * again must not either; afterwards both go on working (DEL, new pods on other nodes).
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { flows, leftovers, portCookie } from "./support/leftovers.ts";
 import {
   addressOf,
@@ -16,7 +16,7 @@ import {
   pings,
   type Pod,
 } from "./support/pods.ts";
-import { startStack, waitFor } from "./support/stack.ts";
+import { startStack, waitFor } from "../devstack/stack.ts";
 
 Deno.test("e2e restart: pods keep every ping reply and their flows through an agent SIGKILL and a manager restart", async (t) => {
   await using cleanup = new Cleanup();

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { startCapture } from "./support/capture.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   addressOf,
   createNetwork,
@@ -17,7 +17,7 @@ import {
   pings,
   type Pod,
 } from "./support/pods.ts";
-import { startStack } from "./support/stack.ts";
+import { startStack } from "../devstack/stack.ts";
 
 Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dropped, its genuine traffic passes", async (t) => {
   await using cleanup = new Cleanup();

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Ovs } from "../agent/ovs.ts";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { flows } from "./support/leftovers.ts";
 import {
   addressOf,
@@ -20,8 +20,8 @@ import {
   pings,
   type Pod,
 } from "./support/pods.ts";
-import { restartOvsdb, startVswitchd, stopVswitchd } from "./support/sim_node.ts";
-import { type StackNode, startStack, waitFor } from "./support/stack.ts";
+import { restartOvsdb, startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
+import { type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import { tcpExchange } from "./support/traffic.ts";
 
 /** What the issue asks: pods' traffic flows again within 1 s of ovs-vswitchd being back. */

@@ -13,9 +13,9 @@ import { parseDumpFlows } from "@knitter/wasm";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
 import type { TraceReport } from "../knitctl/trace.ts";
 import type { VerifyReport } from "../knitctl/verify.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
-import { type Stack, type StackNode, startStack } from "./support/stack.ts";
+import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
 
 interface Added {
   pod: Pod;

@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
-import { type Stack, startStack } from "./support/stack.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
 import { type Exchange, tcpExchange, udpExchange } from "./support/traffic.ts";
 
 /** One interface of a pod: where to send from (its netns) and its address. */

@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { startCapture } from "./support/capture.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
-import { type Stack, startStack } from "./support/stack.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
 
 Deno.test("e2e underlay: VLAN pods talk across nodes tagged with their VLAN ID, flat pods untagged, and neither reaches a VXLAN network of the same addresses", async (t) => {
   await using cleanup = new Cleanup();

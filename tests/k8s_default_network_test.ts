@@ -6,7 +6,7 @@
  * name that Knitter did not make is left alone.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
 import { eventually, type KubeCluster, startKubeCluster } from "./support/kube_cluster.ts";
 

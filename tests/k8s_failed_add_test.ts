@@ -7,7 +7,7 @@
  * plugin and manager.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   eventually,
   type KubeCluster,

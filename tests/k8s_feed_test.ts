@@ -6,7 +6,7 @@
  * running pod's address is released on the way.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   eventually,
   type KubeCluster,

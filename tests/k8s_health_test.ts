@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { AGENT_HEALTH_PORT, eventually, startKubeCluster } from "./support/kube_cluster.ts";
 
 async function probe(url: string): Promise<{ status: number; body: { reasons?: string[] } }> {

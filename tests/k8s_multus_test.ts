@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { eventually, startKubeCluster } from "./support/kube_cluster.ts";
 import { leftovers } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName } from "./support/pods.ts";

@@ -3,7 +3,7 @@
  * reconciled by the monitor (real client library) into a real manager, and back into their status.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
 import { eventually, startKubeCluster } from "./support/kube_cluster.ts";
 

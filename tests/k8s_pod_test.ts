@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
 import {
   eventually,
@@ -16,7 +16,7 @@ import {
 } from "./support/kube_cluster.ts";
 import { leftovers } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName } from "./support/pods.ts";
-import { addPodNetns } from "./support/sim_node.ts";
+import { addPodNetns } from "../devstack/sim_node.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 

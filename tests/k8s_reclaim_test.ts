@@ -6,7 +6,7 @@
  * address.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   eventually,
   type KubeCluster,

@@ -6,7 +6,7 @@
  * and is released then.
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
 import {
   eventually,

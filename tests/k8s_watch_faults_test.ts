@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type { MonitorConfig } from "../monitor/config.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   eventually,
   type KubeCluster,

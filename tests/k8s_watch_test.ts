@@ -5,7 +5,7 @@
  * agent makes them (bound to the pod's UID).
  */
 import assert from "node:assert/strict";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import type { KubeObject } from "./support/kube_api.ts";
 import { eventually, type KubeCluster, startKubeCluster } from "./support/kube_cluster.ts";
 

@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
 import { Ovs } from "../agent/ovs.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import { CniRuntime } from "./support/cni_runtime.ts";
-import { addPodNetns } from "./support/sim_node.ts";
+import { addPodNetns } from "../devstack/sim_node.ts";
 import {
   addressOf,
   createNetwork,
@@ -18,7 +18,7 @@ import {
   knitterList,
   makePod,
 } from "./support/pods.ts";
-import { type Stack, startStack } from "./support/stack.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
 
 function managerEnv(stack: Stack): Record<string, string> {

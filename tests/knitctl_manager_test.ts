@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { ConfigSchema } from "../manager/config.ts";
 import { startManager } from "../manager/mod.ts";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 
 const ADMIN = `admin-${crypto.randomUUID()}`;
 const ACME = `acme-${crypto.randomUUID()}`;

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { type MetricFamily, parseExposition, run, samplesOf } from "@knitter/common";
 import { dashboardMetrics } from "../deploy/dashboard.ts";
-import { Cleanup } from "./support/cleanup.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
 import {
   AGENT_HEALTH_PORT,
   DEFAULT_NETWORK,

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import type { Manifest } from "../scripts/stack.ts";
-import { pidAlive } from "./support/cleanup.ts";
+import { pidAlive } from "../devstack/cleanup.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 

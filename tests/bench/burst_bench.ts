@@ -6,7 +6,7 @@
  *   deno task bench:burst [--pods 50] [--rounds 3]
  */
 import { parseArgs } from "node:util";
-import { Cleanup } from "../support/cleanup.ts";
+import { Cleanup } from "../../devstack/cleanup.ts";
 import { burstFigures } from "./cni_bench.ts";
 
 const { values } = parseArgs({

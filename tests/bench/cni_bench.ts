@@ -14,9 +14,9 @@
  */
 import { run } from "@knitter/common";
 import { Ovs } from "../../agent/ovs.ts";
-import type { Cleanup } from "../support/cleanup.ts";
-import { startSimNode } from "../support/sim_node.ts";
-import { type Stack, startStack } from "../support/stack.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
+import { startSimNode } from "../../devstack/sim_node.ts";
+import { type Stack, startStack } from "../../devstack/stack.ts";
 import type { DriverJob, DriverResult, DriverRun } from "./driver.ts";
 import { drive, log, percentile, podNetns, ROOT } from "./support.ts";
 

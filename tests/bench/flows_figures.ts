@@ -16,8 +16,8 @@ import { compileFlows, type FlowInput, type FlowNetwork } from "@knitter/wasm";
 import { Dataplane } from "../../agent/dataplane.ts";
 import { FlowJournal } from "../../agent/flow_journal.ts";
 import { Ovs } from "../../agent/ovs.ts";
-import type { Cleanup } from "../support/cleanup.ts";
-import { startSimNode } from "../support/sim_node.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
+import { startSimNode } from "../../devstack/sim_node.ts";
 import { log, median, now, ROOT } from "./support.ts";
 
 export interface CompileFigures {

@@ -7,8 +7,8 @@
  *   deno task bench:monitor [--pods N]
  */
 import { parseArgs } from "node:util";
-import { Cleanup } from "../support/cleanup.ts";
-import { waitFor } from "../support/stack.ts";
+import { Cleanup } from "../../devstack/cleanup.ts";
+import { waitFor } from "../../devstack/stack.ts";
 import { monitorBenchWorld, must } from "./monitor_world.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

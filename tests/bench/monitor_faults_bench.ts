@@ -18,8 +18,8 @@ import { parseArgs } from "node:util";
 import { createLogger } from "@knitter/common";
 import { MonitorConfigSchema } from "../../monitor/config.ts";
 import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
-import { Cleanup } from "../support/cleanup.ts";
-import { waitFor } from "../support/stack.ts";
+import { Cleanup } from "../../devstack/cleanup.ts";
+import { waitFor } from "../../devstack/stack.ts";
 import { monitorBenchWorld, must } from "./monitor_world.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";

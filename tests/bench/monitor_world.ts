@@ -3,9 +3,9 @@
  * tenant "bench", and a stand-in Kubernetes API server with the namespace "bench" and a token for
  * the monitor.
  */
-import type { Cleanup } from "../support/cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 import { KubeApi } from "../support/kube_api.ts";
-import { type Stack, startStack } from "../support/stack.ts";
+import { type Stack, startStack } from "../../devstack/stack.ts";
 
 export async function monitorBenchWorld(
   cleanup: Cleanup,

@@ -4,8 +4,8 @@
  * it serves); pods are then added and deleted one after the other through the real plugin, and each
  * trace event is attributed to the pod whose exec window holds it.
  */
-import { type Cleanup, stopPid } from "../support/cleanup.ts";
-import { agentReady, type Stack, waitFor } from "../support/stack.ts";
+import { type Cleanup, stopPid } from "../../devstack/cleanup.ts";
+import { agentReady, type Stack, waitFor } from "../../devstack/stack.ts";
 import { knitterJobs } from "./cni_bench.ts";
 import type { DriverRun } from "./driver.ts";
 import { drive, log, mean, podNetns, ROOT } from "./support.ts";

@@ -4,7 +4,7 @@
  *
  *   deno task bench:resync [ports]
  */
-import { Cleanup } from "../support/cleanup.ts";
+import { Cleanup } from "../../devstack/cleanup.ts";
 import { resyncFigures } from "./flows_figures.ts";
 
 {

@@ -5,7 +5,7 @@
  *
  *   deno task bench:cni [--quick]
  */
-import { Cleanup } from "../support/cleanup.ts";
+import { Cleanup } from "../../devstack/cleanup.ts";
 import { type CniFigures, cniFigures, type LatencyFigures } from "./cni_bench.ts";
 import { compileFigures, resyncFigures } from "./flows_figures.ts";
 import { addProfile, type Profile } from "./profile_bench.ts";

@@ -1,6 +1,6 @@
 /** Shared pieces of the CNI and dataplane benchmarks: the driver, pod namespaces, statistics. */
 import { run } from "@knitter/common";
-import type { Cleanup } from "../support/cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 import type { DriverRequest, DriverResult } from "./driver.ts";
 
 export const ROOT = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");

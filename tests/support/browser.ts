@@ -5,8 +5,8 @@
  * (renderers, the zygote), so nothing is left even when the test fails.
  */
 import { type Browser, chromium } from "playwright-core";
-import type { Cleanup } from "./cleanup.ts";
-import { pidAlive, stopPid } from "./cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
+import { pidAlive, stopPid } from "../../devstack/cleanup.ts";
 
 /** Where Debian puts the browser binary (/usr/bin/chromium is a shell wrapper around it). */
 const CHROMIUM_PATHS = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"];

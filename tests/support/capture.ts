@@ -2,7 +2,7 @@
  * Packet captures for end-to-end tests: tcpdump inside a netns, listening before the traffic is
  * sent, and bounded both in packets and in time.
  */
-import type { Cleanup } from "./cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 
 export interface Capture {
   /**

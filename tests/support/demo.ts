@@ -4,7 +4,7 @@
  */
 import { run, type RunResult } from "@knitter/common";
 import type { DemoSummary } from "../../scripts/demo.ts";
-import { pidAlive } from "./cleanup.ts";
+import { pidAlive } from "../../devstack/cleanup.ts";
 
 export const ROOT = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 

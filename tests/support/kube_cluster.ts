@@ -8,10 +8,10 @@
 import { createLogger, run } from "@knitter/common";
 import { type MonitorConfig, MonitorConfigSchema } from "../../monitor/config.ts";
 import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
-import type { Cleanup } from "./cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 import { type KubeApi, KubeApi as Api, type KubeObject } from "./kube_api.ts";
 import { makePod, type Pod } from "./pods.ts";
-import { type Stack, type StackNode, startStack, waitFor } from "./stack.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "../../devstack/stack.ts";
 
 export const MONITOR_USER = "system:serviceaccount:knitter-system:knitter-monitor";
 export const DEFAULT_NETWORK = { name: "pods", cidr: "10.244.0.0/24", gateway: "10.244.0.1" };

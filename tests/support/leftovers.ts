@@ -5,7 +5,7 @@
 import { run } from "@knitter/common";
 import { Ovs } from "../../agent/ovs.ts";
 import type { Attachment } from "../../agent/state.ts";
-import type { Stack, StackNode } from "./stack.ts";
+import type { Stack, StackNode } from "../../devstack/stack.ts";
 
 export interface NodeLeftovers {
   /** br-int ports carrying knitter external IDs. */

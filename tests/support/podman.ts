@@ -15,7 +15,7 @@
  * cleanup when this test made it, as is the plugin's link in /opt/cni/bin.
  */
 import { run, type RunResult } from "@knitter/common";
-import { type Cleanup, pidAlive, stopPid } from "./cleanup.ts";
+import { type Cleanup, pidAlive, stopPid } from "../../devstack/cleanup.ts";
 import type { ConfList } from "./cni_runtime.ts";
 
 /** Where podman looks for CNI plugins by default (cni_plugin_dirs), and where ours goes. */

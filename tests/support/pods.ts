@@ -1,7 +1,7 @@
 /** Pods for end-to-end tests: a netns on a node, attached through the CNI runtime, and pinged. */
 import { run } from "@knitter/common";
-import { addPodNetns } from "./sim_node.ts";
-import type { Stack, StackNode } from "./stack.ts";
+import { addPodNetns } from "../../devstack/sim_node.ts";
+import type { Stack, StackNode } from "../../devstack/stack.ts";
 import { type Attachment, type CniCall, CniRuntime, type ConfList } from "./cni_runtime.ts";
 
 export interface Pod {

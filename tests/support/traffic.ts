@@ -4,7 +4,7 @@
  * both ends, inside their network namespaces). Bounded in time; the server ends by itself.
  */
 import { run } from "@knitter/common";
-import type { Cleanup } from "./cleanup.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 
 export interface Exchange {
   ok: boolean;
