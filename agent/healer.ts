@@ -21,6 +21,10 @@ import type { Dataplane, FlowDiff } from "./dataplane.ts";
 import type { OvsPortSpec } from "./ovs.ts";
 import type { OvsdbClient, OvsdbEvent } from "./ovsdb.ts";
 import { OfWatch, type OfWatchEvent } from "./ofwatch.ts";
+import type { HealerStats } from "./metrics.ts";
+
+// The healer's figures are declared with the metrics that read them (no import cycle).
+export type { HealerStats };
 
 export interface HealerDeps {
   dataplane: Dataplane;
@@ -36,21 +40,6 @@ export interface HealerDeps {
   /** Seconds between flow checks; 0: none. */
   checkIntervalSeconds: number;
   log: Logger;
-}
-
-/** What the healer did since the agent started. */
-export interface HealerStats {
-  /** Heals run (a switch restart, a lost bridge, ...), and the last one's reason and duration. */
-  heals: number;
-  lastHeal?: { reason: string; at: string; ms: number };
-  /** Periodic checks run, those that found drift, and the flows that differed in all of them. */
-  checks: number;
-  repairs: number;
-  driftedFlows: number;
-  /** ovs-vswitchd answering again after it went, and the OVSDB connection made again. */
-  vswitchdReturns: number;
-  ovsdbReconnects: number;
-  lastRepair?: { at: string; missing: number; extra: number };
 }
 
 const MAX_RETRY_MS = 1000;

@@ -14,7 +14,21 @@ import {
   totalsCounter,
 } from "@knitter/common";
 import { FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
-import type { HealerStats } from "./healer.ts";
+
+/** What the healer did since the agent started. */
+export interface HealerStats {
+  /** Heals run (a switch restart, a lost bridge, ...), and the last one's reason and duration. */
+  heals: number;
+  lastHeal?: { reason: string; at: string; ms: number };
+  /** Periodic checks run, those that found drift, and the flows that differed in all of them. */
+  checks: number;
+  repairs: number;
+  driftedFlows: number;
+  /** ovs-vswitchd answering again after it went, and the OVSDB connection made again. */
+  vswitchdReturns: number;
+  ovsdbReconnects: number;
+  lastRepair?: { at: string; missing: number; extra: number };
+}
 
 /** The CNI commands the agent answers; anything else is counted as `other`. */
 const CNI_COMMANDS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"]);

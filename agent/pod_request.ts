@@ -14,7 +14,7 @@ import {
   STABLE_PREFIX,
 } from "@knitter/common";
 import { macKind, parseIpPrefix, parseMac } from "@knitter/common/address";
-import type { CniRequest } from "@knitter/plugin";
+import type { CniRequest } from "@knitter/plugin/protocol";
 import { createHash } from "node:crypto";
 import { CNI_CODE, CNI_NAME_RE, CniError } from "@knitter/plugin/contract";
 
