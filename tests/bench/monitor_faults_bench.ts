@@ -16,11 +16,10 @@
  */
 import { parseArgs } from "node:util";
 import { createLogger } from "@knitter/common";
-import { MonitorConfigSchema } from "../../monitor/config.ts";
 import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
-import { monitorBenchWorld, must } from "./monitor_world.ts";
+import { defaultMonitorConfig, monitorBenchWorld, must } from "./monitor_world.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const { values } = parseArgs({
@@ -35,15 +34,9 @@ const CONCURRENCY = 64;
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
 await using cleanup = new Cleanup();
-const { stack, api, token } = await monitorBenchWorld(cleanup, { bookmarkMs: 60_000 });
-
-// The defaults, as deployed, but for the probes' port.
-const config = MonitorConfigSchema.parse({
-  kubernetes: { kubeconfig: await api.writeKubeconfig(`${stack.dir}/monitor.kubeconfig`, token) },
-  manager: { url: stack.managerUrl, token: stack.adminToken },
-  health: { hostname: "127.0.0.1", port: 0 },
-  logLevel: "error",
-});
+const world = await monitorBenchWorld(cleanup, { bookmarkMs: 60_000 });
+const { stack, api } = world;
+const config = await defaultMonitorConfig(world);
 let monitor: RunningMonitor = await startMonitor(config, createLogger("monitor", "error"));
 cleanup.defer(() => monitor.stop());
 await monitor.ready();

@@ -12,11 +12,10 @@
  */
 import { parseArgs } from "node:util";
 import { createLogger } from "@knitter/common";
-import { MonitorConfigSchema } from "../../monitor/config.ts";
 import { startMonitor } from "../../monitor/monitor.ts";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
-import { monitorBenchWorld, must } from "./monitor_world.ts";
+import { defaultMonitorConfig, monitorBenchWorld, must } from "./monitor_world.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const { values } = parseArgs({
@@ -37,13 +36,9 @@ const CONCURRENCY = 64;
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
 await using cleanup = new Cleanup();
-const { stack, api, token } = await monitorBenchWorld(cleanup, { bookmarkMs: 60_000 });
-const config = MonitorConfigSchema.parse({
-  kubernetes: { kubeconfig: await api.writeKubeconfig(`${stack.dir}/monitor.kubeconfig`, token) },
-  manager: { url: stack.managerUrl, token: stack.adminToken },
-  health: { hostname: "127.0.0.1", port: 0 },
-  logLevel: "error",
-});
+const world = await monitorBenchWorld(cleanup, { bookmarkMs: 60_000 });
+const { stack, api } = world;
+const config = await defaultMonitorConfig(world);
 const monitor = await startMonitor(config, createLogger("monitor", "error"));
 cleanup.defer(() => monitor.stop());
 await monitor.ready();

@@ -3,6 +3,7 @@
  * tenant "bench", and a stand-in Kubernetes API server with the namespace "bench" and a token for
  * the monitor.
  */
+import { type MonitorConfig, MonitorConfigSchema } from "../../monitor/config.ts";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { KubeApi } from "../support/kube_api.ts";
 import { type Stack, startStack } from "../../devstack/stack.ts";
@@ -26,6 +27,21 @@ export async function monitorBenchWorld(
   must(await stack.api("PUT", "tenants/bench"), 201);
   api.create("namespaces", { metadata: { name: "bench" } });
   return { stack, api, token };
+}
+
+/** The monitor's defaults, as deployed, but for the probes' port, against this world. */
+export async function defaultMonitorConfig(
+  world: { stack: Stack; api: KubeApi; token: string },
+): Promise<MonitorConfig> {
+  const { stack, api, token } = world;
+  return MonitorConfigSchema.parse({
+    kubernetes: {
+      kubeconfig: await api.writeKubeconfig(`${stack.dir}/monitor.kubeconfig`, token),
+    },
+    manager: { url: stack.managerUrl, token: stack.adminToken },
+    health: { hostname: "127.0.0.1", port: 0 },
+    logLevel: "error",
+  });
 }
 
 export function must(r: { status: number; body: unknown }, status: number): void {
