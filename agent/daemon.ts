@@ -61,13 +61,13 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   );
   const dataplane = new Dataplane(ovs, config, state, remote, log);
+  const metrics = new AgentMetrics();
+  dataplane.observer = metrics;
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);
   // What was installed, on disk: a restart sends only what changed (flow_journal.ts).
   if (config.stateDir !== ":memory:") dataplane.journal = new FlowJournal(config.stateDir, log);
-  const metrics = new AgentMetrics();
-  dataplane.observer = metrics;
   function syncFailed(err: unknown) {
     log.error("flow sync failed", { error: String((err as Error)?.message ?? err) });
   }
