@@ -17,12 +17,17 @@ export interface HttpFigures {
   errors: number;
 }
 
-export async function httpAllocations(clients: number, requests: number): Promise<HttpFigures> {
+/** `more`: manager configuration over the bench's own (e.g. the history's retention). */
+export async function httpAllocations(
+  clients: number,
+  requests: number,
+  more: Record<string, unknown> = {},
+): Promise<HttpFigures> {
   return await withTempDir(async (dir) => {
     const path = `${dir}/http.kv`;
     // Every client allocates from the same network: the contended case, not one network each.
     (await benchContext(path)).store.close();
-    const m = await spawnManager(dir, path);
+    const m = await spawnManager(dir, path, more);
     try {
       await waitReady(m.url, performance.now());
       const headers = {

@@ -15,7 +15,11 @@ export interface IpamFigures {
 }
 
 /** Runs `n` operations from `callers` concurrent loops; returns operations per second. */
-async function rate(n: number, callers: number, op: (i: number) => Promise<void>): Promise<number> {
+export async function rate(
+  n: number,
+  callers: number,
+  op: (i: number) => Promise<void>,
+): Promise<number> {
   let next = 0;
   const start = performance.now();
   await Promise.all(Array.from({ length: callers }, async () => {
@@ -24,7 +28,12 @@ async function rate(n: number, callers: number, op: (i: number) => Promise<void>
   return n / ((performance.now() - start) / 1000);
 }
 
-async function rawRound(dir: string, round: number, n: number, callers: number): Promise<number> {
+export async function rawRound(
+  dir: string,
+  round: number,
+  n: number,
+  callers: number,
+): Promise<number> {
   const kv = await Deno.openKv(`${dir}/raw-${round}-${callers}.kv`);
   try {
     return await rate(n, callers, async (i) => {
@@ -48,7 +57,7 @@ async function allocRound(dir: string, round: number, n: number, callers: number
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export async function ipamFigures(
   n: number,

@@ -5,6 +5,7 @@
  *   deno task bench [--quick]
  */
 import { bitmapFigures } from "./bitmap_bench.ts";
+import { historyFigures, historyTable } from "./history_bench.ts";
 import { httpAllocations } from "./http_bench.ts";
 import { ipamFigures } from "./ipam_bench.ts";
 import { startupWithPorts } from "./startup_bench.ts";
@@ -35,6 +36,8 @@ log(`start to ready with ${startPorts} ports in the store`);
 const startup = await startupWithPorts(startPorts);
 log("WASM bitmap against plain TypeScript");
 const bitmaps = await bitmapFigures();
+log("address history off and on (manager/bench/history_bench.ts)");
+const history = await historyFigures(n / 5, quick ? 3 : 5, quick ? 2000 : 10000);
 
 console.log(`### Manager (${new Date().toISOString().slice(0, 10)}; ${machine()})
 
@@ -72,4 +75,7 @@ ${
     }× |`
   ).join("\n")
 }
-`);
+
+#### Address history, off and on (${history.rounds} rounds of ${f(history.n)})
+
+${historyTable(history)}`);

@@ -22,10 +22,16 @@ export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T
   }
 }
 
-/** A manager context on a KV file with tenant "bench" and a /8 vxlan network "big". */
-export async function benchContext(path: string): Promise<Ctx> {
+/**
+ * A manager context on a KV file with tenant "bench" and a /8 vxlan network "big"; `more` sets
+ * the history's retention (none by default).
+ */
+export async function benchContext(
+  path: string,
+  more: { historyRetentionDays?: number } = {},
+): Promise<Ctx> {
   const store = await openKvStore(path);
-  const ctx = createContext(store, { vniRanges: ["5000-16777215"], underlayMtu: 1500 });
+  const ctx = createContext(store, { vniRanges: ["5000-16777215"], underlayMtu: 1500, ...more });
   await createTenant(ctx, { name: "bench" });
   await createNetwork(ctx, { scope: "admin" }, "bench", {
     name: "big",
@@ -56,6 +62,7 @@ export interface Spawned {
 export async function spawnManager(
   dir: string,
   store: string | Record<string, unknown>,
+  more: Record<string, unknown> = {},
 ): Promise<Spawned> {
   const port = freePort();
   const config = `${dir}/manager-${port}.json`;
@@ -66,6 +73,7 @@ export async function spawnManager(
       store: typeof store === "string" ? { path: store } : store,
       tokens: [{ token: ADMIN_TOKEN, scope: "admin" }],
       logLevel: "warn",
+      ...more,
     }),
   );
   const child = new Deno.Command(Deno.execPath(), {

@@ -16,7 +16,7 @@ import type { PodRef } from "@knitter/common";
 import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import { invalid } from "../errors.ts";
 import { keys, type PortRecord } from "../model.ts";
-import type { Key } from "../store/store.ts";
+import type { Entry, Key } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
 
@@ -96,8 +96,8 @@ export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended)
   if (!keepingHistory(ctx)) return;
   const prefix = keys.historyOf("ip", holder.ip, holder.tenant, holder.networkId);
   // The newest stints of the address in the network: one holder at a time, so the open one is
-  // among the first (a few more only when stints began in the same millisecond).
-  for await (const e of ctx.store.list<HistoryEntry>(prefix, { reverse: true, limit: 4 })) {
+  // the newest (or among the next few, when stints began in the same millisecond).
+  for await (const e of newest(ctx, prefix)) {
     const entry = e.value;
     if (!entry || entry.to !== undefined || entry.port !== holder.id) continue;
     const ms = clock(ctx);
@@ -109,6 +109,23 @@ export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended)
     break;
   }
   await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
+}
+
+/** The newest stint under `prefix`, then (only when asked for more) the next three. */
+async function* newest(ctx: Ctx, prefix: Key): AsyncIterable<Entry<HistoryEntry>> {
+  const top = await first(ctx.store.list<HistoryEntry>(prefix, { reverse: true, limit: 1 }));
+  if (top === undefined) return;
+  yield top;
+  let skip = true;
+  for await (const e of ctx.store.list<HistoryEntry>(prefix, { reverse: true, limit: 4 })) {
+    if (skip) skip = false;
+    else yield e;
+  }
+}
+
+async function first<T>(items: AsyncIterable<T>): Promise<T | undefined> {
+  for await (const item of items) return item;
+  return undefined;
 }
 
 /** A port bound or unbound in this commit: its stint ends, and one with the new binding begins. */
@@ -130,6 +147,9 @@ export async function pruneHistory(ctx: Ctx, tx: Tx, limit: number): Promise<num
   if (pruned.has(tx)) return 0;
   pruned.add(tx);
   const cutoff = clock(ctx) - ctx.settings.historyMs;
+  // Most commits find nothing expired: one key read says so.
+  const oldest = await first(ctx.store.list(keys.historyExpiries(), { limit: 1 }));
+  if (oldest === undefined || (oldest.key[1] as number) >= cutoff) return 0;
   let n = 0;
   for await (const e of ctx.store.list<ExpiryRecord>(keys.historyExpiries(), { limit })) {
     if ((e.key[1] as number) >= cutoff) break;
