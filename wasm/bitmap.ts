@@ -250,18 +250,26 @@ class WasmBitmap implements Bitmap {
   findFree(start: number, end: number, from: number): number {
     const words = this.#live();
     checkSearch(start, end, from, this.size);
+    let near = NOT_NEAR;
     if (from < end) {
       // The first words from the cursor, in JS: when allocating from a moving cursor the next free
       // bit is usually there, and looking costs less than a call into WASM.
-      const found = nearFree(words, from, end);
-      if (found >= 0) return found;
-      if (found === -1) return this.#farFree(start, from, start);
+      near = nearFree(words, from, end);
+      if (near >= 0) return near;
     }
-    return this.#farFree(start, end, from);
+    return this.#farFree(start, end, from, near);
   }
 
-  /** findFree in WASM (a separate method keeps the JS path above small enough to inline). */
-  #farFree(start: number, end: number, from: number): number {
+  /**
+   * The rest of findFree, in WASM: [start, from) when [from, end) has no clear bit (`near` -1),
+   * else all of it from `from`. A separate method, and only one call, keeps findFree's JS path as
+   * small as the TypeScript twin's, so that a caller's loop inlines all of it.
+   */
+  #farFree(start: number, end: number, from: number, near: number): number {
+    if (near === -1) {
+      end = from;
+      from = start;
+    }
     return start < end ? wasm.findFree(this.#ptr, start, end, from) : -1;
   }
 
