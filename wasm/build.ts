@@ -18,6 +18,7 @@ import {
   COOKIE_NETWORK_SHIFT,
   FLOW_KINDS,
   FLOW_TABLES,
+  GATEWAY_PING,
   MATCH,
   PRIORITY,
   TABLE,
@@ -105,6 +106,7 @@ function pipelineConstants(): string {
   // The actions of each table's default flow (ARP_REPLY's is the shared reply, built on its own).
   for (const t of FLOW_TABLES) if (t.id !== TABLE.ARP_REPLY) text(`D_${t.name}`, t.default);
   text("ARP_REPLY_ACTIONS", ARP_REPLY_ACTIONS);
+  for (const [name, value] of Object.entries(GATEWAY_PING)) text(`G_${name}`, value);
   return lines.join("\n") + "\n";
 }
 

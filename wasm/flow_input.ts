@@ -16,6 +16,26 @@ export interface FlowNetwork {
   segmentId?: number;
   /** Ofport on br-int of the patch port to the network's physnet bridge (vlan, flat only). */
   physnetPort?: number;
+  /**
+   * The network's IPv4 gateway, answered on this node (ARP and ICMP echo; see
+   * ../agent/PIPELINE.md, "Distributed gateway"); with `gatewayMac`, or neither.
+   */
+  gateway?: string;
+  /** The MAC the gateway answers with: `gatewayMac(networkId)`, the same on every node. */
+  gatewayMac?: string;
+}
+
+/**
+ * The gateway MAC of a network, from the manager's network ID: `0a:58:` and the 32-bit FNV-1a
+ * hash of the ID. The same on every node (a pod's neighbour entry for its gateway stays valid
+ * wherever the traffic goes), locally administered and unicast (first octet 0x0a), and outside
+ * the `02:` block the manager derives its ports' MACs from.
+ */
+export function gatewayMac(networkId: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
+  const bytes = [0x0a, 0x58, h >>> 24, (h >>> 16) & 0xff, (h >>> 8) & 0xff, h & 0xff];
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
 /** A pod port on this node. */
@@ -79,6 +99,8 @@ export const ERR = {
   BAD_IP: 12,
   DUP_IP: 13,
   BAD_NODE_IP: 14,
+  BAD_GATEWAY: 15,
+  BAD_GATEWAY_MAC: 16,
 } as const;
 
 /** Item kinds in error arguments. */
@@ -141,6 +163,10 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   } else {
     fail(`${path}.type`, '"vxlan", "vlan" or "flat"', type);
   }
+  if (n.gateway !== undefined || n.gatewayMac !== undefined) {
+    str(n.gateway, `${path}.gateway`);
+    str(n.gatewayMac, `${path}.gatewayMac`);
+  }
 }
 
 /**
@@ -153,7 +179,7 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 4 * networks.length + 5 * locals.length + 4 * remotes.length;
+  let words = 5 + 6 * networks.length + 5 * locals.length + 4 * remotes.length;
   for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
   for (let i = 0; i < locals.length; i++) {
     const p = locals[i];
@@ -254,6 +280,16 @@ export function flowError(
     case ERR.DUP_IP:
       return new Error(
         `${at}.ips[${sub}]: ${port!.ips[sub]} is already used in network ${netId} by ${other}`,
+      );
+    case ERR.BAD_GATEWAY:
+      return new Error(
+        `${at}.gateway: ${JSON.stringify(net!.gateway)} is not a unicast IPv4 address`,
+      );
+    case ERR.BAD_GATEWAY_MAC:
+      return new Error(
+        `${at}.gatewayMac: ${
+          JSON.stringify(net!.gatewayMac)
+        } is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
       );
     case ERR.BAD_NODE_IP:
       return new Error(

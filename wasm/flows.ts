@@ -65,6 +65,11 @@ const decoder = new TextDecoder();
 function encode(wasm: Exports, input: FlowInput, words: number): void {
   const strings: string[] = [];
   let ipCount = 0;
+  for (const n of input.networks) {
+    if (n.gateway === undefined) continue;
+    strings.push(n.gateway, n.gatewayMac!);
+    ipCount++;
+  }
   for (const p of input.localPorts) {
     strings.push(p.mac, ...p.ips);
     ipCount += p.ips.length;
@@ -88,6 +93,9 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = NETWORK_TYPES.indexOf(n.type);
     w[i++] = n.segmentId ?? 0;
     w[i++] = n.physnetPort ?? 0;
+    // One more than the length, so that 0 says "no gateway" (and "" is still malformed).
+    w[i++] = n.gateway === undefined ? 0 : n.gateway.length + 1;
+    w[i++] = n.gatewayMac === undefined ? 0 : n.gatewayMac.length + 1;
   }
   for (const p of input.localPorts) {
     w[i++] = p.ofport;

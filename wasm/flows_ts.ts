@@ -13,6 +13,7 @@ import {
   FLOW_KINDS,
   FLOW_TABLES,
   type FlowKind,
+  GATEWAY_PING,
   MATCH,
   PRIORITY,
   TABLE,
@@ -233,6 +234,8 @@ interface Net {
   remotes: Remote[];
   /** Distinct tunnel endpoints of the remote ports, ascending (vxlan only). */
   nodes: number[];
+  /** The gateway's address (canonical text), MAC (lowercase text) and MAC as a number, if any. */
+  gateway?: { ip: string; mac: string; macBits: number };
 }
 
 interface Local {
@@ -305,6 +308,13 @@ function model(input: FlowInput): Net[] {
       }
       segments.set(key, i);
       if (!physnets.has(net.physnet)) physnets.set(net.physnet, i);
+    }
+    if (n.gateway !== undefined) {
+      const ip = parseIpv4(n.gateway);
+      if (ip < 0 || !unicastIpv4(ip)) throw err(ERR.BAD_GATEWAY, KIND.NETWORK, i);
+      const macBits = parseMac(n.gatewayMac!);
+      if (macBits < 0) throw err(ERR.BAD_GATEWAY_MAC, KIND.NETWORK, i);
+      net.gateway = { ip: formatIpv4(ip), mac: formatMac(macBits), macBits };
     }
     nets.push(net);
   }
@@ -568,6 +578,26 @@ function ndGuard(net: Net, type: number): string {
   );
 }
 
+/**
+ * An ICMP echo request for the gateway's address from a local port (only they reach table ARP):
+ * answered in place by the gateway (GATEWAY_PING).
+ */
+function gatewayPing(net: Net, gw: { ip: string; mac: string }): string {
+  const { BEFORE_MAC, BEFORE_IP, AFTER_IP } = GATEWAY_PING;
+  return flow(
+    net.id,
+    0,
+    FLOW_KINDS.gatewayPing,
+    `icmp,reg0=${hex(net.id)},nw_dst=${gw.ip},icmp_type=8,icmp_code=0`,
+    `${BEFORE_MAC}${gw.mac}${BEFORE_IP}${gw.ip}${AFTER_IP}`,
+  );
+}
+
+/** Anything else addressed to the gateway MAC: dropped (there is no routing yet). */
+function gatewayDrop(net: Net, gw: { mac: string }): string {
+  return flow(net.id, 0, FLOW_KINDS.gatewayDrop, `reg0=${hex(net.id)},dl_dst=${gw.mac}`, "drop");
+}
+
 function forwardLocal(net: Net, p: Local): string {
   return flow(
     net.id,
@@ -681,8 +711,12 @@ function localFlows(lines: string[], net: Net, p: Local): void {
 function networkFlows(lines: string[], net: Net, tunnel: number): void {
   lines.push(net.type === 0 ? classifyTunnel(net, tunnel) : classifyPhysnet(net));
   for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.macBits, ip));
+  const gw = net.gateway;
+  // The gateway is answered like a port of the network (arpReply), and answers pings.
+  if (gw) lines.push(arpReply(net, 0, gw.macBits, gw.ip), gatewayPing(net, gw));
   lines.push(ndGuard(net, 135), ndGuard(net, 136));
   if (net.type !== 0) lines.push(unknownUnicast(net));
+  if (gw) lines.push(gatewayDrop(net, gw));
   lines.push(flood(net, tunnel));
   for (const r of net.remotes) lines.push(forwardRemote(net, r, tunnel));
   lines.push(fromOutside(net), floodIn(net));

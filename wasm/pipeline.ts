@@ -28,7 +28,9 @@ export const FLOW_TABLES = [
   {
     id: TABLE.ARP,
     name: "ARP",
-    purpose: "ARP requests for known IPv4s: answering MAC into xreg1, on to ARP_REPLY; vet ND",
+    purpose:
+      "ARP requests for known IPv4s and the gateway: answering MAC into xreg1, on to ARP_REPLY; " +
+      "the gateway's echo replies; vet ND",
     default: `goto_table:${TABLE.FORWARD}`,
   },
   {
@@ -40,7 +42,8 @@ export const FLOW_TABLES = [
   {
     id: TABLE.FORWARD,
     name: "FORWARD",
-    purpose: "unicast by reg0 + dl_dst, flooding, and nothing from outside back out",
+    purpose:
+      "unicast by reg0 + dl_dst, flooding, and nothing from outside back out; the gateway MAC dropped",
     default: "drop",
   },
 ] as const;
@@ -88,11 +91,13 @@ export const FLOW_KINDS = {
   spoofIpv6: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   arpReply: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
   arpReplyShared: { table: TABLE.ARP_REPLY, priority: PRIORITY.DEFAULT },
+  gatewayPing: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
   arpOwner: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndSolicit: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndAdvert: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndGuard: { table: TABLE.ARP, priority: PRIORITY.GUARD },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
+  gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   floodIn: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD_IN },
   fromOutside: { table: TABLE.FORWARD, priority: PRIORITY.FROM_OUTSIDE },
   forwardRemote: { table: TABLE.FORWARD, priority: PRIORITY.REMOTE },
@@ -135,3 +140,15 @@ export const ARP_REPLY_ACTIONS = [
   "move:NXM_NX_REG4[]->NXM_OF_ARP_SPA[]",
   "IN_PORT",
 ].join(",");
+
+/**
+ * The gateway's answer to an ICMP echo request for its address, back out of the port it came in
+ * on: to the sender, from the network's gateway MAC and address, as an echo reply (type 0; Open
+ * vSwitch fixes the IPv4 and ICMP checksums as it rewrites). The texts around the gateway's MAC
+ * and address, spelled as dump-flows prints them.
+ */
+export const GATEWAY_PING = {
+  BEFORE_MAC: "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:",
+  BEFORE_IP: "->eth_src,move:NXM_OF_IP_SRC[]->NXM_OF_IP_DST[],set_field:",
+  AFTER_IP: "->ip_src,set_field:0->icmp_type,IN_PORT",
+} as const;

@@ -9,18 +9,23 @@ import {
   F_ARP_REPLY_SHARED_PRIORITY,
   F_ARP_REPLY_SHARED_TABLE,
   F_ARP_REPLY_TABLE,
+  F_GATEWAY_PING_PRIORITY,
+  F_GATEWAY_PING_TABLE,
   F_ND_ADVERT_PRIORITY,
   F_ND_ADVERT_TABLE,
   F_ND_GUARD_PRIORITY,
   F_ND_GUARD_TABLE,
   F_ND_SOLICIT_PRIORITY,
   F_ND_SOLICIT_TABLE,
+  G_AFTER_IP,
+  G_BEFORE_IP,
+  G_BEFORE_MAC,
   M_LINK_LOCAL,
   M_NO_LL,
   T_ARP_REPLY,
   T_FORWARD,
 } from "./generated/pipeline";
-import { L_COOKIE, L_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
+import { L_COOKIE, L_MAC_TEXT, N_GW_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putHex, putMac, putNet, puts, putSlot } from "./text";
 
 function regs(n: usize, p: usize, proto: string): void {
@@ -114,5 +119,21 @@ export function ndGuard(n: usize, type: u32): void {
   puts(",icmp_type=");
   putDec(type);
   puts(",actions=drop");
+  end();
+}
+
+/** An echo request for the gateway's address (text slot `ip`): answered by the gateway in place. */
+export function gatewayPing(n: usize, ip: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_GATEWAY_PING_TABLE, F_GATEWAY_PING_PRIORITY, LINE_BOUND);
+  puts(",icmp,reg0=");
+  putNet(n);
+  puts(",nw_dst=");
+  putSlot(ip, V4_SLOT);
+  puts(",icmp_type=8,icmp_code=0,actions=");
+  puts(G_BEFORE_MAC);
+  putMac(n + N_GW_MAC_TEXT);
+  puts(G_BEFORE_IP);
+  putSlot(ip, V4_SLOT);
+  puts(G_AFTER_IP);
   end();
 }

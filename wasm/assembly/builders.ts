@@ -15,7 +15,15 @@ import {
   T_SPOOF,
   VXLAN,
 } from "./generated/pipeline";
-import { arpOwner, arpReply, arpReplyShared, ndAdvert, ndGuard, ndSolicit } from "./arp";
+import {
+  arpOwner,
+  arpReply,
+  arpReplyShared,
+  gatewayPing,
+  ndAdvert,
+  ndGuard,
+  ndSolicit,
+} from "./arp";
 import { classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
 import {
   flood,
@@ -23,6 +31,7 @@ import {
   forwardLocal,
   forwardRemote,
   fromOutside,
+  gatewayDrop,
   unknownUnicast,
 } from "./forward";
 import { localAt, net, netCount, remoteAt, v4Slot, v6Slot } from "./input";
@@ -35,6 +44,8 @@ import {
   L_V4_FIRST,
   L_V6_COUNT,
   L_V6_FIRST,
+  N_GW_MAC,
+  N_GW_SLOT,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
   N_REMOTE_COUNT,
@@ -104,9 +115,16 @@ function networkFlows(n: usize): void {
     const mac = load<u64>(r, R_MAC);
     for (let k = v4; k < v4End; k++) arpReply(n, 0, mac, v4Slot(k));
   }
+  // The gateway is answered like a port of the network (arpReply), and answers pings.
+  const gw = load<u32>(n, N_GW_SLOT);
+  if (gw != 0) {
+    arpReply(n, 0, load<u64>(n, N_GW_MAC), v4Slot(gw - 1));
+    gatewayPing(n, v4Slot(gw - 1));
+  }
   ndGuard(n, 135);
   ndGuard(n, 136);
   if (!vxlan) unknownUnicast(n);
+  if (gw != 0) gatewayDrop(n);
   flood(n);
   for (let i = rFirst; i < rLast; i++) forwardRemote(n, remoteAt(i));
   fromOutside(n);

@@ -12,6 +12,8 @@ import {
   F_FORWARD_REMOTE_TABLE,
   F_FROM_OUTSIDE_PRIORITY,
   F_FROM_OUTSIDE_TABLE,
+  F_GATEWAY_DROP_PRIORITY,
+  F_GATEWAY_DROP_TABLE,
   F_UNKNOWN_UNICAST_PRIORITY,
   F_UNKNOWN_UNICAST_TABLE,
   M_MCAST,
@@ -25,6 +27,7 @@ import {
   L_COOKIE,
   L_MAC_TEXT,
   L_OFPORT,
+  N_GW_MAC_TEXT,
   N_ID,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
@@ -52,6 +55,17 @@ import {
   putSlot,
   wp,
 } from "./text";
+
+/** Anything else addressed to the gateway MAC: dropped (no routing yet). */
+export function gatewayDrop(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_GATEWAY_DROP_TABLE, F_GATEWAY_DROP_PRIORITY, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",dl_dst=");
+  putMac(n + N_GW_MAC_TEXT);
+  puts(",actions=drop");
+  end();
+}
 
 export function forwardLocal(n: usize, p: usize): void {
   begin(

@@ -4,6 +4,8 @@
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
+  E_BAD_GATEWAY,
+  E_BAD_GATEWAY_MAC,
   E_BAD_IP,
   E_BAD_MAC,
   E_BAD_NODE_IP,
@@ -48,6 +50,9 @@ import {
   L_V6_COUNT,
   L_V6_FIRST,
   LOCAL_SIZE,
+  N_GW_MAC,
+  N_GW_MAC_TEXT,
+  N_GW_SLOT,
   N_ID,
   N_LOCAL_FIRST,
   N_NODE_FIRST,
@@ -284,6 +289,8 @@ function parseNetworks(): i32 {
     const type = word();
     const segment = word();
     const physnet = word();
+    const gwLen = word();
+    const gwMacLen = word();
     memory.fill(n, 0, NET_SIZE);
     store<u32>(n, id, N_ID);
     store<u32>(n, type, N_TYPE);
@@ -301,7 +308,28 @@ function parseNetworks(): i32 {
       if (other != NONE) return fail(E_DUP_SEGMENT, K_NETWORK, i, 0, K_NETWORK, other);
       claim(key0(H_PHYSNET, 0), <u64> physnet, 0, i);
     }
+    if (gwLen > 0) {
+      const rc = parseGateway(n, i, gwLen - 1, gwMacLen - 1);
+      if (rc != 0) return rc;
+    }
   }
+  return 0;
+}
+
+/** The gateway of network `n` (index i) from the blob: its address (`len` bytes), then its MAC. */
+function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
+  const v = parseIpv4(blob, len);
+  blob += len;
+  if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_GATEWAY, K_NETWORK, i, 0, 0, 0);
+  const mac = parseMac(blob, macLen);
+  blob += macLen;
+  if (mac < 0) return fail(E_BAD_GATEWAY_MAC, K_NETWORK, i, 0, 0, 0);
+  const start = wp;
+  putIpv4(<u32> v);
+  toSlot(v4Slot(v4Count++), start);
+  store<u32>(n, v4Count, N_GW_SLOT);
+  store<u64>(n, <u64> mac, N_GW_MAC);
+  macText(n + N_GW_MAC_TEXT, <u64> mac);
   return 0;
 }
 

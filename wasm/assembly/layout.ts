@@ -45,8 +45,8 @@ export function reserve(id: i32, bytes: usize): usize {
   return ptr;
 }
 
-// Network, 64 bytes.
-export const NET_SIZE: usize = 64;
+// Network, 96 bytes; its gateway as a v4 text slot, a number and the MAC's 17 characters.
+export const NET_SIZE: usize = 96;
 
 export const N_ID = 0;
 export const N_TYPE = 4;
@@ -58,6 +58,9 @@ export const N_REMOTE_FIRST = 24; // into B_REMOTE_ORDER
 export const N_REMOTE_COUNT = 28;
 export const N_NODE_FIRST = 32; // into B_NODES
 export const N_NODE_COUNT = 36;
+export const N_GW_SLOT = 40; // 1 + index into the v4 texts; 0: no gateway
+export const N_GW_MAC = 48;
+export const N_GW_MAC_TEXT = 64;
 
 // Local port, 64 bytes; the MAC as its 17 characters and as a number (what ARP replies stash).
 export const LOCAL_SIZE: usize = 64;

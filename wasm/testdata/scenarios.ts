@@ -89,7 +89,13 @@ export const scenarios: Record<string, FlowInput> = {
   sample_node: {
     tunnelPort: 100,
     networks: [
-      { id: 1, type: "vxlan", segmentId: 1001 },
+      {
+        id: 1,
+        type: "vxlan",
+        segmentId: 1001,
+        gateway: "10.0.0.1",
+        gatewayMac: "0a:58:00:00:00:01",
+      },
       { id: 2, type: "vlan", segmentId: 100, physnetPort: 200 },
     ],
     localPorts: [
@@ -99,6 +105,54 @@ export const scenarios: Record<string, FlowInput> = {
     ],
     remotePorts: [
       { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.12" },
+    ],
+  },
+
+  /**
+   * The distributed gateway on every network type: two tenants' vxlan networks with the same CIDR
+   * and gateway address (each answered with its own gateway MAC), a vlan and a flat network.
+   */
+  gateways: {
+    tunnelPort: 100,
+    networks: [
+      {
+        id: 1,
+        type: "vxlan",
+        segmentId: 5001,
+        gateway: "10.1.0.1",
+        gatewayMac: "0a:58:0a:01:00:01",
+      },
+      {
+        id: 2,
+        type: "vxlan",
+        segmentId: 5002,
+        gateway: "10.1.0.1",
+        gatewayMac: "0A:58:0A:01:00:02",
+      },
+      {
+        id: 3,
+        type: "vlan",
+        segmentId: 300,
+        physnetPort: 200,
+        gateway: "10.3.0.254",
+        gatewayMac: "0a:58:0a:03:00:fe",
+      },
+      {
+        id: 4,
+        type: "flat",
+        physnetPort: 201,
+        gateway: "10.4.0.1",
+        gatewayMac: "0a:58:0a:04:00:01",
+      },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
+      { ofport: 2, network: 2, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 2 },
+      { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 3 },
+      { ofport: 4, network: 4, mac: "02:00:0a:04:00:02", ips: ["10.4.0.2"], cookie: 4 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
     ],
   },
 
