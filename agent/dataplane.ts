@@ -13,6 +13,7 @@ import {
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
+  gatewayMac,
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
@@ -409,12 +410,18 @@ export class Dataplane {
       type: "vxlan" | "vlan" | "flat";
       segmentId?: number;
       physnet?: string;
+      gateway?: string;
     },
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
     if (!net) {
       net = { id: await this.state.networkNumber(port.networkId), type: port.type };
       if (port.segmentId !== undefined) net.segmentId = port.segmentId;
+      // The distributed gateway answers IPv4 gateways only (PIPELINE.md, "Distributed gateway").
+      if (port.gateway !== undefined && !port.gateway.includes(":")) {
+        net.gateway = port.gateway;
+        net.gatewayMac = gatewayMac(port.networkId);
+      }
       if (port.physnet !== undefined) {
         const ofport = this.physnetPorts.get(port.physnet);
         if (ofport !== undefined) net.physnetPort = ofport;

@@ -11,6 +11,7 @@ import { run } from "@knitter/common";
 import {
   evalPacket,
   explainHop,
+  gatewayMac,
   ofprotoFlow,
   parseOfprotoTrace,
   portLabel,
@@ -125,6 +126,10 @@ export class NodeInspector {
             type: p.type,
           };
           if (p.segmentId !== undefined) net.segmentId = p.segmentId;
+          if (p.gateway !== undefined && !p.gateway.includes(":")) {
+            net.gateway = p.gateway;
+            net.gatewayMac = gatewayMac(p.networkId);
+          }
           if (p.physnet !== undefined) {
             net.physnet = p.physnet;
             const ofport = this.d.physnetPort(p.physnet);

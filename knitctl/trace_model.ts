@@ -10,6 +10,7 @@ import type { NodeInfo, Port } from "@knitter/common";
 import {
   compileFlows,
   type FlowInput,
+  gatewayMac,
   isolateConflicts,
   portLabel,
   type TraceView,
@@ -53,6 +54,10 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
         ...(p.physnet !== undefined
           ? { physnet: p.physnet, physnetPort: PATCH_OFPORT_BASE + physnets.indexOf(p.physnet) }
           : {}),
+        // The distributed gateway, as the agent models it (IPv4 gateways only).
+        ...(p.gateway !== undefined && !p.gateway.includes(":")
+          ? { gateway: p.gateway, gatewayMac: gatewayMac(id) }
+          : {}),
       };
     }),
     localPorts: local.map((p, i) => ({
@@ -85,6 +90,7 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
       type: n.type,
       ...(n.segmentId !== undefined && n.type !== "flat" ? { segmentId: n.segmentId } : {}),
       ...(n.physnetPort !== undefined ? { physnetPort: n.physnetPort } : {}),
+      ...(n.gateway !== undefined ? { gateway: n.gateway, gatewayMac: n.gatewayMac } : {}),
     })),
     localPorts: view.localPorts.map((p) => ({
       ofport: p.ofport,

@@ -4,14 +4,16 @@
  * it matched, table by table. It is written for the SUBSET of matches and actions this pipeline
  * uses, not for OpenFlow at large:
  *
- * - matches: the protocol keywords `ip`, `arp`, `ipv6`, `icmp6`; `in_port`, `tun_id`,
- *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `arp_spa`,
- *   `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`, `ipv6_src`, `nd_*`;
+ * - matches: the protocol keywords `ip`, `arp`, `icmp`, `ipv6`, `icmp6`; `in_port`, `tun_id`,
+ *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `nw_dst`,
+ *   `arp_spa`, `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`,
+ *   `ipv6_src`, `nd_*`;
  * - actions: `goto_table`, `output`, `IN_PORT`, `drop`, `set_field` (registers, `tun_id`,
- *   `tun_dst`, `vlan_vid`, `arp_op`), `push_vlan`, `pop_vlan`, `move` (applied only as far as
- *   the trace needs: the ARP reply is reported, not rewritten).
+ *   `tun_dst`, `vlan_vid`, `arp_op`, and the gateway's echo reply: `eth_src`, `ip_src`,
+ *   `icmp_type`), `push_vlan`, `pop_vlan`, `move` (applied only as far as the trace needs: the
+ *   ARP and echo replies are reported, not rewritten).
  *
- * Packets are IPv4 (TCP, UDP, ICMP) or ARP: IPv6 matches never hold. A field it does not know
+ * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
  * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
  *
  * @module
@@ -140,6 +142,8 @@ function matchesField(s: State, key: string, value: string): boolean {
       return matchesMac(value, p.dlDst);
     case "nw_src":
       return isIp && value === p.ipSrc;
+    case "nw_dst":
+      return isIp && value === p.ipDst;
     case "arp_spa":
       return !isIp && value === p.ipSrc;
     case "arp_tpa":
@@ -152,7 +156,10 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "reg1":
       return (s.regs.get(key) ?? 0n) === num(value);
     case "icmp_type":
+      // An ICMP packet of a trace is an echo request (ping); under icmp6 this is never reached.
+      return p.proto === "icmp" && Number(value) === 8;
     case "icmp_code":
+      return p.proto === "icmp" && Number(value) === 0;
     case "ipv6_src":
     case "nd_sll":
     case "nd_tll":
@@ -177,7 +184,7 @@ function apply(s: State, f: ParsedFlow): number | undefined {
       if (field === "reg0" || field === "reg1") s.regs.set(field, num(value));
       else if (field === "vlan_vid") s.p.vlan = Number(value) - 4096;
       else if (field === "tun_id") s.p.tunId = Number(value);
-      else if (!["xreg1", "tun_dst", "arp_op"].includes(field)) {
+      else if (!["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type"].includes(field)) {
         throw new Error(`The offline evaluator does not know set_field to "${field}"`);
       }
     } else if (a === "pop_vlan") s.p.vlan = undefined;

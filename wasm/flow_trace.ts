@@ -24,6 +24,9 @@ export interface TraceView {
     segmentId?: number;
     physnetPort?: number;
     physnet?: string;
+    /** The network's IPv4 gateway and its MAC (PIPELINE.md, "Distributed gateway"). */
+    gateway?: string;
+    gatewayMac?: string;
   }[];
   localPorts: { ofport: number; network: number; label: string; mac: string; ips: string[] }[];
   remotePorts: {
@@ -201,12 +204,12 @@ export function flowKind(f: ParsedFlow): string {
       return has("ipv6") ? "spoofIpv6" : "spoofIpv4";
     case TABLE.ARP:
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
-      if (f.priority === PRIORITY.SPECIFIC) return "arpReply";
+      if (f.priority === PRIORITY.SPECIFIC) return has("icmp") ? "gatewayPing" : "arpReply";
       if (has("arp")) return "arpOwner";
       return value("icmp_type") === "135" ? "ndSolicit" : "ndAdvert";
     case TABLE.FORWARD: {
       const byPriority: Record<number, string> = {
-        [PRIORITY.SPECIFIC]: "forwardLocal",
+        [PRIORITY.SPECIFIC]: f.actions.includes("drop") ? "gatewayDrop" : "forwardLocal",
         [PRIORITY.FLOOD_IN]: "floodIn",
         [PRIORITY.FROM_OUTSIDE]: "fromOutside",
         [PRIORITY.REMOTE]: "forwardRemote",
@@ -287,6 +290,11 @@ export function explainHop(
         what = `ARP from the port's own MAC ${packet.dlSrc} and address ${packet.ipSrc}`;
         break;
       case "arpReply": {
+        if (net?.gateway === packet.ipDst) {
+          what = `ARP request for ${packet.ipDst}, the gateway of ${netLabel}: answered here by ` +
+            `the gateway (MAC ${net.gatewayMac})`;
+          break;
+        }
         const owner = view.localPorts.find((p) =>
           p.network === walk.reg0 && p.ips.includes(packet.ipDst)
         )?.label ??
@@ -297,6 +305,14 @@ export function explainHop(
         }: answered here`;
         break;
       }
+      case "gatewayPing":
+        what = `ICMP echo request for ${packet.ipDst}, the gateway of ${netLabel}: answered here ` +
+          `by the gateway (MAC ${net?.gatewayMac ?? "?"}), the echo reply back out of the port`;
+        break;
+      case "gatewayDrop":
+        what = `to the gateway MAC ${packet.dlDst} of ${netLabel}, not an ARP request or ping ` +
+          "for the gateway: dropped (no routing yet)";
+        break;
       case "arpReplyShared":
         what = "the ARP reply goes back out of the port the request came in on";
         break;
@@ -475,6 +491,12 @@ function dropReason(
   }
   if (kind === "ndGuard") {
     return drop("nd_guard", "neighbour discovery that does not match the port's own addresses");
+  }
+  if (kind === "gatewayDrop") {
+    return drop(
+      "gateway",
+      `addressed to the gateway of ${netLabel} (MAC ${packet.dlDst}), which answers only ARP and ping: nothing is routed yet`,
+    );
   }
   if (kind === "floodIn" || kind === "flood") {
     return drop("no_receiver", `a broadcast with no port of ${netLabel} to go to`);

@@ -3,8 +3,14 @@
  * (at that builder's table and priority), and ofproto/trace's printout becomes canonical lines.
  */
 import assert from "node:assert/strict";
-import { parseFlowLine } from "./flow_eval.ts";
-import { flowKind, parseOfprotoTrace } from "./flow_trace.ts";
+import { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";
+import {
+  evalPacket,
+  explainHop,
+  flowKind,
+  parseOfprotoTrace,
+  type TraceView,
+} from "./flow_trace.ts";
 import { compileFlowsTs } from "./flows_ts.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
@@ -63,4 +69,60 @@ Datapath actions: push_vlan(vid=100,pcp=0),3
     "cookie=0x0000000000000000,table=20,priority=0,actions=goto_table:30",
     "cookie=0x0000000200000000,table=30,priority=10,reg0=0x2,actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:200",
   ]);
+});
+
+Deno.test("offline: an ARP for the gateway and a ping to it are answered by the gateway", () => {
+  const model = scenarios.gateways;
+  const tables = flowTables(compileFlowsTs(model));
+  const view: TraceView = {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: `tenant-${n.id}/net-${n.id}` })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
+    remotePorts: model.remotePorts,
+  };
+  // Networks 1 and 2 are two tenants' networks with the same CIDR and gateway address.
+  for (const p of model.localPorts) {
+    const net = model.networks.find((n) => n.id === p.network)!;
+    const label = `tenant-${net.id}/net-${net.id}`;
+    const ingress = { kind: "port", ofport: p.ofport } as const;
+    const arp = {
+      proto: "arp",
+      dlSrc: p.mac,
+      dlDst: "ff:ff:ff:ff:ff:ff",
+      ipSrc: p.ips[0],
+      ipDst: net.gateway!,
+    } as const;
+    const ping = { ...arp, proto: "icmp", dlDst: net.gatewayMac!.toLowerCase() } as const;
+    for (const packet of [arp, ping]) {
+      const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+      const hop = explainHop(view, ingress, packet, matched, { mode: "offline" });
+      assert.deepEqual(hop.outcomes, [{ kind: "reply", ofport: p.ofport }], packet.proto);
+      const answer = hop.steps.find((s) =>
+        s.kind === (arp === packet ? "arpReply" : "gatewayPing")
+      );
+      assert.ok(answer, `${packet.proto}: ${hop.steps.map((s) => s.kind)}`);
+      assert.match(
+        answer.what,
+        new RegExp(
+          `the gateway of network ${label}: answered here by the gateway \\(MAC ${
+            net.gatewayMac!.toLowerCase()
+          }\\)`,
+          "i",
+        ),
+      );
+      // Only the network's own gateway flows answer (reg0): never the other tenant's.
+      assert.ok(
+        matched.every((f) =>
+          f.cookie === "0x0000000000000000" || Number(BigInt(f.cookie) >> 32n) === net.id
+        ),
+      );
+    }
+    // Anything else to the gateway MAC is dropped, saying why.
+    const tcp = { ...ping, proto: "tcp", dstPort: 80 } as const;
+    const matched = evaluate(tables, evalPacket(view, ingress, tcp)).matched;
+    const hop = explainHop(view, ingress, tcp, matched, { mode: "offline" });
+    assert.equal(hop.steps.at(-1)?.kind, "gatewayDrop");
+    assert.equal(hop.outcomes[0].kind === "drop" && hop.outcomes[0].code, "gateway");
+  }
 });
