@@ -87,6 +87,13 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
       flat.add(port);
       networks.push({ id, type: "flat", physnetPort: port });
     }
+    if (rand() < 0.6) {
+      const gatewayMac = `0a:58:ff:${hex(i, 2)}:${hex(int(256), 2)}:${hex(int(256), 2)}`;
+      Object.assign(networks[i], {
+        gateway: `10.254.${i}.${1 + int(254)}`,
+        gatewayMac: rand() < 0.2 ? gatewayMac.toUpperCase() : gatewayMac,
+      });
+    }
   }
   // Serials from 10 keep every address unique and unicast.
   let serial = 10;
@@ -625,6 +632,32 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     `bad IP ${JSON.stringify(ip)}`,
     (m) => (m.localPorts[1].ips = ["10.0.0.2", ip]),
     `localPorts[1].ips[1]: ${JSON.stringify(ip)} is not a unicast IPv4 or IPv6 address`,
+  ]),
+  [
+    "gateway without its MAC",
+    (m) => (m.networks[1].gateway = "10.0.0.254"),
+    "networks[1].gatewayMac: expected a string, got undefined",
+  ],
+  [
+    "gateway MAC without the gateway",
+    (m) => (m.networks[2].gatewayMac = "0a:58:00:00:00:01"),
+    "networks[2].gateway: expected a string, got undefined",
+  ],
+  ...["fd00::1", "10.0.0.256", "224.0.0.1", "", "10.0.0.1/24"].map((
+    ip,
+  ): [string, (m: Loose) => unknown, string] => [
+    `bad gateway ${JSON.stringify(ip)}`,
+    (m) => Object.assign(m.networks[0], { gateway: ip, gatewayMac: "0a:58:00:00:00:01" }),
+    `networks[0].gateway: ${JSON.stringify(ip)} is not a unicast IPv4 address`,
+  ]),
+  ...["0b:58:00:00:00:01", "0a:58:00:00:00", ""].map((
+    mac,
+  ): [string, (m: Loose) => unknown, string] => [
+    `bad gateway MAC ${JSON.stringify(mac)}`,
+    (m) => Object.assign(m.networks[2], { gateway: "10.0.0.254", gatewayMac: mac }),
+    `networks[2].gatewayMac: ${
+      JSON.stringify(mac)
+    } is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
   ]),
   ...["fd00::1", "10.0.0.256", "127.0.0.1", "192.168.0"].map((
     ip,
