@@ -5,12 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
-import {
-  restartOvsdb,
-  startSimNode,
-  startVswitchd,
-  stopVswitchd,
-} from "../devstack/sim_node.ts";
+import { restartOvsdb, startSimNode, startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
 import { waitFor } from "../devstack/stack.ts";
 import { Ovs } from "./ovs.ts";
 import { OfWatch, type OfWatchEvent } from "./ofwatch.ts";
