@@ -60,16 +60,22 @@ export async function compileFigures(): Promise<CompileFigures[]> {
 /**
  * A node with `ports` local ports over 20 networks (14 VXLAN, 4 VLAN, 2 flat), an IPv4 address
  * each (and IPv6 on every fourth), and as many ports of the same networks on 50 other nodes.
- * `variant` changes the MACs of 1 % of the local ports.
+ * `variant` changes the MACs of 1 % of the local ports. Every network has a gateway (answered by
+ * the distributed gateway) unless `gateways` is false.
  */
-export function nodeModel(ports: number, variant = 0): FlowInput {
+export function nodeModel(ports: number, variant = 0, gateways = true): FlowInput {
   const networks: FlowNetwork[] = [];
   for (let id = 1; id <= 20; id++) {
     if (id <= 14) networks.push({ id, type: "vxlan", segmentId: 20000 + id });
     else if (id <= 18) networks.push({ id, type: "vlan", segmentId: 300 + id, physnetPort: 200 });
     else networks.push({ id, type: "flat", physnetPort: 201 + (id - 19) });
+    if (gateways) {
+      Object.assign(networks[id - 1], {
+        gateway: `10.${id}.255.254`,
+        gatewayMac: `0a:58:00:00:00:${hex(id)}`,
+      });
+    }
   }
-  const hex = (n: number) => (n & 255).toString(16).padStart(2, "0");
   const input: FlowInput = { tunnelPort: 100, networks, localPorts: [], remotePorts: [] };
   for (let i = 0; i < ports; i++) {
     const network = 1 + (i % 20);
@@ -94,6 +100,30 @@ export function nodeModel(ports: number, variant = 0): FlowInput {
     });
   }
   return input;
+}
+
+const hex = (n: number) => (n & 255).toString(16).padStart(2, "0");
+
+export interface FlowsPerPort {
+  ports: number;
+  networks: number;
+  /** Flows of the node model without gateways (before the distributed gateway) and with one each. */
+  before: number;
+  after: number;
+}
+
+/**
+ * Flows per local port, before and after the distributed gateway (issue 16): the node model of
+ * nodeModel (20 networks, as many remote ports as local ones) at several sizes, compiled without
+ * and with a gateway on every network.
+ */
+export function flowsPerPort(sizes = [20, 100, 1000, 10000]): FlowsPerPort[] {
+  return sizes.map((ports) => ({
+    ports,
+    networks: nodeModel(ports).networks.length,
+    before: compileFlows(nodeModel(ports, 0, false)).length,
+    after: compileFlows(nodeModel(ports)).length,
+  }));
 }
 
 export interface ResyncCase {

@@ -7,7 +7,7 @@
  */
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { type CniFigures, cniFigures, type LatencyFigures } from "./cni_bench.ts";
-import { compileFigures, resyncFigures } from "./flows_figures.ts";
+import { compileFigures, flowsPerPort, resyncFigures } from "./flows_figures.ts";
 import { addProfile, type Profile } from "./profile_bench.ts";
 import { log, machine, ovsVersion } from "./support.ts";
 
@@ -136,6 +136,18 @@ ${
       `| ${f(c.ports, 0)} local + ${f(c.ports, 0)} remote ports (${f(c.flows, 0)} flows) | ${
         ms(c.wasmMs)
       } | ${ms(c.tsMs)} | ${f(c.tsMs / c.wasmMs, 2)}× |`
+    ).join("\n")
+  }
+
+| flows per local port (node model: 20 networks, as many remote ports) | before the distributed gateway | with a gateway on every network | added per port |
+|---|---|---|---|
+${
+    flowsPerPort().map((r) =>
+      `| ${f(r.ports, 0)} local + ${f(r.ports, 0)} remote ports | ${f(r.before / r.ports, 2)} (${
+        f(r.before, 0)
+      } flows) | ${f(r.after / r.ports, 2)} (${f(r.after, 0)} flows) | ${
+        f((r.after - r.before) / r.ports, 3)
+      } (3 flows per network: ARP, ping, drop) |`
     ).join("\n")
   }
 
