@@ -31,7 +31,14 @@ const view: TraceView = {
   node: "n1",
   tunnelPort: 100,
   networks: [
-    { id: 1, label: "acme/blue", type: "vxlan", segmentId: 1001 },
+    {
+      id: 1,
+      label: "acme/blue",
+      type: "vxlan",
+      segmentId: 1001,
+      gateway: model.networks[0].gateway,
+      gatewayMac: model.networks[0].gatewayMac,
+    },
     { id: 2, label: "acme/red", type: "vlan", segmentId: 100, physnet: "phys1", physnetPort: 200 },
   ],
   localPorts: model.localPorts.map((p) => ({
@@ -167,6 +174,24 @@ const cases: Case[] = [
     ingress: { kind: "port", ofport: 1 },
     packet: { ...P1, proto: "arp", dlDst: "ff:ff:ff:ff:ff:ff", ipDst: "10.0.0.4" },
     expect: "reply",
+  },
+  {
+    name: "an ARP request for the gateway: answered in place by the gateway",
+    ingress: { kind: "port", ofport: 1 },
+    packet: { ...P1, proto: "arp", dlDst: "ff:ff:ff:ff:ff:ff", ipDst: "10.0.0.1" },
+    expect: "reply",
+  },
+  {
+    name: "a ping to the gateway: the echo reply back out of the port",
+    ingress: { kind: "port", ofport: 1 },
+    packet: { ...P1, proto: "icmp", dlDst: "0a:58:00:00:00:01", ipDst: "10.0.0.1" },
+    expect: "reply",
+  },
+  {
+    name: "TCP to the gateway MAC: dropped, nothing is routed yet",
+    ingress: { kind: "port", ofport: 1 },
+    packet: { ...P1, proto: "tcp", dlDst: "0a:58:00:00:00:01", ipDst: "10.0.0.1", dstPort: 80 },
+    expect: "drop:gateway",
   },
   {
     name: "an ARP request for an unknown address: flooded",

@@ -121,7 +121,12 @@ export function ofprotoFlow(p: EvalPacket): string {
     return [...head, `arp_spa=${p.ipSrc}`, `arp_tpa=${p.ipDst}`, "arp_op=1", `arp_sha=${p.dlSrc}`]
       .join(",");
   }
-  const l4 = p.dstPort !== undefined && p.proto !== "icmp" ? [`${p.proto}_dst=${p.dstPort}`] : [];
+  // An ICMP packet of a trace is an echo request (ping), as the offline evaluator assumes.
+  const l4 = p.proto === "icmp"
+    ? ["icmp_type=8", "icmp_code=0"]
+    : p.dstPort !== undefined
+    ? [`${p.proto}_dst=${p.dstPort}`]
+    : [];
   return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, ...l4].join(",");
 }
 
