@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { main } from "./main.ts";
 
 /** A stand-in manager that records the requests and answers `items` to every history query. */
-async function fakeManager(items: unknown[]) {
+function fakeManager(items: unknown[]) {
   const seen: URL[] = [];
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
     const url = new URL(req.url);
@@ -57,7 +57,7 @@ const B = {
 };
 
 Deno.test("history: the holders as a table, oldest first; the query names the address and the time", async () => {
-  await using m = await fakeManager([A, B]);
+  await using m = fakeManager([A, B]);
   const r = await knitctl(m.url, [
     "-t",
     "acme",
@@ -83,7 +83,7 @@ Deno.test("history: the holders as a table, oldest first; the query names the ad
 });
 
 Deno.test("history: a MAC in any case, ranges, every tenant's with --all-tenants, JSON as answered", async () => {
-  await using m = await fakeManager([A]);
+  await using m = fakeManager([A]);
   const mac = await knitctl(m.url, [
     "history",
     "02-52-49-00-00-05",
@@ -104,7 +104,7 @@ Deno.test("history: a MAC in any case, ranges, every tenant's with --all-tenants
 });
 
 Deno.test("history: nobody held it is said on stderr, exit 0; bad usage is exit 2", async () => {
-  await using m = await fakeManager([]);
+  await using m = fakeManager([]);
   const none = await knitctl(m.url, ["-t", "acme", "history", "10.10.0.9", "--at", "now"]);
   assert.equal(none.code, 0);
   assert.equal(none.out, "");
