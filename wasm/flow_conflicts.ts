@@ -6,8 +6,8 @@
  * returns the rest with the list of what it took out. Both engines then compile the same model, so
  * their output stays byte-identical. The rule (agent/PIPELINE.md, "Conflicting entries"):
  *
- * - a remote port with a malformed MAC, address or tunnel endpoint, or of a network the node does
- *   not have, is quarantined (`invalid`);
+ * - a remote port with a malformed MAC, address or tunnel endpoint, of a network the node does
+ *   not have, or with its network's gateway address or gateway MAC, is quarantined (`invalid`);
  * - a local port always wins: a remote port that claims the MAC or an address of a local port of
  *   the same network is quarantined (`local`);
  * - between remote ports, every claimant of a MAC or address that another remote port of the same
@@ -84,6 +84,15 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
       }
     }
   }
+  // The gateways' claims, `<network> m<mac>` and `<network> a<address>`: the network's own.
+  const gateways = new Set<string>();
+  for (const n of Array.isArray(input.networks) ? input.networks : []) {
+    if (typeof n?.gateway !== "string" || typeof n.gatewayMac !== "string") continue;
+    const a = addressKey(n.gateway);
+    if (a !== null) gateways.add(`${n.id} a${a}`);
+    const m = macKey(n.gatewayMac);
+    if (m >= 0) gateways.add(`${n.id} m${m}`);
+  }
   const reasons = new Map<number, [ConflictReason, string, Collision[]]>();
   const keysOf: string[][] = [];
   const claims = new Map<string, number[]>();
@@ -97,6 +106,16 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     }
     const keys = new Set<string>([`${p.network} m${macKey(p.mac)}`]);
     for (const ip of p.ips) keys.add(`${p.network} a${addressKey(ip)}`);
+    const gateway = [...keys].find((key) => gateways.has(key));
+    if (gateway) {
+      const c = collision(gateway, 0);
+      reasons.set(j, [
+        "invalid",
+        `the gateway of network ${p.network} (${c.field} ${c.value})`,
+        [],
+      ]);
+      continue;
+    }
     const withLocal: Collision[] = [];
     for (const key of keys) {
       const local = locals.get(key);

@@ -270,6 +270,11 @@ export function flowError(
         `${at}.mac: ${JSON.stringify(port!.mac)} is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
       );
     case ERR.DUP_MAC:
+      if (otherKind === KIND.NETWORK) {
+        return new Error(
+          `${at}.mac: ${port!.mac} is the gateway MAC of network ${netId} (${other})`,
+        );
+      }
       return new Error(`${at}.mac: ${port!.mac} is already used in network ${netId} by ${other}`);
     case ERR.BAD_IP:
       return new Error(
@@ -278,6 +283,11 @@ export function flowError(
         } is not a unicast IPv4 or IPv6 address`,
       );
     case ERR.DUP_IP:
+      if (otherKind === KIND.NETWORK) {
+        return new Error(
+          `${at}.ips[${sub}]: ${port!.ips[sub]} is the gateway of network ${netId} (${other})`,
+        );
+      }
       return new Error(
         `${at}.ips[${sub}]: ${port!.ips[sub]} is already used in network ${netId} by ${other}`,
       );

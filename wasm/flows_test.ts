@@ -643,6 +643,21 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     (m) => (m.networks[2].gatewayMac = "0a:58:00:00:00:01"),
     "networks[2].gateway: expected a string, got undefined",
   ],
+  [
+    "a local port with the gateway's address",
+    (m) => Object.assign(m.networks[0], { gateway: "10.0.0.1", gatewayMac: "0a:58:00:00:00:01" }),
+    "localPorts[0].ips[0]: 10.0.0.1 is the gateway of network 1 (networks[0])",
+  ],
+  [
+    "a local port with the gateway MAC",
+    (m) => Object.assign(m.networks[0], { gateway: "10.0.0.254", gatewayMac: "02:00:00:00:00:01" }),
+    "localPorts[0].mac: 02:00:00:00:00:01 is the gateway MAC of network 1 (networks[0])",
+  ],
+  [
+    "a remote port with the gateway's address",
+    (m) => Object.assign(m.networks[0], { gateway: "10.0.0.3", gatewayMac: "0a:58:00:00:00:01" }),
+    "remotePorts[0].ips[0]: 10.0.0.3 is the gateway of network 1 (networks[0])",
+  ],
   ...["fd00::1", "10.0.0.256", "224.0.0.1", "", "10.0.0.1/24"].map((
     ip,
   ): [string, (m: Loose) => unknown, string] => [
@@ -817,6 +832,23 @@ Deno.test("conflicts: spellings of one address collide; a model without conflict
   assert.deepEqual(taken.map((c) => [c.reason, c.collisions.map((k) => [k.field, k.index])]), [
     ["local", [["mac", 0], ...local.ips.map(() => ["ip", 0])]],
   ]);
+});
+
+Deno.test("conflicts: a remote port with its network's gateway address or MAC is left out", () => {
+  const m: FlowInput = structuredClone(scenarios.gateways);
+  const far = m.remotePorts[0];
+  m.remotePorts.push(
+    { ...far, mac: "02:00:0a:01:00:09", ips: ["10.1.0.1"] },
+    { ...far, mac: "0A:58:0A:01:00:01", ips: ["10.1.0.9"] },
+    // The gateway of another network (2) is no claim in network 1.
+    { ...far, mac: "0a:58:0a:01:00:02", ips: ["10.1.0.10"] },
+  );
+  const { input, conflicts } = isolateConflicts(m);
+  assert.deepEqual(conflicts.map((c) => [c.remote, c.reason, c.detail]), [
+    [1, "invalid", "the gateway of network 1 (ip 10.1.0.1)"],
+    [2, "invalid", "the gateway of network 1 (mac 0a:58:0a:01:00:01)"],
+  ]);
+  for (const [, make] of impls) assert.deepEqual(make(input), compileFlowsTs(input));
 });
 
 Deno.test("conflicts: random models with injected collisions compile on both engines, identically", () => {

@@ -235,7 +235,7 @@ interface Net {
   /** Distinct tunnel endpoints of the remote ports, ascending (vxlan only). */
   nodes: number[];
   /** The gateway's address (canonical text), MAC (lowercase text) and MAC as a number, if any. */
-  gateway?: { ip: string; mac: string; macBits: number };
+  gateway?: { ip: string; ipBits: number; mac: string; macBits: number };
 }
 
 interface Local {
@@ -258,15 +258,16 @@ interface Remote {
 /** Owner (see REMOTE_REF) of each MAC or address of one network. */
 type Owners = Map<string | number, number>;
 
-/** Local port i owns as i, remote port j as REMOTE_REF + j. */
+/** Local port i owns as i, remote port j as REMOTE_REF + j, network n's gateway as GATEWAY_REF + n. */
 const REMOTE_REF = 2 ** 30;
+const GATEWAY_REF = 2 ** 31;
 
 function refKind(ref: number): number {
-  return ref >= REMOTE_REF ? KIND.REMOTE : KIND.LOCAL;
+  return ref >= GATEWAY_REF ? KIND.NETWORK : ref >= REMOTE_REF ? KIND.REMOTE : KIND.LOCAL;
 }
 
 function refIndex(ref: number): number {
-  return ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
+  return ref >= GATEWAY_REF ? ref - GATEWAY_REF : ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
 }
 
 /** Parsed, checked model; throws flowError on the first failed check, in input order. */
@@ -314,7 +315,7 @@ function model(input: FlowInput): Net[] {
       if (ip < 0 || !unicastIpv4(ip)) throw err(ERR.BAD_GATEWAY, KIND.NETWORK, i);
       const macBits = parseMac(n.gatewayMac!);
       if (macBits < 0) throw err(ERR.BAD_GATEWAY_MAC, KIND.NETWORK, i);
-      net.gateway = { ip: formatIpv4(ip), mac: formatMac(macBits), macBits };
+      net.gateway = { ip: formatIpv4(ip), ipBits: ip, mac: formatMac(macBits), macBits };
     }
     nets.push(net);
   }
@@ -325,6 +326,12 @@ function model(input: FlowInput): Net[] {
   const macs: Owners[] = nets.map(() => new Map());
   const ips: Owners[] = nets.map(() => new Map());
   const words = new Uint16Array(8);
+  // The gateway's address and MAC are the network's: no port may claim them.
+  for (const net of nets) {
+    if (!net.gateway) continue;
+    ips[net.index].set(net.gateway.ipBits, GATEWAY_REF + net.index);
+    macs[net.index].set(net.gateway.macBits, GATEWAY_REF + net.index);
+  }
 
   /** Parses and claims port `ref`'s addresses; v6 is null for remote ports (unused). */
   const addresses = (

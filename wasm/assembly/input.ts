@@ -40,6 +40,7 @@ import {
   B_V4,
   B_V6,
   buffer,
+  GATEWAY_REF,
   L_COOKIE,
   L_MAC,
   L_MAC_TEXT,
@@ -107,11 +108,11 @@ export function errorArg(i: i32): u32 {
 }
 
 function refKind(ref: u32): u32 {
-  return ref >= REMOTE_REF ? K_REMOTE : K_LOCAL;
+  return ref >= GATEWAY_REF ? K_NETWORK : ref >= REMOTE_REF ? K_REMOTE : K_LOCAL;
 }
 
 function refIndex(ref: u32): u32 {
-  return ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
+  return ref >= GATEWAY_REF ? ref - GATEWAY_REF : ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
 }
 
 const H_NET_ID: u64 = 1;
@@ -324,6 +325,9 @@ function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
   const mac = parseMac(blob, macLen);
   blob += macLen;
   if (mac < 0) return fail(E_BAD_GATEWAY_MAC, K_NETWORK, i, 0, 0, 0);
+  // The gateway's address and MAC are the network's: no port may claim them.
+  claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
+  claim(key0(H_MAC, i), <u64> mac, 0, GATEWAY_REF + i);
   const start = wp;
   putIpv4(<u32> v);
   toSlot(v4Slot(v4Count++), start);
@@ -485,7 +489,7 @@ export function decode(words: u32): i32 {
   reserve(B_LOCAL_ORDER, <usize> localCount << 3);
   reserve(B_REMOTE_ORDER, <usize> remoteCount << 3);
   reserve(B_NODES, <usize> remoteCount << 3);
-  hashInit(3 * netCount + 4 * localCount + remoteCount + ipCount);
+  hashInit(5 * netCount + 4 * localCount + remoteCount + ipCount);
   // Scratch text for rendering addresses while parsing; the lines come later.
   textInit();
 

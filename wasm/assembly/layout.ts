@@ -1,8 +1,12 @@
 // Growable buffers in linear memory and the layout of the parsed model's records.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
-/** Local port i owns an address as i, remote port j as REMOTE_REF + j (as in the twin). */
+/**
+ * Local port i owns an address as i, remote port j as REMOTE_REF + j, network n's gateway as
+ * GATEWAY_REF + n (as in the twin).
+ */
 export const REMOTE_REF: u32 = 1 << 30;
+export const GATEWAY_REF: u32 = 1 << 31;
 
 export const B_INPUT = 0;
 export const B_NETS = 1;
