@@ -9,6 +9,7 @@ import { Cleanup } from "../../devstack/cleanup.ts";
 import { type CniFigures, cniFigures, type LatencyFigures } from "./cni_bench.ts";
 import { compileFigures, flowsPerPort, resyncFigures } from "./flows_figures.ts";
 import { addProfile, type Profile } from "./profile_bench.ts";
+import { type BandwidthFigures, bandwidthFigures, bandwidthMarkdown } from "./bandwidth_bench.ts";
 import { log, machine, ovsVersion } from "./support.ts";
 
 const quick = Deno.args.includes("--quick");
@@ -29,11 +30,13 @@ const ms = (x: number) => `${f(x)} ms`;
 let cni: CniFigures;
 let profile: Profile;
 let resync: Awaited<ReturnType<typeof resyncFigures>>;
+let bandwidth: BandwidthFigures;
 {
   await using cleanup = new Cleanup();
   cni = await cniFigures(cleanup, { pods, rounds, burst });
   profile = await addProfile(cleanup, cni.stack, profilePods, burst);
   resync = await resyncFigures(cleanup, resyncPorts);
+  bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
   log("cleaning up");
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
@@ -139,7 +142,7 @@ ${
     ).join("\n")
   }
 
-| flows per local port (node model: 20 networks, as many remote ports) | before the distributed gateway | with a gateway on every network | added per port |
+| flows per local port (node model: 20 networks, as many remote ports) | before the distributed gateway | with a gateway on every network | added per port (3 flows per network: ARP, ping, drop) |
 |---|---|---|---|
 ${
     flowsPerPort().map((r) =>
@@ -147,7 +150,7 @@ ${
         f(r.before, 0)
       } flows) | ${f(r.after / r.ports, 2)} (${f(r.after, 0)} flows) | ${
         f((r.after - r.before) / r.ports, 3)
-      } (3 flows per network: ARP, ping, drop) |`
+      } |`
     ).join("\n")
   }
 
@@ -172,4 +175,10 @@ Yardsticks of the same run: the compile alone ${ms(resync.compileMs)}; the flow 
   }, and \`dump-flows\` of the installed table ${ms(resync.dumpMs)}.
 `,
 );
+console.log(`#### Bandwidth limits: what the extra step costs
+
+| what | figure | yardstick |
+|---|---|---|
+${bandwidthMarkdown(bandwidth)}
+`);
 log(`done (worst resync ${ms(worstResync)})`);
