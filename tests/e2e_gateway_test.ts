@@ -3,7 +3,7 @@
  * flat networks, pods on two simulated nodes with real Open vSwitch (userspace datapath) resolve
  * their gateway to the network's gateway MAC and get echo replies from it, answered by their own
  * node's flows; a pod of another tenant whose network has the same CIDR and gateway address gets
- * its own network's gateway only.
+ * its own network's gateway only. Anything else sent to the gateway MAC is dropped.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
@@ -103,7 +103,35 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
       assert.notEqual(acme.mac, globex.mac);
     },
   );
+
+  await t.step(
+    "anything else sent to the gateway MAC is dropped by its node (no routing yet)",
+    async () => {
+      await Promise.all(pods.map(async (p) => {
+        const ns = ipNetnsName(p.pod.netns);
+        await run(["ip", "-n", ns, "route", "replace", "192.0.2.0/24", "via", p.net.gateway]);
+        const before = await dropped(p);
+        assert.equal(await pings(p.pod, "192.0.2.1"), false, `${p.pod.name}: nothing answers`);
+        const after = await dropped(p);
+        assert.ok(
+          after - before >= 3,
+          `${p.pod.name}: the 3 echo requests hit the drop (${before} -> ${after})`,
+        );
+      }));
+    },
+  );
 });
+
+/** Packets the gateway MAC's drop flow (gatewayDrop) of the pod's network has dropped on its node. */
+async function dropped(p: Added): Promise<number> {
+  const r = await run(
+    ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "br-int", `table=30,dl_dst=${p.net.mac}`],
+    { env: { OVS_RUNDIR: p.pod.node.sim.ovs.rundir! } },
+  );
+  const lines = r.stdout.split("\n").filter((l) => l.includes("actions=drop"));
+  assert.equal(lines.length, 1, `one gatewayDrop flow for ${p.net.mac}: ${r.stdout}`);
+  return Number(/n_packets=(\d+)/.exec(lines[0])?.[1]);
+}
 
 interface Net {
   id: string;
