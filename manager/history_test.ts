@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";
 import { keys } from "./model.ts";
+import { sweepHistory } from "./service/history.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
 const NET = "tenants/acme/networks/blue";
@@ -188,6 +189,20 @@ Deno.test("history: past the retention a holding is not answered, and the next r
   assert.equal((await historyAt(t, "acme", { ip: keep.ip })).length, 1);
   assert.equal((await keysUnder(t, keys.historyOf("mac", keep.mac))).length, 1);
   await noProblems(t);
+
+  // With no release to prune them, the manager's sweep deletes every expired one, in batches.
+  for (let i = 0; i < 150; i++) must(await t.call("PUT", `${NET}/ports/m${i}`, {}), 201);
+  for (let i = 0; i < 150; i++) must(await t.call("DELETE", `${NET}/ports/m${i}`), 204);
+  assert.equal((await keysUnder(t, keys.historyExpiries())).length, 151);
+  assert.equal(await sweepHistory(t.ctx), 0, "nothing expired yet");
+  clock.set(T0 + 1000 + 3 * DAY);
+  assert.equal(await sweepHistory(t.ctx), 151);
+  assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
+  assert.deepEqual(
+    (await keysUnder(t, ["history"])).length,
+    2,
+    "only keep's holding, under its address and MAC",
+  );
 });
 
 Deno.test("attack: a tenant never sees another tenant's holding of an address, also on a public network", async () => {

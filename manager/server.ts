@@ -14,11 +14,15 @@ import { ChangeFeed } from "./feed.ts";
 import { Metrics } from "./metrics.ts";
 import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
+import { sweepHistory } from "./service/history.ts";
 import { scopeForeignPortKeys } from "./service/upgrade.ts";
 import { EtcdFeed } from "./etcd_feed.ts";
 import { EtcdStore } from "./store/etcd_store.ts";
 import { describeStore, openStore } from "./store/open.ts";
 import type { Store } from "./store/store.ts";
+
+/** How often the manager deletes the holdings past the history's retention. */
+const HISTORY_SWEEP_MS = 3_600_000;
 
 /** The tenant that owns shared (public) networks. */
 export const ADMIN_TENANT = "admin";
@@ -94,6 +98,14 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
   const url = `${config.tls ? "https" : "http"}://${host}:${port}`;
   const local = config.listen.socket ? await serveUnix(config.listen.socket, app.fetch) : undefined;
+  // Holdings past the history's retention go hourly too, not only as releases prune a few each.
+  const sweep = () =>
+    sweepHistory(ctx).then(
+      (n) => n > 0 && log.info("address history: expired holdings deleted", { deleted: n }),
+      (err) => log.warn("address history: sweep failed", { error: String(err) }),
+    );
+  const sweeper = setInterval(sweep, HISTORY_SWEEP_MS);
+  sweep();
   log.info("manager ready", {
     url,
     socket: config.listen.socket,
@@ -104,6 +116,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     url,
     finished: server.finished,
     async shutdown() {
+      clearInterval(sweeper);
       ctx.feed.close();
       await Promise.all([server.shutdown(), local?.shutdown()]);
       store.close();

@@ -17,7 +17,7 @@ import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import { invalid } from "../errors.ts";
 import { keys, type PortRecord } from "../model.ts";
 import type { Entry, Key } from "../store/store.ts";
-import type { Tx } from "../store/tx.ts";
+import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
 
 /** One stint, as stored and answered. */
@@ -158,6 +158,27 @@ export async function pruneHistory(ctx: Ctx, tx: Tx, limit: number): Promise<num
     n++;
   }
   return n;
+}
+
+/** Expired stints one sweep commit deletes at most (three keys each, within a commit's 1,000). */
+const SWEEP_BATCH = 100;
+
+/**
+ * Deletes every stint past the retention, in commits of up to SWEEP_BATCH: for a manager whose
+ * ports are not released for a while (commits that end stints prune only a few each). Answers how
+ * many were deleted.
+ */
+export async function sweepHistory(ctx: Ctx): Promise<number> {
+  if (!keepingHistory(ctx)) return 0;
+  let total = 0;
+  for (;;) {
+    const tx = new Tx();
+    const n = await pruneHistory(ctx, tx, SWEEP_BATCH);
+    if (n === 0) return total;
+    await tx.commit(ctx.store);
+    total += n;
+    if (n < SWEEP_BATCH) return total;
+  }
 }
 
 export interface HistoryQuery {
