@@ -202,6 +202,7 @@ export class Attacher {
         network: w.network,
         cookie: cookies[k],
         defaultRoute: w.defaultRoute,
+        ...(w.bandwidth ? { bandwidth: w.bandwidth } : {}),
       });
     }
     this.requireOwnPorts(a);

@@ -6,6 +6,8 @@
  */
 import {
   AnnotationError,
+  type Bandwidth,
+  parseBandwidth,
   parsePodAnnotations,
   type PodRef,
   resolveAnnotated,
@@ -35,6 +37,8 @@ export interface WantedInterface {
   /** Where the fixed MAC was asked for, for messages. */
   macFrom?: string;
   defaultRoute: boolean;
+  /** Bandwidth limits from runtimeConfig.bandwidth (the primary interface only). */
+  bandwidth?: Bandwidth;
 }
 
 export interface PodRequest {
@@ -74,6 +78,10 @@ export function podRequest(
   const fromPod = req.kubePod ? fromAnnotations(req, req.kubePod, defaults.network) : undefined;
   const interfaces = fromPod ?? fromCni(req, defaults.network);
   for (const w of interfaces) checkWantedMac(w);
+  // The runtime's limits are for the interface it names (CNI_IFNAME), as the reference plugin's.
+  const bandwidth = bandwidthCapability(config.runtimeConfig?.bandwidth);
+  const named = interfaces.find((w) => w.ifName === req.ifName);
+  if (bandwidth && named) named.bandwidth = bandwidth;
   const owner = pod && req.kubePod && isStable(req.kubePod, interfaces)
     ? `${STABLE_PREFIX}${pod.namespace}:${pod.name}`
     : uid
@@ -266,6 +274,18 @@ interface Fixed {
 /** The ask of one source, if it asks. */
 function given(from: string, v: unknown, code: number = CNI_CODE.invalidConfig): Fixed[] {
   return v === undefined || v === null ? [] : [{ from, text: String(v), code }];
+}
+
+/**
+ * runtimeConfig.bandwidth (the "bandwidth" capability, as the reference bandwidth plugin reads it:
+ * rates in bits per second, bursts in bits), for the primary interface.
+ */
+function bandwidthCapability(v: unknown): Bandwidth | undefined {
+  try {
+    return parseBandwidth(v, "runtimeConfig.bandwidth");
+  } catch (err) {
+    throw new CniError(CNI_CODE.invalidConfig, (err as Error).message);
+  }
 }
 
 /** runtimeConfig.ips (the "ips" capability): one address at most, for the primary interface. */

@@ -5,7 +5,7 @@
  * PortPlugger, Ovs, Dataplane, ManagerClient, AgentState); in-memory fakes are in seams_fake.ts, so
  * the wiring is tested without root or Open vSwitch.
  */
-import type { ManagerClient, StartedCommand } from "@knitter/common";
+import type { EffectiveBandwidth, ManagerClient, StartedCommand } from "@knitter/common";
 import {
   createPodInterface,
   deletePodInterface,
@@ -17,6 +17,7 @@ import {
 import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import type { AgentState } from "./state.ts";
+import { shapeVeth, unshapeVeth, type VethEnds } from "./shaper.ts";
 
 /** Links and addresses in network namespaces: what netlink.ts does with `ip`. */
 export interface Links {
@@ -78,6 +79,17 @@ export interface Flows {
   /** Makes the installed flows those of the state's attachments now. */
   sync(): Promise<void>;
 }
+
+/** Bandwidth limits on a veth's two ends (shaper.ts: tc tbf on each). */
+export interface Shaper {
+  /** Limits the veth as `limits` say (ingress: into the pod, on the host end; egress: the pod end). */
+  apply(ends: VethEnds, limits: EffectiveBandwidth): Promise<void>;
+  /** Removes the limits; ends already gone are not an error. */
+  clear(ends: VethEnds): Promise<void>;
+}
+
+/** The real {@link Shaper}: `tc` in the agent's and the pod's netns. */
+export const tcShaper: Shaper = { apply: shapeVeth, clear: unshapeVeth };
 
 /** The manager's ports. */
 export type PortManager = Pick<ManagerClient, "putPort" | "deletePort" | "unbindPort">;

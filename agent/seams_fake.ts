@@ -5,11 +5,19 @@
  * what its real counterpart may leave behind (a switch port added with an error stays, a port the
  * manager allocated before the answer was lost stays), so a test sees whether the undo finds it.
  */
-import type { Port, PortRequest, StartedCommand } from "@knitter/common";
+import type { EffectiveBandwidth, Port, PortRequest, StartedCommand } from "@knitter/common";
 import { ManagerError, ManagerUnavailableError } from "@knitter/common";
 import { InterfaceExistsError, type PodInterfaceSpec } from "./netlink.ts";
 import type { OvsPortSpec } from "./ovs.ts";
-import type { AttachmentStore, Bridges, Flows, Links, PortManager, SwitchPorts } from "./seams.ts";
+import type {
+  AttachmentStore,
+  Bridges,
+  Flows,
+  Links,
+  PortManager,
+  Shaper,
+  SwitchPorts,
+} from "./seams.ts";
 import type { Attachment } from "./state.ts";
 import type { WiringDeps } from "./wiring.ts";
 
@@ -23,7 +31,9 @@ export type FakeStep =
   | "switch.add"
   | "switch.remove"
   | "bridges.addPorts"
-  | "flows.sync";
+  | "flows.sync"
+  | "shaper.apply"
+  | "shaper.clear";
 
 /** How an injected failure of `manager.putPort` looks. */
 export type PortFailure = "refused" | "not sent" | "answer lost";
@@ -48,6 +58,8 @@ export class FakeWorld implements Flows {
   /** The manager's ports by "tenant/network/id"; unbound ones have no pod. */
   readonly managerPorts = new Map<string, Port>();
   readonly records = new Map<string, Attachment>();
+  /** Bandwidth limits on veths, by host end (both of its ends). */
+  readonly limits = new Map<string, EffectiveBandwidth>();
   readonly ofportsTaken = new Set<number>();
   readonly physnets = new Map<string, number>();
   /** Every call, in order, as "seam.method name". */
@@ -71,8 +83,8 @@ export class FakeWorld implements Flows {
 
   /** Every seam of the wiring (wiring.ts WiringDeps), served from this world. */
   seams(): Omit<WiringDeps, "nodeName" | "log"> {
-    const { links, ports, bridges, manager, state } = this;
-    return { links, ports, bridges, flows: this, manager, state };
+    const { links, ports, bridges, manager, state, shaper } = this;
+    return { links, ports, bridges, flows: this, shaper, manager, state };
   }
 
   /** What exists, as plain data, to compare before and after. */
@@ -86,6 +98,7 @@ export class FakeWorld implements Flows {
       ),
       managerPorts: Object.fromEntries(this.managerPorts),
       records: Object.fromEntries(this.records),
+      limits: Object.fromEntries(this.limits),
       ofportsTaken: [...this.ofportsTaken].sort(),
     };
   }
@@ -149,6 +162,7 @@ export class FakeWorld implements Flows {
       this.step("links.remove", hostIfName, () => {
         const key = this.hostEnds.get(hostIfName);
         if (key) {
+          this.limits.delete(hostIfName);
           this.hostEnds.delete(hostIfName);
           this.podEnds.delete(key);
           return true;
@@ -166,6 +180,19 @@ export class FakeWorld implements Flows {
         end ? { mac: end.mac, mtu: end.mtu, addresses: [...end.addresses], up: true } : null,
       );
     },
+  };
+
+  /** A failing apply leaves the host end's limit made (tc on the host end ran first). */
+  readonly shaper: Shaper = {
+    apply: (ends, limits) =>
+      this.step("shaper.apply", ends.hostIfName, () => {
+        if (!this.hostEnds.has(ends.hostIfName)) throw new Error(`no veth ${ends.hostIfName}`);
+        this.limits.set(ends.hostIfName, limits);
+      }, () => this.limits.set(ends.hostIfName, { ingress: limits.ingress })),
+    clear: (ends) =>
+      this.step("shaper.clear", ends.hostIfName, () => {
+        this.limits.delete(ends.hostIfName);
+      }),
   };
 
   readonly ports: SwitchPorts = {

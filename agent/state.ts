@@ -2,7 +2,7 @@
  * Node-local state in Deno KV: what each attachment made (so DEL can undo it after a restart), and
  * the node-local numbers of networks and ports used in flows.
  */
-import type { PodRef, Port } from "@knitter/common";
+import type { Bandwidth, EffectiveBandwidth, PodRef, Port } from "@knitter/common";
 import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
 import { serialize } from "node:v8";
@@ -23,6 +23,10 @@ export interface AttachedInterface {
   /** Node-local number of the port, in its flows' cookies. */
   cookie: number;
   defaultRoute: boolean;
+  /** Bandwidth limits the runtime asked for (runtimeConfig.bandwidth), before the manager's. */
+  bandwidth?: Bandwidth;
+  /** The limits applied to the veth (port > runtimeConfig > network default); absent: none. */
+  limits?: EffectiveBandwidth;
 }
 
 /**

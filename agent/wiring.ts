@@ -8,10 +8,25 @@
  * undoes what the record names, the same way; every step tolerates what is already gone.
  */
 import type { Logger, Port, PortRequest, Route, StartedCommand } from "@knitter/common";
-import { isStablePortId, ManagerError, ManagerUnavailableError } from "@knitter/common";
+import {
+  effectiveBandwidth,
+  isLimited,
+  isStablePortId,
+  ManagerError,
+  ManagerUnavailableError,
+} from "@knitter/common";
 import type { PodInterfaceSpec } from "./netlink.ts";
 import type { OvsPortSpec } from "./ovs.ts";
-import type { AttachmentStore, Bridges, Flows, Links, PortManager, SwitchPorts } from "./seams.ts";
+import {
+  type AttachmentStore,
+  type Bridges,
+  type Flows,
+  type Links,
+  type PortManager,
+  type Shaper,
+  type SwitchPorts,
+  tcShaper,
+} from "./seams.ts";
 import type { AttachedInterface, Attachment } from "./state.ts";
 
 export interface WiringDeps {
@@ -22,6 +37,8 @@ export interface WiringDeps {
   /** Other bridges, for plain veths (knitctl attach --bridge). */
   bridges: Bridges;
   flows: Flows;
+  /** Bandwidth limits on the veths; default: tc (shaper.ts). */
+  shaper?: Shaper;
   manager: PortManager;
   state: AttachmentStore;
   log: Logger;
@@ -84,6 +101,8 @@ export class UndoJournal {
   readonly links = new Set<string>();
   /** Host ends plugged into a bridge (or tried), by bridge. */
   readonly plugged = new Map<string, Set<string>>();
+  /** Host ends of the veths whose ends were limited (or tried). */
+  readonly shaped = new Set<string>();
 
   /** Everything a stored record names, as DEL undoes it. */
   static of(a: Attachment, bridge: string): UndoJournal {
@@ -94,6 +113,7 @@ export class UndoJournal {
       if (i.ofport !== undefined) j.ofports.push(i.ofport);
       j.links.add(i.hostIfName);
       j.plug(bridge, i.hostIfName);
+      if (isLimited(i.limits)) j.shaped.add(i.hostIfName);
     }
     return j;
   }
@@ -114,7 +134,11 @@ export class UndoJournal {
 }
 
 export class Wiring {
-  constructor(private readonly d: WiringDeps) {}
+  private readonly shaper: Shaper;
+
+  constructor(private readonly d: WiringDeps) {
+    this.shaper = d.shaper ?? tcShaper;
+  }
 
   /** The integration bridge's name. */
   get bridge(): string {
@@ -151,6 +175,7 @@ export class Wiring {
         const ported = i as PortedInterface;
         this.requirePhysnet(ported.port);
         req.accept?.(ported, k);
+        i.limits = limitsOf(ported);
       }
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
@@ -189,6 +214,12 @@ export class Wiring {
     opts: { made?: UndoJournal } = {},
   ): Promise<void> {
     const made = opts.made ?? UndoJournal.of(a, this.bridge);
+    // The limits first: what the journal made goes even where a veth is left (another plugin's).
+    await allDone(
+      a.interfaces.filter((i) => made.shaped.has(i.hostIfName)).map((i) =>
+        this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
+      ),
+    );
     await this.undoLinks(
       made,
       a.interfaces.map((i) => ({
@@ -293,6 +324,18 @@ export class Wiring {
     }));
     for (const s of specs) made.plug(this.bridge, s.name);
     await this.d.ports.add(specs);
+    await this.limit(a, made);
+  }
+
+  /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */
+  private async limit(a: Attachment, made: UndoJournal): Promise<void> {
+    const limited = a.interfaces.filter((i) => isLimited(i.limits));
+    for (const i of limited) made.shaped.add(i.hostIfName);
+    await allDone(
+      limited.map((i) =>
+        this.shaper.apply({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName }, i.limits!)
+      ),
+    );
   }
 
   private requirePhysnet(port: Port): void {
@@ -328,6 +371,19 @@ export function externalIds(a: Attachment, i: AttachedInterface): Record<string,
   };
   if (a.pod) ids["knitter-pod"] = `${a.pod.namespace}/${a.pod.name}`;
   return ids;
+}
+
+/**
+ * The limits an interface gets, per direction: the port's own (REST), else what the runtime asked
+ * for (runtimeConfig.bandwidth), else the network's default; absent when nothing limits it.
+ */
+export function limitsOf(i: PortedInterface): AttachedInterface["limits"] {
+  const limits = effectiveBandwidth([
+    { from: "the port", bandwidth: i.port.bandwidth },
+    { from: "runtimeConfig.bandwidth", bandwidth: i.bandwidth },
+    { from: `network "${i.port.network}"`, bandwidth: i.port.networkBandwidth },
+  ]);
+  return isLimited(limits) ? limits : undefined;
 }
 
 function refusedOrNotSent(err: unknown): boolean {

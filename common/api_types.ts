@@ -3,6 +3,8 @@
  * consume these shapes, the manager produces them. The manager validates with its own schemas.
  */
 
+import type { Bandwidth } from "./bandwidth.ts";
+
 export type NetworkType = "vxlan" | "vlan" | "flat";
 
 /** The one error shape every API answer uses. `code` is stable; `message` is for people. */
@@ -60,6 +62,10 @@ export interface Port {
   pod?: PodRef;
   interface?: string;
   createdAt: string;
+  /** The port's own bandwidth limits (REST); they win over runtimeConfig's and the network's. */
+  bandwidth?: Bandwidth;
+  /** The network's default bandwidth limits, for a port neither it nor the runtime limits. */
+  networkBandwidth?: Bandwidth;
   /** Since when the port has no pod and node (unbound), its address kept. */
   unboundAt?: string;
 }

@@ -15,3 +15,4 @@ export * from "./backoff.ts";
 export * from "./feed_follower.ts";
 export * from "./metrics.ts";
 export * from "./metrics_text.ts";
+export * from "./bandwidth.ts";

@@ -1,5 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
-import type { Dns, NetworkType, PodRef, Route } from "@knitter/common";
+import type { Bandwidth, Dns, NetworkType, PodRef, Route } from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
 export interface TenantRecord {
@@ -30,6 +30,8 @@ export interface NetworkRecord {
   mtu: number;
   routes: Route[];
   dns: Dns;
+  /** The default bandwidth limits of its ports. */
+  bandwidth?: Bandwidth;
   physnet?: string;
   segmentId?: number;
   description?: string;
@@ -98,6 +100,8 @@ export interface PortRecord {
   node?: string;
   pod?: PodRef;
   interface?: string;
+  /** The port's own bandwidth limits, from its creation. */
+  bandwidth?: Bandwidth;
   /** Since when the port has no pod and node, its address kept (POST .../unbind). */
   unboundAt?: string;
 }

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { MAC_RE } from "@knitter/common/address";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
+import { BandwidthSchema } from "./bandwidth_schema.ts";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -117,6 +118,9 @@ export const NetworkCreate = z.strictObject({
   mtu: z.int().min(576).max(9216).optional(),
   routes: z.array(RouteSchema).max(64).optional(),
   dns: DnsSchema.optional(),
+  bandwidth: BandwidthSchema.optional().meta({
+    description: "the default bandwidth limits of the network's ports (agent/README.md)",
+  }),
   physnet: Name.optional().meta({ description: "required for vlan and flat" }),
   segmentId: z.int().min(1).max(16777215).optional().meta({
     description: "VNI (vxlan) or VLAN ID (vlan); allocated when absent",
@@ -135,6 +139,9 @@ export const NetworkUpdate = z.strictObject({
   mtu: z.int().min(576).max(9216).optional(),
   routes: z.array(RouteSchema).max(64).optional(),
   dns: DnsSchema.optional(),
+  bandwidth: BandwidthSchema.nullable().optional().meta({
+    description: "the ports' default limits, for ports wired from then on; null: none",
+  }),
   type: NetworkType.optional(),
   cidr: CidrText.optional(),
   gateway: IpText.optional(),
@@ -163,6 +170,7 @@ export const Network = z.object({
   mtu: z.int(),
   routes: z.array(RouteSchema),
   dns: DnsSchema,
+  bandwidth: BandwidthSchema.optional(),
   physnet: z.string().optional(),
   segmentId: z.int().optional(),
   description: z.string().optional(),
@@ -249,6 +257,10 @@ export const PortRequest = z.strictObject({
   interface: z.string()
     .regex(PLAIN_IFNAME_RE, `must be a Linux interface name (${PLAIN_IFNAME_RULE})`)
     .optional(),
+  bandwidth: BandwidthSchema.optional().meta({
+    description:
+      "the port's own limits, set when it is created: they win over the runtime's and the network's",
+  }),
 });
 
 // ---- conflicts (service/conflicts.ts)
@@ -327,6 +339,10 @@ export const Port = z.object({
   node: z.string().optional(),
   pod: PodRefSchema.optional(),
   interface: z.string().optional(),
+  bandwidth: BandwidthSchema.optional().meta({ description: "the port's own limits" }),
+  networkBandwidth: BandwidthSchema.optional().meta({
+    description: "its network's default limits, where the port's own and the runtime's set none",
+  }),
   createdAt: Timestamp,
   unboundAt: Timestamp.optional().meta({
     description: "since when the port has no pod and node (unbound), its address kept",

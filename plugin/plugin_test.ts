@@ -143,7 +143,12 @@ Deno.test("plugin process: VERSION answers without an agent", async () => {
 Deno.test("plugin process against a scripted agent socket: ADD in 1.1.0, 1.0.0 and 0.4.0", async () => {
   await withAgent(async (agent) => {
     const networks = ["blue", { name: "red", interface: "net1", ip: "10.2.0.9" }];
-    const runtimeConfig = { ips: ["10.1.0.5/24"], mac: "02:42:0a:01:00:05" };
+    // Every capability reaches the agent as the runtime wrote it (bandwidth: checked there).
+    const runtimeConfig = {
+      ips: ["10.1.0.5/24"],
+      mac: "02:42:0a:01:00:05",
+      bandwidth: { ingressRate: 20_000_000, ingressBurst: 400_000, egressRate: 10_000_000 },
+    };
     const expected: Record<string, unknown> = {
       "1.1.0": RESULT_1_1,
       "1.0.0": {

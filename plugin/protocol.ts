@@ -39,8 +39,22 @@ export interface KnitterNetConf {
   agentTimeoutSeconds?: number;
   logLevel?: string;
   networks?: NetworkSelection[];
-  /** Injected by the runtime from the `capabilities` the conflist enables: `ips`, `mac`. */
-  runtimeConfig?: { ips?: string[]; mac?: string; [key: string]: unknown };
+  /**
+   * Injected by the runtime from the `capabilities` the conflist enables: `ips`, `mac`,
+   * `bandwidth` (rates in bits per second, bursts in bits, as the reference bandwidth plugin reads
+   * them); forwarded to the agent as they are, which checks and applies them.
+   */
+  runtimeConfig?: {
+    ips?: string[];
+    mac?: string;
+    bandwidth?: {
+      ingressRate?: number;
+      ingressBurst?: number;
+      egressRate?: number;
+      egressBurst?: number;
+    };
+    [key: string]: unknown;
+  };
   /** Always on CHECK and DEL (may be empty on DEL); on ADD when knitter is not first in a chain. */
   prevResult?: Record<string, unknown>;
   /** GC only: the attachments the runtime still knows; libcni sends both spellings. */

@@ -125,6 +125,7 @@ export function networkSpec(
       mtu: body.mtu ?? (body.type === "vxlan" ? underlayMtu - VXLAN_OVERHEAD : underlayMtu),
       routes,
       dns: body.dns ?? {},
+      ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
       physnet: body.physnet,
       description: body.description,
       ...(body.labels ? { labels: body.labels } : {}),

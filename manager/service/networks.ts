@@ -492,6 +492,8 @@ export async function updateNetwork(
       dns: spec.record.dns,
     };
     if (body.description !== undefined) updated.description = body.description;
+    if (body.bandwidth === null) delete updated.bandwidth;
+    else if (body.bandwidth !== undefined) updated.bandwidth = body.bandwidth;
     if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
     if (body.deleting === false) delete updated.deletingSince;
     tx.check(e).set(e.key, updated);

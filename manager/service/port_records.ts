@@ -44,6 +44,7 @@ export function portRecord(opts: {
   if (body.node !== undefined) port.node = body.node;
   if (body.pod !== undefined) port.pod = body.pod;
   if (body.interface !== undefined) port.interface = body.interface;
+  if (body.bandwidth !== undefined) port.bandwidth = body.bandwidth;
   return port;
 }
 
@@ -62,6 +63,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.segmentId !== undefined) view.segmentId = net.segmentId;
   if (net.physnet !== undefined) view.physnet = net.physnet;
   if (net.gateway !== undefined) view.gateway = net.gateway;
+  if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
   return view;
 }
 

@@ -22,7 +22,7 @@ import { drive, log, percentile, podNetns, ROOT } from "./support.ts";
 
 export type SubjectName = "knitter" | "shell" | "reference";
 
-interface Subject {
+export interface Subject {
   name: SubjectName;
   /** Where the driver runs: the subject's node netns. */
   netns: string;
@@ -79,8 +79,18 @@ const BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
  * Jobs that exec the real plugin wrapper for pod `i` (tenant "bench", network "net"), as a runtime
  * does: CNI_* variables, the network config on stdin (with prevResult for DEL).
  */
-export function knitterJobs(agentSocket: string, netnsPaths: string[]) {
-  const conf = { cniVersion: "1.1.0", name: "knitter", type: "knitter", networks: ["net"] };
+export function knitterJobs(
+  agentSocket: string,
+  netnsPaths: string[],
+  extra: Record<string, unknown> = {},
+) {
+  const conf = {
+    cniVersion: "1.1.0",
+    name: "knitter",
+    type: "knitter",
+    networks: ["net"],
+    ...extra,
+  };
   const uids = new Map<string, string>();
   return (command: string, phase: string, i: number, prev?: unknown): DriverJob => {
     const id = `${phase}${i}`;
@@ -104,7 +114,7 @@ export function knitterJobs(agentSocket: string, netnsPaths: string[]) {
 }
 
 /** The one-node knitter stack, its tenant "bench" and network "net" (10.200.0.0/16, VXLAN). */
-async function knitterSubject(cleanup: Cleanup, pods: number): Promise<[Subject, Stack]> {
+export async function knitterSubject(cleanup: Cleanup, pods: number): Promise<[Subject, Stack]> {
   const stack = await startStack({ cleanup, nodes: ["n1"], logLevel: "warn" });
   const node = stack.nodes[0];
   for (

@@ -1,0 +1,194 @@
+/**
+ * Bandwidth limits with real Open vSwitch (userspace datapath) and network namespaces, measured
+ * with iperf3: a pod limited by runtimeConfig.bandwidth (the CNI "bandwidth" capability) or by its
+ * network's default gets its rate within 10 % in each direction, on one node and across nodes,
+ * while pods without a limit go well above it in the same run (the yardstick). The limits survive
+ * an agent restart; DEL takes them away with the veth.
+ */
+import assert from "node:assert/strict";
+import { run } from "@knitter/common";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { type Stack, startStack } from "../devstack/stack.ts";
+import { addressOf, ipNetnsName, makePod, type Pod } from "./support/pods.ts";
+import { iperfRate, type Stream } from "./support/iperf.ts";
+
+const MBIT = 1_000_000;
+/** Low enough that two busy cores are never the bottleneck (unlimited pods reach hundreds). */
+const INGRESS = 20 * MBIT;
+const EGRESS = 12 * MBIT;
+
+interface Added {
+  pod: Pod;
+  ip: string;
+  netns: string;
+  hostIfName: string;
+}
+
+Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 10 % in each direction, on one node and across nodes", async (t) => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+  const [n1, n2] = stack.nodes;
+  await api(stack, "POST", "tenants", { name: "acme" });
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "web",
+    cidr: "10.60.0.0/24",
+    gateway: "10.60.0.1",
+  });
+
+  const bandwidth = { ingressRate: INGRESS, egressRate: EGRESS };
+  const limited = await added(n1, "lim", "web", { bandwidth });
+  const local = await added(n1, "free1", "web");
+  const remote = await added(n2, "free2", "web");
+
+  /** Into and out of `p`, from and to `peer`, as measured now. */
+  const both = async (p: Added, peer: Added) => ({
+    into: await iperfRate(cleanup, stream(peer, p)),
+    out: await iperfRate(cleanup, stream(p, peer)),
+  });
+  const within = (what: string, measured: number, limit: number) => {
+    const ratio = measured / limit;
+    console.log(
+      `${what}: ${(measured / MBIT).toFixed(2)} Mbit/s of ${limit / MBIT} (${ratio.toFixed(3)})`,
+    );
+    assert.ok(
+      ratio >= 0.9 && ratio <= 1.1,
+      `${what}: ${measured} bit/s is not within 10 % of ${limit}`,
+    );
+  };
+
+  await t.step("the yardstick: pods without a limit go well above it", async () => {
+    for (
+      const [what, a, b] of [["one node", local, remote], ["across nodes", remote, local]] as const
+    ) {
+      const r = await both(a, b);
+      console.log(
+        `no limit, ${what}: into ${(r.into / MBIT).toFixed(1)}, out ${
+          (r.out / MBIT).toFixed(1)
+        } Mbit/s`,
+      );
+      assert.ok(
+        r.into > 3 * INGRESS && r.out > 3 * INGRESS,
+        `no limit, ${what}: ${JSON.stringify(r)}`,
+      );
+    }
+  });
+
+  await t.step(
+    "runtimeConfig.bandwidth: on the veth's two ends, and held on one node and across nodes",
+    async () => {
+      const host = await endLimit(limited.hostIfName, n1.sim.netns);
+      const pod = await endLimit("eth0", limited.netns);
+      assert.equal(host?.rate, INGRESS, "the host end limits what goes into the pod");
+      assert.equal(pod?.rate, EGRESS, "the pod end limits what the pod sends");
+      assert.equal(
+        await endLimit(local.hostIfName, n1.sim.netns),
+        null,
+        "no limit asked: none made",
+      );
+      for (const [what, peer] of [["one node", local], ["across nodes", remote]] as const) {
+        const r = await both(limited, peer);
+        within(`runtimeConfig ingress, ${what}`, r.into, INGRESS);
+        within(`runtimeConfig egress, ${what}`, r.out, EGRESS);
+      }
+    },
+  );
+
+  await t.step("the network's default: a pod on it that asks for nothing is limited", async () => {
+    await api(stack, "POST", "tenants/acme/networks", {
+      name: "slow",
+      cidr: "10.61.0.0/24",
+      gateway: "10.61.0.1",
+      bandwidth: { ingressRate: EGRESS, egressRate: INGRESS },
+    });
+    const d1 = await added(n1, "dflt1", "slow");
+    // runtimeConfig wins over the network's default, per direction.
+    const fast = await added(n1, "fast", "slow", {
+      bandwidth: { ingressRate: 100 * MBIT, egressRate: 100 * MBIT },
+    });
+    const mixed = await added(n2, "mixed", "slow", { bandwidth: { ingressRate: INGRESS } });
+    assert.equal((await endLimit(d1.hostIfName, n1.sim.netns))?.rate, EGRESS);
+    assert.equal((await endLimit("eth0", d1.netns))?.rate, INGRESS);
+    assert.equal((await endLimit(fast.hostIfName, n1.sim.netns))?.rate, 100 * MBIT);
+    assert.equal((await endLimit(mixed.hostIfName, n2.sim.netns))?.rate, INGRESS);
+    assert.equal((await endLimit("eth0", mixed.netns))?.rate, INGRESS, "egress: the network's");
+    const same = await both(d1, fast);
+    within("network default ingress, one node", same.into, EGRESS);
+    within("network default egress, one node", same.out, INGRESS);
+    const across = await both(d1, mixed);
+    within("network default ingress, across nodes", across.into, EGRESS);
+    within("network default egress, across nodes", across.out, INGRESS);
+    for (const p of [d1, fast, mixed]) assert.equal((await p.pod.del()).code, 0);
+  });
+
+  await t.step(
+    "an agent restart leaves the limits; DEL takes them away with the veth",
+    async () => {
+      await n1.stopAgent(true);
+      await n1.startAgent();
+      assert.equal((await endLimit(limited.hostIfName, n1.sim.netns))?.rate, INGRESS);
+      assert.equal((await endLimit("eth0", limited.netns))?.rate, EGRESS);
+      within(
+        "runtimeConfig ingress after a restart",
+        await iperfRate(cleanup, stream(local, limited)),
+        INGRESS,
+      );
+      assert.equal((await limited.pod.del()).code, 0);
+      const gone = await run(["ip", "link", "show", limited.hostIfName], {
+        netns: n1.sim.netns,
+        check: false,
+      });
+      assert.notEqual(gone.code, 0, "the host end is gone, its limit with it");
+    },
+  );
+
+  for (const p of [local, remote]) assert.equal((await p.pod.del()).code, 0);
+});
+
+function stream(from: Added, to: Added): Stream {
+  return { from: from.netns, to: to.netns, addr: to.ip };
+}
+
+async function added(
+  node: Stack["nodes"][number],
+  name: string,
+  network: string,
+  runtimeConfig?: Record<string, unknown>,
+): Promise<Added> {
+  const list = {
+    cniVersion: "1.1.0",
+    name: "knitter",
+    plugins: [{ type: "knitter", networks: [network], capabilities: { bandwidth: true } }],
+  };
+  const pod = await makePod(node, name, "acme", list, runtimeConfig ? { runtimeConfig } : {});
+  const r = await pod.add();
+  assert.equal(r.code, 0, `ADD ${name}: ${JSON.stringify(r.out)} ${r.stderr}`);
+  // The host end is the veth peer of the pod's eth0 (by ifindex), in the node's netns.
+  const podNetns = ipNetnsName(pod.netns);
+  const [eth0] = JSON.parse(
+    (await run(["ip", "-j", "link", "show", "eth0"], { netns: podNetns })).stdout,
+  );
+  const peers = JSON.parse(
+    (await run(["ip", "-j", "link", "show", "type", "veth"], { netns: node.sim.netns })).stdout,
+  ) as { ifname: string; ifindex: number }[];
+  const hostIfName = peers.find((l) => l.ifindex === eth0.link_index)?.ifname;
+  assert.ok(hostIfName, `the host end of ${name}'s eth0`);
+  return { pod, ip: addressOf(r.out), netns: podNetns, hostIfName };
+}
+
+/** The token bucket at the root of an interface, as `tc` reports it (bits), or null. */
+async function endLimit(
+  ifName: string,
+  netns: string,
+): Promise<{ rate: number; burst: number } | null> {
+  const r = await run(["tc", "-j", "qdisc", "show", "dev", ifName, "root"], { netns });
+  // deno-lint-ignore no-explicit-any
+  const q = (JSON.parse(r.stdout || "[]") as any[]).find((q) => q.kind === "tbf");
+  return q ? { rate: q.options.rate * 8, burst: q.options.burst * 8 } : null;
+}
+
+// deno-lint-ignore no-explicit-any
+async function api(stack: Stack, method: string, path: string, body: unknown): Promise<any> {
+  const r = await stack.api(method, path, body);
+  assert.ok(r.status === 201 || r.status === 200, `${method} ${path}: ${JSON.stringify(r.body)}`);
+  return r.body;
+}
