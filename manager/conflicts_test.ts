@@ -4,6 +4,8 @@
  * what a port shows, how a report replaces the last one, and how a tenant sees the other claimant.
  */
 import assert from "node:assert/strict";
+import { keys } from "./model.ts";
+import { StoreUnavailableError } from "./store/store.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
 const BLUE = "tenants/acme/networks/blue";
@@ -240,4 +242,40 @@ Deno.test("conflicts: a tenant sees the other claimant only when it is its own p
   assert.deepEqual(asAdmin[0].with, { tenant: "acme", id: "acme-pod" });
   // acme never sees globex's port, conflict or not.
   mustFail(await t.call("GET", `${GREEN}/ports/g1`, undefined, TOKEN.acme), 404, "not_found");
+});
+
+Deno.test("conflicts: forgetting a node drops its record in the node's own commit", async () => {
+  const { t, remote } = await world();
+  using _ = t;
+  must(
+    await t.call(
+      "PUT",
+      "nodes/worker1/conflicts",
+      { items: [item(remote, { value: remote.ip })] },
+      TOKEN.worker1,
+    ),
+    200,
+  );
+  // The store answers one commit, then fails: a second commit after the node's is never reached.
+  const store = t.ctx.store;
+  let commits = 0;
+  t.ctx.store = {
+    get: (key) => store.get(key),
+    getMany: (keys) => store.getMany(keys),
+    list: (prefix, options) => store.list(prefix, options),
+    commit: (checks, mutations) => {
+      if (++commits > 1) throw new StoreUnavailableError("the store went away");
+      return store.commit(checks, mutations);
+    },
+    close: () => store.close(),
+  };
+  try {
+    must(await t.call("DELETE", "nodes/worker1"), 204);
+  } finally {
+    t.ctx.store = store;
+  }
+  assert.equal(commits, 1);
+  mustFail(await t.call("GET", "nodes/worker1"), 404, "not_found");
+  assert.equal((await t.store.get(keys.conflicts("worker1"))).value, null);
+  assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
 });

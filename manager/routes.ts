@@ -500,7 +500,6 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, params }) => {
       await nodes.deleteNode(ctx, params.node);
-      await conflicts.forgetNodeConflicts(ctx, params.node);
       return noContent;
     },
   },

@@ -81,14 +81,6 @@ export async function nodeConflicts(ctx: Ctx, node: string): Promise<NodeConflic
   return r ?? { node, updatedAt: now(), items: [] };
 }
 
-/** Drops a node's record (the node is forgotten). */
-export async function forgetNodeConflicts(ctx: Ctx, node: string): Promise<void> {
-  await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node));
-    if (e.value) tx.check(e).delete(e.key);
-  });
-}
-
 /**
  * The ports with the conflicts that nodes report on them (as `principal` may see them). One read
  * of every node's record, whatever the number of ports.

@@ -40,12 +40,20 @@ export function listNodes(ctx: Ctx): Promise<NodeRecord[]> {
   return listValues<NodeRecord>(ctx.store, keys.nodes());
 }
 
+/**
+ * Forgets a node, and its conflict report (service/conflicts.ts) in the same commit: a report
+ * outliving its node would keep marking ports, and a retry of the DELETE would answer 404.
+ */
 export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
   const node = await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<NodeRecord>(keys.node(name));
+    const [e, conflicts] = await ctx.store.getMany<unknown>([
+      keys.node(name),
+      keys.conflicts(name),
+    ]);
     if (!e.value) throw notFound(`Node "${name}" is not registered`);
     tx.check(e).delete(e.key);
-    return e.value;
+    if (conflicts.value) tx.check(conflicts).delete(conflicts.key);
+    return e.value as NodeRecord;
   });
   ctx.feed.publish({ type: "node", op: "delete", node });
 }
