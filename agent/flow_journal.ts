@@ -98,6 +98,11 @@ export class FlowJournal {
   /** Forgets the record: a replacement is about to start, and until it is done nothing is known. */
   async invalidate(): Promise<void> {
     await this.pending;
+    await this.invalidateNow();
+  }
+
+  /** invalidate without waiting for the snapshot: a failing write calls it from inside that wait. */
+  private async invalidateNow(): Promise<void> {
     this.writing = false;
     await Promise.all([this.snapshotPath, this.logPath].map((p) => removeIfThere(p)))
       .catch((err) => this.log.warn("cannot remove the flow journal", { error: String(err) }));
@@ -162,7 +167,7 @@ export class FlowJournal {
     this.log.warn("cannot write the flow journal; a restart will read the table back", {
       error: String(err),
     });
-    await this.invalidate();
+    await this.invalidateNow();
   }
 }
 

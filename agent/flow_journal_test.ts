@@ -78,3 +78,13 @@ Deno.test("flow journal: believed only when the switch holds as many flows", () 
     assert.equal(await resumable(j, ovs(3), "br-int"), null, "a flow added by hand");
     assert.equal(await resumable(j, ovs(new Error("no switch")), "br-int"), null);
   }));
+
+Deno.test("flow journal: a snapshot that cannot be written leaves the journal unusable, never stuck", () =>
+  withDir(async (dir) => {
+    const j = new FlowJournal(`${dir}/missing`, log);
+    await j.snapshot([A, B]);
+    await j.begin([C], []);
+    await j.end(true, new Set([A, B, C]));
+    await j.settled();
+    assert.equal(await j.load(), null, "the next start replaces the table");
+  }));
