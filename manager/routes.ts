@@ -16,7 +16,6 @@ import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as quotas from "./service/quotas.ts";
 import { queryHistory } from "./service/history.ts";
-import type { NodeRecord } from "./model.ts";
 
 export interface Request {
   ctx: Ctx;
@@ -67,10 +66,6 @@ export const PARAMS: Record<string, z.ZodType> = {
 function physnetFor(principal: Principal, p: physnets.PhysnetView) {
   if (principal.scope !== "tenant") return p;
   return { name: p.name, vlanRanges: p.vlanRanges, description: p.description };
-}
-
-function nodeFor(principal: Principal, n: NodeRecord) {
-  return principal.scope === "tenant" ? { name: n.name } : n;
 }
 
 const ok = (body: unknown, status = 200): Reply => ({ status, body });
@@ -465,7 +460,7 @@ export const ROUTES: RouteDef[] = [
     access: "any",
     ok: { status: 200, schema: S.listOf(S.Node), description: "the nodes" },
     handle: async ({ ctx, principal }) =>
-      items((await nodes.listNodes(ctx)).map((n) => nodeFor(principal, n))),
+      items((await nodes.listNodes(ctx)).map((n) => nodes.nodeFor(principal, n))),
   },
   {
     method: "PUT",
@@ -489,7 +484,7 @@ export const ROUTES: RouteDef[] = [
     access: "any",
     ok: { status: 200, schema: S.Node, description: "the node" },
     handle: async ({ ctx, principal, params }) =>
-      ok(nodeFor(principal, await nodes.getNode(ctx, params.node))),
+      ok(nodes.nodeFor(principal, await nodes.getNode(ctx, params.node))),
   },
   {
     method: "DELETE",

@@ -9,6 +9,8 @@ import type { Principal, TokenTable } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import type { FeedEvent } from "../feed.ts";
 import type { Ctx } from "../service/context.ts";
+import { nodeFor } from "../service/nodes.ts";
+import { visible } from "../service/port_access.ts";
 import { FeedQuery } from "../schemas.ts";
 import INDEX_HTML from "./static/index.html" with { type: "text" };
 import STYLE_CSS from "./static/style.css" with { type: "text" };
@@ -129,8 +131,7 @@ function viewer(tokens: TokenTable, c: Context): Principal {
  * and only the names of nodes; an admin everything.
  */
 export function seenBy(principal: Principal, event: FeedEvent): FeedEvent[] {
-  if (principal.scope === "admin") return [event];
-  if (principal.scope !== "tenant") return [];
-  if (event.type === "port") return event.port.tenant === principal.tenant ? [event] : [];
-  return [{ ...event, node: { name: event.node.name } as typeof event.node }];
+  if (principal.scope !== "admin" && principal.scope !== "tenant") return [];
+  if (event.type === "port") return visible(principal, event.port) ? [event] : [];
+  return [{ ...event, node: nodeFor(principal, event.node) as typeof event.node }];
 }

@@ -1,10 +1,19 @@
 /** Nodes: each agent registers its name and tunnel endpoint; overlay flows follow these. */
 import type { z } from "zod";
+import type { Principal } from "../auth.ts";
 import { invalid, notFound } from "../errors.ts";
 import { formatIp, parseIp } from "@knitter/common/address";
 import { keys, type NodeRecord } from "../model.ts";
 import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
+
+/**
+ * What a principal sees of a node: a tenant its name only (no underlay address, no labels), as
+ * the API and the console's feed answer it.
+ */
+export function nodeFor(principal: Principal, n: NodeRecord): NodeRecord | { name: string } {
+  return principal.scope === "tenant" ? { name: n.name } : n;
+}
 
 export async function registerNode(
   ctx: Ctx,

@@ -72,8 +72,8 @@ function checkMac(mac: string): void {
   }
 }
 
-/** A tenant token sees only its own ports. */
-export function visible(principal: Principal, port: PortRecord): boolean {
+/** A tenant token sees only its own ports (the API's and the console's feed alike). */
+export function visible(principal: Principal, port: Pick<PortRecord, "tenant">): boolean {
   return principal.scope !== "tenant" || port.tenant === principal.tenant;
 }
 
