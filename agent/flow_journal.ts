@@ -22,6 +22,10 @@
  * was away, fail that check. A flow changed by hand in place is left to the periodic flow check, as
  * it is while the agent runs.
  *
+ * A snapshot (16 MB for 112k flows) is written in the background and no change waits for it; the
+ * log is cut only after its rename, and replaying a change the snapshot already has is harmless
+ * (`load`).
+ *
  * Writing never fails a sync: a journal that cannot be written is removed (best effort) and not
  * written again until the next replacement.
  */
@@ -37,8 +41,12 @@ export class FlowJournal {
   private logBytes = 0;
   /** False after a write failed, or while nothing is known (before the first snapshot). */
   private writing = false;
-  /** The snapshot being written: every other step waits for it. */
+  /** The snapshots being written, one after the other, in the background. */
   private pending: Promise<void> = Promise.resolve();
+  /** Appends to the log and the log's replacement, one after the other. */
+  private appending: Promise<void> = Promise.resolve();
+  /** For each snapshot being written: the log's text since its set was taken. */
+  private readonly since = new Set<string[]>();
 
   constructor(dir: string, private readonly log: Logger) {
     this.snapshotPath = `${dir}/flows.snapshot`;
@@ -47,7 +55,7 @@ export class FlowJournal {
 
   /** The set the journal records, or null when there is none or it is unknown. */
   async load(): Promise<Set<string> | null> {
-    await this.pending;
+    await this.settled();
     let snapshot: string;
     let log: string;
     try {
@@ -66,6 +74,10 @@ export class FlowJournal {
     }
     const flows = new Set(snapshot === "" ? [] : snapshot.split("\n"));
     flows.delete("");
+    // Replaying a change the snapshot already has changes nothing: a flow ends as the last change
+    // naming it left it, whatever the set it started in. So a log may start before its snapshot's
+    // set was taken (a fold that stopped before cutting the log, the changes made while a snapshot
+    // was written).
     let pending: string[] | null = null;
     for (const line of log.split("\n")) {
       if (line === "") continue;
@@ -97,11 +109,11 @@ export class FlowJournal {
 
   /** Forgets the record: a replacement is about to start, and until it is done nothing is known. */
   async invalidate(): Promise<void> {
-    await this.pending;
+    await this.settled();
     await this.invalidateNow();
   }
 
-  /** invalidate without waiting for the snapshot: a failing write calls it from inside that wait. */
+  /** invalidate without waiting for the writes: a failing write calls it from inside them. */
   private async invalidateNow(): Promise<void> {
     this.writing = false;
     await Promise.all([this.snapshotPath, this.logPath].map((p) => removeIfThere(p)))
@@ -109,36 +121,51 @@ export class FlowJournal {
   }
 
   /**
-   * Records `flows` as the whole table (after a replacement). The file is written in the
-   * background (the flows are in already; 16 MB for 112k flows): the journal's next step waits for
-   * it, and an agent that stops before it is done finds no journal and replaces the table.
+   * Records `flows` as the whole table (after a replacement, or to fold a long log). The file is
+   * written in the background (16 MB for 112k flows) and nothing waits for it: changes made
+   * meanwhile go to the log as usual, which the new snapshot's rename leaves in place (module
+   * documentation of load), and once it is in the log is cut to the changes since `flows` was
+   * taken. An agent that stops before the rename finds the old snapshot with a complete log, or
+   * after an invalidate none at all. `flows` is read later: the caller must not change it.
    */
-  snapshot(flows: readonly string[]): Promise<void> {
-    this.pending = this.pending.then(() => this.write(flows));
+  snapshot(flows: Iterable<string>): Promise<void> {
+    const since: string[] = [];
+    this.since.add(since);
+    this.writing = true;
+    this.pending = this.pending.then(() => this.write(flows, since));
     return this.pending;
   }
 
-  /** Resolves once the snapshot being written (if any) is on disk. */
+  /** Resolves once the snapshots and log lines being written (if any) are on disk. */
   async settled(): Promise<void> {
     await this.pending;
+    await this.appending;
   }
 
-  private async write(flows: readonly string[]): Promise<void> {
+  private async write(flows: Iterable<string>, since: string[]): Promise<void> {
     try {
-      await removeIfThere(this.logPath);
+      if (!this.writing) return; // broken meanwhile
       const tmp = `${this.snapshotPath}.tmp`;
-      await Deno.writeTextFile(tmp, flows.join("\n"));
-      await Deno.rename(tmp, this.snapshotPath);
-      this.logBytes = 0;
-      this.writing = true;
+      await Deno.writeTextFile(tmp, Array.from(flows).join("\n"));
+      await this.exclusive(async () => {
+        // Broken meanwhile: the files are gone, and the changes since `flows` with them.
+        if (!this.writing) return await removeIfThere(tmp);
+        await Deno.rename(tmp, this.snapshotPath);
+        const text = since.join("");
+        const tmpLog = `${this.logPath}.tmp`;
+        await Deno.writeTextFile(tmpLog, text);
+        await Deno.rename(tmpLog, this.logPath);
+        this.logBytes = text.length;
+      });
     } catch (err) {
       await this.broken(err);
+    } finally {
+      this.since.delete(since);
     }
   }
 
-  /** Before a bundle: the change it makes. */
+  /** Before a bundle: the change it makes. Waits only for the log lines before it. */
   async begin(add: string[], del: string[]): Promise<void> {
-    await this.pending;
     if (!this.writing) return;
     const text = ["B", ...add.map((l) => `+${l}`), ...del.map((l) => `-${l}`), ""].join("\n");
     await this.append(text);
@@ -146,21 +173,34 @@ export class FlowJournal {
 
   /**
    * After the bundle: whether it applied. `installed` is the set now on the switch; a long log is
-   * folded into a new snapshot of it.
+   * folded into a new snapshot of it, in the background (the caller must not change `installed`).
    */
   async end(applied: boolean, installed: ReadonlySet<string>): Promise<void> {
     if (!this.writing) return;
     await this.append(applied ? "E\n" : "A\n");
-    if (this.writing && this.logBytes > MAX_LOG_BYTES) await this.snapshot([...installed]);
+    if (this.writing && this.logBytes > MAX_LOG_BYTES && this.since.size === 0) {
+      void this.snapshot(installed);
+    }
   }
 
-  private async append(text: string): Promise<void> {
-    try {
-      await Deno.writeTextFile(this.logPath, text, { append: true });
-      this.logBytes += text.length;
-    } catch (err) {
-      await this.broken(err);
-    }
+  private append(text: string): Promise<void> {
+    return this.exclusive(async () => {
+      if (!this.writing) return;
+      for (const s of this.since) s.push(text);
+      try {
+        await Deno.writeTextFile(this.logPath, text, { append: true });
+        this.logBytes += text.length;
+      } catch (err) {
+        await this.broken(err);
+      }
+    });
+  }
+
+  /** Runs `step` after the log's earlier steps. */
+  private exclusive(step: () => Promise<void>): Promise<void> {
+    const run = this.appending.then(step);
+    this.appending = run.catch(() => {});
+    return run;
   }
 
   private async broken(err: unknown): Promise<void> {

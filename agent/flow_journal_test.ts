@@ -60,6 +60,7 @@ Deno.test("flow journal: a long log is folded into a new snapshot", () =>
       installed.add(flow);
       await j.end(true, installed);
     }
+    await j.settled();
     const logSize = (await Deno.stat(`${dir}/flows.log`).catch(() => ({ size: 0 }))).size;
     assert.ok(logSize < 2 << 20, `the log was folded (${logSize} bytes left)`);
     assert.deepEqual(await new FlowJournal(dir, log).load(), installed);
@@ -87,4 +88,50 @@ Deno.test("flow journal: a snapshot that cannot be written leaves the journal un
     await j.end(true, new Set([A, B, C]));
     await j.settled();
     assert.equal(await j.load(), null, "the next start replaces the table");
+  }));
+
+Deno.test("flow journal: the old log replayed over a newer snapshot gives the same set (a fold stopped before the log was cut)", () =>
+  withDir(async (dir) => {
+    const j = new FlowJournal(dir, log);
+    await j.snapshot([A, B]);
+    await j.begin([C], [B]);
+    await j.end(true, new Set([A, C]));
+    await j.begin([B], [C]);
+    await j.end(true, new Set([A, B]));
+    await j.begin([C], [A]);
+    await j.end(true, new Set([B, C]));
+    await j.begin([A], []);
+    await j.end(false, new Set([B, C]));
+    // The fold's new snapshot is in, the log it folded is still there.
+    await Deno.writeTextFile(`${dir}/flows.snapshot`, [B, C].join("\n"));
+    assert.deepEqual(await new FlowJournal(dir, log).load(), new Set([B, C]));
+  }));
+
+Deno.test("flow journal: changes made while a snapshot is written are kept", () =>
+  withDir(async (dir) => {
+    const j = new FlowJournal(dir, log);
+    await j.invalidate();
+    const written = j.snapshot([A, B]);
+    await j.begin([C], [B]);
+    await j.end(true, new Set([A, C]));
+    await written;
+    await j.begin([B], []);
+    await j.end(true, new Set([A, B, C]));
+    await j.settled();
+    assert.deepEqual(await new FlowJournal(dir, log).load(), new Set([A, B, C]));
+  }));
+
+Deno.test("flow journal: a fold runs in the background and keeps the changes made meanwhile", () =>
+  withDir(async (dir) => {
+    const j = new FlowJournal(dir, log);
+    await j.snapshot([]);
+    const installed = new Set<string>();
+    for (let i = 0; i < 12; i++) {
+      const flow = `${i}${"x".repeat(1 << 20)}`;
+      await j.begin([flow], []);
+      installed.add(flow);
+      await j.end(true, new Set(installed));
+    }
+    await j.settled();
+    assert.deepEqual(await new FlowJournal(dir, log).load(), installed);
   }));
