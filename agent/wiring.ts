@@ -205,7 +205,7 @@ export class Wiring {
    * addresses can be handed to someone else), the ofports, the manager's ports, and the record
    * last. With `made`, only what that journal notes (a failed wiring's rollback); else all the
    * record names. A port another attachment here holds (a stable address) is not released; on a
-   * rollback, a stable port bound to its pod is unbound instead of released (same address), so the
+   * rollback, a stable port it asked for is unbound instead of released (same address), so the
    * pod's network-status, written from the ports bound to it, names no interface taken away.
    */
   async unwire(
@@ -242,7 +242,9 @@ export class Wiring {
     }
     for (const i of ports.slice(0, made.asked)) {
       if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
-      if (opts.made && i.port?.pod && isStablePortId(i.portId)) {
+      // A stable port asked for is unbound even when its answer never came (i.port unset): the
+      // manager may have bound it, and releasing it would lose the address the pod keeps.
+      if (opts.made && isStablePortId(i.portId)) {
         await this.unbind(i.tenant, i.network, i.portId);
       } else await this.d.manager.deletePort(i.tenant, i.network, i.portId);
     }

@@ -190,6 +190,19 @@ Deno.test("a rollback unbinds a stable port bound to its pod instead of releasin
   assert.equal(kept.pod, undefined, "unbound: the address stays, the pod no longer names it");
 });
 
+Deno.test("a rollback unbinds a stable port whose PUT answer was lost, never releases it", async () => {
+  const { world, wiring } = setup();
+  world.failAt("manager.putPort", 1, "answer lost");
+  await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
+  assert.deepEqual(undone(world.calls), [
+    "manager.unbindPort stable:t:p-eth0",
+    "state.delete c1/eth0",
+  ]);
+  const kept = world.managerPorts.get("t/net0/stable:t:p-eth0");
+  assert.ok(kept, "the stable address stays");
+  assert.equal(kept.pod, undefined, "unbound");
+});
+
 Deno.test("unwire leaves a port another attachment on this node holds", async () => {
   const { world, wiring } = setup();
   const held = attachment(["stable:t:p-eth0"]);
