@@ -1,8 +1,10 @@
 /**
  * Pods as the monitor sees them: a malformed network annotation becomes a Warning event on the pod
  * (the agent refuses such a pod, so nothing is allocated); a scheduled pod's ports become its
- * network-status annotation, which goes again when its ports all go (a failed ADD rolled back); a deleted pod's ports are released, by UID, so that a new pod of the
- * same name is never touched, and never the ports of a stable StatefulSet pod (those outlive it).
+ * network-status annotation, which goes again when its ports all go (a failed ADD rolled back),
+ * unless Multus wrote it (STATUS_WRITER); a deleted pod's ports are released, by UID, so that a
+ * new pod of the same name is never touched, and never the ports of a stable StatefulSet pod
+ * (those outlive it).
  */
 import {
   AnnotationError,
@@ -28,11 +30,34 @@ export interface PodRef {
 
 export const INVALID_ANNOTATION = "InvalidNetworkAnnotation";
 /**
- * Set beside every network-status the monitor writes: a status it finds without it is someone
- * else's (Multus, as the meta-plugin), and is never taken away.
+ * Set beside every network-status the monitor writes: its name and a digest of the text it wrote.
+ * A status without it, or whose text no longer matches the digest, is someone else's and is never
+ * overwritten nor taken away. That is Multus': as the meta-plugin it writes every pod's status
+ * itself, Knitter's attachments included, and may do so after the monitor did (it patches its own
+ * annotation only, so the mark stays beside a text that is no longer ours). Knitter as a Multus
+ * delegate thus leaves the status to Multus; as the primary plugin, it writes it.
  */
 export const STATUS_WRITER = "knitter.io/network-status-writer";
 const WRITER = "knitter-monitor";
+
+/** The mark beside a status the monitor wrote. */
+function markOf(status: string): string {
+  return `${WRITER} ${fnv1a(status)}`;
+}
+
+/** Whether the monitor wrote this status (a bare name: a monitor from before the digest). */
+function wroteStatus(annotations: Record<string, string>): boolean {
+  const status = annotations[NETWORK_STATUS];
+  const mark = annotations[STATUS_WRITER];
+  return status !== undefined && (mark === markOf(status) || mark === WRITER);
+}
+
+/** FNV-1a, 32 bits, as hex: tells our text from another's, not a secret. */
+function fnv1a(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(16).padStart(8, "0");
+}
 
 export class PodTracker {
   /** UID → "namespace/name" of every pod that exists. */
@@ -94,13 +119,15 @@ export class PodTracker {
     }
     if (!pod.spec?.nodeName) return;
     const ports = this.ports.forPod(ref.uid);
-    const ours = annotations[STATUS_WRITER] === WRITER;
+    const status = annotations[NETWORK_STATUS];
+    // Someone else's (Multus'): never overwritten, never removed (STATUS_WRITER).
+    if (status !== undefined && !wroteStatus(annotations)) return;
     let patch: Record<string, string | null>;
     if (ports.length > 0) {
       const value = JSON.stringify(networkStatus(ports));
-      if (annotations[NETWORK_STATUS] === value && ours) return;
-      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: WRITER };
-    } else if (ours && annotations[NETWORK_STATUS] !== undefined) {
+      if (status === value && annotations[STATUS_WRITER] === markOf(value)) return;
+      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: markOf(value) };
+    } else if (status !== undefined) {
       // Every port went (a failed ADD rolled back, its ports released): the status we wrote names
       // interfaces the pod does not have. It goes; the next ADD's ports write it again.
       patch = { [NETWORK_STATUS]: null, [STATUS_WRITER]: null };

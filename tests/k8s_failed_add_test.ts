@@ -67,7 +67,7 @@ Deno.test("stand-in API server: a failed ADD leaves no network-status naming wha
   // The status the monitor wrote goes when the ports it named go (as a rollback takes them).
   const early = await podWithPort(k, "early");
   await eventually("early's status", () => annotations(k, "early")[STATUS]);
-  assert.equal(annotations(k, "early")[WRITER], "knitter-monitor");
+  assert.match(annotations(k, "early")[WRITER], /^knitter-monitor [0-9a-f]{8}$/);
   const del = await k.stack.api(
     "DELETE",
     `tenants/acme/networks/pods/ports/${early.metadata.uid}-eth0`,
@@ -184,4 +184,73 @@ Deno.test("stand-in API server: a StatefulSet pod's failed ADD unbinds the stabl
     status.map((s) => ({ interface: s.interface, ips: s.ips, mac: s.mac })),
     resultInterfaces(added.out),
   );
+});
+
+/** A network-status as Multus writes it: the meta-plugin's view of every attachment. */
+const MULTUS_STATUS = JSON.stringify([{
+  name: "multus-cni-network",
+  interface: "eth0",
+  ips: ["10.244.0.9"],
+  mac: "0a:58:0a:f4:00:09",
+  default: true,
+  dns: {},
+}]);
+
+/** Pod watch events of `type` the monitor applied (its /metrics). */
+async function podEvents(k: KubeCluster, type: string): Promise<number> {
+  const text = await (await fetch(`${k.monitor!.healthUrl}/metrics`)).text();
+  const line = text.split("\n").find((l) =>
+    l.startsWith("knitter_monitor_watch_events_total{") && l.includes(`resource="pods"`) &&
+    l.includes(`type="${type}"`)
+  );
+  return line ? Number(line.split(" ").at(-1)) : 0;
+}
+
+Deno.test("stand-in API server: a network-status Multus wrote is never overwritten nor removed by the monitor, whichever was first", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: ["n1"] });
+  await k.startMonitor();
+  k.namespace("acme");
+  assert.ok([200, 201].includes((await k.stack.api("PUT", "tenants/acme")).status));
+
+  // Multus wrote its status before the monitor heard of the port.
+  const first = k.api.create("pods", {
+    metadata: { name: "first", namespace: "acme", annotations: { [STATUS]: MULTUS_STATUS } },
+    spec: { nodeName: "n1", containers: [] },
+  });
+  const { uid } = first.metadata;
+  const put = await k.stack.api("PUT", `tenants/acme/networks/pods/ports/${uid}-eth0`, {
+    pod: { namespace: "acme", name: "first", uid },
+    interface: "eth0",
+  });
+  assert.equal(put.status, 201);
+  await settled(k);
+  assert.equal(annotations(k, "first")[STATUS], MULTUS_STATUS);
+  assert.equal(annotations(k, "first")[WRITER], undefined);
+
+  // The monitor wrote first; then Multus' ADD ended and wrote its own over it (Multus patches
+  // its annotation only: the monitor's mark stays beside it).
+  const late = await podWithPort(k, "late");
+  await eventually("late's status", () => annotations(k, "late")[STATUS]);
+  const modified = await podEvents(k, "MODIFIED");
+  k.api.update("pods", "acme", "late", (o) => {
+    o.metadata.annotations[STATUS] = MULTUS_STATUS;
+  });
+  await eventually(
+    "the monitor heard of Multus' status",
+    async () => (await podEvents(k, "MODIFIED")) > modified ? true : undefined,
+  );
+  await settled(k);
+  assert.equal(annotations(k, "late")[STATUS], MULTUS_STATUS, "not overwritten");
+  // A rollback takes the ports away: Multus' status stays, Multus takes care of it.
+  for (const pod of [first, late]) {
+    const del = await k.stack.api(
+      "DELETE",
+      `tenants/acme/networks/pods/ports/${pod.metadata.uid}-eth0`,
+    );
+    assert.equal(del.status, 204);
+  }
+  await settled(k);
+  assert.equal(annotations(k, "first")[STATUS], MULTUS_STATUS);
+  assert.equal(annotations(k, "late")[STATUS], MULTUS_STATUS, "not removed");
 });
