@@ -179,9 +179,12 @@ export async function startMonitor(
   /** A port changed in the manager: its pod's status, its network's and group's usage. */
   function portChanged(p: Port, _op: "put" | "delete", before?: Port): void {
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
-    // Unbound (or bound elsewhere): the pod it left has one port less in its status.
+    // Unbound (or bound elsewhere): the pod it left has one port less in its status. The queue's
+    // key is the name, so a pod of another name is queued too (UIDs may be absent on both).
     const left = before?.pod;
-    if (left && left.uid !== p.pod?.uid) podQueue.add(`${left.namespace}/${left.name}`);
+    if (left && (left.namespace !== p.pod?.namespace || left.name !== p.pod?.name)) {
+      podQueue.add(`${left.namespace}/${left.name}`);
+    }
     if (networks.get(p.network, p.networkTenant)) netQueue.add(`${p.networkTenant}/${p.network}`);
     if (p.ipGroup && groups.get(p.ipGroup, p.tenant)) groupQueue.add(`${p.tenant}/${p.ipGroup}`);
   }
