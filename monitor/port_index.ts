@@ -21,10 +21,10 @@ export interface PortFeedSettings {
   hangMs: number;
 }
 
-/** A port changed; `before` is what the index held (a pod it was bound to until now). */
 /** The longest wait between attempts when the manager does not answer. */
 const MAX_BACKOFF_MS = 2000;
 
+/** A port changed; `before` is what the index held (a pod it was bound to until now). */
 export type PortChange = (port: Port, op: "put" | "delete", before?: Port) => void;
 
 export class PortIndex {
