@@ -12,7 +12,7 @@ import {
   readGauge,
   SECONDS_BUCKETS,
   totalsCounter,
-} from "@knitter/common";
+} from "@knitter/common/metrics";
 import { FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
 
 /** What the healer did since the agent started. */

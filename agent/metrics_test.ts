@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { conventionProblems, parseExposition, samplesOf } from "@knitter/common";
+import { conventionProblems } from "@knitter/common/metrics";
+import { parseExposition, samplesOf } from "@knitter/common/metrics_text";
 import type { FlowConflict } from "@knitter/wasm";
 import type { HealerStats } from "./healer.ts";
 import { AgentMetrics } from "./metrics.ts";

@@ -1,5 +1,7 @@
 /**
  * Code more than one component needs: the manager's wire types and client, the logger, the runner.
+ * The metrics are `@knitter/common/metrics` (and `/metrics_text`), apart, so that what does not
+ * serve them never loads prom-client.
  * @module
  */
 export * from "./annotations.ts";
@@ -13,6 +15,4 @@ export * from "./group_commit.ts";
 export * from "./probes.ts";
 export * from "./backoff.ts";
 export * from "./feed_follower.ts";
-export * from "./metrics.ts";
-export * from "./metrics_text.ts";
 export * from "./bandwidth.ts";

@@ -4,7 +4,12 @@
  * with the reasons; with `metrics`, also `/metrics` for Prometheus (common/metrics.ts). Nothing
  * else is served there: no token, no API, no data beyond the reasons and the metrics.
  */
-import { METRICS_CONTENT_TYPE } from "./metrics.ts";
+
+/**
+ * The text exposition format prom-client writes (its `Registry.PROMETHEUS_CONTENT_TYPE`), written
+ * out so that a probe listener never loads prom-client for it.
+ */
+const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
 export interface ProbeAddress {
   hostname: string;

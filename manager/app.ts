@@ -1,7 +1,7 @@
 /** The HTTP face of the manager: serves the route table with auth, validation and metrics. */
 import { type Context, Hono } from "hono";
 import type { z } from "zod";
-import { METRICS_CONTENT_TYPE } from "@knitter/common";
+import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
 import { authorize, describe, type TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";

@@ -1,7 +1,8 @@
 /** The REST API as a user sees it, through app.request() on an in-memory store. */
 import assert from "node:assert/strict";
 import { ROUTES } from "./routes.ts";
-import { conventionProblems, metricValue, parseExposition, samplesOf } from "@knitter/common";
+import { conventionProblems, metricValue } from "@knitter/common/metrics";
+import { parseExposition, samplesOf } from "@knitter/common/metrics_text";
 import { must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
 
 const BLUE = "tenants/acme/networks/blue";

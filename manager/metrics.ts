@@ -3,7 +3,13 @@
  * their latency per route, allocations, releases and refusals, store conflicts, and per network
  * the capacity, the usage and the quarantine of its pools, read at scrape time.
  */
-import { componentRegistry, Counter, Gauge, Histogram, SECONDS_BUCKETS } from "@knitter/common";
+import {
+  componentRegistry,
+  Counter,
+  Gauge,
+  Histogram,
+  SECONDS_BUCKETS,
+} from "@knitter/common/metrics";
 
 /** One network's pools, as scraped. */
 export interface PoolUsage {

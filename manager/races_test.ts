@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { createApp, createContext, TokenTable } from "./mod.ts";
-import { metricValue } from "@knitter/common";
+import { metricValue } from "@knitter/common/metrics";
 import { dump, must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
 
 /** A second manager on the same store, with caches of its own. */

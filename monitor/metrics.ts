@@ -3,7 +3,7 @@
  * probe listener (config `health`). All of them are read when scraped, from the running totals and
  * states the watches, queues, pod tracker and reclaimer keep anyway: nothing is told twice.
  */
-import { componentRegistry, readGauge, totalsCounter } from "@knitter/common";
+import { componentRegistry, readGauge, totalsCounter } from "@knitter/common/metrics";
 
 /** What the metrics read of a watch (an Informer). */
 export interface WatchSource {

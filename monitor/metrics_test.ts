@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { conventionProblems, createLogger, parseExposition, samplesOf } from "@knitter/common";
+import { createLogger } from "@knitter/common";
+import { conventionProblems } from "@knitter/common/metrics";
+import { parseExposition, samplesOf } from "@knitter/common/metrics_text";
 import { MonitorMetrics, type WatchSource } from "./metrics.ts";
 import { WorkQueue } from "./work_queue.ts";
 

@@ -8,7 +8,8 @@
  * by one of them.
  */
 import assert from "node:assert/strict";
-import { type MetricFamily, parseExposition, run, samplesOf } from "@knitter/common";
+import { run } from "@knitter/common";
+import { type MetricFamily, parseExposition, samplesOf } from "@knitter/common/metrics_text";
 import { dashboardMetrics } from "../deploy/dashboard.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import {
