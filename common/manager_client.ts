@@ -88,8 +88,15 @@ export class ManagerClient {
     return this.call("POST", `${portPath(tenant, network, id)}/unbind`);
   }
 
-  async listPorts(): Promise<Port[]> {
-    return (await this.call<{ items: Port[] }>("GET", "/api/v1/ports")).items;
+  /**
+   * Ports across networks; the manager filters them (by its node index for `node`): those bound
+   * to a node, of a pod ("namespace/name"), of a tenant.
+   */
+  async listPorts(query: { node?: string; pod?: string; tenant?: string } = {}): Promise<Port[]> {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, v);
+    const search = params.size > 0 ? `?${params}` : "";
+    return (await this.call<{ items: Port[] }>("GET", `/api/v1/ports${search}`)).items;
   }
 
   async listNodes(): Promise<NodeInfo[]> {

@@ -42,7 +42,7 @@ export async function verify(c: AttachContext): Promise<void> {
   const client = await managerClient(c.settings);
   let ports: Port[];
   try {
-    ports = (await client.listPorts()).filter((p) => p.node === node);
+    ports = await client.listPorts({ node });
   } catch (err) {
     throw explainManagerError(err);
   } finally {
