@@ -51,7 +51,7 @@ export interface DataplaneObserver {
 }
 
 export class AgentMetrics implements DataplaneObserver {
-  readonly registry = componentRegistry("agent");
+  readonly registry = componentRegistry();
   readonly cniDuration: Histogram<"command">;
   readonly cniErrors: Counter<"command" | "code">;
   readonly flowSyncDuration: Histogram<"result">;

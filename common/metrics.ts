@@ -21,8 +21,6 @@ import { Counter, Gauge, Histogram, type Metric, Registry } from "prom-client";
 
 export { Counter, Gauge, Histogram, Registry };
 
-export type Component = "manager" | "agent" | "monitor";
-
 /** The Content-Type of the text exposition format prom-client writes. */
 export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -36,8 +34,8 @@ export const SECONDS_BUCKETS = {
   flowSync: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
 };
 
-/** A registry of one component's metrics. */
-export function componentRegistry(_component: Component): Registry {
+/** A registry of one component's metrics (its metric names say which: `knitter_<component>_`). */
+export function componentRegistry(): Registry {
   return new Registry();
 }
 

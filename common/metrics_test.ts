@@ -11,7 +11,7 @@ import {
 import { parseExposition, samplesOf } from "./metrics_text.ts";
 
 Deno.test("metrics: a component registry renders counters, histograms and gauges read at scrape time", async () => {
-  const registry = componentRegistry("agent");
+  const registry = componentRegistry();
   const calls = new Counter({
     name: "knitter_agent_things_total",
     help: "Things.",
@@ -57,14 +57,14 @@ Deno.test("metrics: a component registry renders counters, histograms and gauges
 
 Deno.test("metrics: two registries of one component never collide (tests run several in a process)", async () => {
   for (let i = 0; i < 2; i++) {
-    const registry = componentRegistry("manager");
+    const registry = componentRegistry();
     new Counter({ name: "knitter_manager_x_total", help: "x", registers: [registry] }).inc();
     assert.match(await registry.metrics(), /^knitter_manager_x_total 1$/m);
   }
 });
 
 Deno.test("metrics: conventionProblems names each name that breaks the convention", async () => {
-  const registry = componentRegistry("monitor");
+  const registry = componentRegistry();
   new Counter({ name: "knitter_monitor_restarts", help: "x", registers: [registry] });
   new Histogram({ name: "knitter_monitor_latency", help: "x", registers: [registry] });
   readGauge(registry, { name: "knitter_monitor_things_total", help: "x", read: () => [] });

@@ -24,7 +24,7 @@ export interface PoolUsage {
 }
 
 export class Metrics {
-  readonly registry = componentRegistry("manager");
+  readonly registry = componentRegistry();
   readonly requests = new Counter({
     name: "knitter_manager_http_requests_total",
     help: "HTTP requests answered, by method, route and status.",

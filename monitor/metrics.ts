@@ -38,7 +38,7 @@ export interface MonitorMetricSources {
 }
 
 export class MonitorMetrics {
-  readonly registry = componentRegistry("monitor");
+  readonly registry = componentRegistry();
 
   constructor(s: MonitorMetricSources) {
     const r = this.registry;
