@@ -13,6 +13,7 @@ import {
   SECONDS_BUCKETS,
   totalsCounter,
 } from "@knitter/common/metrics";
+import { CNI_COMMANDS } from "@knitter/plugin/contract";
 import { FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
 
 /** What the healer did since the agent started. */
@@ -30,8 +31,8 @@ export interface HealerStats {
   lastRepair?: { at: string; missing: number; extra: number };
 }
 
-/** The CNI commands the agent answers; anything else is counted as `other`. */
-const CNI_COMMANDS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"]);
+/** The CNI commands the agent answers (the contract's); anything else is counted as `other`. */
+const KNOWN_COMMANDS: ReadonlySet<string> = new Set(CNI_COMMANDS);
 
 /** What the agent's parts show of themselves, read at each scrape. */
 export interface AgentMetricSources {
@@ -103,7 +104,7 @@ export class AgentMetrics implements DataplaneObserver {
    * as an error only), and its CNI error code when it failed.
    */
   cniCall(command: string, seconds: number | null, errorCode?: number): void {
-    const c = CNI_COMMANDS.has(command) ? command : "other";
+    const c = KNOWN_COMMANDS.has(command) ? command : "other";
     if (seconds !== null) this.cniDuration.observe({ command: c }, seconds);
     if (errorCode !== undefined) this.cniErrors.inc({ command: c, code: String(errorCode) });
   }
