@@ -5,7 +5,7 @@
  * set after a start (usually empty) clears what an earlier process left there. A manager that is
  * away gets the latest set once it answers; a refusal (4xx) is logged and not repeated.
  */
-import { type Logger, ManagerError } from "@knitter/common";
+import { Backoff, type Logger, ManagerError, sleep } from "@knitter/common";
 
 /** One left-out port, as the manager's PUT /nodes/{node}/conflicts takes it. */
 export interface ReportedConflict {
@@ -26,8 +26,8 @@ export interface ConflictSink {
   request(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<unknown>;
 }
 
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 5000;
+/** Between attempts while the manager is away. */
+const BACKOFF = { firstMs: 200, maxMs: 5000 };
 
 export class ConflictReporter {
   /** The set to report, as the request body's text. */
@@ -68,7 +68,7 @@ export class ConflictReporter {
   }
 
   private async send(): Promise<void> {
-    let backoff = FIRST_BACKOFF_MS;
+    const backoff = new Backoff(BACKOFF);
     while (!this.stopped.signal.aborted && this.wanted !== this.sent) {
       const body = this.wanted!;
       try {
@@ -79,7 +79,7 @@ export class ConflictReporter {
           this.stopped.signal,
         );
         this.sent = body;
-        backoff = FIRST_BACKOFF_MS;
+        backoff.reset();
       } catch (err) {
         if (this.stopped.signal.aborted) return;
         if (err instanceof ManagerError) {
@@ -87,18 +87,12 @@ export class ConflictReporter {
           this.sent = body;
           continue;
         }
+        const inMs = backoff.next();
         this.log.debug("conflict report not delivered; trying again", {
           error: String((err as Error).message ?? err),
-          inMs: backoff,
+          inMs,
         });
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, backoff);
-          this.stopped.signal.addEventListener("abort", () => {
-            clearTimeout(timer);
-            resolve();
-          }, { once: true });
-        });
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        await sleep(inMs, this.stopped.signal);
       }
     }
   }
