@@ -57,6 +57,14 @@ export function normalizeIp(text: string): string | null {
   return ip ? formatIp(ip) : null;
 }
 
+/**
+ * The canonical text of an address, and any other text as it is: compares a claimed address with
+ * a held one whether or not the claim is well formed.
+ */
+export function canonicalIp(text: string): string {
+  return normalizeIp(text) ?? text;
+}
+
 /** An address with the prefix length that follows it, if one does. */
 export interface PrefixedIp {
   ip: Ip;

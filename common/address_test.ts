@@ -1,6 +1,7 @@
 /** Strict address and CIDR parsing, canonical output. */
 import assert from "node:assert/strict";
 import {
+  canonicalIp,
   type Cidr,
   cidrContains,
   cidrsOverlap,
@@ -138,6 +139,8 @@ Deno.test("address: an interface's address may carry a prefix, host bits and all
   assert.equal((parseIpPrefix("fd00::5/64") as { prefix: number }).prefix, 64);
   assert.match((parseIpPrefix("10.1.0.5", "required") as { error: string }).error, /not a CIDR/);
   assert.equal(normalizeIp("FD00:0::5"), "fd00::5");
+  assert.equal(canonicalIp("FD00:0::5"), "fd00::5");
+  assert.equal(canonicalIp("not an address"), "not an address");
 });
 
 Deno.test("address: MACs in any case and with - parse to the canonical form; kinds by first octet", () => {

@@ -17,7 +17,7 @@
 import type { Port } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
-import { formatIp, parseIp } from "@knitter/common/address";
+import { canonicalIp, parseMac } from "@knitter/common/address";
 import { keys, type PortRecord } from "../model.ts";
 import type { ConflictReport, ConflictReportItem, PortConflict } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
@@ -61,8 +61,7 @@ export async function reportConflicts(
       if (seen.has(id) || !port || port.node === undefined || port.node === node) continue;
       if (!holds(port, item.field, item.value)) continue;
       seen.add(id);
-      const value = item.field === "ip" ? canonicalIp(item.value) : item.value.toLowerCase();
-      items.push({ ...item, value, since: before.get(id) ?? t });
+      items.push({ ...item, value: canonical(item.field, item.value), since: before.get(id) ?? t });
     }
     const ignored = report.items.length - items.length;
     if (items.length === 0) {
@@ -150,13 +149,12 @@ async function portsOf(ctx: Ctx, items: Item[]): Promise<(PortRecord | null)[]> 
 
 /** Whether the port holds that MAC or address now. */
 function holds(port: { mac: string; ip: string }, field: "mac" | "ip", value: string): boolean {
-  if (field === "mac") return port.mac.toLowerCase() === value.toLowerCase();
-  return canonicalIp(value) === canonicalIp(port.ip);
+  return canonical(field, value) === canonical(field, port[field]);
 }
 
-function canonicalIp(text: string): string {
-  const ip = parseIp(text);
-  return ip ? formatIp(ip) : text;
+/** A MAC or address in the form ports hold it (any other text as it is). */
+function canonical(field: "mac" | "ip", value: string): string {
+  return field === "ip" ? canonicalIp(value) : parseMac(value) ?? value;
 }
 
 function identity(i: Item): string {

@@ -5,7 +5,7 @@
 import type { PodRef, Port } from "@knitter/common";
 import type { Principal } from "../auth.ts";
 import { ApiError } from "../errors.ts";
-import { formatIp, parseIp } from "@knitter/common/address";
+import { canonicalIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Tx } from "../store/tx.ts";
 import { rebindStint } from "./history.ts";
@@ -45,7 +45,7 @@ export function bindExisting(opts: {
       field,
     );
   };
-  if (body.ip !== undefined && canonical(body.ip) !== port.ip) clash("ip", body.ip, port.ip);
+  if (body.ip !== undefined && canonicalIp(body.ip) !== port.ip) clash("ip", body.ip, port.ip);
   if (body.ipGroup !== undefined && body.ipGroup !== port.ipGroup) {
     clash("ipGroup", body.ipGroup, port.ipGroup);
   }
@@ -83,11 +83,6 @@ export function bindExisting(opts: {
 
 function samePod(a: PodRef, b: PodRef): boolean {
   return a.namespace === b.namespace && a.name === b.name && (a.uid ?? b.uid) === (b.uid ?? a.uid);
-}
-
-function canonical(text: string): string {
-  const ip = parseIp(text);
-  return ip ? formatIp(ip) : text;
 }
 
 /**
