@@ -199,7 +199,10 @@ export async function queryHistory(
   tenant: string | undefined,
   q: HistoryQuery,
 ): Promise<HistoryEntry[]> {
-  const [kind, value] = q.ip !== undefined ? ["ip", canonicalIp(q.ip)] : ["mac", canonicalMac(q)];
+  // The schema (HistoryQuery) lets through exactly one of ip and mac.
+  const [kind, value] = q.ip !== undefined
+    ? ["ip", canonicalIp(q.ip)]
+    : ["mac", canonicalMac(q.mac!)];
   const at = time("at", q.at);
   const from = time("from", q.from) ?? -Infinity;
   const to = time("to", q.to) ?? Infinity;
@@ -228,10 +231,9 @@ function canonicalIp(text: string): string {
   return formatIp(ip);
 }
 
-function canonicalMac(q: HistoryQuery): string {
-  if (q.mac === undefined) throw invalid("query.ip", "give ip or mac");
-  const mac = parseMac(q.mac);
-  if (!mac) throw invalid("query.mac", `"${q.mac}" is not a MAC address like 02:00:0a:01:00:05`);
+function canonicalMac(text: string): string {
+  const mac = parseMac(text);
+  if (!mac) throw invalid("query.mac", `"${text}" is not a MAC address like 02:00:0a:01:00:05`);
   return mac;
 }
 
