@@ -417,8 +417,8 @@ export class Dataplane {
     if (!net) {
       net = { id: await this.state.networkNumber(port.networkId), type: port.type };
       if (port.segmentId !== undefined) net.segmentId = port.segmentId;
-      // The distributed gateway answers IPv4 gateways only (PIPELINE.md, "Distributed gateway").
-      if (port.gateway !== undefined && !port.gateway.includes(":")) {
+      // The distributed gateway (PIPELINE.md, "Distributed gateway").
+      if (port.gateway !== undefined) {
         net.gateway = port.gateway;
         net.gatewayMac = gatewayMac(port.networkId);
       }

@@ -126,7 +126,7 @@ export class NodeInspector {
             type: p.type,
           };
           if (p.segmentId !== undefined) net.segmentId = p.segmentId;
-          if (p.gateway !== undefined && !p.gateway.includes(":")) {
+          if (p.gateway !== undefined) {
             net.gateway = p.gateway;
             net.gatewayMac = gatewayMac(p.networkId);
           }

@@ -54,10 +54,8 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
         ...(p.physnet !== undefined
           ? { physnet: p.physnet, physnetPort: PATCH_OFPORT_BASE + physnets.indexOf(p.physnet) }
           : {}),
-        // The distributed gateway, as the agent models it (IPv4 gateways only).
-        ...(p.gateway !== undefined && !p.gateway.includes(":")
-          ? { gateway: p.gateway, gatewayMac: gatewayMac(id) }
-          : {}),
+        // The distributed gateway, as the agent models it.
+        ...(p.gateway !== undefined ? { gateway: p.gateway, gatewayMac: gatewayMac(id) } : {}),
       };
     }),
     localPorts: local.map((p, i) => ({

@@ -1,6 +1,6 @@
 /**
  * The distributed gateway end to end (agent/PIPELINE.md, "Distributed gateway"): on VXLAN, VLAN and
- * flat networks, pods on two simulated nodes with real Open vSwitch (userspace datapath) resolve
+ * flat networks and an IPv6 network (neighbour discovery, ICMPv6 echo), pods on two simulated nodes with real Open vSwitch (userspace datapath) resolve
  * their gateway to the network's gateway MAC and get echo replies from it, answered by their own
  * node's flows; a pod of another tenant whose network has the same CIDR and gateway address gets
  * its own network's gateway only. Anything else sent to the gateway MAC is dropped.
@@ -13,7 +13,7 @@ import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
 import { type Stack, startStack } from "../devstack/stack.ts";
 
-Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both nodes, resolves and pings its network's gateway; another tenant's same CIDR gets its own gateway", async (t) => {
+Deno.test("e2e gateway: every pod on vxlan, vlan, flat and IPv6 networks, on both nodes, resolves and pings its network's gateway; another tenant's same CIDR gets its own gateway", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"], physnets: ["phys1"] });
   await create(stack, "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 199 }] });
@@ -36,6 +36,13 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
     }),
     // Another tenant, the same CIDR and gateway address as acme/front.
     await network(stack, "globex", { name: "front", cidr: "10.50.0.0/24", gateway: "10.50.0.1" }),
+    // IPv6: neighbour discovery and ICMPv6 echo.
+    await network(stack, "acme", {
+      name: "six",
+      cidr: "fd00:50::/64",
+      gateway: "fd00:50::1",
+      allocationPools: [{ start: "fd00:50::10", end: "fd00:50::ff" }],
+    }),
   ];
   const macs = new Set(networks.map((n) => n.mac));
   assert.equal(macs.size, networks.length, "every network has a gateway MAC of its own");
@@ -43,7 +50,7 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
   const pods: Added[] = [];
   for (const net of networks) {
     for (const node of stack.nodes) {
-      const name = `${net.tenant[0]}${net.name[0]}-${node.name}`;
+      const name = `${net.tenant[0]}${net.name}-${node.name}`;
       pods.push(await addedPod(node, name, net, [net.name]));
     }
   }
@@ -51,7 +58,9 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
   await t.step("ping -c 3 GATEWAY answers every pod, from the network's gateway MAC", async () => {
     for (const p of pods) {
       const ns = ipNetnsName(p.pod.netns);
-      const cap = await startCapture(cleanup, ns, "eth0", "icmp[icmptype] = icmp-echoreply", {
+      const v6 = p.net.gateway.includes(":");
+      const filter = v6 ? "icmp6 and ip6[40] = 129" : "icmp[icmptype] = icmp-echoreply";
+      const cap = await startCapture(cleanup, ns, "eth0", filter, {
         count: 3,
         timeoutMs: 10_000,
       });
@@ -60,11 +69,13 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
       assert.equal(replies.length, 3, `${p.pod.name}: three echo replies: ${replies}`);
       for (const r of replies) {
         // tcpdump -e: "SRC > DST, ethertype IPv4 (0x0800), length 98: GW > POD: ICMP echo reply"
+        // (IPv6: "…: GW > POD: ICMP6, echo reply")
         assert.ok(
           r.includes(`${p.net.mac} > ${p.mac}`),
           `${p.pod.name}: from the gateway MAC: ${r}`,
         );
-        assert.ok(r.includes(`${p.net.gateway} > ${p.ip}: ICMP echo reply`), r);
+        const reply = v6 ? "ICMP6, echo reply" : "ICMP echo reply";
+        assert.ok(r.includes(`${p.net.gateway} > ${p.ip}: ${reply}`), r);
       }
     }
   });
@@ -80,21 +91,28 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
   });
 
   await t.step(
-    "an ARP for the gateway from a fresh neighbour table is answered again",
+    "an ARP (IPv6: neighbour solicitation) for the gateway from a fresh neighbour table is answered again",
     async () => {
       // Isolation: the globex pods share the CIDR and gateway address with acme/front and sit on the
       // same nodes; each tenant's pods still get their own gateway MAC.
       for (const p of pods) {
         const ns = ipNetnsName(p.pod.netns);
         await run(["ip", "-n", ns, "neigh", "flush", "dev", "eth0"]);
-        const cap = await startCapture(cleanup, ns, "eth0", "arp[6:2] = 2", {
+        const v6 = p.net.gateway.includes(":");
+        const filter = v6 ? "icmp6 and ip6[40] = 136" : "arp[6:2] = 2";
+        const cap = await startCapture(cleanup, ns, "eth0", filter, {
           count: 1,
           timeoutMs: 10_000,
         });
         assert.ok(await pings(p.pod, p.net.gateway), `${p.pod.name} pings ${p.net.gateway}`);
         const [reply] = await cap.done();
-        assert.ok(reply, `${p.pod.name}: an ARP reply`);
-        assert.ok(reply.includes(`Reply ${p.net.gateway} is-at ${p.net.mac}`), reply);
+        assert.ok(reply, `${p.pod.name}: an ARP reply or neighbour advertisement`);
+        if (v6) {
+          assert.ok(reply.includes(`${p.net.mac} > ${p.mac}`), `from the gateway MAC: ${reply}`);
+          assert.ok(reply.includes(`neighbor advertisement, tgt is ${p.net.gateway}`), reply);
+        } else {
+          assert.ok(reply.includes(`Reply ${p.net.gateway} is-at ${p.net.mac}`), reply);
+        }
         assert.equal(await neighbourMac(p, p.net.gateway), p.net.mac, p.pod.name);
       }
       const acme = networks[0];
@@ -109,9 +127,11 @@ Deno.test("e2e gateway: every pod on vxlan, vlan and flat networks, on both node
     async () => {
       await Promise.all(pods.map(async (p) => {
         const ns = ipNetnsName(p.pod.netns);
-        await run(["ip", "-n", ns, "route", "replace", "192.0.2.0/24", "via", p.net.gateway]);
+        const v6 = p.net.gateway.includes(":");
+        const [away, far] = v6 ? ["2001:db8::/32", "2001:db8::1"] : ["192.0.2.0/24", "192.0.2.1"];
+        await run(["ip", "-n", ns, "route", "replace", away, "via", p.net.gateway]);
         const before = await dropped(p);
-        assert.equal(await pings(p.pod, "192.0.2.1"), false, `${p.pod.name}: nothing answers`);
+        assert.equal(await pings(p.pod, far), false, `${p.pod.name}: nothing answers`);
         const after = await dropped(p);
         assert.ok(
           after - before >= 3,

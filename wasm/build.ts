@@ -20,6 +20,7 @@ import {
   FLOW_TABLES,
   GATEWAY_PING,
   MATCH,
+  ND_REPLY_ACTIONS,
   PRIORITY,
   TABLE,
 } from "./pipeline.ts";
@@ -106,6 +107,7 @@ function pipelineConstants(): string {
   // The actions of each table's default flow (ARP_REPLY's is the shared reply, built on its own).
   for (const t of FLOW_TABLES) if (t.id !== TABLE.ARP_REPLY) text(`D_${t.name}`, t.default);
   text("ARP_REPLY_ACTIONS", ARP_REPLY_ACTIONS);
+  text("ND_REPLY_ACTIONS", ND_REPLY_ACTIONS);
   for (const [name, value] of Object.entries(GATEWAY_PING)) text(`G_${name}`, value);
   return lines.join("\n") + "\n";
 }

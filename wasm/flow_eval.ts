@@ -7,7 +7,7 @@
  * - matches: the protocol keywords `ip`, `arp`, `icmp`, `ipv6`, `icmp6`; `in_port`, `tun_id`,
  *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `nw_dst`,
  *   `arp_spa`, `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`,
- *   `ipv6_src`, `nd_*`;
+ *   `ipv6_src`, `ipv6_dst`, `nd_*`;
  * - actions: `goto_table`, `output`, `IN_PORT`, `drop`, `set_field` (registers, `tun_id`,
  *   `tun_dst`, `vlan_vid`, `arp_op`, and the gateway's echo reply: `eth_src`, `ip_src`,
  *   `icmp_type`), `push_vlan`, `pop_vlan`, `move` (applied only as far as the trace needs: the
@@ -161,6 +161,7 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "icmp_code":
       return p.proto === "icmp" && Number(value) === 0;
     case "ipv6_src":
+    case "ipv6_dst":
     case "nd_sll":
     case "nd_tll":
     case "nd_target":

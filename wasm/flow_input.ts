@@ -17,8 +17,8 @@ export interface FlowNetwork {
   /** Ofport on br-int of the patch port to the network's physnet bridge (vlan, flat only). */
   physnetPort?: number;
   /**
-   * The network's IPv4 gateway, answered on this node (ARP and ICMP echo; see
-   * ../agent/PIPELINE.md, "Distributed gateway"); with `gatewayMac`, or neither.
+   * The network's gateway (IPv4 or IPv6), answered on this node (ARP or neighbour discovery, and
+   * ICMP echo; see ../agent/PIPELINE.md, "Distributed gateway"); with `gatewayMac`, or neither.
    */
   gateway?: string;
   /** The MAC the gateway answers with: `gatewayMac(networkId)`, the same on every node. */
@@ -293,7 +293,7 @@ export function flowError(
       );
     case ERR.BAD_GATEWAY:
       return new Error(
-        `${at}.gateway: ${JSON.stringify(net!.gateway)} is not a unicast IPv4 address`,
+        `${at}.gateway: ${JSON.stringify(net!.gateway)} is not a unicast IPv4 or IPv6 address`,
       );
     case ERR.BAD_GATEWAY_MAC:
       return new Error(

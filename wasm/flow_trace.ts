@@ -24,7 +24,7 @@ export interface TraceView {
     segmentId?: number;
     physnetPort?: number;
     physnet?: string;
-    /** The network's IPv4 gateway and its MAC (PIPELINE.md, "Distributed gateway"). */
+    /** The network's gateway and its MAC (PIPELINE.md, "Distributed gateway"). */
     gateway?: string;
     gatewayMac?: string;
   }[];
@@ -197,7 +197,8 @@ export function flowKind(f: ParsedFlow): string {
   const has = (k: string) => f.match.some(([key]) => key === k);
   const value = (k: string) => f.match.find(([key]) => key === k)?.[1];
   if (f.priority === PRIORITY.DEFAULT) {
-    return f.table === TABLE.ARP_REPLY ? "arpReplyShared" : "default";
+    if (f.table !== TABLE.ARP_REPLY) return "default";
+    return has("icmp6") ? "ndReplyShared" : "arpReplyShared";
   }
   switch (f.table) {
     case TABLE.CLASSIFY:
@@ -209,7 +210,10 @@ export function flowKind(f: ParsedFlow): string {
       return has("ipv6") ? "spoofIpv6" : "spoofIpv4";
     case TABLE.ARP:
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
-      if (f.priority === PRIORITY.SPECIFIC) return has("icmp") ? "gatewayPing" : "arpReply";
+      if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
+      if (f.priority === PRIORITY.SPECIFIC) {
+        return has("icmp") || has("icmp6") ? "gatewayPing" : "arpReply";
+      }
       if (has("arp")) return "arpOwner";
       return value("icmp_type") === "135" ? "ndSolicit" : "ndAdvert";
     case TABLE.FORWARD: {

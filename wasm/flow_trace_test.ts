@@ -82,7 +82,9 @@ Deno.test("offline: an ARP for the gateway and a ping to it are answered by the 
     remotePorts: model.remotePorts,
   };
   // Networks 1 and 2 are two tenants' networks with the same CIDR and gateway address.
-  for (const p of model.localPorts) {
+  // The trace follows IPv4 and ARP packets (flow_eval.ts): the IPv6 gateway's flows are told apart
+  // by flowKind above and checked on a real switch by tests/e2e_gateway_test.ts.
+  for (const p of model.localPorts.filter((p) => !p.ips[0].includes(":"))) {
     const net = model.networks.find((n) => n.id === p.network)!;
     const label = `tenant-${net.id}/net-${net.id}`;
     const ingress = { kind: "port", ofport: p.ofport } as const;

@@ -439,7 +439,9 @@ async function arpHits(ovs: PrivateOvs): Promise<string[]> {
     const n = line.match(/n_packets=(\d+)/)?.[1];
     const ip = line.match(perAddress)?.[1];
     if (ip) hits.push(`${ip}=${n}`);
-    else if (line.includes(`table=${TABLE.ARP_REPLY},`)) hits.push(`shared=${n}`);
+    else if (line.includes(`table=${TABLE.ARP_REPLY},`) && /,arp /.test(line)) {
+      hits.push(`shared=${n}`);
+    }
   }
   assert.equal(hits.length, 4, r.stdout);
   return hits;

@@ -90,7 +90,9 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
     if (rand() < 0.6) {
       const gatewayMac = `0a:58:ff:${hex(i, 2)}:${hex(int(256), 2)}:${hex(int(256), 2)}`;
       Object.assign(networks[i], {
-        gateway: `10.254.${i}.${1 + int(254)}`,
+        gateway: rand() < 0.3
+          ? `fd00:fe:${i}::${hex(1 + int(0xfffe), 1)}`
+          : `10.254.${i}.${1 + int(254)}`,
         gatewayMac: rand() < 0.2 ? gatewayMac.toUpperCase() : gatewayMac,
       });
     }
@@ -224,16 +226,20 @@ const SCRATCH = /xreg1|PKT_REG1|REG4|\breg[234]\b/;
 
 /**
  * The scratch registers cannot carry anything from one decision to another: nothing matches them,
- * xreg1 is set only by an ARP flow right before its jump to ARP_REPLY, and only ARP_REPLY reads
- * them (or sets reg4).
+ * xreg1 is set only by an ARP flow right before its jump to ARP_REPLY (or a gateway's neighbour
+ * solicitation flow, which makes the packet an advertisement first), and only ARP_REPLY reads them
+ * (or sets reg4).
  */
 function checkScratch(flow: Flow, fail: (why: string) => never): void {
   if ([...flow.match.keys()].some((k) => SCRATCH.test(k))) fail("matches a scratch register");
   const jump = `goto_table:${TABLE.ARP_REPLY}`;
   const set = flow.actions.findIndex((a) => a.endsWith("->xreg1"));
   if (set >= 0) {
-    const last = flow.actions.slice(set + 1).join() === jump;
-    if (flow.table !== TABLE.ARP || !flow.match.has("arp") || !last) {
+    const rest = flow.actions.slice(set + 1).join();
+    const arp = flow.match.has("arp") && rest === jump;
+    const nd = flow.match.get("icmp_type") === "135" &&
+      rest === `set_field:136->icmpv6_type,${jump}`;
+    if (flow.table !== TABLE.ARP || !(arp || nd)) {
       fail("xreg1 is set but not right before an ARP flow's jump to ARP_REPLY");
     }
   } else if (flow.actions.includes(jump)) {
@@ -260,9 +266,11 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
     const net = flow.match.has("reg0") ? Number(flow.match.get("reg0")) : undefined;
     const cookieNet = Number(flow.cookie >> 32n);
     if (flow.cookie === 0n) {
-      // Table defaults; the only one with a match is the shared ARP reply (arp, for arp_op).
+      // Table defaults; the only ones with a match are the shared ARP reply (arp, for arp_op) and
+      // the shared neighbour advertisement.
       const match = [...flow.match.keys()].join();
-      const sharedReply = flow.table === TABLE.ARP_REPLY && match === "arp";
+      const sharedReply = flow.table === TABLE.ARP_REPLY &&
+        (match === "arp" || match === "icmp6,icmp_type,icmp_code");
       if (flow.priority !== PRIORITY.DEFAULT || (match !== "" && !sharedReply)) {
         fail("cookie 0 is not a default");
       }
@@ -658,12 +666,12 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     (m) => Object.assign(m.networks[0], { gateway: "10.0.0.3", gatewayMac: "0a:58:00:00:00:01" }),
     "remotePorts[0].ips[0]: 10.0.0.3 is the gateway of network 1 (networks[0])",
   ],
-  ...["fd00::1", "10.0.0.256", "224.0.0.1", "", "10.0.0.1/24"].map((
+  ...["::1", "ff02::1", "10.0.0.256", "224.0.0.1", "", "10.0.0.1/24"].map((
     ip,
   ): [string, (m: Loose) => unknown, string] => [
     `bad gateway ${JSON.stringify(ip)}`,
     (m) => Object.assign(m.networks[0], { gateway: ip, gatewayMac: "0a:58:00:00:00:01" }),
-    `networks[0].gateway: ${JSON.stringify(ip)} is not a unicast IPv4 address`,
+    `networks[0].gateway: ${JSON.stringify(ip)} is not a unicast IPv4 or IPv6 address`,
   ]),
   ...["0b:58:00:00:00:01", "0a:58:00:00:00", ""].map((
     mac,

@@ -15,6 +15,7 @@ import {
   type FlowKind,
   GATEWAY_PING,
   MATCH,
+  ND_REPLY_ACTIONS,
   PRIORITY,
   TABLE,
 } from "./pipeline.ts";
@@ -235,7 +236,17 @@ interface Net {
   /** Distinct tunnel endpoints of the remote ports, ascending (vxlan only). */
   nodes: number[];
   /** The gateway's address (canonical text), MAC (lowercase text) and MAC as a number, if any. */
-  gateway?: { ip: string; ipBits: number; mac: string; macBits: number };
+  gateway?: Gateway;
+}
+
+/** A network's gateway: its address (canonical text), family, claim key and MAC. */
+interface Gateway {
+  ip: string;
+  v6: boolean;
+  /** The address's key among the network's addresses (a number for IPv4, the text for IPv6). */
+  key: number | string;
+  mac: string;
+  macBits: number;
 }
 
 interface Local {
@@ -268,6 +279,26 @@ function refKind(ref: number): number {
 
 function refIndex(ref: number): number {
   return ref >= GATEWAY_REF ? ref - GATEWAY_REF : ref >= REMOTE_REF ? ref - REMOTE_REF : ref;
+}
+
+/** A network's gateway, parsed; `bad` and `badMac` make the errors to throw. */
+function gateway(ip: string, mac: string, bad: () => Error, badMac: () => Error): Gateway {
+  let key: number | string;
+  let text: string;
+  const v6 = ip.includes(":");
+  if (v6) {
+    const w = new Uint16Array(8);
+    if (!parseIpv6(ip, w) || !unicastIpv6(w)) throw bad();
+    key = text = formatIpv6(w);
+  } else {
+    const v = parseIpv4(ip);
+    if (v < 0 || !unicastIpv4(v)) throw bad();
+    key = v;
+    text = formatIpv4(v);
+  }
+  const macBits = parseMac(mac);
+  if (macBits < 0) throw badMac();
+  return { ip: text, v6, key, mac: formatMac(macBits), macBits };
 }
 
 /** Parsed, checked model; throws flowError on the first failed check, in input order. */
@@ -311,11 +342,12 @@ function model(input: FlowInput): Net[] {
       if (!physnets.has(net.physnet)) physnets.set(net.physnet, i);
     }
     if (n.gateway !== undefined) {
-      const ip = parseIpv4(n.gateway);
-      if (ip < 0 || !unicastIpv4(ip)) throw err(ERR.BAD_GATEWAY, KIND.NETWORK, i);
-      const macBits = parseMac(n.gatewayMac!);
-      if (macBits < 0) throw err(ERR.BAD_GATEWAY_MAC, KIND.NETWORK, i);
-      net.gateway = { ip: formatIpv4(ip), ipBits: ip, mac: formatMac(macBits), macBits };
+      net.gateway = gateway(
+        n.gateway,
+        n.gatewayMac!,
+        () => err(ERR.BAD_GATEWAY, KIND.NETWORK, i),
+        () => err(ERR.BAD_GATEWAY_MAC, KIND.NETWORK, i),
+      );
     }
     nets.push(net);
   }
@@ -329,7 +361,7 @@ function model(input: FlowInput): Net[] {
   // The gateway's address and MAC are the network's: no port may claim them.
   for (const net of nets) {
     if (!net.gateway) continue;
-    ips[net.index].set(net.gateway.ipBits, GATEWAY_REF + net.index);
+    ips[net.index].set(net.gateway.key, GATEWAY_REF + net.index);
     macs[net.index].set(net.gateway.macBits, GATEWAY_REF + net.index);
   }
 
@@ -589,19 +621,46 @@ function ndGuard(net: Net, type: number): string {
  * An ICMP echo request for the gateway's address from a local port (only they reach table ARP):
  * answered in place by the gateway (GATEWAY_PING).
  */
-function gatewayPing(net: Net, gw: { ip: string; mac: string }): string {
-  const { BEFORE_MAC, BEFORE_IP, AFTER_IP } = GATEWAY_PING;
+function gatewayPing(net: Net, gw: Gateway): string {
+  const { BEFORE_MAC, BEFORE_IP, AFTER_IP, BEFORE_IP6, AFTER_IP6 } = GATEWAY_PING;
+  return gw.v6
+    ? flow(
+      net.id,
+      0,
+      FLOW_KINDS.gatewayPing,
+      `icmp6,reg0=${hex(net.id)},ipv6_dst=${gw.ip},icmp_type=128,icmp_code=0`,
+      `${BEFORE_MAC}${gw.mac}${BEFORE_IP6}${gw.ip}${AFTER_IP6}`,
+    )
+    : flow(
+      net.id,
+      0,
+      FLOW_KINDS.gatewayPing,
+      `icmp,reg0=${hex(net.id)},nw_dst=${gw.ip},icmp_type=8,icmp_code=0`,
+      `${BEFORE_MAC}${gw.mac}${BEFORE_IP}${gw.ip}${AFTER_IP}`,
+    );
+}
+
+/**
+ * A neighbour solicitation for an IPv6 gateway: the gateway MAC into xreg1 and the packet made an
+ * advertisement (type 136), then the shared reply (ndReplyShared).
+ */
+function gatewayNd(net: Net, gw: Gateway): string {
   return flow(
     net.id,
     0,
-    FLOW_KINDS.gatewayPing,
-    `icmp,reg0=${hex(net.id)},nw_dst=${gw.ip},icmp_type=8,icmp_code=0`,
-    `${BEFORE_MAC}${gw.mac}${BEFORE_IP}${gw.ip}${AFTER_IP}`,
+    FLOW_KINDS.gatewayNd,
+    `icmp6,reg0=${hex(net.id)},icmp_type=135,icmp_code=0,nd_target=${gw.ip}`,
+    `set_field:${hex(gw.macBits)}->xreg1,set_field:136->icmpv6_type,${goto(TABLE.ARP_REPLY)}`,
   );
 }
 
+/** The shared neighbour advertisement (ND_REPLY_ACTIONS). */
+function ndReplyShared(): string {
+  return flow(0, 0, FLOW_KINDS.ndReplyShared, "icmp6,icmp_type=136,icmp_code=0", ND_REPLY_ACTIONS);
+}
+
 /** Anything else addressed to the gateway MAC: dropped (there is no routing yet). */
-function gatewayDrop(net: Net, gw: { mac: string }): string {
+function gatewayDrop(net: Net, gw: Gateway): string {
   return flow(net.id, 0, FLOW_KINDS.gatewayDrop, `reg0=${hex(net.id)},dl_dst=${gw.mac}`, "drop");
 }
 
@@ -720,7 +779,8 @@ function networkFlows(lines: string[], net: Net, tunnel: number): void {
   for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.macBits, ip));
   const gw = net.gateway;
   // The gateway is answered like a port of the network (arpReply), and answers pings.
-  if (gw) lines.push(arpReply(net, 0, gw.macBits, gw.ip), gatewayPing(net, gw));
+  if (gw && !gw.v6) lines.push(arpReply(net, 0, gw.macBits, gw.ip), gatewayPing(net, gw));
+  if (gw?.v6) lines.push(gatewayPing(net, gw), gatewayNd(net, gw));
   lines.push(ndGuard(net, 135), ndGuard(net, 136));
   if (net.type !== 0) lines.push(unknownUnicast(net));
   if (gw) lines.push(gatewayDrop(net, gw));
@@ -738,6 +798,8 @@ export function compileFlowsTs(input: FlowInput): string[] {
   checkShape(input);
   const nets = model(input);
   const lines = defaults();
+  // The shared neighbour advertisement, when a network has an IPv6 gateway.
+  if (nets.some((n) => n.gateway?.v6)) lines.push(ndReplyShared());
   const order = [...nets].sort((a, b) => a.id - b.id);
   for (const net of order) networkFlows(lines, net, input.tunnelPort);
   lines.sort();

@@ -36,7 +36,9 @@ export const FLOW_TABLES = [
   {
     id: TABLE.ARP_REPLY,
     name: "ARP_REPLY",
-    purpose: "one shared flow turns the request into the reply from the MAC in xreg1, in place",
+    purpose:
+      "shared flows turn the ARP request (or the gateway's neighbour solicitation) into the " +
+      "reply from the MAC in xreg1, in place",
     default: "the shared reply",
   },
   {
@@ -50,6 +52,8 @@ export const FLOW_TABLES = [
 
 /** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
 export const PRIORITY = {
+  /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
+  GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
   EXCEPTION: 110,
   /** Network-wide drops of what EXCEPTION did not allow (ND). */
@@ -92,6 +96,8 @@ export const FLOW_KINDS = {
   arpReply: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
   arpReplyShared: { table: TABLE.ARP_REPLY, priority: PRIORITY.DEFAULT },
   gatewayPing: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
+  gatewayNd: { table: TABLE.ARP, priority: PRIORITY.GATEWAY },
+  ndReplyShared: { table: TABLE.ARP_REPLY, priority: PRIORITY.DEFAULT },
   arpOwner: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndSolicit: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndAdvert: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
@@ -151,4 +157,26 @@ export const GATEWAY_PING = {
   BEFORE_MAC: "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:",
   BEFORE_IP: "->eth_src,move:NXM_OF_IP_SRC[]->NXM_OF_IP_DST[],set_field:",
   AFTER_IP: "->ip_src,set_field:0->icmp_type,IN_PORT",
+  /** The same for an IPv6 gateway: ICMPv6 echo reply (type 129). */
+  BEFORE_IP6: "->eth_src,move:NXM_NX_IPV6_SRC[]->NXM_NX_IPV6_DST[],set_field:",
+  AFTER_IP6: "->ipv6_src,set_field:129->icmpv6_type,IN_PORT",
 } as const;
+
+/**
+ * The neighbour advertisement that answers a solicitation for an IPv6 gateway, back out of the port
+ * it came in on (the gateway's flow in ARP stashed the gateway MAC in xreg1 and made the packet an
+ * advertisement, type 136, so that the target link-layer address may be set): to the sender, from
+ * the MAC in xreg1 and the target address, flags router, solicited and override (0xe0000000, as
+ * dump-flows prints it: in decimal), the option turned
+ * into the target link-layer address holding the MAC in xreg1.
+ */
+export const ND_REPLY_ACTIONS = [
+  "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_OF_ETH_SRC[]",
+  "move:NXM_NX_IPV6_SRC[]->NXM_NX_IPV6_DST[]",
+  "move:NXM_NX_ND_TARGET[]->NXM_NX_IPV6_SRC[]",
+  "set_field:3758096384->nd_reserved",
+  "set_field:2->nd_options_type",
+  "move:OXM_OF_PKT_REG1[0..47]->NXM_NX_ND_TLL[]",
+  "IN_PORT",
+].join(",");

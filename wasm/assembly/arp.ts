@@ -9,23 +9,30 @@ import {
   F_ARP_REPLY_SHARED_PRIORITY,
   F_ARP_REPLY_SHARED_TABLE,
   F_ARP_REPLY_TABLE,
+  F_GATEWAY_ND_PRIORITY,
+  F_GATEWAY_ND_TABLE,
   F_GATEWAY_PING_PRIORITY,
   F_GATEWAY_PING_TABLE,
   F_ND_ADVERT_PRIORITY,
   F_ND_ADVERT_TABLE,
   F_ND_GUARD_PRIORITY,
   F_ND_GUARD_TABLE,
+  F_ND_REPLY_SHARED_PRIORITY,
+  F_ND_REPLY_SHARED_TABLE,
   F_ND_SOLICIT_PRIORITY,
   F_ND_SOLICIT_TABLE,
   G_AFTER_IP,
+  G_AFTER_IP6,
   G_BEFORE_IP,
+  G_BEFORE_IP6,
   G_BEFORE_MAC,
   M_LINK_LOCAL,
   M_NO_LL,
+  ND_REPLY_ACTIONS,
   T_ARP_REPLY,
   T_FORWARD,
 } from "./generated/pipeline";
-import { L_COOKIE, L_MAC_TEXT, N_GW_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
+import { L_COOKIE, L_MAC_TEXT, N_GW_MAC, N_GW_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putHex, putMac, putNet, puts, putSlot } from "./text";
 
 function regs(n: usize, p: usize, proto: string): void {
@@ -122,18 +129,44 @@ export function ndGuard(n: usize, type: u32): void {
   end();
 }
 
-/** An echo request for the gateway's address (text slot `ip`): answered by the gateway in place. */
-export function gatewayPing(n: usize, ip: usize): void {
+/**
+ * An echo request for the gateway's address (text slot `ip`, IPv6 when `v6`): answered by the
+ * gateway in place.
+ */
+export function gatewayPing(n: usize, ip: usize, v6: bool): void {
+  const slot = v6 ? V6_SLOT : V4_SLOT;
   begin(load<u32>(n, N_ID), 0, F_GATEWAY_PING_TABLE, F_GATEWAY_PING_PRIORITY, LINE_BOUND);
-  puts(",icmp,reg0=");
+  puts(v6 ? ",icmp6,reg0=" : ",icmp,reg0=");
   putNet(n);
-  puts(",nw_dst=");
-  putSlot(ip, V4_SLOT);
-  puts(",icmp_type=8,icmp_code=0,actions=");
+  puts(v6 ? ",ipv6_dst=" : ",nw_dst=");
+  putSlot(ip, slot);
+  puts(v6 ? ",icmp_type=128,icmp_code=0,actions=" : ",icmp_type=8,icmp_code=0,actions=");
   puts(G_BEFORE_MAC);
   putMac(n + N_GW_MAC_TEXT);
-  puts(G_BEFORE_IP);
-  putSlot(ip, V4_SLOT);
-  puts(G_AFTER_IP);
+  puts(v6 ? G_BEFORE_IP6 : G_BEFORE_IP);
+  putSlot(ip, slot);
+  puts(v6 ? G_AFTER_IP6 : G_AFTER_IP);
+  end();
+}
+
+/** A neighbour solicitation for the IPv6 gateway (text slot `ip`): on to the shared reply. */
+export function gatewayNd(n: usize, ip: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_GATEWAY_ND_TABLE, F_GATEWAY_ND_PRIORITY, LINE_BOUND);
+  puts(",icmp6,reg0=");
+  putNet(n);
+  puts(",icmp_type=135,icmp_code=0,nd_target=");
+  putSlot(ip, V6_SLOT);
+  puts(",actions=set_field:");
+  putHex(load<u64>(n, N_GW_MAC));
+  puts("->xreg1,set_field:136->icmpv6_type,goto_table:");
+  putDec(T_ARP_REPLY);
+  end();
+}
+
+/** The shared neighbour advertisement (ND_REPLY_ACTIONS of the twin). */
+export function ndReplyShared(): void {
+  begin(0, 0, F_ND_REPLY_SHARED_TABLE, F_ND_REPLY_SHARED_PRIORITY, LINE_BOUND);
+  puts(",icmp6,icmp_type=136,icmp_code=0,actions=");
+  puts(ND_REPLY_ACTIONS);
   end();
 }

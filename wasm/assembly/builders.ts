@@ -19,9 +19,11 @@ import {
   arpOwner,
   arpReply,
   arpReplyShared,
+  gatewayNd,
   gatewayPing,
   ndAdvert,
   ndGuard,
+  ndReplyShared,
   ndSolicit,
 } from "./arp";
 import { classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
@@ -34,7 +36,7 @@ import {
   gatewayDrop,
   unknownUnicast,
 } from "./forward";
-import { localAt, net, netCount, remoteAt, v4Slot, v6Slot } from "./input";
+import { localAt, net, netCount, remoteAt, v4Slot, v6Gateways, v6Slot } from "./input";
 import {
   B_NET_ORDER,
   buffer,
@@ -46,6 +48,7 @@ import {
   L_V6_FIRST,
   N_GW_MAC,
   N_GW_SLOT,
+  N_GW_V6,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
   N_REMOTE_COUNT,
@@ -72,6 +75,7 @@ function defaults(): void {
   tableDefault(T_SPOOF, D_SPOOF);
   tableDefault(T_ARP, D_ARP);
   arpReplyShared();
+  if (v6Gateways) ndReplyShared();
   tableDefault(T_FORWARD, D_FORWARD);
 }
 
@@ -117,9 +121,12 @@ function networkFlows(n: usize): void {
   }
   // The gateway is answered like a port of the network (arpReply), and answers pings.
   const gw = load<u32>(n, N_GW_SLOT);
-  if (gw != 0) {
+  if (gw != 0 && load<u32>(n, N_GW_V6) == 0) {
     arpReply(n, 0, load<u64>(n, N_GW_MAC), v4Slot(gw - 1));
-    gatewayPing(n, v4Slot(gw - 1));
+    gatewayPing(n, v4Slot(gw - 1), false);
+  } else if (gw != 0) {
+    gatewayPing(n, v6Slot(gw - 1), true);
+    gatewayNd(n, v6Slot(gw - 1));
   }
   ndGuard(n, 135);
   ndGuard(n, 136);

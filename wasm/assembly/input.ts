@@ -54,6 +54,7 @@ import {
   N_GW_MAC,
   N_GW_MAC_TEXT,
   N_GW_SLOT,
+  N_GW_V6,
   N_ID,
   N_LOCAL_FIRST,
   N_NODE_FIRST,
@@ -180,6 +181,8 @@ function owner(k0: u64, k1: u64): u32 {
 }
 
 export let tunnelPort: u32 = 0;
+/** Whether a network has an IPv6 gateway (then the shared neighbour advertisement is needed). */
+export let v6Gateways = false;
 export let netCount: u32 = 0;
 let nets: usize = 0;
 let locals: usize = 0;
@@ -317,21 +320,50 @@ function parseNetworks(): i32 {
   return 0;
 }
 
-/** The gateway of network `n` (index i) from the blob: its address (`len` bytes), then its MAC. */
+/**
+ * The gateway of network `n` (index i) from the blob: its address (`len` bytes; IPv4 or IPv6),
+ * then its MAC. The address goes to the v4 or v6 texts (N_GW_SLOT, N_GW_V6).
+ */
 function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
-  const v = parseIpv4(blob, len);
+  const p = blob;
   blob += len;
-  if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_GATEWAY, K_NETWORK, i, 0, 0, 0);
+  let v6 = false;
+  for (let k: u32 = 0; k < len; k++) {
+    if (load<u8>(p + k) == 58) {
+      v6 = true;
+      break;
+    }
+  }
+  let v: i64 = 0;
+  if (v6) {
+    if (!parseIpv6(p, len) || !unicastIpv6()) return fail(E_BAD_GATEWAY, K_NETWORK, i, 0, 0, 0);
+  } else {
+    v = parseIpv4(p, len);
+    if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_GATEWAY, K_NETWORK, i, 0, 0, 0);
+  }
   const mac = parseMac(blob, macLen);
   blob += macLen;
   if (mac < 0) return fail(E_BAD_GATEWAY_MAC, K_NETWORK, i, 0, 0, 0);
   // The gateway's address and MAC are the network's: no port may claim them.
-  claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
   claim(key0(H_MAC, i), <u64> mac, 0, GATEWAY_REF + i);
   const start = wp;
-  putIpv4(<u32> v);
-  toSlot(v4Slot(v4Count++), start);
-  store<u32>(n, v4Count, N_GW_SLOT);
+  if (v6) {
+    const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
+      <u64> wordAt(3);
+    const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
+      <u64> wordAt(7);
+    claim(key0(H_IP6, i), hi, lo, GATEWAY_REF + i);
+    putIpv6();
+    toSlot(v6Slot(v6Count++), start);
+    store<u32>(n, v6Count, N_GW_SLOT);
+    store<u32>(n, 1, N_GW_V6);
+    v6Gateways = true;
+  } else {
+    claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
+    putIpv4(<u32> v);
+    toSlot(v4Slot(v4Count++), start);
+    store<u32>(n, v4Count, N_GW_SLOT);
+  }
   store<u64>(n, <u64> mac, N_GW_MAC);
   macText(n + N_GW_MAC_TEXT, <u64> mac);
   return 0;
@@ -477,6 +509,7 @@ export function decode(words: u32): i32 {
   const localCount = word();
   const remoteCount = word();
   ipCount = word();
+  v6Gateways = false;
   v4Count = 0;
   v6Count = 0;
 

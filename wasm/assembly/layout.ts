@@ -62,7 +62,8 @@ export const N_REMOTE_FIRST = 24; // into B_REMOTE_ORDER
 export const N_REMOTE_COUNT = 28;
 export const N_NODE_FIRST = 32; // into B_NODES
 export const N_NODE_COUNT = 36;
-export const N_GW_SLOT = 40; // 1 + index into the v4 texts; 0: no gateway
+export const N_GW_SLOT = 40; // 1 + index into the v4 (or v6) texts; 0: no gateway
+export const N_GW_V6 = 44; // 1: the gateway is IPv6
 export const N_GW_MAC = 48;
 export const N_GW_MAC_TEXT = 64;
 

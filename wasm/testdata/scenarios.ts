@@ -144,12 +144,20 @@ export const scenarios: Record<string, FlowInput> = {
         gateway: "10.4.0.1",
         gatewayMac: "0a:58:0a:04:00:01",
       },
+      {
+        id: 5,
+        type: "vxlan",
+        segmentId: 5005,
+        gateway: "FD00:5:0::1",
+        gatewayMac: "0a:58:fd:05:00:01",
+      },
     ],
     localPorts: [
       { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
       { ofport: 2, network: 2, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 2 },
       { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 3 },
       { ofport: 4, network: 4, mac: "02:00:0a:04:00:02", ips: ["10.4.0.2"], cookie: 4 },
+      { ofport: 5, network: 5, mac: "02:00:fd:05:00:02", ips: ["fd00:5::2"], cookie: 5 },
     ],
     remotePorts: [
       { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
