@@ -7,10 +7,13 @@
  */
 import type { Hono } from "hono";
 import { z } from "zod";
+import { parseIp, parseMac } from "@knitter/common/address";
 import { NodeInspector, type TraceDeps, TraceRefused, type TraceRequest } from "./trace.ts";
 
-const Mac = z.string().regex(/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/, "a MAC xx:xx:xx:xx:xx:xx");
-const Ipv4 = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, "an IPv4 address");
+/** A MAC as the rest of knitter reads it (common/address.ts), canonical once parsed. */
+const Mac = z.string().max(64).refine((s) => parseMac(s) !== null, "a MAC xx:xx:xx:xx:xx:xx")
+  .transform((s) => parseMac(s)!);
+const Ipv4 = z.string().max(64).refine((s) => parseIp(s)?.family === 4, "an IPv4 address");
 
 const TraceBody = z.strictObject({
   from: z.discriminatedUnion("kind", [

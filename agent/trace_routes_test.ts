@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { Hono } from "hono";
 import type { Port } from "@knitter/common";
+import { MALFORMED_IPS, MALFORMED_MACS } from "../common/address_cases.ts";
 import type { RemoteView } from "./remote.ts";
 import { AgentState } from "./state.ts";
 import { mountTraceRoutes } from "./trace_routes.ts";
@@ -102,6 +103,32 @@ Deno.test("POST /v1/trace refuses what it cannot trace, saying why", async () =>
     );
     assert.equal(physnet.status, 400);
     assert.match(physnet.body.error.message, /has no bridge for physnet "phys9"/);
+  } finally {
+    state.close();
+  }
+});
+
+Deno.test("POST /v1/trace refuses every malformed MAC and IPv4 address of the shared table", async () => {
+  const { app: a, state } = await app();
+  try {
+    const cases = [
+      ...MALFORMED_MACS.map((v) => ["dlSrc", v]),
+      ...[...MALFORMED_IPS, "fd00::1"].map((v) => ["ipDst", v]),
+    ];
+    for (const [field, value] of cases) {
+      const r = await post(
+        a,
+        JSON.stringify({
+          from: { kind: "port", portId: "p1" },
+          packet: { ...packet, [field]: value },
+        }),
+      );
+      assert.equal(r.status, 400, `${field} ${JSON.stringify(value)}`);
+      assert.match(
+        r.body.error.message,
+        new RegExp(`^Malformed trace request: packet\\.${field}: `),
+      );
+    }
   } finally {
     state.close();
   }

@@ -6,6 +6,7 @@
  * next node when it leaves through the tunnel or the physnet towards a known port.
  */
 import type { NodeInfo, Port } from "@knitter/common";
+import { parseIp, parseMac } from "@knitter/common/address";
 import {
   evalPacket,
   evaluate,
@@ -29,8 +30,6 @@ import { managerClient } from "./verbs.ts";
 
 /** A node is visited once; a packet never needs more hops than this here. */
 const MAX_HOPS = 4;
-const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
-const MAC = /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/;
 
 /** Where the packet enters the next node, as the agent's route takes it. */
 type From =
@@ -58,7 +57,7 @@ export async function trace(c: AttachContext): Promise<void> {
   const f = c.line.flags;
   const offline = f.offline === true;
   const to = str(f, "dst");
-  if (!to || !IPV4.test(to)) {
+  if (!to || !isIpv4(to)) {
     throw new UsageError("trace needs --dst IP, the destination's IPv4 address");
   }
   const proto = str(f, "proto") ?? "icmp";
@@ -69,9 +68,9 @@ export async function trace(c: AttachContext): Promise<void> {
   if (dport !== undefined && proto === "icmp") {
     throw new UsageError("--dport goes with --proto tcp or udp");
   }
-  for (const [flag, re] of [["src-ip", IPV4], ["src-mac", MAC], ["mac", MAC]] as const) {
+  for (const [flag, ok] of [["src-ip", isIpv4], ["src-mac", isMac], ["mac", isMac]] as const) {
     const v = str(f, flag);
-    if (v !== undefined && !re.test(v)) throw new UsageError(`--${flag} "${v}" is malformed`);
+    if (v !== undefined && !ok(v)) throw new UsageError(`--${flag} "${v}" is malformed`);
   }
 
   const whatIf = str(f, "src") === undefined && offline ? whatIfArgs(c) : undefined;
@@ -118,7 +117,7 @@ export async function trace(c: AttachContext): Promise<void> {
   // Nobody has the address: the pod's ARP request for it is what goes out.
   const packet: TracePacket = {
     proto: owner ? proto as TracePacket["proto"] : "arp",
-    dlSrc: (str(f, "src-mac") ?? src.mac).toLowerCase(),
+    dlSrc: parseMac(str(f, "src-mac") ?? src.mac) ?? src.mac,
     dlDst: owner ? owner.mac.toLowerCase() : "ff:ff:ff:ff:ff:ff",
     ipSrc: str(f, "src-ip") ?? src.ip,
     ipDst: to,
@@ -184,7 +183,7 @@ function source(c: AttachContext, ports: Port[]): { src: Port; hypothetical: boo
   }
   const parts = from.split("/");
   let found: Port[];
-  if (IPV4.test(from)) {
+  if (isIpv4(from)) {
     found = ports.filter((p) => p.ip === from && p.node);
     if (found.length > 1 && str(f, "tenant") !== undefined) {
       found = found.filter((p) => p.tenant === c.settings.tenant);
@@ -226,7 +225,7 @@ function whatIfArgs(c: AttachContext): { node: string; network: string; ip: stri
   const node = str(f, "node");
   const network = str(f, "network");
   const ip = str(f, "ip");
-  if (!node || !network || !ip || !IPV4.test(ip)) {
+  if (!node || !network || !ip || !isIpv4(ip)) {
     throw new UsageError(
       "trace --offline of a pod that does not exist yet needs --node NAME, --network NAME (-t TENANT) and --ip IP (or --src for an existing one)",
     );
@@ -252,7 +251,7 @@ function whatIfPort(
     ip: w.ip,
     address: `${w.ip}/32`,
     family: 4,
-    mac: (str(c.line.flags, "mac") ?? "02:00:00:00:ff:01").toLowerCase(),
+    mac: parseMac(str(c.line.flags, "mac") ?? "") ?? "02:00:00:00:ff:01",
     mtu: net.mtu,
     routes: [],
     dns: {},
@@ -373,4 +372,12 @@ function render(r: TraceReport): string {
   }
   out.push("", `result: ${r.result}`);
   return out.join("\n") + "\n";
+}
+
+function isIpv4(text: string): boolean {
+  return parseIp(text)?.family === 4;
+}
+
+function isMac(text: string): boolean {
+  return parseMac(text) !== null;
 }
