@@ -323,3 +323,38 @@ Deno.test("history: off (retention 0) writes nothing; bad queries are 400s that 
   await bad(`ip=${a.ip}&from=2026-11-25T00:00:00Z&to=2026-11-24T00:00:00Z`, "query.from");
   await bad(`ip=${a.ip}&extra=1`, "query.extra");
 });
+
+Deno.test("history: turned off (retention 0), the holdings that ended are pruned, by a release and by the sweep", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  for (const id of ["a", "b", "c", "keep"]) {
+    must(await t.call("PUT", `${NET}/ports/${id}`, {}), 201);
+  }
+  clock.set(T0 + 1000);
+  must(await t.call("DELETE", `${NET}/ports/a`), 204);
+  must(await t.call("DELETE", `${NET}/ports/b`), 204);
+  assert.equal((await keysUnder(t, keys.historyExpiries())).length, 2);
+
+  // The manager starts again with historyRetentionDays: 0, well within the old retention.
+  t.ctx.settings.historyMs = 0;
+  clock.set(T0 + 2000);
+  must(await t.call("DELETE", `${NET}/ports/c`), 204);
+  assert.deepEqual(await keysUnder(t, keys.historyExpiries()), [], "the release pruned a and b");
+  // c's and keep's holdings were open when it was turned off: they stay open (docs/operating.md).
+  assert.equal((await keysUnder(t, ["history"])).length, 4);
+  assert.equal(await sweepHistory(t.ctx), 0);
+
+  // Holdings that ended while history was on, with no release after: the sweep prunes them.
+  t.ctx.settings.historyMs = 30 * DAY;
+  clock.set(T0 + 3000);
+  must(await t.call("PUT", `${NET}/ports/d`, {}), 201);
+  clock.set(T0 + 4000);
+  must(await t.call("DELETE", `${NET}/ports/d`), 204);
+  t.ctx.settings.historyMs = 0;
+  clock.set(T0 + 5000);
+  assert.equal(await sweepHistory(t.ctx), 1);
+  assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
+  assert.equal((await keysUnder(t, ["history"])).length, 4);
+  await noProblems(t);
+});

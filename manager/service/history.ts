@@ -90,10 +90,14 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
 /**
  * Ends the port's open stint in this commit (checked: nothing else may end it meanwhile), and
  * prunes a few expired stints in the same commit. A port allocated while history was off has no
- * open stint: nothing to end.
+ * open stint: nothing to end. With history off, the stints that ended while it was on are still
+ * pruned (all of them: a retention of 0 keeps none).
  */
 export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended): Promise<void> {
-  if (!keepingHistory(ctx)) return;
+  if (!keepingHistory(ctx)) {
+    await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
+    return;
+  }
   const prefix = keys.historyOf("ip", holder.ip, holder.tenant, holder.networkId);
   // The newest stints of the address in the network: one holder at a time, so the open one is
   // the newest (or among the next few, when stints began in the same millisecond).
@@ -139,8 +143,8 @@ export async function rebindStint(ctx: Ctx, tx: Tx, before: Holder, after: Holde
 const pruned = new WeakSet<Tx>();
 
 /**
- * Deletes, in `tx`, up to `limit` stints that ended more than the retention ago, oldest first;
- * answers how many. Once per commit. Deleting needs no check: a stint past its retention changes
+ * Deletes, in `tx`, up to `limit` stints that ended more than the retention ago (history off:
+ * that ended at all), oldest first; answers how many. Once per commit. Deleting needs no check: a stint past its retention changes
  * no more, and two commits deleting it both leave it deleted.
  */
 export async function pruneHistory(ctx: Ctx, tx: Tx, limit: number): Promise<number> {
@@ -165,11 +169,10 @@ const SWEEP_BATCH = 100;
 
 /**
  * Deletes every stint past the retention, in commits of up to SWEEP_BATCH: for a manager whose
- * ports are not released for a while (commits that end stints prune only a few each). Answers how
- * many were deleted.
+ * ports are not released for a while (commits that end stints prune only a few each). With history
+ * off, every stint that ended (while it was on). Answers how many were deleted.
  */
 export async function sweepHistory(ctx: Ctx): Promise<number> {
-  if (!keepingHistory(ctx)) return 0;
   let total = 0;
   for (;;) {
     const tx = new Tx();
