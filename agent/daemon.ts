@@ -122,7 +122,13 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       [...state.attachmentsView()].flatMap((a) =>
         a.interfaces.flatMap((i) =>
           i.port && i.ofport !== undefined
-            ? [{ name: i.hostIfName, ofportRequest: i.ofport, externalIds: externalIds(a, i) }]
+            ? [{
+              name: i.hostIfName,
+              ofportRequest: i.ofport,
+              externalIds: externalIds(a, i),
+              // A limited veth's qdisc stays as tc made it (shaper.ts).
+              ...(i.limits ? { keepQdisc: true } : {}),
+            }]
             : []
         )
       ),

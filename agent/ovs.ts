@@ -25,6 +25,11 @@ export interface OvsPortSpec {
   /** Interface type ("internal", "patch", "vxlan" ...); default: a system device of that name. */
   type?: string;
   options?: Record<string, string>;
+  /**
+   * Open vSwitch leaves the interface's qdisc alone (QoS type `linux-noop`): without it, adding
+   * the port, and every restart of ovs-vswitchd, replaces a root qdisc made with tc (shaper.ts).
+   */
+  keepQdisc?: boolean;
 }
 
 export interface OvsPort {

@@ -134,7 +134,8 @@ export class OvsdbClient {
     const fresh = ports.filter((p) => !existing.has(p.name));
     if (fresh.length > 0) {
       const ops: Op[] = [];
-      fresh.forEach((p, i) => ops.push(...insertPort(p, i)));
+      const noop = fresh.some((p) => p.keepQdisc) ? await this.noopQos() : undefined;
+      fresh.forEach((p, i) => ops.push(...insertPort(p, i, noop)));
       ops.push({
         op: "mutate",
         table: "Bridge",
@@ -213,6 +214,28 @@ export class OvsdbClient {
       }, this.timeoutMs);
       this.cfgWaiters.add(waiter);
     });
+  }
+
+  /**
+   * The UUID of the one QoS row of type linux-noop the agent's ports share (made on first use; a
+   * QoS row is a root row, so one shared row is all that is ever left behind).
+   */
+  private async noopQos(): Promise<string> {
+    const mark = ["map", [["knitter", "keep-qdisc"]]];
+    const [found] = await this.transact([{
+      op: "select",
+      table: "QoS",
+      where: [["external_ids", "includes", mark]],
+      columns: ["_uuid"],
+    }]);
+    const row = (found.rows as Row[])[0];
+    if (row) return (row._uuid as Json[])[1] as string;
+    const [made] = await this.transact([{
+      op: "insert",
+      table: "QoS",
+      row: { type: "linux-noop", external_ids: mark },
+    }]);
+    return (made.uuid as Json[])[1] as string;
   }
 
   private async portNames(names: string[]): Promise<Set<string>> {
@@ -412,7 +435,7 @@ export class OvsdbClient {
 }
 
 /** The operations that create one port with its one interface; named port{i} / iface{i}. */
-function insertPort(p: OvsPortSpec, i: number): Op[] {
+function insertPort(p: OvsPortSpec, i: number, noopQos?: string): Op[] {
   const iface: Row = { name: p.name };
   if (p.type) iface.type = p.type;
   if (p.ofportRequest !== undefined) iface.ofport_request = p.ofportRequest;
@@ -420,6 +443,7 @@ function insertPort(p: OvsPortSpec, i: number): Op[] {
   if (p.externalIds) iface.external_ids = ovsMap(p.externalIds);
   const port: Row = { name: p.name, interfaces: ["named-uuid", `iface${i}`] };
   if (p.tag !== undefined) port.tag = p.tag;
+  if (p.keepQdisc && noopQos) port.qos = ["uuid", noopQos];
   return [
     { op: "insert", table: "Interface", row: iface, "uuid-name": `iface${i}` },
     { op: "insert", table: "Port", row: port, "uuid-name": `port${i}` },

@@ -214,11 +214,13 @@ export class Wiring {
     opts: { made?: UndoJournal } = {},
   ): Promise<void> {
     const made = opts.made ?? UndoJournal.of(a, this.bridge);
-    // The limits first: what the journal made goes even where a veth is left (another plugin's).
+    // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
+    // that stays are taken away on their own, first.
     await allDone(
-      a.interfaces.filter((i) => made.shaped.has(i.hostIfName)).map((i) =>
-        this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
-      ),
+      a.interfaces.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
+        .map((i) =>
+          this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
+        ),
     );
     await this.undoLinks(
       made,
@@ -323,10 +325,12 @@ export class Wiring {
       name: i.hostIfName,
       ofportRequest: i.ofport,
       externalIds: req.externalIds(a, i),
+      ...(isLimited(i.limits) ? { keepQdisc: true } : {}),
     }));
     for (const s of specs) made.plug(this.bridge, s.name);
-    await this.d.ports.add(specs);
-    await this.limit(a, made);
+    // The limits need the veths only, not their switch ports (which leave the host end's qdisc
+    // alone: keepQdisc): both at once.
+    await allDone([this.d.ports.add(specs), this.limit(a, made)]);
   }
 
   /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */

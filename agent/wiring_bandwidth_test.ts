@@ -1,13 +1,21 @@
 /**
- * Bandwidth limits in the wiring (wiring.ts): applied as a step of its own once the veths are on
- * the switch, noted in the undo journal, undone on a failure at that step or any later one, and by
- * unwire (DEL); which source wins per direction (limitsOf). In-memory fakes (seams_fake.ts).
+ * Bandwidth limits in the wiring (wiring.ts): applied as a step of its own once the veths are made
+ * (alongside their switch ports), noted in the undo journal, undone on a failure at that step or
+ * any later one, and by unwire (DEL: with the veth); which source wins per direction (limitsOf).
+ * In-memory fakes (seams_fake.ts).
  */
 import assert from "node:assert/strict";
 import { createLogger, defaultBurst, type Port } from "@knitter/common";
 import { FakeWorld } from "./seams_fake.ts";
 import type { Attachment } from "./state.ts";
-import { externalIds, limitsOf, type PortedInterface, type WireRequest, Wiring } from "./wiring.ts";
+import {
+  externalIds,
+  limitsOf,
+  type PortedInterface,
+  UndoJournal,
+  type WireRequest,
+  Wiring,
+} from "./wiring.ts";
 
 const NETNS = "/var/run/netns/pod";
 
@@ -69,24 +77,23 @@ Deno.test("wire limits the veth of an interface with limits, the others not; unw
   assert.deepEqual(stored.interfaces[0].limits, expected, "the record says what DEL undoes");
   assert.equal(stored.interfaces[1].limits, undefined);
   assert.ok(
-    world.calls.indexOf("shaper.apply knhost0") > world.calls.indexOf("switch.add knhost0,knhost1"),
-    "limited once the veths are on the switch",
+    world.calls.indexOf("shaper.apply knhost0") > world.calls.indexOf("links.create knhost1"),
+    "limited once the veths are made (alongside their switch ports)",
   );
 
   world.calls.length = 0;
   await wiring.unwire(stored, "DEL");
-  assert.deepEqual(undone(world.calls).slice(0, 1), ["shaper.clear knhost0"]);
+  assert.ok(!world.calls.includes("shaper.clear knhost0"), "deleting the veth takes its limits");
   assert.deepEqual(world.snapshot(), before);
 });
 
-for (const [step, nth] of [["shaper.apply", 1], ["state.put", 3]] as const) {
+for (const [step, nth] of [["shaper.apply", 1], ["switch.add", 1], ["state.put", 3]] as const) {
   Deno.test(`wire fails at ${step} #${nth}: the limits made (a host end's, of a half-done apply) go with everything else`, async () => {
     const { world, wiring } = setup();
     const before = world.snapshot();
     world.failAt(step, nth);
     await assert.rejects(wiring.wire(attachment(), request), /injected failure/);
     assert.deepEqual(undone(world.calls), [
-      "shaper.clear knhost0",
       "switch.remove knhost0,knhost1",
       "links.remove knhost0",
       "links.remove knhost1",
@@ -100,10 +107,23 @@ for (const [step, nth] of [["shaper.apply", 1], ["state.put", 3]] as const) {
 
 Deno.test("wire fails before the limits: nothing to clear", async () => {
   const { world, wiring } = setup();
-  world.failAt("switch.add");
+  world.failAt("links.create", 2);
   await assert.rejects(wiring.wire(attachment(), request));
   assert.ok(!world.calls.some((c) => c.startsWith("shaper.")), world.calls.join("\n"));
   assert.equal(world.limits.size, 0);
+});
+
+Deno.test("undoing limits on a veth that stays takes them away on their own", async () => {
+  const { world, wiring } = setup();
+  const a = attachment();
+  await wiring.wire(a, request);
+  const made = new UndoJournal();
+  made.shaped.add("knhost0");
+  world.calls.length = 0;
+  await wiring.unwire(structuredClone(a), "test", { made });
+  assert.deepEqual(world.calls, ["shaper.clear knhost0"]);
+  assert.equal(world.limits.size, 0);
+  assert.ok(world.hostEnds.has("knhost0"), "the veth stays");
 });
 
 Deno.test("limitsOf: the port's own limit, else runtimeConfig's, else the network's, per direction", () => {

@@ -3,12 +3,13 @@
  * with iperf3: a pod limited by runtimeConfig.bandwidth (the CNI "bandwidth" capability) or by its
  * network's default gets its rate within 10 % in each direction, on one node and across nodes,
  * while pods without a limit go well above it in the same run (the yardstick). The limits survive
- * an agent restart; DEL takes them away with the veth.
+ * an ovs-vswitchd restart and an agent restart; DEL takes them away with the veth.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, startStack } from "../devstack/stack.ts";
+import { startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
 import { addressOf, ipNetnsName, makePod, type Pod } from "./support/pods.ts";
 import { iperfRate, type Stream } from "./support/iperf.ts";
 
@@ -121,8 +122,17 @@ Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 1
   });
 
   await t.step(
-    "an agent restart leaves the limits; DEL takes them away with the veth",
+    "an ovs-vswitchd restart and an agent restart leave the limits; DEL takes them away with the veth",
     async () => {
+      // ovs-vswitchd replaces the root qdisc of every port it (re)opens, unless the port has the
+      // QoS linux-noop, which the agent gives limited ports: the host end's limit stays.
+      await stopVswitchd(n1.sim, { kill: true });
+      await startVswitchd(n1.sim);
+      assert.equal(
+        (await endLimit(limited.hostIfName, n1.sim.netns))?.rate,
+        INGRESS,
+        "after an ovs-vswitchd restart",
+      );
       await n1.stopAgent(true);
       await n1.startAgent();
       assert.equal((await endLimit(limited.hostIfName, n1.sim.netns))?.rate, INGRESS);
