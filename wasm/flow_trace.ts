@@ -9,7 +9,8 @@
  *
  * @module
  */
-import type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
+import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
+import { parseDumpFlows } from "./flows.ts";
 import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
@@ -170,26 +171,23 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
   return flows;
 }
 
-/** `in_port=1,vlan_tci=…, priority 100, cookie 0x100000001` and its actions as a canonical line. */
+/**
+ * `in_port=1,vlan_tci=…, priority 100, cookie 0x100000001` and its actions, read as the dump-flows
+ * line they are (`parseDumpFlows` pads the cookie and supplies the default priority).
+ */
 function canonical(table: number, head: string, actions: string[]): ParsedFlow {
+  let cookie = "0";
+  let priority: string | undefined;
   let match = "";
-  let priority = 32768;
-  let cookie = 0n;
   for (const part of head.split(", ")) {
-    if (part.startsWith("priority ")) priority = Number(part.slice("priority ".length));
-    else if (part.startsWith("cookie ")) cookie = BigInt(part.slice("cookie ".length));
+    if (part.startsWith("priority ")) priority = part.slice("priority ".length);
+    else if (part.startsWith("cookie ")) cookie = part.slice("cookie ".length);
     else match = part;
   }
-  const c = `0x${cookie.toString(16).padStart(16, "0")}`;
+  const fields = [priority && `priority=${priority}`, match].filter((f) => f).join(",");
   const acts = actions.length ? actions : ["drop"];
-  const line = `cookie=${c},table=${table},priority=${priority}${
-    match ? `,${match}` : ""
-  },actions=${acts.join(",")}`;
-  const fields: [string, string][] = match === "" ? [] : match.split(",").map((m) => {
-    const eq = m.indexOf("=");
-    return eq < 0 ? [m, ""] : [m.slice(0, eq), m.slice(eq + 1)];
-  });
-  return { line, cookie: c, table, priority, match: fields, actions: acts };
+  const dumped = `cookie=${cookie}, table=${table}, ${fields} actions=${acts.join(",")}`;
+  return parseFlowLine(parseDumpFlows(dumped)[0]);
 }
 
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
