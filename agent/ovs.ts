@@ -1,5 +1,5 @@
 /**
- * Open vSwitch through `ovs-vsctl` and `ovs-ofctl`. Each method is one process where it can be
+ * Open vSwitch through `ovs-vsctl`, `ovs-ofctl` and `ovs-appctl`. Each method is one process where it can be
  * (spawning dominates the cost): many ports go in one OVSDB transaction, many flows in one bundle.
  */
 import { CommandError, run, type RunOptions, start, type StartedCommand } from "@knitter/common";
@@ -61,6 +61,8 @@ export class Ovs {
   private readonly prestart: boolean;
   private readonly spares = new Map<string, StartedCommand>();
   private closed = false;
+  /** ovs-appctl's `-t` for ovs-vswitchd, looked for once (appctl). */
+  private vswitchd: Promise<string[]> | null = null;
 
   constructor(target: OvsTarget = {}, opts: OvsOptions = {}) {
     this.target = target;
@@ -90,6 +92,49 @@ export class Ovs {
   async ofctl(args: string[], stdin?: string): Promise<string> {
     const result = await run(ofctlArgv(args), { ...this.ofctlOptions(), stdin });
     return result.stdout;
+  }
+
+  /**
+   * Runs ovs-appctl against ovs-vswitchd; returns stdout. ovs-appctl finds the daemon by its
+   * pidfile in OVS_RUNDIR; a switch started with a control socket of its own name there
+   * (`*vswitchd*.ctl`, as the simulated nodes of the tests do) is named with -t, looked for on the
+   * first call and again after a failure.
+   */
+  async appctl(args: string[]): Promise<string> {
+    this.vswitchd ??= this.findVswitchd();
+    try {
+      const r = await run(["ovs-appctl", ...await this.vswitchd, ...args], {
+        ...this.ofctlOptions(),
+        timeoutMs: 10_000,
+      });
+      return r.stdout;
+    } catch (err) {
+      this.vswitchd = null;
+      throw err;
+    }
+  }
+
+  /** `ovs-appctl ofproto/trace BRIDGE FLOW`: a packet through the bridge's pipeline, step by step. */
+  ofprotoTrace(bridge: string, flow: string): Promise<string> {
+    return this.appctl(["ofproto/trace", bridge, flow]);
+  }
+
+  private async findVswitchd(): Promise<string[]> {
+    const dir = this.target.rundir;
+    if (!dir) return [];
+    try {
+      await Deno.stat(`${dir}/ovs-vswitchd.pid`);
+      return [];
+    } catch {
+      try {
+        for await (const e of Deno.readDir(dir)) {
+          if (e.name.endsWith(".ctl") && e.name.includes("vswitchd")) {
+            return ["-t", `${dir}/${e.name}`];
+          }
+        }
+      } catch { /* no rundir: ovs-appctl says what is wrong */ }
+      return [];
+    }
   }
 
   /** `ovs-ofctl bundle BRIDGE -` fed `text`, through the waiting process when there is one. */

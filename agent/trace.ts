@@ -7,7 +7,6 @@
  * - what verify compares: the flows diff, the bridge's ports against the agent's state, and the
  *   state's ports (knitctl compares those with the manager's).
  */
-import { run } from "@knitter/common";
 import {
   evalPacket,
   explainHop,
@@ -31,8 +30,8 @@ export interface TraceDeps {
   nodeName: string;
   bridge: string;
   tunnelOfport: number;
-  /** OVS_RUNDIR of ovs-vswitchd; absent: the system's. */
-  rundir?: string;
+  /** `ovs-appctl ofproto/trace BRIDGE FLOW` (Ovs.ofprotoTrace). */
+  ofprotoTrace(bridge: string, flow: string): Promise<string>;
   state: AgentState;
   remote: RemoteView;
   physnetPort(physnet: string): number | undefined;
@@ -48,7 +47,6 @@ export function traceDeps(parts: {
     nodeName: string;
     bridge: string;
     tunnel: { ofport: number };
-    ovs: { rundir?: string };
   };
   state: AgentState;
   remote: RemoteView;
@@ -61,12 +59,12 @@ export function traceDeps(parts: {
     nodeName: config.nodeName,
     bridge: config.bridge,
     tunnelOfport: config.tunnel.ofport,
-    ...(config.ovs.rundir ? { rundir: config.ovs.rundir } : {}),
     state: parts.state,
     remote: parts.remote,
     physnetPort: (physnet) => dataplane.physnetPort(physnet),
     preparedPorts: () => dataplane.preparedNames().ports,
     listPorts: (bridge) => ovs.listPorts(bridge),
+    ofprotoTrace: (bridge, flow) => ovs.ofprotoTrace(bridge, flow),
     flowDiff: () => healer.diff(),
   };
 }
@@ -175,7 +173,7 @@ export class NodeInspector {
     const view = await this.view();
     const ingress = this.ingress(req.from);
     const packet = evalPacket(view, ingress, req.packet);
-    const text = await ofprotoTrace(this.d.bridge, ofprotoFlow(packet), this.d.rundir);
+    const text = await this.d.ofprotoTrace(this.d.bridge, ofprotoFlow(packet));
     const matched = parseOfprotoTrace(text, this.d.bridge);
     return explainHop(view, ingress, req.packet, matched, {
       mode: "live",
@@ -257,29 +255,3 @@ export class NodeInspector {
 
 /** A trace the agent cannot make from what it was asked (a 400, not a failure). */
 export class TraceRefused extends Error {}
-
-/**
- * `ovs-appctl ofproto/trace BRIDGE FLOW`. ovs-appctl finds ovs-vswitchd by its pidfile in
- * OVS_RUNDIR; a switch started with a control socket of its own name there (`*vswitchd*.ctl`, as
- * the simulated nodes of the tests do) is named with -t.
- */
-export async function ofprotoTrace(bridge: string, flow: string, rundir?: string): Promise<string> {
-  const target: string[] = [];
-  if (rundir) {
-    try {
-      await Deno.stat(`${rundir}/ovs-vswitchd.pid`);
-    } catch {
-      for await (const e of Deno.readDir(rundir)) {
-        if (e.name.endsWith(".ctl") && e.name.includes("vswitchd")) {
-          target.push("-t", `${rundir}/${e.name}`);
-          break;
-        }
-      }
-    }
-  }
-  const r = await run(["ovs-appctl", ...target, "ofproto/trace", bridge, flow], {
-    ...(rundir ? { env: { OVS_RUNDIR: rundir } } : {}),
-    timeoutMs: 10_000,
-  });
-  return r.stdout;
-}

@@ -50,6 +50,7 @@ async function app(): Promise<{ app: Hono; state: AgentState }> {
     remote: { ports: () => [], nodeIp: () => undefined } as unknown as RemoteView,
     physnetPort: () => undefined,
     preparedPorts: () => ["vxlan0"],
+    ofprotoTrace: () => Promise.reject(new Error("no switch here")),
     listPorts: () =>
       Promise.resolve([
         { name: "vxlan0", ofport: 100, externalIds: {} },

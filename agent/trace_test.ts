@@ -23,7 +23,6 @@ import { scenarios } from "../wasm/testdata/scenarios.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { startSimNode } from "../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
-import { ofprotoTrace } from "./trace.ts";
 
 const model = scenarios.sample_node;
 
@@ -227,7 +226,7 @@ Deno.test("trace: live (ofproto/trace on a real switch) and offline (the evaluat
     const tables = flowTables(lines);
     for (const c of cases) {
       const packet = evalPacket(view, c.ingress, c.packet);
-      const text = await ofprotoTrace("br-int", ofprotoFlow(packet), node.ovs.rundir);
+      const text = await ovs.ofprotoTrace("br-int", ofprotoFlow(packet));
       const live = parseOfprotoTrace(text, "br-int");
       const offline = evaluate(tables, packet).matched;
       assert.deepEqual(
