@@ -1,7 +1,7 @@
 /**
  * The wire between the CNI plugin and the node agent: what the plugin POSTs to the agent's unix
  * socket. The answers are the CNI contract's (contract.ts): a result, or an error body. The agent
- * imports these types from "@knitter/plugin".
+ * imports these types from "@knitter/plugin/protocol".
  */
 import type { CniCommand } from "./contract.ts";
 
