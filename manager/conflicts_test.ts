@@ -5,6 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { keys } from "./model.ts";
+import { reportConflicts } from "./service/conflicts.ts";
+import { deleteNode } from "./service/nodes.ts";
 import { StoreUnavailableError } from "./store/store.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
@@ -277,5 +279,25 @@ Deno.test("conflicts: forgetting a node drops its record in the node's own commi
   assert.equal(commits, 1);
   mustFail(await t.call("GET", "nodes/worker1"), 404, "not_found");
   assert.equal((await t.store.get(keys.conflicts("worker1"))).value, null);
+  assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
+});
+
+Deno.test("conflicts: another replica's reports are answered at once (the records read again when one changed)", async () => {
+  const { t, remote } = await world();
+  using _ = t;
+  // Another manager on the same store: its own context, so none of this one's memory.
+  const replica = { ...t.ctx };
+  const report = (items: ReturnType<typeof item>[]) =>
+    reportConflicts(replica, "worker1", { items } as Parameters<typeof reportConflicts>[2]);
+  assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
+  await report([item(remote, { value: remote.ip })]);
+  assert.equal((await portConflicts(t, `${BLUE}/ports/r1`))[0].field, "ip");
+  await report([item(remote, { field: "mac", value: remote.mac })]);
+  assert.equal((await portConflicts(t, `${BLUE}/ports/r1`))[0].field, "mac");
+  await report([]);
+  assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
+  await report([item(remote, { value: remote.ip })]);
+  assert.equal((await portConflicts(t, `${BLUE}/ports/r1`)).length, 1);
+  await deleteNode(replica, "worker1");
   assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
 });

@@ -186,6 +186,11 @@ export const keys = {
   conflicts: (node: string): Key => ["conflict", node],
   allConflicts: (): Key => ["conflict"],
   /**
+   * Written (blind) by every commit that changes a node's conflicts record: its version tells a
+   * reader whether the records it holds in memory are still the store's (service/conflicts.ts).
+   */
+  conflictsChanged: (): Key => ["conflict_changed"],
+  /**
    * Who held an address or MAC when (service/history.ts): a stint under
    * `["history", "ip" | "mac", value, tenant, networkId, fromMs, stint]`; shorter keys are prefixes.
    */

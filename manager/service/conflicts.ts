@@ -65,11 +65,11 @@ export async function reportConflicts(
     }
     const ignored = report.items.length - items.length;
     if (items.length === 0) {
-      if (e.value) tx.check(e).delete(e.key);
+      if (e.value) tx.check(e).delete(e.key).set(keys.conflictsChanged(), t);
       return { node, updatedAt: t, items, ignored };
     }
     const record: NodeConflictsRecord = { node, updatedAt: t, items };
-    tx.check(e).set(e.key, record);
+    tx.check(e).set(e.key, record).set(keys.conflictsChanged(), t);
     return { ...record, ignored };
   });
 }
@@ -81,40 +81,66 @@ export async function nodeConflicts(ctx: Ctx, node: string): Promise<NodeConflic
 }
 
 /**
- * The ports with the conflicts that nodes report on them (as `principal` may see them). One read
- * of every node's record, whatever the number of ports.
+ * The ports with the conflicts that nodes report on them (as `principal` may see them). Reads one
+ * key, whatever the number of ports and nodes: every node's record only when one changed.
  */
 export async function withConflicts(
   ctx: Ctx,
   principal: Principal,
   ports: Port[],
 ): Promise<PortWithConflicts[]> {
+  const byPort = await reportedByPort(ctx);
+  if (byPort.size === 0) return ports;
+  return ports.map((p) => {
+    const found = byPort.get(portKey(p))
+      ?.filter(({ item }) => holds(p, item.field, item.value))
+      .map(({ node, item }) => {
+        const view: PortConflictView = {
+          node,
+          field: item.field,
+          value: item.value,
+          reason: item.reason,
+          since: item.since,
+        };
+        const w = item.with;
+        if (w && (principal.scope !== "tenant" || w.tenant === principal.tenant)) view.with = w;
+        return view;
+      });
+    return found?.length ? { ...p, conflicts: found } : p;
+  });
+}
+
+type Reported = Map<string, { node: string; item: StoredItem }[]>;
+
+/** Every node's entries by port, as read at a version of keys.conflictsChanged(). */
+const reported = new WeakMap<Ctx, { version: string; byPort: Reported }>();
+
+/**
+ * Every node's entries, by port: read from the records when keys.conflictsChanged() moved since
+ * the last read (another replica's report moves it too), else from memory. Without that key (no
+ * report yet, or records from a manager before it) the records are read each time.
+ */
+async function reportedByPort(ctx: Ctx): Promise<Reported> {
+  const changed = await ctx.store.get(keys.conflictsChanged());
+  const cached = reported.get(ctx);
+  if (changed.version !== null && cached?.version === changed.version) return cached.byPort;
+  // Read after the version: a report in between is newer than the version kept, read again later.
   const records = await listValues<NodeConflictsRecord>(ctx.store, keys.allConflicts());
-  if (records.length === 0) return ports;
-  const byPort = new Map<string, PortConflictView[]>();
+  const byPort: Reported = new Map();
   for (const r of records) {
-    for (const i of r.items) {
-      const k = `${i.networkId} ${i.tenant} ${i.id}`;
-      const view: PortConflictView = {
-        node: r.node,
-        field: i.field,
-        value: i.value,
-        reason: i.reason,
-        since: i.since,
-      };
+    for (const item of r.items) {
+      const k = portKey(item);
       const list = byPort.get(k) ?? [];
-      if (i.with && (principal.scope !== "tenant" || i.with.tenant === principal.tenant)) {
-        view.with = i.with;
-      }
-      list.push(view);
+      list.push({ node: r.node, item });
       byPort.set(k, list);
     }
   }
-  return ports.map((p) => {
-    const found = byPort.get(`${p.networkId} ${p.tenant} ${p.id}`)
-      ?.filter((c) => holds(p, c.field, c.value));
-    return found?.length ? { ...p, conflicts: found } : p;
-  });
+  if (changed.version !== null) reported.set(ctx, { version: changed.version, byPort });
+  return byPort;
+}
+
+function portKey(p: { networkId: string; tenant: string; id: string }): string {
+  return `${p.networkId} ${p.tenant} ${p.id}`;
 }
 
 /** The same as {@link withConflicts}, for one port. */

@@ -61,7 +61,9 @@ export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
     ]);
     if (!e.value) throw notFound(`Node "${name}" is not registered`);
     tx.check(e).delete(e.key);
-    if (conflicts.value) tx.check(conflicts).delete(conflicts.key);
+    if (conflicts.value) {
+      tx.check(conflicts).delete(conflicts.key).set(keys.conflictsChanged(), now());
+    }
     return e.value as NodeRecord;
   });
   ctx.feed.publish({ type: "node", op: "delete", node });
