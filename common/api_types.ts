@@ -94,7 +94,13 @@ export interface ExtraInterfaceView {
 }
 
 /** A network's fields that `PATCH` may change: ports allocated afterwards get the new values. */
-export const NETWORK_MUTABLE_FIELDS = ["description", "mtu", "routes", "dns"] as const;
+export const NETWORK_MUTABLE_FIELDS = [
+  "description",
+  "mtu",
+  "routes",
+  "dns",
+  "bandwidth",
+] as const;
 /** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
 export const NETWORK_IMMUTABLE_FIELDS = [
   "type",

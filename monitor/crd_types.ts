@@ -3,7 +3,7 @@
  * tenant), as deploy/ declares them. They mirror the manager's API (manager/schemas.ts:
  * NetworkCreate, IpGroupCreate / IpGroupUpdate).
  */
-import type { Dns, Route, Usage } from "@knitter/common";
+import type { Bandwidth, Dns, Route, Usage } from "@knitter/common";
 
 export const GROUP = "knitter.io";
 export const VERSION = "v1alpha1";
@@ -42,6 +42,8 @@ export interface NetworkSpec {
   mtu?: number;
   routes?: Route[];
   dns?: Dns;
+  /** The default bandwidth limits of the network's ports (agent/README.md). */
+  bandwidth?: Bandwidth;
   description?: string;
 }
 

@@ -45,6 +45,7 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   mtu: number;
   routes: unknown[];
   dns: unknown;
+  bandwidth?: unknown;
   description?: string;
   labels?: Record<string, string>;
   deletingSince?: string;

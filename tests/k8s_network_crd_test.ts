@@ -45,6 +45,7 @@ Deno.test("stand-in API server: a Network resource is created, changed and delet
   // Mutable fields are applied; a changed CIDR is refused in the condition, naming it.
   k.api.update("networks", "acme", "data", (o) => {
     o.spec.mtu = 1400;
+    o.spec.bandwidth = { ingressRate: 20_000_000, egressRate: 10_000_000 };
     o.spec.description = "data plane, jumbo-less";
     o.spec.cidr = "10.31.0.0/24";
   });
@@ -59,6 +60,7 @@ Deno.test("stand-in API server: a Network resource is created, changed and delet
   );
   const changed = (await k.stack.api("GET", "tenants/acme/networks/data")).body;
   assert.equal(changed.mtu, 1400);
+  assert.deepEqual(changed.bandwidth, { ingressRate: 20_000_000, egressRate: 10_000_000 });
   assert.equal(changed.description, "data plane, jumbo-less");
   assert.equal(changed.cidr, "10.30.0.0/24");
 
