@@ -133,16 +133,30 @@ export class OvsdbClient {
     const existing = await this.portNames(ports.map((p) => p.name));
     const fresh = ports.filter((p) => !existing.has(p.name));
     if (fresh.length > 0) {
-      const ops: Op[] = [];
-      const noop = fresh.some((p) => p.keepQdisc) ? await this.noopQos() : undefined;
-      fresh.forEach((p, i) => ops.push(...insertPort(p, i, noop)));
-      ops.push({
-        op: "mutate",
-        table: "Bridge",
-        where: [["name", "==", bridge]],
-        mutations: [["ports", "insert", ["set", fresh.map((_, i) => ["named-uuid", `port${i}`])]]],
-      });
-      const changed = await this.transactApplied(ops, 1);
+      const insert = async (): Promise<number[]> => {
+        const ops: Op[] = [];
+        const noop = fresh.some((p) => p.keepQdisc) ? await this.noopQos() : undefined;
+        fresh.forEach((p, i) => ops.push(...insertPort(p, i, noop)));
+        ops.push({
+          op: "mutate",
+          table: "Bridge",
+          where: [["name", "==", bridge]],
+          mutations: [["ports", "insert", [
+            "set",
+            fresh.map((_, i) => ["named-uuid", `port${i}`]),
+          ]]],
+        });
+        return await this.transactApplied(ops, 1);
+      };
+      let changed: number[];
+      try {
+        changed = await insert();
+      } catch (err) {
+        // The QoS row remembered may be gone (the database replaced): look it up again, once.
+        if (this.noopQosUuid === undefined || !fresh.some((p) => p.keepQdisc)) throw err;
+        this.noopQosUuid = undefined;
+        changed = await insert();
+      }
       if (changed[0] !== 1) throw new OvsdbError(`Bridge "${bridge}" does not exist`);
     }
     return await this.portStates(ports.map((p) => p.name));
@@ -221,6 +235,15 @@ export class OvsdbClient {
    * QoS row is a root row, so one shared row is all that is ever left behind).
    */
   private async noopQos(): Promise<string> {
+    if (this.noopQosUuid !== undefined) return this.noopQosUuid;
+    this.noopQosUuid = await this.findOrMakeNoopQos();
+    return this.noopQosUuid;
+  }
+
+  /** The shared QoS row's UUID, remembered: a lookup costs a round trip before each add. */
+  private noopQosUuid?: string;
+
+  private async findOrMakeNoopQos(): Promise<string> {
     const mark = ["map", [["knitter", "keep-qdisc"]]];
     const [found] = await this.transact([{
       op: "select",

@@ -65,4 +65,13 @@ Deno.test("keepQdisc: a tc qdisc on a port's device survives its add and an ovs-
   for (const n of ["kept0", "kept1"]) {
     assert.match(await qdisc(n), /qdisc tbf/, `${n} after the restart`);
   }
+
+  // The row the client remembers goes (its ports removed, the row destroyed): the next add makes
+  // another and succeeds.
+  await plugger.remove(["kept0", "kept1"]);
+  await ovs.vsctl(["destroy", "QoS", uuid]);
+  await plugger.add([{ name: "kept0", ofportRequest: plugger.takeOfport(), keepQdisc: true }]);
+  const again = (await ovs.vsctl(["get", "Port", "kept0", "qos"])).trim();
+  assert.notEqual(again, uuid);
+  assert.equal((await ovs.vsctl(["get", "QoS", again, "type"])).trim(), "linux-noop");
 });
