@@ -74,7 +74,7 @@ export const AgentConfigSchema = z.strictObject({
     intervalSeconds: z.number().min(0).max(86_400).default(60),
   }).default({ intervalSeconds: 60 }),
   /**
-   * Lost DELs (agent/reaper.ts): an attachment whose netns is gone (or is another netns at its
+   * Lost DELs (agent/cni/reaper.ts): an attachment whose netns is gone (or is another netns at its
    * path) is undone once it has been gone for `graceSeconds` (the runtime's own DEL may still come),
    * looked for every `intervalSeconds` (0: only at the agent's start, where no grace applies).
    */

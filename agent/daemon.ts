@@ -8,31 +8,31 @@ import {
   serveProbes,
   serveUnix,
 } from "@knitter/common";
-import { agentProbeChecks } from "./health.ts";
-import { Attacher, type AttacherDeps } from "./attach.ts";
+import { agentProbeChecks } from "./server/health.ts";
+import { Attacher, type AttacherDeps } from "./cni/attach.ts";
 import type { AgentConfig } from "./config.ts";
-import { ConflictReporter } from "./conflict_report.ts";
-import { Dataplane } from "./dataplane.ts";
-import { FlowJournal } from "./flow_journal.ts";
-import { mountFlowRoutes } from "./flow_routes.ts";
-import { traceDeps } from "./trace.ts";
-import { mountTraceRoutes } from "./trace_routes.ts";
-import { Healer } from "./healer.ts";
-import { KubePodNetworks } from "./kube_attacher.ts";
-import { StablePortsClient } from "./kube_manager.ts";
-import { KubePods } from "./kube_pods.ts";
-import { ExtraInterfaces } from "./extra_interface.ts";
-import { ExtraInterfaceStore } from "./extra_interface_store.ts";
-import { Ovs } from "./ovs.ts";
-import { PortPlugger } from "./port_plugger.ts";
-import { ipLinks, ovsBridges } from "./seams.ts";
-import { Reaper } from "./reaper.ts";
-import { RemoteView } from "./remote.ts";
-import { disableTxChecksumOffload } from "./netlink.ts";
-import { agentApp } from "./server.ts";
+import { ConflictReporter } from "./dataplane/conflict_report.ts";
+import { Dataplane } from "./dataplane/dataplane.ts";
+import { FlowJournal } from "./dataplane/flow_journal.ts";
+import { mountFlowRoutes } from "./server/flow_routes.ts";
+import { traceDeps } from "./dataplane/trace.ts";
+import { mountTraceRoutes } from "./server/trace_routes.ts";
+import { Healer } from "./dataplane/healer.ts";
+import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
+import { StablePortsClient } from "./kubernetes/kube_manager.ts";
+import { KubePods } from "./kubernetes/kube_pods.ts";
+import { ExtraInterfaces } from "./extra/extra_interface.ts";
+import { ExtraInterfaceStore } from "./extra/extra_interface_store.ts";
+import { Ovs } from "./dataplane/ovs.ts";
+import { PortPlugger } from "./dataplane/port_plugger.ts";
+import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
+import { Reaper } from "./cni/reaper.ts";
+import { RemoteView } from "./dataplane/remote.ts";
+import { disableTxChecksumOffload } from "./interfaces/ip_links.ts";
+import { agentApp } from "./server/server.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { AgentState } from "./state.ts";
-import { externalIds, Wiring } from "./wiring.ts";
+import { externalIds, Wiring } from "./interfaces/wiring.ts";
 
 export interface RunningAgent {
   stop(): Promise<void>;

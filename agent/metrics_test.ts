@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { conventionProblems } from "@knitter/common/metrics";
 import { parseExposition, samplesOf } from "@knitter/common/metrics_text";
 import type { FlowConflict } from "@knitter/wasm";
-import type { HealerStats } from "./healer.ts";
+import type { HealerStats } from "./dataplane/healer.ts";
 import { AgentMetrics } from "./metrics.ts";
 
 const EXPECTED: Record<string, string> = {

@@ -5,4 +5,4 @@
 export { type AgentConfig, AgentConfigSchema, loadAgentConfig } from "./config.ts";
 export { type RunningAgent, startAgent } from "./daemon.ts";
 export { CNI_CODE, CniError } from "@knitter/plugin/contract";
-export type { CniRequest } from "./pod_request.ts";
+export type { CniRequest } from "./cni/pod_request.ts";

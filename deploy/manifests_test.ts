@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
-import { type AgentRequest, podRequest } from "../agent/pod_request.ts";
+import { type AgentRequest, podRequest } from "../agent/cni/pod_request.ts";
 import { FINALIZER } from "../monitor/crd_types.ts";
 import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";

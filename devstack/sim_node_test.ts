@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { createPodInterface, hostIfName } from "../agent/netlink.ts";
-import { Ovs } from "../agent/ovs.ts";
+import { createPodInterface, hostIfName } from "../agent/interfaces/ip_links.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup, pidAlive, readPidfile } from "./cleanup.ts";
 import {
   addPodNetns,

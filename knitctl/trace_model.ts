@@ -18,7 +18,7 @@ import {
 
 /** The agent's default tunnel ofport (agent/config.ts). */
 const TUNNEL_OFPORT = 100;
-/** The agent's first physnet patch port (agent/dataplane.ts). */
+/** The agent's first physnet patch port (agent/dataplane/dataplane.ts). */
 const PATCH_OFPORT_BASE = 200;
 
 export interface OfflineNode {

@@ -177,7 +177,7 @@ Deno.test("architecture: every file and folder the doc names exists", async () =
     if (/^[a-z]+:/.test(m[1])) continue;
     paths.add(new URL(m[1], `file://${ROOT}docs/`).pathname.slice(ROOT.length));
   }
-  // Paths in backquotes, from the root: a folder and a file name at least (`agent/remote.ts`).
+  // Paths in backquotes, from the root: a folder and a file name at least (`agent/dataplane/remote.ts`).
   for (const m of DOC.matchAll(/`([a-z_]+\/[\w./-]*)`/g)) {
     if (/\.(ts|md|json)$|\/$/.test(m[1])) paths.add(m[1]);
   }

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Ovs } from "../agent/ovs.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, knitterList, makePod, pings } from "./support/pods.ts";
 import { startStack } from "../devstack/stack.ts";

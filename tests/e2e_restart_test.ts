@@ -51,7 +51,7 @@ Deno.test("e2e restart: pods keep every ping reply and their flows through an ag
       const seqs = await ping.stop();
       assert.deepEqual(gaps(seqs), [], `every reply arrived (${seqs.length} replies)`);
       assert.deepEqual(await flows(n1), before, "the restarted agent left the flows as they were");
-      // It knew them from its journal, without reading the table back (agent/flow_journal.ts).
+      // It knew them from its journal, without reading the table back (agent/dataplane/flow_journal.ts).
       const agentLog = await Deno.readTextFile(`${n1.sim.stateDir}/agent.log`);
       assert.equal(
         agentLog.split("\n").filter((l) => l.includes("flows resumed from the journal")).length,

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
-import { Ovs } from "../agent/ovs.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { flows } from "./support/leftovers.ts";

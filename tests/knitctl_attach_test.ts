@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
-import { Ovs } from "../agent/ovs.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { CniRuntime } from "./support/cni_runtime.ts";
 import { addPodNetns } from "../devstack/sim_node.ts";

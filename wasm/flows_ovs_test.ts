@@ -377,7 +377,7 @@ ovsTest(
     }
 
     // Updating in place: from one node state to the next by difference, as the agent's bundle
-    // does (agent/ovs.ts): delete_strict of the lines no longer wanted, then add of the new ones.
+    // does (agent/dataplane/ovs.ts): delete_strict of the lines no longer wanted, then add of the new ones.
     const before = bigModel();
     const after = structuredClone(before);
     after.localPorts = after.localPorts.filter((p) => p.ofport % 5 !== 0);

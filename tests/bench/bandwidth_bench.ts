@@ -2,7 +2,7 @@
  * What a bandwidth limit costs a pod ADD and DEL: the real plugin wrapper against a one-node stack,
  * the same pods' netns with and without runtimeConfig.bandwidth, in alternating rounds (the ADD
  * without a limit is the yardstick of the same run). The limit adds one step to the wiring: `tc`
- * on the veth's host end and in the pod's netns (agent/shaper.ts).
+ * on the veth's host end and in the pod's netns (agent/interfaces/shaper.ts).
  *
  *   deno run -A tests/bench/bandwidth_bench.ts [--quick]     (as root; also part of bench:cni)
  */

@@ -13,7 +13,7 @@
  * the machine's drift hits all three alike.
  */
 import { run } from "@knitter/common";
-import { Ovs } from "../../agent/ovs.ts";
+import { Ovs } from "../../agent/dataplane/ovs.ts";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { type Stack, startStack } from "../../devstack/stack.ts";

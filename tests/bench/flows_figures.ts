@@ -13,9 +13,9 @@
  */
 import { type Logger, run } from "@knitter/common";
 import { compileFlows, type FlowInput, type FlowNetwork } from "@knitter/wasm";
-import { Dataplane } from "../../agent/dataplane.ts";
-import { FlowJournal } from "../../agent/flow_journal.ts";
-import { Ovs } from "../../agent/ovs.ts";
+import { Dataplane } from "../../agent/dataplane/dataplane.ts";
+import { FlowJournal } from "../../agent/dataplane/flow_journal.ts";
+import { Ovs } from "../../agent/dataplane/ovs.ts";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { log, median, now, ROOT } from "./support.ts";
@@ -129,7 +129,7 @@ export function flowsPerPort(sizes = [20, 100, 1000, 10000]): FlowsPerPort[] {
 export interface ResyncCase {
   what: string;
   flows: number;
-  /** The agent's first sync after a start (agent/dataplane.ts): compile, journal, OVS. */
+  /** The agent's first sync after a start (agent/dataplane/dataplane.ts): compile, journal, OVS. */
   agentMs: number;
   /** What it did: "replaced" (ovs-ofctl --bundle replace-flows) or "resumed" (journal + diff). */
   how: string;
@@ -157,7 +157,7 @@ export interface ResyncFigures {
 const BRIDGE = "br-int";
 
 /**
- * The first flow sync of a freshly started agent: a new Dataplane (agent/dataplane.ts, the agent's
+ * The first flow sync of a freshly started agent: a new Dataplane (agent/dataplane/dataplane.ts, the agent's
  * own code from compile to bundle) whose model is `input`, with the flow journal in `journalDir`
  * or none. Answers the time and how it went ("resumed" from the journal, or "replaced").
  */

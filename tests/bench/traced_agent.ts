@@ -13,8 +13,8 @@
 import { onRun } from "@knitter/common";
 import { loadAgentConfig } from "../../agent/config.ts";
 import { startAgent } from "../../agent/daemon.ts";
-import { Dataplane } from "../../agent/dataplane.ts";
-import { PortPlugger } from "../../agent/port_plugger.ts";
+import { Dataplane } from "../../agent/dataplane/dataplane.ts";
+import { PortPlugger } from "../../agent/dataplane/port_plugger.ts";
 
 export interface TraceEvent {
   kind: "exec" | "http" | "serve" | "kv" | "sync" | "ovsdb";

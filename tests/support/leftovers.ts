@@ -3,7 +3,7 @@
  * node's netns, and the agent's journal (its Deno KV, read beside the running agent).
  */
 import { run } from "@knitter/common";
-import { Ovs } from "../../agent/ovs.ts";
+import { Ovs } from "../../agent/dataplane/ovs.ts";
 import type { Attachment } from "../../agent/state.ts";
 import type { Stack, StackNode } from "../../devstack/stack.ts";
 

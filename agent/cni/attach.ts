@@ -1,0 +1,406 @@
+/**
+ * The CNI operations on this node. ADD journals what it is about to make before making it, so
+ * that a failure (or a crash) can always be undone; DEL undoes exactly that and succeeds when it
+ * is already undone; CHECK compares the pod with what ADD recorded.
+ */
+import type { Logger, Port, StartedCommand } from "@knitter/common";
+import { ManagerError, Mutex } from "@knitter/common";
+import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
+import { toCniError } from "./cni_errors.ts";
+import { cniResult, podRoutes } from "./cni_result.ts";
+import { hostIfName } from "../interfaces/ip_links.ts";
+import type { PodNetns } from "../interfaces/netns.ts";
+import { goneReason } from "./reaper.ts";
+import {
+  type AgentRequest,
+  checkAddRequest,
+  type CniRequest,
+  podRequest,
+  portIdFor,
+  type WantedInterface,
+} from "./pod_request.ts";
+import {
+  type AttachmentStore,
+  type Links,
+  type Namespaces,
+  procNamespaces,
+} from "../interfaces/seams.ts";
+import {
+  type Attachment,
+  isExtraContainer,
+  MAX_VALUE_BYTES,
+  RecordTooLargeError,
+  storedBytes,
+} from "../state.ts";
+import { externalIds, type Wiring } from "../interfaces/wiring.ts";
+
+/** Room kept in a record for each interface's port and result, when its size is judged up front. */
+const BYTES_PER_INTERFACE = 1024;
+
+export interface AttacherDeps {
+  nodeName: string;
+  defaults: { tenant: string; network?: string };
+  state: AttachmentStore;
+  /** Makes and undoes the interfaces (wiring.ts), as for knitctl's extra interfaces. */
+  wiring: Wiring;
+  links: Links;
+  /** Default: the real ones (netns.ts). */
+  namespaces?: Namespaces;
+  log: Logger;
+  /** Where a pod's networks come from besides the request (Kubernetes mode: kube_attacher.ts). */
+  podNetworks?: PodNetworkSource;
+}
+
+/** What is known of an ADD's pod besides its request, and who hears of a failed ADD. */
+export interface PodNetworkSource {
+  /** The request with what the source knows of its pod (`kubePod`), or as it is. */
+  resolve(req: CniRequest): Promise<AgentRequest>;
+  /** An ADD of `req` failed with `err`: tells the pod's owner, and answers the error to return. */
+  failed(req: CniRequest, err: unknown): unknown;
+}
+
+export class Attacher {
+  private readonly locks = new Map<string, Mutex>();
+  /** ADDs called and not answered yet, by container/ifname: GC leaves them alone. */
+  private readonly adding = new Map<string, number>();
+
+  private readonly namespaces: Namespaces;
+
+  constructor(private readonly d: AttacherDeps) {
+    this.namespaces = d.namespaces ?? procNamespaces;
+  }
+
+  async add(req: CniRequest): Promise<CniResult> {
+    // Malformed arguments (K8S_* too) are refused before they name anything to anyone.
+    checkAddRequest(req);
+    const key = `${req.containerId}/${req.ifName}`;
+    this.adding.set(key, (this.adding.get(key) ?? 0) + 1);
+    const source = this.d.podNetworks;
+    try {
+      const resolved = source ? await source.resolve(req) : req;
+      return await this.locked(req.containerId, () => this.doAdd(resolved));
+    } catch (err) {
+      throw source ? source.failed(req, err) : err;
+    } finally {
+      const n = this.adding.get(key)! - 1;
+      if (n > 0) this.adding.set(key, n);
+      else this.adding.delete(key);
+    }
+  }
+
+  del(req: CniRequest): Promise<void> {
+    return this.locked(req.containerId, () => this.doDel(req));
+  }
+
+  check(req: CniRequest): Promise<void> {
+    return this.locked(req.containerId, () => this.doCheck(req));
+  }
+
+  /** Removes every attachment the runtime no longer lists as valid (CNI GC). */
+  async gc(req: CniRequest): Promise<void> {
+    const list = req.config["cni.dev/valid-attachments"] ?? req.config["cni.dev/attachments"] ?? [];
+    const valid = new Set(
+      (list as { containerID: string; ifname: string }[]).map((v) =>
+        `${v.containerID}/${v.ifname}`
+      ),
+    );
+    let failure: unknown;
+    for (const listed of await this.d.state.listAttachments()) {
+      // knitctl's extra interfaces are not the runtime's to list: only detach removes them.
+      if (isExtraContainer(listed.containerId)) continue;
+      const key = `${listed.containerId}/${listed.ifName}`;
+      // An ADD being answered now is newer than the runtime's list: not the list's to judge.
+      if (valid.has(key) || this.adding.has(key)) continue;
+      try {
+        await this.locked(listed.containerId, async () => {
+          // Read again under the lock: an ADD that held it may have replaced the record listed.
+          const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
+          if (!a || a.createdAt !== listed.createdAt || this.adding.has(key)) return;
+          await this.undo(a, "GC");
+        });
+      } catch (err) {
+        // The others are still collected; the first failure is the answer.
+        this.d.log.error("GC could not remove an attachment", {
+          container: listed.containerId,
+          error: String(err),
+        });
+        failure ??= err;
+      }
+    }
+    if (failure) throw failure;
+  }
+
+  /**
+   * Undoes `listed`, found with its netns gone (no DEL came: reaper.ts), under the container's
+   * lock, so never across an ADD or DEL of it. Nothing is done when the record changed meanwhile
+   * (another ADD) or its netns is back; answers whether it was undone.
+   */
+  reap(listed: Attachment, why: string): Promise<boolean> {
+    return this.locked(listed.containerId, async () => {
+      const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
+      if (!a || a.createdAt !== listed.createdAt) return false;
+      // Gone still (reaper.ts): the path missing, or another namespace there.
+      if (!goneReason(a, await this.namespaces.idNow(a.netns))) return false;
+      this.d.log.warn("netns gone without DEL: removing the attachment", {
+        container: a.containerId,
+        ifName: a.ifName,
+        netns: a.netns,
+        why,
+      });
+      await this.undo(a, why);
+      return true;
+    });
+  }
+
+  private async doAdd(req: CniRequest): Promise<CniResult> {
+    const pod = await this.namespaces.pod(req.netns ?? "");
+    // The first interface's `ip` starts now and waits for its lines, while the journal and the
+    // manager are waited for.
+    const batch = await this.d.links.startBatch(pod.path);
+    try {
+      return await this.addWith(req, pod, batch);
+    } finally {
+      await batch.abandon();
+    }
+  }
+
+  private async addWith(req: CniRequest, pod: PodNetns, batch: StartedCommand): Promise<CniResult> {
+    const netns = pod.path;
+    const want = podRequest(req, this.d.defaults);
+    const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (existing) {
+      const stale = existing.status === "ready" ? await this.staleness(existing, pod) : "";
+      if (stale === undefined) {
+        // The same ADD again, for the netns that still has what it made: the same answer.
+        return cniResult(
+          netns,
+          existing.interfaces.map((i) => ({ ...i, port: i.port! })),
+          req.config.prevResult,
+        );
+      }
+      // Never a result for a netns that does not have it: what the record made goes (its ports
+      // too), and this ADD makes it anew.
+      await this.undo(
+        existing,
+        stale ? `ADD again: ${stale}` : "ADD (left over from an interrupted ADD)",
+      );
+    }
+
+    const a: Attachment = {
+      containerId: req.containerId,
+      ifName: req.ifName,
+      netns,
+      netnsId: pod.id,
+      tenant: want.tenant,
+      pod: want.pod,
+      status: "adding",
+      interfaces: [],
+      createdAt: new Date().toISOString(),
+    };
+    const cookies = await this.d.state.portNumbers(want.interfaces.length);
+    for (const [k, w] of want.interfaces.entries()) {
+      a.interfaces.push({
+        ifName: w.ifName,
+        hostIfName: hostIfName(req.containerId, w.ifName),
+        portId: portIdFor(want.owner, w.ifName),
+        tenant: want.tenant,
+        network: w.network,
+        cookie: cookies[k],
+        defaultRoute: w.defaultRoute,
+        ...(w.bandwidth ? { bandwidth: w.bandwidth } : {}),
+      });
+    }
+    this.requireOwnPorts(a);
+    requireRoom(a, req.config.prevResult);
+    try {
+      await this.d.wiring.wire(a, {
+        what: "ADD",
+        portRequest: (i, k) => {
+          const w = want.interfaces[k];
+          return {
+            ...(w.ip ? { ip: w.ip } : {}),
+            ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
+            ...(w.mac ? { mac: w.mac } : {}),
+            node: this.d.nodeName,
+            ...(want.pod ? { pod: want.pod } : {}),
+            interface: i.ifName,
+          };
+        },
+        refused: (err, k) => withSource(err, want.interfaces[k]),
+        accept: (i, k) => requirePrefix(i.port, want.interfaces[k]),
+        shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
+        externalIds,
+        batch,
+        complete: (a) => {
+          a.result = cniResult(
+            netns,
+            a.interfaces.map((i) => ({ ...i, port: i.port! })),
+            req.config.prevResult,
+          );
+        },
+      });
+    } catch (err) {
+      // The record stays when the rollback did not finish: the runtime's DEL will finish the job.
+      throw toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
+    }
+    this.d.log.info("attached", {
+      container: a.containerId,
+      netns,
+      interfaces: a.interfaces.length,
+    });
+    return a.result as CniResult;
+  }
+
+  /**
+   * Why a ready record does not describe the netns an ADD names (another netns at the path or
+   * another path, an interface gone or changed), or undefined when it does.
+   */
+  private async staleness(a: Attachment, pod: PodNetns): Promise<string | undefined> {
+    if (a.netns !== pod.path) return `the sandbox's netns is now ${pod.path}, not ${a.netns}`;
+    if (a.netnsId !== undefined && a.netnsId !== pod.id) {
+      return `${pod.path} is a new network namespace (the sandbox was recreated)`;
+    }
+    for (const i of a.interfaces) {
+      const st = await this.d.links.state(a.netns, i.ifName);
+      if (st?.mac !== i.port?.mac) return `${i.ifName} in ${a.netns} is gone or changed`;
+    }
+    return undefined;
+  }
+
+  /**
+   * A port ID another attachment on this node holds (a stable address, another sandbox of the same
+   * pod) is not this one's to take: two interfaces would share its address and MAC.
+   */
+  private requireOwnPorts(a: Attachment): void {
+    for (const i of a.interfaces) {
+      const other = this.d.state.holdersOf(i.portId, a)[0];
+      if (!other) continue;
+      throw new CniError(
+        CNI_CODE.tryAgainLater,
+        `Port "${i.portId}" on network "${i.network}" is held by container ${other.containerId} (netns ${other.netns}) on this node, another sandbox of ${
+          a.pod ? `pod ${a.pod.namespace}/${a.pod.name}` : "this pod"
+        }; its address is the pod's stable one, so this sandbox gets it once the runtime has deleted that one (CNI DEL): retry then`,
+      );
+    }
+  }
+
+  private async doDel(req: CniRequest): Promise<void> {
+    const a = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (!a) return; // Already undone, or never made here: DEL succeeds.
+    await this.undo(a, "DEL");
+  }
+
+  /** Undoes an attachment as its record says (wiring.ts unwire). */
+  private async undo(a: Attachment, why: string): Promise<void> {
+    try {
+      await this.d.wiring.unwire(a, why);
+    } catch (err) {
+      throw toCniError(err, `Cannot detach ${a.containerId} (${why})`);
+    }
+  }
+
+  private async doCheck(req: CniRequest): Promise<void> {
+    const a = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (!a || a.status !== "ready") {
+      throw new CniError(
+        CNI_CODE.checkFailed,
+        `No attachment of ${req.containerId}/${req.ifName} on this node`,
+      );
+    }
+    const id = await this.namespaces.idNow(a.netns);
+    if (a.netnsId !== undefined && id !== null && id !== "missing" && id !== a.netnsId) {
+      throw new CniError(
+        CNI_CODE.checkFailed,
+        `${a.netns} is not the network namespace ADD made ${a.ifName} in: the sandbox was recreated; ADD it again`,
+      );
+    }
+    for (const i of a.interfaces) {
+      const st = await this.d.links.state(a.netns, i.ifName);
+      const port = i.port!;
+      const where = `${i.ifName} in ${a.netns}`;
+      if (!st) throw new CniError(CNI_CODE.checkFailed, `Interface ${where} is missing`);
+      if (st.mac !== port.mac) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} has MAC ${st.mac}, not ${port.mac} that knitter gave it: the MAC was changed after ADD, likely by a plugin chained after knitter (such as tuning with "mac")`,
+          `Knitter's port security (anti-spoofing flows on the bridge) admits frames from ${port.mac} only and drops every other, so ${i.ifName} has no traffic. Ask knitter for the MAC instead: "mac" in the interface's entry of "networks" in the network config, MAC= in CNI_ARGS, or the "mac" capability (runtimeConfig.mac); and take "mac" out of the chained plugin's config.`,
+        );
+      }
+      if (!st.addresses.includes(port.address)) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} lacks its address ${port.address} (has ${
+            st.addresses.join(", ") || "none"
+          })`,
+        );
+      }
+      // A plugin chained after us (tuning) may lower the MTU; only one above the network's breaks.
+      if (st.mtu > port.mtu) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where} has MTU ${st.mtu}, above its network's ${port.mtu}`,
+        );
+      }
+    }
+    const prev = req.config.prevResult as CniResult | undefined;
+    const mine = new Set(a.interfaces.map((i) => i.port!.address));
+    for (const ip of prev?.ips ?? []) {
+      const owner = ip.interface === undefined ? undefined : prev!.interfaces?.[ip.interface];
+      if (
+        owner?.sandbox === a.netns && a.interfaces.some((i) => i.ifName === owner.name) &&
+        !mine.has(ip.address)
+      ) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `prevResult lists ${ip.address} on ${owner.name}, which ADD did not give`,
+        );
+      }
+    }
+  }
+
+  private async locked<T>(containerId: string, fn: () => Promise<T>): Promise<T> {
+    let m = this.locks.get(containerId);
+    if (!m) this.locks.set(containerId, m = new Mutex());
+    try {
+      return await m.run(fn);
+    } finally {
+      if (!m.busy) this.locks.delete(containerId);
+    }
+  }
+}
+
+/**
+ * Refuses, before anything is written, an ADD whose record would be too large to store: a huge
+ * prevResult (it becomes part of the result), or a huge list of networks.
+ */
+function requireRoom(a: Attachment, prevResult: unknown): void {
+  const prev = prevResult === undefined ? 0 : storedBytes(prevResult);
+  const bytes = storedBytes(a) + prev + a.interfaces.length * BYTES_PER_INTERFACE;
+  if (bytes <= MAX_VALUE_BYTES) return;
+  throw new RecordTooLargeError(
+    bytes,
+    MAX_VALUE_BYTES,
+    `The record of ${a.containerId}/${a.ifName} (${a.interfaces.length} interfaces, a prevResult of ${
+      Math.round(prev / 1024)
+    } KiB)`,
+    "ask for fewer networks, or chain fewer or smaller results before knitter",
+  );
+}
+
+/** A fixed address asked with a prefix length must have its network's. */
+function requirePrefix(port: Port, w: WantedInterface): void {
+  const prefix = Number(port.address.slice(port.address.indexOf("/") + 1));
+  if (w.ipPrefix === undefined || w.ipPrefix === prefix) return;
+  throw new CniError(
+    CNI_CODE.invalidConfig,
+    `${w.ipFrom} asks for ${w.ip}/${w.ipPrefix}, but network "${port.network}" has /${prefix} (${port.address}): ask for ${w.ip} or ${w.ip}/${prefix}`,
+  );
+}
+
+/** A manager's refusal of a fixed address or MAC, saying where the request came from. */
+function withSource(err: unknown, w: WantedInterface): unknown {
+  if (!(err instanceof ManagerError)) return err;
+  const from = err.field === "ip" ? w.ipFrom : err.field === "mac" ? w.macFrom : undefined;
+  if (!from) return err;
+  return new ManagerError(err.status, err.code, `${from}: ${err.message}`, err.field);
+}

@@ -1,0 +1,195 @@
+/**
+ * The CNI operations through the in-memory fakes (seams_fake.ts): what ADD, DEL, CHECK, GC and the
+ * reaper make and undo, without root. The real-namespace behaviour is the e2e tests' (tests/).
+ */
+import assert from "node:assert/strict";
+import { createLogger } from "@knitter/common";
+import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
+import { Attacher } from "./attach.ts";
+import type { PodNetns } from "../interfaces/netns.ts";
+import type { CniRequest } from "./pod_request.ts";
+import type { Namespaces } from "../interfaces/seams.ts";
+import { type FakeStep, FakeWorld } from "../interfaces/seams_fake.ts";
+import { EXTRA_CONTAINER_PREFIX } from "../state.ts";
+import { Wiring } from "../interfaces/wiring.ts";
+
+const NETNS = "/var/run/netns/pod";
+
+/** Namespaces by path: their identity, or absent (gone). */
+class FakeNamespaces implements Namespaces {
+  readonly ids = new Map<string, string>([[NETNS, "4:100"]]);
+
+  pod(path: string): Promise<PodNetns> {
+    const id = this.ids.get(path);
+    if (!id) return Promise.reject(new CniError(CNI_CODE.invalidEnvironment, `${path} is gone`));
+    return Promise.resolve({ path, id });
+  }
+
+  idNow(path: string): Promise<string | "missing"> {
+    return Promise.resolve(this.ids.get(path) ?? "missing");
+  }
+}
+
+function setup() {
+  const world = new FakeWorld();
+  const namespaces = new FakeNamespaces();
+  const log = createLogger("attach test", "error");
+  const attacher = new Attacher({
+    nodeName: "n1",
+    defaults: { tenant: "acme", network: "blue" },
+    state: world.state,
+    wiring: new Wiring({ nodeName: "n1", log, ...world.seams() }),
+    links: world.links,
+    namespaces,
+    log,
+  });
+  return { world, namespaces, attacher };
+}
+
+function req(command: CniRequest["command"], extra: Partial<CniRequest> = {}): CniRequest {
+  return {
+    command,
+    containerId: "c1",
+    netns: NETNS,
+    ifName: "eth0",
+    args: { KNITTER_NETWORKS: "blue,red" },
+    path: "",
+    config: { cniVersion: "1.1.0", name: "k", type: "knitter" },
+    ...extra,
+  };
+}
+
+function cniCode(code: number) {
+  return (err: unknown) => {
+    assert.ok(err instanceof CniError, String(err));
+    assert.equal(err.code, code, err.message);
+    return true;
+  };
+}
+
+function checkFailed(message: RegExp) {
+  return (err: unknown) =>
+    cniCode(CNI_CODE.checkFailed)(err) && message.test((err as Error).message);
+}
+
+Deno.test("ADD makes one interface per network; the same ADD again answers the same; DEL undoes all", async () => {
+  const { world, attacher } = setup();
+  const before = world.snapshot();
+  const result = await attacher.add(req("ADD"));
+  assert.deepEqual(result.interfaces!.filter((i) => i.sandbox).map((i) => i.name), [
+    "eth0",
+    "net1",
+  ]);
+  assert.equal(result.ips!.length, 2);
+  assert.equal(world.podEnds.size, 2);
+  const calls = world.calls.length;
+  assert.deepEqual(await attacher.add(req("ADD")), result);
+  assert.equal(world.calls.length, calls, "nothing asked or made again");
+  await attacher.check(req("CHECK", { config: { ...req("ADD").config, prevResult: result } }));
+
+  await attacher.del(req("DEL"));
+  assert.deepEqual(world.snapshot(), before);
+  await attacher.del(req("DEL"));
+});
+
+const FAILURES: { step: FakeStep; nth?: number; code: number }[] = [
+  { step: "manager.putPort", nth: 2, code: CNI_CODE.invalidConfig },
+  { step: "links.create", nth: 2, code: CNI_CODE.internal },
+  { step: "switch.add", code: CNI_CODE.internal },
+  { step: "flows.sync", code: CNI_CODE.internal },
+];
+
+for (const c of FAILURES) {
+  Deno.test(`ADD failing at ${c.step} #${c.nth ?? 1}: CNI error ${c.code}, nothing left`, async () => {
+    const { world, attacher } = setup();
+    const before = world.snapshot();
+    world.failAt(c.step, c.nth);
+    await assert.rejects(attacher.add(req("ADD")), cniCode(c.code));
+    assert.deepEqual(world.snapshot(), before);
+  });
+}
+
+Deno.test("ADD again in a recreated sandbox (another netns at the path) undoes the old and makes anew", async () => {
+  const { world, namespaces, attacher } = setup();
+  const first = await attacher.add(req("ADD"));
+  namespaces.ids.set(NETNS, "4:200");
+  // The runtime's new sandbox has none of the old interfaces.
+  world.podEnds.clear();
+  const second = await attacher.add(req("ADD"));
+  assert.equal(world.podEnds.size, 2);
+  assert.equal(world.switchPorts.get("br-int")!.size, 2, "the old switch ports went");
+  assert.equal(world.managerPorts.size, 2, "the old ports were released, two asked anew");
+  assert.deepEqual(
+    second.ips!.map((i) => i.address),
+    [...world.managerPorts.values()].map((p) => p.address),
+  );
+  assert.equal(first.ips!.length, 2);
+  assert.equal((await world.state.getAttachment("c1", "eth0"))!.netnsId, "4:200");
+});
+
+Deno.test("CHECK fails (its code) on a MAC changed after ADD, or on another netns at the path", async () => {
+  const { world, namespaces, attacher } = setup();
+  const result: CniResult = await attacher.add(req("ADD"));
+  const check = req("CHECK", { config: { ...req("ADD").config, prevResult: result } });
+  world.podEnds.get(`${NETNS}/net1`)!.mac = "02:aa:bb:cc:dd:ee";
+  await assert.rejects(attacher.check(check), checkFailed(/MAC was changed after ADD/));
+  namespaces.ids.set(NETNS, "4:300");
+  await assert.rejects(
+    attacher.check(check),
+    checkFailed(/not the network namespace ADD made eth0 in/),
+  );
+});
+
+Deno.test("GC removes what the runtime no longer lists, keeps what it lists and knitctl's interfaces", async () => {
+  const { world, namespaces, attacher } = setup();
+  namespaces.ids.set("/var/run/netns/pod2", "4:101");
+  await attacher.add(req("ADD"));
+  await attacher.add(req("ADD", { containerId: "c2", netns: "/var/run/netns/pod2", args: {} }));
+  await world.state.putAttachment({
+    containerId: `${EXTRA_CONTAINER_PREFIX}x1`,
+    ifName: "data0",
+    netns: NETNS,
+    tenant: "acme",
+    status: "ready",
+    interfaces: [],
+    createdAt: "2026-11-25T00:00:00.000Z",
+  });
+  await attacher.gc(req("GC", {
+    containerId: "",
+    ifName: "",
+    config: {
+      ...req("ADD").config,
+      "cni.dev/valid-attachments": [{ containerID: "c2", ifname: "eth0" }],
+    },
+  }));
+  assert.deepEqual(
+    (await world.state.listAttachments()).map((a) => a.containerId).sort(),
+    ["c2", `${EXTRA_CONTAINER_PREFIX}x1`],
+  );
+  assert.equal(world.podEnds.size, 1, "c1's two interfaces went, c2's stays");
+});
+
+Deno.test("reap undoes an attachment whose netns is gone, never one whose netns is there", async () => {
+  const { world, namespaces, attacher } = setup();
+  const before = world.snapshot();
+  await attacher.add(req("ADD"));
+  const listed = (await world.state.getAttachment("c1", "eth0"))!;
+  assert.equal(await attacher.reap(listed, "test"), false);
+  namespaces.ids.delete(NETNS);
+  assert.equal(await attacher.reap(listed, "test"), true);
+  assert.deepEqual(world.snapshot(), before);
+});
+
+Deno.test("a port another attachment on this node holds is error 11, and is not touched", async () => {
+  const { world, attacher } = setup();
+  await attacher.add(req("ADD"));
+  const mine = (await world.state.getAttachment("c1", "eth0"))!;
+  await attacher.del(req("DEL"));
+  // Another sandbox of the pod holds the port (as a stable address's older sandbox does).
+  await world.state.putAttachment({ ...mine, containerId: "c0" });
+  const before = world.snapshot();
+  world.calls.length = 0;
+  await assert.rejects(attacher.add(req("ADD")), cniCode(CNI_CODE.tryAgainLater));
+  assert.deepEqual(world.snapshot(), before);
+  assert.deepEqual(world.calls.filter((c) => !c.startsWith("state")), [], "nothing asked or made");
+});

@@ -1,0 +1,438 @@
+/**
+ * The node's bridges and its flows. The bridges are prepared once; the flows are recomputed from the
+ * whole model (local ports, their networks, remote endpoints) by the WASM compiler, and only the
+ * difference from what this process installed goes to OVS, as one atomic bundle. The installed set
+ * is kept in memory, and in a journal on disk (flow_journal.ts): a new process whose switch holds
+ * what the journal says sends only the difference; otherwise it starts by replacing the table,
+ * atomically.
+ */
+import type { Logger, Port } from "@knitter/common";
+import {
+  compileFlows,
+  type FlowConflict,
+  type FlowInput,
+  type FlowNetwork,
+  type FlowRemotePort,
+  gatewayMac,
+  isolateConflicts,
+  parseDumpFlows,
+} from "@knitter/wasm";
+import { Mutex } from "@knitter/common";
+import type { Ovs } from "./ovs.ts";
+import type { RemoteView } from "./remote.ts";
+import type { AgentState } from "../state.ts";
+import type { DataplaneObserver } from "../metrics.ts";
+import type { ReportedConflict } from "./conflict_report.ts";
+import { type FlowJournal, resumable } from "./flow_journal.ts";
+
+export interface DataplaneConfig {
+  nodeName: string;
+  bridge: string;
+  datapathType: "system" | "netdev";
+  tunnel: { port: string; ofport: number };
+  bridgeMappings: { physnet: string; bridge: string; uplink?: string }[];
+}
+
+/** The bridge's flows against the computed set, as canonical lines (agent/PIPELINE.md). */
+export interface FlowDiff {
+  bridge: string;
+  /** Flows the model computes. */
+  computed: number;
+  /** Flows on the bridge. */
+  installed: number;
+  /** Computed but not on the bridge (deleted or changed by hand, or lost). */
+  missing: string[];
+  /** On the bridge but not computed (added or changed by hand). */
+  extra: string[];
+}
+
+/** br-int ofports of the patch ports towards physnet bridges start here. */
+const PATCH_OFPORT_BASE = 200;
+
+export class Dataplane {
+  private readonly physnetPorts = new Map<string, number>();
+  private readonly mutex = new Mutex();
+  /** A run that has not started yet: it will see every change made before it starts. */
+  private queued: Promise<void> | null = null;
+  private installed: Set<string> | null = null;
+  /** Counts the runs that changed the switch's flows (a dump taken before one is stale). */
+  private applied = 0;
+  /** The remote ports the last compile left out (agent/PIPELINE.md, "Conflicting entries"). */
+  conflicts: FlowConflict[] = [];
+  private conflictKey = "[]";
+  /**
+   * Told the ports left out after every compile, as the manager knows them (conflict_report.ts
+   * sends the set when it changed).
+   */
+  onConflicts: ((ports: ReportedConflict[]) => void) | null = null;
+  /** The manager's ports behind each model's local and remote entries, by index. */
+  private readonly sources = new WeakMap<FlowInput, { local: Port[]; remote: Port[] }>();
+  /**
+   * Called whenever the whole computed set is in: after a replacement, or after a first run that
+   * resumed from the journal.
+   */
+  afterReplace: (() => Promise<void>) | null = null;
+  /**
+   * What this agent installed, on disk (flow_journal.ts): the first run of a process reads it
+   * instead of the switch's table, and every change is kept in it.
+   */
+  journal: FlowJournal | null = null;
+  /** Only the first run of a process may resume from the journal; a heal or repair never does. */
+  private mayResume = true;
+  /** A heal asked that the next run replace the table (resync). */
+  private replaceNext = false;
+  /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
+  observer: DataplaneObserver | null = null;
+
+  constructor(
+    private readonly ovs: Ovs,
+    private readonly config: DataplaneConfig,
+    private readonly state: AgentState,
+    private readonly remote: RemoteView,
+    private readonly log: Logger,
+  ) {}
+
+  get bridge(): string {
+    return this.config.bridge;
+  }
+
+  /** The flows this process installed (canonical lines); null until the first sync. */
+  get installedFlows(): ReadonlySet<string> | null {
+    return this.installed;
+  }
+
+  /** Whether pods on these bridges must compute their own checksums (the userspace datapath). */
+  get softwareChecksums(): boolean {
+    return this.config.datapathType === "netdev";
+  }
+
+  /** The names of the bridges and of the ports prepare() makes or plugs (not the pods'). */
+  preparedNames(): { bridges: string[]; ports: string[] } {
+    const m = this.config.bridgeMappings;
+    return {
+      bridges: [this.config.bridge, ...m.map((x) => x.bridge)],
+      ports: [
+        this.config.tunnel.port,
+        ...m.flatMap((x) => [
+          patchName("pi", x.physnet),
+          patchName("pp", x.physnet),
+          ...(x.uplink ? [x.uplink] : []),
+        ]),
+      ],
+    };
+  }
+
+  /**
+   * Makes the next run forget what this process installed and replace the whole table (after a
+   * switch that lost its flows), and runs it. The next run, not now: a run in progress (its bundle
+   * at the switch) would otherwise record its own set over the forgetting, and the replay would
+   * never happen (dataplane_race_test.ts).
+   */
+  resync(): Promise<void> {
+    this.replaceNext = true;
+    this.mayResume = false;
+    return this.sync();
+  }
+
+  /** The bridge's flows against the computed set, after any run in progress. */
+  async diff(): Promise<FlowDiff> {
+    return await this.compare(false);
+  }
+
+  /**
+   * Compares the bridge's flows with the computed set and, when they differ (flows changed, added
+   * or deleted by hand), replaces the table with the computed set. Answers what differed.
+   */
+  async repair(): Promise<FlowDiff> {
+    return await this.compare(true);
+  }
+
+  /**
+   * The dump and its parsing (most of a check's time: about 1.1-1.6 s for 112k flows) run outside
+   * the mutex, so flow syncs are not held up; a sync that applied changes meanwhile makes the
+   * dump stale, and it is taken again (the last try holds the mutex throughout).
+   */
+  private async compare(repair: boolean): Promise<FlowDiff> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const applied = this.applied;
+      const actual = await this.dumpFlows();
+      const result = await this.mutex.run(async () => {
+        if (this.applied !== applied) return null;
+        return await this.compareTo(actual, repair);
+      });
+      if (result) return result;
+    }
+    return await this.mutex.run(async () => this.compareTo(await this.dumpFlows(), repair));
+  }
+
+  private async dumpFlows(): Promise<string[]> {
+    return parseDumpFlows(await this.ovs.ofctl(["dump-flows", this.config.bridge]));
+  }
+
+  /**
+   * On demand (`repair` false) the reference is the set computed now; a repair compares with what
+   * this process installed, so a model change whose sync is still queued is not counted as drift,
+   * and puts in the set computed now.
+   */
+  private async compareTo(actual: string[], repair: boolean): Promise<FlowDiff> {
+    const computed = () => this.model().then((input) => this.compile(input));
+    const wanted = repair && this.installed ? [...this.installed].sort() : await computed();
+    const want = new Set(wanted);
+    const have = new Set(actual);
+    const diff: FlowDiff = {
+      bridge: this.config.bridge,
+      computed: wanted.length,
+      installed: actual.length,
+      missing: wanted.filter((l) => !have.has(l)),
+      extra: actual.filter((l) => !want.has(l)),
+    };
+    if (repair && diff.missing.length + diff.extra.length > 0) await this.replace(await computed());
+    return diff;
+  }
+
+  /** Creates what is missing of br-int, the tunnel port and the physnet bridges; touches no flow. */
+  async prepare(): Promise<void> {
+    const { bridge, datapathType, tunnel } = this.config;
+    // secure: with no flow installed the bridge drops, it never falls back to learning.
+    await this.ovs.ensureBridge(bridge, { datapathType, failMode: "secure" });
+    await this.ovs.ensureVxlanPort(bridge, tunnel.port, tunnel.ofport);
+    for (const [i, m] of this.config.bridgeMappings.entries()) {
+      await this.ovs.ensureBridge(m.bridge, { datapathType, failMode: "standalone" });
+      if (m.uplink) await this.ovs.addPorts(m.bridge, [{ name: m.uplink }]);
+      const ofport = PATCH_OFPORT_BASE + i;
+      await this.ovs.ensurePatchPair(
+        bridge,
+        patchName("pi", m.physnet),
+        m.bridge,
+        patchName("pp", m.physnet),
+        ofport,
+      );
+      this.physnetPorts.set(m.physnet, ofport);
+    }
+  }
+
+  physnetPort(physnet: string): number | undefined {
+    return this.physnetPorts.get(physnet);
+  }
+
+  /**
+   * Brings the installed flows in line with the model, and resolves once a run that started after
+   * this call has applied them. Calls that arrive while one run is going share the next run, so a
+   * burst of changes costs two computations, not one each.
+   */
+  sync(): Promise<void> {
+    this.queued ??= this.mutex.run(async () => {
+      this.queued = null;
+      const started = performance.now();
+      let ok = false;
+      try {
+        await this.apply(await this.model());
+        ok = true;
+      } finally {
+        this.observer?.synced((performance.now() - started) / 1000, ok);
+      }
+    });
+    return this.queued;
+  }
+
+  /**
+   * The flows of the model without the remote ports that collide with a local port, with each
+   * other or are malformed: one bad entry never stops the flows of everything else. Logs the set
+   * of ports left out whenever it changes.
+   */
+  private compile(model: FlowInput): string[] {
+    const { input, conflicts } = isolateConflicts(model);
+    const key = JSON.stringify(conflicts.map(({ remote: _, ...c }) => c));
+    if (key !== this.conflictKey) {
+      this.conflictKey = key;
+      this.conflicts = conflicts;
+      this.observer?.conflicts(conflicts);
+      if (conflicts.length > 0) {
+        this.log.warn("remote ports left out of the flows", {
+          count: conflicts.length,
+          ports: conflicts.map((c) => ({
+            network: c.network,
+            mac: c.mac,
+            ips: c.ips,
+            nodeIp: c.nodeIp,
+            reason: c.reason,
+            detail: c.detail,
+          })),
+        });
+      } else {
+        this.log.info("no remote port left out of the flows any more");
+      }
+    }
+    this.onConflicts?.(this.reported(model, conflicts));
+    return compileFlows(input);
+  }
+
+  /** The left-out ports that collide with another claimant, named as the manager names them. */
+  private reported(model: FlowInput, conflicts: FlowConflict[]): ReportedConflict[] {
+    const sources = this.sources.get(model);
+    if (!sources) return [];
+    return conflicts.flatMap((c) => {
+      const port = sources.remote[c.remote];
+      if (!port || c.reason === "invalid") return [];
+      return c.collisions.map((k) => {
+        const other = (c.reason === "local" ? sources.local : sources.remote)[k.index];
+        const item: ReportedConflict = {
+          networkId: port.networkId,
+          tenant: port.tenant,
+          id: port.id,
+          field: k.field,
+          value: k.value,
+          reason: c.reason as "local" | "remote",
+        };
+        if (other) item.with = { tenant: other.tenant, id: other.id };
+        return item;
+      });
+    });
+  }
+
+  private async apply(input: FlowInput): Promise<void> {
+    if (this.replaceNext) {
+      this.replaceNext = false;
+      this.installed = null;
+    }
+    const wanted = this.compile(input);
+    if (this.installed === null) {
+      const known = await this.resumed();
+      if (!(known instanceof Set)) {
+        // First run of this process without a journal to trust, or a heal: what the switch has
+        // is unknown, so the table is replaced at once. ovs-ofctl changes only the difference, so
+        // flows that are already right stay, with their counters, and traffic never sees a gap.
+        // A switch known to have no flow at all just gets them (nothing to read back first).
+        await this.replace(wanted, known === "empty");
+        return;
+      }
+      // A restart onto a switch that has what the journal says: only the difference goes.
+      this.installed = known;
+      await this.update(wanted);
+      this.log.info("flows resumed from the journal", { flows: wanted.length });
+      await this.afterReplace?.();
+      return;
+    }
+    await this.update(wanted);
+  }
+
+  /** The set on the switch as the journal has it, at a process's first run (flow_journal.ts). */
+  private async resumed(): Promise<Set<string> | "empty" | null> {
+    if (!this.mayResume || !this.journal) return null;
+    this.mayResume = false;
+    return await resumable(this.journal, this.ovs, this.config.bridge);
+  }
+
+  /** Bundles the difference between what is installed and `wanted`, journalled around it. */
+  private async update(wanted: string[]): Promise<void> {
+    const installed = this.installed!;
+    const want = new Set(wanted);
+    const add = wanted.filter((l) => !installed.has(l));
+    const del = [...installed].filter((l) => !want.has(l));
+    if (add.length === 0 && del.length === 0) return;
+    this.applied++;
+    await this.journal?.begin(add, del);
+    try {
+      await this.ovs.bundle(this.config.bridge, add, del);
+    } catch (err) {
+      await this.journal?.end(false, installed);
+      throw err;
+    }
+    this.installed = want;
+    await this.journal?.end(true, want);
+    this.log.debug("flows updated", {
+      added: add.length,
+      deleted: del.length,
+      total: wanted.length,
+    });
+  }
+
+  /**
+   * Makes `wanted` the whole table, atomically; then tells afterReplace. `empty`: the switch was
+   * seen with no flow just now.
+   */
+  private async replace(wanted: string[], empty = false): Promise<void> {
+    this.installed = null;
+    this.applied++;
+    this.mayResume = false;
+    await this.journal?.invalidate();
+    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true, empty });
+    this.installed = new Set(wanted);
+    this.log.info("flows replaced", { flows: wanted.length });
+    await this.afterReplace?.();
+    // Written in the background: the flows are in.
+    void this.journal?.snapshot(wanted);
+  }
+
+  /** The compiler's input, from the attachments on this node and what the manager says of others. */
+  private async model(): Promise<FlowInput> {
+    const networks = new Map<string, FlowNetwork>();
+    const localPorts: FlowInput["localPorts"] = [];
+    const sources = { local: [] as Port[], remote: [] as Port[] };
+    for (const a of this.state.attachmentsView()) {
+      for (const i of a.interfaces) {
+        if (!i.port || i.ofport === undefined) continue;
+        const net = await this.network(networks, i.port);
+        localPorts.push({
+          ofport: i.ofport,
+          network: net.id,
+          mac: i.port.mac,
+          ips: [i.port.ip],
+          cookie: i.cookie,
+        });
+        sources.local.push(i.port);
+      }
+    }
+    const remotePorts: FlowRemotePort[] = [];
+    for (const p of this.remote.ports()) {
+      if (p.node === this.config.nodeName) continue;
+      const net = networks.get(p.networkId);
+      const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
+      // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
+      if (!net || !nodeIp) continue;
+      remotePorts.push({ network: net.id, mac: p.mac, ips: [p.ip], nodeIp });
+      sources.remote.push(p);
+    }
+    const model: FlowInput = {
+      tunnelPort: this.config.tunnel.ofport,
+      networks: [...networks.values()],
+      localPorts,
+      remotePorts,
+    };
+    this.sources.set(model, sources);
+    return model;
+  }
+
+  private async network(
+    networks: Map<string, FlowNetwork>,
+    port: {
+      networkId: string;
+      type: "vxlan" | "vlan" | "flat";
+      segmentId?: number;
+      physnet?: string;
+      gateway?: string;
+    },
+  ): Promise<FlowNetwork> {
+    let net = networks.get(port.networkId);
+    if (!net) {
+      net = { id: await this.state.networkNumber(port.networkId), type: port.type };
+      if (port.segmentId !== undefined) net.segmentId = port.segmentId;
+      // The distributed gateway (PIPELINE.md, "Distributed gateway").
+      if (port.gateway !== undefined) {
+        net.gateway = port.gateway;
+        net.gatewayMac = gatewayMac(port.networkId);
+      }
+      if (port.physnet !== undefined) {
+        const ofport = this.physnetPorts.get(port.physnet);
+        if (ofport !== undefined) net.physnetPort = ofport;
+      }
+      networks.set(port.networkId, net);
+    }
+    return net;
+  }
+}
+
+/** Patch port names: short, stable, within the 15-character limit. */
+function patchName(prefix: string, physnet: string): string {
+  return `${prefix}-${physnet}`.slice(0, 15);
+}

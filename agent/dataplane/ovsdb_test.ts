@@ -1,0 +1,101 @@
+import assert from "node:assert/strict";
+import { run } from "@knitter/common";
+import { Cleanup } from "../../devstack/cleanup.ts";
+import { startSimNode } from "../../devstack/sim_node.ts";
+import { Ovs } from "./ovs.ts";
+import { JsonSplitter, OvsdbClient } from "./ovsdb.ts";
+import { PortPlugger } from "./port_plugger.ts";
+
+Deno.test("JsonSplitter cuts concatenated JSON texts, whatever the chunking", () => {
+  const texts = ['{"a":"}{","b":[1,{"c":"\\"]"}]}', '[1,2,"x"]', '{"id":3,"result":{}}'];
+  const stream = texts.join("\n");
+  for (const size of [1, 2, 7, stream.length]) {
+    const splitter = new JsonSplitter();
+    const out: string[] = [];
+    for (let i = 0; i < stream.length; i += size) {
+      out.push(...splitter.push(stream.slice(i, i + size)));
+    }
+    assert.deepEqual(out.map((t) => JSON.parse(t)), texts.map((t) => JSON.parse(t)));
+  }
+});
+
+Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t) => {
+  await using cleanup = new Cleanup();
+  const node = await startSimNode({ name: "ovsdb", cleanup });
+  const ovs = new Ovs(node.ovs);
+  await ovs.ensureBridge("br-int", { datapathType: "netdev", failMode: "secure" });
+  const names = Array.from({ length: 20 }, (_, i) => `p${i}`);
+  await run(["ip", "-n", node.netns, "-batch", "-"], {
+    stdin: names.map((n) => `link add ${n} up type veth peer name ${n}-x\n`).join(""),
+  });
+  const plugger = new PortPlugger(node.ovs.dbSock, "br-int");
+  cleanup.defer(() => Promise.resolve(plugger.close()));
+
+  await t.step("concurrent adds share transactions and get the ofports asked for", async () => {
+    const wanted = names.map(() => plugger.takeOfport());
+    const got = await Promise.all(
+      names.map((name, i) =>
+        plugger.add([{ name, ofportRequest: wanted[i], externalIds: { "knitter-port": `x-${i}` } }])
+      ),
+    );
+    assert.deepEqual(got.map((m, i) => m.get(names[i])), wanted);
+    // What ovs-vsctl sees is what the switch uses.
+    const listed = new Map((await ovs.listPorts("br-int")).map((p) => [p.name, p]));
+    for (const [i, name] of names.entries()) {
+      assert.equal(listed.get(name)?.ofport, wanted[i]);
+      assert.equal(listed.get(name)?.externalIds["knitter-port"], `x-${i}`);
+    }
+    // Adding again (a retried ADD) changes nothing.
+    assert.equal(
+      (await plugger.add([{ name: "p0", ofportRequest: wanted[0] }])).get("p0"),
+      wanted[0],
+    );
+  });
+
+  await t.step("a taken ofport or a missing device is an error naming the port", async () => {
+    const taken = (await ovs.listPorts("br-int")).find((p) => p.name === "p1")!.ofport;
+    await run([
+      "ip",
+      "-n",
+      node.netns,
+      "link",
+      "add",
+      "late",
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "late-x",
+    ]);
+    await assert.rejects(
+      plugger.add([{ name: "late", ofportRequest: taken }]),
+      new RegExp(`late got ofport \\d+, not ${taken}`),
+    );
+    await assert.rejects(
+      plugger.add([{ name: "nosuchdev" }]),
+      /nosuchdev: could not open network device nosuchdev/,
+    );
+    await plugger.remove(["late", "nosuchdev"]);
+  });
+
+  await t.step("remove deletes ports, skips unknown names, and is idempotent", async () => {
+    await plugger.remove([...names.slice(0, 10), "never-there"]);
+    await plugger.remove(names.slice(0, 10));
+    const left = (await ovs.listPorts("br-int")).map((p) => p.name).sort();
+    assert.deepEqual(left, names.slice(10).sort());
+  });
+
+  await t.step(
+    "a bridge that does not exist, a server that is not there: clear errors",
+    async () => {
+      const other = new PortPlugger(node.ovs.dbSock, "br-missing");
+      cleanup.defer(() => Promise.resolve(other.close()));
+      await assert.rejects(other.add([{ name: "solo" }]), /Bridge "br-missing" does not exist/);
+      const nowhere = new OvsdbClient(`${node.stateDir}/no-such.sock`);
+      await assert.rejects(
+        nowhere.addPorts("br-int", [{ name: "p19" }]),
+        /Cannot reach ovsdb-server at .*no-such\.sock.*is Open vSwitch running/,
+      );
+    },
+  );
+});

@@ -1,0 +1,407 @@
+/**
+ * Wiring an interface into this node and unwiring it: the one path of a CNI ADD (attach.ts) and of
+ * `knitctl attach` (extra_interface.ts). Wiring asks the manager for each interface's port, makes
+ * the veth in the netns (MAC, MTU, addresses, routes, checksums), plugs its host end into the
+ * switch and syncs the flows, recording it in the agent's state before anything is made. Each step
+ * is noted in an {@link UndoJournal} once it may have made something, so a failure undoes exactly
+ * that: nothing made is left, nothing not made is touched. Unwiring (DEL, GC, a lost DEL, detach)
+ * undoes what the record names, the same way; every step tolerates what is already gone.
+ */
+import type { Logger, Port, PortRequest, Route, StartedCommand } from "@knitter/common";
+import {
+  effectiveBandwidth,
+  isLimited,
+  isStablePortId,
+  ManagerError,
+  ManagerUnavailableError,
+} from "@knitter/common";
+import type { PodInterfaceSpec } from "./ip_links.ts";
+import type { OvsPortSpec } from "../dataplane/ovs.ts";
+import {
+  type AttachmentStore,
+  type Bridges,
+  type Flows,
+  type Links,
+  type PortManager,
+  type Shaper,
+  type SwitchPorts,
+  tcShaper,
+} from "./seams.ts";
+import type { AttachedInterface, Attachment } from "../state.ts";
+
+export interface WiringDeps {
+  nodeName: string;
+  links: Links;
+  /** The integration bridge's ports; the agent picks their ofports. */
+  ports: SwitchPorts;
+  /** Other bridges, for plain veths (knitctl attach --bridge). */
+  bridges: Bridges;
+  flows: Flows;
+  /** Bandwidth limits on the veths; default: tc (shaper.ts). */
+  shaper?: Shaper;
+  manager: PortManager;
+  state: AttachmentStore;
+  log: Logger;
+}
+
+/** An interface with its port from the manager. */
+export type PortedInterface = AttachedInterface & { port: Port };
+
+/** How the interfaces of one attachment are asked for and shaped: what differs between callers. */
+export interface WireRequest {
+  /** What is being done, for the log: "ADD", "attach". */
+  what: string;
+  /** What the manager is asked for the interface's port. */
+  portRequest(i: AttachedInterface, k: number): PortRequest;
+  /** The error to answer when the manager refused the port (e.g. saying where a value came from). */
+  refused?(err: unknown, k: number): unknown;
+  /** Refuses (throws) a port this request cannot use; the port is released again. */
+  accept?(i: PortedInterface, k: number): void;
+  /** The pod end's MTU and routes. */
+  shape(i: PortedInterface): { mtu: number; routes: Route[] };
+  /** Whose the port on the switch is. */
+  externalIds(a: Attachment, i: AttachedInterface): Record<string, string>;
+  /** An `ip -batch` in the netns started early (Links.startBatch), for the first interface. */
+  batch?: StartedCommand;
+  /** Last changes to the record before it is stored as ready (the CNI result). */
+  complete?(a: Attachment): void;
+}
+
+/** A plain veth on a bridge other than the integration bridge: no manager, no flows, no record. */
+export type PlainInterface = Omit<PodInterfaceSpec, "hostNetns" | "softwareChecksums"> & {
+  bridge: string;
+  /** VLAN access tag. */
+  vlan?: number;
+  externalIds: Record<string, string>;
+};
+
+/** The network of a port rides on a physnet this node does not map to a bridge. */
+export class PhysnetNotMappedError extends Error {
+  constructor(readonly port: Port, nodeName: string) {
+    super(
+      `Network "${port.network}" rides on physnet "${port.physnet}", which node "${nodeName}" does not map to a bridge (agent bridgeMappings)`,
+    );
+    this.name = "PhysnetNotMappedError";
+  }
+}
+
+/**
+ * What a wiring made, step by step, and so what undoing it touches. A live wiring notes each step
+ * as it starts it (a step that fails may have made part of its work: a switch port added with an
+ * error stays in the database); undoing a record (DEL) takes everything it names.
+ */
+export class UndoJournal {
+  /** The attachment record was written. */
+  record = false;
+  /** Interfaces [0, asked) had their port asked for at the manager. */
+  asked = 0;
+  /** Ofports taken for the interfaces. */
+  readonly ofports: number[] = [];
+  /** Host ends of the veths made. */
+  readonly links = new Set<string>();
+  /** Host ends plugged into a bridge (or tried), by bridge. */
+  readonly plugged = new Map<string, Set<string>>();
+  /** Host ends of the veths whose ends were limited (or tried). */
+  readonly shaped = new Set<string>();
+
+  /** Everything a stored record names, as DEL undoes it. */
+  static of(a: Attachment, bridge: string): UndoJournal {
+    const j = new UndoJournal();
+    j.record = true;
+    j.asked = a.interfaces.length;
+    for (const i of a.interfaces) {
+      if (i.ofport !== undefined) j.ofports.push(i.ofport);
+      j.links.add(i.hostIfName);
+      j.plug(bridge, i.hostIfName);
+      if (isLimited(i.limits)) j.shaped.add(i.hostIfName);
+    }
+    return j;
+  }
+
+  /** Everything a plain interface may have made, as detach undoes it. */
+  static ofPlain(x: Pick<PlainInterface, "hostIfName" | "bridge">): UndoJournal {
+    const j = new UndoJournal();
+    j.links.add(x.hostIfName);
+    j.plug(x.bridge, x.hostIfName);
+    return j;
+  }
+
+  plug(bridge: string, name: string): void {
+    let names = this.plugged.get(bridge);
+    if (!names) this.plugged.set(bridge, names = new Set());
+    names.add(name);
+  }
+}
+
+export class Wiring {
+  private readonly shaper: Shaper;
+
+  constructor(private readonly d: WiringDeps) {
+    this.shaper = d.shaper ?? tcShaper;
+  }
+
+  /** The integration bridge's name. */
+  get bridge(): string {
+    return this.d.flows.bridge;
+  }
+
+  /**
+   * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
+   * to undo), the manager's ports, the ofports, then the record, the veths and their switch ports,
+   * and the flow sync alongside (the agent picks the ofports, so the flows need not wait for the
+   * ports). The record ends "ready". On a failure what was made is undone, the record too, and the
+   * failure thrown; when that undo fails as well the record stays, for unwire to finish.
+   */
+  async wire(a: Attachment, req: WireRequest): Promise<void> {
+    await this.d.state.putAttachment(a);
+    const made = new UndoJournal();
+    made.record = true;
+    try {
+      for (const [k, i] of a.interfaces.entries()) {
+        made.asked = k + 1;
+        try {
+          i.port = await this.d.manager.putPort(
+            i.tenant,
+            i.network,
+            i.portId,
+            req.portRequest(i, k),
+          );
+        } catch (err) {
+          // Refused (the manager answered no), or never sent: nothing was made or changed there.
+          if (refusedOrNotSent(err)) made.asked = k;
+          throw req.refused?.(err, k) ?? err;
+        }
+        // No record write here: port IDs are derived, so the record already names what to release.
+        const ported = i as PortedInterface;
+        this.requirePhysnet(ported.port);
+        req.accept?.(ported, k);
+        i.limits = limitsOf(ported);
+      }
+      for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
+      // The record write runs alongside: the flows read the state's memory, which the call updates
+      // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
+      await allDone([
+        this.d.state.putAttachment(a),
+        this.makeInterfaces(a, req, made),
+        this.d.flows.sync(),
+      ]);
+      req.complete?.(a);
+      a.status = "ready";
+      await this.d.state.putAttachment(a);
+    } catch (err) {
+      // Interfaces past those asked for have nothing anywhere: the record need not name them, and
+      // undoing them would ask a manager that is not answering.
+      a.interfaces = a.interfaces.slice(0, made.asked);
+      await this.rollback(() => this.unwire(a, `rollback of a failed ${req.what}`, { made }), {
+        container: a.containerId,
+        netns: a.netns,
+      });
+      throw err;
+    }
+  }
+
+  /**
+   * Undoes an attachment in reverse order: switch ports and veths, then the flows (before their
+   * addresses can be handed to someone else), the ofports, the manager's ports, and the record
+   * last. With `made`, only what that journal notes (a failed wiring's rollback); else all the
+   * record names. A port another attachment here holds (a stable address) is not released; on a
+   * rollback, a stable port it asked for is unbound instead of released (same address), so the
+   * pod's network-status, written from the ports bound to it, names no interface taken away.
+   */
+  async unwire(
+    a: Attachment,
+    why: string,
+    opts: { made?: UndoJournal } = {},
+  ): Promise<void> {
+    const made = opts.made ?? UndoJournal.of(a, this.bridge);
+    // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
+    // that stays are taken away on their own, first.
+    await allDone(
+      a.interfaces.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
+        .map((i) =>
+          this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
+        ),
+    );
+    await this.undoLinks(
+      made,
+      a.interfaces.map((i) => ({
+        netns: a.netns,
+        ifName: i.ifName,
+        hostIfName: i.hostIfName,
+        mac: i.port?.mac,
+      })),
+    );
+    const ports = a.interfaces;
+    if (made.record) {
+      a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
+      // The result is not needed to undo, and may be what made a record too large to store.
+      delete a.result;
+      await this.d.state.putAttachment(a);
+    }
+    if (made.ofports.length > 0) {
+      await this.d.flows.sync();
+      this.d.ports.release(made.ofports);
+    }
+    for (const i of ports.slice(0, made.asked)) {
+      if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
+      // A stable port asked for is unbound even when its answer never came (i.port unset): the
+      // manager may have bound it, and releasing it would lose the address the pod keeps.
+      if (opts.made && isStablePortId(i.portId)) {
+        await this.unbind(i.tenant, i.network, i.portId);
+      } else await this.d.manager.deletePort(i.tenant, i.network, i.portId);
+    }
+    if (made.record) await this.d.state.deleteAttachment(a.containerId, a.ifName);
+    this.d.log.info("detached", { container: a.containerId, why });
+  }
+
+  /** Makes a plain veth on another bridge; a failure undoes what was made, and is thrown. */
+  async wirePlain(x: PlainInterface): Promise<void> {
+    const made = new UndoJournal();
+    try {
+      await this.d.links.create({
+        netns: x.netns,
+        ifName: x.ifName,
+        hostIfName: x.hostIfName,
+        mac: x.mac,
+        mtu: x.mtu,
+        addresses: x.addresses,
+        routes: x.routes,
+        softwareChecksums: this.d.flows.softwareChecksums,
+      });
+      made.links.add(x.hostIfName);
+      made.plug(x.bridge, x.hostIfName);
+      await this.d.bridges.addPorts(x.bridge, [{
+        name: x.hostIfName,
+        ...(x.vlan !== undefined ? { tag: x.vlan } : {}),
+        externalIds: x.externalIds,
+      }]);
+    } catch (err) {
+      await this.rollback(() => this.undoLinks(made, [x]), { netns: x.netns, ifName: x.ifName });
+      throw err;
+    }
+  }
+
+  /** Undoes a plain veth, or whatever of one may exist: its switch port, then the veth. */
+  unwirePlain(x: Pick<PlainInterface, "netns" | "ifName" | "hostIfName" | "bridge" | "mac">) {
+    return this.undoLinks(UndoJournal.ofPlain(x), [x]);
+  }
+
+  /** Switch ports, then veths, of those `made` notes; a pod end alone only with knitter's MAC. */
+  private async undoLinks(
+    made: UndoJournal,
+    ends: { netns: string; ifName: string; hostIfName: string; mac?: string }[],
+  ): Promise<void> {
+    await allDone([
+      ...[...made.plugged].map(([bridge, names]) => this.unplug(bridge, [...names])),
+      ...ends.filter((e) => made.links.has(e.hostIfName)).map((e) =>
+        this.d.links.remove(e.hostIfName, { netns: e.netns, ifName: e.ifName, mac: e.mac })
+      ),
+    ]);
+  }
+
+  private unplug(bridge: string, names: string[]): Promise<void> {
+    if (bridge === this.bridge) return this.d.ports.remove(names);
+    return this.d.bridges.delPorts(bridge, names);
+  }
+
+  /** Creates the interfaces in their netns, then plugs their host ends into the bridge. */
+  private async makeInterfaces(a: Attachment, req: WireRequest, made: UndoJournal): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
+      const ported = i as PortedInterface;
+      const { mtu, routes } = req.shape(ported);
+      await this.d.links.create({
+        netns: a.netns,
+        ifName: i.ifName,
+        hostIfName: i.hostIfName,
+        mac: ported.port.mac,
+        mtu,
+        addresses: [ported.port.address],
+        routes,
+        softwareChecksums: this.d.flows.softwareChecksums,
+      }, k === 0 ? req.batch : undefined);
+      made.links.add(i.hostIfName);
+    }
+    const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
+      name: i.hostIfName,
+      ofportRequest: i.ofport,
+      externalIds: req.externalIds(a, i),
+      ...(isLimited(i.limits) ? { keepQdisc: true } : {}),
+    }));
+    for (const s of specs) made.plug(this.bridge, s.name);
+    // The limits need the veths only, not their switch ports (which leave the host end's qdisc
+    // alone: keepQdisc): both at once.
+    await allDone([this.d.ports.add(specs), this.limit(a, made)]);
+  }
+
+  /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */
+  private async limit(a: Attachment, made: UndoJournal): Promise<void> {
+    const limited = a.interfaces.filter((i) => isLimited(i.limits));
+    for (const i of limited) made.shaped.add(i.hostIfName);
+    await allDone(
+      limited.map((i) =>
+        this.shaper.apply({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName }, i.limits!)
+      ),
+    );
+  }
+
+  private requirePhysnet(port: Port): void {
+    if (port.type === "vxlan" || this.d.flows.physnetPort(port.physnet!) !== undefined) return;
+    throw new PhysnetNotMappedError(port, this.d.nodeName);
+  }
+
+  private async unbind(tenant: string, network: string, id: string): Promise<void> {
+    try {
+      await this.d.manager.unbindPort(tenant, network, id);
+    } catch (err) {
+      if (!(err instanceof ManagerError && err.status === 404)) throw err;
+    }
+  }
+
+  /** Runs a rollback; when it fails, says so (what stays is for unwire, or detach, to finish). */
+  private async rollback(undo: () => Promise<void>, what: Record<string, string>): Promise<void> {
+    try {
+      await undo();
+    } catch (err) {
+      this.d.log.error("rollback incomplete", { ...what, error: String(err) });
+    }
+  }
+}
+
+/** The external IDs of a pod interface's port on the bridge: whose it is. */
+export function externalIds(a: Attachment, i: AttachedInterface): Record<string, string> {
+  const ids: Record<string, string> = {
+    "knitter-container": a.containerId,
+    "knitter-ifname": i.ifName,
+    "knitter-port": i.portId,
+    "knitter-network": `${i.port!.networkTenant}/${i.port!.network}`,
+  };
+  if (a.pod) ids["knitter-pod"] = `${a.pod.namespace}/${a.pod.name}`;
+  return ids;
+}
+
+/**
+ * The limits an interface gets, per direction: the port's own (REST), else what the runtime asked
+ * for (runtimeConfig.bandwidth), else the network's default; absent when nothing limits it.
+ */
+export function limitsOf(i: PortedInterface): AttachedInterface["limits"] {
+  const limits = effectiveBandwidth([
+    { from: "the port", bandwidth: i.port.bandwidth },
+    { from: "runtimeConfig.bandwidth", bandwidth: i.bandwidth },
+    { from: `network "${i.port.network}"`, bandwidth: i.port.networkBandwidth },
+  ]);
+  return isLimited(limits) ? limits : undefined;
+}
+
+function refusedOrNotSent(err: unknown): boolean {
+  if (err instanceof ManagerUnavailableError) return err.notSent;
+  return err instanceof ManagerError && err.status >= 400 && err.status < 500;
+}
+
+/**
+ * Waits for all of the steps, then fails with the first failure: an undo must not start while a
+ * step that failed alongside another is still making things.
+ */
+async function allDone(steps: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(steps)).find((r) => r.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+}

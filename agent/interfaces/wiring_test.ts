@@ -1,0 +1,300 @@
+import assert from "node:assert/strict";
+import { createLogger } from "@knitter/common";
+import { type FakeStep, FakeWorld, type PortFailure } from "./seams_fake.ts";
+import type { Attachment } from "../state.ts";
+import { externalIds, PhysnetNotMappedError, type WireRequest, Wiring } from "./wiring.ts";
+
+const NETNS = "/var/run/netns/pod";
+
+function setup(): { world: FakeWorld; wiring: Wiring } {
+  const world = new FakeWorld();
+  const log = createLogger("wiring test", "error");
+  const wiring = new Wiring({ nodeName: "n1", log, ...world.seams() });
+  return { world, wiring };
+}
+
+/** A pod's attachment of two interfaces, as a CNI ADD asks for it. */
+function attachment(portIds = ["uid-c1-eth0", "uid-c1-net1"]): Attachment {
+  const ifNames = ["eth0", "net1"];
+  return {
+    containerId: "c1",
+    ifName: "eth0",
+    netns: NETNS,
+    tenant: "t",
+    pod: { namespace: "t", name: "p" },
+    status: "adding",
+    interfaces: portIds.map((portId, k) => ({
+      ifName: ifNames[k],
+      hostIfName: `knhost${k}`,
+      portId,
+      tenant: "t",
+      network: `net${k}`,
+      cookie: k + 1,
+      defaultRoute: k === 0,
+    })),
+    createdAt: "2026-11-25T00:00:00.000Z",
+  };
+}
+
+function request(extra: Partial<WireRequest> = {}): WireRequest {
+  return {
+    what: "ADD",
+    portRequest: (i) => ({ node: "n1", pod: { namespace: "t", name: "p" }, interface: i.ifName }),
+    shape: (i) => ({ mtu: i.port.mtu, routes: [] }),
+    externalIds,
+    ...extra,
+  };
+}
+
+/** The undo calls among `calls`: what a rollback touched. */
+function undone(calls: string[]): string[] {
+  return calls.filter((c) =>
+    /^(links\.remove|switch\.remove|bridges\.delPorts|manager\.(deletePort|unbindPort)|state\.delete)/
+      .test(c)
+  );
+}
+
+interface Case {
+  name: string;
+  step: FakeStep;
+  nth?: number;
+  how?: PortFailure;
+  /** Exactly the undo calls expected, in order. */
+  undo: string[];
+}
+
+const ALL_LINKS = ["links.remove knhost0", "links.remove knhost1"];
+const BOTH_PORTS = ["manager.deletePort uid-c1-eth0", "manager.deletePort uid-c1-net1"];
+const CASES: Case[] = [
+  { name: "the first record write: nothing made", step: "state.put", undo: [] },
+  {
+    name: "the first port refused: only the record",
+    step: "manager.putPort",
+    undo: ["state.delete c1/eth0"],
+  },
+  {
+    name: "the second port refused: the first port",
+    step: "manager.putPort",
+    nth: 2,
+    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+  },
+  {
+    name: "the second port's request never sent: the first port",
+    step: "manager.putPort",
+    nth: 2,
+    how: "not sent",
+    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+  },
+  {
+    name: "the second port's answer lost: both ports (the manager may have made it)",
+    step: "manager.putPort",
+    nth: 2,
+    how: "answer lost",
+    undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the first veth: the ports, no veth, no switch port",
+    step: "links.create",
+    undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the second veth: the first veth and the ports",
+    step: "links.create",
+    nth: 2,
+    undo: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the switch (its rows stay): switch ports, veths, ports",
+    step: "switch.add",
+    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the flow sync: everything",
+    step: "flows.sync",
+    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the record write with the ofports: everything",
+    step: "state.put",
+    nth: 2,
+    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the ready record write: everything",
+    step: "state.put",
+    nth: 3,
+    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+];
+
+for (const c of CASES) {
+  Deno.test(`wire fails at ${c.step} #${c.nth ?? 1} (${c.name}) and undoes exactly that`, async () => {
+    const { world, wiring } = setup();
+    // Not knitter's: another plugin's interface in another netns, another node's port.
+    world.addForeign("/var/run/netns/other", "eth0");
+    await world.manager.putPort("t", "net0", "someone-else", { node: "n2" });
+    world.calls.length = 0;
+    const before = world.snapshot();
+    world.failAt(c.step, c.nth, c.how);
+    await assert.rejects(wiring.wire(attachment(), request()));
+    assert.deepEqual(undone(world.calls), c.undo);
+    assert.deepEqual(world.snapshot(), before, "nothing made is left, nothing else changed");
+  });
+}
+
+Deno.test("wire makes the record, veths, switch ports and flows; unwire takes all of it away", async () => {
+  const { world, wiring } = setup();
+  world.softwareChecksums = true;
+  const before = world.snapshot();
+  const a = attachment();
+  await wiring.wire(a, request({ complete: (a) => a.result = { done: true } }));
+  const stored = (await world.state.getAttachment("c1", "eth0"))!;
+  assert.equal(stored.status, "ready");
+  assert.deepEqual(stored.result, { done: true });
+  assert.deepEqual(stored.interfaces.map((i) => i.ofport), [1000, 1001]);
+  const eth0 = world.podEnds.get(`${NETNS}/eth0`)!;
+  assert.equal(eth0.mac, stored.interfaces[0].port!.mac);
+  assert.equal(eth0.softwareChecksums, true, "the datapath's checksum setting reaches every veth");
+  assert.deepEqual(eth0.addresses, [stored.interfaces[0].port!.address]);
+  assert.deepEqual(
+    [...world.switchPorts.get("br-int")!.values()].map((p) => [p.name, p.ofportRequest]),
+    [["knhost0", 1000], ["knhost1", 1001]],
+  );
+  assert.equal(world.switchPorts.get("br-int")!.get("knhost0")!.externalIds!["knitter-pod"], "t/p");
+  assert.equal(world.flowSyncs, 1);
+
+  await wiring.unwire(stored, "DEL");
+  assert.equal(world.flowSyncs, 2, "the flows of the gone ports go");
+  assert.deepEqual(world.snapshot(), before);
+});
+
+Deno.test("unwire is idempotent: a second undo of the same record finds nothing and fails not", async () => {
+  const { world, wiring } = setup();
+  const before = world.snapshot();
+  await wiring.wire(attachment(), request());
+  const stored = (await world.state.getAttachment("c1", "eth0"))!;
+  await wiring.unwire(structuredClone(stored), "DEL");
+  await wiring.unwire(structuredClone(stored), "DEL again");
+  assert.deepEqual(world.snapshot(), before);
+});
+
+Deno.test("a rollback unbinds a stable port bound to its pod instead of releasing it", async () => {
+  const { world, wiring } = setup();
+  world.failAt("links.create");
+  await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
+  assert.deepEqual(undone(world.calls), [
+    "manager.unbindPort stable:t:p-eth0",
+    "state.delete c1/eth0",
+  ]);
+  const kept = world.managerPorts.get("t/net0/stable:t:p-eth0")!;
+  assert.equal(kept.pod, undefined, "unbound: the address stays, the pod no longer names it");
+});
+
+Deno.test("a rollback unbinds a stable port whose PUT answer was lost, never releases it", async () => {
+  const { world, wiring } = setup();
+  world.failAt("manager.putPort", 1, "answer lost");
+  await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
+  assert.deepEqual(undone(world.calls), [
+    "manager.unbindPort stable:t:p-eth0",
+    "state.delete c1/eth0",
+  ]);
+  const kept = world.managerPorts.get("t/net0/stable:t:p-eth0");
+  assert.ok(kept, "the stable address stays");
+  assert.equal(kept.pod, undefined, "unbound");
+});
+
+Deno.test("unwire leaves a port another attachment on this node holds", async () => {
+  const { world, wiring } = setup();
+  const held = attachment(["stable:t:p-eth0"]);
+  await wiring.wire(held, request());
+  const other = { ...attachment(["stable:t:p-eth0"]), containerId: "c0" };
+  other.interfaces[0].hostIfName = "knold0";
+  await world.state.putAttachment(other);
+  world.calls.length = 0;
+  await wiring.unwire((await world.state.getAttachment("c1", "eth0"))!, "DEL");
+  assert.ok(world.managerPorts.has("t/net0/stable:t:p-eth0"), "the older sandbox's port stays");
+  assert.deepEqual(undone(world.calls).filter((c) => c.startsWith("manager")), []);
+});
+
+Deno.test("an interface of that name another plugin made is refused and left alone", async () => {
+  const { world, wiring } = setup();
+  world.addForeign(NETNS, "net1");
+  const before = world.snapshot();
+  await assert.rejects(wiring.wire(attachment(), request()), /already exists/);
+  assert.deepEqual(world.snapshot(), before, "the other plugin's net1 is still there");
+  assert.deepEqual(undone(world.calls).filter((c) => c.startsWith("links")), [
+    "links.remove knhost0",
+  ]);
+});
+
+Deno.test("a port on a physnet this node does not map is refused and released", async () => {
+  const { world, wiring } = setup();
+  // The fake's ports are vxlan: this network is a VLAN on physnet phys9.
+  const put = world.manager.putPort;
+  world.manager.putPort = async (...args) => ({
+    ...(await put(...args)),
+    type: "vlan",
+    physnet: "phys9",
+  });
+  const before = world.snapshot();
+  await assert.rejects(wiring.wire(attachment(["uid-c1-eth0"]), request()), PhysnetNotMappedError);
+  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(world.snapshot(), before);
+  world.physnets.set("phys9", 7);
+  await wiring.wire(attachment(["uid-c1-eth0"]), request());
+  assert.equal((await world.state.getAttachment("c1", "eth0"))!.status, "ready");
+});
+
+Deno.test("an accept hook's refusal releases the port", async () => {
+  const { world, wiring } = setup();
+  const before = world.snapshot();
+  const refuse = () => {
+    throw new Error("MTU too big");
+  };
+  await assert.rejects(wiring.wire(attachment(), request({ accept: refuse })), /MTU too big/);
+  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(world.snapshot(), before);
+});
+
+const PLAIN = {
+  netns: NETNS,
+  ifName: "br0",
+  hostIfName: "knplain",
+  mac: "02:00:00:00:01:01",
+  mtu: 1500,
+  addresses: ["192.168.5.2/24"],
+  routes: [],
+  bridge: "br-ext",
+  vlan: 10,
+  externalIds: { "knitter-extra": "x1" },
+};
+
+for (
+  const c of [
+    { step: "links.create" as const, undo: [] },
+    {
+      step: "bridges.addPorts" as const,
+      undo: ["bridges.delPorts br-ext knplain", "links.remove knplain"],
+    },
+  ]
+) {
+  Deno.test(`wirePlain fails at ${c.step} and undoes exactly that`, async () => {
+    const { world, wiring } = setup();
+    world.switchPorts.set("br-ext", new Map([["someone", { name: "someone" }]]));
+    const before = world.snapshot();
+    world.failAt(c.step);
+    await assert.rejects(wiring.wirePlain(PLAIN));
+    assert.deepEqual(undone(world.calls), c.undo);
+    assert.deepEqual(world.snapshot(), before);
+  });
+}
+
+Deno.test("wirePlain tags the port; unwirePlain removes it and the veth", async () => {
+  const { world, wiring } = setup();
+  const before = world.snapshot();
+  await wiring.wirePlain(PLAIN);
+  assert.equal(world.switchPorts.get("br-ext")!.get("knplain")!.tag, 10);
+  assert.deepEqual(world.podEnds.get(`${NETNS}/br0`)!.addresses, ["192.168.5.2/24"]);
+  await wiring.unwirePlain(PLAIN);
+  assert.deepEqual(world.snapshot(), before);
+});

@@ -1,0 +1,84 @@
+/**
+ * The agent's routes for `knitctl trace` and `knitctl verify node`, beside the flow routes (on the
+ * same root-only socket):
+ *
+ *   POST /v1/trace  {from, packet, target?} -> a TraceHop: what this node's switch does with it
+ *   GET  /v1/verify -> {node, bridge, flows, missingPorts, extraPorts, state}
+ */
+import type { Hono } from "hono";
+import { z } from "zod";
+import { parseIp, parseMac } from "@knitter/common/address";
+import {
+  NodeInspector,
+  type TraceDeps,
+  TraceRefused,
+  type TraceRequest,
+} from "../dataplane/trace.ts";
+
+/** A MAC as the rest of knitter reads it (common/address.ts), canonical once parsed. */
+const Mac = z.string().max(64).refine((s) => parseMac(s) !== null, "a MAC xx:xx:xx:xx:xx:xx")
+  .transform((s) => parseMac(s)!);
+const Ipv4 = z.string().max(64).refine((s) => parseIp(s)?.family === 4, "an IPv4 address");
+
+const TraceBody = z.strictObject({
+  from: z.discriminatedUnion("kind", [
+    z.strictObject({ kind: z.literal("port"), portId: z.string().min(1).max(512) }),
+    z.strictObject({ kind: z.literal("tunnel"), vni: z.int().min(1).max(0xffffff) }),
+    z.strictObject({
+      kind: z.literal("physnet"),
+      physnet: z.string().min(1).max(253),
+      vlan: z.int().min(1).max(4094).optional(),
+    }),
+  ]),
+  packet: z.strictObject({
+    proto: z.enum(["tcp", "udp", "icmp", "arp"]),
+    dlSrc: Mac,
+    dlDst: Mac,
+    ipSrc: Ipv4,
+    ipDst: Ipv4,
+    dstPort: z.int().min(0).max(65535).optional(),
+  }),
+  target: z.strictObject({
+    ip: z.string().max(64),
+    owner: z.strictObject({
+      label: z.string().max(1024),
+      network: z.string().max(1024),
+      node: z.string().max(253).optional(),
+    }).optional(),
+  }).optional(),
+});
+
+export function mountTraceRoutes(app: Hono, deps: TraceDeps): void {
+  const inspector = new NodeInspector(deps);
+  app.post("/v1/trace", async (c) => {
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      return c.json({ error: { code: "bad_request", message: "The body is not JSON" } }, 400);
+    }
+    const parsed = TraceBody.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const message = `Malformed trace request: ${issue.path.join(".")}: ${issue.message}`;
+      return c.json({ error: { code: "bad_request", message } }, 400);
+    }
+    try {
+      return c.json(await inspector.trace(parsed.data as TraceRequest));
+    } catch (err) {
+      const message = `Cannot trace the packet: ${(err as Error).message ?? err}`;
+      if (err instanceof TraceRefused) {
+        return c.json({ error: { code: "bad_request", message } }, 400);
+      }
+      return c.json({ error: { code: "failed", message } }, 500);
+    }
+  });
+  app.get("/v1/verify", async (c) => {
+    try {
+      return c.json(await inspector.verify());
+    } catch (err) {
+      const message = `Cannot verify the node: ${(err as Error).message ?? err}`;
+      return c.json({ error: { code: "failed", message } }, 500);
+    }
+  });
+}
