@@ -11,7 +11,6 @@ import { Cleanup } from "../devstack/cleanup.ts";
 import { CniRuntime } from "./support/cni_runtime.ts";
 import { flows, leftovers, portCookie } from "./support/leftovers.ts";
 import {
-  addressOf,
   createNetwork,
   createTenant,
   ipNetnsName,
@@ -19,6 +18,7 @@ import {
   makePod,
   pings,
   type Pod,
+  podBook,
 } from "./support/pods.ts";
 import { startStack, waitFor } from "../devstack/stack.ts";
 import { tcpExchange } from "./support/traffic.ts";
@@ -36,14 +36,7 @@ Deno.test("e2e lost DEL: attachments whose netns is gone are reaped after the gr
   const [n1, n2] = stack.nodes;
   await createTenant(stack, "acme");
   await createNetwork(stack, "acme", "control", "10.10.0.0/24");
-  const ips: Record<string, string> = {};
-  const hostEnds: Record<string, string> = {};
-  const add = async (pod: Pod) => {
-    const r = await pod.add();
-    assert.equal(r.code, 0, `ADD ${pod.name}: ${JSON.stringify(r.out)} ${r.stderr}`);
-    ips[pod.name] = addressOf(r.out);
-    hostEnds[pod.name] = r.out.interfaces.find((i: { sandbox?: string }) => !i.sandbox).name;
-  };
+  const { ips, hostEnds, add } = podBook();
   /** The manager's ports bound to n1 (a released address may stay in quarantine: not counted). */
   const n1Ports = async (): Promise<number> => {
     const r = await stack.api("GET", "ports");

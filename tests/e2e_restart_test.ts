@@ -7,7 +7,6 @@ import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { flows, leftovers, portCookie } from "./support/leftovers.ts";
 import {
-  addressOf,
   createNetwork,
   createTenant,
   ipNetnsName,
@@ -15,6 +14,7 @@ import {
   makePod,
   pings,
   type Pod,
+  podBook,
 } from "./support/pods.ts";
 import { startStack, waitFor } from "../devstack/stack.ts";
 
@@ -25,14 +25,7 @@ Deno.test("e2e restart: pods keep every ping reply and their flows through an ag
   const [n1, n2] = stack.nodes;
   await createTenant(stack, "acme");
   await createNetwork(stack, "acme", "control", "10.10.0.0/24");
-  const ips: Record<string, string> = {};
-  const hostEnds: Record<string, string> = {};
-  const add = async (pod: Pod) => {
-    const r = await pod.add();
-    assert.equal(r.code, 0, `ADD ${pod.name}: ${JSON.stringify(r.out)} ${r.stderr}`);
-    ips[pod.name] = addressOf(r.out);
-    hostEnds[pod.name] = r.out.interfaces.find((i: { sandbox?: string }) => !i.sandbox).name;
-  };
+  const { ips, hostEnds, add } = podBook();
   const a = await makePod(n1, "a", "acme", knitterList(["control"]));
   const b = await makePod(n2, "b", "acme", knitterList(["control"]));
   const gone = await makePod(n1, "gone", "acme", knitterList(["control"]));

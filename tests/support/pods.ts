@@ -100,6 +100,24 @@ export function addressOf(result: any, ifName = "eth0"): string {
   return ip.address.split("/")[0];
 }
 
+/**
+ * Pods added by a test, with what later steps ask of them: each pod's eth0 address and the host
+ * end of its veth, by pod name. `add` fails the test when the ADD does.
+ */
+export function podBook() {
+  const ips: Record<string, string> = {};
+  const hostEnds: Record<string, string> = {};
+  const add = async (pod: Pod) => {
+    const r = await pod.add();
+    if (r.code !== 0) {
+      throw new Error(`ADD ${pod.name}: ${JSON.stringify(r.out)} ${r.stderr}`);
+    }
+    ips[pod.name] = addressOf(r.out);
+    hostEnds[pod.name] = r.out.interfaces.find((i: { sandbox?: string }) => !i.sandbox).name;
+  };
+  return { ips, hostEnds, add };
+}
+
 export function ipNetnsName(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
 }
