@@ -38,7 +38,7 @@ export async function createIpGroup(
   if ((body.addresses === undefined) === (body.size === undefined)) {
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
-  const ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+  let ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
   const net = ref.net;
   if (net.tenant !== tenant && principal.scope !== "admin") {
     throw new ApiError(
@@ -49,7 +49,18 @@ export async function createIpGroup(
   }
   const pool = ctx.pools.addresses(net);
   const group = await pool.exclusive(() =>
-    retry(ctx, async (tx) => {
+    retry(ctx, async (tx, attempt) => {
+      if (attempt > 0) {
+        // Lost a race: the network may have changed (read it again), gone (404) or been made anew.
+        ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+        if (ref.net.id !== net.id) {
+          throw new ApiError(
+            "store_conflict",
+            `Network "${net.name}" was deleted and made again while the IP group was being created; try again`,
+            "network",
+          );
+        }
+      }
       const t = await getTenantEntry(ctx, tenant);
       const ge = await ctx.store.get(keys.ipGroup(tenant, body.name));
       if (ge.value) {
@@ -66,8 +77,8 @@ export async function createIpGroup(
       const charges = new QuotaCharges(ctx, tx);
       await charges.charge(tenant, { addresses: body.addresses?.length ?? body.size! });
       const addresses = body.addresses
-        ? await takeListed(ctx, edit, net, tenant, body.addresses, [], "addresses")
-        : await takeAny(ctx, edit, net, body.size!);
+        ? await takeListed(ctx, edit, ref.net, tenant, body.addresses, [], "addresses")
+        : await takeAny(ctx, edit, ref.net, body.size!);
       edit.flush();
       charges.flush();
       const group: IpGroupRecord = {
