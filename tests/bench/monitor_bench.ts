@@ -9,13 +9,12 @@
 import { parseArgs } from "node:util";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
-import { monitorBenchWorld, must } from "./monitor_world.ts";
+import { monitorBenchWorld, must, pool, seconds } from "./monitor_world.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const { values } = parseArgs({ args: Deno.args, options: { pods: { type: "string" } } });
 const N = Number(values.pods ?? 10_000);
-const CONCURRENCY = 64;
 
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
@@ -100,13 +99,13 @@ log(`all released after ${Math.round(deletedMs)} ms: ${JSON.stringify(after)}`);
 const perS = (ms: number) => Math.round(N / (ms / 1000));
 console.log(`| phase | pods | time | rate |
 | --- | --- | --- | --- |
-| created: pod objects and their ports (driver, for reference) | ${N} | ${s(portsMs)} | ${
+| created: pod objects and their ports (driver, for reference) | ${N} | ${seconds(portsMs)} | ${
   perS(portsMs)
 } pods/s |
-| created: until every pod has its network-status | ${N} | ${s(createdMs)} | ${
+| created: until every pod has its network-status | ${N} | ${seconds(createdMs)} | ${
   perS(createdMs)
 } pods/s |
-| deleted: until every port is released | ${N} | ${s(deletedMs)} | ${perS(deletedMs)} pods/s |
+| deleted: until every port is released | ${N} | ${seconds(deletedMs)} | ${perS(deletedMs)} pods/s |
 
 | monitor memory, after a full collection | resident set | V8 heap used |
 | --- | --- | --- |
@@ -141,15 +140,4 @@ async function memory(): Promise<{ rssMb: number; heapUsedMb: number }> {
     throw err;
   });
   return JSON.parse(line!);
-}
-
-async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < n) await fn(next++);
-  }));
-}
-
-function s(ms: number): string {
-  return `${(ms / 1000).toFixed(1)} s`;
 }

@@ -19,7 +19,7 @@ import { createLogger } from "@knitter/common";
 import { type RunningMonitor, startMonitor } from "../../monitor/monitor.ts";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
-import { defaultMonitorConfig, monitorBenchWorld, must } from "./monitor_world.ts";
+import { defaultMonitorConfig, monitorBenchWorld, must, pool, seconds } from "./monitor_world.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const { values } = parseArgs({
@@ -29,7 +29,6 @@ const { values } = parseArgs({
 const N = Number(values.pods ?? 10_000);
 const ROUNDS = Number(values.rounds ?? 3);
 const LEAKS = Number(values.leaks ?? 100);
-const CONCURRENCY = 64;
 
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
@@ -74,7 +73,7 @@ for (let i = 0; i < N; i++) {
 const createdMs = performance.now() - t0;
 await waitFor("ADDED events taken in", () => Promise.resolve(monitor.stats().pods === N), 600_000);
 const addedMs = performance.now() - t0;
-log(`${N} ADDED events taken in after ${s(addedMs)}`);
+log(`${N} ADDED events taken in after ${seconds(addedMs)}`);
 await pool(N, async (i) => {
   must(
     await stack.api("PUT", `tenants/bench/networks/pods/ports/${uids[i]}-eth0`, {
@@ -87,7 +86,7 @@ await pool(N, async (i) => {
   made++;
 });
 await waitFor("every network-status written", () => Promise.resolve(annotated() === N), 600_000);
-log(`${N} pods annotated in ${s(performance.now() - t0)}`);
+log(`${N} pods annotated in ${seconds(performance.now() - t0)}`);
 
 // ---- watch breaks
 const breaks: Record<string, () => void> = {
@@ -115,7 +114,7 @@ for (const [what, breakIt] of Object.entries(breaks)) {
     await waitFor(`${name} heard`, () => Promise.resolve(isAnnotated(name)), 300_000);
     const ms = performance.now() - start;
     heard[what].push(ms);
-    log(`${what}: heard again after ${s(ms)}`);
+    log(`${what}: heard again after ${seconds(ms)}`);
   }
 }
 
@@ -138,7 +137,11 @@ await waitFor(
   300_000,
 );
 const youngMs = performance.now() - start;
-log(`restart: ready ${s(readyMs)}, ${LEAKS} leaks ${s(oldMs)}, young leak ${s(youngMs)}`);
+log(
+  `restart: ready ${seconds(readyMs)}, ${LEAKS} leaks ${seconds(oldMs)}, young leak ${
+    seconds(youngMs)
+  }`,
+);
 
 // Every pod deleted at once: how fast the DELETED events are taken in, then the releases.
 await waitFor("watches open", () => Promise.resolve(api.openWatches >= 4), 120_000);
@@ -159,11 +162,15 @@ await waitFor(
   600_000,
 );
 const releasedMs = performance.now() - t1;
-log(`${live.length} DELETED events taken in after ${s(goneMs)}, released after ${s(releasedMs)}`);
+log(
+  `${live.length} DELETED events taken in after ${seconds(goneMs)}, released after ${
+    seconds(releasedMs)
+  }`,
+);
 
 const stats = (xs: number[]) => {
   const sorted = [...xs].sort((a, b) => a - b);
-  return `${s(sorted[Math.floor(sorted.length / 2)])} | ${s(sorted.at(-1)!)}`;
+  return `${seconds(sorted[Math.floor(sorted.length / 2)])} | ${seconds(sorted.at(-1)!)}`;
 };
 console.log(
   `Monitor defaults: watchTimeoutSeconds ${config.watchTimeoutSeconds}, watchDeadlineSeconds ${config.watchDeadlineSeconds}, watchProbeSeconds ${config.watchProbeSeconds}, reclaimIntervalSeconds ${config.reclaimIntervalSeconds}, reclaimGraceSeconds ${config.reclaimGraceSeconds}; ${N} pods; ${ROUNDS} rounds each.
@@ -180,19 +187,19 @@ ${
     made - 1
   } pods made, ${LEAKS} deleted while the monitor was down) | time from start |
 | --- | --- |
-| watching (every list in, ports followed) | ${s(readyMs)} |
-| ${LEAKS} leaked ports older than the grace period released | ${s(oldMs)} |
-| a leak made just before the start (younger than the grace period) released | ${s(youngMs)} |
+| watching (every list in, ports followed) | ${seconds(readyMs)} |
+| ${LEAKS} leaked ports older than the grace period released | ${seconds(oldMs)} |
+| a leak made just before the start (younger than the grace period) released | ${seconds(youngMs)} |
 
 | pod events, all at once | events | the stand-in sends them | the monitor has taken them in | rate |
 | --- | --- | --- | --- | --- |
-| ADDED (pod objects created) | ${N} | ${s(createdMs)} | ${s(addedMs)} | ${
+| ADDED (pod objects created) | ${N} | ${seconds(createdMs)} | ${seconds(addedMs)} | ${
     perS(N, addedMs)
   } events/s |
-| DELETED (pod objects deleted) | ${live.length} | ${s(deletedMs)} | ${s(goneMs)} | ${
+| DELETED (pod objects deleted) | ${live.length} | ${seconds(deletedMs)} | ${seconds(goneMs)} | ${
     perS(live.length, goneMs)
   } events/s |
-| the deleted pods' ports released at the manager | ${live.length} | | ${s(releasedMs)} | ${
+| the deleted pods' ports released at the manager | ${live.length} | | ${seconds(releasedMs)} | ${
     perS(live.length, releasedMs)
   } pods/s |`,
 );
@@ -217,15 +224,4 @@ async function releases(): Promise<number> {
     l.startsWith('knitter_manager_releases_total{kind="ip"}')
   );
   return Number(line?.split(" ").at(-1) ?? 0);
-}
-
-async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < n) await fn(next++);
-  }));
-}
-
-function s(ms: number): string {
-  return `${(ms / 1000).toFixed(1)} s`;
 }

@@ -15,7 +15,7 @@ import { createLogger } from "@knitter/common";
 import { startMonitor } from "../../monitor/monitor.ts";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
-import { defaultMonitorConfig, monitorBenchWorld, must } from "./monitor_world.ts";
+import { defaultMonitorConfig, monitorBenchWorld, must, pool } from "./monitor_world.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const { values } = parseArgs({
@@ -31,7 +31,6 @@ const N = Number(values.pods ?? 10_000);
 const ROUNDS = Number(values.rounds ?? 3);
 const OUTAGES_S = (values.outages ?? "0,10,30,50").split(",").map(Number);
 const STALL_S = Number(values.stall ?? 50);
-const CONCURRENCY = 64;
 
 const log = (msg: string) => console.error(`[bench ${new Date().toISOString()}] ${msg}`);
 
@@ -60,10 +59,7 @@ async function podWithPort(name: string): Promise<void> {
   pods++;
 }
 
-let next = 0;
-await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-  while (next < N) await podWithPort(`p${next++}`);
-}));
+await pool(N, (i) => podWithPort(`p${i}`));
 await waitFor(
   "the index holds every port",
   () => Promise.resolve(monitor.stats().ports === N),

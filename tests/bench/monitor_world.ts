@@ -47,3 +47,20 @@ export async function defaultMonitorConfig(
 export function must(r: { status: number; body: unknown }, status: number): void {
   if (r.status !== status) throw new Error(`${r.status}: ${JSON.stringify(r.body)}`);
 }
+
+/** Runs fn(0) … fn(n - 1), `concurrency` at a time: how the benchmarks make many pods quickly. */
+export async function pool(
+  n: number,
+  fn: (i: number) => Promise<void>,
+  concurrency = 64,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+/** Milliseconds as seconds with one decimal, for the benchmarks' tables. */
+export function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
