@@ -275,6 +275,41 @@ Deno.test("attack: a tenant never sees another tenant's holding of an address, a
   assert.deepEqual(one.map((s: { port: string }) => s.port), ["web"]);
 });
 
+Deno.test("attack: a tenant made again under a deleted tenant's name does not see the old tenant's holdings", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(
+    await t.call("POST", "tenants/admin/networks", net("shared", "10.9.0.0/24", { public: true })),
+    201,
+  );
+  const ports = "tenants/acme/networks/shared/ports";
+  const pod = { namespace: "acme", name: "secret-db", uid: "old-acme-uid" };
+  const old = must(await t.call("PUT", `${ports}/db`, { pod }, TOKEN.acme), 201);
+  clock.set(T0 + 1000);
+  must(await t.call("DELETE", `${ports}/db`, undefined, TOKEN.acme), 204);
+  must(await t.call("DELETE", "tenants/acme"), 204);
+
+  // Someone else gets the name; the token table still maps its token to "acme".
+  clock.set(T0 + 5000);
+  must(await t.call("POST", "tenants", { name: "acme" }), 201);
+  const queries: Record<string, string>[] = [
+    { ip: old.ip },
+    { mac: old.mac },
+    { ip: old.ip, at: clock.iso(T0 + 500) },
+  ];
+  for (const query of queries) {
+    assert.deepEqual(await historyAt(t, "acme", query, TOKEN.acme), [], JSON.stringify(query));
+  }
+  // Its own holdings it sees; the admin keeps the whole record.
+  const mine = must(await t.call("PUT", `${ports}/web`, { ip: old.ip }, TOKEN.acme), 201);
+  assert.deepEqual(
+    (await historyAt(t, "acme", { ip: mine.ip }, TOKEN.acme)).map((s: { port: string }) => s.port),
+    ["web"],
+  );
+  const all = must(await t.call("GET", `history?ip=${old.ip}`), 200).items;
+  assert.deepEqual(all.map((s: { port: string }) => s.port), ["db", "web"]);
+});
+
 Deno.test("history: a refused allocation writes none; concurrent allocations get one holding each", async () => {
   using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30 });
   must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);

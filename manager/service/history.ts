@@ -19,6 +19,7 @@ import { keys, type PortRecord } from "../model.ts";
 import type { Entry, Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
+import { getTenant } from "./tenants.ts";
 
 /** One stint, as stored and answered. */
 export interface HistoryEntry {
@@ -211,6 +212,10 @@ export async function queryHistory(
   const to = time("to", q.to) ?? Infinity;
   if (from > to) throw invalid("query.from", `${q.from} is after to (${q.to})`);
   const cutoff = clock(ctx) - ctx.settings.historyMs;
+  // A tenant sees nothing that began before it was made: that was a deleted tenant of its name.
+  const born = tenant === undefined
+    ? -Infinity
+    : Date.parse((await getTenant(ctx, tenant)).createdAt);
   const prefix = tenant === undefined
     ? keys.historyOf(kind, value)
     : keys.historyOf(kind, value, tenant);
@@ -220,7 +225,7 @@ export async function queryHistory(
     if (!s) continue;
     const start = e.key[5] as number;
     const end = s.to === undefined ? Infinity : Date.parse(s.to);
-    if (end < cutoff) continue;
+    if (end < cutoff || start < born) continue;
     if (at !== undefined ? !(start <= at && at < end) : !(start <= to && end >= from)) continue;
     out.push(s);
   }

@@ -4,13 +4,13 @@ import { ApiError, notFound } from "../errors.ts";
 import { keys, type TenantRecord } from "../model.ts";
 import type { TenantCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
-import { type Ctx, listValues, now, retry } from "./context.ts";
+import { clockMs, type Ctx, listValues, retry } from "./context.ts";
 
 export async function createTenant(
   ctx: Ctx,
   body: z.infer<typeof TenantCreate>,
 ): Promise<TenantRecord> {
-  const record: TenantRecord = { name: body.name, createdAt: now(), networks: 0, ipGroups: 0 };
+  const record = newTenant(ctx, body.name);
   // Read first: a blind checkAbsent would fail every attempt for an existing tenant, counting each
   // as a store conflict before the answer.
   return await retry(ctx, async (tx) => {
@@ -23,11 +23,19 @@ export async function createTenant(
   });
 }
 
+/**
+ * A tenant as made now, on the manager's clock: the address history hides from a tenant what
+ * happened before its createdAt, which was another tenant of the same name.
+ */
+function newTenant(ctx: Ctx, name: string): TenantRecord {
+  return { name, createdAt: new Date(clockMs(ctx)).toISOString(), networks: 0, ipGroups: 0 };
+}
+
 /** Creates the tenant unless it exists; used for the built-in admin tenant. */
 export async function ensureTenant(ctx: Ctx, name: string): Promise<void> {
   const e = await ctx.store.get(keys.tenant(name));
   if (e.value) return;
-  const record: TenantRecord = { name, createdAt: now(), networks: 0, ipGroups: 0 };
+  const record = newTenant(ctx, name);
   await ctx.store.commit([{ key: keys.tenant(name), version: null }], [{
     type: "set",
     key: keys.tenant(name),
