@@ -341,6 +341,14 @@ export class Attacher {
           `Interface ${where} has MTU ${st.mtu}, above its network's ${port.mtu}`,
         );
       }
+      const lost = await this.d.wiring.limitsLost(a, i);
+      if (lost.length > 0) {
+        throw new CniError(
+          CNI_CODE.checkFailed,
+          `Interface ${where}: ${lost.join("; ")}; it was removed or changed after ADD`,
+          "A process with CAP_NET_ADMIN in the pod, or tc on the node, took away the token bucket knitter put on the veth. DEL and ADD the pod again to restore it, and do not give the pod CAP_NET_ADMIN if its limits must hold.",
+        );
+      }
     }
     const prev = req.config.prevResult as CniResult | undefined;
     const mine = new Set(a.interfaces.map((i) => i.port!.address));

@@ -140,6 +140,28 @@ Deno.test("CHECK fails (its code) on a MAC changed after ADD, or on another netn
   );
 });
 
+Deno.test("CHECK fails when a limit ADD set on the veth was taken away or changed, and passes while it holds", async () => {
+  const { world, attacher } = setup();
+  const bandwidth = { ingressRate: 20_000_000, ingressBurst: 400_000, egressRate: 10_000_000 };
+  const config = { ...req("ADD").config, runtimeConfig: { bandwidth } };
+  const result: CniResult = await attacher.add(req("ADD", { config }));
+  const check = req("CHECK", { config: { ...config, prevResult: result } });
+  await attacher.check(check);
+  const [host, limits] = [...world.limits][0];
+  // The pod drops its own egress qdisc (it has CAP_NET_ADMIN).
+  world.limits.set(host, { ingress: limits.ingress });
+  await assert.rejects(
+    attacher.check(check),
+    checkFailed(/the egress limit of 10000000 bit\/s on eth0 in \S+ is gone/),
+  );
+  // Someone on the node makes the host end's faster.
+  world.limits.set(host, { ...limits, ingress: { ...limits.ingress!, rate: 50_000_000 } });
+  await assert.rejects(
+    attacher.check(check),
+    checkFailed(/the ingress limit of 20000000 bit\/s on \S+ is 50000000 bit\/s/),
+  );
+});
+
 Deno.test("GC removes what the runtime no longer lists, keeps what it lists and knitctl's interfaces", async () => {
   const { world, namespaces, attacher } = setup();
   namespaces.ids.set("/var/run/netns/pod2", "4:101");

@@ -17,7 +17,7 @@ import {
 import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
 import type { Ovs, OvsPortSpec } from "../dataplane/ovs.ts";
 import type { AgentState } from "../state.ts";
-import { shapeVeth, unshapeVeth, type VethEnds } from "./shaper.ts";
+import { type RatesNow, readVethLimits, shapeVeth, unshapeVeth, type VethEnds } from "./shaper.ts";
 
 /** Links and addresses in network namespaces: what ip_links.ts does with `ip`. */
 export interface Links {
@@ -86,10 +86,12 @@ export interface Shaper {
   apply(ends: VethEnds, limits: EffectiveBandwidth): Promise<void>;
   /** Removes the limits; ends already gone are not an error. */
   clear(ends: VethEnds): Promise<void>;
+  /** The rates the ends are limited to now (a gone end: none). */
+  read(ends: VethEnds): Promise<RatesNow>;
 }
 
 /** The real {@link Shaper}: `tc` in the agent's and the pod's netns. */
-export const tcShaper: Shaper = { apply: shapeVeth, clear: unshapeVeth };
+export const tcShaper: Shaper = { apply: shapeVeth, clear: unshapeVeth, read: readVethLimits };
 
 /** The manager's ports. */
 export type PortManager = Pick<ManagerClient, "putPort" | "deletePort" | "unbindPort">;

@@ -193,6 +193,13 @@ export class FakeWorld implements Flows {
       this.step("shaper.clear", ends.hostIfName, () => {
         this.limits.delete(ends.hostIfName);
       }),
+    read: (ends) => {
+      const l = this.limits.get(ends.hostIfName);
+      return Promise.resolve({
+        ...(l?.ingress ? { ingress: l.ingress.rate } : {}),
+        ...(l?.egress ? { egress: l.egress.rate } : {}),
+      });
+    },
   };
 
   readonly ports: SwitchPorts = {

@@ -34,6 +34,36 @@ export async function unshapeVeth(ends: VethEnds): Promise<void> {
   await Promise.all([shapeEnd(ends.hostIfName), shapeEnd(ends.ifName, ends.netns)]);
 }
 
+/** The rates (bit/s) each end of a veth is limited to now: a tbf root qdisc's; absent without one. */
+export interface RatesNow {
+  ingress?: number;
+  egress?: number;
+}
+
+/** What limits the veth now, as tc reports it (CNI CHECK compares it with what ADD set). */
+export async function readVethLimits(ends: VethEnds): Promise<RatesNow> {
+  const [ingress, egress] = await Promise.all([
+    rateOf(ends.hostIfName),
+    rateOf(ends.ifName, ends.netns),
+  ]);
+  return {
+    ...(ingress === undefined ? {} : { ingress }),
+    ...(egress === undefined ? {} : { egress }),
+  };
+}
+
+async function rateOf(ifName: string, netns?: string): Promise<number | undefined> {
+  const r = await run(["tc", "-j", "qdisc", "show", "dev", ifName, "root"], {
+    netns,
+    check: false,
+  });
+  if (r.code !== 0) return undefined; // The end is gone: it limits nothing.
+  const qdiscs = JSON.parse(r.stdout || "[]") as { kind: string; options?: { rate?: number } }[];
+  const tbf = qdiscs.find((q) => q.kind === "tbf");
+  // tc reports a tbf's rate in bytes per second.
+  return tbf?.options?.rate === undefined ? undefined : tbf.options.rate * 8;
+}
+
 async function shapeEnd(ifName: string, netns?: string, limit?: RateLimit): Promise<void> {
   const argv = limit
     ? [

@@ -254,6 +254,37 @@ export class Wiring {
     this.d.log.info("detached", { container: a.containerId, why });
   }
 
+  /**
+   * The limits `i` was given (AttachedInterface.limits) that its veth does not hold now, in words:
+   * a qdisc removed or replaced after ADD (CNI CHECK). Empty when every limit holds.
+   */
+  async limitsLost(a: Attachment, i: AttachedInterface): Promise<string[]> {
+    if (!isLimited(i.limits)) return [];
+    const now = await this.shaper.read({
+      netns: a.netns,
+      ifName: i.ifName,
+      hostIfName: i.hostIfName,
+    });
+    const lost: string[] = [];
+    for (
+      const [dir, end] of [["ingress", i.hostIfName], [
+        "egress",
+        `${i.ifName} in ${a.netns}`,
+      ]] as const
+    ) {
+      const want = i.limits![dir]?.rate;
+      const has = now[dir];
+      // tc keeps a rate in whole bytes per second.
+      if (want === undefined || (has !== undefined && Math.abs(has - want) < 8)) continue;
+      lost.push(
+        `the ${dir} limit of ${want} bit/s on ${end} is ${
+          has === undefined ? "gone" : `${has} bit/s`
+        }`,
+      );
+    }
+    return lost;
+  }
+
   /** Makes a plain veth on another bridge; a failure undoes what was made, and is thrown. */
   async wirePlain(x: PlainInterface): Promise<void> {
     const made = new UndoJournal();
