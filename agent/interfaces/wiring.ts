@@ -266,12 +266,8 @@ export class Wiring {
       hostIfName: i.hostIfName,
     });
     const lost: string[] = [];
-    for (
-      const [dir, end] of [["ingress", i.hostIfName], [
-        "egress",
-        `${i.ifName} in ${a.netns}`,
-      ]] as const
-    ) {
+    const ends = [["ingress", i.hostIfName], ["egress", `${i.ifName} in ${a.netns}`]] as const;
+    for (const [dir, end] of ends) {
       const want = i.limits![dir]?.rate;
       const has = now[dir];
       // tc keeps a rate in whole bytes per second.
