@@ -53,6 +53,10 @@ export interface Port {
   address: string;
   family: 4 | 6;
   gateway?: string;
+  /** On a dual-stack network: the IPv6 address, with its prefix, and the IPv6 gateway. */
+  ip6?: string;
+  address6?: string;
+  gateway6?: string;
   mac: string;
   mtu: number;
   routes: Route[];
@@ -106,6 +110,8 @@ export const NETWORK_IMMUTABLE_FIELDS = [
   "type",
   "cidr",
   "gateway",
+  "cidr6",
+  "gateway6",
   "allocationPools",
   "excludes",
   "public",

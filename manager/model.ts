@@ -23,6 +23,9 @@ export interface NetworkRecord {
   cidr: string;
   family: 4 | 6;
   gateway?: string;
+  /** A dual-stack network's IPv6 subnet (its `cidr` is IPv4): service/dual_stack.ts. */
+  cidr6?: string;
+  gateway6?: string;
   /** The effective pools: the request's, or the whole CIDR less network and broadcast (IPv4). */
   allocationPools: PoolRange[];
   excludes: string[];
@@ -92,6 +95,8 @@ export interface PortRecord {
   networkTenant: string;
   networkId: string;
   ip: string;
+  /** On a dual-stack network: the IPv6 address paired with `ip` (service/dual_stack.ts). */
+  ip6?: string;
   mac: string;
   /** Pool index of the address in its network. */
   index: number;

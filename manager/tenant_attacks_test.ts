@@ -4,7 +4,7 @@
  * These run on Deno KV here and on a real etcd in tests/etcd_api_test.ts.
  */
 import assert from "node:assert/strict";
-import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
+import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 import { largeExcludes } from "./bench/excludes_bench.ts";
 
 const BLUE = "tenants/acme/networks/blue";
@@ -33,11 +33,6 @@ async function world(): Promise<TestApp> {
     201,
   );
   return t;
-}
-
-function attempt(t: TestApp) {
-  return (method: string, path: string, body?: unknown, token?: string | null) =>
-    unchanged(t, () => t.call(method, path, body, token));
 }
 
 // ---- integrity

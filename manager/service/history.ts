@@ -30,6 +30,8 @@ export interface HistoryEntry {
   networkId: string;
   port: string;
   ip: string;
+  /** A dual-stack port's IPv6 address: its stint is found under it too. */
+  ip6?: string;
   mac: string;
   pod?: PodRef;
   node?: string;
@@ -47,7 +49,16 @@ export type Ended = "released" | "unbound" | "bound";
 export type Holder =
   & Pick<
     PortRecord,
-    "id" | "tenant" | "network" | "networkTenant" | "networkId" | "ip" | "mac" | "pod" | "node"
+    | "id"
+    | "tenant"
+    | "network"
+    | "networkTenant"
+    | "networkId"
+    | "ip"
+    | "ip6"
+    | "mac"
+    | "pod"
+    | "node"
   >
   & { interface?: string };
 
@@ -77,6 +88,7 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
     networkId: holder.networkId,
     port: holder.id,
     ip: holder.ip,
+    ...(holder.ip6 !== undefined ? { ip6: holder.ip6 } : {}),
     mac: holder.mac,
     from: new Date(ms).toISOString(),
   };
@@ -86,6 +98,7 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
   const tail = [holder.tenant, holder.networkId, ms, stint];
   tx.set(keys.historyOf("ip", holder.ip, ...tail), entry);
   tx.set(keys.historyOf("mac", holder.mac, ...tail), entry);
+  if (holder.ip6 !== undefined) tx.set(keys.historyOf("ip", holder.ip6, ...tail), entry);
 }
 
 /**
@@ -110,7 +123,14 @@ export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended)
     const closed: HistoryEntry = { ...entry, to: new Date(ms).toISOString(), ended };
     const macKey = keys.historyOf("mac", entry.mac, holder.tenant, holder.networkId, fromMs, stint);
     tx.check(e).set(e.key, closed).set(macKey, closed);
-    tx.set(keys.historyExpiry(ms, stint), { keys: [e.key, macKey] } satisfies ExpiryRecord);
+    const stintKeys = [e.key, macKey];
+    if (entry.ip6 !== undefined) {
+      stintKeys.push(
+        keys.historyOf("ip", entry.ip6, holder.tenant, holder.networkId, fromMs, stint),
+      );
+      tx.set(stintKeys[2], closed);
+    }
+    tx.set(keys.historyExpiry(ms, stint), { keys: stintKeys } satisfies ExpiryRecord);
     break;
   }
   await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);

@@ -17,6 +17,7 @@ import {
 } from "@knitter/common/address";
 import type { NetworkRecord } from "../model.ts";
 import type { NetworkCreate } from "../schemas.ts";
+import { defaultIpv6Pool, subnet6Spec } from "./dual_stack.ts";
 
 /** Bits of one network's address bitmap: 2^24 addresses, an IPv4 /8. */
 export const MAX_POOL_SIZE = 1 << 24;
@@ -62,12 +63,9 @@ export function networkSpec(
   const pools = poolRanges(body, cidr, special);
   const space = new IndexSpace(pools);
   if (space.size > MAX_POOL_SIZE) {
-    const hint = family === 6 && !body.allocationPools
-      ? "; give allocationPools for an IPv6 network"
-      : "";
     throw invalid(
       body.allocationPools ? "allocationPools" : "cidr",
-      `the pools hold ${space.size} addresses, more than the ${MAX_POOL_SIZE} one network may have${hint}`,
+      `the pools hold ${space.size} addresses, more than the ${MAX_POOL_SIZE} one network may have`,
     );
   }
 
@@ -90,15 +88,19 @@ export function networkSpec(
     );
   }
 
+  const subnet6 = subnet6Spec(body, cidr, space, reserved);
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);
-    if (dst.family !== family) {
+    const on = dst.family === family ? cidr : dst.family === 6 ? subnet6?.cidr6 : undefined;
+    if (!on) {
       throw invalid(
         `routes[${i}].dst`,
-        `${r.dst} is IPv${dst.family} but the network is IPv${family}`,
+        `${r.dst} is IPv${dst.family} but the network is IPv${family}${
+          dst.family === 6 ? " (it has no cidr6)" : ""
+        }`,
       );
     }
-    if (r.via !== undefined) parseAddrField(`routes[${i}].via`, r.via, cidr);
+    if (r.via !== undefined) parseAddrField(`routes[${i}].via`, r.via, on);
     return r.via === undefined ? { dst: formatCidr(dst) } : { dst: formatCidr(dst), via: r.via };
   });
 
@@ -119,6 +121,8 @@ export function networkSpec(
       cidr: formatCidr(cidr),
       family,
       gateway: gateway ? format(gateway.value) : undefined,
+      ...(subnet6 ? { cidr6: formatCidr(subnet6.cidr6) } : {}),
+      ...(subnet6?.gateway6 ? { gateway6: formatIp(subnet6.gateway6) } : {}),
       allocationPools: pools.map((p) => ({ start: format(p.start), end: format(p.end) })),
       excludes,
       public: body.public,
@@ -157,12 +161,8 @@ function poolRanges(
   special: (ip: Ip) => string | null,
 ): Range[] {
   if (!body.allocationPools || body.allocationPools.length === 0) {
-    if (cidr.family === 6) {
-      throw invalid(
-        "allocationPools",
-        "an IPv6 network needs allocationPools (its CIDR is too large to hand out as a whole)",
-      );
-    }
+    // An IPv6 CIDR is too large to hand out as a whole: a bounded window of it.
+    if (cidr.family === 6) return [defaultIpv6Pool(cidr)];
     return [{ start: cidr.base + 1n, end: cidr.base + cidr.size - 2n }];
   }
   const pools = body.allocationPools.map((p, i) => {

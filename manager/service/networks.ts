@@ -4,7 +4,7 @@ import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
-import { cidrsOverlap, formatCidr, parseCidr, parseIp } from "@knitter/common/address";
+import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreate, NetworkUpdate } from "../schemas.ts";
@@ -12,6 +12,7 @@ import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { networkSpec } from "./network_spec.ts";
+import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
@@ -73,7 +74,7 @@ export async function createNetwork(
   // Creations run one at a time in this process, so that two overlapping networks cannot both pass
   // the overlap check.
   const record = await creationLock(ctx).run(async () => {
-    await checkOverlap(ctx, tenant, body.public, spec.record.cidr);
+    await checkOverlap(ctx, tenant, body.public, spec.record);
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -211,19 +212,22 @@ function segmentLock(ctx: Ctx, type: string, physnet?: string) {
  * A tenant's networks must not overlap each other or the public networks its pods may also attach
  * to; a public network must not overlap any network.
  */
-async function checkOverlap(ctx: Ctx, tenant: string, isPublic: boolean, cidrText: string) {
-  const cidr = parseCidr(cidrText);
-  if ("error" in cidr) return;
+async function checkOverlap(
+  ctx: Ctx,
+  tenant: string,
+  isPublic: boolean,
+  subnets: Pick<NetworkRecord, "cidr" | "cidr6">,
+) {
   const candidates = isPublic ? await listValues<NetworkRecord>(ctx.store, keys.networks()) : [
     ...await listValues<NetworkRecord>(ctx.store, keys.networks(tenant)),
     ...(await publicNetworks(ctx)).filter((n) => n.tenant !== tenant),
   ];
   for (const n of candidates) {
-    const other = parseCidr(n.cidr);
-    if (!("error" in other) && cidrsOverlap(cidr, other)) {
+    const hit = overlappingSubnets(subnets, n);
+    if (hit) {
       throw invalid(
-        "cidr",
-        `${cidrText} overlaps network "${n.name}" (${n.cidr}) of tenant "${n.tenant}"${
+        hit.mine === subnets.cidr ? "cidr" : "cidr6",
+        `${hit.mine} overlaps network "${n.name}" (${hit.theirs}) of tenant "${n.tenant}"${
           n.public ? ", a public network" : ""
         }`,
       );
@@ -477,6 +481,8 @@ export async function updateNetwork(
       type: net.type,
       cidr: net.cidr,
       gateway: net.gateway,
+      cidr6: net.cidr6,
+      gateway6: net.gateway6,
       allocationPools: net.allocationPools,
       excludes: net.excludes,
       public: net.public,
@@ -522,12 +528,15 @@ function refuseImmutable(net: NetworkRecord, body: z.infer<typeof NetworkUpdate>
 }
 
 function sameValue(field: string, want: unknown, have: unknown): boolean {
-  if (field === "cidr") {
+  if ((field === "cidr" || field === "cidr6") && typeof have === "string") {
     const a = parseCidr(want as string);
     const b = parseCidr(have as string);
     return !("error" in a) && !("error" in b) && formatCidr(a) === formatCidr(b);
   }
-  if (field === "gateway" && typeof want === "string" && typeof have === "string") {
+  if (
+    (field === "gateway" || field === "gateway6") && typeof want === "string" &&
+    typeof have === "string"
+  ) {
     return parseIp(want)?.value === parseIp(have)?.value;
   }
   return JSON.stringify(want) === JSON.stringify(have);

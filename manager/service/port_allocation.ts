@@ -14,6 +14,7 @@ import { openStint, rebindStint } from "./history.ts";
 import type { QuotaCharges } from "./quotas.ts";
 import type { Ctx } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { requestedIp4 } from "./dual_stack.ts";
 import { earliest, macInQuarantine, sweepQuarantine } from "./quarantine.ts";
 import { bindExisting } from "./port_binding.ts";
 import {
@@ -91,12 +92,13 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
     ({ index, ip } = await fromGroup(ctx, step));
   } else if (body.ip !== undefined) {
     const held = await sweepQuarantine(ctx, tx, edit, net);
-    ip = canonicalIp(net, body.ip);
-    index = ctx.pools.space(net).indexOf(ipValue(net, body.ip));
+    const asked = requestedIp4(net, body.ip);
+    ip = canonicalIp(net, asked);
+    index = ctx.pools.space(net).indexOf(ipValue(net, asked));
     if (index < 0) {
       throw invalid(
         "ip",
-        `${body.ip} is outside the allocation pools of network "${net.name}" (${poolText(net)})`,
+        `${asked} is outside the allocation pools of network "${net.name}" (${poolText(net)})`,
       );
     }
     const reserved = ctx.pools.reservedWhy(net, index);

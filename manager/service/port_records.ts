@@ -9,6 +9,7 @@ import type { PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { now } from "./context.ts";
+import { pairedIp6 } from "./dual_stack.ts";
 
 export type PortBody = z.infer<typeof PortRequest>;
 
@@ -40,6 +41,8 @@ export function portRecord(opts: {
     index,
     createdAt: now(),
   };
+  const ip6 = pairedIp6(net, ip);
+  if (ip6 !== undefined) port.ip6 = ip6;
   if (body.ipGroup !== undefined) port.ipGroup = body.ipGroup;
   if (body.node !== undefined) port.node = body.node;
   if (body.pod !== undefined) port.pod = body.pod;
@@ -63,6 +66,10 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.segmentId !== undefined) view.segmentId = net.segmentId;
   if (net.physnet !== undefined) view.physnet = net.physnet;
   if (net.gateway !== undefined) view.gateway = net.gateway;
+  if (p.ip6 !== undefined) {
+    view.address6 = `${p.ip6}/${net.cidr6!.slice(net.cidr6!.indexOf("/") + 1)}`;
+  }
+  if (p.ip6 !== undefined && net.gateway6 !== undefined) view.gateway6 = net.gateway6;
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
   return view;
 }
