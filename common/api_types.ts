@@ -74,6 +74,18 @@ export interface Port {
   unboundAt?: string;
 }
 
+/** A tenant's router, as the manager answers it and announces it on the change feed. */
+export interface RouterInfo {
+  name: string;
+  tenant: string;
+  /** The networks it connects: name, the manager's network ID, subnet and gateway. */
+  networks: { name: string; id: string; cidr: string; gateway: string }[];
+  /** Static routes: traffic for `dst` goes to the port with address `via` on a connected network. */
+  routes: { dst: string; via: string }[];
+  description?: string;
+  createdAt: string;
+}
+
 export interface Usage {
   total: number;
   used: number;

@@ -2,7 +2,7 @@
  * The manager's API as its clients (agent, monitor, knitctl) call it: typed calls, and errors that
  * say who failed and why.
  */
-import type { ErrorBody, PodRef, Port } from "./api_types.ts";
+import type { ErrorBody, PodRef, Port, RouterInfo } from "./api_types.ts";
 
 export interface NodeInfo {
   name: string;
@@ -11,7 +11,8 @@ export interface NodeInfo {
 
 export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
-  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo };
+  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo }
+  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo };
 
 export interface PortRequest {
   ip?: string;
@@ -97,6 +98,11 @@ export class ManagerClient {
     for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, v);
     const search = params.size > 0 ? `?${params}` : "";
     return (await this.call<{ items: Port[] }>("GET", `/api/v1/ports${search}`)).items;
+  }
+
+  /** Every tenant's routers (nodes and admins). */
+  async listRouters(): Promise<RouterInfo[]> {
+    return (await this.call<{ items: RouterInfo[] }>("GET", "/api/v1/routers")).items;
   }
 
   async listNodes(): Promise<NodeInfo[]> {

@@ -28,6 +28,12 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
 /** Flags of the verbs; which verb takes which is in VERB_FLAGS and the resources' create lists. */
 export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   network: { type: "string", value: "NAME", help: "the network" },
+  networks: {
+    type: "string",
+    multiple: true,
+    value: "NAME,NAME",
+    help: "the networks a router connects",
+  },
   node: { type: "string", value: "NAME", help: "the node" },
   pod: { type: "string", value: "NS/NAME", help: "the pod" },
   cidr: { type: "string", value: "CIDR", help: "e.g. 10.1.0.0/24" },

@@ -182,6 +182,35 @@ export const RESOURCES: Resource[] = [
     },
   },
   {
+    plural: "routers",
+    kind: "router",
+    names: ["routers", "router", "rt"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "routers"),
+    item: (s, name) => tenantPath(s, `routers/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "NETWORKS", value: (o) => o.networks.map((n: Obj) => n.name).join(",") },
+      {
+        header: "ROUTES",
+        value: (o) => o.routes.map((r: Obj) => `${r.dst} via ${r.via}`).join(","),
+      },
+      { header: "CIDRS", value: (o) => o.networks.map((n: Obj) => n.cidr).join(","), wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["networks", "route", "description"],
+      required: { networks: "red,blue" },
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        networks: V.list(strs(f, "networks")),
+        ...listed("routes", strs(f, "route")?.map((r) => V.gatewayRoute("route", r))),
+        ...optional("description", str(f, "description")),
+      }),
+    },
+  },
+  {
     plural: "ports",
     kind: "port",
     names: ["ports", "port"],

@@ -51,3 +51,26 @@ Deno.test("paths: tenant-scoped resources live under the tenant, ports under the
   assert.equal(findResource("node", "get").item({ tenant: "x" }, "w1"), "/api/v1/nodes/w1");
   assert.deepEqual(RESOURCES.filter((r) => r.usage).map((r) => r.plural), ["networks", "physnets"]);
 });
+
+Deno.test("create router: --networks as a list, --route CIDR,VIA as static routes", () => {
+  const router = findResource("rt", "create");
+  const f = parseCommandLine([
+    ...["create", "router", "planes", "--networks", "red,blue", "--networks", "green"],
+    ...["--route", "10.7.0.0/24,10.2.0.9"],
+  ]).flags;
+  assert.deepEqual(router.create.body("planes", f), {
+    name: "planes",
+    networks: ["red", "blue", "green"],
+    routes: [{ dst: "10.7.0.0/24", via: "10.2.0.9" }],
+  });
+  const bad = parseCommandLine([
+    "create",
+    "router",
+    "r",
+    "--networks",
+    "a",
+    "--route",
+    "10.7.0.0/24",
+  ]);
+  assert.throws(() => router.create.body("r", bad.flags), /needs CIDR,GW/);
+});

@@ -4,12 +4,13 @@
  * follower resumes from its cursor, and when the cursor is too old or from another epoch it is told
  * to list everything again (410) and continue from the cursor the list gave it.
  */
-import type { Port } from "@knitter/common";
+import type { Port, RouterInfo } from "@knitter/common";
 import type { NodeRecord } from "./model.ts";
 
 export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
-  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeRecord };
+  | { seq: number; type: "node"; op: "put" | "delete"; node: NodeRecord }
+  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo };
 
 type Unnumbered<T> = T extends unknown ? Omit<T, "seq"> : never;
 

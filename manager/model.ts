@@ -1,5 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
-import type { Bandwidth, Dns, NetworkType, PodRef, Route } from "@knitter/common";
+import type { Bandwidth, Dns, NetworkType, PodRef, Route, RouterInfo } from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
 export interface TenantRecord {
@@ -111,6 +111,9 @@ export interface PortRecord {
   unboundAt?: string;
 }
 
+/** A tenant's router (service/routers.ts): stored as the API answers it. */
+export type RouterRecord = RouterInfo;
+
 export interface NodeRecord {
   name: string;
   underlayIp: string;
@@ -140,6 +143,10 @@ export const keys = {
     name,
   ],
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
+  router: (tenant: string, name: string): Key => ["router", tenant, name],
+  routers: (tenant?: string): Key => tenant === undefined ? ["router"] : ["router", tenant],
+  /** The router a network is on ({tenant, name}): one at most. */
+  routerOfNetwork: (networkId: string): Key => ["router_by_network", networkId],
   port: (networkId: string, id: string): Key => ["port", networkId, id],
   ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
   /** Ports a tenant holds on networks of other tenants (public ones). */

@@ -12,6 +12,7 @@ import * as networks from "./service/networks.ts";
 import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
 import * as ports from "./service/ports.ts";
+import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as quotas from "./service/quotas.ts";
@@ -54,6 +55,7 @@ export const PARAMS: Record<string, z.ZodType> = {
   network: S.Name,
   physnet: S.Name,
   group: S.Name,
+  router: S.Name,
   node: S.NodeName,
   port: S.PortId,
 };
@@ -406,6 +408,74 @@ export const ROUTES: RouteDef[] = [
     handle: async ({ ctx, principal, params }) => (
       await groups.deleteIpGroup(ctx, principal, params.tenant, params.group), noContent
     ),
+  },
+
+  // routers
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/routers`,
+    summary: "List the tenant's routers",
+    tag: "routers",
+    access: "tenant",
+    ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
+    handle: async ({ ctx, params }) =>
+      items((await routers.listRouters(ctx, params.tenant)).map(routers.routerView)),
+  },
+  {
+    method: "POST",
+    path: `${V1}/tenants/{tenant}/routers`,
+    summary: "Route between some of the tenant's networks (and through static routes)",
+    tag: "routers",
+    access: "tenant",
+    body: S.RouterCreate,
+    ok: { status: 201, schema: S.Router, description: "created" },
+    handle: async ({ ctx, params, body }) =>
+      ok(routers.routerView(await routers.createRouter(ctx, params.tenant, body)), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/routers/{router}`,
+    summary: "Get a router",
+    tag: "routers",
+    access: "tenant",
+    ok: { status: 200, schema: S.Router, description: "the router" },
+    handle: async ({ ctx, params }) =>
+      ok(routers.routerView(await routers.getRouter(ctx, params.tenant, params.router))),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}/routers/{router}`,
+    summary: "Replace what a router connects and routes",
+    tag: "routers",
+    access: "tenant",
+    body: S.RouterUpdate,
+    ok: { status: 200, schema: S.Router, description: "updated" },
+    handle: async ({ ctx, params, body }) =>
+      ok(
+        routers.routerView(
+          await routers.updateRouter(ctx, params.tenant, params.router, body),
+        ),
+      ),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/routers/{router}`,
+    summary: "Delete a router: its networks are isolated again",
+    tag: "routers",
+    access: "tenant",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, params }) => (
+      await routers.deleteRouter(ctx, params.tenant, params.router), noContent
+    ),
+  },
+  {
+    method: "GET",
+    path: `${V1}/routers`,
+    summary: "Every tenant's routers (nodes and admins: the agents compute their flows)",
+    tag: "routers",
+    access: "infra",
+    ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
+    handle: async ({ ctx }) => items((await routers.listRouters(ctx)).map(routers.routerView)),
   },
 
   // physnets

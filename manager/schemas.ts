@@ -253,6 +253,38 @@ export const IpGroup = z.object({
   createdAt: Timestamp,
 });
 
+// ---- routers
+
+/** A router's static route: `dst` through a pod's address on one of its networks. */
+const StaticRoute = z.strictObject({
+  dst: CidrText.meta({ description: "an IPv4 destination CIDR" }),
+  via: IpText.meta({ description: "the next hop: a port's address on a connected network" }),
+});
+
+export const RouterUpdate = z.strictObject({
+  networks: z.array(Name).min(1).max(16).meta({
+    description: "the tenant's own private networks with an IPv4 gateway, CIDRs disjoint",
+  }),
+  routes: z.array(StaticRoute).max(64).optional(),
+  description: z.string().max(256).optional(),
+});
+
+export const RouterCreate = RouterUpdate.extend({ name: Name });
+
+export const Router = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  networks: z.array(z.object({
+    name: z.string(),
+    id: z.string(),
+    cidr: z.string(),
+    gateway: z.string(),
+  })),
+  routes: z.array(z.object({ dst: z.string(), via: z.string() })),
+  description: z.string().optional(),
+  createdAt: Timestamp,
+});
+
 // ---- ports
 
 export const PortRequest = z.strictObject({
@@ -461,9 +493,10 @@ export const FeedPage = z.object({
   cursor: z.string(),
   events: z.array(z.object({
     seq: z.int(),
-    type: z.enum(["port", "node"]),
+    type: z.enum(["port", "node", "router"]),
     op: z.enum(["put", "delete"]),
     port: Port.optional(),
     node: Node.optional(),
+    router: Router.optional(),
   })),
 });

@@ -384,6 +384,14 @@ export async function deleteNetwork(
         if (!e.value || e.value.id !== net.id) {
           throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
         }
+        const router = await ctx.store.get<{ name: string }>(keys.routerOfNetwork(net.id));
+        if (router.value) {
+          throw new ApiError(
+            "in_use",
+            `Cannot delete network "${name}": router "${router.value.name}" connects it; take it off the router first`,
+          );
+        }
+        tx.check(router);
         const edit = await addresses.edit(tx);
         // Addresses in quarantine go with the network.
         const used = edit.used - await dropQuarantine(ctx, tx, net);

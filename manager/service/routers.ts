@@ -1,0 +1,248 @@
+/**
+ * Routers: a tenant's choice to route between some of its own networks (agent/PIPELINE.md,
+ * "Routing"). The agents compute the flows on every node; the manager keeps the record, checks it
+ * and announces it on the change feed. A router connects only networks of its own tenant that are
+ * private and have an IPv4 gateway, whose CIDRs do not overlap (a destination address must name
+ * one network); a network is on one router at most. A static route sends a destination to an
+ * address of a port on one of them (a pod that routes or filters: a CNF).
+ */
+import type { z } from "zod";
+import type { RouterInfo } from "@knitter/common";
+import {
+  cidrContains,
+  cidrsOverlap,
+  formatCidr,
+  formatIp,
+  parseCidr,
+  parseIp,
+} from "@knitter/common/address";
+import { ApiError, invalid, notFound } from "../errors.ts";
+import { keys, type NetworkRecord, type RouterRecord } from "../model.ts";
+import type { RouterCreate, RouterUpdate } from "../schemas.ts";
+import type { Tx } from "../store/tx.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { cidrOf } from "./network_spec.ts";
+import { getTenantEntry } from "./tenants.ts";
+
+/** What a router says, as the API and the feed carry it. */
+export function routerView(r: RouterRecord): RouterInfo {
+  const view: RouterInfo = {
+    name: r.name,
+    tenant: r.tenant,
+    networks: r.networks,
+    routes: r.routes,
+    createdAt: r.createdAt,
+  };
+  if (r.description !== undefined) view.description = r.description;
+  return view;
+}
+
+type Body = z.infer<typeof RouterUpdate>;
+
+/** The tenant's own networks the body names, checked, with the versions they were read at. */
+async function connected(ctx: Ctx, tenant: string, body: Body) {
+  const seen = new Set<string>();
+  const out: { net: NetworkRecord; version: string }[] = [];
+  for (const [i, name] of body.networks.entries()) {
+    const field = `networks[${i}]`;
+    if (seen.has(name)) throw invalid(field, `network "${name}" is listed twice`);
+    seen.add(name);
+    // Only the path tenant's own networks: never another tenant's, public or not.
+    const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+    if (!e.value) {
+      throw new ApiError(
+        "not_found",
+        `Network "${name}" does not exist in tenant "${tenant}"`,
+        field,
+      );
+    }
+    const net = e.value;
+    if (net.public) {
+      throw invalid(
+        field,
+        `network "${name}" is public: other tenants' pods have ports on it, and a router would open the tenant's other networks to them; connect private networks only`,
+      );
+    }
+    if (net.family !== 4 || net.gateway === undefined) {
+      throw invalid(
+        field,
+        `network "${name}" has no IPv4 gateway: pods reach a router through their gateway, and routing covers IPv4 networks; give the network a gateway (or connect another)`,
+      );
+    }
+    out.push({ net, version: e.version! });
+  }
+  for (let j = 0; j < out.length; j++) {
+    for (let i = 0; i < j; i++) {
+      const [a, b] = [out[i].net, out[j].net];
+      if (cidrsOverlap(cidrOf(a), cidrOf(b))) {
+        throw new ApiError(
+          "conflict",
+          `Networks "${a.name}" (${a.cidr}) and "${b.name}" (${b.cidr}) overlap: a router could not tell their addresses apart; connect networks whose CIDRs are disjoint`,
+          `networks[${j}]`,
+        );
+      }
+    }
+  }
+  return out;
+}
+
+/** The static routes, canonical: each next hop a port address of a connected network. */
+function staticRoutes(body: Body, nets: NetworkRecord[]): RouterRecord["routes"] {
+  const seen = new Set<string>();
+  return (body.routes ?? []).map((r, i) => {
+    const field = `routes[${i}]`;
+    const dst = parseCidr(r.dst);
+    if ("error" in dst) throw invalid(`${field}.dst`, dst.error);
+    if (dst.family !== 4) {
+      throw invalid(`${field}.dst`, `${r.dst} is not IPv4; routing covers IPv4`);
+    }
+    const text = formatCidr(dst);
+    if (seen.has(text)) throw invalid(`${field}.dst`, `${text} is routed twice`);
+    seen.add(text);
+    const via = parseIp(r.via);
+    const on = via && nets.find((n) => cidrContains(cidrOf(n), via));
+    if (!via || !on) {
+      throw invalid(
+        `${field}.via`,
+        `${r.via} is not an address in a connected network (${
+          nets.map((n) => n.cidr).join(", ")
+        }); the next hop is a pod's address on one of them`,
+      );
+    }
+    const hop = formatIp(via);
+    if (hop === on.gateway) {
+      throw invalid(
+        `${field}.via`,
+        `${hop} is the gateway of network "${on.name}", the router itself`,
+      );
+    }
+    if (cidrContains(dst, via)) {
+      throw invalid(`${field}.via`, `${hop} lies inside ${text}: the route would lead to itself`);
+    }
+    return { dst: text, via: hop };
+  });
+}
+
+/** Claims each connected network for the router (one router per network), releases the rest. */
+async function index(
+  ctx: Ctx,
+  tx: Tx,
+  tenant: string,
+  name: string,
+  nets: NetworkRecord[],
+  before: RouterRecord | null,
+): Promise<void> {
+  for (const [i, net] of nets.entries()) {
+    const e = await ctx.store.get<{ tenant: string; name: string }>(keys.routerOfNetwork(net.id));
+    if (e.value && e.value.name !== name) {
+      throw new ApiError(
+        "in_use",
+        `Network "${net.name}" is already connected by router "${e.value.name}"; a network is on one router at most: add the other networks to that router`,
+        `networks[${i}]`,
+      );
+    }
+    tx.check(e).set(e.key, { tenant, name });
+  }
+  const kept = new Set(nets.map((n) => n.id));
+  for (const n of before?.networks ?? []) {
+    if (!kept.has(n.id)) tx.delete(keys.routerOfNetwork(n.id));
+  }
+}
+
+/** The record a body makes, after every check; throws on the first failed one. */
+async function build(
+  ctx: Ctx,
+  tx: Tx,
+  tenant: string,
+  name: string,
+  body: Body,
+  before: RouterRecord | null,
+): Promise<RouterRecord> {
+  const t = await getTenantEntry(ctx, tenant);
+  const refs = await connected(ctx, tenant, body);
+  const nets = refs.map((r) => r.net);
+  const routes = staticRoutes(body, nets);
+  // The networks must still be the ones checked when this commits.
+  tx.check(t);
+  for (const r of refs) tx.check({ key: keys.network(tenant, r.net.name), version: r.version });
+  await index(ctx, tx, tenant, name, nets, before);
+  const record: RouterRecord = {
+    name,
+    tenant,
+    networks: nets.map((n) => ({ name: n.name, id: n.id, cidr: n.cidr, gateway: n.gateway! })),
+    routes,
+    createdAt: before?.createdAt ?? now(),
+  };
+  const description = body.description ?? before?.description;
+  if (description !== undefined) record.description = description;
+  return record;
+}
+
+export async function createRouter(
+  ctx: Ctx,
+  tenant: string,
+  body: z.infer<typeof RouterCreate>,
+): Promise<RouterRecord> {
+  const router = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get(keys.router(tenant, body.name));
+    if (e.value) {
+      throw new ApiError(
+        "already_exists",
+        `Router "${body.name}" already exists in tenant "${tenant}"`,
+        "name",
+      );
+    }
+    const record = await build(ctx, tx, tenant, body.name, body, null);
+    tx.check(e).set(e.key, record);
+    return record;
+  });
+  ctx.feed.publish({ type: "router", op: "put", router: routerView(router) });
+  return router;
+}
+
+/** Replaces what a router connects and routes. */
+export async function updateRouter(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  body: Body,
+): Promise<RouterRecord> {
+  const router = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
+    if (!e.value) throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+    const record = await build(ctx, tx, tenant, name, body, e.value);
+    tx.check(e).set(e.key, record);
+    return record;
+  });
+  ctx.feed.publish({ type: "router", op: "put", router: routerView(router) });
+  return router;
+}
+
+export async function deleteRouter(ctx: Ctx, tenant: string, name: string): Promise<void> {
+  const router = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
+    if (!e.value) {
+      await getTenantEntry(ctx, tenant);
+      throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+    }
+    tx.check(e).delete(e.key);
+    for (const n of e.value.networks) tx.delete(keys.routerOfNetwork(n.id));
+    return e.value;
+  });
+  ctx.feed.publish({ type: "router", op: "delete", router: routerView(router) });
+}
+
+export async function getRouter(ctx: Ctx, tenant: string, name: string): Promise<RouterRecord> {
+  const r = (await ctx.store.get<RouterRecord>(keys.router(tenant, name))).value;
+  if (!r) {
+    await getTenantEntry(ctx, tenant);
+    throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+  }
+  return r;
+}
+
+/** A tenant's routers, or every tenant's (the agents' list). */
+export async function listRouters(ctx: Ctx, tenant?: string): Promise<RouterRecord[]> {
+  if (tenant !== undefined) await getTenantEntry(ctx, tenant);
+  return await listValues<RouterRecord>(ctx.store, keys.routers(tenant));
+}
