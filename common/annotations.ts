@@ -8,6 +8,7 @@
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import { isMac, parseIpPrefix } from "./address.ts";
 import type { Dns, Port } from "./api_types.ts";
+import { portIps } from "./port_addresses.ts";
 
 export const KNITTER_NETWORKS = "networks";
 export const MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks";
@@ -327,12 +328,13 @@ export function networkStatus(ports: Port[], primaryIfName = "eth0"): NetworkSta
     const e: NetworkStatusEntry = {
       name: `${p.networkTenant}/${p.network}`,
       interface: p.interface ?? "",
-      ips: [p.ip],
+      ips: portIps(p),
       mac: p.mac,
       default: p === primary,
       dns: p.dns ?? {},
     };
-    if (p.gateway) e.gateway = [p.gateway];
+    const gateways = [p.gateway, p.gateway6].filter((g) => g !== undefined);
+    if (gateways.length > 0) e.gateway = gateways;
     return e;
   });
 }

@@ -154,6 +154,32 @@ Deno.test("annotations: network-status marks eth0 default and lists interfaces i
   assert.deepEqual(status[0].dns, { nameservers: ["10.0.0.2"] });
 });
 
+Deno.test("annotations: a dual-stack port's network-status lists both addresses and gateways", () => {
+  const [status] = networkStatus([{
+    id: "p",
+    tenant: "acme",
+    network: "dual",
+    networkTenant: "acme",
+    networkId: "n",
+    type: "vxlan",
+    ip: "10.0.0.5",
+    address: "10.0.0.5/24",
+    family: 4,
+    gateway: "10.0.0.1",
+    ip6: "fd00::5",
+    address6: "fd00::5/64",
+    gateway6: "fd00::1",
+    mac: "02:00:00:00:00:01",
+    mtu: 1450,
+    routes: [],
+    dns: {},
+    interface: "eth0",
+    createdAt: "",
+  }]);
+  assert.deepEqual(status.ips, ["10.0.0.5", "fd00::5"]);
+  assert.deepEqual(status.gateway, ["10.0.0.1", "fd00::1"]);
+});
+
 Deno.test("annotations: a stable port ID names the pod it is kept for", () => {
   assert.deepEqual(stablePodOf("stable:acme:db-0-eth1", "eth1"), {
     namespace: "acme",

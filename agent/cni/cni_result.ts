@@ -2,7 +2,7 @@
  * The CNI result of an attachment, in the contract's 1.1.0 form (`@knitter/plugin/contract`; the
  * plugin converts it to the config's version).
  */
-import type { Port } from "@knitter/common";
+import { type Port, portAddresses } from "@knitter/common";
 import { type CniResult, LATEST_CNI_VERSION } from "@knitter/plugin/contract";
 
 /** A result as the agent builds it: every list present. */
@@ -17,11 +17,19 @@ export interface BuiltInterface {
   defaultRoute: boolean;
 }
 
-/** Routes inside the pod for one interface: the default route if it carries it, then its network's. */
+/**
+ * Routes inside the pod for one interface: the default routes if it carries them (IPv4 and, on a
+ * dual-stack network, IPv6: static, as no router advertisement is sent), then its network's.
+ */
 export function podRoutes(i: BuiltInterface): { dst: string; via?: string }[] {
   const out: { dst: string; via?: string }[] = [];
-  if (i.defaultRoute && i.port.gateway) {
-    out.push({ dst: i.port.family === 4 ? "0.0.0.0/0" : "::/0", via: i.port.gateway });
+  const own = new Set(i.port.routes.map((r) => r.dst));
+  const defaults: [string, string | undefined][] = [
+    [i.port.family === 4 ? "0.0.0.0/0" : "::/0", i.port.gateway],
+    ["::/0", i.port.gateway6],
+  ];
+  for (const [dst, via] of defaults) {
+    if (i.defaultRoute && via && !own.has(dst)) out.push({ dst, via });
   }
   for (const r of i.port.routes) out.push(r.via ? { dst: r.dst, via: r.via } : { dst: r.dst });
   return out;
@@ -47,11 +55,14 @@ export function cniResult(
     result.interfaces.push({ name: i.hostIfName });
     const index = result.interfaces.length;
     result.interfaces.push({ name: i.ifName, mac: i.port.mac, mtu: i.port.mtu, sandbox: netns });
-    result.ips.push({
-      address: i.port.address,
-      ...(i.port.gateway ? { gateway: i.port.gateway } : {}),
-      interface: index,
-    });
+    const gateways = [i.port.gateway, i.port.gateway6];
+    portAddresses(i.port).forEach((address, k) =>
+      result.ips.push({
+        address,
+        ...(gateways[k] ? { gateway: gateways[k] } : {}),
+        interface: index,
+      })
+    );
     for (const r of podRoutes(i)) {
       result.routes.push(r.via ? { dst: r.dst, gw: r.via } : { dst: r.dst });
     }

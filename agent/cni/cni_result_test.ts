@@ -95,3 +95,33 @@ Deno.test("pod routes: IPv6 default route, and no default route without a gatewa
     [],
   );
 });
+
+Deno.test("dual stack: the result lists both addresses with their gateways; both default routes are static", () => {
+  const dual = port({
+    ip6: "fd00:1::5",
+    address6: "fd00:1::5/64",
+    gateway6: "fd00:1::1",
+    routes: [{ dst: "fd00:9::/64", via: "fd00:1::9" }],
+  });
+  const r = cniResult("/ns", [{
+    ifName: "eth0",
+    hostIfName: "kn1",
+    defaultRoute: true,
+    port: dual,
+  }]);
+  assert.deepEqual(r.ips, [
+    { address: "10.1.0.5/24", gateway: "10.1.0.1", interface: 1 },
+    { address: "fd00:1::5/64", gateway: "fd00:1::1", interface: 1 },
+  ]);
+  assert.deepEqual(r.routes, [
+    { dst: "0.0.0.0/0", gw: "10.1.0.1" },
+    { dst: "::/0", gw: "fd00:1::1" },
+    { dst: "fd00:9::/64", gw: "fd00:1::9" },
+  ]);
+  // A network that routes ::/0 itself keeps its own next hop, once.
+  const own = port({ ...dual, routes: [{ dst: "::/0", via: "fd00:1::fe" }] });
+  assert.deepEqual(podRoutes({ ifName: "eth0", hostIfName: "kn", defaultRoute: true, port: own }), [
+    { dst: "0.0.0.0/0", via: "10.1.0.1" },
+    { dst: "::/0", via: "fd00:1::fe" },
+  ]);
+});

@@ -17,7 +17,7 @@ import {
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
-import { Mutex } from "@knitter/common";
+import { Mutex, portIps } from "@knitter/common";
 import type { Ovs } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "../state.ts";
@@ -377,7 +377,7 @@ export class Dataplane {
           ofport: i.ofport,
           network: net.id,
           mac: i.port.mac,
-          ips: [i.port.ip],
+          ips: portIps(i.port),
           cookie: i.cookie,
         });
         sources.local.push(i.port);
@@ -390,7 +390,7 @@ export class Dataplane {
       const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
       // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
       if (!net || !nodeIp) continue;
-      remotePorts.push({ network: net.id, mac: p.mac, ips: [p.ip], nodeIp });
+      remotePorts.push({ network: net.id, mac: p.mac, ips: portIps(p), nodeIp });
       sources.remote.push(p);
     }
     const model: FlowInput = {

@@ -20,6 +20,7 @@ import {
   type TraceTarget,
   type TraceView,
 } from "@knitter/wasm";
+import { portIps } from "@knitter/common";
 import type { Dataplane, FlowDiff } from "./dataplane.ts";
 import type { Healer } from "./healer.ts";
 import type { Ovs, OvsPort } from "./ovs.ts";
@@ -140,7 +141,7 @@ export class NodeInspector {
           network: net.id,
           label: portLabel(p),
           mac: p.mac,
-          ips: [p.ip],
+          ips: portIps(p),
         });
       }
     }
@@ -153,7 +154,7 @@ export class NodeInspector {
       remotePorts.push({
         network: net.id,
         mac: p.mac,
-        ips: [p.ip],
+        ips: portIps(p),
         nodeIp,
         node: p.node,
         label: portLabel(p),

@@ -8,6 +8,7 @@
  * undoes what the record names, the same way; every step tolerates what is already gone.
  */
 import type { Logger, Port, PortRequest, Route, StartedCommand } from "@knitter/common";
+import { portAddresses } from "@knitter/common";
 import {
   effectiveBandwidth,
   isLimited,
@@ -342,7 +343,7 @@ export class Wiring {
         hostIfName: i.hostIfName,
         mac: ported.port.mac,
         mtu,
-        addresses: [ported.port.address],
+        addresses: portAddresses(ported.port),
         routes,
         softwareChecksums: this.d.flows.softwareChecksums,
       }, k === 0 ? req.batch : undefined);
