@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import type { z } from "zod";
 import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
 import { authorize, describe, type TokenTable } from "./auth.ts";
+import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { EMPTY_QUERY, PARAMS, type RouteDef, ROUTES } from "./routes.ts";
@@ -125,8 +126,8 @@ async function serve(
   tokens: TokenTable,
   limits: RequestLimits,
 ): Promise<Response> {
-  const principal = tokens.authenticate(c.req.header("authorization"));
-  const params = c.req.param() as Record<string, string>;
+  const principal = await withReach(ctx, tokens.authenticate(c.req.header("authorization")));
+  const params = { ...c.req.param() } as Record<string, string>;
   for (const [name, value] of Object.entries(params)) {
     const r = PARAMS[name]?.safeParse(value);
     if (r && !r.success) {
@@ -140,9 +141,10 @@ async function serve(
   authorize(principal, route.access, params);
   const query = parse(route.query ?? EMPTY_QUERY, c.req.query(), "query");
   const body = route.body ? parse(route.body, await readJson(c, limits), "") : undefined;
+  scopeRequest(principal, { params, query, body });
   const reply = await route.handle({ ctx, principal, params, query, body });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
-  return c.json(reply.body, reply.status as 200);
+  return c.json(await viewFor(ctx, principal, reply.body), reply.status as 200);
 }
 
 /** JSON media types: application/json, with parameters (charset), and +json suffixes. */

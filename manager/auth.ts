@@ -1,18 +1,31 @@
 /** Bearer tokens and their scopes, and the one function that decides what a scope may reach. */
 import { ApiError } from "./errors.ts";
+import type { ClusterRecord } from "./model.ts";
+import { DEFAULT_CLUSTER, scoped } from "./service/cluster_names.ts";
+
+/**
+ * What a cluster lets its nodes and monitor use (service/clusters.ts). Loaded per request
+ * (app.ts), so that a change or a deleted cluster takes effect at once.
+ */
+export type ClusterReach = Pick<ClusterRecord, "name" | "tenants" | "networks" | "physnets">;
 
 export type Principal =
   | { scope: "admin" }
   | { scope: "tenant"; tenant: string }
-  | { scope: "node"; node: string }
+  /** `node` is the node's identity at the manager: its name, scoped by its cluster. */
+  | { scope: "node"; node: string; cluster: string; reach?: ClusterReach }
+  /** A cluster's monitor: its tenants' networks and IP groups, its cluster's ports. */
+  | { scope: "monitor"; cluster: string; reach?: ClusterReach }
   /** Reads /metrics (Prometheus) and nothing else. */
   | { scope: "metrics" };
 
 export interface TokenConfig {
   token: string;
-  scope: "admin" | "tenant" | "node" | "metrics";
+  scope: "admin" | "tenant" | "node" | "monitor" | "metrics";
   tenant?: string;
   node?: string;
+  /** The cluster of a node or monitor token; absent: "default". */
+  cluster?: string;
 }
 
 /**
@@ -62,9 +75,13 @@ function principalOf(t: TokenConfig): Principal {
     case "tenant":
       if (!t.tenant) throw new Error("a tenant-scoped token needs a tenant");
       return { scope: "tenant", tenant: t.tenant };
-    case "node":
+    case "node": {
       if (!t.node) throw new Error("a node-scoped token needs a node");
-      return { scope: "node", node: t.node };
+      const cluster = t.cluster ?? DEFAULT_CLUSTER;
+      return { scope: "node", node: scoped(t.node, cluster), cluster };
+    }
+    case "monitor":
+      return { scope: "monitor", cluster: t.cluster ?? DEFAULT_CLUSTER };
   }
 }
 
@@ -76,6 +93,8 @@ export function describe(p: Principal): string {
       return `a token of tenant "${p.tenant}"`;
     case "node":
       return `a token of node "${p.node}"`;
+    case "monitor":
+      return `a monitor token of cluster "${p.cluster}"`;
     case "metrics":
       return "a metrics token";
   }
@@ -88,19 +107,105 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
   };
   if (p.scope === "metrics") return deny("use the API: it reads /metrics only");
   if (access === "any") return;
+  if (p.scope === "node" || p.scope === "monitor") {
+    if (params.tenant !== undefined && !tenantAllowed(p, params.tenant)) {
+      return deny(
+        `act for tenant "${params.tenant}": cluster "${p.cluster}" is not allowed it (an admin adds it to the cluster's tenants: PATCH /api/v1/clusters/${p.cluster})`,
+      );
+    }
+  }
   switch (access) {
     case "admin":
       return deny("use this admin-only route");
     case "tenant":
       if (p.scope === "tenant" && params.tenant === p.tenant) return;
+      // A monitor makes its cluster's tenants' networks and IP groups from their resources.
+      if (p.scope === "monitor") return;
       return deny(`act on tenant "${params.tenant}"`);
     case "shared":
       return;
     case "node":
-      if (p.scope === "node" && params.node === p.node) return;
+      if (p.scope === "node" && scoped(params.node, p.cluster) === p.node) return;
       return deny(`act on node "${params.node}"`);
     case "infra":
-      if (p.scope === "node") return;
+      if (p.scope === "node" || p.scope === "monitor") return;
       return deny("read what only nodes and admins read");
   }
+}
+
+/** Whether a cluster's reach lets its pods belong to `tenant`. */
+function tenantAllowed(p: { reach?: ClusterReach }, tenant: string): boolean {
+  const reach = p.reach;
+  return reach !== undefined && (reach.tenants.includes("*") || reach.tenants.includes(tenant));
+}
+
+/** What of a network decides whether a cluster may use it (a record or a port's view). */
+export interface NetworkRef {
+  tenant: string;
+  name: string;
+  type: string;
+  physnet?: string;
+}
+
+/**
+ * Whether a cluster may use a network: its tenant is one of the cluster's, or the network is named
+ * in its networks; a VLAN or flat network only on a physnet the cluster's nodes are attached to.
+ */
+export function mayUse(reach: ClusterReach, net: NetworkRef): boolean {
+  const listed = tenantAllowed({ reach }, net.tenant) ||
+    reach.networks.includes(`${net.tenant}/${net.name}`);
+  if (!listed) return false;
+  if (net.type === "vxlan" || net.physnet === undefined) return true;
+  return reach.physnets.includes("*") || reach.physnets.includes(net.physnet);
+}
+
+/** Refuses a node or monitor token a network its cluster may not use (403). */
+export function checkNetworkReach(p: Principal, net: NetworkRef): void {
+  if (p.scope !== "node" && p.scope !== "monitor") return;
+  if (p.reach && mayUse(p.reach, net)) return;
+  throw new ApiError(
+    "forbidden",
+    `Network "${net.tenant}/${net.name}" is not available in cluster "${p.cluster}": an admin adds its tenant or the network to the cluster (PATCH /api/v1/clusters/${p.cluster})${
+      net.physnet
+        ? `, and physnet "${net.physnet}" to its physnets if its nodes are attached to it`
+        : ""
+    }`,
+  );
+}
+
+/** A port as the reach rules read it: its cluster and its network. */
+export interface PortRef {
+  cluster?: string;
+  networkTenant: string;
+  network: string;
+  type: string;
+  physnet?: string;
+}
+
+/**
+ * Whether a cluster's token sees a port: a monitor only its own cluster's; an agent also those of
+ * other clusters on networks its cluster may use (its tunnels and flows need them).
+ */
+export function seesPort(p: Principal, port: PortRef): boolean {
+  if (p.scope !== "node" && p.scope !== "monitor") return true;
+  if ((port.cluster ?? DEFAULT_CLUSTER) === p.cluster) return true;
+  if (p.scope === "monitor" || !p.reach) return false;
+  return mayUse(p.reach, {
+    tenant: port.networkTenant,
+    name: port.network,
+    type: port.type,
+    physnet: port.physnet,
+  });
+}
+
+/**
+ * Whether two clusters can share a network, so that the agents of one need the tunnel endpoints
+ * of the other's nodes: a tenant or a network in common, or one lets every tenant in.
+ */
+export function clustersMeet(a: ClusterReach, b: ClusterReach): boolean {
+  if (a.name === b.name) return true;
+  const meets = (x: ClusterReach, y: ClusterReach) =>
+    x.tenants.some((t) => t === "*" || tenantAllowed({ reach: y }, t)) ||
+    x.networks.some((n) => y.networks.includes(n) || tenantAllowed({ reach: y }, n.split("/")[0]));
+  return meets(a, b) || meets(b, a);
 }

@@ -9,11 +9,18 @@ import type { TokenConfig } from "./auth.ts";
 
 const TokenSchema = z.strictObject({
   token: z.string().min(16, "must be at least 16 characters"),
-  scope: z.enum(["admin", "tenant", "node", "metrics"]),
+  scope: z.enum(["admin", "tenant", "node", "monitor", "metrics"]),
   tenant: z.string().optional(),
   node: z.string().optional(),
+  /** The cluster of a node or monitor token (its names are scoped by it); absent: "default". */
+  cluster: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a cluster name")
+    .optional(),
 }).refine((t) => t.scope !== "tenant" || t.tenant, 'a tenant token needs "tenant"')
-  .refine((t) => t.scope !== "node" || t.node, 'a node token needs "node"');
+  .refine((t) => t.scope !== "node" || t.node, 'a node token needs "node"')
+  .refine(
+    (t) => t.cluster === undefined || t.scope === "node" || t.scope === "monitor",
+    'only node and monitor tokens belong to a cluster: leave out "cluster"',
+  );
 
 const RangeText = z.string().regex(/^\d+-\d+$/, 'must look like "5000-16777215"');
 
@@ -127,7 +134,7 @@ Environment (overrides the file; flags override both):
   KNITTER_MANAGER_TLS_CERT     PEM certificate file; with KNITTER_MANAGER_TLS_KEY serves HTTPS
   KNITTER_MANAGER_TLS_KEY      PEM private key file
   KNITTER_MANAGER_ADMIN_TOKEN  adds an admin bearer token
-  KNITTER_MANAGER_TOKENS_FILE  JSON file with a list of tokens ({token, scope, tenant?, node?})
+  KNITTER_MANAGER_TOKENS_FILE  JSON file with a list of tokens ({token, scope, tenant?, node?, cluster?})
   KNITTER_MANAGER_LOG_LEVEL    debug | info | warn | error
 `;
 

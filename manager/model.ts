@@ -109,16 +109,35 @@ export interface PortRecord {
   bandwidth?: Bandwidth;
   /** Since when the port has no pod and node, its address kept (POST .../unbind). */
   unboundAt?: string;
+  /** Its cluster, also the suffix of its ID (service/cluster_names.ts); absent: "default". */
+  cluster?: string;
 }
 
 /** A tenant's router (service/routers.ts): stored as the API answers it. */
 export type RouterRecord = RouterInfo;
 
 export interface NodeRecord {
+  /** Its name scoped by its cluster (service/cluster_names.ts). */
   name: string;
+  /** Absent: "default". */
+  cluster?: string;
   underlayIp: string;
   labels: Record<string, string>;
   registeredAt: string;
+  updatedAt: string;
+}
+
+/** A Kubernetes cluster whose agents and monitor use this manager (service/clusters.ts). */
+export interface ClusterRecord {
+  name: string;
+  description?: string;
+  /** Tenants (namespaces) whose pods may run in it and whose networks it may use; "*": every one. */
+  tenants: string[];
+  /** Networks of other tenants it may use too, as "tenant/name". */
+  networks: string[];
+  /** Physnets its nodes are attached to: where its VLAN and flat networks may be; "*": every one. */
+  physnets: string[];
+  createdAt: string;
   updatedAt: string;
 }
 
@@ -192,6 +211,8 @@ export const keys = {
   ): Key => ["segment_owner", type, physnet, id],
   /** A tenant's quota and use (service/quotas.ts); absent: no limits, nothing counted. */
   quota: (tenant: string): Key => ["quota", tenant],
+  cluster: (name: string): Key => ["cluster", name],
+  clusters: (): Key => ["cluster"],
   node: (name: string): Key => ["node", name],
   nodes: (): Key => ["node"],
   /** The ports a node leaves out of its flows, as it last reported them (service/conflicts.ts). */

@@ -15,6 +15,7 @@ import * as ports from "./service/ports.ts";
 import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
+import * as clusters from "./service/clusters.ts";
 import * as quotas from "./service/quotas.ts";
 import { queryHistory } from "./service/history.ts";
 
@@ -56,8 +57,9 @@ export const PARAMS: Record<string, z.ZodType> = {
   physnet: S.Name,
   group: S.Name,
   router: S.Name,
-  node: S.NodeName,
-  port: S.PortId,
+  node: S.scopedParam(S.NodeName),
+  port: S.scopedParam(S.PortId),
+  cluster: S.Name,
 };
 
 /**
@@ -593,6 +595,64 @@ export const ROUTES: RouteDef[] = [
     access: "node",
     ok: { status: 200, schema: S.NodeConflicts, description: "the node's record" },
     handle: async ({ ctx, params }) => ok(await conflicts.nodeConflicts(ctx, params.node)),
+  },
+
+  // clusters
+  {
+    method: "GET",
+    path: `${V1}/clusters`,
+    summary: "List clusters and what each may use (a node or monitor token sees its own)",
+    tag: "clusters",
+    access: "infra",
+    ok: { status: 200, schema: S.listOf(S.Cluster), description: "the clusters" },
+    handle: async ({ ctx, principal }) => {
+      const all = await clusters.listClusters(ctx);
+      if (principal.scope === "admin") return items(all);
+      return items(all.filter((c) => "cluster" in principal && c.name === principal.cluster));
+    },
+  },
+  {
+    method: "POST",
+    path: `${V1}/clusters`,
+    summary:
+      "Register a cluster: its node and monitor tokens (cluster in the manager's tokens) reach what it lists",
+    tag: "clusters",
+    access: "admin",
+    body: S.ClusterCreate,
+    ok: { status: 201, schema: S.Cluster, description: "created" },
+    handle: async ({ ctx, body }) => ok(await clusters.createCluster(ctx, body), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/clusters/{cluster}`,
+    summary: "Get a cluster with its registered nodes",
+    tag: "clusters",
+    access: "admin",
+    ok: { status: 200, schema: S.Cluster, description: "the cluster" },
+    handle: async ({ ctx, params }) => ok(await clusters.getCluster(ctx, params.cluster)),
+  },
+  {
+    method: "PATCH",
+    path: `${V1}/clusters/{cluster}`,
+    summary:
+      "Change which tenants, networks and physnets a cluster may use (from its next request on)",
+    tag: "clusters",
+    access: "admin",
+    body: S.ClusterUpdate,
+    ok: { status: 200, schema: S.Cluster, description: "updated" },
+    handle: async ({ ctx, params, body }) =>
+      ok(await clusters.updateCluster(ctx, params.cluster, body)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/clusters/{cluster}`,
+    summary: "Delete a cluster with no ports, and its nodes (409 while it has ports)",
+    tag: "clusters",
+    access: "admin",
+    ok: { status: 204, description: "deleted, with its nodes" },
+    handle: async (
+      { ctx, params },
+    ) => (await clusters.deleteCluster(ctx, params.cluster), noContent),
   },
 
   // change feed

@@ -111,7 +111,8 @@ export const NetworkCreate = z.strictObject({
   cidr: CidrText,
   gateway: IpText.optional(),
   cidr6: CidrText.optional().meta({
-    description: "dual stack: the IPv6 subnet of a network whose cidr is IPv4; a port's IPv6 address has its IPv4 address's host part",
+    description:
+      "dual stack: the IPv6 subnet of a network whose cidr is IPv4; a port's IPv6 address has its IPv4 address's host part",
   }),
   gateway6: IpText.optional().meta({ description: "the IPv6 gateway, in cidr6" }),
   allocationPools: z.array(z.strictObject({ start: IpText, end: IpText })).max(64).optional(),
@@ -292,7 +293,7 @@ export const PortRequest = z.strictObject({
   ipGroup: Name.optional().meta({ description: "take the address from this IP group" }),
   mac: z.string().regex(MAC_RE, "must be a lowercase MAC address like 02:00:0a:01:00:05")
     .optional(),
-  node: NodeName.optional(),
+  node: scopedParam(NodeName).optional(),
   pod: PodRefSchema.optional(),
   interface: z.string()
     .regex(PLAIN_IFNAME_RE, `must be a Linux interface name (${PLAIN_IFNAME_RULE})`)
@@ -398,7 +399,7 @@ export const Port = z.object({
 });
 
 export const PortQuery = z.strictObject({
-  node: NodeName.optional(),
+  node: scopedParam(NodeName).optional(),
   pod: z.string().regex(/^[^/]+\/[^/]+$/, "must be namespace/name").optional(),
   tenant: Name.optional(),
 });
@@ -499,4 +500,52 @@ export const FeedPage = z.object({
     node: Node.optional(),
     router: Router.optional(),
   })),
+});
+
+// ---- clusters (service/clusters.ts)
+
+const SCOPED_SUFFIX = /@[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/**
+ * A node or port named in a path: as its cluster's tokens name it, or, for an admin, with its
+ * cluster ("worker1@east"; service/cluster_names.ts).
+ */
+export function scopedParam(bare: z.ZodType<string>) {
+  return z.string().refine(
+    (v) => bare.safeParse(v.replace(SCOPED_SUFFIX, "")).success,
+    "must be a name, optionally followed by @cluster",
+  );
+}
+
+const ClusterTenants = z.array(z.union([Name, z.literal("*")])).max(1000).meta({
+  description:
+    "tenants (namespaces) whose pods may run in it and whose networks it may use; '*': all",
+});
+const ClusterNetworks = z.array(
+  z.string().regex(/^[a-z0-9-]{1,63}\/[a-z0-9-]{1,63}$/, "must be tenant/network"),
+).max(1000).meta({ description: "networks of other tenants it may use too, as tenant/network" });
+const ClusterPhysnets = z.array(z.union([Name, z.literal("*")])).max(256).meta({
+  description:
+    "physnets its nodes are attached to: its VLAN and flat networks may only be on these; '*': all",
+});
+
+export const ClusterCreate = z.strictObject({
+  name: Name,
+  description: z.string().max(256).optional(),
+  tenants: ClusterTenants.optional(),
+  networks: ClusterNetworks.optional(),
+  physnets: ClusterPhysnets.optional(),
+});
+
+export const ClusterUpdate = ClusterCreate.omit({ name: true });
+
+export const Cluster = z.object({
+  name: z.string(),
+  description: z.string().optional(),
+  tenants: z.array(z.string()),
+  networks: z.array(z.string()),
+  physnets: z.array(z.string()),
+  nodes: z.array(z.string()).optional().meta({ description: "its registered nodes (GET of one)" }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
 });

@@ -16,6 +16,7 @@ import { type Ctx, newResolveCache, PoolRegistry } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { sweepHistory } from "./service/history.ts";
 import { scopeForeignPortKeys } from "./service/upgrade.ts";
+import { ensureDefaultCluster } from "./service/clusters.ts";
 import { EtcdFeed } from "./etcd_feed.ts";
 import { EtcdStore } from "./store/etcd_store.ts";
 import { describeStore, openStore } from "./store/open.ts";
@@ -65,6 +66,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     historyRetentionDays: config.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS,
   });
   await ensureTenant(ctx, ADMIN_TENANT);
+  if (await ensureDefaultCluster(ctx)) log.info("the default cluster recorded (clusters are new)");
   const moved = await scopeForeignPortKeys(ctx);
   if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });
   const limits = config.limits ?? {};

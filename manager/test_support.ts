@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import type { Hono } from "hono";
 import { createApp, createContext, openKvStore, type Store, TokenTable } from "./mod.ts";
 import type { RequestLimits } from "./app.ts";
+import type { TokenConfig } from "./auth.ts";
 import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
@@ -59,6 +60,8 @@ export interface TestAppOptions {
   historyRetentionDays?: number;
   /** The history's clock (ms), for tests that move time. */
   clock?: () => number;
+  /** Tokens besides the built-in ones (e.g. of other clusters). */
+  tokens?: TokenConfig[];
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -82,6 +85,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
       { token: TOKEN.worker1, scope: "node", node: "worker1" },
       { token: TOKEN.worker2, scope: "node", node: "worker2" },
       { token: TOKEN.metrics, scope: "metrics" },
+      ...options.tokens ?? [],
     ]),
     limits: options.limits,
     onInternalError: (err) => {

@@ -2,7 +2,7 @@
 import { countQuarantine, dropQuarantine } from "./quarantine.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
-import type { Principal } from "../auth.ts";
+import { checkNetworkReach, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
@@ -301,6 +301,18 @@ export async function resolveNetworkRef(
   tenant: string,
   name: string,
   fresh = false,
+): Promise<NetworkRef> {
+  const ref = await resolveForTenant(ctx, principal, tenant, name, fresh);
+  checkNetworkReach(principal, ref.net);
+  return ref;
+}
+
+async function resolveForTenant(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  name: string,
+  fresh: boolean,
 ): Promise<NetworkRef> {
   if (principal.scope === "tenant" && principal.tenant !== tenant) {
     const ref = await lookup(ctx, tenant, name, fresh);

@@ -6,6 +6,7 @@ import { formatIp, parseIp } from "@knitter/common/address";
 import { keys, type NodeRecord } from "../model.ts";
 import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
+import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 
 /**
  * What a principal sees of a node: a tenant its name only (no underlay address, no labels), as
@@ -32,6 +33,8 @@ export async function registerNode(
       registeredAt: e.value?.registeredAt ?? t,
       updatedAt: t,
     };
+    const { cluster } = unscoped(name);
+    if (cluster !== DEFAULT_CLUSTER) node.cluster = cluster;
     tx.check(e).set(e.key, node);
     return { node, created: e.value === null };
   });

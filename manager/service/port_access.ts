@@ -8,6 +8,7 @@ import { macKind } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
+import { DEFAULT_CLUSTER } from "./cluster_names.ts";
 import { keyId, type PortBody } from "./port_records.ts";
 
 /** The tenant a request acts for: a tenant token always acts for its own. */
@@ -72,8 +73,15 @@ function checkMac(mac: string): void {
   }
 }
 
-/** A tenant token sees only its own ports (the API's and the console's feed alike). */
-export function visible(principal: Principal, port: Pick<PortRecord, "tenant">): boolean {
+/**
+ * A tenant token sees only its own ports (the API's and the console's feed alike), a monitor only
+ * its cluster's (an agent's view across clusters is auth.ts seesPort).
+ */
+export function visible(
+  principal: Principal,
+  port: Pick<PortRecord, "tenant" | "cluster">,
+): boolean {
+  if (principal.scope === "monitor") return (port.cluster ?? DEFAULT_CLUSTER) === principal.cluster;
   return principal.scope !== "tenant" || port.tenant === principal.tenant;
 }
 

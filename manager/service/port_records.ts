@@ -4,11 +4,12 @@
  */
 import type { Port } from "@knitter/common";
 import type { z } from "zod";
-import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import { keys, type NetworkRecord, type PodRef, type PortRecord } from "../model.ts";
 import type { PortRequest } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { now } from "./context.ts";
+import { DEFAULT_CLUSTER, scoped, unscoped } from "./cluster_names.ts";
 import { pairedIp6 } from "./dual_stack.ts";
 
 export type PortBody = z.infer<typeof PortRequest>;
@@ -48,7 +49,22 @@ export function portRecord(opts: {
   if (body.pod !== undefined) port.pod = body.pod;
   if (body.interface !== undefined) port.interface = body.interface;
   if (body.bandwidth !== undefined) port.bandwidth = body.bandwidth;
+  // The ID is scoped by its cluster (service/cluster_names.ts); the field saves parsing it.
+  const { cluster } = unscoped(id);
+  if (cluster !== DEFAULT_CLUSTER) port.cluster = cluster;
   return port;
+}
+
+/** A port's pod as the pod index knows it: the namespace scoped by the port's cluster. */
+function indexedPod(port: Pick<PortRecord, "pod" | "cluster">): PodRef | undefined {
+  if (!port.pod) return undefined;
+  return { ...port.pod, namespace: scoped(port.pod.namespace, port.cluster ?? DEFAULT_CLUSTER) };
+}
+
+/** "namespace/name" of a port's pod as the pod index (and GET /ports?pod=) names it. */
+export function podKey(port: Pick<PortRecord, "pod" | "cluster">): string | undefined {
+  const pod = indexedPod(port);
+  return pod && `${pod.namespace}/${pod.name}`;
 }
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
@@ -115,6 +131,7 @@ export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): vo
     idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, id));
   }
   if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, id));
-  if (port.pod) idx.push(keys.portOfPod(port.pod, port.networkId, id));
+  const pod = indexedPod(port);
+  if (pod) idx.push(keys.portOfPod(pod, port.networkId, id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
 }

@@ -10,7 +10,7 @@
  */
 import type { Port } from "@knitter/common";
 import type { z } from "zod";
-import type { Principal } from "../auth.ts";
+import { type Principal, seesPort } from "../auth.ts";
 import { notFound } from "../errors.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery } from "../schemas.ts";
@@ -20,7 +20,7 @@ import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
-import { keyId, type PortBody, portView, type PutResult } from "./port_records.ts";
+import { keyId, podKey, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";
 export { keyId, macFor, portKeyId, portView } from "./port_records.ts";
@@ -117,7 +117,9 @@ export async function listPorts(
     }
     const net = nets.get(p.networkId);
     // A port outlives its network only mid-delete; it is not shown then.
-    if (net?.id === p.networkId) out.push(portView(net, p));
+    if (net?.id !== p.networkId) continue;
+    const view = portView(net, p);
+    if (seesPort(principal, view)) out.push(view);
   }
   return out;
 }
@@ -135,6 +137,6 @@ function matches(principal: Principal, p: PortRecord, q: z.infer<typeof PortQuer
   if (!visible(principal, p)) return false;
   if (q.node !== undefined && p.node !== q.node) return false;
   if (q.tenant !== undefined && p.tenant !== q.tenant) return false;
-  if (q.pod !== undefined && `${p.pod?.namespace}/${p.pod?.name}` !== q.pod) return false;
+  if (q.pod !== undefined && podKey(p) !== q.pod) return false;
   return true;
 }

@@ -1,0 +1,328 @@
+/**
+ * Issue 18, one manager for several clusters: the tokens of one cluster (its agents, its monitor)
+ * trying to read, bind, release or see what belongs to another, written first as the hostile
+ * requests, then the refusal, that nothing changed, and that the other cluster is unharmed. Then
+ * what the clusters share on purpose: a network allowed in both, its ports and tunnel endpoints.
+ */
+import assert from "node:assert/strict";
+import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import { ensureDefaultCluster } from "./service/clusters.ts";
+import { keys } from "./model.ts";
+
+const TOK = {
+  eastN1: "east-n1-token-for-tests-001",
+  westN1: "west-n1-token-for-tests-001",
+  eastMon: "east-monitor-token-for-tests",
+  westMon: "west-monitor-token-for-tests",
+  northN1: "north-n1-token-for-tests-01",
+} as const;
+
+const BLUE = "tenants/acme/networks/blue";
+const RED = "tenants/globex/networks/red";
+const STABLE = "stable:acme:web-0";
+
+/**
+ * Clusters east (tenant acme) and west (acme and globex), each with a node named n1 and a
+ * monitor; acme's network blue spans both, globex's red is west's only. Token north's cluster is
+ * never registered.
+ */
+async function world(): Promise<TestApp> {
+  const t = await testApp({
+    tenants: ["acme", "globex"],
+    tokens: [
+      { token: TOK.eastN1, scope: "node", node: "n1", cluster: "east" },
+      { token: TOK.westN1, scope: "node", node: "n1", cluster: "west" },
+      { token: TOK.eastMon, scope: "monitor", cluster: "east" },
+      { token: TOK.westMon, scope: "monitor", cluster: "west" },
+      { token: TOK.northN1, scope: "node", node: "n1", cluster: "north" },
+    ],
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", "clusters", { name: "west", tenants: ["acme", "globex"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("POST", "tenants/globex/networks", net("red", "10.2.0.0/24")), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.1" }, TOK.eastN1), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.2" }, TOK.westN1), 201);
+  return t;
+}
+
+/** The same stable port ID (namespace acme, pod web-0) put by n1 of each cluster. */
+async function stablePorts(t: TestApp) {
+  const pod = { namespace: "acme", name: "web-0" };
+  const east = must(await t.call("PUT", `${BLUE}/ports/${STABLE}`, { pod }, TOK.eastN1), 201);
+  const west = must(await t.call("PUT", `${BLUE}/ports/${STABLE}`, { pod }, TOK.westN1), 201);
+  return { east, west };
+}
+
+// ---- names that never collide
+
+Deno.test("clusters: the same node name in two clusters is two nodes, each its cluster's 'n1'", async () => {
+  using t = await world();
+  const all = must(await t.call("GET", "nodes"), 200).items;
+  const byName = Object.fromEntries(all.map((n: { name: string }) => [n.name, n]));
+  assert.equal(byName["n1@east"].underlayIp, "192.0.2.1");
+  assert.equal(byName["n1@west"].underlayIp, "192.0.2.2");
+  assert.equal(byName["n1@east"].cluster, "east");
+  // Each agent reads its own node bare, the other cluster's (sharing acme) with its cluster.
+  const seenByEast = must(await t.call("GET", "nodes", undefined, TOK.eastN1), 200).items;
+  const eastNames = seenByEast.map((n: { name: string }) => n.name).sort();
+  assert.deepEqual(eastNames, ["n1", "n1@west"]);
+  const own = must(await t.call("GET", "nodes/n1", undefined, TOK.westN1), 200);
+  assert.equal(own.underlayIp, "192.0.2.2");
+  assert.equal(own.name, "n1");
+  assert.deepEqual(must(await t.call("GET", "clusters/east"), 200).nodes, ["n1"]);
+});
+
+Deno.test("clusters: the same stable pod ID in two clusters gets two ports, each bound to its own n1", async () => {
+  using t = await world();
+  const { east, west } = await stablePorts(t);
+  assert.notEqual(east.ip, west.ip);
+  assert.equal(east.id, STABLE);
+  assert.equal(west.id, STABLE);
+  assert.equal(east.node, "n1");
+  assert.equal(west.node, "n1");
+  // Asking again in each cluster answers each its own port: the same address as before.
+  const pod = { namespace: "acme", name: "web-0" };
+  const again = must(await t.call("PUT", `${BLUE}/ports/${STABLE}`, { pod }, TOK.westN1), 200);
+  assert.equal(again.ip, west.ip);
+  // The admin sees both, told apart by their cluster.
+  const ports = must(await t.call("GET", `${BLUE}/ports`), 200).items;
+  const ids = ports.map((p: { id: string; node: string }) => `${p.id} ${p.node}`).sort();
+  assert.deepEqual(ids, [`${STABLE}@east n1@east`, `${STABLE}@west n1@west`]);
+  // Each monitor finds its own pod's port by the pod, never the other cluster's.
+  for (const [token, ip] of [[TOK.eastMon, east.ip], [TOK.westMon, west.ip]]) {
+    const found = must(await t.call("GET", "ports?pod=acme/web-0", undefined, token), 200).items;
+    assert.deepEqual(found.map((p: { ip: string; id: string }) => [p.ip, p.id]), [[ip, STABLE]]);
+  }
+});
+
+// ---- attacks: a token of east against west
+
+Deno.test("attack: east's monitor cannot release, unbind or read west's port (404, unchanged)", async () => {
+  using t = await world();
+  const { west } = await stablePorts(t);
+  must(await t.call("DELETE", `${BLUE}/ports/${STABLE}`, undefined, TOK.eastN1), 204);
+  const req = attempt(t);
+  // With the east port gone, the same ID in east names nothing, though west has it.
+  mustFail(
+    await req("DELETE", `${BLUE}/ports/${STABLE}`, undefined, TOK.eastMon),
+    404,
+    "not_found",
+  );
+  mustFail(
+    await req("POST", `${BLUE}/ports/${STABLE}/unbind`, undefined, TOK.eastMon),
+    404,
+    "not_found",
+  );
+  mustFail(await req("GET", `${BLUE}/ports/${STABLE}`, undefined, TOK.eastMon), 404, "not_found");
+  mustFail(await req("DELETE", `${BLUE}/ports/${STABLE}`, undefined, TOK.eastN1), 404, "not_found");
+  // Naming west's port by its cluster is refused outright.
+  mustFail(
+    await req("DELETE", `${BLUE}/ports/${STABLE}@west`, undefined, TOK.eastMon),
+    403,
+    "forbidden",
+    { message: /own cluster/ },
+  );
+  const still = must(await t.call("GET", `${BLUE}/ports/${STABLE}`, undefined, TOK.westMon), 200);
+  assert.equal(still.ip, west.ip);
+});
+
+Deno.test("attack: east's monitor sees none of west's ports, neither listed nor in the feed", async () => {
+  using t = await world();
+  const cursor = must(await t.call("GET", "feed", undefined, TOK.eastMon), 200).cursor;
+  await stablePorts(t);
+  const listed = must(await t.call("GET", "ports", undefined, TOK.eastMon), 200).items;
+  assert.deepEqual(listed.map((p: { id: string; node: string }) => [p.id, p.node]), [[
+    STABLE,
+    "n1",
+  ]]);
+  const inNet = must(await t.call("GET", `${BLUE}/ports`, undefined, TOK.eastMon), 200).items;
+  assert.equal(inNet.length, 1);
+  const page = must(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOK.eastMon),
+    200,
+  );
+  const events = page.events.map((e: { type: string; port: { id: string } }) => e.port.id);
+  assert.deepEqual(events, [STABLE]);
+  // Nor west's nodes.
+  const nodes = must(await t.call("GET", "nodes", undefined, TOK.eastMon), 200).items;
+  assert.deepEqual(nodes.map((n: { name: string }) => n.name), ["n1"]);
+  mustFail(await t.call("GET", "nodes/n1@west", undefined, TOK.eastMon), 403, "forbidden");
+});
+
+Deno.test("attack: east's agent cannot register, report for, bind to or query west's node", async () => {
+  using t = await world();
+  const req = attempt(t);
+  mustFail(
+    await req("PUT", "nodes/n1@west", { underlayIp: "192.0.2.66" }, TOK.eastN1),
+    403,
+    "forbidden",
+  );
+  mustFail(
+    await req("PUT", "nodes/n1@west/conflicts", { entries: [] }, TOK.eastN1),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("GET", "nodes/n1@west", undefined, TOK.eastN1), 403, "forbidden");
+  mustFail(await req("GET", "ports?node=n1@west", undefined, TOK.eastN1), 403, "forbidden");
+  mustFail(
+    await req("PUT", `${BLUE}/ports/p1`, { node: "n1@west" }, TOK.eastN1),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("GET", "ports?pod=acme@west/web-0", undefined, TOK.eastN1), 403, "forbidden");
+  // west's record is what west's agent registered.
+  const n = must(await t.call("GET", "nodes/n1@west"), 200);
+  assert.equal(n.underlayIp, "192.0.2.2");
+});
+
+Deno.test("attack: a cluster's tokens reach only the tenants and networks it is allowed", async () => {
+  using t = await world();
+  const req = attempt(t);
+  // globex is west's, not east's: east's agent may not make a port there, nor its monitor a network.
+  mustFail(await req("PUT", `${RED}/ports/p1`, {}, TOK.eastN1), 403, "forbidden", {
+    message: /cluster "east" is not allowed/,
+  });
+  mustFail(await req("GET", `${RED}/ports`, undefined, TOK.eastN1), 403, "forbidden");
+  mustFail(
+    await req("POST", "tenants/globex/networks", net("mine", "10.9.0.0/24"), TOK.eastMon),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("DELETE", RED, undefined, TOK.eastMon), 403, "forbidden");
+  mustFail(await req("PUT", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
+  // A token of a cluster nobody registered reaches nothing.
+  mustFail(await req("GET", "ports", undefined, TOK.northN1), 403, "forbidden", {
+    message: /Cluster "north" is not registered/,
+  });
+  // Cluster administration is the admin's.
+  mustFail(await req("POST", "clusters", { name: "evil" }, TOK.eastMon), 403, "forbidden");
+  mustFail(await req("PATCH", "clusters/east", { tenants: ["*"] }, TOK.eastMon), 403, "forbidden");
+  mustFail(await req("DELETE", "clusters/west", undefined, TOK.eastN1), 403, "forbidden");
+  const mine = must(await t.call("GET", "clusters", undefined, TOK.eastMon), 200).items;
+  assert.deepEqual(mine.map((c: { name: string }) => c.name), ["east"]);
+});
+
+Deno.test("attack: a tenant's VLAN network reaches only the clusters attached to its physnet", async () => {
+  using t = await world();
+  must(
+    await t.call("POST", "physnets", { name: "dc1", vlanRanges: [{ start: 100, end: 199 }] }),
+    201,
+  );
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("vl", "10.3.0.0/24", {
+        type: "vlan",
+        physnet: "dc1",
+      }),
+    ),
+    201,
+  );
+  mustFail(
+    await t.call("PUT", "tenants/acme/networks/vl/ports/p1", {}, TOK.eastN1),
+    403,
+    "forbidden",
+    {
+      message: /physnet "dc1"/,
+    },
+  );
+  must(await t.call("PATCH", "clusters/east", { physnets: ["dc1"] }), 200);
+  must(await t.call("PUT", "tenants/acme/networks/vl/ports/p1", {}, TOK.eastN1), 201);
+});
+
+// ---- what clusters share on purpose
+
+Deno.test("clusters: an agent follows the other cluster's ports of a shared network, named by their cluster", async () => {
+  using t = await world();
+  const cursor = must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor;
+  const { west } = await stablePorts(t);
+  must(await t.call("PUT", `${RED}/ports/g1`, { node: "n1" }, TOK.westN1), 201);
+  const page = must(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOK.eastN1),
+    200,
+  );
+  const seen = page.events.map((e: { port: { id: string; node: string; ip: string } }) =>
+    `${e.port.id} ${e.port.node}`
+  );
+  // blue is east's too; red (globex) is not, so its port is not east's business.
+  assert.deepEqual(seen, [`${STABLE} n1`, `${STABLE}@west n1@west`]);
+  const listed = must(await t.call("GET", "ports", undefined, TOK.eastN1), 200).items;
+  const wests = listed.filter((p: { id: string }) => p.id === `${STABLE}@west`);
+  assert.equal(wests[0].ip, west.ip);
+  // The default cluster (every tenant) sees both clusters' nodes as tunnel endpoints.
+  const nodes = must(await t.call("GET", "nodes", undefined, TOKEN.worker1), 200).items;
+  assert.deepEqual(nodes.map((n: { name: string }) => n.name).sort(), ["n1@east", "n1@west"]);
+});
+
+Deno.test("clusters: a tenant sees its ports of every cluster; deleting a cluster waits for its ports, then takes its nodes", async () => {
+  using t = await world();
+  await stablePorts(t);
+  const acme = must(await t.call("GET", "ports", undefined, TOKEN.acme), 200).items;
+  assert.equal(acme.length, 2);
+  mustFail(await attempt(t)("DELETE", "clusters/west"), 409, "in_use", {
+    message: /still has 1 port.*acme\/blue\/stable:acme:web-0@west/,
+  });
+  must(await t.call("DELETE", `${BLUE}/ports/${STABLE}`, undefined, TOK.westMon), 204);
+  must(await t.call("DELETE", "clusters/west"), 204);
+  mustFail(await t.call("GET", "clusters/west"), 404, "not_found");
+  const nodes = must(await t.call("GET", "nodes"), 200).items;
+  assert.deepEqual(nodes.map((n: { name: string }) => n.name), ["n1@east"]);
+  mustFail(await t.call("GET", "nodes", undefined, TOK.westN1), 403, "forbidden", {
+    message: /Cluster "west" is not registered/,
+  });
+  // east's port is untouched.
+  must(await t.call("GET", `${BLUE}/ports/${STABLE}`, undefined, TOK.eastN1), 200);
+  mustFail(await t.call("DELETE", "clusters/default"), 409, "conflict");
+});
+
+// ---- upgrade
+
+Deno.test("clusters: a store written before clusters keeps its nodes and ports in the default cluster, recorded at start", async () => {
+  const path = await Deno.makeTempFile({ suffix: ".kv" });
+  try {
+    let before;
+    {
+      // What the manager before clusters wrote: bare node names and port IDs, no cluster record.
+      using t = await testApp({ path, tenants: ["acme"] });
+      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+      must(await t.call("PUT", "nodes/worker1", { underlayIp: "192.0.2.9" }, TOKEN.worker1), 201);
+      before = must(
+        await t.call(
+          "PUT",
+          `${BLUE}/ports/p1`,
+          { pod: { namespace: "acme", name: "a" } },
+          TOKEN.worker1,
+        ),
+        201,
+      );
+      await t.store.commit([], [{ type: "delete", key: keys.cluster("default") }]);
+      assert.equal((await t.store.get(keys.cluster("default"))).value, null);
+    }
+    using t = await testApp({ path });
+    assert.equal(await ensureDefaultCluster(t.ctx), true);
+    assert.equal(await ensureDefaultCluster(t.ctx), false);
+    const d = must(await t.call("GET", "clusters/default"), 200);
+    assert.deepEqual([d.tenants, d.physnets, d.nodes], [["*"], ["*"], ["worker1"]]);
+    // The old node token still reaches its node and port, by the same names.
+    const p = must(await t.call("GET", `${BLUE}/ports/p1`, undefined, TOKEN.worker1), 200);
+    assert.deepEqual([p.ip, p.node, p.id], [before.ip, "worker1", "p1"]);
+    const again = must(
+      await t.call(
+        "PUT",
+        `${BLUE}/ports/p1`,
+        { pod: { namespace: "acme", name: "a" } },
+        TOKEN.worker1,
+      ),
+      200,
+    );
+    assert.equal(again.ip, before.ip);
+    const byPod =
+      must(await t.call("GET", "ports?pod=acme/a", undefined, TOKEN.worker1), 200).items;
+    assert.equal(byPod.length, 1);
+    must(await t.call("DELETE", `${BLUE}/ports/p1`, undefined, TOKEN.worker1), 204);
+  } finally {
+    await Deno.remove(path);
+  }
+});

@@ -1,0 +1,123 @@
+/**
+ * A cluster's tokens (its agents, its monitor) speak in their cluster's names: what they send is
+ * scoped to it before any handler reads it, and what they are answered is filtered to what they
+ * may see (auth.ts seesPort, clustersMeet) and made relative to their cluster again. app.ts runs
+ * both around every route; handlers only ever see scoped names.
+ */
+import type { Port } from "@knitter/common";
+import { type ClusterReach, clustersMeet, type Principal, seesPort } from "../auth.ts";
+import { ApiError } from "../errors.ts";
+import type { NodeRecord } from "../model.ts";
+import type { Ctx } from "./context.ts";
+import { listClusters, reachOf } from "./clusters.ts";
+import { DEFAULT_CLUSTER, namesACluster, relativeTo, scoped } from "./cluster_names.ts";
+
+type ClusterPrincipal = Extract<Principal, { cluster: string }>;
+
+function ofCluster(p: Principal): p is ClusterPrincipal {
+  return p.scope === "node" || p.scope === "monitor";
+}
+
+/** The principal with its cluster's reach loaded (403 when the cluster is not registered). */
+export async function withReach(ctx: Ctx, p: Principal): Promise<Principal> {
+  if (!ofCluster(p)) return p;
+  return { ...p, reach: await reachOf(ctx, p.cluster) };
+}
+
+// deno-lint-ignore no-explicit-any
+type Loose = any;
+
+/** Scopes the node, port and pod names a cluster's token sent to its cluster (in place). */
+export function scopeRequest(
+  p: Principal,
+  req: { params: Record<string, string>; query: Loose; body: Loose },
+): void {
+  if (!ofCluster(p)) return;
+  const scope = (where: string, name: string) => {
+    if (namesACluster(name)) {
+      throw new ApiError(
+        "forbidden",
+        `${where} "${name}" names a cluster: a token of cluster "${p.cluster}" acts in its own cluster only, by bare names`,
+        where,
+      );
+    }
+    return scoped(name, p.cluster);
+  };
+  for (const k of ["node", "port"]) {
+    if (req.params[k] !== undefined) req.params[k] = scope(k, req.params[k]);
+  }
+  if (typeof req.query?.node === "string") req.query.node = scope("query.node", req.query.node);
+  if (typeof req.query?.pod === "string") {
+    const [namespace, name] = req.query.pod.split("/");
+    req.query.pod = `${scope("query.pod", namespace)}/${name}`;
+  }
+  if (typeof req.body?.node === "string") req.body.node = scope("node", req.body.node);
+}
+
+/** The answer as a cluster's token may read it: filtered, names relative to its cluster. */
+export async function viewFor(ctx: Ctx, p: Principal, body: unknown): Promise<unknown> {
+  if (!ofCluster(p) || body === null || typeof body !== "object") return body;
+  const view = new View(ctx, p);
+  const b = body as Loose;
+  if (Array.isArray(b.items)) return { ...b, items: await view.list(b.items) };
+  if (Array.isArray(b.events)) return { ...b, events: await view.events(b.events) };
+  return view.one(b);
+}
+
+class View {
+  private meeting?: Promise<Set<string>>;
+
+  constructor(private readonly ctx: Ctx, private readonly p: ClusterPrincipal) {}
+
+  async list(items: Loose[]): Promise<Loose[]> {
+    const out = [];
+    for (const item of items) if (await this.sees(item)) out.push(this.one(item));
+    return out;
+  }
+
+  async events(events: Loose[]): Promise<Loose[]> {
+    const out = [];
+    for (const e of events) {
+      const item = e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
+      if (item === undefined) out.push(e);
+      else if (await this.sees(item)) out.push({ ...e, [e.type]: this.one(item) });
+    }
+    return out;
+  }
+
+  one(item: Loose): Loose {
+    const rel = (id: string) => relativeTo(this.p.cluster, id);
+    if (isPort(item)) {
+      const port = { ...item, id: rel(item.id) };
+      if (item.node !== undefined) port.node = rel(item.node);
+      return port;
+    }
+    if (isNode(item)) return { ...item, name: rel(item.name) };
+    return item;
+  }
+
+  private async sees(item: Loose): Promise<boolean> {
+    if (isPort(item)) return seesPort(this.p, item);
+    if (!isNode(item)) return true;
+    const cluster = item.cluster ?? DEFAULT_CLUSTER;
+    if (cluster === this.p.cluster) return true;
+    if (this.p.scope === "monitor") return false;
+    this.meeting ??= this.meetingClusters();
+    return (await this.meeting).has(cluster);
+  }
+
+  /** The clusters whose nodes this agent may need as tunnel endpoints. */
+  private async meetingClusters(): Promise<Set<string>> {
+    const own = this.p.reach as ClusterReach;
+    const all = await listClusters(this.ctx);
+    return new Set(all.filter((c) => clustersMeet(own, c)).map((c) => c.name));
+  }
+}
+
+function isPort(x: Loose): x is Port {
+  return typeof x?.networkId === "string" && typeof x?.mac === "string";
+}
+
+function isNode(x: Loose): x is NodeRecord {
+  return typeof x?.underlayIp === "string" && typeof x?.name === "string";
+}

@@ -1,0 +1,172 @@
+/**
+ * Clusters: the Kubernetes clusters whose agents and monitors use this manager, and what each may
+ * use (tenants, other tenants' networks, physnets). Node and monitor tokens name their cluster
+ * (auth.ts); names of nodes, ports and pods are scoped by it (cluster_names.ts).
+ *
+ * The default cluster holds what has no cluster: every node and port of a single-cluster install.
+ * It lets every tenant and physnet in until an admin narrows it, and it cannot be deleted.
+ */
+import type { z } from "zod";
+import type { ClusterReach } from "../auth.ts";
+import { ApiError, notFound } from "../errors.ts";
+import { type ClusterRecord, keys, type NodeRecord, type PortRecord } from "../model.ts";
+import type { ClusterCreate, ClusterUpdate } from "../schemas.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
+
+export interface ClusterView extends ClusterRecord {
+  /** Its registered nodes, by their bare names. */
+  nodes: string[];
+}
+
+/** The default cluster as a store written before clusters existed implies it. */
+function defaultCluster(at: string): ClusterRecord {
+  return {
+    name: DEFAULT_CLUSTER,
+    description: "nodes and ports that name no cluster",
+    tenants: ["*"],
+    networks: [],
+    physnets: ["*"],
+    createdAt: at,
+    updatedAt: at,
+  };
+}
+
+/**
+ * Writes the default cluster's record unless it exists (at start, before the API is served), so
+ * that an install from before clusters has it to show and to narrow without a manual step. Its
+ * nodes and ports need no change: default names are bare (cluster_names.ts).
+ */
+export async function ensureDefaultCluster(ctx: Ctx): Promise<boolean> {
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<ClusterRecord>(keys.cluster(DEFAULT_CLUSTER));
+    if (e.value) return false;
+    tx.check(e).set(e.key, defaultCluster(now()));
+    return true;
+  });
+}
+
+/** A cluster's record; the default one is implied when it was never written. */
+async function findCluster(ctx: Ctx, name: string): Promise<ClusterRecord | null> {
+  const found = (await ctx.store.get<ClusterRecord>(keys.cluster(name))).value;
+  if (found || name !== DEFAULT_CLUSTER) return found;
+  return defaultCluster(new Date(0).toISOString());
+}
+
+/** What a node or monitor token of `name` may reach: 403 when its cluster is not registered. */
+export async function reachOf(ctx: Ctx, name: string): Promise<ClusterReach> {
+  const c = await findCluster(ctx, name);
+  if (c) return c;
+  throw new ApiError(
+    "forbidden",
+    `Cluster "${name}" is not registered at the manager, so its tokens reach nothing: an admin creates it (POST /api/v1/clusters) or the token names another cluster`,
+  );
+}
+
+export async function listClusters(ctx: Ctx): Promise<ClusterRecord[]> {
+  const all = await listValues<ClusterRecord>(ctx.store, keys.clusters());
+  if (!all.some((c) => c.name === DEFAULT_CLUSTER)) {
+    all.unshift((await findCluster(ctx, DEFAULT_CLUSTER))!);
+  }
+  return all;
+}
+
+export async function getCluster(ctx: Ctx, name: string): Promise<ClusterView> {
+  const c = await findCluster(ctx, name);
+  if (!c) throw notFound(`Cluster "${name}" does not exist`);
+  const nodes = (await nodesOf(ctx, name)).map((n) => unscoped(n.name).name);
+  return { ...c, nodes };
+}
+
+export async function createCluster(
+  ctx: Ctx,
+  body: z.infer<typeof ClusterCreate>,
+): Promise<ClusterRecord> {
+  const t = now();
+  const record: ClusterRecord = {
+    name: body.name,
+    tenants: body.tenants ?? [],
+    networks: body.networks ?? [],
+    physnets: body.physnets ?? [],
+    createdAt: t,
+    updatedAt: t,
+  };
+  if (body.description !== undefined) record.description = body.description;
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get(keys.cluster(body.name));
+    if (e.value || body.name === DEFAULT_CLUSTER) {
+      throw new ApiError("already_exists", `Cluster "${body.name}" already exists`, "name");
+    }
+    tx.check(e).set(e.key, record);
+    return record;
+  });
+}
+
+/** Changes what a cluster may use; its tokens see the change on their next request. */
+export async function updateCluster(
+  ctx: Ctx,
+  name: string,
+  body: z.infer<typeof ClusterUpdate>,
+): Promise<ClusterRecord> {
+  return await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+    const current = e.value ?? await findCluster(ctx, name);
+    if (!current) throw notFound(`Cluster "${name}" does not exist`);
+    const record: ClusterRecord = { ...current, ...body, updatedAt: now() };
+    tx.check(e).set(e.key, record);
+    return record;
+  });
+}
+
+/**
+ * Deletes a cluster that holds no port, with its nodes and their conflict reports, in one commit.
+ * 409 while a port of it exists: its pods' ports go first (their monitor releases them).
+ */
+export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
+  if (name === DEFAULT_CLUSTER) {
+    throw new ApiError(
+      "conflict",
+      `Cluster "${DEFAULT_CLUSTER}" holds every node and port that names no cluster; it cannot be deleted`,
+    );
+  }
+  const nodes = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+    if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
+    await refuseWhilePorts(ctx, name);
+    tx.check(e).delete(e.key);
+    const nodes = await nodesOf(ctx, name);
+    const entries = await ctx.store.getMany<unknown>(
+      nodes.flatMap((n) => [keys.node(n.name), keys.conflicts(n.name)]),
+    );
+    let conflicts = false;
+    for (const entry of entries) {
+      if (entry.value === null) continue;
+      tx.check(entry).delete(entry.key);
+      conflicts ||= entry.key[0] === keys.allConflicts()[0];
+    }
+    if (conflicts) tx.set(keys.conflictsChanged(), now());
+    return nodes;
+  });
+  for (const node of nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+}
+
+async function refuseWhilePorts(ctx: Ctx, name: string): Promise<void> {
+  const held: string[] = [];
+  for await (const e of ctx.store.list<PortRecord>(keys.ports())) {
+    const p = e.value;
+    if (p && p.cluster === name) held.push(`${p.networkTenant}/${p.network}/${p.id}`);
+  }
+  if (held.length === 0) return;
+  throw new ApiError(
+    "in_use",
+    `Cluster "${name}" still has ${held.length} port(s) (${held.slice(0, 3).join(", ")}${
+      held.length > 3 ? ", ..." : ""
+    }): delete its pods (its monitor releases their ports) or release the ports, then delete the cluster`,
+  );
+}
+
+/** The registered nodes of a cluster. */
+async function nodesOf(ctx: Ctx, name: string): Promise<NodeRecord[]> {
+  const all = await listValues<NodeRecord>(ctx.store, keys.nodes());
+  return all.filter((n) => (n.cluster ?? DEFAULT_CLUSTER) === name);
+}
