@@ -36,9 +36,12 @@ export interface TokenConfig {
  * - shared: admin, node, or any tenant token; the handler lets a tenant reach another tenant's
  *   path only for public networks (and answers 404 for private ones);
  * - node: admin, or a node token for the path's node;
- * - infra: admin or any node token (what only the system's own components read).
+ * - infra: admin, any node token or a monitor (what only the system's own components read);
+ * - operator: admin, or a monitor for its cluster's tenants (a namespace's tenant goes with it).
+ *
+ * A node or monitor token reaches only the tenants its cluster is allowed (ClusterReach).
  */
-export type Access = "admin" | "any" | "tenant" | "shared" | "node" | "infra";
+export type Access = "admin" | "any" | "tenant" | "shared" | "node" | "infra" | "operator";
 
 export class TokenTable {
   private readonly byToken = new Map<string, Principal>();
@@ -130,7 +133,19 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
     case "infra":
       if (p.scope === "node" || p.scope === "monitor") return;
       return deny("read what only nodes and admins read");
+    case "operator":
+      if (p.scope === "monitor") return;
+      return deny("use this route: it is an admin's or a cluster monitor's");
   }
+}
+
+/**
+ * Whether a principal has an operator's say over a tenant's networks and IP groups (public
+ * networks, segment IDs, physnets): an admin, or a cluster's monitor, which makes them from
+ * Kubernetes resources (authorize() already kept it to its cluster's tenants).
+ */
+export function actsAsOperator(p: Principal): boolean {
+  return p.scope === "admin" || p.scope === "monitor";
 }
 
 /** Whether a cluster's reach lets its pods belong to `tenant`. */

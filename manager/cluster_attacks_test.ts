@@ -191,6 +191,18 @@ Deno.test("attack: a cluster's tokens reach only the tenants and networks it is 
   );
   mustFail(await req("DELETE", RED, undefined, TOK.eastMon), 403, "forbidden");
   mustFail(await req("PUT", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
+  mustFail(await req("DELETE", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
+  // Its own cluster's tenants it serves as the admin token did: networks, public ones included.
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("pub", "10.8.0.0/24", { public: true }),
+      TOK.eastMon,
+    ),
+    201,
+  );
+  mustFail(await t.call("DELETE", "tenants/acme", undefined, TOK.eastMon), 409, "in_use");
   // A token of a cluster nobody registered reaches nothing.
   mustFail(await req("GET", "ports", undefined, TOK.northN1), 403, "forbidden", {
     message: /Cluster "north" is not registered/,

@@ -136,9 +136,9 @@ export const ROUTES: RouteDef[] = [
   {
     method: "DELETE",
     path: `${V1}/tenants/{tenant}`,
-    summary: "Delete a tenant that owns nothing",
+    summary: "Delete a tenant that owns nothing (admins, and monitors when its namespace goes)",
     tag: "tenants",
-    access: "admin",
+    access: "operator",
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, params }) => (await tenants.deleteTenant(ctx, params.tenant), noContent),
   },

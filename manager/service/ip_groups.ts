@@ -3,7 +3,7 @@
  * pods asking for the group get one of them, and get it again when they come back.
  */
 import type { z } from "zod";
-import type { Principal } from "../auth.ts";
+import { actsAsOperator, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { formatIp } from "@knitter/common/address";
@@ -40,7 +40,7 @@ export async function createIpGroup(
   }
   let ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
   const net = ref.net;
-  if (net.tenant !== tenant && principal.scope !== "admin") {
+  if (net.tenant !== tenant && !actsAsOperator(principal)) {
     throw new ApiError(
       "forbidden",
       `Network "${net.name}" belongs to tenant "${net.tenant}"; only an admin may hold its addresses in a group`,

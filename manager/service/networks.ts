@@ -2,7 +2,7 @@
 import { countQuarantine, dropQuarantine } from "./quarantine.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
-import { checkNetworkReach, type Principal } from "../auth.ts";
+import { actsAsOperator, checkNetworkReach, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
@@ -28,7 +28,7 @@ export async function createNetwork(
   tenant: string,
   body: z.infer<typeof NetworkCreate>,
 ): Promise<NetworkView> {
-  if (body.public && principal.scope !== "admin") {
+  if (body.public && !actsAsOperator(principal)) {
     throw new ApiError("forbidden", "Only an admin token may create a public network", "public");
   }
   const spec = networkSpec(body, ctx.settings.underlayMtu);
@@ -105,7 +105,7 @@ async function claimSegment(
     const p = await getPhysnetEntryField(ctx, body.physnet!);
     const rec = p.value!;
     if (rec.flatNetwork) {
-      const mine = principal.scope === "admin" || rec.flatNetwork.startsWith(`${tenant}/`);
+      const mine = actsAsOperator(principal) || rec.flatNetwork.startsWith(`${tenant}/`);
       throw new ApiError(
         "already_exists",
         `Physnet "${rec.name}" already carries ${
@@ -143,7 +143,7 @@ async function claimSegment(
   if (body.segmentId !== undefined) {
     id = body.segmentId;
     const inRanges = allowed.some(([s, e]) => id >= s && id < e);
-    if (!inRanges && principal.scope !== "admin") {
+    if (!inRanges && !actsAsOperator(principal)) {
       throw new ApiError(
         "forbidden",
         `${what} ${id} is outside the ranges handed to tenants; only an admin may pick it`,
@@ -157,7 +157,7 @@ async function claimSegment(
       // Another tenant's network is not named to a tenant.
       const by = !holder.value
         ? ""
-        : principal.scope === "admin" || holder.value.tenant === tenant
+        : actsAsOperator(principal) || holder.value.tenant === tenant
         ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"`
         : " by another tenant";
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
