@@ -14,6 +14,7 @@ import {
   ipNetnsName,
   knitterList,
   makePod,
+  pingFrom,
   pings,
   type Pod,
 } from "./support/pods.ts";
@@ -59,7 +60,7 @@ Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dro
     const seen = await capture(
       far,
       `icmp[icmptype] = icmp-echo and src host ${ips.evil}`,
-      () => ping(evilNs, ips.far, []),
+      () => pingFrom(evilNs, ips.far, []),
     );
     assert.deepEqual(seen, { sent: 1, received: 1 }, "the captures see genuine requests");
   });
@@ -70,7 +71,7 @@ Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dro
       const seen = await capture(
         to,
         `icmp[icmptype] = icmp-echo and src host ${ips.victim}`,
-        () => ping(evilNs, ips[to.name], ["-I", ips.victim]),
+        () => pingFrom(evilNs, ips[to.name], ["-I", ips.victim]),
       );
       assert.deepEqual(seen, { sent: 1, received: 0 }, `spoofed requests never reach ${to.name}`);
     }
@@ -84,7 +85,7 @@ Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dro
     )[0].address;
     const fake = "02:00:de:ad:be:ef";
     await run(["ip", "-n", evilNs, "link", "set", "eth0", "address", fake]);
-    const seen = await capture(far, `ether src ${fake}`, () => ping(evilNs, ips.far, []));
+    const seen = await capture(far, `ether src ${fake}`, () => pingFrom(evilNs, ips.far, []));
     assert.deepEqual(seen, { sent: 1, received: 0 }, "nothing from that MAC reaches the other pod");
     await run(["ip", "-n", evilNs, "link", "set", "eth0", "address", mac]);
     assert.ok(await pings(evil, ips.far), "with its own MAC back, it reaches the other pod again");
@@ -92,13 +93,3 @@ Deno.test("e2e security: a pod spoofing another pod's IP or a foreign MAC is dro
 
   for (const pod of [evil, near, far, victim]) assert.equal((await pod.del()).code, 0);
 });
-
-/** One bounded ping; its outcome does not matter, only what arrives. */
-async function ping(netns: string, ip: string, extra: string[]): Promise<void> {
-  await run(
-    ["ip", "netns", "exec", netns, "ping", "-c", "2", "-i", "0.2", "-W", "1", ...extra, ip],
-    {
-      check: false,
-    },
-  );
-}

@@ -89,15 +89,38 @@ export async function pings(from: Pod, ip: string): Promise<boolean> {
   return r.code === 0;
 }
 
+/**
+ * One bounded ping from a netns (`extra`: e.g. `-I ADDRESS`): whether it was answered. Tests that
+ * judge drops look at what arrives, not at this.
+ */
+export async function pingFrom(netns: string, ip: string, extra: string[] = []): Promise<boolean> {
+  const r = await run(
+    ["ip", "netns", "exec", netns, "ping", "-c", "2", "-i", "0.2", "-W", "1", ...extra, ip],
+    { check: false },
+  );
+  return r.code === 0;
+}
+
 /** The address (no prefix) of the pod's interface `ifName` in a CNI result. */
 // deno-lint-ignore no-explicit-any
 export function addressOf(result: any, ifName = "eth0"): string {
+  return addressesOf(result, ifName)[0].address.split("/")[0];
+}
+
+/** Every address (with prefix and gateway) of the pod's interface `ifName` in a CNI result. */
+export function addressesOf(
+  // deno-lint-ignore no-explicit-any
+  result: any,
+  ifName = "eth0",
+): { address: string; gateway?: string }[] {
   const index = result.interfaces.findIndex((i: { name: string; sandbox?: string }) =>
     i.name === ifName && i.sandbox
   );
-  const ip = result.ips.find((i: { interface: number }) => i.interface === index);
-  if (!ip) throw new Error(`no address for ${ifName} in ${JSON.stringify(result)}`);
-  return ip.address.split("/")[0];
+  const ips = result.ips.filter((i: { interface: number }) => i.interface === index);
+  if (ips.length === 0) throw new Error(`no address for ${ifName} in ${JSON.stringify(result)}`);
+  return ips.map(({ address, gateway }: { address: string; gateway?: string }) =>
+    gateway === undefined ? { address } : { address, gateway }
+  );
 }
 
 /**
