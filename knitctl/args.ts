@@ -39,6 +39,8 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   cidr: { type: "string", value: "CIDR", help: "e.g. 10.1.0.0/24" },
   type: { type: "string", value: "T", help: "vxlan | vlan | flat" },
   gateway: { type: "string", value: "IP", help: "the gateway" },
+  cidr6: { type: "string", value: "CIDR", help: "dual stack: the IPv6 subnet, e.g. fd00:1::/64" },
+  gateway6: { type: "string", value: "IP", help: "dual stack: the IPv6 gateway" },
   pool: {
     type: "string",
     multiple: true,

@@ -25,6 +25,17 @@ Deno.test("create bodies: network flags become the API's fields, absent flags st
     segmentId: 7,
     dns: { nameservers: ["10.1.0.2"] },
   });
+  const dual = parseCommandLine([
+    ...["create", "network", "dual", "--cidr", "10.2.0.0/24", "--gateway", "10.2.0.1"],
+    ...["--cidr6", "fd00:2::/64", "--gateway6", "fd00:2::1"],
+  ]).flags;
+  assert.deepEqual(net.create.body("dual", dual), {
+    name: "dual",
+    cidr: "10.2.0.0/24",
+    gateway: "10.2.0.1",
+    cidr6: "fd00:2::/64",
+    gateway6: "fd00:2::1",
+  });
   const group = findResource("ipgroup", "create");
   const both = parseCommandLine([
     "create",
