@@ -34,6 +34,9 @@ export interface NetworkSpec {
   type?: "vxlan" | "vlan" | "flat";
   cidr: string;
   gateway?: string;
+  /** Dual stack: the IPv6 subnet of an IPv4 network, and its gateway. */
+  cidr6?: string;
+  gateway6?: string;
   allocationPools?: { start: string; end: string }[];
   excludes?: string[];
   public?: boolean;

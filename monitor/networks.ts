@@ -37,6 +37,8 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   tenant: string;
   name: string;
   gateway?: string;
+  cidr6?: string;
+  gateway6?: string;
   allocationPools: { start: string; end: string }[];
   excludes: string[];
   public: boolean;
@@ -256,8 +258,10 @@ export function immutableProblem(spec: NetworkSpec, net: ManagerNetwork): Proble
 }
 
 function sameField(field: string, want: unknown, have: unknown): boolean {
-  if (field === "cidr") return normalCidr(want as string) === normalCidr(have as string);
-  if (field === "gateway") {
+  if (field === "cidr" || field === "cidr6") {
+    return normalCidr(want as string) === normalCidr(String(have));
+  }
+  if (field === "gateway" || field === "gateway6") {
     const [w, h] = [normalizeIp(String(want)), normalizeIp(String(have))];
     if (w !== null && h !== null) return w === h;
   }
