@@ -37,6 +37,21 @@ export interface StackOptions {
   agent?: Record<string, unknown>;
   /** More manager configuration (manager/config.ts keys), over the stack's own. */
   manager?: Record<string, unknown>;
+  /**
+   * Clusters of the one manager (manager/service/clusters.ts), registered before the agents
+   * start: their nodes' tokens name the cluster, and each gets a monitor token. Nodes in none are
+   * the default cluster's.
+   */
+  clusters?: StackCluster[];
+}
+
+export interface StackCluster {
+  name: string;
+  /** Its nodes, of `nodes`. */
+  nodes: string[];
+  tenants?: string[];
+  networks?: string[];
+  physnets?: string[];
 }
 
 export interface StackNode {
@@ -68,6 +83,8 @@ export interface Stack {
   adminToken: string;
   nodes: StackNode[];
   physnets: Record<string, PhysnetSegment>;
+  /** A monitor token of each of the stack's clusters, by cluster name. */
+  monitorTokens: Record<string, string>;
   /** Calls the manager's API with the admin token. */
   // deno-lint-ignore no-explicit-any
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
@@ -90,6 +107,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const detached = opts.detached ?? false;
   const adminToken = `admin-${crypto.randomUUID()}`;
   const nodeTokens = new Map(opts.nodes.map((n) => [n, `node-${n}-${crypto.randomUUID()}`]));
+  const clusterOf = new Map(
+    (opts.clusters ?? []).flatMap((c) => c.nodes.map((n) => [n, c.name] as const)),
+  );
+  const monitorTokens = Object.fromEntries(
+    (opts.clusters ?? []).map((c) => [c.name, `monitor-${c.name}-${crypto.randomUUID()}`]),
+  );
   const port = freePort();
   const managerUrl = `http://127.0.0.1:${port}`;
   const managerSocket = `${dir}/manager.sock`;
@@ -101,7 +124,17 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       store: { path: `${dir}/manager.kv` },
       tokens: [
         { token: adminToken, scope: "admin" },
-        ...[...nodeTokens].map(([node, token]) => ({ token, scope: "node", node })),
+        ...[...nodeTokens].map(([node, token]) => ({
+          token,
+          scope: "node",
+          node,
+          ...(clusterOf.has(node) ? { cluster: clusterOf.get(node) } : {}),
+        })),
+        ...Object.entries(monitorTokens).map(([cluster, token]) => ({
+          token,
+          scope: "monitor",
+          cluster,
+        })),
       ],
       vniRanges: ["5000-5999"],
       logLevel: opts.logLevel ?? "warn",
@@ -120,6 +153,19 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await waitFor(`manager at ${managerUrl}`, () => ok(`${managerUrl}/readyz`), 20_000);
   };
   await startManager();
+  const api: Stack["api"] = async (method, path, body) => {
+    const r = await fetch(`${managerUrl}/api/v1/${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : null };
+  };
+  for (const { nodes: _nodes, ...cluster } of opts.clusters ?? []) {
+    const r = await api("POST", "clusters", cluster);
+    if (r.status !== 201) throw new Error(`cluster ${cluster.name}: ${JSON.stringify(r.body)}`);
+  }
 
   const underlay = await createUnderlay(cleanup, { name: "ul" });
   const segments = new Map<string, Underlay>();
@@ -205,15 +251,8 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     adminToken,
     nodes,
     physnets,
-    async api(method, path, body) {
-      const r = await fetch(`${managerUrl}/api/v1/${path}`, {
-        method,
-        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      const text = await r.text();
-      return { status: r.status, body: text ? JSON.parse(text) : null };
-    },
+    monitorTokens,
+    api,
     stopManager: () => stopPid(managerPid),
     startManager,
     managerPid: () => managerPid,

@@ -51,9 +51,18 @@ export async function startKubeCluster(opts: {
   monitor?: Partial<MonitorConfig>;
   /** How often the stand-in sends a bookmark to watches that ask; 0: never. Default 1000. */
   bookmarkMs?: number;
+  /**
+   * One of the clusters of a stack already running (StackOptions.clusters): this Kubernetes
+   * cluster is made of its `nodes` of that stack, and its monitor uses the cluster's token.
+   */
+  of?: { stack: Stack; cluster: string };
 }): Promise<KubeCluster> {
   const { cleanup } = opts;
-  const stack = await startStack({ cleanup, nodes: opts.nodes });
+  const stack = opts.of?.stack ?? await startStack({ cleanup, nodes: opts.nodes });
+  const nodes = stack.nodes.filter((n) => opts.nodes.includes(n.name));
+  // Each Kubernetes cluster's files apart, when several share a stack.
+  const own = opts.of ? `${stack.dir}/${opts.of.cluster}` : stack.dir;
+  await Deno.mkdir(own, { recursive: true });
   const monitorToken = `monitor-${crypto.randomUUID()}`;
   const nodeTokens = Object.fromEntries(
     opts.nodes.map((n) => [n, `kubelet-${crypto.randomUUID()}`]),
@@ -63,26 +72,31 @@ export async function startKubeCluster(opts: {
       [monitorToken]: MONITOR_USER,
       ...Object.fromEntries(opts.nodes.map((n) => [nodeTokens[n], `system:node:${n}`])),
     },
-    socket: `${stack.dir}/kube-api.sock`,
+    socket: `${own}/kube-api.sock`,
     bookmarkMs: opts.bookmarkMs ?? 1000,
   });
   cleanup.defer(() => api.close());
 
-  const net = await stack.api("POST", "tenants/admin/networks", {
-    ...DEFAULT_NETWORK,
-    public: true,
-  });
-  if (net.status !== 201) throw new Error(`default network: ${JSON.stringify(net.body)}`);
+  // Clusters of one manager share the default network: the first one makes it.
+  const shared = opts.of &&
+    (await stack.api("GET", `tenants/admin/networks/${DEFAULT_NETWORK.name}`)).status === 200;
+  if (!shared) {
+    const net = await stack.api("POST", "tenants/admin/networks", {
+      ...DEFAULT_NETWORK,
+      public: true,
+    });
+    if (net.status !== 201) throw new Error(`default network: ${JSON.stringify(net.body)}`);
+  }
 
   // The agents switch to Kubernetes mode, with their node's own credentials.
-  for (const node of stack.nodes) {
+  for (const node of nodes) {
     const kubeconfig = await api.writeKubeconfig(
-      `${stack.dir}/${node.name}.kubeconfig`,
+      `${own}/${node.name}.kubeconfig`,
       nodeTokens[node.name],
     );
     const path = `${node.sim.stateDir}/agent.json`;
     const config = JSON.parse(await Deno.readTextFile(path));
-    config.kubernetes = { kubeconfig, socket: `${stack.dir}/kube-api.sock` };
+    config.kubernetes = { kubeconfig, socket: `${own}/kube-api.sock` };
     config.defaultNetwork = DEFAULT_NETWORK.name;
     config.health = { hostname: "127.0.0.1", port: AGENT_HEALTH_PORT };
     await Deno.writeTextFile(path, JSON.stringify(config));
@@ -92,13 +106,11 @@ export async function startKubeCluster(opts: {
     await node.startAgent();
   }
 
-  const monitorKubeconfig = await api.writeKubeconfig(
-    `${stack.dir}/monitor.kubeconfig`,
-    monitorToken,
-  );
+  const monitorKubeconfig = await api.writeKubeconfig(`${own}/monitor.kubeconfig`, monitorToken);
+  const managerToken = opts.of ? stack.monitorTokens[opts.of.cluster] : stack.adminToken;
   const monitorConfig = MonitorConfigSchema.parse({
     kubernetes: { kubeconfig: monitorKubeconfig },
-    manager: { url: stack.managerUrl, token: stack.adminToken },
+    manager: { url: stack.managerUrl, token: managerToken },
     reclaimGraceSeconds: 0,
     resyncSeconds: 2,
     logLevel: "warn",
