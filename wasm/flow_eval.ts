@@ -9,9 +9,10 @@
  *   `arp_spa`, `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`,
  *   `ipv6_src`, `ipv6_dst`, `nd_*`;
  * - actions: `goto_table`, `output`, `IN_PORT`, `drop`, `set_field` (registers, `tun_id`,
- *   `tun_dst`, `vlan_vid`, `arp_op`, and the gateway's echo reply: `eth_src`, `ip_src`,
- *   `icmp_type`), `push_vlan`, `pop_vlan`, `move` (applied only as far as the trace needs: the
- *   ARP and echo replies are reported, not rewritten).
+ *   `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`, `ip_src`,
+ *   `icmp_type`, and a route's `eth_dst`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move` (applied
+ *   only as far as the trace needs: the ARP and echo replies are reported, not rewritten);
+ *   `nw_src` and `nw_dst` match an address or a prefix.
  *
  * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
  * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
@@ -109,6 +110,18 @@ function matchesMac(value: string, actual: string): boolean {
   return (macNum(v) & mask) === (macNum(actual) & mask);
 }
 
+function ipv4Num(text: string): number {
+  return text.split(".").reduce((v, b) => v * 256 + Number(b), 0);
+}
+
+/** Whether IPv4 `ip` is `value`: an address, or `a.b.c.d/n` (a route's prefix). */
+function inCidr(value: string, ip: string): boolean {
+  const [base, bits] = value.split("/");
+  if (bits === undefined) return base === ip;
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(ipv4Num(base) / size) === Math.floor(ipv4Num(ip) / size);
+}
+
 function matchesField(s: State, key: string, value: string): boolean {
   const p = s.p;
   const isIp = p.proto !== "arp";
@@ -141,9 +154,9 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "dl_dst":
       return matchesMac(value, p.dlDst);
     case "nw_src":
-      return isIp && value === p.ipSrc;
+      return isIp && inCidr(value, p.ipSrc);
     case "nw_dst":
-      return isIp && value === p.ipDst;
+      return isIp && inCidr(value, p.ipDst);
     case "arp_spa":
       return !isIp && value === p.ipSrc;
     case "arp_tpa":
@@ -185,13 +198,15 @@ function apply(s: State, f: ParsedFlow): number | undefined {
       if (field === "reg0" || field === "reg1") s.regs.set(field, num(value));
       else if (field === "vlan_vid") s.p.vlan = Number(value) - 4096;
       else if (field === "tun_id") s.p.tunId = Number(value);
+      // A route's rewrite: the destination MAC decides FORWARD's flow after it.
+      else if (field === "eth_dst") s.p.dlDst = value;
       else if (!["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type"].includes(field)) {
         throw new Error(`The offline evaluator does not know set_field to "${field}"`);
       }
     } else if (a === "pop_vlan") s.p.vlan = undefined;
     else if (
       !(a.startsWith("output:") || a.startsWith("push_vlan:") || a.startsWith("move:") ||
-        a === "IN_PORT" || a === "drop")
+        a === "IN_PORT" || a === "drop" || a === "dec_ttl")
     ) {
       throw new Error(`The offline evaluator does not know the action "${a}"`);
     }

@@ -61,6 +61,21 @@ export interface FlowRemotePort {
   nodeIp: string;
 }
 
+/**
+ * A route from one network to another (../agent/PIPELINE.md, "Routing"): IPv4 that a port of
+ * `from` sends to its gateway with a destination in `dst` goes to network `to`: to the port that
+ * has the destination address (a connected network), or to the port with address `via` (a static
+ * route; none of `to`'s ports has it yet: the route waits). Both networks need an IPv4 gateway.
+ */
+export interface FlowRoute {
+  from: number;
+  to: number;
+  /** IPv4 CIDR without host bits (`10.2.0.0/24`). */
+  dst: string;
+  /** The next hop's IPv4 address, a port of `to`; absent: `dst` is `to`'s own subnet. */
+  via?: string;
+}
+
 /** What the compiler needs to know about the node. */
 export interface FlowInput {
   /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
@@ -68,6 +83,8 @@ export interface FlowInput {
   networks: FlowNetwork[];
   localPorts: FlowLocalPort[];
   remotePorts: FlowRemotePort[];
+  /** The routes of the routers that connect these networks; none when absent. */
+  routes?: FlowRoute[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
@@ -101,11 +118,14 @@ export const ERR = {
   BAD_NODE_IP: 14,
   BAD_GATEWAY: 15,
   BAD_GATEWAY_MAC: 16,
+  ROUTE_NETWORK: 17,
+  BAD_ROUTE_DST: 18,
+  BAD_ROUTE_VIA: 19,
 } as const;
 
 /** Item kinds in error arguments. */
-export const KIND = { NETWORK: 0, LOCAL: 1, REMOTE: 2 } as const;
-const KIND_NAMES = ["networks", "localPorts", "remotePorts"];
+export const KIND = { NETWORK: 0, LOCAL: 1, REMOTE: 2, ROUTE: 3 } as const;
+const KIND_NAMES = ["networks", "localPorts", "remotePorts", "routes"];
 
 // ---------------------------------------------------------------------------------------------
 // Shape checks (types and ranges of single fields).
@@ -200,6 +220,17 @@ export function checkShape(input: FlowInput): number {
     words += strings(p.ips, `${path}.ips`);
     str(p.nodeIp, `${path}.nodeIp`);
   }
+  const routes = list(input.routes ?? [], "routes") as FlowRoute[];
+  words += 1 + 4 * routes.length;
+  for (let i = 0; i < routes.length; i++) {
+    const r = routes[i];
+    const path = `routes[${i}]`;
+    record(r, path);
+    int(r.from, 1, MAX_NETWORK_ID, `${path}.from`);
+    int(r.to, 1, MAX_NETWORK_ID, `${path}.to`);
+    str(r.dst, `${path}.dst`);
+    if (r.via !== undefined) str(r.via, `${path}.via`);
+  }
   return words;
 }
 
@@ -208,6 +239,20 @@ export function checkShape(input: FlowInput): number {
 
 function itemName(kind: number, index: number): string {
   return `${KIND_NAMES[kind]}[${index}]`;
+}
+
+/** The errors of a route (kind ROUTE); `sub` 0 names `from`, 1 `to`. */
+function routeError(route: FlowRoute, at: string, code: number, sub: number): Error {
+  if (code === ERR.ROUTE_NETWORK) {
+    const [field, id] = sub === 0 ? ["from", route.from] : ["to", route.to];
+    return new Error(`${at}.${field}: network ${id} is not here or has no IPv4 gateway`);
+  }
+  if (code === ERR.BAD_ROUTE_DST) {
+    return new Error(
+      `${at}.dst: ${JSON.stringify(route.dst)} is not an IPv4 CIDR without host bits (a.b.c.d/n)`,
+    );
+  }
+  return new Error(`${at}.via: ${JSON.stringify(route.via)} is not a unicast IPv4 address`);
 }
 
 function portOf(input: FlowInput, kind: number, index: number): FlowLocalPort | FlowRemotePort {
@@ -228,6 +273,7 @@ export function flowError(
   otherIndex: number,
 ): Error {
   const at = itemName(kind, index);
+  if (kind === KIND.ROUTE) return routeError(input.routes![index], at, code, sub);
   const other = itemName(otherKind, otherIndex);
   const net = kind === KIND.NETWORK ? input.networks[index] : undefined;
   const port = kind === KIND.NETWORK ? undefined : portOf(input, kind, index);

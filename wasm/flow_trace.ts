@@ -205,8 +205,17 @@ export function flowKind(f: ParsedFlow): string {
     case TABLE.SPOOF:
       if (has("arp")) return "spoofArp";
       if (has("icmp6")) return "spoofDad";
-      return has("ipv6") ? "spoofIpv6" : "spoofIpv4";
+      if (has("ipv6")) return "spoofIpv6";
+      // A static route's destination is a prefix (or none for /0); a port's own address is not.
+      return value("nw_src")?.includes(".") && !value("nw_src")!.includes("/")
+        ? "spoofIpv4"
+        : "spoofRouted";
+    case TABLE.ROUTE:
+      return "routeTo";
+    case TABLE.NEXT_HOP:
+      return "nextHop";
     case TABLE.ARP:
+      if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
       if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
       if (f.priority === PRIORITY.SPECIFIC) {
@@ -318,8 +327,29 @@ export function explainHop(
         break;
       case "gatewayDrop":
         what = `to the gateway MAC ${packet.dlDst} of ${netLabel}, not an ARP request or ping ` +
-          "for the gateway: dropped (no routing yet)";
+          "for the gateway, and no router connects the network: dropped";
         break;
+      case "spoofRouted":
+        what = `source ${packet.ipSrc}: the port is the next hop of a static route for ${
+          f.match.find(([k]) => k === "nw_src")?.[1] ?? "every address"
+        }, so it may send from there`;
+        break;
+      case "routeIn":
+        what = `IPv4 to the gateway MAC of ${netLabel}: routed (a router connects it)`;
+        break;
+      case "routeTo": {
+        const dst = f.match.find(([k]) => k === "nw_dst")?.[1] ?? "0.0.0.0/0";
+        const hop = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
+        what = `route ${dst} into ${netLabel}${
+          hop ? ` through the next hop ${hop}` : ""
+        }: source MAC its gateway's, TTL decremented`;
+        break;
+      }
+      case "nextHop": {
+        const mac = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
+        what = `${packet.ipDst} is a port of ${netLabel}: to its MAC ${mac}`;
+        break;
+      }
       case "arpReplyShared":
         what = "the ARP reply goes back out of the port the request came in on";
         break;
@@ -502,8 +532,14 @@ function dropReason(
   if (kind === "gatewayDrop") {
     return drop(
       "gateway",
-      `addressed to the gateway of ${netLabel} (MAC ${packet.dlDst}), which answers only ARP and ping: nothing is routed yet`,
+      `addressed to the gateway of ${netLabel} (MAC ${packet.dlDst}), which answers only ARP and ping: no router connects ${netLabel}`,
     );
+  }
+  if (last.table === TABLE.ROUTE) {
+    return drop("no_route", `no route of ${netLabel}'s router covers ${packet.ipDst}`);
+  }
+  if (last.table === TABLE.NEXT_HOP) {
+    return drop("no_port", `routed into ${netLabel}, where no port has address ${packet.ipDst}`);
   }
   if (kind === "floodIn" || kind === "flood") {
     return drop("no_receiver", `a broadcast with no port of ${netLabel} to go to`);

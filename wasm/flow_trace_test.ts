@@ -29,7 +29,11 @@ Deno.test("flowKind names the builder of every compiled flow, at its table and p
       }
       const k = FLOW_KINDS[kind as keyof typeof FLOW_KINDS];
       assert.ok(k, `${name}: ${line} is told as "${kind}"`);
-      assert.deepEqual([f.table, f.priority], [k.table, k.priority], `${name}: ${line}`);
+      // A route's priority is the kind's plus twice its prefix length (plus one if static).
+      const priority = kind === "routeTo" && f.priority - k.priority <= 65
+        ? k.priority
+        : f.priority;
+      assert.deepEqual([f.table, priority], [k.table, k.priority], `${name}: ${line}`);
     }
   }
   // The scenarios make every kind of IPv4 and IPv6 flow there is.
@@ -127,4 +131,54 @@ Deno.test("offline: an ARP for the gateway and a ping to it are answered by the 
     assert.equal(hop.steps.at(-1)?.kind, "gatewayDrop");
     assert.equal(hop.outcomes[0].kind === "drop" && hop.outcomes[0].code, "gateway");
   }
+});
+
+Deno.test("offline: routed traffic is told step by step; a network no router connects is not reached", () => {
+  const model = scenarios.routing;
+  const tables = flowTables(compileFlowsTs(model));
+  const view: TraceView = {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
+    remotePorts: model.remotePorts,
+  };
+  const [red, blue, green] = model.localPorts;
+  const ingress = { kind: "port", ofport: red.ofport } as const;
+  const trace = (ipDst: string) => {
+    const packet = {
+      proto: "tcp",
+      dlSrc: red.mac,
+      dlDst: model.networks[0].gatewayMac!,
+      ipSrc: red.ips[0],
+      ipDst,
+      dstPort: 80,
+    } as const;
+    const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+    return explainHop(view, ingress, packet, matched, { mode: "offline" });
+  };
+  // red's pod to blue's pod on this node: into ROUTE, onto blue, to the port's MAC, out of its port.
+  const routed = trace(blue.ips[0]);
+  assert.deepEqual(routed.steps.map((s) => s.kind), [
+    "classifyLocal",
+    "spoofIpv4",
+    "routeIn",
+    "routeTo",
+    "nextHop",
+    "forwardLocal",
+  ]);
+  assert.match(routed.steps[3].what, /route 10\.2\.0\.0\/24 into network acme\/net-2/);
+  assert.deepEqual(routed.outcomes.map((o) => o.kind === "local" && o.ofport), [blue.ofport]);
+  // A static route goes straight to its next hop (blue's pod 10.2.0.9).
+  const viaCnf = trace("10.9.1.1");
+  assert.deepEqual(viaCnf.steps.map((s) => s.kind).slice(2), [
+    "routeIn",
+    "routeTo",
+    "forwardLocal",
+  ]);
+  assert.match(viaCnf.steps[3].what, /through the next hop 02:00:0a:02:00:09/);
+  // green is on no router: dropped in ROUTE, saying so.
+  const isolated = trace(green.ips[0]);
+  assert.equal(isolated.steps.at(-1)?.kind, "default");
+  assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
 });

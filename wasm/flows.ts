@@ -78,6 +78,8 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     strings.push(p.mac, p.nodeIp, ...p.ips);
     ipCount += p.ips.length;
   }
+  const routes = input.routes ?? [];
+  for (const r of routes) strings.push(r.dst, r.via ?? "");
   const blob = strings.join("");
   // Growing the memory detaches older views: take them after the last allocation.
   const base = wasm.input(words * 4 + blob.length);
@@ -111,6 +113,13 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = p.mac.length;
     w[i++] = p.nodeIp.length;
     for (const ip of p.ips) w[i++] = ip.length;
+  }
+  w[i++] = routes.length;
+  for (const r of routes) {
+    w[i++] = r.from;
+    w[i++] = r.to;
+    w[i++] = r.dst.length;
+    w[i++] = r.via === undefined ? 0 : r.via.length + 1;
   }
   const bytes = new Uint8Array(wasm.memory.buffer, base + words * 4, blob.length);
   if (encoder.encodeInto(blob, bytes).read !== blob.length) {

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { compileFlows, flowsMemoryBytes, parseDumpFlows } from "./flows.ts";
 import { compileFlowsTs } from "./flows_ts.ts";
-import type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
+import type {
+  FlowInput,
+  FlowLocalPort,
+  FlowNetwork,
+  FlowRemotePort,
+  FlowRoute,
+} from "./flow_input.ts";
 import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
@@ -153,7 +159,51 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
   for (let i = 0; i < remoteCount; i++) {
     remotePorts.push({ network: pick(networks).id, mac: mac(), ips: ips(), nodeIp: pick(nodes) });
   }
-  return { tunnelPort, networks, localPorts, remotePorts };
+  return {
+    tunnelPort,
+    networks,
+    localPorts,
+    remotePorts,
+    routes: randomRoutes(rand, networks, localPorts, remotePorts),
+  };
+}
+
+/**
+ * Routes between the networks with an IPv4 gateway: connected ones (to the network's gateway
+ * /24) and static ones through an address of a port of `to`, or one no port has.
+ */
+function randomRoutes(
+  rand: () => number,
+  networks: FlowNetwork[],
+  locals: FlowLocalPort[],
+  remotes: FlowRemotePort[],
+): FlowRoute[] {
+  const routed = networks.filter((n) => n.gateway !== undefined && !n.gateway.includes(":"));
+  const routes: FlowRoute[] = [];
+  if (routed.length === 0 || rand() < 0.2) return routes;
+  const pick = <T>(list: T[]): T => list[Math.floor(rand() * list.length)];
+  const subnet = (n: FlowNetwork) => n.gateway!.replace(/\.\d+$/, ".0/24");
+  for (const from of routed) {
+    for (const to of routed) {
+      if (from !== to && rand() < 0.7) routes.push({ from: from.id, to: to.id, dst: subnet(to) });
+    }
+    if (rand() < 0.5) {
+      const to = pick(routed);
+      const v4 = [...locals, ...remotes].filter((p) => p.network === to.id)
+        .flatMap((p) => p.ips.filter((ip) => !ip.includes(":")));
+      const via = v4.length > 0 && rand() < 0.8 ? pick(v4) : "10.250.0.9";
+      const n = () => 1 + Math.floor(rand() * 200);
+      const dst = pick([
+        "0.0.0.0/0",
+        "10.0.0.0/8",
+        `10.${n()}.0.0/16`,
+        `10.${n()}.${n()}.0/24`,
+        `10.${n()}.${n()}.${n()}/32`,
+      ]);
+      routes.push({ from: from.id, to: to.id, dst, via });
+    }
+  }
+  return routes;
 }
 
 /** Writes 8 words as a valid IPv6 text: random case, leading zeros, `::` and IPv4 tail. */
@@ -307,6 +357,13 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
     }
     if (net === undefined) fail("no reg0 in a table after CLASSIFY");
     if (cookieNet !== net) fail("cookie and reg0 differ");
+    // Only a route crosses networks: from its network into the one it names (a router's choice).
+    const into = flow.actions.find((a) => a.endsWith("->reg0"));
+    if (into !== undefined) {
+      const to = Number(into.slice(10, -6));
+      const routed = (input.routes ?? []).some((r) => r.from === net && r.to === to);
+      if (flow.table !== TABLE.ROUTE || !routed) fail(`moves traffic into network ${to}`);
+    }
     const n = nets.get(net!)!;
     if (flow.match.get("reg1") === "0") {
       if (flow.priority === PRIORITY.FROM_OUTSIDE) outside.add(net!);
@@ -401,6 +458,20 @@ function base(): FlowInput {
 
 // deno-lint-ignore no-explicit-any
 type Loose = any;
+
+/** Gives networks 1 and 2 IPv4 gateways, network 4 an IPv6 one, and sets one route. */
+function routed(m: Loose, route: Loose): void {
+  Object.assign(m.networks[0], { gateway: "10.0.0.254", gatewayMac: "0a:58:00:00:00:01" });
+  Object.assign(m.networks[1], { gateway: "10.0.1.254", gatewayMac: "0a:58:00:00:00:02" });
+  m.networks.push({
+    id: 4,
+    type: "vxlan",
+    segmentId: 5004,
+    gateway: "fd00::1",
+    gatewayMac: "0a:58:00:00:00:04",
+  });
+  m.routes = [route];
+}
 const badCases: [string, (m: Loose) => unknown, string][] = [
   ["null input", () => null, "input: expected an object, got null"],
   [
@@ -640,6 +711,37 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     `bad IP ${JSON.stringify(ip)}`,
     (m) => (m.localPorts[1].ips = ["10.0.0.2", ip]),
     `localPorts[1].ips[1]: ${JSON.stringify(ip)} is not a unicast IPv4 or IPv6 address`,
+  ]),
+  ["routes not a list", (m) => (m.routes = {}), "routes: expected an array, got object"],
+  [
+    "a route without dst",
+    (m) => (m.routes = [{ from: 1, to: 2 }]),
+    "routes[0].dst: expected a string, got undefined",
+  ],
+  ...([
+    [{ from: 9, to: 1 }, "routes[0].from: network 9 is not here or has no IPv4 gateway"],
+    [{ from: 1, to: 3 }, "routes[0].to: network 3 is not here or has no IPv4 gateway"],
+    [{ from: 1, to: 4 }, "routes[0].to: network 4 is not here or has no IPv4 gateway"],
+  ] as const).map(([r, message]): [string, (m: Loose) => unknown, string] => [
+    `a route ${JSON.stringify(r)}`,
+    (m) => routed(m, { ...r, dst: "10.7.0.0/24" }),
+    message,
+  ]),
+  ...["10.7.0.1/24", "10.7.0.0/33", "10.7.0.0/08", "10.7.0.0", "10.7.0.0/", "/24", "10.7.0/24"].map(
+    (
+      dst,
+    ): [string, (m: Loose) => unknown, string] => [
+      `a route to ${JSON.stringify(dst)}`,
+      (m) => routed(m, { from: 1, to: 2, dst }),
+      `routes[0].dst: ${JSON.stringify(dst)} is not an IPv4 CIDR without host bits (a.b.c.d/n)`,
+    ],
+  ),
+  ...["10.0.0.256", "224.0.0.1", "fd00::2", ""].map((
+    via,
+  ): [string, (m: Loose) => unknown, string] => [
+    `a route via ${JSON.stringify(via)}`,
+    (m) => routed(m, { from: 1, to: 2, dst: "10.7.0.0/24", via }),
+    `routes[0].via: ${JSON.stringify(via)} is not a unicast IPv4 address`,
   ]),
   [
     "gateway without its MAC",

@@ -250,6 +250,8 @@ interface Gateway {
 }
 
 interface Local {
+  /** Its network's number (reg0). */
+  net: number;
   ofport: number;
   cookie: number;
   mac: string;
@@ -301,8 +303,43 @@ function gateway(ip: string, mac: string, bad: () => Error, badMac: () => Error)
   return { ip: text, v6, key, mac: formatMac(macBits), macBits };
 }
 
+/** A route, parsed (FlowRoute); `hop` is the static route's next hop, null while it has none. */
+interface Route {
+  from: Net;
+  to: Net;
+  /** `nw_dst=…` / `nw_src=…` value: the CIDR as OVS prints it (no /32; "" for /0). */
+  cidr: string;
+  prefix: number;
+  static: boolean;
+  hop: { mac: string; local?: Local } | null;
+}
+
+/** `a.b.c.d/n` without host bits, as the text OVS prints ("" for /0, no "/32"); null if not. */
+function parseCidr4(s: string): { text: string; prefix: number } | null {
+  const slash = s.indexOf("/");
+  if (slash < 0) return null;
+  const base = parseIpv4(s.slice(0, slash));
+  const digits = s.slice(slash + 1);
+  if (base < 0 || !/^(0|[1-9][0-9]?)$/.test(digits)) return null;
+  const prefix = Number(digits);
+  if (prefix > 32) return null;
+  // Host bits: the low 32 - prefix bits of the base.
+  if (prefix < 32 && base % 2 ** (32 - prefix) !== 0) return null;
+  const text = prefix === 0
+    ? ""
+    : prefix === 32
+    ? formatIpv4(base)
+    : `${formatIpv4(base)}/${prefix}`;
+  return { text, prefix };
+}
+
+interface Model {
+  nets: Net[];
+  routes: Route[];
+}
+
 /** Parsed, checked model; throws flowError on the first failed check, in input order. */
-function model(input: FlowInput): Net[] {
+function model(input: FlowInput): Model {
   const nets: Net[] = [];
   const byId = new Map<number, Net>();
   const vnis = new Map<number, number>();
@@ -354,6 +391,7 @@ function model(input: FlowInput): Net[] {
 
   const ofports = new Map<number, number>();
   const cookies = new Map<number, number>();
+  const locals: Local[] = [];
   // Per network: owners of MACs (number keys) and of IPs (u32 number or IPv6 text keys).
   const macs: Owners[] = nets.map(() => new Map());
   const ips: Owners[] = nets.map(() => new Map());
@@ -434,6 +472,7 @@ function model(input: FlowInput): Net[] {
     cookies.set(p.cookie, i);
     const mac = claimMac(KIND.LOCAL, i, i, net, p.mac);
     const local: Local = {
+      net: net.id,
       ofport: p.ofport,
       cookie: p.cookie,
       mac: formatMac(mac),
@@ -443,8 +482,10 @@ function model(input: FlowInput): Net[] {
     };
     addresses(KIND.LOCAL, i, i, net, p.ips, local.v4, local.v6);
     net.locals.push(local);
+    locals.push(local);
   }
 
+  const remoteMacs: string[] = [];
   const nodeSets = nets.map(() => new Set<number>());
   for (let i = 0; i < input.remotePorts.length; i++) {
     const p = input.remotePorts[i];
@@ -455,6 +496,7 @@ function model(input: FlowInput): Net[] {
     const node = parseIpv4(p.nodeIp);
     if (node < 0 || !unicastIpv4(node)) throw err(ERR.BAD_NODE_IP, KIND.REMOTE, i);
     const remote: Remote = { mac: formatMac(mac), macBits: mac, node: formatIpv4(node), v4: [] };
+    remoteMacs.push(remote.mac);
     addresses(KIND.REMOTE, i, ref, net, p.ips, remote.v4, null);
     net.remotes.push(remote);
     if (net.type === 0) nodeSets[net.index].add(node);
@@ -463,7 +505,31 @@ function model(input: FlowInput): Net[] {
     net.locals.sort((a, b) => a.ofport - b.ofport);
     net.nodes = [...nodeSets[net.index]].sort((a, b) => a - b);
   }
-  return nets;
+  const routed = (id: number) => {
+    const net = byId.get(id);
+    return net?.gateway && !net.gateway.v6 ? net : undefined;
+  };
+  const routes = (input.routes ?? []).map((r, i): Route => {
+    const from = routed(r.from);
+    if (!from) throw err(ERR.ROUTE_NETWORK, KIND.ROUTE, i, 0);
+    const to = routed(r.to);
+    if (!to) throw err(ERR.ROUTE_NETWORK, KIND.ROUTE, i, 1);
+    const cidr = parseCidr4(r.dst);
+    if (!cidr) throw err(ERR.BAD_ROUTE_DST, KIND.ROUTE, i);
+    const route = { from, to, cidr: cidr.text, prefix: cidr.prefix, static: false, hop: null };
+    if (r.via === undefined) return route;
+    const via = parseIpv4(r.via);
+    if (via < 0 || !unicastIpv4(via)) throw err(ERR.BAD_ROUTE_VIA, KIND.ROUTE, i);
+    // The port of `to` that has the address, if any (not the gateway: GATEWAY_REF).
+    const owner = ips[to.index].get(via);
+    const hop = owner === undefined || owner >= GATEWAY_REF
+      ? null
+      : owner >= REMOTE_REF
+      ? { mac: remoteMacs[owner - REMOTE_REF] }
+      : { mac: locals[owner].mac, local: locals[owner] };
+    return { ...route, static: true, hop };
+  });
+  return { nets, routes };
 }
 
 const { MCAST, UNTAGGED, LINK_LOCAL, NO_LL } = MATCH;
@@ -664,6 +730,86 @@ function gatewayDrop(net: Net, gw: Gateway): string {
   return flow(net.id, 0, FLOW_KINDS.gatewayDrop, `reg0=${hex(net.id)},dl_dst=${gw.mac}`, "drop");
 }
 
+// Routing (../agent/PIPELINE.md, "Routing").
+
+/** IPv4 a local port of a routed network sent to its gateway MAC: to ROUTE. */
+function routeIn(net: Net, gw: Gateway): string {
+  return flow(
+    net.id,
+    0,
+    FLOW_KINDS.routeIn,
+    `ip,reg0=${hex(net.id)},dl_dst=${gw.mac}`,
+    goto(TABLE.ROUTE),
+  );
+}
+
+/** `,${field}=CIDR`, or nothing for /0 (OVS prints no match for a wildcard). */
+const cidrMatch = (field: string, cidr: string) => cidr === "" ? "" : `,${field}=${cidr}`;
+
+/**
+ * One route: onto the destination network, from its gateway MAC, TTL decremented; to NEXT_HOP
+ * for the destination's own port, or straight to the static route's next hop.
+ */
+function routeTo(r: Route): string {
+  const kind = {
+    table: FLOW_KINDS.routeTo.table,
+    priority: FLOW_KINDS.routeTo.priority + 2 * r.prefix + (r.static ? 1 : 0),
+  };
+  const to = r.to;
+  let actions = `set_field:${to.gateway!.mac}->eth_src,`;
+  if (r.hop) actions += `set_field:${r.hop.mac}->eth_dst,`;
+  actions += `set_field:${hex(to.id)}->reg0,dec_ttl,${
+    goto(r.static ? TABLE.FORWARD : TABLE.NEXT_HOP)
+  }`;
+  return flow(
+    r.from.id,
+    0,
+    kind,
+    `ip,reg0=${hex(r.from.id)}${cidrMatch("nw_dst", r.cidr)}`,
+    actions,
+  );
+}
+
+/** Routed traffic for a port's address: its MAC as the destination. */
+function nextHop(net: Net, port: number, mac: string, ip: string): string {
+  return flow(
+    net.id,
+    port,
+    FLOW_KINDS.nextHop,
+    `ip,reg0=${hex(net.id)},nw_dst=${ip}`,
+    `set_field:${mac}->eth_dst,${goto(TABLE.FORWARD)}`,
+  );
+}
+
+/** A static route's next hop on this node may send from the route's destination (it routes it). */
+function spoofRouted(r: Route, p: Local): string {
+  return flow(
+    p.net,
+    p.cookie,
+    FLOW_KINDS.spoofRouted,
+    `ip,in_port=${p.ofport},dl_src=${p.mac}${cidrMatch("nw_src", r.cidr)}`,
+    goto(TABLE.ARP),
+  );
+}
+
+/** Every flow of the routes: into ROUTE, the routes, the next hops of connected networks. */
+function routeFlows(lines: string[], routes: Route[]): void {
+  const targets = new Set<Net>();
+  for (const r of routes) {
+    lines.push(routeIn(r.from, r.from.gateway!));
+    if (r.static && !r.hop) continue;
+    lines.push(routeTo(r));
+    if (!r.static) targets.add(r.to);
+    if (r.hop?.local) lines.push(spoofRouted(r, r.hop.local));
+  }
+  for (const net of targets) {
+    for (const p of net.locals) {
+      for (const ip of p.v4) lines.push(nextHop(net, p.cookie, p.mac, ip));
+    }
+    for (const p of net.remotes) for (const ip of p.v4) lines.push(nextHop(net, 0, p.mac, ip));
+  }
+}
+
 function forwardLocal(net: Net, p: Local): string {
   return flow(
     net.id,
@@ -796,12 +942,13 @@ function networkFlows(lines: string[], net: Net, tunnel: number): void {
  */
 export function compileFlowsTs(input: FlowInput): string[] {
   checkShape(input);
-  const nets = model(input);
+  const { nets, routes } = model(input);
   const lines = defaults();
   // The shared neighbour advertisement, when a network has an IPv6 gateway.
   if (nets.some((n) => n.gateway?.v6)) lines.push(ndReplyShared());
   const order = [...nets].sort((a, b) => a.id - b.id);
   for (const net of order) networkFlows(lines, net, input.tunnelPort);
+  routeFlows(lines, routes);
   lines.sort();
   let n = 0;
   for (let i = 0; i < lines.length; i++) {

@@ -9,7 +9,15 @@
  */
 
 /** Table numbers by name. */
-export const TABLE = { CLASSIFY: 0, SPOOF: 10, ARP: 20, ARP_REPLY: 21, FORWARD: 30 } as const;
+export const TABLE = {
+  CLASSIFY: 0,
+  SPOOF: 10,
+  ARP: 20,
+  ARP_REPLY: 21,
+  ROUTE: 25,
+  NEXT_HOP: 26,
+  FORWARD: 30,
+} as const;
 
 /** The tables of br-int, in pipeline order, with what each does and what its default flow does. */
 export const FLOW_TABLES = [
@@ -42,6 +50,21 @@ export const FLOW_TABLES = [
     default: "the shared reply",
   },
   {
+    id: TABLE.ROUTE,
+    name: "ROUTE",
+    purpose:
+      "traffic a pod sent to its gateway, by reg0 + nw_dst (longest prefix): rewritten onto the " +
+      "destination network (gateway MAC as source, reg0, TTL), on to NEXT_HOP (or FORWARD for a " +
+      "static route's next hop)",
+    default: "drop",
+  },
+  {
+    id: TABLE.NEXT_HOP,
+    name: "NEXT_HOP",
+    purpose: "routed traffic by reg0 + nw_dst: the destination port's MAC as eth_dst",
+    default: "drop",
+  },
+  {
     id: TABLE.FORWARD,
     name: "FORWARD",
     purpose:
@@ -52,6 +75,11 @@ export const FLOW_TABLES = [
 
 /** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
 export const PRIORITY = {
+  /**
+   * A route in ROUTE: this plus twice its prefix length, plus one for a static route (the longest
+   * prefix wins; a static route wins over a connected network of the same length).
+   */
+  ROUTE: 1000,
   /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
   GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
@@ -66,6 +94,8 @@ export const PRIORITY = {
   FROM_OUTSIDE: 80,
   /** Unicast to a remote port. */
   REMOTE: 70,
+  /** IPv4 to the gateway MAC of a routed network (in ARP, below the gateway's own answers). */
+  ROUTED: 60,
   /** Flooding of traffic from a local port. */
   FLOOD: 50,
   /** Unknown unicast from a local port (vlan and flat networks: to the physnet). */
@@ -93,6 +123,7 @@ export const FLOW_KINDS = {
   spoofDad: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   spoofIpv4: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   spoofIpv6: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
+  spoofRouted: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   arpReply: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
   arpReplyShared: { table: TABLE.ARP_REPLY, priority: PRIORITY.DEFAULT },
   gatewayPing: { table: TABLE.ARP, priority: PRIORITY.SPECIFIC },
@@ -102,6 +133,9 @@ export const FLOW_KINDS = {
   ndSolicit: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndAdvert: { table: TABLE.ARP, priority: PRIORITY.EXCEPTION },
   ndGuard: { table: TABLE.ARP, priority: PRIORITY.GUARD },
+  routeIn: { table: TABLE.ARP, priority: PRIORITY.ROUTED },
+  routeTo: { table: TABLE.ROUTE, priority: PRIORITY.ROUTE },
+  nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   floodIn: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD_IN },

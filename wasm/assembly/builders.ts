@@ -7,11 +7,15 @@ import {
   D_ARP,
   D_CLASSIFY,
   D_FORWARD,
+  D_NEXT_HOP,
+  D_ROUTE,
   D_SPOOF,
   P_DEFAULT,
   T_ARP,
   T_CLASSIFY,
   T_FORWARD,
+  T_NEXT_HOP,
+  T_ROUTE,
   T_SPOOF,
   VXLAN,
 } from "./generated/pipeline";
@@ -58,6 +62,7 @@ import {
   R_V4_COUNT,
   R_V4_FIRST,
 } from "./layout";
+import { routeFlows } from "./route";
 import { spoofArp, spoofDad, spoofIpv4, spoofIpv6 } from "./spoof";
 import { begin, end, LINE_BOUND, putDec, puts } from "./text";
 
@@ -76,6 +81,8 @@ function defaults(): void {
   tableDefault(T_ARP, D_ARP);
   arpReplyShared();
   if (v6Gateways) ndReplyShared();
+  tableDefault(T_ROUTE, D_ROUTE);
+  tableDefault(T_NEXT_HOP, D_NEXT_HOP);
   tableDefault(T_FORWARD, D_FORWARD);
 }
 
@@ -147,4 +154,5 @@ export function buildAll(): void {
   for (let i: u32 = 0; i < netCount; i++) {
     networkFlows(net(<u32> load<u64>(buffer(B_NET_ORDER) + (<usize> i << 3))));
   }
+  routeFlows();
 }

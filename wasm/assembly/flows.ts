@@ -8,6 +8,7 @@
 // `compile`). Everything else happens here, by concern:
 //
 //   input.ts     decoding, address syntax (address.ts), references and uniqueness, grouping
+//   route.ts     the routes: decoding and checks, and their builders (ARP, ROUTE, NEXT_HOP, SPOOF)
 //   classify.ts, spoof.ts, arp.ts, forward.ts
 //                one builder per flow kind, by table; builders.ts runs them for the whole model
 //   text.ts      the writers of the line text and the line records
@@ -19,6 +20,7 @@
 
 import { buildAll } from "./builders";
 import { decode } from "./input";
+import { parseRoutes } from "./route";
 import { join } from "./output";
 import { textRewind } from "./text";
 
@@ -33,11 +35,14 @@ export { outLen, outPtr } from "./output";
  * (0 vxlan, 1 vlan, 2 flat), segmentId (0 if none), physnetPort (0 if none), 1 + the length
  * of gateway and of gatewayMac (0 if none; their strings come first in the blob); per local port:
  * ofport, network, cookie, IP count, then the length of the MAC and of each IP; per remote port:
- * network, IP count, then the length of the MAC, of nodeIp and of each IP. The strings follow in
- * the same order.
+ * network, IP count, then the length of the MAC, of nodeIp and of each IP; the route count, and
+ * per route: from, to, the length of dst and 1 + the length of via (0 if none). The strings follow
+ * in the same order.
  */
 export function compile(words: u32): i32 {
-  const rc = decode(words);
+  let rc = decode(words);
+  if (rc != 0) return rc;
+  rc = parseRoutes();
   if (rc != 0) return rc;
   textRewind();
   buildAll();

@@ -81,10 +81,17 @@ import { macText, putIpv4, putIpv6, textInit, toSlot, wp } from "./text";
 let rd: usize = 0; // next word
 let blob: usize = 0; // next string byte
 
-function word(): u32 {
+export function word(): u32 {
   const v = load<u32>(rd);
   rd += 4;
   return v;
+}
+
+/** The next `len` bytes of the blob: their address (the caller reads them before the next call). */
+export function bytes(len: u32): usize {
+  const p = blob;
+  blob += len;
+  return p;
 }
 
 /** Returns the input area for `bytes` bytes of words and strings (called by ../flows.ts). */
@@ -94,7 +101,7 @@ export function input(bytes: u32): usize {
 
 const ERROR_ARGS = memory.data(5 * 4);
 
-function fail(code: i32, kind: u32, index: u32, sub: u32, otherKind: u32, other: u32): i32 {
+export function fail(code: i32, kind: u32, index: u32, sub: u32, otherKind: u32, other: u32): i32 {
   store<u32>(ERROR_ARGS, kind);
   store<u32>(ERROR_ARGS, index, 4);
   store<u32>(ERROR_ARGS, sub, 8);
@@ -125,7 +132,7 @@ const H_COOKIE: u64 = 6;
 const H_MAC: u64 = 7;
 const H_IP4: u64 = 8;
 const H_IP6: u64 = 9;
-const NONE: u32 = 0xffffffff;
+export const NONE: u32 = 0xffffffff;
 let hashBase: usize = 0;
 let hashMask: u32 = 0;
 
@@ -194,11 +201,11 @@ export function net(i: u32): usize {
   return nets + <usize> i * NET_SIZE;
 }
 
-function local(i: u32): usize {
+export function local(i: u32): usize {
   return locals + <usize> i * LOCAL_SIZE;
 }
 
-function remote(i: u32): usize {
+export function remote(i: u32): usize {
   return remotes + <usize> i * REMOTE_SIZE;
 }
 
@@ -281,8 +288,13 @@ function claimMac(kind: u32, index: u32, ref: u32, ni: u32, text: usize, bits: u
   return 0;
 }
 
+/** The owner (see REMOTE_REF) of IPv4 `v` in network `ni`, or NONE. */
+export function ipv4Owner(ni: u32, v: u32): u32 {
+  return owner(key0(H_IP4, ni), <u64> v);
+}
+
 /** Index of the network with `id`, or NONE. */
-function findNet(id: u32): u32 {
+export function findNet(id: u32): u32 {
   return owner(key0(H_NET_ID, 0), <u64> id);
 }
 

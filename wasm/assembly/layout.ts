@@ -24,7 +24,8 @@ export const B_TEXT = 12;
 export const B_RECS = 13;
 export const B_RECS_TMP = 14;
 export const B_OUT = 15;
-const BUFFERS = memory.data(16 * 8);
+export const B_ROUTES = 16;
+const BUFFERS = memory.data(17 * 8);
 
 export function buffer(id: i32): usize {
   return <usize> load<u32>(BUFFERS + (<usize> id << 3));
@@ -95,3 +96,12 @@ export const R_MAC = 56;
 export const V4_SLOT: usize = 16;
 
 export const V6_SLOT: usize = 48;
+
+// Route, 24 bytes (route.ts): the networks (indexes), the CIDR, whether static, the next hop.
+export const ROUTE_SIZE: usize = 24;
+export const RT_FROM = 0;
+export const RT_TO = 4;
+export const RT_BASE = 8;
+export const RT_PREFIX = 12;
+export const RT_STATIC = 16; // 1: a static route (via)
+export const RT_HOP = 20; // the next hop's owner ref (REMOTE_REF…), or NONE while it has none

@@ -16,7 +16,8 @@ import {
 import { L_COOKIE, L_MAC_TEXT, L_OFPORT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putMac, puts, putSlot } from "./text";
 
-function spoofHead(n: usize, p: usize, table: u32, priority: u32, proto: string): void {
+/** The head of a SPOOF flow of port p: `PROTO,in_port=P,dl_src=M` (proto: ",ip,in_port="). */
+export function spoofHead(n: usize, p: usize, table: u32, priority: u32, proto: string): void {
   begin(load<u32>(n, N_ID), load<u32>(p, L_COOKIE), table, priority, LINE_BOUND);
   puts(proto);
   putDec(load<u32>(p, L_OFPORT));

@@ -168,6 +168,53 @@ export const scenarios: Record<string, FlowInput> = {
    * Conflicting and malformed remote entries (wasm/flow_conflicts.ts isolates them first): only
    * the remote ports 10.0.0.7 (network 1) and 10.0.0.3 (network 2) get flows.
    */
+  /**
+   * A router connects red (vxlan, a local and a remote port) and blue (vlan, a local port) and has a
+   * static route to 10.9.0.0/16 through blue's local port 10.2.0.9 (a CNF), and one through an
+   * address no port has yet (it waits); green (not connected) stays as it is.
+   */
+  routing: {
+    tunnelPort: 100,
+    networks: [
+      {
+        id: 1,
+        type: "vxlan",
+        segmentId: 5001,
+        gateway: "10.1.0.1",
+        gatewayMac: "0a:58:0a:01:00:01",
+      },
+      {
+        id: 2,
+        type: "vlan",
+        segmentId: 300,
+        physnetPort: 200,
+        gateway: "10.2.0.1",
+        gatewayMac: "0a:58:0a:02:00:01",
+      },
+      {
+        id: 3,
+        type: "vxlan",
+        segmentId: 5003,
+        gateway: "10.3.0.1",
+        gatewayMac: "0a:58:0a:03:00:01",
+      },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
+      { ofport: 2, network: 2, mac: "02:00:0a:02:00:09", ips: ["10.2.0.9"], cookie: 2 },
+      { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 3 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
+    ],
+    routes: [
+      { from: 1, to: 2, dst: "10.2.0.0/24" },
+      { from: 2, to: 1, dst: "10.1.0.0/24" },
+      { from: 1, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },
+      { from: 2, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },
+      { from: 1, to: 2, dst: "0.0.0.0/0", via: "10.2.0.77" },
+    ],
+  },
   conflicts: {
     tunnelPort: 100,
     networks: [

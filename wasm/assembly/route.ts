@@ -1,0 +1,263 @@
+// Routing (see ../../agent/PIPELINE.md, "Routing"), as in ../flows_ts.ts: the routes decoded and
+// checked after the rest of the model (decode in input.ts), and the builders of their flows.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+
+import {
+  E_BAD_ROUTE_DST,
+  E_BAD_ROUTE_VIA,
+  E_ROUTE_NETWORK,
+  F_NEXT_HOP_PRIORITY,
+  F_NEXT_HOP_TABLE,
+  F_ROUTE_IN_PRIORITY,
+  F_ROUTE_IN_TABLE,
+  F_ROUTE_TO_PRIORITY,
+  F_ROUTE_TO_TABLE,
+  F_SPOOF_ROUTED_PRIORITY,
+  F_SPOOF_ROUTED_TABLE,
+  K_ROUTE,
+  T_ARP,
+  T_FORWARD,
+  T_NEXT_HOP,
+  T_ROUTE,
+} from "./generated/pipeline";
+import { parseIpv4, unicastIpv4 } from "./address";
+import { spoofHead } from "./spoof";
+import {
+  bytes,
+  fail,
+  findNet,
+  ipv4Owner,
+  local,
+  localAt,
+  net,
+  NONE,
+  remote,
+  remoteAt,
+  v4Slot,
+  word,
+} from "./input";
+import {
+  B_ROUTES,
+  buffer,
+  GATEWAY_REF,
+  L_COOKIE,
+  L_MAC_TEXT,
+  L_NET,
+  L_V4_COUNT,
+  L_V4_FIRST,
+  N_GW_MAC_TEXT,
+  N_GW_SLOT,
+  N_GW_V6,
+  N_ID,
+  N_LOCAL_COUNT,
+  N_LOCAL_FIRST,
+  N_REMOTE_COUNT,
+  N_REMOTE_FIRST,
+  R_MAC_TEXT,
+  R_V4_COUNT,
+  R_V4_FIRST,
+  REMOTE_REF,
+  reserve,
+  ROUTE_SIZE,
+  RT_BASE,
+  RT_FROM,
+  RT_HOP,
+  RT_PREFIX,
+  RT_STATIC,
+  RT_TO,
+  V4_SLOT,
+} from "./layout";
+import { begin, end, LINE_BOUND, putDec, putIpv4, putMac, putNet, puts, putSlot } from "./text";
+
+export let routeCount: u32 = 0;
+
+function route(i: u32): usize {
+  return buffer(B_ROUTES) + <usize> i * ROUTE_SIZE;
+}
+
+/** The index of network `id` if it is here with an IPv4 gateway, else NONE. */
+function routed(id: u32): u32 {
+  const ni = findNet(id);
+  if (ni == NONE) return NONE;
+  const n = net(ni);
+  return load<u32>(n, N_GW_SLOT) != 0 && load<u32>(n, N_GW_V6) == 0 ? ni : NONE;
+}
+
+/**
+ * `a.b.c.d/n` without host bits at p (len bytes): the base, and the prefix in the high 32 bits;
+ * -1 when malformed.
+ */
+function parseCidr4(p: usize, len: u32): i64 {
+  let slash: u32 = 0;
+  while (slash < len && load<u8>(p + slash) != 47) slash++;
+  if (slash == len) return -1;
+  const base = parseIpv4(p, slash);
+  const digits = len - slash - 1;
+  if (base < 0 || digits == 0 || digits > 2) return -1;
+  const d0 = <u32> load<u8>(p + slash + 1) - 48;
+  if (d0 > 9 || (digits == 2 && d0 == 0)) return -1;
+  let prefix = d0;
+  if (digits == 2) {
+    const d1 = <u32> load<u8>(p + slash + 2) - 48;
+    if (d1 > 9) return -1;
+    prefix = prefix * 10 + d1;
+  }
+  if (prefix > 32) return -1;
+  // Host bits: the low 32 - prefix bits of the base.
+  if (prefix < 32 && (<u64> base & ((<u64> 1 << <u64> (32 - prefix)) - 1)) != 0) return -1;
+  return (<i64> prefix << 32) | base;
+}
+
+/** Decodes and checks the routes (after decode): count, then per route its words and strings. */
+export function parseRoutes(): i32 {
+  routeCount = word();
+  reserve(B_ROUTES, <usize> routeCount * ROUTE_SIZE);
+  for (let i: u32 = 0; i < routeCount; i++) {
+    const r = route(i);
+    const from = routed(word());
+    const to = routed(word());
+    const dstLen = word();
+    const viaLen = word();
+    const dst = bytes(dstLen);
+    const via = viaLen > 0 ? bytes(viaLen - 1) : 0;
+    if (from == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 0, 0, 0);
+    if (to == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 1, 0, 0);
+    const cidr = parseCidr4(dst, dstLen);
+    if (cidr < 0) return fail(E_BAD_ROUTE_DST, K_ROUTE, i, 0, 0, 0);
+    store<u32>(r, from, RT_FROM);
+    store<u32>(r, to, RT_TO);
+    store<u32>(r, <u32> cidr, RT_BASE);
+    store<u32>(r, <u32> (cidr >>> 32), RT_PREFIX);
+    store<u32>(r, viaLen > 0 ? 1 : 0, RT_STATIC);
+    store<u32>(r, NONE, RT_HOP);
+    if (viaLen == 0) continue;
+    const hop = parseIpv4(via, viaLen - 1);
+    if (hop < 0 || !unicastIpv4(<u32> hop)) return fail(E_BAD_ROUTE_VIA, K_ROUTE, i, 0, 0, 0);
+    // The port of `to` that has the address, if any (not the gateway).
+    const owner = ipv4Owner(to, <u32> hop);
+    if (owner < GATEWAY_REF) store<u32>(r, owner, RT_HOP);
+  }
+  return 0;
+}
+
+/** `,field=CIDR`, or nothing for /0 (OVS prints no match for a wildcard); no `/32`. */
+function putCidr(field: string, r: usize): void {
+  const prefix = load<u32>(r, RT_PREFIX);
+  if (prefix == 0) return;
+  puts(field);
+  putIpv4(load<u32>(r, RT_BASE));
+  if (prefix == 32) return;
+  puts("/");
+  putDec(prefix);
+}
+
+/** IPv4 a local port of a routed network sent to its gateway MAC: to ROUTE. */
+function routeIn(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_ROUTE_IN_TABLE, F_ROUTE_IN_PRIORITY, LINE_BOUND);
+  puts(",ip,reg0=");
+  putNet(n);
+  puts(",dl_dst=");
+  putMac(n + N_GW_MAC_TEXT);
+  puts(",actions=goto_table:");
+  putDec(T_ROUTE);
+  end();
+}
+
+/** The MAC text of the owner `ref` (a local or a remote port). */
+function hopMac(ref: u32): usize {
+  return ref >= REMOTE_REF ? remote(ref - REMOTE_REF) + R_MAC_TEXT : local(ref) + L_MAC_TEXT;
+}
+
+/** One route: onto the destination network, from its gateway MAC, TTL decremented. */
+function routeTo(r: usize): void {
+  const from = net(load<u32>(r, RT_FROM));
+  const to = net(load<u32>(r, RT_TO));
+  const isStatic = load<u32>(r, RT_STATIC);
+  const priority = F_ROUTE_TO_PRIORITY + 2 * load<u32>(r, RT_PREFIX) + isStatic;
+  begin(load<u32>(from, N_ID), 0, F_ROUTE_TO_TABLE, priority, LINE_BOUND);
+  puts(",ip,reg0=");
+  putNet(from);
+  putCidr(",nw_dst=", r);
+  puts(",actions=set_field:");
+  putMac(to + N_GW_MAC_TEXT);
+  puts("->eth_src,");
+  const hop = load<u32>(r, RT_HOP);
+  if (hop != NONE) {
+    puts("set_field:");
+    putMac(hopMac(hop));
+    puts("->eth_dst,");
+  }
+  puts("set_field:");
+  putNet(to);
+  puts("->reg0,dec_ttl,goto_table:");
+  putDec(isStatic != 0 ? T_FORWARD : T_NEXT_HOP);
+  end();
+}
+
+/** Routed traffic for a port's address (v4 text slot `ip`): its MAC as the destination. */
+function nextHop(n: usize, port: u32, mac: usize, ip: usize): void {
+  begin(load<u32>(n, N_ID), port, F_NEXT_HOP_TABLE, F_NEXT_HOP_PRIORITY, LINE_BOUND);
+  puts(",ip,reg0=");
+  putNet(n);
+  puts(",nw_dst=");
+  putSlot(ip, V4_SLOT);
+  puts(",actions=set_field:");
+  putMac(mac);
+  puts("->eth_dst,goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+/** A static route's next hop on this node may send from the route's destination. */
+function spoofRouted(r: usize, p: usize): void {
+  const n = net(load<u32>(p, L_NET));
+  spoofHead(n, p, F_SPOOF_ROUTED_TABLE, F_SPOOF_ROUTED_PRIORITY, ",ip,in_port=");
+  putCidr(",nw_src=", r);
+  puts(",actions=goto_table:");
+  putDec(T_ARP);
+  end();
+}
+
+/** Every port address of network `n`, local and remote: a next hop each. */
+function nextHops(n: usize): void {
+  const lFirst = load<u32>(n, N_LOCAL_FIRST);
+  const lLast = lFirst + load<u32>(n, N_LOCAL_COUNT);
+  for (let i = lFirst; i < lLast; i++) {
+    const p = localAt(i);
+    const v4 = load<u32>(p, L_V4_FIRST);
+    const v4End = v4 + load<u32>(p, L_V4_COUNT);
+    for (let k = v4; k < v4End; k++) nextHop(n, load<u32>(p, L_COOKIE), p + L_MAC_TEXT, v4Slot(k));
+  }
+  const rFirst = load<u32>(n, N_REMOTE_FIRST);
+  const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
+  for (let i = rFirst; i < rLast; i++) {
+    const p = remoteAt(i);
+    const v4 = load<u32>(p, R_V4_FIRST);
+    const v4End = v4 + load<u32>(p, R_V4_COUNT);
+    for (let k = v4; k < v4End; k++) nextHop(n, 0, p + R_MAC_TEXT, v4Slot(k));
+  }
+}
+
+/**
+ * Every flow of the routes: into ROUTE, the routes, the next hops of each network a connected
+ * route goes to (once: output.ts drops the duplicate lines, as the twin's sort does).
+ */
+export function routeFlows(): void {
+  for (let i: u32 = 0; i < routeCount; i++) {
+    const r = route(i);
+    routeIn(net(load<u32>(r, RT_FROM)));
+    const hop = load<u32>(r, RT_HOP);
+    const isStatic = load<u32>(r, RT_STATIC) != 0;
+    if (isStatic && hop == NONE) continue;
+    routeTo(r);
+    if (isStatic && hop < REMOTE_REF) spoofRouted(r, local(hop));
+    if (isStatic) continue;
+    // A network's next hops once, though several routes go to it.
+    let first = true;
+    for (let k: u32 = 0; k < i; k++) {
+      const o = route(k);
+      if (load<u32>(o, RT_STATIC) == 0 && load<u32>(o, RT_TO) == load<u32>(r, RT_TO)) first = false;
+    }
+    if (first) nextHops(net(load<u32>(r, RT_TO)));
+  }
+}
