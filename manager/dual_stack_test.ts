@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { MALFORMED_CIDRS, MALFORMED_IPS } from "../common/address_cases.ts";
 import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 import { DEFAULT_IPV6_POOL } from "./service/dual_stack.ts";
+import { keys } from "./model.ts";
 
 const DUAL = "tenants/acme/networks/dual";
 
@@ -251,6 +252,46 @@ Deno.test("dual stack: single-stack networks and their ports answer exactly as b
   assert.ok(!("ip6" in p) && !("address6" in p) && !("gateway6" in p));
   // The monitor PATCHes a whole spec: the absent IPv6 fields are no change.
   must(await t.call("PATCH", "tenants/acme/networks/v4", { cidr: "10.1.0.0/24", mtu: 1400 }), 200);
+  // Stored as before: the records of a single-stack network and its port hold exactly the fields
+  // they held before dual stack, so records written by an older manager read the same.
+  const stored = (await t.store.get<Record<string, unknown>>(keys.network("acme", "v4"))).value!;
+  assert.deepEqual(
+    Object.keys(stored).sort(),
+    [
+      "allocationPools",
+      "createdAt",
+      "description",
+      "dns",
+      "excludes",
+      "family",
+      "gateway",
+      "id",
+      "mtu",
+      "name",
+      "physnet",
+      "poolSize",
+      "public",
+      "reserved",
+      "reservedRanges",
+      "routes",
+      "segmentId",
+      "tenant",
+      "type",
+      "cidr",
+    ].sort(),
+  );
+  const port = (await t.store.get<Record<string, unknown>>(keys.port(n.id, "p"))).value!;
+  assert.deepEqual(Object.keys(port).sort(), [
+    "createdAt",
+    "id",
+    "index",
+    "ip",
+    "mac",
+    "network",
+    "networkId",
+    "networkTenant",
+    "tenant",
+  ]);
 });
 
 Deno.test("IPv6 only: a /64 without pools allocates from its first 65,536 addresses, at realistic size", async () => {
