@@ -5,6 +5,7 @@
  *   deno task bench [--quick]
  */
 import { bitmapFigures } from "./bitmap_bench.ts";
+import { clusterFeedFigures, clusterFeedTable } from "./clusters_bench.ts";
 import { historyFigures, historyTable } from "./history_bench.ts";
 import { httpAllocations } from "./http_bench.ts";
 import { ipamFigures } from "./ipam_bench.ts";
@@ -38,6 +39,13 @@ log("WASM bitmap against plain TypeScript");
 const bitmaps = await bitmapFigures();
 log("address history off and on (manager/bench/history_bench.ts)");
 const history = await historyFigures(n / 5, quick ? 3 : 5, quick ? 2000 : 10000);
+const clusterNodes = quick ? 40 : 200;
+log(`5 clusters × ${clusterNodes} nodes following the feed (manager/bench/clusters_bench.ts)`);
+const clusterFeed = await clusterFeedFigures({
+  clusters: 5,
+  nodes: clusterNodes,
+  ports: quick ? 20 : 100,
+});
 
 console.log(`### Manager (${new Date().toISOString().slice(0, 10)}; ${machine()})
 
@@ -78,4 +86,8 @@ ${
 
 #### Address history, off and on (${history.rounds} rounds of ${f(history.n)})
 
-${historyTable(history)}`);
+${historyTable(history)}
+
+#### One manager, many clusters: the change feed
+
+${clusterFeedTable(clusterFeed)}`);
