@@ -10,7 +10,13 @@
 export type { Bitmap } from "./bitmap.ts";
 export { wasmBitmap } from "./bitmap.ts";
 export { tsBitmap } from "./bitmap_ts.ts";
-export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
+export type {
+  FlowInput,
+  FlowLocalPort,
+  FlowNetwork,
+  FlowRemotePort,
+  FlowRoute,
+} from "./flow_input.ts";
 export { gatewayMac } from "./flow_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";

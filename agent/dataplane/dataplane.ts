@@ -24,6 +24,7 @@ import type { AgentState } from "../state.ts";
 import type { DataplaneObserver } from "../metrics.ts";
 import type { ReportedConflict } from "./conflict_report.ts";
 import { type FlowJournal, resumable } from "./flow_journal.ts";
+import { flowRoutes, routedNetworks } from "./routing.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -383,6 +384,15 @@ export class Dataplane {
         sources.local.push(i.port);
       }
     }
+    // The networks a router connects to one of ours: routed traffic is delivered from here.
+    const local = new Set(networks.keys());
+    const routed = routedNetworks(this.remote.routers(), local);
+    for (const p of this.remote.ports()) {
+      if (!routed.has(p.networkId) || networks.has(p.networkId)) continue;
+      // A VLAN or flat network is only reachable from a node attached to its physnet.
+      if (p.physnet !== undefined && !this.physnetPorts.has(p.physnet)) continue;
+      await this.network(networks, p);
+    }
     const remotePorts: FlowRemotePort[] = [];
     for (const p of this.remote.ports()) {
       if (p.node === this.config.nodeName) continue;
@@ -398,6 +408,7 @@ export class Dataplane {
       networks: [...networks.values()],
       localPorts,
       remotePorts,
+      routes: flowRoutes(this.remote.routers(), networks, local),
     };
     this.sources.set(model, sources);
     return model;
@@ -411,6 +422,7 @@ export class Dataplane {
       segmentId?: number;
       physnet?: string;
       gateway?: string;
+      gateway6?: string;
     },
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
@@ -418,10 +430,7 @@ export class Dataplane {
       net = { id: await this.state.networkNumber(port.networkId), type: port.type };
       if (port.segmentId !== undefined) net.segmentId = port.segmentId;
       // The distributed gateway (PIPELINE.md, "Distributed gateway").
-      if (port.gateway !== undefined) {
-        net.gateway = port.gateway;
-        net.gatewayMac = gatewayMac(port.networkId);
-      }
+      Object.assign(net, flowGateways(port.networkId, port.gateway, port.gateway6));
       if (port.physnet !== undefined) {
         const ofport = this.physnetPorts.get(port.physnet);
         if (ofport !== undefined) net.physnetPort = ofport;

@@ -1,5 +1,6 @@
 /**
- * What the agent knows of the rest of the cluster: every port and every node's tunnel endpoint,
+ * What the agent knows of the rest of the cluster: every port, every node's tunnel endpoint and
+ * every router,
  * listed once and then followed through the manager's change feed with the shared follower
  * (common/feed_follower.ts): an expired feed (a manager restart) is listed again, a failed one
  * resumed with backoff, a hung poll abandoned. Nothing here is ever guessed.
@@ -11,11 +12,13 @@ import {
   type Logger,
   type ManagerClient,
   type Port,
+  type RouterInfo,
 } from "@knitter/common";
 
 export class RemoteView {
   private readonly portsByKey = new Map<string, Port>();
   private readonly nodeIps = new Map<string, string>();
+  private readonly routersByKey = new Map<string, RouterInfo>();
   private readonly feed: FeedFollower;
 
   constructor(
@@ -43,6 +46,11 @@ export class RemoteView {
     return this.portsByKey.values();
   }
 
+  /** Every tenant's routers (each node computes the routes that leave its pods' networks). */
+  routers(): Iterable<RouterInfo> {
+    return this.routersByKey.values();
+  }
+
   nodeIp(node: string): string | undefined {
     return this.nodeIps.get(node);
   }
@@ -64,9 +72,15 @@ export class RemoteView {
     return this.feed.health();
   }
 
-  /** Lists ports and nodes (the follower took a cursor first: nothing is lost meanwhile). */
+  /** Lists ports, nodes and routers (the follower took a cursor first: nothing is lost meanwhile). */
   private async relist(): Promise<void> {
-    const [ports, nodes] = await Promise.all([this.manager.listPorts(), this.manager.listNodes()]);
+    const [ports, nodes, routers] = await Promise.all([
+      this.manager.listPorts(),
+      this.manager.listNodes(),
+      this.manager.listRouters(),
+    ]);
+    this.routersByKey.clear();
+    for (const r of routers) this.routersByKey.set(routerKey(r), r);
     this.portsByKey.clear();
     for (const p of ports) this.portsByKey.set(key(p), p);
     this.nodeIps.clear();
@@ -81,6 +95,11 @@ export class RemoteView {
       else this.portsByKey.delete(key(e.port));
       return e.port.node !== this.nodeName;
     }
+    if (e.type === "router") {
+      if (e.op === "put") this.routersByKey.set(routerKey(e.router), e.router);
+      else this.routersByKey.delete(routerKey(e.router));
+      return true;
+    }
     if (e.op === "put") this.nodeIps.set(e.node.name, e.node.underlayIp);
     else this.nodeIps.delete(e.node.name);
     return e.node.name !== this.nodeName;
@@ -89,4 +108,8 @@ export class RemoteView {
 
 function key(p: Port): string {
   return `${p.networkId}/${p.id}`;
+}
+
+function routerKey(r: RouterInfo): string {
+  return `${r.tenant}/${r.name}`;
 }
