@@ -7,10 +7,11 @@
  * offline trace names the same flows and outcomes as a live one with other numbers.
  */
 import type { NodeInfo, Port } from "@knitter/common";
+import { portIps } from "@knitter/common";
 import {
   compileFlows,
+  flowGateways,
   type FlowInput,
-  gatewayMac,
   isolateConflicts,
   portLabel,
   type TraceView,
@@ -55,7 +56,7 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
           ? { physnet: p.physnet, physnetPort: PATCH_OFPORT_BASE + physnets.indexOf(p.physnet) }
           : {}),
         // The distributed gateway, as the agent models it.
-        ...(p.gateway !== undefined ? { gateway: p.gateway, gatewayMac: gatewayMac(id) } : {}),
+        ...flowGateways(id, p.gateway, p.gateway6),
       };
     }),
     localPorts: local.map((p, i) => ({
@@ -63,7 +64,7 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
       network: networkNo.get(p.networkId)!,
       label: portLabel(p),
       mac: p.mac,
-      ips: [p.ip],
+      ips: portIps(p),
     })),
     remotePorts: [],
   };
@@ -75,7 +76,7 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
     view.remotePorts.push({
       network,
       mac: p.mac,
-      ips: [p.ip],
+      ips: portIps(p),
       nodeIp,
       node: p.node,
       label: portLabel(p),
@@ -89,6 +90,7 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
       ...(n.segmentId !== undefined && n.type !== "flat" ? { segmentId: n.segmentId } : {}),
       ...(n.physnetPort !== undefined ? { physnetPort: n.physnetPort } : {}),
       ...(n.gateway !== undefined ? { gateway: n.gateway, gatewayMac: n.gatewayMac } : {}),
+      ...(n.gateway6 !== undefined ? { gateway6: n.gateway6 } : {}),
     })),
     localPorts: view.localPorts.map((p) => ({
       ofport: p.ofport,

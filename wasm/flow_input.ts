@@ -23,6 +23,11 @@ export interface FlowNetwork {
   gateway?: string;
   /** The MAC the gateway answers with: `gatewayMac(networkId)`, the same on every node. */
   gatewayMac?: string;
+  /**
+   * A dual-stack network's IPv6 gateway, besides `gateway`: answered the same way (neighbour
+   * discovery, ICMPv6 echo) with the same `gatewayMac`. Needs `gateway` and `gatewayMac`.
+   */
+  gateway6?: string;
 }
 
 /**
@@ -36,6 +41,21 @@ export function gatewayMac(networkId: string): string {
   for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
   const bytes = [0x0a, 0x58, h >>> 24, (h >>> 16) & 0xff, (h >>> 8) & 0xff, h & 0xff];
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
+/**
+ * The gateway fields of a network's FlowNetwork, from what its ports say: the gateway with its
+ * MAC, and on a dual-stack network the IPv6 gateway too (alone, it is the gateway).
+ */
+export function flowGateways(
+  networkId: string,
+  gateway?: string,
+  gateway6?: string,
+): Pick<FlowNetwork, "gateway" | "gatewayMac" | "gateway6"> {
+  const first = gateway ?? gateway6;
+  if (first === undefined) return {};
+  const answered = { gateway: first, gatewayMac: gatewayMac(networkId) };
+  return gateway !== undefined && gateway6 !== undefined ? { ...answered, gateway6 } : answered;
 }
 
 /** A pod port on this node. */
@@ -121,6 +141,7 @@ export const ERR = {
   ROUTE_NETWORK: 17,
   BAD_ROUTE_DST: 18,
   BAD_ROUTE_VIA: 19,
+  BAD_GATEWAY6: 20,
 } as const;
 
 /** Item kinds in error arguments. */
@@ -183,10 +204,11 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   } else {
     fail(`${path}.type`, '"vxlan", "vlan" or "flat"', type);
   }
-  if (n.gateway !== undefined || n.gatewayMac !== undefined) {
+  if (n.gateway !== undefined || n.gatewayMac !== undefined || n.gateway6 !== undefined) {
     str(n.gateway, `${path}.gateway`);
     str(n.gatewayMac, `${path}.gatewayMac`);
   }
+  if (n.gateway6 !== undefined) str(n.gateway6, `${path}.gateway6`);
 }
 
 /**
@@ -199,7 +221,7 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 6 * networks.length + 5 * locals.length + 4 * remotes.length;
+  let words = 5 + 7 * networks.length + 5 * locals.length + 4 * remotes.length;
   for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
   for (let i = 0; i < locals.length; i++) {
     const p = locals[i];
@@ -340,6 +362,10 @@ export function flowError(
     case ERR.BAD_GATEWAY:
       return new Error(
         `${at}.gateway: ${JSON.stringify(net!.gateway)} is not a unicast IPv4 or IPv6 address`,
+      );
+    case ERR.BAD_GATEWAY6:
+      return new Error(
+        `${at}.gateway6: ${JSON.stringify(net!.gateway6)} is not a unicast IPv6 address`,
       );
     case ERR.BAD_GATEWAY_MAC:
       return new Error(

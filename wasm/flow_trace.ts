@@ -28,6 +28,8 @@ export interface TraceView {
     /** The network's gateway and its MAC (PIPELINE.md, "Distributed gateway"). */
     gateway?: string;
     gatewayMac?: string;
+    /** A dual-stack network's IPv6 gateway, answered with the same MAC. */
+    gateway6?: string;
   }[];
   localPorts: { ofport: number; network: number; label: string; mac: string; ips: string[] }[];
   remotePorts: {

@@ -69,6 +69,9 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     if (n.gateway === undefined) continue;
     strings.push(n.gateway, n.gatewayMac!);
     ipCount++;
+    if (n.gateway6 === undefined) continue;
+    strings.push(n.gateway6);
+    ipCount++;
   }
   for (const p of input.localPorts) {
     strings.push(p.mac, ...p.ips);
@@ -98,6 +101,7 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     // One more than the length, so that 0 says "no gateway" (and "" is still malformed).
     w[i++] = n.gateway === undefined ? 0 : n.gateway.length + 1;
     w[i++] = n.gatewayMac === undefined ? 0 : n.gatewayMac.length + 1;
+    w[i++] = n.gateway6 === undefined ? 0 : n.gateway6.length + 1;
   }
   for (const p of input.localPorts) {
     w[i++] = p.ofport;

@@ -101,6 +101,10 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
           : `10.254.${i}.${1 + int(254)}`,
         gatewayMac: rand() < 0.2 ? gatewayMac.toUpperCase() : gatewayMac,
       });
+      // Dual stack: an IPv6 gateway besides an IPv4 one.
+      if (rand() < 0.3 && !networks[i].gateway!.includes(":")) {
+        networks[i].gateway6 = `fd00:fd:${i}::${hex(1 + int(0xfffe), 1)}`;
+      }
     }
   }
   // Serials from 10 keep every address unique and unicast.
@@ -775,6 +779,23 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     (m) => Object.assign(m.networks[0], { gateway: ip, gatewayMac: "0a:58:00:00:00:01" }),
     `networks[0].gateway: ${JSON.stringify(ip)} is not a unicast IPv4 or IPv6 address`,
   ]),
+  ...["10.0.0.1", "::1", "ff02::1", "", "fd00::1/64"].map((
+    ip,
+  ): [string, (m: Loose) => unknown, string] => [
+    `bad gateway6 ${JSON.stringify(ip)}`,
+    (m) =>
+      Object.assign(m.networks[0], {
+        gateway: "10.0.0.254",
+        gatewayMac: "0a:58:00:00:00:01",
+        gateway6: ip,
+      }),
+    `networks[0].gateway6: ${JSON.stringify(ip)} is not a unicast IPv6 address`,
+  ]),
+  [
+    "gateway6 without the gateway",
+    (m) => (m.networks[2].gateway6 = "fd00::1"),
+    "networks[2].gateway: expected a string, got undefined",
+  ],
   ...["0b:58:00:00:00:01", "0a:58:00:00:00", ""].map((
     mac,
   ): [string, (m: Loose) => unknown, string] => [

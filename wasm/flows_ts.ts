@@ -237,6 +237,8 @@ interface Net {
   nodes: number[];
   /** The gateway's address (canonical text), MAC (lowercase text) and MAC as a number, if any. */
   gateway?: Gateway;
+  /** A dual-stack network's IPv6 gateway, with the same MAC. */
+  gateway6?: Gateway;
 }
 
 /** A network's gateway: its address (canonical text), family, claim key and MAC. */
@@ -386,6 +388,11 @@ function model(input: FlowInput): Model {
         () => err(ERR.BAD_GATEWAY_MAC, KIND.NETWORK, i),
       );
     }
+    if (n.gateway6 !== undefined) {
+      const bad = () => err(ERR.BAD_GATEWAY6, KIND.NETWORK, i);
+      net.gateway6 = gateway(n.gateway6, n.gatewayMac!, bad, bad);
+      if (!net.gateway6.v6) throw bad();
+    }
     nets.push(net);
   }
 
@@ -398,9 +405,11 @@ function model(input: FlowInput): Model {
   const words = new Uint16Array(8);
   // The gateway's address and MAC are the network's: no port may claim them.
   for (const net of nets) {
-    if (!net.gateway) continue;
-    ips[net.index].set(net.gateway.key, GATEWAY_REF + net.index);
-    macs[net.index].set(net.gateway.macBits, GATEWAY_REF + net.index);
+    for (const gw of [net.gateway, net.gateway6]) {
+      if (!gw) continue;
+      ips[net.index].set(gw.key, GATEWAY_REF + net.index);
+      macs[net.index].set(gw.macBits, GATEWAY_REF + net.index);
+    }
   }
 
   /** Parses and claims port `ref`'s addresses; v6 is null for remote ports (unused). */
@@ -927,6 +936,8 @@ function networkFlows(lines: string[], net: Net, tunnel: number): void {
   // The gateway is answered like a port of the network (arpReply), and answers pings.
   if (gw && !gw.v6) lines.push(arpReply(net, 0, gw.macBits, gw.ip), gatewayPing(net, gw));
   if (gw?.v6) lines.push(gatewayPing(net, gw), gatewayNd(net, gw));
+  const gw6 = net.gateway6;
+  if (gw6) lines.push(gatewayPing(net, gw6), gatewayNd(net, gw6));
   lines.push(ndGuard(net, 135), ndGuard(net, 136));
   if (net.type !== 0) lines.push(unknownUnicast(net));
   if (gw) lines.push(gatewayDrop(net, gw));
@@ -945,7 +956,7 @@ export function compileFlowsTs(input: FlowInput): string[] {
   const { nets, routes } = model(input);
   const lines = defaults();
   // The shared neighbour advertisement, when a network has an IPv6 gateway.
-  if (nets.some((n) => n.gateway?.v6)) lines.push(ndReplyShared());
+  if (nets.some((n) => n.gateway?.v6 || n.gateway6)) lines.push(ndReplyShared());
   const order = [...nets].sort((a, b) => a.id - b.id);
   for (const net of order) networkFlows(lines, net, input.tunnelPort);
   routeFlows(lines, routes);

@@ -17,7 +17,7 @@ export type {
   FlowRemotePort,
   FlowRoute,
 } from "./flow_input.ts";
-export { gatewayMac } from "./flow_input.ts";
+export { flowGateways, gatewayMac } from "./flow_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";

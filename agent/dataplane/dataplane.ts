@@ -10,10 +10,10 @@ import type { Logger, Port } from "@knitter/common";
 import {
   compileFlows,
   type FlowConflict,
+  flowGateways,
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
-  gatewayMac,
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
@@ -422,6 +422,7 @@ export class Dataplane {
       segmentId?: number;
       physnet?: string;
       gateway?: string;
+      gateway6?: string;
     },
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
@@ -429,10 +430,7 @@ export class Dataplane {
       net = { id: await this.state.networkNumber(port.networkId), type: port.type };
       if (port.segmentId !== undefined) net.segmentId = port.segmentId;
       // The distributed gateway (PIPELINE.md, "Distributed gateway").
-      if (port.gateway !== undefined) {
-        net.gateway = port.gateway;
-        net.gatewayMac = gatewayMac(port.networkId);
-      }
+      Object.assign(net, flowGateways(port.networkId, port.gateway, port.gateway6));
       if (port.physnet !== undefined) {
         const ofport = this.physnetPorts.get(port.physnet);
         if (ofport !== undefined) net.physnetPort = ofport;

@@ -10,7 +10,7 @@
 import {
   evalPacket,
   explainHop,
-  gatewayMac,
+  flowGateways,
   ofprotoFlow,
   parseOfprotoTrace,
   portLabel,
@@ -125,10 +125,7 @@ export class NodeInspector {
             type: p.type,
           };
           if (p.segmentId !== undefined) net.segmentId = p.segmentId;
-          if (p.gateway !== undefined) {
-            net.gateway = p.gateway;
-            net.gatewayMac = gatewayMac(p.networkId);
-          }
+          Object.assign(net, flowGateways(p.networkId, p.gateway, p.gateway6));
           if (p.physnet !== undefined) {
             net.physnet = p.physnet;
             const ofport = this.d.physnetPort(p.physnet);

@@ -50,6 +50,7 @@ import {
   L_V4_FIRST,
   L_V6_COUNT,
   L_V6_FIRST,
+  N_GW6_SLOT,
   N_GW_MAC,
   N_GW_SLOT,
   N_GW_V6,
@@ -134,6 +135,11 @@ function networkFlows(n: usize): void {
   } else if (gw != 0) {
     gatewayPing(n, v6Slot(gw - 1), true);
     gatewayNd(n, v6Slot(gw - 1));
+  }
+  const gw6 = load<u32>(n, N_GW6_SLOT);
+  if (gw6 != 0) {
+    gatewayPing(n, v6Slot(gw6 - 1), true);
+    gatewayNd(n, v6Slot(gw6 - 1));
   }
   ndGuard(n, 135);
   ndGuard(n, 136);

@@ -5,6 +5,7 @@
 
 import {
   E_BAD_GATEWAY,
+  E_BAD_GATEWAY6,
   E_BAD_GATEWAY_MAC,
   E_BAD_IP,
   E_BAD_MAC,
@@ -51,6 +52,7 @@ import {
   L_V6_COUNT,
   L_V6_FIRST,
   LOCAL_SIZE,
+  N_GW6_SLOT,
   N_GW_MAC,
   N_GW_MAC_TEXT,
   N_GW_SLOT,
@@ -307,6 +309,7 @@ function parseNetworks(): i32 {
     const physnet = word();
     const gwLen = word();
     const gwMacLen = word();
+    const gw6Len = word();
     memory.fill(n, 0, NET_SIZE);
     store<u32>(n, id, N_ID);
     store<u32>(n, type, N_TYPE);
@@ -328,7 +331,32 @@ function parseNetworks(): i32 {
       const rc = parseGateway(n, i, gwLen - 1, gwMacLen - 1);
       if (rc != 0) return rc;
     }
+    if (gw6Len > 0) {
+      const rc = parseGateway6(n, i, gw6Len - 1);
+      if (rc != 0) return rc;
+    }
   }
+  return 0;
+}
+
+/**
+ * A dual-stack network's IPv6 gateway (`len` bytes of the blob), besides its gateway: claimed
+ * like it, into the v6 texts (N_GW6_SLOT). Its MAC is the gateway's.
+ */
+function parseGateway6(n: usize, i: u32, len: u32): i32 {
+  const p = blob;
+  blob += len;
+  if (!parseIpv6(p, len) || !unicastIpv6()) return fail(E_BAD_GATEWAY6, K_NETWORK, i, 0, 0, 0);
+  const start = wp;
+  const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
+    <u64> wordAt(3);
+  const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
+    <u64> wordAt(7);
+  claim(key0(H_IP6, i), hi, lo, GATEWAY_REF + i);
+  putIpv6();
+  toSlot(v6Slot(v6Count++), start);
+  store<u32>(n, v6Count, N_GW6_SLOT);
+  v6Gateways = true;
   return 0;
 }
 

@@ -165,6 +165,41 @@ export const scenarios: Record<string, FlowInput> = {
   },
 
   /**
+   * Dual stack: a network with an IPv4 and an IPv6 gateway (one gateway MAC), its ports with an
+   * address of each family, here and on another node; both gateways answered, both addresses vetted.
+   */
+  dual_stack: {
+    tunnelPort: 100,
+    networks: [
+      {
+        id: 1,
+        type: "vxlan",
+        segmentId: 5006,
+        gateway: "10.6.0.1",
+        gatewayMac: "0a:58:0a:06:00:01",
+        gateway6: "FD00:6::1",
+      },
+    ],
+    localPorts: [
+      {
+        ofport: 1,
+        network: 1,
+        mac: "02:00:0a:06:00:02",
+        ips: ["10.6.0.2", "fd00:6::2"],
+        cookie: 1,
+      },
+    ],
+    remotePorts: [
+      {
+        network: 1,
+        mac: "02:00:0a:06:00:03",
+        ips: ["10.6.0.3", "fd00:6::3"],
+        nodeIp: "192.168.0.12",
+      },
+    ],
+  },
+
+  /**
    * Conflicting and malformed remote entries (wasm/flow_conflicts.ts isolates them first): only
    * the remote ports 10.0.0.7 (network 1) and 10.0.0.3 (network 2) get flows.
    */
