@@ -8,9 +8,10 @@
  * watched range and reads the watch until the marker's revision: every earlier event is in.
  */
 import type { NodeRecord, PortRecord } from "./model.ts";
-import { keys, type NetworkRecord } from "./model.ts";
+import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { portView } from "./service/port_records.ts";
+import { routerView } from "./service/routers.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
 import { concat, encodeKey, prefixRange } from "./store/key_codec.ts";
@@ -114,10 +115,13 @@ export class EtcdFeed extends ChangeFeed {
     return { cursor: `${this.epoch}:${Math.max(last, markRev)}`, events };
   }
 
-  /** Watches the range from ["node"] to the last port: nodes, physnets (skipped) and ports. */
+  /**
+   * Watches the range from ["node"] to the last router: nodes, ports and routers; what lies
+   * between (physnets, the ports' indexes, quotas…) is skipped.
+   */
   private watchRequest(after: number): unknown {
     const start = concat(this.store.prefix, encodeKey(FEED_MARKER));
-    const end = concat(this.store.prefix, prefixRange(keys.ports()).end);
+    const end = concat(this.store.prefix, prefixRange(keys.routers()).end);
     return {
       create_request: {
         key: toB64(start),
@@ -139,6 +143,9 @@ export class EtcdFeed extends ChangeFeed {
     if (value === null) return null;
     if (key[0] === "node" && key.length === 2) {
       return { seq: rev, type: "node", op, node: value as NodeRecord };
+    }
+    if (key[0] === "router" && key.length === 3) {
+      return { seq: rev, type: "router", op, router: routerView(value as RouterRecord) };
     }
     if (key[0] !== "port" || key.length !== 3) return null;
     const port = value as PortRecord;
