@@ -8,6 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
+import { gatewayMac } from "@knitter/wasm";
 import { startCapture } from "./support/capture.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import {
@@ -45,7 +46,7 @@ Deno.test("e2e dual stack: IPv4 and IPv6 TCP and UDP between pods across nodes, 
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
   const [n1, n2] = stack.nodes;
   await create(stack, "tenants", { name: "acme" });
-  await create(stack, "tenants/acme/networks", DUAL);
+  const dual = await create(stack, "tenants/acme/networks", DUAL);
   const six = await create(stack, "tenants/acme/networks", SIX);
   assert.equal(
     six.usage.total,
@@ -93,6 +94,21 @@ Deno.test("e2e dual stack: IPv4 and IPv6 TCP and UDP between pods across nodes, 
           assert.ok(udp.ok, `UDP ${from.pod.name} -> ${addr}: ${udp.error}`);
         }
         assert.ok(await pings(from.pod, to.ips[1]), `ping -6 ${from.pod.name} -> ${to.ips[1]}`);
+      }
+    },
+  );
+
+  await t.step(
+    "both gateways answer every pod on both nodes, from the network's one gateway MAC",
+    async () => {
+      const mac = gatewayMac(dual.id);
+      for (const p of [near, evil, far, victim]) {
+        await run(["ip", "-n", p.ns, "neigh", "flush", "dev", "eth0"]);
+        for (const gw of [DUAL.gateway, DUAL.gateway6]) {
+          assert.ok(await pings(p.pod, gw), `${p.pod.name} pings ${gw}`);
+          const r = await run(["ip", "-n", p.ns, "neigh", "show", gw, "dev", "eth0"]);
+          assert.equal(/lladdr (\S+)/.exec(r.stdout)?.[1], mac, `${p.pod.name}: ${gw} is ${mac}`);
+        }
       }
     },
   );
