@@ -93,6 +93,24 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   from: { type: "string", value: "TIME", help: "from this time on (ISO 8601)" },
   to: { type: "string", value: "TIME", help: "up to this time (ISO 8601, or now)" },
   "all-tenants": { type: "boolean", short: "A", help: "every tenant's (admin)" },
+  "allow-tenant": {
+    type: "string",
+    multiple: true,
+    value: "NAME",
+    help: "a tenant the cluster's pods may belong to, '*' for all (repeatable)",
+  },
+  "allow-network": {
+    type: "string",
+    multiple: true,
+    value: "TENANT/NAME",
+    help: "another tenant's network the cluster may use (repeatable)",
+  },
+  "allow-physnet": {
+    type: "string",
+    multiple: true,
+    value: "NAME",
+    help: "a physnet the cluster's nodes are attached to, '*' for all (repeatable)",
+  },
 };
 
 const TARGET = ["agent-socket", "node", "netns", "pid", "pod", "ifname"];

@@ -280,6 +280,35 @@ export const RESOURCES: Resource[] = [
       },
     },
   },
+  {
+    plural: "clusters",
+    kind: "cluster",
+    names: ["clusters", "cluster"],
+    tenantScoped: false,
+    list: () => `${V1}/clusters`,
+    item: (_s, name) => `${V1}/clusters/${enc(name)}`,
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "TENANTS", value: (o) => o.tenants.join(",") },
+      { header: "NETWORKS", value: (o) => o.networks.join(","), wide: true },
+      { header: "PHYSNETS", value: (o) => o.physnets.join(",") },
+      { header: "NODES", value: (o) => o.nodes?.join(",") ?? "", wide: true },
+      { header: "DESCRIPTION", value: (o) => o.description ?? "", wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["allow-tenant", "allow-network", "allow-physnet", "description"],
+      required: {},
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        ...listed("tenants", V.list(strs(f, "allow-tenant"))),
+        ...listed("networks", V.list(strs(f, "allow-network"))),
+        ...listed("physnets", V.list(strs(f, "allow-physnet"))),
+        ...optional("description", str(f, "description")),
+      }),
+    },
+  },
 ];
 
 /** The resource a name means, or a usage error listing the names there are. */

@@ -361,3 +361,34 @@ Deno.test("knitctl: settings come from flags, then env, then a stack manifest, t
     assert.equal(expectExit(await knitctl(["version"]), 0, "version").stdout, "knitctl 0.1.0\n");
   });
 });
+
+Deno.test("knitctl: clusters: create with what each may use, get as a table and JSON, delete", async () => {
+  await withManager(async (url) => {
+    const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
+    const ok = async (args: string[]) => expectExit(await knitctl(args, env), 0, args.join(" "));
+    assert.equal(
+      (await ok([
+        ...["create", "cluster", "east", "--allow-tenant", "acme", "--allow-tenant", "globex"],
+        ...["--allow-network", "admin/pods", "--allow-physnet", "dc1", "--description", "eu"],
+      ])).stdout,
+      "cluster/east created\n",
+    );
+    const got = (await ok(["get", "cluster", "east", "-o", "json"])).json();
+    assert.deepEqual(
+      [got.tenants, got.networks, got.physnets, got.nodes],
+      [["acme", "globex"], ["admin/pods"], ["dc1"], []],
+    );
+    // The default cluster is always there, letting everything in.
+    assert.match(
+      (await ok(["get", "clusters"])).stdout,
+      /^NAME\s+TENANTS\s+PHYSNETS\s+AGE\ndefault\s+\*\s+\*\s+\S+\neast\s+acme,globex\s+dc1\s+\d+s\n$/,
+    );
+    const bad = await knitctl(["create", "cluster", "west", "--allow-network", "pods"], env);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /networks.*must be tenant\/network/);
+    assert.equal((await ok(["delete", "cluster", "east"])).stdout, "cluster/east deleted\n");
+    const refused = await knitctl(["delete", "cluster", "default"], env);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /cannot be deleted/);
+  });
+});
