@@ -98,6 +98,8 @@ export interface ExtraInterfaceView {
   netns: string;
   kind: "network" | "bridge";
   address?: string;
+  /** On a dual-stack network: the IPv6 address, with prefix. */
+  address6?: string;
   mac: string;
   mtu: number;
   hostIfName: string;

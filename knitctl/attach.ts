@@ -8,6 +8,7 @@ import {
   type AttachRequest,
   DEFAULT_AGENT_SOCKET,
   detachInterface,
+  type ExtraInterfaceView,
   type NetnsTarget,
 } from "./agent_client.ts";
 import type { Env, Settings } from "./config.ts";
@@ -34,7 +35,7 @@ export async function attach(c: AttachContext): Promise<void> {
     : `${made.bridge}${made.vlan !== undefined ? ` vlan ${made.vlan}` : ""}`;
   c.io.out(table(
     ["INTERFACE", "NETNS", "ADDRESS", "MAC", "MTU", "ON"],
-    [[made.ifName, made.netns, made.address ?? "", made.mac, String(made.mtu), on]],
+    [[made.ifName, made.netns, addresses(made), made.mac, String(made.mtu), on]],
   ));
 }
 
@@ -141,4 +142,9 @@ export function agentSocket(c: AttachContext): string {
     throw new UsageError(`The stack in ${stack.dir} has no node "${node}" (it has ${names})`);
   }
   return found.agentSocket;
+}
+
+/** Its addresses for the table: none, one, or a dual-stack network's two, comma-separated. */
+function addresses(made: ExtraInterfaceView): string {
+  return [made.address, made.address6].filter((a) => a !== undefined).join(",");
 }

@@ -197,6 +197,7 @@ export class ExtraInterfaces {
     });
     const port = a.interfaces[0].port!;
     x.address = port.address;
+    if (port.address6 !== undefined) x.address6 = port.address6;
     x.mac = port.mac;
     x.mtu = body.mtu ?? port.mtu;
     x.routes = mergeRoutes(port.routes, body.routes);
@@ -325,6 +326,7 @@ function viewOf(x: ExtraInterface): ExtraInterfaceView {
     netns: x.netns,
     kind: x.kind,
     ...(x.address ? { address: x.address } : {}),
+    ...(x.address6 ? { address6: x.address6 } : {}),
     mac: x.mac,
     mtu: x.mtu,
     hostIfName: x.hostIfName,

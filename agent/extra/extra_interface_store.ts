@@ -28,6 +28,8 @@ export interface ExtraInterface {
   portId?: string;
   /** With prefix, e.g. "10.1.0.5/24"; absent for a bridge interface without an address. */
   address?: string;
+  /** A dual-stack network's IPv6 address, with prefix. */
+  address6?: string;
   mac: string;
   mtu: number;
   routes: Route[];

@@ -7,7 +7,7 @@ import { createLogger } from "@knitter/common";
 import { ExtraInterfaceError, ExtraInterfaces } from "./extra_interface.ts";
 import type { AttachBody } from "./extra_interface_request.ts";
 import { ExtraInterfaceStore } from "./extra_interface_store.ts";
-import { type FakeStep, FakeWorld } from "../interfaces/seams_fake.ts";
+import { DUAL_STACK, type FakeStep, FakeWorld } from "../interfaces/seams_fake.ts";
 import { Wiring } from "../interfaces/wiring.ts";
 
 async function setup() {
@@ -72,6 +72,20 @@ Deno.test("knitctl attach --network wires like a CNI ADD; detach takes all of it
   assert.deepEqual(t.world.snapshot(), before);
   assert.deepEqual(await t.store.list(), []);
   assert.equal((await t.extra.detach({ netns: t.netns, ifName: "data0" })).removed, false);
+});
+
+Deno.test("knitctl attach --network on a dual-stack network: both addresses on the interface and in the answer", async () => {
+  await using t = await setup();
+  const { view } = await t.extra.attach(network(t.netns, { network: DUAL_STACK }));
+  const port = [...t.world.managerPorts.values()][0];
+  assert.ok(port.address6, "the fake manager answers a dual-stack port");
+  assert.equal(view.address, port.address);
+  assert.equal(view.address6, port.address6);
+  assert.deepEqual(t.world.podEnds.get(`${t.netns}/data0`)!.addresses, [
+    port.address,
+    port.address6,
+  ]);
+  assert.equal((await t.extra.detach({ netns: t.netns, ifName: "data0" })).removed, true);
 });
 
 const NETWORK_FAILURES: { step: FakeStep; status: number; code: string }[] = [

@@ -336,11 +336,20 @@ function fakePort(
     mtu: 1450,
     routes: [],
     dns: {},
+    ...(network === DUAL_STACK ? dualStack(body.ip ?? ip) : {}),
     ...(body.node ? { node: body.node } : {}),
     ...(body.pod ? { pod: body.pod } : {}),
     ...(body.interface ? { interface: body.interface } : {}),
     createdAt: "2026-11-25T00:00:00.000Z",
   };
+}
+
+/** The fake manager's dual-stack network: its ports' IPv6 addresses have their IPv4 host part. */
+export const DUAL_STACK = "dual";
+
+function dualStack(ip: string): Pick<Port, "ip6" | "address6" | "gateway6"> {
+  const ip6 = `fd00::${Number(ip.split(".")[3]).toString(16)}`;
+  return { ip6, address6: `${ip6}/64`, gateway6: "fd00::1" };
 }
 
 function fakeBatch(): StartedCommand {
