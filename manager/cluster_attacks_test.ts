@@ -338,3 +338,30 @@ Deno.test("clusters: a store written before clusters keeps its nodes and ports i
     await Deno.remove(path);
   }
 });
+
+Deno.test("attack: an agent marks another cluster's port in conflict only on a network its cluster shares", async () => {
+  using t = await world();
+  const { west } = await stablePorts(t);
+  const red = must(await t.call("PUT", `${RED}/ports/g1`, { node: "n1" }, TOK.westN1), 201);
+  const item = (p: { networkId: string; tenant: string; mac: string }, id: string) => ({
+    networkId: p.networkId,
+    tenant: p.tenant,
+    id,
+    field: "mac",
+    value: p.mac,
+    reason: "remote",
+  });
+  // east's n1 names west's blue port as its feed shows it, and west's red port, unseen by east.
+  const kept = must(
+    await t.call("PUT", "nodes/n1/conflicts", {
+      items: [item(west, `${STABLE}@west`), item(red, "g1@west")],
+    }, TOK.eastN1),
+    200,
+  );
+  assert.deepEqual(kept.items.map((i: { id: string }) => i.id), [`${STABLE}@west`]);
+  assert.equal(kept.ignored, 1);
+  const shown = must(await t.call("GET", `${RED}/ports/g1@west`), 200);
+  assert.equal(shown.conflicts, undefined, "west's red port carries no mark from east");
+  const marked = must(await t.call("GET", `${BLUE}/ports/${STABLE}@west`), 200);
+  assert.deepEqual(marked.conflicts.map((c: { node: string }) => c.node), ["n1@east"]);
+});

@@ -584,8 +584,8 @@ export const ROUTES: RouteDef[] = [
       description:
         "what is kept: entries naming a port bound to another node that holds the MAC or address",
     },
-    handle: async ({ ctx, params, body }) =>
-      ok(await conflicts.reportConflicts(ctx, params.node, body)),
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(await conflicts.reportConflicts(ctx, params.node, body, principal)),
   },
   {
     method: "GET",

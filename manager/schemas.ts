@@ -315,7 +315,7 @@ const ConflictReason = z.enum(["local", "remote"]).meta({
     "local: it claims the MAC or address of a pod on the reporting node (the local pod wins there); " +
     "remote: another port of another node claims it too (all claimants are left out there)",
 });
-const ConflictPeer = z.strictObject({ tenant: Name, id: PortId }).meta({
+const ConflictPeer = z.strictObject({ tenant: Name, id: scopedParam(PortId) }).meta({
   description: "the other claimant, as the reporting node knows it (a local pod's port may be " +
     "one the manager released already: a lost DEL)",
 });
@@ -324,7 +324,7 @@ const ConflictPeer = z.strictObject({ tenant: Name, id: PortId }).meta({
 export const ConflictReportItem = z.strictObject({
   networkId: z.string().min(1).max(64),
   tenant: Name.meta({ description: "the port's tenant" }),
-  id: PortId.meta({ description: "the port's ID" }),
+  id: scopedParam(PortId).meta({ description: "the port's ID (another cluster's: ID@cluster)" }),
   field: ConflictField,
   value: z.string().min(1).max(64).meta({ description: "the shared MAC or address" }),
   reason: ConflictReason,

@@ -31,6 +31,12 @@ export function relativeTo(viewer: string, id: string): string {
   return cluster === viewer ? name : `${name}${SEP}${cluster}`;
 }
 
+/** The scoped name of what a token of `viewer` names (relativeTo's inverse). */
+export function fromRelative(viewer: string, name: string): string {
+  const { name: bare, cluster } = unscoped(name);
+  return scoped(bare, name.includes(SEP) ? cluster : viewer);
+}
+
 /** Whether a name a cluster's token sent names another cluster (it may only name its own). */
 export function namesACluster(name: string): boolean {
   return name.includes(SEP);

@@ -7,10 +7,16 @@
 import type { Port } from "@knitter/common";
 import { type ClusterReach, clustersMeet, type Principal, seesPort } from "../auth.ts";
 import { ApiError } from "../errors.ts";
-import type { NodeRecord } from "../model.ts";
+import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
 import { listClusters, reachOf } from "./clusters.ts";
-import { DEFAULT_CLUSTER, namesACluster, relativeTo, scoped } from "./cluster_names.ts";
+import {
+  DEFAULT_CLUSTER,
+  fromRelative,
+  namesACluster,
+  relativeTo,
+  scoped,
+} from "./cluster_names.ts";
 
 type ClusterPrincipal = Extract<Principal, { cluster: string }>;
 
@@ -52,6 +58,24 @@ export function scopeRequest(
     req.query.pod = `${scope("query.pod", namespace)}/${name}`;
   }
   if (typeof req.body?.node === "string") req.body.node = scope("node", req.body.node);
+  // A conflict report names ports of the node's remote view, other clusters' ones included.
+  if (Array.isArray(req.body?.items)) {
+    for (const item of req.body.items) {
+      if (typeof item?.id === "string") item.id = fromRelative(p.cluster, item.id);
+      if (typeof item?.with?.id === "string") item.with.id = fromRelative(p.cluster, item.with.id);
+    }
+  }
+}
+
+/**
+ * Whether a cluster's token may see a stored port: its own cluster's, or one on a network its
+ * cluster may use (the record holds no network type: the network is read for that).
+ */
+export async function seesRecord(ctx: Ctx, p: Principal, port: PortRecord): Promise<boolean> {
+  if (!ofCluster(p) || (port.cluster ?? DEFAULT_CLUSTER) === p.cluster) return true;
+  const net = (await ctx.store.get<NetworkRecord>(keys.network(port.networkTenant, port.network)))
+    .value;
+  return net !== null && seesPort(p, { ...port, type: net.type, physnet: net.physnet });
 }
 
 /** The answer as a cluster's token may read it: filtered, names relative to its cluster. */

@@ -23,6 +23,7 @@ import type { ConflictReport, ConflictReportItem, PortConflict } from "../schema
 import type { Key } from "../store/store.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { keyId } from "./port_records.ts";
+import { seesRecord } from "./cluster_view.ts";
 
 type Item = z.infer<typeof ConflictReportItem>;
 type StoredItem = Item & { since: string };
@@ -47,6 +48,7 @@ export async function reportConflicts(
   ctx: Ctx,
   node: string,
   report: z.infer<typeof ConflictReport>,
+  principal: Principal = { scope: "admin" },
 ): Promise<NodeConflictsRecord & { ignored: number }> {
   return await retry(ctx, async (tx) => {
     const e = await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node));
@@ -60,6 +62,8 @@ export async function reportConflicts(
       const port = ports[k];
       if (seen.has(id) || !port || port.node === undefined || port.node === node) continue;
       if (!holds(port, item.field, item.value)) continue;
+      // Another cluster's port only when the node's cluster shares its network (its remote view).
+      if (!(await seesRecord(ctx, principal, port))) continue;
       seen.add(id);
       items.push({ ...item, value: canonical(item.field, item.value), since: before.get(id) ?? t });
     }
