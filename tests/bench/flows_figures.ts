@@ -110,6 +110,31 @@ export interface FlowsPerPort {
   /** Flows of the node model without gateways (before the distributed gateway) and with one each. */
   before: number;
   after: number;
+  /** With the 20 networks on 5 routers of 4, each with one static route (routedModel). */
+  routed: number;
+}
+
+/**
+ * The node model with its networks on routers (issue 16): 5 routers of 4 networks each, every
+ * ordered pair of them routed (the network's /16), and one static route per router through a
+ * local port of its first network.
+ */
+export function routedModel(ports: number): FlowInput {
+  const input = nodeModel(ports);
+  input.routes = [];
+  for (let first = 1; first <= 20; first += 4) {
+    const members = [first, first + 1, first + 2, first + 3];
+    const hop = input.localPorts.find((p) => p.network === first);
+    for (const from of members) {
+      for (const to of members) {
+        if (to !== from) input.routes.push({ from, to, dst: `10.${to}.0.0/16` });
+      }
+      if (hop) {
+        input.routes.push({ from, to: first, dst: `10.${100 + first}.0.0/16`, via: hop.ips[0] });
+      }
+    }
+  }
+  return input;
 }
 
 /**
@@ -123,6 +148,7 @@ export function flowsPerPort(sizes = [20, 100, 1000, 10000]): FlowsPerPort[] {
     networks: nodeModel(ports).networks.length,
     before: compileFlows(nodeModel(ports, 0, false)).length,
     after: compileFlows(nodeModel(ports)).length,
+    routed: compileFlows(routedModel(ports)).length,
   }));
 }
 

@@ -11,6 +11,7 @@ import { compileFigures, flowsPerPort, resyncFigures } from "./flows_figures.ts"
 import { addProfile, type Profile } from "./profile_bench.ts";
 import { type BandwidthFigures, bandwidthFigures, bandwidthMarkdown } from "./bandwidth_bench.ts";
 import { log, machine, ovsVersion } from "./support.ts";
+import { type RoutingFigures, routingFigures, routingMarkdown } from "./routing_bench.ts";
 
 const quick = Deno.args.includes("--quick");
 const pods = quick ? 20 : 50;
@@ -31,12 +32,14 @@ let cni: CniFigures;
 let profile: Profile;
 let resync: Awaited<ReturnType<typeof resyncFigures>>;
 let bandwidth: BandwidthFigures;
+let routing: RoutingFigures;
 {
   await using cleanup = new Cleanup();
   cni = await cniFigures(cleanup, { pods, rounds, burst });
   profile = await addProfile(cleanup, cni.stack, profilePods, burst);
   resync = await resyncFigures(cleanup, resyncPorts);
   bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
+  routing = await routingFigures(cleanup, { pings: quick ? 50 : 200, rounds });
   log("cleaning up");
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
@@ -142,15 +145,15 @@ ${
     ).join("\n")
   }
 
-| flows per local port (node model: 20 networks, as many remote ports) | before the distributed gateway | with a gateway on every network | added per port (3 flows per network: ARP, ping, drop) |
+| flows per local port (node model: 20 networks, as many remote ports) | no gateways | with a gateway on every network | and the networks on 5 routers of 4 (one static route each) |
 |---|---|---|---|
 ${
     flowsPerPort().map((r) =>
       `| ${f(r.ports, 0)} local + ${f(r.ports, 0)} remote ports | ${f(r.before / r.ports, 2)} (${
         f(r.before, 0)
       } flows) | ${f(r.after / r.ports, 2)} (${f(r.after, 0)} flows) | ${
-        f((r.after - r.before) / r.ports, 3)
-      } |`
+        f(r.routed / r.ports, 2)
+      } (${f(r.routed, 0)} flows) |`
     ).join("\n")
   }
 
@@ -175,6 +178,12 @@ Yardsticks of the same run: the compile alone ${ms(resync.compileMs)}; the flow 
   }, and \`dump-flows\` of the installed table ${ms(resync.dumpMs)}.
 `,
 );
+console.log(`#### Routing: a routed path against the same network's
+
+| path | round trip |
+|---|---|
+${routingMarkdown(routing)}
+`);
 console.log(`#### Bandwidth limits: what the extra step costs
 
 | what | figure | yardstick |
