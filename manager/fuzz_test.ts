@@ -115,6 +115,7 @@ const ip = pick(
   "10.60.0.2",
   "300.1.1.1",
   "fd00::5",
+  "fd00:20::3",
   "",
 );
 const mac = pick(
@@ -163,6 +164,8 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     type: opt(pick("vxlan", "vlan", "flat", "gre")),
     physnet: opt(pick("phys1", "phys2")),
     gateway: opt(ip),
+    cidr6: opt(pick("fd00:20::/64", "fd00::/64", "fd00:21::/120", "10.9.0.0/24", "fd00:20::5/64")),
+    gateway6: opt(pick("fd00:20::1", "fd00:20::5", "fd00:21::1", "10.20.0.1", "::")),
     excludes: opt(
       fc.array(pick("10.20.0.0/29", "10.20.0.8/29", "10.20.0.1-10.20.0.14", "10.0.0.0/9", "x"), {
         maxLength: 3,
@@ -233,7 +236,8 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
   NetworkCreate: fc.record({
     name: pick("n1", "n2"),
     cidr: pick("10.20.0.0/28", "10.21.0.0/28", "10.22.0.0/29"),
-  }),
+    cidr6: pick("fd00:20::/64", "fd00:21::/64"),
+  }, { requiredKeys: ["name", "cidr"] }),
   IpGroupCreate: fc.record({
     name: pick("g1", "g2"),
     network: pick("blue", "shared"),
