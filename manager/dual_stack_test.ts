@@ -222,6 +222,21 @@ Deno.test("dual stack: a port gets one address of each family, paired by host pa
     "invalid_request",
     { field: "ip", message: /pairs with no IPv4 address of 10\.5\.0\.0\/24/ },
   );
+  // An IP group may list an address by its IPv6 pair; its port gets both.
+  const g = must(
+    await t.call("POST", "tenants/acme/ipgroups", {
+      name: "g",
+      network: "dual",
+      addresses: ["fd00:5::30"],
+    }, TOKEN.acme),
+    201,
+  );
+  assert.deepEqual(g.addresses, [{ ip: "10.5.0.48" }]);
+  const fromGroup = must(
+    await t.call("PUT", `${DUAL}/ports/g1`, { ipGroup: "g" }, TOKEN.acme),
+    201,
+  );
+  assert.deepEqual([fromGroup.ip, fromGroup.ip6], ["10.5.0.48", "fd00:5::30"]);
   // Released, the pair goes into quarantine together.
   must(await t.call("DELETE", `${DUAL}/ports/b`, undefined, TOKEN.acme), 204);
   mustFail(

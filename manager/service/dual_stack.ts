@@ -121,15 +121,19 @@ export function pairedIp6(
  * The IPv4 address a port asks for by its IPv6 address on a dual-stack network (the request's `ip`
  * may be either); an IPv4 address, or any address of a single-stack network, as it is.
  */
-export function requestedIp4(net: Pick<NetworkRecord, "cidr" | "cidr6">, text: string): string {
+export function requestedIp4(
+  net: Pick<NetworkRecord, "cidr" | "cidr6">,
+  text: string,
+  field = "ip",
+): string {
   const ip = parseIp(text);
   if (net.cidr6 === undefined || ip?.family !== 6) return text;
   const [cidr, cidr6] = [parseCidr(net.cidr) as Cidr, parseCidr(net.cidr6) as Cidr];
-  if (!cidrContains(cidr6, ip)) throw invalid("ip", `${text} is outside ${net.cidr6}`);
+  if (!cidrContains(cidr6, ip)) throw invalid(field, `${text} is outside ${net.cidr6}`);
   const offset = ip.value - cidr6.base;
   if (offset >= cidr.size) {
     throw invalid(
-      "ip",
+      field,
       `${text} pairs with no IPv4 address of ${net.cidr}: a port's IPv6 address has its IPv4 address's host part`,
     );
   }

@@ -13,6 +13,7 @@ import { type Ctx, listValues, now, retry } from "./context.ts";
 import { holderOf } from "./holders.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { requestedIp4 } from "./dual_stack.ts";
 import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { getTenantEntry } from "./tenants.ts";
 
@@ -114,7 +115,8 @@ async function takeListed(
   const cidr = cidrOf(net);
   for (const [i, text] of texts.entries()) {
     const f = `${field}[${i}]`;
-    const value = parseAddrField(f, text, cidr).value;
+    // On a dual-stack network an address may be listed by its IPv6 pair.
+    const value = parseAddrField(f, requestedIp4(net, text, f), cidr).value;
     const ip = formatIp({ family: net.family, value });
     if (seen.has(ip)) throw invalid(f, `${ip} is listed twice`);
     seen.add(ip);
