@@ -1,5 +1,5 @@
 /**
- * The Network and IPGroup CRDs: names and columns as agreed, schemas structural, validation the
+ * The Network, IPGroup and Router CRDs: names and columns as agreed, schemas structural, validation the
  * same as the manager's (so kubectl refuses what the manager would), and sample resources
  * accepted or refused the way the API server would: OpenAPI checks with ajv, rules with CEL.
  */
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { Ajv, type ValidateFunction } from "ajv";
 import { evaluate } from "@marcbachmann/cel-js";
 import { z } from "zod";
-import { IpGroupCreate, NetworkCreate } from "../manager/schemas.ts";
+import { IpGroupCreate, NetworkCreate, RouterCreate } from "../manager/schemas.ts";
 import { findObject, loadManifests, parseManifestFile } from "./manifests.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -16,6 +16,7 @@ type Obj = any;
 const manifests = loadManifests();
 const networkCrd = findObject(manifests, "CustomResourceDefinition", "networks.knitter.io").object;
 const ipGroupCrd = findObject(manifests, "CustomResourceDefinition", "ipgroups.knitter.io").object;
+const routerCrd = findObject(manifests, "CustomResourceDefinition", "routers.knitter.io").object;
 
 function schemaOf(crd: Obj): Obj {
   assert.equal(crd.spec.versions.length, 1);
@@ -105,7 +106,7 @@ const READY = {
 };
 
 Deno.test("the CRDs have the agreed group, names, scope and printer columns", () => {
-  for (const crd of [networkCrd, ipGroupCrd]) {
+  for (const crd of [networkCrd, ipGroupCrd, routerCrd]) {
     assert.equal(crd.spec.group, "knitter.io");
     assert.equal(crd.spec.scope, "Namespaced");
     const [version] = crd.spec.versions;
@@ -124,6 +125,14 @@ Deno.test("the CRDs have the agreed group, names, scope and printer columns", ()
   assert.equal(ipGroupCrd.spec.names.plural, "ipgroups");
   assert.equal(ipGroupCrd.spec.names.singular, "ipgroup");
   assert.deepEqual(ipGroupCrd.spec.names.shortNames, ["ipg"]);
+  assert.deepEqual(routerCrd.spec.names, {
+    kind: "Router",
+    listKind: "RouterList",
+    plural: "routers",
+    singular: "router",
+    shortNames: ["krt"],
+    categories: ["knitter"],
+  });
   const columns = (crd: Obj) =>
     crd.spec.versions[0].additionalPrinterColumns.map((c: Obj) => `${c.name}=${c.jsonPath}`);
   const ready = '.status.conditions[?(@.type=="Ready")].status';
@@ -140,6 +149,11 @@ Deno.test("the CRDs have the agreed group, names, scope and printer columns", ()
     "Network=.spec.network",
     "Size=.status.size",
     "Used=.status.used",
+    `Ready=${ready}`,
+    "Age=.metadata.creationTimestamp",
+  ]);
+  assert.deepEqual(columns(routerCrd), [
+    "Networks=.spec.networks",
     `Ready=${ready}`,
     "Age=.metadata.creationTimestamp",
   ]);
@@ -162,7 +176,7 @@ function structuralProblems(schema: Obj, path: string): string[] {
 }
 
 Deno.test("the CRD schemas are structural", () => {
-  for (const crd of [networkCrd, ipGroupCrd]) {
+  for (const crd of [networkCrd, ipGroupCrd, routerCrd]) {
     assert.deepEqual(structuralProblems(schemaOf(crd), crd.metadata.name), []);
   }
   assert.deepEqual(structuralProblems({ type: "object", properties: { a: {} } }, "x"), [
@@ -226,6 +240,10 @@ Deno.test("the specs validate exactly as the manager's NetworkCreate and IpGroup
   );
   assert.deepEqual(
     differences(schemaOf(ipGroupCrd).properties.spec, apiSpec(IpGroupCreate), "spec"),
+    [],
+  );
+  assert.deepEqual(
+    differences(schemaOf(routerCrd).properties.spec, apiSpec(RouterCreate), "spec"),
     [],
   );
   // The comparison is real: a bound off by one is found.

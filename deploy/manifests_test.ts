@@ -227,8 +227,8 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "|pods|get,list,watch,patch",
     "|namespaces|get,list,watch",
     "|events|create,patch",
-    "knitter.io|networks,ipgroups|get,list,watch,update,patch",
-    "knitter.io|networks/status,ipgroups/status|update,patch",
+    "knitter.io|networks,ipgroups,routers|get,list,watch,update,patch",
+    "knitter.io|networks/status,ipgroups/status,routers/status|update,patch",
   ]);
   assert.equal(
     manifests.filter((m) => /Role$/.test(m.object.kind) && /manager/.test(m.object.metadata.name))
@@ -463,6 +463,7 @@ Deno.test("the CRDs are the agreed ones and the workloads' labels match their se
   assert.deepEqual(crds.map((m) => m.object.metadata.name).sort(), [
     "ipgroups.knitter.io",
     "networks.knitter.io",
+    "routers.knitter.io",
   ]);
   for (const m of manifests.filter((m) => m.object.spec?.template)) {
     const labels = m.object.spec.template.metadata.labels;
@@ -531,8 +532,9 @@ Deno.test("uninstall: the README deletes the custom resources, while the monitor
     const i = at(new RegExp(`^kubectl delete ${crd.object.metadata.name} --all -A --wait`));
     assert.ok(i < last, `${crd.object.metadata.name} is deleted after deploy/`);
   }
-  // IP groups first: they use networks, which stay while anything does.
+  // IP groups and routers first: they use networks, which stay while anything does.
   assert.ok(at(/ipgroups\.knitter\.io/) < at(/networks\.knitter\.io/));
+  assert.ok(at(/routers\.knitter\.io/) < at(/networks\.knitter\.io/));
   // The finalizer the README names is the monitor's, and the default network goes with step 2.
   assert.match(section, new RegExp(FINALIZER.replace(".", "\\.")));
   const [net] = parseManifestFile("network.yaml", `${DEPLOY_DIR}/default-network`);

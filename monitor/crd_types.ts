@@ -1,7 +1,7 @@
 /**
  * Knitter's custom resources (group knitter.io, version v1alpha1, namespaced: the namespace is the
  * tenant), as deploy/ declares them. They mirror the manager's API (manager/schemas.ts:
- * NetworkCreate, IpGroupCreate / IpGroupUpdate).
+ * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate).
  */
 import type { Bandwidth, Dns, Route, Usage } from "@knitter/common";
 
@@ -105,5 +105,26 @@ export interface IpGroupResource {
   status?: IpGroupStatus;
 }
 
+export interface RouterSpec {
+  /** Names of the namespace's own networks. */
+  networks: string[];
+  routes?: { dst: string; via: string }[];
+  description?: string;
+}
+
+export interface RouterStatus {
+  networks?: { name: string; cidr: string }[];
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface RouterResource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: RouterSpec;
+  status?: RouterStatus;
+}
+
 /** The plural names, as in the API paths. */
-export const PLURAL = { network: "networks", ipGroup: "ipgroups" } as const;
+export const PLURAL = { network: "networks", ipGroup: "ipgroups", router: "routers" } as const;

@@ -9,11 +9,12 @@ import { type IpGroupResource, type IpGroupStatus, PLURAL } from "./crd_types.ts
 import type { Kube } from "./kube.ts";
 import type { Tenants } from "./namespaces.ts";
 import {
-  dropFinalizer,
   ensureFinalizer,
-  isGone,
+  managerRecord,
   type Problem,
   problemOf,
+  releaseAtManager,
+  tenantPath,
   writeStatus,
 } from "./resources.ts";
 import { Requeue } from "./work_queue.ts";
@@ -47,7 +48,7 @@ export class IpGroupReconciler {
     let problem: Problem | undefined;
     try {
       await this.tenants.ensure(namespace);
-      group = await this.get(namespace, name);
+      group = await managerRecord<ManagerIpGroup>(this.manager, path(namespace, name));
       if (!group) {
         group = await this.manager.request<ManagerIpGroup>("POST", base(namespace), {
           name,
@@ -78,26 +79,16 @@ export class IpGroupReconciler {
 
   private async finalize(cr: IpGroupResource): Promise<void> {
     const { namespace, name } = cr.metadata;
-    try {
-      await this.manager.request("DELETE", path(namespace, name));
-      this.log.info("IP group deleted", { group: `${namespace}/${name}` });
-    } catch (err) {
-      if (!isGone(err)) {
-        const problem = problemOf(err);
-        await writeStatus(this.kube, PLURAL.ipGroup, cr, statusOf(cr, undefined, problem));
-        throw new Requeue(this.retryMs, problem.message);
-      }
-    }
-    await dropFinalizer(this.kube, PLURAL.ipGroup, cr);
-  }
-
-  private async get(namespace: string, name: string): Promise<ManagerIpGroup | undefined> {
-    try {
-      return await this.manager.request<ManagerIpGroup>("GET", path(namespace, name));
-    } catch (err) {
-      if (isGone(err)) return undefined;
-      throw err;
-    }
+    await releaseAtManager({
+      kube: this.kube,
+      manager: this.manager,
+      plural: PLURAL.ipGroup,
+      path: path(namespace, name),
+      refused: (problem) => statusOf(cr, undefined, problem),
+      retryMs: this.retryMs,
+      log: this.log,
+      what: "IP group",
+    }, cr);
   }
 }
 
@@ -117,13 +108,8 @@ function resize(
   return undefined;
 }
 
-function base(namespace: string): string {
-  return `/api/v1/tenants/${encodeURIComponent(namespace)}/ipgroups`;
-}
-
-function path(namespace: string, name: string): string {
-  return `${base(namespace)}/${encodeURIComponent(name)}`;
-}
+const base = (namespace: string) => tenantPath("ipgroups", namespace);
+const path = (namespace: string, name: string) => tenantPath("ipgroups", namespace, name);
 
 function statusOf(
   cr: IpGroupResource,

@@ -14,9 +14,16 @@ import {
 } from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
 import { ensureDefaultNetwork } from "./default_network.ts";
-import { GROUP, type IpGroupResource, type NetworkResource, VERSION } from "./crd_types.ts";
+import {
+  GROUP,
+  type IpGroupResource,
+  type NetworkResource,
+  type RouterResource,
+  VERSION,
+} from "./crd_types.ts";
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
 import { IpGroupReconciler } from "./ip_groups.ts";
+import { RouterReconciler } from "./routers.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
 import { NetworkReconciler } from "./networks.ts";
@@ -176,6 +183,24 @@ export async function startMonitor(
     log,
   );
 
+  const routerReconciler = new RouterReconciler(kube, manager, tenants, retryMs, log);
+  const routerQueue = queue("routers", (k) => {
+    const [ns, name] = split(k);
+    return routerReconciler.reconcile(routerResources.get(name, ns));
+  });
+  const routerResources = new Informer<RouterResource>(
+    "routers",
+    kc,
+    `${CR_PATH}/routers`,
+    {
+      list: () => kube.listCustom<RouterResource>("routers"),
+      count: () => kube.countCustom("routers"),
+    },
+    enqueueAll(routerQueue),
+    watch,
+    log,
+  );
+
   /** A port changed in the manager: its pod's status, its network's and group's usage. */
   function portChanged(p: Port, _op: "put" | "delete", before?: Port): void {
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
@@ -204,8 +229,8 @@ export async function startMonitor(
     }).then(() => (defaultNetwork = undefined), () => {/* stopped */})
     : Promise.resolve();
 
-  const informers = [namespaces, pods, networks, groups];
-  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue];
+  const informers = [namespaces, pods, networks, groups, routerResources];
+  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue, routerQueue];
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 
@@ -229,6 +254,9 @@ export async function startMonitor(
       () => {
         for (const n of networks.list()) netQueue.add(`${n.metadata.namespace}/${n.metadata.name}`);
         for (const g of groups.list()) groupQueue.add(`${g.metadata.namespace}/${g.metadata.name}`);
+        for (const r of routerResources.list()) {
+          routerQueue.add(`${r.metadata.namespace}/${r.metadata.name}`);
+        }
         return Promise.resolve();
       },
       log,

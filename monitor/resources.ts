@@ -1,9 +1,10 @@
 /**
- * What the Network and IPGroup reconcilers share: our finalizer on the resource while the manager
+ * What the Network, IPGroup and Router reconcilers share: our finalizer on the resource while the manager
  * holds something for it, the status written only when it changes, manager refusals turned into a
  * Ready condition a user reads with `kubectl get` / `describe`.
  */
-import { ManagerError } from "@knitter/common";
+import { type Logger, type ManagerClient, ManagerError } from "@knitter/common";
+import { Requeue } from "./work_queue.ts";
 import { sameJson } from "./conditions.ts";
 import { FINALIZER, type ObjectMeta } from "./crd_types.ts";
 import type { Kube } from "./kube.ts";
@@ -66,4 +67,56 @@ export function isGone(err: unknown): boolean {
 
 export function keyOf(r: Resource): string {
   return `${r.metadata.namespace}/${r.metadata.name}`;
+}
+
+/** The manager's record at `path`, or undefined when there is none (404). */
+export async function managerRecord<T>(
+  manager: ManagerClient,
+  path: string,
+): Promise<T | undefined> {
+  try {
+    return await manager.request<T>("GET", path);
+  } catch (err) {
+    if (isGone(err)) return undefined;
+    throw err;
+  }
+}
+
+/** What a reconciler hands `releaseAtManager`: where the resource is, and how to say why not. */
+export interface Release {
+  kube: Kube;
+  manager: ManagerClient;
+  plural: string;
+  /** The manager's path of what the resource stands for. */
+  path: string;
+  /** The status that says why the manager refused the delete. */
+  refused(problem: Problem): unknown;
+  retryMs: number;
+  log: Logger;
+  /** "IP group", "router": for the log. */
+  what: string;
+}
+
+/**
+ * Deletes what a resource being deleted stands for at the manager (already gone is fine), then
+ * drops the finalizer; a refusal goes into the status and the resource is tried again later.
+ */
+export async function releaseAtManager(r: Release, cr: Resource): Promise<void> {
+  try {
+    await r.manager.request("DELETE", r.path);
+    r.log.info(`${r.what} deleted`, { resource: keyOf(cr) });
+  } catch (err) {
+    if (!isGone(err)) {
+      const problem = problemOf(err);
+      await writeStatus(r.kube, r.plural, cr, r.refused(problem));
+      throw new Requeue(r.retryMs, problem.message);
+    }
+  }
+  await dropFinalizer(r.kube, r.plural, cr);
+}
+
+/** The manager's path of a tenant's `kind` (ipgroups, routers), or of one of them by name. */
+export function tenantPath(kind: string, namespace: string, name?: string): string {
+  const base = `/api/v1/tenants/${encodeURIComponent(namespace)}/${kind}`;
+  return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
 }

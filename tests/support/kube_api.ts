@@ -46,6 +46,7 @@ export const RESOURCES: Record<string, ResourceDef> = {
   events: core("Event", true),
   networks: knitter("Network"),
   ipgroups: knitter("IPGroup"),
+  routers: knitter("Router"),
 };
 
 // deno-lint-ignore no-explicit-any
