@@ -123,7 +123,7 @@ Deno.test("e2e gateway: every pod on vxlan, vlan, flat and IPv6 networks, on bot
   );
 
   await t.step(
-    "anything else sent to the gateway MAC is dropped by its node (no routing yet)",
+    "anything else sent to the gateway MAC is dropped by its node (no router connects the network)",
     async () => {
       await Promise.all(pods.map(async (p) => {
         const ns = ipNetnsName(p.pod.netns);

@@ -734,7 +734,7 @@ function ndReplyShared(): string {
   return flow(0, 0, FLOW_KINDS.ndReplyShared, "icmp6,icmp_type=136,icmp_code=0", ND_REPLY_ACTIONS);
 }
 
-/** Anything else addressed to the gateway MAC: dropped (there is no routing yet). */
+/** Anything else addressed to the gateway MAC (what no router routes): dropped. */
 function gatewayDrop(net: Net, gw: Gateway): string {
   return flow(net.id, 0, FLOW_KINDS.gatewayDrop, `reg0=${hex(net.id)},dl_dst=${gw.mac}`, "drop");
 }

@@ -187,7 +187,7 @@ const cases: Case[] = [
     expect: "reply",
   },
   {
-    name: "TCP to the gateway MAC: dropped, nothing is routed yet",
+    name: "TCP to the gateway MAC of a network on no router: dropped",
     ingress: { kind: "port", ofport: 1 },
     packet: { ...P1, proto: "tcp", dlDst: "0a:58:00:00:00:01", ipDst: "10.0.0.1", dstPort: 80 },
     expect: "drop:gateway",

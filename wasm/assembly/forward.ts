@@ -56,7 +56,7 @@ import {
   wp,
 } from "./text";
 
-/** Anything else addressed to the gateway MAC: dropped (no routing yet). */
+/** Anything else addressed to the gateway MAC (what no router routes): dropped. */
 export function gatewayDrop(n: usize): void {
   begin(load<u32>(n, N_ID), 0, F_GATEWAY_DROP_TABLE, F_GATEWAY_DROP_PRIORITY, LINE_BOUND);
   puts(",reg0=");
