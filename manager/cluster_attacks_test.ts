@@ -260,6 +260,14 @@ Deno.test("clusters: an agent follows the other cluster's ports of a shared netw
   );
   // blue is east's too; red (globex) is not, so its port is not east's business.
   assert.deepEqual(seen, [`${STABLE} n1`, `${STABLE}@west n1@west`]);
+  // A page of nothing east may see answers no events, and a cursor past them.
+  must(await t.call("PUT", `${RED}/ports/g2`, { node: "n1" }, TOK.westN1), 201);
+  const quiet = must(
+    await t.call("GET", `feed?after=${page.cursor}&timeout=0`, undefined, TOK.eastN1),
+    200,
+  );
+  assert.deepEqual(quiet.events, []);
+  assert.notEqual(quiet.cursor, page.cursor);
   const listed = must(await t.call("GET", "ports", undefined, TOK.eastN1), 200).items;
   const wests = listed.filter((p: { id: string }) => p.id === `${STABLE}@west`);
   assert.equal(wests[0].ip, west.ip);

@@ -16,6 +16,7 @@ import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as clusters from "./service/clusters.ts";
+import { feedFor } from "./service/cluster_view.ts";
 import * as quotas from "./service/quotas.ts";
 import { queryHistory } from "./service/history.ts";
 
@@ -668,9 +669,9 @@ export const ROUTES: RouteDef[] = [
       schema: S.FeedPage,
       description: "the events after the cursor (maybe none)",
     },
-    handle: async ({ ctx, query }) => {
+    handle: async ({ ctx, principal, query }) => {
       if (query.after === undefined) return ok({ cursor: ctx.feed.cursor(), events: [] });
-      const page = await ctx.feed.since(query.after, query.timeout * 1000);
+      const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
       if (page === "expired") {
         throw new ApiError(
           "feed_expired",

@@ -9,6 +9,7 @@ import { type ClusterReach, clustersMeet, type Principal, seesPort } from "../au
 import { ApiError } from "../errors.ts";
 import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
+import type { FeedPage } from "../feed.ts";
 import { listClusters, reachOf } from "./clusters.ts";
 import {
   DEFAULT_CLUSTER,
@@ -88,6 +89,29 @@ export async function viewFor(ctx: Ctx, p: Principal, body: unknown): Promise<un
   return view.one(b);
 }
 
+/**
+ * The feed after `after` as `p` sees it. A cluster's token is not answered a page it sees nothing
+ * of: it waits on for the rest of its timeout instead, so that a port of one cluster's network
+ * does not wake every other cluster's agents for nothing.
+ */
+export async function feedFor(
+  ctx: Ctx,
+  p: Principal,
+  after: string,
+  timeoutMs: number,
+): Promise<FeedPage | "expired"> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const page = await ctx.feed.since(after, Math.max(0, deadline - performance.now()));
+    if (page === "expired" || !ofCluster(p) || page.events.length === 0) return page;
+    const view = new View(ctx, p);
+    const events = [];
+    for (const e of page.events) if (await view.seesEvent(e)) events.push(e);
+    if (events.length > 0 || performance.now() >= deadline) return { ...page, events };
+    after = page.cursor;
+  }
+}
+
 class View {
   private meeting?: Promise<Set<string>>;
 
@@ -102,11 +126,16 @@ class View {
   async events(events: Loose[]): Promise<Loose[]> {
     const out = [];
     for (const e of events) {
-      const item = e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
-      if (item === undefined) out.push(e);
-      else if (await this.sees(item)) out.push({ ...e, [e.type]: this.one(item) });
+      if (!(await this.seesEvent(e))) continue;
+      const item = itemOf(e);
+      out.push(item === undefined ? e : { ...e, [e.type]: this.one(item) });
     }
     return out;
+  }
+
+  seesEvent(e: Loose): Promise<boolean> | boolean {
+    const item = itemOf(e);
+    return item === undefined || this.sees(item);
   }
 
   one(item: Loose): Loose {
@@ -136,6 +165,11 @@ class View {
     const all = await listClusters(this.ctx);
     return new Set(all.filter((c) => clustersMeet(own, c)).map((c) => c.name));
   }
+}
+
+/** The port or node a feed event is about (other events pass as they are). */
+function itemOf(e: Loose): Loose {
+  return e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
 }
 
 function isPort(x: Loose): x is Port {
