@@ -19,6 +19,7 @@ import {
   NODES,
   PHYSNET,
   PODS,
+  ROUTERS,
   TENANTS,
 } from "./demo_plan.ts";
 import { checkPrerequisites } from "./demo_preflight.ts";
@@ -154,6 +155,10 @@ async function createNetworks(api: ManagerClient): Promise<void> {
     );
     const segment = made.type === "vlan" ? `VLAN ID ${made.segmentId}` : `VNI ${made.segmentId}`;
     console.log(`  network ${tenant}/${n.name}  ${n.type}  ${n.cidr}  ${segment}`);
+  }
+  for (const { tenant, name, networks, role } of ROUTERS) {
+    await api.request("POST", `/api/v1/tenants/${tenant}/routers`, { name, networks });
+    console.log(`  router ${tenant}/${name}  ${networks.join(" <-> ")}  ${role}`);
   }
 }
 
@@ -399,7 +404,7 @@ async function build(m: Manifest, summary: DemoSummary): Promise<void> {
       console.log(`  node ${n.name}: netns ${n.netns}, underlay ${n.underlayIp}, agent up`);
     }
 
-    step(3, "Creating tenants and networks through the manager's API");
+    step(3, "Creating tenants, networks and a router through the manager's API");
     await createNetworks(api);
 
     step(4, `Starting ${PODS.length} pods through the CNI plugin`);
@@ -452,7 +457,7 @@ function showMatrix(summary: DemoSummary): void {
   console.log(matrixGrid(summary.endpoints, summary.matrix));
   console.log("");
   for (const line of mismatchLines(summary.matrix)) console.log(red(`  ✗ ${line}`));
-  const verdict = `${t.pairs} pairs: ${t.reachAsExpected} reached their own network, ` +
+  const verdict = `${t.pairs} pairs: ${t.reachAsExpected} reached their own or a routed network, ` +
     `${t.isolatedAsExpected} isolated from other networks and tenants, ` +
     `${t.mismatches.length} not as expected`;
   console.log(summary.ok ? green(`  ${verdict}`) : red(`  ${verdict}`));

@@ -1,7 +1,9 @@
 /**
- * What the demo builds, as data: two tenants, their networks, and pods on two nodes. The expected
- * connectivity follows from it alone: an interface reaches exactly the addresses of its own
- * network (same tenant, same network); other networks and other tenants stay out of reach.
+ * What the demo builds, as data: two tenants, their networks, a router, and pods on two nodes. The
+ * expected connectivity follows from it alone: an interface reaches the addresses of its own network
+ * (same tenant, same network), and those of a network its tenant's router connects to its own
+ * (through the gateways its default route points at); other networks and other tenants stay out of
+ * reach.
  */
 
 export const PHYSNET = "phys1";
@@ -68,6 +70,23 @@ export const NETWORKS: DemoNetwork[] = [
   },
 ];
 
+export interface DemoRouter {
+  tenant: string;
+  name: string;
+  networks: string[];
+  role: string;
+}
+
+/** tenant-a routes between its control plane and its management VLAN; data stays apart. */
+export const ROUTERS: DemoRouter[] = [
+  {
+    tenant: "tenant-a",
+    name: "oam",
+    networks: ["control", "mgmt"],
+    role: "control plane and management reach each other",
+  },
+];
+
 /** Made one after another, in this order, so that the addresses come out the same every run. */
 export const PODS: DemoPod[] = [
   { name: "edge", tenant: "tenant-a", node: "n1", networks: ["control", "data"] },
@@ -96,9 +115,18 @@ export interface Endpoint {
   netns: string;
 }
 
-/** Whether traffic from `from` should reach `to`: the same network of the same tenant. */
+/**
+ * Whether traffic from `from` should reach `to`: the same network of the same tenant, or two
+ * networks a router of the tenant connects, between interfaces that carry their pod's default route
+ * (the first: the way to the gateway, there and back).
+ */
 export function expectReach(from: Endpoint, to: Endpoint): boolean {
-  return from.tenant === to.tenant && from.network === to.network;
+  if (from.tenant !== to.tenant) return false;
+  if (from.network === to.network) return true;
+  const routed = ROUTERS.some((r) =>
+    r.tenant === from.tenant && r.networks.includes(from.network) && r.networks.includes(to.network)
+  );
+  return routed && from.ifName === ifNameAt(0) && to.ifName === ifNameAt(0);
 }
 
 /** The pairs the matrix measures: every interface to every other pod's interface. */

@@ -56,7 +56,11 @@ Deno.test("make demo: every expectation holds, the printed matrix is the measure
       const from = `${a.pod}/${a.ifName}`, to = `${b.pod}/${b.ifName}`;
       const cell = s.matrix.find((c) => c.from === from && c.to === to);
       assert.ok(cell, `${from} -> ${to} measured`);
-      const shouldReach = a.tenant === b.tenant && a.network === b.network;
+      // tenant-a's router connects control and mgmt: pods reach each other through the gateways
+      // their first interface's default route points at.
+      const routed = ["control", "mgmt"].includes(a.network) &&
+        ["control", "mgmt"].includes(b.network) && a.ifName === "eth0" && b.ifName === "eth0";
+      const shouldReach = a.tenant === b.tenant && (a.network === b.network || routed);
       assert.equal(cell.expected, shouldReach, `${from} -> ${to} expectation`);
       assert.equal(cell.reached, shouldReach, `${from} -> ${to}: reached ${cell.reached}`);
       // Reaching means every protocol, with the payload back intact; isolation means none.
@@ -64,7 +68,13 @@ Deno.test("make demo: every expectation holds, the printed matrix is the measure
         assert.equal(cell[proto], shouldReach, `${from} -> ${to}: ${proto} ${cell[proto]}`);
       }
     }
-    assert.equal(s.matrix.filter((c) => c.reached).length, 8, "4 networks x 2 directions");
+    assert.equal(
+      s.matrix.filter((c) => c.reached).length,
+      16,
+      "4 networks x 2 directions, and control <-> mgmt: 2 x 2 pods x 2 directions",
+    );
+    // Routed, with one TTL less: the router's rows reached across the two networks.
+    assert.ok(s.matrix.some((c) => c.from === "edge/eth0" && c.to === "oam1/eth0" && c.reached));
     assert.equal(s.mismatches, 0);
 
     // What it printed is what it measured.
