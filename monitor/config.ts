@@ -12,7 +12,10 @@ export const MonitorConfigSchema = z.strictObject({
   }).default({}),
   manager: z.strictObject({
     url: z.url(),
-    /** An admin token: the monitor creates tenants and networks and releases any port. */
+    /**
+     * An admin token: the monitor creates tenants and networks and releases any port; with several
+     * clusters on one manager, a monitor token of its cluster (it reaches that cluster only).
+     */
     token: z.string().min(16),
     caFile: z.string().optional(),
   }),
@@ -86,7 +89,7 @@ Usage: deno task monitor [--config FILE] [--kubeconfig FILE] [--help]
 Environment (overrides the file; flags override both):
   KNITTER_MONITOR_KUBECONFIG      a kubeconfig file (default: the service account, in-cluster)
   KNITTER_MONITOR_MANAGER_URL     the manager's URL
-  KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager
+  KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager, or its cluster's monitor token
   KNITTER_MONITOR_LOG_LEVEL       debug | info | warn | error
   KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
 `;
