@@ -229,3 +229,39 @@ Deno.test("stand-in API server: a Network being deleted refuses new pods with a 
   );
   assert.equal((await k.stack.api("GET", "tenants/acme/networks/data")).status, 404);
 });
+
+Deno.test("stand-in API server: a dual-stack Network resource gets its IPv6 subnet in the manager, ports get both addresses, and a changed cidr6 is refused naming it", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  k.namespace("acme");
+  k.api.create("networks", {
+    metadata: { name: "dual", namespace: "acme" },
+    spec: {
+      cidr: "10.32.0.0/24",
+      gateway: "10.32.0.1",
+      cidr6: "fd00:32::/64",
+      gateway6: "fd00:32::1",
+    },
+  });
+  await eventually("Network ready", () => {
+    const o = k.api.get("networks", "acme", "dual");
+    return ready(o)?.status === "True" ? o : undefined;
+  });
+  const net = (await k.stack.api("GET", "tenants/acme/networks/dual")).body;
+  assert.deepEqual([net.cidr6, net.gateway6], ["fd00:32::/64", "fd00:32::1"]);
+  const port = await k.stack.api("PUT", "tenants/acme/networks/dual/ports/p1", {});
+  assert.equal(port.status, 201);
+  assert.deepEqual([port.body.address, port.body.address6], ["10.32.0.2/24", "fd00:32::2/64"]);
+
+  k.api.update("networks", "acme", "dual", (o) => (o.spec.cidr6 = "fd00:33::/64"));
+  const refused = await eventually("the cidr6 change refused", () => {
+    const o = k.api.get("networks", "acme", "dual");
+    return o?.status?.observedGeneration === 2 && ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.match(
+    ready(refused)!.message,
+    /cidr6 \(is "fd00:32::\/64", the spec asks "fd00:33::\/64"\).*cannot change after creation/,
+  );
+  assert.equal((await k.stack.api("DELETE", "tenants/acme/networks/dual/ports/p1")).status, 204);
+});
