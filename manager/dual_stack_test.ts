@@ -342,6 +342,31 @@ Deno.test("IPv6 only: a /64 without pools allocates from its first 65,536 addres
   assert.deepEqual(n.usage, { total: 65535, used: 301, free: 65234 });
 });
 
+Deno.test("dual stack attack: a node's conflict report names a port's IPv6 address only if the port holds it", async () => {
+  using t = await world();
+  for (const node of ["worker1", "worker2"]) {
+    const token = TOKEN[node as "worker1" | "worker2"];
+    must(await t.call("PUT", `nodes/${node}`, { underlayIp: "192.168.1.9" }, token), 201);
+  }
+  const p = must(await t.call("PUT", `${DUAL}/ports/r1`, { node: "worker2" }), 201);
+  const item = (value: string) => ({
+    networkId: p.networkId,
+    tenant: "acme",
+    id: "r1",
+    field: "ip",
+    value,
+    reason: "local",
+  });
+  const r = must(
+    await t.call("PUT", "nodes/worker1/conflicts", {
+      items: [item(p.ip6), item("fd00:5::77")],
+    }, TOKEN.worker1),
+    200,
+  );
+  assert.deepEqual(r.items.map((i: { value: string }) => i.value), [p.ip6]);
+  assert.equal(r.ignored, 1, "an IPv6 address the port does not hold is no claim");
+});
+
 /** The fields a stored record holds a value for (JSON stores, like etcd's, drop the undefined). */
 function fieldsOf(record: Record<string, unknown>): string[] {
   return Object.keys(record).filter((k) => record[k] !== undefined).sort();

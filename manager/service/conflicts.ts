@@ -177,9 +177,14 @@ async function portsOf(ctx: Ctx, items: Item[]): Promise<(PortRecord | null)[]> 
   });
 }
 
-/** Whether the port holds that MAC or address now. */
-function holds(port: { mac: string; ip: string }, field: "mac" | "ip", value: string): boolean {
-  return canonical(field, value) === canonical(field, port[field]);
+/** Whether the port holds that MAC or address now (a dual-stack port: either address). */
+function holds(
+  port: { mac: string; ip: string; ip6?: string },
+  field: "mac" | "ip",
+  value: string,
+): boolean {
+  const held = field === "mac" ? [port.mac] : [port.ip, port.ip6];
+  return held.some((h) => h !== undefined && canonical(field, value) === canonical(field, h));
 }
 
 /** A MAC or address in the form ports hold it (any other text as it is). */
