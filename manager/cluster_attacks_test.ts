@@ -373,3 +373,41 @@ Deno.test("attack: an agent marks another cluster's port in conflict only on a n
   const marked = must(await t.call("GET", `${BLUE}/ports/${STABLE}@west`), 200);
   assert.deepEqual(marked.conflicts.map((c: { node: string }) => c.node), ["n1@east"]);
 });
+
+Deno.test("clusters: an admin names another cluster's node or port by its suffix, never an unregistered cluster's", async () => {
+  using t = await world();
+  const req = attempt(t);
+  mustFail(await req("PUT", "nodes/n9@ghost", { underlayIp: "192.0.2.9" }), 404, "not_found", {
+    message: /Cluster "ghost".*POST \/api\/v1\/clusters/,
+  });
+  mustFail(await req("PUT", `${BLUE}/ports/x@ghost`, {}), 404, "not_found");
+  // A port made by the admin in west is west's: its agent reads it bare, east's monitor not at all.
+  const made = must(await t.call("PUT", `${BLUE}/ports/x@west`, { node: "n1@west" }), 201);
+  assert.deepEqual([made.id, made.node, made.cluster], ["x@west", "n1@west", "west"]);
+  const seen = must(await t.call("GET", `${BLUE}/ports/x`, undefined, TOK.westMon), 200);
+  assert.deepEqual([seen.id, seen.node], ["x", "n1"]);
+  mustFail(await t.call("GET", `${BLUE}/ports/x`, undefined, TOK.eastMon), 404, "not_found");
+});
+
+Deno.test("clusters: a delete racing its agents' PUTs leaves either the cluster or none of its ports", async () => {
+  for (let round = 0; round < 5; round++) {
+    using t = await world();
+    const puts = Array.from(
+      { length: 20 },
+      (_, i) => t.call("PUT", `${BLUE}/ports/r${i}`, { node: "n1" }, TOK.westN1),
+    );
+    const deleted = await t.call("DELETE", "clusters/west");
+    await Promise.all(puts);
+    const left = must(await t.call("GET", `${BLUE}/ports`), 200).items
+      .filter((p: { cluster?: string }) => p.cluster === "west");
+    if (deleted.status === 204) {
+      assert.deepEqual(left, [], `round ${round}: no port of the deleted cluster is left`);
+      mustFail(await t.call("GET", "clusters/west"), 404, "not_found");
+    } else {
+      assert.equal(deleted.status, 409, JSON.stringify(deleted.body));
+      const west = must(await t.call("GET", "clusters/west"), 200);
+      assert.equal(west.deletingSince, undefined, "a refused delete leaves the cluster as it was");
+      must(await t.call("PUT", `${BLUE}/ports/after`, { node: "n1" }, TOK.westN1), 201);
+    }
+  }
+});

@@ -137,6 +137,8 @@ export interface ClusterRecord {
   networks: string[];
   /** Physnets its nodes are attached to: where its VLAN and flat networks may be; "*": every one. */
   physnets: string[];
+  /** While set, a delete is checking that it has no port: it takes no new ones. */
+  deletingSince?: string;
   createdAt: string;
   updatedAt: string;
 }

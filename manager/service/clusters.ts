@@ -11,6 +11,7 @@ import type { ClusterReach } from "../auth.ts";
 import { ApiError, notFound } from "../errors.ts";
 import { type ClusterRecord, keys, type NodeRecord, type PortRecord } from "../model.ts";
 import type { ClusterCreate, ClusterUpdate } from "../schemas.ts";
+import type { Entry } from "../store/store.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 
@@ -60,6 +61,32 @@ export async function reachOf(ctx: Ctx, name: string): Promise<ClusterReach> {
   throw new ApiError(
     "forbidden",
     `Cluster "${name}" is not registered at the manager, so its tokens reach nothing: an admin creates it (POST /api/v1/clusters) or the token names another cluster`,
+  );
+}
+
+/** Refuses a scoped name (an admin's "n1@east") whose cluster is not registered (404). */
+export async function requireClusterOf(ctx: Ctx, scopedName: string): Promise<void> {
+  await clusterGuard(ctx, scopedName);
+}
+
+/**
+ * The cluster record a new port of `scopedId` depends on, for its commit to check: a port never
+ * goes in after its cluster's delete (which checks that the cluster has none). null in the
+ * default cluster, which is never deleted. 404 when the cluster is not registered.
+ */
+export async function clusterGuard(ctx: Ctx, scopedId: string): Promise<Entry<unknown> | null> {
+  const { cluster } = unscoped(scopedId);
+  if (cluster === DEFAULT_CLUSTER) return null;
+  const e = await ctx.store.get<ClusterRecord>(keys.cluster(cluster));
+  if (e.value?.deletingSince) {
+    throw new ApiError(
+      "conflict",
+      `Cluster "${cluster}" is being deleted (since ${e.value.deletingSince}): it takes no new ports`,
+    );
+  }
+  if (e.value) return e;
+  throw notFound(
+    `Cluster "${cluster}" (of "${scopedId}") does not exist: register it first (POST /api/v1/clusters)`,
   );
 }
 
@@ -129,10 +156,22 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
       `Cluster "${DEFAULT_CLUSTER}" holds every node and port that names no cluster; it cannot be deleted`,
     );
   }
+  if (!(await ctx.store.get(keys.cluster(name))).value) {
+    throw notFound(`Cluster "${name}" does not exist`);
+  }
+  await refuseWhilePorts(ctx, name);
+  // Then marked, and looked at again: a port PUT checks the record it read, so none goes in once
+  // the second scan begins.
+  await markDeleting(ctx, name, now());
+  try {
+    await refuseWhilePorts(ctx, name);
+  } catch (err) {
+    await markDeleting(ctx, name, undefined);
+    throw err;
+  }
   const nodes = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
     if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
-    await refuseWhilePorts(ctx, name);
     tx.check(e).delete(e.key);
     const nodes = await nodesOf(ctx, name);
     const entries = await ctx.store.getMany<unknown>(
@@ -150,12 +189,26 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
   for (const node of nodes) ctx.feed.publish({ type: "node", op: "delete", node });
 }
 
-async function refuseWhilePorts(ctx: Ctx, name: string): Promise<void> {
-  const held: string[] = [];
+/** Sets or clears a cluster's deletingSince. */
+async function markDeleting(ctx: Ctx, name: string, since: string | undefined): Promise<void> {
+  await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+    if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
+    const { deletingSince: _, ...rest } = e.value;
+    tx.check(e).set(e.key, since === undefined ? rest : { ...rest, deletingSince: since });
+  });
+}
+
+async function portsOf(ctx: Ctx, name: string): Promise<PortRecord[]> {
+  const found: PortRecord[] = [];
   for await (const e of ctx.store.list<PortRecord>(keys.ports())) {
-    const p = e.value;
-    if (p && p.cluster === name) held.push(`${p.networkTenant}/${p.network}/${p.id}`);
+    if (e.value?.cluster === name) found.push(e.value);
   }
+  return found;
+}
+
+async function refuseWhilePorts(ctx: Ctx, name: string): Promise<void> {
+  const held = (await portsOf(ctx, name)).map((p) => `${p.networkTenant}/${p.network}/${p.id}`);
   if (held.length === 0) return;
   throw new ApiError(
     "in_use",

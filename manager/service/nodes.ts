@@ -7,6 +7,7 @@ import { keys, type NodeRecord } from "../model.ts";
 import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
+import { requireClusterOf } from "./clusters.ts";
 
 /**
  * What a principal sees of a node: a tenant its name only (no underlay address, no labels), as
@@ -23,6 +24,7 @@ export async function registerNode(
 ): Promise<{ node: NodeRecord; created: boolean }> {
   const ip = parseIp(body.underlayIp);
   if (!ip) throw invalid("underlayIp", `"${body.underlayIp}" is not an IP address`);
+  await requireClusterOf(ctx, name);
   const result = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<NodeRecord>(keys.node(name));
     const t = now();

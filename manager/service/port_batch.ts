@@ -7,6 +7,7 @@
 import { GroupCommit } from "@knitter/common";
 import { keys, type NetworkRecord } from "../model.ts";
 import { Tx } from "../store/tx.ts";
+import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
 import type { NetworkRef } from "./networks.ts";
 import { QuotaCharges } from "./quotas.ts";
@@ -20,6 +21,8 @@ interface Pending {
   owner: string;
   id: string;
   body: PortBody;
+  /** Its cluster's record, which the commit checks (service/clusters.ts clusterGuard). */
+  guard: Entry<unknown> | null;
   /** null: the batch could not settle it; the caller takes the careful path. */
   resolve(r: PutResult | null): void;
   reject(err: unknown): void;
@@ -34,11 +37,17 @@ const MAX_BATCH = 48;
 /** The PUT in a batch of its network: its answer, or null when the careful path must settle it. */
 export function batchedPut(
   ctx: Ctx,
-  opts: { ref: NetworkRef; owner: string; id: string; body: PortBody },
+  opts: {
+    ref: NetworkRef;
+    owner: string;
+    id: string;
+    body: PortBody;
+    guard: Entry<unknown> | null;
+  },
 ): Promise<PutResult | null> {
-  const { ref, owner, id, body } = opts;
+  const { ref, owner, id, body, guard } = opts;
   return new Promise<PutResult | null>((resolve, reject) =>
-    batcherOf(ctx, ref).submit({ owner, id, body, resolve, reject })
+    batcherOf(ctx, ref).submit({ owner, id, body, guard, resolve, reject })
   );
 }
 
@@ -60,6 +69,7 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
     try {
       const edit = await pool.edit(tx);
       checkNetwork(tx, ref);
+      checkClusters(tx, batch);
       const charges = new QuotaCharges(ctx, tx);
       for (const p of batch) {
         try {
@@ -102,6 +112,16 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
     }
     for (const p of unsettled) p.resolve(null);
   });
+}
+
+/** Each cluster record the batch's ports depend on, checked once. */
+function checkClusters(tx: Tx, batch: Pending[]): void {
+  const seen = new Set<string>();
+  for (const { guard } of batch) {
+    if (guard === null || seen.has(JSON.stringify(guard.key))) continue;
+    seen.add(JSON.stringify(guard.key));
+    tx.check(guard);
+  }
 }
 
 /** Whether a failed batch is explained by a port that already existed (a repeated PUT). */

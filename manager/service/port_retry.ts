@@ -8,6 +8,8 @@
 import type { Principal } from "../auth.ts";
 import { keys } from "../model.ts";
 import type { Tx } from "../store/tx.ts";
+import type { Entry } from "../store/store.ts";
+import { clusterGuard } from "./clusters.ts";
 import { type Ctx, retry } from "./context.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "./networks.ts";
@@ -29,9 +31,12 @@ export async function carefulPut(ctx: Ctx, opts: {
   owner: string;
   id: string;
   body: PortBody;
+  /** The port's cluster record as the request read it (service/clusters.ts clusterGuard). */
+  guard: Entry<unknown> | null;
 }): Promise<PutResult> {
   const { principal, tenant, networkName, owner, id, body } = opts;
   let ref = opts.ref;
+  let guard = opts.guard;
   let fresh = false;
   for (;;) {
     const pool = ctx.pools.addresses(ref.net);
@@ -43,9 +48,12 @@ export async function carefulPut(ctx: Ctx, opts: {
             const now = await resolveNetworkRef(ctx, principal, tenant, networkName, true);
             if (now.net.id !== ref.net.id) throw new Restart(now);
             ref = now;
+            // Or its cluster changed, or is being deleted (which refuses the PUT).
+            if (guard) guard = await clusterGuard(ctx, id);
           }
           const edit = await pool.edit(tx);
           checkNetwork(tx, ref);
+          if (guard) tx.check(guard);
           const charges = new QuotaCharges(ctx, tx);
           const r = await buildPut(ctx, {
             tx,

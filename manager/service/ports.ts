@@ -20,6 +20,7 @@ import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
+import { clusterGuard } from "./clusters.ts";
 import { keyId, podKey, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";
@@ -37,15 +38,16 @@ export async function putPort(
 ): Promise<PutResult> {
   const owner = ownerOf(principal, tenant);
   const body = authorizePut(principal, request);
+  const guard = await clusterGuard(ctx, id);
   const ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
   if (body.ip === undefined && body.ipGroup === undefined && body.mac === undefined) {
-    const batched = await batchedPut(ctx, { ref, owner, id, body });
+    const batched = await batchedPut(ctx, { ref, owner, id, body, guard });
     if (batched) return counted(ctx, batched);
   }
   // The careful path: fixed addresses, groups, and whatever the batch could not settle.
   return counted(
     ctx,
-    await carefulPut(ctx, { principal, tenant, networkName, ref, owner, id, body }),
+    await carefulPut(ctx, { principal, tenant, networkName, ref, owner, id, body, guard }),
   );
 }
 
