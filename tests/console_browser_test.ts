@@ -113,7 +113,7 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
     });
     const data = await api("POST", "tenants/acme/networks", {
       token: ACME,
-      body: { name: "data", cidr: "10.20.0.0/24" },
+      body: { name: "data", cidr: "10.20.0.0/24", cidr6: "fd00:20::/64" },
     });
     await api("POST", "tenants/globex/networks", {
       token: GLOBEX,
@@ -184,6 +184,15 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
       await texts(page, '#ports tr.port[data-port="edge-eth0"] td.addr'),
       [p1.address, p1.mac],
     );
+    // A dual-stack network (data) shows both subnets, its ports both addresses.
+    assert.deepEqual(
+      await texts(page, '#networks tr.network[data-network="data"] td.addr'),
+      ["10.20.0.0/24, fd00:20::/64"],
+    );
+    assert.deepEqual(
+      await texts(page, '#ports tr.port[data-port="edge-net1"] td.addr'),
+      [`${p2.address}, ${p2.address6}`, p2.mac],
+    );
 
     // The topology of pod acme/edge: two interfaces, each linked to its network.
     await page.selectOption("#pod-picker", "acme/edge");
@@ -211,7 +220,10 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
     const p5 = await port("data", "ctl-net1", "n2", "ctl", "net1");
     const row = page.locator('#ports .node[data-node="n2"] tr.port[data-port="ctl-net1"]');
     await row.waitFor();
-    assert.deepEqual(await row.locator("td.addr").allTextContents(), [p5.address, p5.mac]);
+    assert.deepEqual(await row.locator("td.addr").allTextContents(), [
+      `${p5.address}, ${p5.address6}`,
+      p5.mac,
+    ]);
     assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
     await checkBar(page, "data", { total: data.usage.total, used: 2, quarantined: 0 });
     assert.deepEqual(

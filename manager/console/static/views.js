@@ -109,7 +109,7 @@ export function networksView(networks) {
           h("td", { class: "name" }, n.name, n.public ? h("span", { class: "tag" }, "public") : ""),
           h("td", null, n.type),
           h("td", null, segment(n)),
-          h("td", { class: "addr" }, n.cidr),
+          h("td", { class: "addr" }, [n.cidr, n.cidr6].filter(Boolean).join(", ")),
           h("td", { class: "description" }, n.description ?? ""),
           h("td", null, usageBar(n.usage)),
         )
@@ -150,7 +150,7 @@ export function portsView(ports, nodes) {
               h("td", null, p.id),
               h("td", null, p.tenant),
               h("td", null, p.network),
-              h("td", { class: "addr" }, p.address),
+              h("td", { class: "addr" }, [p.address, p.address6].filter(Boolean).join(", ")),
               h("td", { class: "addr" }, p.mac),
               h("td", { class: "pod" }, podName(p)),
               h("td", null, p.interface ?? ""),
