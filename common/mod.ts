@@ -16,3 +16,4 @@ export * from "./probes.ts";
 export * from "./backoff.ts";
 export * from "./feed_follower.ts";
 export * from "./bandwidth.ts";
+export * from "./security_groups.ts";

@@ -51,3 +51,24 @@ Deno.test("paths: tenant-scoped resources live under the tenant, ports under the
   assert.equal(findResource("node", "get").item({ tenant: "x" }, "w1"), "/api/v1/nodes/w1");
   assert.deepEqual(RESOURCES.filter((r) => r.usage).map((r) => r.plural), ["networks", "physnets"]);
 });
+
+Deno.test("create bodies: security group rules from --rule, groups of ports and networks from --security-group", () => {
+  const sg = findResource("sg", "create");
+  const f = parseCommandLine([
+    ...["create", "sg", "web", "--rule", "ingress:tcp:80:group=web"],
+    ...["--rule", "egress:udp:53", "--rule", "egress:any::network=blue"],
+  ]).flags;
+  const body = sg.create.body("web", f) as { rules: unknown[] };
+  assert.deepEqual(body.rules, [
+    { direction: "ingress", protocol: "tcp", ports: "80", peer: { group: "web" } },
+    { direction: "egress", protocol: "udp", ports: "53" },
+    { direction: "egress", protocol: "any", peer: { network: "blue" } },
+  ]);
+  const bad = parseCommandLine(["create", "sg", "x", "--rule", "ingress:tcp:80:host=a"]).flags;
+  assert.throws(() => sg.create.body("x", bad), /is not a rule: use DIR:PROTO/);
+  const port = findResource("port", "create");
+  const pf = parseCommandLine([
+    ...["create", "port", "p1", "--network", "blue", "--security-group", "web,db"],
+  ]).flags;
+  assert.deepEqual(port.create.body("p1", pf), { securityGroups: ["web", "db"] });
+});

@@ -7,7 +7,7 @@
  * To answer "everything up to now" without waiting, a poll first writes a marker key inside the
  * watched range and reads the watch until the marker's revision: every earlier event is in.
  */
-import type { NodeRecord, PortRecord } from "./model.ts";
+import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
 import { keys, type NetworkRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { portView } from "./service/port_records.ts";
@@ -114,10 +114,13 @@ export class EtcdFeed extends ChangeFeed {
     return { cursor: `${this.epoch}:${Math.max(last, markRev)}`, events };
   }
 
-  /** Watches the range from ["node"] to the last port: nodes, physnets (skipped) and ports. */
+  /**
+   * Watches the range from ["node"] to the last security group: nodes, ports and security groups;
+   * what lies between (physnets, indexes, quarantine, quotas) is skipped.
+   */
   private watchRequest(after: number): unknown {
     const start = concat(this.store.prefix, encodeKey(FEED_MARKER));
-    const end = concat(this.store.prefix, prefixRange(keys.ports()).end);
+    const end = concat(this.store.prefix, prefixRange(keys.securityGroups()).end);
     return {
       create_request: {
         key: toB64(start),
@@ -139,6 +142,9 @@ export class EtcdFeed extends ChangeFeed {
     if (value === null) return null;
     if (key[0] === "node" && key.length === 2) {
       return { seq: rev, type: "node", op, node: value as NodeRecord };
+    }
+    if (key[0] === "secgroup" && key.length === 3) {
+      return { seq: rev, type: "securityGroup", op, securityGroup: value as SecurityGroupRecord };
     }
     if (key[0] !== "port" || key.length !== 3) return null;
     const port = value as PortRecord;
@@ -172,10 +178,11 @@ export class EtcdFeed extends ChangeFeed {
   }
 }
 
-/** A port record put anew is news only when it was bound to a node, pod or interface. */
+/** A port record put anew is news only when its binding or its security groups changed. */
 function boundDifferently(before: PortRecord, after: PortRecord): boolean {
   return before.node !== after.node || before.interface !== after.interface ||
-    JSON.stringify(before.pod) !== JSON.stringify(after.pod);
+    JSON.stringify(before.pod) !== JSON.stringify(after.pod) ||
+    JSON.stringify(before.securityGroups) !== JSON.stringify(after.securityGroups);
 }
 
 function decode(kv: RawKv | undefined): unknown {

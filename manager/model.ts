@@ -1,5 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
-import type { Bandwidth, Dns, NetworkType, PodRef, Route } from "@knitter/common";
+import type { Bandwidth, Dns, NetworkType, PodRef, Route, SecurityGroup } from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
 export interface TenantRecord {
@@ -49,6 +49,8 @@ export interface NetworkRecord {
    * reserved addresses are set bits instead.
    */
   reservedRanges?: [number, number][];
+  /** The security groups of its ports that name none (service/security_groups.ts). */
+  securityGroups?: string[];
 }
 
 export interface PhysnetRecord {
@@ -104,6 +106,8 @@ export interface PortRecord {
   bandwidth?: Bandwidth;
   /** Since when the port has no pod and node, its address kept (POST .../unbind). */
   unboundAt?: string;
+  /** The security groups it names, of its own tenant. */
+  securityGroups?: string[];
 }
 
 export interface NodeRecord {
@@ -113,6 +117,9 @@ export interface NodeRecord {
   registeredAt: string;
   updatedAt: string;
 }
+
+/** A security group as stored is what the API answers. */
+export type SecurityGroupRecord = SecurityGroup;
 
 export type { Dns, PodRef, Route };
 
@@ -135,6 +142,10 @@ export const keys = {
     name,
   ],
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
+  securityGroup: (tenant: string, name: string): Key => ["secgroup", tenant, name],
+  /** One tenant's security groups; without a tenant, every tenant's. */
+  securityGroups: (tenant?: string): Key =>
+    tenant === undefined ? ["secgroup"] : ["secgroup", tenant],
   port: (networkId: string, id: string): Key => ["port", networkId, id],
   ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
   /** Ports a tenant holds on networks of other tenants (public ones). */

@@ -176,6 +176,12 @@ export async function unchanged<T>(t: TestApp, fn: () => Promise<T>): Promise<T>
   return result;
 }
 
+/** Requests that must leave the store as it was (a refused attack writes nothing). */
+export function attempt(t: TestApp) {
+  return (method: string, path: string, body?: unknown, token?: string | null) =>
+    unchanged(t, () => t.call(method, path, body, token));
+}
+
 /** A network body with defaults for the fields a test does not care about. */
 export function net(name: string, cidr: string, more: Record<string, unknown> = {}) {
   return { name, cidr, ...more };

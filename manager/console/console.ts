@@ -133,5 +133,9 @@ function viewer(tokens: TokenTable, c: Context): Principal {
 export function seenBy(principal: Principal, event: FeedEvent): FeedEvent[] {
   if (principal.scope !== "admin" && principal.scope !== "tenant") return [];
   if (event.type === "port") return visible(principal, event.port) ? [event] : [];
+  if (event.type === "securityGroup") {
+    const own = principal.scope === "admin" || principal.tenant === event.securityGroup.tenant;
+    return own ? [event] : [];
+  }
   return [{ ...event, node: nodeFor(principal, event.node) as typeof event.node }];
 }

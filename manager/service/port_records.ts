@@ -45,6 +45,7 @@ export function portRecord(opts: {
   if (body.pod !== undefined) port.pod = body.pod;
   if (body.interface !== undefined) port.interface = body.interface;
   if (body.bandwidth !== undefined) port.bandwidth = body.bandwidth;
+  if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
   return port;
 }
 
@@ -64,6 +65,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.physnet !== undefined) view.physnet = net.physnet;
   if (net.gateway !== undefined) view.gateway = net.gateway;
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
+  if (net.securityGroups !== undefined) view.networkSecurityGroups = net.securityGroups;
   return view;
 }
 

@@ -20,6 +20,7 @@ import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
+import { requireGroups } from "./security_groups.ts";
 import { keyId, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";
@@ -38,6 +39,7 @@ export async function putPort(
   const owner = ownerOf(principal, tenant);
   const body = authorizePut(principal, request);
   const ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
+  await requireGroups(ctx, owner, body.securityGroups, "securityGroups");
   if (body.ip === undefined && body.ipGroup === undefined && body.mac === undefined) {
     const batched = await batchedPut(ctx, { ref, owner, id, body });
     if (batched) return counted(ctx, batched);
