@@ -12,6 +12,7 @@ export { wasmBitmap } from "./bitmap.ts";
 export { tsBitmap } from "./bitmap_ts.ts";
 export type { FlowInput, FlowLocalPort, FlowNetwork, FlowRemotePort } from "./flow_input.ts";
 export { gatewayMac } from "./flow_input.ts";
+export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
