@@ -101,12 +101,28 @@ interface Guarded {
   v6: boolean;
 }
 
+/** Parsed remotes by text: the members of a group recur in the rules of every port in it. */
+type RemoteCache = Map<string, Remote>;
+
+function remotesOf(rule: FlowAclRule, path: string, cache: RemoteCache): (Remote | null)[] {
+  if (rule.remote === undefined) return [null];
+  return rule.remote.map((text, i) => {
+    let r = cache.get(text);
+    if (!r) cache.set(text, r = remoteOf(text, `${path}.remote[${i}]`));
+    return r;
+  });
+}
+
 /** The rule flows of one port: one per family, remote and port block the rule allows. */
-function ruleFlows(lines: string[], g: Guarded, rule: FlowAclRule, path: string): void {
+function ruleFlows(
+  lines: string[],
+  g: Guarded,
+  rule: FlowAclRule,
+  path: string,
+  cache: RemoteCache,
+): void {
   const { port } = g;
-  const remotes: (Remote | null)[] = rule.remote === undefined
-    ? [null]
-    : rule.remote.map((r, i) => remoteOf(r, `${path}.remote[${i}]`));
+  const remotes = remotesOf(rule, path, cache);
   const egress = rule.direction === "egress";
   const kind = egress ? ACL_KINDS.egressRule : ACL_KINDS.ingressRule;
   const who = egress ? `reg1=${hex(port.cookie)}` : `${ACL_REG.OUTPORT}=${hex(port.ofport)}`;
@@ -118,13 +134,21 @@ function ruleFlows(lines: string[], g: Guarded, rule: FlowAclRule, path: string)
     const proto = protocolMatch(rule.protocol, v6);
     if (proto === null) continue;
     const field = v6 ? (egress ? "ipv6_dst" : "ipv6_src") : (egress ? "nw_dst" : "nw_src");
+    // One line made, then only the peer and port block change: cut it where they go.
+    const line = flow(
+      port.network,
+      port.cookie,
+      kind,
+      `ct_state=+new+trk,${proto},reg0=${hex(port.network)},${who}`,
+      actions,
+    );
+    const cut = line.indexOf(",actions=");
+    const [head, tail] = [line.slice(0, cut), line.slice(cut)];
+    const blocks = portMatches(rule.portMin, rule.portMax);
     for (const remote of remotes) {
       if (remote !== null && remote.v6 !== v6) continue;
       const addr = remote === null || remote.text === "" ? "" : `,${field}=${remote.text}`;
-      for (const tp of portMatches(rule.portMin, rule.portMax)) {
-        const match = `ct_state=+new+trk,${proto},reg0=${hex(port.network)},${who}${addr}${tp}`;
-        lines.push(flow(port.network, port.cookie, kind, match, actions));
-      }
+      for (const tp of blocks) lines.push(head + addr + tp + tail);
     }
   }
 }
@@ -213,9 +237,10 @@ export function compileAclFlows(input: FlowInput): string[] {
   const lines: string[] = [];
   sharedFlows(lines);
   const families = new Map<number, Set<boolean>>();
+  const cache: RemoteCache = new Map();
   for (const [i, g] of guarded(input, input.acls).entries()) {
     hookFlows(lines, g);
-    g.acl.rules.forEach((rule, k) => ruleFlows(lines, g, rule, `acls[${i}].rules[${k}]`));
+    g.acl.rules.forEach((rule, k) => ruleFlows(lines, g, rule, `acls[${i}].rules[${k}]`, cache));
     const set = families.get(g.port.network) ?? new Set();
     if (g.v4) set.add(false);
     if (g.v6) set.add(true);
@@ -225,10 +250,20 @@ export function compileAclFlows(input: FlowInput): string[] {
   return lines;
 }
 
-/** The engine's sorted lines with the security group lines merged in (sorted, no duplicates). */
+/**
+ * The engine's lines (sorted, no duplicates) with the security group lines merged in, the same
+ * way: only the new lines are sorted, then the two runs are merged.
+ */
 export function withAclFlows(lines: string[], input: FlowInput): string[] {
   const acl = compileAclFlows(input);
   if (acl.length === 0) return lines;
-  const all = [...lines, ...acl].sort();
-  return all.filter((l, i) => i === 0 || l !== all[i - 1]);
+  acl.sort();
+  const out: string[] = [];
+  let i = 0;
+  let k = 0;
+  while (i < lines.length || k < acl.length) {
+    const next = k >= acl.length || (i < lines.length && lines[i] < acl[k]) ? lines[i++] : acl[k++];
+    if (out.length === 0 || out[out.length - 1] !== next) out.push(next);
+  }
+  return out;
 }
