@@ -11,6 +11,7 @@ import { compileFigures, flowsPerPort, resyncFigures } from "./flows_figures.ts"
 import { addProfile, type Profile } from "./profile_bench.ts";
 import { type BandwidthFigures, bandwidthFigures, bandwidthMarkdown } from "./bandwidth_bench.ts";
 import { log, machine, ovsVersion } from "./support.ts";
+import { policyAddFigures, policyCompileFigures, policyMarkdown } from "./security_groups_bench.ts";
 
 const quick = Deno.args.includes("--quick");
 const pods = quick ? 20 : 50;
@@ -31,12 +32,19 @@ let cni: CniFigures;
 let profile: Profile;
 let resync: Awaited<ReturnType<typeof resyncFigures>>;
 let bandwidth: BandwidthFigures;
+let policy: Awaited<ReturnType<typeof policyAddFigures>>;
 {
   await using cleanup = new Cleanup();
   cni = await cniFigures(cleanup, { pods, rounds, burst });
   profile = await addProfile(cleanup, cni.stack, profilePods, burst);
   resync = await resyncFigures(cleanup, resyncPorts);
   bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
+  policy = await policyAddFigures(cleanup, {
+    pods,
+    rounds,
+    iperfRounds: quick ? 2 : 6,
+    seconds: quick ? 3 : 5,
+  });
   log("cleaning up");
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
@@ -180,5 +188,11 @@ console.log(`#### Bandwidth limits: what the extra step costs
 | what | figure | yardstick |
 |---|---|---|
 ${bandwidthMarkdown(bandwidth)}
+`);
+console.log(`#### Security groups: flows, compile, ADD and throughput with policy on and off
+
+| what | figure | yardstick |
+|---|---|---|
+${policyMarkdown(policyCompileFigures(), policy)}
 `);
 log(`done (worst resync ${ms(worstResync)})`);
