@@ -92,6 +92,10 @@ export class EtcdFeed extends ChangeFeed {
             if (rev >= markRev) synced = true;
             continue;
           }
+          if (key[0] === "network" && key.length === 3) {
+            events.push(...await this.regrouped(ev, rev));
+            continue;
+          }
           const e = await this.toEvent(key, ev, rev, networks);
           if (e) events.push(e);
         }
@@ -115,11 +119,12 @@ export class EtcdFeed extends ChangeFeed {
   }
 
   /**
-   * Watches the range from ["node"] to the last security group: nodes, ports and security groups;
-   * what lies between (physnets, indexes, quarantine, quotas) is skipped.
+   * Watches the range from the first network to the last security group: networks (whose default
+   * security groups their ports carry), nodes, ports and security groups; what lies between
+   * (physnets, indexes, quarantine, quotas) is skipped.
    */
   private watchRequest(after: number): unknown {
-    const start = concat(this.store.prefix, encodeKey(FEED_MARKER));
+    const start = concat(this.store.prefix, prefixRange(keys.networks()).start);
     const end = concat(this.store.prefix, prefixRange(keys.securityGroups()).end);
     return {
       create_request: {
@@ -129,6 +134,20 @@ export class EtcdFeed extends ChangeFeed {
         prev_kv: true,
       },
     };
+  }
+
+  /** A network whose default security groups changed: its ports again, as they now read. */
+  private async regrouped(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
+    if (ev.type === "DELETE" || !ev.prev_kv) return [];
+    const net = decode(ev.kv) as NetworkRecord | null;
+    const before = decode(ev.prev_kv) as NetworkRecord | null;
+    if (!net || !before || net.id !== before.id) return [];
+    if (JSON.stringify(net.securityGroups) === JSON.stringify(before.securityGroups)) return [];
+    const out: FeedEvent[] = [];
+    for await (const e of this.store.list<PortRecord>(keys.ports(net.id))) {
+      if (e.value) out.push({ seq: rev, type: "port", op: "put", port: portView(net, e.value) });
+    }
+    return out;
   }
 
   private async toEvent(
