@@ -72,6 +72,10 @@ export interface Port {
   networkBandwidth?: Bandwidth;
   /** Since when the port has no pod and node (unbound), its address kept. */
   unboundAt?: string;
+  /** The security groups the port names (its tenant's); absent: its network's, if any. */
+  securityGroups?: string[];
+  /** Its network's default security groups, for a port that names none. */
+  networkSecurityGroups?: string[];
 }
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */

@@ -3,6 +3,7 @@
  * say who failed and why.
  */
 import type { ErrorBody, PodRef, Port, RouterInfo } from "./api_types.ts";
+import type { SecurityGroup } from "./security_groups.ts";
 
 export interface NodeInfo {
   name: string;
@@ -12,7 +13,8 @@ export interface NodeInfo {
 export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
   | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo }
-  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo };
+  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo }
+  | { seq: number; type: "securityGroup"; op: "put" | "delete"; securityGroup: SecurityGroup };
 
 export interface PortRequest {
   ip?: string;
@@ -21,6 +23,7 @@ export interface PortRequest {
   node?: string;
   pod?: PodRef;
   interface?: string;
+  securityGroups?: string[];
 }
 
 /** The manager answered with an error. */
@@ -107,6 +110,11 @@ export class ManagerClient {
 
   async listNodes(): Promise<NodeInfo[]> {
     return (await this.call<{ items: NodeInfo[] }>("GET", "/api/v1/nodes")).items;
+  }
+
+  /** Every tenant's security groups (admin and node tokens). */
+  async listSecurityGroups(): Promise<SecurityGroup[]> {
+    return (await this.call<{ items: SecurityGroup[] }>("GET", "/api/v1/security-groups")).items;
   }
 
   async feedCursor(signal?: AbortSignal): Promise<string> {

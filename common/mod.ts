@@ -17,3 +17,4 @@ export * from "./backoff.ts";
 export * from "./feed_follower.ts";
 export * from "./bandwidth.ts";
 export * from "./port_addresses.ts";
+export * from "./security_groups.ts";

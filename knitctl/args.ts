@@ -68,6 +68,18 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   ip: { type: "string", value: "IP", help: "address (attach --bridge: with prefix)" },
   "ip-group": { type: "string", value: "NAME", help: "take the address from this IP group" },
   mac: { type: "string", value: "MAC", help: "MAC address" },
+  rule: {
+    type: "string",
+    multiple: true,
+    value: "DIR:PROTO[:PORTS][:PEER]",
+    help: "a security group rule, e.g. ingress:tcp:80:group=web (repeatable)",
+  },
+  "security-group": {
+    type: "string",
+    multiple: true,
+    value: "NAME,NAME",
+    help: "security groups (of ports; of a network: its ports' default)",
+  },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
   label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },
   "agent-socket": {

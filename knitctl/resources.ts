@@ -123,6 +123,7 @@ export const RESOURCES: Resource[] = [
         "dns-domain",
         "dns-search",
         "description",
+        "security-group",
       ],
       required: { cidr: "10.1.0.0/24" },
       method: "POST",
@@ -215,6 +216,30 @@ export const RESOURCES: Resource[] = [
     },
   },
   {
+    plural: "securitygroups",
+    kind: "securitygroup",
+    names: ["securitygroups", "securitygroup", "sg"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "security-groups"),
+    item: (s, name) => tenantPath(s, `security-groups/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "RULES", value: (o) => String(o.rules.length) },
+      { header: "RULE-LIST", value: (o) => o.rules.map(V.formatRule).join(" "), wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["rule", "description"],
+      required: {},
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        rules: (strs(f, "rule") ?? []).map((r) => V.securityRule("rule", r)),
+        ...optional("description", str(f, "description")),
+      }),
+    },
+  },
+  {
     plural: "ports",
     kind: "port",
     names: ["ports", "port"],
@@ -236,10 +261,15 @@ export const RESOURCES: Resource[] = [
       { header: "POD", value: (o) => o.pod ? `${o.pod.namespace}/${o.pod.name}` : "" },
       { header: "INTERFACE", value: (o) => o.interface ?? "", wide: true },
       { header: "IPGROUP", value: (o) => o.ipGroup ?? "", wide: true },
+      {
+        header: "SECURITY-GROUPS",
+        value: (o) => (o.securityGroups ?? o.networkSecurityGroups ?? []).join(","),
+        wide: true,
+      },
       { header: "AGE", value: age },
     ],
     create: {
-      flags: ["network", "ip", "ip-group", "mac", "node"],
+      flags: ["network", "ip", "ip-group", "mac", "node", "security-group"],
       required: { network: "blue" },
       method: "PUT",
       body: (_name, f) => ({
@@ -247,6 +277,7 @@ export const RESOURCES: Resource[] = [
         ...optional("ipGroup", str(f, "ip-group")),
         ...optional("mac", str(f, "mac")?.toLowerCase()),
         ...optional("node", str(f, "node")),
+        ...listed("securityGroups", V.list(strs(f, "security-group"))),
       }),
     },
   },
@@ -349,6 +380,7 @@ function networkBody(name: string, f: FlagValues): unknown {
     ...listed("routes", strs(f, "route")?.map((r) => V.route("route", r))),
     ...(dns ? { dns } : {}),
     ...optional("description", str(f, "description")),
+    ...listed("securityGroups", V.list(strs(f, "security-group"))),
   };
 }
 

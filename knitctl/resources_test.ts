@@ -85,3 +85,24 @@ Deno.test("create router: --networks as a list, --route CIDR,VIA as static route
   ]);
   assert.throws(() => router.create.body("r", bad.flags), /needs CIDR,GW/);
 });
+
+Deno.test("create bodies: security group rules from --rule, groups of ports and networks from --security-group", () => {
+  const sg = findResource("sg", "create");
+  const f = parseCommandLine([
+    ...["create", "sg", "web", "--rule", "ingress:tcp:80:group=web"],
+    ...["--rule", "egress:udp:53", "--rule", "egress:any::network=blue"],
+  ]).flags;
+  const body = sg.create.body("web", f) as { rules: unknown[] };
+  assert.deepEqual(body.rules, [
+    { direction: "ingress", protocol: "tcp", ports: "80", peer: { group: "web" } },
+    { direction: "egress", protocol: "udp", ports: "53" },
+    { direction: "egress", protocol: "any", peer: { network: "blue" } },
+  ]);
+  const bad = parseCommandLine(["create", "sg", "x", "--rule", "ingress:tcp:80:host=a"]).flags;
+  assert.throws(() => sg.create.body("x", bad), /is not a rule: use DIR:PROTO/);
+  const port = findResource("port", "create");
+  const pf = parseCommandLine([
+    ...["create", "port", "p1", "--network", "blue", "--security-group", "web,db"],
+  ]).flags;
+  assert.deepEqual(port.create.body("p1", pf), { securityGroups: ["web", "db"] });
+});

@@ -47,6 +47,39 @@ export function gatewayRoute(flag: string, text: string): { dst: string; via: st
   return { dst, via };
 }
 
+/**
+ * "DIR:PROTO[:PORTS][:PEER]" → a security group rule: ingress:tcp:80:cidr=10.0.0.0/24,
+ * egress:udp:53, ingress:icmp:group=web, egress:any::network=blue. The manager checks the values.
+ */
+export function securityRule(flag: string, text: string): Record<string, unknown> {
+  const [direction, protocol, ...rest] = text.split(":");
+  const peerText = rest.find((r) => r.includes("="));
+  const ports = rest.find((r) => r !== "" && !r.includes("="));
+  const usage = `--${flag} "${text}" is not a rule: use DIR:PROTO[:PORTS][:PEER], ` +
+    "e.g. ingress:tcp:80:group=web or egress:udp:53:cidr=10.0.0.0/24";
+  if (!direction || !protocol || rest.length > 2) throw new UsageError(usage);
+  const rule: Record<string, unknown> = { direction, protocol };
+  if (ports !== undefined) rule.ports = ports;
+  if (peerText !== undefined) {
+    const [kind, value] = peerText.split("=");
+    if (!["cidr", "group", "network"].includes(kind) || !value) throw new UsageError(usage);
+    rule.peer = { [kind]: value };
+  }
+  return rule;
+}
+
+/** A rule as knitctl's --rule writes it. */
+export function formatRule(r: {
+  direction: string;
+  protocol: string;
+  ports?: string;
+  peer?: Record<string, string>;
+}): string {
+  const peer = r.peer ? Object.entries(r.peer)[0].join("=") : undefined;
+  return [r.direction, r.protocol, r.ports ?? (peer ? "" : undefined), peer]
+    .filter((x) => x !== undefined).join(":");
+}
+
 export function integer(flag: string, text: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text.trim()) || n < min || n > max) {

@@ -7,7 +7,7 @@
  * To answer "everything up to now" without waiting, a poll first writes a marker key inside the
  * watched range and reads the watch until the marker's revision: every earlier event is in.
  */
-import type { NodeRecord, PortRecord } from "./model.ts";
+import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
 import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { portView } from "./service/port_records.ts";
@@ -93,6 +93,10 @@ export class EtcdFeed extends ChangeFeed {
             if (rev >= markRev) synced = true;
             continue;
           }
+          if (key[0] === "network" && key.length === 3) {
+            events.push(...await this.regrouped(ev, rev));
+            continue;
+          }
           const e = await this.toEvent(key, ev, rev, networks);
           if (e) events.push(e);
         }
@@ -116,12 +120,13 @@ export class EtcdFeed extends ChangeFeed {
   }
 
   /**
-   * Watches the range from ["node"] to the last router: nodes, ports and routers; what lies
-   * between (physnets, the ports' indexes, quotas…) is skipped.
+   * Watches the range from the first network to the last security group: networks (whose default
+   * security groups their ports carry), nodes, ports, routers and security groups; what lies
+   * between (physnets, indexes, quarantine, quotas) is skipped.
    */
   private watchRequest(after: number): unknown {
-    const start = concat(this.store.prefix, encodeKey(FEED_MARKER));
-    const end = concat(this.store.prefix, prefixRange(keys.routers()).end);
+    const start = concat(this.store.prefix, prefixRange(keys.networks()).start);
+    const end = concat(this.store.prefix, prefixRange(keys.securityGroups()).end);
     return {
       create_request: {
         key: toB64(start),
@@ -130,6 +135,20 @@ export class EtcdFeed extends ChangeFeed {
         prev_kv: true,
       },
     };
+  }
+
+  /** A network whose default security groups changed: its ports again, as they now read. */
+  private async regrouped(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
+    if (ev.type === "DELETE" || !ev.prev_kv) return [];
+    const net = decode(ev.kv) as NetworkRecord | null;
+    const before = decode(ev.prev_kv) as NetworkRecord | null;
+    if (!net || !before || net.id !== before.id) return [];
+    if (JSON.stringify(net.securityGroups) === JSON.stringify(before.securityGroups)) return [];
+    const out: FeedEvent[] = [];
+    for await (const e of this.store.list<PortRecord>(keys.ports(net.id))) {
+      if (e.value) out.push({ seq: rev, type: "port", op: "put", port: portView(net, e.value) });
+    }
+    return out;
   }
 
   private async toEvent(
@@ -146,6 +165,9 @@ export class EtcdFeed extends ChangeFeed {
     }
     if (key[0] === "router" && key.length === 3) {
       return { seq: rev, type: "router", op, router: routerView(value as RouterRecord) };
+    }
+    if (key[0] === "secgroup" && key.length === 3) {
+      return { seq: rev, type: "securityGroup", op, securityGroup: value as SecurityGroupRecord };
     }
     if (key[0] !== "port" || key.length !== 3) return null;
     const port = value as PortRecord;
@@ -179,10 +201,11 @@ export class EtcdFeed extends ChangeFeed {
   }
 }
 
-/** A port record put anew is news only when it was bound to a node, pod or interface. */
+/** A port record put anew is news only when its binding or its security groups changed. */
 function boundDifferently(before: PortRecord, after: PortRecord): boolean {
   return before.node !== after.node || before.interface !== after.interface ||
-    JSON.stringify(before.pod) !== JSON.stringify(after.pod);
+    JSON.stringify(before.pod) !== JSON.stringify(after.pod) ||
+    JSON.stringify(before.securityGroups) !== JSON.stringify(after.securityGroups);
 }
 
 function decode(kv: RawKv | undefined): unknown {

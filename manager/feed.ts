@@ -1,16 +1,22 @@
 /**
- * The change feed agents follow: ports and nodes as they appear, change and leave. It lives in the
+ * The change feed agents follow: ports, nodes and security groups as they appear, change and leave. It lives in the
  * manager's memory, numbered within an epoch (one per process start), like a Kubernetes watch: a
  * follower resumes from its cursor, and when the cursor is too old or from another epoch it is told
  * to list everything again (410) and continue from the cursor the list gave it.
  */
 import type { Port, RouterInfo } from "@knitter/common";
-import type { NodeRecord } from "./model.ts";
+import type { NodeRecord, SecurityGroupRecord } from "./model.ts";
 
 export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
   | { seq: number; type: "node"; op: "put" | "delete"; node: NodeRecord }
-  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo };
+  | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo }
+  | {
+    seq: number;
+    type: "securityGroup";
+    op: "put" | "delete";
+    securityGroup: SecurityGroupRecord;
+  };
 
 type Unnumbered<T> = T extends unknown ? Omit<T, "seq"> : never;
 

@@ -148,6 +148,17 @@ function clean(o: Record<string, unknown>) {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
 
+const SECURITY_RULE = fc.record({
+  direction: pick("ingress", "egress", "out"),
+  protocol: pick("tcp", "udp", "icmp", "any", "gre"),
+  ports: opt(pick("80", "8000-8100", "90-80", "0", "x")),
+  peer: opt(fc.oneof(
+    fc.record({ cidr }),
+    fc.record({ group: PARAM_VALUES.group }),
+    fc.record({ network: PARAM_VALUES.network }),
+  )),
+}).map(clean);
+
 /** Bodies by the schema a route takes, as a careful or careless client would send them. */
 const BODIES: Record<string, fc.Arbitrary<unknown>> = {
   TenantCreate: fc.record({ name: PARAM_VALUES.tenant }),
@@ -201,6 +212,11 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
   }).map(clean),
   IpGroupUpdate: fc.record({ size: opt(int), addresses: opt(fc.array(ip, { maxLength: 3 })) })
     .map(clean),
+  SecurityGroupCreate: fc.record({
+    name: PARAM_VALUES.group,
+    rules: opt(fc.array(SECURITY_RULE, { maxLength: 3 })),
+  }).map(clean),
+  SecurityGroupUpdate: fc.record({ rules: fc.array(SECURITY_RULE, { maxLength: 3 }) }),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),

@@ -1,5 +1,13 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
-import type { Bandwidth, Dns, NetworkType, PodRef, Route, RouterInfo } from "@knitter/common";
+import type {
+  Bandwidth,
+  Dns,
+  NetworkType,
+  PodRef,
+  Route,
+  RouterInfo,
+  SecurityGroup,
+} from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
 export interface TenantRecord {
@@ -52,6 +60,8 @@ export interface NetworkRecord {
    * reserved addresses are set bits instead.
    */
   reservedRanges?: [number, number][];
+  /** The security groups of its ports that name none (service/security_groups.ts). */
+  securityGroups?: string[];
 }
 
 export interface PhysnetRecord {
@@ -111,6 +121,8 @@ export interface PortRecord {
   unboundAt?: string;
   /** Its cluster, also the suffix of its ID (service/cluster_names.ts); absent: "default". */
   cluster?: string;
+  /** The security groups it names, of its own tenant. */
+  securityGroups?: string[];
 }
 
 /** A tenant's router (service/routers.ts): stored as the API answers it. */
@@ -143,6 +155,9 @@ export interface ClusterRecord {
   updatedAt: string;
 }
 
+/** A security group as stored is what the API answers. */
+export type SecurityGroupRecord = SecurityGroup;
+
 export type { Dns, PodRef, Route };
 
 export const keys = {
@@ -168,6 +183,10 @@ export const keys = {
   routers: (tenant?: string): Key => tenant === undefined ? ["router"] : ["router", tenant],
   /** The router a network is on ({tenant, name}): one at most. */
   routerOfNetwork: (networkId: string): Key => ["router_by_network", networkId],
+  securityGroup: (tenant: string, name: string): Key => ["secgroup", tenant, name],
+  /** One tenant's security groups; without a tenant, every tenant's. */
+  securityGroups: (tenant?: string): Key =>
+    tenant === undefined ? ["secgroup"] : ["secgroup", tenant],
   port: (networkId: string, id: string): Key => ["port", networkId, id],
   ports: (networkId?: string): Key => networkId === undefined ? ["port"] : ["port", networkId],
   /** Ports a tenant holds on networks of other tenants (public ones). */

@@ -8,6 +8,7 @@ import { ApiError } from "./errors.ts";
 import * as S from "./schemas.ts";
 import type { Ctx } from "./service/context.ts";
 import * as groups from "./service/ip_groups.ts";
+import * as secgroups from "./service/security_groups.ts";
 import * as networks from "./service/networks.ts";
 import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
@@ -479,6 +480,71 @@ export const ROUTES: RouteDef[] = [
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
     handle: async ({ ctx }) => items((await routers.listRouters(ctx)).map(routers.routerView)),
+  },
+
+  // security groups
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/security-groups`,
+    summary: "List the tenant's security groups",
+    tag: "security-groups",
+    access: "tenant",
+    ok: { status: 200, schema: S.listOf(S.SecurityGroup), description: "the groups" },
+    handle: async ({ ctx, params }) =>
+      items(await secgroups.listSecurityGroups(ctx, params.tenant)),
+  },
+  {
+    method: "POST",
+    path: `${V1}/tenants/{tenant}/security-groups`,
+    summary: "Create a security group: stateful ingress and egress rules that ports name",
+    tag: "security-groups",
+    access: "tenant",
+    body: S.SecurityGroupCreate,
+    ok: { status: 201, schema: S.SecurityGroup, description: "created" },
+    handle: async ({ ctx, params, body }) =>
+      ok(await secgroups.createSecurityGroup(ctx, params.tenant, body), 201),
+  },
+  {
+    method: "GET",
+    path: `${V1}/tenants/{tenant}/security-groups/{group}`,
+    summary: "Get a security group",
+    tag: "security-groups",
+    access: "tenant",
+    ok: { status: 200, schema: S.SecurityGroup, description: "the group" },
+    handle: async ({ ctx, params }) =>
+      ok(await secgroups.getSecurityGroup(ctx, params.tenant, params.group)),
+  },
+  {
+    method: "PUT",
+    path: `${V1}/tenants/{tenant}/security-groups/{group}`,
+    summary:
+      "Replace a security group's rules; every port that names it follows at once (established connections stay)",
+    tag: "security-groups",
+    access: "tenant",
+    body: S.SecurityGroupUpdate,
+    ok: { status: 200, schema: S.SecurityGroup, description: "updated" },
+    handle: async ({ ctx, params, body }) =>
+      ok(await secgroups.updateSecurityGroup(ctx, params.tenant, params.group, body)),
+  },
+  {
+    method: "DELETE",
+    path: `${V1}/tenants/{tenant}/security-groups/{group}`,
+    summary: "Delete a security group no port, network or other group names",
+    tag: "security-groups",
+    access: "tenant",
+    ok: { status: 204, description: "deleted" },
+    handle: async ({ ctx, params }) => (
+      await secgroups.deleteSecurityGroup(ctx, params.tenant, params.group), noContent
+    ),
+  },
+  {
+    method: "GET",
+    path: `${V1}/security-groups`,
+    summary: "Every tenant's security groups (what agents compile into flows)",
+    tag: "security-groups",
+    access: "infra",
+    ok: { status: 200, schema: S.listOf(S.SecurityGroup), description: "the groups" },
+    handle: async ({ ctx }) => items(await secgroups.listSecurityGroups(ctx)),
   },
 
   // physnets

@@ -6,6 +6,13 @@ import { z } from "zod";
 import { MAC_RE } from "@knitter/common/address";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import { BandwidthSchema } from "./bandwidth_schema.ts";
+import { GroupNames, SecurityGroup } from "./security_group_schema.ts";
+
+export {
+  SecurityGroup,
+  SecurityGroupCreate,
+  SecurityGroupUpdate,
+} from "./security_group_schema.ts";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -132,6 +139,9 @@ export const NetworkCreate = z.strictObject({
   }),
   description: z.string().max(1024).optional(),
   labels: Labels.optional(),
+  securityGroups: GroupNames.optional().meta({
+    description: "the security groups of its ports that name none (of the same tenant)",
+  }),
 });
 
 /**
@@ -157,6 +167,9 @@ export const NetworkUpdate = z.strictObject({
   public: z.boolean().optional(),
   physnet: Name.optional(),
   segmentId: z.int().min(1).max(16777215).optional(),
+  securityGroups: GroupNames.nullable().optional().meta({
+    description: "the default security groups of its ports that name none, at once; null: none",
+  }),
   deleting: z.boolean().optional().meta({
     description:
       "true: the network is being deleted and takes no new ports (existing ones stay until released); false: open again",
@@ -189,6 +202,7 @@ export const Network = z.object({
   }),
   createdAt: Timestamp,
   usage: UsageSchema,
+  securityGroups: z.array(z.string()).optional(),
 });
 
 // ---- physnets
@@ -302,6 +316,10 @@ export const PortRequest = z.strictObject({
     description:
       "the port's own limits, set when it is created: they win over the runtime's and the network's",
   }),
+  securityGroups: GroupNames.optional().meta({
+    description:
+      "security groups of the port's tenant; a later PUT may change them ([] for none: its network's)",
+  }),
 });
 
 // ---- conflicts (service/conflicts.ts)
@@ -390,6 +408,12 @@ export const Port = z.object({
   createdAt: Timestamp,
   unboundAt: Timestamp.optional().meta({
     description: "since when the port has no pod and node (unbound), its address kept",
+  }),
+  securityGroups: z.array(z.string()).optional().meta({
+    description: "the security groups the port names; absent: its network's",
+  }),
+  networkSecurityGroups: z.array(z.string()).optional().meta({
+    description: "its network's default security groups",
   }),
   conflicts: z.array(PortConflict).optional().meta({
     description:
@@ -494,11 +518,12 @@ export const FeedPage = z.object({
   cursor: z.string(),
   events: z.array(z.object({
     seq: z.int(),
-    type: z.enum(["port", "node", "router"]),
+    type: z.enum(["port", "node", "router", "securityGroup"]),
     op: z.enum(["put", "delete"]),
     port: Port.optional(),
     node: Node.optional(),
     router: Router.optional(),
+    securityGroup: SecurityGroup.optional(),
   })),
 });
 

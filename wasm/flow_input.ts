@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { FlowAcl } from "./acl_input.ts";
+
 /** A network with ports on this node. */
 export interface FlowNetwork {
   /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
@@ -105,6 +107,8 @@ export interface FlowInput {
   remotePorts: FlowRemotePort[];
   /** The routes of the routers that connect these networks; none when absent. */
   routes?: FlowRoute[];
+  /** The rules of the local ports with security groups (acl_input.ts); absent: none has any. */
+  acls?: FlowAcl[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

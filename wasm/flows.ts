@@ -11,6 +11,7 @@
  */
 
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
+import { withAclFlows } from "./acl_flows.ts";
 
 /** Signatures of the functions wasm/assembly/flows.ts (the entry) exports (pointers are byte addresses). */
 interface Exports {
@@ -156,7 +157,8 @@ export function compileFlows(input: FlowInput): string[] {
     throw flowError(input, rc, a[0], a[1], a[2], a[3], a[4]);
   }
   const out = new Uint8Array(wasm.memory.buffer, wasm.outPtr(), wasm.outLen());
-  return decoder.decode(out).split("\n");
+  // The security group flows (acl_flows.ts), when a port has groups.
+  return withAclFlows(decoder.decode(out).split("\n"), input);
 }
 
 /** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */

@@ -12,10 +12,14 @@ import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 import { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
+import { withAclFlows } from "./acl_flows.ts";
+
+/** The TS twin with the security group flows, as compileFlows appends them. */
+const tsEngine = (input: FlowInput) => withAclFlows(compileFlowsTs(input), input);
 
 const impls: [string, (input: FlowInput) => string[]][] = [
   ["wasm", compileFlows],
-  ["ts", compileFlowsTs],
+  ["ts", tsEngine],
 ];
 
 // ---- Golden flow sets: UPDATE_GOLDEN=1 deno test --allow-all wasm/flows_test.ts rewrites them.
@@ -32,7 +36,7 @@ for (const [name, input] of Object.entries(scenarios)) {
   Deno.test(`golden: ${name}`, async () => {
     // Conflicting remote entries are isolated first (flow_conflicts.ts); both engines compile the rest.
     const { lines, conflicts } = compileIsolated(input, compileFlows);
-    assert.deepEqual(compileIsolated(input, compileFlowsTs).lines, lines, "the TS twin differs");
+    assert.deepEqual(compileIsolated(input, tsEngine).lines, lines, "the TS twin differs");
     if (name !== "conflicts") assert.deepEqual(conflicts, [], "a golden model without conflicts");
     if (update) {
       await Deno.writeTextFile(

@@ -968,3 +968,6 @@ export function compileFlowsTs(input: FlowInput): string[] {
   lines.length = n;
   return lines;
 }
+
+// The security group flows (acl_flows.ts) write the same lines with the same address syntax.
+export { flow, formatIpv4, formatIpv6, parseIpv4, parseIpv6 };

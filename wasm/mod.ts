@@ -18,6 +18,7 @@ export type {
   FlowRoute,
 } from "./flow_input.ts";
 export { flowGateways, gatewayMac } from "./flow_input.ts";
+export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";

@@ -5,6 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { ACL_KINDS, ACL_PRIORITY, ACL_TABLES } from "./acl_pipeline.ts";
+import { compileFlows } from "./flows.ts";
+import { scenarios } from "./testdata/scenarios.ts";
 
 const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
 
@@ -54,4 +57,23 @@ Deno.test("PIPELINE.md lists the flow kinds of pipeline.ts with their tables and
   const kinds = Object.entries(FLOW_KINDS).map(([name, k]) => [name, k.table, k.priority]);
   // The defaults row stands for the default flow of each table (FLOW_TABLES).
   assert.deepEqual(documented, [...kinds, ["defaults", "each", PRIORITY.DEFAULT]]);
+});
+
+Deno.test("PIPELINE.md's Security groups section lists the tables, priorities and kinds of acl_pipeline.ts", () => {
+  const tables = rows("acl table").map(([id, name, , fallback]) => [Number(id), name, fallback]);
+  assert.deepEqual(tables, ACL_TABLES.map((t) => [t.id, t.name, t.default]));
+  const priorities = rows("acl priority").map(([value, name]) => [name, Number(value)]);
+  assert.deepEqual(priorities, Object.entries(ACL_PRIORITY));
+  const kinds = rows("acl builder").map(([b, table, prio]) => [unquote(b), +table, +prio]);
+  assert.deepEqual(kinds, Object.entries(ACL_KINDS).map(([n, k]) => [n, k.table, k.priority]));
+});
+
+Deno.test("PIPELINE.md's Security groups flows are those the golden model security_groups adds", async () => {
+  const at = doc.indexOf("## Security groups");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  const golden = await Deno.readTextFile(
+    new URL("./testdata/security_groups.flows", import.meta.url),
+  );
+  const plain = new Set(compileFlows({ ...scenarios.security_groups, acls: undefined }));
+  assert.deepEqual(block, golden.split("\n").filter((l) => l && !plain.has(l)));
 });

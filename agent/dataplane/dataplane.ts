@@ -25,6 +25,7 @@ import type { DataplaneObserver } from "../metrics.ts";
 import type { ReportedConflict } from "./conflict_report.ts";
 import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { flowRoutes, routedNetworks } from "./routing.ts";
+import { aclsOf } from "./acl_model.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -410,6 +411,12 @@ export class Dataplane {
       remotePorts,
       routes: flowRoutes(this.remote.routers(), networks, local),
     };
+    // Security groups (PIPELINE.md): only ports in a group get an entry.
+    const acls = aclsOf(
+      sources.local.map((port, k) => ({ port, cookie: localPorts[k].cookie })),
+      this.remote,
+    );
+    if (acls.length > 0) model.acls = acls;
     this.sources.set(model, sources);
     return model;
   }

@@ -13,12 +13,15 @@ import {
   type ManagerClient,
   type Port,
   type RouterInfo,
+  type SecurityGroup,
 } from "@knitter/common";
 
 export class RemoteView {
   private readonly portsByKey = new Map<string, Port>();
   private readonly nodeIps = new Map<string, string>();
   private readonly routersByKey = new Map<string, RouterInfo>();
+  /** Every tenant's security groups, by "tenant/name". */
+  private readonly groups = new Map<string, SecurityGroup>();
   private readonly feed: FeedFollower;
 
   constructor(
@@ -51,6 +54,16 @@ export class RemoteView {
     return this.routersByKey.values();
   }
 
+  /** A tenant's security group, if it exists. */
+  securityGroup(tenant: string, name: string): SecurityGroup | undefined {
+    return this.groups.get(`${tenant}/${name}`);
+  }
+
+  /** The port as the manager last said, this node's own included. */
+  port(networkId: string, id: string): Port | undefined {
+    return this.portsByKey.get(`${networkId}/${id}`);
+  }
+
   nodeIp(node: string): string | undefined {
     return this.nodeIps.get(node);
   }
@@ -74,13 +87,16 @@ export class RemoteView {
 
   /** Lists ports, nodes and routers (the follower took a cursor first: nothing is lost meanwhile). */
   private async relist(): Promise<void> {
-    const [ports, nodes, routers] = await Promise.all([
+    const [ports, nodes, routers, groups] = await Promise.all([
       this.manager.listPorts(),
       this.manager.listNodes(),
       this.manager.listRouters(),
+      this.manager.listSecurityGroups(),
     ]);
     this.routersByKey.clear();
     for (const r of routers) this.routersByKey.set(routerKey(r), r);
+    this.groups.clear();
+    for (const g of groups) this.groups.set(`${g.tenant}/${g.name}`, g);
     this.portsByKey.clear();
     for (const p of ports) this.portsByKey.set(key(p), p);
     this.nodeIps.clear();
@@ -91,9 +107,17 @@ export class RemoteView {
   /** Applies one event; true when it can change this node's flows. */
   private apply(e: FeedEvent): boolean {
     if (e.type === "port") {
+      const before = this.portsByKey.get(key(e.port));
       if (e.op === "put") this.portsByKey.set(key(e.port), e.port);
       else this.portsByKey.delete(key(e.port));
-      return e.port.node !== this.nodeName;
+      // Our own port's groups change through the API, not through this agent.
+      return e.port.node !== this.nodeName || regrouped(before, e.port);
+    }
+    if (e.type === "securityGroup") {
+      const k = `${e.securityGroup.tenant}/${e.securityGroup.name}`;
+      if (e.op === "put") this.groups.set(k, e.securityGroup);
+      else this.groups.delete(k);
+      return true;
     }
     if (e.type === "router") {
       if (e.op === "put") this.routersByKey.set(routerKey(e.router), e.router);
@@ -104,6 +128,11 @@ export class RemoteView {
     else this.nodeIps.delete(e.node.name);
     return e.node.name !== this.nodeName;
   }
+}
+
+function regrouped(before: Port | undefined, after: Port): boolean {
+  const groups = (p?: Port) => JSON.stringify([p?.securityGroups, p?.networkSecurityGroups]);
+  return groups(before) !== groups(after);
 }
 
 function key(p: Port): string {

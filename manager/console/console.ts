@@ -137,5 +137,9 @@ export function seenBy(principal: Principal, event: FeedEvent): FeedEvent[] {
     const own = principal.scope === "admin" || principal.tenant === event.router.tenant;
     return own ? [event] : [];
   }
+  if (event.type === "securityGroup") {
+    const own = principal.scope === "admin" || principal.tenant === event.securityGroup.tenant;
+    return own ? [event] : [];
+  }
   return [{ ...event, node: nodeFor(principal, event.node) as typeof event.node }];
 }

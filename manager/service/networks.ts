@@ -15,6 +15,9 @@ import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
+import { requireGroups } from "./security_groups.ts";
+import { portView } from "./port_records.ts";
+import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
 
 export interface NetworkView
@@ -33,6 +36,7 @@ export async function createNetwork(
   }
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   await getTenantEntry(ctx, tenant);
+  await requireGroups(ctx, tenant, body.securityGroups, "securityGroups");
   const id = crypto.randomUUID();
 
   const build = async (tx: Tx): Promise<NetworkRecord> => {
@@ -67,6 +71,7 @@ export async function createNetwork(
     charges.flush();
     // The gateway and the excludes are kept as ranges in the record: the bitmap is not touched.
     const record: NetworkRecord = { id, tenant, ...spec.record, segmentId, createdAt: now() };
+    if (body.securityGroups?.length) record.securityGroups = body.securityGroups;
     tx.set(key, record);
     return record;
   };
@@ -487,6 +492,8 @@ export async function updateNetwork(
   name: string,
   body: z.infer<typeof NetworkUpdate>,
 ): Promise<NetworkView> {
+  await requireGroups(ctx, tenant, body.securityGroups, "securityGroups");
+  let regrouped = false;
   const record = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
     if (!e.value) {
@@ -520,12 +527,18 @@ export async function updateNetwork(
     if (body.description !== undefined) updated.description = body.description;
     if (body.bandwidth === null) delete updated.bandwidth;
     else if (body.bandwidth !== undefined) updated.bandwidth = body.bandwidth;
+    if (body.securityGroups === null || body.securityGroups?.length === 0) {
+      delete updated.securityGroups;
+    } else if (body.securityGroups !== undefined) updated.securityGroups = body.securityGroups;
+    regrouped = JSON.stringify(updated.securityGroups) !== JSON.stringify(net.securityGroups);
     if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
     if (body.deleting === false) delete updated.deletingSince;
     tx.check(e).set(e.key, updated);
     return updated;
   });
   ctx.cache.networks.delete(`${tenant}/${name}`);
+  // Its ports carry the network's default groups: agents hear of the change through them.
+  if (regrouped) await republishPorts(ctx, record);
   return await withUsage(ctx, record);
 }
 
@@ -560,4 +573,10 @@ function sameValue(field: string, want: unknown, have: unknown): boolean {
     return parseIp(want)?.value === parseIp(have)?.value;
   }
   return JSON.stringify(want) === JSON.stringify(have);
+}
+
+async function republishPorts(ctx: Ctx, net: NetworkRecord): Promise<void> {
+  for (const p of await listValues<PortRecord>(ctx.store, keys.ports(net.id))) {
+    ctx.feed.publish({ type: "port", op: "put", port: portView(net, p) });
+  }
 }

@@ -69,8 +69,12 @@ export function bindExisting(opts: {
     pod: port.pod ?? body.pod,
   };
   if (bound.pod !== undefined) delete bound.unboundAt;
+  // Security groups may change on any PUT ([]: none of its own, its network's).
+  if (body.securityGroups?.length) bound.securityGroups = body.securityGroups;
+  else if (body.securityGroups) delete bound.securityGroups;
   const changed = bound.node !== port.node || bound.interface !== port.interface ||
-    bound.pod !== port.pod;
+    bound.pod !== port.pod ||
+    JSON.stringify(bound.securityGroups) !== JSON.stringify(port.securityGroups);
   if (changed) {
     const key = keys.port(port.networkId, portKeyId(port));
     tx.check({ key, version });

@@ -52,6 +52,7 @@ export function portRecord(opts: {
   // The ID is scoped by its cluster (service/cluster_names.ts); the field saves parsing it.
   const { cluster } = unscoped(id);
   if (cluster !== DEFAULT_CLUSTER) port.cluster = cluster;
+  if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
   return port;
 }
 
@@ -87,6 +88,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   }
   if (p.ip6 !== undefined && net.gateway6 !== undefined) view.gateway6 = net.gateway6;
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
+  if (net.securityGroups !== undefined) view.networkSecurityGroups = net.securityGroups;
   return view;
 }
 

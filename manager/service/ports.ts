@@ -21,6 +21,7 @@ import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
 import { clusterGuard } from "./clusters.ts";
+import { requireGroups } from "./security_groups.ts";
 import { keyId, podKey, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";
@@ -40,6 +41,7 @@ export async function putPort(
   const body = authorizePut(principal, request);
   const guard = await clusterGuard(ctx, id);
   const ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
+  await requireGroups(ctx, owner, body.securityGroups, "securityGroups");
   if (body.ip === undefined && body.ipGroup === undefined && body.mac === undefined) {
     const batched = await batchedPut(ctx, { ref, owner, id, body, guard });
     if (batched) return counted(ctx, batched);

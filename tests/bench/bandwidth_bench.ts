@@ -7,8 +7,14 @@
  *   deno run -A tests/bench/bandwidth_bench.ts [--quick]     (as root; also part of bench:cni)
  */
 import { Cleanup } from "../../devstack/cleanup.ts";
-import { knitterJobs, knitterSubject, latency, type LatencyFigures } from "./cni_bench.ts";
-import type { DriverRun } from "./driver.ts";
+import {
+  knitterJobs,
+  knitterSubject,
+  latency,
+  type LatencyFigures,
+  type Subject,
+} from "./cni_bench.ts";
+import type { DriverJob, DriverRun } from "./driver.ts";
 import { drive, log } from "./support.ts";
 
 export interface BandwidthFigures {
@@ -34,34 +40,54 @@ export async function bandwidthFigures(
     del: (phase: string, i: number, added: DriverRun) =>
       limitedJob("DEL", phase, i, JSON.parse(added.stdout)),
   };
+  const runs = await pairedRounds(plain, limited, { per, rounds: opts.rounds, tag: "bw" });
+  return {
+    pods: per * opts.rounds,
+    without: { add: latency(runs.without.add), del: latency(runs.without.del) },
+    limited: { add: latency(runs.other.add), del: latency(runs.other.del) },
+  };
+}
+
+/** ADD and DEL jobs of one way to attach the same pods. */
+export interface PodJobs {
+  add(phase: string, i: number): DriverJob;
+  del(phase: string, i: number, added: DriverRun): DriverJob;
+}
+
+/**
+ * The same `per` pods added then deleted one by one, the plain way and the other way in turns, in
+ * `rounds` rounds after an uncounted warm-up (the plugin's first compile, OVS's first ports); the
+ * order alternates per round so that the machine's drift hits both alike. Milliseconds per exec.
+ */
+export async function pairedRounds(
+  plain: Subject,
+  other: PodJobs,
+  opts: { per: number; rounds: number; tag: string },
+): Promise<Record<"without" | "other", { add: number[]; del: number[] }>> {
   const runs = {
     without: { add: [] as number[], del: [] as number[] },
-    limited: { add: [] as number[], del: [] as number[] },
+    other: { add: [] as number[], del: [] as number[] },
   };
-  const idx = Array.from({ length: per }, (_, k) => k);
-  // Round 0 warms up (the plugin's first compile, OVS's first ports) and is not counted.
+  const idx = Array.from({ length: opts.per }, (_, k) => k);
   for (let r = 0; r <= opts.rounds; r++) {
-    const order = r % 2 === 0 ? ["without", "limited"] as const : ["limited", "without"] as const;
+    const order = r % 2 === 0 ? ["without", "other"] as const : ["other", "without"] as const;
     for (const which of order) {
-      const s = which === "without" ? plain : limited;
+      const s = which === "without" ? plain : other;
+      const phase = `${opts.tag}${which[0]}${r}`;
       const added = await drive(plain.netns, {
         mode: "sequential",
-        jobs: idx.map((i) => s.add(`bw${which[0]}${r}`, i)),
-      }, `bandwidth ${which} ADD`);
+        jobs: idx.map((i) => s.add(phase, i)),
+      }, `${opts.tag} ${which} ADD`);
       const deleted = await drive(plain.netns, {
         mode: "sequential",
-        jobs: idx.map((i) => s.del(`bw${which[0]}${r}`, i, added.runs[i])),
-      }, `bandwidth ${which} DEL`);
+        jobs: idx.map((i) => s.del(phase, i, added.runs[i])),
+      }, `${opts.tag} ${which} DEL`);
       if (r === 0) continue;
       runs[which].add.push(...added.runs.map((x) => x.ms));
       runs[which].del.push(...deleted.runs.map((x) => x.ms));
     }
   }
-  return {
-    pods: per * opts.rounds,
-    without: { add: latency(runs.without.add), del: latency(runs.without.del) },
-    limited: { add: latency(runs.limited.add), del: latency(runs.limited.del) },
-  };
+  return runs;
 }
 
 if (import.meta.main) {

@@ -12,6 +12,7 @@ import { addProfile, type Profile } from "./profile_bench.ts";
 import { type BandwidthFigures, bandwidthFigures, bandwidthMarkdown } from "./bandwidth_bench.ts";
 import { log, machine, ovsVersion } from "./support.ts";
 import { type RoutingFigures, routingFigures, routingMarkdown } from "./routing_bench.ts";
+import { policyAddFigures, policyCompileFigures, policyMarkdown } from "./security_groups_bench.ts";
 
 const quick = Deno.args.includes("--quick");
 const pods = quick ? 20 : 50;
@@ -33,6 +34,7 @@ let profile: Profile;
 let resync: Awaited<ReturnType<typeof resyncFigures>>;
 let bandwidth: BandwidthFigures;
 let routing: RoutingFigures;
+let policy: Awaited<ReturnType<typeof policyAddFigures>>;
 {
   await using cleanup = new Cleanup();
   cni = await cniFigures(cleanup, { pods, rounds, burst });
@@ -40,6 +42,12 @@ let routing: RoutingFigures;
   resync = await resyncFigures(cleanup, resyncPorts);
   bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
   routing = await routingFigures(cleanup, { pings: quick ? 50 : 200, rounds });
+  policy = await policyAddFigures(cleanup, {
+    pods,
+    rounds,
+    iperfRounds: quick ? 2 : 6,
+    seconds: quick ? 3 : 5,
+  });
   log("cleaning up");
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
@@ -189,5 +197,11 @@ console.log(`#### Bandwidth limits: what the extra step costs
 | what | figure | yardstick |
 |---|---|---|
 ${bandwidthMarkdown(bandwidth)}
+`);
+console.log(`#### Security groups: flows, compile, ADD and throughput with policy on and off
+
+| what | figure | yardstick |
+|---|---|---|
+${policyMarkdown(policyCompileFigures(), policy)}
 `);
 log(`done (worst resync ${ms(worstResync)})`);

@@ -22,7 +22,7 @@ type Netns = string;
 /**
  * Sends `bytes` random bytes over TCP from `from` to `addr`:`port` (a server in `to`), and reads
  * them back; with `rate`, at most that many bytes a second (a stream that lasts). ok means every
- * byte came back, in order.
+ * byte came back, in order. `port`: the server's, when the test's rules name one.
  */
 export function tcpExchange(
   cleanup: Cleanup,
@@ -30,10 +30,20 @@ export function tcpExchange(
   to: Netns,
   addr: string,
   bytes: number,
-  opts: { seconds?: number; rate?: number } = {},
+  opts: { seconds?: number; rate?: number; port?: number } = {},
 ): Promise<Exchange> {
   const rate = opts.rate ? [String(opts.rate)] : [];
-  return exchange(cleanup, "tcp", from, to, addr, String(bytes), opts.seconds ?? 15, rate);
+  return exchange(
+    cleanup,
+    "tcp",
+    from,
+    to,
+    addr,
+    String(bytes),
+    opts.seconds ?? 15,
+    rate,
+    opts.port,
+  );
 }
 
 /** One UDP datagram of each size from `from` to `addr`, each echoed back by a server in `to`. */
@@ -43,9 +53,19 @@ export function udpExchange(
   to: Netns,
   addr: string,
   sizes: number[],
-  opts: { seconds?: number } = {},
+  opts: { seconds?: number; port?: number } = {},
 ): Promise<Exchange> {
-  return exchange(cleanup, "udp", from, to, addr, sizes.join(","), opts.seconds ?? 10);
+  return exchange(
+    cleanup,
+    "udp",
+    from,
+    to,
+    addr,
+    sizes.join(","),
+    opts.seconds ?? 10,
+    [],
+    opts.port,
+  );
 }
 
 async function exchange(
@@ -57,8 +77,10 @@ async function exchange(
   what: string,
   seconds: number,
   extra: string[] = [],
+  /** The server's port; default: a random one in 20000-39999. */
+  fixedPort?: number,
 ): Promise<Exchange> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = fixedPort ?? 20000 + Math.floor(Math.random() * 20000);
   const server = await serve(cleanup, to, proto, port, seconds + 2);
   try {
     const r = await run(

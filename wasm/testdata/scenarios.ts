@@ -277,4 +277,46 @@ export const scenarios: Record<string, FlowInput> = {
       { network: 2, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], nodeIp: "192.168.0.12" },
     ],
   },
+
+  /**
+   * Security groups (acl_flows.ts): pod 1 (dual stack) may be reached on TCP 80 from 10.0.0.0/24
+   * and on UDP 5000-5010 from fd00::3, and opens anything to 10.0.0.3 and ICMPv6 anywhere; pod 2
+   * (IPv4) opens TCP 443 anywhere and takes nothing in; pod 3 has no groups and keeps its flows.
+   */
+  security_groups: {
+    tunnelPort: 100,
+    networks: [{ id: 1, type: "vxlan", segmentId: 5001 }],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2", "fd00::2"], cookie: 1 },
+      { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
+      { ofport: 3, network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], cookie: 3 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:00:00:05", ips: ["10.0.0.5"], nodeIp: "192.168.0.12" },
+    ],
+    acls: [
+      {
+        cookie: 1,
+        rules: [
+          {
+            direction: "ingress",
+            protocol: "tcp",
+            portMin: 80,
+            portMax: 80,
+            remote: ["10.0.0.0/24"],
+          },
+          {
+            direction: "ingress",
+            protocol: "udp",
+            portMin: 5000,
+            portMax: 5010,
+            remote: ["fd00::3"],
+          },
+          { direction: "egress", protocol: "any", remote: ["10.0.0.3"] },
+          { direction: "egress", protocol: "icmpv6" },
+        ],
+      },
+      { cookie: 2, rules: [{ direction: "egress", protocol: "tcp", portMin: 443, portMax: 443 }] },
+    ],
+  },
 };

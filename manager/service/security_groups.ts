@@ -1,0 +1,233 @@
+/**
+ * Security groups: a tenant's named sets of stateful rules. Ports name them (PUT .../ports with
+ * `securityGroups`), a network names defaults for its ports that name none. Every name a group,
+ * port or network uses is one of the same tenant's: another tenant's group is absent (404). A
+ * change reaches the agents through the feed (a `securityGroup` event); they resolve group peers
+ * into the addresses of the ports that name the group and recompile their flows.
+ */
+import type { SecurityGroup, SecurityPeer, SecurityRule } from "@knitter/common";
+import type { z } from "zod";
+import { formatCidr, parseCidr } from "@knitter/common/address";
+import { ApiError, invalid } from "../errors.ts";
+import { keys, type NetworkRecord, type SecurityGroupRecord } from "../model.ts";
+import {
+  MAX_GROUPS_PER_TENANT,
+  type SecurityGroupCreate,
+  type SecurityGroupUpdate,
+} from "../security_group_schema.ts";
+import { type Ctx, listValues, now, retry } from "./context.ts";
+import { getTenantEntry } from "./tenants.ts";
+import { listPorts } from "./ports.ts";
+
+type RuleBody = z.infer<typeof SecurityGroupCreate>["rules"][number];
+
+const ADMIN = { scope: "admin" } as const;
+
+function absent(tenant: string, name: string, field?: string): ApiError {
+  return new ApiError(
+    "not_found",
+    `Security group "${name}" does not exist in tenant "${tenant}"`,
+    field,
+  );
+}
+
+/**
+ * The rules as stored: checked beyond their shape (ports only with TCP and UDP and in order, CIDRs
+ * well formed and of the protocol's family, peers that exist), network peers with their CIDR.
+ * `self` may be named as a peer: the group being written.
+ */
+async function checkedRules(
+  ctx: Ctx,
+  tenant: string,
+  self: string,
+  rules: RuleBody[],
+): Promise<SecurityRule[]> {
+  const out: SecurityRule[] = [];
+  for (const [i, r] of rules.entries()) {
+    const at = `rules[${i}]`;
+    const rule: SecurityRule = { direction: r.direction, protocol: r.protocol };
+    if (r.ports !== undefined) rule.ports = checkedPorts(`${at}.ports`, r.protocol, r.ports);
+    if (r.peer !== undefined) rule.peer = await checkedPeer(ctx, tenant, self, `${at}.peer`, r);
+    out.push(rule);
+  }
+  return out;
+}
+
+function checkedPorts(field: string, protocol: string, ports: string): string {
+  if (protocol !== "tcp" && protocol !== "udp") {
+    throw invalid(field, `ports apply to tcp and udp only, not to ${protocol}; leave them out`);
+  }
+  const [a, b = a] = ports.split("-").map(Number);
+  if (a < 1 || b > 65535 || a > b) {
+    throw invalid(field, `"${ports}" must be a port or a range start-end within 1-65535`);
+  }
+  return a === b ? String(a) : `${a}-${b}`;
+}
+
+async function checkedPeer(
+  ctx: Ctx,
+  tenant: string,
+  self: string,
+  field: string,
+  r: RuleBody,
+): Promise<SecurityPeer> {
+  const peer = r.peer!;
+  if ("cidr" in peer) {
+    const cidr = parseCidr(peer.cidr);
+    if ("error" in cidr) throw invalid(`${field}.cidr`, `"${peer.cidr}": ${cidr.error}`);
+    const clash = (r.protocol === "icmp" && cidr.family === 6) ||
+      (r.protocol === "icmpv6" && cidr.family === 4);
+    if (clash) {
+      throw invalid(`${field}.cidr`, `${r.protocol} does not reach IPv${cidr.family} ${peer.cidr}`);
+    }
+    return { cidr: formatCidr(cidr) };
+  }
+  if ("group" in peer) {
+    if (peer.group !== self) {
+      const g = await ctx.store.get(keys.securityGroup(tenant, peer.group));
+      if (!g.value) throw absent(tenant, peer.group, `${field}.group`);
+    }
+    return { group: peer.group };
+  }
+  const net = (await ctx.store.get<NetworkRecord>(keys.network(tenant, peer.network))).value;
+  if (!net) {
+    throw new ApiError(
+      "not_found",
+      `Network "${peer.network}" does not exist in tenant "${tenant}"`,
+      `${field}.network`,
+    );
+  }
+  return { network: net.name, cidr: net.cidr };
+}
+
+/** Throws 404 naming `field` unless every group of `names` is one of the tenant's. */
+export async function requireGroups(
+  ctx: Ctx,
+  tenant: string,
+  names: string[] | undefined | null,
+  field: string,
+): Promise<void> {
+  for (const [i, name] of (names ?? []).entries()) {
+    const g = await ctx.store.get(keys.securityGroup(tenant, name));
+    if (!g.value) throw absent(tenant, name, `${field}[${i}]`);
+  }
+}
+
+export async function createSecurityGroup(
+  ctx: Ctx,
+  tenant: string,
+  body: z.infer<typeof SecurityGroupCreate>,
+): Promise<SecurityGroup> {
+  await getTenantEntry(ctx, tenant);
+  const rules = await checkedRules(ctx, tenant, body.name, body.rules);
+  const group = await retry(ctx, async (tx) => {
+    const t = await getTenantEntry(ctx, tenant);
+    const e = await ctx.store.get(keys.securityGroup(tenant, body.name));
+    if (e.value) {
+      throw new ApiError(
+        "already_exists",
+        `Security group "${body.name}" already exists in tenant "${tenant}"`,
+        "name",
+      );
+    }
+    const count = (await listValues(ctx.store, keys.securityGroups(tenant))).length;
+    if (count >= MAX_GROUPS_PER_TENANT) {
+      throw new ApiError(
+        "quota_exceeded",
+        `Tenant "${tenant}" has ${count} security groups, the most a tenant may have; delete one first`,
+        "name",
+      );
+    }
+    const at = now();
+    const group: SecurityGroupRecord = {
+      name: body.name,
+      tenant,
+      rules,
+      createdAt: at,
+      updatedAt: at,
+    };
+    if (body.description !== undefined) group.description = body.description;
+    // The tenant's version too: a tenant deleted meanwhile takes no group.
+    tx.check(t).check(e).set(e.key, group);
+    return group;
+  });
+  ctx.feed.publish({ type: "securityGroup", op: "put", securityGroup: group });
+  return group;
+}
+
+export async function getSecurityGroup(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+): Promise<SecurityGroup> {
+  const g = (await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name))).value;
+  if (!g) {
+    await getTenantEntry(ctx, tenant);
+    throw absent(tenant, name);
+  }
+  return g;
+}
+
+/** One tenant's groups; without a tenant, every tenant's (for the agents). */
+export async function listSecurityGroups(ctx: Ctx, tenant?: string): Promise<SecurityGroup[]> {
+  if (tenant !== undefined) await getTenantEntry(ctx, tenant);
+  return await listValues<SecurityGroupRecord>(ctx.store, keys.securityGroups(tenant));
+}
+
+/** Replaces a group's rules; ports that name it follow at once (through the feed). */
+export async function updateSecurityGroup(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  body: z.infer<typeof SecurityGroupUpdate>,
+): Promise<SecurityGroup> {
+  await getSecurityGroup(ctx, tenant, name);
+  const rules = await checkedRules(ctx, tenant, name, body.rules);
+  const group = await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
+    if (!e.value) throw absent(tenant, name);
+    const group: SecurityGroupRecord = { ...e.value, rules, updatedAt: now() };
+    if (body.description !== undefined) group.description = body.description;
+    tx.check(e).set(e.key, group);
+    return group;
+  });
+  ctx.feed.publish({ type: "securityGroup", op: "put", securityGroup: group });
+  return group;
+}
+
+/** Who names the group: ports, networks (as their default) and rules of other groups. */
+async function usersOf(ctx: Ctx, tenant: string, name: string): Promise<string[]> {
+  const users: string[] = [];
+  for (const p of await listPorts(ctx, ADMIN, { tenant })) {
+    if (p.securityGroups?.includes(name)) users.push(`port "${p.id}" of network "${p.network}"`);
+  }
+  for (const n of await listValues<NetworkRecord>(ctx.store, keys.networks(tenant))) {
+    if (n.securityGroups?.includes(name)) users.push(`network "${n.name}"`);
+  }
+  for (const g of await listValues<SecurityGroupRecord>(ctx.store, keys.securityGroups(tenant))) {
+    const names = g.name !== name && g.rules.some((r) =>
+      r.peer && "group" in r.peer &&
+      r.peer.group === name
+    );
+    if (names) users.push(`security group "${g.name}"`);
+  }
+  return users;
+}
+
+export async function deleteSecurityGroup(ctx: Ctx, tenant: string, name: string): Promise<void> {
+  const group = await getSecurityGroup(ctx, tenant, name);
+  const users = await usersOf(ctx, tenant, name);
+  if (users.length > 0) {
+    const shown = users.slice(0, 5).join(", ") + (users.length > 5 ? ", …" : "");
+    throw new ApiError(
+      "in_use",
+      `Cannot delete security group "${name}": ${shown} name it; take it out of them first`,
+    );
+  }
+  await retry(ctx, async (tx) => {
+    const e = await ctx.store.get(keys.securityGroup(tenant, name));
+    if (!e.value) throw absent(tenant, name);
+    tx.check(e).delete(e.key);
+  });
+  ctx.feed.publish({ type: "securityGroup", op: "delete", securityGroup: group });
+}
