@@ -16,5 +16,6 @@ export * from "./probes.ts";
 export * from "./backoff.ts";
 export * from "./feed_follower.ts";
 export * from "./bandwidth.ts";
+export * from "./router_routes.ts";
 export * from "./port_addresses.ts";
 export * from "./security_groups.ts";

@@ -1,11 +1,26 @@
 /**
- * The routes of a node's flow model from the tenants' routers (agent/PIPELINE.md, "Routing").
- * Routing happens on the sending node, so a node needs the routes that leave the networks it has
- * pods on, and the networks they lead to (with their ports, wherever those are).
+ * The routes of a node's flow model from the tenants' routers (agent/PIPELINE.md, "Routing"), for
+ * the agent's flows and knitctl's offline trace alike. Routing happens on the sending node, so a
+ * node needs the routes that leave the networks it has pods on, and the networks they lead to
+ * (with their ports, wherever those are). The shapes are the flow compiler's (`FlowNetwork`,
+ * `FlowRoute` of @knitter/wasm), which common does not import.
  */
-import type { RouterInfo } from "@knitter/common";
-import { cidrContains, parseCidr, parseIp } from "@knitter/common/address";
-import type { FlowNetwork, FlowRoute } from "@knitter/wasm";
+import type { RouterInfo } from "./api_types.ts";
+import { cidrContains, parseCidr, parseIp } from "./address.ts";
+
+/** What routing needs of a network of the model: its node-local number and gateway. */
+export interface RoutedNetwork {
+  id: number;
+  gateway?: string;
+}
+
+/** A route of the flow model (FlowRoute). */
+export interface ModelRoute {
+  from: number;
+  to: number;
+  dst: string;
+  via?: string;
+}
 
 /** The networks (manager IDs) a router connects to one of `local`: the model must have them too. */
 export function routedNetworks(routers: Iterable<RouterInfo>, local: Set<string>): Set<string> {
@@ -18,7 +33,7 @@ export function routedNetworks(routers: Iterable<RouterInfo>, local: Set<string>
 }
 
 /** Whether a network of the model can be routed: it has an IPv4 gateway here. */
-function routable(net: FlowNetwork | undefined): net is FlowNetwork {
+function routable(net: RoutedNetwork | undefined): net is RoutedNetwork {
   return net?.gateway !== undefined && !net.gateway.includes(":");
 }
 
@@ -29,10 +44,10 @@ function routable(net: FlowNetwork | undefined): net is FlowNetwork {
  */
 export function flowRoutes(
   routers: Iterable<RouterInfo>,
-  networks: Map<string, FlowNetwork>,
+  networks: Map<string, RoutedNetwork>,
   local: Set<string>,
-): FlowRoute[] {
-  const routes: FlowRoute[] = [];
+): ModelRoute[] {
+  const routes: ModelRoute[] = [];
   for (const r of routers) {
     const connected = r.networks.filter((n) => routable(networks.get(n.id)));
     const hops = r.routes.flatMap((s) => {

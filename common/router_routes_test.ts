@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import type { RouterInfo } from "@knitter/common";
-import type { FlowNetwork } from "@knitter/wasm";
-import { flowRoutes, routedNetworks } from "./routing.ts";
+import type { RouterInfo } from "./api_types.ts";
+import { flowRoutes, type RoutedNetwork, routedNetworks } from "./router_routes.ts";
 
 const router = (networks: [string, string][], routes: RouterInfo["routes"] = []): RouterInfo => ({
   name: "r",
@@ -16,11 +15,9 @@ const router = (networks: [string, string][], routes: RouterInfo["routes"] = [])
   createdAt: "2026-01-01T00:00:00Z",
 });
 
-const net = (id: number, gateway?: string): FlowNetwork => ({
+const net = (id: number, gateway?: string): RoutedNetwork => ({
   id,
-  type: "vxlan",
-  segmentId: 100 + id,
-  ...(gateway ? { gateway, gatewayMac: `0a:58:00:00:00:0${id}` } : {}),
+  ...(gateway ? { gateway } : {}),
 });
 
 Deno.test("routedNetworks: the other networks of a router that connects one of ours, only those", () => {

@@ -5,13 +5,14 @@
  * also for a pod that does not exist yet. Both give the same steps; the packet is followed to the
  * next node when it leaves through the tunnel or the physnet towards a known port.
  */
-import type { NodeInfo, Port } from "@knitter/common";
-import { parseIp, parseMac } from "@knitter/common/address";
+import type { NodeInfo, Port, RouterInfo } from "@knitter/common";
+import { cidrContains, networkOf, parseIp, parseIpPrefix, parseMac } from "@knitter/common/address";
 import {
   evalPacket,
   evaluate,
   explainHop,
   flowTables,
+  gatewayMac,
   portLabel,
   type TraceHop,
   type TraceIngress,
@@ -100,8 +101,11 @@ export async function trace(c: AttachContext): Promise<void> {
     ? { src: whatIfPort(c, whatIf, network), hypothetical: true }
     : source(c, ports);
   const all = hypothetical ? [...ports, src] : ports;
+  // On its own network first, then the tenant's (a router may connect it), then anyone's.
   const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
+    all.find((p) => p.ip === to && p.node && p.networkTenant === src.networkTenant) ??
     all.find((p) => p.ip === to && p.node);
+  const routers = await tenantRouters(c, src.networkTenant);
   const target: TraceTarget = {
     ip: to,
     ...(owner
@@ -115,10 +119,18 @@ export async function trace(c: AttachContext): Promise<void> {
       : {}),
   };
   // Nobody has the address: the pod's ARP request for it is what goes out.
+  // Off its subnet, a pod whose network is on a router sends to its gateway (its default route),
+  // which routes it; otherwise the trace sends to the owner's MAC, to show where it is stopped.
+  const viaGateway = offSubnet(src, to) &&
+    routers.some((r) => r.networks.some((n) => n.id === src.networkId));
   const packet: TracePacket = {
-    proto: owner ? proto as TracePacket["proto"] : "arp",
+    proto: owner || viaGateway ? proto as TracePacket["proto"] : "arp",
     dlSrc: parseMac(str(f, "src-mac") ?? src.mac) ?? src.mac,
-    dlDst: owner ? owner.mac.toLowerCase() : "ff:ff:ff:ff:ff:ff",
+    dlDst: viaGateway
+      ? gatewayMac(src.networkId)
+      : owner
+      ? owner.mac.toLowerCase()
+      : "ff:ff:ff:ff:ff:ff",
     ipSrc: str(f, "src-ip") ?? src.ip,
     ipDst: to,
     ...(owner && dport !== undefined ? { dstPort: V.integer("dport", dport, 0, 65535) } : {}),
@@ -128,21 +140,28 @@ export async function trace(c: AttachContext): Promise<void> {
   const offlineNodes = new Map<string, OfflineNode>();
   let node = src.node!;
   let from: From = { kind: "port", portId: src.id };
+  // The packet as it leaves each node: a route rewrites its MACs on the way.
+  let wire = packet;
   while (hops.length < MAX_HOPS) {
     let hop: TraceHop;
     if (offline) {
       const model = offlineNodes.get(node) ??
-        offlineNodes.set(node, offlineNode(node, all, nodes)).get(node)!;
+        offlineNodes.set(node, offlineNode(node, all, nodes, routers)).get(node)!;
       const ingress: TraceIngress = from.kind === "port"
         ? { kind: "port", ofport: model.ofports.get(portKey(src))! }
         : from;
-      const matched = evaluate(flowTables(model.lines), evalPacket(model.view, ingress, packet))
+      const matched = evaluate(flowTables(model.lines), evalPacket(model.view, ingress, wire))
         .matched;
-      hop = explainHop(model.view, ingress, packet, matched, { mode: "offline", target });
+      hop = explainHop(model.view, ingress, wire, matched, { mode: "offline", target });
     } else {
-      hop = await traceOnAgent(socketOf(c, node, hops.length === 0), { from, packet, target });
+      hop = await traceOnAgent(socketOf(c, node, hops.length === 0), {
+        from,
+        packet: wire,
+        target,
+      });
     }
     hops.push(hop);
+    wire = rewritten(wire, hop);
     const next = nextHop(hop, nodes, target, node);
     if (!next || hops.some((h) => h.node === next.node)) break;
     if (!offline && !reachable(c, next.node)) {
@@ -170,6 +189,41 @@ export async function trace(c: AttachContext): Promise<void> {
     hops,
   });
   c.io.out(c.settings.output === "json" ? json(report) : render(report));
+}
+
+/** Whether `to` lies off the source port's subnet, with a gateway to send it to. */
+function offSubnet(src: Port, to: string): boolean {
+  const own = parseIpPrefix(src.address, "required");
+  const ip = parseIp(to);
+  if ("error" in own || !ip || own.prefix === undefined || src.gateway === undefined) return false;
+  return !cidrContains(networkOf(own.ip, own.prefix), ip);
+}
+
+/** The packet with the MACs the hop's flows set (a route's rewrite), for the next node. */
+function rewritten(p: TracePacket, hop: TraceHop): TracePacket {
+  let out = p;
+  for (const step of hop.steps) {
+    for (const a of step.flow.slice(step.flow.indexOf("actions=") + 8).split(",")) {
+      const m = /^set_field:([0-9a-f:]{17})->eth_(src|dst)$/.exec(a);
+      if (m) out = { ...out, [m[2] === "src" ? "dlSrc" : "dlDst"]: m[1] };
+    }
+  }
+  return out;
+}
+
+/** The routers of the source's tenant, for the offline model (the agents know them live). */
+async function tenantRouters(c: AttachContext, tenant: string): Promise<RouterInfo[]> {
+  const client = await managerClient(c.settings);
+  try {
+    return (await client.request<{ items: RouterInfo[] }>(
+      "GET",
+      `/api/v1/tenants/${encodeURIComponent(tenant)}/routers`,
+    )).items;
+  } catch (err) {
+    throw explainManagerError(err, `knitctl -t ${tenant} get routers`);
+  } finally {
+    client.close();
+  }
 }
 
 /** The source port: an existing one (--from), or a pod that does not exist yet (offline). */

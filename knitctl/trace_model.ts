@@ -6,8 +6,8 @@
  * here: they are numbered in order (ports from 1, the tunnel 100, physnet ports from 200), so an
  * offline trace names the same flows and outcomes as a live one with other numbers.
  */
-import type { NodeInfo, Port } from "@knitter/common";
-import { portIps } from "@knitter/common";
+import type { NodeInfo, Port, RouterInfo } from "@knitter/common";
+import { flowRoutes, portIps, routedNetworks } from "@knitter/common";
 import {
   compileFlows,
   flowGateways,
@@ -34,19 +34,36 @@ export function portKey(p: Pick<Port, "networkId" | "id">): string {
   return `${p.networkId}/${p.id}`;
 }
 
-/** The flows and names of `node` from the manager's ports and nodes. */
-export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): OfflineNode {
+/**
+ * The flows and names of `node` from the manager's ports, nodes and routers: as the agent models
+ * it, the networks a router connects to one with pods here are the node's too (their ports are
+ * remote), and the routes leave the local ones.
+ */
+export function offlineNode(
+  node: string,
+  ports: Port[],
+  nodes: NodeInfo[],
+  routers: RouterInfo[] = [],
+): OfflineNode {
   const local = ports.filter((p) => p.node === node).sort((a, b) =>
     portKey(a) < portKey(b) ? -1 : 1
   );
-  const netIds = [...new Set(local.map((p) => p.networkId))].sort();
-  const physnets = [...new Set(local.flatMap((p) => p.physnet ?? []))].sort();
+  const localIds = new Set(local.map((p) => p.networkId));
+  const routed = routedNetworks(routers, localIds);
+  const netIds = [
+    ...[...localIds].sort(),
+    ...[...routed].filter((id) => ports.some((p) => p.networkId === id)).sort(),
+  ];
+  const physnets = [
+    ...new Set(netIds.flatMap((id) => ports.find((p) => p.networkId === id)?.physnet ?? [])),
+  ].sort();
   const networkNo = new Map(netIds.map((id, i) => [id, i + 1]));
   const view: TraceView = {
     node,
     tunnelPort: TUNNEL_OFPORT,
     networks: netIds.map((id) => {
-      const p = local.find((x) => x.networkId === id)!;
+      const p = ports.find((x) => x.networkId === id && x.node === node) ??
+        ports.find((x) => x.networkId === id)!;
       return {
         id: networkNo.get(id)!,
         label: `${p.networkTenant}/${p.network}`,
@@ -105,6 +122,11 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
       ips: r.ips,
       nodeIp: r.nodeIp,
     })),
+    routes: flowRoutes(
+      routers,
+      new Map(view.networks.map((n) => [netIds[n.id - 1], n])),
+      localIds,
+    ),
   };
   return {
     view,

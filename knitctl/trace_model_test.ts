@@ -80,3 +80,38 @@ Deno.test("offline model: the node's ports are local, same-network ports elsewhe
   );
   assert.ok(!m.lines.some((l) => l.includes("02:00:00:00:00:04")), "red is not on n1");
 });
+
+Deno.test("offline model: a router brings its other networks in, and the routes leave the local ones", () => {
+  const net = (id: string, name: string, third: number, segmentId: number) => ({
+    network: name,
+    networkId: id,
+    gateway: `10.${third}.0.1`,
+    segmentId,
+  });
+  const ports = [
+    port({ id: "a", ...net("nr", "red", 1, 5001), ip: "10.1.0.2", mac: "02:00:00:00:01:02" }),
+    port({ id: "b", ...net("nb", "blue", 2, 5002), ip: "10.2.0.2", mac: "02:00:00:00:02:02" }),
+    port({ id: "g", ...net("ng", "green", 3, 5003), ip: "10.3.0.2", mac: "02:00:00:00:03:02" }),
+  ].map((p, i) => ({ ...p, address: `${p.ip}/24`, node: i === 0 ? "n1" : "n2" }));
+  const router = {
+    name: "r",
+    tenant: "acme",
+    networks: [
+      { name: "red", id: "nr", cidr: "10.1.0.0/24", gateway: "10.1.0.1" },
+      { name: "blue", id: "nb", cidr: "10.2.0.0/24", gateway: "10.2.0.1" },
+    ],
+    routes: [],
+    createdAt: "2026-01-01T00:00:00Z",
+  };
+  const m = offlineNode("n1", ports, nodes, [router]);
+  // blue (on the router) is modelled here, green (on none) is not.
+  assert.deepEqual(m.view.networks.map((n) => n.label), ["acme/red", "acme/blue"]);
+  assert.ok(m.lines.some((l) => /table=25,.*nw_dst=10\.2\.0\.0\/24,actions=.*dec_ttl/.test(l)));
+  assert.ok(
+    m.lines.some((l) =>
+      /table=26,.*nw_dst=10\.2\.0\.2,actions=set_field:02:00:00:00:02:02->eth_dst/.test(l)
+    ),
+  );
+  // Without the router, blue is not this node's business.
+  assert.deepEqual(offlineNode("n1", ports, nodes).view.networks.map((n) => n.label), ["acme/red"]);
+});

@@ -13,6 +13,9 @@ import { startCapture } from "./support/capture.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
+import { expectExit } from "../knitctl/test_support.ts";
+import type { TraceReport } from "../knitctl/trace.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
 
 Deno.test("e2e routing: a tenant's router connects its planes across nodes (TCP, UDP, ping, TTL); other networks and tenants stay apart; static routes through a CNF pod", async (t) => {
@@ -54,6 +57,30 @@ Deno.test("e2e routing: a tenant's router connects its planes across nodes (TCP,
         assert.ok(tcp.ok, `TCP ${red.name} -> ${to.name}: ${JSON.stringify(tcp)}`);
         const udp = await udpExchange(cleanup, to.ns, red.ns, red.ip, [64, 1200, 1400]);
         assert.ok(udp.ok, `UDP ${to.name} -> ${red.name}: ${JSON.stringify(udp)}`);
+      }
+    },
+  );
+
+  await t.step(
+    "knitctl trace, live and offline, follows the routed packet to the other node",
+    async () => {
+      const ctl = await knitctlOn(stack);
+      for (const mode of [[], ["--offline"]]) {
+        const args = ["trace", ...mode, "--src", red.ip, "-t", "acme", "--dst", blueFar.ip];
+        const r = expectExit(await ctl([...args, "-o", "json"]), 0, args.join(" "))
+          .json() as TraceReport;
+        const seen = JSON.stringify(
+          r.hops.map((h) => [h.node, h.steps.map((s) => s.kind), h.outcomes]),
+        );
+        assert.deepEqual(r.hops.map((h) => h.node), ["n1", "n2"], `${mode}: ${seen}`);
+        const kinds = r.hops[0].steps.map((s) => s.kind);
+        assert.deepEqual(
+          kinds.slice(2),
+          ["routeIn", "routeTo", "nextHop", "forwardRemote"],
+          `${kinds}`,
+        );
+        assert.ok(r.delivered, `${mode}: ${r.result}`);
+        assert.equal(r.result, "delivered on n2 to acme/blue-2/eth0");
       }
     },
   );

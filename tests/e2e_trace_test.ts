@@ -10,7 +10,8 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { parseDumpFlows } from "@knitter/wasm";
-import { expectExit, knitctl } from "../knitctl/test_support.ts";
+import { expectExit } from "../knitctl/test_support.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
 import type { TraceReport } from "../knitctl/trace.ts";
 import type { VerifyReport } from "../knitctl/verify.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
@@ -35,14 +36,7 @@ Deno.test("e2e trace and verify: allowed and dropped packets on vxlan, vlan and 
     agent: { flowCheck: { intervalSeconds: 0 } },
   });
   const [n1, n2] = stack.nodes;
-  await Deno.writeTextFile(
-    `${stack.dir}/stack.json`,
-    JSON.stringify({
-      manager: { url: stack.managerUrl, adminToken: stack.adminToken },
-      nodes: stack.nodes.map((n) => ({ name: n.name, agentSocket: n.agentSocket })),
-    }),
-  );
-  const ctl = (args: string[]) => knitctl(["--stack", stack.dir, ...args]);
+  const ctl = await knitctlOn(stack);
 
   await create(stack, "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 199 }] });
   for (const name of ["acme", "globex"]) await create(stack, "tenants", { name });

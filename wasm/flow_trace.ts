@@ -130,7 +130,9 @@ export function ofprotoFlow(p: EvalPacket): string {
     : p.dstPort !== undefined
     ? [`${p.proto}_dst=${p.dstPort}`]
     : [];
-  return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, ...l4].join(",");
+  // A pod's TTL (Linux sends 64): without one the packet would arrive with TTL 0, and a route's
+  // dec_ttl would drop it.
+  return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, "nw_ttl=64", ...l4].join(",");
 }
 
 const TABLE_LINE = /^\s*(\d+)\. (.*)$/;

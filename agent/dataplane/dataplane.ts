@@ -17,14 +17,13 @@ import {
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
-import { Mutex, portIps } from "@knitter/common";
+import { flowRoutes, Mutex, portIps, routedNetworks } from "@knitter/common";
 import type { Ovs } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "../state.ts";
 import type { DataplaneObserver } from "../metrics.ts";
 import type { ReportedConflict } from "./conflict_report.ts";
 import { type FlowJournal, resumable } from "./flow_journal.ts";
-import { flowRoutes, routedNetworks } from "./routing.ts";
 import { aclsOf } from "./acl_model.ts";
 
 export interface DataplaneConfig {
