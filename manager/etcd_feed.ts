@@ -14,7 +14,7 @@ import { portView } from "./service/port_records.ts";
 import { routerView } from "./service/routers.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
-import { concat, encodeKey, prefixRange } from "./store/key_codec.ts";
+import { concat, prefixRange } from "./store/key_codec.ts";
 import { decodeValue } from "./store/value_codec.ts";
 import { type Entry, type Key, StoreUnavailableError } from "./store/store.ts";
 
