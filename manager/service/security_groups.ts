@@ -147,8 +147,9 @@ export async function createSecurityGroup(
       updatedAt: at,
     };
     if (body.description !== undefined) group.description = body.description;
-    // The tenant's version too: a tenant deleted meanwhile takes no group.
-    tx.check(t).check(e).set(e.key, group);
+    // The tenant written again (a new version): a tenant deleted meanwhile takes no group, and a
+    // delete that listed no group before this one commits fails its check.
+    tx.check(t).set(t.key, t.value!).check(e).set(e.key, group);
     return group;
   });
   ctx.feed.publish({ type: "securityGroup", op: "put", securityGroup: group });
