@@ -14,7 +14,7 @@ import { type Ctx, listValues, now, retry } from "./context.ts";
 import { networkSpec } from "./network_spec.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
-import { requireGroups } from "./security_groups.ts";
+import { requireGroups } from "./security_group_refs.ts";
 import { portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";

@@ -20,7 +20,7 @@ import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
-import { requireGroups } from "./security_groups.ts";
+import { requireGroups } from "./security_group_refs.ts";
 import { keyId, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";
