@@ -6,7 +6,8 @@
  * here: they are numbered in order (ports from 1, the tunnel 100, physnet ports from 200), so an
  * offline trace names the same flows and outcomes as a live one with other numbers.
  */
-import type { NodeInfo, Port } from "@knitter/common";
+import type { NodeInfo, Port, SecurityGroup } from "@knitter/common";
+import { aclsOf } from "../agent/dataplane/acl_model.ts";
 import {
   compileFlows,
   type FlowInput,
@@ -33,8 +34,16 @@ export function portKey(p: Pick<Port, "networkId" | "id">): string {
   return `${p.networkId}/${p.id}`;
 }
 
-/** The flows and names of `node` from the manager's ports and nodes. */
-export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): OfflineNode {
+/**
+ * The flows and names of `node` from the manager's ports and nodes, and the security groups its
+ * ports are in (as the agent resolves them: agent/dataplane/acl_model.ts).
+ */
+export function offlineNode(
+  node: string,
+  ports: Port[],
+  nodes: NodeInfo[],
+  groups: SecurityGroup[] = [],
+): OfflineNode {
   const local = ports.filter((p) => p.node === node).sort((a, b) =>
     portKey(a) < portKey(b) ? -1 : 1
   );
@@ -104,6 +113,13 @@ export function offlineNode(node: string, ports: Port[], nodes: NodeInfo[]): Off
       nodeIp: r.nodeIp,
     })),
   };
+  const byName = new Map(groups.map((g) => [`${g.tenant}/${g.name}`, g]));
+  const acls = aclsOf(local.map((port, i) => ({ port, cookie: i + 1 })), {
+    securityGroup: (tenant, name) => byName.get(`${tenant}/${name}`),
+    ports: () => ports,
+    port: () => undefined,
+  });
+  if (acls.length > 0) model.acls = acls;
   return {
     view,
     lines: compileFlows(isolateConflicts(model).input),

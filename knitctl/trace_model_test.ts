@@ -80,3 +80,49 @@ Deno.test("offline model: the node's ports are local, same-network ports elsewhe
   );
   assert.ok(!m.lines.some((l) => l.includes("02:00:00:00:00:04")), "red is not on n1");
 });
+
+Deno.test("offline model: a port's security groups become its flows, group peers their members' addresses", () => {
+  const ports = [
+    port({
+      id: "web",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.2",
+      mac: "02:00:00:00:00:02",
+      node: "n1",
+      securityGroups: ["web"],
+    }),
+    port({
+      id: "client",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.3",
+      mac: "02:00:00:00:00:03",
+      node: "n2",
+      securityGroups: ["client"],
+    }),
+  ];
+  const groups = [
+    {
+      name: "web",
+      tenant: "acme",
+      rules: [{
+        direction: "ingress" as const,
+        protocol: "tcp" as const,
+        ports: "80",
+        peer: { group: "client" },
+      }],
+      createdAt: "",
+      updatedAt: "",
+    },
+  ];
+  const n1 = offlineNode("n1", ports, nodes, groups);
+  assert.ok(
+    n1.lines.some((l) => l.includes("table=51") && l.includes("nw_src=10.0.0.3,tp_dst=80")),
+    "web's ingress rule names the client's address",
+  );
+  // A group nobody knows allows nothing: web keeps its hooks, and no rule lets the client in.
+  const unknown = offlineNode("n1", ports, nodes).lines;
+  assert.ok(unknown.some((l) => l.includes("table=30,priority=103")));
+  assert.ok(!unknown.some((l) => l.includes("nw_src=10.0.0.3")));
+});
