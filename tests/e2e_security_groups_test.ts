@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
+import { run } from "@knitter/common";
 import {
   createNetwork,
   createTenant,
@@ -183,6 +184,47 @@ Deno.test("e2e security groups: rules by group, CIDR and network, both direction
     }, 15_000);
     assert.ok((await tcp(plain, web, WEB)).ok, "plain -> web TCP again");
   });
+});
+
+Deno.test("e2e security groups on IPv6: neighbour discovery passes, TCP by group, replies, ICMPv6 without a rule refused", async () => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({ cleanup, nodes: ["n1"] });
+  const [n1] = stack.nodes;
+  await createTenant(stack, "acme");
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "app",
+    cidr: "fd00:60::/64",
+    gateway: "fd00:60::1",
+    allocationPools: [{ start: "fd00:60::10", end: "fd00:60::ff" }],
+  }, 201);
+  await api(stack, "POST", "tenants/acme/security-groups", { name: "six", rules: [] }, 201);
+  await api(stack, "PUT", "tenants/acme/security-groups/six", {
+    rules: [
+      { direction: "ingress", protocol: "tcp", ports: String(WEB), peer: { group: "six" } },
+      { direction: "egress", protocol: "any" },
+    ],
+  }, 200);
+  const book = podBook();
+  const pods: Pod[] = [];
+  for (const name of ["a", "b", "c"]) {
+    const p = await makePod(n1, name, "acme", knitterList(["app"]));
+    await book.add(p);
+    pods.push(p);
+  }
+  const [a, b, c] = pods;
+  const ns = (p: Pod) => ipNetnsName(p.netns);
+  const tcp = (from: Pod, to: Pod, opts = {}) =>
+    tcpExchange(cleanup, ns(from), ns(to), book.ips[to.name], 64_000, { port: WEB, ...opts });
+  await setGroups(stack, a, ["six"]);
+  await setGroups(stack, b, ["six"]);
+  await untilFlow(n1, "table=51", `ipv6_src=${book.ips.a},tp_dst=${WEB}`);
+  // Fresh neighbour tables: every exchange below resolves its peer through the ACL tables first.
+  for (const p of pods) await run(["ip", "-n", ns(p), "neigh", "flush", "dev", "eth0"]);
+  assert.ok((await tcp(a, b)).ok, "a -> b TCP (group six), after neighbour discovery");
+  assert.equal((await tcp(c, b, REFUSED)).ok, false, "c -> b TCP: c is in no group");
+  assert.ok((await tcp(b, c)).ok, "b -> c TCP: egress any, the replies pass");
+  assert.equal(await pings(c, book.ips.b), false, "c pings b: no ICMPv6 rule");
+  assert.ok(await pings(b, book.ips.c), "b pings c (c has no groups)");
 });
 
 async function api(
