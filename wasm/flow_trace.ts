@@ -155,7 +155,13 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
       continue;
     }
     if (!inBridge) continue;
-    if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) break;
+    // The end of a pass; with `--ct-next`, the pass after a ct recirculation follows in a
+    // section of its own, under its own bridge("…") head.
+    if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) {
+      close();
+      inBridge = false;
+      continue;
+    }
     const t = TABLE_LINE.exec(raw);
     if (t && !/^No match/.test(t[2])) {
       close();
@@ -166,6 +172,9 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     if (!current || a === "" || a.startsWith("->") || a.startsWith(">>") || /^-+$/.test(a)) {
       continue;
     }
+    // ofproto/trace prints "drop" after a ct action (the pass ends or the packet is untracked
+    // there); the flow has no such action.
+    if (a === "drop" && current.actions.at(-1)?.startsWith("ct(")) continue;
     if (/^[a-zA-Z_]+[:(]?/.test(a) && !a.includes(" ")) current.actions.push(a);
   }
   close();
