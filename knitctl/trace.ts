@@ -5,7 +5,14 @@
  * also for a pod that does not exist yet. Both give the same steps; the packet is followed to the
  * next node when it leaves through the tunnel or the physnet towards a known port.
  */
-import type { NodeInfo, Port, RouterInfo } from "@knitter/common";
+import {
+  type ManagerClient,
+  ManagerError,
+  type NodeInfo,
+  type Port,
+  type RouterInfo,
+  type SecurityGroup,
+} from "@knitter/common";
 import { cidrContains, networkOf, parseIp, parseIpPrefix, parseMac } from "@knitter/common/address";
 import {
   evalPacket,
@@ -79,10 +86,12 @@ export async function trace(c: AttachContext): Promise<void> {
   let ports: Port[];
   let nodes: NodeInfo[];
   let network: WhatIfNetwork | undefined;
+  let groups: SecurityGroup[];
   try {
-    [ports, nodes, network] = await Promise.all([
+    [ports, nodes, groups, network] = await Promise.all([
       client.listPorts(),
       client.listNodes(),
+      offline ? securityGroups(client, c.settings.tenant) : [],
       whatIf
         ? client.request<WhatIfNetwork>(
           "GET",
@@ -146,7 +155,7 @@ export async function trace(c: AttachContext): Promise<void> {
     let hop: TraceHop;
     if (offline) {
       const model = offlineNodes.get(node) ??
-        offlineNodes.set(node, offlineNode(node, all, nodes, routers)).get(node)!;
+        offlineNodes.set(node, offlineNode(node, all, nodes, routers, groups)).get(node)!;
       const ingress: TraceIngress = from.kind === "port"
         ? { kind: "port", ofport: model.ofports.get(portKey(src))! }
         : from;
@@ -434,4 +443,15 @@ function isIpv4(text: string): boolean {
 
 function isMac(text: string): boolean {
   return parseMac(text) !== null;
+}
+
+/** The groups the offline model needs: every tenant's (admin), else the tenant's own. */
+async function securityGroups(client: ManagerClient, tenant: string): Promise<SecurityGroup[]> {
+  try {
+    return await client.listSecurityGroups();
+  } catch (err) {
+    if (!(err instanceof ManagerError && err.status === 403)) throw err;
+    const path = `/api/v1/tenants/${encodeURIComponent(tenant)}/security-groups`;
+    return (await client.request<{ items: SecurityGroup[] }>("GET", path)).items;
+  }
 }

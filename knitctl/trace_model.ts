@@ -6,8 +6,9 @@
  * here: they are numbered in order (ports from 1, the tunnel 100, physnet ports from 200), so an
  * offline trace names the same flows and outcomes as a live one with other numbers.
  */
-import type { NodeInfo, Port, RouterInfo } from "@knitter/common";
+import type { NodeInfo, Port, RouterInfo, SecurityGroup } from "@knitter/common";
 import { flowRoutes, portIps, routedNetworks } from "@knitter/common";
+import { aclsOf } from "../agent/dataplane/acl_model.ts";
 import {
   compileFlows,
   flowGateways,
@@ -37,13 +38,15 @@ export function portKey(p: Pick<Port, "networkId" | "id">): string {
 /**
  * The flows and names of `node` from the manager's ports, nodes and routers: as the agent models
  * it, the networks a router connects to one with pods here are the node's too (their ports are
- * remote), and the routes leave the local ones.
+ * remote), and the routes leave the local ones. The security groups its ports are in become their
+ * flows as the agent resolves them (agent/dataplane/acl_model.ts).
  */
 export function offlineNode(
   node: string,
   ports: Port[],
   nodes: NodeInfo[],
   routers: RouterInfo[] = [],
+  groups: SecurityGroup[] = [],
 ): OfflineNode {
   const local = ports.filter((p) => p.node === node).sort((a, b) =>
     portKey(a) < portKey(b) ? -1 : 1
@@ -128,6 +131,13 @@ export function offlineNode(
       localIds,
     ),
   };
+  const byName = new Map(groups.map((g) => [`${g.tenant}/${g.name}`, g]));
+  const acls = aclsOf(local.map((port, i) => ({ port, cookie: i + 1 })), {
+    securityGroup: (tenant, name) => byName.get(`${tenant}/${name}`),
+    ports: () => ports,
+    port: () => undefined,
+  });
+  if (acls.length > 0) model.acls = acls;
   return {
     view,
     lines: compileFlows(isolateConflicts(model).input),

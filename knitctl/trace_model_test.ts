@@ -115,3 +115,49 @@ Deno.test("offline model: a router brings its other networks in, and the routes 
   // Without the router, blue is not this node's business.
   assert.deepEqual(offlineNode("n1", ports, nodes).view.networks.map((n) => n.label), ["acme/red"]);
 });
+
+Deno.test("offline model: a port's security groups become its flows, group peers their members' addresses", () => {
+  const ports = [
+    port({
+      id: "web",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.2",
+      mac: "02:00:00:00:00:02",
+      node: "n1",
+      securityGroups: ["web"],
+    }),
+    port({
+      id: "client",
+      network: "blue",
+      networkId: "nb",
+      ip: "10.0.0.3",
+      mac: "02:00:00:00:00:03",
+      node: "n2",
+      securityGroups: ["client"],
+    }),
+  ];
+  const groups = [
+    {
+      name: "web",
+      tenant: "acme",
+      rules: [{
+        direction: "ingress" as const,
+        protocol: "tcp" as const,
+        ports: "80",
+        peer: { group: "client" },
+      }],
+      createdAt: "",
+      updatedAt: "",
+    },
+  ];
+  const n1 = offlineNode("n1", ports, nodes, [], groups);
+  assert.ok(
+    n1.lines.some((l) => l.includes("table=51") && l.includes("nw_src=10.0.0.3,tp_dst=80")),
+    "web's ingress rule names the client's address",
+  );
+  // A group nobody knows allows nothing: web keeps its hooks, and no rule lets the client in.
+  const unknown = offlineNode("n1", ports, nodes).lines;
+  assert.ok(unknown.some((l) => l.includes("table=30,priority=103")));
+  assert.ok(!unknown.some((l) => l.includes("nw_src=10.0.0.3")));
+});

@@ -220,3 +220,18 @@ Deno.test("security groups: changes reach the feed (groups, and ports when their
   assert.deepEqual(page.events[0].securityGroup.rules, []);
   assert.deepEqual(page.events[1].port.networkSecurityGroups, ["web"]);
 });
+
+Deno.test("attack: a tenant deleted with its security groups cannot hand them to a tenant made again under its name", async () => {
+  using t = await world();
+  must(await t.call("DELETE", `${GLOBEX}/secret`, undefined, TOKEN.globex), 204);
+  must(await t.call("DELETE", "tenants/globex/networks/red"), 204);
+  must(await t.call("POST", GLOBEX, { name: "left", rules: [] }, TOKEN.globex), 201);
+  mustFail(await attempt(t)("DELETE", "tenants/globex"), 409, "in_use", {
+    message: /security groups "left"/,
+  });
+  must(await t.call("DELETE", `${GLOBEX}/left`, undefined, TOKEN.globex), 204);
+  must(await t.call("DELETE", "tenants/globex"), 204);
+  must(await t.call("POST", "tenants", { name: "globex" }), 201);
+  const list = must(await t.call("GET", GLOBEX, undefined, TOKEN.globex), 200);
+  assert.deepEqual(list.items, [], "the tenant made again starts without groups");
+});

@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
+import { run } from "@knitter/common";
 import {
   createNetwork,
   createTenant,
@@ -69,7 +70,6 @@ Deno.test("e2e security groups: rules by group, CIDR and network, both direction
   // A second web pod, on the other node, for new connections while web's port is busy.
   const web2 = await pod(n2, "web2");
   const ip = book.ips;
-  const ns = (p: Pod) => ipNetnsName(p.netns);
   const tcp = (from: Pod, to: Pod, port: number, opts = {}, bytes = 64_000) =>
     tcpExchange(cleanup, ns(from), ns(to), ip[to.name], bytes, { port, ...opts });
   const udp = (from: Pod, to: Pod, port: number, opts = {}) =>
@@ -185,6 +185,140 @@ Deno.test("e2e security groups: rules by group, CIDR and network, both direction
   });
 });
 
+Deno.test("e2e security groups on IPv6: neighbour discovery passes, TCP by group, replies, ICMPv6 without a rule refused", async () => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({ cleanup, nodes: ["n1"] });
+  const [n1] = stack.nodes;
+  await createTenant(stack, "acme");
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "app",
+    cidr: "fd00:60::/64",
+    gateway: "fd00:60::1",
+    allocationPools: [{ start: "fd00:60::10", end: "fd00:60::ff" }],
+  }, 201);
+  await api(stack, "POST", "tenants/acme/security-groups", { name: "six", rules: [] }, 201);
+  await api(stack, "PUT", "tenants/acme/security-groups/six", {
+    rules: [
+      { direction: "ingress", protocol: "tcp", ports: String(WEB), peer: { group: "six" } },
+      { direction: "egress", protocol: "any" },
+    ],
+  }, 200);
+  const book = podBook();
+  const pods: Pod[] = [];
+  for (const name of ["a", "b", "c"]) {
+    const p = await makePod(n1, name, "acme", knitterList(["app"]));
+    await book.add(p);
+    pods.push(p);
+  }
+  const [a, b, c] = pods;
+  const tcp = (from: Pod, to: Pod, opts = {}) =>
+    tcpExchange(cleanup, ns(from), ns(to), book.ips[to.name], 64_000, { port: WEB, ...opts });
+  await setGroups(stack, a, ["six"]);
+  await setGroups(stack, b, ["six"]);
+  await untilFlow(n1, "table=51", `ipv6_src=${book.ips.a},tp_dst=${WEB}`);
+  // Fresh neighbour tables: every exchange below resolves its peer through the ACL tables first.
+  for (const p of pods) await run(["ip", "-n", ns(p), "neigh", "flush", "dev", "eth0"]);
+  assert.ok((await tcp(a, b)).ok, "a -> b TCP (group six), after neighbour discovery");
+  assert.equal((await tcp(c, b, REFUSED)).ok, false, "c -> b TCP: c is in no group");
+  assert.ok((await tcp(b, c)).ok, "b -> c TCP: egress any, the replies pass");
+  assert.equal(await pings(c, book.ips.b), false, "c pings b: no ICMPv6 rule");
+  assert.ok(await pings(b, book.ips.c), "b pings c (c has no groups)");
+});
+
+Deno.test("e2e security groups: two tenants' overlapping subnets never share a connection (a conntrack zone per network)", async () => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({ cleanup, nodes: ["n1"] });
+  const [n1] = stack.nodes;
+  const book = podBook();
+  const pods: Record<string, Pod> = {};
+  // The same CIDR in both tenants: their pods get the same addresses. acme's server takes UDP from
+  // the subnet; globex's takes nothing in. UDP: a datagram of a known flow is +est in its zone, so
+  // a zone shared by the two networks would let globex's twin datagrams in.
+  for (
+    const [tenant, rules] of [["acme", [{
+      direction: "ingress",
+      protocol: "udp",
+      peer: { cidr: "10.70.0.0/24" },
+    }]], ["globex", []]] as const
+  ) {
+    await createTenant(stack, tenant);
+    await createNetwork(stack, tenant, "app", "10.70.0.0/24");
+    await api(stack, "POST", `tenants/${tenant}/security-groups`, { name: "srv", rules }, 201);
+    for (const role of ["client", "server"]) {
+      const name = `${tenant[0]}${role}`;
+      pods[name] = await makePod(n1, name, tenant, knitterList(["app"]));
+      await book.add(pods[name]);
+    }
+    await setGroups(stack, pods[`${tenant[0]}server`], ["srv"], tenant);
+  }
+  assert.equal(book.ips.aclient, book.ips.gclient, "the clients share an address");
+  assert.equal(book.ips.aserver, book.ips.gserver, "the servers share an address");
+  await untilFlow(n1, "table=51", `nw_src=10.70.0.0/24`);
+  await waitFor("both servers' hooks", async () => {
+    return (await flows(n1, "table=30")).filter((l) => l.includes("priority=103")).length === 2;
+  }, 15_000);
+
+  const echo = ["socat", "UDP-LISTEN:5353,reuseaddr,fork", "EXEC:cat"];
+  for (const server of ["aserver", "gserver"]) spawn(cleanup, ns(pods[server]), echo);
+  // acme's client keeps sending from port 40000, and gets its echoes.
+  const dial = `UDP:${book.ips.aserver}:5353,sourceport=40000,reuseaddr`;
+  const open = spawn(cleanup, ns(pods.aclient), ["socat", "STDIO", dial], true);
+  await waitFor("acme's connection echoes", async () => {
+    await open.write("hello\n");
+    return (await open.read()).includes("hello");
+  }, 15_000);
+  // globex's client sends the very same 5-tuple in its own network: its server takes nothing in,
+  // and acme's flow, established in acme's zone, is nothing to globex's.
+  const twin = await run(["socat", "-T", "3", "STDIO", dial], {
+    netns: ns(pods.gclient),
+    stdin: "hello\n",
+    check: false,
+    timeoutMs: 15_000,
+  });
+  assert.ok(!twin.stdout.includes("hello"), `globex's twin connection got through: ${twin.stderr}`);
+  const ct = await new Ovs(n1.sim.ovs).appctl(["dpctl/dump-conntrack"]);
+  const zones = new Set(
+    ct.split("\n").filter((l) => l.includes("sport=40000")).map((l) => /zone=(\d+)/.exec(l)?.[1]),
+  );
+  assert.ok(zones.size >= 1 && !zones.has(undefined), `tracked in network zones: ${ct}`);
+  await open.close();
+});
+
+function ns(p: Pod): string {
+  return ipNetnsName(p.netns);
+}
+
+/** A process in a netns, ended at cleanup; with `io`, its stdin and stdout kept for the test. */
+function spawn(cleanup: Cleanup, netns: string, argv: string[], io = false) {
+  const child = new Deno.Command("ip", {
+    args: ["netns", "exec", netns, ...argv],
+    stdin: io ? "piped" : "null",
+    stdout: io ? "piped" : "null",
+    stderr: "null",
+  }).spawn();
+  cleanup.pid(child.pid);
+  const writer = io ? child.stdin.getWriter() : undefined;
+  const reader = io ? child.stdout.pipeThrough(new TextDecoderStream()).getReader() : undefined;
+  let seen = "";
+  return {
+    write: (text: string) => writer!.write(new TextEncoder().encode(text)),
+    /** What it printed so far (waits for the next chunk). */
+    async read(): Promise<string> {
+      const { value } = await reader!.read();
+      seen += value ?? "";
+      return seen;
+    },
+    async close(): Promise<void> {
+      await writer?.close().catch(() => {});
+      try {
+        child.kill("SIGTERM");
+      } catch { /* ended */ }
+      await reader?.cancel().catch(() => {});
+      await child.status;
+    },
+  };
+}
+
 async function api(
   stack: Stack,
   method: string,
@@ -199,14 +333,19 @@ async function api(
 }
 
 /** Sets the groups of the pod's port through the manager (a second PUT of the port). */
-async function setGroups(stack: Stack, pod: Pod, groups: string[]): Promise<void> {
-  const ports = await api(stack, "GET", `ports?pod=acme/${pod.name}`, undefined, 200);
+async function setGroups(
+  stack: Stack,
+  pod: Pod,
+  groups: string[],
+  tenant = "acme",
+): Promise<void> {
+  const ports = await api(stack, "GET", `ports?pod=${tenant}/${pod.name}`, undefined, 200);
   assert.equal(ports.items.length, 1, `one port of ${pod.name}`);
   const port = ports.items[0];
   await api(
     stack,
     "PUT",
-    `tenants/acme/networks/app/ports/${port.id}`,
+    `tenants/${tenant}/networks/app/ports/${port.id}`,
     { securityGroups: groups },
     200,
   );

@@ -2,13 +2,14 @@
  * The security group flows of br-int: hooks in FORWARD that send the IP traffic of ports with
  * groups through connection tracking (a zone per network), and the EGRESS_ACL and INGRESS_ACL
  * tables that let through replies, known connections, neighbour discovery and what a rule allows.
- * A model without `acls` gets no line from here. Both engines append these lines (flows.ts,
- * flows_ts_acl.ts). See ../agent/PIPELINE.md, "Security groups".
+ * A model without `acls` gets no line from here. This is the TypeScript twin of assembly/acl.ts,
+ * which the WASM engine runs after its compile: the same checks in the same order, the same lines
+ * (acl_flows_test.ts compares them on random models). See ../agent/PIPELINE.md, "Security groups".
  *
  * @module
  */
 import type { FlowAcl, FlowAclRule } from "./acl_input.ts";
-import { checkAclShape } from "./acl_input.ts";
+import { ACL_ERR, aclError, checkAclShape } from "./acl_input.ts";
 import {
   ACL_KINDS,
   ACL_REG,
@@ -31,31 +32,32 @@ interface Remote {
   text: string;
 }
 
-/** A CIDR or address in the text dump-flows prints; throws unless it is one with no host bits. */
-function remoteOf(text: string, path: string): Remote {
+/**
+ * A CIDR or address in the text dump-flows prints; throws (`err` with an ACL_ERR code) unless it
+ * is one with no host bits.
+ */
+function remoteOf(text: string, err: (code: number) => Error): Remote {
   const slash = text.indexOf("/");
   const addr = slash < 0 ? text : text.slice(0, slash);
   const v6 = addr.includes(":");
   const bits = v6 ? 128 : 32;
   const prefixText = slash < 0 ? String(bits) : text.slice(slash + 1);
   const prefix = /^(0|[1-9][0-9]{0,2})$/.test(prefixText) ? Number(prefixText) : -1;
-  const bad = (why: string) => new Error(`${path}: ${JSON.stringify(text)} ${why}`);
-  if (prefix < 0 || prefix > bits) throw bad(`is not an address or CIDR`);
+  if (prefix < 0 || prefix > bits) throw err(ACL_ERR.BAD_REMOTE);
   let base: string;
   if (v6) {
     const w = new Uint16Array(8);
-    if (!parseIpv6(addr, w)) throw bad("is not an address or CIDR");
+    if (!parseIpv6(addr, w)) throw err(ACL_ERR.BAD_REMOTE);
     for (let i = 0; i < 8; i++) {
       const keep = Math.max(0, Math.min(16, prefix - 16 * i));
       const mask = keep === 0 ? 0 : (0xffff << (16 - keep)) & 0xffff;
-      if ((w[i] & ~mask & 0xffff) !== 0) throw bad("has host bits set");
+      if ((w[i] & ~mask & 0xffff) !== 0) throw err(ACL_ERR.HOST_BITS);
     }
     base = formatIpv6(w);
   } else {
     const v = parseIpv4(addr);
-    if (v < 0) throw bad("is not an address or CIDR");
-    const size = 2 ** (32 - prefix);
-    if (v % size !== 0) throw bad("has host bits set");
+    if (v < 0) throw err(ACL_ERR.BAD_REMOTE);
+    if (v % 2 ** (32 - prefix) !== 0) throw err(ACL_ERR.HOST_BITS);
     base = formatIpv4(v);
   }
   if (prefix === 0) return { v6, text: "" };
@@ -104,11 +106,15 @@ interface Guarded {
 /** Parsed remotes by text: the members of a group recur in the rules of every port in it. */
 type RemoteCache = Map<string, Remote>;
 
-function remotesOf(rule: FlowAclRule, path: string, cache: RemoteCache): (Remote | null)[] {
+function remotesOf(
+  rule: FlowAclRule,
+  err: (code: number, j: number) => Error,
+  cache: RemoteCache,
+): (Remote | null)[] {
   if (rule.remote === undefined) return [null];
-  return rule.remote.map((text, i) => {
+  return rule.remote.map((text, j) => {
     let r = cache.get(text);
-    if (!r) cache.set(text, r = remoteOf(text, `${path}.remote[${i}]`));
+    if (!r) cache.set(text, r = remoteOf(text, (code) => err(code, j)));
     return r;
   });
 }
@@ -118,11 +124,11 @@ function ruleFlows(
   lines: string[],
   g: Guarded,
   rule: FlowAclRule,
-  path: string,
+  err: (code: number, j: number) => Error,
   cache: RemoteCache,
 ): void {
   const { port } = g;
-  const remotes = remotesOf(rule, path, cache);
+  const remotes = remotesOf(rule, err, cache);
   const egress = rule.direction === "egress";
   const kind = egress ? ACL_KINDS.egressRule : ACL_KINDS.ingressRule;
   const who = egress ? `reg1=${hex(port.cookie)}` : `${ACL_REG.OUTPORT}=${hex(port.ofport)}`;
@@ -219,8 +225,8 @@ function guarded(input: FlowInput, acls: FlowAcl[]): Guarded[] {
   const seen = new Set<number>();
   return acls.map((acl, i) => {
     const port = byCookie.get(acl.cookie);
-    if (!port) throw new Error(`acls[${i}].cookie: ${acl.cookie} is no local port's cookie`);
-    if (seen.has(acl.cookie)) throw new Error(`acls[${i}].cookie: ${acl.cookie} is listed twice`);
+    if (!port) throw aclError(acls, ACL_ERR.UNKNOWN_COOKIE, i);
+    if (seen.has(acl.cookie)) throw aclError(acls, ACL_ERR.DUP_COOKIE, i);
     seen.add(acl.cookie);
     const v6 = port.ips.some((ip) => ip.includes(":"));
     return { port, acl, v6, v4: port.ips.some((ip) => !ip.includes(":")) };
@@ -240,7 +246,10 @@ export function compileAclFlows(input: FlowInput): string[] {
   const cache: RemoteCache = new Map();
   for (const [i, g] of guarded(input, input.acls).entries()) {
     hookFlows(lines, g);
-    g.acl.rules.forEach((rule, k) => ruleFlows(lines, g, rule, `acls[${i}].rules[${k}]`, cache));
+    g.acl.rules.forEach((rule, k) => {
+      const err = (code: number, j: number) => aclError(input.acls!, code, i, k, j);
+      ruleFlows(lines, g, rule, err, cache);
+    });
     const set = families.get(g.port.network) ?? new Set();
     if (g.v4) set.add(false);
     if (g.v6) set.add(true);

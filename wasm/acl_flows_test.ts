@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { compileFlows } from "./flows.ts";
 import { compileFlowsTs } from "./flows_ts.ts";
-import { compileAclFlows } from "./acl_flows.ts";
+import { compileAclFlows, withAclFlows } from "./acl_flows.ts";
+import type { FlowAclRule } from "./acl_input.ts";
+import { mulberry32 } from "./mulberry32.ts";
 import type { FlowInput } from "./flow_input.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 
@@ -59,5 +61,67 @@ Deno.test("acl: a malformed section throws naming the field", () => {
     [{ ...base, acls: [{ cookie: 99, rules: [] }] }, /acls\[0\]\.cookie: 99 is no local port/],
     [{ ...base, acls: [{ cookie: 1, rules: [] }, { cookie: 1, rules: [] }] }, /listed twice/],
   ];
-  for (const [input, message] of cases) assert.throws(() => compileFlows(input), message);
+  for (const [input, message] of cases) {
+    assert.throws(() => compileFlows(input), message);
+    assert.throws(() => tsEngine(input), message);
+  }
+});
+
+/** The TS twin with the security group lines, as flows_test.ts compares it. */
+const tsEngine = (input: FlowInput) => withAclFlows(compileFlowsTs(input), input);
+
+/** A node of `n` local ports on 3 networks (every third dual stack), each with random rules. */
+function randomModel(seed: number, n: number): FlowInput {
+  const rand = mulberry32(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)];
+  const input: FlowInput = {
+    tunnelPort: 100,
+    networks: [1, 2, 3].map((id) => ({ id, type: "vxlan" as const, segmentId: 7000 + id })),
+    localPorts: [],
+    remotePorts: [],
+    acls: [],
+  };
+  for (let i = 0; i < n; i++) {
+    const network = 1 + (i % 3);
+    const ips = [`10.${network}.0.${10 + i}`];
+    if (i % 3 === 0) ips.push(`fd00:${network}::${(10 + i).toString(16)}`);
+    const mac = `02:00:00:00:${network.toString(16).padStart(2, "0")}:${
+      i.toString(16).padStart(2, "0")
+    }`;
+    input.localPorts.push({ ofport: 1 + i, network, mac, ips, cookie: 1 + i });
+    if (rand() < 0.3) continue;
+    const remotes = [
+      "10.0.0.0/8",
+      "10.1.0.7",
+      "10.2.0.0/16",
+      "0.0.0.0/0",
+      "fd00::/16",
+      "fd00:1::a",
+      "::/0",
+      "fd00:2::/64",
+    ];
+    const rules: FlowAclRule[] = [];
+    for (let k = Math.floor(rand() * 5); k > 0; k--) {
+      const protocol = pick(["tcp", "udp", "icmp", "icmpv6", "any"] as const);
+      const rule: FlowAclRule = { direction: pick(["ingress", "egress"] as const), protocol };
+      if ((protocol === "tcp" || protocol === "udp") && rand() < 0.7) {
+        const a = Math.floor(rand() * 65536);
+        const b = Math.min(65535, a + Math.floor(rand() * (rand() < 0.5 ? 10 : 5000)));
+        [rule.portMin, rule.portMax] = [a, b];
+      }
+      if (rand() < 0.8) {
+        rule.remote = Array.from({ length: Math.floor(rand() * 4) }, () => pick(remotes));
+      }
+      rules.push(rule);
+    }
+    input.acls!.push({ cookie: 1 + i, rules });
+  }
+  return input;
+}
+
+Deno.test("acl: both engines give the same lines for random models (WASM against the TS twin)", () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    const m = randomModel(seed, 1 + (seed % 12) * 3);
+    assert.deepEqual(compileFlows(m), tsEngine(m), `seed ${seed}`);
+  }
 });

@@ -26,7 +26,33 @@ export interface FlowAcl {
   rules: FlowAclRule[];
 }
 
-const PROTOCOLS = ["tcp", "udp", "icmp", "icmpv6", "any"];
+/** Protocol codes, in the encoding the WASM engine reads (assembly/acl.ts). */
+export const PROTOCOLS = ["tcp", "udp", "icmp", "icmpv6", "any"] as const;
+
+/**
+ * Error codes of the checks that need the model (a cookie no local port has, one listed twice, a
+ * remote that is not an address or CIDR, or has host bits set); both engines report them with the
+ * same arguments (acl, rule, remote), so both throw the same text (aclError). Above ERR's codes.
+ */
+export const ACL_ERR = { UNKNOWN_COOKIE: 101, DUP_COOKIE: 102, BAD_REMOTE: 103, HOST_BITS: 104 };
+
+/** The Error of a failed acls check: `code` from ACL_ERR, the acl, rule and remote at fault. */
+export function aclError(acls: FlowAcl[], code: number, i: number, k = 0, j = 0): Error {
+  const cookie = acls[i]?.cookie;
+  const text = JSON.stringify(acls[i]?.rules[k]?.remote?.[j]);
+  const remote = `acls[${i}].rules[${k}].remote[${j}]`;
+  switch (code) {
+    case ACL_ERR.UNKNOWN_COOKIE:
+      return new Error(`acls[${i}].cookie: ${cookie} is no local port's cookie`);
+    case ACL_ERR.DUP_COOKIE:
+      return new Error(`acls[${i}].cookie: ${cookie} is listed twice`);
+    case ACL_ERR.BAD_REMOTE:
+      return new Error(`${remote}: ${text} is not an address or CIDR`);
+    case ACL_ERR.HOST_BITS:
+      return new Error(`${remote}: ${text} has host bits set`);
+  }
+  return new Error(`flow compiler: unknown acls error ${code} at acls[${i}]`);
+}
 
 function fail(path: string, expected: string, value: unknown): never {
   throw new Error(`${path}: expected ${expected}, got ${JSON.stringify(value) ?? String(value)}`);

@@ -24,6 +24,8 @@ import {
   PRIORITY,
   TABLE,
 } from "./pipeline.ts";
+import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
+import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -78,25 +80,39 @@ function pipelineConstants(): string {
   group("Priorities (PRIORITY).", "P_", "u32", PRIORITY);
   group("Error codes of the model checks (ERR).", "E_", "i32", ERR);
   group("Item kinds in error arguments (KIND).", "K_", "u32", KIND);
-  group(
-    "Network type codes (NETWORK_TYPES).",
-    "",
-    "u32",
-    Object.fromEntries(NETWORK_TYPES.map((t, i) => [t.toUpperCase(), i])),
-  );
+  /** Codes by name: an item's position in `names`. */
+  const codes = (names: readonly string[]) =>
+    Object.fromEntries(names.map((t, i) => [t.toUpperCase(), i]));
+  group("Network type codes (NETWORK_TYPES).", "", "u32", codes(NETWORK_TYPES));
   const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
+  /** NAME_TABLE and NAME_PRIORITY of each kind of flow. */
+  const kinds = (all: Record<string, { table: number; priority: number }>) =>
+    Object.fromEntries(
+      Object.entries(all).flatMap(([name, kind]) => [
+        [`${snake(name)}_TABLE`, kind.table],
+        [`${snake(name)}_PRIORITY`, kind.priority],
+      ]),
+    );
   group(
     "Table and priority of each kind of flow, by builder (FLOW_KINDS).",
     "F_",
     "u32",
-    Object.fromEntries(
-      Object.entries(FLOW_KINDS).flatMap(([name, kind]) => [
-        [`${snake(name)}_TABLE`, kind.table],
-        [`${snake(name)}_PRIORITY`, kind.priority],
-      ]),
-    ),
+    kinds(FLOW_KINDS),
   );
   group("Cookie layout.", "", "u32", { COOKIE_NETWORK_SHIFT });
+  // The security group flows (acl_pipeline.ts, acl_input.ts; assembly/acl.ts).
+  group("Security group tables (ACL_TABLE).", "AT_", "u32", ACL_TABLE);
+  group("Security group priorities (ACL_PRIORITY).", "AP_", "u32", ACL_PRIORITY);
+  group("Values of reg6 (ACL_STATE).", "AS_", "u32", ACL_STATE);
+  group("Error codes of the acls checks (ACL_ERR).", "AE_", "i32", ACL_ERR);
+  group("Protocol codes of a rule (PROTOCOLS).", "PROTO_", "u32", codes(PROTOCOLS));
+  group("Each kind of security group flow (ACL_KINDS).", "AF_", "u32", kinds(ACL_KINDS));
+  group(
+    "ICMPv6 types that pass both ACLs (ND_TYPES).",
+    "ND_TYPE_",
+    "u32",
+    Object.fromEntries(ND_TYPES.map((t, i) => [String(i), t])),
+  );
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

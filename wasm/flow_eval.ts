@@ -7,12 +7,14 @@
  * - matches: the protocol keywords `ip`, `arp`, `icmp`, `ipv6`, `icmp6`; `in_port`, `tun_id`,
  *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `nw_dst`,
  *   `arp_spa`, `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`,
- *   `ipv6_src`, `ipv6_dst`, `nd_*`;
- * - actions: `goto_table`, `output`, `IN_PORT`, `drop`, `set_field` (registers, `tun_id`,
- *   `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`, `ip_src`,
- *   `icmp_type`, and a route's `eth_dst`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move` (applied
- *   only as far as the trace needs: the ARP and echo replies are reported, not rewritten);
- *   `nw_src` and `nw_dst` match an address or a prefix.
+ *   `ipv6_src`, `ipv6_dst`, `nd_*`; and of the security groups: `ct_state`, `reg6`, `reg7`
+ *   (value/mask), `tp_dst` (value/mask), `tcp6`, `udp6`;
+ * - actions: `goto_table`, `resubmit(,N)`, `ct(table=N,…)` (the packet, the first of its
+ *   connection, is then `+trk+new`), `ct(commit,…)`, `output`, `IN_PORT`, `drop`, `set_field`
+ *   (registers, `tun_id`, `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`,
+ *   `ip_src`, `icmp_type`, and a route's `eth_dst`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move`
+ *   (applied only as far as the trace needs: the ARP and echo replies are reported, not
+ *   rewritten); `nw_src` and `nw_dst` match an address or a prefix.
  *
  * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
  * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
@@ -51,9 +53,23 @@ export interface EvalResult {
   matched: ParsedFlow[];
 }
 
-/** Splits a line at top-level commas (none of our values has one inside). */
+/** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
 function parts(text: string): string[] {
-  return text === "" ? [] : text.split(",");
+  if (text === "") return [];
+  const out: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "(") depth++;
+    else if (c === ")") depth--;
+    else if (c === "," && depth === 0) {
+      out.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(text.slice(start));
+  return out;
 }
 
 /** Takes a canonical line apart. */
@@ -94,8 +110,31 @@ export function flowTables(lines: Iterable<string>): Map<number, ParsedFlow[]> {
 interface State {
   p: EvalPacket;
   regs: Map<string, bigint>;
+  /**
+   * Set by a `ct(table=…)`: the packet is tracked. A traced packet is the first of its
+   * connection, so it is always `+trk+new` (never `+est`, `+rel` or `+inv`).
+   */
+  tracked?: boolean;
 }
 
+/** Whether a `ct_state` value (`+new+trk`) holds for the first packet of a connection. */
+function matchesCtState(s: State, value: string): boolean {
+  const flags = value.match(/[+-][a-z]+/g) ?? [];
+  return flags.every((f) => {
+    const on = f[0] === "+";
+    const holds = f.slice(1) === "trk" || f.slice(1) === "new" ? s.tracked === true : false;
+    return holds === on;
+  });
+}
+
+/** `v` against `value[/mask]` (numbers in decimal or 0x hex). */
+function matchesMasked(value: string, v: bigint): boolean {
+  const [want, mask] = value.split("/");
+  const m = mask === undefined ? -1n : num(mask);
+  return (v & m) === (num(want) & m);
+}
+
+/** An IPv4 address against `A` or `A/N`. */
 function num(text: string): bigint {
   return BigInt(text);
 }
@@ -136,7 +175,13 @@ function matchesField(s: State, key: string, value: string): boolean {
       return p.proto === key;
     case "ipv6":
     case "icmp6":
+    case "tcp6":
+    case "udp6":
       return false;
+    case "ct_state":
+      return matchesCtState(s, value);
+    case "tp_dst":
+      return p.dstPort !== undefined && matchesMasked(value, BigInt(p.dstPort));
     case "in_port":
       return Number(value) === p.inPort;
     case "tun_id":
@@ -167,7 +212,9 @@ function matchesField(s: State, key: string, value: string): boolean {
       return !isIp && Number(value) === 1;
     case "reg0":
     case "reg1":
-      return (s.regs.get(key) ?? 0n) === num(value);
+    case "reg6":
+    case "reg7":
+      return matchesMasked(value, s.regs.get(key) ?? 0n);
     case "icmp_type":
       // An ICMP packet of a trace is an echo request (ping); under icmp6 this is never reached.
       return p.proto === "icmp" && Number(value) === 8;
@@ -193,9 +240,17 @@ function apply(s: State, f: ParsedFlow): number | undefined {
   let next: number | undefined;
   for (const a of f.actions) {
     if (a.startsWith("goto_table:")) next = Number(a.slice("goto_table:".length));
-    else if (a.startsWith("set_field:")) {
+    else if (a.startsWith("resubmit(,")) next = Number(a.slice("resubmit(,".length, -1));
+    else if (a.startsWith("ct(")) {
+      // ct(table=N,zone=…) tracks the packet and goes on in table N; ct(commit,…) goes on here.
+      const table = /table=(\d+)/.exec(a);
+      if (table) {
+        s.tracked = true;
+        next = Number(table[1]);
+      }
+    } else if (a.startsWith("set_field:")) {
       const [value, field] = a.slice("set_field:".length).split("->");
-      if (field === "reg0" || field === "reg1") s.regs.set(field, num(value));
+      if (["reg0", "reg1", "reg6", "reg7"].includes(field)) s.regs.set(field, num(value));
       else if (field === "vlan_vid") s.p.vlan = Number(value) - 4096;
       else if (field === "tun_id") s.p.tunId = Number(value);
       // A route's rewrite: the destination MAC decides FORWARD's flow after it.

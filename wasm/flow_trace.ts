@@ -12,6 +12,7 @@
 import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
 import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
 export interface TraceView {
@@ -158,7 +159,13 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
       continue;
     }
     if (!inBridge) continue;
-    if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) break;
+    // The end of a pass; with `--ct-next`, the pass after a ct recirculation follows in a
+    // section of its own, under its own bridge("…") head.
+    if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) {
+      close();
+      inBridge = false;
+      continue;
+    }
     const t = TABLE_LINE.exec(raw);
     if (t && !/^No match/.test(t[2])) {
       close();
@@ -169,6 +176,9 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     if (!current || a === "" || a.startsWith("->") || a.startsWith(">>") || /^-+$/.test(a)) {
       continue;
     }
+    // ofproto/trace prints "drop" after a ct action (the pass ends or the packet is untracked
+    // there); the flow has no such action.
+    if (a === "drop" && current.actions.at(-1)?.startsWith("ct(")) continue;
     if (/^[a-zA-Z_]+[:(]?/.test(a) && !a.includes(" ")) current.actions.push(a);
   }
   close();
@@ -227,8 +237,15 @@ export function flowKind(f: ParsedFlow): string {
       }
       if (has("arp")) return "arpOwner";
       return value("icmp_type") === "135" ? "ndSolicit" : "ndAdvert";
+    case ACL_TABLE.EGRESS_ACL:
+      return f.priority === ACL_PRIORITY.TRACKED ? "egressTracked" : "egressRule";
+    case ACL_TABLE.INGRESS_ACL:
+      return f.priority === ACL_PRIORITY.TRACKED ? "ingressTracked" : "ingressRule";
     case TABLE.FORWARD: {
       const byPriority: Record<number, string> = {
+        [ACL_PRIORITY.EGRESS_HOOK]: "egressHook",
+        [ACL_PRIORITY.INGRESS_HOOK]: "ingressHook",
+        [ACL_PRIORITY.COMMIT]: "aclCommit",
         [PRIORITY.SPECIFIC]: f.actions.includes("drop") ? "gatewayDrop" : "forwardLocal",
         [PRIORITY.FLOOD_IN]: "floodIn",
         [PRIORITY.FROM_OUTSIDE]: "fromOutside",
@@ -243,12 +260,14 @@ export function flowKind(f: ParsedFlow): string {
 }
 
 function tableName(id: number): string {
-  return FLOW_TABLES.find((t) => t.id === id)?.name ?? `table ${id}`;
+  return [...FLOW_TABLES, ...ACL_TABLES].find((t) => t.id === id)?.name ?? `table ${id}`;
 }
 
 /** Packet state while the actions of the matched flows are followed. */
 interface Walk {
   reg0: number;
+  /** The ofport INGRESS_ACL delivers to (`output:NXM_NX_REG7[0..15]`). */
+  reg7?: number;
   tunDst?: string;
   tunId?: number;
   vlan?: number;
@@ -401,6 +420,26 @@ export function explainHop(
       case "spoofDad":
         what = "IPv6 from the port's own MAC and addresses";
         break;
+      case "egressHook":
+        what = `IP from a port with security groups: tracked in the zone of ${netLabel}, on to ` +
+          "EGRESS_ACL";
+        break;
+      case "egressRule":
+        what = "a new connection an egress rule of the port allows: on to FORWARD";
+        break;
+      case "aclCommit":
+        what = "the new connection allowed out is committed (its replies will pass)";
+        break;
+      case "ingressHook":
+        what = "IP to a port with security groups: tracked, on to INGRESS_ACL";
+        break;
+      case "ingressRule":
+        what = "a new connection an ingress rule of the port allows: committed, delivered";
+        break;
+      case "egressTracked":
+      case "ingressTracked":
+        what = "a reply or a known connection (or neighbour discovery): passes";
+        break;
       case "default":
         what = f.table === TABLE.ARP
           ? "not an ARP request this node answers: on to FORWARD"
@@ -426,7 +465,8 @@ export function explainHop(
       follow(outs, a);
       if (a === "IN_PORT") outcomes.push({ kind: "reply", ofport: inPort });
       if (!a.startsWith("output:")) continue;
-      const port = Number(a.slice("output:".length));
+      const to = a.slice("output:".length);
+      const port = to === ACL_REG.OUTPORT_FIELD ? outs.reg7 ?? -1 : Number(to);
       if (port === inPort) continue;
       if (port === view.tunnelPort) {
         const node = view.remotePorts.find((r) => r.nodeIp === outs.tunDst)?.node;
@@ -473,6 +513,7 @@ function follow(w: Walk, action: string): void {
   else if (field === "tun_dst") w.tunDst = value;
   else if (field === "tun_id") w.tunId = Number(value);
   else if (field === "vlan_vid") w.vlan = Number(value) - 4096;
+  else if (field === ACL_REG.OUTPORT) w.reg7 = Number(value);
 }
 
 function sameMac(a: string, b: string): boolean {
@@ -494,6 +535,15 @@ function dropReason(
   const kind = flowKind(last);
   const net = view.networks.find((n) => n.id === reg0);
   const netLabel = net?.label ?? `network ${reg0}`;
+  if (last.table === ACL_TABLE.EGRESS_ACL || last.table === ACL_TABLE.INGRESS_ACL) {
+    const way = last.table === ACL_TABLE.EGRESS_ACL
+      ? "egress rule of the sending"
+      : "ingress rule of the receiving";
+    return drop(
+      "security_group",
+      `no ${way} port's security groups allows a new connection like this one: dropped`,
+    );
+  }
   if (last.table === TABLE.CLASSIFY) {
     if (ingress.kind === "tunnel") {
       return drop("unknown_ingress", `VNI ${ingress.vni} is not a network with ports on this node`);

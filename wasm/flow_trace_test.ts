@@ -12,6 +12,8 @@ import {
   type TraceView,
 } from "./flow_trace.ts";
 import { compileFlowsTs } from "./flows_ts.ts";
+import { compileFlows } from "./flows.ts";
+import { ACL_KINDS } from "./acl_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
 import { scenarios } from "./testdata/scenarios.ts";
@@ -181,4 +183,66 @@ Deno.test("offline: routed traffic is told step by step; a network no router con
   const isolated = trace(green.ips[0]);
   assert.equal(isolated.steps.at(-1)?.kind, "default");
   assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
+});
+
+Deno.test("flowKind names every security group flow as its builder, at that builder's table and priority", () => {
+  const model = scenarios.security_groups;
+  const plain = new Set(compileFlowsTs(model));
+  const acl = compileFlows(model).filter((l) => !plain.has(l));
+  const seen = new Set<string>();
+  for (const line of acl) {
+    const f = parseFlowLine(line);
+    const kind = flowKind(f);
+    seen.add(kind);
+    if (kind === "default") continue;
+    const k = ACL_KINDS[kind as keyof typeof ACL_KINDS];
+    assert.ok(k, `${line} is told as "${kind}"`);
+    assert.deepEqual([f.table, f.priority], [k.table, k.priority], line);
+  }
+  assert.deepEqual([...seen].sort(), [...Object.keys(ACL_KINDS), "default"].sort());
+});
+
+Deno.test("offline: the first packet of a TCP connection through security groups, allowed and dropped", () => {
+  // Pod 1 takes TCP 80 from 10.0.0.0/24; pod 2 opens TCP 443 only; pod 3 has no groups.
+  const model = scenarios.security_groups;
+  const tables = flowTables(compileFlows(model));
+  const view: TraceView = {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: "acme/app" })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: `acme/pod-${p.ofport}/eth0` })),
+    remotePorts: model.remotePorts,
+  };
+  const trace = (from: number, to: number, dstPort: number) => {
+    const [a, b] = [model.localPorts[from - 1], model.localPorts[to - 1]];
+    const ingress = { kind: "port", ofport: a.ofport } as const;
+    const packet = {
+      proto: "tcp",
+      dlSrc: a.mac,
+      dlDst: b.mac,
+      ipSrc: a.ips[0],
+      ipDst: b.ips[0],
+      dstPort,
+    } as const;
+    const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+    return explainHop(view, ingress, packet, matched, { mode: "offline" });
+  };
+  const kinds = (hop: ReturnType<typeof trace>) => hop.steps.map((s) => s.kind);
+
+  const allowed = trace(3, 1, 80);
+  assert.deepEqual(allowed.outcomes, [{ kind: "local", ofport: 1, port: "acme/pod-1/eth0" }]);
+  assert.deepEqual(kinds(allowed).slice(-2), ["ingressHook", "ingressRule"]);
+
+  const refused = trace(3, 1, 81);
+  assert.equal(refused.outcomes[0].kind === "drop" && refused.outcomes[0].code, "security_group");
+  assert.match(refused.steps.at(-1)!.tableName, /INGRESS_ACL/);
+
+  const out = trace(2, 3, 443);
+  assert.deepEqual(out.outcomes, [{ kind: "local", ofport: 3, port: "acme/pod-3/eth0" }]);
+  assert.deepEqual(kinds(out).slice(-4), ["egressHook", "egressRule", "aclCommit", "forwardLocal"]);
+
+  const notOut = trace(2, 1, 80);
+  const drop = notOut.outcomes[0];
+  assert.equal(drop.kind === "drop" && drop.code, "security_group");
+  assert.ok(drop.kind === "drop" && /egress rule of the sending port/.test(drop.reason));
 });

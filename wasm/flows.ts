@@ -11,7 +11,7 @@
  */
 
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
-import { withAclFlows } from "./acl_flows.ts";
+import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts";
 
 /** Signatures of the functions wasm/assembly/flows.ts (the entry) exports (pointers are byte addresses). */
 interface Exports {
@@ -21,6 +21,8 @@ interface Exports {
   errorArg(i: number): number;
   outPtr(): number;
   outLen(): number;
+  acl(words: number): number;
+  aclErrorArg(i: number): number;
 }
 
 const wasmUrl = new URL("./build/flows.wasm", import.meta.url);
@@ -126,7 +128,12 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = r.dst.length;
     w[i++] = r.via === undefined ? 0 : r.via.length + 1;
   }
-  const bytes = new Uint8Array(wasm.memory.buffer, base + words * 4, blob.length);
+  putBlob(wasm, base + words * 4, blob);
+}
+
+/** The strings after the words, one byte per character. */
+function putBlob(wasm: Exports, at: number, blob: string): void {
+  const bytes = new Uint8Array(wasm.memory.buffer, at, blob.length);
   if (encoder.encodeInto(blob, bytes).read !== blob.length) {
     // Not all ASCII: one byte per UTF-16 unit keeps the lengths; 0xff fails every parser.
     for (let k = 0; k < blob.length; k++) {
@@ -134,6 +141,41 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
       bytes[k] = c < 0x80 ? c : 0xff;
     }
   }
+}
+
+/**
+ * Writes the acls section into the input area (layout at `acl` in assembly/acl.ts) and returns
+ * its number of words.
+ */
+function encodeAcls(wasm: Exports, acls: FlowAcl[]): number {
+  const texts: string[] = [];
+  let words = 1;
+  for (const a of acls) {
+    words += 2;
+    for (const r of a.rules) {
+      words += 5 + (r.remote?.length ?? 0);
+      if (r.remote) texts.push(...r.remote);
+    }
+  }
+  const blob = texts.join("");
+  const base = wasm.input(words * 4 + blob.length);
+  const w = new Uint32Array(wasm.memory.buffer, base, words);
+  let i = 0;
+  w[i++] = acls.length;
+  for (const a of acls) {
+    w[i++] = a.cookie;
+    w[i++] = a.rules.length;
+    for (const r of a.rules) {
+      w[i++] = r.direction === "egress" ? 1 : 0;
+      w[i++] = PROTOCOLS.indexOf(r.protocol);
+      w[i++] = r.portMin ?? 0;
+      w[i++] = r.portMax ?? 65535;
+      w[i++] = r.remote === undefined ? 0xffffffff : r.remote.length;
+      for (const t of r.remote ?? []) w[i++] = t.length;
+    }
+  }
+  putBlob(wasm, base + words * 4, blob);
+  return words;
 }
 
 /**
@@ -156,9 +198,17 @@ export function compileFlows(input: FlowInput): string[] {
     const a = [0, 1, 2, 3, 4].map((i) => wasm.errorArg(i));
     throw flowError(input, rc, a[0], a[1], a[2], a[3], a[4]);
   }
+  // The security group flows (assembly/acl.ts), when a port has groups.
+  checkAclShape(input.acls);
+  if (input.acls && input.acls.length > 0) {
+    const rc = wasm.acl(encodeAcls(wasm, input.acls));
+    if (rc !== 0) {
+      const [i, k, j] = [0, 1, 2].map((n) => wasm.aclErrorArg(n));
+      throw aclError(input.acls, rc, i, k, j);
+    }
+  }
   const out = new Uint8Array(wasm.memory.buffer, wasm.outPtr(), wasm.outLen());
-  // The security group flows (acl_flows.ts), when a port has groups.
-  return withAclFlows(decoder.decode(out).split("\n"), input);
+  return decoder.decode(out).split("\n");
 }
 
 /** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */

@@ -116,7 +116,8 @@ export class Ovs {
 
   /** `ovs-appctl ofproto/trace BRIDGE FLOW`: a packet through the bridge's pipeline, step by step. */
   ofprotoTrace(bridge: string, flow: string): Promise<string> {
-    return this.appctl(["ofproto/trace", bridge, flow]);
+    // A traced packet is the first of its connection: after each ct it goes on as +trk+new.
+    return this.appctl(["ofproto/trace", bridge, flow, "--ct-next", "trk,new"]);
   }
 
   private async findVswitchd(): Promise<string[]> {

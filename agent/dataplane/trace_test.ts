@@ -221,28 +221,91 @@ Deno.test("trace: live (ofproto/trace on a real switch) and offline (the evaluat
         ofportRequest: p.ofport,
       })),
     );
-    const lines = compileFlows(model);
-    await ovs.bundle("br-int", lines, [], { replaceAll: true });
-    const tables = flowTables(lines);
-    for (const c of cases) {
-      const packet = evalPacket(view, c.ingress, c.packet);
-      const text = await ovs.ofprotoTrace("br-int", ofprotoFlow(packet));
-      const live = parseOfprotoTrace(text, "br-int");
-      const offline = evaluate(tables, packet).matched;
-      assert.deepEqual(
-        live.map((f) => f.line),
-        offline.map((f) => f.line),
-        `${c.name}: the same flows\n${text}`,
-      );
-      const target = c.target ? { target: c.target } : {};
-      const a = explainHop(view, c.ingress, c.packet, live, { mode: "live", ...target });
-      const b = explainHop(view, c.ingress, c.packet, offline, { mode: "offline", ...target });
-      assert.deepEqual({ ...a, mode: "offline" }, b, `${c.name}: the same words`);
-      assert.equal(summary(a.outcomes), c.expect, `${c.name}: ${JSON.stringify(a, null, 1)}`);
-      for (const o of a.outcomes) {
-        if (o.kind === "drop") assert.ok(o.reason.length > 20, `${c.name}: a reason in words`);
-      }
+    await liveMatchesOffline(ovs, compileFlows(model), view, cases);
+  } finally {
+    await ovs.close();
+  }
+});
+
+/** Loads `lines` into the switch and checks each case live against offline: flows, words, outcome. */
+async function liveMatchesOffline(
+  ovs: Ovs,
+  lines: string[],
+  view: TraceView,
+  cases: Case[],
+): Promise<void> {
+  await ovs.bundle("br-int", lines, [], { replaceAll: true });
+  const tables = flowTables(lines);
+  for (const c of cases) {
+    const packet = evalPacket(view, c.ingress, c.packet);
+    const text = await ovs.ofprotoTrace("br-int", ofprotoFlow(packet));
+    const live = parseOfprotoTrace(text, "br-int");
+    const offline = evaluate(tables, packet).matched;
+    assert.deepEqual(
+      live.map((f) => f.line),
+      offline.map((f) => f.line),
+      `${c.name}: the same flows\n${text}`,
+    );
+    const target = c.target ? { target: c.target } : {};
+    const a = explainHop(view, c.ingress, c.packet, live, { mode: "live", ...target });
+    const b = explainHop(view, c.ingress, c.packet, offline, { mode: "offline", ...target });
+    assert.deepEqual({ ...a, mode: "offline" }, b, `${c.name}: the same words`);
+    assert.equal(summary(a.outcomes), c.expect, `${c.name}: ${JSON.stringify(a, null, 1)}`);
+    for (const o of a.outcomes) {
+      if (o.kind === "drop") assert.ok(o.reason.length > 20, `${c.name}: a reason in words`);
     }
+  }
+}
+
+/** Pod 1 takes TCP 80 from 10.0.0.0/24, pod 2 opens TCP 443 only, pod 3 has no groups. */
+const guarded = scenarios.security_groups;
+const guardedView: TraceView = {
+  node: "n1",
+  tunnelPort: 100,
+  networks: [{ id: 1, label: "acme/app", type: "vxlan", segmentId: 5001 }],
+  localPorts: guarded.localPorts.map((p) => ({ ...p, label: `acme/g${p.ofport}` })),
+  remotePorts: [],
+};
+
+/** TCP from pod `from` to pod `to` of the security_groups model. */
+function tcpCase(name: string, from: number, to: number, dstPort: number, expect: string): Case {
+  const [a, b] = [guarded.localPorts[from - 1], guarded.localPorts[to - 1]];
+  return {
+    name,
+    ingress: { kind: "port", ofport: a.ofport },
+    packet: {
+      proto: "tcp",
+      dlSrc: a.mac,
+      ipSrc: a.ips[0],
+      dlDst: b.mac,
+      ipDst: b.ips[0],
+      dstPort,
+    },
+    expect,
+  };
+}
+
+Deno.test("trace: through security groups, live (ct followed as +trk+new) and offline say the same", async () => {
+  await using cleanup = new Cleanup();
+  const node = await startSimNode({ name: "sg", cleanup });
+  const ovs = new Ovs(node.ovs);
+  try {
+    await ovs.ensureBridge("br-int", { datapathType: "netdev", failMode: "secure" });
+    await ovs.ensureVxlanPort("br-int", "vxlan0", 100);
+    await ovs.addPorts(
+      "br-int",
+      guarded.localPorts.map((p) => ({
+        name: `sg${p.ofport}`,
+        type: "internal",
+        ofportRequest: p.ofport,
+      })),
+    );
+    await liveMatchesOffline(ovs, compileFlows(guarded), guardedView, [
+      tcpCase("an ingress rule allows TCP 80 from the subnet", 3, 1, 80, "local"),
+      tcpCase("no ingress rule for TCP 81", 3, 1, 81, "drop:security_group"),
+      tcpCase("an egress rule allows TCP 443, committed on the way out", 2, 3, 443, "local"),
+      tcpCase("no egress rule for TCP 80", 2, 1, 80, "drop:security_group"),
+    ]);
   } finally {
     await ovs.close();
   }

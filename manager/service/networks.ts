@@ -15,7 +15,7 @@ import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
-import { requireGroups } from "./security_groups.ts";
+import { requireGroups } from "./security_group_refs.ts";
 import { portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";

@@ -21,7 +21,7 @@ import { authorizePut, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut } from "./port_retry.ts";
 import { clusterGuard } from "./clusters.ts";
-import { requireGroups } from "./security_groups.ts";
+import { requireGroups } from "./security_group_refs.ts";
 import { keyId, podKey, type PortBody, portView, type PutResult } from "./port_records.ts";
 
 export type { PortBody, PutResult } from "./port_records.ts";

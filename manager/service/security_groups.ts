@@ -18,18 +18,11 @@ import {
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { listPorts } from "./ports.ts";
+import { absentGroup } from "./security_group_refs.ts";
 
 type RuleBody = z.infer<typeof SecurityGroupCreate>["rules"][number];
 
 const ADMIN = { scope: "admin" } as const;
-
-function absent(tenant: string, name: string, field?: string): ApiError {
-  return new ApiError(
-    "not_found",
-    `Security group "${name}" does not exist in tenant "${tenant}"`,
-    field,
-  );
-}
 
 /**
  * The rules as stored: checked beyond their shape (ports only with TCP and UDP and in order, CIDRs
@@ -85,7 +78,7 @@ async function checkedPeer(
   if ("group" in peer) {
     if (peer.group !== self) {
       const g = await ctx.store.get(keys.securityGroup(tenant, peer.group));
-      if (!g.value) throw absent(tenant, peer.group, `${field}.group`);
+      if (!g.value) throw absentGroup(tenant, peer.group, `${field}.group`);
     }
     return { group: peer.group };
   }
@@ -98,19 +91,6 @@ async function checkedPeer(
     );
   }
   return { network: net.name, cidr: net.cidr };
-}
-
-/** Throws 404 naming `field` unless every group of `names` is one of the tenant's. */
-export async function requireGroups(
-  ctx: Ctx,
-  tenant: string,
-  names: string[] | undefined | null,
-  field: string,
-): Promise<void> {
-  for (const [i, name] of (names ?? []).entries()) {
-    const g = await ctx.store.get(keys.securityGroup(tenant, name));
-    if (!g.value) throw absent(tenant, name, `${field}[${i}]`);
-  }
 }
 
 export async function createSecurityGroup(
@@ -147,8 +127,9 @@ export async function createSecurityGroup(
       updatedAt: at,
     };
     if (body.description !== undefined) group.description = body.description;
-    // The tenant's version too: a tenant deleted meanwhile takes no group.
-    tx.check(t).check(e).set(e.key, group);
+    // The tenant written again (a new version): a tenant deleted meanwhile takes no group, and a
+    // delete that listed no group before this one commits fails its check.
+    tx.check(t).set(t.key, t.value!).check(e).set(e.key, group);
     return group;
   });
   ctx.feed.publish({ type: "securityGroup", op: "put", securityGroup: group });
@@ -163,7 +144,7 @@ export async function getSecurityGroup(
   const g = (await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name))).value;
   if (!g) {
     await getTenantEntry(ctx, tenant);
-    throw absent(tenant, name);
+    throw absentGroup(tenant, name);
   }
   return g;
 }
@@ -185,7 +166,7 @@ export async function updateSecurityGroup(
   const rules = await checkedRules(ctx, tenant, name, body.rules);
   const group = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
-    if (!e.value) throw absent(tenant, name);
+    if (!e.value) throw absentGroup(tenant, name);
     const group: SecurityGroupRecord = { ...e.value, rules, updatedAt: now() };
     if (body.description !== undefined) group.description = body.description;
     tx.check(e).set(e.key, group);
@@ -226,7 +207,7 @@ export async function deleteSecurityGroup(ctx: Ctx, tenant: string, name: string
   }
   await retry(ctx, async (tx) => {
     const e = await ctx.store.get(keys.securityGroup(tenant, name));
-    if (!e.value) throw absent(tenant, name);
+    if (!e.value) throw absentGroup(tenant, name);
     tx.check(e).delete(e.key);
   });
   ctx.feed.publish({ type: "securityGroup", op: "delete", securityGroup: group });

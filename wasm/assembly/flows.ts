@@ -25,6 +25,7 @@ import { join } from "./output";
 import { textRewind } from "./text";
 
 export { errorArg, input } from "./input";
+export { acl, aclErrorArg } from "./acl";
 export { outLen, outPtr } from "./output";
 
 /**

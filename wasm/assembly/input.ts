@@ -211,6 +211,16 @@ export function remote(i: u32): usize {
   return remotes + <usize> i * REMOTE_SIZE;
 }
 
+/** The index of the local port with `cookie`, or NONE (acl.ts, after a compile). */
+export function localByCookie(cookie: u32): u32 {
+  return owner(key0(H_COOKIE, 0), <u64> cookie);
+}
+
+/** The record of local port i (acl.ts). */
+export function localRecord(i: u32): usize {
+  return local(i);
+}
+
 export function localAt(order: u32): usize {
   return local(<u32> load<u64>(buffer(B_LOCAL_ORDER) + (<usize> order << 3)));
 }

@@ -1,0 +1,410 @@
+// The security group flows (see ../../agent/PIPELINE.md, "Security groups"), as ../acl_flows.ts
+// makes them: after `compile`, `acl` reads the acls section of the model from the input area,
+// checks it in the same order, adds its lines to the records and joins them all again.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+//
+// Words: acl count; per acl: cookie, rule count; per rule: direction (0 ingress, 1 egress),
+// protocol (PROTOCOLS), portMin, portMax (0, 65535 when the rule has none), remote count
+// (0xffffffff when absent), then the length of each remote. The remotes' text follows the words.
+
+import {
+  AE_BAD_REMOTE,
+  AE_DUP_COOKIE,
+  AE_HOST_BITS,
+  AE_UNKNOWN_COOKIE,
+  AF_ACL_COMMIT_PRIORITY,
+  AF_ACL_COMMIT_TABLE,
+  AF_EGRESS_HOOK_PRIORITY,
+  AF_EGRESS_HOOK_TABLE,
+  AF_EGRESS_RULE_PRIORITY,
+  AF_EGRESS_RULE_TABLE,
+  AF_EGRESS_TRACKED_PRIORITY,
+  AF_EGRESS_TRACKED_TABLE,
+  AF_INGRESS_HOOK_PRIORITY,
+  AF_INGRESS_HOOK_TABLE,
+  AF_INGRESS_RULE_PRIORITY,
+  AF_INGRESS_RULE_TABLE,
+  AF_INGRESS_TRACKED_PRIORITY,
+  AF_INGRESS_TRACKED_TABLE,
+  AS_DONE,
+  AS_NEW_ALLOWED,
+  AS_UNTRACKED,
+  AT_EGRESS_ACL,
+  AT_INGRESS_ACL,
+  ND_TYPE_0,
+  ND_TYPE_1,
+  ND_TYPE_2,
+  ND_TYPE_3,
+  P_DEFAULT,
+  PROTO_ANY,
+  PROTO_ICMP,
+  PROTO_ICMPV6,
+  PROTO_TCP,
+  PROTO_UDP,
+  T_FORWARD,
+} from "./generated/pipeline";
+import { parseIpv4, parseIpv6, wordAt } from "./address";
+import { localByCookie, localRecord, net } from "./input";
+import {
+  B_INPUT,
+  buffer,
+  L_COOKIE,
+  L_MAC_TEXT,
+  L_NET,
+  L_OFPORT,
+  L_V4_COUNT,
+  L_V6_COUNT,
+  N_ID,
+} from "./layout";
+import { join } from "./output";
+import {
+  begin,
+  end,
+  LINE_BOUND,
+  putc,
+  putDec,
+  putHex,
+  putIpv4,
+  putIpv6,
+  putMac,
+  puts,
+} from "./text";
+
+const NONE: u32 = 0xffffffff;
+const ERROR_ARGS = memory.data(3 * 4);
+
+function fail(code: i32, i: u32, k: u32, j: u32): i32 {
+  store<u32>(ERROR_ARGS, i);
+  store<u32>(ERROR_ARGS, k, 4);
+  store<u32>(ERROR_ARGS, j, 8);
+  return code;
+}
+
+/** Argument i (0..2) of the last acls error: acl, rule, remote. */
+export function aclErrorArg(i: i32): u32 {
+  return load<u32>(ERROR_ARGS + (<usize> i << 2));
+}
+
+// Own growable buffers: the local port of each acl, and a mark per local port (listed once).
+let ports: usize = 0;
+let portsCap: usize = 0;
+let marks: usize = 0;
+let marksCap: usize = 0;
+
+function grow(ptr: usize, cap: usize, bytes: usize): usize {
+  return cap >= bytes ? ptr : ptr == 0 ? heap.alloc(bytes) : heap.realloc(ptr, bytes);
+}
+
+/** The local port index of each acl, checked: a local port's cookie, at most once. */
+function matchPorts(acls: u32, rd: usize): i32 {
+  const bytes = <usize> acls << 2;
+  ports = grow(ports, portsCap, bytes);
+  if (portsCap < bytes) portsCap = bytes;
+  let p = rd;
+  for (let i: u32 = 0; i < acls; i++) {
+    const li = localByCookie(load<u32>(p));
+    if (li == NONE) return unmark(i, fail(AE_UNKNOWN_COOKIE, i, 0, 0));
+    const need = <usize> li + 1;
+    if (marksCap < need) {
+      const size = need < 4096 ? 4096 : need * 2;
+      marks = grow(marks, marksCap, size);
+      memory.fill(marks + marksCap, 0, size - marksCap);
+      marksCap = size;
+    }
+    if (load<u8>(marks + li) != 0) return unmark(i, fail(AE_DUP_COOKIE, i, 0, 0));
+    store<u8>(marks + li, 1);
+    store<u32>(ports + (<usize> i << 2), li);
+    const rules = load<u32>(p, 4);
+    p += 8;
+    for (let k: u32 = 0; k < rules; k++) {
+      const remotes = load<u32>(p, 16);
+      p += 20 + (remotes == NONE ? 0 : <usize> remotes << 2);
+    }
+  }
+  return unmark(acls, 0);
+}
+
+/** Clears the marks of the first `n` acls' ports for the next compile; returns rc. */
+function unmark(n: u32, rc: i32): i32 {
+  for (let i: u32 = 0; i < n; i++) store<u8>(marks + load<u32>(ports + (<usize> i << 2)), 0);
+  return rc;
+}
+
+// A remote, parsed: its address in v4 (IPv4) or WORDS (IPv6, parsed again when written), its
+// family and prefix; `prefix` 0 means any address of the family.
+let rV6 = false;
+let rPrefix: u32 = 0;
+let rV4: u32 = 0;
+let rAddr: usize = 0;
+let rLen: u32 = 0;
+
+/** Parses the remote text at p (len bytes); 0, AE_BAD_REMOTE or AE_HOST_BITS. */
+function parseRemote(p: usize, len: u32): i32 {
+  let slash: u32 = len;
+  for (let i: u32 = 0; i < len; i++) {
+    if (load<u8>(p + i) == 47) {
+      slash = i;
+      break;
+    }
+  }
+  rV6 = false;
+  for (let i: u32 = 0; i < slash; i++) {
+    if (load<u8>(p + i) == 58) {
+      rV6 = true;
+      break;
+    }
+  }
+  const bits: u32 = rV6 ? 128 : 32;
+  let prefix: u32 = bits;
+  if (slash < len) {
+    // Digits only, no leading zero (but "0"), at most 3.
+    const n = len - slash - 1;
+    if (n == 0 || n > 3 || (n > 1 && load<u8>(p + slash + 1) == 48)) return AE_BAD_REMOTE;
+    prefix = 0;
+    for (let i: u32 = slash + 1; i < len; i++) {
+      const d = <u32> load<u8>(p + i) - 48;
+      if (d > 9) return AE_BAD_REMOTE;
+      prefix = prefix * 10 + d;
+    }
+    if (prefix > bits) return AE_BAD_REMOTE;
+  }
+  rPrefix = prefix;
+  rAddr = p;
+  rLen = slash;
+  if (rV6) {
+    if (!parseIpv6(p, slash)) return AE_BAD_REMOTE;
+    for (let i: u32 = 0; i < 8; i++) {
+      const keep = prefix > 16 * i ? (prefix - 16 * i > 16 ? 16 : prefix - 16 * i) : 0;
+      const mask: u32 = keep == 0 ? 0 : (0xffff << (16 - keep)) & 0xffff;
+      if ((wordAt(<i32> i) & ~mask & 0xffff) != 0) return AE_HOST_BITS;
+    }
+  } else {
+    const v = parseIpv4(p, slash);
+    if (v < 0) return AE_BAD_REMOTE;
+    rV4 = <u32> v;
+    if (prefix < 32 && (rV4 << prefix) != 0) return AE_HOST_BITS;
+  }
+  return 0;
+}
+
+/** `,nw_dst=…` (or src, or ipv6_…) for the remote parsed last; nothing for a /0. */
+function putRemote(egress: bool): void {
+  if (rPrefix == 0) return;
+  if (rV6) {
+    puts(egress ? ",ipv6_dst=" : ",ipv6_src=");
+    parseIpv6(rAddr, rLen);
+    putIpv6();
+  } else {
+    puts(egress ? ",nw_dst=" : ",nw_src=");
+    putIpv4(rV4);
+  }
+  if (rPrefix != (rV6 ? 128 : 32)) {
+    putc(47);
+    putDec(rPrefix);
+  }
+}
+
+function protocol(proto: u32, v6: bool): string | null {
+  if (proto == PROTO_TCP) return v6 ? "tcp6" : "tcp";
+  if (proto == PROTO_UDP) return v6 ? "udp6" : "udp";
+  if (proto == PROTO_ICMP) return v6 ? null : "icmp";
+  if (proto == PROTO_ICMPV6) return v6 ? "icmp6" : null;
+  if (proto == PROTO_ANY) return v6 ? "ipv6" : "ip";
+  return null;
+}
+
+/** One rule line of local port p for the remote parsed last, per port block. */
+function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32): void {
+  let a = min;
+  while (true) {
+    let size: u32 = 1;
+    if (!(min == 0 && max == 65535)) {
+      while (a % (size * 2) == 0 && a + size * 2 - 1 <= max) size *= 2;
+    }
+    const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
+    begin(
+      netId,
+      load<u32>(p, L_COOKIE),
+      egress ? AF_EGRESS_RULE_TABLE : AF_INGRESS_RULE_TABLE,
+      egress ? AF_EGRESS_RULE_PRIORITY : AF_INGRESS_RULE_PRIORITY,
+      LINE_BOUND,
+    );
+    puts(",ct_state=+new+trk,");
+    puts(proto);
+    puts(",reg0=");
+    putHex(netId);
+    if (egress) {
+      puts(",reg1=");
+      putHex(load<u32>(p, L_COOKIE));
+    } else {
+      puts(",reg7=");
+      putHex(load<u32>(p, L_OFPORT));
+    }
+    putRemote(egress);
+    if (!(min == 0 && max == 65535)) {
+      puts(",tp_dst=");
+      if (size == 1) {
+        putDec(a);
+      } else {
+        putHex(a);
+        putc(47);
+        putHex(0x10000 - size);
+      }
+    }
+    if (egress) {
+      puts(",actions=set_field:");
+      putHex(AS_NEW_ALLOWED);
+      puts("->reg6,resubmit(,");
+      putDec(T_FORWARD);
+      putc(41);
+    } else {
+      puts(",actions=ct(commit,zone=NXM_NX_REG0[0..15]),output:");
+      putDec(load<u32>(p, L_OFPORT));
+    }
+    end();
+    if (min == 0 && max == 65535) return;
+    a += size;
+    if (a > max) return;
+  }
+}
+
+/** The FORWARD hooks of local port p in one family. */
+function hooks(p: usize, v6: bool): void {
+  const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
+  const cookie = load<u32>(p, L_COOKIE);
+  begin(netId, cookie, AF_EGRESS_HOOK_TABLE, AF_EGRESS_HOOK_PRIORITY, LINE_BOUND);
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
+  putHex(netId);
+  puts(",reg1=");
+  putHex(cookie);
+  puts(",reg6=");
+  putDec(AS_UNTRACKED);
+  puts(",actions=ct(table=");
+  putDec(AT_EGRESS_ACL);
+  puts(",zone=NXM_NX_REG0[0..15])");
+  end();
+  begin(netId, cookie, AF_INGRESS_HOOK_TABLE, AF_INGRESS_HOOK_PRIORITY, LINE_BOUND);
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
+  putHex(netId);
+  puts(",reg6=0/0x1,dl_dst=");
+  putMac(p + L_MAC_TEXT);
+  puts(",actions=set_field:");
+  putHex(load<u32>(p, L_OFPORT));
+  puts("->reg7,ct(table=");
+  putDec(AT_INGRESS_ACL);
+  puts(",zone=NXM_NX_REG0[0..15])");
+  end();
+}
+
+function commit(netId: u32, v6: bool): void {
+  begin(netId, 0, AF_ACL_COMMIT_TABLE, AF_ACL_COMMIT_PRIORITY, LINE_BOUND);
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
+  putHex(netId);
+  puts(",reg6=");
+  putHex(AS_NEW_ALLOWED);
+  puts(",actions=ct(commit,zone=NXM_NX_REG0[0..15]),set_field:");
+  putHex(AS_DONE);
+  puts("->reg6,resubmit(,");
+  putDec(T_FORWARD);
+  putc(41);
+  end();
+}
+
+/** The pass of tracked traffic and ND, in both tables, and their defaults. */
+function shared(): void {
+  for (let t = 0; t < 2; t++) {
+    const table = t == 0 ? AF_EGRESS_TRACKED_TABLE : AF_INGRESS_TRACKED_TABLE;
+    const prio = t == 0 ? AF_EGRESS_TRACKED_PRIORITY : AF_INGRESS_TRACKED_PRIORITY;
+    for (let m = 0; m < 6; m++) {
+      begin(0, 0, table, prio, LINE_BOUND);
+      if (m == 0) puts(",ct_state=+est+trk");
+      else if (m == 1) puts(",ct_state=+rel+trk");
+      else {
+        puts(",icmp6,icmp_type=");
+        putDec(m == 2 ? ND_TYPE_0 : m == 3 ? ND_TYPE_1 : m == 4 ? ND_TYPE_2 : ND_TYPE_3);
+      }
+      if (t == 0) {
+        puts(",actions=set_field:");
+        putHex(AS_DONE);
+        puts("->reg6,resubmit(,");
+        putDec(T_FORWARD);
+        putc(41);
+      } else {
+        puts(",actions=output:NXM_NX_REG7[0..15]");
+      }
+      end();
+    }
+    begin(0, 0, t == 0 ? AT_EGRESS_ACL : AT_INGRESS_ACL, P_DEFAULT, LINE_BOUND);
+    puts(",actions=drop");
+    end();
+  }
+}
+
+/**
+ * Adds the security group lines of the acls section in the input area (`words` u32 words, then
+ * the remotes' text) to those of the last `compile`, and joins them all again. Returns 0, or an
+ * error code (arguments: aclErrorArg).
+ */
+export function acl(words: u32): i32 {
+  const rd = buffer(B_INPUT);
+  const count = load<u32>(rd);
+  if (count == 0) return 0;
+  let rc = matchPorts(count, rd + 4);
+  if (rc != 0) return rc;
+  shared();
+  let w = rd + 4;
+  let text = rd + (<usize> words << 2);
+  for (let i: u32 = 0; i < count; i++) {
+    const p = localRecord(load<u32>(ports + (<usize> i << 2)));
+    const has4 = load<u32>(p, L_V4_COUNT) > 0;
+    const has6 = load<u32>(p, L_V6_COUNT) > 0;
+    if (has4) hooks(p, false);
+    if (has6) hooks(p, true);
+    const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
+    if (has4) commit(netId, false);
+    if (has6) commit(netId, true);
+    const rules = load<u32>(w, 4);
+    w += 8;
+    for (let k: u32 = 0; k < rules; k++) {
+      const egress = load<u32>(w) == 1;
+      const proto = load<u32>(w, 4);
+      const min = load<u32>(w, 8);
+      const max = load<u32>(w, 12);
+      const remotes = load<u32>(w, 16);
+      const lens = w + 20;
+      w = lens + (remotes == NONE ? 0 : <usize> remotes << 2);
+      // Every remote is checked, whichever family the port has (as the twin does).
+      if (remotes != NONE) {
+        let at = text;
+        for (let j: u32 = 0; j < remotes; j++) {
+          const len = load<u32>(lens + (<usize> j << 2));
+          rc = parseRemote(at, len);
+          if (rc != 0) return fail(rc, i, k, j);
+          at += len;
+        }
+      }
+      for (let f = 0; f < 2; f++) {
+        const v6 = f == 1;
+        const name = protocol(proto, v6);
+        if (!(v6 ? has6 : has4) || name === null) continue;
+        if (remotes == NONE) {
+          rPrefix = 0;
+          ruleLines(p, egress, name, min, max);
+          continue;
+        }
+        let at = text;
+        for (let j: u32 = 0; j < remotes; j++) {
+          const len = load<u32>(lens + (<usize> j << 2));
+          parseRemote(at, len);
+          at += len;
+          if (rV6 == v6) ruleLines(p, egress, name, min, max);
+        }
+      }
+      if (remotes != NONE) {
+        for (let j: u32 = 0; j < remotes; j++) text += load<u32>(lens + (<usize> j << 2));
+      }
+    }
+  }
+  join();
+  return 0;
+}
