@@ -33,7 +33,7 @@ const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
 
 /** Names only their own tenant (or an admin or a node) may ever see. */
 const SECRETS = {
-  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group"],
+  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group", "ac-secret-router"],
   globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group"],
 };
 
@@ -69,6 +69,14 @@ async function world(): Promise<TestApp> {
       201,
     );
   }
+  // A router of acme's, connecting its secret network: globex must never see it.
+  must(
+    await t.call("POST", "tenants/acme/routers", {
+      name: "ac-secret-router",
+      networks: ["ac-secret-net"],
+    }),
+    201,
+  );
   return t;
 }
 
@@ -91,6 +99,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   group: mostly(["g1", "g2", "ac-secret-group", "gx-secret-group"], ["G!"]),
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
+  router: mostly(["r1", "ac-secret-router"], ["R!"]),
 };
 const TOKENS = {
   admin: TOKEN.admin,
@@ -201,6 +210,15 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
   }).map(clean),
   IpGroupUpdate: fc.record({ size: opt(int), addresses: opt(fc.array(ip, { maxLength: 3 })) })
     .map(clean),
+  RouterCreate: fc.record({
+    name: PARAM_VALUES.router,
+    networks: fc.array(PARAM_VALUES.network, { maxLength: 3 }),
+    routes: opt(fc.array(fc.record({ dst: cidr, via: ip }), { maxLength: 2 })),
+  }).map(clean),
+  RouterUpdate: fc.record({
+    networks: fc.array(PARAM_VALUES.network, { maxLength: 3 }),
+    routes: opt(fc.array(fc.record({ dst: cidr, via: ip }), { maxLength: 2 })),
+  }).map(clean),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
@@ -244,6 +262,10 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
     size: pick(1, 2),
   }),
   QuotaSet: fc.record({ ports: pick(2, 4), addresses: pick(3, 6) }, { requiredKeys: [] }),
+  RouterCreate: fc.record({
+    name: pick("r1", "r2"),
+    networks: pick(["ac-secret-net"], ["n1", "ac-secret-net"], ["blue"], ["shared"]),
+  }),
 };
 
 /** Careless and hostile variations of any body. */
