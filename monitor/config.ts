@@ -4,6 +4,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { CLUSTER_NAME } from "@knitter/common";
 
 export const MonitorConfigSchema = z.strictObject({
   kubernetes: z.strictObject({
@@ -23,7 +24,7 @@ export const MonitorConfigSchema = z.strictObject({
    * The cluster this monitor watches, as the manager knows it (one manager may serve several):
    * its manager token must be that cluster's and reach no other (cluster_check.ts).
    */
-  cluster: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a cluster name")
+  cluster: z.string().regex(CLUSTER_NAME, "must be a cluster name")
     .default("default"),
   /** How often every port is checked against the pods that exist (and once at start). */
   reclaimIntervalSeconds: z.int().min(1).default(60),
