@@ -38,9 +38,16 @@ let routing: RoutingFigures;
   cni = await cniFigures(cleanup, { pods, rounds, burst });
   profile = await addProfile(cleanup, cni.stack, profilePods, burst);
   resync = await resyncFigures(cleanup, resyncPorts);
-  bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
-  routing = await routingFigures(cleanup, { pings: quick ? 50 : 200, rounds });
   log("cleaning up");
+}
+// A stack of their own each: a Cleanup names its netns once (kt-XXXX-ul), two stacks would collide.
+{
+  await using cleanup = new Cleanup();
+  bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
+}
+{
+  await using cleanup = new Cleanup();
+  routing = await routingFigures(cleanup, { pings: quick ? 50 : 200, rounds });
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
 const compile = await compileFigures();
