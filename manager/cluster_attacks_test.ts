@@ -70,7 +70,10 @@ Deno.test("clusters: the same node name in two clusters is two nodes, each its c
   const own = must(await t.call("GET", "nodes/n1", undefined, TOK.westN1), 200);
   assert.equal(own.underlayIp, "192.0.2.2");
   assert.equal(own.name, "n1");
-  assert.deepEqual(must(await t.call("GET", "clusters/east"), 200).nodes, ["n1"]);
+  const east = must(await t.call("GET", "clusters/east"), 200);
+  assert.deepEqual(east.nodes, ["n1"]);
+  assert.deepEqual(east.credentials, { monitors: 1, nodes: ["n1"] });
+  assert.ok(!JSON.stringify(east).includes(TOK.eastN1), "no token is ever answered");
 });
 
 Deno.test("clusters: the same stable pod ID in two clusters gets two ports, each bound to its own n1", async () => {

@@ -3,7 +3,7 @@
  * this table and openapi.ts documents it; neither knows any route by name.
  */
 import { z } from "zod";
-import type { Access, Principal } from "./auth.ts";
+import type { Access, Principal, TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import * as S from "./schemas.ts";
 import type { Ctx } from "./service/context.ts";
@@ -28,6 +28,8 @@ export interface Request {
   query: any;
   // deno-lint-ignore no-explicit-any
   body: any;
+  /** The manager's tokens, for what a route tells of them (never a token itself). */
+  tokens?: TokenTable;
 }
 
 export interface Reply {
@@ -626,11 +628,15 @@ export const ROUTES: RouteDef[] = [
   {
     method: "GET",
     path: `${V1}/clusters/{cluster}`,
-    summary: "Get a cluster with its registered nodes",
+    summary: "Get a cluster with its registered nodes and which tokens it has",
     tag: "clusters",
     access: "admin",
     ok: { status: 200, schema: S.Cluster, description: "the cluster" },
-    handle: async ({ ctx, params }) => ok(await clusters.getCluster(ctx, params.cluster)),
+    handle: async ({ ctx, params, tokens }) =>
+      ok({
+        ...await clusters.getCluster(ctx, params.cluster),
+        ...(tokens ? { credentials: tokens.ofCluster(params.cluster) } : {}),
+      }),
   },
   {
     method: "PATCH",

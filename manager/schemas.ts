@@ -546,6 +546,9 @@ export const Cluster = z.object({
   networks: z.array(z.string()),
   physnets: z.array(z.string()),
   nodes: z.array(z.string()).optional().meta({ description: "its registered nodes (GET of one)" }),
+  credentials: z.object({ monitors: z.int(), nodes: z.array(z.string()) }).optional().meta({
+    description: "the manager's tokens of the cluster (GET of one): monitor tokens, nodes with one",
+  }),
   deletingSince: Timestamp.optional().meta({
     description: "a delete is under way: the cluster takes no new ports",
   }),
