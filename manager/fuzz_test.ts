@@ -100,6 +100,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
   router: mostly(["r1", "ac-secret-router"], ["R!"]),
+  cluster: mostly(["default", "east"], ["Bad!", "nope"]),
 };
 const TOKENS = {
   admin: TOKEN.admin,
@@ -222,6 +223,16 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
+  }).map(clean),
+  ClusterCreate: fc.record({
+    name: PARAM_VALUES.cluster,
+    tenants: opt(fc.array(pick("acme", "*", "Bad!"), { maxLength: 2 })),
+    networks: opt(fc.array(pick("acme/blue", "admin/shared", "blue"), { maxLength: 2 })),
+    physnets: opt(fc.array(pick("phys1", "*"), { maxLength: 2 })),
+  }).map(clean),
+  ClusterUpdate: fc.record({
+    tenants: opt(fc.array(pick("acme", "globex", "*"), { maxLength: 2 })),
+    physnets: opt(fc.array(pick("phys1", "*"), { maxLength: 2 })),
   }).map(clean),
   NodeRegister: fc.record({
     underlayIp: pick("192.0.2.7", "nope", "fd00::1"),
