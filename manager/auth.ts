@@ -7,7 +7,10 @@ import { DEFAULT_CLUSTER, scoped, unscoped } from "./service/cluster_names.ts";
  * What a cluster lets its nodes and monitor use (service/clusters.ts). Loaded per request
  * (app.ts), so that a change or a deleted cluster takes effect at once.
  */
-export type ClusterReach = Pick<ClusterRecord, "name" | "tenants" | "networks" | "physnets">;
+export type ClusterReach = Pick<
+  ClusterRecord,
+  "name" | "tenants" | "networks" | "physnets" | "updatedAt"
+>;
 
 export type Principal =
   | { scope: "admin" }

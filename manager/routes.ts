@@ -16,7 +16,7 @@ import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as clusters from "./service/clusters.ts";
-import { feedFor } from "./service/cluster_view.ts";
+import { cursorFor, feedFor } from "./service/cluster_view.ts";
 import * as quotas from "./service/quotas.ts";
 import { queryHistory } from "./service/history.ts";
 
@@ -676,12 +676,14 @@ export const ROUTES: RouteDef[] = [
       description: "the events after the cursor (maybe none)",
     },
     handle: async ({ ctx, principal, query }) => {
-      if (query.after === undefined) return ok({ cursor: ctx.feed.cursor(), events: [] });
+      if (query.after === undefined) {
+        return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
+      }
       const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
       if (page === "expired") {
         throw new ApiError(
           "feed_expired",
-          "The cursor is too old or from before a manager restart: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
+          "The cursor is too old, from before a manager restart, or from before a change of this token's cluster: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
         );
       }
       return ok(page);

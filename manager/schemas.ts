@@ -482,7 +482,8 @@ export function listOf<T extends z.ZodType>(item: T) {
 // ---- change feed
 
 export const FeedQuery = z.strictObject({
-  after: z.string().regex(/^[0-9a-f]{8}:\d+$/, "must be a cursor from an earlier answer").optional()
+  after: z.string().regex(/^[0-9a-f]{8}:\d+(:-?\d+)?$/, "must be a cursor from an earlier answer")
+    .optional()
     .meta({ description: "absent: answer the current cursor at once, with no events" }),
   timeout: z.string().regex(/^\d{1,9}$/, "must be a whole number of seconds").optional()
     .transform((v) => (v === undefined ? 25 : Number(v)))
