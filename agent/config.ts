@@ -4,6 +4,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { CLUSTER_NAME } from "@knitter/common";
 
 const BridgeMapping = z.strictObject({
   physnet: z.string().min(1),
@@ -14,6 +15,9 @@ const BridgeMapping = z.strictObject({
 
 export const AgentConfigSchema = z.strictObject({
   nodeName: z.string().min(1).default(() => Deno.hostname()),
+  /** This node's cluster at the manager (one may serve several): its token must be that one's. */
+  cluster: z.string().regex(CLUSTER_NAME, "must be a cluster name")
+    .default("default"),
   manager: z.strictObject({
     url: z.url(),
     /** Reach the manager through this unix socket instead of the URL's host (same machine). */
@@ -97,6 +101,7 @@ Environment (overrides the file):
   KNITTER_AGENT_MANAGER_TOKEN  a node-scoped token for this node
   KNITTER_AGENT_UNDERLAY_IP    this node's tunnel endpoint
   KNITTER_AGENT_SOCKET         the plugin's unix socket (default /run/knitter/agent.sock)
+  KNITTER_AGENT_CLUSTER        its cluster at the manager (default: default)
   KNITTER_AGENT_STATE_DIR      node-local state (default /var/lib/knitter/agent)
   KNITTER_AGENT_LOG_LEVEL      debug | info | warn | error
   KNITTER_AGENT_KUBECONFIG     Kubernetes mode, with this kubeconfig (the node's credentials)
@@ -112,6 +117,7 @@ export class AgentConfigError extends Error {
 
 const ENV: [string, (raw: Record<string, unknown>, v: string) => void][] = [
   ["KNITTER_AGENT_NODE_NAME", (r, v) => (r.nodeName = v)],
+  ["KNITTER_AGENT_CLUSTER", (r, v) => (r.cluster = v)],
   ["KNITTER_AGENT_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
   ["KNITTER_AGENT_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
   ["KNITTER_AGENT_UNDERLAY_IP", (r, v) => (r.underlayIp = v)],

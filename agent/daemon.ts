@@ -1,6 +1,7 @@
 /** Wires a configuration into a running agent: state, manager, OVS, dataplane, feed, socket. */
 import type { Logger } from "@knitter/common";
 import {
+  checkTokenCluster,
   createLogger,
   ManagerClient,
   ManagerUnavailableError,
@@ -186,6 +187,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   // Existing pods keep their flows: the first sync applies only the difference to what is there.
   const stopping = new AbortController();
   const joined = retry(async () => {
+    // Another cluster's token would register this node, and bind its pods, in that cluster.
+    await checkTokenCluster(manager, config.cluster, "node");
     await manager.registerNode(config.nodeName, config.underlayIp);
     await remote.start();
     await dataplane.sync();

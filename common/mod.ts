@@ -14,6 +14,7 @@ export * from "./serve_unix.ts";
 export * from "./group_commit.ts";
 export * from "./probes.ts";
 export * from "./backoff.ts";
+export * from "./cluster_check.ts";
 export * from "./feed_follower.ts";
 export * from "./bandwidth.ts";
 export * from "./router_routes.ts";

@@ -204,6 +204,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       agentConfig,
       JSON.stringify({
         nodeName: name,
+        ...(clusterOf.has(name) ? { cluster: clusterOf.get(name) } : {}),
         manager: { url: managerUrl, socket: managerSocket, token: nodeTokens.get(name) },
         socket: agentSocket,
         stateDir: agentStateDir,

@@ -142,7 +142,7 @@ async function serve(
   const query = parse(route.query ?? EMPTY_QUERY, c.req.query(), "query");
   const body = route.body ? parse(route.body, await readJson(c, limits), "") : undefined;
   scopeRequest(principal, { params, query, body });
-  const reply = await route.handle({ ctx, principal, params, query, body });
+  const reply = await route.handle({ ctx, principal, params, query, body, tokens });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
   return c.json(await viewFor(ctx, principal, reply.body), reply.status as 200);
 }

@@ -1,13 +1,16 @@
 /** Bearer tokens and their scopes, and the one function that decides what a scope may reach. */
 import { ApiError } from "./errors.ts";
 import type { ClusterRecord } from "./model.ts";
-import { DEFAULT_CLUSTER, scoped } from "./service/cluster_names.ts";
+import { DEFAULT_CLUSTER, scoped, unscoped } from "./service/cluster_names.ts";
 
 /**
  * What a cluster lets its nodes and monitor use (service/clusters.ts). Loaded per request
  * (app.ts), so that a change or a deleted cluster takes effect at once.
  */
-export type ClusterReach = Pick<ClusterRecord, "name" | "tenants" | "networks" | "physnets">;
+export type ClusterReach = Pick<
+  ClusterRecord,
+  "name" | "tenants" | "networks" | "physnets" | "updatedAt"
+>;
 
 export type Principal =
   | { scope: "admin" }
@@ -52,6 +55,17 @@ export class TokenTable {
 
   get size(): number {
     return this.byToken.size;
+  }
+
+  /** Which tokens a cluster has (never the tokens themselves): its monitors, its nodes by name. */
+  ofCluster(cluster: string): { monitors: number; nodes: string[] } {
+    let monitors = 0;
+    const nodes: string[] = [];
+    for (const p of this.byToken.values()) {
+      if (p.scope === "monitor" && p.cluster === cluster) monitors++;
+      if (p.scope === "node" && p.cluster === cluster) nodes.push(unscoped(p.node).name);
+    }
+    return { monitors, nodes: nodes.sort() };
   }
 
   /** The principal of an Authorization header; 401 when it is missing or unknown. */

@@ -2,7 +2,8 @@
  * The consistency check (`deno task manager check`): every set bit of an address, VNI or VLAN pool
  * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
  * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
- * segment has two owners. A manager killed mid-request must leave nothing this check finds.
+ * segment has two owners; every router's networks exist, belong to its tenant and name it as their
+ * one router. A manager killed mid-request must leave nothing this check finds.
  */
 import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
@@ -13,6 +14,7 @@ import {
   type NetworkRecord,
   type PhysnetRecord,
   type PortRecord,
+  type RouterRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./service/port_records.ts";
@@ -38,6 +40,7 @@ export async function checkStore(store: Store): Promise<CheckReport> {
     }
   }
   await checkSegments(store, networks, problems);
+  await checkRouters(store, byId, problems);
   for await (const e of store.list<QuotaRecord>(["quota"])) {
     const tenant = e.key.at(-1) as string;
     const used = e.value?.used;
@@ -190,6 +193,40 @@ async function checkSegments(store: Store, networks: NetworkRecord[], problems: 
 }
 
 /** A pool's set bits; the head's counters are checked against its chunks on the way. */
+/** Routers and their index (one router per network) agree, and name their tenant's networks. */
+async function checkRouters(
+  store: Store,
+  networks: Map<string, NetworkRecord>,
+  problems: string[],
+): Promise<void> {
+  const claimed = new Map<string, string>();
+  for (const r of await values<RouterRecord>(store, keys.routers())) {
+    const where = `router "${r.tenant}/${r.name}"`;
+    for (const n of r.networks) {
+      const net = networks.get(n.id);
+      if (!net || net.tenant !== r.tenant) {
+        problems.push(`${where} names network ${n.id}, which is not one of its tenant's`);
+      }
+      claimed.set(n.id, `${r.tenant}/${r.name}`);
+    }
+  }
+  for await (const e of store.list<{ tenant: string; name: string }>(["router_by_network"])) {
+    const id = e.key.at(-1) as string;
+    const owner = claimed.get(id);
+    if (owner !== `${e.value?.tenant}/${e.value?.name}`) {
+      problems.push(
+        `network ${id} is indexed as router "${e.value?.tenant}/${e.value?.name}"'s, not ${
+          owner ?? "any router"
+        }'s`,
+      );
+    }
+    claimed.delete(id);
+  }
+  for (const [id, owner] of claimed) {
+    problems.push(`router "${owner}" connects network ${id}, which is not indexed as its`);
+  }
+}
+
 async function readPool(
   store: Store,
   prefix: Key,

@@ -70,7 +70,10 @@ Deno.test("clusters: the same node name in two clusters is two nodes, each its c
   const own = must(await t.call("GET", "nodes/n1", undefined, TOK.westN1), 200);
   assert.equal(own.underlayIp, "192.0.2.2");
   assert.equal(own.name, "n1");
-  assert.deepEqual(must(await t.call("GET", "clusters/east"), 200).nodes, ["n1"]);
+  const east = must(await t.call("GET", "clusters/east"), 200);
+  assert.deepEqual(east.nodes, ["n1"]);
+  assert.deepEqual(east.credentials, { monitors: 1, nodes: ["n1"] });
+  assert.ok(!JSON.stringify(east).includes(TOK.eastN1), "no token is ever answered");
 });
 
 Deno.test("clusters: the same stable pod ID in two clusters gets two ports, each bound to its own n1", async () => {
@@ -410,4 +413,29 @@ Deno.test("clusters: a delete racing its agents' PUTs leaves either the cluster 
       must(await t.call("PUT", `${BLUE}/ports/after`, { node: "n1" }, TOK.westN1), 201);
     }
   }
+});
+
+Deno.test("clusters: a change of what a cluster may use expires its agents' feed, and their new list shows it", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${RED}/ports/g1`, { node: "n1" }, TOK.westN1), 201);
+  const { cursor } = must(await t.call("GET", "feed", undefined, TOK.eastN1), 200);
+  const before = must(await t.call("GET", "ports", undefined, TOK.eastN1), 200).items;
+  assert.ok(!before.some((p: { network: string }) => p.network === "red"));
+  // west's tokens are untouched by east's change.
+  const westCursor = must(await t.call("GET", "feed", undefined, TOK.westN1), 200).cursor;
+  must(await t.call("PATCH", "clusters/east", { tenants: ["acme", "globex"] }), 200);
+  mustFail(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOK.eastN1),
+    410,
+    "feed_expired",
+    { message: /change of this token's cluster/ },
+  );
+  must(await t.call("GET", `feed?after=${westCursor}&timeout=0`, undefined, TOK.westN1), 200);
+  const after = must(await t.call("GET", "ports", undefined, TOK.eastN1), 200).items;
+  assert.deepEqual(
+    after.filter((p: { network: string }) => p.network === "red").map((p: { id: string }) => p.id),
+    ["g1@west"],
+  );
+  const fresh = must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor;
+  must(await t.call("GET", `feed?after=${fresh}&timeout=0`, undefined, TOK.eastN1), 200);
 });

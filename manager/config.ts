@@ -4,7 +4,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { isLevel, type Level } from "@knitter/common";
+import { CLUSTER_NAME, isLevel, type Level } from "@knitter/common";
 import type { TokenConfig } from "./auth.ts";
 
 const TokenSchema = z.strictObject({
@@ -13,7 +13,7 @@ const TokenSchema = z.strictObject({
   tenant: z.string().optional(),
   node: z.string().optional(),
   /** The cluster of a node or monitor token (its names are scoped by it); absent: "default". */
-  cluster: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a cluster name")
+  cluster: z.string().regex(CLUSTER_NAME, "must be a cluster name")
     .optional(),
 }).refine((t) => t.scope !== "tenant" || t.tenant, 'a tenant token needs "tenant"')
   .refine((t) => t.scope !== "node" || t.node, 'a node token needs "node"')

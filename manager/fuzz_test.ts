@@ -21,6 +21,7 @@ import { checkStore } from "./check.ts";
 import { openApiDocument } from "./openapi.ts";
 import { ROUTES } from "./routes.ts";
 import { dump, must, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import type { TokenConfig } from "./auth.ts";
 
 const env = (name: string) => Deno.env.get(name);
 /** On etcd (tests/etcd_api_test.ts) every store call is an HTTP request: fewer, shorter runs. */
@@ -33,16 +34,22 @@ const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
 
 /** Names only their own tenant (or an admin or a node) may ever see. */
 const SECRETS = {
-  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group"],
+  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group", "ac-secret-router"],
   globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group"],
 };
 
 async function world(): Promise<TestApp> {
   // With the address history on, its answers are held to the same secrets as the rest.
-  const t = await testApp({ tenants: ["acme", "globex"], historyRetentionDays: 30 });
+  const t = await testApp({
+    tenants: ["acme", "globex"],
+    historyRetentionDays: 30,
+    tokens: CLUSTER_TOKENS,
+  });
   const ok = async (method: string, path: string, body?: unknown, token?: string) =>
     must(await t.call(method, path, body, token), method === "POST" ? 201 : 200);
   await ok("POST", "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 102 }] });
+  // A cluster of acme's (with a node and a monitor token): globex is not its tenant.
+  await ok("POST", "clusters", { name: "east", tenants: ["acme"] });
   await ok("POST", "tenants/admin/networks", net("shared", "10.200.0.0/28", { public: true }));
   await ok(
     "POST",
@@ -69,6 +76,14 @@ async function world(): Promise<TestApp> {
       201,
     );
   }
+  // A router of acme's, connecting its secret network: globex must never see it.
+  must(
+    await t.call("POST", "tenants/acme/routers", {
+      name: "ac-secret-router",
+      networks: ["ac-secret-net"],
+    }),
+    201,
+  );
   return t;
 }
 
@@ -91,9 +106,18 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   group: mostly(["g1", "g2", "ac-secret-group", "gx-secret-group"], ["G!"]),
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
+  router: mostly(["r1", "ac-secret-router"], ["R!"]),
+  cluster: mostly(["default", "east"], ["Bad!", "nope"]),
 };
+/** Tokens of cluster east, which may use acme's networks and never sees globex's. */
+const CLUSTER_TOKENS: TokenConfig[] = [
+  { token: "east-node-token-for-fuzz-01", scope: "node", node: "worker1", cluster: "east" },
+  { token: "east-monitor-token-for-fuzz", scope: "monitor", cluster: "east" },
+];
 const TOKENS = {
   admin: TOKEN.admin,
+  eastNode: CLUSTER_TOKENS[0].token,
+  eastMonitor: CLUSTER_TOKENS[1].token,
   acme: TOKEN.acme,
   globex: TOKEN.globex,
   worker1: TOKEN.worker1,
@@ -217,9 +241,29 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     rules: opt(fc.array(SECURITY_RULE, { maxLength: 3 })),
   }).map(clean),
   SecurityGroupUpdate: fc.record({ rules: fc.array(SECURITY_RULE, { maxLength: 3 }) }),
+  RouterCreate: fc.record({
+    name: PARAM_VALUES.router,
+    networks: fc.array(PARAM_VALUES.network, { maxLength: 3 }),
+    routes: opt(fc.array(fc.record({ dst: cidr, via: ip }), { maxLength: 2 })),
+  }).map(clean),
+  RouterUpdate: fc.record({
+    networks: fc.array(PARAM_VALUES.network, { maxLength: 3 }),
+    routes: opt(fc.array(fc.record({ dst: cidr, via: ip }), { maxLength: 2 })),
+  }).map(clean),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
+  }).map(clean),
+  ClusterCreate: fc.record({
+    name: PARAM_VALUES.cluster,
+    tenants: opt(fc.array(pick("acme", "*", "Bad!"), { maxLength: 2 })),
+    networks: opt(fc.array(pick("acme/blue", "admin/shared", "blue"), { maxLength: 2 })),
+    physnets: opt(fc.array(pick("phys1", "*"), { maxLength: 2 })),
+  }).map(clean),
+  ClusterUpdate: fc.record({
+    // Never globex for east: its tokens must not see globex's names (judge()).
+    tenants: opt(fc.array(pick("acme", "admin", "Bad!"), { maxLength: 2 })),
+    physnets: opt(fc.array(pick("phys1", "*"), { maxLength: 2 })),
   }).map(clean),
   NodeRegister: fc.record({
     underlayIp: pick("192.0.2.7", "nope", "fd00::1"),
@@ -260,6 +304,10 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
     size: pick(1, 2),
   }),
   QuotaSet: fc.record({ ports: pick(2, 4), addresses: pick(3, 6) }, { requiredKeys: [] }),
+  RouterCreate: fc.record({
+    name: pick("r1", "r2"),
+    networks: pick(["ac-secret-net"], ["n1", "ac-secret-net"], ["blue"], ["shared"]),
+  }),
 };
 
 /** Careless and hostile variations of any body. */
@@ -448,9 +496,10 @@ function judge(
     assert.deepEqual(Object.keys(err), ["error"], `${what}: ${r.text}`);
     assert.ok(typeof err.error.code === "string" && err.error.message.length > 0, r.text);
   }
-  if (c.token === "acme" || c.token === "globex") {
+  const acmeSide = c.token === "acme" || c.token === "eastNode" || c.token === "eastMonitor";
+  if (acmeSide || c.token === "globex") {
     const asked = urlOf(c) + JSON.stringify(c.body?.body ?? "");
-    const other = c.token === "acme" ? SECRETS.globex : SECRETS.acme;
+    const other = acmeSide ? SECRETS.globex : SECRETS.acme;
     for (const s of other) {
       if (asked.includes(s)) continue;
       assert.ok(!r.text.includes(s), `${what}: the answer names ${s}: ${r.text.slice(0, 300)}`);

@@ -64,8 +64,10 @@ export function openApiDocument(routes: RouteDef[]) {
       title: "Knitter manager API",
       version: "1",
       description:
-        "Tenants, networks, physnets, IP groups, ports and nodes. Every /api route needs a bearer token; " +
-        "x-access says which scope reaches it (admin, tenant, node, shared, any).",
+        "Tenants, networks, physnets, IP groups, ports, nodes and clusters. Every /api route needs a bearer token; " +
+        "x-access says which scope reaches it (admin, tenant, node, shared, infra, operator, any). " +
+        "Node and monitor tokens belong to a cluster: they name nodes and ports bare, and read other " +
+        "clusters' as NAME@CLUSTER.",
     },
     components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
     paths,

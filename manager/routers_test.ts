@@ -4,6 +4,7 @@
  * changed; then what a tenant relies on: the record, its update, the feed event, the agents' list.
  */
 import assert from "node:assert/strict";
+import { checkStore } from "./check.ts";
 import { keys, type NetworkRecord } from "./model.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
@@ -250,4 +251,14 @@ Deno.test("a router: created, listed, replaced and deleted; each change on the f
     ),
     201,
   );
+  // The store check finds routers and their index consistent, and finds an index gone astray
+  // (world's hand-made network "wide" has problems of its own, not about routers).
+  const routerProblems = async () =>
+    (await checkStore(t.store)).problems.filter((p) => p.includes("router"));
+  assert.deepEqual(await routerProblems(), []);
+  const red = created.networks[0].id as string;
+  await t.store.commit([], [{ type: "delete", key: keys.routerOfNetwork(red) }]);
+  assert.deepEqual(await routerProblems(), [
+    `router "acme/again" connects network ${red}, which is not indexed as its`,
+  ]);
 });

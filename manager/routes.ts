@@ -3,7 +3,7 @@
  * this table and openapi.ts documents it; neither knows any route by name.
  */
 import { z } from "zod";
-import type { Access, Principal } from "./auth.ts";
+import type { Access, Principal, TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import * as S from "./schemas.ts";
 import type { Ctx } from "./service/context.ts";
@@ -17,7 +17,7 @@ import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
 import * as clusters from "./service/clusters.ts";
-import { feedFor } from "./service/cluster_view.ts";
+import { cursorFor, feedFor } from "./service/cluster_view.ts";
 import * as quotas from "./service/quotas.ts";
 import { queryHistory } from "./service/history.ts";
 
@@ -29,6 +29,8 @@ export interface Request {
   query: any;
   // deno-lint-ignore no-explicit-any
   body: any;
+  /** The manager's tokens, for what a route tells of them (never a token itself). */
+  tokens?: TokenTable;
 }
 
 export interface Reply {
@@ -692,11 +694,15 @@ export const ROUTES: RouteDef[] = [
   {
     method: "GET",
     path: `${V1}/clusters/{cluster}`,
-    summary: "Get a cluster with its registered nodes",
+    summary: "Get a cluster with its registered nodes and which tokens it has",
     tag: "clusters",
     access: "admin",
     ok: { status: 200, schema: S.Cluster, description: "the cluster" },
-    handle: async ({ ctx, params }) => ok(await clusters.getCluster(ctx, params.cluster)),
+    handle: async ({ ctx, params, tokens }) =>
+      ok({
+        ...await clusters.getCluster(ctx, params.cluster),
+        ...(tokens ? { credentials: tokens.ofCluster(params.cluster) } : {}),
+      }),
   },
   {
     method: "PATCH",
@@ -736,12 +742,14 @@ export const ROUTES: RouteDef[] = [
       description: "the events after the cursor (maybe none)",
     },
     handle: async ({ ctx, principal, query }) => {
-      if (query.after === undefined) return ok({ cursor: ctx.feed.cursor(), events: [] });
+      if (query.after === undefined) {
+        return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
+      }
       const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
       if (page === "expired") {
         throw new ApiError(
           "feed_expired",
-          "The cursor is too old or from before a manager restart: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
+          "The cursor is too old, from before a manager restart, or from before a change of this token's cluster: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
         );
       }
       return ok(page);

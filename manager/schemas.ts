@@ -506,7 +506,8 @@ export function listOf<T extends z.ZodType>(item: T) {
 // ---- change feed
 
 export const FeedQuery = z.strictObject({
-  after: z.string().regex(/^[0-9a-f]{8}:\d+$/, "must be a cursor from an earlier answer").optional()
+  after: z.string().regex(/^[0-9a-f]{8}:\d+(:-?\d+)?$/, "must be a cursor from an earlier answer")
+    .optional()
     .meta({ description: "absent: answer the current cursor at once, with no events" }),
   timeout: z.string().regex(/^\d{1,9}$/, "must be a whole number of seconds").optional()
     .transform((v) => (v === undefined ? 25 : Number(v)))
@@ -571,6 +572,9 @@ export const Cluster = z.object({
   networks: z.array(z.string()),
   physnets: z.array(z.string()),
   nodes: z.array(z.string()).optional().meta({ description: "its registered nodes (GET of one)" }),
+  credentials: z.object({ monitors: z.int(), nodes: z.array(z.string()) }).optional().meta({
+    description: "the manager's tokens of the cluster (GET of one): monitor tokens, nodes with one",
+  }),
   deletingSince: Timestamp.optional().meta({
     description: "a delete is under way: the cluster takes no new ports",
   }),

@@ -4,6 +4,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { CLUSTER_NAME } from "@knitter/common";
 
 export const MonitorConfigSchema = z.strictObject({
   kubernetes: z.strictObject({
@@ -19,6 +20,12 @@ export const MonitorConfigSchema = z.strictObject({
     token: z.string().min(16),
     caFile: z.string().optional(),
   }),
+  /**
+   * The cluster this monitor watches, as the manager knows it (one manager may serve several):
+   * its manager token must be that cluster's and reach no other (cluster_check.ts).
+   */
+  cluster: z.string().regex(CLUSTER_NAME, "must be a cluster name")
+    .default("default"),
   /** How often every port is checked against the pods that exist (and once at start). */
   reclaimIntervalSeconds: z.int().min(1).default(60),
   /** Ports younger than this are never reclaimed: their pod may not have reached the watch yet. */
@@ -91,6 +98,7 @@ Environment (overrides the file; flags override both):
   KNITTER_MONITOR_MANAGER_URL     the manager's URL
   KNITTER_MONITOR_MANAGER_TOKEN   an admin token of the manager, or its cluster's monitor token
   KNITTER_MONITOR_LOG_LEVEL       debug | info | warn | error
+  KNITTER_MONITOR_CLUSTER         the cluster it watches, as the manager knows it (default: default)
   KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
 `;
 
@@ -111,6 +119,7 @@ const ENV: [string, (raw: Raw, v: string) => void][] = [
   ["KNITTER_MONITOR_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
   ["KNITTER_MONITOR_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
   ["KNITTER_MONITOR_LOG_LEVEL", (r, v) => (r.logLevel = v)],
+  ["KNITTER_MONITOR_CLUSTER", (r, v) => (r.cluster = v)],
   [
     "KNITTER_MONITOR_HEALTH_HOSTNAME",
     (r, v) => (r.health = { ...(r.health as object), hostname: v }),

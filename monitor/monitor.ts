@@ -14,6 +14,7 @@ import {
 } from "@knitter/common";
 import type { MonitorConfig } from "./config.ts";
 import { ensureDefaultNetwork } from "./default_network.ts";
+import { checkClusterToken } from "./cluster_check.ts";
 import {
   GROUP,
   type IpGroupResource,
@@ -80,6 +81,8 @@ export async function startMonitor(
   });
   const tenants = new Tenants(manager, log);
   const stopping = new AbortController();
+  // Nothing is watched, released or made before the token is known to be this cluster's.
+  await checkClusterToken(manager, config.cluster, log, stopping.signal);
   const retryMs = config.resyncSeconds * 1000;
   const queue = (name: string, fn: (key: string) => Promise<void>) =>
     new WorkQueue(name, fn, config.workers, log);

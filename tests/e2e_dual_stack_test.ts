@@ -62,7 +62,7 @@ Deno.test("e2e dual stack: IPv4 and IPv6 TCP and UDP between pods across nodes, 
   const s2 = await added(n2, "s2", "six");
 
   await t.step(
-    "each pod has one address of each family, both gateways, and a static IPv6 default route",
+    "each pod has one address of each family, both gateways, a static IPv6 default route, router advertisements off",
     async () => {
       for (const p of [near, evil, far, victim]) {
         assert.equal(p.ips.length, 2, `${p.pod.name}: ${p.ips}`);
@@ -78,6 +78,17 @@ Deno.test("e2e dual stack: IPv4 and IPv6 TCP and UDP between pods across nodes, 
           (await run(["ip", "-n", p.ns, "-6", "-j", "route", "show", "default"])).stdout,
         );
         assert.deepEqual(v6.map((r: { gateway: string }) => r.gateway), [DUAL.gateway6]);
+        // Router advertisements off: no other pod can add a route through itself.
+        const ra = await run([
+          "ip",
+          "netns",
+          "exec",
+          p.ns,
+          "sysctl",
+          "-n",
+          "net.ipv6.conf.eth0.accept_ra",
+        ]);
+        assert.equal(ra.stdout.trim(), "0", `${p.pod.name}: accept_ra`);
       }
     },
   );

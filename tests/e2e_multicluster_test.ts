@@ -5,6 +5,7 @@
  * tenant network spans both clusters over VXLAN, another tenant's stays apart.
  */
 import assert from "node:assert/strict";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { startStack } from "../devstack/stack.ts";
 import { eventually, type KubeCluster, startKubeCluster } from "./support/kube_cluster.ts";
@@ -107,6 +108,14 @@ Deno.test("e2e multicluster: one manager, two clusters; a tenant network spans t
   });
 
   await t.step("blue spans the clusters: TCP and UDP between the two webs", async () => {
+    // Through the tunnel between the two clusters' nodes, as the feed told each agent.
+    for (const [from, to] of [[a1, b1], [b1, a1]]) {
+      const flows = await new Ovs(from.sim.ovs).dumpFlows("br-int");
+      assert.ok(
+        flows.some((f) => f.includes(`${to.sim.underlayIp}->tun_dst`)),
+        `${from.name} tunnels to ${to.name} (${to.sim.underlayIp}), of the other cluster`,
+      );
+    }
     const ok = (x: { ok: boolean; error?: string }, what: string) =>
       assert.ok(x.ok, `${what}: ${x.error}`);
     ok(

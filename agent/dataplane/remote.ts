@@ -11,6 +11,7 @@ import {
   type FeedHealth,
   type Logger,
   type ManagerClient,
+  ManagerError,
   type Port,
   type RouterInfo,
   type SecurityGroup,
@@ -90,7 +91,7 @@ export class RemoteView {
     const [ports, nodes, routers, groups] = await Promise.all([
       this.manager.listPorts(),
       this.manager.listNodes(),
-      this.manager.listRouters(),
+      routersOf(this.manager),
       this.manager.listSecurityGroups(),
     ]);
     this.routersByKey.clear();
@@ -137,6 +138,19 @@ function regrouped(before: Port | undefined, after: Port): boolean {
 
 function key(p: Port): string {
   return `${p.networkId}/${p.id}`;
+}
+
+/**
+ * Every router; none from a manager that predates them (404: an agent upgraded first keeps its
+ * flows instead of failing every list).
+ */
+async function routersOf(manager: ManagerClient): Promise<RouterInfo[]> {
+  try {
+    return await manager.listRouters();
+  } catch (err) {
+    if (err instanceof ManagerError && err.status === 404) return [];
+    throw err;
+  }
 }
 
 function routerKey(r: RouterInfo): string {

@@ -70,9 +70,11 @@ export async function createPodInterface(
     .finish(steps.map((s) => s.command).join("\n") + "\n");
   if (result.code === 0) {
     const indexes = parseIndexes(result.stdout, where);
-    if (!spec.softwareChecksums || netnsName(spec.netns)) return indexes;
+    // A netns the runtime did not name: what the batch could not fork goes through nsenter.
+    if (netnsName(spec.netns)) return indexes;
     try {
-      await disableTxChecksumOffload(spec.netns, spec.ifName);
+      if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
+      if (hasIpv6(spec)) await ignoreRouterAdvertisements(spec.netns, spec.ifName);
       return indexes;
     } catch (err) {
       await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
@@ -147,6 +149,33 @@ export async function disableTxChecksumOffload(netns: string, ifName: string): P
   }
 }
 
+/**
+ * Router advertisements off on the pod's interface (`accept_ra` 0): its IPv6 routes are the
+ * static ones the agent gives it, and no other pod of the network can add a default route through
+ * itself with a forged advertisement.
+ */
+export async function ignoreRouterAdvertisements(netns: string, ifName: string): Promise<void> {
+  const result = await run(["sysctl", "-qw", acceptRaOff(ifName)], { netns, check: false });
+  if (result.code !== 0) {
+    throw new Error(`step "${ignoreRaLabel(ifName)}" failed: ${result.stderr}`, {
+      cause: new CommandError(result),
+    });
+  }
+}
+
+/** The sysctl assignment, with "/" separators: an interface name may hold a ".". */
+function acceptRaOff(ifName: string): string {
+  return `net/ipv6/conf/${ifName}/accept_ra=0`;
+}
+
+function ignoreRaLabel(ifName: string): string {
+  return `turn off router advertisements on ${ifName}`;
+}
+
+function hasIpv6(spec: PodInterfaceSpec): boolean {
+  return spec.addresses.some((a) => a.includes(":"));
+}
+
 /** What the pod's interface looks like now, for CNI CHECK; null when it (or the netns) is gone. */
 export async function podInterfaceState(
   netns: string,
@@ -185,8 +214,9 @@ interface Step {
 function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
   const dev = spec.ifName;
   const mtu = spec.mtu;
-  // A named netns (what runtimes make) lets the batch itself fork ethtool in it: no nsenter exec.
-  const name = spec.softwareChecksums ? netnsName(spec.netns) : undefined;
+  // A named netns (what runtimes make) lets the batch itself fork ethtool and sysctl in it: no
+  // nsenter exec.
+  const name = netnsName(spec.netns);
   return [
     {
       label: `create veth ${spec.hostIfName} <-> ${dev}`,
@@ -194,10 +224,17 @@ function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
       command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
         `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
     },
-    ...(name
+    ...(name && spec.softwareChecksums
       ? [{
         label: `turn off tx checksum offload on ${dev}`,
         command: `netns exec ${name} ethtool -K ${dev} tx off`,
+      }]
+      : []),
+    // Before the link is up, so that no advertisement is taken in between.
+    ...(name && hasIpv6(spec)
+      ? [{
+        label: ignoreRaLabel(dev),
+        command: `netns exec ${name} sysctl -qw ${acceptRaOff(dev)}`,
       }]
       : []),
     ...spec.addresses.map((addr) => ({

@@ -230,30 +230,56 @@ Deno.test("createPodInterface with softwareChecksums: tx checksum offload is off
   assert.equal(await txOn(named), false, "named netns: the batch turned it off");
 
   // A /proc/PID/ns/net path, as some runtimes pass: the offload goes off through nsenter.
-  const sleeper = new Deno.Command("ip", {
-    args: ["netns", "exec", other.slice(other.lastIndexOf("/") + 1), "sleep", "30"],
-  }).spawn();
-  cleanup.pid(sleeper.pid);
-  const proc = `/proc/${sleeper.pid}/ns/net`;
-  const want = (await Deno.stat(other)).ino;
-  // `ip netns exec` enters the netns, then execs sleep: wait until the pid is inside.
-  for (let i = 0; i < 100 && (await Deno.stat(proc).catch(() => null))?.ino !== want; i++) {
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const proc = await procPathOf(cleanup, other);
   await createPodInterface(
     spec(host, proc, { softwareChecksums: true, hostIfName: hostIfName("c0ffee", "p2") }),
   );
   assert.equal(await txOn(other), false, "/proc path: turned off too");
 
-  await createPodInterface(
-    spec(host, named, {
-      ifName: "eth2",
-      hostIfName: hostIfName("c0ffee", "eth2"),
-      mac: "02:00:0a:01:00:06",
-      addresses: ["10.9.0.5/24"],
-      routes: [],
-    }),
-  );
+  await createPodInterface(ipv4Only(host, named));
   const eth2 = (await run(["ethtool", "-k", "eth2"], { netns: named })).stdout;
   assert.match(eth2, /^tx-checksumming: on/m, "without it, the kernel's default stays");
 });
+
+Deno.test("createPodInterface with an IPv6 address: router advertisements are off on the pod end (named netns and /proc path); an IPv4-only one keeps the default", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [named, other] } = await setup(cleanup, 2);
+  const acceptRa = async (netns: string, ifName: string) =>
+    (await run(["sysctl", "-n", `net/ipv6/conf/${ifName}/accept_ra`], { netns })).stdout.trim();
+
+  await createPodInterface(spec(host, named));
+  assert.equal(await acceptRa(named, "eth1"), "0", "named netns: the batch turned them off");
+
+  const proc = await procPathOf(cleanup, other);
+  await createPodInterface(spec(host, proc, { hostIfName: hostIfName("c0ffee", "p2") }));
+  assert.equal(await acceptRa(other, "eth1"), "0", "/proc path: through nsenter");
+
+  await createPodInterface(ipv4Only(host, named));
+  assert.equal(await acceptRa(named, "eth2"), "1", "IPv4 only: the kernel's default stays");
+});
+
+/** The named netns `path` as a /proc/PID/ns/net path (of a sleeper in it), as some runtimes pass. */
+async function procPathOf(cleanup: Cleanup, path: string): Promise<string> {
+  const sleeper = new Deno.Command("ip", {
+    args: ["netns", "exec", path.slice(path.lastIndexOf("/") + 1), "sleep", "30"],
+  }).spawn();
+  cleanup.pid(sleeper.pid);
+  const proc = `/proc/${sleeper.pid}/ns/net`;
+  const want = (await Deno.stat(path)).ino;
+  // `ip netns exec` enters the netns, then execs sleep: wait until the pid is inside.
+  for (let i = 0; i < 100 && (await Deno.stat(proc).catch(() => null))?.ino !== want; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return proc;
+}
+
+/** A second interface, eth2, with one IPv4 address and no routes. */
+function ipv4Only(host: string, pod: string): PodInterfaceSpec {
+  return spec(host, pod, {
+    ifName: "eth2",
+    hostIfName: hostIfName("c0ffee", "eth2"),
+    mac: "02:00:0a:01:00:06",
+    addresses: ["10.9.0.5/24"],
+    routes: [],
+  });
+}

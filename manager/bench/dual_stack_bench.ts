@@ -3,10 +3,12 @@
  * /16, on a dual-stack network (a /16 with an IPv6 /64: each port also gets its paired IPv6 address
  * and, with history on, a third history key), on an IPv6-only /64 without pools (its
  * 65,536-address window), and on a second IPv4 /16, the yardstick: how far two identical networks
- * differ on this machine. One Deno KV file, history on (or off). The four alternate over several
- * rounds, each round in another order; medians, with the slowest and fastest round.
+ * differ on this machine. One Deno KV file (or `--memory`: Deno KV in memory, without the disk's
+ * noise), history on (or off). The four alternate over several rounds, each round in another
+ * order; medians, with the slowest and fastest round.
  *
  *   deno run -A manager/bench/dual_stack_bench.ts [--ports N] [--rounds R] [--history-days 0]
+ *     [--memory]
  */
 import { createNetwork } from "../service/networks.ts";
 import { putPort } from "../service/ports.ts";
@@ -31,10 +33,12 @@ export type DualStackFigures = Record<
 export async function dualStackFigures(
   n: number,
   rounds: number,
-  historyRetentionDays = 30,
+  opts: { historyRetentionDays?: number; inMemory?: boolean } = {},
 ): Promise<DualStackFigures> {
+  const { historyRetentionDays = 30, inMemory = false } = opts;
   return await withTempDir(async (dir) => {
-    const ctx = await benchContext(`${dir}/dual.kv`, { historyRetentionDays });
+    const path = inMemory ? ":memory:" : `${dir}/dual.kv`;
+    const ctx = await benchContext(path, { historyRetentionDays });
     try {
       const names = Object.keys(NETWORKS) as (keyof typeof NETWORKS)[];
       for (const [i, label] of names.entries()) {
@@ -78,12 +82,13 @@ if (import.meta.main) {
     return at >= 0 ? Number(Deno.args[at + 1]) : fallback;
   };
   const [n, rounds, days] = [arg("--ports", 1000), arg("--rounds", 5), arg("--history-days", 30)];
-  const figures = await dualStackFigures(n, rounds, days);
+  const inMemory = Deno.args.includes("--memory");
+  const figures = await dualStackFigures(n, rounds, { historyRetentionDays: days, inMemory });
   const f = (x: number) => Math.round(x).toLocaleString("en-US");
   console.log(
     `| network | allocations/s, median of ${rounds} rounds of ${n} (slowest–fastest round); history ${
       days > 0 ? "on" : "off"
-    } |`,
+    }; ${inMemory ? "Deno KV in memory" : "a Deno KV file"} |`,
   );
   console.log("| --- | ---: |");
   for (const [label, r] of Object.entries(figures)) {

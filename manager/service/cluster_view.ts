@@ -90,9 +90,18 @@ export async function viewFor(ctx: Ctx, p: Principal, body: unknown): Promise<un
 }
 
 /**
+ * A feed cursor as a cluster's token is given it: with the time its cluster was last changed, so
+ * that a change (what it may use) expires its cursors and its agents list again (feedFor).
+ */
+export function cursorFor(p: Principal, cursor: string): string {
+  return ofCluster(p) && p.reach ? `${cursor}:${Date.parse(p.reach.updatedAt)}` : cursor;
+}
+
+/**
  * The feed after `after` as `p` sees it. A cluster's token is not answered a page it sees nothing
  * of: it waits on for the rest of its timeout instead, so that a port of one cluster's network
- * does not wake every other cluster's agents for nothing.
+ * does not wake every other cluster's agents for nothing. Its cursor expires when its cluster
+ * changed since the cursor was given: what it may see changed, so it lists again.
  */
 export async function feedFor(
   ctx: Ctx,
@@ -100,14 +109,22 @@ export async function feedFor(
   after: string,
   timeoutMs: number,
 ): Promise<FeedPage | "expired"> {
+  if (ofCluster(p)) {
+    const [epoch, seq, stamp] = after.split(":");
+    if (cursorFor(p, `${epoch}:${seq}`) !== `${epoch}:${seq}:${stamp}`) return "expired";
+    after = `${epoch}:${seq}`;
+  }
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const page = await ctx.feed.since(after, Math.max(0, deadline - performance.now()));
-    if (page === "expired" || !ofCluster(p) || page.events.length === 0) return page;
+    if (page === "expired") return page;
+    if (!ofCluster(p)) return page;
     const view = new View(ctx, p);
     const events = [];
     for (const e of page.events) if (await view.seesEvent(e)) events.push(e);
-    if (events.length > 0 || performance.now() >= deadline) return { ...page, events };
+    const done = events.length > 0 || page.events.length === 0 ||
+      performance.now() >= deadline;
+    if (done) return { ...page, cursor: cursorFor(p, page.cursor), events };
     after = page.cursor;
   }
 }

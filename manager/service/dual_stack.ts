@@ -113,9 +113,23 @@ export function pairedIp6(
   ip: string,
 ): string | undefined {
   if (net.cidr6 === undefined) return undefined;
-  const [cidr, cidr6] = [parseCidr(net.cidr) as Cidr, parseCidr(net.cidr6) as Cidr];
+  const [cidr, cidr6] = subnets(net.cidr, net.cidr6);
   return formatIp({ family: 6, value: cidr6.base + (parseIp(ip)!.value - cidr.base) });
 }
+
+/** A dual-stack network's two subnets, parsed once: the pairing runs on every allocation. */
+function subnets(cidr: string, cidr6: string): [Cidr, Cidr] {
+  const key = `${cidr} ${cidr6}`;
+  let parsed = parsedSubnets.get(key);
+  if (!parsed) {
+    parsed = [parseCidr(cidr) as Cidr, parseCidr(cidr6) as Cidr];
+    if (parsedSubnets.size >= 4096) parsedSubnets.clear();
+    parsedSubnets.set(key, parsed);
+  }
+  return parsed;
+}
+
+const parsedSubnets = new Map<string, [Cidr, Cidr]>();
 
 /**
  * The IPv4 address a port asks for by its IPv6 address on a dual-stack network (the request's `ip`

@@ -40,15 +40,25 @@ let policy: Awaited<ReturnType<typeof policyAddFigures>>;
   cni = await cniFigures(cleanup, { pods, rounds, burst });
   profile = await addProfile(cleanup, cni.stack, profilePods, burst);
   resync = await resyncFigures(cleanup, resyncPorts);
+  log("cleaning up");
+}
+// A stack of their own each: a Cleanup names its netns once (kt-XXXX-ul), two stacks would collide.
+{
+  await using cleanup = new Cleanup();
   bandwidth = await bandwidthFigures(cleanup, { pods, rounds });
+}
+{
+  await using cleanup = new Cleanup();
   routing = await routingFigures(cleanup, { pings: quick ? 50 : 200, rounds });
+}
+{
+  await using cleanup = new Cleanup();
   policy = await policyAddFigures(cleanup, {
     pods,
     rounds,
     iperfRounds: quick ? 2 : 6,
     seconds: quick ? 3 : 5,
   });
-  log("cleaning up");
 }
 log("flow compiler: deno bench wasm/flows_bench.ts");
 const compile = await compileFigures();

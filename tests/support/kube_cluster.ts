@@ -111,6 +111,7 @@ export async function startKubeCluster(opts: {
   const monitorConfig = MonitorConfigSchema.parse({
     kubernetes: { kubeconfig: monitorKubeconfig },
     manager: { url: stack.managerUrl, token: managerToken },
+    ...(opts.of ? { cluster: opts.of.cluster } : {}),
     reclaimGraceSeconds: 0,
     resyncSeconds: 2,
     logLevel: "warn",

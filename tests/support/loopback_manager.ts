@@ -1,0 +1,22 @@
+/** A manager process's worth in this process: loopback, a Deno KV file in a temp dir, given tokens. */
+import { ConfigSchema, type TokenConfig } from "../../manager/config.ts";
+import { startManager } from "../../manager/mod.ts";
+import type { RunningManager } from "../../manager/server.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
+
+/** Starts it; `cleanup` shuts it down. */
+export async function startLoopbackManager(
+  cleanup: Cleanup,
+  tokens: TokenConfig[],
+): Promise<RunningManager> {
+  const dir = await cleanup.tempDir();
+  const manager = await startManager(ConfigSchema.parse({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens,
+    vniRanges: ["5000-5999"],
+    logLevel: "error",
+  }));
+  cleanup.defer(() => manager.shutdown());
+  return manager;
+}
