@@ -91,8 +91,8 @@ export class RemoteView {
     const [ports, nodes, routers, groups] = await Promise.all([
       this.manager.listPorts(),
       this.manager.listNodes(),
-      routersOf(this.manager),
-      this.manager.listSecurityGroups(),
+      unlessMissing(() => this.manager.listRouters()),
+      unlessMissing(() => this.manager.listSecurityGroups()),
     ]);
     this.routersByKey.clear();
     for (const r of routers) this.routersByKey.set(routerKey(r), r);
@@ -141,12 +141,12 @@ function key(p: Port): string {
 }
 
 /**
- * Every router; none from a manager that predates them (404: an agent upgraded first keeps its
- * flows instead of failing every list).
+ * Every router (security group); none from a manager that predates them (404: an agent upgraded
+ * first keeps its flows instead of failing every list).
  */
-async function routersOf(manager: ManagerClient): Promise<RouterInfo[]> {
+async function unlessMissing<T>(list: () => Promise<T[]>): Promise<T[]> {
   try {
-    return await manager.listRouters();
+    return await list();
   } catch (err) {
     if (err instanceof ManagerError && err.status === 404) return [];
     throw err;

@@ -23,6 +23,7 @@ function manager(routers: () => Promise<RouterInfo[]>, events: FeedEvent[] = [])
     listPorts: () => Promise.resolve([]),
     listNodes: () => Promise.resolve([]),
     listRouters: routers,
+    listSecurityGroups: () => Promise.resolve([]),
     feedCursor: () => Promise.resolve("e:0"),
     feedSince: (_c: string, _t: number, signal?: AbortSignal) => {
       if (!given) {
