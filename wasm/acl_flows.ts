@@ -1,6 +1,7 @@
 /**
  * The security group flows of br-int: hooks in FORWARD that send the IP traffic of ports with
- * groups through connection tracking (a zone per network), and the EGRESS_ACL and INGRESS_ACL
+ * groups through connection tracking (a zone per network, shared by the networks a router joins:
+ * acl_zones.ts), and the EGRESS_ACL and INGRESS_ACL
  * tables that let through replies, known connections, neighbour discovery and what a rule allows.
  * A model without `acls` gets no line from here. This is the TypeScript twin of assembly/acl.ts,
  * which the WASM engine runs after its compile: the same checks in the same order, the same lines
@@ -16,9 +17,10 @@ import {
   ACL_STATE,
   ACL_TABLE,
   ACL_TABLES,
-  CT_ZONE,
+  ctZone,
   ND_TYPES,
 } from "./acl_pipeline.ts";
+import { aclZones } from "./acl_zones.ts";
 import type { FlowInput, FlowLocalPort } from "./flow_input.ts";
 import { flow, formatIpv4, formatIpv6, parseIpv4, parseIpv6 } from "./flows_ts.ts";
 import { PRIORITY, TABLE } from "./pipeline.ts";
@@ -99,6 +101,8 @@ function protocolMatch(protocol: FlowAclRule["protocol"], v6: boolean): string |
 interface Guarded {
   port: FlowLocalPort;
   acl: FlowAcl;
+  /** The conntrack zone of the port's network. */
+  zone: number;
   v4: boolean;
   v6: boolean;
 }
@@ -131,10 +135,13 @@ function ruleFlows(
   const remotes = remotesOf(rule, err, cache);
   const egress = rule.direction === "egress";
   const kind = egress ? ACL_KINDS.egressRule : ACL_KINDS.ingressRule;
-  const who = egress ? `reg1=${hex(port.cookie)}` : `${ACL_REG.OUTPORT}=${hex(port.ofport)}`;
+  // Out: the port alone (reg1), as a route may have changed the network (reg0) already.
+  const who = egress
+    ? `reg1=${hex(port.cookie)}`
+    : `reg0=${hex(port.network)},${ACL_REG.OUTPORT}=${hex(port.ofport)}`;
   const actions = egress
     ? `set_field:${hex(ACL_STATE.NEW_ALLOWED)}->${ACL_REG.STATE},resubmit(,${TABLE.FORWARD})`
-    : `ct(commit,${CT_ZONE}),output:${port.ofport}`;
+    : `ct(commit,${ctZone(g.zone)}),output:${port.ofport}`;
   for (const v6 of [false, true]) {
     if (!(v6 ? g.v6 : g.v4)) continue;
     const proto = protocolMatch(rule.protocol, v6);
@@ -145,7 +152,7 @@ function ruleFlows(
       port.network,
       port.cookie,
       kind,
-      `ct_state=+new+trk,${proto},reg0=${hex(port.network)},${who}`,
+      `ct_state=+new+trk,${proto},${who}`,
       actions,
     );
     const cut = line.indexOf(",actions=");
@@ -163,6 +170,7 @@ function ruleFlows(
 function hookFlows(lines: string[], g: Guarded): void {
   const { port } = g;
   const net = hex(port.network);
+  const zone = ctZone(g.zone);
   for (const v6 of [false, true]) {
     if (!(v6 ? g.v6 : g.v4)) continue;
     const ip = v6 ? "ipv6" : "ip";
@@ -170,8 +178,9 @@ function hookFlows(lines: string[], g: Guarded): void {
       port.network,
       port.cookie,
       ACL_KINDS.egressHook,
-      `${ip},reg0=${net},reg1=${hex(port.cookie)},${ACL_REG.STATE}=${ACL_STATE.UNTRACKED}`,
-      `ct(table=${ACL_TABLE.EGRESS_ACL},${CT_ZONE})`,
+      // The port alone: a routed packet is in its destination's network (reg0) by now.
+      `${ip},reg1=${hex(port.cookie)},${ACL_REG.STATE}=${ACL_STATE.UNTRACKED}`,
+      `ct(table=${ACL_TABLE.EGRESS_ACL},${zone})`,
     ));
     lines.push(flow(
       port.network,
@@ -181,19 +190,22 @@ function hookFlows(lines: string[], g: Guarded): void {
       `${ip},reg0=${net},${ACL_REG.STATE}=0/0x1,dl_dst=${port.mac.toLowerCase()}`,
       `set_field:${
         hex(port.ofport)
-      }->${ACL_REG.OUTPORT},ct(table=${ACL_TABLE.INGRESS_ACL},${CT_ZONE})`,
+      }->${ACL_REG.OUTPORT},ct(table=${ACL_TABLE.INGRESS_ACL},${zone})`,
     ));
   }
 }
 
-/** A new connection allowed out, to a port without groups or another node: committed here. */
-function commitFlow(network: number, v6: boolean): string {
+/**
+ * A new connection allowed out, to a port without groups or another node: committed here, in the
+ * network it is in now (routed or not), in the zone of the port that sent it.
+ */
+function commitFlow(network: number, zone: number, v6: boolean): string {
   return flow(
     network,
     0,
     ACL_KINDS.aclCommit,
     `${v6 ? "ipv6" : "ip"},reg0=${hex(network)},${ACL_REG.STATE}=${hex(ACL_STATE.NEW_ALLOWED)}`,
-    `ct(commit,${CT_ZONE}),set_field:${
+    `ct(commit,${ctZone(zone)}),set_field:${
       hex(ACL_STATE.DONE)
     }->${ACL_REG.STATE},resubmit(,${TABLE.FORWARD})`,
   );
@@ -220,7 +232,7 @@ function sharedFlows(lines: string[]): void {
 }
 
 /** The local ports the ACLs name, checked: each a local port, at most once. */
-function guarded(input: FlowInput, acls: FlowAcl[]): Guarded[] {
+function guarded(input: FlowInput, acls: FlowAcl[], zones: Map<number, number>): Guarded[] {
   const byCookie = new Map(input.localPorts.map((p) => [p.cookie, p]));
   const seen = new Set<number>();
   return acls.map((acl, i) => {
@@ -229,7 +241,8 @@ function guarded(input: FlowInput, acls: FlowAcl[]): Guarded[] {
     if (seen.has(acl.cookie)) throw aclError(acls, ACL_ERR.DUP_COOKIE, i);
     seen.add(acl.cookie);
     const v6 = port.ips.some((ip) => ip.includes(":"));
-    return { port, acl, v6, v4: port.ips.some((ip) => !ip.includes(":")) };
+    const zone = zones.get(port.network) ?? port.network;
+    return { port, acl, zone, v6, v4: port.ips.some((ip) => !ip.includes(":")) };
   });
 }
 
@@ -242,20 +255,26 @@ export function compileAclFlows(input: FlowInput): string[] {
   if (!input.acls || input.acls.length === 0) return [];
   const lines: string[] = [];
   sharedFlows(lines);
+  const zones = aclZones(input);
+  // The families sent out of ports with groups, by zone.
   const families = new Map<number, Set<boolean>>();
   const cache: RemoteCache = new Map();
-  for (const [i, g] of guarded(input, input.acls).entries()) {
+  for (const [i, g] of guarded(input, input.acls, zones).entries()) {
     hookFlows(lines, g);
     g.acl.rules.forEach((rule, k) => {
       const err = (code: number, j: number) => aclError(input.acls!, code, i, k, j);
       ruleFlows(lines, g, rule, err, cache);
     });
-    const set = families.get(g.port.network) ?? new Set();
+    const set = families.get(g.zone) ?? new Set();
     if (g.v4) set.add(false);
     if (g.v6) set.add(true);
-    families.set(g.port.network, set);
+    families.set(g.zone, set);
   }
-  for (const [network, set] of families) for (const v6 of set) lines.push(commitFlow(network, v6));
+  // Every network of a zone: a route may take the connection into any of them.
+  for (const n of input.networks) {
+    const zone = zones.get(n.id) ?? n.id;
+    for (const v6 of families.get(zone) ?? []) lines.push(commitFlow(n.id, zone, v6));
+  }
   return lines;
 }
 

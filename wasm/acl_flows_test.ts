@@ -45,10 +45,36 @@ Deno.test("acl: peers by family; a group with no members (remote []) allows nobo
     { direction: "ingress", protocol: "any", remote: ["0.0.0.0/0"] },
   ]));
   assert.deepEqual(lines.map((l) => l.replace(/^.*ct_state=\+new\+trk,/, "")), [
-    "tcp,reg0=0x1,reg1=0x1,nw_dst=10.0.0.0/24,actions=set_field:0x2->reg6,resubmit(,30)",
-    "tcp6,reg0=0x1,reg1=0x1,ipv6_dst=fd00::/64,actions=set_field:0x2->reg6,resubmit(,30)",
-    "ip,reg0=0x1,reg7=0x1,actions=ct(commit,zone=NXM_NX_REG0[0..15]),output:1",
+    "tcp,reg1=0x1,nw_dst=10.0.0.0/24,actions=set_field:0x2->reg6,resubmit(,30)",
+    "tcp6,reg1=0x1,ipv6_dst=fd00::/64,actions=set_field:0x2->reg6,resubmit(,30)",
+    "ip,reg0=0x1,reg7=0x1,actions=ct(commit,zone=1),output:1",
   ]);
+});
+
+Deno.test("acl: the networks routes join share a conntrack zone; out, the port alone decides", () => {
+  const model = scenarios.routed_security_groups;
+  const lines = compileAclFlows(model);
+  const zones = (net: number) =>
+    new Set(
+      lines.filter((l) => l.startsWith(`cookie=0x000000${net.toString(16).padStart(2, "0")}`))
+        .flatMap((l) => /zone=(\d+)/.exec(l)?.[1] ?? []),
+    );
+  // red (3) and blue (2) are routed: zone 2, the smaller; green (1) is on no route.
+  assert.deepEqual([zones(1), zones(2), zones(3)], [
+    new Set(["1"]),
+    new Set(["2"]),
+    new Set(["2"]),
+  ]);
+  // blue has no port with groups here, yet a connection routed into it is committed.
+  assert.ok(lines.some((l) => /priority=102,ip,reg0=0x2,.*ct\(commit,zone=2\)/.test(l)));
+  // The egress hook and rules do not name the network: ROUTE has changed reg0 by FORWARD.
+  for (const l of lines.filter((l) => /priority=104|table=50,priority=100/.test(l))) {
+    assert.ok(!l.includes("reg0="), l);
+  }
+  // Without the routes, every network keeps its own zone.
+  const apart = compileAclFlows({ ...model, routes: [] });
+  assert.ok(apart.some((l) => l.includes("ct(table=50,zone=3)")));
+  assert.ok(!apart.some((l) => /reg0=0x2,reg6=0x2/.test(l)), "no commit into blue");
 });
 
 Deno.test("acl: a malformed section throws naming the field", () => {
@@ -70,17 +96,33 @@ Deno.test("acl: a malformed section throws naming the field", () => {
 /** The TS twin with the security group lines, as flows_test.ts compares it. */
 const tsEngine = (input: FlowInput) => withAclFlows(compileFlowsTs(input), input);
 
-/** A node of `n` local ports on 3 networks (every third dual stack), each with random rules. */
+/**
+ * A node of `n` local ports on 3 networks (every third dual stack), each with random rules, and
+ * random routes between those and a fourth.
+ */
 function randomModel(seed: number, n: number): FlowInput {
   const rand = mulberry32(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)];
   const input: FlowInput = {
     tunnelPort: 100,
-    networks: [1, 2, 3].map((id) => ({ id, type: "vxlan" as const, segmentId: 7000 + id })),
+    networks: [1, 2, 3, 4].map((id) => ({
+      id,
+      type: "vxlan" as const,
+      segmentId: 7000 + id,
+      gateway: `10.${id}.0.1`,
+      gatewayMac: `0a:58:0a:0${id}:00:01`,
+    })),
     localPorts: [],
     remotePorts: [],
+    // Some networks joined by routes (network 4 has no port here): their zones are one.
+    routes: [],
     acls: [],
   };
+  for (const from of [1, 2, 3, 4]) {
+    for (const to of [1, 2, 3, 4]) {
+      if (from !== to && rand() < 0.25) input.routes!.push({ from, to, dst: `10.${to}.0.0/24` });
+    }
+  }
   for (let i = 0; i < n; i++) {
     const network = 1 + (i % 3);
     const ips = [`10.${network}.0.${10 + i}`];

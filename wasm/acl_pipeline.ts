@@ -59,8 +59,14 @@ export const ACL_KINDS = {
 export const ACL_REG = { STATE: "reg6", OUTPORT: "reg7", OUTPORT_FIELD: "NXM_NX_REG7[0..15]" };
 export const ACL_STATE = { UNTRACKED: 0, DONE: 1, NEW_ALLOWED: 2 } as const;
 
-/** Connection tracking in the zone of the packet's network (reg0): tenants never share state. */
-export const CT_ZONE = "zone=NXM_NX_REG0[0..15]";
+/**
+ * Connection tracking in a zone of the packet's networks (acl_zones.ts): an immediate number, the
+ * same for the networks a router joins, so that tenants never share state but a routed connection
+ * and its replies do.
+ */
+export function ctZone(zone: number): string {
+  return `zone=${zone}`;
+}
 
 /** ICMPv6 types that pass both ACLs: router and neighbour solicitation and advertisement. */
 export const ND_TYPES = [133, 134, 135, 136] as const;

@@ -44,7 +44,8 @@ import {
   T_FORWARD,
 } from "./generated/pipeline";
 import { parseIpv4, parseIpv6, wordAt } from "./address";
-import { localByCookie, localRecord, net } from "./input";
+import { localByCookie, localRecord, net, netCount } from "./input";
+import { route, routeCount } from "./route";
 import {
   B_INPUT,
   buffer,
@@ -55,6 +56,8 @@ import {
   L_V4_COUNT,
   L_V6_COUNT,
   N_ID,
+  RT_FROM,
+  RT_TO,
 } from "./layout";
 import { join } from "./output";
 import {
@@ -128,6 +131,50 @@ function matchPorts(acls: u32, rd: usize): i32 {
 function unmark(n: u32, rc: i32): i32 {
   for (let i: u32 = 0; i < n; i++) store<u8>(marks + load<u32>(ports + (<usize> i << 2)), 0);
   return rc;
+}
+
+// The zone of each network (by index: the index of the network whose number is the zone), as
+// ../acl_zones.ts makes them: the networks the routes join share the smallest number. And per
+// zone's index, the families ports with groups send in it (1 IPv4, 2 IPv6): its commit flows.
+let zoneOf: usize = 0;
+let zoneCap: usize = 0;
+let sends: usize = 0;
+let sendsCap: usize = 0;
+
+function idOf(ni: u32): u32 {
+  return load<u32>(net(ni), N_ID);
+}
+
+function zone(ni: u32): u32 {
+  return load<u32>(zoneOf + (<usize> ni << 2));
+}
+
+/** The zone of every network: labels spread along the routes until none gets smaller. */
+function zones(): void {
+  const bytes = <usize> netCount << 2;
+  zoneOf = grow(zoneOf, zoneCap, bytes);
+  if (zoneCap < bytes) zoneCap = bytes;
+  sends = grow(sends, sendsCap, <usize> netCount);
+  if (sendsCap < <usize> netCount) sendsCap = <usize> netCount;
+  for (let i: u32 = 0; i < netCount; i++) {
+    store<u32>(zoneOf + (<usize> i << 2), i);
+    store<u8>(sends + i, 0);
+  }
+  let changed = true;
+  while (changed) {
+    changed = false;
+    for (let i: u32 = 0; i < routeCount; i++) {
+      const from = load<u32>(route(i), RT_FROM);
+      const to = load<u32>(route(i), RT_TO);
+      const a = zone(from);
+      const b = zone(to);
+      if (a == b) continue;
+      const z = idOf(a) < idOf(b) ? a : b;
+      store<u32>(zoneOf + (<usize> from << 2), z);
+      store<u32>(zoneOf + (<usize> to << 2), z);
+      changed = true;
+    }
+  }
 }
 
 // A remote, parsed: its address in v4 (IPv4) or WORDS (IPv6, parsed again when written), its
@@ -214,7 +261,7 @@ function protocol(proto: u32, v6: bool): string | null {
 }
 
 /** One rule line of local port p for the remote parsed last, per port block. */
-function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32): void {
+function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32, z: u32): void {
   let a = min;
   while (true) {
     let size: u32 = 1;
@@ -231,12 +278,13 @@ function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32): v
     );
     puts(",ct_state=+new+trk,");
     puts(proto);
-    puts(",reg0=");
-    putHex(netId);
+    // Out: the port alone (reg1), as a route may have changed the network (reg0) already.
     if (egress) {
       puts(",reg1=");
       putHex(load<u32>(p, L_COOKIE));
     } else {
+      puts(",reg0=");
+      putHex(netId);
       puts(",reg7=");
       putHex(load<u32>(p, L_OFPORT));
     }
@@ -258,7 +306,9 @@ function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32): v
       putDec(T_FORWARD);
       putc(41);
     } else {
-      puts(",actions=ct(commit,zone=NXM_NX_REG0[0..15]),output:");
+      puts(",actions=ct(commit,zone=");
+      putDec(z);
+      puts("),output:");
       putDec(load<u32>(p, L_OFPORT));
     }
     end();
@@ -269,19 +319,20 @@ function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32): v
 }
 
 /** The FORWARD hooks of local port p in one family. */
-function hooks(p: usize, v6: bool): void {
+function hooks(p: usize, v6: bool, z: u32): void {
   const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
   const cookie = load<u32>(p, L_COOKIE);
   begin(netId, cookie, AF_EGRESS_HOOK_TABLE, AF_EGRESS_HOOK_PRIORITY, LINE_BOUND);
-  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
-  putHex(netId);
-  puts(",reg1=");
+  // The port alone: a routed packet is in its destination's network (reg0) by now.
+  puts(v6 ? ",ipv6,reg1=" : ",ip,reg1=");
   putHex(cookie);
   puts(",reg6=");
   putDec(AS_UNTRACKED);
   puts(",actions=ct(table=");
   putDec(AT_EGRESS_ACL);
-  puts(",zone=NXM_NX_REG0[0..15])");
+  puts(",zone=");
+  putDec(z);
+  putc(41);
   end();
   begin(netId, cookie, AF_INGRESS_HOOK_TABLE, AF_INGRESS_HOOK_PRIORITY, LINE_BOUND);
   puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
@@ -292,17 +343,22 @@ function hooks(p: usize, v6: bool): void {
   putHex(load<u32>(p, L_OFPORT));
   puts("->reg7,ct(table=");
   putDec(AT_INGRESS_ACL);
-  puts(",zone=NXM_NX_REG0[0..15])");
+  puts(",zone=");
+  putDec(z);
+  putc(41);
   end();
 }
 
-function commit(netId: u32, v6: bool): void {
-  begin(netId, 0, AF_ACL_COMMIT_TABLE, AF_ACL_COMMIT_PRIORITY, LINE_BOUND);
+/** A new connection allowed out, now in network `id`: committed in zone `z`. */
+function commit(id: u32, z: u32, v6: bool): void {
+  begin(id, 0, AF_ACL_COMMIT_TABLE, AF_ACL_COMMIT_PRIORITY, LINE_BOUND);
   puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
-  putHex(netId);
+  putHex(id);
   puts(",reg6=");
   putHex(AS_NEW_ALLOWED);
-  puts(",actions=ct(commit,zone=NXM_NX_REG0[0..15]),set_field:");
+  puts(",actions=ct(commit,zone=");
+  putDec(z);
+  puts("),set_field:");
   putHex(AS_DONE);
   puts("->reg6,resubmit(,");
   putDec(T_FORWARD);
@@ -352,17 +408,18 @@ export function acl(words: u32): i32 {
   let rc = matchPorts(count, rd + 4);
   if (rc != 0) return rc;
   shared();
+  zones();
   let w = rd + 4;
   let text = rd + (<usize> words << 2);
   for (let i: u32 = 0; i < count; i++) {
     const p = localRecord(load<u32>(ports + (<usize> i << 2)));
     const has4 = load<u32>(p, L_V4_COUNT) > 0;
     const has6 = load<u32>(p, L_V6_COUNT) > 0;
-    if (has4) hooks(p, false);
-    if (has6) hooks(p, true);
-    const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
-    if (has4) commit(netId, false);
-    if (has6) commit(netId, true);
+    const zi = zone(load<u32>(p, L_NET));
+    const z = idOf(zi);
+    if (has4) hooks(p, false, z);
+    if (has6) hooks(p, true, z);
+    store<u8>(sends + zi, load<u8>(sends + zi) | (has4 ? 1 : 0) | (has6 ? 2 : 0));
     const rules = load<u32>(w, 4);
     w += 8;
     for (let k: u32 = 0; k < rules; k++) {
@@ -389,7 +446,7 @@ export function acl(words: u32): i32 {
         if (!(v6 ? has6 : has4) || name === null) continue;
         if (remotes == NONE) {
           rPrefix = 0;
-          ruleLines(p, egress, name, min, max);
+          ruleLines(p, egress, name, min, max, z);
           continue;
         }
         let at = text;
@@ -397,13 +454,20 @@ export function acl(words: u32): i32 {
           const len = load<u32>(lens + (<usize> j << 2));
           parseRemote(at, len);
           at += len;
-          if (rV6 == v6) ruleLines(p, egress, name, min, max);
+          if (rV6 == v6) ruleLines(p, egress, name, min, max, z);
         }
       }
       if (remotes != NONE) {
         for (let j: u32 = 0; j < remotes; j++) text += load<u32>(lens + (<usize> j << 2));
       }
     }
+  }
+  // Every network of a zone: a route may take the connection into any of them.
+  for (let ni: u32 = 0; ni < netCount; ni++) {
+    const zi = zone(ni);
+    const f = load<u8>(sends + zi);
+    if (f & 1) commit(idOf(ni), idOf(zi), false);
+    if (f & 2) commit(idOf(ni), idOf(zi), true);
   }
   join();
   return 0;

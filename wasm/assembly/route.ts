@@ -71,7 +71,7 @@ import { begin, end, LINE_BOUND, putDec, putIpv4, putMac, putNet, puts, putSlot 
 
 export let routeCount: u32 = 0;
 
-function route(i: u32): usize {
+export function route(i: u32): usize {
   return buffer(B_ROUTES) + <usize> i * ROUTE_SIZE;
 }
 

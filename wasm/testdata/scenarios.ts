@@ -319,4 +319,36 @@ export const scenarios: Record<string, FlowInput> = {
       { cookie: 2, rules: [{ direction: "egress", protocol: "tcp", portMin: 443, portMax: 443 }] },
     ],
   },
+  // Security groups on routed traffic: red (3) and blue (2) joined by routes share conntrack zone
+  // 2; green (1) on no route keeps its own. Egress flows match the port alone (reg1), and blue,
+  // without a port with groups here, gets the commit flow of a connection routed into it.
+  routed_security_groups: {
+    tunnelPort: 100,
+    networks: [1, 2, 3].map((id) => ({
+      id,
+      type: "vxlan" as const,
+      segmentId: 5000 + id,
+      gateway: `10.${id}.0.1`,
+      gatewayMac: `0a:58:0a:0${id}:00:01`,
+    })),
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
+      { ofport: 2, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 2 },
+      { ofport: 3, network: 2, mac: "02:00:0a:02:00:02", ips: ["10.2.0.2"], cookie: 3 },
+    ],
+    remotePorts: [
+      { network: 2, mac: "02:00:0a:02:00:03", ips: ["10.2.0.3"], nodeIp: "192.168.0.12" },
+    ],
+    routes: [
+      { from: 3, to: 2, dst: "10.2.0.0/24" },
+      { from: 2, to: 3, dst: "10.3.0.0/24" },
+    ],
+    acls: [
+      { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", remote: ["10.1.0.0/24"] }] },
+      {
+        cookie: 2,
+        rules: [{ direction: "egress", protocol: "tcp", remote: ["10.2.0.0/24"] }],
+      },
+    ],
+  },
 };
