@@ -212,6 +212,29 @@ export interface PortRef {
 }
 
 /**
+ * Whether a cluster's token sees a router: one of a tenant its cluster serves, or one that connects
+ * a network named in its reach (its pods there are routed by it). Another tenant's routers name
+ * networks, subnets and next hops the cluster has no business with.
+ */
+export function seesRouter(
+  p: Principal,
+  router: { tenant: string; networks: { name: string }[] },
+): boolean {
+  if (p.scope !== "node" && p.scope !== "monitor") return true;
+  if (tenantAllowed(p, router.tenant)) return true;
+  return router.networks.some((n) => p.reach?.networks.includes(`${router.tenant}/${n.name}`));
+}
+
+/**
+ * Whether a cluster's token sees a security group: only its tenants' (a port is in its own
+ * tenant's groups, and a rule's peer group is its tenant's too).
+ */
+export function seesSecurityGroup(p: Principal, group: { tenant: string }): boolean {
+  if (p.scope !== "node" && p.scope !== "monitor") return true;
+  return tenantAllowed(p, group.tenant);
+}
+
+/**
  * Whether a cluster's token sees a port: a monitor only its own cluster's; an agent also those of
  * other clusters on networks its cluster may use (its tunnels and flows need them).
  */

@@ -439,3 +439,66 @@ Deno.test("clusters: a change of what a cluster may use expires its agents' feed
   const fresh = must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor;
   must(await t.call("GET", `feed?after=${fresh}&timeout=0`, undefined, TOK.eastN1), 200);
 });
+
+Deno.test("attack: east's tokens see none of globex's routers and security groups, neither listed nor in the feed", async () => {
+  using t = await world();
+  const routed = (tenant: string, name: string, third: number) =>
+    t.call("POST", `tenants/${tenant}/networks`, {
+      ...net(name, `10.${third}.0.0/24`),
+      gateway: `10.${third}.0.1`,
+    });
+  must(await routed("globex", "green", 4), 201);
+  must(await routed("globex", "olive", 6), 201);
+  must(await routed("acme", "teal", 5), 201);
+  must(await routed("acme", "navy", 7), 201);
+  const cursors = {
+    east: must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor,
+    west: must(await t.call("GET", "feed", undefined, TOK.westN1), 200).cursor,
+  };
+  const secret = { name: "secret", networks: ["olive", "green"] };
+  must(await t.call("POST", "tenants/globex/routers", secret), 201);
+  const vault = {
+    name: "vault",
+    rules: [{
+      direction: "ingress",
+      protocol: "tcp",
+      ports: "5432",
+      peer: { cidr: "10.9.9.0/24" },
+    }],
+  };
+  must(await t.call("POST", "tenants/globex/security-groups", vault), 201);
+  must(
+    await t.call("POST", "tenants/acme/routers", { name: "own", networks: ["navy", "teal"] }),
+    201,
+  );
+  must(await t.call("POST", "tenants/acme/security-groups", { name: "web", rules: [] }), 201);
+
+  const names = (items: { tenant: string; name: string }[]) =>
+    items.map((x) => `${x.tenant}/${x.name}`).sort();
+  for (const token of [TOK.eastN1, TOK.eastMon]) {
+    const routers = must(await t.call("GET", "routers", undefined, token), 200).items;
+    assert.deepEqual(names(routers), ["acme/own"], "east's routers");
+    const groups = must(await t.call("GET", "security-groups", undefined, token), 200).items;
+    assert.deepEqual(names(groups), ["acme/web"], "east's security groups");
+  }
+  const page = must(
+    await t.call("GET", `feed?after=${cursors.east}&timeout=0`, undefined, TOK.eastN1),
+    200,
+  );
+  const text = JSON.stringify(page.events);
+  for (const leak of ["secret", "vault", "10.9.9.0", "10.4.0.0", "globex"]) {
+    assert.ok(!text.includes(leak), `east's feed names ${leak}: ${text}`);
+  }
+  assert.deepEqual(
+    page.events.map((e: { type: string }) => e.type).sort(),
+    ["router", "securityGroup"],
+  );
+  // west serves globex: it sees them.
+  const west = must(await t.call("GET", "routers", undefined, TOK.westN1), 200).items;
+  assert.deepEqual(names(west), ["acme/own", "globex/secret"]);
+  const westPage = must(
+    await t.call("GET", `feed?after=${cursors.west}&timeout=0`, undefined, TOK.westN1),
+    200,
+  );
+  assert.equal(westPage.events.length, 4);
+});

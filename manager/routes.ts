@@ -477,7 +477,8 @@ export const ROUTES: RouteDef[] = [
   {
     method: "GET",
     path: `${V1}/routers`,
-    summary: "Every tenant's routers (nodes and admins: the agents compute their flows)",
+    summary:
+      "Every tenant's routers (nodes and admins: the agents compute their flows); a cluster's tokens get its tenants' only",
     tag: "routers",
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
@@ -542,7 +543,8 @@ export const ROUTES: RouteDef[] = [
   {
     method: "GET",
     path: `${V1}/security-groups`,
-    summary: "Every tenant's security groups (what agents compile into flows)",
+    summary:
+      "Every tenant's security groups (what agents compile into flows); a cluster's tokens get its tenants' only",
     tag: "security-groups",
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.SecurityGroup), description: "the groups" },

@@ -1,11 +1,19 @@
 /**
  * A cluster's tokens (its agents, its monitor) speak in their cluster's names: what they send is
  * scoped to it before any handler reads it, and what they are answered is filtered to what they
- * may see (auth.ts seesPort, clustersMeet) and made relative to their cluster again. app.ts runs
+ * may see (auth.ts seesPort, seesRouter, seesSecurityGroup, clustersMeet) and made relative to
+ * their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
 import type { Port } from "@knitter/common";
-import { type ClusterReach, clustersMeet, type Principal, seesPort } from "../auth.ts";
+import {
+  type ClusterReach,
+  clustersMeet,
+  type Principal,
+  seesPort,
+  seesRouter,
+  seesSecurityGroup,
+} from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
@@ -168,6 +176,8 @@ class View {
 
   private async sees(item: Loose): Promise<boolean> {
     if (isPort(item)) return seesPort(this.p, item);
+    if (isRouter(item)) return seesRouter(this.p, item);
+    if (isSecurityGroup(item)) return seesSecurityGroup(this.p, item);
     if (!isNode(item)) return true;
     const cluster = item.cluster ?? DEFAULT_CLUSTER;
     if (cluster === this.p.cluster) return true;
@@ -184,9 +194,20 @@ class View {
   }
 }
 
-/** The port or node a feed event is about (other events pass as they are). */
+/** The port, node, router or security group a feed event is about (others pass as they are). */
 function itemOf(e: Loose): Loose {
-  return e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
+  return FILTERED_EVENTS.includes(e.type) ? e[e.type] : undefined;
+}
+
+/** The feed events a cluster's token sees only some of; each carries its item under its type. */
+const FILTERED_EVENTS = ["port", "node", "router", "securityGroup"];
+
+function isRouter(x: Loose): boolean {
+  return typeof x?.tenant === "string" && Array.isArray(x?.networks) && Array.isArray(x?.routes);
+}
+
+function isSecurityGroup(x: Loose): boolean {
+  return typeof x?.tenant === "string" && Array.isArray(x?.rules);
 }
 
 function isPort(x: Loose): x is Port {
