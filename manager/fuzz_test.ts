@@ -34,8 +34,15 @@ const STEPS = Number(env("KNITTER_FUZZ_STEPS") ?? 25);
 
 /** Names only their own tenant (or an admin or a node) may ever see. */
 const SECRETS = {
-  acme: ["acme", "ac-secret-net", "ac-secret-port", "ac-secret-group", "ac-secret-router"],
-  globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group"],
+  acme: [
+    "acme",
+    "ac-secret-net",
+    "ac-secret-port",
+    "ac-secret-group",
+    "ac-secret-router",
+    "ac-secret-sg",
+  ],
+  globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group", "gx-secret-sg"],
 };
 
 async function world(): Promise<TestApp> {
@@ -75,6 +82,15 @@ async function world(): Promise<TestApp> {
       }),
       201,
     );
+    // A security group each: the other tenant, and east's tokens (acme only), never see globex's.
+    const rules = [{ direction: "ingress", protocol: "tcp", ports: "22", peer: { network: nw } }];
+    must(
+      await t.call("POST", `tenants/${tenant}/security-groups`, {
+        name: `${short}-secret-sg`,
+        rules,
+      }),
+      201,
+    );
   }
   // A router of acme's, connecting its secret network: globex must never see it.
   must(
@@ -103,7 +119,12 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
     "-x",
     "a".repeat(210),
   ]),
-  group: mostly(["g1", "g2", "ac-secret-group", "gx-secret-group"], ["G!"]),
+  group: mostly(
+    ["g1", "g2", "ac-secret-group", "gx-secret-group", "ac-secret-sg", "gx-secret-sg"],
+    [
+      "G!",
+    ],
+  ),
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
   router: mostly(["r1", "ac-secret-router"], ["R!"]),
