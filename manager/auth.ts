@@ -202,6 +202,30 @@ export function checkNetworkReach(p: Principal, net: NetworkRef): void {
   );
 }
 
+/** What a tenant owns (a router, a security group): its tenant, the networks it is on, if any. */
+export interface TenantOwned {
+  tenant: string;
+  /** Its networks, of its tenant: names, or `{ name }` as a router lists them. */
+  networks?: readonly (string | { name: string })[];
+}
+
+/**
+ * Whether a token sees an object a tenant owns (the one rule for routers, security groups and
+ * whatever else a tenant owns and the infra lists or feeds): a tenant only its own (an admin, and
+ * the handlers' own checks, all); a node or monitor when its cluster may serve the object's tenant,
+ * or one of the object's networks is allowed its cluster by name (`tenant/name`).
+ */
+export function seesOwned(p: Principal, obj: TenantOwned): boolean {
+  if (p.scope === "tenant") return p.tenant === obj.tenant;
+  if (p.scope !== "node" && p.scope !== "monitor") return p.scope === "admin";
+  if (!p.reach) return false;
+  if (tenantAllowed(p, obj.tenant)) return true;
+  const reach = p.reach;
+  return (obj.networks ?? []).some((n) =>
+    reach.networks.includes(`${obj.tenant}/${typeof n === "string" ? n : n.name}`)
+  );
+}
+
 /** A port as the reach rules read it: its cluster and its network. */
 export interface PortRef {
   cluster?: string;

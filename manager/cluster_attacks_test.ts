@@ -439,3 +439,43 @@ Deno.test("clusters: a change of what a cluster may use expires its agents' feed
   const fresh = must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor;
   must(await t.call("GET", `feed?after=${fresh}&timeout=0`, undefined, TOK.eastN1), 200);
 });
+
+// ---- review findings: what a cluster's tokens read of other tenants
+
+Deno.test("attack: east's tokens see no router of globex (not east's tenant), listed or in the feed; west's do", async () => {
+  using t = await world();
+  const cursors = new Map<string, string>();
+  for (const tok of [TOK.eastN1, TOK.eastMon, TOK.westN1, TOK.westMon]) {
+    cursors.set(tok, must(await t.call("GET", "feed", undefined, tok), 200).cursor);
+  }
+  const green = net("green", "10.4.0.0/24", { gateway: "10.4.0.1" });
+  must(await t.call("POST", "tenants/globex/networks", green), 201);
+  must(await t.call("POST", "tenants/globex/routers", { name: "gx-r", networks: ["green"] }), 201);
+  const routerNames = (items: { name: string }[]) => items.map((r) => r.name);
+  const feedRouters = async (tok: string) => {
+    const page = must(
+      await t.call("GET", `feed?after=${cursors.get(tok)}&timeout=0`, undefined, tok),
+      200,
+    );
+    return page.events.filter((e: { type: string }) => e.type === "router")
+      .map((e: { router: { name: string } }) => e.router.name);
+  };
+  for (const tok of [TOK.eastN1, TOK.eastMon]) {
+    assert.deepEqual(
+      routerNames(must(await t.call("GET", "routers", undefined, tok), 200).items),
+      [],
+    );
+    assert.deepEqual(await feedRouters(tok), []);
+  }
+  for (const tok of [TOK.westN1, TOK.westMon]) {
+    assert.deepEqual(
+      routerNames(must(await t.call("GET", "routers", undefined, tok), 200).items),
+      ["gx-r"],
+    );
+    assert.deepEqual(await feedRouters(tok), ["gx-r"]);
+  }
+  // A network of globex's allowed to east by name lets east's agents see the routers on it.
+  must(await t.call("PATCH", "clusters/east", { networks: ["globex/green"] }), 200);
+  const seen = must(await t.call("GET", "routers", undefined, TOK.eastN1), 200).items;
+  assert.deepEqual(routerNames(seen), ["gx-r"]);
+});

@@ -3,7 +3,7 @@
  * this table and openapi.ts documents it; neither knows any route by name.
  */
 import { z } from "zod";
-import type { Access, Principal, TokenTable } from "./auth.ts";
+import { type Access, type Principal, seesOwned, type TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import * as S from "./schemas.ts";
 import type { Ctx } from "./service/context.ts";
@@ -480,7 +480,11 @@ export const ROUTES: RouteDef[] = [
     tag: "routers",
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
-    handle: async ({ ctx }) => items((await routers.listRouters(ctx)).map(routers.routerView)),
+    handle: async ({ ctx, principal }) =>
+      items(
+        (await routers.listRouters(ctx)).filter((r) => seesOwned(principal, r))
+          .map(routers.routerView),
+      ),
   },
 
   // physnets

@@ -5,7 +5,14 @@
  * both around every route; handlers only ever see scoped names.
  */
 import type { Port } from "@knitter/common";
-import { type ClusterReach, clustersMeet, type Principal, seesPort } from "../auth.ts";
+import {
+  type ClusterReach,
+  clustersMeet,
+  type Principal,
+  seesOwned,
+  seesPort,
+  type TenantOwned,
+} from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
@@ -150,9 +157,11 @@ class View {
     return out;
   }
 
+  /** An event of a type it does not know is not shown: a new type names what it is about. */
   seesEvent(e: Loose): Promise<boolean> | boolean {
+    if (OWNED_EVENTS.has(e.type)) return seesOwned(this.p, e[e.type] as TenantOwned);
     const item = itemOf(e);
-    return item === undefined || this.sees(item);
+    return item !== undefined && this.sees(item);
   }
 
   one(item: Loose): Loose {
@@ -183,6 +192,12 @@ class View {
     return new Set(all.filter((c) => clustersMeet(own, c)).map((c) => c.name));
   }
 }
+
+/**
+ * The feed events about an object a tenant owns, under its type's key (`{ type: "router", router }`):
+ * a cluster's token sees them by seesOwned. A new such event type (a security group) is added here.
+ */
+const OWNED_EVENTS: ReadonlySet<string> = new Set(["router"]);
 
 /** The port or node a feed event is about (other events pass as they are). */
 function itemOf(e: Loose): Loose {
