@@ -195,16 +195,9 @@ Deno.test("attack: a cluster's tokens reach only the tenants and networks it is 
   mustFail(await req("DELETE", RED, undefined, TOK.eastMon), 403, "forbidden");
   mustFail(await req("PUT", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
   mustFail(await req("DELETE", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
-  // Its own cluster's tenants it serves as the admin token did: networks, public ones included.
-  must(
-    await t.call(
-      "POST",
-      "tenants/acme/networks",
-      net("pub", "10.8.0.0/24", { public: true }),
-      TOK.eastMon,
-    ),
-    201,
-  );
+  // Its own cluster's tenants it serves as the admin token did: their networks (public ones are
+  // the admin's: the test below).
+  must(await t.call("POST", "tenants/acme/networks", net("own", "10.8.0.0/24"), TOK.eastMon), 201);
   mustFail(await t.call("DELETE", "tenants/acme", undefined, TOK.eastMon), 409, "in_use");
   // A token of a cluster nobody registered reaches nothing.
   mustFail(await req("GET", "ports", undefined, TOK.northN1), 403, "forbidden", {
@@ -478,4 +471,80 @@ Deno.test("attack: east's tokens see no router of globex (not east's tenant), li
   must(await t.call("PATCH", "clusters/east", { networks: ["globex/green"] }), 200);
   const seen = must(await t.call("GET", "routers", undefined, TOK.eastN1), 200).items;
   assert.deepEqual(routerNames(seen), ["gx-r"]);
+});
+
+Deno.test("attack: east's monitor makes or changes networks only within east's reach; public networks and segment IDs outside the tenant ranges are the admin's", async () => {
+  using t = await world();
+  for (const [name, start] of [["dc1", 100], ["dc2", 200]] as const) {
+    must(
+      await t.call("POST", "physnets", { name, vlanRanges: [{ start, end: start + 99 }] }),
+      201,
+    );
+  }
+  must(await t.call("PATCH", "clusters/east", { physnets: ["dc1"] }), 200);
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("far", "10.6.0.0/24", {
+        type: "vlan",
+        physnet: "dc2",
+      }),
+    ),
+    201,
+  );
+  const req = attempt(t);
+  const ACME_NETS = "tenants/acme/networks";
+  // A flat network on a physnet east's nodes are not attached to.
+  mustFail(
+    await req(
+      "POST",
+      ACME_NETS,
+      net("flat2", "10.7.0.0/24", { type: "flat", physnet: "dc2" }),
+      TOK.eastMon,
+    ),
+    403,
+    "forbidden",
+    { message: /physnet "dc2"/ },
+  );
+  // A VLAN ID outside the ranges handed to tenants, on east's own physnet.
+  mustFail(
+    await req(
+      "POST",
+      ACME_NETS,
+      net("v4000", "10.7.1.0/24", { type: "vlan", physnet: "dc1", segmentId: 4000 }),
+      TOK.eastMon,
+    ),
+    403,
+    "forbidden",
+    { field: "segmentId" },
+  );
+  // A public network (its addresses would then be refused to every other tenant's networks).
+  mustFail(
+    await req("POST", ACME_NETS, net("wide", "172.16.0.0/12", { public: true }), TOK.eastMon),
+    403,
+    "forbidden",
+    { field: "public" },
+  );
+  // Nor change or delete acme's network on dc2, which east may not use.
+  mustFail(
+    await req("PATCH", `${ACME_NETS}/far`, { description: "mine" }, TOK.eastMon),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("DELETE", `${ACME_NETS}/far`, undefined, TOK.eastMon), 403, "forbidden");
+  // Within its reach it makes what its cluster's resources ask for.
+  const vl = must(
+    await t.call(
+      "POST",
+      ACME_NETS,
+      net("vl", "10.7.2.0/24", { type: "vlan", physnet: "dc1" }),
+      TOK.eastMon,
+    ),
+    201,
+  );
+  assert.ok(vl.segmentId >= 100 && vl.segmentId <= 199, `${vl.segmentId}`);
+  must(await t.call("PATCH", `${ACME_NETS}/vl`, { description: "ok" }, TOK.eastMon), 200);
+  // The admin still may.
+  must(await t.call("POST", ACME_NETS, net("wide", "172.16.0.0/12", { public: true })), 201);
 });

@@ -218,8 +218,8 @@ export const ROUTES: RouteDef[] = [
     access: "tenant",
     body: S.NetworkUpdate,
     ok: { status: 200, schema: S.Network, description: "updated" },
-    handle: async ({ ctx, params, body }) =>
-      ok(await networks.updateNetwork(ctx, params.tenant, params.network, body)),
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(await networks.updateNetwork(ctx, principal, params.tenant, params.network, body)),
   },
   {
     method: "DELETE",
