@@ -125,7 +125,11 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
   if (p.scope === "metrics") return deny("use the API: it reads /metrics only");
   if (access === "any") return;
   if (p.scope === "node" || p.scope === "monitor") {
-    if (params.tenant !== undefined && !tenantAllowed(p, params.tenant)) {
+    // A network of another tenant allowed to the cluster by name: its shared routes (its ports)
+    // pass here, and the handler's checkNetworkReach holds them to the rest (physnets).
+    const namedNetwork = access === "shared" && params.network !== undefined &&
+      p.reach?.networks.includes(`${params.tenant}/${params.network}`) === true;
+    if (params.tenant !== undefined && !namedNetwork && !tenantAllowed(p, params.tenant)) {
       return deny(
         `act for tenant "${params.tenant}": cluster "${p.cluster}" is not allowed it (an admin adds it to the cluster's tenants: PATCH /api/v1/clusters/${p.cluster})`,
       );

@@ -548,3 +548,21 @@ Deno.test("attack: east's monitor makes or changes networks only within east's r
   // The admin still may.
   must(await t.call("POST", ACME_NETS, net("wide", "172.16.0.0/12", { public: true })), 201);
 });
+
+Deno.test("clusters: a network of another tenant allowed to a cluster by name is its agents' to use; the tenant's other networks are not", async () => {
+  using t = await world();
+  must(await t.call("POST", "tenants/globex/networks", net("other", "10.5.0.0/24")), 201);
+  must(await t.call("PATCH", "clusters/east", { networks: ["globex/red"] }), 200);
+  const port = must(await t.call("PUT", `${RED}/ports/p1`, { node: "n1" }, TOK.eastN1), 201);
+  assert.deepEqual([port.id, port.node, port.cluster], ["p1", "n1", "east"]);
+  must(await t.call("GET", RED, undefined, TOK.eastN1), 200);
+  must(await t.call("GET", `${RED}/ports/p1`, undefined, TOK.eastN1), 200);
+  must(await t.call("DELETE", `${RED}/ports/p1`, undefined, TOK.eastN1), 204);
+  const req = attempt(t);
+  const OTHER = "tenants/globex/networks/other";
+  mustFail(await req("PUT", `${OTHER}/ports/p1`, { node: "n1" }, TOK.eastN1), 403, "forbidden");
+  mustFail(await req("GET", `${OTHER}/ports`, undefined, TOK.eastN1), 403, "forbidden");
+  mustFail(await req("GET", OTHER, undefined, TOK.eastN1), 403, "forbidden");
+  // Nor what is globex's alone: its tenant routes.
+  mustFail(await req("GET", "tenants/globex/networks", undefined, TOK.eastMon), 403, "forbidden");
+});
