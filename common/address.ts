@@ -154,6 +154,28 @@ export function cidrsOverlap(a: Cidr, b: Cidr): boolean {
   return a.family === b.family && a.base < b.base + b.size && b.base < a.base + a.size;
 }
 
+/**
+ * Ranges no host may hold: a pod there is refused by every node's flow compiler (which would then
+ * fail the node's whole flow set), and the kernel will not route it as a neighbour's anyway.
+ */
+const NO_HOST_RANGES: readonly (readonly [string, string])[] = [
+  ["0.0.0.0/8", "this network"],
+  ["127.0.0.0/8", "loopback"],
+  ["224.0.0.0/4", "multicast"],
+  ["240.0.0.0/4", "reserved"],
+  ["::/127", "unspecified and loopback"],
+  ["::ffff:0:0/96", "IPv4-mapped"],
+  ["ff00::/8", "multicast"],
+];
+
+/** The range no host may hold that `cidr` overlaps, as "127.0.0.0/8 (loopback)"; null if none. */
+export function noHostOverlap(cidr: Cidr): string | null {
+  for (const [text, what] of NO_HOST_RANGES) {
+    if (cidrsOverlap(cidr, parseCidr(text) as Cidr)) return `${text} (${what})`;
+  }
+  return null;
+}
+
 // ---- MACs
 
 /** A MAC in the one form the APIs take and store: six lowercase hex pairs joined by ":". */

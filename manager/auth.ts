@@ -125,7 +125,11 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
   if (p.scope === "metrics") return deny("use the API: it reads /metrics only");
   if (access === "any") return;
   if (p.scope === "node" || p.scope === "monitor") {
-    if (params.tenant !== undefined && !tenantAllowed(p, params.tenant)) {
+    // A network of another tenant allowed to the cluster by name: its shared routes (its ports)
+    // pass here, and the handler's checkNetworkReach holds them to the rest (physnets).
+    const namedNetwork = access === "shared" && params.network !== undefined &&
+      p.reach?.networks.includes(`${params.tenant}/${params.network}`) === true;
+    if (params.tenant !== undefined && !namedNetwork && !tenantAllowed(p, params.tenant)) {
       return deny(
         `act for tenant "${params.tenant}": cluster "${p.cluster}" is not allowed it (an admin adds it to the cluster's tenants: PATCH /api/v1/clusters/${p.cluster})`,
       );
@@ -202,6 +206,30 @@ export function checkNetworkReach(p: Principal, net: NetworkRef): void {
   );
 }
 
+/** What a tenant owns (a router, a security group): its tenant, the networks it is on, if any. */
+export interface TenantOwned {
+  tenant: string;
+  /** Its networks, of its tenant: names, or `{ name }` as a router lists them. */
+  networks?: readonly (string | { name: string })[];
+}
+
+/**
+ * Whether a token sees an object a tenant owns (the one rule for routers, security groups and
+ * whatever else a tenant owns and the infra lists or feeds): a tenant only its own (an admin, and
+ * the handlers' own checks, all); a node or monitor when its cluster may serve the object's tenant,
+ * or one of the object's networks is allowed its cluster by name (`tenant/name`).
+ */
+export function seesOwned(p: Principal, obj: TenantOwned): boolean {
+  if (p.scope === "tenant") return p.tenant === obj.tenant;
+  if (p.scope !== "node" && p.scope !== "monitor") return p.scope === "admin";
+  if (!p.reach) return false;
+  if (tenantAllowed(p, obj.tenant)) return true;
+  const reach = p.reach;
+  return (obj.networks ?? []).some((n) =>
+    reach.networks.includes(`${obj.tenant}/${typeof n === "string" ? n : n.name}`)
+  );
+}
+
 /** A port as the reach rules read it: its cluster and its network. */
 export interface PortRef {
   cluster?: string;
@@ -209,29 +237,6 @@ export interface PortRef {
   network: string;
   type: string;
   physnet?: string;
-}
-
-/**
- * Whether a cluster's token sees a router: one of a tenant its cluster serves, or one that connects
- * a network named in its reach (its pods there are routed by it). Another tenant's routers name
- * networks, subnets and next hops the cluster has no business with.
- */
-export function seesRouter(
-  p: Principal,
-  router: { tenant: string; networks: { name: string }[] },
-): boolean {
-  if (p.scope !== "node" && p.scope !== "monitor") return true;
-  if (tenantAllowed(p, router.tenant)) return true;
-  return router.networks.some((n) => p.reach?.networks.includes(`${router.tenant}/${n.name}`));
-}
-
-/**
- * Whether a cluster's token sees a security group: only its tenants' (a port is in its own
- * tenant's groups, and a rule's peer group is its tenant's too).
- */
-export function seesSecurityGroup(p: Principal, group: { tenant: string }): boolean {
-  if (p.scope !== "node" && p.scope !== "monitor") return true;
-  return tenantAllowed(p, group.tenant);
 }
 
 /**

@@ -195,16 +195,9 @@ Deno.test("attack: a cluster's tokens reach only the tenants and networks it is 
   mustFail(await req("DELETE", RED, undefined, TOK.eastMon), 403, "forbidden");
   mustFail(await req("PUT", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
   mustFail(await req("DELETE", "tenants/globex", undefined, TOK.eastMon), 403, "forbidden");
-  // Its own cluster's tenants it serves as the admin token did: networks, public ones included.
-  must(
-    await t.call(
-      "POST",
-      "tenants/acme/networks",
-      net("pub", "10.8.0.0/24", { public: true }),
-      TOK.eastMon,
-    ),
-    201,
-  );
+  // Its own cluster's tenants it serves as the admin token did: their networks (public ones are
+  // the admin's: the test below).
+  must(await t.call("POST", "tenants/acme/networks", net("own", "10.8.0.0/24"), TOK.eastMon), 201);
   mustFail(await t.call("DELETE", "tenants/acme", undefined, TOK.eastMon), 409, "in_use");
   // A token of a cluster nobody registered reaches nothing.
   mustFail(await req("GET", "ports", undefined, TOK.northN1), 403, "forbidden", {
@@ -501,4 +494,138 @@ Deno.test("attack: east's tokens see none of globex's routers and security group
     200,
   );
   assert.equal(westPage.events.length, 4);
+});
+
+// ---- review findings: what a cluster's tokens read of other tenants
+
+Deno.test("attack: east's tokens see no router of globex (not east's tenant), listed or in the feed; west's do", async () => {
+  using t = await world();
+  const cursors = new Map<string, string>();
+  for (const tok of [TOK.eastN1, TOK.eastMon, TOK.westN1, TOK.westMon]) {
+    cursors.set(tok, must(await t.call("GET", "feed", undefined, tok), 200).cursor);
+  }
+  const green = net("green", "10.4.0.0/24", { gateway: "10.4.0.1" });
+  must(await t.call("POST", "tenants/globex/networks", green), 201);
+  must(await t.call("POST", "tenants/globex/routers", { name: "gx-r", networks: ["green"] }), 201);
+  const routerNames = (items: { name: string }[]) => items.map((r) => r.name);
+  const feedRouters = async (tok: string) => {
+    const page = must(
+      await t.call("GET", `feed?after=${cursors.get(tok)}&timeout=0`, undefined, tok),
+      200,
+    );
+    return page.events.filter((e: { type: string }) => e.type === "router")
+      .map((e: { router: { name: string } }) => e.router.name);
+  };
+  for (const tok of [TOK.eastN1, TOK.eastMon]) {
+    assert.deepEqual(
+      routerNames(must(await t.call("GET", "routers", undefined, tok), 200).items),
+      [],
+    );
+    assert.deepEqual(await feedRouters(tok), []);
+  }
+  for (const tok of [TOK.westN1, TOK.westMon]) {
+    assert.deepEqual(
+      routerNames(must(await t.call("GET", "routers", undefined, tok), 200).items),
+      ["gx-r"],
+    );
+    assert.deepEqual(await feedRouters(tok), ["gx-r"]);
+  }
+  // A network of globex's allowed to east by name lets east's agents see the routers on it.
+  must(await t.call("PATCH", "clusters/east", { networks: ["globex/green"] }), 200);
+  const seen = must(await t.call("GET", "routers", undefined, TOK.eastN1), 200).items;
+  assert.deepEqual(routerNames(seen), ["gx-r"]);
+});
+
+Deno.test("attack: east's monitor makes or changes networks only within east's reach; public networks and segment IDs outside the tenant ranges are the admin's", async () => {
+  using t = await world();
+  for (const [name, start] of [["dc1", 100], ["dc2", 200]] as const) {
+    must(
+      await t.call("POST", "physnets", { name, vlanRanges: [{ start, end: start + 99 }] }),
+      201,
+    );
+  }
+  must(await t.call("PATCH", "clusters/east", { physnets: ["dc1"] }), 200);
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("far", "10.6.0.0/24", {
+        type: "vlan",
+        physnet: "dc2",
+      }),
+    ),
+    201,
+  );
+  const req = attempt(t);
+  const ACME_NETS = "tenants/acme/networks";
+  // A flat network on a physnet east's nodes are not attached to.
+  mustFail(
+    await req(
+      "POST",
+      ACME_NETS,
+      net("flat2", "10.7.0.0/24", { type: "flat", physnet: "dc2" }),
+      TOK.eastMon,
+    ),
+    403,
+    "forbidden",
+    { message: /physnet "dc2"/ },
+  );
+  // A VLAN ID outside the ranges handed to tenants, on east's own physnet.
+  mustFail(
+    await req(
+      "POST",
+      ACME_NETS,
+      net("v4000", "10.7.1.0/24", { type: "vlan", physnet: "dc1", segmentId: 4000 }),
+      TOK.eastMon,
+    ),
+    403,
+    "forbidden",
+    { field: "segmentId" },
+  );
+  // A public network (its addresses would then be refused to every other tenant's networks).
+  mustFail(
+    await req("POST", ACME_NETS, net("wide", "172.16.0.0/12", { public: true }), TOK.eastMon),
+    403,
+    "forbidden",
+    { field: "public" },
+  );
+  // Nor change or delete acme's network on dc2, which east may not use.
+  mustFail(
+    await req("PATCH", `${ACME_NETS}/far`, { description: "mine" }, TOK.eastMon),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("DELETE", `${ACME_NETS}/far`, undefined, TOK.eastMon), 403, "forbidden");
+  // Within its reach it makes what its cluster's resources ask for.
+  const vl = must(
+    await t.call(
+      "POST",
+      ACME_NETS,
+      net("vl", "10.7.2.0/24", { type: "vlan", physnet: "dc1" }),
+      TOK.eastMon,
+    ),
+    201,
+  );
+  assert.ok(vl.segmentId >= 100 && vl.segmentId <= 199, `${vl.segmentId}`);
+  must(await t.call("PATCH", `${ACME_NETS}/vl`, { description: "ok" }, TOK.eastMon), 200);
+  // The admin still may.
+  must(await t.call("POST", ACME_NETS, net("wide", "172.16.0.0/12", { public: true })), 201);
+});
+
+Deno.test("clusters: a network of another tenant allowed to a cluster by name is its agents' to use; the tenant's other networks are not", async () => {
+  using t = await world();
+  must(await t.call("POST", "tenants/globex/networks", net("other", "10.5.0.0/24")), 201);
+  must(await t.call("PATCH", "clusters/east", { networks: ["globex/red"] }), 200);
+  const port = must(await t.call("PUT", `${RED}/ports/p1`, { node: "n1" }, TOK.eastN1), 201);
+  assert.deepEqual([port.id, port.node, port.cluster], ["p1", "n1", "east"]);
+  must(await t.call("GET", RED, undefined, TOK.eastN1), 200);
+  must(await t.call("GET", `${RED}/ports/p1`, undefined, TOK.eastN1), 200);
+  must(await t.call("DELETE", `${RED}/ports/p1`, undefined, TOK.eastN1), 204);
+  const req = attempt(t);
+  const OTHER = "tenants/globex/networks/other";
+  mustFail(await req("PUT", `${OTHER}/ports/p1`, { node: "n1" }, TOK.eastN1), 403, "forbidden");
+  mustFail(await req("GET", `${OTHER}/ports`, undefined, TOK.eastN1), 403, "forbidden");
+  mustFail(await req("GET", OTHER, undefined, TOK.eastN1), 403, "forbidden");
+  // Nor what is globex's alone: its tenant routes.
+  mustFail(await req("GET", "tenants/globex/networks", undefined, TOK.eastMon), 403, "forbidden");
 });

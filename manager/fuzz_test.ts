@@ -42,7 +42,14 @@ const SECRETS = {
     "ac-secret-router",
     "ac-secret-sg",
   ],
-  globex: ["globex", "gx-secret-net", "gx-secret-port", "gx-secret-group", "gx-secret-sg"],
+  globex: [
+    "globex",
+    "gx-secret-net",
+    "gx-secret-port",
+    "gx-secret-group",
+    "gx-secret-router",
+    "gx-secret-sg",
+  ],
 };
 
 async function world(): Promise<TestApp> {
@@ -64,7 +71,11 @@ async function world(): Promise<TestApp> {
     net("ac-secret-net", "10.50.0.0/28", { gateway: "10.50.0.1" }),
   );
   await ok("POST", "tenants/acme/networks", net("blue", "10.1.0.0/28", { excludes: ["10.1.0.8"] }));
-  await ok("POST", "tenants/globex/networks", net("gx-secret-net", "10.60.0.0/28"));
+  await ok(
+    "POST",
+    "tenants/globex/networks",
+    net("gx-secret-net", "10.60.0.0/28", { gateway: "10.60.0.1" }),
+  );
   must(await t.call("PUT", "nodes/worker1", { underlayIp: "192.0.2.1" }, TOKEN.worker1), 201);
   for (const [tenant, nw] of [["acme", "ac-secret-net"], ["globex", "gx-secret-net"]]) {
     const short = tenant === "acme" ? "ac" : "gx";
@@ -92,14 +103,17 @@ async function world(): Promise<TestApp> {
       201,
     );
   }
-  // A router of acme's, connecting its secret network: globex must never see it.
-  must(
-    await t.call("POST", "tenants/acme/routers", {
-      name: "ac-secret-router",
-      networks: ["ac-secret-net"],
-    }),
-    201,
-  );
+  // A router of each tenant's, connecting its secret network: the other tenant must never see it,
+  // nor cluster east's tokens globex's (east serves acme only).
+  for (const [tenant, short] of [["acme", "ac"], ["globex", "gx"]]) {
+    must(
+      await t.call("POST", `tenants/${tenant}/routers`, {
+        name: `${short}-secret-router`,
+        networks: [`${short}-secret-net`],
+      }),
+      201,
+    );
+  }
   return t;
 }
 
@@ -127,7 +141,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   ),
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
-  router: mostly(["r1", "ac-secret-router"], ["R!"]),
+  router: mostly(["r1", "ac-secret-router", "gx-secret-router"], ["R!"]),
   cluster: mostly(["default", "east"], ["Bad!", "nope"]),
 };
 /** Tokens of cluster east, which may use acme's networks and never sees globex's. */
@@ -417,7 +431,10 @@ interface Command {
 
 const TOKEN_KINDS = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom<TokenKind>("admin", "acme") },
-  { weight: 3, arbitrary: fc.constantFrom<TokenKind>("globex", "worker1") },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom<TokenKind>("globex", "worker1", "eastNode", "eastMonitor"),
+  },
   { weight: 1, arbitrary: fc.constantFrom<TokenKind>("worker2", "metrics", "none", "bogus") },
 );
 

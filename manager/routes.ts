@@ -3,7 +3,7 @@
  * this table and openapi.ts documents it; neither knows any route by name.
  */
 import { z } from "zod";
-import type { Access, Principal, TokenTable } from "./auth.ts";
+import { type Access, type Principal, seesOwned, type TokenTable } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 import * as S from "./schemas.ts";
 import type { Ctx } from "./service/context.ts";
@@ -219,8 +219,8 @@ export const ROUTES: RouteDef[] = [
     access: "tenant",
     body: S.NetworkUpdate,
     ok: { status: 200, schema: S.Network, description: "updated" },
-    handle: async ({ ctx, params, body }) =>
-      ok(await networks.updateNetwork(ctx, params.tenant, params.network, body)),
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(await networks.updateNetwork(ctx, principal, params.tenant, params.network, body)),
   },
   {
     method: "DELETE",
@@ -482,7 +482,11 @@ export const ROUTES: RouteDef[] = [
     tag: "routers",
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.Router), description: "the routers" },
-    handle: async ({ ctx }) => items((await routers.listRouters(ctx)).map(routers.routerView)),
+    handle: async ({ ctx, principal }) =>
+      items(
+        (await routers.listRouters(ctx)).filter((r) => seesOwned(principal, r))
+          .map(routers.routerView),
+      ),
   },
 
   // security groups
@@ -548,7 +552,8 @@ export const ROUTES: RouteDef[] = [
     tag: "security-groups",
     access: "infra",
     ok: { status: 200, schema: S.listOf(S.SecurityGroup), description: "the groups" },
-    handle: async ({ ctx }) => items(await secgroups.listSecurityGroups(ctx)),
+    handle: async ({ ctx, principal }) =>
+      items((await secgroups.listSecurityGroups(ctx)).filter((g) => seesOwned(principal, g))),
   },
 
   // physnets

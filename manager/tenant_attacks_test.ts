@@ -290,6 +290,43 @@ Deno.test("attack: an exclude list that leaves no address is refused", async () 
 
 // ---- confidentiality
 
+Deno.test("attack: a network on addresses no host may hold (loopback, 0/8, multicast, reserved) is refused; a node's flows never see one", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  // Each would put a pod, or its gateway, on an address every node's flow compiler refuses: the
+  // node's whole flow set (every tenant's) would then fail to compile.
+  const bad: [string, Record<string, unknown>][] = [
+    ["cidr", net("lo", "127.0.0.0/24")],
+    ["cidr", net("zero", "0.0.0.0/24")],
+    ["cidr", net("mcast", "224.1.0.0/24")],
+    ["cidr", net("class-e", "240.0.0.0/24")],
+    [
+      "cidr",
+      net("wide", "96.0.0.0/3", { allocationPools: [{ start: "100.0.0.10", end: "100.0.0.20" }] }),
+    ],
+    ["cidr", net("v6mcast", "ff05::/64")],
+    ["cidr", net("v6mapped", "::ffff:10.0.0.0/120")],
+    ["cidr", net("v6lo", "::/120", { allocationPools: [{ start: "::10", end: "::20" }] })],
+    ["cidr6", net("dual", "10.1.0.0/24", { cidr6: "ff02::/64" })],
+  ];
+  for (const [field, body] of bad) {
+    mustFail(
+      await t.call("POST", "tenants/acme/networks", body, TOKEN.acme),
+      400,
+      "invalid_request",
+      { field, message: /no host may hold|cannot hold hosts/ },
+    );
+  }
+  assert.deepEqual(
+    must(await t.call("GET", "tenants/acme/networks", undefined, TOKEN.acme), 200).items,
+    [],
+  );
+  // Next to them is fine.
+  must(
+    await t.call("POST", "tenants/acme/networks", net("ok", "126.255.255.0/24"), TOKEN.acme),
+    201,
+  );
+});
+
 Deno.test("attack: errors never name another tenant's networks or ports", async () => {
   using t = await world();
   must(

@@ -246,3 +246,43 @@ Deno.test("offline: the first packet of a TCP connection through security groups
   assert.equal(drop.kind === "drop" && drop.code, "security_group");
   assert.ok(drop.kind === "drop" && /egress rule of the sending port/.test(drop.reason));
 });
+
+Deno.test("offline: only a static route's next hop may send from the route's destination; any other pod doing so is dropped as spoofed", () => {
+  const model = scenarios.routing;
+  const tables = flowTables(compileFlowsTs(model));
+  const view: TraceView = {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
+    remotePorts: model.remotePorts,
+  };
+  const [red, cnf, green] = model.localPorts;
+  const send = (from: typeof red, ipSrc: string, ipDst: string) => {
+    const ingress = { kind: "port", ofport: from.ofport } as const;
+    const gateway = model.networks.find((n) => n.id === from.network)!.gatewayMac!;
+    const packet = {
+      proto: "tcp",
+      dlSrc: from.mac,
+      dlDst: gateway,
+      ipSrc,
+      ipDst,
+      dstPort: 80,
+    } as const;
+    const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+    return explainHop(view, ingress, packet, matched, { mode: "offline" });
+  };
+  const spoofed = (hop: ReturnType<typeof send>) =>
+    hop.outcomes.length === 1 && hop.outcomes[0].kind === "drop" &&
+    hop.outcomes[0].code === "spoofed_ip";
+  // The CNF (10.2.0.9, next hop of 10.9.0.0/16) forwards a host of 10.9/16 back to red: it passes.
+  const forwarded = send(cnf, "10.9.1.1", red.ips[0]);
+  assert.equal(forwarded.steps[1].kind, "spoofRouted");
+  assert.deepEqual(forwarded.outcomes.map((o) => o.kind), ["local"]);
+  // The same source from a pod that is no next hop, on the CNF's network or another: spoofed.
+  assert.ok(spoofed(send(red, "10.9.1.1", cnf.ips[0])), "red may not send from 10.9.1.1");
+  assert.ok(spoofed(send(green, "10.9.1.1", cnf.ips[0])), "green may not send from 10.9.1.1");
+  // The CNF itself only for its route's destination: not from another network's addresses.
+  assert.ok(spoofed(send(cnf, "10.1.0.3", red.ips[0])), "the CNF may not send as red's peer");
+  assert.ok(spoofed(send(cnf, "10.50.0.1", red.ips[0])), "nor from outside its routes");
+});

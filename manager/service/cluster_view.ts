@@ -1,8 +1,7 @@
 /**
  * A cluster's tokens (its agents, its monitor) speak in their cluster's names: what they send is
  * scoped to it before any handler reads it, and what they are answered is filtered to what they
- * may see (auth.ts seesPort, seesRouter, seesSecurityGroup, clustersMeet) and made relative to
- * their cluster again. app.ts runs
+ * may see (auth.ts seesPort, seesOwned, clustersMeet) and made relative to their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
 import type { Port } from "@knitter/common";
@@ -10,9 +9,9 @@ import {
   type ClusterReach,
   clustersMeet,
   type Principal,
+  seesOwned,
   seesPort,
-  seesRouter,
-  seesSecurityGroup,
+  type TenantOwned,
 } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
@@ -158,9 +157,11 @@ class View {
     return out;
   }
 
+  /** An event of a type it does not know is not shown: a new type names what it is about. */
   seesEvent(e: Loose): Promise<boolean> | boolean {
+    if (OWNED_EVENTS.has(e.type)) return seesOwned(this.p, e[e.type] as TenantOwned);
     const item = itemOf(e);
-    return item === undefined || this.sees(item);
+    return item !== undefined && this.sees(item);
   }
 
   one(item: Loose): Loose {
@@ -176,8 +177,6 @@ class View {
 
   private async sees(item: Loose): Promise<boolean> {
     if (isPort(item)) return seesPort(this.p, item);
-    if (isRouter(item)) return seesRouter(this.p, item);
-    if (isSecurityGroup(item)) return seesSecurityGroup(this.p, item);
     if (!isNode(item)) return true;
     const cluster = item.cluster ?? DEFAULT_CLUSTER;
     if (cluster === this.p.cluster) return true;
@@ -194,20 +193,15 @@ class View {
   }
 }
 
-/** The port, node, router or security group a feed event is about (others pass as they are). */
+/**
+ * The feed events about an object a tenant owns, under its type's key (`{ type: "router", router }`):
+ * a cluster's token sees them by seesOwned. A new such event type is added here.
+ */
+const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup"]);
+
+/** The port or node a feed event is about (other events pass as they are). */
 function itemOf(e: Loose): Loose {
-  return FILTERED_EVENTS.includes(e.type) ? e[e.type] : undefined;
-}
-
-/** The feed events a cluster's token sees only some of; each carries its item under its type. */
-const FILTERED_EVENTS = ["port", "node", "router", "securityGroup"];
-
-function isRouter(x: Loose): boolean {
-  return typeof x?.tenant === "string" && Array.isArray(x?.networks) && Array.isArray(x?.routes);
-}
-
-function isSecurityGroup(x: Loose): boolean {
-  return typeof x?.tenant === "string" && Array.isArray(x?.rules);
+  return e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
 }
 
 function isPort(x: Loose): x is Port {

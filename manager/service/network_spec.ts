@@ -12,6 +12,7 @@ import {
   formatCidr,
   formatIp,
   type Ip,
+  noHostOverlap,
   parseCidr,
   parseIp,
 } from "@knitter/common/address";
@@ -36,7 +37,7 @@ export function networkSpec(
   body: z.infer<typeof NetworkCreate>,
   underlayMtu: number,
 ): NetworkSpec {
-  const cidr = parseCidrField("cidr", body.cidr);
+  const cidr = requireHosts("cidr", parseCidrField("cidr", body.cidr));
   const family = cidr.family;
   const maxPrefix = family === 4 ? 30 : 126;
   if (cidr.prefix > maxPrefix) {
@@ -89,6 +90,7 @@ export function networkSpec(
   }
 
   const subnet6 = subnet6Spec(body, cidr, space, reserved);
+  if (subnet6) requireHosts("cidr6", subnet6.cidr6);
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);
     const on = dst.family === family ? cidr : dst.family === 6 ? subnet6?.cidr6 : undefined;
@@ -195,6 +197,18 @@ function parseCidrField(field: string, text: string): Cidr {
   const cidr = parseCidr(text);
   if ("error" in cidr) throw invalid(field, cidr.error);
   return cidr;
+}
+
+/** `cidr` as a network's subnet: refused when it overlaps a range no host may hold. */
+export function requireHosts(field: string, cidr: Cidr): Cidr {
+  const range = noHostOverlap(cidr);
+  if (range === null) return cidr;
+  throw invalid(
+    field,
+    `${
+      formatCidr(cidr)
+    } overlaps ${range}, which no host may hold: pods there would be unreachable and every node's flows would refuse them; use a private range such as 10.0.0.0/8 or fd00::/8`,
+  );
 }
 
 /** An address that must lie inside `cidr`. */

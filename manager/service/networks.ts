@@ -2,7 +2,7 @@
 import { countQuarantine, dropQuarantine } from "./quarantine.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
-import { actsAsOperator, checkNetworkReach, type Principal } from "../auth.ts";
+import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
@@ -31,9 +31,12 @@ export async function createNetwork(
   tenant: string,
   body: z.infer<typeof NetworkCreate>,
 ): Promise<NetworkView> {
-  if (body.public && !actsAsOperator(principal)) {
+  // A public network's addresses are refused to every other tenant's networks: the admin's call,
+  // never a cluster monitor's.
+  if (body.public && principal.scope !== "admin") {
     throw new ApiError("forbidden", "Only an admin token may create a public network", "public");
   }
+  checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   await getTenantEntry(ctx, tenant);
   await requireGroups(ctx, tenant, body.securityGroups, "securityGroups");
@@ -97,6 +100,14 @@ function segmentDelta(type: string, sign: 1 | -1, hasSegment = true): Partial<Qu
   };
 }
 
+/**
+ * A cluster's monitor makes, changes and deletes networks only within its cluster's reach (the
+ * physnets its nodes are attached to; authorize() kept it to its cluster's tenants already).
+ */
+function checkMonitorReach(principal: Principal, net: ReachRef): void {
+  if (principal.scope === "monitor") checkNetworkReach(principal, net);
+}
+
 /** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
 async function claimSegment(
   ctx: Ctx,
@@ -110,7 +121,7 @@ async function claimSegment(
     const p = await getPhysnetEntryField(ctx, body.physnet!);
     const rec = p.value!;
     if (rec.flatNetwork) {
-      const mine = actsAsOperator(principal) || rec.flatNetwork.startsWith(`${tenant}/`);
+      const mine = principal.scope === "admin" || rec.flatNetwork.startsWith(`${tenant}/`);
       throw new ApiError(
         "already_exists",
         `Physnet "${rec.name}" already carries ${
@@ -148,7 +159,7 @@ async function claimSegment(
   if (body.segmentId !== undefined) {
     id = body.segmentId;
     const inRanges = allowed.some(([s, e]) => id >= s && id < e);
-    if (!inRanges && !actsAsOperator(principal)) {
+    if (!inRanges && principal.scope !== "admin") {
       throw new ApiError(
         "forbidden",
         `${what} ${id} is outside the ranges handed to tenants; only an admin may pick it`,
@@ -162,7 +173,7 @@ async function claimSegment(
       // Another tenant's network is not named to a tenant.
       const by = !holder.value
         ? ""
-        : actsAsOperator(principal) || holder.value.tenant === tenant
+        : principal.scope === "admin" || holder.value.tenant === tenant
         ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"`
         : " by another tenant";
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
@@ -393,6 +404,7 @@ export async function deleteNetwork(
     throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
   }
   const net = first.value;
+  checkMonitorReach(principal, net);
   const addresses = ctx.pools.addresses(net);
   await addresses.exclusive(() =>
     segmentLock(ctx, net.type, net.physnet)(() =>
@@ -488,6 +500,7 @@ const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
  */
 export async function updateNetwork(
   ctx: Ctx,
+  principal: Principal,
   tenant: string,
   name: string,
   body: z.infer<typeof NetworkUpdate>,
@@ -501,6 +514,7 @@ export async function updateNetwork(
       throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
     }
     const net = e.value;
+    checkMonitorReach(principal, net);
     refuseImmutable(net, body);
     // The create-time checks of routes and DNS, on the network as it would become.
     const spec = networkSpec({
