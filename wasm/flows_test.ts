@@ -52,6 +52,18 @@ for (const [name, input] of Object.entries(scenarios)) {
   });
 }
 
+Deno.test("golden: every flow agent/PIPELINE.md shows under Security groups is one its golden models compile", async () => {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const section = doc.slice(doc.indexOf("## Security groups"), doc.indexOf("## Tracing a packet"));
+  const documented = section.split("\n").filter((line) => line.startsWith("cookie="));
+  assert.ok(documented.length > 0, "no flow lines in the Security groups section");
+  const compiled = new Set([
+    ...compileFlows(scenarios.security_groups),
+    ...compileFlows(scenarios.routed_security_groups),
+  ]);
+  for (const line of documented) assert.ok(compiled.has(line), line);
+});
+
 Deno.test("golden: the SAMPLE FLOW DUMP of agent/PIPELINE.md is the sample_node flow set", async () => {
   const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
   const at = doc.indexOf("## Sample flow dump");
