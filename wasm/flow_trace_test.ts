@@ -286,3 +286,35 @@ Deno.test("offline: only a static route's next hop may send from the route's des
   assert.ok(spoofed(send(cnf, "10.1.0.3", red.ips[0])), "the CNF may not send as red's peer");
   assert.ok(spoofed(send(cnf, "10.50.0.1", red.ips[0])), "nor from outside its routes");
 });
+
+Deno.test("offline: routed traffic meets the sending port's egress rules (the network changed on the way)", () => {
+  // Port 2 (red, 3) may open TCP to blue (2); port 1 (green) takes TCP from green only.
+  const model = scenarios.routed_security_groups;
+  const tables = flowTables(compileFlows(model));
+  const view: TraceView = {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: `acme/pod-${p.ofport}/eth0` })),
+    remotePorts: model.remotePorts,
+  };
+  const red = model.localPorts[1];
+  const gateway = model.networks[2].gatewayMac!;
+  const trace = (proto: "tcp" | "udp", ipDst: string) => {
+    const ingress = { kind: "port", ofport: red.ofport } as const;
+    const packet = { proto, dlSrc: red.mac, dlDst: gateway, ipSrc: red.ips[0], ipDst, dstPort: 80 };
+    const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+    return explainHop(view, ingress, packet, matched, { mode: "offline" });
+  };
+  // Blue's port on this node (no groups) and blue's on another node: routed, allowed, committed.
+  for (const [ip, last] of [["10.2.0.2", "forwardLocal"], ["10.2.0.3", "forwardRemote"]]) {
+    const tcp = trace("tcp", ip);
+    const kinds = tcp.steps.map((s) => s.kind);
+    assert.deepEqual(kinds.slice(2, 5), ["routeIn", "routeTo", "nextHop"], `${kinds}`);
+    assert.deepEqual(kinds.slice(5), ["egressHook", "egressRule", "aclCommit", last], `${kinds}`);
+    // UDP no egress rule allows: dropped by the sending port's rules, after the route.
+    const udp = trace("udp", ip);
+    assert.equal(udp.outcomes[0].kind === "drop" && udp.outcomes[0].code, "security_group");
+    assert.match(udp.steps.at(-1)!.tableName, /EGRESS_ACL/);
+  }
+});
