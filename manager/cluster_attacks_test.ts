@@ -566,3 +566,23 @@ Deno.test("clusters: a network of another tenant allowed to a cluster by name is
   // Nor what is globex's alone: its tenant routes.
   mustFail(await req("GET", "tenants/globex/networks", undefined, TOK.eastMon), 403, "forbidden");
 });
+
+Deno.test("clusters: a delete mark left behind (a delete that died after marking) is cleared by the next refused delete, and the cluster takes ports again", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${BLUE}/ports/p1`, { node: "n1" }, TOK.westN1), 201);
+  // What a manager that died between its mark and its second scan left in the store.
+  const west = (await t.store.get<Record<string, unknown>>(keys.cluster("west"))).value!;
+  const stale = { ...west, deletingSince: "2026-01-01T00:00:00.000Z" };
+  assert.ok(
+    (await t.store.commit([], [{ type: "set", key: keys.cluster("west"), value: stale }])).ok,
+  );
+  mustFail(
+    await t.call("PUT", `${BLUE}/ports/p2`, { node: "n1" }, TOK.westN1),
+    409,
+    "conflict",
+  );
+  mustFail(await t.call("DELETE", "clusters/west"), 409, "in_use", { message: /still has 1 port/ });
+  const after = must(await t.call("GET", "clusters/west"), 200);
+  assert.equal(after.deletingSince, undefined, "the refused delete clears the stale mark");
+  must(await t.call("PUT", `${BLUE}/ports/p2`, { node: "n1" }, TOK.westN1), 201);
+});
