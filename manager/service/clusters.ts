@@ -64,11 +64,6 @@ export async function reachOf(ctx: Ctx, name: string): Promise<ClusterReach> {
   );
 }
 
-/** Refuses a scoped name (an admin's "n1@east") whose cluster is not registered (404). */
-export async function requireClusterOf(ctx: Ctx, scopedName: string): Promise<void> {
-  await clusterGuard(ctx, scopedName);
-}
-
 /**
  * The cluster record a new port of `scopedId` depends on, for its commit to check: a port never
  * goes in after its cluster's delete (which checks that the cluster has none). null in the
