@@ -652,3 +652,18 @@ Deno.test("clusters: a node registration that read its cluster before the delete
     assert.equal(registered.status, 201);
   }
 });
+
+Deno.test("attack: a cluster's monitor reads no address history, not even its own tenants' (their other clusters' ports are in it)", async () => {
+  using t = await testApp({
+    tenants: ["acme"],
+    historyRetentionDays: 30,
+    tokens: [{ token: TOK.eastMon, scope: "monitor", cluster: "east" }],
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const { ip } = must(await t.call("PUT", `${BLUE}/ports/p1`, {}), 201);
+  const HISTORY = `tenants/acme/history?ip=${ip}`;
+  mustFail(await attempt(t)("GET", HISTORY, undefined, TOK.eastMon), 403, "forbidden");
+  assert.equal(must(await t.call("GET", HISTORY), 200).items.length, 1);
+  assert.equal(must(await t.call("GET", HISTORY, undefined, TOKEN.acme), 200).items.length, 1);
+});
