@@ -171,9 +171,11 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
 }
 
 /**
- * Whether a principal has an operator's say over a tenant's networks and IP groups (public
- * networks, segment IDs, physnets): an admin, or a cluster's monitor, which makes them from
- * Kubernetes resources (authorize() already kept it to its cluster's tenants).
+ * Whether a principal may hold addresses of another tenant's network (a public one) in an IP group
+ * of a tenant: an admin, or a cluster's monitor, which makes the groups from Kubernetes resources
+ * (authorize() kept it to its cluster's tenants, resolveNetworkRef to its cluster's networks).
+ * Public networks and segment IDs outside the tenant ranges are the admin's alone
+ * (service/networks.ts).
  */
 export function actsAsOperator(p: Principal): boolean {
   return p.scope === "admin" || p.scope === "monitor";
