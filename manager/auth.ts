@@ -35,7 +35,9 @@ export interface TokenConfig {
  * Who may call a route, before the handler looks at the resource:
  * - admin: admin only;
  * - any: every valid token;
- * - tenant: admin, or a tenant token for the path's tenant;
+ * - tenant: admin, or a tenant token for the path's tenant (or a monitor: see operator);
+ * - owner: admin, or a tenant token for the path's tenant, never a monitor (what spans the
+ *   tenant's clusters: its address history);
  * - shared: admin, node, or any tenant token; the handler lets a tenant reach another tenant's
  *   path only for public networks (and answers 404 for private ones);
  * - node: admin, or a node token for the path's node;
@@ -44,7 +46,15 @@ export interface TokenConfig {
  *
  * A node or monitor token reaches only the tenants its cluster is allowed (ClusterReach).
  */
-export type Access = "admin" | "any" | "tenant" | "shared" | "node" | "infra" | "operator";
+export type Access =
+  | "admin"
+  | "any"
+  | "tenant"
+  | "owner"
+  | "shared"
+  | "node"
+  | "infra"
+  | "operator";
 
 export class TokenTable {
   private readonly byToken = new Map<string, Principal>();
@@ -143,6 +153,9 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
       // A monitor makes its cluster's tenants' networks and IP groups from their resources.
       if (p.scope === "monitor") return;
       return deny(`act on tenant "${params.tenant}"`);
+    case "owner":
+      if (p.scope === "tenant" && params.tenant === p.tenant) return;
+      return deny(`read tenant "${params.tenant}"'s history: it is the tenant's or an admin's`);
     case "shared":
       return;
     case "node":
@@ -158,9 +171,11 @@ export function authorize(p: Principal, access: Access, params: Record<string, s
 }
 
 /**
- * Whether a principal has an operator's say over a tenant's networks and IP groups (public
- * networks, segment IDs, physnets): an admin, or a cluster's monitor, which makes them from
- * Kubernetes resources (authorize() already kept it to its cluster's tenants).
+ * Whether a principal may hold addresses of another tenant's network (a public one) in an IP group
+ * of a tenant: an admin, or a cluster's monitor, which makes the groups from Kubernetes resources
+ * (authorize() kept it to its cluster's tenants, resolveNetworkRef to its cluster's networks).
+ * Public networks and segment IDs outside the tenant ranges are the admin's alone
+ * (service/networks.ts).
  */
 export function actsAsOperator(p: Principal): boolean {
   return p.scope === "admin" || p.scope === "monitor";

@@ -629,3 +629,104 @@ Deno.test("clusters: a network of another tenant allowed to a cluster by name is
   // Nor what is globex's alone: its tenant routes.
   mustFail(await req("GET", "tenants/globex/networks", undefined, TOK.eastMon), 403, "forbidden");
 });
+
+Deno.test("clusters: a delete mark left behind (a delete that died after marking) is cleared by the next refused delete, and the cluster takes ports again", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${BLUE}/ports/p1`, { node: "n1" }, TOK.westN1), 201);
+  // What a manager that died between its mark and its second scan left in the store.
+  const west = (await t.store.get<Record<string, unknown>>(keys.cluster("west"))).value!;
+  const stale = { ...west, deletingSince: "2026-01-01T00:00:00.000Z" };
+  assert.ok(
+    (await t.store.commit([], [{ type: "set", key: keys.cluster("west"), value: stale }])).ok,
+  );
+  mustFail(
+    await t.call("PUT", `${BLUE}/ports/p2`, { node: "n1" }, TOK.westN1),
+    409,
+    "conflict",
+  );
+  mustFail(await t.call("DELETE", "clusters/west"), 409, "in_use", { message: /still has 1 port/ });
+  const after = must(await t.call("GET", "clusters/west"), 200);
+  assert.equal(after.deletingSince, undefined, "the refused delete clears the stale mark");
+  must(await t.call("PUT", `${BLUE}/ports/p2`, { node: "n1" }, TOK.westN1), 201);
+});
+
+Deno.test("clusters: a delete racing node registrations leaves no node of the deleted cluster", async () => {
+  for (let round = 0; round < 5; round++) {
+    using t = await world();
+    const puts = Array.from(
+      { length: 20 },
+      (_, i) => t.call("PUT", `nodes/r${i}@west`, { underlayIp: `192.0.2.${100 + i}` }),
+    );
+    const deleted = await t.call("DELETE", "clusters/west");
+    const answers = await Promise.all(puts);
+    for (const a of answers) assert.ok([201, 404, 409].includes(a.status), JSON.stringify(a));
+    const left = must(await t.call("GET", "nodes"), 200).items
+      .filter((n: { cluster?: string }) => n.cluster === "west");
+    assert.equal(deleted.status, 204, JSON.stringify(deleted.body));
+    assert.deepEqual(left, [], `round ${round}: no node of the deleted cluster is left`);
+  }
+});
+
+Deno.test("clusters: a node registration that read its cluster before the delete's mark and commits after the delete listed its nodes is refused", async () => {
+  using t = await world();
+  // deno-lint-ignore no-explicit-any
+  const store = t.ctx.store as any;
+  const get = store.get.bind(store);
+  const list = store.list.bind(store);
+  let release!: () => void;
+  const go = new Promise<void>((r) => release = r);
+  let paused = false;
+  let hooking = false;
+  // The registration stops after its cluster check, before it reads and writes its node ...
+  store.get = async (key: unknown[]) => {
+    if (!paused && key[0] === "node" && key[1] === "late@west") {
+      paused = true;
+      await go;
+    }
+    return get(key);
+  };
+  const reg = t.call("PUT", "nodes/late@west", { underlayIp: "192.0.2.99" });
+  while (!paused) await new Promise((r) => setTimeout(r, 1));
+  // ... and goes on, to its commit, once the delete has listed the cluster's nodes.
+  store.list = (prefix: unknown[], ...rest: unknown[]) => {
+    const it = list(prefix, ...rest);
+    if (!hooking || prefix.length !== 1 || prefix[0] !== "node") return it;
+    hooking = false;
+    return (async function* () {
+      const entries = [];
+      for await (const e of it) entries.push(e);
+      release();
+      await reg;
+      yield* entries;
+    })();
+  };
+  hooking = true;
+  const deleted = await t.call("DELETE", "clusters/west");
+  const registered = await reg;
+  const left = must(await t.call("GET", "nodes"), 200).items
+    .filter((n: { cluster?: string }) => n.cluster === "west");
+  if (deleted.status === 204) {
+    assert.deepEqual(
+      left,
+      [],
+      `the late node is left of the deleted cluster: ${registered.status}`,
+    );
+  } else {
+    assert.equal(registered.status, 201);
+  }
+});
+
+Deno.test("attack: a cluster's monitor reads no address history, not even its own tenants' (their other clusters' ports are in it)", async () => {
+  using t = await testApp({
+    tenants: ["acme"],
+    historyRetentionDays: 30,
+    tokens: [{ token: TOK.eastMon, scope: "monitor", cluster: "east" }],
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const { ip } = must(await t.call("PUT", `${BLUE}/ports/p1`, {}), 201);
+  const HISTORY = `tenants/acme/history?ip=${ip}`;
+  mustFail(await attempt(t)("GET", HISTORY, undefined, TOK.eastMon), 403, "forbidden");
+  assert.equal(must(await t.call("GET", HISTORY), 200).items.length, 1);
+  assert.equal(must(await t.call("GET", HISTORY, undefined, TOKEN.acme), 200).items.length, 1);
+});

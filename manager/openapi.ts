@@ -65,7 +65,7 @@ export function openApiDocument(routes: RouteDef[]) {
       version: "1",
       description:
         "Tenants, networks, physnets, IP groups, ports, nodes and clusters. Every /api route needs a bearer token; " +
-        "x-access says which scope reaches it (admin, tenant, node, shared, infra, operator, any). " +
+        "x-access says which scope reaches it (admin, tenant, owner, node, shared, infra, operator, any). " +
         "Node and monitor tokens belong to a cluster: they name nodes and ports bare, and read other " +
         "clusters' as NAME@CLUSTER.",
     },

@@ -332,7 +332,7 @@ export const ROUTES: RouteDef[] = [
     summary:
       "Who of the tenant's ports held an address or MAC when: at a time (at), over a range (from, to), or all kept",
     tag: "history",
-    access: "tenant",
+    access: "owner",
     query: S.HistoryQuery,
     ok: { status: 200, schema: S.listOf(S.HistoryEntry), description: "the holders, oldest first" },
     handle: async ({ ctx, params, query }) => {

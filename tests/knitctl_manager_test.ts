@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { ConfigSchema } from "../manager/config.ts";
 import { startManager } from "../manager/mod.ts";
 import { expectExit, knitctl } from "../knitctl/test_support.ts";
+import { RESOURCES } from "../knitctl/resources.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 
 const ADMIN = `admin-${crypto.randomUUID()}`;
@@ -191,7 +192,11 @@ Deno.test("knitctl: bad input gets a clear message and exit code 2 (usage) or 1 
     await fails(
       ["get", "netwrks"],
       2,
-      /^Error: Unknown resource "netwrks": use one of tenants, networks, physnets, ipgroups, ports, nodes\n$/,
+      new RegExp(
+        `^Error: Unknown resource "netwrks": use one of ${
+          RESOURCES.map((r) => r.plural).join(", ")
+        }\n$`,
+      ),
     );
     await fails(["list", "networks"], 2, /Unknown verb "list": use one of get, create/);
     await fails(["get", "networks", "--colour"], 2, /Unknown option '--colour'.*knitctl --help/);

@@ -64,11 +64,6 @@ export async function reachOf(ctx: Ctx, name: string): Promise<ClusterReach> {
   );
 }
 
-/** Refuses a scoped name (an admin's "n1@east") whose cluster is not registered (404). */
-export async function requireClusterOf(ctx: Ctx, scopedName: string): Promise<void> {
-  await clusterGuard(ctx, scopedName);
-}
-
 /**
  * The cluster record a new port of `scopedId` depends on, for its commit to check: a port never
  * goes in after its cluster's delete (which checks that the cluster has none). null in the
@@ -159,41 +154,64 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
   if (!(await ctx.store.get(keys.cluster(name))).value) {
     throw notFound(`Cluster "${name}" does not exist`);
   }
-  await refuseWhilePorts(ctx, name);
-  // Then marked, and looked at again: a port PUT checks the record it read, so none goes in once
-  // the second scan begins.
-  await markDeleting(ctx, name, now());
   try {
     await refuseWhilePorts(ctx, name);
   } catch (err) {
-    await markDeleting(ctx, name, undefined);
+    // A mark of a delete that never finished (its process died) would refuse the cluster's new
+    // ports for ever: a refused delete clears it.
+    await markDeleting(ctx, name, undefined).catch(() => {});
     throw err;
   }
-  const nodes = await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
-    if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
-    tx.check(e).delete(e.key);
-    const nodes = await nodesOf(ctx, name);
-    const entries = await ctx.store.getMany<unknown>(
-      nodes.flatMap((n) => [keys.node(n.name), keys.conflicts(n.name)]),
-    );
-    let conflicts = false;
-    for (const entry of entries) {
-      if (entry.value === null) continue;
-      tx.check(entry).delete(entry.key);
-      conflicts ||= entry.key[0] === keys.allConflicts()[0];
-    }
-    if (conflicts) tx.set(keys.conflictsChanged(), now());
-    return nodes;
-  });
-  for (const node of nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+  // Then marked, and looked at again: a port PUT checks the record it read, so none goes in once
+  // the second scan begins. The mark goes again whatever ends this delete but its commit.
+  const mark = now();
+  await markDeleting(ctx, name, mark);
+  let deleted = false;
+  try {
+    await refuseWhilePorts(ctx, name);
+    const nodes = await retry(ctx, async (tx) => {
+      const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+      if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
+      if (e.value.deletingSince !== mark) {
+        // Another delete, refused, cleared the mark: a port may have gone in since the scan.
+        throw new ApiError(
+          "conflict",
+          `Cluster "${name}" was changed while it was being deleted; try again`,
+        );
+      }
+      tx.check(e).delete(e.key);
+      const nodes = await nodesOf(ctx, name);
+      const entries = await ctx.store.getMany<unknown>(
+        nodes.flatMap((n) => [keys.node(n.name), keys.conflicts(n.name)]),
+      );
+      let conflicts = false;
+      for (const entry of entries) {
+        if (entry.value === null) continue;
+        tx.check(entry).delete(entry.key);
+        conflicts ||= entry.key[0] === keys.allConflicts()[0];
+      }
+      if (conflicts) tx.set(keys.conflictsChanged(), now());
+      return nodes;
+    });
+    deleted = true;
+    for (const node of nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+  } finally {
+    if (!deleted) await markDeleting(ctx, name, undefined, mark).catch(() => {});
+  }
 }
 
-/** Sets or clears a cluster's deletingSince. */
-async function markDeleting(ctx: Ctx, name: string, since: string | undefined): Promise<void> {
+/** Sets or clears a cluster's deletingSince (clears only the mark `ours`, when given). */
+async function markDeleting(
+  ctx: Ctx,
+  name: string,
+  since: string | undefined,
+  ours?: string,
+): Promise<void> {
   await retry(ctx, async (tx) => {
     const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
     if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
+    if (e.value.deletingSince === since) return;
+    if (ours !== undefined && e.value.deletingSince !== ours) return;
     const { deletingSince: _, ...rest } = e.value;
     tx.check(e).set(e.key, since === undefined ? rest : { ...rest, deletingSince: since });
   });

@@ -7,7 +7,7 @@ import { keys, type NodeRecord } from "../model.ts";
 import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
-import { requireClusterOf } from "./clusters.ts";
+import { clusterGuard } from "./clusters.ts";
 
 /**
  * What a principal sees of a node: a tenant its name only (no underlay address, no labels), as
@@ -24,8 +24,11 @@ export async function registerNode(
 ): Promise<{ node: NodeRecord; created: boolean }> {
   const ip = parseIp(body.underlayIp);
   if (!ip) throw invalid("underlayIp", `"${body.underlayIp}" is not an IP address`);
-  await requireClusterOf(ctx, name);
   const result = await retry(ctx, async (tx) => {
+    // Its cluster's record, checked by the commit as a port's is: a node never goes in after its
+    // cluster's delete listed the nodes it takes along (the delete marks the record first).
+    const guard = await clusterGuard(ctx, name);
+    if (guard) tx.check(guard);
     const e = await ctx.store.get<NodeRecord>(keys.node(name));
     const t = now();
     const node: NodeRecord = {
