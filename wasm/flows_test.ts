@@ -263,6 +263,37 @@ Deno.test("property: WASM and TS give the same lines on random models", () => {
   }
 });
 
+Deno.test("property: WASM and TS give the same lines on random models with routes and security groups", () => {
+  for (const seed of SEEDS) {
+    const rand = mulberry32(seed);
+    for (let round = 0; round < 30; round++) {
+      const input = { ...randomModel(rand, round < 25 ? 8 : 100) };
+      input.acls = randomAcls(rand, input.localPorts);
+      const where = `seed ${seed} round ${round} (${input.routes?.length ?? 0} routes)`;
+      assert.deepEqual(compileFlows(input), tsEngine(input), where);
+    }
+  }
+});
+
+/** Rules for about half of the local ports, with peers of both families, some none. */
+function randomAcls(rand: () => number, ports: FlowLocalPort[]): FlowInput["acls"] {
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(rand() * list.length)];
+  const remotes = [undefined, [], ["10.0.0.0/8"], ["0.0.0.0/0", "fd00::/16"], ["192.168.1.7"]];
+  return ports.filter(() => rand() < 0.5).map((p) => ({
+    cookie: p.cookie,
+    rules: Array.from({ length: Math.floor(rand() * 4) }, () => {
+      const protocol = pick(["tcp", "udp", "icmp", "icmpv6", "any"] as const);
+      const remote = pick(remotes);
+      return {
+        direction: pick(["ingress", "egress"] as const),
+        protocol,
+        ...(remote ? { remote } : {}),
+        ...(protocol === "tcp" && rand() < 0.5 ? { portMin: 80, portMax: 90 } : {}),
+      };
+    }),
+  }));
+}
+
 /** The parts of a line the properties look at. */
 interface Flow {
   line: string;
