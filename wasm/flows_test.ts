@@ -264,15 +264,18 @@ Deno.test("property: WASM and TS give the same lines on random models", () => {
 });
 
 Deno.test("property: WASM and TS give the same lines on random models with routes and security groups", () => {
+  let mixed = 0;
   for (const seed of SEEDS) {
     const rand = mulberry32(seed);
     for (let round = 0; round < 30; round++) {
       const input = { ...randomModel(rand, round < 25 ? 8 : 100) };
       input.acls = randomAcls(rand, input.localPorts);
+      if (input.routes?.length && input.acls?.length) mixed++;
       const where = `seed ${seed} round ${round} (${input.routes?.length ?? 0} routes)`;
       assert.deepEqual(compileFlows(input), tsEngine(input), where);
     }
   }
+  assert.ok(mixed >= SEEDS.length * 5, `${mixed} models had both routes and groups`);
 });
 
 /** Rules for about half of the local ports, with peers of both families, some none. */
