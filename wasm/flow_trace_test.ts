@@ -17,6 +17,22 @@ import { ACL_KINDS } from "./acl_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
 import { scenarios } from "./testdata/scenarios.ts";
+import type { FlowInput } from "./flow_input.ts";
+
+/** The trace's view of a model, its networks and pods labelled as the agent labels them. */
+function viewOf(
+  model: FlowInput,
+  network: (id: number) => string,
+  pod = (ofport: number) => `pods/pod-${ofport}/eth0`,
+): TraceView {
+  return {
+    node: "node-1",
+    tunnelPort: model.tunnelPort,
+    networks: model.networks.map((n) => ({ ...n, label: network(n.id) })),
+    localPorts: model.localPorts.map((p) => ({ ...p, label: pod(p.ofport) })),
+    remotePorts: model.remotePorts,
+  };
+}
 
 Deno.test("flowKind names the builder of every compiled flow, at its table and priority", () => {
   const seen = new Set<string>();
@@ -80,13 +96,7 @@ Datapath actions: push_vlan(vid=100,pcp=0),3
 Deno.test("offline: an ARP for the gateway and a ping to it are answered by the gateway", () => {
   const model = scenarios.gateways;
   const tables = flowTables(compileFlowsTs(model));
-  const view: TraceView = {
-    node: "node-1",
-    tunnelPort: model.tunnelPort,
-    networks: model.networks.map((n) => ({ ...n, label: `tenant-${n.id}/net-${n.id}` })),
-    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
-    remotePorts: model.remotePorts,
-  };
+  const view = viewOf(model, (id) => `tenant-${id}/net-${id}`);
   // Networks 1 and 2 are two tenants' networks with the same CIDR and gateway address.
   // The trace follows IPv4 and ARP packets (flow_eval.ts): the IPv6 gateway's flows are told apart
   // by flowKind above and checked on a real switch by tests/e2e_gateway_test.ts.
@@ -138,13 +148,7 @@ Deno.test("offline: an ARP for the gateway and a ping to it are answered by the 
 Deno.test("offline: routed traffic is told step by step; a network no router connects is not reached", () => {
   const model = scenarios.routing;
   const tables = flowTables(compileFlowsTs(model));
-  const view: TraceView = {
-    node: "node-1",
-    tunnelPort: model.tunnelPort,
-    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
-    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
-    remotePorts: model.remotePorts,
-  };
+  const view = viewOf(model, (id) => `acme/net-${id}`);
   const [red, blue, green] = model.localPorts;
   const ingress = { kind: "port", ofport: red.ofport } as const;
   const trace = (ipDst: string) => {
@@ -206,13 +210,7 @@ Deno.test("offline: the first packet of a TCP connection through security groups
   // Pod 1 takes TCP 80 from 10.0.0.0/24; pod 2 opens TCP 443 only; pod 3 has no groups.
   const model = scenarios.security_groups;
   const tables = flowTables(compileFlows(model));
-  const view: TraceView = {
-    node: "node-1",
-    tunnelPort: model.tunnelPort,
-    networks: model.networks.map((n) => ({ ...n, label: "acme/app" })),
-    localPorts: model.localPorts.map((p) => ({ ...p, label: `acme/pod-${p.ofport}/eth0` })),
-    remotePorts: model.remotePorts,
-  };
+  const view = viewOf(model, () => "acme/app", (ofport) => `acme/pod-${ofport}/eth0`);
   const trace = (from: number, to: number, dstPort: number) => {
     const [a, b] = [model.localPorts[from - 1], model.localPorts[to - 1]];
     const ingress = { kind: "port", ofport: a.ofport } as const;
@@ -250,13 +248,7 @@ Deno.test("offline: the first packet of a TCP connection through security groups
 Deno.test("offline: only a static route's next hop may send from the route's destination; any other pod doing so is dropped as spoofed", () => {
   const model = scenarios.routing;
   const tables = flowTables(compileFlowsTs(model));
-  const view: TraceView = {
-    node: "node-1",
-    tunnelPort: model.tunnelPort,
-    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
-    localPorts: model.localPorts.map((p) => ({ ...p, label: `pods/pod-${p.ofport}/eth0` })),
-    remotePorts: model.remotePorts,
-  };
+  const view = viewOf(model, (id) => `acme/net-${id}`);
   const [red, cnf, green] = model.localPorts;
   const send = (from: typeof red, ipSrc: string, ipDst: string) => {
     const ingress = { kind: "port", ofport: from.ofport } as const;
@@ -291,13 +283,7 @@ Deno.test("offline: routed traffic meets the sending port's egress rules (the ne
   // Port 2 (red, 3) may open TCP to blue (2); port 1 (green) takes TCP from green only.
   const model = scenarios.routed_security_groups;
   const tables = flowTables(compileFlows(model));
-  const view: TraceView = {
-    node: "node-1",
-    tunnelPort: model.tunnelPort,
-    networks: model.networks.map((n) => ({ ...n, label: `acme/net-${n.id}` })),
-    localPorts: model.localPorts.map((p) => ({ ...p, label: `acme/pod-${p.ofport}/eth0` })),
-    remotePorts: model.remotePorts,
-  };
+  const view = viewOf(model, (id) => `acme/net-${id}`, (ofport) => `acme/pod-${ofport}/eth0`);
   const red = model.localPorts[1];
   const gateway = model.networks[2].gatewayMac!;
   const trace = (proto: "tcp" | "udp", ipDst: string) => {
