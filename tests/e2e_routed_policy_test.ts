@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
+import { api } from "./support/stack_api.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import {
   createNetwork,
@@ -152,19 +153,6 @@ Deno.test("e2e routed policy: security groups hold on traffic a router carries, 
 
 function ns(p: Pod): string {
   return ipNetnsName(p.netns);
-}
-
-async function api(
-  stack: Stack,
-  method: string,
-  path: string,
-  body: unknown,
-  status: number,
-  // deno-lint-ignore no-explicit-any
-): Promise<any> {
-  const r = await stack.api(method, path, body);
-  assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
-  return r.body;
 }
 
 // deno-lint-ignore no-explicit-any

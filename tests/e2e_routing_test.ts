@@ -17,6 +17,7 @@ import { knitctlOn } from "./support/knitctl_stack.ts";
 import { expectExit } from "../knitctl/test_support.ts";
 import type { TraceReport } from "../knitctl/trace.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
+import { api } from "./support/stack_api.ts";
 
 Deno.test("e2e routing: a tenant's router connects its planes across nodes (TCP, UDP, ping, TTL); other networks and tenants stay apart; static routes through a CNF pod", async (t) => {
   await using cleanup = new Cleanup();
@@ -195,16 +196,4 @@ async function ping(from: Added, ip: string): Promise<{ ok: boolean; ttl?: numbe
   );
   const ttl = /ttl=(\d+)/.exec(r.stdout)?.[1];
   return r.code === 0 && ttl ? { ok: true, ttl: Number(ttl) } : { ok: false };
-}
-
-/** One request to the manager; the test fails unless it answers `status`. */
-async function api(
-  stack: Stack,
-  method: string,
-  path: string,
-  body: unknown,
-  status = 201,
-): Promise<void> {
-  const r = await stack.api(method, path, body);
-  assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
 }

@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
+import { api } from "./support/stack_api.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import { run } from "@knitter/common";
 import {
@@ -317,19 +318,6 @@ function spawn(cleanup: Cleanup, netns: string, argv: string[], io = false) {
       await child.status;
     },
   };
-}
-
-async function api(
-  stack: Stack,
-  method: string,
-  path: string,
-  body: unknown,
-  status: number,
-  // deno-lint-ignore no-explicit-any
-): Promise<any> {
-  const r = await stack.api(method, path, body);
-  assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
-  return r.body;
 }
 
 /** Sets the groups of the pod's port through the manager (a second PUT of the port). */
