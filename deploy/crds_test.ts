@@ -229,6 +229,9 @@ function apiSpec(schema: z.ZodType): Obj {
   // The name is the resource's; the labels are the monitor's (its ownership mark), not the spec's.
   delete json.properties.name;
   delete json.properties.labels;
+  // Security groups have no resource of their own yet (MultiNetworkPolicy is to be the Kubernetes
+  // way): a network's default groups are set through the API only, so the spec does not take them.
+  delete json.properties.securityGroups;
   json.required = json.required.filter((r: string) => r !== "name");
   return json;
 }
