@@ -259,11 +259,7 @@ function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6:
     }
     if (colon) {
       if (!parseIpv6(p, len) || !unicastIpv6()) return fail(E_BAD_IP, kind, index, k, 0, 0);
-      const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
-        <u64> wordAt(3);
-      const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
-        <u64> wordAt(7);
-      const other = claim(key0(H_IP6, ni), hi, lo, ref);
+      const other = claimIpv6(ni, ref);
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
       if (!keepV6) continue;
@@ -357,17 +353,27 @@ function parseGateway6(n: usize, i: u32, len: u32): i32 {
   const p = blob;
   blob += len;
   if (!parseIpv6(p, len) || !unicastIpv6()) return fail(E_BAD_GATEWAY6, K_NETWORK, i, 0, 0, 0);
-  const start = wp;
+  store<u32>(n, putGatewayIpv6(i), N_GW6_SLOT);
+  return 0;
+}
+
+/** Claims the IPv6 address just parsed for `ref` in network `net`: the claimant it had before. */
+function claimIpv6(net: u32, ref: u32): u32 {
   const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
     <u64> wordAt(3);
   const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
     <u64> wordAt(7);
-  claim(key0(H_IP6, i), hi, lo, GATEWAY_REF + i);
+  return claim(key0(H_IP6, net), hi, lo, ref);
+}
+
+/** The IPv6 gateway just parsed, of network index i: claimed, written as text; its v6 slot count. */
+function putGatewayIpv6(i: u32): u32 {
+  claimIpv6(i, GATEWAY_REF + i);
+  const start = wp;
   putIpv6();
   toSlot(v6Slot(v6Count++), start);
-  store<u32>(n, v6Count, N_GW6_SLOT);
   v6Gateways = true;
-  return 0;
+  return v6Count;
 }
 
 /**
@@ -398,16 +404,8 @@ function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
   claim(key0(H_MAC, i), <u64> mac, 0, GATEWAY_REF + i);
   const start = wp;
   if (v6) {
-    const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
-      <u64> wordAt(3);
-    const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
-      <u64> wordAt(7);
-    claim(key0(H_IP6, i), hi, lo, GATEWAY_REF + i);
-    putIpv6();
-    toSlot(v6Slot(v6Count++), start);
-    store<u32>(n, v6Count, N_GW_SLOT);
+    store<u32>(n, putGatewayIpv6(i), N_GW_SLOT);
     store<u32>(n, 1, N_GW_V6);
-    v6Gateways = true;
   } else {
     claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
     putIpv4(<u32> v);
