@@ -261,6 +261,13 @@ Deno.test("e2e security groups: two tenants' overlapping subnets never share a c
 
   const echo = ["socat", "UDP-LISTEN:5353,reuseaddr,fork", "EXEC:cat"];
   for (const server of ["aserver", "gserver"]) spawn(cleanup, ns(pods[server]), echo);
+  // A datagram before the server binds is answered port-unreachable, which ends the client.
+  for (const server of ["aserver", "gserver"]) {
+    await waitFor(`${server} listens`, async () => {
+      const r = await run(["ss", "-Hlun", "sport = :5353"], { netns: ns(pods[server]) });
+      return r.stdout.includes(":5353");
+    }, 15_000);
+  }
   // acme's client keeps sending from port 40000, and gets its echoes.
   const dial = `UDP:${book.ips.aserver}:5353,sourceport=40000,reuseaddr`;
   const open = spawn(cleanup, ns(pods.aclient), ["socat", "STDIO", dial], true);
