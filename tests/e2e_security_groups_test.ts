@@ -259,7 +259,9 @@ Deno.test("e2e security groups: two tenants' overlapping subnets never share a c
     return (await flows(n1, "table=30")).filter((l) => l.includes("priority=103")).length === 2;
   }, 15_000);
 
-  const echo = ["socat", "UDP-LISTEN:5353,reuseaddr,fork", "EXEC:cat"];
+  // One peer per server, echoed by socat itself (PIPE): no forked children or `cat` to outlive the
+  // pid that cleanup ends; -T ends it anyway if the test dies before cleanup.
+  const echo = ["socat", "-T", "120", "UDP-LISTEN:5353,reuseaddr", "PIPE"];
   for (const server of ["aserver", "gserver"]) spawn(cleanup, ns(pods[server]), echo);
   // A datagram before the server binds is answered port-unreachable, which ends the client.
   for (const server of ["aserver", "gserver"]) {
