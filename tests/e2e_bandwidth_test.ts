@@ -12,6 +12,7 @@ import { type Stack, startStack } from "../devstack/stack.ts";
 import { startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
 import { addressOf, ipNetnsName, makePod, type Pod } from "./support/pods.ts";
 import { iperfRate, type Stream } from "./support/iperf.ts";
+import { api } from "./support/stack_api.ts";
 
 const MBIT = 1_000_000;
 /** Low enough that two busy cores are never the bottleneck (unlimited pods reach hundreds). */
@@ -194,11 +195,4 @@ async function endLimit(
   // deno-lint-ignore no-explicit-any
   const q = (JSON.parse(r.stdout || "[]") as any[]).find((q) => q.kind === "tbf");
   return q ? { rate: q.options.rate * 8, burst: q.options.burst * 8 } : null;
-}
-
-// deno-lint-ignore no-explicit-any
-async function api(stack: Stack, method: string, path: string, body: unknown): Promise<any> {
-  const r = await stack.api(method, path, body);
-  assert.ok(r.status === 201 || r.status === 200, `${method} ${path}: ${JSON.stringify(r.body)}`);
-  return r.body;
 }
