@@ -12,6 +12,7 @@ import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { portView } from "./service/port_records.ts";
 import { routerView } from "./service/routers.ts";
+import { groupView } from "./service/security_group_refs.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
 import { concat, prefixRange } from "./store/key_codec.ts";
@@ -167,7 +168,15 @@ export class EtcdFeed extends ChangeFeed {
       return { seq: rev, type: "router", op, router: routerView(value as RouterRecord) };
     }
     if (key[0] === "secgroup" && key.length === 3) {
-      return { seq: rev, type: "securityGroup", op, securityGroup: value as SecurityGroupRecord };
+      const group = groupView(value as SecurityGroupRecord);
+      // A delete's mark (or its removal) changes nothing an agent reads.
+      const before = op === "put" && ev.prev_kv ? decode(ev.prev_kv) : null;
+      if (
+        before && JSON.stringify(groupView(before as SecurityGroupRecord)) === JSON.stringify(group)
+      ) {
+        return null;
+      }
+      return { seq: rev, type: "securityGroup", op, securityGroup: group };
     }
     if (key[0] !== "port" || key.length !== 3) return null;
     const port = value as PortRecord;

@@ -5,7 +5,8 @@
  * to list everything again (410) and continue from the cursor the list gave it.
  */
 import type { Port, RouterInfo } from "@knitter/common";
-import type { NodeRecord, SecurityGroupRecord } from "./model.ts";
+import type { SecurityGroup } from "@knitter/common";
+import type { NodeRecord } from "./model.ts";
 
 export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
@@ -15,7 +16,7 @@ export type FeedEvent =
     seq: number;
     type: "securityGroup";
     op: "put" | "delete";
-    securityGroup: SecurityGroupRecord;
+    securityGroup: SecurityGroup;
   };
 
 type Unnumbered<T> = T extends unknown ? Omit<T, "seq"> : never;

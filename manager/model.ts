@@ -156,7 +156,8 @@ export interface ClusterRecord {
 }
 
 /** A security group as stored is what the API answers. */
-export type SecurityGroupRecord = SecurityGroup;
+/** `deletingSince`: a delete is looking for the group's users; nothing may name it meanwhile. */
+export type SecurityGroupRecord = SecurityGroup & { deletingSince?: string };
 
 export type { Dns, PodRef, Route };
 

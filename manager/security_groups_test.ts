@@ -235,3 +235,49 @@ Deno.test("attack: a tenant deleted with its security groups cannot hand them to
   const list = must(await t.call("GET", GLOBEX, undefined, TOKEN.globex), 200);
   assert.deepEqual(list.items, [], "the tenant made again starts without groups");
 });
+
+Deno.test("a group's delete racing PUTs that name it leaves either the group or no port, network or rule naming it", async () => {
+  for (let round = 0; round < 5; round++) {
+    using t = await world();
+    must(await t.call("POST", ACME, { name: "doomed", rules: [WEB] }, TOKEN.acme), 201);
+    const naming = [
+      ...Array.from(
+        { length: 12 },
+        (_, i) => t.call("PUT", `${BLUE}/ports/r${i}`, { securityGroups: ["doomed"] }, TOKEN.acme),
+      ),
+      t.call("POST", "tenants/acme/networks", {
+        ...net("green", "10.2.0.0/24"),
+        securityGroups: ["doomed"],
+      }, TOKEN.acme),
+      t.call("POST", ACME, {
+        name: "fan",
+        rules: [{ ...WEB, peer: { group: "doomed" } }],
+      }, TOKEN.acme),
+    ];
+    const deleted = await t.call("DELETE", `${ACME}/doomed`, undefined, TOKEN.acme);
+    const answers = await Promise.all(naming);
+    for (const a of answers) {
+      assert.ok([200, 201, 404, 409].includes(a.status), JSON.stringify(a.body));
+    }
+    const ports = must(await t.call("GET", "ports?tenant=acme"), 200).items
+      .filter((p: { securityGroups?: string[] }) => p.securityGroups?.includes("doomed"));
+    const nets = must(await t.call("GET", "tenants/acme/networks"), 200).items
+      .filter((n: { securityGroups?: string[] }) => n.securityGroups?.includes("doomed"));
+    const groups = must(await t.call("GET", ACME, undefined, TOKEN.acme), 200).items
+      .filter((g: { rules: { peer?: { group?: string } }[] }) =>
+        g.rules.some((r) => r.peer?.group === "doomed")
+      );
+    if (deleted.status === 204) {
+      assert.deepEqual([ports, nets, groups], [[], [], []], `round ${round}: nothing names it`);
+    } else {
+      assert.equal(deleted.status, 409, JSON.stringify(deleted.body));
+      assert.ok(ports.length + nets.length + groups.length > 0, "refused for a user");
+      const kept = must(await t.call("GET", `${ACME}/doomed`, undefined, TOKEN.acme), 200);
+      assert.equal(kept.deletingSince, undefined, "a refused delete leaves the group as it was");
+      must(
+        await t.call("PUT", `${BLUE}/ports/after`, { securityGroups: ["doomed"] }, TOKEN.acme),
+        201,
+      );
+    }
+  }
+});

@@ -15,7 +15,7 @@ import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
-import { requireGroups } from "./security_group_refs.ts";
+import { groupRefs } from "./security_group_refs.ts";
 import { portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
@@ -39,11 +39,14 @@ export async function createNetwork(
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   await getTenantEntry(ctx, tenant);
-  await requireGroups(ctx, tenant, body.securityGroups, "securityGroups");
+  await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   const id = crypto.randomUUID();
 
   const build = async (tx: Tx): Promise<NetworkRecord> => {
     const tenantEntry = await getTenantEntry(ctx, tenant);
+    for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+      tx.check(g);
+    }
     const key = keys.network(tenant, body.name);
     const existing = await ctx.store.get(key);
     if (existing.value) {
@@ -505,9 +508,12 @@ export async function updateNetwork(
   name: string,
   body: z.infer<typeof NetworkUpdate>,
 ): Promise<NetworkView> {
-  await requireGroups(ctx, tenant, body.securityGroups, "securityGroups");
+  await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   let regrouped = false;
   const record = await retry(ctx, async (tx) => {
+    for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+      tx.check(g);
+    }
     const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
     if (!e.value) {
       await getTenantEntry(ctx, tenant);

@@ -10,6 +10,7 @@ import { keys } from "../model.ts";
 import type { Tx } from "../store/tx.ts";
 import type { Entry } from "../store/store.ts";
 import { clusterGuard } from "./clusters.ts";
+import { groupRefs } from "./security_group_refs.ts";
 import { type Ctx, retry } from "./context.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "./networks.ts";
@@ -22,6 +23,22 @@ export function checkNetwork(tx: Tx, ref: NetworkRef): void {
   tx.check({ key: keys.network(ref.net.tenant, ref.net.name), version: ref.version });
 }
 
+/**
+ * The records a port's commit checks: its cluster's first (a port never goes in after its
+ * cluster's delete), then each security group it names (nor after a group's delete). A batch
+ * takes only ports that name no group, and checks the first alone.
+ */
+export async function portGuards(
+  ctx: Ctx,
+  owner: string,
+  id: string,
+  body: PortBody,
+): Promise<Entry<unknown>[]> {
+  const cluster = await clusterGuard(ctx, id);
+  const groups = await groupRefs(ctx, owner, body.securityGroups, "securityGroups");
+  return cluster ? [cluster, ...groups] : groups;
+}
+
 /** One port's PUT in a commit of its own, read first, retried and restarted until it settles. */
 export async function carefulPut(ctx: Ctx, opts: {
   principal: Principal;
@@ -31,12 +48,12 @@ export async function carefulPut(ctx: Ctx, opts: {
   owner: string;
   id: string;
   body: PortBody;
-  /** The port's cluster record as the request read it (service/clusters.ts clusterGuard). */
-  guard: Entry<unknown> | null;
+  /** What the commit checks, as the request read it ({@link portGuards}). */
+  guards: Entry<unknown>[];
 }): Promise<PutResult> {
   const { principal, tenant, networkName, owner, id, body } = opts;
   let ref = opts.ref;
-  let guard = opts.guard;
+  let guards = opts.guards;
   let fresh = false;
   for (;;) {
     const pool = ctx.pools.addresses(ref.net);
@@ -48,12 +65,12 @@ export async function carefulPut(ctx: Ctx, opts: {
             const now = await resolveNetworkRef(ctx, principal, tenant, networkName, true);
             if (now.net.id !== ref.net.id) throw new Restart(now);
             ref = now;
-            // Or its cluster changed, or is being deleted (which refuses the PUT).
-            if (guard) guard = await clusterGuard(ctx, id);
+            // Or its cluster or a group it names changed, or is being deleted (which refuses it).
+            guards = await portGuards(ctx, owner, id, body);
           }
           const edit = await pool.edit(tx);
           checkNetwork(tx, ref);
-          if (guard) tx.check(guard);
+          for (const g of guards) tx.check(g);
           const charges = new QuotaCharges(ctx, tx);
           const r = await buildPut(ctx, {
             tx,

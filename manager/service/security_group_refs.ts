@@ -1,9 +1,14 @@
 /**
  * References to security groups from ports and networks (and peers): only the same tenant's groups
- * exist for them; another tenant's is absent (404), as if it were nobody's.
+ * exist for them; another tenant's is absent (404), as if it were nobody's. A commit that names a
+ * group checks the group's entry as it read it: deleteSecurityGroup marks the group before it looks
+ * for users, so a reference racing the delete either is found by it or fails its commit and, on the
+ * retry, meets the mark (409).
  */
+import type { SecurityGroup } from "@knitter/common";
 import { ApiError } from "../errors.ts";
-import { keys } from "../model.ts";
+import { keys, type SecurityGroupRecord } from "../model.ts";
+import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
 
 /** The 404 of a group the tenant does not have, naming the field that named it. */
@@ -15,15 +20,41 @@ export function absentGroup(tenant: string, name: string, field?: string): ApiEr
   );
 }
 
-/** Throws 404 naming `field` unless every group of `names` is one of the tenant's. */
-export async function requireGroups(
+/** The group `name` as a commit naming it checks; 404 when absent, 409 while being deleted. */
+export async function groupRef(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  field: string,
+): Promise<Entry<SecurityGroupRecord>> {
+  const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
+  if (!e.value) throw absentGroup(tenant, name, field);
+  if (e.value.deletingSince) {
+    throw new ApiError(
+      "conflict",
+      `Security group "${name}" is being deleted (since ${e.value.deletingSince}); name another, or make it again once it is gone`,
+      field,
+    );
+  }
+  return e;
+}
+
+/** Every group of `names`, each as {@link groupRef} reads it, the field indexed per name. */
+export async function groupRefs(
   ctx: Ctx,
   tenant: string,
   names: string[] | undefined | null,
   field: string,
-): Promise<void> {
+): Promise<Entry<SecurityGroupRecord>[]> {
+  const out: Entry<SecurityGroupRecord>[] = [];
   for (const [i, name] of (names ?? []).entries()) {
-    const g = await ctx.store.get(keys.securityGroup(tenant, name));
-    if (!g.value) throw absentGroup(tenant, name, `${field}[${i}]`);
+    out.push(await groupRef(ctx, tenant, name, `${field}[${i}]`));
   }
+  return out;
+}
+
+/** A group as the API and the feed show it: without the delete's mark. */
+export function groupView(g: SecurityGroupRecord): SecurityGroup {
+  const { deletingSince: _d, ...view } = g;
+  return view;
 }

@@ -18,7 +18,8 @@ import {
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { listPorts } from "./ports.ts";
-import { absentGroup } from "./security_group_refs.ts";
+import type { Tx } from "../store/tx.ts";
+import { absentGroup, groupRef, groupView } from "./security_group_refs.ts";
 
 type RuleBody = z.infer<typeof SecurityGroupCreate>["rules"][number];
 
@@ -31,6 +32,7 @@ const ADMIN = { scope: "admin" } as const;
  */
 async function checkedRules(
   ctx: Ctx,
+  tx: Tx,
   tenant: string,
   self: string,
   rules: RuleBody[],
@@ -40,7 +42,9 @@ async function checkedRules(
     const at = `rules[${i}]`;
     const rule: SecurityRule = { direction: r.direction, protocol: r.protocol };
     if (r.ports !== undefined) rule.ports = checkedPorts(`${at}.ports`, r.protocol, r.ports);
-    if (r.peer !== undefined) rule.peer = await checkedPeer(ctx, tenant, self, `${at}.peer`, r);
+    if (r.peer !== undefined) {
+      rule.peer = await checkedPeer(ctx, tx, tenant, self, `${at}.peer`, r);
+    }
     out.push(rule);
   }
   return out;
@@ -59,6 +63,7 @@ function checkedPorts(field: string, protocol: string, ports: string): string {
 
 async function checkedPeer(
   ctx: Ctx,
+  tx: Tx,
   tenant: string,
   self: string,
   field: string,
@@ -76,10 +81,7 @@ async function checkedPeer(
     return { cidr: formatCidr(cidr) };
   }
   if ("group" in peer) {
-    if (peer.group !== self) {
-      const g = await ctx.store.get(keys.securityGroup(tenant, peer.group));
-      if (!g.value) throw absentGroup(tenant, peer.group, `${field}.group`);
-    }
+    if (peer.group !== self) tx.check(await groupRef(ctx, tenant, peer.group, `${field}.group`));
     return { group: peer.group };
   }
   const net = (await ctx.store.get<NetworkRecord>(keys.network(tenant, peer.network))).value;
@@ -99,9 +101,9 @@ export async function createSecurityGroup(
   body: z.infer<typeof SecurityGroupCreate>,
 ): Promise<SecurityGroup> {
   await getTenantEntry(ctx, tenant);
-  const rules = await checkedRules(ctx, tenant, body.name, body.rules);
   const group = await retry(ctx, async (tx) => {
     const t = await getTenantEntry(ctx, tenant);
+    const rules = await checkedRules(ctx, tx, tenant, body.name, body.rules);
     const e = await ctx.store.get(keys.securityGroup(tenant, body.name));
     if (e.value) {
       throw new ApiError(
@@ -146,13 +148,14 @@ export async function getSecurityGroup(
     await getTenantEntry(ctx, tenant);
     throw absentGroup(tenant, name);
   }
-  return g;
+  return groupView(g);
 }
 
 /** One tenant's groups; without a tenant, every tenant's (for the agents). */
 export async function listSecurityGroups(ctx: Ctx, tenant?: string): Promise<SecurityGroup[]> {
   if (tenant !== undefined) await getTenantEntry(ctx, tenant);
-  return await listValues<SecurityGroupRecord>(ctx.store, keys.securityGroups(tenant));
+  return (await listValues<SecurityGroupRecord>(ctx.store, keys.securityGroups(tenant)))
+    .map(groupView);
 }
 
 /** Replaces a group's rules; ports that name it follow at once (through the feed). */
@@ -163,14 +166,14 @@ export async function updateSecurityGroup(
   body: z.infer<typeof SecurityGroupUpdate>,
 ): Promise<SecurityGroup> {
   await getSecurityGroup(ctx, tenant, name);
-  const rules = await checkedRules(ctx, tenant, name, body.rules);
   const group = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
     if (!e.value) throw absentGroup(tenant, name);
+    const rules = await checkedRules(ctx, tx, tenant, name, body.rules);
     const group: SecurityGroupRecord = { ...e.value, rules, updatedAt: now() };
     if (body.description !== undefined) group.description = body.description;
     tx.check(e).set(e.key, group);
-    return group;
+    return groupView(group);
   });
   ctx.feed.publish({ type: "securityGroup", op: "put", securityGroup: group });
   return group;
@@ -195,20 +198,47 @@ async function usersOf(ctx: Ctx, tenant: string, name: string): Promise<string[]
   return users;
 }
 
+/**
+ * Deletes a group nothing names. The group is marked first: a commit that names it after the mark
+ * fails its check of the group and meets the mark on its retry (409); one that went in before is
+ * among the users found after it, and the delete is refused (409) and the mark taken back.
+ */
 export async function deleteSecurityGroup(ctx: Ctx, tenant: string, name: string): Promise<void> {
   const group = await getSecurityGroup(ctx, tenant, name);
-  const users = await usersOf(ctx, tenant, name);
-  if (users.length > 0) {
-    const shown = users.slice(0, 5).join(", ") + (users.length > 5 ? ", …" : "");
-    throw new ApiError(
-      "in_use",
-      `Cannot delete security group "${name}": ${shown} name it; take it out of them first`,
-    );
+  await setDeleting(ctx, tenant, name, true);
+  try {
+    const users = await usersOf(ctx, tenant, name);
+    if (users.length > 0) {
+      const shown = users.slice(0, 5).join(", ") + (users.length > 5 ? ", …" : "");
+      throw new ApiError(
+        "in_use",
+        `Cannot delete security group "${name}": ${shown} name it; take it out of them first`,
+      );
+    }
+    await retry(ctx, async (tx) => {
+      const e = await ctx.store.get(keys.securityGroup(tenant, name));
+      if (!e.value) throw absentGroup(tenant, name);
+      tx.check(e).delete(e.key);
+    });
+  } catch (err) {
+    await setDeleting(ctx, tenant, name, false);
+    throw err;
   }
-  await retry(ctx, async (tx) => {
-    const e = await ctx.store.get(keys.securityGroup(tenant, name));
-    if (!e.value) throw absentGroup(tenant, name);
-    tx.check(e).delete(e.key);
-  });
   ctx.feed.publish({ type: "securityGroup", op: "delete", securityGroup: group });
+}
+
+/** Marks the group as being deleted, or takes the mark back (a group gone meanwhile stays gone). */
+async function setDeleting(ctx: Ctx, tenant: string, name: string, on: boolean): Promise<void> {
+  await retry(ctx, async (tx) => {
+    const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
+    if (!e.value) {
+      if (on) throw absentGroup(tenant, name);
+      return;
+    }
+    const { deletingSince: _d, ...group } = e.value;
+    tx.check(e).set(
+      e.key,
+      on ? { ...group, deletingSince: e.value.deletingSince ?? now() } : group,
+    );
+  });
 }
