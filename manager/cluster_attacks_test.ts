@@ -368,6 +368,17 @@ Deno.test("attack: an agent marks another cluster's port in conflict only on a n
   assert.equal(shown.conflicts, undefined, "west's red port carries no mark from east");
   const marked = must(await t.call("GET", `${BLUE}/ports/${STABLE}@west`), 200);
   assert.deepEqual(marked.conflicts.map((c: { node: string }) => c.node), ["n1@east"]);
+  // Each cluster's agents read the mark in their own names: east's node bare, west's port suffixed.
+  const listed = (tok: string) =>
+    t.call("GET", "ports", undefined, tok).then((r) =>
+      must(r, 200).items.find((p: { networkId: string; mac: string }) => p.mac === west.mac)
+    );
+  const fromEast = await listed(TOK.eastN1);
+  assert.equal(fromEast.id, `${STABLE}@west`);
+  assert.deepEqual(fromEast.conflicts.map((c: { node: string }) => c.node), ["n1"]);
+  const fromWest = await listed(TOK.westN1);
+  assert.equal(fromWest.id, STABLE);
+  assert.deepEqual(fromWest.conflicts.map((c: { node: string }) => c.node), ["n1@east"]);
 });
 
 Deno.test("clusters: an admin names another cluster's node or port by its suffix, never an unregistered cluster's", async () => {

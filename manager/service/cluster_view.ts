@@ -4,6 +4,7 @@
  * may see (auth.ts seesPort, seesOwned, clustersMeet) and made relative to their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
+import type { PortWithConflicts } from "./conflicts.ts";
 import type { Port } from "@knitter/common";
 import {
   type ClusterReach,
@@ -167,8 +168,17 @@ class View {
   one(item: Loose): Loose {
     const rel = (id: string) => relativeTo(this.p.cluster, id);
     if (isPort(item)) {
-      const port = { ...item, id: rel(item.id) };
+      const port: PortWithConflicts = { ...item, id: rel(item.id) };
       if (item.node !== undefined) port.node = rel(item.node);
+      // The nodes that mark it, and the other claimants they name, in the viewer's names too.
+      const marks = (item as PortWithConflicts).conflicts;
+      if (marks) {
+        port.conflicts = marks.map((c) => ({
+          ...c,
+          node: rel(c.node),
+          ...(c.with ? { with: { ...c.with, id: rel(c.with.id) } } : {}),
+        }));
+      }
       return port;
     }
     if (isNode(item)) return { ...item, name: rel(item.name) };
