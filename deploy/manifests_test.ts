@@ -229,6 +229,7 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "|events|create,patch",
     "knitter.io|networks,ipgroups,routers|get,list,watch,update,patch",
     "knitter.io|networks/status,ipgroups/status,routers/status|update,patch",
+    "k8s.cni.cncf.io|multi-networkpolicies|get,list,watch",
   ]);
   assert.equal(
     manifests.filter((m) => /Role$/.test(m.object.kind) && /manager/.test(m.object.metadata.name))
@@ -462,6 +463,7 @@ Deno.test("the CRDs are the agreed ones and the workloads' labels match their se
   const crds = manifests.filter((m) => m.object.kind === "CustomResourceDefinition");
   assert.deepEqual(crds.map((m) => m.object.metadata.name).sort(), [
     "ipgroups.knitter.io",
+    "multi-networkpolicies.k8s.cni.cncf.io",
     "networks.knitter.io",
     "routers.knitter.io",
   ]);

@@ -34,6 +34,11 @@ export const MonitorConfigSchema = z.strictObject({
   stableRetentionSeconds: z.int().min(0).default(3600),
   /** How often Network and IPGroup resources are reconciled again (usage, refused changes). */
   resyncSeconds: z.int().min(1).default(60),
+  /**
+   * Whether MultiNetworkPolicies (k8s.cni.cncf.io) are followed and turned into security groups;
+   * false on a cluster without their CRD (the watch would never list).
+   */
+  multiNetworkPolicies: z.boolean().default(true),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**

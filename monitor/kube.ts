@@ -12,6 +12,23 @@ import {
 } from "@kubernetes/client-node";
 import { GROUP, VERSION } from "./crd_types.ts";
 
+/** A custom resource's API group and version: Knitter's own unless said otherwise. */
+export interface CustomApi {
+  group: string;
+  version: string;
+}
+
+const KNITTER: CustomApi = { group: GROUP, version: VERSION };
+
+/** The object an event is about, as `kubectl describe` finds it. */
+export interface InvolvedObject {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  uid?: string;
+}
+
 /** A kubeconfig file, or the pod's service account when none is given. */
 export function loadKubeConfig(path?: string): KubeConfig {
   const kc = new KubeConfig();
@@ -26,6 +43,7 @@ export interface PodLike {
     namespace?: string;
     uid?: string;
     annotations?: Record<string, string>;
+    labels?: Record<string, string>;
     ownerReferences?: { kind: string; name: string }[];
     deletionTimestamp?: unknown;
   };
@@ -64,11 +82,8 @@ export class Kube {
     return call("list namespaces", () => this.core.listNamespace());
   }
 
-  listCustom<T>(plural: string): Promise<KubeList<T>> {
-    return call(
-      `list ${plural}`,
-      () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }),
-    );
+  listCustom<T>(plural: string, api = KNITTER): Promise<KubeList<T>> {
+    return call(`list ${plural}`, () => this.custom.listClusterCustomObject({ ...api, plural }));
   }
 
   /** How many pods exist, from a one-item list (cheap: the server counts, sends one). */
@@ -80,12 +95,11 @@ export class Kube {
     return countOf(await call("count namespaces", () => this.core.listNamespace({ limit: 1 })));
   }
 
-  async countCustom(plural: string): Promise<number | undefined> {
+  async countCustom(plural: string, api = KNITTER): Promise<number | undefined> {
     return countOf(
       await call(
         `count ${plural}`,
-        () =>
-          this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural, limit: 1 }),
+        () => this.custom.listClusterCustomObject({ ...api, plural, limit: 1 }),
       ),
     );
   }
@@ -150,21 +164,25 @@ export class Kube {
     reason: string,
     message: string,
   ): Promise<unknown> {
+    return this.objectEvent({ apiVersion: "v1", kind: "Pod", ...pod }, type, reason, message);
+  }
+
+  /** A Warning or Normal event about any namespaced object. */
+  objectEvent(
+    obj: InvolvedObject,
+    type: "Warning" | "Normal",
+    reason: string,
+    message: string,
+  ): Promise<unknown> {
     const now = new Date();
     return call(
-      `record an event on pod ${pod.namespace}/${pod.name}`,
+      `record an event on ${obj.kind} ${obj.namespace}/${obj.name}`,
       () =>
         this.core.createNamespacedEvent({
-          namespace: pod.namespace,
+          namespace: obj.namespace,
           body: {
-            metadata: { generateName: `${pod.name}.`, namespace: pod.namespace },
-            involvedObject: {
-              apiVersion: "v1",
-              kind: "Pod",
-              namespace: pod.namespace,
-              name: pod.name,
-              uid: pod.uid,
-            },
+            metadata: { generateName: `${obj.name}.`, namespace: obj.namespace },
+            involvedObject: obj,
             type,
             reason,
             message,

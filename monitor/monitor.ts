@@ -24,6 +24,9 @@ import {
 } from "./crd_types.ts";
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
 import { IpGroupReconciler } from "./ip_groups.ts";
+import { LabelChanges } from "./label_changes.ts";
+import { PolicyReconciler } from "./mnp_reconciler.ts";
+import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
 import { RouterReconciler } from "./routers.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
@@ -113,9 +116,9 @@ export async function startMonitor(
       count: () => kube.countPods(),
     },
     {
-      add: (p) => tracker.seen(p, podQueue),
-      update: (p) => tracker.seen(p, podQueue),
-      delete: (p) => tracker.deleted(p, releases),
+      add: (p) => (tracker.seen(p, podQueue), relabelled(p)),
+      update: (p) => (tracker.seen(p, podQueue), relabelled(p)),
+      delete: (p) => (tracker.deleted(p, releases), labels.forget(p), policiesAffected()),
       // A pod created and deleted while the watch was broken is in no list: its ports are leaks.
       relisted: () => reclaimSoon(),
     },
@@ -135,9 +138,9 @@ export async function startMonitor(
     "/api/v1/namespaces",
     { list: () => kube.listNamespaces(), count: () => kube.countNamespaces() },
     {
-      add: (n) => nsQueue.add(n.metadata!.name!),
-      update: (n) => nsQueue.add(n.metadata!.name!),
-      delete: (n) => nsQueue.add(n.metadata!.name!),
+      add: (n) => (nsQueue.add(n.metadata!.name!), relabelled(n)),
+      update: (n) => (nsQueue.add(n.metadata!.name!), relabelled(n)),
+      delete: (n) => (nsQueue.add(n.metadata!.name!), labels.forget(n), policiesAffected()),
     },
     watch,
     log,
@@ -204,8 +207,62 @@ export async function startMonitor(
     log,
   );
 
+  // MultiNetworkPolicies: reconciled per namespace (its tenant's groups and its ports' groups).
+  const policyReconciler = new PolicyReconciler(
+    kube,
+    manager,
+    tenants,
+    {
+      policies: (ns) =>
+        policies.list().filter((p) => ns === undefined || p.metadata.namespace === ns),
+      pods: () => pods.list(),
+      namespaces: () => namespaces.list(),
+      ports: () => ports.all(),
+      forPod: (uid) => ports.forPod(uid),
+    },
+    retryMs,
+    log,
+  );
+  const policyQueue = queue("multinetworkpolicies", (ns) => policyReconciler.reconcile(ns));
+  const policies = new Informer<MultiNetworkPolicy>(
+    "multi-networkpolicies",
+    kc,
+    `/apis/${MNP.group}/${MNP.version}/${MNP.plural}`,
+    {
+      list: () => kube.listCustom<MultiNetworkPolicy>(MNP.plural, MNP),
+      count: () => kube.countCustom(MNP.plural, MNP),
+    },
+    {
+      add: (p) => policyQueue.add(p.metadata.namespace),
+      update: (p) => policyQueue.add(p.metadata.namespace),
+      delete: (p) => policyQueue.add(p.metadata.namespace),
+    },
+    watch,
+    log,
+  );
+  const labels = new LabelChanges();
+  /** Peers may be anywhere: every namespace with a policy is worked out again. */
+  function policiesAffected(): void {
+    if (!config.multiNetworkPolicies) return;
+    for (const ns of new Set(policies.list().map((p) => p.metadata.namespace))) policyQueue.add(ns);
+  }
+  function relabelled(o: PodLike): void {
+    if (labels.changed(o)) policiesAffected();
+  }
+  /** Groups of ours in tenants with no policy left (a restart, a policy deleted meanwhile). */
+  async function sweepPolicies(): Promise<void> {
+    if (!config.multiNetworkPolicies) return;
+    for (const ns of await policyReconciler.namespacesToReconcile()) policyQueue.add(ns);
+  }
+
   /** A port changed in the manager: its pod's status, its network's and group's usage. */
-  function portChanged(p: Port, _op: "put" | "delete", before?: Port): void {
+  function portChanged(p: Port, op: "put" | "delete", before?: Port): void {
+    if (op === "delete" || addressedElsewhere(p, before)) policiesAffected();
+    else if (
+      !sameGroups(p, before) && policies.list().some((x) => x.metadata.namespace === p.tenant)
+    ) {
+      policyQueue.add(p.tenant);
+    }
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
     // Unbound (or bound elsewhere): the pod it left has one port less in its status. The queue's
     // key is the name, so a pod of another name is queued too (UIDs may be absent on both).
@@ -232,8 +289,15 @@ export async function startMonitor(
     }).then(() => (defaultNetwork = undefined), () => {/* stopped */})
     : Promise.resolve();
 
-  const informers = [namespaces, pods, networks, groups, routerResources];
-  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue, routerQueue];
+  const informers = [
+    namespaces,
+    pods,
+    networks,
+    groups,
+    routerResources,
+    ...(config.multiNetworkPolicies ? [policies] : []),
+  ];
+  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue, routerQueue, policyQueue];
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 
@@ -252,6 +316,7 @@ export async function startMonitor(
     started = true;
     log.info("watching", { pods: pods.list().length, ports: ports.size });
     timers.every(config.reclaimIntervalSeconds * 1000, () => reclaimer.run(), log, "reclaim");
+    timers.once("policies", 0, sweepPolicies, log, "MultiNetworkPolicy sweep");
     timers.every(
       config.resyncSeconds * 1000,
       () => {
@@ -260,7 +325,7 @@ export async function startMonitor(
         for (const r of routerResources.list()) {
           routerQueue.add(`${r.metadata.namespace}/${r.metadata.name}`);
         }
-        return Promise.resolve();
+        return sweepPolicies();
       },
       log,
       "resync",
@@ -333,6 +398,15 @@ export async function startMonitor(
       manager.close();
     },
   };
+}
+
+/** A port new, moved to another pod or given another address: peers' CIDRs may change. */
+function addressedElsewhere(p: Port, before?: Port): boolean {
+  return !before || before.ip !== p.ip || before.ip6 !== p.ip6 || before.pod?.uid !== p.pod?.uid;
+}
+
+function sameGroups(p: Port, before?: Port): boolean {
+  return JSON.stringify(p.securityGroups) === JSON.stringify(before?.securityGroups);
 }
 
 function enqueueAll<T extends { metadata: { namespace: string; name: string } }>(q: WorkQueue) {

@@ -53,7 +53,7 @@ function wroteStatus(annotations: Record<string, string>): boolean {
 }
 
 /** FNV-1a, 32 bits, as hex: tells our text from another's, not a secret. */
-function fnv1a(text: string): string {
+export function fnv1a(text: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   return (h >>> 0).toString(16).padStart(8, "0");

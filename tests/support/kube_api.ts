@@ -47,6 +47,15 @@ export const RESOURCES: Record<string, ResourceDef> = {
   networks: knitter("Network"),
   ipgroups: knitter("IPGroup"),
   routers: knitter("Router"),
+  // The Network Plumbing Working Group's policy for secondary networks (monitor/mnp_types.ts).
+  "multi-networkpolicies": {
+    group: "k8s.cni.cncf.io",
+    version: "v1beta1",
+    kind: "MultiNetworkPolicy",
+    namespaced: true,
+    statusSubresource: false,
+    generation: true,
+  },
 };
 
 // deno-lint-ignore no-explicit-any
