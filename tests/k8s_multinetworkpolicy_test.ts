@@ -13,6 +13,8 @@ import {
   eventually,
   type KubeCluster,
   networkReady,
+  podWithPort,
+  portsOfPod,
   startKubeCluster,
 } from "./support/kube_cluster.ts";
 import { nodeFlows, waitForFlow } from "./support/flows.ts";
@@ -210,6 +212,120 @@ Deno.test("stand-in API server: a MultiNetworkPolicy for the second network lets
         return (await groupNames()).length === 0 ? true : undefined;
       });
       assert.deepEqual(Object.values(await groupsOf(server)).flat(), []);
+    },
+  );
+});
+
+Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own, follow namespace labels for peers, and what cannot be applied is a Warning event on the policy", async (t) => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  for (const ns of ["acme", "globex"]) {
+    k.namespace(ns);
+    await k.stack.api("PUT", `tenants/${ns}`); // as the agent does for a namespace's first pod
+  }
+  // Ports on the public default network "pods", as the agent would make them; no data plane.
+  const labelled = async (name: string, namespace: string, labels: Record<string, string>) => {
+    await podWithPort(k, name, { namespace });
+    k.api.update("pods", namespace, name, (o) => (o.metadata.labels = labels));
+    return (await portsOfPod(k, name, namespace))[0];
+  };
+  const server = await labelled("server", "acme", { app: "server" });
+  const g1 = await labelled("g1", "globex", { role: "client" });
+  await labelled("a1", "acme", { role: "client" });
+  const acme = (path: string, method = "GET", body?: unknown) =>
+    k.stack.api(method, `tenants/acme/${path}`, body);
+  assert.equal((await acme("security-groups", "POST", { name: "mine", rules: [] })).status, 201);
+  const mine = await acme(`networks/pods/ports/${server.id}`, "PUT", { securityGroups: ["mine"] });
+  assert.equal(mine.status, 200, JSON.stringify(mine.body));
+  const serverGroups = async () =>
+    (await acme(`networks/pods/ports/${server.id}`)).body.securityGroups ?? [];
+  const rulesOf = async (name: string) => (await acme(`security-groups/${name}`)).body.rules;
+
+  k.api.create("multi-networkpolicies", {
+    metadata: {
+      name: "from-blue",
+      namespace: "acme",
+      annotations: { "k8s.v1.cni.cncf.io/policy-for": "pods" },
+    },
+    spec: {
+      podSelector: { matchLabels: { app: "server" } },
+      ingress: [{
+        from: [{
+          namespaceSelector: { matchLabels: { team: "blue" } },
+          podSelector: { matchLabels: { role: "client" } },
+        }],
+        ports: [{ protocol: "TCP", port: 80 }],
+      }],
+    },
+  });
+  const groups = await eventually("the server's port names the policy's groups", async () => {
+    const g = await serverGroups();
+    return g.length === 3 ? g : undefined;
+  });
+  const [own, policyGroup, open] = groups;
+  await t.step("the port keeps its own group; the policy's come after it", async () => {
+    assert.equal(own, "mine");
+    assert.match(policyGroup, /^mnp-from-blue-pods-[0-9a-f]{8}$/);
+    assert.equal(open, "mnp-open-egress");
+    assert.deepEqual(await rulesOf(policyGroup), [], "no namespace is team=blue yet");
+  });
+
+  await t.step("a namespace labelled team=blue: its role=client pods become peers", async () => {
+    k.api.update("namespaces", undefined, "globex", (o) => (o.metadata.labels = { team: "blue" }));
+    const rules = await eventually("the rule from g1", async () => {
+      const r = await rulesOf(policyGroup);
+      return r.length > 0 ? r : undefined;
+    });
+    assert.deepEqual(rules, [
+      { direction: "ingress", protocol: "tcp", ports: "80", peer: { cidr: `${g1.ip}/32` } },
+    ]);
+  });
+
+  await t.step("what cannot be applied is said on the policy, once", async () => {
+    k.api.create("multi-networkpolicies", {
+      metadata: {
+        name: "sctp",
+        namespace: "acme",
+        annotations: { "k8s.v1.cni.cncf.io/policy-for": "pods" },
+      },
+      spec: { podSelector: {}, ingress: [{ ports: [{ protocol: "SCTP", port: 9 }] }] },
+    });
+    k.api.create("multi-networkpolicies", {
+      metadata: { name: "nowhere", namespace: "acme" },
+      spec: { podSelector: {} },
+    });
+    const events = await eventually("two Warning events", () => {
+      const e = k.api.list("events", "acme").filter((e) =>
+        e.involvedObject.kind === "MultiNetworkPolicy" &&
+        e.reason === "MultiNetworkPolicyNotApplied"
+      );
+      return e.length === 2 ? e : undefined;
+    });
+    const about = (name: string) => events.find((e) => e.involvedObject.name === name)!;
+    assert.equal(about("sctp").type, "Warning");
+    assert.match(
+      about("sctp").message,
+      /spec\.ingress\[0\]\.ports\[0\]\.protocol: SCTP is not supported/,
+    );
+    assert.match(about("nowhere").message, /no annotation "k8s\.v1\.cni\.cncf\.io\/policy-for"/);
+    await k.monitor!.idle();
+    assert.equal(k.api.list("events", "acme").length, events.length, "no repeat");
+  });
+
+  await t.step(
+    "the policies deleted: the port names its own group only, and only it is left",
+    async () => {
+      for (const name of ["from-blue", "sctp", "nowhere"]) {
+        k.api.delete("multi-networkpolicies", "acme", name);
+      }
+      await eventually("the monitor's groups gone", async () => {
+        const names = (await acme("security-groups")).body.items.map((g: { name: string }) =>
+          g.name
+        );
+        return names.length === 1 ? names : undefined;
+      });
+      assert.deepEqual(await serverGroups(), ["mine"]);
     },
   );
 });
