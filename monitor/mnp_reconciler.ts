@@ -23,6 +23,7 @@ import {
 import type { Kube, PodLike } from "./kube.ts";
 import { descriptionOf, groupNameOf, isOurs, OPEN } from "./mnp_groups.ts";
 import {
+  type Directions,
   directionsOf,
   type NamedNet,
   type NetRef,
@@ -61,9 +62,10 @@ interface Wanted {
 /** One port's groups as the policies want them. */
 interface Selected {
   port: Port;
-  groups: string[];
-  ingress: boolean;
-  egress: boolean;
+  /** The policies' groups, each with the directions its policy restricts. */
+  groups: Map<string, Directions>;
+  /** The open groups of the directions no policy restricts. */
+  open: string[];
   /** "namespace/name" of the policies selecting it, to tell them when it cannot follow. */
   by: Set<string>;
 }
@@ -80,6 +82,11 @@ export class PolicyReconciler {
     private readonly retryMs: number,
     private readonly log: Logger,
   ) {}
+
+  /** A deleted policy's problems are forgotten (a new one of the same name reports again). */
+  forget(policy: MultiNetworkPolicy): void {
+    this.reported.delete(policy.metadata.uid ?? keyOf(policy));
+  }
 
   /** Namespaces to reconcile: those with policies, and those whose tenant has groups of ours. */
   async namespacesToReconcile(): Promise<string[]> {
@@ -104,22 +111,11 @@ export class PolicyReconciler {
     for (const policy of policies) {
       this.plan(policy, world, wanted, selected, problems.get(keyOf(policy))!);
     }
-    for (const s of selected.values()) {
-      for (const dir of ["ingress", "egress"] as const) {
-        if (s[dir]) continue;
-        s.groups.push(OPEN[dir].name);
-        wanted.set(OPEN[dir].name, { description: OPEN[dir].description, rules: [open(dir)] });
-      }
-    }
-    for (const [name, w] of wanted) {
-      const have = existing.get(name);
-      const refused = have && !isOurs(have)
-        ? `security group "${name}" exists and was not made by the monitor; it is left alone. Rename or delete that group`
-        : await this.putGroup(namespace, name, w, have);
-      if (refused === undefined) continue;
-      wanted.delete(name);
-      withhold(name, w, refused, selected, problems);
-    }
+    // The policies' groups first: a port whose groups all fail is left as it was, not closed.
+    await this.putGroups(namespace, wanted, existing, selected, problems);
+    const opened = openGroups(selected);
+    await this.putGroups(namespace, opened, existing, selected, problems);
+    for (const [name, w] of opened) wanted.set(name, w);
     const ours = new Set([
       ...wanted.keys(),
       ...[...existing.values()].filter(isOurs).map((g) => g.name),
@@ -128,7 +124,9 @@ export class PolicyReconciler {
       if (p.tenant !== namespace) continue;
       const s = selected.get(portKey(p));
       const problem = await this.putPortGroups(p, s, ours);
-      if (problem) { for (const k of s!.by) problems.get(k)?.push(problem); }
+      if (!problem) continue;
+      if (s) { for (const k of s.by) problems.get(k)?.push(problem); }
+      else this.log.warn("a port keeps groups no policy wants", { problem });
     }
     let pending = false;
     for (const g of existing.values()) {
@@ -171,12 +169,8 @@ export class PolicyReconciler {
           if (port.network !== net.name || port.networkTenant !== net.tenant) continue;
           const k = portKey(port);
           let s = selected.get(k);
-          if (!s) {
-            selected.set(k, s = { port, groups: [], ingress: false, egress: false, by: new Set() });
-          }
-          s.groups.push(name);
-          s.ingress ||= types.ingress;
-          s.egress ||= types.egress;
+          if (!s) selected.set(k, s = { port, groups: new Map(), open: [], by: new Set() });
+          s.groups.set(name, types);
           s.by.add(keyOf(policy));
         }
       }
@@ -225,6 +219,28 @@ export class PolicyReconciler {
     } catch (err) {
       if (err instanceof ManagerError && err.status === 404) return undefined;
       throw err;
+    }
+  }
+
+  /**
+   * Makes or changes the groups; one that cannot be (the tenant's own of that name, a refusal) is
+   * taken out of `wanted` and off the ports, and its policies say why.
+   */
+  private async putGroups(
+    namespace: string,
+    wanted: Map<string, Wanted>,
+    existing: Map<string, SecurityGroup>,
+    selected: Map<string, Selected>,
+    problems: Map<string, string[]>,
+  ): Promise<void> {
+    for (const [name, w] of wanted) {
+      const have = existing.get(name);
+      const refused = have && !isOurs(have)
+        ? `security group "${name}" exists and was not made by the monitor; it is left alone. Rename or delete that group`
+        : await this.putGroup(namespace, name, w, have);
+      if (refused === undefined) continue;
+      wanted.delete(name);
+      withhold(name, w, refused, selected, problems);
     }
   }
 
@@ -277,7 +293,7 @@ export class PolicyReconciler {
   ): Promise<string | undefined> {
     const have = p.securityGroups ?? [];
     const own = have.filter((g) => !ours.has(g));
-    const want = s?.groups ?? [];
+    const want = s ? [...s.groups.keys(), ...s.open] : [];
     // A port naming none uses its network's defaults: they stay in force beside the policies'.
     const defaults = p.tenant === p.networkTenant ? p.networkSecurityGroups ?? [] : [];
     const base = own.length > 0 ? own : want.length > 0 ? defaults : [];
@@ -295,7 +311,8 @@ export class PolicyReconciler {
     } catch (err) {
       // Released meanwhile: nothing to restrict.
       if (err instanceof ManagerError && err.status === 404) return undefined;
-      throw err;
+      if (!(err instanceof ManagerError) || err.status >= 500) throw err;
+      return `the manager refused the groups of port ${p.id}: ${err.message}`;
     }
     this.log.info("port groups follow the policies", { port: p.id, groups: next });
     return undefined;
@@ -338,8 +355,8 @@ export class PolicyReconciler {
 }
 
 /**
- * A group that cannot be made as wanted: no port names it (the ports it would restrict stay as
- * they were, an open group's ports closed in that direction), and its policies say why.
+ * A group that cannot be made as wanted: no port names it, and its policies say why. A port left
+ * with no policy's group is left as it was; one without its open group stays closed that way.
  */
 function withhold(
   name: string,
@@ -349,11 +366,28 @@ function withhold(
   problems: Map<string, string[]>,
 ): void {
   if (w.policy) problems.get(w.policy)?.push(why);
-  for (const s of selected.values()) {
-    if (!s.groups.includes(name)) continue;
-    s.groups = s.groups.filter((g) => g !== name);
-    for (const k of s.by) problems.get(k)?.push(why);
+  for (const [k, s] of selected) {
+    if (!s.groups.delete(name) && !s.open.includes(name)) continue;
+    s.open = s.open.filter((g) => g !== name);
+    if (s.groups.size === 0) selected.delete(k);
+    if (!w.policy) { for (const p of s.by) problems.get(p)?.push(why); }
   }
+}
+
+/**
+ * The open group of each direction no policy of a port restricts (Kubernetes leaves it open),
+ * named on those ports; the groups wanted for them.
+ */
+function openGroups(selected: Map<string, Selected>): Map<string, Wanted> {
+  const wanted = new Map<string, Wanted>();
+  for (const s of selected.values()) {
+    for (const dir of ["ingress", "egress"] as const) {
+      if ([...s.groups.values()].some((d) => d[dir])) continue;
+      s.open.push(OPEN[dir].name);
+      wanted.set(OPEN[dir].name, { description: OPEN[dir].description, rules: [open(dir)] });
+    }
+  }
+  return wanted;
 }
 
 function open(direction: "ingress" | "egress"): SecurityRule {

@@ -235,7 +235,7 @@ export async function startMonitor(
     {
       add: (p) => policyQueue.add(p.metadata.namespace),
       update: (p) => policyQueue.add(p.metadata.namespace),
-      delete: (p) => policyQueue.add(p.metadata.namespace),
+      delete: (p) => (policyReconciler.forget(p), policyQueue.add(p.metadata.namespace)),
     },
     watch,
     log,

@@ -328,4 +328,33 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
       assert.deepEqual(await serverGroups(), ["mine"]);
     },
   );
+
+  await t.step(
+    "a group of the monitor's name that the tenant made is left alone, and said",
+    async () => {
+      const made = await acme("security-groups", "POST", { name: "mnp-open-egress", rules: [] });
+      assert.equal(made.status, 201);
+      k.api.create("multi-networkpolicies", {
+        metadata: {
+          name: "clash",
+          namespace: "acme",
+          annotations: { "k8s.v1.cni.cncf.io/policy-for": "pods" },
+        },
+        spec: { podSelector: { matchLabels: { app: "server" } }, ingress: [{}] },
+      });
+      const event = await eventually(
+        "the clash said on the policy",
+        () => k.api.list("events", "acme").find((e) => e.involvedObject.name === "clash"),
+      );
+      assert.match(event.message, /"mnp-open-egress" exists and was not made by the monitor/);
+      const groups = await eventually("the policy's group on the port", async () => {
+        const g = await serverGroups();
+        return g.length === 2 ? g : undefined;
+      });
+      assert.equal(groups[0], "mine");
+      assert.match(groups[1], /^mnp-clash-pods-/);
+      const theirs = (await acme("security-groups/mnp-open-egress")).body;
+      assert.deepEqual([theirs.rules, theirs.description], [[], undefined], "untouched");
+    },
+  );
 });
