@@ -4,8 +4,8 @@
  * may see (auth.ts seesPort, seesOwned, clustersMeet) and made relative to their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
-import type { PortWithConflicts } from "./conflicts.ts";
 import type { Port } from "@knitter/common";
+import type { z } from "zod";
 import {
   type ClusterReach,
   clustersMeet,
@@ -17,6 +17,7 @@ import {
 import { ApiError } from "../errors.ts";
 import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
+import type { PortConflict } from "../schemas.ts";
 import type { FeedPage } from "../feed.ts";
 import { listClusters, reachOf } from "./clusters.ts";
 import {
@@ -168,10 +169,10 @@ class View {
   one(item: Loose): Loose {
     const rel = (id: string) => relativeTo(this.p.cluster, id);
     if (isPort(item)) {
-      const port: PortWithConflicts = { ...item, id: rel(item.id) };
+      const port: Marked = { ...item, id: rel(item.id) };
       if (item.node !== undefined) port.node = rel(item.node);
       // The nodes that mark it, and the other claimants they name, in the viewer's names too.
-      const marks = (item as PortWithConflicts).conflicts;
+      const marks = (item as Marked).conflicts;
       if (marks) {
         port.conflicts = marks.map((c) => ({
           ...c,
@@ -213,6 +214,9 @@ const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup"]);
 function itemOf(e: Loose): Loose {
   return e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
 }
+
+/** A port as answered with its conflict marks (service/conflicts.ts, not imported: it imports us). */
+type Marked = Port & { conflicts?: z.infer<typeof PortConflict>[] };
 
 function isPort(x: Loose): x is Port {
   return typeof x?.networkId === "string" && typeof x?.mac === "string";
