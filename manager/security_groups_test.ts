@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import { keys } from "./model.ts";
 import { MAX_GROUPS_PER_TENANT, MAX_RULES_PER_GROUP } from "./security_group_schema.ts";
 
 const ACME = "tenants/acme/security-groups";
@@ -280,4 +281,24 @@ Deno.test("a group's delete racing PUTs that name it leaves either the group or 
       );
     }
   }
+});
+
+Deno.test("a delete cut short (the manager died after marking the group) is undone by the next DELETE", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${BLUE}/ports/p1`, { securityGroups: ["web"] }, TOKEN.acme), 201);
+  // What a manager that died between the mark and the delete left in the store.
+  const key = keys.securityGroup("acme", "web");
+  const e = await t.store.get<Record<string, unknown>>(key);
+  const marked = { ...e.value, deletingSince: "2026-11-25T00:00:00.000Z" };
+  await t.store.commit([], [{ type: "set", key, value: marked }]);
+  mustFail(
+    await t.call("PUT", `${BLUE}/ports/p2`, { securityGroups: ["web"] }, TOKEN.acme),
+    409,
+    "conflict",
+    { field: "securityGroups[0]", message: /being deleted .*DELETE the group again/ },
+  );
+  mustFail(await t.call("DELETE", `${ACME}/web`, undefined, TOKEN.acme), 409, "in_use");
+  const back = must(await t.call("GET", `${ACME}/web`, undefined, TOKEN.acme), 200);
+  assert.equal(back.deletingSince, undefined);
+  must(await t.call("PUT", `${BLUE}/ports/p2`, { securityGroups: ["web"] }, TOKEN.acme), 201);
 });

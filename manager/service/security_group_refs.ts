@@ -32,7 +32,7 @@ export async function groupRef(
   if (e.value.deletingSince) {
     throw new ApiError(
       "conflict",
-      `Security group "${name}" is being deleted (since ${e.value.deletingSince}); name another, or make it again once it is gone`,
+      `Security group "${name}" is being deleted (since ${e.value.deletingSince}); name another, or make it again once it is gone (a delete cut short leaves this mark: DELETE the group again, which deletes it or, while something names it, takes the mark back)`,
       field,
     );
   }
