@@ -31,6 +31,8 @@ export interface TraceView {
     gatewayMac?: string;
     /** A dual-stack network's IPv6 gateway, answered with the same MAC. */
     gateway6?: string;
+    /** Its DSCP marking (PIPELINE.md, "DSCP marking"). */
+    dscp?: number;
   }[];
   localPorts: { ofport: number; network: number; label: string; mac: string; ips: string[] }[];
   remotePorts: {
