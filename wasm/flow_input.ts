@@ -105,7 +105,7 @@ export interface FlowRoute {
 
 /** What the compiler needs to know about the node. */
 export interface FlowInput {
-  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
+  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow, key=flow, tos=inherit). */
   tunnelPort: number;
   networks: FlowNetwork[];
   localPorts: FlowLocalPort[];

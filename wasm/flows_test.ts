@@ -1070,12 +1070,13 @@ Deno.test("dscp: a network's marking changes only the actions of its IP SPOOF fl
     assert.deepEqual(unmark, make(plain), `${name}: the same flows without the marking`);
     const withMark = make(marked).filter((l) => l.includes("->ip_dscp,"));
     for (const line of withMark) {
-      assert.match(line, /table=10,priority=100,(ip|ipv6),/, `${name}: ${line}`);
+      assert.match(line, /table=10,priority=100,(ip|ipv6|icmp6),/, `${name}: ${line}`);
       const dscp = line.startsWith("cookie=0x00000001") ? 46 : 26;
       assert.ok(line.endsWith(`actions=set_field:${dscp}->ip_dscp,goto_table:20`), line);
     }
-    // IPv4, IPv6 and link-local of red's port, blue's port and the static route it is next hop of.
-    assert.equal(withMark.length, 5, `${name}: ${withMark.join("\n")}`);
+    // IPv4, IPv6, link-local and DAD of red's port, blue's port and the static route it is the
+    // next hop of.
+    assert.equal(withMark.length, 6, `${name}: ${withMark.join("\n")}`);
   }
   // DSCP 0 is a marking too: it clears what the pods set.
   const zero: FlowInput = structuredClone(plain);
@@ -1083,4 +1084,12 @@ Deno.test("dscp: a network's marking changes only the actions of its IP SPOOF fl
   for (const [, make] of impls) {
     assert.ok(make(zero).some((l) => l.includes("nw_src=10.3.0.2,actions=set_field:0->ip_dscp,")));
   }
+});
+
+Deno.test("golden: the flows agent/PIPELINE.md shows under DSCP marking are the marked ones of the dscp model", () => {
+  const doc = Deno.readTextFileSync(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## DSCP marking");
+  assert.ok(at >= 0, "PIPELINE.md has no '## DSCP marking' section");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  assert.deepEqual(block, compileFlows(scenarios.dscp).filter((l) => l.includes("->ip_dscp,")));
 });

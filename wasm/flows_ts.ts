@@ -643,7 +643,8 @@ function spoofIpv6(net: Net, p: Local, ip: string): string {
 
 /** Duplicate address detection: neighbour solicitations from ::. */
 function spoofDad(net: Net, p: Local): string {
-  return spoof(FLOW_KINDS.spoofDad, net, p, "icmp6", "ipv6_src=::,icmp_type=135,icmp_code=0");
+  const match = "ipv6_src=::,icmp_type=135,icmp_code=0";
+  return spoof(FLOW_KINDS.spoofDad, net, p, "icmp6", match, spoofIpActions(net));
 }
 
 /** An ARP-table flow for traffic of port p only (reg1 = its cookie). */

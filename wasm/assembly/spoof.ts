@@ -76,7 +76,7 @@ export function spoofIpv6(n: usize, p: usize, ip: usize): void {
 
 export function spoofDad(n: usize, p: usize): void {
   spoofHead(n, p, F_SPOOF_DAD_TABLE, F_SPOOF_DAD_PRIORITY, ",icmp6,in_port=");
-  puts(",ipv6_src=::,icmp_type=135,icmp_code=0,actions=goto_table:");
-  putDec(T_ARP);
+  puts(",ipv6_src=::,icmp_type=135,icmp_code=0");
+  spoofIpActions(n);
   end();
 }
