@@ -39,7 +39,7 @@ interface Packet {
   text: string;
 }
 
-Deno.test("e2e dscp: a marked VXLAN network's traffic carries its DSCP on the outer and inner headers, a VLAN network's on its packets, unmarked stays 0, ECN untouched, a PATCH is seen on the wire", async (t) => {
+Deno.test("e2e dscp: a marked VXLAN network's traffic carries its DSCP on the outer and inner headers, a VLAN network's on its packets, unmarked stays as the pods send it, ECN untouched, a PATCH is seen on the wire", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"], physnets: ["phys1"] });
   const [n1, n2] = stack.nodes;
@@ -147,6 +147,19 @@ Deno.test("e2e dscp: a marked VXLAN network's traffic carries its DSCP on the ou
           assert.deepEqual([h.dscp, h.ecn], [EF, 2], `EF with the pod's ECT(0): ${p.text}`);
         }
       }
+    },
+  );
+
+  await t.step(
+    "an unmarked network leaves a pod's own DSCP alone: the tunnel copies it outward",
+    async () => {
+      const packets = await tunnelled(() => ping(p1, p2.ips[0], ["-Q", "0x20"]));
+      const requests = packets.filter((p) =>
+        p.vni === plain.segmentId && /echo request/.test(p.text)
+      );
+      assert.ok(requests.length > 0, "echo requests seen");
+      // CS1 (8), as the pod set it, outside too (PIPELINE.md, "DSCP marking": unmarked networks).
+      for (const p of requests) assert.deepEqual(p.headers.map((h) => h.dscp), [8, 8], p.text);
     },
   );
 
