@@ -76,6 +76,8 @@ export interface Port {
   securityGroups?: string[];
   /** Its network's default security groups, for a port that names none. */
   networkSecurityGroups?: string[];
+  /** Its network's DSCP marking (0..63) of the IP traffic the port sends; absent: none. */
+  networkDscp?: number;
 }
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */
@@ -122,6 +124,7 @@ export const NETWORK_MUTABLE_FIELDS = [
   "routes",
   "dns",
   "bandwidth",
+  "dscp",
 ] as const;
 /** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
 export const NETWORK_IMMUTABLE_FIELDS = [

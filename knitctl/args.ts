@@ -52,6 +52,7 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   physnet: { type: "string", value: "NAME", help: "physical network (vlan, flat)" },
   "segment-id": { type: "string", value: "N", help: "VNI or VLAN ID" },
   mtu: { type: "string", value: "N", help: "MTU" },
+  dscp: { type: "string", value: "N", help: "DSCP 0..63 of the pods' IP traffic, e.g. 46 (EF)" },
   route: { type: "string", multiple: true, value: "DST[,VIA]", help: "a route (repeatable)" },
   "dns-server": { type: "string", multiple: true, value: "IP", help: "a name server (repeatable)" },
   "dns-domain": { type: "string", value: "D", help: "DNS domain" },

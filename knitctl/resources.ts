@@ -101,6 +101,7 @@ export const RESOURCES: Resource[] = [
       { header: "USED", value: (o) => usageText(o.usage) },
       { header: "PHYSNET", value: (o) => o.physnet ?? "", wide: true },
       { header: "MTU", value: (o) => String(o.mtu), wide: true },
+      { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
       { header: "PUBLIC", value: (o) => String(o.public), wide: true },
       { header: "ID", value: (o) => o.id, wide: true },
       { header: "AGE", value: age },
@@ -118,6 +119,7 @@ export const RESOURCES: Resource[] = [
         "physnet",
         "segment-id",
         "mtu",
+        "dscp",
         "route",
         "dns-server",
         "dns-domain",
@@ -364,6 +366,7 @@ function networkBody(name: string, f: FlagValues): unknown {
     : undefined;
   const segment = str(f, "segment-id");
   const mtu = str(f, "mtu");
+  const dscp = str(f, "dscp");
   return {
     name,
     cidr: str(f, "cidr"),
@@ -377,6 +380,7 @@ function networkBody(name: string, f: FlagValues): unknown {
     ...optional("physnet", str(f, "physnet")),
     ...(segment ? { segmentId: V.integer("segment-id", segment, 1, 16777215) } : {}),
     ...(mtu ? { mtu: V.integer("mtu", mtu, 576, 9216) } : {}),
+    ...(dscp ? { dscp: V.integer("dscp", dscp, 0, 63) } : {}),
     ...listed("routes", strs(f, "route")?.map((r) => V.route("route", r))),
     ...(dns ? { dns } : {}),
     ...optional("description", str(f, "description")),

@@ -51,6 +51,20 @@ Deno.test("create bodies: network flags become the API's fields, absent flags st
   assert.throws(() => group.create.body("g", both.flags), /--size or --addresses, not both/);
 });
 
+Deno.test("create network --dscp: the DSCP of the pods' traffic, 0..63, as a number", () => {
+  const net = findResource("network", "create");
+  const body = (dscp: string) =>
+    net.create.body(
+      "data",
+      parseCommandLine(["create", "network", "data", "--cidr", "10.3.0.0/24", "--dscp", dscp])
+        .flags,
+    );
+  assert.deepEqual(body("46"), { name: "data", cidr: "10.3.0.0/24", dscp: 46 });
+  assert.deepEqual(body("0"), { name: "data", cidr: "10.3.0.0/24", dscp: 0 });
+  assert.throws(() => body("64"), /--dscp "64" is not a whole number from 0 to 63/);
+  assert.throws(() => body("EF"), /--dscp "EF"/);
+});
+
 Deno.test("paths: tenant-scoped resources live under the tenant, ports under their network", () => {
   const ports = findResource("ports", "get");
   assert.equal(ports.list({ tenant: "acme" }, {}), "/api/v1/ports?tenant=acme");

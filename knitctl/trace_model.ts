@@ -77,6 +77,7 @@ export function offlineNode(
           : {}),
         // The distributed gateway, as the agent models it.
         ...flowGateways(id, p.gateway, p.gateway6),
+        ...(p.networkDscp !== undefined ? { dscp: p.networkDscp } : {}),
       };
     }),
     localPorts: local.map((p, i) => ({
@@ -111,6 +112,7 @@ export function offlineNode(
       ...(n.physnetPort !== undefined ? { physnetPort: n.physnetPort } : {}),
       ...(n.gateway !== undefined ? { gateway: n.gateway, gatewayMac: n.gatewayMac } : {}),
       ...(n.gateway6 !== undefined ? { gateway6: n.gateway6 } : {}),
+      ...(n.dscp !== undefined ? { dscp: n.dscp } : {}),
     })),
     localPorts: view.localPorts.map((p) => ({
       ofport: p.ofport,

@@ -62,6 +62,8 @@ export interface NetworkRecord {
   reservedRanges?: [number, number][];
   /** The security groups of its ports that name none (service/security_groups.ts). */
   securityGroups?: string[];
+  /** The DSCP marking of the IP traffic its ports send (agent/PIPELINE.md); absent: none. */
+  dscp?: number;
 }
 
 export interface PhysnetRecord {

@@ -112,6 +112,18 @@ export const Labels = z.record(
   description: "set at creation, e.g. who manages the network",
 });
 
+/**
+ * A network's DSCP marking: the six DSCP bits every IPv4 and IPv6 packet its pods send carries
+ * (agent/PIPELINE.md, "DSCP marking"); e.g. 46 (EF) for a data plane.
+ */
+const Dscp = z.int({ error: "dscp must be an integer, the DSCP code point 0..63 (e.g. 46 for EF)" })
+  .min(0, "dscp must be 0..63 (the six DSCP bits; e.g. 46 for EF)")
+  .max(63, "dscp must be 0..63 (the six DSCP bits; e.g. 46 for EF, not the TOS byte 184)")
+  .meta({
+    description:
+      "DSCP (0..63) of the IPv4 and IPv6 its pods send, e.g. 46 (EF); on VXLAN the outer header carries it too; absent: none",
+  });
+
 export const NetworkCreate = z.strictObject({
   name: Name,
   type: NetworkType.default("vxlan"),
@@ -142,6 +154,7 @@ export const NetworkCreate = z.strictObject({
   securityGroups: GroupNames.optional().meta({
     description: "the security groups of its ports that name none (of the same tenant)",
   }),
+  dscp: Dscp.optional(),
 });
 
 /**
@@ -169,6 +182,9 @@ export const NetworkUpdate = z.strictObject({
   segmentId: z.int().min(1).max(16777215).optional(),
   securityGroups: GroupNames.nullable().optional().meta({
     description: "the default security groups of its ports that name none, at once; null: none",
+  }),
+  dscp: Dscp.nullable().optional().meta({
+    description: "the DSCP marking of its ports' IP traffic, on every node at once; null: none",
   }),
   deleting: z.boolean().optional().meta({
     description:
@@ -203,6 +219,7 @@ export const Network = z.object({
   createdAt: Timestamp,
   usage: UsageSchema,
   securityGroups: z.array(z.string()).optional(),
+  dscp: z.int().optional(),
 });
 
 // ---- physnets
@@ -402,6 +419,9 @@ export const Port = z.object({
   pod: PodRefSchema.optional(),
   interface: z.string().optional(),
   bandwidth: BandwidthSchema.optional().meta({ description: "the port's own limits" }),
+  networkDscp: z.int().optional().meta({
+    description: "its network's DSCP marking of the IP traffic the port sends",
+  }),
   networkBandwidth: BandwidthSchema.optional().meta({
     description: "its network's default limits, where the port's own and the runtime's set none",
   }),

@@ -47,6 +47,8 @@ export interface NetworkSpec {
   dns?: Dns;
   /** The default bandwidth limits of the network's ports (agent/README.md). */
   bandwidth?: Bandwidth;
+  /** The DSCP marking (0..63) of the IP traffic its pods send (agent/PIPELINE.md). */
+  dscp?: number;
   description?: string;
 }
 

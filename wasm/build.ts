@@ -16,6 +16,7 @@ import { ERR, KIND, NETWORK_TYPES } from "./flow_input.ts";
 import {
   ARP_REPLY_ACTIONS,
   COOKIE_NETWORK_SHIFT,
+  DSCP_MARK,
   FLOW_KINDS,
   FLOW_TABLES,
   GATEWAY_PING,
@@ -125,6 +126,7 @@ function pipelineConstants(): string {
   text("ARP_REPLY_ACTIONS", ARP_REPLY_ACTIONS);
   text("ND_REPLY_ACTIONS", ND_REPLY_ACTIONS);
   for (const [name, value] of Object.entries(GATEWAY_PING)) text(`G_${name}`, value);
+  for (const [name, value] of Object.entries(DSCP_MARK)) text(`DSCP_${name}`, value);
   return lines.join("\n") + "\n";
 }
 

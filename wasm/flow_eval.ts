@@ -12,7 +12,7 @@
  * - actions: `goto_table`, `resubmit(,N)`, `ct(table=N,…)` (the packet, the first of its
  *   connection, is then `+trk+new`), `ct(commit,…)`, `output`, `IN_PORT`, `drop`, `set_field`
  *   (registers, `tun_id`, `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`,
- *   `ip_src`, `icmp_type`, and a route's `eth_dst`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move`
+ *   `ip_src`, `icmp_type`, a route's `eth_dst`, a network's `ip_dscp`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move`
  *   (applied only as far as the trace needs: the ARP and echo replies are reported, not
  *   rewritten); `nw_src` and `nw_dst` match an address or a prefix.
  *
@@ -255,7 +255,10 @@ function apply(s: State, f: ParsedFlow): number | undefined {
       else if (field === "tun_id") s.p.tunId = Number(value);
       // A route's rewrite: the destination MAC decides FORWARD's flow after it.
       else if (field === "eth_dst") s.p.dlDst = value;
-      else if (!["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type"].includes(field)) {
+      // ip_dscp (a network's marking): no flow of the pipeline matches on it.
+      else if (
+        !["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type", "ip_dscp"].includes(field)
+      ) {
         throw new Error(`The offline evaluator does not know set_field to "${field}"`);
       }
     } else if (a === "pop_vlan") s.p.vlan = undefined;

@@ -30,6 +30,11 @@ export interface FlowNetwork {
    * discovery, ICMPv6 echo) with the same `gatewayMac`. Needs `gateway` and `gatewayMac`.
    */
   gateway6?: string;
+  /**
+   * DSCP (0..63) of every IPv4 and IPv6 packet a pod of the network sends (the SPOOF flows set
+   * it, see ../agent/PIPELINE.md, "DSCP marking"); unset: the pods' own marking is left alone.
+   */
+  dscp?: number;
 }
 
 /**
@@ -100,7 +105,7 @@ export interface FlowRoute {
 
 /** What the compiler needs to know about the node. */
 export interface FlowInput {
-  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow options:key=flow). */
+  /** Ofport of the one flow-based VXLAN port (options:remote_ip=flow, key=flow, tos=inherit). */
   tunnelPort: number;
   networks: FlowNetwork[];
   localPorts: FlowLocalPort[];
@@ -117,6 +122,8 @@ const MAX_OFPORT = 0xfeff;
 const MAX_PORT_COOKIE = 2 ** 31;
 /** Highest node-local network number (reg0 and the cookie's high 32 bits). */
 const MAX_NETWORK_ID = 0xffff;
+/** Highest DSCP: six bits of the IPv4 TOS / IPv6 traffic class. */
+export const MAX_DSCP = 63;
 
 /** Network type codes, in the encoding the WASM engine reads (assembly/input.ts). */
 export const NETWORK_TYPES = ["vxlan", "vlan", "flat"] as const;
@@ -213,6 +220,7 @@ function checkNetwork(n: FlowNetwork, path: string): void {
     str(n.gatewayMac, `${path}.gatewayMac`);
   }
   if (n.gateway6 !== undefined) str(n.gateway6, `${path}.gateway6`);
+  if (n.dscp !== undefined) int(n.dscp, 0, MAX_DSCP, `${path}.dscp`);
 }
 
 /**
@@ -225,7 +233,7 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 7 * networks.length + 5 * locals.length + 4 * remotes.length;
+  let words = 5 + 8 * networks.length + 5 * locals.length + 4 * remotes.length;
   for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
   for (let i = 0; i < locals.length; i++) {
     const p = locals[i];

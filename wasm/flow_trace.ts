@@ -31,6 +31,8 @@ export interface TraceView {
     gatewayMac?: string;
     /** A dual-stack network's IPv6 gateway, answered with the same MAC. */
     gateway6?: string;
+    /** Its DSCP marking (PIPELINE.md, "DSCP marking"). */
+    dscp?: number;
   }[];
   localPorts: { ofport: number; network: number; label: string; mac: string; ips: string[] }[];
   remotePorts: {
@@ -323,7 +325,8 @@ export function explainHop(
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
         break;
       case "spoofIpv4":
-        what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own`;
+        what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
+          dscpWords(f);
         break;
       case "spoofArp":
         what = `ARP from the port's own MAC ${packet.dlSrc} and address ${packet.ipSrc}`;
@@ -651,4 +654,10 @@ export function portLabel(p: {
   interface?: string;
 }): string {
   return p.pod ? `${p.pod.namespace}/${p.pod.name}/${p.interface ?? p.id}` : `${p.tenant}/${p.id}`;
+}
+
+/** What a SPOOF flow's DSCP marking does to the packet (PIPELINE.md, "DSCP marking"), or "". */
+function dscpWords(f: ParsedFlow): string {
+  const mark = f.actions.find((a) => a.endsWith("->ip_dscp"));
+  return mark ? `; marked with DSCP ${mark.slice("set_field:".length, -"->ip_dscp".length)}` : "";
 }

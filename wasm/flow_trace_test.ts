@@ -304,3 +304,24 @@ Deno.test("offline: routed traffic meets the sending port's egress rules (the ne
     assert.match(udp.steps.at(-1)!.tableName, /EGRESS_ACL/);
   }
 });
+
+Deno.test("offline: a marked network's packet is said to be marked, and goes on as unmarked ones do", () => {
+  const model = scenarios.dscp;
+  const tables = flowTables(compileFlowsTs(model));
+  const view = viewOf(model, (id) => `acme/net-${id}`);
+  const [red, blue] = model.localPorts;
+  const ingress = { kind: "port", ofport: red.ofport } as const;
+  const packet = {
+    proto: "tcp",
+    dlSrc: red.mac,
+    dlDst: model.networks[0].gatewayMac!,
+    ipSrc: red.ips[0],
+    ipDst: blue.ips[0],
+    dstPort: 80,
+  } as const;
+  const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+  const hop = explainHop(view, ingress, packet, matched, { mode: "offline" });
+  assert.equal(hop.steps[1].kind, "spoofIpv4");
+  assert.match(hop.steps[1].what, /are the port's own; marked with DSCP 46$/);
+  assert.deepEqual(hop.outcomes.map((o) => o.kind === "local" && o.ofport), [blue.ofport]);
+});

@@ -179,13 +179,10 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
   for (let i = 0; i < remoteCount; i++) {
     remotePorts.push({ network: pick(networks).id, mac: mac(), ips: ips(), nodeIp: pick(nodes) });
   }
-  return {
-    tunnelPort,
-    networks,
-    localPorts,
-    remotePorts,
-    routes: randomRoutes(rand, networks, localPorts, remotePorts),
-  };
+  const routes = randomRoutes(rand, networks, localPorts, remotePorts);
+  // Drawn last, so that the models of the seeds before DSCP marking stay as they were up to here.
+  for (const n of networks) if (rand() < 0.3) n.dscp = int(64);
+  return { tunnelPort, networks, localPorts, remotePorts, routes };
 }
 
 /**
@@ -406,7 +403,12 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
     if (flow.table === TABLE.SPOOF) {
       const inPort = Number(flow.match.get("in_port"));
       if (netOfPort.get(inPort) !== cookieNet) fail("spoof flow of another network's port");
-      if (flow.actions.join() !== `goto_table:${TABLE.ARP}`) fail("spoof flows only allow");
+      // They only allow, IP marked with the DSCP of the port's own network if it has one.
+      const dscp = input.networks.find((n) => n.id === cookieNet)?.dscp;
+      const mark = dscp === undefined || flow.actions[0] === `goto_table:${TABLE.ARP}`
+        ? ""
+        : `set_field:${dscp}->ip_dscp,`;
+      if (flow.actions.join() !== `${mark}goto_table:${TABLE.ARP}`) fail("spoof flows only allow");
       continue;
     }
     if (net === undefined) fail("no reg0 in a table after CLASSIFY");
@@ -855,6 +857,13 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
       JSON.stringify(mac)
     } is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,
   ]),
+  ...[64, -1, 4.5, "46"].map((dscp): [string, (m: Loose) => unknown, string] => [
+    `bad DSCP ${JSON.stringify(dscp)}`,
+    (m) => (m.networks[1].dscp = dscp),
+    `networks[1].dscp: expected an integer in 0..63, got ${
+      typeof dscp === "string" ? JSON.stringify(dscp) : String(dscp)
+    }`,
+  ]),
   ...["fd00::1", "10.0.0.256", "127.0.0.1", "192.168.0"].map((
     ip,
   ): [string, (m: Loose) => unknown, string] => [
@@ -1050,4 +1059,37 @@ Deno.test("conflicts: random models with injected collisions compile on both eng
     assert.deepEqual(ts.lines, wasm.lines, `model ${n}`);
     assert.deepEqual(ts.conflicts, wasm.conflicts);
   }
+});
+
+Deno.test("dscp: a network's marking changes only the actions of its IP SPOOF flows, on both engines", () => {
+  const marked = scenarios.dscp;
+  const plain: FlowInput = structuredClone(marked);
+  for (const n of plain.networks) delete n.dscp;
+  for (const [name, make] of impls) {
+    const unmark = make(marked).map((l) => l.replace(/set_field:\d+->ip_dscp,/, ""));
+    assert.deepEqual(unmark, make(plain), `${name}: the same flows without the marking`);
+    const withMark = make(marked).filter((l) => l.includes("->ip_dscp,"));
+    for (const line of withMark) {
+      assert.match(line, /table=10,priority=100,(ip|ipv6|icmp6),/, `${name}: ${line}`);
+      const dscp = line.startsWith("cookie=0x00000001") ? 46 : 26;
+      assert.ok(line.endsWith(`actions=set_field:${dscp}->ip_dscp,goto_table:20`), line);
+    }
+    // IPv4, IPv6, link-local and DAD of red's port, blue's port and the static route it is the
+    // next hop of.
+    assert.equal(withMark.length, 6, `${name}: ${withMark.join("\n")}`);
+  }
+  // DSCP 0 is a marking too: it clears what the pods set.
+  const zero: FlowInput = structuredClone(plain);
+  zero.networks[2].dscp = 0;
+  for (const [, make] of impls) {
+    assert.ok(make(zero).some((l) => l.includes("nw_src=10.3.0.2,actions=set_field:0->ip_dscp,")));
+  }
+});
+
+Deno.test("golden: the flows agent/PIPELINE.md shows under DSCP marking are the marked ones of the dscp model", () => {
+  const doc = Deno.readTextFileSync(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## DSCP marking");
+  assert.ok(at >= 0, "PIPELINE.md has no '## DSCP marking' section");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  assert.deepEqual(block, compileFlows(scenarios.dscp).filter((l) => l.includes("->ip_dscp,")));
 });

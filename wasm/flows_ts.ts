@@ -10,6 +10,7 @@
 import { checkShape, ERR, flowError, type FlowInput, KIND, NETWORK_TYPES } from "./flow_input.ts";
 import {
   ARP_REPLY_ACTIONS,
+  DSCP_MARK,
   FLOW_KINDS,
   FLOW_TABLES,
   type FlowKind,
@@ -239,6 +240,8 @@ interface Net {
   gateway?: Gateway;
   /** A dual-stack network's IPv6 gateway, with the same MAC. */
   gateway6?: Gateway;
+  /** The DSCP its pods' IP traffic is marked with, if any. */
+  dscp?: number;
 }
 
 /** A network's gateway: its address (canonical text), family, claim key and MAC. */
@@ -361,6 +364,7 @@ function model(input: FlowInput): Model {
       locals: [],
       remotes: [],
       nodes: [],
+      dscp: n.dscp,
     };
     const dup = byId.get(n.id);
     if (dup) throw err(ERR.DUP_NETWORK, KIND.NETWORK, i, 0, KIND.NETWORK, dup.index);
@@ -600,18 +604,31 @@ function classifyPhysnet(net: Net): string {
 }
 
 /** A SPOOF allowance: `proto` from the port with its MAC, then `match`. */
-function spoof(kind: FlowKind, net: Net, p: Local, proto: string, match: string): string {
+function spoof(
+  kind: FlowKind,
+  net: Net,
+  p: Local,
+  proto: string,
+  match: string,
+  actions = goto(TABLE.ARP),
+): string {
   return flow(
     net.id,
     p.cookie,
     kind,
     `${proto},in_port=${p.ofport},dl_src=${p.mac},${match}`,
-    goto(TABLE.ARP),
+    actions,
   );
 }
 
+/** The actions of a SPOOF flow that lets IP through: the network's DSCP marking, then ARP. */
+function spoofIpActions(net: Net): string {
+  const mark = net.dscp === undefined ? "" : `${DSCP_MARK.BEFORE}${net.dscp}${DSCP_MARK.AFTER}`;
+  return mark + goto(TABLE.ARP);
+}
+
 function spoofIpv4(net: Net, p: Local, ip: string): string {
-  return spoof(FLOW_KINDS.spoofIpv4, net, p, "ip", `nw_src=${ip}`);
+  return spoof(FLOW_KINDS.spoofIpv4, net, p, "ip", `nw_src=${ip}`, spoofIpActions(net));
 }
 
 /** ARP from the port's own MAC and IPv4; 0.0.0.0 is an ARP probe (RFC 5227). */
@@ -621,12 +638,13 @@ function spoofArp(net: Net, p: Local, ip: string): string {
 
 /** IPv6 from the port's MAC and one of its addresses, or link-local (fe80::/10). */
 function spoofIpv6(net: Net, p: Local, ip: string): string {
-  return spoof(FLOW_KINDS.spoofIpv6, net, p, "ipv6", `ipv6_src=${ip}`);
+  return spoof(FLOW_KINDS.spoofIpv6, net, p, "ipv6", `ipv6_src=${ip}`, spoofIpActions(net));
 }
 
 /** Duplicate address detection: neighbour solicitations from ::. */
 function spoofDad(net: Net, p: Local): string {
-  return spoof(FLOW_KINDS.spoofDad, net, p, "icmp6", "ipv6_src=::,icmp_type=135,icmp_code=0");
+  const match = "ipv6_src=::,icmp_type=135,icmp_code=0";
+  return spoof(FLOW_KINDS.spoofDad, net, p, "icmp6", match, spoofIpActions(net));
 }
 
 /** An ARP-table flow for traffic of port p only (reg1 = its cookie). */
@@ -797,7 +815,7 @@ function spoofRouted(r: Route, p: Local): string {
     p.cookie,
     FLOW_KINDS.spoofRouted,
     `ip,in_port=${p.ofport},dl_src=${p.mac}${cidrMatch("nw_src", r.cidr)}`,
-    goto(TABLE.ARP),
+    spoofIpActions(r.to),
   );
 }
 

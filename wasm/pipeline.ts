@@ -214,3 +214,11 @@ export const ND_REPLY_ACTIONS = [
   "move:OXM_OF_PKT_REG1[0..47]->NXM_NX_ND_TLL[]",
   "IN_PORT",
 ].join(",");
+
+/**
+ * A network's DSCP marking, in front of `goto_table:20` in the SPOOF flows that let a pod's IPv4
+ * and IPv6 through, duplicate address detection included (`set_field:46->ip_dscp,`): every IP packet a pod of the network sends carries
+ * the network's DSCP from then on. `ip_dscp` is the six DSCP bits alone, so the two ECN bits stay
+ * as the pod set them; dump-flows prints `mod_nw_tos` the same way.
+ */
+export const DSCP_MARK = { BEFORE: "set_field:", AFTER: "->ip_dscp," } as const;

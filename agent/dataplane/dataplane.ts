@@ -25,6 +25,7 @@ import type { DataplaneObserver } from "../metrics.ts";
 import type { ReportedConflict } from "./conflict_report.ts";
 import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { aclsOf } from "./acl_model.ts";
+import { type DscpSource, networkDscp } from "./dscp_model.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -429,12 +430,14 @@ export class Dataplane {
       physnet?: string;
       gateway?: string;
       gateway6?: string;
-    },
+    } & DscpSource,
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
     if (!net) {
       net = { id: await this.state.networkNumber(port.networkId), type: port.type };
       if (port.segmentId !== undefined) net.segmentId = port.segmentId;
+      const dscp = networkDscp(port, this.remote);
+      if (dscp !== undefined) net.dscp = dscp;
       // The distributed gateway (PIPELINE.md, "Distributed gateway").
       Object.assign(net, flowGateways(port.networkId, port.gateway, port.gateway6));
       if (port.physnet !== undefined) {

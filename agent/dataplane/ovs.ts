@@ -173,13 +173,18 @@ export class Ovs {
       .catch(fail(`Cannot create bridge "${name}"`));
   }
 
-  /** The one flow-based tunnel port: remote and VNI come from the flows (tun_dst, tun_id). */
+  /**
+   * The one flow-based tunnel port: remote and VNI come from the flows (tun_dst, tun_id). The
+   * outer header's DSCP and ECN are copied from the inner packet (`tos=inherit`), so a network's
+   * DSCP marking (PIPELINE.md, "DSCP marking") is what the underlay sees. Set on an existing port
+   * too: an agent upgraded over a bridge made before gets the option.
+   */
   async ensureVxlanPort(bridge: string, name: string, ofport: number): Promise<void> {
     const port = {
       name,
       type: "vxlan",
       ofportRequest: ofport,
-      options: { remote_ip: "flow", key: "flow" },
+      options: { remote_ip: "flow", key: "flow", ...TUNNEL_TOS },
     };
     await this.ensurePorts(bridge, [port], `Cannot create VXLAN port "${name}" on "${bridge}"`);
   }
@@ -344,6 +349,12 @@ function ofctlArgv(args: string[]): string[] {
 }
 
 /** `--may-exist add-port` plus the settings: re-running it updates an existing port. */
+/**
+ * The tunnel port's outer TOS: the inner packet's. Open vSwitch refuses `set_field:…->tun_tos`
+ * (read-only), so `tos=flow` could not set it per network; the inner header carries the marking.
+ */
+const TUNNEL_TOS = { tos: "inherit" } as const;
+
 function addPortArgs(bridge: string, port: OvsPortSpec): string[] {
   const iface = [
     ...(port.type ? [`type=${port.type}`] : []),

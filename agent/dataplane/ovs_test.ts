@@ -102,6 +102,12 @@ Deno.test("Ovs against a private Open vSwitch", async (t) => {
     assert.equal(await ovs.vsctl(["get", "Interface", "vx0", "options:remote_ip"]), "flow\n");
     assert.equal(await ovs.vsctl(["get", "Interface", "pi-x", "ofport"]), "101\n");
     assert.equal(await ovs.vsctl(["get", "Interface", "pp-x", "options:peer"]), "pi-x\n");
+    // The outer header copies the inner DSCP (a network's marking), also on a port made before
+    // the option existed: an agent upgraded over an existing bridge sets it.
+    assert.equal(await ovs.vsctl(["get", "Interface", "vx0", "options:tos"]), "inherit\n");
+    await ovs.vsctl(["remove", "Interface", "vx0", "options", "tos"]);
+    await ovs.ensureVxlanPort("br-int", "vx0", 100);
+    assert.equal(await ovs.vsctl(["get", "Interface", "vx0", "options:tos"]), "inherit\n");
     const [late] = await veths(node, "late", 1);
     await assert.rejects(
       ovs.addPorts("br-int", [{ name: late, ofportRequest: 100 }]),

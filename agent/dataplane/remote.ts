@@ -16,6 +16,7 @@ import {
   type RouterInfo,
   type SecurityGroup,
 } from "@knitter/common";
+import { remarked } from "./dscp_model.ts";
 
 export class RemoteView {
   private readonly portsByKey = new Map<string, Port>();
@@ -112,7 +113,7 @@ export class RemoteView {
       if (e.op === "put") this.portsByKey.set(key(e.port), e.port);
       else this.portsByKey.delete(key(e.port));
       // Our own port's groups change through the API, not through this agent.
-      return e.port.node !== this.nodeName || regrouped(before, e.port);
+      return e.port.node !== this.nodeName || regrouped(before, e.port) || remarked(before, e.port);
     }
     if (e.type === "securityGroup") {
       const k = `${e.securityGroup.tenant}/${e.securityGroup.name}`;

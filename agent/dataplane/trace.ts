@@ -22,6 +22,7 @@ import {
 } from "@knitter/wasm";
 import { portIps } from "@knitter/common";
 import type { Dataplane, FlowDiff } from "./dataplane.ts";
+import { networkDscp } from "./dscp_model.ts";
 import type { Healer } from "./healer.ts";
 import type { Ovs, OvsPort } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
@@ -126,6 +127,8 @@ export class NodeInspector {
           };
           if (p.segmentId !== undefined) net.segmentId = p.segmentId;
           Object.assign(net, flowGateways(p.networkId, p.gateway, p.gateway6));
+          const dscp = networkDscp(p, this.d.remote);
+          if (dscp !== undefined) net.dscp = dscp;
           if (p.physnet !== undefined) {
             net.physnet = p.physnet;
             const ofport = this.d.physnetPort(p.physnet);

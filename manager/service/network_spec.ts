@@ -132,6 +132,7 @@ export function networkSpec(
       routes,
       dns: body.dns ?? {},
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
+      ...(body.dscp !== undefined ? { dscp: body.dscp } : {}),
       physnet: body.physnet,
       description: body.description,
       ...(body.labels ? { labels: body.labels } : {}),

@@ -510,6 +510,7 @@ export async function updateNetwork(
 ): Promise<NetworkView> {
   await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   let regrouped = false;
+  let remarked = false;
   const record = await retry(ctx, async (tx) => {
     for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
       tx.check(g);
@@ -550,15 +551,18 @@ export async function updateNetwork(
     if (body.securityGroups === null || body.securityGroups?.length === 0) {
       delete updated.securityGroups;
     } else if (body.securityGroups !== undefined) updated.securityGroups = body.securityGroups;
+    if (body.dscp === null) delete updated.dscp;
+    else if (body.dscp !== undefined) updated.dscp = body.dscp;
     regrouped = JSON.stringify(updated.securityGroups) !== JSON.stringify(net.securityGroups);
+    remarked = updated.dscp !== net.dscp;
     if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
     if (body.deleting === false) delete updated.deletingSince;
     tx.check(e).set(e.key, updated);
     return updated;
   });
   ctx.cache.networks.delete(`${tenant}/${name}`);
-  // Its ports carry the network's default groups: agents hear of the change through them.
-  if (regrouped) await republishPorts(ctx, record);
+  // Its ports carry the network's default groups and DSCP: agents hear of a change through them.
+  if (regrouped || remarked) await republishPorts(ctx, record);
   return await withUsage(ctx, record);
 }
 

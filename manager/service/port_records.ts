@@ -89,6 +89,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (p.ip6 !== undefined && net.gateway6 !== undefined) view.gateway6 = net.gateway6;
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
   if (net.securityGroups !== undefined) view.networkSecurityGroups = net.securityGroups;
+  if (net.dscp !== undefined) view.networkDscp = net.dscp;
   return view;
 }
 

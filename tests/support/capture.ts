@@ -17,14 +17,16 @@ export async function startCapture(
   netns: string,
   iface: string,
   filter: string,
-  opts: { count?: number; timeoutMs?: number } = {},
+  /** verbose: tcpdump's -v (IP headers' TOS, TTL…; a packet may then take several lines). */
+  opts: { count?: number; timeoutMs?: number; verbose?: boolean } = {},
 ): Promise<Capture> {
   const seconds = Math.ceil((opts.timeoutMs ?? 5000) / 1000);
   // timeout sends INT, on which tcpdump prints what it caught and exits.
   const child = new Deno.Command("ip", {
     args: [
       ...["netns", "exec", netns, "timeout", "-s", "INT", String(seconds)],
-      ...["tcpdump", "-l", "-e", "-nn", "-c", String(opts.count ?? 1), "-i", iface, filter],
+      ...["tcpdump", "-l", "-e", "-nn", ...(opts.verbose ? ["-v"] : [])],
+      ...["-c", String(opts.count ?? 1), "-i", iface, filter],
     ],
     stdout: "piped",
     stderr: "piped",

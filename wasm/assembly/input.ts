@@ -52,6 +52,7 @@ import {
   L_V6_COUNT,
   L_V6_FIRST,
   LOCAL_SIZE,
+  N_DSCP,
   N_GW6_SLOT,
   N_GW_MAC,
   N_GW_MAC_TEXT,
@@ -316,7 +317,9 @@ function parseNetworks(): i32 {
     const gwLen = word();
     const gwMacLen = word();
     const gw6Len = word();
+    const dscp = word();
     memory.fill(n, 0, NET_SIZE);
+    store<u32>(n, dscp, N_DSCP);
     store<u32>(n, id, N_ID);
     store<u32>(n, type, N_TYPE);
     store<u32>(n, segment, N_SEGMENT);

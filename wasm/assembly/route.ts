@@ -15,13 +15,12 @@ import {
   F_SPOOF_ROUTED_PRIORITY,
   F_SPOOF_ROUTED_TABLE,
   K_ROUTE,
-  T_ARP,
   T_FORWARD,
   T_NEXT_HOP,
   T_ROUTE,
 } from "./generated/pipeline";
 import { parseIpv4, unicastIpv4 } from "./address";
-import { spoofHead } from "./spoof";
+import { spoofHead, spoofIpActions } from "./spoof";
 import {
   bytes,
   fail,
@@ -213,8 +212,7 @@ function spoofRouted(r: usize, p: usize): void {
   const n = net(load<u32>(p, L_NET));
   spoofHead(n, p, F_SPOOF_ROUTED_TABLE, F_SPOOF_ROUTED_PRIORITY, ",ip,in_port=");
   putCidr(",nw_src=", r);
-  puts(",actions=goto_table:");
-  putDec(T_ARP);
+  spoofIpActions(n);
   end();
 }
 

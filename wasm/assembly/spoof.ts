@@ -2,6 +2,8 @@
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
+  DSCP_AFTER,
+  DSCP_BEFORE,
   F_SPOOF_ARP_PRIORITY,
   F_SPOOF_ARP_TABLE,
   F_SPOOF_DAD_PRIORITY,
@@ -13,7 +15,7 @@ import {
   M_LINK_LOCAL,
   T_ARP,
 } from "./generated/pipeline";
-import { L_COOKIE, L_MAC_TEXT, L_OFPORT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
+import { L_COOKIE, L_MAC_TEXT, L_OFPORT, N_DSCP, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putMac, puts, putSlot } from "./text";
 
 /** The head of a SPOOF flow of port p: `PROTO,in_port=P,dl_src=M` (proto: ",ip,in_port="). */
@@ -25,12 +27,27 @@ export function spoofHead(n: usize, p: usize, table: u32, priority: u32, proto: 
   putMac(p + L_MAC_TEXT);
 }
 
+/**
+ * The actions of a SPOOF flow that lets IP of network n through: the network's DSCP marking, if it
+ * has one, then on to ARP.
+ */
+export function spoofIpActions(n: usize): void {
+  puts(",actions=");
+  const dscp = load<u32>(n, N_DSCP);
+  if (dscp > 0) {
+    puts(DSCP_BEFORE);
+    putDec(dscp - 1);
+    puts(DSCP_AFTER);
+  }
+  puts("goto_table:");
+  putDec(T_ARP);
+}
+
 export function spoofIpv4(n: usize, p: usize, ip: usize): void {
   spoofHead(n, p, F_SPOOF_IPV4_TABLE, F_SPOOF_IPV4_PRIORITY, ",ip,in_port=");
   puts(",nw_src=");
   putSlot(ip, V4_SLOT);
-  puts(",actions=goto_table:");
-  putDec(T_ARP);
+  spoofIpActions(n);
   end();
 }
 
@@ -53,14 +70,13 @@ export function spoofIpv6(n: usize, p: usize, ip: usize): void {
   puts(",ipv6_src=");
   if (ip == 0) puts(M_LINK_LOCAL);
   else putSlot(ip, V6_SLOT);
-  puts(",actions=goto_table:");
-  putDec(T_ARP);
+  spoofIpActions(n);
   end();
 }
 
 export function spoofDad(n: usize, p: usize): void {
   spoofHead(n, p, F_SPOOF_DAD_TABLE, F_SPOOF_DAD_PRIORITY, ",icmp6,in_port=");
-  puts(",ipv6_src=::,icmp_type=135,icmp_code=0,actions=goto_table:");
-  putDec(T_ARP);
+  puts(",ipv6_src=::,icmp_type=135,icmp_code=0");
+  spoofIpActions(n);
   end();
 }

@@ -352,3 +352,17 @@ export const scenarios: Record<string, FlowInput> = {
     ],
   },
 };
+
+/**
+ * DSCP marking: the routing model with red (vxlan) marked EF (46) and its port dual-stack, blue
+ * (vlan, with the CNF that is the next hop of the static routes) marked AF31 (26), green (vxlan)
+ * unmarked. Only the SPOOF flows that let IPv4 and IPv6 through (DAD too) carry the marking; ARP
+ * does not.
+ */
+scenarios.dscp = (() => {
+  const model = structuredClone(scenarios.routing);
+  model.networks[0].dscp = 46;
+  model.networks[1].dscp = 26;
+  model.localPorts[0].ips.push("fd00:1::2");
+  return model;
+})();
