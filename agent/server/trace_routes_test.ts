@@ -47,7 +47,11 @@ async function app(): Promise<{ app: Hono; state: AgentState }> {
     bridge: "br-int",
     tunnelOfport: 100,
     state,
-    remote: { ports: () => [], nodeIp: () => undefined } as unknown as RemoteView,
+    remote: {
+      ports: () => [],
+      port: () => undefined,
+      nodeIp: () => undefined,
+    } as unknown as RemoteView,
     physnetPort: () => undefined,
     preparedPorts: () => ["vxlan0"],
     ofprotoTrace: () => Promise.reject(new Error("no switch here")),
