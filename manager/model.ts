@@ -158,8 +158,11 @@ export interface ClusterRecord {
 }
 
 /** A security group as stored is what the API answers. */
-/** `deletingSince`: a delete is looking for the group's users; nothing may name it meanwhile. */
-export type SecurityGroupRecord = SecurityGroup & { deletingSince?: string };
+/**
+ * `deletingSince`, `deletingBy`: a delete (`deletingBy` its own mark) is looking for the group's
+ * users; nothing may name the group meanwhile.
+ */
+export type SecurityGroupRecord = SecurityGroup & { deletingSince?: string; deletingBy?: string };
 
 export type { Dns, PodRef, Route };
 

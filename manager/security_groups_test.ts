@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 import { keys } from "./model.ts";
+import type { Entry, Key, ListOptions } from "./store/store.ts";
 import { MAX_GROUPS_PER_TENANT, MAX_RULES_PER_GROUP } from "./security_group_schema.ts";
 
 const ACME = "tenants/acme/security-groups";
@@ -283,22 +284,63 @@ Deno.test("a group's delete racing PUTs that name it leaves either the group or 
   }
 });
 
-Deno.test("a delete cut short (the manager died after marking the group) is undone by the next DELETE", async () => {
+Deno.test("a delete cut short (the manager died after marking the group) holds its mark a minute at most, and the next DELETE takes it back", async () => {
   using t = await world();
   must(await t.call("PUT", `${BLUE}/ports/p1`, { securityGroups: ["web"] }, TOKEN.acme), 201);
   // What a manager that died between the mark and the delete left in the store.
   const key = keys.securityGroup("acme", "web");
-  const e = await t.store.get<Record<string, unknown>>(key);
-  const marked = { ...e.value, deletingSince: "2026-11-25T00:00:00.000Z" };
-  await t.store.commit([], [{ type: "set", key, value: marked }]);
+  const leave = async (since: Date) => {
+    const e = await t.store.get<Record<string, unknown>>(key);
+    const marked = { ...e.value, deletingSince: since.toISOString(), deletingBy: "dead" };
+    await t.store.commit([], [{ type: "set", key, value: marked }]);
+  };
+  await leave(new Date());
   mustFail(
     await t.call("PUT", `${BLUE}/ports/p2`, { securityGroups: ["web"] }, TOKEN.acme),
     409,
     "conflict",
-    { field: "securityGroups[0]", message: /being deleted .*DELETE the group again/ },
+    { field: "securityGroups[0]", message: /being deleted/ },
   );
   mustFail(await t.call("DELETE", `${ACME}/web`, undefined, TOKEN.acme), 409, "in_use");
   const back = must(await t.call("GET", `${ACME}/web`, undefined, TOKEN.acme), 200);
   assert.equal(back.deletingSince, undefined);
   must(await t.call("PUT", `${BLUE}/ports/p2`, { securityGroups: ["web"] }, TOKEN.acme), 201);
+  // Left an hour ago, and no one deleted again: it refuses nothing.
+  await leave(new Date(Date.now() - 3_600_000));
+  must(await t.call("PUT", `${BLUE}/ports/p3`, { securityGroups: ["web"] }, TOKEN.acme), 201);
+});
+
+Deno.test("two deletes: the refused one takes back only its own mark, so no PUT names the group the other deletes", async () => {
+  using t = await world();
+  must(await t.call("POST", ACME, { name: "doomed", rules: [] }, TOKEN.acme), 201);
+  must(await t.call("PUT", `${BLUE}/ports/p1`, { securityGroups: ["doomed"] }, TOKEN.acme), 201);
+  // Each delete is held where it lists the tenant's groups, the last look for users.
+  const held = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  const reached = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  const store = t.ctx.store;
+  const list = store.list.bind(store);
+  let n = 0;
+  store.list = <T>(prefix: Key, options?: ListOptions): AsyncIterable<Entry<T>> => {
+    if (prefix[0] !== keys.securityGroups()[0] || n >= held.length) return list(prefix, options);
+    const at = n++;
+    return (async function* () {
+      reached[at].resolve();
+      await held[at].promise;
+      yield* list<T>(prefix, options);
+    })();
+  };
+  const first = t.call("DELETE", `${ACME}/doomed`, undefined, TOKEN.acme);
+  await reached[0].promise; // the first has seen p1
+  must(await t.call("PUT", `${BLUE}/ports/p1`, { securityGroups: [] }, TOKEN.acme), 200);
+  const second = t.call("DELETE", `${ACME}/doomed`, undefined, TOKEN.acme);
+  await reached[1].promise; // the second has seen no port
+  held[0].resolve();
+  mustFail(await first, 409, "in_use");
+  const p2 = await t.call("PUT", `${BLUE}/ports/p2`, { securityGroups: ["doomed"] }, TOKEN.acme);
+  held[1].resolve();
+  const gone = (await second).status === 204;
+  const named = p2.status === 201;
+  assert.ok(!(gone && named), "a port was let name the group the second delete then deleted");
+  assert.ok(gone, "the second delete, which saw no user, went through");
+  mustFail(p2, 409, "conflict", { field: "securityGroups[0]" });
 });

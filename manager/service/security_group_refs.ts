@@ -29,14 +29,26 @@ export async function groupRef(
 ): Promise<Entry<SecurityGroupRecord>> {
   const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
   if (!e.value) throw absentGroup(tenant, name, field);
-  if (e.value.deletingSince) {
+  if (markHolds(e.value, Date.now())) {
     throw new ApiError(
       "conflict",
-      `Security group "${name}" is being deleted (since ${e.value.deletingSince}); name another, or make it again once it is gone (a delete cut short leaves this mark: DELETE the group again, which deletes it or, while something names it, takes the mark back)`,
+      `Security group "${name}" is being deleted (since ${e.value.deletingSince}); name another, or make it again once it is gone`,
       field,
     );
   }
   return e;
+}
+
+/**
+ * How long a delete's mark holds. A delete takes a scan of the tenant's ports, networks and groups;
+ * a mark older than this is one whose delete died (the manager stopped mid-way), and is let be:
+ * the delete itself gives up when its own mark has grown this old (deleteSecurityGroup).
+ */
+export const DELETE_MARK_MS = 60_000;
+
+/** Whether a delete's mark on the group still refuses new references at `nowMs`. */
+export function markHolds(g: SecurityGroupRecord, nowMs: number): boolean {
+  return g.deletingSince !== undefined && nowMs - Date.parse(g.deletingSince) < DELETE_MARK_MS;
 }
 
 /** Every group of `names`, each as {@link groupRef} reads it, the field indexed per name. */
@@ -55,6 +67,6 @@ export async function groupRefs(
 
 /** A group as the API and the feed show it: without the delete's mark. */
 export function groupView(g: SecurityGroupRecord): SecurityGroup {
-  const { deletingSince: _d, ...view } = g;
+  const { deletingSince: _d, deletingBy: _b, ...view } = g;
   return view;
 }

@@ -19,7 +19,7 @@ import { type Ctx, listValues, now, retry } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { listPorts } from "./ports.ts";
 import type { Tx } from "../store/tx.ts";
-import { absentGroup, groupRef, groupView } from "./security_group_refs.ts";
+import { absentGroup, groupRef, groupView, markHolds } from "./security_group_refs.ts";
 
 type RuleBody = z.infer<typeof SecurityGroupCreate>["rules"][number];
 
@@ -199,13 +199,17 @@ async function usersOf(ctx: Ctx, tenant: string, name: string): Promise<string[]
 }
 
 /**
- * Deletes a group nothing names. The group is marked first: a commit that names it after the mark
- * fails its check of the group and meets the mark on its retry (409); one that went in before is
- * among the users found after it, and the delete is refused (409) and the mark taken back.
+ * Deletes a group nothing names. The group is marked first, with this delete's own mark: a commit
+ * that names it after the mark fails its check of the group and meets the mark on its retry (409);
+ * one that went in before is among the users found after it, and the delete is refused (409). The
+ * delete commits only while its own mark is on the group (another delete may have replaced it) and
+ * young (markHolds: an old mark no longer refuses references), and takes back only its own mark.
  */
 export async function deleteSecurityGroup(ctx: Ctx, tenant: string, name: string): Promise<void> {
   const group = await getSecurityGroup(ctx, tenant, name);
-  await setDeleting(ctx, tenant, name, true);
+  const mark = crypto.randomUUID();
+  await setMark(ctx, tenant, name, mark);
+  let deleted = false;
   try {
     const users = await usersOf(ctx, tenant, name);
     if (users.length > 0) {
@@ -216,29 +220,43 @@ export async function deleteSecurityGroup(ctx: Ctx, tenant: string, name: string
       );
     }
     await retry(ctx, async (tx) => {
-      const e = await ctx.store.get(keys.securityGroup(tenant, name));
+      const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
       if (!e.value) throw absentGroup(tenant, name);
+      if (e.value.deletingBy !== mark || !markHolds(e.value, Date.now())) {
+        throw new ApiError(
+          "conflict",
+          `Security group "${name}" was changed while it was being deleted; try again`,
+        );
+      }
       tx.check(e).delete(e.key);
     });
-  } catch (err) {
-    await setDeleting(ctx, tenant, name, false);
-    throw err;
+    deleted = true;
+  } finally {
+    if (!deleted) await setMark(ctx, tenant, name, undefined, mark).catch(() => {});
   }
   ctx.feed.publish({ type: "securityGroup", op: "delete", securityGroup: group });
 }
 
-/** Marks the group as being deleted, or takes the mark back (a group gone meanwhile stays gone). */
-async function setDeleting(ctx: Ctx, tenant: string, name: string, on: boolean): Promise<void> {
+/**
+ * Puts a delete's mark on the group (replacing any other), or takes back the mark `ours` (and no
+ * other). A group gone meanwhile stays gone.
+ */
+async function setMark(
+  ctx: Ctx,
+  tenant: string,
+  name: string,
+  mark: string | undefined,
+  ours?: string,
+): Promise<void> {
   await retry(ctx, async (tx) => {
     const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
     if (!e.value) {
-      if (on) throw absentGroup(tenant, name);
+      if (mark !== undefined) throw absentGroup(tenant, name);
       return;
     }
-    const { deletingSince: _d, ...group } = e.value;
-    tx.check(e).set(
-      e.key,
-      on ? { ...group, deletingSince: e.value.deletingSince ?? now() } : group,
-    );
+    if (mark === undefined && e.value.deletingBy !== ours) return;
+    const { deletingSince: _s, deletingBy: _b, ...group } = e.value;
+    const next = mark === undefined ? group : { ...group, deletingSince: now(), deletingBy: mark };
+    tx.check(e).set(e.key, next);
   });
 }
