@@ -157,10 +157,9 @@ export interface ClusterRecord {
   updatedAt: string;
 }
 
-/** A security group as stored is what the API answers. */
 /**
- * `deletingSince`, `deletingBy`: a delete (`deletingBy` its own mark) is looking for the group's
- * users; nothing may name the group meanwhile.
+ * A security group as stored: what the API answers (groupView), and while a delete looks for the
+ * group's users, its mark (`deletingSince`, `deletingBy`): nothing may name the group meanwhile.
  */
 export type SecurityGroupRecord = SecurityGroup & { deletingSince?: string; deletingBy?: string };
 
