@@ -13,6 +13,7 @@ import * as networks from "./service/networks.ts";
 import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
 import * as ports from "./service/ports.ts";
+import * as portGroups from "./service/port_groups.ts";
 import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
@@ -286,6 +287,27 @@ export const ROUTES: RouteDef[] = [
           ctx,
           principal,
           await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
+        ),
+      ),
+  },
+  {
+    method: "PATCH",
+    path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}`,
+    summary:
+      "Change an existing port's security groups only: never allocates (404 for an unknown port), 409 when the path's network is not networkId",
+    tag: "ports",
+    access: "shared",
+    body: S.PortGroupsUpdate,
+    ok: { status: 200, schema: S.Port, description: "the port, with those groups" },
+    handle: async ({ ctx, principal, params, body }) =>
+      ok(
+        await portGroups.patchPortGroups(
+          ctx,
+          principal,
+          params.tenant,
+          params.network,
+          params.port,
+          body,
         ),
       ),
   },

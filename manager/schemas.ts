@@ -339,6 +339,17 @@ export const PortRequest = z.strictObject({
   }),
 });
 
+/** PATCH of a port: its security groups alone, on an existing port of the named network. */
+export const PortGroupsUpdate = z.strictObject({
+  networkId: z.string().min(1).max(64).meta({
+    description:
+      "the ID of the network the caller saw the port on; another is 409, nothing changed",
+  }),
+  securityGroups: GroupNames.meta({
+    description: "security groups of the port's tenant ([] for none: its network's defaults)",
+  }),
+});
+
 // ---- conflicts (service/conflicts.ts)
 
 /** Entries one report may hold: a node leaves out few ports, and never more than it sees. */

@@ -95,7 +95,7 @@ export async function portToChange(ctx: Ctx, opts: {
   owner: string;
   id: string;
   networkName: string;
-  verb: "unbind" | "release";
+  verb: "unbind" | "release" | "change";
 }): Promise<Entry<PortRecord> & { value: PortRecord }> {
   const { principal, net, owner, id, networkName, verb } = opts;
   const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));

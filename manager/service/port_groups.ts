@@ -1,0 +1,67 @@
+/**
+ * A port's security groups changed alone (PATCH): the monitor's way to attach and detach policy
+ * groups. Unlike a PUT it never allocates: an unknown port is 404, so a port released meanwhile
+ * stays released (a PUT would make it again, an address with no pod and no node). The body names
+ * the network the caller saw the port on: a path that resolves to another network (a tenant's own
+ * network shadowing the public one of that name) is 409, not a change to the wrong port.
+ */
+import type { Port } from "@knitter/common";
+import type { Principal } from "../auth.ts";
+import { ApiError } from "../errors.ts";
+import type { PortRecord } from "../model.ts";
+import { type Ctx, retry } from "./context.ts";
+import { resolveNetworkRef } from "./networks.ts";
+import { ownerOf, portToChange } from "./port_access.ts";
+import { portView } from "./port_records.ts";
+import { checkNetwork, portGuards } from "./port_retry.ts";
+
+export interface PortGroupsBody {
+  networkId: string;
+  /** [] for none of its own: its network's defaults. */
+  securityGroups: string[];
+}
+
+export async function patchPortGroups(
+  ctx: Ctx,
+  principal: Principal,
+  tenant: string,
+  networkName: string,
+  id: string,
+  body: PortGroupsBody,
+): Promise<Port> {
+  const owner = ownerOf(principal, tenant);
+  const { port, changed } = await retry(ctx, async (tx) => {
+    // Read afresh on every attempt: the network, the port and the groups it will name.
+    const ref = await resolveNetworkRef(ctx, principal, tenant, networkName, true);
+    if (ref.net.id !== body.networkId) {
+      throw new ApiError(
+        "conflict",
+        `Network "${networkName}" of tenant "${tenant}" is network ${ref.net.id}, not ${body.networkId} that the request names; nothing changed. Read the port again and name the network it is on`,
+        "networkId",
+      );
+    }
+    const e = await portToChange(ctx, {
+      principal,
+      net: ref.net,
+      owner,
+      id,
+      networkName,
+      verb: "change",
+    });
+    const guards = await portGuards(ctx, owner, id, { securityGroups: body.securityGroups });
+    const next: PortRecord = { ...e.value };
+    if (body.securityGroups.length > 0) next.securityGroups = body.securityGroups;
+    else delete next.securityGroups;
+    if (JSON.stringify(next.securityGroups) === JSON.stringify(e.value.securityGroups)) {
+      return { port: { net: ref.net, record: e.value }, changed: false };
+    }
+    checkNetwork(tx, ref);
+    for (const g of guards) tx.check(g);
+    // Groups are in no index: the record alone changes.
+    tx.check(e).set(e.key, next);
+    return { port: { net: ref.net, record: next }, changed: true };
+  });
+  const view = portView(port.net, port.record);
+  if (changed) ctx.feed.publish({ type: "port", op: "put", port: view });
+  return view;
+}
