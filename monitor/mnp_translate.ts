@@ -88,7 +88,8 @@ export function directionsOf(
 ): { types: Directions; problems: string[] } {
   const spec = policy.spec;
   if (spec.policyTypes === undefined || spec.policyTypes.length === 0) {
-    return { types: { ingress: true, egress: spec.egress !== undefined }, problems: [] };
+    // Kubernetes adds Egress only for a non-empty egress list: `egress: []` leaves egress open.
+    return { types: { ingress: true, egress: (spec.egress?.length ?? 0) > 0 }, problems: [] };
   }
   const problems = spec.policyTypes.filter((t) => t !== "Ingress" && t !== "Egress").map((t) =>
     `spec.policyTypes: "${t}" is neither Ingress nor Egress`

@@ -56,7 +56,9 @@ Deno.test("policy-for: names, namespaced names, and a clear problem when absent 
 
 Deno.test("policyTypes: Ingress by default, Egress when egress rules are given, or as listed", () => {
   assert.deepEqual(directionsOf(policy({})).types, { ingress: true, egress: false });
-  assert.deepEqual(directionsOf(policy({ egress: [] })).types, { ingress: true, egress: true });
+  // As Kubernetes defaults it: an empty egress list is no egress rule, so egress stays open.
+  assert.deepEqual(directionsOf(policy({ egress: [] })).types, { ingress: true, egress: false });
+  assert.deepEqual(directionsOf(policy({ egress: [{}] })).types, { ingress: true, egress: true });
   assert.deepEqual(directionsOf(policy({ policyTypes: ["Egress"] })).types, {
     ingress: false,
     egress: true,
