@@ -1,39 +1,63 @@
 /**
  * The security groups the monitor makes for MultiNetworkPolicies: their names and the mark that
- * says they are the monitor's. A tenant may make a group of any DNS label itself; a group of one of
- * these names that lacks the mark is the tenant's own, never changed, adopted or deleted (the
- * policy reports it instead).
+ * says they are this monitor's. Both carry the cluster: one tenant may live in several clusters on
+ * one manager, and each cluster's monitor manages only its own groups (another's are as foreign as
+ * the tenant's). A tenant may make a group of any DNS label itself; a group of one of these names
+ * that lacks this cluster's mark is never changed, adopted or deleted (the policy reports it).
  */
 import { fnv1a } from "./pods.ts";
 import type { NetRef } from "./mnp_translate.ts";
 import type { MultiNetworkPolicy } from "./mnp_types.ts";
 
-/** Every description the monitor writes starts with this. */
-export const MARK = "knitter-monitor: MultiNetworkPolicy";
+/** The groups of one cluster's monitor: their names and mark. */
+export class PolicyGroups {
+  /** Every description this monitor writes starts with this. */
+  readonly mark: string;
+  /** Ingress left open for pods that policies restrict in egress only, and the reverse. */
+  readonly open: Record<"ingress" | "egress", { name: string; description: string }>;
+  /**
+   * Named on a port that had no groups of its own while it carries copies of its network's
+   * defaults (so the port goes back to none when no policy selects it any more). No rules.
+   */
+  readonly defaults: { name: string; description: string };
 
-/** Ingress left open for pods that policies restrict in egress only, and the reverse. */
-export const OPEN = {
-  ingress: {
-    name: "mnp-open-ingress",
-    description: `${MARK}: ingress open (egress-only policies)`,
-  },
-  egress: { name: "mnp-open-egress", description: `${MARK}: egress open (ingress-only policies)` },
-} as const;
+  constructor(readonly cluster: string) {
+    this.mark = `knitter-monitor@${cluster}: MultiNetworkPolicy`;
+    const tag = slug(cluster, 40);
+    this.open = {
+      ingress: {
+        name: `mnp-open-ingress-${tag}`,
+        description: `${this.mark}: ingress open (egress-only policies)`,
+      },
+      egress: {
+        name: `mnp-open-egress-${tag}`,
+        description: `${this.mark}: egress open (ingress-only policies)`,
+      },
+    };
+    this.defaults = {
+      name: `mnp-defaults-${tag}`,
+      description:
+        `${this.mark}: the groups before it are the port's network's defaults, copied while policies select it`,
+    };
+  }
 
-export function isOurs(group: { description?: string }): boolean {
-  return group.description?.startsWith(MARK) ?? false;
-}
+  isOurs(group: { description?: string }): boolean {
+    return group.description?.startsWith(this.mark) ?? false;
+  }
 
-/** The group of one policy on one network: readable, and unique to the policy (its UID). */
-export function groupNameOf(policy: MultiNetworkPolicy, net: NetRef): string {
-  const m = policy.metadata;
-  const hash = fnv1a(`${m.namespace}/${m.name}/${m.uid ?? ""}|${net.tenant}/${net.name}`);
-  return `mnp-${slug(m.name, 28)}-${slug(net.name, 20)}-${hash}`;
-}
+  /** The group of one policy on one network: readable, unique to the policy (UID) and cluster. */
+  nameOf(policy: MultiNetworkPolicy, net: NetRef): string {
+    const m = policy.metadata;
+    const hash = fnv1a(
+      `${this.cluster}|${m.namespace}/${m.name}/${m.uid ?? ""}|${net.tenant}/${net.name}`,
+    );
+    return `mnp-${slug(m.name, 28)}-${slug(net.name, 20)}-${hash}`;
+  }
 
-export function descriptionOf(policy: MultiNetworkPolicy, net: NetRef): string {
-  const m = policy.metadata;
-  return `${MARK} ${m.namespace}/${m.name} for network ${net.tenant}/${net.name}`;
+  descriptionOf(policy: MultiNetworkPolicy, net: NetRef): string {
+    const m = policy.metadata;
+    return `${this.mark} ${m.namespace}/${m.name} for network ${net.tenant}/${net.name}`;
+  }
 }
 
 /** A DNS label's worth of `text`: lowercase letters, digits and inner dashes, at most `max`. */

@@ -2,15 +2,17 @@
  * MultiNetworkPolicies into security groups, one namespace (tenant) at a time: every policy of the
  * namespace, for every network its `policy-for` names, becomes one group of the tenant
  * (mnp_groups.ts) with the rules mnp_translate.ts works out; the ports the selected pods have on
- * THAT network name it (their other ports are untouched). A port restricted in one direction only
- * also names the tenant's open group of the other direction, as Kubernetes leaves it open; a port
- * no policy selects names none of the monitor's groups, so it is as unrestricted as before.
- * Policies add up: a port names the group of every policy that selects it.
+ * THAT network name it (their other ports are untouched), as mnp_port_groups.ts works out beside
+ * the port's own groups. Policies add up: a port names the group of every policy that selects it.
  *
  * Order, so that no window opens what a policy closes nor a group goes while named: groups are
  * made and changed first, ports follow, groups no policy wants any more go last. Everything is
  * worked out from the monitor's memory and the manager's list of the tenant's groups, so a run
  * late, twice, or after a restart converges on the same groups (no duplicates).
+ *
+ * Fail closed: the group of a policy that still exists is never taken off its ports nor deleted
+ * because it cannot be written. Too many rules: it is written with none (its restricted directions
+ * closed); a manager refusal: it keeps its last rules. Either is a Warning event on the policy.
  */
 import {
   type Logger,
@@ -21,7 +23,8 @@ import {
   type SecurityRule,
 } from "@knitter/common";
 import type { Kube, PodLike } from "./kube.ts";
-import { descriptionOf, groupNameOf, isOurs, OPEN } from "./mnp_groups.ts";
+import type { PolicyGroups } from "./mnp_groups.ts";
+import { portGroups } from "./mnp_port_groups.ts";
 import {
   type Directions,
   directionsOf,
@@ -55,7 +58,7 @@ export interface PolicySources {
 interface Wanted {
   description: string;
   rules: SecurityRule[];
-  /** "namespace/name" of the policy it stands for (none: an open group). */
+  /** "namespace/name" of the policy it stands for (none: a shared group, open or marker). */
   policy?: string;
 }
 
@@ -64,10 +67,22 @@ interface Selected {
   port: Port;
   /** The policies' groups, each with the directions its policy restricts. */
   groups: Map<string, Directions>;
-  /** The open groups of the directions no policy restricts. */
-  open: string[];
   /** "namespace/name" of the policies selecting it, to tell them when it cannot follow. */
   by: Set<string>;
+}
+
+/** A network as the manager resolved a `policy-for` entry. */
+interface ResolvedNet extends NetRef {
+  id: string;
+}
+
+/** One reconcile's state: the tenant's groups, and what the policies want of groups and ports. */
+interface Plan {
+  namespace: string;
+  existing: Map<string, SecurityGroup>;
+  wanted: Map<string, Wanted>;
+  selected: Map<string, Selected>;
+  problems: Map<string, string[]>;
 }
 
 export class PolicyReconciler {
@@ -79,6 +94,7 @@ export class PolicyReconciler {
     private readonly manager: ManagerClient,
     private readonly tenants: Tenants,
     private readonly sources: PolicySources,
+    private readonly names: PolicyGroups,
     private readonly retryMs: number,
     private readonly log: Logger,
   ) {}
@@ -95,7 +111,7 @@ export class PolicyReconciler {
       "GET",
       "/api/v1/security-groups",
     );
-    for (const g of all.items) if (isOurs(g)) out.add(g.tenant);
+    for (const g of all.items) if (this.names.isOurs(g)) out.add(g.tenant);
     return [...out];
   }
 
@@ -104,72 +120,65 @@ export class PolicyReconciler {
     if (policies.length > 0) await this.tenants.ensure(namespace);
     const existing = await this.groupsOf(namespace);
     if (existing === undefined) return; // no tenant: nothing of ours either
+    const plan: Plan = {
+      namespace,
+      existing,
+      wanted: new Map(),
+      selected: new Map(),
+      problems: new Map(policies.map((p) => [keyOf(p), []])),
+    };
     const world = this.world();
-    const problems = new Map<string, string[]>(policies.map((p) => [keyOf(p), []]));
-    const wanted = new Map<string, Wanted>();
-    const selected = new Map<string, Selected>();
-    for (const policy of policies) {
-      this.plan(policy, world, wanted, selected, problems.get(keyOf(policy))!);
+    for (const policy of policies) await this.plan(policy, world, plan);
+    // The policies' groups first: a port never names a group before it is what its policy says.
+    for (const name of (await this.putGroups(plan, plan.wanted)).keys()) {
+      unselect(name, plan.selected);
     }
-    // The policies' groups first: a port whose groups all fail is left as it was, not closed.
-    await this.putGroups(namespace, wanted, existing, selected, problems);
-    const opened = openGroups(selected);
-    await this.putGroups(namespace, opened, existing, selected, problems);
-    for (const [name, w] of opened) wanted.set(name, w);
-    const ours = new Set([
-      ...wanted.keys(),
-      ...[...existing.values()].filter(isOurs).map((g) => g.name),
-    ]);
-    for (const p of this.sources.ports()) {
-      if (p.tenant !== namespace) continue;
-      const s = selected.get(portKey(p));
-      const problem = await this.putPortGroups(p, s, ours);
-      if (!problem) continue;
-      if (s) { for (const k of s.by) problems.get(k)?.push(problem); }
-      else this.log.warn("a port keeps groups no policy wants", { problem });
-    }
-    let pending = false;
+    await this.putPorts(plan);
+    let inUse = false;
     for (const g of existing.values()) {
-      if (isOurs(g) && !wanted.has(g.name)) pending = !(await this.deleteGroup(g)) || pending;
+      if (this.names.isOurs(g) && !plan.wanted.has(g.name)) {
+        inUse = !(await this.deleteGroup(g)) || inUse;
+      }
     }
-    for (const policy of policies) await this.report(policy, problems.get(keyOf(policy))!);
-    if (pending) throw new Requeue(this.retryMs, "groups still named by ports");
+    for (const policy of policies) await this.report(policy, plan.problems.get(keyOf(policy))!);
+    if (inUse) throw new Requeue(this.retryMs, "groups still named by ports");
   }
 
   /** Adds the policy's groups and the ports they go on; its problems, where it falls short. */
-  private plan(
-    policy: MultiNetworkPolicy,
-    world: World,
-    wanted: Map<string, Wanted>,
-    selected: Map<string, Selected>,
-    problems: string[],
-  ): void {
+  private async plan(policy: MultiNetworkPolicy, world: World, plan: Plan): Promise<void> {
+    const problems = plan.problems.get(keyOf(policy))!;
     const forWhat = parsePolicyFor(policy.metadata.annotations?.[POLICY_FOR]);
     if (forWhat.problem) problems.push(forWhat.problem);
     const pods = selectedPods(policy, world);
     const { types } = directionsOf(policy);
     for (const named of forWhat.nets) {
-      const net = this.resolve(named, policy.metadata.namespace);
-      const name = groupNameOf(policy, net);
-      const t = translate(policy, net, world);
-      problems.push(...t.problems.map((p) => `network ${net.tenant}/${net.name}: ${p}`));
-      if (t.rules.length > MAX_RULES_PER_GROUP) {
-        problems.push(
-          `network ${net.tenant}/${net.name}: ${t.rules.length} rules, more than the ${MAX_RULES_PER_GROUP} a security group holds; the selected pods are left as they were. Select peers by wider CIDRs or fewer ports`,
-        );
+      const r = await this.resolve(named, policy.metadata.namespace);
+      if (r.problem !== undefined) {
+        problems.push(r.problem);
         continue;
       }
-      wanted.set(name, {
-        description: descriptionOf(policy, net),
-        rules: t.rules,
+      const net = r.net;
+      const name = this.names.nameOf(policy, net);
+      const t = translate(policy, net, world);
+      problems.push(...t.problems.map((p) => `network ${net.tenant}/${net.name}: ${p}`));
+      let rules = t.rules;
+      if (rules.length > MAX_RULES_PER_GROUP) {
+        problems.push(
+          `network ${net.tenant}/${net.name}: ${rules.length} rules, more than the ${MAX_RULES_PER_GROUP} a security group holds; the selected pods are closed in the directions the policy restricts until it fits. Select peers by wider CIDRs or fewer ports`,
+        );
+        rules = []; // fail closed: allow nothing rather than leave the pods open
+      }
+      plan.wanted.set(name, {
+        description: this.names.descriptionOf(policy, net),
+        rules,
         policy: keyOf(policy),
       });
       for (const pod of pods) {
         for (const port of this.sources.forPod(pod.uid)) {
-          if (port.network !== net.name || port.networkTenant !== net.tenant) continue;
+          if (port.networkId !== net.id) continue;
           const k = portKey(port);
-          let s = selected.get(k);
-          if (!s) selected.set(k, s = { port, groups: new Map(), open: [], by: new Set() });
+          let s = plan.selected.get(k);
+          if (!s) plan.selected.set(k, s = { port, groups: new Map(), by: new Set() });
           s.groups.set(name, types);
           s.by.add(keyOf(policy));
         }
@@ -177,16 +186,37 @@ export class PolicyReconciler {
     }
   }
 
-  /** "net": the namespace's own network of that name, else a public one its pods use. */
-  private resolve(named: NamedNet, namespace: string): NetRef {
-    if (named.tenant !== undefined) return { tenant: named.tenant, name: named.name };
-    let other: string | undefined;
-    for (const p of this.sources.ports()) {
-      if (p.network !== named.name) continue;
-      if (p.networkTenant === namespace) return { tenant: namespace, name: named.name };
-      if (p.tenant === namespace) other = p.networkTenant;
+  /**
+   * A `policy-for` entry as the manager resolves it ("net": the namespace's own network of that
+   * name, else the public one). Only the namespace's own tenant's networks and public ones: a
+   * policy on another tenant's private network would copy its pods' addresses into this tenant's
+   * group, which this tenant reads.
+   */
+  private async resolve(
+    named: NamedNet,
+    namespace: string,
+  ): Promise<{ net: ResolvedNet; problem?: undefined } | { problem: string }> {
+    const label = named.tenant === undefined ? named.name : `${named.tenant}/${named.name}`;
+    let n: { id: string; tenant: string; name: string; public?: boolean };
+    try {
+      n = await this.manager.request(
+        "GET",
+        tenantPath("networks", named.tenant ?? namespace, named.name),
+      );
+    } catch (err) {
+      if (!(err instanceof ManagerError) || err.status >= 500) throw err;
+      return {
+        problem:
+          `policy-for: network "${label}" is neither the namespace's own nor a public one (${err.message}); nothing of the policy applies on it. Name a network of namespace "${namespace}" or a public one`,
+      };
     }
-    return { tenant: other ?? namespace, name: named.name };
+    if (n.tenant !== namespace && !n.public) {
+      return {
+        problem:
+          `policy-for: network "${label}" is tenant "${n.tenant}"'s private network; a policy applies only on its own namespace's networks and public ones, so no group is made for it. Remove it from the annotation`,
+      };
+    }
+    return { net: { id: n.id, tenant: n.tenant, name: n.name } };
   }
 
   private world(): World {
@@ -222,26 +252,81 @@ export class PolicyReconciler {
     }
   }
 
+  /** Whether a port's group is the monitor's (else the port's own, kept as it is). */
+  private oursTest(plan: Plan): (name: string) => boolean {
+    const shared = new Set([
+      this.names.open.ingress.name,
+      this.names.open.egress.name,
+      this.names.defaults.name,
+    ]);
+    return (name) => {
+      const g = plan.existing.get(name);
+      return g ? this.names.isOurs(g) : plan.wanted.has(name) || shared.has(name);
+    };
+  }
+
   /**
-   * Makes or changes the groups; one that cannot be (the tenant's own of that name, a refusal) is
-   * taken out of `wanted` and off the ports, and its policies say why.
+   * Every port of the tenant gets the groups the policies want (mnp_port_groups.ts); the shared
+   * groups they need are made first. A port that cannot follow is a problem of its policies.
    */
-  private async putGroups(
-    namespace: string,
-    wanted: Map<string, Wanted>,
-    existing: Map<string, SecurityGroup>,
-    selected: Map<string, Selected>,
-    problems: Map<string, string[]>,
-  ): Promise<void> {
-    for (const [name, w] of wanted) {
-      const have = existing.get(name);
-      const refused = have && !isOurs(have)
-        ? `security group "${name}" exists and was not made by the monitor; it is left alone. Rename or delete that group`
-        : await this.putGroup(namespace, name, w, have);
-      if (refused === undefined) continue;
-      wanted.delete(name);
-      withhold(name, w, refused, selected, problems);
+  private async putPorts(plan: Plan): Promise<void> {
+    const isOurs = this.oursTest(plan);
+    const ports = [...this.sources.ports()].filter((p) => p.tenant === plan.namespace);
+    const lists = ports.map((p) => {
+      const s = plan.selected.get(portKey(p));
+      return { p, s, ...portGroups(p, s?.groups, isOurs, this.names) };
+    });
+    const shared = new Map<string, Wanted>();
+    for (const { needs } of lists) for (const n of needs) shared.set(n, this.sharedGroup(n));
+    const absent = await this.putGroups(plan, shared);
+    for (const [n, w] of shared) plan.wanted.set(n, w);
+    for (const { p, s, next, needs } of lists) {
+      const missing = needs.filter((n) => absent.has(n));
+      const problem = await this.putPortGroups(p, next.filter((g) => !absent.has(g)));
+      const said = [
+        ...missing.map((n) => `${portName(p)} goes without "${n}": ${absent.get(n)}`),
+        ...(problem ? [problem] : []),
+      ];
+      if (s) { for (const k of s.by) plan.problems.get(k)?.push(...said); }
+      else if (problem) this.log.warn("a port keeps groups no policy wants", { problem });
     }
+  }
+
+  /** The open group of a direction (one rule: anyone, any protocol), or the defaults marker. */
+  private sharedGroup(name: string): Wanted {
+    for (const direction of ["ingress", "egress"] as const) {
+      const o = this.names.open[direction];
+      if (o.name === name) {
+        return { description: o.description, rules: [{ direction, protocol: "any" }] };
+      }
+    }
+    return { description: this.names.defaults.description, rules: [] };
+  }
+
+  /**
+   * Makes or changes the groups. Answers those no port may name, with why: absent and not to be
+   * made, or the tenant's own of that name. A group of ours the manager refuses to change keeps
+   * its last rules and its ports (fail closed), and its policy says so.
+   */
+  private async putGroups(plan: Plan, wanted: Map<string, Wanted>): Promise<Map<string, string>> {
+    const absent = new Map<string, string>();
+    for (const [name, w] of wanted) {
+      const have = plan.existing.get(name);
+      const mine = have === undefined || this.names.isOurs(have);
+      const refused = !mine
+        ? `security group "${name}" exists and was not made by this cluster's monitor; it is left alone. Rename or delete that group`
+        : await this.putGroup(plan.namespace, name, w, have);
+      if (refused === undefined) continue;
+      if (have && mine) {
+        const why = `${refused}; it keeps its last rules and its ports`;
+        if (w.policy) plan.problems.get(w.policy)?.push(why);
+        else this.log.warn("a shared policy group keeps its last rules", { problem: why });
+        continue;
+      }
+      if (w.policy) plan.problems.get(w.policy)?.push(refused);
+      absent.set(name, refused);
+    }
+    return absent;
   }
 
   /** Makes or changes the group; the manager's refusal (a quota, a limit) as a problem. */
@@ -283,36 +368,26 @@ export class PolicyReconciler {
   }
 
   /**
-   * Gives the port the groups the policies want beside its own (the tenant's, kept as they are);
-   * a port no policy selects keeps its own only. A problem when it would name too many.
+   * Names `next` on the port, through the PATCH that changes an existing port only (it never
+   * makes one, so a port released meanwhile stays released) on the network the monitor saw.
    */
-  private async putPortGroups(
-    p: Port,
-    s: Selected | undefined,
-    ours: Set<string>,
-  ): Promise<string | undefined> {
-    const have = p.securityGroups ?? [];
-    const own = have.filter((g) => !ours.has(g));
-    const want = s ? [...s.groups.keys(), ...s.open] : [];
-    // A port naming none uses its network's defaults: they stay in force beside the policies'.
-    const defaults = p.tenant === p.networkTenant ? p.networkSecurityGroups ?? [] : [];
-    const base = own.length > 0 ? own : want.length > 0 ? defaults : [];
-    const next = want.length === 0 && sameList(own, defaults) ? [] : [...base, ...want];
-    if (sameList(next, have)) return undefined;
+  private async putPortGroups(p: Port, next: string[]): Promise<string | undefined> {
+    if (sameList(next, p.securityGroups ?? [])) return undefined;
+    const where = portName(p);
     if (next.length > MAX_GROUPS_PER_PORT) {
-      return `port ${p.id} (${p.pod?.namespace}/${p.pod?.name} ${p.interface}) would name ${next.length} security groups, more than the ${MAX_GROUPS_PER_PORT} a port may; it is left as it was`;
+      return `${where} would name ${next.length} security groups, more than the ${MAX_GROUPS_PER_PORT} a port may; it is left as it was`;
     }
     try {
       await this.manager.request(
-        "PUT",
+        "PATCH",
         `${tenantPath("networks", p.tenant, p.network)}/ports/${encodeURIComponent(p.id)}`,
-        { securityGroups: next },
+        { networkId: p.networkId, securityGroups: next },
       );
     } catch (err) {
-      // Released meanwhile: nothing to restrict.
-      if (err instanceof ManagerError && err.status === 404) return undefined;
       if (!(err instanceof ManagerError) || err.status >= 500) throw err;
-      return `the manager refused the groups of port ${p.id}: ${err.message}`;
+      // Released meanwhile: nothing to restrict. A 404 naming a field is a group gone missing.
+      if (err.status === 404 && err.field === undefined) return undefined;
+      return `the manager refused the groups of ${where}: ${err.message}`;
     }
     this.log.info("port groups follow the policies", { port: p.id, groups: next });
     return undefined;
@@ -331,71 +406,46 @@ export class PolicyReconciler {
     }
   }
 
-  /** One Warning event per change of a policy's problems (and a log line); none when it is fine. */
+  /**
+   * One Warning event per change of a policy's problems (and a log line); none when it is fine.
+   * Remembered only once sent: an event that failed is sent again on the next run.
+   */
   private async report(policy: MultiNetworkPolicy, problems: string[]): Promise<void> {
     const uid = policy.metadata.uid ?? keyOf(policy);
     const text = [...new Set(problems)].join("; ");
     if ((this.reported.get(uid) ?? "") === text) return;
-    this.reported.set(uid, text);
-    if (text === "") return;
-    this.log.warn("MultiNetworkPolicy not fully applied", { policy: keyOf(policy), problems });
-    await this.kube.objectEvent(
-      {
-        apiVersion: `${MNP.group}/${MNP.version}`,
-        kind: MNP.kind,
-        namespace: policy.metadata.namespace,
-        name: policy.metadata.name,
-        uid: policy.metadata.uid,
-      },
-      "Warning",
-      POLICY_PROBLEM,
-      text,
-    );
-  }
-}
-
-/**
- * A group that cannot be made as wanted: no port names it, and its policies say why. A port left
- * with no policy's group is left as it was; one without its open group stays closed that way.
- */
-function withhold(
-  name: string,
-  w: Wanted,
-  why: string,
-  selected: Map<string, Selected>,
-  problems: Map<string, string[]>,
-): void {
-  if (w.policy) problems.get(w.policy)?.push(why);
-  for (const [k, s] of selected) {
-    if (!s.groups.delete(name) && !s.open.includes(name)) continue;
-    s.open = s.open.filter((g) => g !== name);
-    if (s.groups.size === 0) selected.delete(k);
-    if (!w.policy) { for (const p of s.by) problems.get(p)?.push(why); }
-  }
-}
-
-/**
- * The open group of each direction no policy of a port restricts (Kubernetes leaves it open),
- * named on those ports; the groups wanted for them.
- */
-function openGroups(selected: Map<string, Selected>): Map<string, Wanted> {
-  const wanted = new Map<string, Wanted>();
-  for (const s of selected.values()) {
-    for (const dir of ["ingress", "egress"] as const) {
-      if ([...s.groups.values()].some((d) => d[dir])) continue;
-      s.open.push(OPEN[dir].name);
-      wanted.set(OPEN[dir].name, { description: OPEN[dir].description, rules: [open(dir)] });
+    if (text !== "") {
+      this.log.warn("MultiNetworkPolicy not fully applied", { policy: keyOf(policy), problems });
+      await this.kube.objectEvent(
+        {
+          apiVersion: `${MNP.group}/${MNP.version}`,
+          kind: MNP.kind,
+          namespace: policy.metadata.namespace,
+          name: policy.metadata.name,
+          uid: policy.metadata.uid,
+        },
+        "Warning",
+        POLICY_PROBLEM,
+        text,
+      );
     }
+    this.reported.set(uid, text);
   }
-  return wanted;
 }
 
-function open(direction: "ingress" | "egress"): SecurityRule {
-  return { direction, protocol: "any" };
+/** A policy group that does not exist and could not be made: no port names it. */
+function unselect(name: string, selected: Map<string, Selected>): void {
+  for (const [k, s] of selected) {
+    if (s.groups.delete(name) && s.groups.size === 0) selected.delete(k);
+  }
 }
 
 function keyOf(p: MultiNetworkPolicy): string {
   return `${p.metadata.namespace}/${p.metadata.name}`;
+}
+
+function portName(p: Port): string {
+  return `port ${p.id} (${p.pod?.namespace}/${p.pod?.name} ${p.interface})`;
 }
 
 function portKey(p: Port): string {

@@ -25,6 +25,8 @@ import {
 import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
 import { IpGroupReconciler } from "./ip_groups.ts";
 import { LabelChanges } from "./label_changes.ts";
+import { PolicyGroups } from "./mnp_groups.ts";
+import { policyLister } from "./mnp_listing.ts";
 import { PolicyReconciler } from "./mnp_reconciler.ts";
 import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
 import { RouterReconciler } from "./routers.ts";
@@ -71,6 +73,8 @@ export interface RunningMonitor {
 }
 
 const CR_PATH = `/apis/${GROUP}/${VERSION}`;
+/** A policy reconcile asked for before the monitor's memory is whole waits this long. */
+const POLICY_WAIT_MS = 1000;
 
 export async function startMonitor(
   config: MonitorConfig,
@@ -220,18 +224,32 @@ export async function startMonitor(
       ports: () => ports.all(),
       forPod: (uid) => ports.forPod(uid),
     },
+    new PolicyGroups(config.cluster),
     retryMs,
     log,
   );
-  const policyQueue = queue("multinetworkpolicies", (ns) => policyReconciler.reconcile(ns));
+  /**
+   * Why policies may not be acted on now: worked out from memory not listed yet (the start) or
+   * stale, a port's groups would be stripped or its peers left out. Tried again shortly.
+   */
+  function policiesBlocked(): string | undefined {
+    const behind = [pods, namespaces, policies].find((i) => !i.isFresh);
+    if (behind) return `watch of ${behind.what}: not listed yet, or stale`;
+    return ports.notReady();
+  }
+  const policyQueue = queue("multinetworkpolicies", (ns) => {
+    const why = policiesBlocked();
+    if (why !== undefined) throw new Requeue(POLICY_WAIT_MS, why);
+    return policyReconciler.reconcile(ns);
+  });
   const policies = new Informer<MultiNetworkPolicy>(
     "multi-networkpolicies",
     kc,
     `/apis/${MNP.group}/${MNP.version}/${MNP.plural}`,
-    {
-      list: () => kube.listCustom<MultiNetworkPolicy>(MNP.plural, MNP),
-      count: () => kube.countCustom(MNP.plural, MNP),
-    },
+    policyLister(kube, {
+      retryMs: Math.min(30_000, watch.deadlineMs / 2),
+      signal: stopping.signal,
+    }, log),
     {
       add: (p) => policyQueue.add(p.metadata.namespace),
       update: (p) => policyQueue.add(p.metadata.namespace),
@@ -261,6 +279,8 @@ export async function startMonitor(
     else if (
       !sameGroups(p, before) && policies.list().some((x) => x.metadata.namespace === p.tenant)
     ) {
+      // Its groups changed by someone else, or its network's defaults (which a port that had none
+      // of its own follows while policies select it).
       policyQueue.add(p.tenant);
     }
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
@@ -406,7 +426,8 @@ function addressedElsewhere(p: Port, before?: Port): boolean {
 }
 
 function sameGroups(p: Port, before?: Port): boolean {
-  return JSON.stringify(p.securityGroups) === JSON.stringify(before?.securityGroups);
+  return JSON.stringify(p.securityGroups) === JSON.stringify(before?.securityGroups) &&
+    JSON.stringify(p.networkSecurityGroups) === JSON.stringify(before?.networkSecurityGroups);
 }
 
 function enqueueAll<T extends { metadata: { namespace: string; name: string } }>(q: WorkQueue) {

@@ -22,6 +22,8 @@ import { addressOf, ipNetnsName } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
 
 const PORT = 7000;
+/** The open egress group of the stand-in's cluster ("default"). */
+const OPEN_EGRESS = "mnp-open-egress-default";
 /** What a refused exchange waits before it says so (a bound, not a measure). */
 const REFUSED = { seconds: 3 };
 
@@ -116,8 +118,8 @@ Deno.test("stand-in API server: a MultiNetworkPolicy for the second network lets
 
   await t.step("the policy becomes groups on the server's net1 port only", async () => {
     assert.deepEqual(groups.eth0, [], "eth0 names no group");
-    assert.ok(groups.net1.includes("mnp-open-egress"), `egress left open: ${groups.net1}`);
-    const name = groups.net1.find((g: string) => g !== "mnp-open-egress");
+    assert.ok(groups.net1.includes(OPEN_EGRESS), `egress left open: ${groups.net1}`);
+    const name = groups.net1.find((g: string) => g !== OPEN_EGRESS);
     assert.match(name, /^mnp-clients-only-data-[0-9a-f]{8}$/);
     const group = (await k.stack.api("GET", `tenants/acme/security-groups/${name}`)).body;
     assert.deepEqual(group.rules, [{
@@ -126,7 +128,10 @@ Deno.test("stand-in API server: a MultiNetworkPolicy for the second network lets
       ports: String(PORT),
       peer: { cidr: `${client.net1}/32` },
     }]);
-    assert.match(group.description, /^knitter-monitor: MultiNetworkPolicy acme\/clients-only/);
+    assert.match(
+      group.description,
+      /^knitter-monitor@default: MultiNetworkPolicy acme\/clients-only/,
+    );
     for (const pod of [client, other]) {
       assert.deepEqual(Object.values(await groupsOf(pod)).flat(), [], `${pod.name} unrestricted`);
     }
@@ -181,6 +186,27 @@ Deno.test("stand-in API server: a MultiNetworkPolicy for the second network lets
     assert.deepEqual((await groupsOf(server)).net1, groups.net1);
   });
 
+  await t.step("a restart whose pod list comes late strips no port meanwhile", async () => {
+    await k.stopMonitor();
+    k.api.hangLists(true, "pods");
+    const starting = k.startMonitor();
+    try {
+      // Policies and the manager's ports are in; pods are not: the policies wait for them.
+      const m = await eventually("the monitor with policies and ports listed", () => {
+        const m = k.monitor;
+        const listed = m?.watches().find((w) => w.what === "multi-networkpolicies")?.synced;
+        return m && listed && m.portFeed().synced ? m : undefined;
+      });
+      await m.idle();
+      assert.deepEqual((await groupsOf(server)).net1, groups.net1, "the server keeps its groups");
+    } finally {
+      k.api.hangLists(false);
+    }
+    await starting;
+    await k.monitor!.idle();
+    assert.deepEqual((await groupsOf(server)).net1, groups.net1);
+  });
+
   await t.step("the policy deleted: net1 open again, no group of the monitor left", async () => {
     k.api.delete("multi-networkpolicies", "acme", "clients-only");
     await eventually("the monitor's groups gone", async () => {
@@ -232,7 +258,7 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
   };
   const server = await labelled("server", "acme", { app: "server" });
   const g1 = await labelled("g1", "globex", { role: "client" });
-  await labelled("a1", "acme", { role: "client" });
+  const a1 = await labelled("a1", "acme", { role: "client" });
   const acme = (path: string, method = "GET", body?: unknown) =>
     k.stack.api(method, `tenants/acme/${path}`, body);
   assert.equal((await acme("security-groups", "POST", { name: "mine", rules: [] })).status, 201);
@@ -261,15 +287,18 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
   });
   const groups = await eventually("the server's port names the policy's groups", async () => {
     const g = await serverGroups();
-    return g.length === 3 ? g : undefined;
+    return g.length === 2 ? g : undefined;
   });
-  const [own, policyGroup, open] = groups;
-  await t.step("the port keeps its own group; the policy's come after it", async () => {
-    assert.equal(own, "mine");
-    assert.match(policyGroup, /^mnp-from-blue-pods-[0-9a-f]{8}$/);
-    assert.equal(open, "mnp-open-egress");
-    assert.deepEqual(await rulesOf(policyGroup), [], "no namespace is team=blue yet");
-  });
+  const [own, policyGroup] = groups;
+  await t.step(
+    "the port keeps its own group; the policy's come after it, no open group",
+    async () => {
+      assert.equal(own, "mine");
+      assert.match(policyGroup, /^mnp-from-blue-pods-[0-9a-f]{8}$/);
+      assert.equal(groups.length, 2, `its own group keeps egress as it was: ${groups}`);
+      assert.deepEqual(await rulesOf(policyGroup), [], "no namespace is team=blue yet");
+    },
+  );
 
   await t.step("a namespace labelled team=blue: its role=client pods become peers", async () => {
     k.api.update("namespaces", undefined, "globex", (o) => (o.metadata.labels = { team: "blue" }));
@@ -332,7 +361,7 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
   await t.step(
     "a group of the monitor's name that the tenant made is left alone, and said",
     async () => {
-      const made = await acme("security-groups", "POST", { name: "mnp-open-egress", rules: [] });
+      const made = await acme("security-groups", "POST", { name: OPEN_EGRESS, rules: [] });
       assert.equal(made.status, 201);
       k.api.create("multi-networkpolicies", {
         metadata: {
@@ -340,20 +369,24 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
           namespace: "acme",
           annotations: { "k8s.v1.cni.cncf.io/policy-for": "pods" },
         },
-        spec: { podSelector: { matchLabels: { app: "server" } }, ingress: [{}] },
+        // a1 names no group of its own: it would need the open egress group.
+        spec: { podSelector: { matchLabels: { role: "client" } }, ingress: [{}] },
       });
       const event = await eventually(
         "the clash said on the policy",
         () => k.api.list("events", "acme").find((e) => e.involvedObject.name === "clash"),
       );
-      assert.match(event.message, /"mnp-open-egress" exists and was not made by the monitor/);
-      const groups = await eventually("the policy's group on the port", async () => {
-        const g = await serverGroups();
-        return g.length === 2 ? g : undefined;
+      assert.match(
+        event.message,
+        new RegExp(`"${OPEN_EGRESS}" exists and was not made by this cluster's monitor`),
+      );
+      const groups = await eventually("the policy's group on a1's port", async () => {
+        const g = (await acme(`networks/pods/ports/${a1.id}`)).body.securityGroups ?? [];
+        return g.length === 1 ? g : undefined;
       });
-      assert.equal(groups[0], "mine");
-      assert.match(groups[1], /^mnp-clash-pods-/);
-      const theirs = (await acme("security-groups/mnp-open-egress")).body;
+      assert.match(groups[0], /^mnp-clash-pods-/, "egress stays closed rather than open theirs");
+      assert.deepEqual(await serverGroups(), ["mine"]);
+      const theirs = (await acme(`security-groups/${OPEN_EGRESS}`)).body;
       assert.deepEqual([theirs.rules, theirs.description], [[], undefined], "untouched");
     },
   );

@@ -120,6 +120,8 @@ export class KubeApi implements AsyncDisposable {
   private rv = 1000;
   private refusals = 0;
   private listGate?: PromiseWithResolvers<void>;
+  /** The one resource whose lists hang (all when undefined). */
+  private listGateOf?: string;
   private readonly watchers = new Set<Watcher>();
   /** Watches dropped half-open: never written to again, closed only when the server stops. */
   private readonly dropped = new Set<Watcher>();
@@ -280,11 +282,13 @@ export class KubeApi implements AsyncDisposable {
 
   /**
    * While on, lists (GET of a collection, not a watch) get no answer at all, as from a server whose
-   * connection dropped mid-request; turned off, the held ones are answered.
+   * connection dropped mid-request; turned off, the held ones are answered. With `resource`, only
+   * that resource's lists (as "pods"), to make one watch list late.
    */
-  hangLists(on: boolean): void {
+  hangLists(on: boolean, resource?: string): void {
     if (on) {
       this.listGate ??= Promise.withResolvers<void>();
+      this.listGateOf = resource;
     } else {
       this.listGate?.resolve();
       this.listGate = undefined;
@@ -355,7 +359,9 @@ export class KubeApi implements AsyncDisposable {
           }
           return this.watch(resource, namespace, url.searchParams);
         }
-        if (this.listGate) await this.listGate.promise;
+        if (this.listGate && (this.listGateOf ?? resource) === resource) {
+          await this.listGate.promise;
+        }
         return json(200, this.listBody(resource, namespace, url.searchParams));
       case "POST": {
         if (name !== undefined) throw new ApiStatus(405, "MethodNotAllowed", "POST to a name");
