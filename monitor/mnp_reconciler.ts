@@ -151,10 +151,12 @@ export class PolicyReconciler {
     if (forWhat.problem) problems.push(forWhat.problem);
     const pods = selectedPods(policy, world);
     const { types } = directionsOf(policy);
+    let unknown = forWhat.problem !== undefined;
     for (const named of forWhat.nets) {
       const r = await this.resolve(named, policy.metadata.namespace);
       if (r.problem !== undefined) {
         problems.push(r.problem);
+        unknown = true;
         continue;
       }
       const net = r.net;
@@ -175,12 +177,30 @@ export class PolicyReconciler {
       });
       for (const pod of pods) {
         for (const port of this.sources.forPod(pod.uid)) {
-          if (port.networkId !== net.id) continue;
-          const k = portKey(port);
-          let s = plan.selected.get(k);
-          if (!s) plan.selected.set(k, s = { port, groups: new Map(), by: new Set() });
-          s.groups.set(name, types);
-          s.by.add(keyOf(policy));
+          if (port.networkId === net.id) select(plan, port, name, types, keyOf(policy));
+        }
+      }
+    }
+    if (unknown) this.keepLast(policy, types, plan);
+  }
+
+  /**
+   * A policy whose networks cannot all be worked out (its annotation wrong, a network not found)
+   * keeps the groups it has on the ports that name them, as they are: fail closed. Its other
+   * networks' groups are worked out as usual.
+   */
+  private keepLast(policy: MultiNetworkPolicy, types: Directions, plan: Plan): void {
+    const prefix = `${this.names.mark} ${keyOf(policy)} for network `;
+    for (const g of plan.existing.values()) {
+      if (!g.description?.startsWith(prefix) || plan.wanted.has(g.name)) continue;
+      plan.wanted.set(g.name, {
+        description: g.description,
+        rules: g.rules,
+        policy: keyOf(policy),
+      });
+      for (const port of this.sources.ports()) {
+        if (port.tenant === plan.namespace && port.securityGroups?.includes(g.name)) {
+          select(plan, port, g.name, types, keyOf(policy));
         }
       }
     }
@@ -431,6 +451,15 @@ export class PolicyReconciler {
     }
     this.reported.set(uid, text);
   }
+}
+
+/** The port names the policy's group. */
+function select(plan: Plan, port: Port, name: string, types: Directions, policy: string): void {
+  const k = portKey(port);
+  let s = plan.selected.get(k);
+  if (!s) plan.selected.set(k, s = { port, groups: new Map(), by: new Set() });
+  s.groups.set(name, types);
+  s.by.add(policy);
 }
 
 /** A policy group that does not exist and could not be made: no port names it. */

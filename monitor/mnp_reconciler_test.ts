@@ -205,3 +205,20 @@ Deno.test("events: one that failed is sent again on the next run", async () => {
   await r.reconcile("acme");
   assert.equal(m.events.length, 1);
 });
+
+Deno.test("fail closed: a policy whose policy-for cannot be worked out any more keeps its groups on its ports", async () => {
+  const { m, r } = world();
+  m.policies.push(clientsOnly());
+  await r.reconcile("acme");
+  m.policies[0] = clientsOnly("Data/x/y");
+  await r.reconcile("acme");
+  assert.deepEqual(groupsOf(m), [G, OPEN_EGRESS], "kept while the annotation is wrong");
+  assert.ok(m.groups.has(`acme/${G}`));
+  assert.match(m.events.at(-1)!.message, /policy-for: "Data\/x\/y" is not/);
+  m.policies[0] = clientsOnly("nosuch");
+  await r.reconcile("acme");
+  assert.deepEqual(groupsOf(m), [G, OPEN_EGRESS], "kept while its network cannot be found");
+  m.policies.length = 0;
+  await r.reconcile("acme");
+  assert.equal(groupsOf(m), undefined, "the policy deleted: its groups go");
+});
