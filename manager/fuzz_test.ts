@@ -263,6 +263,10 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     pod: opt(fc.record({ namespace: pick("acme", "globex"), name: pick("db-0", "web") })),
     interface: opt(pick("eth0", "net1", "much-too-long-ifname")),
   }).map(clean),
+  PortGroupsUpdate: fc.record({
+    networkId: pick("n-1", "", "x".repeat(80)),
+    securityGroups: fc.array(PARAM_VALUES.group, { maxLength: 3 }),
+  }),
   IpGroupCreate: fc.record({
     name: PARAM_VALUES.group,
     network: PARAM_VALUES.network,
