@@ -9,6 +9,12 @@ import { fnv1a } from "./pods.ts";
 import type { NetRef } from "./mnp_translate.ts";
 import type { MultiNetworkPolicy } from "./mnp_types.ts";
 
+/**
+ * The mark of the monitor's first version, without a cluster. Its groups are taken off the ports
+ * a monitor manages (its cluster's) and deleted once no port names them: an upgrade converges.
+ */
+export const LEGACY_MARK = "knitter-monitor: MultiNetworkPolicy";
+
 /** The groups of one cluster's monitor: their names and mark. */
 export class PolicyGroups {
   /** Every description this monitor writes starts with this. */
@@ -43,6 +49,11 @@ export class PolicyGroups {
 
   isOurs(group: { description?: string }): boolean {
     return group.description?.startsWith(this.mark) ?? false;
+  }
+
+  /** A group of the first version (no cluster in its mark). */
+  isLegacy(group: { description?: string }): boolean {
+    return group.description?.startsWith(LEGACY_MARK) ?? false;
   }
 
   /** The group of one policy on one network: readable, unique to the policy (UID) and cluster. */

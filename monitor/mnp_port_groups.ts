@@ -22,19 +22,26 @@ export interface PortGroups {
 export function portGroups(
   port: Port,
   policies: ReadonlyMap<string, Directions> | undefined,
-  isOurs: (name: string) => boolean,
+  groups: { isOurs(name: string): boolean; isLegacy(name: string): boolean },
   names: PolicyGroups,
 ): PortGroups {
   const have = port.securityGroups ?? [];
-  const own = have.filter((g) => !isOurs(g));
-  const hadNone = own.length === 0 || have.includes(names.defaults.name);
-  if (!policies || policies.size === 0) return { next: hadNone ? [] : own, needs: [] };
+  const own = have.filter((g) => !groups.isOurs(g));
   // A port of another tenant's (public) network does not take that network's defaults.
   const defaults = port.tenant === port.networkTenant ? port.networkSecurityGroups ?? [] : [];
+  // The first version copied the defaults without a marker: copies are what equals them.
+  const copied = have.includes(names.defaults.name) ||
+    (have.some(groups.isLegacy) && sameList(own, defaults));
+  const hadNone = own.length === 0 || copied;
+  if (!policies || policies.size === 0) return { next: hadNone ? [] : own, needs: [] };
   const base = hadNone ? defaults : own;
   const marker = hadNone && base.length > 0 ? [names.defaults.name] : [];
   const open = base.length > 0 ? [] : (["ingress", "egress"] as const)
     .filter((dir) => ![...policies.values()].some((d) => d[dir]))
     .map((dir) => names.open[dir].name);
   return { next: [...base, ...marker, ...policies.keys(), ...open], needs: [...marker, ...open] };
+}
+
+function sameList(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

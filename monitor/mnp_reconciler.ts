@@ -111,7 +111,9 @@ export class PolicyReconciler {
       "GET",
       "/api/v1/security-groups",
     );
-    for (const g of all.items) if (this.names.isOurs(g)) out.add(g.tenant);
+    for (const g of all.items) {
+      if (this.names.isOurs(g) || this.names.isLegacy(g)) out.add(g.tenant);
+    }
     return [...out];
   }
 
@@ -139,6 +141,8 @@ export class PolicyReconciler {
       if (this.names.isOurs(g) && !plan.wanted.has(g.name)) {
         inUse = !(await this.deleteGroup(g)) || inUse;
       }
+      // Another cluster's ports may still name it: its monitor takes them off, then either deletes.
+      if (this.names.isLegacy(g)) await this.deleteGroup(g);
     }
     for (const policy of policies) await this.report(policy, plan.problems.get(keyOf(policy))!);
     if (inUse) throw new Requeue(this.retryMs, "groups still named by ports");
@@ -272,16 +276,27 @@ export class PolicyReconciler {
     }
   }
 
-  /** Whether a port's group is the monitor's (else the port's own, kept as it is). */
-  private oursTest(plan: Plan): (name: string) => boolean {
+  /**
+   * Whether a port's group is the monitor's, this version's or the first's (else the port's own,
+   * kept as it is).
+   */
+  private oursTest(plan: Plan): { isOurs(name: string): boolean; isLegacy(name: string): boolean } {
     const shared = new Set([
       this.names.open.ingress.name,
       this.names.open.egress.name,
       this.names.defaults.name,
     ]);
-    return (name) => {
+    const isLegacy = (name: string) => {
       const g = plan.existing.get(name);
-      return g ? this.names.isOurs(g) : plan.wanted.has(name) || shared.has(name);
+      return g !== undefined && this.names.isLegacy(g);
+    };
+    return {
+      isLegacy,
+      isOurs: (name) => {
+        const g = plan.existing.get(name);
+        if (g) return this.names.isOurs(g) || this.names.isLegacy(g);
+        return plan.wanted.has(name) || shared.has(name);
+      },
     };
   }
 
@@ -290,11 +305,11 @@ export class PolicyReconciler {
    * groups they need are made first. A port that cannot follow is a problem of its policies.
    */
   private async putPorts(plan: Plan): Promise<void> {
-    const isOurs = this.oursTest(plan);
+    const groups = this.oursTest(plan);
     const ports = [...this.sources.ports()].filter((p) => p.tenant === plan.namespace);
     const lists = ports.map((p) => {
       const s = plan.selected.get(portKey(p));
-      return { p, s, ...portGroups(p, s?.groups, isOurs, this.names) };
+      return { p, s, ...portGroups(p, s?.groups, groups, this.names) };
     });
     const shared = new Map<string, Wanted>();
     for (const { needs } of lists) for (const n of needs) shared.set(n, this.sharedGroup(n));

@@ -222,3 +222,30 @@ Deno.test("fail closed: a policy whose policy-for cannot be worked out any more 
   await r.reconcile("acme");
   assert.equal(groupsOf(m), undefined, "the policy deleted: its groups go");
 });
+
+Deno.test("upgrade: groups of the monitor's first mark (no cluster) leave the ports it manages and go", async () => {
+  const { m, r } = world();
+  const legacy = (name: string) =>
+    m.groups.set(`acme/${name}`, {
+      tenant: "acme",
+      name,
+      description: "knitter-monitor: MultiNetworkPolicy acme/clients-only for network acme/data",
+      rules: [],
+    } as never);
+  legacy("mnp-clients-only-data-00000000");
+  legacy("mnp-open-egress");
+  m.groups.set("acme/d1", { tenant: "acme", name: "d1", rules: [] } as never);
+  m.networks[0].defaults = ["d1"];
+  // web: selected under the first version; c1: its defaults pinned by it, no longer selected.
+  m.ports[0] = {
+    ...m.ports[0],
+    securityGroups: ["mnp-clients-only-data-00000000", "mnp-open-egress"],
+  };
+  m.ports[1] = { ...m.ports[1], securityGroups: ["d1", "mnp-clients-only-data-00000000"] };
+  m.policies.push(clientsOnly());
+  await r.reconcile("acme");
+  assert.deepEqual(groupsOf(m), ["d1", EAST.defaults.name, G]);
+  assert.equal(groupsOf(m, "c1-n-data"), undefined, "no list of its own, as before");
+  assert.ok(!m.groups.has("acme/mnp-open-egress"), "the first version's groups deleted");
+  assert.ok(!m.groups.has("acme/mnp-clients-only-data-00000000"));
+});
