@@ -42,6 +42,6 @@ export function portGroups(
   return { next: [...base, ...marker, ...policies.keys(), ...open], needs: [...marker, ...open] };
 }
 
-function sameList(a: string[], b: string[]): boolean {
+export function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }

@@ -24,7 +24,7 @@ import {
 } from "@knitter/common";
 import type { Kube, PodLike } from "./kube.ts";
 import type { PolicyGroups } from "./mnp_groups.ts";
-import { portGroups } from "./mnp_port_groups.ts";
+import { portGroups, sameList } from "./mnp_port_groups.ts";
 import {
   type Directions,
   directionsOf,
@@ -494,8 +494,4 @@ function portName(p: Port): string {
 
 function portKey(p: Port): string {
   return `${p.networkId}/${p.id}`;
-}
-
-function sameList(a: string[], b: string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

@@ -390,4 +390,31 @@ Deno.test("stand-in API server: MultiNetworkPolicy groups go beside a port's own
       assert.deepEqual([theirs.rules, theirs.description], [[], undefined], "untouched");
     },
   );
+
+  await t.step(
+    "a policy for another tenant's private network makes no group there, and says so",
+    async () => {
+      const made = await k.stack.api("POST", "tenants/globex/networks", {
+        name: "secret",
+        cidr: "10.77.0.0/24",
+      });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      const before = (await acme("security-groups")).body.items.length;
+      k.api.create("multi-networkpolicies", {
+        metadata: {
+          name: "snoop",
+          namespace: "acme",
+          annotations: { "k8s.v1.cni.cncf.io/policy-for": "globex/secret" },
+        },
+        spec: { podSelector: {}, ingress: [{}] },
+      });
+      const event = await eventually(
+        "the refusal said on the policy",
+        () => k.api.list("events", "acme").find((e) => e.involvedObject.name === "snoop"),
+      );
+      assert.match(event.message, /"globex\/secret" is tenant "globex"'s private network/);
+      await k.monitor!.idle();
+      assert.equal((await acme("security-groups")).body.items.length, before, "no group made");
+    },
+  );
 });
