@@ -105,6 +105,7 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = n.gateway === undefined ? 0 : n.gateway.length + 1;
     w[i++] = n.gatewayMac === undefined ? 0 : n.gatewayMac.length + 1;
     w[i++] = n.gateway6 === undefined ? 0 : n.gateway6.length + 1;
+    w[i++] = n.hostPort ?? 0;
   }
   for (const p of input.localPorts) {
     w[i++] = p.ofport;

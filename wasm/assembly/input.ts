@@ -57,6 +57,7 @@ import {
   N_GW_MAC_TEXT,
   N_GW_SLOT,
   N_GW_V6,
+  N_HOST_PORT,
   N_ID,
   N_LOCAL_FIRST,
   N_NODE_FIRST,
@@ -316,7 +317,9 @@ function parseNetworks(): i32 {
     const gwLen = word();
     const gwMacLen = word();
     const gw6Len = word();
+    const hostPort = word();
     memory.fill(n, 0, NET_SIZE);
+    store<u32>(n, hostPort, N_HOST_PORT);
     store<u32>(n, id, N_ID);
     store<u32>(n, type, N_TYPE);
     store<u32>(n, segment, N_SEGMENT);
