@@ -76,6 +76,10 @@ export interface Port {
   securityGroups?: string[];
   /** Its network's default security groups, for a port that names none. */
   networkSecurityGroups?: string[];
+  /** Its network has egress (the node is on it, source NAT out); absent: off. */
+  networkEgress?: true;
+  /** Its network has hostAccess (the node reaches its pods); absent: off. */
+  networkHostAccess?: true;
 }
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */
@@ -122,6 +126,8 @@ export const NETWORK_MUTABLE_FIELDS = [
   "routes",
   "dns",
   "bandwidth",
+  "egress",
+  "hostAccess",
 ] as const;
 /** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
 export const NETWORK_IMMUTABLE_FIELDS = [

@@ -62,6 +62,10 @@ export interface NetworkRecord {
   reservedRanges?: [number, number][];
   /** The security groups of its ports that name none (service/security_groups.ts). */
   securityGroups?: string[];
+  /** Its pods reach what lies outside through the node, source NAT to it (service/node_reach.ts). */
+  egress?: boolean;
+  /** The node reaches its pods on this network (kubelet probes, hostPort). */
+  hostAccess?: boolean;
 }
 
 export interface PhysnetRecord {

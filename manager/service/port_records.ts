@@ -89,6 +89,8 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (p.ip6 !== undefined && net.gateway6 !== undefined) view.gateway6 = net.gateway6;
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
   if (net.securityGroups !== undefined) view.networkSecurityGroups = net.securityGroups;
+  if (net.egress === true) view.networkEgress = true;
+  if (net.hostAccess === true) view.networkHostAccess = true;
   return view;
 }
 
