@@ -74,6 +74,15 @@ Deno.test("golden: the SAMPLE FLOW DUMP of agent/PIPELINE.md is the sample_node 
   assert.deepEqual(documented, compileFlows(scenarios.sample_node));
 });
 
+Deno.test("golden: every flow agent/PIPELINE.md shows under Host port is one the golden model host_ports compiles", async () => {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## Host port");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  const golden = new Set(compileFlows(scenarios.host_ports));
+  assert.ok(block.length >= 6, "the section shows the host port's flows");
+  for (const line of block) assert.ok(golden.has(line), line);
+});
+
 // ---- Random models.
 
 function hex(v: number, width: number): string {
