@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
 import { startCapture } from "./support/capture.ts";
 import {
@@ -87,6 +88,20 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
         udpExchange(cleanup, ns(globexOut), ext, EXTERNAL, [64, 1200]),
       ]);
       assert.ok(ua.ok && ub.ok, `UDP: ${JSON.stringify([ua, ub])}`);
+      // The very same packets from both (address, destination, ICMP identifier): still two
+      // connections on the node, so the outside sees two identifiers, and each pod its replies.
+      const cap = await startCapture(cleanup, ext, "eth0", "icmp[icmptype] = icmp-echo", {
+        count: 4,
+        timeoutMs: 10_000,
+      });
+      const same = ["-e", "4242"];
+      const [pa, pb] = await Promise.all([
+        pingFrom(ns(acmeOut), EXTERNAL, same),
+        pingFrom(ns(globexOut), EXTERNAL, same),
+      ]);
+      assert.ok(pa && pb, `the same ICMP identifier from both: acme ${pa}, globex ${pb}`);
+      const ids = new Set((await cap.done(1000)).map((l) => / id (\d+),/.exec(l)?.[1]));
+      assert.equal(ids.size, 2, `two connections seen from outside: ${[...ids]}`);
     },
   );
 
@@ -130,6 +145,19 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     await hostAccessWorks(cleanup, n1, web, ext);
   });
 
+  await t.step(
+    "the host ports deleted by hand are made again (self-healing), with their kernel side",
+    async () => {
+      const names = await hostPorts(n1);
+      assert.equal(names.length, 3, names.join(" "));
+      await new Ovs(n1.sim.ovs).delPorts("br-int", names);
+      await waitFor("the host ports back", async () => (await hostPorts(n1)).length === 3, 20_000);
+      await waitFor("egress back", () => pingFrom(ns(acmeOut), EXTERNAL), 20_000);
+      await egressWorks(cleanup, acmeOut, ext);
+      await hostAccessWorks(cleanup, n1, web, ext);
+    },
+  );
+
   await t.step("egress turned off (PATCH) stops it; the other tenant's keeps working", async () => {
     const r = await stack.api("PATCH", "tenants/acme/networks/out", { egress: false });
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -142,10 +170,15 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     const tcp = await tcpExchange(cleanup, ns(acmeOut), ext, EXTERNAL, 1000, { seconds: 2 });
     assert.equal(tcp.ok, false, JSON.stringify(tcp));
     assert.ok(await pingFrom(ns(globexOut), EXTERNAL), "globex/out still reaches out");
-    const ports = await run(["ip", "-n", n1.sim.netns, "-o", "link", "show"]);
-    assert.equal(ports.stdout.match(/kh\d+/g)?.length, 2, `globex/out and web: ${ports.stdout}`);
+    assert.equal((await hostPorts(n1)).length, 2, "globex/out's and web's host ports are left");
   });
 });
+
+/** The node's host ports (`kh<N>`), as its kernel has them. */
+async function hostPorts(node: Stack["nodes"][number]): Promise<string[]> {
+  const r = await run(["ip", "-n", node.sim.netns, "-o", "link", "show"]);
+  return [...r.stdout.matchAll(/^\d+: (kh\d+)[:@]/gm)].map((m) => m[1]);
+}
 
 interface Added extends Pod {
   ip: string;

@@ -105,6 +105,8 @@ export class HostPorts {
   private applied = "";
   private ofports = new Map<number, number>();
   private names: string[] = [];
+  /** Each host port's spec as its device was last set up: unchanged ones are left alone. */
+  private done = new Map<string, string>();
 
   constructor(
     private readonly ovs: Ovs,
@@ -121,6 +123,7 @@ export class HostPorts {
   /** The next reconcile applies everything again (after a heal: devices may be new). */
   invalidate(): void {
     this.applied = "";
+    this.done.clear();
   }
 
   /**
@@ -152,10 +155,12 @@ export class HostPorts {
     if (specs.length === 0 && existing.length === 0 && this.names.length === 0) return;
     const wanted = new Set(specs.map((s) => s.port));
     const stale = existing.filter((p) => !wanted.has(p.name)).map((p) => p.name);
-    // Rules of every network number a port of ours had or has; made again below where wanted.
+    // Only new or changed ports are set up again (an address flushed is a blip for its pods).
+    const changed = specs.filter((s) => this.done.get(s.port) !== JSON.stringify(s));
+    // Rules of the ports that go or change; made again below where wanted.
     const numbers = new Set([
-      ...existing.map((p) => Number(p.name.slice(HOST_PORT_PREFIX.length))),
-      ...specs.map((s) => s.number),
+      ...stale.map((name) => Number(name.slice(HOST_PORT_PREFIX.length))),
+      ...changed.map((s) => s.number),
     ]);
     for (const n of numbers) await this.deleteRules(n);
     await this.ovs.delPorts(this.bridge, stale);
@@ -163,7 +168,7 @@ export class HostPorts {
     this.ofports = new Map(specs.map((s) => [s.number, ofports.get(s.port)!]));
     this.names = specs.map((s) => s.port);
     if (specs.length > 0) await this.sysctl("net.ipv4.ip_forward", "1");
-    for (const s of specs) {
+    for (const s of changed) {
       // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
       await this.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
       // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
@@ -173,9 +178,10 @@ export class HostPorts {
       await run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
     }
     await run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
-    if (stale.length > 0 || specs.length > 0) {
+    this.done = new Map(specs.map((s) => [s.port, JSON.stringify(s)]));
+    if (stale.length > 0 || changed.length > 0) {
       this.log.info("host ports set up", {
-        ports: specs.map((s) => ({
+        ports: changed.map((s) => ({
           network: s.networkId,
           port: s.port,
           egress: s.egress,
