@@ -131,6 +131,24 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     },
   );
 
+  await t.step(
+    "security groups that let nothing in or out: the node still probes the pod and hostPort still works; another pod does not get in",
+    async () => {
+      const web2 = await pod(n1, "web2", "acme", ["web"]);
+      assert.ok(await pingFrom(ns(web2), web.ip), "web2 reaches web before the groups");
+      await create(stack, "tenants/acme/security-groups", { name: "closed", rules: [] });
+      const r = await stack.api("PATCH", "tenants/acme/networks/web", {
+        securityGroups: ["closed"],
+      });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      await waitFor("web closed to web2", async () => !(await pingFrom(ns(web2), web.ip)), 20_000);
+      await hostAccessWorks(cleanup, n1, web, ext);
+      const r2 = await stack.api("PATCH", "tenants/acme/networks/web", { securityGroups: null });
+      assert.equal(r2.status, 200, JSON.stringify(r2.body));
+      await waitFor("web open again", () => pingFrom(ns(web2), web.ip), 20_000);
+    },
+  );
+
   await t.step("the node does not reach pods of networks without hostAccess", async () => {
     for (const p of [quiet, acmeOut]) {
       const r = await tcpExchange(cleanup, n1.sim.netns, ns(p), p.ip, 100, { seconds: 2 });
