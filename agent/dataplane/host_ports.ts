@@ -163,10 +163,11 @@ export class HostPorts {
       ...changed.map((s) => s.number),
     ]);
     for (const n of numbers) await this.deleteRules(n);
+    // Before the ports go: the healer must not take their deletion for a loss.
+    this.names = specs.map((s) => s.port);
     await this.ovs.delPorts(this.bridge, stale);
     const ofports = await this.ovs.addPorts(this.bridge, specs.map(portSpec));
     this.ofports = new Map(specs.map((s) => [s.number, ofports.get(s.port)!]));
-    this.names = specs.map((s) => s.port);
     if (specs.length > 0) await this.sysctl("net.ipv4.ip_forward", "1");
     for (const s of changed) {
       // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
