@@ -31,8 +31,8 @@ const HOST_PORT = 18080;
 
 Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for two tenants at once, hostPort and probes on hostAccess networks, no way between networks through the node, kept over an agent restart, stopped by PATCH", async (t) => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({ cleanup, nodes: ["n1"] });
-  const [n1] = stack.nodes;
+  const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+  const [n1, n2] = stack.nodes;
   const ext = await externalHost(cleanup);
   for (const name of ["acme", "globex"]) await create(stack, "tenants", { name });
   // acme/out and globex/out: egress, the same CIDR. acme/web: hostAccess. acme/quiet: neither.
@@ -47,11 +47,27 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
   const web = await pod(n1, "web", "acme", ["web"], [
     { type: "portmap", capabilities: { portMappings: true }, snat: false },
   ], { portMappings: [{ hostPort: HOST_PORT, containerPort: HOST_PORT, protocol: "tcp" }] });
+  // The same networks on another node.
+  const acmeOut2 = await pod(n2, "aout2", "acme", ["out"]);
+  const web2n = await pod(n2, "webn2", "acme", ["web"]);
 
   await t.step(
     "an egress network's pod reaches the external host over TCP, UDP and ICMP, as the node",
     async () => {
       await egressWorks(cleanup, acmeOut, ext);
+    },
+  );
+
+  await t.step(
+    "a pod of the network on another node leaves through its own node; each node reaches its own pods only",
+    async () => {
+      await egressWorks(cleanup, acmeOut2, ext, n2.sim.underlayIp);
+      const probe = await tcpExchange(cleanup, n2.sim.netns, ns(web2n), web2n.ip, 1000);
+      assert.ok(probe.ok, `n2 to its pod: ${JSON.stringify(probe)}`);
+      const far = await tcpExchange(cleanup, n1.sim.netns, ns(web2n), web2n.ip, 100, {
+        seconds: 2,
+      });
+      assert.equal(far.ok, false, `n1 to n2's pod: ${JSON.stringify(far)}`);
     },
   );
 
@@ -185,6 +201,11 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
       async () => !(await pingFrom(ns(acmeOut), EXTERNAL)),
       20_000,
     );
+    await waitFor(
+      "acme/out on n2 without egress",
+      async () => !(await pingFrom(ns(acmeOut2), EXTERNAL)),
+      20_000,
+    );
     const tcp = await tcpExchange(cleanup, ns(acmeOut), ext, EXTERNAL, 1000, { seconds: 2 });
     assert.equal(tcp.ok, false, JSON.stringify(tcp));
     assert.ok(await pingFrom(ns(globexOut), EXTERNAL), "globex/out still reaches out");
@@ -207,7 +228,12 @@ function ns(p: Pod): string {
 }
 
 /** TCP and UDP with payloads and a ping to the external host, which sees the node as source. */
-async function egressWorks(cleanup: Cleanup, p: Added, ext: string): Promise<void> {
+async function egressWorks(
+  cleanup: Cleanup,
+  p: Added,
+  ext: string,
+  nodeIp = NODE_IP,
+): Promise<void> {
   const cap = await startCapture(cleanup, ext, "eth0", `ip and dst host ${EXTERNAL}`, {
     count: 5,
     timeoutMs: 15_000,
@@ -221,7 +247,7 @@ async function egressWorks(cleanup: Cleanup, p: Added, ext: string): Promise<voi
   assert.ok(seen.length > 0, "the external host saw the traffic");
   for (const line of seen) {
     // tcpdump -nn: "... length N: 192.0.2.1.40000 > 192.0.2.250.20000: ..." (ICMP without ports)
-    assert.match(line, new RegExp(`: ${NODE_IP.replaceAll(".", "\\.")}[. ]`), line);
+    assert.match(line, new RegExp(`: ${nodeIp.replaceAll(".", "\\.")}[. ]`), line);
     assert.ok(!line.includes(p.ip), `no pod address on the wire: ${line}`);
   }
 }
