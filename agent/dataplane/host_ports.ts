@@ -94,11 +94,17 @@ export function egressRouteCommands(s: HostPortSpec): string[] {
   ];
 }
 
-/** Writes a sysctl of the agent's own netns (the node's): /proc/sys/net is per netns. */
-export type SysctlWriter = (path: string, value: string) => Promise<void>;
+/** What the host ports do in the node's kernel: commands (`run`) and sysctls (its seams). */
+export interface KernelSeams {
+  run: typeof run;
+  /** Writes a sysctl of the agent's own netns (the node's): /proc/sys/net is per netns. */
+  sysctl(path: string, value: string): Promise<void>;
+}
 
-const writeSysctl: SysctlWriter = (path, value) =>
-  Deno.writeTextFile(`/proc/sys/${path.replaceAll(".", "/")}`, value);
+const KERNEL: KernelSeams = {
+  run,
+  sysctl: (path, value) => Deno.writeTextFile(`/proc/sys/${path.replaceAll(".", "/")}`, value),
+};
 
 export class HostPorts {
   /** The wanted set last applied in full; "" makes the next reconcile apply everything again. */
@@ -112,7 +118,7 @@ export class HostPorts {
     private readonly ovs: Ovs,
     private readonly bridge: string,
     private readonly log: Logger,
-    private readonly sysctl: SysctlWriter = writeSysctl,
+    private readonly kernel: KernelSeams = KERNEL,
   ) {}
 
   /** The host ports' names as last applied (the healer watches them). */
@@ -168,17 +174,17 @@ export class HostPorts {
     await this.ovs.delPorts(this.bridge, stale);
     const ofports = await this.ovs.addPorts(this.bridge, specs.map(portSpec));
     this.ofports = new Map(specs.map((s) => [s.number, ofports.get(s.port)!]));
-    if (specs.length > 0) await this.sysctl("net.ipv4.ip_forward", "1");
+    if (specs.length > 0) await this.kernel.sysctl("net.ipv4.ip_forward", "1");
     for (const s of changed) {
       // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
-      await this.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
+      await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
       // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
       // the network's own table).
-      await this.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
+      await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
       const lines = [...linkCommands(s), ...(s.egress ? egressRouteCommands(s) : [])];
-      await run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+      await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
     }
-    await run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
+    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
     this.done = new Map(specs.map((s) => [s.port, JSON.stringify(s)]));
     if (stale.length > 0 || changed.length > 0) {
       this.log.info("host ports set up", {
@@ -197,7 +203,7 @@ export class HostPorts {
   private async deleteRules(n: number): Promise<void> {
     const mark = markOf(n);
     for (let i = 0; i < 8; i++) {
-      const r = await run(
+      const r = await this.kernel.run(
         ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "fwmark", String(mark)],
         { check: false },
       );
