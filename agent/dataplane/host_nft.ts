@@ -61,8 +61,8 @@ function set(names: string[]): string {
 }
 
 /**
- * The whole table as `nft -f` text: created if missing, emptied and filled in one transaction (no
- * moment without rules). With no host port, the table is only deleted.
+ * Our tables as `nft -f` text: created if missing, emptied and filled in one transaction (no
+ * moment without rules). With no host port, only the guard of the pods' veths is left.
  */
 export function hostRuleset(nets: HostNet[]): string {
   const head = `table ip ${NFT_TABLE} {}\ndelete table ip ${NFT_TABLE}\n` +
@@ -78,20 +78,14 @@ export function hostRuleset(nets: HostNet[]): string {
     "}",
   ];
   if (nets.length === 0) {
-    return head + [`table ip ${NFT_TABLE} {`, ...vethGuard(), "}", ...guard].join("\n") + "\n";
+    return head + [`table ip ${NFT_TABLE} {`, ...rawChain([]), "}", ...guard].join("\n") + "\n";
   }
   const all = set(nets.map((n) => n.port));
   const egress = nets.filter((n) => n.egress);
   const access = nets.filter((n) => n.hostAccess);
   const lines = [
     `table ip ${NFT_TABLE} {`,
-    // The zone is of the original direction only: a network's connections are its own (two
-    // tenants' pods may have the same address), their replies are found in the default zone.
-    "  chain raw {",
-    "    type filter hook prerouting priority raw; policy accept;",
-    `    iifname "${POD_VETHS}" drop`,
-    ...nets.map((n) => `    iifname "${n.port}" ct original zone set ${n.number}`),
-    "  }",
+    ...rawChain(nets),
     // What an egress network sends is marked (its table routes the replies back to it).
     "  chain mangle {",
     "    type filter hook prerouting priority mangle; policy accept;",
@@ -132,12 +126,17 @@ export function hostRuleset(nets: HostNet[]): string {
   return head + lines.join("\n") + "\n";
 }
 
-/** The raw chain with only the pods' veths shut (no host port). */
-function vethGuard(): string[] {
+/**
+ * Before conntrack: the pods' veths shut, and each host port's conntrack zone. The zone is of the
+ * original direction only: a network's connections are its own (two tenants' pods may have the
+ * same address), their replies are found in the default zone.
+ */
+function rawChain(nets: HostNet[]): string[] {
   return [
     "  chain raw {",
     "    type filter hook prerouting priority raw; policy accept;",
     `    iifname "${POD_VETHS}" drop`,
+    ...nets.map((n) => `    iifname "${n.port}" ct original zone set ${n.number}`),
     "  }",
   ];
 }
