@@ -5,8 +5,9 @@
  * gateway on the node's side; the flows (networks[].hostPort, agent/PIPELINE.md "Host port") keep
  * it to the network's local pods. Around it, what the agent owns in the kernel: the nftables table
  * of host_nft.ts, and for egress networks a routing table and a rule per network (replies by
- * conntrack mark). Everything is made again whenever the wanted set changes, after a heal and after
- * a restart; ports, rules and the table of networks no longer wanted are removed.
+ * conntrack mark). When the wanted set changes, the ports that are new or changed are set up
+ * again (all of them after a heal or a restart), the nftables tables are rebuilt whole, and the
+ * ports and rules of networks no longer wanted are removed.
  *
  * @module
  */
