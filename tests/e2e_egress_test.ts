@@ -172,12 +172,22 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     }
   });
 
-  await t.step("the agent killed and started again: egress and hostPort still work", async () => {
-    await n1.stopAgent(true);
-    await n1.startAgent();
-    await egressWorks(cleanup, acmeOut, ext);
-    await hostAccessWorks(cleanup, n1, web, ext);
-  });
+  await t.step(
+    "the agent killed and started again: a stream out goes on through it; egress and hostPort still work",
+    async () => {
+      // About 5 s at 40 kB/s, across the restart: every byte back, in order.
+      const stream = tcpExchange(cleanup, ns(acmeOut), ext, EXTERNAL, 200_000, {
+        seconds: 30,
+        rate: 40_000,
+      });
+      await n1.stopAgent(true);
+      await n1.startAgent();
+      const through = await stream;
+      assert.ok(through.ok, `the stream across the restart: ${JSON.stringify(through)}`);
+      await egressWorks(cleanup, acmeOut, ext);
+      await hostAccessWorks(cleanup, n1, web, ext);
+    },
+  );
 
   await t.step(
     "the host ports deleted by hand are made again (self-healing), with their kernel side",

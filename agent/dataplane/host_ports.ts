@@ -74,25 +74,56 @@ export function hostPortSpecs(
   return [...out.values()].sort((a, b) => a.number - b.number);
 }
 
-/** The `ip -batch` lines that give a host port its MAC, MTU and address, and bring it up. */
-export function linkCommands(s: HostPortSpec): string[] {
+/**
+ * The `ip -batch` lines that give a host port its MAC, MTU and address, and bring it up. An
+ * address it has already (`keepAddress`: an agent restarted) stays: its pods' connections see no
+ * gap.
+ */
+export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
   // Without hostAccess the subnet is routed only in the network's own table: two tenants' egress
   // networks may share a CIDR on one node.
   const noPrefix = s.hostAccess ? "" : " noprefixroute";
   return [
     `link set dev ${s.port} address ${s.mac} mtu ${s.mtu} up`,
-    `addr flush dev ${s.port}`,
-    `addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`,
+    ...(keepAddress ? [] : [
+      `addr flush dev ${s.port}`,
+      `addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`,
+    ]),
   ];
 }
 
-/** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
+/**
+ * Whether `ip -j addr show` of the port says it has the spec's address and nothing else of IPv4,
+ * with the prefix route as the spec wants it (noprefixroute without hostAccess).
+ */
+export function hasAddress(shown: string, s: HostPortSpec): boolean {
+  let links: { addr_info?: { family: string; local: string; prefixlen: number }[] }[];
+  try {
+    links = JSON.parse(shown);
+  } catch {
+    return false;
+  }
+  const v4 = (links[0]?.addr_info ?? []).filter((a) => a.family === "inet") as {
+    local: string;
+    prefixlen: number;
+    noprefixroute?: boolean;
+  }[];
+  return v4.length === 1 && v4[0].local === s.gateway && v4[0].prefixlen === s.prefix &&
+    (v4[0].noprefixroute === true) === !s.hostAccess;
+}
+
+/**
+ * The routing of an egress network's replies: its subnet in a table chosen by its mark (the rule:
+ * ruleArgs).
+ */
 export function egressRouteCommands(s: HostPortSpec): string[] {
-  const mark = markOf(s.number);
-  return [
-    `route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${mark}`,
-    `rule add pref ${RULE_PRIORITY} fwmark ${mark} lookup ${mark}`,
-  ];
+  return [`route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${markOf(s.number)}`];
+}
+
+/** `ip rule` arguments of network number `n`'s rule (after add / del / show). */
+export function ruleArgs(n: number): string[] {
+  const mark = String(markOf(n));
+  return ["pref", String(RULE_PRIORITY), "fwmark", mark, "lookup", mark];
 }
 
 /** What the host ports do in the node's kernel: commands (`run`) and sysctls (its seams). */
@@ -164,10 +195,10 @@ export class HostPorts {
     const stale = existing.filter((p) => !wanted.has(p.name)).map((p) => p.name);
     // Only new or changed ports are set up again (an address flushed is a blip for its pods).
     const changed = specs.filter((s) => this.done.get(s.port) !== JSON.stringify(s));
-    // Rules of the ports that go or change; made again below where wanted.
+    // The rules of ports that go or no longer have egress (an egress port's stays: no gap).
     const numbers = new Set([
       ...stale.map((name) => Number(name.slice(HOST_PORT_PREFIX.length))),
-      ...changed.map((s) => s.number),
+      ...changed.filter((s) => !s.egress).map((s) => s.number),
     ]);
     for (const n of numbers) await this.deleteRules(n);
     // Before the ports go: the healer must not take their deletion for a loss.
@@ -182,8 +213,13 @@ export class HostPorts {
       // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
       // the network's own table).
       await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
-      const lines = [...linkCommands(s), ...(s.egress ? egressRouteCommands(s) : [])];
+      const shown = await this.kernel.run(["ip", "-j", "addr", "show", "dev", s.port], {
+        check: false,
+      });
+      const keep = shown.code === 0 && hasAddress(shown.stdout, s);
+      const lines = [...linkCommands(s, keep), ...(s.egress ? egressRouteCommands(s) : [])];
       await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+      if (s.egress) await this.ensureRule(s.number);
     }
     await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
     this.done = new Map(specs.map((s) => [s.port, JSON.stringify(s)]));
@@ -202,14 +238,20 @@ export class HostPorts {
 
   /** Deletes every policy routing rule of network number `n` (none is fine). */
   private async deleteRules(n: number): Promise<void> {
-    const mark = markOf(n);
+    const match = ruleArgs(n).slice(0, 4);
     for (let i = 0; i < 8; i++) {
-      const r = await this.kernel.run(
-        ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "fwmark", String(mark)],
-        { check: false },
-      );
+      const r = await this.kernel.run(["ip", "rule", "del", ...match], { check: false });
       if (r.code !== 0) return;
     }
+  }
+
+  /** Adds network number `n`'s rule unless it is there (the kernel refuses it twice). */
+  private async ensureRule(n: number): Promise<void> {
+    const added = await this.kernel.run(["ip", "rule", "add", ...ruleArgs(n)], { check: false });
+    if (added.code === 0) return;
+    const shown = await this.kernel.run(["ip", "-j", "rule", "show", ...ruleArgs(n).slice(0, 4)]);
+    if (shown.stdout.includes(`"table":"${markOf(n)}"`)) return;
+    throw new Error(`Cannot add the routing rule of host port ${hostPortName(n)}: ${added.stderr}`);
   }
 }
 

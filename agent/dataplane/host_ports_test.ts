@@ -6,10 +6,12 @@ import { createLogger } from "@knitter/common";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
   egressRouteCommands,
+  hasAddress,
   HostPorts,
   hostPortSpecs,
   type KernelSeams,
   linkCommands,
+  ruleArgs,
 } from "./host_ports.ts";
 
 function port(networkId: string, more: Partial<Port> = {}): Port {
@@ -78,10 +80,29 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   ]);
   assert.deepEqual(egressRouteCommands(egress), [
     "route replace 10.1.0.0/24 dev kh3 src 10.1.0.1 table 1802371075",
-    "rule add pref 2000 fwmark 1802371075 lookup 1802371075",
   ]);
+  assert.deepEqual(ruleArgs(3), ["pref", "2000", "fwmark", "1802371075", "lookup", "1802371075"]);
   const [access] = hostPortSpecs([{ port: port("a", { networkHostAccess: true }), number: 3 }]);
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
+  // An address the port has already (an agent restarted) is kept as it is.
+  assert.deepEqual(linkCommands(access, true), [linkCommands(access)[0]]);
+});
+
+Deno.test("host ports: the address is kept only when it is exactly the wanted one, prefix route included", () => {
+  const [egress] = hostPortSpecs([{ port: port("a", { networkEgress: true }), number: 3 }]);
+  const access = { ...egress, egress: false, hostAccess: true };
+  const shown = (...addrs: Record<string, unknown>[]) =>
+    JSON.stringify([{ ifname: "kh3", addr_info: addrs }]);
+  const mine = { family: "inet", local: "10.1.0.1", prefixlen: 24 };
+  assert.ok(hasAddress(shown({ ...mine, noprefixroute: true }), egress));
+  assert.ok(!hasAddress(shown(mine), egress), "egress alone: no prefix route in main");
+  assert.ok(hasAddress(shown(mine), access));
+  assert.ok(!hasAddress(shown({ ...mine, noprefixroute: true }), access));
+  assert.ok(!hasAddress(shown({ ...mine, prefixlen: 16 }), access));
+  assert.ok(!hasAddress(shown(mine, { ...mine, local: "10.1.0.9" }), access));
+  assert.ok(hasAddress(shown(mine, { family: "inet6", local: "fe80::1", prefixlen: 64 }), access));
+  assert.ok(!hasAddress("", access));
+  assert.ok(!hasAddress(shown(), access));
 });
 
 /** A switch and a kernel that record what the host ports ask of them. */
@@ -115,7 +136,7 @@ function world() {
         : argv.slice(0, 3).join(" ") + (opts?.stdin ? `: ${opts.stdin.trim().split("\n")[0]}` : "");
       calls.push(what);
       // `ip rule del` fails once there is no rule left.
-      const code = argv[1] === "rule" ? 1 : 0;
+      const code = argv[1] === "rule" && argv[2] === "del" ? 1 : 0;
       return Promise.resolve({ argv, code, stdout: "", stderr: "", ms: 0 });
     },
     sysctl: (path, value) => {
@@ -135,7 +156,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   ]).sort((x, y) => x.number - y.number).reverse();
   const first = await w.host.reconcile([c, a]);
   assert.deepEqual([...first], [[2, 1], [3, 2]]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
+  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), [
     "add kh2 internal",
     "add kh3 internal",
     "sysctl net.ipv4.ip_forward=1",
@@ -159,7 +180,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   const a2 = { ...a, hostAccess: true };
   const second = await w.host.reconcile([a2]);
   assert.deepEqual([...second], [[3, 2]]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
+  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), [
     "del kh2",
     "sysctl net.ipv4.ip_forward=1",
     "sysctl net.ipv6.conf.kh3.disable_ipv6=1",
@@ -177,7 +198,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   // None left: the port goes, the kernel keeps only the guard of the pods' veths.
   w.calls.length = 0;
   await w.host.reconcile([]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), ["del kh3", "nft guard"]);
+  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), ["del kh3", "nft guard"]);
   assert.deepEqual(w.host.portNames, []);
   // A node that never had a host port is not touched at all.
   const fresh = world();
