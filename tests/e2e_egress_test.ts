@@ -1,12 +1,13 @@
 /**
- * Egress and the node end to end (agent/README.md, "Egress and the node"): on a simulated node with
- * real Open vSwitch (userspace datapath) and its own kernel, pods of a network with `egress` reach
- * an external host on the underlay (a netns of the test's own, with no route to any pod CIDR) over
- * TCP, UDP and ICMP, seen from the node's address; two tenants' egress networks with the same CIDR
- * and the same pod address do so at once; a network without egress reaches nothing. With
- * `hostAccess`, the node reaches its pods (a probe) and hostPort through Debian's portmap plugin
- * works from the external host. A pod never reaches another network through the node. The agent
- * restarted keeps it all; egress turned off stops it.
+ * Egress and the node end to end (agent/README.md, "Egress and the node"): on two simulated nodes
+ * with real Open vSwitch (userspace datapath) and their own kernels, pods of a network with `egress`
+ * reach an external host on the underlay (a netns of the test's own, with no route to any pod CIDR)
+ * over TCP, UDP and ICMP, seen from their own node's address; two tenants' egress networks with the
+ * same CIDR and the same pod address do so at once; a network without egress reaches nothing. With
+ * `hostAccess`, a node reaches its own pods (a probe), also through security groups that let
+ * nothing in, and hostPort through Debian's portmap plugin works from the external host. A pod
+ * never reaches another network through the node. An agent restart (under a stream) and host ports
+ * deleted by hand keep it all; egress turned off stops it.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
