@@ -19,6 +19,7 @@ import { mountFlowRoutes } from "./server/flow_routes.ts";
 import { traceDeps } from "./dataplane/trace.ts";
 import { mountTraceRoutes } from "./server/trace_routes.ts";
 import { Healer } from "./dataplane/healer.ts";
+import { HostPorts } from "./dataplane/host_ports.ts";
 import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
 import { KubePods } from "./kubernetes/kube_pods.ts";
@@ -64,6 +65,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const dataplane = new Dataplane(ovs, config, state, remote, log);
   const metrics = new AgentMetrics();
   dataplane.observer = metrics;
+  // The node on networks with egress or hostAccess (host_ports.ts).
+  dataplane.hostPorts = new HostPorts(ovs, config.bridge, log);
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);

@@ -78,6 +78,10 @@ export interface Port {
   networkSecurityGroups?: string[];
   /** Its network's DSCP marking (0..63) of the IP traffic the port sends; absent: none. */
   networkDscp?: number;
+  /** Its network has egress (the node is on it, source NAT out); absent: off. */
+  networkEgress?: true;
+  /** Its network has hostAccess (the node reaches its pods); absent: off. */
+  networkHostAccess?: true;
 }
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */
@@ -125,6 +129,8 @@ export const NETWORK_MUTABLE_FIELDS = [
   "dns",
   "bandwidth",
   "dscp",
+  "egress",
+  "hostAccess",
 ] as const;
 /** Fields fixed at creation: addresses handed out and segments claimed depend on them. */
 export const NETWORK_IMMUTABLE_FIELDS = [

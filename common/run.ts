@@ -64,6 +64,7 @@ const PACKAGES: Record<string, string> = {
   nsenter: "util-linux",
   ethtool: "ethtool",
   ping: "iputils-ping",
+  nft: "nftables",
 };
 
 const decoder = new TextDecoder();

@@ -36,6 +36,17 @@ Deno.test("create bodies: network flags become the API's fields, absent flags st
     cidr6: "fd00:2::/64",
     gateway6: "fd00:2::1",
   });
+  const reach = parseCommandLine([
+    ...["create", "network", "out", "--cidr", "10.3.0.0/24", "--gateway", "10.3.0.1"],
+    ...["--egress", "--host-access"],
+  ]).flags;
+  assert.deepEqual(net.create.body("out", reach), {
+    name: "out",
+    cidr: "10.3.0.0/24",
+    gateway: "10.3.0.1",
+    egress: true,
+    hostAccess: true,
+  });
   const group = findResource("ipgroup", "create");
   const both = parseCommandLine([
     "create",

@@ -138,13 +138,16 @@ export class EtcdFeed extends ChangeFeed {
     };
   }
 
-  /** A network whose default security groups changed: its ports again, as they now read. */
+  /**
+   * A network whose default security groups or node settings (egress, hostAccess) changed: its
+   * ports again, as they now read.
+   */
   private async regrouped(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
     if (ev.type === "DELETE" || !ev.prev_kv) return [];
     const net = decode(ev.kv) as NetworkRecord | null;
     const before = decode(ev.prev_kv) as NetworkRecord | null;
     if (!net || !before || net.id !== before.id) return [];
-    if (JSON.stringify(net.securityGroups) === JSON.stringify(before.securityGroups)) return [];
+    if (!carriedChange(before, net)) return [];
     const out: FeedEvent[] = [];
     for await (const e of this.store.list<PortRecord>(keys.ports(net.id))) {
       if (e.value) out.push({ seq: rev, type: "port", op: "put", port: portView(net, e.value) });
@@ -208,6 +211,12 @@ export class EtcdFeed extends ChangeFeed {
     if (e.value && e.version !== null && Number(e.version) <= at) return e.value;
     return (await this.store.getAt<NetworkRecord>(key, at).catch(() => null))?.value ?? null;
   }
+}
+
+/** Whether what a network's ports carry of it changed (portView: groups and node settings). */
+function carriedChange(before: NetworkRecord, after: NetworkRecord): boolean {
+  return JSON.stringify(after.securityGroups) !== JSON.stringify(before.securityGroups) ||
+    after.egress !== before.egress || after.hostAccess !== before.hostAccess;
 }
 
 /** A port record put anew is news only when its binding or its security groups changed. */

@@ -64,6 +64,10 @@ export interface NetworkRecord {
   securityGroups?: string[];
   /** The DSCP marking of the IP traffic its ports send (agent/PIPELINE.md); absent: none. */
   dscp?: number;
+  /** Its pods reach what lies outside through the node, source NAT to it (service/node_reach.ts). */
+  egress?: boolean;
+  /** The node reaches its pods on this network (kubelet probes, hostPort). */
+  hostAccess?: boolean;
 }
 
 export interface PhysnetRecord {

@@ -215,7 +215,7 @@ export const ROUTES: RouteDef[] = [
     method: "PATCH",
     path: `${V1}/tenants/{tenant}/networks/{network}`,
     summary:
-      "Change a network's description, MTU, routes or DNS (for ports allocated from then on); other fields are immutable",
+      "Change a network's description, MTU, routes or DNS (for ports allocated from then on), its default bandwidth and security groups, egress and hostAccess (at once); other fields are immutable",
     tag: "networks",
     access: "tenant",
     body: S.NetworkUpdate,

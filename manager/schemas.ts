@@ -155,7 +155,23 @@ export const NetworkCreate = z.strictObject({
     description: "the security groups of its ports that name none (of the same tenant)",
   }),
   dscp: Dscp.optional(),
+  egress: z.boolean().default(false).meta({
+    description:
+      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway",
+  }),
+  hostAccess: z.boolean().default(false).meta({
+    description:
+      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess network overlaps",
+  }),
 });
+
+/**
+ * A network creation as the service takes it: the node settings (egress, hostAccess) may be left
+ * out by direct callers (benches, checks), meaning off as the schema's default does.
+ */
+export type NetworkCreateBody =
+  & Omit<z.infer<typeof NetworkCreate>, "egress" | "hostAccess">
+  & { egress?: boolean; hostAccess?: boolean };
 
 /**
  * A change to a network. Only what existing ports can live with changes (description, MTU, routes,
@@ -185,6 +201,14 @@ export const NetworkUpdate = z.strictObject({
   }),
   dscp: Dscp.nullable().optional().meta({
     description: "the DSCP marking of its ports' IP traffic, on every node at once; null: none",
+  }),
+  egress: z.boolean().optional().meta({
+    description:
+      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway; at once for every node",
+  }),
+  hostAccess: z.boolean().optional().meta({
+    description:
+      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess network overlaps; at once for every node",
   }),
   deleting: z.boolean().optional().meta({
     description:
@@ -220,6 +244,8 @@ export const Network = z.object({
   usage: UsageSchema,
   securityGroups: z.array(z.string()).optional(),
   dscp: z.int().optional(),
+  egress: z.boolean().meta({ description: "its pods reach the outside through the node (SNAT)" }),
+  hostAccess: z.boolean().meta({ description: "the node reaches its pods on this network" }),
 });
 
 // ---- physnets
@@ -445,6 +471,12 @@ export const Port = z.object({
   }),
   networkSecurityGroups: z.array(z.string()).optional().meta({
     description: "its network's default security groups",
+  }),
+  networkEgress: z.literal(true).optional().meta({
+    description: "its network has egress: the agent puts the node on it (source NAT)",
+  }),
+  networkHostAccess: z.literal(true).optional().meta({
+    description: "its network has hostAccess: the agent puts the node on it",
   }),
   conflicts: z.array(PortConflict).optional().meta({
     description:

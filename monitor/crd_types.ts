@@ -40,6 +40,10 @@ export interface NetworkSpec {
   allocationPools?: { start: string; end: string }[];
   excludes?: string[];
   public?: boolean;
+  /** Its pods reach the outside through the node, source NAT to it (manager: node_reach.ts). */
+  egress?: boolean;
+  /** The node reaches its pods on it (kubelet probes, hostPort). */
+  hostAccess?: boolean;
   physnet?: string;
   segmentId?: number;
   mtu?: number;

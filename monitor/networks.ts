@@ -1,7 +1,7 @@
 /**
  * Network resources into the manager's networks, and back into their status. The spec creates the
  * network, marked as the resource's (labels); later edits of what can change (description, MTU,
- * routes, DNS, bandwidth, DSCP) are applied, edits of what cannot (type, CIDR, gateway, pools, excludes, public,
+ * routes, DNS, bandwidth, DSCP, egress, hostAccess) are applied, edits of what cannot (type, CIDR, gateway, pools, excludes, public,
  * physnet, segment) are refused in the Ready condition, naming each field. A network of the same
  * name the resource did not make (through the REST API) is never adopted: the condition says so,
  * and deleting the resource leaves it alone. Deleting the resource marks its network as being
@@ -42,6 +42,8 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   allocationPools: { start: string; end: string }[];
   excludes: string[];
   public: boolean;
+  egress: boolean;
+  hostAccess: boolean;
   physnet?: string;
   segmentId?: number;
   mtu: number;

@@ -28,6 +28,7 @@ Deno.test("stand-in API server: a Network resource is created, changed and delet
   const net = await k.stack.api("GET", "tenants/acme/networks/data");
   assert.equal(net.status, 200, JSON.stringify(net.body));
   assert.equal(net.body.cidr, "10.30.0.0/24");
+  assert.deepEqual([net.body.egress, net.body.hostAccess], [false, false]);
   assert.equal(created!.status.networkId, net.body.id);
   assert.equal(created!.status.segmentId, net.body.segmentId, "the VNI the manager gave");
   assert.equal(created!.status.usage.total, 253);
@@ -46,6 +47,8 @@ Deno.test("stand-in API server: a Network resource is created, changed and delet
   k.api.update("networks", "acme", "data", (o) => {
     o.spec.mtu = 1400;
     o.spec.bandwidth = { ingressRate: 20_000_000, egressRate: 10_000_000 };
+    o.spec.egress = true;
+    o.spec.hostAccess = true;
     o.spec.description = "data plane, jumbo-less";
     o.spec.cidr = "10.31.0.0/24";
   });
@@ -61,6 +64,7 @@ Deno.test("stand-in API server: a Network resource is created, changed and delet
   const changed = (await k.stack.api("GET", "tenants/acme/networks/data")).body;
   assert.equal(changed.mtu, 1400);
   assert.deepEqual(changed.bandwidth, { ingressRate: 20_000_000, egressRate: 10_000_000 });
+  assert.deepEqual([changed.egress, changed.hostAccess], [true, true]);
   assert.equal(changed.description, "data plane, jumbo-less");
   assert.equal(changed.cidr, "10.30.0.0/24");
 

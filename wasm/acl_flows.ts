@@ -211,6 +211,23 @@ function commitFlow(network: number, zone: number, v6: boolean): string {
   );
 }
 
+/**
+ * IPv4 from the node (the host port of `network`), not tracked yet: committed in the zone, so that
+ * a pod's replies pass its egress rules as established, and marked done, so that the pod's ingress
+ * rules do not apply (the node reaches its pods, as Kubernetes lets it: kubelet probes, hostPort).
+ */
+function hostCommitFlow(network: number, hostPort: number, zone: number): string {
+  return flow(
+    network,
+    0,
+    ACL_KINDS.hostCommit,
+    `ip,${ACL_REG.STATE}=${ACL_STATE.UNTRACKED},in_port=${hostPort}`,
+    `ct(commit,${ctZone(zone)}),set_field:${
+      hex(ACL_STATE.DONE)
+    }->${ACL_REG.STATE},resubmit(,${TABLE.FORWARD})`,
+  );
+}
+
 /** The flows of both ACL tables that do not depend on a port: tracked traffic, ND, defaults. */
 function sharedFlows(lines: string[]): void {
   const pass = {
@@ -273,7 +290,11 @@ export function compileAclFlows(input: FlowInput): string[] {
   // Every network of a zone: a route may take the connection into any of them.
   for (const n of input.networks) {
     const zone = zones.get(n.id) ?? n.id;
-    for (const v6 of families.get(zone) ?? []) lines.push(commitFlow(n.id, zone, v6));
+    const sent = families.get(zone) ?? new Set<boolean>();
+    for (const v6 of sent) lines.push(commitFlow(n.id, zone, v6));
+    if (n.hostPort !== undefined && sent.has(false)) {
+      lines.push(hostCommitFlow(n.id, n.hostPort, zone));
+    }
   }
   return lines;
 }

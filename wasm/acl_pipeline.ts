@@ -30,6 +30,11 @@ export const ACL_TABLES = [
 export const ACL_PRIORITY = {
   /** Tracked traffic of a known connection, and neighbour discovery: passes either ACL. */
   TRACKED: 115,
+  /**
+   * FORWARD: IP from the node (a network's host port), untracked: committed in the network's zone
+   * and delivered past the ingress rules (the node reaches its pods, as Kubernetes lets it).
+   */
+  HOST_COMMIT: 106,
   /** FORWARD: IP from a local port with groups, not yet through EGRESS_ACL. */
   EGRESS_HOOK: 104,
   /** FORWARD: IP to a local port with groups, unless EGRESS_ACL found it established. */
@@ -45,6 +50,7 @@ export const ACL_KINDS = {
   egressHook: { table: TABLE.FORWARD, priority: ACL_PRIORITY.EGRESS_HOOK },
   ingressHook: { table: TABLE.FORWARD, priority: ACL_PRIORITY.INGRESS_HOOK },
   aclCommit: { table: TABLE.FORWARD, priority: ACL_PRIORITY.COMMIT },
+  hostCommit: { table: TABLE.FORWARD, priority: ACL_PRIORITY.HOST_COMMIT },
   egressTracked: { table: ACL_TABLE.EGRESS_ACL, priority: ACL_PRIORITY.TRACKED },
   egressRule: { table: ACL_TABLE.EGRESS_ACL, priority: ACL_PRIORITY.RULE },
   ingressTracked: { table: ACL_TABLE.INGRESS_ACL, priority: ACL_PRIORITY.TRACKED },

@@ -35,6 +35,12 @@ export interface FlowNetwork {
    * it, see ../agent/PIPELINE.md, "DSCP marking"); unset: the pods' own marking is left alone.
    */
   dscp?: number;
+  /**
+   * Ofport on br-int of the network's host port: the node's own interface on the network (egress,
+   * the node reaching its pods; ../agent/PIPELINE.md, "Host port"). It has the gateway MAC and
+   * the IPv4 gateway address, so it needs an IPv4 `gateway`. None: the node is not on the network.
+   */
+  hostPort?: number;
 }
 
 /**
@@ -221,6 +227,15 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   }
   if (n.gateway6 !== undefined) str(n.gateway6, `${path}.gateway6`);
   if (n.dscp !== undefined) int(n.dscp, 0, MAX_DSCP, `${path}.dscp`);
+  if (n.hostPort !== undefined) checkHostPort(n, path);
+}
+
+/** A host port answers as the gateway on IPv4 only (IPv6 egress is not done yet). */
+function checkHostPort(n: FlowNetwork, path: string): void {
+  int(n.hostPort, 1, MAX_OFPORT, `${path}.hostPort`);
+  if (typeof n.gateway !== "string" || n.gateway.includes(":")) {
+    fail(`${path}.hostPort`, "a network with an IPv4 gateway", n.gateway ?? "no gateway");
+  }
 }
 
 /**
@@ -233,8 +248,13 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 8 * networks.length + 5 * locals.length + 4 * remotes.length;
-  for (let i = 0; i < networks.length; i++) checkNetwork(networks[i], `networks[${i}]`);
+  let words = 5 + 9 * networks.length + 5 * locals.length + 4 * remotes.length;
+  for (let i = 0; i < networks.length; i++) {
+    checkNetwork(networks[i], `networks[${i}]`);
+    if (networks[i].hostPort === input.tunnelPort) {
+      fail(`networks[${i}].hostPort`, "an ofport other than the tunnel port", input.tunnelPort);
+    }
+  }
   for (let i = 0; i < locals.length; i++) {
     const p = locals[i];
     const path = `localPorts[${i}]`;

@@ -12,6 +12,9 @@
 import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
 import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+
+/** Every gateway MAC starts so (flow_input.ts, gatewayMac); no port MAC does. */
+const GATEWAY_MAC_PREFIX = "0a:58:";
 import { ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
@@ -217,6 +220,8 @@ export function flowKind(f: ParsedFlow): string {
   switch (f.table) {
     case TABLE.CLASSIFY:
       if (has("tun_id")) return "classifyTunnel";
+      // The host port's flows match ARP or IPv4 and load no reg1 (PIPELINE.md, "Host port").
+      if (has("arp") || has("ip")) return "classifyHost";
       return f.actions.some((a) => a.endsWith("->reg1")) ? "classifyLocal" : "classifyPhysnet";
     case TABLE.SPOOF:
       if (has("arp")) return "spoofArp";
@@ -227,7 +232,7 @@ export function flowKind(f: ParsedFlow): string {
         ? "spoofIpv4"
         : "spoofRouted";
     case TABLE.ROUTE:
-      return "routeTo";
+      return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
     case TABLE.NEXT_HOP:
       return "nextHop";
     case TABLE.ARP:
@@ -248,7 +253,13 @@ export function flowKind(f: ParsedFlow): string {
         [ACL_PRIORITY.EGRESS_HOOK]: "egressHook",
         [ACL_PRIORITY.INGRESS_HOOK]: "ingressHook",
         [ACL_PRIORITY.COMMIT]: "aclCommit",
-        [PRIORITY.SPECIFIC]: f.actions.includes("drop") ? "gatewayDrop" : "forwardLocal",
+        [ACL_PRIORITY.HOST_COMMIT]: "hostCommit",
+        [PRIORITY.EXCEPTION]: "hostGuard",
+        [PRIORITY.SPECIFIC]: f.actions.includes("drop")
+          ? "gatewayDrop"
+          : value("dl_dst")?.startsWith(GATEWAY_MAC_PREFIX)
+          ? "forwardHost"
+          : "forwardLocal",
         [PRIORITY.FLOOD_IN]: "floodIn",
         [PRIORITY.FROM_OUTSIDE]: "fromOutside",
         [PRIORITY.REMOTE]: "forwardRemote",
@@ -323,6 +334,25 @@ export function explainHop(
       case "classifyTunnel":
       case "classifyPhysnet":
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
+        break;
+      case "classifyHost":
+        what = `from the node (its host port, ofport ${inPort}): ${netLabel}, as from outside`;
+        break;
+      case "hostExit":
+        what = `IPv4 to the gateway MAC of ${netLabel} that no route takes: to the node`;
+        break;
+      case "forwardHost": {
+        const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
+        what = `to the node through the host port of ${netLabel} (ofport ${port}): egress, or ` +
+          "a reply to the node";
+        break;
+      }
+      case "hostGuard":
+        what = `to the gateway MAC of ${netLabel} from outside: dropped, only the node's own ` +
+          "pods reach the node";
+        break;
+      case "hostCommit":
+        what = "IPv4 from the node: committed, past the ingress rules (the node reaches its pods)";
         break;
       case "spoofIpv4":
         what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
@@ -585,6 +615,12 @@ function dropReason(
   }
   if (kind === "ndGuard") {
     return drop("nd_guard", "neighbour discovery that does not match the port's own addresses");
+  }
+  if (kind === "hostGuard") {
+    return drop(
+      "gateway",
+      `addressed to the gateway of ${netLabel} (MAC ${packet.dlDst}) from outside: only the node's own pods reach the node`,
+    );
   }
   if (kind === "gatewayDrop") {
     return drop(

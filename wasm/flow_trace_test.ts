@@ -189,10 +189,67 @@ Deno.test("offline: routed traffic is told step by step; a network no router con
   assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
 });
 
+Deno.test("offline: a pod's IPv4 out goes to the node's host port; the node's ARP and IPv4 reach local pods only", () => {
+  const model = scenarios.host_ports;
+  const tables = flowTables(compileFlows(model));
+  const view = viewOf(model, (id) => `acme/net-${id}`);
+  // green (3): flat, host port 51, no route, no groups.
+  const green = model.networks[2];
+  const pod = model.localPorts[2];
+  const trace = (
+    ingress: { kind: "port"; ofport: number },
+    packet: Parameters<typeof evalPacket>[2],
+  ) =>
+    explainHop(view, ingress, packet, evaluate(tables, evalPacket(view, ingress, packet)).matched, {
+      mode: "offline",
+    });
+  const out = trace({ kind: "port", ofport: pod.ofport }, {
+    proto: "tcp",
+    dlSrc: pod.mac,
+    dlDst: green.gatewayMac!,
+    ipSrc: pod.ips[0],
+    ipDst: "192.0.2.250",
+    dstPort: 80,
+  });
+  assert.deepEqual(out.steps.map((s) => s.kind), [
+    "classifyLocal",
+    "spoofIpv4",
+    "routeIn",
+    "hostExit",
+    "forwardHost",
+  ]);
+  assert.match(out.steps[4].what, /to the node through the host port of network acme\/net-3/);
+  assert.deepEqual(out.outcomes, [{ kind: "local", ofport: green.hostPort }]);
+  // From the node: to the local pod, not back out.
+  const node = { kind: "port", ofport: green.hostPort! } as const;
+  const probe = trace(node, {
+    proto: "tcp",
+    dlSrc: green.gatewayMac!,
+    dlDst: pod.mac,
+    ipSrc: green.gateway!,
+    ipDst: pod.ips[0],
+    dstPort: 80,
+  });
+  assert.deepEqual(probe.steps.map((s) => s.kind), ["classifyHost", "forwardLocal"]);
+  assert.deepEqual(probe.outcomes.map((o) => o.kind === "local" && o.ofport), [pod.ofport]);
+  // Anything else from the node is dropped: it reaches no other port, network or node.
+  const away = trace(node, {
+    proto: "tcp",
+    dlSrc: green.gatewayMac!,
+    dlDst: "02:00:0a:03:00:99",
+    ipSrc: green.gateway!,
+    ipDst: "10.3.0.99",
+    dstPort: 80,
+  });
+  assert.equal(away.outcomes[0].kind === "drop" && away.outcomes[0].code, "from_outside");
+});
+
 Deno.test("flowKind names every security group flow as its builder, at that builder's table and priority", () => {
-  const model = scenarios.security_groups;
-  const plain = new Set(compileFlowsTs(model));
-  const acl = compileFlows(model).filter((l) => !plain.has(l));
+  // The host port's commit (hostCommit) is in host_ports.
+  const acl = [scenarios.security_groups, scenarios.host_ports].flatMap((model) => {
+    const plain = new Set(compileFlowsTs(model));
+    return compileFlows(model).filter((l) => !plain.has(l));
+  });
   const seen = new Set<string>();
   for (const line of acl) {
     const f = parseFlowLine(line);

@@ -107,6 +107,7 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = n.gateway6 === undefined ? 0 : n.gateway6.length + 1;
     // One more than the DSCP, so that 0 says "no marking" (and DSCP 0 still clears a pod's own).
     w[i++] = n.dscp === undefined ? 0 : n.dscp + 1;
+    w[i++] = n.hostPort ?? 0;
   }
   for (const p of input.localPorts) {
     w[i++] = p.ofport;

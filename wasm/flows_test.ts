@@ -74,6 +74,15 @@ Deno.test("golden: the SAMPLE FLOW DUMP of agent/PIPELINE.md is the sample_node 
   assert.deepEqual(documented, compileFlows(scenarios.sample_node));
 });
 
+Deno.test("golden: every flow agent/PIPELINE.md shows under Host port is one the golden model host_ports compiles", async () => {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## Host port");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  const golden = new Set(compileFlows(scenarios.host_ports));
+  assert.ok(block.length >= 6, "the section shows the host port's flows");
+  for (const line of block) assert.ok(golden.has(line), line);
+});
+
 // ---- Random models.
 
 function hex(v: number, width: number): string {
@@ -162,6 +171,12 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
   };
   const localPorts: FlowLocalPort[] = [];
   const ofports = new Set([tunnelPort, ...physnets]);
+  // Host ports (the node on the network) on some networks with an IPv4 gateway.
+  for (const [i, n] of networks.entries()) {
+    if (n.gateway === undefined || n.gateway.includes(":") || rand() < 0.5) continue;
+    n.hostPort = 300 + i;
+    ofports.add(n.hostPort);
+  }
   const cookies = new Set<number>();
   const localCount = int(maxPorts + 1);
   for (let i = 0; i < localCount; i++) {
@@ -360,7 +375,13 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
   const netOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.network]));
   const cookieOfPort = new Map(input.localPorts.map((p) => [p.ofport, p.cookie]));
   const nets = new Map(input.networks.map((n) => [n.id, n]));
+  const hostOf = new Map(
+    input.networks.filter((n) => n.hostPort !== undefined).map((n) => [n.hostPort!, n.id]),
+  );
   const outside = new Set<number>();
+  // Outputs to a host port (network/dl_dst → priority), and the drops of that MAC from outside.
+  const toHost = new Map<string, { priority: number; line: string }>();
+  const hostGuards = new Map<string, number>();
   for (const flow of lines.map(parseLine)) {
     const fail = (why: string) => assert.fail(`${where}: ${why}\n  ${flow.line}`);
     checkScratch(flow, fail);
@@ -386,6 +407,11 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
         expected = netOfPort.get(inPort);
         const reg1 = `set_field:0x${cookieOfPort.get(inPort)!.toString(16)}->reg1`;
         if (!flow.actions.includes(reg1)) fail("a local port must load its cookie into reg1");
+      } else if (hostOf.has(inPort)) {
+        expected = hostOf.get(inPort);
+        if (flow.actions.some((a) => a.endsWith("->reg1"))) {
+          fail("the host port must come in as from outside (reg1 0)");
+        }
       } else if (inPort === input.tunnelPort) {
         const vni = Number(flow.match.get("tun_id"));
         expected = input.networks.find((n) => n.type === "vxlan" && n.segmentId === vni)?.id;
@@ -423,6 +449,9 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
     const n = nets.get(net!)!;
     if (flow.match.get("reg1") === "0") {
       if (flow.priority === PRIORITY.FROM_OUTSIDE) outside.add(net!);
+      if (flow.actions.join() === "drop" && flow.match.has("dl_dst")) {
+        hostGuards.set(`${net}/${flow.match.get("dl_dst")}`, flow.priority);
+      }
     }
     let vni: number | undefined;
     let vlanVid: number | undefined;
@@ -433,6 +462,13 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
       const port = Number(action.slice(7));
       if (netOfPort.has(port)) {
         if (netOfPort.get(port) !== net) fail(`output to port ${port} of another network`);
+        continue;
+      }
+      if (hostOf.has(port)) {
+        if (hostOf.get(port) !== net) fail(`output to the host port ${port} of another network`);
+        const dst = flow.match.get("dl_dst");
+        if (dst === undefined) fail("output to the host port for any destination MAC");
+        toHost.set(`${net}/${dst}`, { priority: flow.priority, line: flow.line });
         continue;
       }
       // To the outside: never what came from there (reg1=0), which FROM_OUTSIDE shadows.
@@ -452,16 +488,27 @@ function checkIsolation(input: FlowInput, lines: string[], where: string): void 
   for (const n of input.networks) {
     assert.ok(outside.has(n.id), `${where}: network ${n.id} has no FROM_OUTSIDE drop`);
   }
+  // Nothing from outside reaches the node: a drop of that MAC for reg1=0 shadows every output.
+  for (const [key, out] of toHost) {
+    const guard = hostGuards.get(key);
+    assert.ok(
+      guard !== undefined && guard > out.priority,
+      `${where}: traffic from outside could reach the node\n  ${out.line}`,
+    );
+  }
 }
 
-Deno.test("property: no flow crosses networks, nothing from outside goes back out, no scratch leaks", () => {
+Deno.test("property: no flow crosses networks, nothing from outside goes back out (nor to the node), no scratch leaks", () => {
+  let hostPorts = 0;
   for (const seed of SEEDS) {
     const rand = mulberry32(seed);
     for (let round = 0; round < 40; round++) {
       const input = randomModel(rand, 30);
+      hostPorts += input.networks.filter((n) => n.hostPort !== undefined).length;
       checkIsolation(input, compileFlows(input), `seed ${seed} round ${round}`);
     }
   }
+  assert.ok(hostPorts > 10, `the models have host ports (${hostPorts})`);
 });
 
 Deno.test("property: lines and flow keys are unique, sorted; repeated IPs add nothing", () => {

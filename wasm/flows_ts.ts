@@ -242,6 +242,8 @@ interface Net {
   gateway6?: Gateway;
   /** The DSCP its pods' IP traffic is marked with, if any. */
   dscp?: number;
+  /** Ofport of the network's host port (the node's interface on it), 0 for none. */
+  hostPort: number;
 }
 
 /** A network's gateway: its address (canonical text), family, claim key and MAC. */
@@ -365,6 +367,7 @@ function model(input: FlowInput): Model {
       remotes: [],
       nodes: [],
       dscp: n.dscp,
+      hostPort: n.hostPort ?? 0,
     };
     const dup = byId.get(n.id);
     if (dup) throw err(ERR.DUP_NETWORK, KIND.NETWORK, i, 0, KIND.NETWORK, dup.index);
@@ -584,6 +587,20 @@ function classifyTunnel(net: Net, tunnel: number): string {
   );
 }
 
+/**
+ * ARP and IPv4 from the network's host port (the node): into the network, as from outside (reg1
+ * 0), straight to FORWARD, so it reaches the local ports only (forwardLocal, floodIn).
+ */
+function classifyHost(net: Net, proto: "arp" | "ip"): string {
+  return flow(
+    net.id,
+    0,
+    FLOW_KINDS.classifyHost,
+    `${proto},in_port=${net.hostPort}`,
+    `set_field:${hex(net.id)}->reg0,${goto(TABLE.FORWARD)}`,
+  );
+}
+
 function classifyPhysnet(net: Net): string {
   const load = `set_field:${hex(net.id)}->reg0,${goto(TABLE.FORWARD)}`;
   return net.type === 1
@@ -755,6 +772,36 @@ function ndReplyShared(): string {
 /** Anything else addressed to the gateway MAC (what no router routes): dropped. */
 function gatewayDrop(net: Net, gw: Gateway): string {
   return flow(net.id, 0, FLOW_KINDS.gatewayDrop, `reg0=${hex(net.id)},dl_dst=${gw.mac}`, "drop");
+}
+
+/** What a local port sends to the gateway MAC of a network with a host port: to the node. */
+function forwardHost(net: Net, gw: Gateway): string {
+  return flow(
+    net.id,
+    0,
+    FLOW_KINDS.forwardHost,
+    `reg0=${hex(net.id)},dl_dst=${gw.mac}`,
+    `output:${net.hostPort}`,
+  );
+}
+
+/**
+ * The gateway MAC from outside (reg1 0: the tunnel, the physnet, the host port itself) never
+ * reaches the node: only the local pods use the host port.
+ */
+function hostGuard(net: Net, gw: Gateway): string {
+  return flow(
+    net.id,
+    0,
+    FLOW_KINDS.hostGuard,
+    `reg0=${hex(net.id)},reg1=0,dl_dst=${gw.mac}`,
+    "drop",
+  );
+}
+
+/** IPv4 to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends it. */
+function hostExit(net: Net): string {
+  return flow(net.id, 0, FLOW_KINDS.hostExit, `ip,reg0=${hex(net.id)}`, goto(TABLE.FORWARD));
 }
 
 // Routing (../agent/PIPELINE.md, "Routing").
@@ -949,6 +996,7 @@ function localFlows(lines: string[], net: Net, p: Local): void {
 /** Every flow of one network, its remote ports and its local ports. */
 function networkFlows(lines: string[], net: Net, tunnel: number): void {
   lines.push(net.type === 0 ? classifyTunnel(net, tunnel) : classifyPhysnet(net));
+  if (net.hostPort !== 0) lines.push(classifyHost(net, "arp"), classifyHost(net, "ip"));
   for (const r of net.remotes) for (const ip of r.v4) lines.push(arpReply(net, 0, r.macBits, ip));
   const gw = net.gateway;
   // The gateway is answered like a port of the network (arpReply), and answers pings.
@@ -958,7 +1006,11 @@ function networkFlows(lines: string[], net: Net, tunnel: number): void {
   if (gw6) lines.push(gatewayPing(net, gw6), gatewayNd(net, gw6));
   lines.push(ndGuard(net, 135), ndGuard(net, 136));
   if (net.type !== 0) lines.push(unknownUnicast(net));
-  if (gw) lines.push(gatewayDrop(net, gw));
+  // With a host port, what reaches the gateway MAC goes to the node: IPv4 through ROUTE (routes
+  // first, hostExit below them), ARP replies and the rest straight.
+  if (gw && net.hostPort !== 0) {
+    lines.push(routeIn(net, gw), hostExit(net), forwardHost(net, gw), hostGuard(net, gw));
+  } else if (gw) lines.push(gatewayDrop(net, gw));
   lines.push(flood(net, tunnel));
   for (const r of net.remotes) lines.push(forwardRemote(net, r, tunnel));
   lines.push(fromOutside(net), floodIn(net));

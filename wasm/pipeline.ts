@@ -80,6 +80,11 @@ export const PRIORITY = {
    * prefix wins; a static route wins over a connected network of the same length).
    */
   ROUTE: 1000,
+  /**
+   * The host port's catch-all in ROUTE: IPv4 to the gateway MAC that no route takes goes to the
+   * node (egress, replies to the node), below every route (a /0 route is 1000).
+   */
+  HOST: 500,
   /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
   GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
@@ -119,6 +124,7 @@ export const FLOW_KINDS = {
   classifyLocal: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
   classifyTunnel: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
   classifyPhysnet: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
+  classifyHost: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
   spoofArp: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   spoofDad: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
   spoofIpv4: { table: TABLE.SPOOF, priority: PRIORITY.SPECIFIC },
@@ -135,9 +141,12 @@ export const FLOW_KINDS = {
   ndGuard: { table: TABLE.ARP, priority: PRIORITY.GUARD },
   routeIn: { table: TABLE.ARP, priority: PRIORITY.ROUTED },
   routeTo: { table: TABLE.ROUTE, priority: PRIORITY.ROUTE },
+  hostExit: { table: TABLE.ROUTE, priority: PRIORITY.HOST },
   nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
+  forwardHost: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
+  hostGuard: { table: TABLE.FORWARD, priority: PRIORITY.EXCEPTION },
   floodIn: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD_IN },
   fromOutside: { table: TABLE.FORWARD, priority: PRIORITY.FROM_OUTSIDE },
   forwardRemote: { table: TABLE.FORWARD, priority: PRIORITY.REMOTE },

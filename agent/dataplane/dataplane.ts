@@ -26,6 +26,7 @@ import type { ReportedConflict } from "./conflict_report.ts";
 import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { aclsOf } from "./acl_model.ts";
 import { type DscpSource, networkDscp } from "./dscp_model.ts";
+import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -85,6 +86,8 @@ export class Dataplane {
   private replaceNext = false;
   /** Told of each flow sync and of each change in the isolated entries (metrics.ts). */
   observer: DataplaneObserver | null = null;
+  /** The node's interfaces on networks with egress or hostAccess (host_ports.ts); none: off. */
+  hostPorts: HostPorts | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -120,6 +123,7 @@ export class Dataplane {
           patchName("pp", x.physnet),
           ...(x.uplink ? [x.uplink] : []),
         ]),
+        ...(this.hostPorts?.portNames ?? []),
       ],
     };
   }
@@ -132,6 +136,8 @@ export class Dataplane {
    */
   resync(): Promise<void> {
     this.replaceNext = true;
+    // The host ports' devices may be new (ovs-vswitchd made them again): set up again.
+    this.hostPorts?.invalidate();
     this.mayResume = false;
     return this.sync();
   }
@@ -371,6 +377,7 @@ export class Dataplane {
     const networks = new Map<string, FlowNetwork>();
     const localPorts: FlowInput["localPorts"] = [];
     const sources = { local: [] as Port[], remote: [] as Port[] };
+    const hosted: { port: Port; number: number }[] = [];
     for (const a of this.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (!i.port || i.ofport === undefined) continue;
@@ -383,8 +390,12 @@ export class Dataplane {
           cookie: i.cookie,
         });
         sources.local.push(i.port);
+        // As the feed has it now: a network's egress and hostAccess change at once.
+        const current = this.remote.port(i.port.networkId, i.port.id) ?? i.port;
+        hosted.push({ port: current, number: net.id });
       }
     }
+    await this.hostPortsOf(networks, hosted);
     // The networks a router connects to one of ours: routed traffic is delivered from here.
     const local = new Set(networks.keys());
     const routed = routedNetworks(this.remote.routers(), local);
@@ -419,6 +430,24 @@ export class Dataplane {
     if (acls.length > 0) model.acls = acls;
     this.sources.set(model, sources);
     return model;
+  }
+
+  /**
+   * The host ports of the local ports' networks with egress or hostAccess, made where missing
+   * (host_ports.ts), into their networks' hostPort.
+   */
+  private async hostPortsOf(
+    networks: Map<string, FlowNetwork>,
+    hosted: { port: Port; number: number }[],
+  ): Promise<void> {
+    if (!this.hostPorts) return;
+    const specs = hostPortSpecs(hosted);
+    const ofports = await this.hostPorts.reconcile(specs);
+    for (const s of specs) {
+      const ofport = ofports.get(s.number);
+      const net = networks.get(s.networkId);
+      if (net && ofport !== undefined && ofport > 0) net.hostPort = ofport;
+    }
   }
 
   private async network(

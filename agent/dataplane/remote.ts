@@ -112,8 +112,10 @@ export class RemoteView {
       const before = this.portsByKey.get(key(e.port));
       if (e.op === "put") this.portsByKey.set(key(e.port), e.port);
       else this.portsByKey.delete(key(e.port));
-      // Our own port's groups change through the API, not through this agent.
-      return e.port.node !== this.nodeName || regrouped(before, e.port) || remarked(before, e.port);
+      // Our own port's groups and its network's DSCP and node settings change through the API,
+      // not through this agent.
+      return e.port.node !== this.nodeName || regrouped(before, e.port) ||
+        remarked(before, e.port) || nodeReachChanged(before, e.port);
     }
     if (e.type === "securityGroup") {
       const k = `${e.securityGroup.tenant}/${e.securityGroup.name}`;
@@ -135,6 +137,12 @@ export class RemoteView {
 function regrouped(before: Port | undefined, after: Port): boolean {
   const groups = (p?: Port) => JSON.stringify([p?.securityGroups, p?.networkSecurityGroups]);
   return groups(before) !== groups(after);
+}
+
+/** Its network's egress or hostAccess changed (host_ports.ts). */
+function nodeReachChanged(before: Port | undefined, after: Port): boolean {
+  return before?.networkEgress !== after.networkEgress ||
+    before?.networkHostAccess !== after.networkHostAccess;
 }
 
 function key(p: Port): string {

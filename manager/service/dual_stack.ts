@@ -7,7 +7,6 @@
  * An IPv6-only network without allocationPools hands out a bounded window of its CIDR, the
  * DEFAULT_IPV6_POOL addresses after the network address: a /64 is never a bitmap of 2^64 bits.
  */
-import type { z } from "zod";
 import { invalid } from "../errors.ts";
 import type { IndexSpace, Range } from "../ipam/index_space.ts";
 import { type IndexRange, rangesHold } from "../ipam/index_ranges.ts";
@@ -22,7 +21,7 @@ import {
   parseIp,
 } from "@knitter/common/address";
 import type { NetworkRecord } from "../model.ts";
-import type { NetworkCreate } from "../schemas.ts";
+import type { NetworkCreateBody } from "../schemas.ts";
 
 /** Addresses an IPv6 network without allocationPools hands out: the first 2^16 after its base. */
 export const DEFAULT_IPV6_POOL = 1 << 16;
@@ -46,7 +45,7 @@ export interface Subnet6 {
  * the excludes, as pool indexes of `space`).
  */
 export function subnet6Spec(
-  body: z.infer<typeof NetworkCreate>,
+  body: NetworkCreateBody,
   cidr: Cidr,
   space: IndexSpace,
   reserved: IndexRange[],

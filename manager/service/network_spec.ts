@@ -2,7 +2,6 @@
  * Turns a network request into the record to store, checking every field against the others:
  * the CIDR, the gateway, the pools, the excludes and the routes. Pure: no store access.
  */
-import type { z } from "zod";
 import { invalid } from "../errors.ts";
 import { IndexSpace, type Range } from "../ipam/index_space.ts";
 import { type IndexRange, mergeRanges, rangesSize } from "../ipam/index_ranges.ts";
@@ -17,7 +16,7 @@ import {
   parseIp,
 } from "@knitter/common/address";
 import type { NetworkRecord } from "../model.ts";
-import type { NetworkCreate } from "../schemas.ts";
+import type { NetworkCreateBody } from "../schemas.ts";
 import { defaultIpv6Pool, subnet6Spec } from "./dual_stack.ts";
 
 /** Bits of one network's address bitmap: 2^24 addresses, an IPv4 /8. */
@@ -34,7 +33,7 @@ export interface NetworkSpec {
 }
 
 export function networkSpec(
-  body: z.infer<typeof NetworkCreate>,
+  body: NetworkCreateBody,
   underlayMtu: number,
 ): NetworkSpec {
   const cidr = requireHosts("cidr", parseCidrField("cidr", body.cidr));
@@ -143,7 +142,7 @@ export function networkSpec(
   };
 }
 
-function checkSegmentFields(body: z.infer<typeof NetworkCreate>): void {
+function checkSegmentFields(body: NetworkCreateBody): void {
   if (body.type === "vxlan" && body.physnet !== undefined) {
     throw invalid("physnet", "a vxlan network is an overlay and takes no physnet");
   }
@@ -159,7 +158,7 @@ function checkSegmentFields(body: z.infer<typeof NetworkCreate>): void {
 }
 
 function poolRanges(
-  body: z.infer<typeof NetworkCreate>,
+  body: NetworkCreateBody,
   cidr: Cidr,
   special: (ip: Ip) => string | null,
 ): Range[] {

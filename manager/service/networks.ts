@@ -7,7 +7,7 @@ import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
-import type { NetworkCreate, NetworkUpdate } from "../schemas.ts";
+import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
@@ -16,20 +16,24 @@ import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { groupRefs } from "./security_group_refs.ts";
+import { checkHostAccessOverlap, checkNodeReach, storedNodeReach } from "./node_reach.ts";
 import { portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
 
 export interface NetworkView
-  extends Omit<NetworkRecord, "poolSize" | "reserved" | "reservedRanges"> {
+  extends
+    Omit<NetworkRecord, "poolSize" | "reserved" | "reservedRanges" | "egress" | "hostAccess"> {
   usage: Usage;
+  egress: boolean;
+  hostAccess: boolean;
 }
 
 export async function createNetwork(
   ctx: Ctx,
   principal: Principal,
   tenant: string,
-  body: z.infer<typeof NetworkCreate>,
+  body: NetworkCreateBody,
 ): Promise<NetworkView> {
   // A public network's addresses are refused to every other tenant's networks: the admin's call,
   // never a cluster monitor's.
@@ -38,6 +42,7 @@ export async function createNetwork(
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   const spec = networkSpec(body, ctx.settings.underlayMtu);
+  checkNodeReach(spec.record, body);
   await getTenantEntry(ctx, tenant);
   await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   const id = crypto.randomUUID();
@@ -78,6 +83,7 @@ export async function createNetwork(
     // The gateway and the excludes are kept as ranges in the record: the bitmap is not touched.
     const record: NetworkRecord = { id, tenant, ...spec.record, segmentId, createdAt: now() };
     if (body.securityGroups?.length) record.securityGroups = body.securityGroups;
+    storedNodeReach(record, body);
     tx.set(key, record);
     return record;
   };
@@ -86,6 +92,9 @@ export async function createNetwork(
   // the overlap check.
   const record = await creationLock(ctx).run(async () => {
     await checkOverlap(ctx, tenant, body.public, spec.record);
+    if (body.hostAccess) {
+      await checkHostAccessOverlap(ctx, { id, tenant, name: body.name, cidr: spec.record.cidr });
+    }
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -117,7 +126,7 @@ async function claimSegment(
   tx: Tx,
   principal: Principal,
   tenant: string,
-  body: z.infer<typeof NetworkCreate>,
+  body: NetworkCreateBody,
 ): Promise<number | undefined> {
   const owner = { tenant, name: body.name };
   if (body.type === "flat") {
@@ -492,7 +501,13 @@ export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkVi
 
 function view(net: NetworkRecord, total: number, used: number, quarantined = 0): NetworkView {
   const { poolSize: _p, reserved: _r, reservedRanges: _rr, ...rest } = net;
-  return { ...rest, usage: { total, used, free: total - used - quarantined } };
+  const { egress, hostAccess, ...fields } = rest;
+  return {
+    ...fields,
+    egress: egress === true,
+    hostAccess: hostAccess === true,
+    usage: { total, used, free: total - used - quarantined },
+  };
 }
 
 const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
@@ -511,57 +526,70 @@ export async function updateNetwork(
   await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   let regrouped = false;
   let remarked = false;
-  const record = await retry(ctx, async (tx) => {
-    for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
-      tx.check(g);
-    }
-    const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
-    if (!e.value) {
-      await getTenantEntry(ctx, tenant);
-      throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
-    }
-    const net = e.value;
-    checkMonitorReach(principal, net);
-    refuseImmutable(net, body);
-    // The create-time checks of routes and DNS, on the network as it would become.
-    const spec = networkSpec({
-      name: net.name,
-      type: net.type,
-      cidr: net.cidr,
-      gateway: net.gateway,
-      cidr6: net.cidr6,
-      gateway6: net.gateway6,
-      allocationPools: net.allocationPools,
-      excludes: net.excludes,
-      public: net.public,
-      physnet: net.physnet,
-      mtu: body.mtu ?? net.mtu,
-      routes: body.routes ?? net.routes,
-      dns: body.dns ?? net.dns,
-    }, ctx.settings.underlayMtu);
-    const updated: NetworkRecord = {
-      ...net,
-      mtu: spec.record.mtu,
-      routes: spec.record.routes,
-      dns: spec.record.dns,
-    };
-    if (body.description !== undefined) updated.description = body.description;
-    if (body.bandwidth === null) delete updated.bandwidth;
-    else if (body.bandwidth !== undefined) updated.bandwidth = body.bandwidth;
-    if (body.securityGroups === null || body.securityGroups?.length === 0) {
-      delete updated.securityGroups;
-    } else if (body.securityGroups !== undefined) updated.securityGroups = body.securityGroups;
-    if (body.dscp === null) delete updated.dscp;
-    else if (body.dscp !== undefined) updated.dscp = body.dscp;
-    regrouped = JSON.stringify(updated.securityGroups) !== JSON.stringify(net.securityGroups);
-    remarked = updated.dscp !== net.dscp;
-    if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
-    if (body.deleting === false) delete updated.deletingSince;
-    tx.check(e).set(e.key, updated);
-    return updated;
-  });
+  // Turning hostAccess on checks every hostAccess network: one at a time, as creations are.
+  const serial = body.hostAccess === true
+    ? <T>(fn: () => Promise<T>) => creationLock(ctx).run(fn)
+    : <T>(fn: () => Promise<T>) => fn();
+  const record = await serial(() =>
+    retry(ctx, async (tx) => {
+      for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+        tx.check(g);
+      }
+      const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
+      if (!e.value) {
+        await getTenantEntry(ctx, tenant);
+        throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+      }
+      const net = e.value;
+      checkMonitorReach(principal, net);
+      refuseImmutable(net, body);
+      // The create-time checks of routes and DNS, on the network as it would become.
+      const spec = networkSpec({
+        name: net.name,
+        type: net.type,
+        cidr: net.cidr,
+        gateway: net.gateway,
+        cidr6: net.cidr6,
+        gateway6: net.gateway6,
+        allocationPools: net.allocationPools,
+        excludes: net.excludes,
+        public: net.public,
+        physnet: net.physnet,
+        mtu: body.mtu ?? net.mtu,
+        routes: body.routes ?? net.routes,
+        dns: body.dns ?? net.dns,
+      }, ctx.settings.underlayMtu);
+      const updated: NetworkRecord = {
+        ...net,
+        mtu: spec.record.mtu,
+        routes: spec.record.routes,
+        dns: spec.record.dns,
+      };
+      if (body.description !== undefined) updated.description = body.description;
+      if (body.bandwidth === null) delete updated.bandwidth;
+      else if (body.bandwidth !== undefined) updated.bandwidth = body.bandwidth;
+      if (body.securityGroups === null || body.securityGroups?.length === 0) {
+        delete updated.securityGroups;
+      } else if (body.securityGroups !== undefined) updated.securityGroups = body.securityGroups;
+      if (body.dscp === null) delete updated.dscp;
+      else if (body.dscp !== undefined) updated.dscp = body.dscp;
+      regrouped = JSON.stringify(updated.securityGroups) !== JSON.stringify(net.securityGroups);
+      remarked = updated.dscp !== net.dscp;
+      if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
+      if (body.deleting === false) delete updated.deletingSince;
+      checkNodeReach(net, body);
+      if (body.hostAccess === true && net.hostAccess !== true) {
+        await checkHostAccessOverlap(ctx, net);
+      }
+      storedNodeReach(updated, body);
+      regrouped ||= updated.egress !== net.egress || updated.hostAccess !== net.hostAccess;
+      tx.check(e).set(e.key, updated);
+      return updated;
+    })
+  );
   ctx.cache.networks.delete(`${tenant}/${name}`);
-  // Its ports carry the network's default groups and DSCP: agents hear of a change through them.
+  // Its ports carry the network's default groups, DSCP and node settings: agents hear of a
+  // change through them.
   if (regrouped || remarked) await republishPorts(ctx, record);
   return await withUsage(ctx, record);
 }

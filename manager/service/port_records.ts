@@ -90,6 +90,8 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.bandwidth !== undefined) view.networkBandwidth = net.bandwidth;
   if (net.securityGroups !== undefined) view.networkSecurityGroups = net.securityGroups;
   if (net.dscp !== undefined) view.networkDscp = net.dscp;
+  if (net.egress === true) view.networkEgress = true;
+  if (net.hostAccess === true) view.networkHostAccess = true;
   return view;
 }
 

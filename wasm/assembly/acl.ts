@@ -20,6 +20,8 @@ import {
   AF_EGRESS_RULE_TABLE,
   AF_EGRESS_TRACKED_PRIORITY,
   AF_EGRESS_TRACKED_TABLE,
+  AF_HOST_COMMIT_PRIORITY,
+  AF_HOST_COMMIT_TABLE,
   AF_INGRESS_HOOK_PRIORITY,
   AF_INGRESS_HOOK_TABLE,
   AF_INGRESS_RULE_PRIORITY,
@@ -55,6 +57,7 @@ import {
   L_OFPORT,
   L_V4_COUNT,
   L_V6_COUNT,
+  N_HOST_PORT,
   N_ID,
   RT_FROM,
   RT_TO,
@@ -366,6 +369,23 @@ function commit(id: u32, z: u32, v6: bool): void {
   end();
 }
 
+/** IPv4 from the node through network `id`'s host port: committed in zone `z`, past the rules. */
+function hostCommit(id: u32, hostPort: u32, z: u32): void {
+  begin(id, 0, AF_HOST_COMMIT_TABLE, AF_HOST_COMMIT_PRIORITY, LINE_BOUND);
+  puts(",ip,reg6=");
+  putDec(AS_UNTRACKED);
+  puts(",in_port=");
+  putDec(hostPort);
+  puts(",actions=ct(commit,zone=");
+  putDec(z);
+  puts("),set_field:");
+  putHex(AS_DONE);
+  puts("->reg6,resubmit(,");
+  putDec(T_FORWARD);
+  putc(41);
+  end();
+}
+
 /** The pass of tracked traffic and ND, in both tables, and their defaults. */
 function shared(): void {
   for (let t = 0; t < 2; t++) {
@@ -468,6 +488,8 @@ export function acl(words: u32): i32 {
     const f = load<u8>(sends + zi);
     if (f & 1) commit(idOf(ni), idOf(zi), false);
     if (f & 2) commit(idOf(ni), idOf(zi), true);
+    const hostPort = load<u32>(net(ni), N_HOST_PORT);
+    if (f & 1 && hostPort != 0) hostCommit(idOf(ni), hostPort, idOf(zi));
   }
   join();
   return 0;

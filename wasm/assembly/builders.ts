@@ -30,14 +30,16 @@ import {
   ndReplyShared,
   ndSolicit,
 } from "./arp";
-import { classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
+import { classifyHost, classifyLocal, classifyPhysnet, classifyTunnel } from "./classify";
 import {
   flood,
   floodIn,
+  forwardHost,
   forwardLocal,
   forwardRemote,
   fromOutside,
   gatewayDrop,
+  hostGuard,
   unknownUnicast,
 } from "./forward";
 import { localAt, net, netCount, remoteAt, v4Slot, v6Gateways, v6Slot } from "./input";
@@ -54,6 +56,7 @@ import {
   N_GW_MAC,
   N_GW_SLOT,
   N_GW_V6,
+  N_HOST_PORT,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
   N_REMOTE_COUNT,
@@ -63,7 +66,7 @@ import {
   R_V4_COUNT,
   R_V4_FIRST,
 } from "./layout";
-import { routeFlows } from "./route";
+import { hostExit, routeFlows, routeIn } from "./route";
 import { spoofArp, spoofDad, spoofIpv4, spoofIpv6 } from "./spoof";
 import { begin, end, LINE_BOUND, putDec, puts } from "./text";
 
@@ -118,6 +121,11 @@ function networkFlows(n: usize): void {
   const vxlan = load<u32>(n, N_TYPE) == VXLAN;
   if (vxlan) classifyTunnel(n);
   else classifyPhysnet(n);
+  const hostPort = load<u32>(n, N_HOST_PORT);
+  if (hostPort != 0) {
+    classifyHost(n, false);
+    classifyHost(n, true);
+  }
   const rFirst = load<u32>(n, N_REMOTE_FIRST);
   const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
   for (let i = rFirst; i < rLast; i++) {
@@ -144,7 +152,14 @@ function networkFlows(n: usize): void {
   ndGuard(n, 135);
   ndGuard(n, 136);
   if (!vxlan) unknownUnicast(n);
-  if (gw != 0) gatewayDrop(n);
+  // With a host port, what reaches the gateway MAC goes to the node: IPv4 through ROUTE (routes
+  // first, hostExit below them), ARP replies and the rest straight.
+  if (gw != 0 && hostPort != 0) {
+    routeIn(n);
+    hostExit(n);
+    forwardHost(n);
+    hostGuard(n);
+  } else if (gw != 0) gatewayDrop(n);
   flood(n);
   for (let i = rFirst; i < rLast; i++) forwardRemote(n, remoteAt(i));
   fromOutside(n);

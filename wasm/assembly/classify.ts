@@ -2,6 +2,8 @@
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
+  F_CLASSIFY_HOST_PRIORITY,
+  F_CLASSIFY_HOST_TABLE,
   F_CLASSIFY_LOCAL_PRIORITY,
   F_CLASSIFY_LOCAL_TABLE,
   F_CLASSIFY_PHYSNET_PRIORITY,
@@ -14,7 +16,7 @@ import {
   VLAN,
 } from "./generated/pipeline";
 import { tunnelPort } from "./input";
-import { L_COOKIE, L_OFPORT, N_ID, N_PHYSNET, N_SEGMENT, N_TYPE } from "./layout";
+import { L_COOKIE, L_OFPORT, N_HOST_PORT, N_ID, N_PHYSNET, N_SEGMENT, N_TYPE } from "./layout";
 import { begin, end, LINE_BOUND, putc, putDec, putHex, putNet, puts } from "./text";
 
 export function classifyLocal(n: usize, p: usize): void {
@@ -66,6 +68,18 @@ export function classifyPhysnet(n: usize): void {
     puts(M_UNTAGGED);
     puts(",actions=set_field:");
   }
+  putNet(n);
+  puts("->reg0,goto_table:");
+  putDec(T_FORWARD);
+  end();
+}
+
+/** ARP (`ip` false) or IPv4 from the network's host port: into the network as from outside. */
+export function classifyHost(n: usize, ip: bool): void {
+  begin(load<u32>(n, N_ID), 0, F_CLASSIFY_HOST_TABLE, F_CLASSIFY_HOST_PRIORITY, LINE_BOUND);
+  puts(ip ? ",ip,in_port=" : ",arp,in_port=");
+  putDec(load<u32>(n, N_HOST_PORT));
+  puts(",actions=set_field:");
   putNet(n);
   puts("->reg0,goto_table:");
   putDec(T_FORWARD);

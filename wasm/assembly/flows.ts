@@ -35,7 +35,8 @@ export { outLen, outPtr } from "./output";
  * Words: tunnelPort, networks, localPorts, remotePorts, total IPs; per network: id, type
  * (0 vxlan, 1 vlan, 2 flat), segmentId (0 if none), physnetPort (0 if none), 1 + the length
  * of gateway, of gatewayMac and of gateway6 (0 if none; their strings come first in the blob),
- * 1 + dscp (0 if none); per local port:
+ * 1 + dscp (0 if none), hostPort (0 if none);
+ * per local port:
  * ofport, network, cookie, IP count, then the length of the MAC and of each IP; per remote port:
  * network, IP count, then the length of the MAC, of nodeIp and of each IP; the route count, and
  * per route: from, to, the length of dst and 1 + the length of via (0 if none). The strings follow

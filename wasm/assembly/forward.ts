@@ -6,6 +6,8 @@ import {
   F_FLOOD_IN_TABLE,
   F_FLOOD_PRIORITY,
   F_FLOOD_TABLE,
+  F_FORWARD_HOST_PRIORITY,
+  F_FORWARD_HOST_TABLE,
   F_FORWARD_LOCAL_PRIORITY,
   F_FORWARD_LOCAL_TABLE,
   F_FORWARD_REMOTE_PRIORITY,
@@ -14,6 +16,8 @@ import {
   F_FROM_OUTSIDE_TABLE,
   F_GATEWAY_DROP_PRIORITY,
   F_GATEWAY_DROP_TABLE,
+  F_HOST_GUARD_PRIORITY,
+  F_HOST_GUARD_TABLE,
   F_UNKNOWN_UNICAST_PRIORITY,
   F_UNKNOWN_UNICAST_TABLE,
   M_MCAST,
@@ -28,6 +32,7 @@ import {
   L_MAC_TEXT,
   L_OFPORT,
   N_GW_MAC_TEXT,
+  N_HOST_PORT,
   N_ID,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
@@ -62,6 +67,29 @@ export function gatewayDrop(n: usize): void {
   puts(",reg0=");
   putNet(n);
   puts(",dl_dst=");
+  putMac(n + N_GW_MAC_TEXT);
+  puts(",actions=drop");
+  end();
+}
+
+/** What a local port sends to the gateway MAC of a network with a host port: to the node. */
+export function forwardHost(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_FORWARD_HOST_TABLE, F_FORWARD_HOST_PRIORITY, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",dl_dst=");
+  putMac(n + N_GW_MAC_TEXT);
+  puts(",actions=output:");
+  putDec(load<u32>(n, N_HOST_PORT));
+  end();
+}
+
+/** The gateway MAC from outside (reg1 0) never reaches the node: only local pods use it. */
+export function hostGuard(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_HOST_GUARD_TABLE, F_HOST_GUARD_PRIORITY, LINE_BOUND);
+  puts(",reg0=");
+  putNet(n);
+  puts(",reg1=0,dl_dst=");
   putMac(n + N_GW_MAC_TEXT);
   puts(",actions=drop");
   end();

@@ -58,6 +58,7 @@ import {
   N_GW_MAC_TEXT,
   N_GW_SLOT,
   N_GW_V6,
+  N_HOST_PORT,
   N_ID,
   N_LOCAL_FIRST,
   N_NODE_FIRST,
@@ -318,8 +319,10 @@ function parseNetworks(): i32 {
     const gwMacLen = word();
     const gw6Len = word();
     const dscp = word();
+    const hostPort = word();
     memory.fill(n, 0, NET_SIZE);
     store<u32>(n, dscp, N_DSCP);
+    store<u32>(n, hostPort, N_HOST_PORT);
     store<u32>(n, id, N_ID);
     store<u32>(n, type, N_TYPE);
     store<u32>(n, segment, N_SEGMENT);

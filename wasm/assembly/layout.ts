@@ -69,6 +69,7 @@ export const N_GW_MAC = 48;
 export const N_GW_MAC_TEXT = 64; // 17 characters
 export const N_GW6_SLOT = 84; // 1 + index into the v6 texts of a dual-stack network's IPv6 gateway
 export const N_DSCP = 88; // 1 + the DSCP its pods' IP traffic is marked with; 0: no marking
+export const N_HOST_PORT = 92; // ofport of the network's host port; 0: none
 
 // Local port, 64 bytes; the MAC as its 17 characters and as a number (what ARP replies stash).
 export const LOCAL_SIZE: usize = 64;

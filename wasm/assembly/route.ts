@@ -6,6 +6,8 @@ import {
   E_BAD_ROUTE_DST,
   E_BAD_ROUTE_VIA,
   E_ROUTE_NETWORK,
+  F_HOST_EXIT_PRIORITY,
+  F_HOST_EXIT_TABLE,
   F_NEXT_HOP_PRIORITY,
   F_NEXT_HOP_TABLE,
   F_ROUTE_IN_PRIORITY,
@@ -151,7 +153,7 @@ function putCidr(field: string, r: usize): void {
 }
 
 /** IPv4 a local port of a routed network sent to its gateway MAC: to ROUTE. */
-function routeIn(n: usize): void {
+export function routeIn(n: usize): void {
   begin(load<u32>(n, N_ID), 0, F_ROUTE_IN_TABLE, F_ROUTE_IN_PRIORITY, LINE_BOUND);
   puts(",ip,reg0=");
   putNet(n);
@@ -159,6 +161,16 @@ function routeIn(n: usize): void {
   putMac(n + N_GW_MAC_TEXT);
   puts(",actions=goto_table:");
   putDec(T_ROUTE);
+  end();
+}
+
+/** IPv4 to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends it. */
+export function hostExit(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_HOST_EXIT_TABLE, F_HOST_EXIT_PRIORITY, LINE_BOUND);
+  puts(",ip,reg0=");
+  putNet(n);
+  puts(",actions=goto_table:");
+  putDec(T_FORWARD);
   end();
 }
 

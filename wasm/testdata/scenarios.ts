@@ -351,6 +351,56 @@ export const scenarios: Record<string, FlowInput> = {
       },
     ],
   },
+  /**
+   * Host ports (the node's interface on a network: egress, the node reaching its pods): red (1,
+   * vxlan) has host port 50, is routed to blue (2, vlan, no host port) and has a pod with security
+   * groups (so IPv4 from the node is committed past its ingress rules); green (3, flat) has host
+   * port 51 and no route: IPv4 to its gateway MAC goes to the node through ROUTE's catch-all.
+   */
+  host_ports: {
+    tunnelPort: 100,
+    networks: [
+      {
+        id: 1,
+        type: "vxlan",
+        segmentId: 5001,
+        gateway: "10.1.0.1",
+        gatewayMac: "0a:58:0a:01:00:01",
+        hostPort: 50,
+      },
+      {
+        id: 2,
+        type: "vlan",
+        segmentId: 300,
+        physnetPort: 200,
+        gateway: "10.2.0.1",
+        gatewayMac: "0a:58:0a:02:00:01",
+      },
+      {
+        id: 3,
+        type: "flat",
+        physnetPort: 201,
+        gateway: "10.3.0.1",
+        gatewayMac: "0a:58:0a:03:00:01",
+        hostPort: 51,
+      },
+    ],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
+      { ofport: 2, network: 2, mac: "02:00:0a:02:00:02", ips: ["10.2.0.2"], cookie: 2 },
+      { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 3 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
+    ],
+    routes: [
+      { from: 1, to: 2, dst: "10.2.0.0/24" },
+      { from: 2, to: 1, dst: "10.1.0.0/24" },
+    ],
+    acls: [
+      { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", portMin: 80, portMax: 80 }] },
+    ],
+  },
 };
 
 /**

@@ -106,7 +106,14 @@ export function networksView(networks) {
           "tr",
           { class: "network", "data-tenant": n.tenant, "data-network": n.name },
           h("td", null, n.tenant),
-          h("td", { class: "name" }, n.name, n.public ? h("span", { class: "tag" }, "public") : ""),
+          h(
+            "td",
+            { class: "name" },
+            n.name,
+            ...[["public", n.public], ["egress", n.egress], ["host access", n.hostAccess]]
+              .filter(([, on]) => on)
+              .map(([label]) => h("span", { class: "tag" }, label)),
+          ),
           h("td", null, n.type),
           h("td", null, segment(n)),
           h("td", { class: "addr" }, [n.cidr, n.cidr6].filter(Boolean).join(", ")),

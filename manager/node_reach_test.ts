@@ -1,0 +1,106 @@
+/** A network's egress and hostAccess: off by default, checked, changed at once, on the feed. */
+import assert from "node:assert/strict";
+import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+
+const NETS = "tenants/acme/networks";
+const BLUE = `${NETS}/blue`;
+
+async function world(): Promise<TestApp> {
+  const t = await testApp({ tenants: ["acme", "globex", "initech"] });
+  must(await t.call("POST", NETS, net("blue", "10.1.0.0/24", { gateway: "10.1.0.1" })), 201);
+  return t;
+}
+
+Deno.test("node reach: egress and hostAccess are off by default, set at creation and by PATCH", async () => {
+  using t = await world();
+  const blue = must(await t.call("GET", BLUE, undefined, TOKEN.acme), 200);
+  assert.equal(blue.egress, false);
+  assert.equal(blue.hostAccess, false);
+  const green = must(
+    await t.call(
+      "POST",
+      NETS,
+      net("green", "10.2.0.0/24", { gateway: "10.2.0.1", egress: true, hostAccess: true }),
+      TOKEN.acme,
+    ),
+    201,
+  );
+  assert.equal(green.egress, true);
+  assert.equal(green.hostAccess, true);
+  const on = must(await t.call("PATCH", BLUE, { egress: true }, TOKEN.acme), 200);
+  assert.deepEqual([on.egress, on.hostAccess], [true, false]);
+  const off = must(await t.call("PATCH", BLUE, { egress: false }, TOKEN.acme), 200);
+  assert.equal(off.egress, false);
+});
+
+Deno.test("node reach: both need an IPv4 gateway, with an error that says what to do", async () => {
+  using t = await world();
+  must(await t.call("POST", NETS, net("bare", "10.3.0.0/24"), TOKEN.acme), 201);
+  mustFail(
+    await attempt(t)("PATCH", `${NETS}/bare`, { egress: true }, TOKEN.acme),
+    400,
+    "invalid_request",
+    { field: "egress", message: /has no IPv4 gateway.*give the network an IPv4 cidr and gateway/ },
+  );
+  mustFail(
+    await attempt(t)(
+      "POST",
+      NETS,
+      net("six", "fd00:6::/64", { gateway: "fd00:6::1", hostAccess: true }),
+      TOKEN.acme,
+    ),
+    400,
+    "invalid_request",
+    { field: "hostAccess", message: /no IPv4 gateway/ },
+  );
+});
+
+Deno.test("node reach: hostAccess networks never overlap, and another tenant's is not named", async () => {
+  using t = await world();
+  must(await t.call("PATCH", BLUE, { hostAccess: true }, TOKEN.acme), 200);
+  must(
+    await t.call(
+      "POST",
+      "tenants/globex/networks",
+      net("red", "10.1.0.0/24", { gateway: "10.1.0.1", egress: true }),
+      TOKEN.globex,
+    ),
+    201,
+  );
+  // Egress alone may overlap (each network has its own table on the node).
+  const refused = mustFail(
+    await attempt(t)("PATCH", "tenants/globex/networks/red", { hostAccess: true }, TOKEN.globex),
+    409,
+    "conflict",
+    { field: "hostAccess", message: /overlaps a network of another tenant that has hostAccess/ },
+  );
+  assert.doesNotMatch(refused, /acme|blue/);
+  mustFail(
+    await attempt(t)(
+      "POST",
+      "tenants/initech/networks",
+      net("teal", "10.1.0.0/16", { gateway: "10.1.0.1", hostAccess: true }),
+    ),
+    409,
+    "conflict",
+    { field: "hostAccess" },
+  );
+});
+
+Deno.test("node reach: a change reaches the agents through the network's ports on the feed", async () => {
+  using t = await world();
+  must(await t.call("PUT", `${BLUE}/ports/p1`, {}, TOKEN.acme), 201);
+  const cursor = must(await t.call("GET", "feed", undefined, TOKEN.worker1), 200).cursor;
+  must(await t.call("PATCH", BLUE, { egress: true, hostAccess: true }, TOKEN.acme), 200);
+  const page = must(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOKEN.worker1),
+    200,
+  );
+  assert.deepEqual(page.events.map((e: { type: string }) => e.type), ["port"]);
+  assert.equal(page.events[0].port.networkEgress, true);
+  assert.equal(page.events[0].port.networkHostAccess, true);
+  must(await t.call("PATCH", BLUE, { egress: false, hostAccess: false }, TOKEN.acme), 200);
+  const port = must(await t.call("GET", `${BLUE}/ports/p1`, undefined, TOKEN.acme), 200);
+  assert.equal(port.networkEgress, undefined);
+  assert.equal(port.networkHostAccess, undefined);
+});
