@@ -101,11 +101,11 @@ export const RESOURCES: Resource[] = [
       { header: "USED", value: (o) => usageText(o.usage) },
       { header: "PHYSNET", value: (o) => o.physnet ?? "", wide: true },
       { header: "MTU", value: (o) => String(o.mtu), wide: true },
-      { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
       { header: "PUBLIC", value: (o) => String(o.public), wide: true },
       { header: "ID", value: (o) => o.id, wide: true },
       { header: "EGRESS", value: (o) => String(o.egress === true), wide: true },
       { header: "HOSTACCESS", value: (o) => String(o.hostAccess === true), wide: true },
+      { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
       { header: "AGE", value: age },
     ],
     create: {
