@@ -112,6 +112,8 @@ export interface FlowsPerPort {
   after: number;
   /** With the 20 networks on 5 routers of 4, each with one static route (routedModel). */
   routed: number;
+  /** And the node on every network through a host port (egress or hostAccess: hostedModel). */
+  hosted: number;
 }
 
 /**
@@ -138,6 +140,16 @@ export function routedModel(ports: number): FlowInput {
 }
 
 /**
+ * The routed model with the node on every network (egress or hostAccess, issue 16): a host port
+ * each, on ofports clear of the pods', the tunnel and the patch ports.
+ */
+export function hostedModel(ports: number): FlowInput {
+  const input = routedModel(ports);
+  for (const n of input.networks) n.hostPort = 60_000 + n.id;
+  return input;
+}
+
+/**
  * Flows per local port, before and after the distributed gateway (issue 16): the node model of
  * nodeModel (20 networks, as many remote ports as local ones) at several sizes, compiled without
  * and with a gateway on every network.
@@ -149,6 +161,7 @@ export function flowsPerPort(sizes = [20, 100, 1000, 10000]): FlowsPerPort[] {
     before: compileFlows(nodeModel(ports, 0, false)).length,
     after: compileFlows(nodeModel(ports)).length,
     routed: compileFlows(routedModel(ports)).length,
+    hosted: compileFlows(hostedModel(ports)).length,
   }));
 }
 

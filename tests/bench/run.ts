@@ -163,15 +163,15 @@ ${
     ).join("\n")
   }
 
-| flows per local port (node model: 20 networks, as many remote ports) | no gateways | with a gateway on every network | and the networks on 5 routers of 4 (one static route each) |
-|---|---|---|---|
+| flows per local port (node model: 20 networks, as many remote ports) | no gateways | with a gateway on every network | and the networks on 5 routers of 4 (one static route each) | and a host port on every network (egress, hostAccess) |
+|---|---|---|---|---|
 ${
     flowsPerPort().map((r) =>
       `| ${f(r.ports, 0)} local + ${f(r.ports, 0)} remote ports | ${f(r.before / r.ports, 2)} (${
         f(r.before, 0)
       } flows) | ${f(r.after / r.ports, 2)} (${f(r.after, 0)} flows) | ${
         f(r.routed / r.ports, 2)
-      } (${f(r.routed, 0)} flows) |`
+      } (${f(r.routed, 0)} flows) | ${f(r.hosted / r.ports, 2)} (${f(r.hosted, 0)} flows) |`
     ).join("\n")
   }
 
