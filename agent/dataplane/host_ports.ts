@@ -101,6 +101,25 @@ export interface KernelSeams {
   sysctl(path: string, value: string): Promise<void>;
 }
 
+/**
+ * On every host port: the kernel answers ARP only for the port's own address, from it, and takes
+ * no redirects (a pod must not change the node's routes). The node sends none either: the table
+ * drops them, as `send_redirects` of one interface is or-ed with `all`.
+ */
+const PORT_SYSCTLS: [string, string][] = [
+  ["arp_ignore", "1"],
+  ["arp_announce", "2"],
+  ["send_redirects", "0"],
+  ["accept_redirects", "0"],
+];
+
+/** What `ip -j` says of a route or an address, as far as the uplinks need. */
+interface IpJson {
+  dev?: unknown;
+  ifname?: unknown;
+  nexthops?: { dev?: unknown }[];
+}
+
 const KERNEL: KernelSeams = {
   run,
   sysctl: (path, value) => Deno.writeTextFile(`/proc/sys/${path.replaceAll(".", "/")}`, value),
@@ -119,6 +138,10 @@ export class HostPorts {
     private readonly bridge: string,
     private readonly log: Logger,
     private readonly kernel: KernelSeams = KERNEL,
+    /** Where egress leaves (agent config); absent: found from the node's routes. */
+    private readonly egressInterfaces?: string[],
+    /** The node's underlay address: its interface is the uplink when there is no default route. */
+    private readonly underlayIp?: string,
   ) {}
 
   /** The host ports' names as last applied (the healer watches them). */
@@ -134,8 +157,9 @@ export class HostPorts {
 
   /**
    * Makes the host ports, kernel settings, routes, rules and nftables table those of `specs`, and
-   * answers the ofport of each network's host port (by network number). A failure is logged and
-   * tried again at the next call; the ports that exist keep their flows meanwhile.
+   * answers the ofport of each network's host port (by network number) whose kernel side is fully
+   * set up: the flows send pods' traffic to no other. A failure is logged and tried again at the
+   * next call.
    */
   async reconcile(specs: HostPortSpec[]): Promise<Map<number, number>> {
     const key = JSON.stringify(specs);
@@ -163,29 +187,48 @@ export class HostPorts {
     const stale = existing.filter((p) => !wanted.has(p.name)).map((p) => p.name);
     // Only new or changed ports are set up again (an address flushed is a blip for its pods).
     const changed = specs.filter((s) => this.done.get(s.port) !== JSON.stringify(s));
+    // Until their kernel side is set up again, changed and stale ports get no flows.
+    for (const s of changed) this.done.delete(s.port);
+    for (const name of stale) this.done.delete(name);
+    this.ofports = new Map(
+      specs.filter((s) => this.done.has(s.port)).map((s) =>
+        [s.number, this.ofports.get(s.number)!] as [number, number]
+      ).filter(([, ofport]) => ofport !== undefined),
+    );
     // Rules of the ports that go or change; made again below where wanted.
     const numbers = new Set([
       ...stale.map((name) => Number(name.slice(HOST_PORT_PREFIX.length))),
       ...changed.map((s) => s.number),
     ]);
     for (const n of numbers) await this.deleteRules(n);
+    // The table first: a port it does not know of yet is closed (`kh*`), so no port is ever
+    // open without its rules.
+    const uplinks = await this.uplinks(specs);
+    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs, uplinks) });
     // Before the ports go: the healer must not take their deletion for a loss.
     this.names = specs.map((s) => s.port);
     await this.ovs.delPorts(this.bridge, stale);
     const ofports = await this.ovs.addPorts(this.bridge, specs.map(portSpec));
-    this.ofports = new Map(specs.map((s) => [s.number, ofports.get(s.port)!]));
-    if (specs.length > 0) await this.kernel.sysctl("net.ipv4.ip_forward", "1");
-    for (const s of changed) {
-      // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
-      await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
-      // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
-      // the network's own table).
-      await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
-      const lines = [...linkCommands(s), ...(s.egress ? egressRouteCommands(s) : [])];
-      await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+    if (specs.length > 0) {
+      await this.kernel.sysctl("net.ipv4.ip_forward", "1");
+      // The node's own ICMP errors (time exceeded, fragmentation needed) to a pod carry the mark
+      // of the packet they answer: routed back to its network, not by the main table to another
+      // network with the same addresses, or out to the LAN.
+      await this.kernel.sysctl("net.ipv4.fwmark_reflect", "1");
     }
-    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
-    this.done = new Map(specs.map((s) => [s.port, JSON.stringify(s)]));
+    const failed: string[] = [];
+    for (const s of specs) {
+      if (!this.done.has(s.port)) {
+        try {
+          await this.setUp(s);
+          this.done.set(s.port, JSON.stringify(s));
+        } catch (err) {
+          failed.push(`${s.port}: ${err instanceof Error ? err.message : String(err)}`);
+          continue;
+        }
+      }
+      this.ofports.set(s.number, ofports.get(s.port)!);
+    }
     if (stale.length > 0 || changed.length > 0) {
       this.log.info("host ports set up", {
         ports: changed.map((s) => ({
@@ -195,7 +238,56 @@ export class HostPorts {
           hostAccess: s.hostAccess,
         })),
         removed: stale,
+        uplinks,
       });
+    }
+    if (failed.length > 0) throw new Error(failed.join("; "));
+  }
+
+  /** One host port's device, sysctls, address and routing. */
+  private async setUp(s: HostPortSpec): Promise<void> {
+    // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
+    await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
+    // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
+    // the network's own table).
+    await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
+    for (const [name, value] of PORT_SYSCTLS) {
+      await this.kernel.sysctl(`net.ipv4.conf.${s.port}.${name}`, value);
+    }
+    const lines = [...linkCommands(s), ...(s.egress ? egressRouteCommands(s) : [])];
+    await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+  }
+
+  /**
+   * The interfaces egress leaves through: the agent's `egressInterfaces`, else those of the
+   * node's default routes, else the one holding its underlay address (a node with no default
+   * route reaches only its LAN). None: no egress at all (logged).
+   */
+  private async uplinks(specs: HostPortSpec[]): Promise<string[]> {
+    if (!specs.some((s) => s.egress)) return [];
+    if (this.egressInterfaces?.length) return this.egressInterfaces;
+    const routes = await this.ipJson(["-4", "route", "show", "default"]);
+    const devs = routes.flatMap((r) => [r.dev, ...(r.nexthops ?? []).map((h) => h.dev)]);
+    let found = [...new Set(devs.filter((d): d is string => typeof d === "string"))];
+    if (found.length === 0 && this.underlayIp) {
+      const addrs = await this.ipJson(["-4", "addr", "show", "to", this.underlayIp]);
+      found = addrs.map((a) => a.ifname).filter((d): d is string => typeof d === "string");
+    }
+    if (found.length === 0) {
+      this.log.warn("egress networks here, but the node has no uplink: no egress", {
+        hint: "give the node a default route, or set egressInterfaces in the agent's config",
+      });
+    }
+    return found;
+  }
+
+  private async ipJson(args: string[]): Promise<IpJson[]> {
+    const r = await this.kernel.run(["ip", "-j", ...args], { check: false });
+    try {
+      const parsed = JSON.parse(r.stdout || "[]");
+      return Array.isArray(parsed) ? parsed : [];
+    } catch {
+      return [];
     }
   }
 

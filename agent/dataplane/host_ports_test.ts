@@ -84,6 +84,18 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
 });
 
+/** The sysctls of one host port, in order. */
+function portSysctls(name: string): string[] {
+  return [
+    `sysctl net.ipv6.conf.${name}.disable_ipv6=1`,
+    `sysctl net.ipv4.conf.${name}.src_valid_mark=1`,
+    `sysctl net.ipv4.conf.${name}.arp_ignore=1`,
+    `sysctl net.ipv4.conf.${name}.arp_announce=2`,
+    `sysctl net.ipv4.conf.${name}.send_redirects=0`,
+    `sysctl net.ipv4.conf.${name}.accept_redirects=0`,
+  ];
+}
+
 /** A switch and a kernel that record what the host ports ask of them. */
 function world() {
   const ports = new Map<string, { ofport: number; externalIds: Record<string, string> }>();
@@ -111,7 +123,7 @@ function world() {
   const kernel: KernelSeams = {
     run: (argv, opts) => {
       const what = argv[0] === "nft"
-        ? `nft ${opts?.stdin?.includes("chain forward") ? "table" : "guard"}`
+        ? `nft ${opts?.stdin?.includes("ct original zone") ? "table" : "guard"}`
         : argv.slice(0, 3).join(" ") + (opts?.stdin ? `: ${opts.stdin.trim().split("\n")[0]}` : "");
       calls.push(what);
       // `ip rule del` fails once there is no rule left.
@@ -135,17 +147,18 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   ]).sort((x, y) => x.number - y.number).reverse();
   const first = await w.host.reconcile([c, a]);
   assert.deepEqual([...first], [[2, 1], [3, 2]]);
+  // The table first (a port it does not know yet is closed), then the ports.
   assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
+    "ip -j -4",
+    "nft table",
     "add kh2 internal",
     "add kh3 internal",
     "sysctl net.ipv4.ip_forward=1",
-    "sysctl net.ipv6.conf.kh2.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh2.src_valid_mark=1",
+    "sysctl net.ipv4.fwmark_reflect=1",
+    ...portSysctls("kh2"),
     `ip -batch -: link set dev kh2 address ${gatewayMac("c")} mtu 1450 up`,
-    "sysctl net.ipv6.conf.kh3.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh3.src_valid_mark=1",
+    ...portSysctls("kh3"),
     `ip -batch -: link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
-    "nft table",
   ]);
   assert.deepEqual(w.host.portNames, ["kh2", "kh3"]);
 
@@ -160,12 +173,13 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   const second = await w.host.reconcile([a2]);
   assert.deepEqual([...second], [[3, 2]]);
   assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
+    "ip -j -4",
+    "nft table",
     "del kh2",
     "sysctl net.ipv4.ip_forward=1",
-    "sysctl net.ipv6.conf.kh3.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh3.src_valid_mark=1",
+    "sysctl net.ipv4.fwmark_reflect=1",
+    ...portSysctls("kh3"),
     `ip -batch -: link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
-    "nft table",
   ]);
 
   // After a heal (invalidate) everything is set up again, though nothing changed.
@@ -177,7 +191,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   // None left: the port goes, the kernel keeps only the guard of the pods' veths.
   w.calls.length = 0;
   await w.host.reconcile([]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), ["del kh3", "nft guard"]);
+  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), ["nft guard", "del kh3"]);
   assert.deepEqual(w.host.portNames, []);
   // A node that never had a host port is not touched at all.
   const fresh = world();
@@ -200,4 +214,31 @@ Deno.test("host ports: a failure is logged and tried again at the next reconcile
   w.calls.length = 0;
   await w.host.reconcile([a]);
   assert.ok(w.calls.includes("nft table"), w.calls.join("\n"));
+});
+
+Deno.test("host ports: the flows get no host port whose kernel side failed; a failed table leaves only the unchanged ports", async () => {
+  const w = world();
+  const [c, a] = hostPortSpecs([
+    { port: port("a", { networkEgress: true }), number: 3 },
+    { port: port("c", { networkHostAccess: true, address: "10.9.8.7/16" }), number: 2 },
+  ]);
+  const kernel = (w.host as unknown as { kernel: KernelSeams }).kernel;
+  const { run, sysctl } = kernel;
+  let failing = "kh3";
+  kernel.sysctl = (path, value) =>
+    path.includes(`.${failing}.`)
+      ? Promise.reject(new Error("no such device"))
+      : sysctl(path, value);
+  // kh3's sysctls fail: only kh2 is handed to the flows; kh3 is tried again.
+  assert.deepEqual([...await w.host.reconcile([c, a])], [[2, 1]]);
+  failing = "";
+  assert.deepEqual([...await w.host.reconcile([c, a])], [[2, 1], [3, 2]]);
+  // egress turned off on a, and the table cannot be applied: a is closed (its old rules would
+  // still let it out), c goes on.
+  kernel.run = (argv, opts) =>
+    argv[0] === "nft" ? Promise.reject(new Error("nft: not found")) : run(argv, opts);
+  const off = { ...a, egress: false, hostAccess: true };
+  assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1]]);
+  kernel.run = run;
+  assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1], [3, 2]]);
 });
