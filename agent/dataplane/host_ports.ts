@@ -11,7 +11,14 @@
  * @module
  */
 import { type Logger, type Port, run } from "@knitter/common";
-import { formatCidr, networkOf, parseIpPrefix } from "@knitter/common/address";
+import {
+  bitsOf,
+  type Cidr,
+  cidrsOverlap,
+  formatCidr,
+  networkOf,
+  parseIpPrefix,
+} from "@knitter/common/address";
 import { gatewayMac } from "@knitter/wasm";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
@@ -113,11 +120,29 @@ const PORT_SYSCTLS: [string, string][] = [
   ["accept_redirects", "0"],
 ];
 
-/** What `ip -j` says of a route or an address, as far as the uplinks need. */
+/** What `ip -j` says of a route or an address, as far as the host ports need. */
 interface IpJson {
+  dst?: unknown;
   dev?: unknown;
   ifname?: unknown;
   nexthops?: { dev?: unknown }[];
+  addr_info?: { local?: string; prefixlen?: number }[];
+}
+
+/** The host ports and loopback: not the node's own place on a network. */
+function ours(dev: unknown): boolean {
+  return typeof dev === "string" && (dev.startsWith(HOST_PORT_PREFIX) || dev === "lo");
+}
+
+/** Whether two prefixes (host bits allowed, no prefix: one address) share an address. */
+function overlaps(a: string, b: string): boolean {
+  const [x, y] = [a, b].map(subnetOf);
+  return x !== null && y !== null && cidrsOverlap(x, y);
+}
+
+function subnetOf(text: string): Cidr | null {
+  const p = parseIpPrefix(text);
+  return "error" in p ? null : networkOf(p.ip, p.prefix ?? bitsOf(p.ip.family));
 }
 
 const KERNEL: KernelSeams = {
@@ -165,7 +190,7 @@ export class HostPorts {
     const key = JSON.stringify(specs);
     if (key === this.applied) return this.ofports;
     try {
-      await this.apply(specs);
+      await this.apply(await this.clearOfNode(specs));
       this.applied = key;
     } catch (err) {
       this.log.error("cannot set up the node's host ports (egress, hostAccess)", {
@@ -242,6 +267,37 @@ export class HostPorts {
       });
     }
     if (failed.length > 0) throw new Error(failed.join("; "));
+  }
+
+  /**
+   * Leaves out the networks that would take the node's own place: a CIDR that overlaps a subnet of
+   * the node's own addresses (on any interface but the host ports and lo), or, with hostAccess
+   * (routed in the main table), one of the node's routes there, which it would shadow. The manager
+   * lets only an admin turn the settings on; this is the node's last word against a mistake that
+   * would cut it off its LAN. Logged; such a network gets no host port.
+   */
+  private async clearOfNode(specs: HostPortSpec[]): Promise<HostPortSpec[]> {
+    if (specs.length === 0) return specs;
+    const addrs = (await this.ipJson(["-4", "addr", "show"])).flatMap((l) =>
+      ours(l.ifname) ? [] : (l.addr_info ?? []).map((a) => `${a.local}/${a.prefixlen}`)
+    );
+    const routes = (await this.ipJson(["-4", "route", "show", "table", "main"]))
+      .filter((r) => !ours(r.dev) && typeof r.dst === "string" && r.dst !== "default")
+      .map((r) => String(r.dst));
+    const clear: HostPortSpec[] = [];
+    for (const s of specs) {
+      const clash = [...addrs, ...(s.hostAccess ? routes : [])].find((c) => overlaps(s.cidr, c));
+      if (clash === undefined) clear.push(s);
+      else {
+        this.log.error("a network's CIDR overlaps the node's own: no egress or hostAccess here", {
+          network: s.networkId,
+          cidr: s.cidr,
+          node: clash,
+          hint: "give the network a CIDR apart from the node's addresses and routes",
+        });
+      }
+    }
+    return clear;
   }
 
   /** One host port's device, sysctls, address and routing. */

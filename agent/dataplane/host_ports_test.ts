@@ -84,6 +84,11 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
 });
 
+/** What changes the kernel (not the rules' removal, which may find none, nor `ip -j` reads). */
+function kernelChange(call: string): boolean {
+  return !call.startsWith("ip rule") && !call.startsWith("ip -j");
+}
+
 /** The sysctls of one host port, in order. */
 function portSysctls(name: string): string[] {
   return [
@@ -148,8 +153,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   const first = await w.host.reconcile([c, a]);
   assert.deepEqual([...first], [[2, 1], [3, 2]]);
   // The table first (a port it does not know yet is closed), then the ports.
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
-    "ip -j -4",
+  assert.deepEqual(w.calls.filter(kernelChange), [
     "nft table",
     "add kh2 internal",
     "add kh3 internal",
@@ -172,8 +176,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   const a2 = { ...a, hostAccess: true };
   const second = await w.host.reconcile([a2]);
   assert.deepEqual([...second], [[3, 2]]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), [
-    "ip -j -4",
+  assert.deepEqual(w.calls.filter(kernelChange), [
     "nft table",
     "del kh2",
     "sysctl net.ipv4.ip_forward=1",
@@ -191,7 +194,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   // None left: the port goes, the kernel keeps only the guard of the pods' veths.
   w.calls.length = 0;
   await w.host.reconcile([]);
-  assert.deepEqual(w.calls.filter((c) => !c.startsWith("ip rule")), ["nft guard", "del kh3"]);
+  assert.deepEqual(w.calls.filter(kernelChange), ["nft guard", "del kh3"]);
   assert.deepEqual(w.host.portNames, []);
   // A node that never had a host port is not touched at all.
   const fresh = world();
@@ -241,4 +244,46 @@ Deno.test("host ports: the flows get no host port whose kernel side failed; a fa
   assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1]]);
   kernel.run = run;
   assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1], [3, 2]]);
+});
+
+Deno.test("host ports: a network whose CIDR overlaps the node's own addresses, or with hostAccess its routes, gets no host port", async () => {
+  const w = world();
+  const kernel = (w.host as unknown as { kernel: KernelSeams }).kernel;
+  const { run } = kernel;
+  const node: Record<string, unknown[]> = {
+    addr: [
+      { ifname: "lo", addr_info: [{ local: "127.0.0.1", prefixlen: 8 }] },
+      { ifname: "eth0", addr_info: [{ local: "192.168.1.20", prefixlen: 24 }] },
+      { ifname: "kh9", addr_info: [{ local: "10.1.0.1", prefixlen: 24 }] },
+    ],
+    route: [{ dst: "default", dev: "eth0" }, { dst: "10.96.0.0/12", dev: "eth0" }],
+  };
+  kernel.run = async (argv, opts) => {
+    const r = await run(argv, opts);
+    return argv[1] === "-j" ? { ...r, stdout: JSON.stringify(node[argv[3]] ?? []) } : r;
+  };
+  const specs = hostPortSpecs([
+    // Inside the node's LAN: refused, egress or not.
+    {
+      port: port("lan", { networkEgress: true, address: "192.168.1.5/25", gateway: "192.168.1.1" }),
+      number: 1,
+    },
+    // Shadows the node's route, in the main table: refused with hostAccess only.
+    {
+      port: port("svc", {
+        networkHostAccess: true,
+        address: "10.100.0.5/24",
+        gateway: "10.100.0.1",
+      }),
+      number: 2,
+    },
+    {
+      port: port("svc2", { networkEgress: true, address: "10.100.0.5/24", gateway: "10.100.0.1" }),
+      number: 3,
+    },
+    // Overlaps only what the host ports and loopback hold: fine.
+    { port: port("ok", { networkHostAccess: true }), number: 4 },
+  ]);
+  assert.deepEqual([...await w.host.reconcile(specs)].map(([n]) => n), [3, 4]);
+  assert.deepEqual(w.host.portNames, ["kh3", "kh4"]);
 });
