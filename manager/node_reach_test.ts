@@ -145,3 +145,19 @@ Deno.test("node reach: a change reaches the agents through the network's ports o
   assert.equal(port.networkEgress, undefined);
   assert.equal(port.networkHostAccess, undefined);
 });
+
+Deno.test("node reach: a cluster's monitor turns them on as the admin's delegate, only for its tenants' networks", async () => {
+  const monitor = "east-monitor-token-for-tests";
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    tokens: [{ token: monitor, scope: "monitor", cluster: "east" }],
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", NETS, net("blue", "10.1.0.0/24", { gateway: "10.1.0.1" })), 201);
+  const red = net("red", "10.2.0.0/24", { gateway: "10.2.0.1" });
+  must(await t.call("POST", "tenants/globex/networks", red), 201);
+  const on = must(await t.call("PATCH", BLUE, { egress: true, hostAccess: true }, monitor), 200);
+  assert.deepEqual([on.egress, on.hostAccess], [true, true]);
+  const other = await attempt(t)("PATCH", "tenants/globex/networks/red", { egress: true }, monitor);
+  assert.ok(other.status === 403 || other.status === 404, JSON.stringify(other));
+});
