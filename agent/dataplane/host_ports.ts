@@ -215,11 +215,12 @@ export class HostPorts {
     // Until their kernel side is set up again, changed and stale ports get no flows.
     for (const s of changed) this.done.delete(s.port);
     for (const name of stale) this.done.delete(name);
-    this.ofports = new Map(
-      specs.filter((s) => this.done.has(s.port)).map((s) =>
-        [s.number, this.ofports.get(s.number)!] as [number, number]
-      ).filter(([, ofport]) => ofport !== undefined),
-    );
+    const kept = new Map<number, number>();
+    for (const s of specs) {
+      const ofport = this.ofports.get(s.number);
+      if (this.done.has(s.port) && ofport !== undefined) kept.set(s.number, ofport);
+    }
+    this.ofports = kept;
     // Rules of the ports that go or change; made again below where wanted.
     const numbers = new Set([
       ...stale.map((name) => Number(name.slice(HOST_PORT_PREFIX.length))),
