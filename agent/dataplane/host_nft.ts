@@ -26,12 +26,23 @@ export interface HostNet {
 export const NFT_TABLE = "knitter";
 
 /**
- * Marks, conntrack marks and routing tables of egress networks: this block plus the network's
- * number. Replies to what a network sent out carry its conntrack mark, which picks its routing
- * table: two tenants' networks may have the same CIDR on one node.
+ * The bits of the packet and conntrack marks that are Knitter's: a host port's connections carry
+ * their network's number there (markOf), and nothing else of either mark is touched, so other
+ * parts of the node keep theirs (kube-proxy's 0x4000 and 0x8000, say). A node whose other software
+ * uses these bits (Calico's default mask is this one) needs another mask here: contiguous, and wide
+ * enough for the node's network numbers (a network beyond it gets no host port). Replies carry the
+ * mark of what they answer, which picks their network's routing table: two tenants' networks may
+ * have the same CIDR on one node.
  */
-export const MARK_BASE = 0x6b6e0000;
-const MARK_MASK = 0xffff0000;
+export const MARK_MASK = 0xffff0000;
+const MARK_SHIFT = 31 - Math.clz32(MARK_MASK & -MARK_MASK);
+/** The other bits of the marks, kept as they are. */
+const MARK_KEEP = ~MARK_MASK >>> 0;
+/** The largest network number the mask holds. */
+export const MAX_MARKED = MARK_MASK >>> MARK_SHIFT;
+
+/** Routing tables of egress networks: this block plus the network's number. */
+export const TABLE_BASE = 0x6b6e0000;
 
 /** Priority of the policy routing rules (`ip rule`), before the main table's 32766. */
 export const RULE_PRIORITY = 2000;
@@ -54,8 +65,14 @@ export const HOST_PORT_PREFIX = "kh";
  */
 export const POD_VETHS = "kn*";
 
+/** Network number `n` in the marks' bits. */
 export function markOf(n: number): number {
-  return MARK_BASE + n;
+  return (n << MARK_SHIFT) >>> 0;
+}
+
+/** The routing table of egress network number `n`. */
+export function tableOf(n: number): number {
+  return TABLE_BASE + n;
 }
 
 const hex = (v: number) => `0x${v.toString(16).padStart(8, "0")}`;
@@ -131,15 +148,26 @@ function rawRules(nets: HostNet[]): string[] {
  */
 function markRules(nets: HostNet[]): string[] {
   return [
-    ...nets.map((n) => `iifname "${n.port}" ct state new ct mark set ${hex(markOf(n.number))}`),
-    ...nets.map((n) => `iifname "${n.port}" ct mark != ${hex(markOf(n.number))} drop`),
-    `ct mark & ${hex(MARK_MASK)} == ${hex(MARK_BASE)} meta mark set ct mark`,
+    ...nets.map((n) => `iifname "${n.port}" ct state new ${setCtMark(n)}`),
+    ...nets.map((n) => `iifname "${n.port}" ${ctMarkIs(n, "!=")} drop`),
+    ...nets.map((n) =>
+      `${ctMarkIs(n, "==")} meta mark set meta mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`
+    ),
   ];
+}
+
+/** The network's number into the conntrack mark's bits of ours, the others kept. */
+function setCtMark(n: HostNet): string {
+  return `ct mark set ct mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`;
+}
+
+function ctMarkIs(n: HostNet, op: "==" | "!="): string {
+  return `ct mark & ${hex(MARK_MASK)} ${op} ${hex(markOf(n.number))}`;
 }
 
 /** New connections into a host port (forward: hostPort's DNAT; output: the node's probes). */
 function intoRules(nets: HostNet[]): string[] {
-  return nets.map((n) => `oifname "${n.port}" ct state new ct mark set ${hex(markOf(n.number))}`);
+  return nets.map((n) => `oifname "${n.port}" ct state new ${setCtMark(n)}`);
 }
 
 /**

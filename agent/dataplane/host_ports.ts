@@ -26,8 +26,11 @@ import {
   type HostNet,
   hostPortName,
   hostRuleset,
+  MARK_MASK,
   markOf,
+  MAX_MARKED,
   RULE_PRIORITY,
+  tableOf,
 } from "./host_nft.ts";
 
 /** Marks the OVS ports that are host ports: the manager's network ID. */
@@ -94,10 +97,11 @@ export function linkCommands(s: HostPortSpec): string[] {
 
 /** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
 export function egressRouteCommands(s: HostPortSpec): string[] {
-  const mark = markOf(s.number);
+  const table = tableOf(s.number);
+  const mark = `0x${markOf(s.number).toString(16)}/0x${MARK_MASK.toString(16)}`;
   return [
-    `route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${mark}`,
-    `rule add pref ${RULE_PRIORITY} fwmark ${mark} lookup ${mark}`,
+    `route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${table}`,
+    `rule add pref ${RULE_PRIORITY} fwmark ${mark} lookup ${table}`,
   ];
 }
 
@@ -288,7 +292,13 @@ export class HostPorts {
     const clear: HostPortSpec[] = [];
     for (const s of specs) {
       const clash = [...addrs, ...(s.hostAccess ? routes : [])].find((c) => overlaps(s.cidr, c));
-      if (clash === undefined) clear.push(s);
+      if (s.number > MAX_MARKED) {
+        this.log.error("a network's node-local number is beyond the marks' bits: no host port", {
+          network: s.networkId,
+          number: s.number,
+          hint: "widen MARK_MASK (agent/dataplane/host_nft.ts)",
+        });
+      } else if (clash === undefined) clear.push(s);
       else {
         this.log.error("a network's CIDR overlaps the node's own: no egress or hostAccess here", {
           network: s.networkId,
@@ -348,12 +358,12 @@ export class HostPorts {
     }
   }
 
-  /** Deletes every policy routing rule of network number `n` (none is fine). */
+  /** Deletes every policy routing rule of network number `n` (none is fine), by its table. */
   private async deleteRules(n: number): Promise<void> {
-    const mark = markOf(n);
+    const table = String(tableOf(n));
     for (let i = 0; i < 8; i++) {
       const r = await this.kernel.run(
-        ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "fwmark", String(mark)],
+        ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "lookup", table],
         { check: false },
       );
       if (r.code !== 0) return;

@@ -11,6 +11,7 @@ import {
   type KernelSeams,
   linkCommands,
 } from "./host_ports.ts";
+import { MAX_MARKED } from "./host_nft.ts";
 
 function port(networkId: string, more: Partial<Port> = {}): Port {
   return {
@@ -78,7 +79,7 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   ]);
   assert.deepEqual(egressRouteCommands(egress), [
     "route replace 10.1.0.0/24 dev kh3 src 10.1.0.1 table 1802371075",
-    "rule add pref 2000 fwmark 1802371075 lookup 1802371075",
+    "rule add pref 2000 fwmark 0x30000/0xffff0000 lookup 1802371075",
   ]);
   const [access] = hostPortSpecs([{ port: port("a", { networkHostAccess: true }), number: 3 }]);
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
@@ -286,4 +287,13 @@ Deno.test("host ports: a network whose CIDR overlaps the node's own addresses, o
   ]);
   assert.deepEqual([...await w.host.reconcile(specs)].map(([n]) => n), [3, 4]);
   assert.deepEqual(w.host.portNames, ["kh3", "kh4"]);
+});
+
+Deno.test("host ports: a network whose number is beyond the marks' bits gets no host port", async () => {
+  const w = world();
+  const specs = hostPortSpecs([
+    { port: port("a", { networkEgress: true }), number: MAX_MARKED + 1 },
+    { port: port("b", { networkEgress: true, address: "10.2.0.5/24" }), number: MAX_MARKED },
+  ]);
+  assert.deepEqual([...(await w.host.reconcile(specs)).keys()], [MAX_MARKED]);
 });
