@@ -33,6 +33,11 @@ export const AgentConfigSchema = z.strictObject({
   /** This node's tunnel endpoint, as registered with the manager. */
   underlayIp: z.string().min(1),
   underlayMtu: z.int().min(1280).max(9216).default(1500),
+  /**
+   * The interfaces egress networks leave through (agent/README.md, "Egress and the node");
+   * absent: those of the node's default routes.
+   */
+  egressInterfaces: z.array(z.string().min(1).max(15)).optional(),
   ovs: z.strictObject({
     /** ovsdb-server socket; absent: the system default. */
     dbSock: z.string().optional(),

@@ -66,7 +66,14 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const metrics = new AgentMetrics();
   dataplane.observer = metrics;
   // The node on networks with egress or hostAccess (host_ports.ts).
-  dataplane.hostPorts = new HostPorts(ovs, config.bridge, log);
+  dataplane.hostPorts = new HostPorts(
+    ovs,
+    config.bridge,
+    log,
+    undefined,
+    config.egressInterfaces,
+    config.underlayIp,
+  );
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);

@@ -49,8 +49,11 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   },
   exclude: { type: "string", multiple: true, value: "A", help: "never handed out (repeatable)" },
   public: { type: "boolean", help: "every tenant may attach (admin)" },
-  egress: { type: "boolean", help: "pods reach the outside through their node (source NAT)" },
-  "host-access": { type: "boolean", help: "the node reaches its pods (probes, hostPort)" },
+  egress: {
+    type: "boolean",
+    help: "pods reach the outside through their node (source NAT; admin)",
+  },
+  "host-access": { type: "boolean", help: "the node reaches its pods (probes, hostPort; admin)" },
   physnet: { type: "string", value: "NAME", help: "physical network (vlan, flat)" },
   "segment-id": { type: "string", value: "N", help: "VNI or VLAN ID" },
   mtu: { type: "string", value: "N", help: "MTU" },

@@ -21,23 +21,50 @@ Deno.test("node reach: egress and hostAccess are off by default, set at creation
       "POST",
       NETS,
       net("green", "10.2.0.0/24", { gateway: "10.2.0.1", egress: true, hostAccess: true }),
-      TOKEN.acme,
+      TOKEN.admin,
     ),
     201,
   );
   assert.equal(green.egress, true);
   assert.equal(green.hostAccess, true);
-  const on = must(await t.call("PATCH", BLUE, { egress: true }, TOKEN.acme), 200);
+  const on = must(await t.call("PATCH", BLUE, { egress: true }, TOKEN.admin), 200);
   assert.deepEqual([on.egress, on.hostAccess], [true, false]);
+  // The tenant may send it as it is, and turn it off.
+  must(await t.call("PATCH", BLUE, { egress: true, description: "x" }, TOKEN.acme), 200);
   const off = must(await t.call("PATCH", BLUE, { egress: false }, TOKEN.acme), 200);
   assert.equal(off.egress, false);
+});
+
+Deno.test("node reach: only an admin turns egress or hostAccess on (the node's addresses and routes are at stake)", async () => {
+  using t = await world();
+  for (const field of ["egress", "hostAccess"]) {
+    mustFail(
+      await attempt(t)("PATCH", BLUE, { [field]: true }, TOKEN.acme),
+      403,
+      "forbidden",
+      { field, message: /only an admin may turn it on.*ask the admin/ },
+    );
+    mustFail(
+      await attempt(t)(
+        "POST",
+        NETS,
+        net(`n-${field.toLowerCase()}`, "10.4.0.0/24", { gateway: "10.4.0.1", [field]: true }),
+        TOKEN.acme,
+      ),
+      403,
+      "forbidden",
+      { field },
+    );
+  }
+  const blue = must(await t.call("GET", BLUE, undefined, TOKEN.acme), 200);
+  assert.deepEqual([blue.egress, blue.hostAccess], [false, false]);
 });
 
 Deno.test("node reach: both need an IPv4 gateway, with an error that says what to do", async () => {
   using t = await world();
   must(await t.call("POST", NETS, net("bare", "10.3.0.0/24"), TOKEN.acme), 201);
   mustFail(
-    await attempt(t)("PATCH", `${NETS}/bare`, { egress: true }, TOKEN.acme),
+    await attempt(t)("PATCH", `${NETS}/bare`, { egress: true }, TOKEN.admin),
     400,
     "invalid_request",
     { field: "egress", message: /has no IPv4 gateway.*give the network an IPv4 cidr and gateway/ },
@@ -47,7 +74,7 @@ Deno.test("node reach: both need an IPv4 gateway, with an error that says what t
       "POST",
       NETS,
       net("six", "fd00:6::/64", { gateway: "fd00:6::1", hostAccess: true }),
-      TOKEN.acme,
+      TOKEN.admin,
     ),
     400,
     "invalid_request",
@@ -55,26 +82,27 @@ Deno.test("node reach: both need an IPv4 gateway, with an error that says what t
   );
 });
 
-Deno.test("node reach: hostAccess networks never overlap, and another tenant's is not named", async () => {
+Deno.test("node reach: hostAccess networks overlap neither each other nor egress networks, and another tenant's is not named", async () => {
   using t = await world();
-  must(await t.call("PATCH", BLUE, { hostAccess: true }, TOKEN.acme), 200);
+  must(await t.call("PATCH", BLUE, { hostAccess: true }, TOKEN.admin), 200);
+  const RED = "tenants/globex/networks/red";
   must(
     await t.call(
       "POST",
       "tenants/globex/networks",
-      net("red", "10.1.0.0/24", { gateway: "10.1.0.1", egress: true }),
-      TOKEN.globex,
+      net("red", "10.1.0.0/24", { gateway: "10.1.0.1" }),
     ),
     201,
   );
-  // Egress alone may overlap (each network has its own table on the node).
-  const refused = mustFail(
-    await attempt(t)("PATCH", "tenants/globex/networks/red", { hostAccess: true }, TOKEN.globex),
-    409,
-    "conflict",
-    { field: "hostAccess", message: /overlaps a network of another tenant that has hostAccess/ },
-  );
-  assert.doesNotMatch(refused, /acme|blue/);
+  for (const field of ["hostAccess", "egress"]) {
+    const refused = mustFail(
+      await attempt(t)("PATCH", RED, { [field]: true }),
+      409,
+      "conflict",
+      { field, message: /overlaps a network of another tenant that has hostAccess/ },
+    );
+    assert.doesNotMatch(refused, /acme|blue/);
+  }
   mustFail(
     await attempt(t)(
       "POST",
@@ -85,13 +113,26 @@ Deno.test("node reach: hostAccess networks never overlap, and another tenant's i
     "conflict",
     { field: "hostAccess" },
   );
+  // Egress networks may overlap each other (each has its own table on the node), not hostAccess.
+  must(await t.call("PATCH", BLUE, { hostAccess: false, egress: true }, TOKEN.admin), 200);
+  must(await t.call("PATCH", RED, { egress: true }), 200);
+  mustFail(
+    await attempt(t)(
+      "POST",
+      "tenants/initech/networks",
+      net("teal", "10.1.0.0/16", { gateway: "10.1.0.1", hostAccess: true }),
+    ),
+    409,
+    "conflict",
+    { field: "hostAccess", message: /another tenant that has egress/ },
+  );
 });
 
 Deno.test("node reach: a change reaches the agents through the network's ports on the feed", async () => {
   using t = await world();
   must(await t.call("PUT", `${BLUE}/ports/p1`, {}, TOKEN.acme), 201);
   const cursor = must(await t.call("GET", "feed", undefined, TOKEN.worker1), 200).cursor;
-  must(await t.call("PATCH", BLUE, { egress: true, hostAccess: true }, TOKEN.acme), 200);
+  must(await t.call("PATCH", BLUE, { egress: true, hostAccess: true }, TOKEN.admin), 200);
   const page = must(
     await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOKEN.worker1),
     200,
@@ -103,4 +144,20 @@ Deno.test("node reach: a change reaches the agents through the network's ports o
   const port = must(await t.call("GET", `${BLUE}/ports/p1`, undefined, TOKEN.acme), 200);
   assert.equal(port.networkEgress, undefined);
   assert.equal(port.networkHostAccess, undefined);
+});
+
+Deno.test("node reach: a cluster's monitor turns them on as the admin's delegate, only for its tenants' networks", async () => {
+  const monitor = "east-monitor-token-for-tests";
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    tokens: [{ token: monitor, scope: "monitor", cluster: "east" }],
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", NETS, net("blue", "10.1.0.0/24", { gateway: "10.1.0.1" })), 201);
+  const red = net("red", "10.2.0.0/24", { gateway: "10.2.0.1" });
+  must(await t.call("POST", "tenants/globex/networks", red), 201);
+  const on = must(await t.call("PATCH", BLUE, { egress: true, hostAccess: true }, monitor), 200);
+  assert.deepEqual([on.egress, on.hostAccess], [true, true]);
+  const other = await attempt(t)("PATCH", "tenants/globex/networks/red", { egress: true }, monitor);
+  assert.ok(other.status === 403 || other.status === 404, JSON.stringify(other));
 });

@@ -157,11 +157,11 @@ export const NetworkCreate = z.strictObject({
   dscp: Dscp.optional(),
   egress: z.boolean().default(false).meta({
     description:
-      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway",
+      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway and a cidr no other hostAccess network overlaps; only an admin (or a cluster monitor) turns it on",
   }),
   hostAccess: z.boolean().default(false).meta({
     description:
-      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess network overlaps",
+      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on",
   }),
 });
 
@@ -204,11 +204,11 @@ export const NetworkUpdate = z.strictObject({
   }),
   egress: z.boolean().optional().meta({
     description:
-      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway; at once for every node",
+      "its pods reach destinations outside every network their network is routed to through the node, with source NAT to the node's address (TCP, UDP, ICMP; IPv4); needs an IPv4 gateway and a cidr no other hostAccess network overlaps; only an admin (or a cluster monitor) turns it on; at once for every node",
   }),
   hostAccess: z.boolean().optional().meta({
     description:
-      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess network overlaps; at once for every node",
+      "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on; at once for every node",
   }),
   deleting: z.boolean().optional().meta({
     description:

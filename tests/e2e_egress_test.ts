@@ -11,6 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
+import { gatewayMac } from "@knitter/wasm";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
@@ -123,13 +124,110 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
   );
 
   await t.step(
+    "attack: a pod that may send from the external host's address does not take over another tenant's connection",
+    async () => {
+      // globex's pod talks UDP to the external host, from port 5000 (kept by the node's NAT).
+      const extGot = await udpReceiver(cleanup, ext, 6000);
+      await waitFor("the external host hears globex", async () => {
+        await udpSend(ns(globexOut), "from-globex", EXTERNAL, 6000, 5000);
+        return (await extGot.got()).includes("from-globex");
+      }, 20_000);
+      const globexGot = await udpReceiver(cleanup, ns(globexOut), 5000);
+      const acmeGot = await udpReceiver(cleanup, ns(acmeOut), 5000);
+      await waitFor("globex hears the external host", async () => {
+        await udpSend(ext, "reply-1", NODE_IP, 5000, 6000);
+        return (await globexGot.got()).includes("reply-1");
+      }, 20_000);
+      // acme routes the external host's address through its pod, which may then send from it
+      // (spoofRouted): as the external host, to the node's port of globex's connection.
+      await create(stack, "tenants/acme/routers", {
+        name: "spoof",
+        networks: ["out"],
+        routes: [{ dst: `${EXTERNAL}/32`, via: acmeOut.ip }],
+      });
+      try {
+        await run(["ip", "-n", ns(acmeOut), "-batch", "-"], {
+          stdin: `addr add ${EXTERNAL}/32 dev eth0\n` +
+            `route add ${NODE_IP}/32 via 10.70.0.1 src ${EXTERNAL}\n`,
+        });
+        const port = await hostPortOf(stack, n1, "acme", "out");
+        const cap = await startCapture(
+          cleanup,
+          n1.sim.netns,
+          port,
+          `udp and src host ${EXTERNAL}`,
+          {
+            count: 1,
+            timeoutMs: 20_000,
+          },
+        );
+        await waitFor("the forged packet at the node", async () => {
+          await udpSend(ns(acmeOut), "forged", NODE_IP, 5000, 6000, EXTERNAL);
+          return (await cap.done(300)).length > 0;
+        }, 20_000);
+      } finally {
+        // The pod would take a packet from its own address for a martian: it drops it no more.
+        await run(["ip", "-n", ns(acmeOut), "-batch", "-"], {
+          stdin: `route del ${NODE_IP}/32\naddr del ${EXTERNAL}/32 dev eth0\n`,
+          check: false,
+        });
+        const r = await stack.api("DELETE", "tenants/acme/routers/spoof");
+        assert.ok(r.status < 300, JSON.stringify(r.body));
+      }
+      await waitFor("the next reply delivered", async () => {
+        await udpSend(ext, "reply-2", NODE_IP, 5000, 6000);
+        return `${await globexGot.got()}${await acmeGot.got()}`.includes("reply-2");
+      }, 20_000);
+      assert.equal(await acmeGot.got(), "", "acme got nothing of globex's connection");
+      assert.match(await globexGot.got(), /reply-2/);
+      for (const r of [extGot, globexGot, acmeGot]) await r.stop();
+      await egressWorks(cleanup, acmeOut, ext);
+    },
+  );
+
+  await t.step(
+    "the node's ICMP errors go back to the pod they answer (time exceeded), not by the node's own routes",
+    async () => {
+      for (const p of [acmeOut, globexOut]) {
+        const r = await run(
+          ["ip", "netns", "exec", ns(p), "ping", "-n", "-c1", "-W3", "-t1", EXTERNAL],
+          { check: false },
+        );
+        assert.match(r.stdout, /Time to live exceeded/, `${p.name}: ${r.stdout}`);
+      }
+    },
+  );
+
+  await t.step(
+    "egress never reaches link-local addresses (the node's own: cloud metadata and the like)",
+    async () => {
+      // The node routes 169.254.0.0/16 to the underlay, where the external host has one.
+      await run(["ip", "-n", n1.sim.netns, "route", "add", "169.254.0.0/16", "dev", "br-phy"]);
+      await run(["ip", "-n", ext, "addr", "add", "169.254.1.1/16", "dev", "eth0"]);
+      assert.ok(await pingFrom(n1.sim.netns, "169.254.1.1"), "the node reaches it");
+      assert.equal(await pingFrom(ns(acmeOut), "169.254.1.1"), false, "a pod reaches it");
+      const tcp = await tcpExchange(cleanup, ns(acmeOut), ext, "169.254.1.1", 100, { seconds: 2 });
+      assert.equal(tcp.ok, false, `TCP to link-local: ${JSON.stringify(tcp)}`);
+      await run(["ip", "-n", ext, "addr", "del", "169.254.1.1/16", "dev", "eth0"]);
+      await run(["ip", "-n", n1.sim.netns, "route", "del", "169.254.0.0/16"]);
+    },
+  );
+
+  await t.step(
     "attack: no pod reaches another network's pod or gateway through the node",
     async () => {
-      const targets = [web.ip, "10.71.0.1", quiet.ip, "10.72.0.1"];
+      // Each target with a server where it lives (the gateways: on the node), so that only the
+      // node's rules and the flows stand between.
+      const targets: [string, string][] = [
+        [web.ip, ns(web)],
+        ["10.71.0.1", n1.sim.netns],
+        [quiet.ip, ns(quiet)],
+        ["10.72.0.1", n1.sim.netns],
+      ];
       for (const from of [acmeOut, globexOut]) {
-        for (const to of targets) {
+        for (const [to, server] of targets) {
           assert.equal(await pingFrom(ns(from), to), false, `${from.name} pings ${to}`);
-          const r = await tcpExchange(cleanup, ns(from), ns(web), to, 100, { seconds: 2 });
+          const r = await tcpExchange(cleanup, ns(from), server, to, 100, { seconds: 2 });
           assert.equal(r.ok, false, `${from.name} TCP to ${to}: ${JSON.stringify(r)}`);
         }
       }
@@ -138,6 +236,31 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
         assert.equal(await pingFrom(ns(from), acmeOut.ip), false, `${from.name} to out`);
         assert.equal(await pingFrom(ns(from), "10.70.0.1"), false, `${from.name} to out's gateway`);
       }
+    },
+  );
+
+  await t.step(
+    "attack: the underlay reaches no tenant's gateway address on the node (ARP, or routed to it)",
+    async () => {
+      // Asked for by ARP on the underlay, the node would take the address there (a tenant's
+      // gateway may be the LAN router's address); routed to the node, it would answer as it.
+      await run(["ip", "-n", ext, "-batch", "-"], {
+        stdin: "route add 10.70.0.1/32 dev eth0\nroute add 10.71.0.1/32 via 192.0.2.1\n",
+      });
+      cleanup.defer(async () => {
+        await run(["ip", "-n", ext, "-batch", "-"], {
+          stdin: "route del 10.70.0.1/32\nroute del 10.71.0.1/32\n",
+          check: false,
+        });
+      });
+      for (const gw of ["10.70.0.1", "10.71.0.1"]) {
+        assert.equal(await pingFrom(ext, gw), false, `the external host pings ${gw}`);
+      }
+      const neigh = await run(["ip", "-n", ext, "neigh", "show", "10.70.0.1"]);
+      assert.ok(!neigh.stdout.includes("lladdr"), `answered by ARP: ${neigh.stdout}`);
+      await run(["ip", "-n", ext, "-batch", "-"], {
+        stdin: "route del 10.70.0.1/32\nroute del 10.71.0.1/32\n",
+      });
     },
   );
 
@@ -203,6 +326,30 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     },
   );
 
+  await t.step(
+    "egress turned off stops an established stream at once (the host port stays, for hostAccess)",
+    async () => {
+      const on = await stack.api("PATCH", "tenants/acme/networks/web", { egress: true });
+      assert.equal(on.status, 200, JSON.stringify(on.body));
+      await waitFor("web with egress", () => pingFrom(ns(web), EXTERNAL), 20_000);
+      const flowing = await startCapture(cleanup, ext, "eth0", `tcp and src host ${NODE_IP}`, {
+        count: 5,
+        timeoutMs: 20_000,
+      });
+      // 400 kB at 20 kB/s: it lasts 20 s, longer than the PATCH takes to reach the node.
+      const stream = tcpExchange(cleanup, ns(web), ext, EXTERNAL, 400_000, {
+        rate: 20_000,
+        seconds: 30,
+      });
+      assert.equal((await flowing.done()).length, 5, "the stream flows");
+      const off = await stack.api("PATCH", "tenants/acme/networks/web", { egress: false });
+      assert.equal(off.status, 200, JSON.stringify(off.body));
+      const r = await stream;
+      assert.equal(r.ok, false, `the stream went on: ${JSON.stringify(r)}`);
+      await hostAccessWorks(cleanup, n1, web, ext);
+    },
+  );
+
   await t.step("egress turned off (PATCH) stops it; the other tenant's keeps working", async () => {
     const r = await stack.api("PATCH", "tenants/acme/networks/out", { egress: false });
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -223,6 +370,66 @@ Deno.test("e2e egress: SNAT to the node for egress networks only, same CIDR for 
     assert.equal((await hostPorts(n1)).length, 2, "globex/out's and web's host ports are left");
   });
 });
+
+/** The host port of a network on a node: the one with the network's gateway MAC. */
+async function hostPortOf(
+  stack: Stack,
+  node: Stack["nodes"][number],
+  tenant: string,
+  name: string,
+): Promise<string> {
+  const net = await stack.api("GET", `tenants/${tenant}/networks/${name}`);
+  const mac = gatewayMac(net.body.id);
+  const r = await run(["ip", "-n", node.sim.netns, "-j", "link", "show"]);
+  const links = JSON.parse(r.stdout) as { ifname: string; address?: string }[];
+  const port = links.find((l) => l.ifname.startsWith("kh") && l.address === mac);
+  assert.ok(port, `no host port of ${tenant}/${name} with ${mac}`);
+  return port.ifname;
+}
+
+/** A UDP receiver in `netns` on `port` for at most `seconds`: what it got so far, and its end. */
+async function udpReceiver(
+  cleanup: Cleanup,
+  netns: string,
+  port: number,
+  seconds = 90,
+): Promise<{ got(): Promise<string>; stop(): Promise<void> }> {
+  const file = `${await cleanup.tempDir()}/got`;
+  const child = new Deno.Command("ip", {
+    args: ["netns", "exec", netns, "timeout", String(seconds), "socat", "-u"]
+      .concat([`UDP4-RECV:${port},reuseaddr`, `OPEN:${file},creat,append`]),
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  cleanup.pid(child.pid);
+  return {
+    got: () => Deno.readTextFile(file).catch(() => ""),
+    stop: async () => {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+    },
+  };
+}
+
+/** One UDP datagram from `netns` (from `sourcePort`, and `source` if given) to `addr`:`port`. */
+async function udpSend(
+  netns: string,
+  text: string,
+  addr: string,
+  port: number,
+  sourcePort: number,
+  source?: string,
+): Promise<void> {
+  const from = source ? `bind=${source}:${sourcePort}` : `sourceport=${sourcePort}`;
+  await run(
+    ["ip", "netns", "exec", netns, "socat", "-u", "-"].concat(
+      `UDP4-SENDTO:${addr}:${port},${from},reuseaddr`,
+    ),
+    { stdin: text + "\n" },
+  );
+}
 
 /** The node's host ports (`kh<N>`), as its kernel has them. */
 async function hostPorts(node: Stack["nodes"][number]): Promise<string[]> {

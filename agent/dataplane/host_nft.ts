@@ -16,18 +16,33 @@ export interface HostNet {
   egress: boolean;
   /** The node reaches its pods (kubelet probes, hostPort's DNAT). */
   hostAccess: boolean;
+  /** The gateway's IPv4 address: the node's on the network, and nowhere else. */
+  gateway: string;
+  /** The network's IPv4 CIDR. */
+  cidr: string;
 }
 
 /** The table of ours; nothing else of the node's nftables is touched. */
 export const NFT_TABLE = "knitter";
 
 /**
- * Marks, conntrack marks and routing tables of egress networks: this block plus the network's
- * number. Replies to what a network sent out carry its conntrack mark, which picks its routing
- * table: two tenants' networks may have the same CIDR on one node.
+ * The bits of the packet and conntrack marks that are Knitter's: a host port's connections carry
+ * their network's number there (markOf), and nothing else of either mark is touched, so other
+ * parts of the node keep theirs (kube-proxy's 0x4000 and 0x8000, say). A node whose other software
+ * uses these bits (Calico's default mask is this one) needs another mask here: contiguous, and wide
+ * enough for the node's network numbers (a network beyond it gets no host port). Replies carry the
+ * mark of what they answer, which picks their network's routing table: two tenants' networks may
+ * have the same CIDR on one node.
  */
-export const MARK_BASE = 0x6b6e0000;
-const MARK_MASK = 0xffff0000;
+export const MARK_MASK = 0xffff0000;
+const MARK_SHIFT = 31 - Math.clz32(MARK_MASK & -MARK_MASK);
+/** The other bits of the marks, kept as they are. */
+const MARK_KEEP = ~MARK_MASK >>> 0;
+/** The largest network number the mask holds. */
+export const MAX_MARKED = MARK_MASK >>> MARK_SHIFT;
+
+/** Routing tables of egress networks: this block plus the network's number. */
+export const TABLE_BASE = 0x6b6e0000;
 
 /** Priority of the policy routing rules (`ip rule`), before the main table's 32766. */
 export const RULE_PRIORITY = 2000;
@@ -50,8 +65,14 @@ export const HOST_PORT_PREFIX = "kh";
  */
 export const POD_VETHS = "kn*";
 
+/** Network number `n` in the marks' bits. */
 export function markOf(n: number): number {
-  return MARK_BASE + n;
+  return (n << MARK_SHIFT) >>> 0;
+}
+
+/** The routing table of egress network number `n`. */
+export function tableOf(n: number): number {
+  return TABLE_BASE + n;
 }
 
 const hex = (v: number) => `0x${v.toString(16).padStart(8, "0")}`;
@@ -60,83 +81,158 @@ function set(names: string[]): string {
   return `{ ${names.map((n) => `"${n}"`).join(", ")} }`;
 }
 
+/** The gateways' addresses, each once (two egress networks may share one). */
+function gateways(nets: HostNet[]): string {
+  return `{ ${[...new Set(nets.map((n) => n.gateway))].join(", ")} }`;
+}
+
+/** Every host port, known to the table or not: one it does not know of is closed. */
+const ANY_HOST_PORT = `"${HOST_PORT_PREFIX}*"`;
+
+/** Link-local addresses: the node's own (cloud metadata and the like), never a pod's way out. */
+export const LINK_LOCAL = "169.254.0.0/16";
+
 /**
- * Our tables as `nft -f` text: created if missing, emptied and filled in one transaction (no
- * moment without rules). With no host port, only the guard of the pods' veths is left.
+ * The whole table as `nft -f` text: created if missing, emptied and filled in one transaction (no
+ * moment without rules). `uplinks` are the interfaces egress leaves through (host_ports.ts). With
+ * no host port the table still closes every `kh*` port and the pods' veths.
  */
-export function hostRuleset(nets: HostNet[]): string {
+export function hostRuleset(nets: HostNet[], uplinks: string[] = []): string {
   const head = `table ip ${NFT_TABLE} {}\ndelete table ip ${NFT_TABLE}\n` +
     `table arp ${NFT_TABLE} {}\ndelete table arp ${NFT_TABLE}\n`;
-  // Once the node has been on a network, forwarding is on (other parts of a node need it too):
-  // the pods' veths stay shut to the kernel from then on.
-  const guard = [
-    `table arp ${NFT_TABLE} {`,
-    "  chain input {",
-    "    type filter hook input priority filter; policy accept;",
-    `    iifname "${POD_VETHS}" drop`,
-    "  }",
-    "}",
-  ];
-  if (nets.length === 0) {
-    return head + [`table ip ${NFT_TABLE} {`, ...rawChain([]), "}", ...guard].join("\n") + "\n";
-  }
-  const all = set(nets.map((n) => n.port));
-  const egress = nets.filter((n) => n.egress);
-  const access = nets.filter((n) => n.hostAccess);
   const lines = [
     `table ip ${NFT_TABLE} {`,
-    ...rawChain(nets),
-    // What an egress network sends is marked (its table routes the replies back to it).
-    "  chain mangle {",
-    "    type filter hook prerouting priority mangle; policy accept;",
-    ...egress.map((n) =>
-      `    iifname "${n.port}" meta mark set ${hex(markOf(n.number))} ct mark set meta mark`
-    ),
-    `    iifname != ${all} ct mark & ${hex(MARK_MASK)} == ${hex(MARK_BASE)} meta mark set ct mark`,
-    "  }",
-    // Pods never open connections to the node itself; replies (probes) come back.
-    "  chain input {",
-    "    type filter hook input priority filter; policy accept;",
-    `    iifname ${all} ct state established,related accept`,
-    `    iifname ${all} drop`,
-    "  }",
-    "  chain forward {",
-    "    type filter hook forward priority filter; policy accept;",
-    // Never from one network into another (or another tenant's) through the node.
-    `    iifname ${all} oifname ${all} drop`,
-    `    iifname ${all} ct state established,related accept`,
-    ...(egress.length ? [`    iifname ${set(egress.map((n) => n.port))} accept`] : []),
-    `    iifname ${all} drop`,
-    `    oifname ${all} ct state established,related accept`,
-    // hostPort: portmap's DNAT from outside to a pod of a hostAccess network.
-    ...(access.length
-      ? [`    oifname ${set(access.map((n) => n.port))} ct status dnat accept`]
-      : []),
-    `    oifname ${all} drop`,
-    "  }",
-    "  chain postrouting {",
-    "    type nat hook postrouting priority srcnat; policy accept;",
-    ...(egress.length
-      ? [`    iifname ${set(egress.map((n) => n.port))} oifname != ${all} masquerade`]
-      : []),
-    "  }",
+    ...chain("raw", "filter hook prerouting priority raw", rawRules(nets)),
+    ...chain("mangle", "filter hook prerouting priority mangle", markRules(nets)),
+    ...chain("input", "filter hook input priority filter", inputRules(nets)),
+    ...chain("output", "filter hook output priority filter", outputRules(nets)),
+    ...chain("forward", "filter hook forward priority filter", forwardRules(nets, uplinks)),
+    ...chain("postrouting", "nat hook postrouting priority srcnat", natRules(nets, uplinks)),
     "}",
-    ...guard,
+    `table arp ${NFT_TABLE} {`,
+    ...chain("input", "filter hook input priority filter", arpRules(nets)),
+    "}",
   ];
   return head + lines.join("\n") + "\n";
 }
 
-/**
- * Before conntrack: the pods' veths shut, and each host port's conntrack zone. The zone is of the
- * original direction only: a network's connections are its own (two tenants' pods may have the
- * same address), their replies are found in the default zone.
- */
-function rawChain(nets: HostNet[]): string[] {
+function chain(name: string, hook: string, rules: string[]): string[] {
   return [
-    "  chain raw {",
-    "    type filter hook prerouting priority raw; policy accept;",
-    `    iifname "${POD_VETHS}" drop`,
-    ...nets.map((n) => `    iifname "${n.port}" ct original zone set ${n.number}`),
+    `  chain ${name} {`,
+    `    type ${hook}; policy accept;`,
+    ...rules.map((r) => `    ${r}`),
     "  }",
+  ];
+}
+
+/**
+ * The pods' veths shut; each network's connections in its own conntrack zone: two tenants' pods
+ * may have the same address. The zone is of the original direction only, as the replies of egress
+ * arrive on the uplink, where nothing tells their network before conntrack has found it; so a
+ * packet from a host port is also matched against the reply direction of every other connection
+ * (markRules stops that).
+ */
+function rawRules(nets: HostNet[]): string[] {
+  return [
+    `iifname "${POD_VETHS}" drop`,
+    ...nets.map((n) => `iifname "${n.port}" ct original zone set ${n.number}`),
+  ];
+}
+
+/**
+ * Every connection of a network carries its mark: set when it starts from the host port (egress)
+ * or towards it (intoRules: hostPort, probes), never changed after. What comes from a host port
+ * must belong to a connection of its own network: a packet that matches another tenant's
+ * connection (its reply direction, see rawRules), or the node's own, is dropped. The packet mark
+ * follows the connection's: replies find the network's routing table.
+ */
+function markRules(nets: HostNet[]): string[] {
+  return [
+    ...nets.map((n) => `iifname "${n.port}" ct state new ${setCtMark(n)}`),
+    ...nets.map((n) => `iifname "${n.port}" ${ctMarkIs(n, "!=")} drop`),
+    ...nets.map((n) =>
+      `${ctMarkIs(n, "==")} meta mark set meta mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`
+    ),
+  ];
+}
+
+/** The network's number into the conntrack mark's bits of ours, the others kept. */
+function setCtMark(n: HostNet): string {
+  return `ct mark set ct mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`;
+}
+
+function ctMarkIs(n: HostNet, op: "==" | "!="): string {
+  return `ct mark & ${hex(MARK_MASK)} ${op} ${hex(markOf(n.number))}`;
+}
+
+/** New connections into a host port (forward: hostPort's DNAT; output: the node's probes). */
+function intoRules(nets: HostNet[]): string[] {
+  return nets.map((n) => `oifname "${n.port}" ct state new ${setCtMark(n)}`);
+}
+
+/**
+ * Pods never open connections to the node itself; replies to the node's own (probes) pass. The
+ * gateways' addresses are the node's on the networks only: not reached from anywhere else.
+ */
+function inputRules(nets: HostNet[]): string[] {
+  return [
+    `iifname ${ANY_HOST_PORT} ct state established,related ct direction reply accept`,
+    `iifname ${ANY_HOST_PORT} drop`,
+    ...(nets.length ? [`iifname != "lo" ip daddr ${gateways(nets)} drop`] : []),
+  ];
+}
+
+/** The node tells pods of no other way (a redirect would send them past the flows). */
+function outputRules(nets: HostNet[]): string[] {
+  return [...intoRules(nets), `oifname ${ANY_HOST_PORT} icmp type redirect drop`];
+}
+
+/**
+ * Never from one host port to another (no pod reaches another network, or tenant, through the
+ * node). Out of a network: an egress network's pods to the uplinks, not to link-local addresses,
+ * and the replies of connections that came in by DNAT (hostPort). Into a network: the replies of
+ * its egress, and DNAT to one of its own pods. Established connections get no pass of their own:
+ * a network whose egress is turned off is cut off at once.
+ */
+function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
+  const egress = uplinks.length ? nets.filter((n) => n.egress).map((n) => n.port) : [];
+  const access = nets.filter((n) => n.hostAccess);
+  return [
+    `iifname ${ANY_HOST_PORT} oifname ${ANY_HOST_PORT} drop`,
+    ...intoRules(nets),
+    ...(egress.length
+      ? [`iifname ${set(egress)} oifname ${set(uplinks)} ip daddr != ${LINK_LOCAL} accept`]
+      : []),
+    ...(access.length
+      ? [`iifname ${set(access.map((n) => n.port))} ct direction reply ct status dnat accept`]
+      : []),
+    `iifname ${ANY_HOST_PORT} drop`,
+    ...(egress.length
+      ? [`iifname ${set(uplinks)} oifname ${set(egress)} ct direction reply accept`]
+      : []),
+    ...access.map((n) =>
+      `oifname "${n.port}" ip daddr ${n.cidr} ct direction original ct status dnat accept`
+    ),
+    `oifname ${ANY_HOST_PORT} drop`,
+  ];
+}
+
+/** Egress leaves with the node's address on the uplink. */
+function natRules(nets: HostNet[], uplinks: string[]): string[] {
+  const egress = nets.filter((n) => n.egress).map((n) => n.port);
+  if (!egress.length || !uplinks.length) return [];
+  return [`iifname ${set(egress)} oifname ${set(uplinks)} masquerade`];
+}
+
+/**
+ * The pods' veths shut; the gateways' addresses are answered for only on host ports (never on the
+ * underlay, where a tenant's gateway could take the address of the LAN's router).
+ */
+function arpRules(nets: HostNet[]): string[] {
+  return [
+    `iifname "${POD_VETHS}" drop`,
+    ...(nets.length
+      ? [`iifname != ${ANY_HOST_PORT} arp operation request arp daddr ip ${gateways(nets)} drop`]
+      : []),
   ];
 }

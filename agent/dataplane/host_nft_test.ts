@@ -2,58 +2,117 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "../../devstack/cleanup.ts";
-import { type HostNet, hostPortName, hostRuleset, markOf, NFT_TABLE } from "./host_nft.ts";
+import {
+  type HostNet,
+  hostPortName,
+  hostRuleset,
+  markOf,
+  MAX_MARKED,
+  NFT_TABLE,
+  tableOf,
+} from "./host_nft.ts";
 
-const nets: HostNet[] = [
-  { number: 1, port: hostPortName(1), egress: true, hostAccess: false },
-  { number: 2, port: hostPortName(2), egress: false, hostAccess: true },
-  { number: 7, port: hostPortName(7), egress: true, hostAccess: true },
-];
+const net = (number: number, egress: boolean, hostAccess: boolean, third: number): HostNet => ({
+  number,
+  port: hostPortName(number),
+  egress,
+  hostAccess,
+  gateway: `10.${third}.0.1`,
+  cidr: `10.${third}.0.0/24`,
+});
+const nets: HostNet[] = [net(1, true, false, 70), net(2, false, true, 71), net(7, true, true, 73)];
+const UPLINKS = ["eth0"];
+
+/** The rules of one chain of the ip table, trimmed. */
+function rulesOf(text: string, chain: string): string[] {
+  const start = text.indexOf(`chain ${chain} {`);
+  const body = text.slice(start, text.indexOf("\n  }", start));
+  return body.split("\n").slice(2).map((l) => l.trim());
+}
 
 Deno.test("host nft: names and marks are short, stable and per network", () => {
   assert.equal(hostPortName(65535), "kh65535");
   assert.ok(hostPortName(65535).length <= 15);
-  assert.equal(markOf(7), 0x6b6e0007);
+  // The network's number in the marks' bits of ours (MARK_MASK), its routing table in a block.
+  assert.equal(markOf(7), 0x00070000);
+  assert.equal(markOf(MAX_MARKED), 0xffff0000);
+  assert.equal(tableOf(7), 0x6b6e0007);
 });
 
-Deno.test("host nft: the tables are rebuilt whole; with no host port only the pods' veths stay shut to the kernel", () => {
+Deno.test("host nft: the tables are rebuilt whole; with no host port every kh* port and the pods' veths stay shut to the kernel", () => {
   const head = `table ip ${NFT_TABLE} {}\ndelete table ip ${NFT_TABLE}\n` +
     `table arp ${NFT_TABLE} {}\ndelete table arp ${NFT_TABLE}\n`;
   const empty = hostRuleset([]);
   assert.ok(empty.startsWith(head), "created if missing, then deleted and made again at once");
-  assert.ok(!empty.includes("chain forward"), empty);
-  const text = hostRuleset(nets);
+  const text = hostRuleset(nets, UPLINKS);
   assert.ok(text.startsWith(head));
   // The kernel never takes IPv4 or ARP from a pod's veth (the userspace datapath reads it too).
   for (const t of [empty, text]) {
     assert.ok(t.includes('priority raw; policy accept;\n    iifname "kn*" drop'), t);
     assert.ok(t.includes("table arp knitter {\n  chain input {"), t);
+    // A host port the table does not know of (set up before its rules) is closed.
+    assert.deepEqual(rulesOf(t, "input").slice(0, 2), [
+      'iifname "kh*" ct state established,related ct direction reply accept',
+      'iifname "kh*" drop',
+    ]);
+    assert.ok(rulesOf(t, "forward").includes('iifname "kh*" drop'), t);
+    assert.ok(rulesOf(t, "forward").includes('oifname "kh*" drop'), t);
   }
-  const all = '{ "kh1", "kh2", "kh7" }';
   // Every network its own conntrack zone (two tenants may have the same addresses).
   for (const n of nets) {
     assert.ok(text.includes(`iifname "${n.port}" ct original zone set ${n.number}`), n.port);
   }
-  // Only egress networks are marked, routed back by mark, and masqueraded.
-  assert.ok(text.includes(`iifname "kh1" meta mark set 0x6b6e0001 ct mark set meta mark`));
-  assert.ok(!text.includes(`iifname "kh2" meta mark`));
-  assert.ok(text.includes(`iifname { "kh1", "kh7" } oifname != ${all} masquerade`));
-  // Never from one host port to another; new connections out only from egress networks.
-  const forward = text.slice(text.indexOf("chain forward"), text.indexOf("chain postrouting"));
-  const rules = forward.split("\n").map((l) => l.trim()).filter((l) => /^(i|o)ifname/.test(l));
-  assert.deepEqual(rules, [
-    `iifname ${all} oifname ${all} drop`,
-    `iifname ${all} ct state established,related accept`,
-    `iifname { "kh1", "kh7" } accept`,
-    `iifname ${all} drop`,
-    `oifname ${all} ct state established,related accept`,
-    `oifname { "kh2", "kh7" } ct status dnat accept`,
-    `oifname ${all} drop`,
+});
+
+Deno.test("host nft: a connection's mark is set once, when it starts, and what comes from a host port must carry its network's (no taking over another tenant's connection)", () => {
+  const text = hostRuleset(nets, UPLINKS);
+  const mark = (n: number) => `0x${markOf(n).toString(16).padStart(8, "0")}`;
+  // Only the marks' bits of ours change: the others (kube-proxy's, say) are kept.
+  const set = (n: number) => `ct mark set ct mark & 0x0000ffff | ${mark(n)}`;
+  assert.deepEqual(rulesOf(text, "mangle"), [
+    ...nets.map((n) => `iifname "${n.port}" ct state new ${set(n.number)}`),
+    ...nets.map((n) => `iifname "${n.port}" ct mark & 0xffff0000 != ${mark(n.number)} drop`),
+    ...nets.map((n) =>
+      `ct mark & 0xffff0000 == ${mark(n.number)} meta mark set meta mark & 0x0000ffff | ${
+        mark(n.number)
+      }`
+    ),
   ]);
-  // Nothing new from pods to the node itself.
-  assert.ok(
-    text.includes(`iifname ${all} ct state established,related accept\n    iifname ${all} drop`),
-  );
+  // Connections into a host port (hostPort's DNAT, the node's probes) carry its mark too.
+  const into = nets.map((n) => `oifname "${n.port}" ct state new ${set(n.number)}`);
+  assert.deepEqual(rulesOf(text, "output").slice(0, 3), into);
+  assert.deepEqual(rulesOf(text, "forward").slice(1, 4), into);
+});
+
+Deno.test("host nft: egress only to the uplinks and never link-local, no pass for established connections, DNAT only to the network's own pods", () => {
+  const text = hostRuleset(nets, UPLINKS);
+  assert.deepEqual(rulesOf(text, "forward").filter((r) => !r.includes("ct mark set")), [
+    'iifname "kh*" oifname "kh*" drop',
+    'iifname { "kh1", "kh7" } oifname { "eth0" } ip daddr != 169.254.0.0/16 accept',
+    'iifname { "kh2", "kh7" } ct direction reply ct status dnat accept',
+    'iifname "kh*" drop',
+    'iifname { "eth0" } oifname { "kh1", "kh7" } ct direction reply accept',
+    'oifname "kh2" ip daddr 10.71.0.0/24 ct direction original ct status dnat accept',
+    'oifname "kh7" ip daddr 10.73.0.0/24 ct direction original ct status dnat accept',
+    'oifname "kh*" drop',
+  ]);
+  assert.deepEqual(rulesOf(text, "postrouting"), [
+    'iifname { "kh1", "kh7" } oifname { "eth0" } masquerade',
+  ]);
+  // No uplink: no egress at all.
+  const none = hostRuleset(nets);
+  assert.ok(!none.includes("masquerade") && !none.includes("169.254"), none);
+});
+
+Deno.test("host nft: the gateways' addresses are the node's on host ports only; no redirects to pods", () => {
+  const text = hostRuleset(nets, UPLINKS);
+  const gws = "{ 10.70.0.1, 10.71.0.1, 10.73.0.1 }";
+  assert.ok(text.includes(`iifname != "kh*" arp operation request arp daddr ip ${gws} drop`), text);
+  assert.deepEqual(rulesOf(text, "input")[2], `iifname != "lo" ip daddr ${gws} drop`);
+  assert.ok(rulesOf(text, "output").includes('oifname "kh*" icmp type redirect drop'));
+  // Two egress networks with one gateway address: once in the sets.
+  const twice = hostRuleset([net(1, true, false, 70), net(2, true, false, 70)], UPLINKS);
+  assert.ok(twice.includes("arp daddr ip { 10.70.0.1 } drop"), twice);
 });
 
 Deno.test("host nft: nftables accepts the table, applies it atomically and shrinks it to the guard (in a netns of the test)", async () => {
@@ -63,13 +122,13 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   await run(["ip", "netns", "add", ns]);
   const nft = (stdin: string) => run(["nft", "-f", "-"], { netns: ns, stdin });
   for (const set of [nets, nets.slice(1), nets]) {
-    await nft(hostRuleset(set));
+    await nft(hostRuleset(set, UPLINKS));
     const listed = (await run(["nft", "list", "table", "ip", NFT_TABLE], { netns: ns })).stdout;
     assert.equal(listed.includes('"kh1"'), set.includes(nets[0]));
     assert.match(listed, /chain forward/);
   }
   await nft(hostRuleset([]));
   const r = await run(["nft", "list", "ruleset"], { netns: ns });
-  assert.ok(!r.stdout.includes("chain forward"), r.stdout);
+  assert.ok(!r.stdout.includes("zone set"), r.stdout);
   assert.match(r.stdout, /table arp knitter/);
 });

@@ -5,14 +5,20 @@
  * gateway on the node's side; the flows (networks[].hostPort, agent/PIPELINE.md "Host port") keep
  * it to the network's local pods. Around it, what the agent owns in the kernel: the nftables table
  * of host_nft.ts, and for egress networks a routing table and a rule per network (replies by
- * conntrack mark). When the wanted set changes, the ports that are new or changed are set up
- * again (all of them after a heal or a restart), the nftables tables are rebuilt whole, and the
- * ports and rules of networks no longer wanted are removed.
+ * conntrack mark). Everything is made again whenever the wanted set changes, after a heal and after
+ * a restart; ports, rules and the table of networks no longer wanted are removed.
  *
  * @module
  */
 import { type Logger, type Port, run } from "@knitter/common";
-import { formatCidr, networkOf, parseIpPrefix } from "@knitter/common/address";
+import {
+  bitsOf,
+  type Cidr,
+  cidrsOverlap,
+  formatCidr,
+  networkOf,
+  parseIpPrefix,
+} from "@knitter/common/address";
 import { gatewayMac } from "@knitter/wasm";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
@@ -20,8 +26,11 @@ import {
   type HostNet,
   hostPortName,
   hostRuleset,
+  MARK_MASK,
   markOf,
+  MAX_MARKED,
   RULE_PRIORITY,
+  tableOf,
 } from "./host_nft.ts";
 
 /** Marks the OVS ports that are host ports: the manager's network ID. */
@@ -112,18 +121,14 @@ export function hasAddress(shown: string, s: HostPortSpec): boolean {
     (v4[0].noprefixroute === true) === !s.hostAccess;
 }
 
-/**
- * The routing of an egress network's replies: its subnet in a table chosen by its mark (the rule:
- * ruleArgs).
- */
+/** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
 export function egressRouteCommands(s: HostPortSpec): string[] {
-  return [`route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${markOf(s.number)}`];
-}
-
-/** `ip rule` arguments of network number `n`'s rule (after add / del / show). */
-export function ruleArgs(n: number): string[] {
-  const mark = String(markOf(n));
-  return ["pref", String(RULE_PRIORITY), "fwmark", mark, "lookup", mark];
+  const table = tableOf(s.number);
+  const mark = `0x${markOf(s.number).toString(16)}/0x${MARK_MASK.toString(16)}`;
+  return [
+    `route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${table}`,
+    `rule add pref ${RULE_PRIORITY} fwmark ${mark} lookup ${table}`,
+  ];
 }
 
 /** What the host ports do in the node's kernel: commands (`run`) and sysctls (its seams). */
@@ -131,6 +136,43 @@ export interface KernelSeams {
   run: typeof run;
   /** Writes a sysctl of the agent's own netns (the node's): /proc/sys/net is per netns. */
   sysctl(path: string, value: string): Promise<void>;
+}
+
+/**
+ * On every host port: the kernel answers ARP only for the port's own address, from it, and takes
+ * no redirects (a pod must not change the node's routes). The node sends none either: the table
+ * drops them, as `send_redirects` of one interface is or-ed with `all`.
+ */
+const PORT_SYSCTLS: [string, string][] = [
+  ["arp_ignore", "1"],
+  ["arp_announce", "2"],
+  ["send_redirects", "0"],
+  ["accept_redirects", "0"],
+];
+
+/** What `ip -j` says of a route or an address, as far as the host ports need. */
+interface IpJson {
+  dst?: unknown;
+  dev?: unknown;
+  ifname?: unknown;
+  nexthops?: { dev?: unknown }[];
+  addr_info?: { local?: string; prefixlen?: number }[];
+}
+
+/** The host ports and loopback: not the node's own place on a network. */
+function ours(dev: unknown): boolean {
+  return typeof dev === "string" && (dev.startsWith(HOST_PORT_PREFIX) || dev === "lo");
+}
+
+/** Whether two prefixes (host bits allowed, no prefix: one address) share an address. */
+function overlaps(a: string, b: string): boolean {
+  const [x, y] = [a, b].map(subnetOf);
+  return x !== null && y !== null && cidrsOverlap(x, y);
+}
+
+function subnetOf(text: string): Cidr | null {
+  const p = parseIpPrefix(text);
+  return "error" in p ? null : networkOf(p.ip, p.prefix ?? bitsOf(p.ip.family));
 }
 
 const KERNEL: KernelSeams = {
@@ -151,6 +193,10 @@ export class HostPorts {
     private readonly bridge: string,
     private readonly log: Logger,
     private readonly kernel: KernelSeams = KERNEL,
+    /** Where egress leaves (agent config); absent: found from the node's routes. */
+    private readonly egressInterfaces?: string[],
+    /** The node's underlay address: its interface is the uplink when there is no default route. */
+    private readonly underlayIp?: string,
   ) {}
 
   /** The host ports' names as last applied (the healer watches them). */
@@ -166,14 +212,15 @@ export class HostPorts {
 
   /**
    * Makes the host ports, kernel settings, routes, rules and nftables table those of `specs`, and
-   * answers the ofport of each network's host port (by network number). A failure is logged and
-   * tried again at the next call; the ports that exist keep their flows meanwhile.
+   * answers the ofport of each network's host port (by network number) whose kernel side is fully
+   * set up: the flows send pods' traffic to no other. A failure is logged and tried again at the
+   * next call.
    */
   async reconcile(specs: HostPortSpec[]): Promise<Map<number, number>> {
     const key = JSON.stringify(specs);
     if (key === this.applied) return this.ofports;
     try {
-      await this.apply(specs);
+      await this.apply(await this.clearOfNode(specs));
       this.applied = key;
     } catch (err) {
       this.log.error("cannot set up the node's host ports (egress, hostAccess)", {
@@ -195,34 +242,49 @@ export class HostPorts {
     const stale = existing.filter((p) => !wanted.has(p.name)).map((p) => p.name);
     // Only new or changed ports are set up again (an address flushed is a blip for its pods).
     const changed = specs.filter((s) => this.done.get(s.port) !== JSON.stringify(s));
-    // The rules of ports that go or no longer have egress (an egress port's stays: no gap).
+    // Until their kernel side is set up again, changed and stale ports get no flows.
+    for (const s of changed) this.done.delete(s.port);
+    for (const name of stale) this.done.delete(name);
+    const kept = new Map<number, number>();
+    for (const s of specs) {
+      const ofport = this.ofports.get(s.number);
+      if (this.done.has(s.port) && ofport !== undefined) kept.set(s.number, ofport);
+    }
+    this.ofports = kept;
+    // Rules of the ports that go or change; made again below where wanted.
     const numbers = new Set([
       ...stale.map((name) => Number(name.slice(HOST_PORT_PREFIX.length))),
-      ...changed.filter((s) => !s.egress).map((s) => s.number),
+      ...changed.map((s) => s.number),
     ]);
     for (const n of numbers) await this.deleteRules(n);
+    // The table first: a port it does not know of yet is closed (`kh*`), so no port is ever
+    // open without its rules.
+    const uplinks = await this.uplinks(specs);
+    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs, uplinks) });
     // Before the ports go: the healer must not take their deletion for a loss.
     this.names = specs.map((s) => s.port);
     await this.ovs.delPorts(this.bridge, stale);
     const ofports = await this.ovs.addPorts(this.bridge, specs.map(portSpec));
-    this.ofports = new Map(specs.map((s) => [s.number, ofports.get(s.port)!]));
-    if (specs.length > 0) await this.kernel.sysctl("net.ipv4.ip_forward", "1");
-    for (const s of changed) {
-      // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
-      await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
-      // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
-      // the network's own table).
-      await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
-      const shown = await this.kernel.run(["ip", "-j", "addr", "show", "dev", s.port], {
-        check: false,
-      });
-      const keep = shown.code === 0 && hasAddress(shown.stdout, s);
-      const lines = [...linkCommands(s, keep), ...(s.egress ? egressRouteCommands(s) : [])];
-      await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
-      if (s.egress) await this.ensureRule(s.number);
+    if (specs.length > 0) {
+      await this.kernel.sysctl("net.ipv4.ip_forward", "1");
+      // The node's own ICMP errors (time exceeded, fragmentation needed) to a pod carry the mark
+      // of the packet they answer: routed back to its network, not by the main table to another
+      // network with the same addresses, or out to the LAN.
+      await this.kernel.sysctl("net.ipv4.fwmark_reflect", "1");
     }
-    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs) });
-    this.done = new Map(specs.map((s) => [s.port, JSON.stringify(s)]));
+    const failed: string[] = [];
+    for (const s of specs) {
+      if (!this.done.has(s.port)) {
+        try {
+          await this.setUp(s);
+          this.done.set(s.port, JSON.stringify(s));
+        } catch (err) {
+          failed.push(`${s.port}: ${err instanceof Error ? err.message : String(err)}`);
+          continue;
+        }
+      }
+      this.ofports.set(s.number, ofports.get(s.port)!);
+    }
     if (stale.length > 0 || changed.length > 0) {
       this.log.info("host ports set up", {
         ports: changed.map((s) => ({
@@ -232,26 +294,111 @@ export class HostPorts {
           hostAccess: s.hostAccess,
         })),
         removed: stale,
+        uplinks,
       });
     }
+    if (failed.length > 0) throw new Error(failed.join("; "));
   }
 
-  /** Deletes every policy routing rule of network number `n` (none is fine). */
-  private async deleteRules(n: number): Promise<void> {
-    const match = ruleArgs(n).slice(0, 4);
-    for (let i = 0; i < 8; i++) {
-      const r = await this.kernel.run(["ip", "rule", "del", ...match], { check: false });
-      if (r.code !== 0) return;
+  /**
+   * Leaves out the networks that would take the node's own place: a CIDR that overlaps a subnet of
+   * the node's own addresses (on any interface but the host ports and lo), or, with hostAccess
+   * (routed in the main table), one of the node's routes there, which it would shadow. The manager
+   * lets only an admin turn the settings on; this is the node's last word against a mistake that
+   * would cut it off its LAN. Logged; such a network gets no host port.
+   */
+  private async clearOfNode(specs: HostPortSpec[]): Promise<HostPortSpec[]> {
+    if (specs.length === 0) return specs;
+    const addrs = (await this.ipJson(["-4", "addr", "show"])).flatMap((l) =>
+      ours(l.ifname) ? [] : (l.addr_info ?? []).map((a) => `${a.local}/${a.prefixlen}`)
+    );
+    const routes = (await this.ipJson(["-4", "route", "show", "table", "main"]))
+      .filter((r) => !ours(r.dev) && typeof r.dst === "string" && r.dst !== "default")
+      .map((r) => String(r.dst));
+    const clear: HostPortSpec[] = [];
+    for (const s of specs) {
+      const clash = [...addrs, ...(s.hostAccess ? routes : [])].find((c) => overlaps(s.cidr, c));
+      if (s.number > MAX_MARKED) {
+        this.log.error("a network's node-local number is beyond the marks' bits: no host port", {
+          network: s.networkId,
+          number: s.number,
+          hint: "widen MARK_MASK (agent/dataplane/host_nft.ts)",
+        });
+      } else if (clash === undefined) clear.push(s);
+      else {
+        this.log.error("a network's CIDR overlaps the node's own: no egress or hostAccess here", {
+          network: s.networkId,
+          cidr: s.cidr,
+          node: clash,
+          hint: "give the network a CIDR apart from the node's addresses and routes",
+        });
+      }
+    }
+    return clear;
+  }
+
+  /** One host port's device, sysctls, address and routing. */
+  private async setUp(s: HostPortSpec): Promise<void> {
+    // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
+    await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
+    // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
+    // the network's own table).
+    await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
+    for (const [name, value] of PORT_SYSCTLS) {
+      await this.kernel.sysctl(`net.ipv4.conf.${s.port}.${name}`, value);
+    }
+    // An address the port has already (an agent restarted) stays: its pods see no gap.
+    const shown = await this.kernel.run(["ip", "-j", "addr", "show", "dev", s.port], {
+      check: false,
+    });
+    const keep = shown.code === 0 && hasAddress(shown.stdout, s);
+    const lines = [...linkCommands(s, keep), ...(s.egress ? egressRouteCommands(s) : [])];
+    await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+  }
+
+  /**
+   * The interfaces egress leaves through: the agent's `egressInterfaces`, else those of the
+   * node's default routes, else the one holding its underlay address (a node with no default
+   * route reaches only its LAN). None: no egress at all (logged).
+   */
+  private async uplinks(specs: HostPortSpec[]): Promise<string[]> {
+    if (!specs.some((s) => s.egress)) return [];
+    if (this.egressInterfaces?.length) return this.egressInterfaces;
+    const routes = await this.ipJson(["-4", "route", "show", "default"]);
+    const devs = routes.flatMap((r) => [r.dev, ...(r.nexthops ?? []).map((h) => h.dev)]);
+    let found = [...new Set(devs.filter((d): d is string => typeof d === "string"))];
+    if (found.length === 0 && this.underlayIp) {
+      const addrs = await this.ipJson(["-4", "addr", "show", "to", this.underlayIp]);
+      found = addrs.map((a) => a.ifname).filter((d): d is string => typeof d === "string");
+    }
+    if (found.length === 0) {
+      this.log.warn("egress networks here, but the node has no uplink: no egress", {
+        hint: "give the node a default route, or set egressInterfaces in the agent's config",
+      });
+    }
+    return found;
+  }
+
+  private async ipJson(args: string[]): Promise<IpJson[]> {
+    const r = await this.kernel.run(["ip", "-j", ...args], { check: false });
+    try {
+      const parsed = JSON.parse(r.stdout || "[]");
+      return Array.isArray(parsed) ? parsed : [];
+    } catch {
+      return [];
     }
   }
 
-  /** Adds network number `n`'s rule unless it is there (the kernel refuses it twice). */
-  private async ensureRule(n: number): Promise<void> {
-    const added = await this.kernel.run(["ip", "rule", "add", ...ruleArgs(n)], { check: false });
-    if (added.code === 0) return;
-    const shown = await this.kernel.run(["ip", "-j", "rule", "show", ...ruleArgs(n).slice(0, 4)]);
-    if (shown.stdout.includes(`"table":"${markOf(n)}"`)) return;
-    throw new Error(`Cannot add the routing rule of host port ${hostPortName(n)}: ${added.stderr}`);
+  /** Deletes every policy routing rule of network number `n` (none is fine), by its table. */
+  private async deleteRules(n: number): Promise<void> {
+    const table = String(tableOf(n));
+    for (let i = 0; i < 8; i++) {
+      const r = await this.kernel.run(
+        ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "lookup", table],
+        { check: false },
+      );
+      if (r.code !== 0) return;
+    }
   }
 }
 

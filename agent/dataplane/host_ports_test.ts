@@ -6,13 +6,12 @@ import { createLogger } from "@knitter/common";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
   egressRouteCommands,
-  hasAddress,
   HostPorts,
   hostPortSpecs,
   type KernelSeams,
   linkCommands,
-  ruleArgs,
 } from "./host_ports.ts";
+import { MAX_MARKED } from "./host_nft.ts";
 
 function port(networkId: string, more: Partial<Port> = {}): Port {
   return {
@@ -80,30 +79,28 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   ]);
   assert.deepEqual(egressRouteCommands(egress), [
     "route replace 10.1.0.0/24 dev kh3 src 10.1.0.1 table 1802371075",
+    "rule add pref 2000 fwmark 0x30000/0xffff0000 lookup 1802371075",
   ]);
-  assert.deepEqual(ruleArgs(3), ["pref", "2000", "fwmark", "1802371075", "lookup", "1802371075"]);
   const [access] = hostPortSpecs([{ port: port("a", { networkHostAccess: true }), number: 3 }]);
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
-  // An address the port has already (an agent restarted) is kept as it is.
-  assert.deepEqual(linkCommands(access, true), [linkCommands(access)[0]]);
 });
 
-Deno.test("host ports: the address is kept only when it is exactly the wanted one, prefix route included", () => {
-  const [egress] = hostPortSpecs([{ port: port("a", { networkEgress: true }), number: 3 }]);
-  const access = { ...egress, egress: false, hostAccess: true };
-  const shown = (...addrs: Record<string, unknown>[]) =>
-    JSON.stringify([{ ifname: "kh3", addr_info: addrs }]);
-  const mine = { family: "inet", local: "10.1.0.1", prefixlen: 24 };
-  assert.ok(hasAddress(shown({ ...mine, noprefixroute: true }), egress));
-  assert.ok(!hasAddress(shown(mine), egress), "egress alone: no prefix route in main");
-  assert.ok(hasAddress(shown(mine), access));
-  assert.ok(!hasAddress(shown({ ...mine, noprefixroute: true }), access));
-  assert.ok(!hasAddress(shown({ ...mine, prefixlen: 16 }), access));
-  assert.ok(!hasAddress(shown(mine, { ...mine, local: "10.1.0.9" }), access));
-  assert.ok(hasAddress(shown(mine, { family: "inet6", local: "fe80::1", prefixlen: 64 }), access));
-  assert.ok(!hasAddress("", access));
-  assert.ok(!hasAddress(shown(), access));
-});
+/** What changes the kernel (not the rules' removal, which may find none, nor `ip -j` reads). */
+function kernelChange(call: string): boolean {
+  return !call.startsWith("ip rule") && !call.startsWith("ip -j");
+}
+
+/** The sysctls of one host port, in order. */
+function portSysctls(name: string): string[] {
+  return [
+    `sysctl net.ipv6.conf.${name}.disable_ipv6=1`,
+    `sysctl net.ipv4.conf.${name}.src_valid_mark=1`,
+    `sysctl net.ipv4.conf.${name}.arp_ignore=1`,
+    `sysctl net.ipv4.conf.${name}.arp_announce=2`,
+    `sysctl net.ipv4.conf.${name}.send_redirects=0`,
+    `sysctl net.ipv4.conf.${name}.accept_redirects=0`,
+  ];
+}
 
 /** A switch and a kernel that record what the host ports ask of them. */
 function world() {
@@ -132,11 +129,11 @@ function world() {
   const kernel: KernelSeams = {
     run: (argv, opts) => {
       const what = argv[0] === "nft"
-        ? `nft ${opts?.stdin?.includes("chain forward") ? "table" : "guard"}`
+        ? `nft ${opts?.stdin?.includes("ct original zone") ? "table" : "guard"}`
         : argv.slice(0, 3).join(" ") + (opts?.stdin ? `: ${opts.stdin.trim().split("\n")[0]}` : "");
       calls.push(what);
       // `ip rule del` fails once there is no rule left.
-      const code = argv[1] === "rule" && argv[2] === "del" ? 1 : 0;
+      const code = argv[1] === "rule" ? 1 : 0;
       return Promise.resolve({ argv, code, stdout: "", stderr: "", ms: 0 });
     },
     sysctl: (path, value) => {
@@ -156,17 +153,17 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   ]).sort((x, y) => x.number - y.number).reverse();
   const first = await w.host.reconcile([c, a]);
   assert.deepEqual([...first], [[2, 1], [3, 2]]);
-  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), [
+  // The table first (a port it does not know yet is closed), then the ports.
+  assert.deepEqual(w.calls.filter(kernelChange), [
+    "nft table",
     "add kh2 internal",
     "add kh3 internal",
     "sysctl net.ipv4.ip_forward=1",
-    "sysctl net.ipv6.conf.kh2.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh2.src_valid_mark=1",
+    "sysctl net.ipv4.fwmark_reflect=1",
+    ...portSysctls("kh2"),
     `ip -batch -: link set dev kh2 address ${gatewayMac("c")} mtu 1450 up`,
-    "sysctl net.ipv6.conf.kh3.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh3.src_valid_mark=1",
+    ...portSysctls("kh3"),
     `ip -batch -: link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
-    "nft table",
   ]);
   assert.deepEqual(w.host.portNames, ["kh2", "kh3"]);
 
@@ -180,13 +177,13 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   const a2 = { ...a, hostAccess: true };
   const second = await w.host.reconcile([a2]);
   assert.deepEqual([...second], [[3, 2]]);
-  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), [
+  assert.deepEqual(w.calls.filter(kernelChange), [
+    "nft table",
     "del kh2",
     "sysctl net.ipv4.ip_forward=1",
-    "sysctl net.ipv6.conf.kh3.disable_ipv6=1",
-    "sysctl net.ipv4.conf.kh3.src_valid_mark=1",
+    "sysctl net.ipv4.fwmark_reflect=1",
+    ...portSysctls("kh3"),
     `ip -batch -: link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
-    "nft table",
   ]);
 
   // After a heal (invalidate) everything is set up again, though nothing changed.
@@ -198,7 +195,7 @@ Deno.test("host ports: reconcile sets up new ports, leaves unchanged ones alone,
   // None left: the port goes, the kernel keeps only the guard of the pods' veths.
   w.calls.length = 0;
   await w.host.reconcile([]);
-  assert.deepEqual(w.calls.filter((c) => !/^ip (rule|-j)/.test(c)), ["del kh3", "nft guard"]);
+  assert.deepEqual(w.calls.filter(kernelChange), ["nft guard", "del kh3"]);
   assert.deepEqual(w.host.portNames, []);
   // A node that never had a host port is not touched at all.
   const fresh = world();
@@ -221,4 +218,82 @@ Deno.test("host ports: a failure is logged and tried again at the next reconcile
   w.calls.length = 0;
   await w.host.reconcile([a]);
   assert.ok(w.calls.includes("nft table"), w.calls.join("\n"));
+});
+
+Deno.test("host ports: the flows get no host port whose kernel side failed; a failed table leaves only the unchanged ports", async () => {
+  const w = world();
+  const [c, a] = hostPortSpecs([
+    { port: port("a", { networkEgress: true }), number: 3 },
+    { port: port("c", { networkHostAccess: true, address: "10.9.8.7/16" }), number: 2 },
+  ]);
+  const kernel = (w.host as unknown as { kernel: KernelSeams }).kernel;
+  const { run, sysctl } = kernel;
+  let failing = "kh3";
+  kernel.sysctl = (path, value) =>
+    path.includes(`.${failing}.`)
+      ? Promise.reject(new Error("no such device"))
+      : sysctl(path, value);
+  // kh3's sysctls fail: only kh2 is handed to the flows; kh3 is tried again.
+  assert.deepEqual([...await w.host.reconcile([c, a])], [[2, 1]]);
+  failing = "";
+  assert.deepEqual([...await w.host.reconcile([c, a])], [[2, 1], [3, 2]]);
+  // egress turned off on a, and the table cannot be applied: a is closed (its old rules would
+  // still let it out), c goes on.
+  kernel.run = (argv, opts) =>
+    argv[0] === "nft" ? Promise.reject(new Error("nft: not found")) : run(argv, opts);
+  const off = { ...a, egress: false, hostAccess: true };
+  assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1]]);
+  kernel.run = run;
+  assert.deepEqual([...await w.host.reconcile([c, off])], [[2, 1], [3, 2]]);
+});
+
+Deno.test("host ports: a network whose CIDR overlaps the node's own addresses, or with hostAccess its routes, gets no host port", async () => {
+  const w = world();
+  const kernel = (w.host as unknown as { kernel: KernelSeams }).kernel;
+  const { run } = kernel;
+  const node: Record<string, unknown[]> = {
+    addr: [
+      { ifname: "lo", addr_info: [{ local: "127.0.0.1", prefixlen: 8 }] },
+      { ifname: "eth0", addr_info: [{ local: "192.168.1.20", prefixlen: 24 }] },
+      { ifname: "kh9", addr_info: [{ local: "10.1.0.1", prefixlen: 24 }] },
+    ],
+    route: [{ dst: "default", dev: "eth0" }, { dst: "10.96.0.0/12", dev: "eth0" }],
+  };
+  kernel.run = async (argv, opts) => {
+    const r = await run(argv, opts);
+    return argv[1] === "-j" ? { ...r, stdout: JSON.stringify(node[argv[3]] ?? []) } : r;
+  };
+  const specs = hostPortSpecs([
+    // Inside the node's LAN: refused, egress or not.
+    {
+      port: port("lan", { networkEgress: true, address: "192.168.1.5/25", gateway: "192.168.1.1" }),
+      number: 1,
+    },
+    // Shadows the node's route, in the main table: refused with hostAccess only.
+    {
+      port: port("svc", {
+        networkHostAccess: true,
+        address: "10.100.0.5/24",
+        gateway: "10.100.0.1",
+      }),
+      number: 2,
+    },
+    {
+      port: port("svc2", { networkEgress: true, address: "10.100.0.5/24", gateway: "10.100.0.1" }),
+      number: 3,
+    },
+    // Overlaps only what the host ports and loopback hold: fine.
+    { port: port("ok", { networkHostAccess: true }), number: 4 },
+  ]);
+  assert.deepEqual([...await w.host.reconcile(specs)].map(([n]) => n), [3, 4]);
+  assert.deepEqual(w.host.portNames, ["kh3", "kh4"]);
+});
+
+Deno.test("host ports: a network whose number is beyond the marks' bits gets no host port", async () => {
+  const w = world();
+  const specs = hostPortSpecs([
+    { port: port("a", { networkEgress: true }), number: MAX_MARKED + 1 },
+    { port: port("b", { networkEgress: true, address: "10.2.0.5/24" }), number: MAX_MARKED },
+  ]);
+  assert.deepEqual([...(await w.host.reconcile(specs)).keys()], [MAX_MARKED]);
 });

@@ -16,7 +16,12 @@ import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
 import { groupRefs } from "./security_group_refs.ts";
-import { checkHostAccessOverlap, checkNodeReach, storedNodeReach } from "./node_reach.ts";
+import {
+  checkNodeReach,
+  checkNodeReachAllowed,
+  checkNodeReachOverlap,
+  storedNodeReach,
+} from "./node_reach.ts";
 import { portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
@@ -43,6 +48,7 @@ export async function createNetwork(
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
+  checkNodeReachAllowed(principal, body);
   await getTenantEntry(ctx, tenant);
   await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   const id = crypto.randomUUID();
@@ -92,9 +98,7 @@ export async function createNetwork(
   // the overlap check.
   const record = await creationLock(ctx).run(async () => {
     await checkOverlap(ctx, tenant, body.public, spec.record);
-    if (body.hostAccess) {
-      await checkHostAccessOverlap(ctx, { id, tenant, name: body.name, cidr: spec.record.cidr });
-    }
+    await checkNodeReachOverlap(ctx, { id, tenant, name: body.name, cidr: spec.record.cidr }, body);
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -526,8 +530,8 @@ export async function updateNetwork(
   await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
   let regrouped = false;
   let remarked = false;
-  // Turning hostAccess on checks every hostAccess network: one at a time, as creations are.
-  const serial = body.hostAccess === true
+  // Turning egress or hostAccess on checks every network: one at a time, as creations are.
+  const serial = body.hostAccess === true || body.egress === true
     ? <T>(fn: () => Promise<T>) => creationLock(ctx).run(fn)
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
@@ -578,8 +582,15 @@ export async function updateNetwork(
       if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
       if (body.deleting === false) delete updated.deletingSince;
       checkNodeReach(net, body);
-      if (body.hostAccess === true && net.hostAccess !== true) {
-        await checkHostAccessOverlap(ctx, net);
+      checkNodeReachAllowed(principal, body, net);
+      if (
+        (body.hostAccess === true && net.hostAccess !== true) ||
+        (body.egress === true && net.egress !== true)
+      ) {
+        await checkNodeReachOverlap(ctx, net, {
+          egress: body.egress ?? net.egress,
+          hostAccess: body.hostAccess ?? net.hostAccess,
+        });
       }
       storedNodeReach(updated, body);
       regrouped ||= updated.egress !== net.egress || updated.hostAccess !== net.hostAccess;
