@@ -139,8 +139,8 @@ export class EtcdFeed extends ChangeFeed {
   }
 
   /**
-   * A network whose default security groups or node settings (egress, hostAccess) changed: its
-   * ports again, as they now read.
+   * A network whose default security groups, DSCP or node settings (egress, hostAccess) changed:
+   * its ports again, as they now read.
    */
   private async regrouped(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
     if (ev.type === "DELETE" || !ev.prev_kv) return [];
@@ -213,10 +213,11 @@ export class EtcdFeed extends ChangeFeed {
   }
 }
 
-/** Whether what a network's ports carry of it changed (portView: groups and node settings). */
+/** Whether what a network's ports carry of it changed (portView: groups, DSCP, node settings). */
 function carriedChange(before: NetworkRecord, after: NetworkRecord): boolean {
   return JSON.stringify(after.securityGroups) !== JSON.stringify(before.securityGroups) ||
-    after.egress !== before.egress || after.hostAccess !== before.hostAccess;
+    after.dscp !== before.dscp || after.egress !== before.egress ||
+    after.hostAccess !== before.hostAccess;
 }
 
 /** A port record put anew is news only when its binding or its security groups changed. */
