@@ -42,6 +42,11 @@ export const MonitorConfigSchema = z.strictObject({
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**
+   * Namespaces whose Network resources may turn on `egress` or `hostAccess`: both put the node on
+   * the network, an admin's decision at the manager, which trusts the monitor with it.
+   */
+  nodeReachNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /**
    * The cluster's default network (the agents' `defaultNetwork`), made at the manager when the
    * monitor starts unless it exists: tenant `namespace`, a Network resource's spec.
    */

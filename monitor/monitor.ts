@@ -153,6 +153,7 @@ export async function startMonitor(
   // Network and IPGroup resources
   const netReconciler = new NetworkReconciler(kube, manager, tenants, {
     publicNamespaces: config.publicNamespaces,
+    nodeReachNamespaces: config.nodeReachNamespaces,
     retryMs,
     stableRetentionMs: config.stableRetentionSeconds * 1000,
   }, {

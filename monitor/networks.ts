@@ -62,6 +62,8 @@ const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
 
 export interface NetworkSettings {
   publicNamespaces: string[];
+  /** Where `egress` and `hostAccess` may be asked for (the admin's namespaces). */
+  nodeReachNamespaces: string[];
   /** How soon a refused or held resource is tried again. */
   retryMs: number;
   /** How long a stable address waits for its StatefulSet pod's return. */
@@ -101,6 +103,17 @@ export class NetworkReconciler {
           } (the monitor's publicNamespaces); remove "public" or create the Network there`,
         );
       }
+      const reach = (["egress", "hostAccess"] as const).filter((f) => cr.spec[f] === true);
+      if (reach.length > 0 && !this.settings.nodeReachNamespaces.includes(namespace)) {
+        throw new NotAllowed(
+          `${
+            reach.join(" and ")
+          } put the node on the network, an admin's decision: only in namespaces ${
+            this.settings.nodeReachNamespaces.join(", ") || "(none)"
+          } (the monitor's nodeReachNamespaces); remove ${reach.join(" and ")} or ask an admin`,
+          "NodeReachNotAllowed",
+        );
+      }
       await this.tenants.ensure(namespace);
       const found = await this.find(namespace, name);
       if (found && !ownedBy(found, cr)) throw new NotOwned(notOwnedMessage(found));
@@ -122,7 +135,7 @@ export class NetworkReconciler {
       }
     } catch (err) {
       problem = err instanceof NotAllowed
-        ? { reason: "PublicNotAllowed", message: err.message }
+        ? { reason: err.reason, message: err.message }
         : err instanceof NotOwned
         ? { reason: "NotOwned", message: err.message }
         : problemOf(err);
@@ -202,7 +215,12 @@ export class NetworkReconciler {
   }
 }
 
-class NotAllowed extends Error {}
+/** A spec the monitor will not apply in that namespace; `reason` goes into the condition. */
+class NotAllowed extends Error {
+  constructor(message: string, readonly reason = "PublicNotAllowed") {
+    super(message);
+  }
+}
 class NotOwned extends Error {}
 
 /**

@@ -12,7 +12,12 @@ const ready = (o: KubeObject | undefined) =>
 
 Deno.test("stand-in API server: a Network resource is created, changed and deleted in the manager, its status says how it went", async () => {
   await using cleanup = new Cleanup();
-  const k = await startKubeCluster({ cleanup, nodes: [] });
+  // acme is trusted with egress and hostAccess here (the admin listed it).
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: [],
+    monitor: { nodeReachNamespaces: ["knitter-system", "acme"] },
+  });
   await k.startMonitor();
   k.namespace("acme");
   k.api.create("networks", {
@@ -268,4 +273,37 @@ Deno.test("stand-in API server: a dual-stack Network resource gets its IPv6 subn
     /cidr6 \(is "fd00:32::\/64", the spec asks "fd00:33::\/64"\).*cannot change after creation/,
   );
   assert.equal((await k.stack.api("DELETE", "tenants/acme/networks/dual/ports/p1")).status, 204);
+});
+
+Deno.test("attack through the stand-in API server: a tenant's Network resource cannot put the node on its network (egress, hostAccess) outside the admin's namespaces", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  k.namespace("globex");
+  k.api.create("networks", {
+    metadata: { name: "out", namespace: "globex" },
+    spec: { cidr: "10.40.0.0/24", gateway: "10.40.0.1", egress: true },
+  });
+  const refused = await eventually("egress refused", () => {
+    const o = k.api.get("networks", "globex", "out");
+    return ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.equal(ready(refused)!.reason, "NodeReachNotAllowed");
+  assert.match(ready(refused)!.message, /egress put the node on the network.*nodeReachNamespaces/);
+  const none = await k.stack.api("GET", "tenants/globex/networks/out");
+  assert.equal(none.status, 404, "nothing made at the manager");
+
+  // Without it, the network is made; asking for hostAccess later is refused and changes nothing.
+  k.api.update("networks", "globex", "out", (o) => delete o.spec.egress);
+  await eventually("made without egress", () => {
+    const o = k.api.get("networks", "globex", "out");
+    return ready(o)?.status === "True" ? true : undefined;
+  });
+  k.api.update("networks", "globex", "out", (o) => (o.spec.hostAccess = true));
+  await eventually("hostAccess refused", () => {
+    const o = k.api.get("networks", "globex", "out");
+    return ready(o)?.reason === "NodeReachNotAllowed" ? true : undefined;
+  });
+  const net = await k.stack.api("GET", "tenants/globex/networks/out");
+  assert.deepEqual([net.body.egress, net.body.hostAccess], [false, false]);
 });
