@@ -16,6 +16,7 @@ import { Cleanup } from "../devstack/cleanup.ts";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
 import { startCapture } from "./support/capture.ts";
+import { EXTERNAL, externalHost } from "./support/external_host.ts";
 import {
   addressOf,
   ipNetnsName,
@@ -27,7 +28,6 @@ import {
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
 
 /** The external host: on the underlay, no route to any pod CIDR. */
-const EXTERNAL = "192.0.2.250";
 const NODE_IP = "192.0.2.1";
 const HOST_PORT = 18080;
 
@@ -481,23 +481,6 @@ async function hostAccessWorks(
   assert.ok(viaNode.ok, `hostPort ${NODE_IP}:${HOST_PORT}: ${JSON.stringify(viaNode)}`);
   const probe = await tcpExchange(cleanup, node.sim.netns, ns(web), web.ip, 1000);
   assert.ok(probe.ok, `the node to ${web.ip}: ${JSON.stringify(probe)}`);
-}
-
-/** A netns of the test's own on the stack's underlay: 192.0.2.250, no route to pods. */
-async function externalHost(cleanup: Cleanup): Promise<string> {
-  const ext = cleanup.name("ext");
-  cleanup.netns(ext);
-  await run(["ip", "netns", "add", ext]);
-  await run(["ip", "-n", cleanup.name("ul"), "-batch", "-"], {
-    stdin: `link add ext0 type veth peer name eth0 netns ${ext}\nlink set ext0 master br0 up\n`,
-  });
-  await run(["ip", "-n", ext, "-batch", "-"], {
-    stdin: `addr add ${EXTERNAL}/24 dev eth0\nlink set eth0 up\nlink set lo up\n`,
-  });
-  // A host on a wire sends whole checksums; a veth would pass them half done (offload), and the
-  // node's Open vSwitch (userspace) reads frames as they are, so its kernel would see bad sums.
-  await run(["ip", "netns", "exec", ext, "ethtool", "-K", "eth0", "tx", "off"]);
-  return ext;
 }
 
 async function pod(

@@ -16,6 +16,8 @@ import {
   startPodman,
 } from "./support/podman.ts";
 import { createNetwork, createTenant } from "./support/pods.ts";
+import { externalHost } from "./support/external_host.ts";
+import { run } from "@knitter/common";
 import { flows, journal, leftovers } from "./support/leftovers.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 
@@ -23,6 +25,8 @@ import { type Stack, type StackNode, startStack, waitFor } from "../devstack/sta
 const TENANT = "default";
 const NETWORK = "web";
 const PAYLOAD_BYTES = 300 * 1024;
+/** The port `podman run --publish` opens on the node. */
+const PUBLISHED = 18081;
 
 const skip = Deno.uid() === 0 ? undefined : "needs root (podman, network namespaces, Open vSwitch)";
 if (skip) console.log(`e2e_podman_test.ts: skipped: ${skip}`);
@@ -128,14 +132,93 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "e2e podman: `podman run --publish` on a hostAccess network, podman running in the node's netns as on a real node: the external host fetches the container's payload through the node's address (portmap), the node reaches the container, and stop + rm leave no port and no rule",
+  ignore: skip !== undefined,
+  fn: async () => {
+    const missing = await missingForPodman();
+    assert.deepEqual(missing, [], `missing ${missing.join(", ")}: run scripts/setup.sh as root`);
+    await using cleanup = new Cleanup();
+    const stack = await startStack({ cleanup, nodes: ["n1"] });
+    const [n1] = stack.nodes;
+    await createTenant(stack, TENANT);
+    // hostAccess is the admin's setting (the stack's token is the admin's).
+    const made = await stack.api("POST", `tenants/${TENANT}/networks`, {
+      name: "front",
+      cidr: "10.61.0.0/24",
+      gateway: "10.61.0.1",
+      hostAccess: true,
+    });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const ext = await externalHost(cleanup);
+    const pm = await startPodman(cleanup, { netns: n1.sim.netns });
+    const net = `${cleanup.prefix}-n1`;
+    await pm.addNetwork(conflist(pm, net, n1.agentSocket, "front"));
+
+    const www = `${pm.dir}/www`;
+    await Deno.mkdir(www);
+    const payload = randomBytes(PAYLOAD_BYTES);
+    await Deno.writeFile(`${www}/payload`, payload);
+    const a = await pm.runDetached([
+      ...["--name", cleanup.name("a"), "--network", net, "--publish", `${PUBLISHED}:80`],
+      ...["--volume", `${www}:/www:ro`, pm.image, "httpd", "-f", "-p", "80", "-h", "/www"],
+    ]);
+    const aIp = await expectManagersAddress(stack, pm, a, n1, "front");
+
+    // From outside, to the node's address and the published port: portmap's DNAT, the host port.
+    const fetched = `${pm.dir}/fetched`;
+    const url = `http://${n1.sim.underlayIp}:${PUBLISHED}/payload`;
+    await waitFor(`the external host fetches ${url}`, async () => {
+      const r = await run(
+        ["ip", "netns", "exec", ext, "busybox", "wget", "-q", "-O", fetched, url],
+        {
+          check: false,
+          timeoutMs: 10_000,
+        },
+      );
+      return r.code === 0;
+    }, 30_000);
+    assert.deepEqual(await Deno.readFile(fetched), payload, "the payload arrived intact");
+    // The node itself (kubelet's probes) reaches the container's own address.
+    const probe = await run(
+      [
+        "ip",
+        "netns",
+        "exec",
+        n1.sim.netns,
+        "busybox",
+        "wget",
+        "-q",
+        "-O",
+        "-",
+        `http://${aIp}/payload`,
+      ],
+      { timeoutMs: 10_000 },
+    );
+    assert.equal(probe.stdout.length > 0, true, "the node fetched from the container");
+
+    await pm.podman(["stop", "--time", "1", a.id]);
+    await waitFor(
+      `the release of ${a.name} by podman stop`,
+      async () => (await holds(stack, n1, a, "front")).length === 0,
+      10_000,
+    );
+    await pm.podman(["rm", a.id]);
+    const nat = await run(["ip", "netns", "exec", n1.sim.netns, "iptables-save", "-t", "nat"]);
+    assert.ok(!nat.stdout.includes(`--dport ${PUBLISHED}`), `portmap's DNAT went: ${nat.stdout}`);
+    assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
+  },
+});
+
 /** The conflist of one podman network: knitter on a node's agent, then the reference plugins. */
-function conflist(pm: Podman, name: string, agentSocket: string) {
+function conflist(pm: Podman, name: string, agentSocket: string, network = NETWORK) {
   return {
     // The reference plugins of Debian 12 (1.1.1) speak up to 1.0.0.
     cniVersion: "1.0.0",
     name,
     plugins: [
-      { type: pm.plugin, agentSocket, networks: [NETWORK] },
+      { type: pm.plugin, agentSocket, networks: [network] },
       { type: "tuning", sysctl: { "net.ipv4.conf.eth0.accept_redirects": "0" } },
       { type: "portmap", capabilities: { portMappings: true } },
       { type: "bandwidth", capabilities: { bandwidth: true } },
@@ -156,8 +239,9 @@ async function expectManagersAddress(
   pm: Podman,
   c: Container,
   node: StackNode,
+  network = NETWORK,
 ): Promise<string> {
-  const port = await stack.api("GET", portPath(c));
+  const port = await stack.api("GET", portPath(c, network));
   assert.equal(port.status, 200, `the manager's port of ${c.name}: ${JSON.stringify(port.body)}`);
   assert.equal(port.body.node, node.name, `${c.name} is on ${node.name}`);
   const inside = await pm.podman(["exec", c.id, "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
@@ -193,14 +277,21 @@ async function expectBareCleanup(pm: Podman, c: Container): Promise<void> {
 }
 
 /** The manager's port of a container's eth0: podman gives no pod UID, so the ID is the container's. */
-function portPath(c: Container): string {
-  return `tenants/${TENANT}/networks/${NETWORK}/ports/${c.id}-eth0`;
+function portPath(c: Container, network = NETWORK): string {
+  return `tenants/${TENANT}/networks/${network}/ports/${c.id}-eth0`;
 }
 
 /** What of a container is still held: its manager port, journal record, OVS port. */
-async function holds(stack: Stack, node: StackNode, c: Container): Promise<string[]> {
+async function holds(
+  stack: Stack,
+  node: StackNode,
+  c: Container,
+  network = NETWORK,
+): Promise<string[]> {
   const held: string[] = [];
-  if ((await stack.api("GET", portPath(c))).status !== 404) held.push("the manager's port");
+  if ((await stack.api("GET", portPath(c, network))).status !== 404) {
+    held.push("the manager's port");
+  }
   if ((await journal(node)).some((r) => r.containerId === c.id)) held.push("the agent's record");
   const ports = (await leftovers(node)).ovsPorts;
   if (ports.length > 0) held.push(`OVS ports ${ports.join(", ")}`);

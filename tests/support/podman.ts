@@ -77,7 +77,14 @@ export async function missingForPodman(): Promise<string[]> {
  * A private podman, with plugin/knitter linked into /opt/cni/bin under a name of this test's (the
  * conflist "type" to use: {@link Podman.plugin}), as a runtime finds an installed plugin.
  */
-export async function startPodman(cleanup: Cleanup): Promise<Podman> {
+/**
+ * `netns`: podman runs in that netns (a simulated node's), and so do conmon, its cleanup and the
+ * CNI plugins it runs: portmap's rules go where the node's host ports are, as on a real node.
+ */
+export async function startPodman(
+  cleanup: Cleanup,
+  where: { netns?: string } = {},
+): Promise<Podman> {
   // Registered first, so it runs last: after every container (and so every CNI DEL) is gone.
   cleanup.defer(
     removeIfCreated([
@@ -122,6 +129,9 @@ export async function startPodman(cleanup: Cleanup): Promise<Podman> {
   ];
   const podman = (args: string[], opts: { check?: boolean; timeoutMs?: number } = {}) =>
     run([
+      // nsenter, not `ip netns exec`: that one runs in a mount namespace of its own, where the
+      // netns podman mounts for a container would stay unseen by the agent.
+      ...(where.netns ? ["nsenter", `--net=/var/run/netns/${where.netns}`] : []),
       "env",
       "-i",
       `PATH=${MINIMAL_PATH}`,
