@@ -10,7 +10,7 @@
 import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
 import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
-import { portView } from "./service/port_records.ts";
+import { carriedChange, portView } from "./service/port_records.ts";
 import { routerView } from "./service/routers.ts";
 import { groupView } from "./service/security_group_refs.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
@@ -95,7 +95,7 @@ export class EtcdFeed extends ChangeFeed {
             continue;
           }
           if (key[0] === "network" && key.length === 3) {
-            events.push(...await this.regrouped(ev, rev));
+            events.push(...await this.republished(ev, rev));
             continue;
           }
           const e = await this.toEvent(key, ev, rev, networks);
@@ -142,7 +142,7 @@ export class EtcdFeed extends ChangeFeed {
    * A network whose default security groups, DSCP or node settings (egress, hostAccess) changed:
    * its ports again, as they now read.
    */
-  private async regrouped(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
+  private async republished(ev: WatchEvent, rev: number): Promise<FeedEvent[]> {
     if (ev.type === "DELETE" || !ev.prev_kv) return [];
     const net = decode(ev.kv) as NetworkRecord | null;
     const before = decode(ev.prev_kv) as NetworkRecord | null;
@@ -211,13 +211,6 @@ export class EtcdFeed extends ChangeFeed {
     if (e.value && e.version !== null && Number(e.version) <= at) return e.value;
     return (await this.store.getAt<NetworkRecord>(key, at).catch(() => null))?.value ?? null;
   }
-}
-
-/** Whether what a network's ports carry of it changed (portView: groups, DSCP, node settings). */
-function carriedChange(before: NetworkRecord, after: NetworkRecord): boolean {
-  return JSON.stringify(after.securityGroups) !== JSON.stringify(before.securityGroups) ||
-    after.dscp !== before.dscp || after.egress !== before.egress ||
-    after.hostAccess !== before.hostAccess;
 }
 
 /** A port record put anew is news only when its binding or its security groups changed. */

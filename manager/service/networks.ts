@@ -22,7 +22,7 @@ import {
   checkNodeReachOverlap,
   storedNodeReach,
 } from "./node_reach.ts";
-import { portView } from "./port_records.ts";
+import { carriedChange, portView } from "./port_records.ts";
 import type { PortRecord } from "../model.ts";
 import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
 
@@ -527,9 +527,7 @@ export async function updateNetwork(
   name: string,
   body: z.infer<typeof NetworkUpdate>,
 ): Promise<NetworkView> {
-  await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
-  let regrouped = false;
-  let remarked = false;
+  let republish = false;
   // Turning egress or hostAccess on checks every network: one at a time, as creations are.
   const serial = body.hostAccess === true || body.egress === true
     ? <T>(fn: () => Promise<T>) => creationLock(ctx).run(fn)
@@ -577,8 +575,6 @@ export async function updateNetwork(
       } else if (body.securityGroups !== undefined) updated.securityGroups = body.securityGroups;
       if (body.dscp === null) delete updated.dscp;
       else if (body.dscp !== undefined) updated.dscp = body.dscp;
-      regrouped = JSON.stringify(updated.securityGroups) !== JSON.stringify(net.securityGroups);
-      remarked = updated.dscp !== net.dscp;
       if (body.deleting === true) updated.deletingSince = net.deletingSince ?? now();
       if (body.deleting === false) delete updated.deletingSince;
       checkNodeReach(net, body);
@@ -593,7 +589,7 @@ export async function updateNetwork(
         });
       }
       storedNodeReach(updated, body);
-      regrouped ||= updated.egress !== net.egress || updated.hostAccess !== net.hostAccess;
+      republish = carriedChange(net, updated);
       tx.check(e).set(e.key, updated);
       return updated;
     })
@@ -601,7 +597,7 @@ export async function updateNetwork(
   ctx.cache.networks.delete(`${tenant}/${name}`);
   // Its ports carry the network's default groups, DSCP and node settings: agents hear of a
   // change through them.
-  if (regrouped || remarked) await republishPorts(ctx, record);
+  if (republish) await republishPorts(ctx, record);
   return await withUsage(ctx, record);
 }
 

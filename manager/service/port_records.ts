@@ -68,6 +68,16 @@ export function podKey(port: Pick<PortRecord, "pod" | "cluster">): string | unde
   return pod && `${pod.namespace}/${pod.name}`;
 }
 
+/**
+ * Whether what a network's ports carry of it (portView: default groups, DSCP, egress and
+ * hostAccess) changed: its ports are then news to the agents again.
+ */
+export function carriedChange(before: NetworkRecord, after: NetworkRecord): boolean {
+  return JSON.stringify(after.securityGroups) !== JSON.stringify(before.securityGroups) ||
+    after.dscp !== before.dscp || after.egress !== before.egress ||
+    after.hostAccess !== before.hostAccess;
+}
+
 /** A port as answered: the record joined with what its network says, less the pool index. */
 export function portView(net: NetworkRecord, p: PortRecord): Port {
   const { index: _index, ...own } = p;
