@@ -207,6 +207,25 @@ export function mayUse(reach: ClusterReach, net: NetworkRef): boolean {
   return reach.physnets.includes("*") || reach.physnets.includes(net.physnet);
 }
 
+/**
+ * Why a port of tenant `owner` on `net` may not be in the cluster of `reach`, or null when it may:
+ * the cluster serves the tenant (or names the network, when it is the tenant's own), and may use
+ * the network (another tenant's public one by name; a VLAN or flat one only on its physnets).
+ */
+export function placementRefusal(
+  reach: ClusterReach,
+  owner: string,
+  net: NetworkRef,
+): string | null {
+  const named = owner === net.tenant && reach.networks.includes(`${net.tenant}/${net.name}`);
+  if (!tenantAllowed({ reach }, owner) && !named) {
+    return `cluster "${reach.name}" does not serve tenant "${owner}"`;
+  }
+  if (mayUse(reach, net)) return null;
+  const on = net.physnet === undefined ? "" : ` (on physnet "${net.physnet}")`;
+  return `cluster "${reach.name}" may not use network "${net.tenant}/${net.name}"${on}`;
+}
+
 /** Refuses a node or monitor token a network its cluster may not use (403). */
 export function checkNetworkReach(p: Principal, net: NetworkRef): void {
   if (p.scope !== "node" && p.scope !== "monitor") return;

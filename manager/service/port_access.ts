@@ -2,13 +2,14 @@
  * Who may do what to a port: the owner a request acts for, what a tenant or node token may ask of
  * a PUT, which ports a principal sees, and the port an unbind or release is about.
  */
-import type { Principal } from "../auth.ts";
+import { type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
 import { ApiError, notFound } from "../errors.ts";
 import { macKind } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
-import { DEFAULT_CLUSTER } from "./cluster_names.ts";
+import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
+import { reachOf } from "./clusters.ts";
 import { keyId, type PortBody } from "./port_records.ts";
 
 /** The tenant a request acts for: a tenant token always acts for its own. */
@@ -52,6 +53,30 @@ export function authorizePut(principal: Principal, body: PortBody): PortBody {
     return { ...body, node: principal.node };
   }
   return body;
+}
+
+/**
+ * A port goes only into a cluster that serves its tenant (the ID's suffix names the cluster; none:
+ * the default one), whoever asks: a port of a cluster is one of its pods, which its monitor
+ * manages and its deletion waits for. 403 otherwise, naming the cluster and the tenant.
+ */
+export async function checkPlacement(
+  ctx: Ctx,
+  principal: Principal,
+  opts: { owner: string; id: string; net: NetworkRef },
+): Promise<void> {
+  const { owner, id, net } = opts;
+  const { cluster } = unscoped(id);
+  const own = principal.scope === "node" || principal.scope === "monitor";
+  const reach = own && principal.cluster === cluster && principal.reach
+    ? principal.reach
+    : await reachOf(ctx, cluster);
+  const why = placementRefusal(reach, owner, net);
+  if (why === null) return;
+  throw new ApiError(
+    "forbidden",
+    `Port "${id}" cannot go into cluster "${cluster}": ${why}. A port belongs to a pod of a cluster that serves its tenant: an admin adds the tenant, network or physnet to the cluster (PATCH /api/v1/clusters/${cluster}), or the port ID names a cluster that serves it (ID@CLUSTER)`,
+  );
 }
 
 /** A fixed MAC must be one a pod may use: unicast, locally administered, not all zero. */

@@ -1,0 +1,92 @@
+/**
+ * Issue 33, who may place what where: each test is the hostile request first (a tenant, a stolen
+ * node token, a stolen monitor token), then the refusal, that nothing changed, and that what the
+ * legitimate caller does still works. On a Deno KV file (or etcd, see test_support.ts).
+ */
+import assert from "node:assert/strict";
+import {
+  attempt,
+  CLUSTER_TOKEN,
+  CLUSTER_TOKENS,
+  must,
+  mustFail,
+  net,
+  type TestApp,
+  testApp,
+  type TestAppOptions,
+  TOKEN,
+} from "./test_support.ts";
+
+const TOK = CLUSTER_TOKEN;
+
+const BLUE = "tenants/acme/networks/blue";
+const ACME_NETS = "tenants/acme/networks";
+
+/** A manager on a Deno KV file of its own, removed when the test ends. */
+async function onFile(options: TestAppOptions = {}): Promise<TestApp> {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-authz-" });
+  const t = await testApp({ path: `${dir}/manager.kv`, ...options });
+  const close = () => {
+    t.close();
+    Deno.removeSync(dir, { recursive: true });
+  };
+  return { ...t, close, [Symbol.dispose]: close };
+}
+
+/** Clusters east (acme) and west (globex), each with a node n1 and a monitor; acme's blue. */
+async function clusters(): Promise<TestApp> {
+  const t = await onFile({
+    tenants: ["acme", "globex"],
+    tokens: CLUSTER_TOKENS,
+  });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", "clusters", { name: "west", tenants: ["globex"] }), 201);
+  must(await t.call("POST", ACME_NETS, net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.1" }, TOK.eastN1), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.2" }, TOK.westN1), 201);
+  return t;
+}
+
+// ---- finding 2: ports only in a cluster that serves their tenant
+
+Deno.test("attack: a tenant cannot put a port into a cluster that does not serve it; west's monitor never sees it and west can be deleted", async () => {
+  using t = await clusters();
+  const req = attempt(t);
+  mustFail(await req("PUT", `${BLUE}/ports/z0@west`, {}, TOKEN.acme), 403, "forbidden", {
+    message: /cluster "west" does not serve tenant "acme".*PATCH \/api\/v1\/clusters\/west/,
+  });
+  // Nor with a pod, nor through the admin's token: a port of cluster west is a pod's of west.
+  mustFail(
+    await req(
+      "PUT",
+      `${BLUE}/ports/z1@west`,
+      { pod: { namespace: "acme", name: "a" } },
+      TOKEN.acme,
+    ),
+    403,
+    "forbidden",
+  );
+  mustFail(await req("PUT", `${BLUE}/ports/z2@west`, {}), 403, "forbidden");
+  assert.deepEqual(must(await t.call("GET", "ports", undefined, TOK.westMon), 200).items, []);
+  must(await t.call("DELETE", "clusters/west"), 204);
+  // East serves acme: its port goes in, and east's monitor sees it bare.
+  const made = must(await t.call("PUT", `${BLUE}/ports/z3@east`, {}, TOKEN.acme), 201);
+  assert.equal(made.cluster, "east");
+  const seen = must(await t.call("GET", "ports", undefined, TOK.eastMon), 200).items;
+  assert.deepEqual(seen.map((p: { id: string }) => p.id), ["z3"]);
+});
+
+Deno.test("attack: a port with no cluster suffix is the default cluster's, which must serve its tenant too", async () => {
+  using t = await clusters();
+  must(await t.call("PUT", `${BLUE}/ports/before`, {}, TOKEN.acme), 201);
+  must(await t.call("PATCH", "clusters/default", { tenants: ["globex"] }), 200);
+  mustFail(await attempt(t)("PUT", `${BLUE}/ports/bare`, {}, TOKEN.acme), 403, "forbidden", {
+    message: /cluster "default" does not serve tenant "acme"/,
+  });
+  // A port made before the change is still read and released, though not put again.
+  mustFail(await attempt(t)("PUT", `${BLUE}/ports/before`, {}, TOKEN.acme), 403, "forbidden");
+  must(await t.call("GET", `${BLUE}/ports/before`, undefined, TOKEN.acme), 200);
+  must(await t.call("DELETE", `${BLUE}/ports/before`, undefined, TOKEN.acme), 204);
+  must(await t.call("PATCH", "clusters/default", { tenants: ["*"] }), 200);
+  must(await t.call("PUT", `${BLUE}/ports/bare`, {}, TOKEN.acme), 201);
+});
