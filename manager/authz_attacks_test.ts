@@ -21,6 +21,7 @@ const TOK = CLUSTER_TOKEN;
 
 const BLUE = "tenants/acme/networks/blue";
 const ACME_NETS = "tenants/acme/networks";
+const GLOBEX_NETS = "tenants/globex/networks";
 
 /** A manager on a Deno KV file of its own, removed when the test ends. */
 async function onFile(options: TestAppOptions = {}): Promise<TestApp> {
@@ -89,4 +90,61 @@ Deno.test("attack: a port with no cluster suffix is the default cluster's, which
   must(await t.call("DELETE", `${BLUE}/ports/before`, undefined, TOKEN.acme), 204);
   must(await t.call("PATCH", "clusters/default", { tenants: ["*"] }), 200);
   must(await t.call("PUT", `${BLUE}/ports/bare`, {}, TOKEN.acme), 201);
+});
+
+// ---- finding 3: flat networks and chosen segment IDs are the admin's
+
+Deno.test("attack: a tenant cannot squat a physnet's flat network or pick a VLAN ID or VNI; the admin can", async () => {
+  using t = await onFile({ tenants: ["acme", "globex"] });
+  must(
+    await t.call("POST", "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 199 }] }),
+    201,
+  );
+  must(await t.call("PUT", "tenants/acme/quota", { vlanIds: 0 }), 200);
+  const req = attempt(t);
+  mustFail(
+    await req(
+      "POST",
+      ACME_NETS,
+      net("flat", "10.2.0.0/24", { type: "flat", physnet: "phys1" }),
+      TOKEN.acme,
+    ),
+    403,
+    "forbidden",
+    { field: "type", message: /flat network.*physnet "phys1".*admin/ },
+  );
+  mustFail(
+    await req(
+      "POST",
+      GLOBEX_NETS,
+      net("tagged", "10.3.0.0/24", { type: "vlan", physnet: "phys1", segmentId: 150 }),
+      TOKEN.globex,
+    ),
+    403,
+    "forbidden",
+    { field: "segmentId", message: /VLAN ID.*admin/ },
+  );
+  mustFail(
+    await req("POST", ACME_NETS, net("vni", "10.4.0.0/24", { segmentId: 5500 }), TOKEN.acme),
+    403,
+    "forbidden",
+    { field: "segmentId", message: /VNI.*admin/ },
+  );
+  // Automatic segments stay the tenant's (globex has no quota).
+  const auto = must(
+    await t.call(
+      "POST",
+      GLOBEX_NETS,
+      net("tagged", "10.3.0.0/24", { type: "vlan", physnet: "phys1" }),
+      TOKEN.globex,
+    ),
+    201,
+  );
+  assert.ok(auto.segmentId >= 100 && auto.segmentId <= 199);
+  // The admin makes the flat network, and picks IDs, for any tenant.
+  must(
+    await t.call("POST", ACME_NETS, net("flat", "10.2.0.0/24", { type: "flat", physnet: "phys1" })),
+    201,
+  );
+  must(await t.call("POST", ACME_NETS, net("vni", "10.4.0.0/24", { segmentId: 5500 })), 201);
 });

@@ -193,7 +193,8 @@ export const ROUTES: RouteDef[] = [
   {
     method: "POST",
     path: `${V1}/tenants/{tenant}/networks`,
-    summary: "Create a network (a VNI or VLAN ID is allocated unless segmentId is given)",
+    summary:
+      "Create a network (a VNI or VLAN ID is allocated unless an admin gives segmentId; flat networks are an admin's)",
     tag: "networks",
     access: "tenant",
     body: S.NetworkCreate,

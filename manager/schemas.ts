@@ -126,7 +126,10 @@ const Dscp = z.int({ error: "dscp must be an integer, the DSCP code point 0..63 
 
 export const NetworkCreate = z.strictObject({
   name: Name,
-  type: NetworkType.default("vxlan"),
+  type: NetworkType.default("vxlan").meta({
+    description:
+      "vxlan (a VNI), vlan (a VLAN ID of its physnet) or flat (its physnet's one untagged segment: only an admin, or a cluster monitor, makes one; a tenant token gets 403)",
+  }),
   cidr: CidrText,
   gateway: IpText.optional(),
   cidr6: CidrText.optional().meta({
@@ -147,7 +150,8 @@ export const NetworkCreate = z.strictObject({
   }),
   physnet: Name.optional().meta({ description: "required for vlan and flat" }),
   segmentId: z.int().min(1).max(16777215).optional().meta({
-    description: "VNI (vxlan) or VLAN ID (vlan); allocated when absent",
+    description:
+      "VNI (vxlan) or VLAN ID (vlan); allocated from the ranges handed to tenants when absent. Only an admin (or a cluster monitor, within those ranges) chooses one: a tenant token gets 403",
   }),
   description: z.string().max(1024).optional(),
   labels: Labels.optional(),

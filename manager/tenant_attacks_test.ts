@@ -336,7 +336,6 @@ Deno.test("attack: errors never name another tenant's networks or ports", async 
       net("secret-net", "10.50.0.0/24", {
         segmentId: 5555,
       }),
-      TOKEN.globex,
     ),
     201,
   );

@@ -46,6 +46,7 @@ export async function createNetwork(
     throw new ApiError("forbidden", "Only an admin token may create a public network", "public");
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
+  checkSegmentChoice(principal, body);
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
@@ -122,6 +123,31 @@ function segmentDelta(type: string, sign: 1 | -1, hasSegment = true): Partial<Qu
  */
 function checkMonitorReach(principal: Principal, net: ReachRef): void {
   if (principal.scope === "monitor") checkNetworkReach(principal, net);
+}
+
+/**
+ * A flat network (a physnet's one untagged segment) and a segment ID the caller picks are shared
+ * by every tenant: the first to take one keeps it from all others. So they are the admin's, or a
+ * cluster monitor's as the admin's delegate (within its reach, checked in claimSegment); a tenant
+ * gets one allocated from the ranges handed to tenants (403 otherwise, naming the field).
+ */
+function checkSegmentChoice(principal: Principal, body: NetworkCreateBody): void {
+  if (principal.scope !== "tenant") return;
+  if (body.type === "flat") {
+    throw new ApiError(
+      "forbidden",
+      `type: a flat network takes physnet "${body.physnet}"'s one untagged segment, which every tenant on the physnet shares, so only an admin makes one; ask the admin, or use type vlan (a VLAN ID is allocated) or vxlan`,
+      "type",
+    );
+  }
+  if (body.segmentId !== undefined) {
+    const what = body.type === "vlan" ? `a VLAN ID on physnet "${body.physnet}"` : "a VNI";
+    throw new ApiError(
+      "forbidden",
+      `segmentId: choosing ${what} is the admin's (the IDs are shared by every tenant); leave segmentId out and one is allocated from the ranges handed to tenants, or ask the admin`,
+      "segmentId",
+    );
+  }
 }
 
 /** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
