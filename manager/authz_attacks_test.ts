@@ -148,3 +148,60 @@ Deno.test("attack: a tenant cannot squat a physnet's flat network or pick a VLAN
   );
   must(await t.call("POST", ACME_NETS, net("vni", "10.4.0.0/24", { segmentId: 5500 })), 201);
 });
+
+// ---- finding 5: link-local networks, impossible dates
+
+Deno.test("attack: a tenant cannot make a link-local network (169.254.0.0/16, fe80::/10)", async () => {
+  using t = await onFile({ tenants: ["acme"] });
+  const bad: [string, Record<string, unknown>][] = [
+    ["cidr", net("meta", "169.254.169.0/24")],
+    ["cidr", net("ll", "169.254.0.0/16")],
+    [
+      "cidr",
+      net("wide", "168.0.0.0/6", { allocationPools: [{ start: "168.0.0.10", end: "168.0.0.20" }] }),
+    ],
+    ["cidr", net("v6ll", "fe80::/64")],
+    ["cidr6", net("dual", "10.1.0.0/24", { cidr6: "fe80::/64" })],
+  ];
+  for (const [field, body] of bad) {
+    mustFail(await attempt(t)("POST", ACME_NETS, body, TOKEN.acme), 400, "invalid_request", {
+      field,
+      message: /link-local/,
+    });
+  }
+  must(await t.call("POST", ACME_NETS, net("ok", "169.253.255.0/24"), TOKEN.acme), 201);
+});
+
+Deno.test("attack: history refuses an impossible date (2026-02-30) with 400 naming the field", async () => {
+  using t = await onFile({ tenants: ["acme"], historyRetentionDays: 30 });
+  const at = (time: string) =>
+    t.call(
+      "GET",
+      `tenants/acme/history?ip=10.1.0.5&at=${encodeURIComponent(time)}`,
+      undefined,
+      TOKEN.acme,
+    );
+  const impossible = [
+    "2026-02-30T00:00:00Z",
+    "2026-02-29",
+    "2026-13-01T00:00:00Z",
+    "2026-04-31T12:00:00Z",
+    "2026-01-01T24:30:00Z",
+    "2026-01-01T10:61:00Z",
+  ];
+  for (const time of impossible) {
+    mustFail(await at(time), 400, "invalid_request", {
+      field: "query.at",
+      message: /no such (date|time)/,
+    });
+  }
+  mustFail(
+    await t.call("GET", "history?ip=10.1.0.5&from=2026-02-30T00:00:00Z"),
+    400,
+    "invalid_request",
+    { field: "query.from" },
+  );
+  for (const time of ["2024-02-29T00:00:00Z", "2026-11-25T03:00:00.123+02:00", "2026-11-25"]) {
+    must(await at(time), 200);
+  }
+});
