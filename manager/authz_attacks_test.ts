@@ -149,6 +149,101 @@ Deno.test("attack: a tenant cannot squat a physnet's flat network or pick a VLAN
   must(await t.call("POST", ACME_NETS, net("vni", "10.4.0.0/24", { segmentId: 5500 })), 201);
 });
 
+// ---- finding 5: node tokens get the least a node needs
+
+Deno.test("attack: a node token cannot bind another's unbound port, name another namespace's pod, or release an unbound port it did not make", async () => {
+  using t = await onFile({ tenants: ["acme", "globex"] });
+  must(await t.call("POST", ACME_NETS, net("blue", "10.1.0.0/24")), 201);
+  const req = attempt(t);
+  // The tenant's own unbound port (a reservation) stays the tenant's.
+  must(await t.call("PUT", `${BLUE}/ports/reserved`, {}, TOKEN.acme), 201);
+  mustFail(
+    await req(
+      "PUT",
+      `${BLUE}/ports/reserved`,
+      { pod: { namespace: "acme", name: "x" } },
+      TOKEN.worker1,
+    ),
+    403,
+    "forbidden",
+    { message: /not bound to a node.*did not make/ },
+  );
+  mustFail(
+    await req("DELETE", `${BLUE}/ports/reserved`, undefined, TOKEN.worker1),
+    403,
+    "forbidden",
+    {
+      message: /did not make/,
+    },
+  );
+  // A pod of another namespace than the port's tenant.
+  mustFail(
+    await req(
+      "PUT",
+      `${BLUE}/ports/p1`,
+      { pod: { namespace: "globex", name: "db-0" } },
+      TOKEN.worker1,
+    ),
+    403,
+    "forbidden",
+    { field: "pod.namespace" },
+  );
+  // A port bound to another node: neither taken nor released.
+  must(await t.call("PUT", `${BLUE}/ports/w2`, {}, TOKEN.worker2), 201);
+  mustFail(await req("PUT", `${BLUE}/ports/w2`, {}, TOKEN.worker1), 409, "conflict", {
+    field: "node",
+  });
+  mustFail(await req("DELETE", `${BLUE}/ports/w2`, undefined, TOKEN.worker1), 403, "forbidden");
+  // A stable port binds on any node, but only to the pod its ID names.
+  const STABLE = `${BLUE}/ports/stable:acme:web-0-eth0`;
+  const first = must(
+    await t.call(
+      "PUT",
+      STABLE,
+      { pod: { namespace: "acme", name: "web-0" }, interface: "eth0" },
+      TOKEN.worker2,
+    ),
+    201,
+  );
+  must(await t.call("POST", `${STABLE}/unbind`), 200);
+  mustFail(
+    await req(
+      "PUT",
+      STABLE,
+      { pod: { namespace: "acme", name: "evil" }, interface: "eth0" },
+      TOKEN.worker1,
+    ),
+    403,
+    "forbidden",
+    { field: "pod", message: /stable port.*not to acme\/evil on eth0/ },
+  );
+  mustFail(await req("DELETE", STABLE, undefined, TOKEN.worker1), 403, "forbidden");
+  const again = must(
+    await t.call(
+      "PUT",
+      STABLE,
+      { pod: { namespace: "acme", name: "web-0" }, interface: "eth0" },
+      TOKEN.worker1,
+    ),
+    200,
+  );
+  assert.deepEqual([again.ip, again.node], [first.ip, "worker1"]);
+  // What the node made itself it may release, also once an admin took it off its pod.
+  must(
+    await t.call(
+      "PUT",
+      `${BLUE}/ports/mine`,
+      { pod: { namespace: "acme", name: "m" } },
+      TOKEN.worker1,
+    ),
+    201,
+  );
+  must(await t.call("POST", `${BLUE}/ports/mine/unbind`), 200);
+  must(await t.call("DELETE", `${BLUE}/ports/mine`, undefined, TOKEN.worker1), 204);
+  // The record of who made a port is the manager's: never answered.
+  assert.equal(JSON.stringify(again).includes("madeBy"), false);
+});
+
 // ---- finding 5: link-local networks, impossible dates
 
 Deno.test("attack: a tenant cannot make a link-local network (169.254.0.0/16, fe80::/10)", async () => {

@@ -4,6 +4,7 @@
  */
 import { type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
 import { ApiError, notFound } from "../errors.ts";
+import { isStablePortId, type PodRef, STABLE_PREFIX } from "@knitter/common";
 import { macKind } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
@@ -21,7 +22,11 @@ export function ownerOf(principal: Principal, tenant: string): string {
  * Refuses what the principal may not ask of a PUT (403), checks a fixed MAC, and binds a node
  * token's port to its node. Returns the body to act on.
  */
-export function authorizePut(principal: Principal, body: PortBody): PortBody {
+export function authorizePut(
+  principal: Principal,
+  port: { owner: string; id: string },
+  body: PortBody,
+): PortBody {
   if (principal.scope === "tenant" && body.node !== undefined) {
     // Binding puts the port on that node's dataplane: only the node's agent or an admin decides it.
     throw new ApiError(
@@ -50,9 +55,53 @@ export function authorizePut(principal: Principal, body: PortBody): PortBody {
         "node",
       );
     }
-    return { ...body, node: principal.node };
+    checkNodePod(principal.node, port, body);
+    return { ...body, node: principal.node, byNode: principal.node };
   }
   return body;
+}
+
+/**
+ * What a node's agent names as a port's pod is one of the port's tenant (a pod's tenant is its
+ * namespace), and a stable port's the very pod its ID names: a node token cannot put another
+ * namespace's pod on a port, nor take a StatefulSet pod's stable address for another pod.
+ */
+function checkNodePod(node: string, port: { owner: string; id: string }, body: PortBody): void {
+  const { name: id } = unscoped(port.id);
+  const pod = body.pod;
+  if (pod !== undefined && pod.namespace !== port.owner) {
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${node}" may bind a port of tenant "${port.owner}" only to a pod of namespace "${port.owner}" (a pod's tenant is its namespace), not "${pod.namespace}"`,
+      "pod.namespace",
+    );
+  }
+  if (!isStablePortId(id) || (pod && isStableIdOf(id, pod, body.interface))) return;
+  throw new ApiError(
+    "forbidden",
+    `Port "${id}" is a stable port: a token of node "${node}" binds it only to the pod its ID names, with that interface (${STABLE_PREFIX}NAMESPACE:NAME-INTERFACE)${
+      pod
+        ? `, not to ${pod.namespace}/${pod.name}${body.interface ? ` on ${body.interface}` : ""}`
+        : ""
+    }`,
+    "pod",
+  );
+}
+
+/** The most characters of a port ID (schemas.ts PortId): the agent cuts longer stable IDs. */
+const MAX_PORT_ID = 200;
+
+/**
+ * Whether `id` is the stable port ID of `pod`'s interface, as the agent derives it
+ * (agent/cni/pod_request.ts portIdFor): `stable:NS:NAME-IFNAME`, characters a port ID cannot hold
+ * as "_", cut to the longest ID; or `stable:NS:NAME` alone.
+ */
+function isStableIdOf(id: string, pod: PodRef, iface: string | undefined): boolean {
+  const base = `${STABLE_PREFIX}${pod.namespace}:${pod.name}`;
+  if (id === base) return true;
+  if (iface === undefined) return false;
+  const full = `${base}-${iface}`.replace(/[^A-Za-z0-9._:-]/g, "_");
+  return id === full || (id.length === MAX_PORT_ID && full.startsWith(id));
 }
 
 /**
@@ -132,6 +181,16 @@ export async function portToChange(ctx: Ctx, opts: {
     throw new ApiError(
       "forbidden",
       `A token of node "${principal.node}" may not ${verb} a port of node "${port.node}"`,
+    );
+  }
+  if (
+    principal.scope === "node" && verb !== "unbind" && port.node === undefined &&
+    port.madeBy !== principal.node
+  ) {
+    // An unbound port is kept for its pod's next incarnation, or was made by its tenant.
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${principal.node}" may not ${verb} port "${id}": it is bound to no node and this node did not make it (the monitor, the tenant or an admin does)`,
     );
   }
   return { ...e, value: port };

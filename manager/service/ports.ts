@@ -36,7 +36,7 @@ export async function putPort(
   request: PortBody,
 ): Promise<PutResult> {
   const owner = ownerOf(principal, tenant);
-  const body = authorizePut(principal, request);
+  const body = authorizePut(principal, { owner, id }, request);
   const guards = await portGuards(ctx, owner, id, body);
   const ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
   await checkPlacement(ctx, principal, { owner, id, net: ref.net });
