@@ -244,6 +244,31 @@ Deno.test("attack: a node token cannot bind another's unbound port, name another
   assert.equal(JSON.stringify(again).includes("madeBy"), false);
 });
 
+Deno.test("attack: a stolen monitor token's hostAccess blocks no network of a tenant its cluster never meets; a cluster change that would make them meet is refused", async () => {
+  using t = await clusters();
+  // The default cluster serves nobody here: east and west never share a node.
+  must(await t.call("PATCH", "clusters/default", { tenants: [] }), 200);
+  must(
+    await t.call("POST", ACME_NETS, net("wide", "172.16.0.0/12", { gateway: "172.16.0.1" })),
+    201,
+  );
+  must(
+    await t.call("POST", GLOBEX_NETS, net("red", "172.16.5.0/24", { gateway: "172.16.5.1" })),
+    201,
+  );
+  must(await t.call("PATCH", `${ACME_NETS}/wide`, { hostAccess: true }, TOK.eastMon), 200);
+  must(await t.call("PATCH", `${GLOBEX_NETS}/red`, { egress: true, hostAccess: true }), 200);
+  // Letting acme into west would put both on west's nodes.
+  mustFail(
+    await attempt(t)("PATCH", "clusters/west", { tenants: ["globex", "acme"] }),
+    409,
+    "conflict",
+    { message: /acme\/wide.*globex\/red|globex\/red.*acme\/wide/ },
+  );
+  // Where they meet (a cluster serving both), the rule holds as before.
+  must(await t.call("POST", "clusters", { name: "both", tenants: ["acme", "globex"] }), 409);
+});
+
 // ---- finding 5: link-local networks, impossible dates
 
 Deno.test("attack: a tenant cannot make a link-local network (169.254.0.0/16, fe80::/10)", async () => {

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
-import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
+import { NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
@@ -15,11 +15,13 @@ import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
+import { listClusters } from "./clusters.ts";
 import { groupRefs } from "./security_group_refs.ts";
 import {
   checkNodeReach,
   checkNodeReachAllowed,
   checkNodeReachOverlap,
+  networkChecks,
   storedNodeReach,
 } from "./node_reach.ts";
 import { carriedChange, portView } from "./port_records.ts";
@@ -97,9 +99,21 @@ export async function createNetwork(
 
   // Creations run one at a time in this process, so that two overlapping networks cannot both pass
   // the overlap check.
-  const record = await creationLock(ctx).run(async () => {
+  const record = await networkChecks(ctx).run(async () => {
     await checkOverlap(ctx, tenant, body.public, spec.record);
-    await checkNodeReachOverlap(ctx, { id, tenant, name: body.name, cidr: spec.record.cidr }, body);
+    await checkNodeReachOverlap(
+      ctx,
+      {
+        id,
+        tenant,
+        name: body.name,
+        cidr: spec.record.cidr,
+        type: body.type,
+        physnet: body.physnet,
+      },
+      body,
+      await listClusters(ctx),
+    );
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -247,14 +261,6 @@ async function getPhysnetEntryField(ctx: Ctx, name: string): Promise<Entry<Physn
     }
     throw err;
   }
-}
-
-const creationLocks = new WeakMap<Ctx, Mutex>();
-
-function creationLock(ctx: Ctx): Mutex {
-  let m = creationLocks.get(ctx);
-  if (!m) creationLocks.set(ctx, m = new Mutex());
-  return m;
 }
 
 /** Serialises the users of one segment pool in this process. */
@@ -556,7 +562,7 @@ export async function updateNetwork(
   let republish = false;
   // Turning egress or hostAccess on checks every network: one at a time, as creations are.
   const serial = body.hostAccess === true || body.egress === true
-    ? <T>(fn: () => Promise<T>) => creationLock(ctx).run(fn)
+    ? <T>(fn: () => Promise<T>) => networkChecks(ctx).run(fn)
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
     retry(ctx, async (tx) => {
@@ -612,7 +618,7 @@ export async function updateNetwork(
         await checkNodeReachOverlap(ctx, net, {
           egress: body.egress ?? net.egress,
           hostAccess: body.hostAccess ?? net.hostAccess,
-        });
+        }, await listClusters(ctx));
       }
       storedNodeReach(updated, body);
       republish = carriedChange(net, updated);
