@@ -354,8 +354,14 @@ export const PortRequest = z.strictObject({
   ipGroup: Name.optional().meta({ description: "take the address from this IP group" }),
   mac: z.string().regex(MAC_RE, "must be a lowercase MAC address like 02:00:0a:01:00:05")
     .optional(),
-  node: scopedParam(NodeName).optional(),
-  pod: PodRefSchema.optional(),
+  node: scopedParam(NodeName).optional().meta({
+    description:
+      "binds the port to this node: an admin, or the node's own token (its agent), which binds to itself and never takes a port bound to another node",
+  }),
+  pod: PodRefSchema.optional().meta({
+    description:
+      "the pod it is for: of the port's tenant's namespace (403 otherwise, for tenant and node tokens); a stable port (stable:NS:NAME-IFNAME) a node token binds only to the pod its ID names",
+  }),
   interface: z.string()
     .regex(PLAIN_IFNAME_RE, `must be a Linux interface name (${PLAIN_IFNAME_RULE})`)
     .optional(),
