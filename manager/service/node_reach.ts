@@ -77,10 +77,10 @@ function clashes(a: NodeReach, b: NodeReach): boolean {
 /**
  * Refuses egress or hostAccess (`want`: the settings the network would have) on a network whose
  * subnet overlaps another whose settings clash with them, where the two can share a node: when one
- * of `clusters` (all of them) may use both (auth.ts mayUse). Networks no cluster runs together never meet on a node,
- * so a cluster's monitor turning them on for its tenants blocks no tenant of other clusters; a
- * cluster change that would make such networks meet is refused instead (checkClusterNodeReach).
- * The other network is not named (it is another tenant's).
+ * of `clusters` (all of them) may use both (auth.ts mayUse). Networks no cluster runs together
+ * never meet on a node, so a cluster's monitor turning them on for its tenants blocks no tenant of
+ * other clusters; a cluster change that would make such networks meet is refused instead
+ * (checkClusterNodeReach). The other network is not named (it is another tenant's).
  */
 export async function checkNodeReachOverlap(
   ctx: Ctx,
