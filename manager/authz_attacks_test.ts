@@ -92,6 +92,31 @@ Deno.test("attack: a port with no cluster suffix is the default cluster's, which
   must(await t.call("PUT", `${BLUE}/ports/bare`, {}, TOKEN.acme), 201);
 });
 
+Deno.test("attack: a port left in a cluster that no longer serves its tenant is not its monitor's to see; the admin releases it, then deletes the cluster", async () => {
+  using t = await clusters();
+  must(await t.call("PATCH", "clusters/west", { tenants: ["globex", "acme"] }), 200);
+  must(await t.call("PUT", `${BLUE}/ports/z0@west`, {}, TOKEN.acme), 201);
+  const cursor = must(await t.call("GET", "feed", undefined, TOK.westMon), 200).cursor;
+  must(await t.call("PATCH", "clusters/west", { tenants: ["globex"] }), 200);
+  assert.deepEqual(must(await t.call("GET", "ports", undefined, TOK.westMon), 200).items, []);
+  mustFail(await t.call("GET", `${BLUE}/ports/z0`, undefined, TOK.westMon), 403, "forbidden");
+  // The change expired the monitor's cursor; its new one shows nothing of acme's.
+  mustFail(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, TOK.westMon),
+    410,
+    "feed_expired",
+  );
+  const fresh = must(await t.call("GET", "feed", undefined, TOK.westMon), 200).cursor;
+  must(await t.call("PUT", `${BLUE}/ports/z0@west`, {}), 403);
+  must(await t.call("DELETE", `${BLUE}/ports/z0@west`), 204);
+  const page = must(
+    await t.call("GET", `feed?after=${fresh}&timeout=0`, undefined, TOK.westMon),
+    200,
+  );
+  assert.deepEqual(page.events, []);
+  must(await t.call("DELETE", "clusters/west"), 204);
+});
+
 // ---- finding 3: flat networks and chosen segment IDs are the admin's
 
 Deno.test("attack: a tenant cannot squat a physnet's flat network or pick a VLAN ID or VNI; the admin can", async () => {

@@ -2,14 +2,14 @@
  * Who may do what to a port: the owner a request acts for, what a tenant or node token may ask of
  * a PUT, which ports a principal sees, and the port an unbind or release is about.
  */
-import { type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
+import { monitorSees, type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
 import { ApiError, notFound } from "../errors.ts";
 import { isStablePortId, type PodRef, STABLE_PREFIX } from "@knitter/common";
 import { macKind } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
-import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
+import { unscoped } from "./cluster_names.ts";
 import { reachOf } from "./clusters.ts";
 import { keyId, type PortBody } from "./port_records.ts";
 
@@ -149,13 +149,13 @@ function checkMac(mac: string): void {
 
 /**
  * A tenant token sees only its own ports (the API's and the console's feed alike), a monitor only
- * its cluster's (an agent's view across clusters is auth.ts seesPort).
+ * its cluster's of the tenants it serves (an agent's view across clusters is auth.ts seesPort).
  */
 export function visible(
   principal: Principal,
-  port: Pick<PortRecord, "tenant" | "cluster">,
+  port: Pick<PortRecord, "tenant" | "cluster" | "networkTenant" | "network">,
 ): boolean {
-  if (principal.scope === "monitor") return (port.cluster ?? DEFAULT_CLUSTER) === principal.cluster;
+  if (principal.scope === "monitor") return monitorSees(principal, port);
   return principal.scope !== "tenant" || port.tenant === principal.tenant;
 }
 
