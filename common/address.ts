@@ -176,6 +176,19 @@ export function noHostOverlap(cidr: Cidr): string | null {
   return null;
 }
 
+/**
+ * Link-local ranges: every node and every interface has addresses of its own there (the cloud's
+ * metadata service at 169.254.169.254, each interface's fe80:: address for neighbour discovery),
+ * so no pod network may use them.
+ */
+const LINK_LOCAL_RANGES: readonly string[] = ["169.254.0.0/16", "fe80::/10"];
+
+/** The link-local range `cidr` overlaps, as "169.254.0.0/16 (link-local)"; null if none. */
+export function linkLocalOverlap(cidr: Cidr): string | null {
+  const hit = LINK_LOCAL_RANGES.find((text) => cidrsOverlap(cidr, parseCidr(text) as Cidr));
+  return hit === undefined ? null : `${hit} (link-local)`;
+}
+
 // ---- MACs
 
 /** A MAC in the one form the APIs take and store: six lowercase hex pairs joined by ":". */

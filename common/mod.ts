@@ -6,6 +6,7 @@
  */
 export * from "./annotations.ts";
 export * from "./api_types.ts";
+export * from "./iso_time.ts";
 export * from "./log.ts";
 export * from "./manager_client.ts";
 export * from "./mutex.ts";

@@ -4,6 +4,7 @@
  * `--all-tenants` (an admin token); at one time (`--at`), over a range (`--from`, `--to`), or all
  * the manager keeps.
  */
+import { parseIsoTime } from "@knitter/common";
 import { isIp, parseMac } from "@knitter/common/address";
 import { requireFlagsOf, str, VERB_FLAGS } from "./args.ts";
 import { UsageError } from "./errors.ts";
@@ -97,13 +98,13 @@ export function holdersTable(items: Holding[], wide: boolean): string {
 
 /** A time as the manager takes it (ISO 8601, UTC); "now" is now. */
 function timeArg(flag: string, text: string): string {
-  const ms = text === "now" ? Date.now() : Date.parse(text);
-  if (Number.isNaN(ms)) {
+  const t = text === "now" ? { ms: Date.now() } : parseIsoTime(text);
+  if ("error" in t) {
     throw new UsageError(
-      `--${flag} "${text}" is not a time: use ISO 8601 (2026-11-25T03:00:00Z) or "now"`,
+      `--${flag} "${text}" ${t.error}: use ISO 8601 (2026-11-25T03:00:00Z) or "now"`,
     );
   }
-  return new Date(ms).toISOString();
+  return new Date(t.ms).toISOString();
 }
 
 function when(q: URLSearchParams): string {

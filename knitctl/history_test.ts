@@ -115,6 +115,7 @@ Deno.test("history: nobody held it is said on stderr, exit 0; bad usage is exit 
       [["history", "10.10.0.9", "10.10.0.8"], /one address or MAC/],
       [["history", "nope"], /neither an IPv4 or IPv6 address nor a MAC/],
       [["history", "10.10.0.9", "--at", "teatime"], /--at "teatime" is not a time/],
+      [["history", "10.10.0.9", "--from", "2026-02-30"], /"2026-02-30" names no such date/],
       [["history", "10.10.0.9", "--at", "now", "--to", "now"], /--at, or --from/],
       [["history", "10.10.0.9", "-A", "-t", "acme"], /--tenant or --all-tenants/],
       [["history", "10.10.0.9", "--network", "x"], /does not take --network/],

@@ -207,6 +207,37 @@ export function mayUse(reach: ClusterReach, net: NetworkRef): boolean {
   return reach.physnets.includes("*") || reach.physnets.includes(net.physnet);
 }
 
+/**
+ * Whether a cluster's pods may be of tenant `owner` on `net`: the cluster serves the tenant, or
+ * names the network when it is the tenant's own.
+ */
+function servesTenant(
+  reach: ClusterReach,
+  owner: string,
+  net: Pick<NetworkRef, "tenant" | "name">,
+): boolean {
+  return tenantAllowed({ reach }, owner) ||
+    (owner === net.tenant && reach.networks.includes(`${net.tenant}/${net.name}`));
+}
+
+/**
+ * Why a port of tenant `owner` on `net` may not be in the cluster of `reach`, or null when it may:
+ * the cluster serves the tenant (or names the network, when it is the tenant's own), and may use
+ * the network (another tenant's public one by name; a VLAN or flat one only on its physnets).
+ */
+export function placementRefusal(
+  reach: ClusterReach,
+  owner: string,
+  net: NetworkRef,
+): string | null {
+  if (!servesTenant(reach, owner, net)) {
+    return `cluster "${reach.name}" does not serve tenant "${owner}"`;
+  }
+  if (mayUse(reach, net)) return null;
+  const on = net.physnet === undefined ? "" : ` (on physnet "${net.physnet}")`;
+  return `cluster "${reach.name}" may not use network "${net.tenant}/${net.name}"${on}`;
+}
+
 /** Refuses a node or monitor token a network its cluster may not use (403). */
 export function checkNetworkReach(p: Principal, net: NetworkRef): void {
   if (p.scope !== "node" && p.scope !== "monitor") return;
@@ -248,6 +279,8 @@ export function seesOwned(p: Principal, obj: TenantOwned): boolean {
 /** A port as the reach rules read it: its cluster and its network. */
 export interface PortRef {
   cluster?: string;
+  /** The port's own tenant (on a public network, not the network's). */
+  tenant: string;
   networkTenant: string;
   network: string;
   type: string;
@@ -255,19 +288,31 @@ export interface PortRef {
 }
 
 /**
- * Whether a cluster's token sees a port: a monitor only its own cluster's; an agent also those of
- * other clusters on networks its cluster may use (its tunnels and flows need them).
+ * Whether a cluster's token sees a port: a monitor only its own cluster's, of the tenants its
+ * cluster serves (one left behind by a change of the cluster is not its to manage); an agent its
+ * own cluster's, and those of other clusters on networks its cluster may use (its tunnels and
+ * flows need them).
  */
 export function seesPort(p: Principal, port: PortRef): boolean {
   if (p.scope !== "node" && p.scope !== "monitor") return true;
+  if (p.scope === "monitor") return monitorSees(p, port);
   if ((port.cluster ?? DEFAULT_CLUSTER) === p.cluster) return true;
-  if (p.scope === "monitor" || !p.reach) return false;
+  if (!p.reach) return false;
   return mayUse(p.reach, {
     tenant: port.networkTenant,
     name: port.network,
     type: port.type,
     physnet: port.physnet,
   });
+}
+
+/** A port a cluster's monitor manages: its cluster's, of a tenant the cluster serves. */
+export function monitorSees(
+  p: Extract<Principal, { scope: "monitor" }>,
+  port: Pick<PortRef, "cluster" | "tenant" | "networkTenant" | "network">,
+): boolean {
+  if ((port.cluster ?? DEFAULT_CLUSTER) !== p.cluster || !p.reach) return false;
+  return servesTenant(p.reach, port.tenant, { tenant: port.networkTenant, name: port.network });
 }
 
 /**

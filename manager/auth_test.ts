@@ -132,7 +132,7 @@ Deno.test("auth: a node token puts and deletes ports bound to itself only", asyn
   using t = await world();
   const path = "tenants/acme/networks/blue/ports";
   const p = must(
-    await t.call("PUT", `${path}/p1`, { pod: { namespace: "ns", name: "a" } }, TOKEN.worker1),
+    await t.call("PUT", `${path}/p1`, { pod: { namespace: "acme", name: "a" } }, TOKEN.worker1),
     201,
   );
   assert.equal(p.node, "worker1", "the port is bound to the calling node");

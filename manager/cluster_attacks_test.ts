@@ -5,17 +5,21 @@
  * what the clusters share on purpose: a network allowed in both, its ports and tunnel endpoints.
  */
 import assert from "node:assert/strict";
-import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import {
+  attempt,
+  CLUSTER_TOKEN,
+  CLUSTER_TOKENS,
+  must,
+  mustFail,
+  net,
+  type TestApp,
+  testApp,
+  TOKEN,
+} from "./test_support.ts";
 import { ensureDefaultCluster } from "./service/clusters.ts";
 import { keys } from "./model.ts";
 
-const TOK = {
-  eastN1: "east-n1-token-for-tests-001",
-  westN1: "west-n1-token-for-tests-001",
-  eastMon: "east-monitor-token-for-tests",
-  westMon: "west-monitor-token-for-tests",
-  northN1: "north-n1-token-for-tests-01",
-} as const;
+const TOK = CLUSTER_TOKEN;
 
 const BLUE = "tenants/acme/networks/blue";
 const RED = "tenants/globex/networks/red";
@@ -29,13 +33,7 @@ const STABLE = "stable:acme:web-0";
 async function world(): Promise<TestApp> {
   const t = await testApp({
     tenants: ["acme", "globex"],
-    tokens: [
-      { token: TOK.eastN1, scope: "node", node: "n1", cluster: "east" },
-      { token: TOK.westN1, scope: "node", node: "n1", cluster: "west" },
-      { token: TOK.eastMon, scope: "monitor", cluster: "east" },
-      { token: TOK.westMon, scope: "monitor", cluster: "west" },
-      { token: TOK.northN1, scope: "node", node: "n1", cluster: "north" },
-    ],
+    tokens: CLUSTER_TOKENS,
   });
   must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
   must(await t.call("POST", "clusters", { name: "west", tenants: ["acme", "globex"] }), 201);

@@ -129,6 +129,8 @@ export interface PortRecord {
   cluster?: string;
   /** The security groups it names, of its own tenant. */
   securityGroups?: string[];
+  /** The node whose token made it (scoped); absent when another token did. Never answered. */
+  madeBy?: string;
 }
 
 /** A tenant's router (service/routers.ts): stored as the API answers it. */

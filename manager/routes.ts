@@ -193,7 +193,8 @@ export const ROUTES: RouteDef[] = [
   {
     method: "POST",
     path: `${V1}/tenants/{tenant}/networks`,
-    summary: "Create a network (a VNI or VLAN ID is allocated unless segmentId is given)",
+    summary:
+      "Create a network (a VNI or VLAN ID is allocated unless an admin gives segmentId; flat networks are an admin's)",
     tag: "networks",
     access: "tenant",
     body: S.NetworkCreate,
@@ -256,7 +257,8 @@ export const ROUTES: RouteDef[] = [
   {
     method: "PUT",
     path: `${V1}/tenants/{tenant}/networks/{network}/ports/{port}`,
-    summary: "Allocate a port idempotently: the same port ID always gets the same address",
+    summary:
+      "Allocate a port idempotently: the same port ID always gets the same address. The port goes into the cluster its ID names (ID@CLUSTER; none: the default one), which must serve its tenant (403)",
     tag: "ports",
     access: "shared",
     body: S.PortRequest,

@@ -126,7 +126,10 @@ const Dscp = z.int({ error: "dscp must be an integer, the DSCP code point 0..63 
 
 export const NetworkCreate = z.strictObject({
   name: Name,
-  type: NetworkType.default("vxlan"),
+  type: NetworkType.default("vxlan").meta({
+    description:
+      "vxlan (a VNI), vlan (a VLAN ID of its physnet) or flat (its physnet's one untagged segment: only an admin, or a cluster monitor, makes one; a tenant token gets 403)",
+  }),
   cidr: CidrText,
   gateway: IpText.optional(),
   cidr6: CidrText.optional().meta({
@@ -147,7 +150,8 @@ export const NetworkCreate = z.strictObject({
   }),
   physnet: Name.optional().meta({ description: "required for vlan and flat" }),
   segmentId: z.int().min(1).max(16777215).optional().meta({
-    description: "VNI (vxlan) or VLAN ID (vlan); allocated when absent",
+    description:
+      "VNI (vxlan) or VLAN ID (vlan); allocated from the ranges handed to tenants when absent. Only an admin (or a cluster monitor, within those ranges) chooses one: a tenant token gets 403",
   }),
   description: z.string().max(1024).optional(),
   labels: Labels.optional(),
@@ -350,8 +354,14 @@ export const PortRequest = z.strictObject({
   ipGroup: Name.optional().meta({ description: "take the address from this IP group" }),
   mac: z.string().regex(MAC_RE, "must be a lowercase MAC address like 02:00:0a:01:00:05")
     .optional(),
-  node: scopedParam(NodeName).optional(),
-  pod: PodRefSchema.optional(),
+  node: scopedParam(NodeName).optional().meta({
+    description:
+      "binds the port to this node: an admin, or the node's own token (its agent), which binds to itself and never takes a port bound to another node",
+  }),
+  pod: PodRefSchema.optional().meta({
+    description:
+      "the pod it is for: of the port's tenant's namespace (403 otherwise, for tenant and node tokens); a stable port (stable:NS:NAME-IFNAME) a node token binds only to the pod its ID names",
+  }),
   interface: z.string()
     .regex(PLAIN_IFNAME_RE, `must be a Linux interface name (${PLAIN_IFNAME_RULE})`)
     .optional(),

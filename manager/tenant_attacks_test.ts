@@ -174,8 +174,12 @@ Deno.test("attack: a tenant token cannot bind a port to a node; the node's agent
     403,
     "forbidden",
   );
+  // Nor may a node's agent take it (issue 33): it did not make it; the admin binds it.
+  mustFail(await req("PUT", `${BLUE}/ports/p1`, {}, TOKEN.worker1), 403, "forbidden", {
+    message: /did not make it/,
+  });
   assert.equal(
-    must(await t.call("PUT", `${BLUE}/ports/p1`, {}, TOKEN.worker1), 200).node,
+    must(await t.call("PUT", `${BLUE}/ports/p1`, { node: "worker1" }), 200).node,
     "worker1",
   );
   assert.equal(
@@ -194,6 +198,7 @@ Deno.test("attack: a tenant cannot squat the port ID another tenant's pod needs 
   using t = await world();
   // The stable ID globex's StatefulSet pod db-0 will ask for, taken first by acme.
   const id = "stable:globex:db-0-eth0";
+  const DB0 = { pod: { namespace: "globex", name: "db-0" }, interface: "eth0" };
   const squat = must(
     await t.call("PUT", `tenants/acme/networks/shared/ports/${id}`, {}, TOKEN.acme),
     201,
@@ -201,9 +206,7 @@ Deno.test("attack: a tenant cannot squat the port ID another tenant's pod needs 
   assert.equal(squat.tenant, "acme");
   // globex's agent asks for it: globex gets its own port, not a 409.
   const mine = must(
-    await t.call("PUT", `tenants/globex/networks/shared/ports/${id}`, {
-      pod: { namespace: "globex", name: "db-0" },
-    }, TOKEN.worker1),
+    await t.call("PUT", `tenants/globex/networks/shared/ports/${id}`, DB0, TOKEN.worker1),
     201,
   );
   assert.equal(mine.tenant, "globex");
@@ -224,7 +227,7 @@ Deno.test("attack: a tenant cannot squat the port ID another tenant's pod needs 
     204,
   );
   assert.equal(
-    must(await t.call("PUT", `tenants/globex/networks/shared/ports/${id}`, {}, TOKEN.worker1), 200)
+    must(await t.call("PUT", `tenants/globex/networks/shared/ports/${id}`, DB0, TOKEN.worker1), 200)
       .ip,
     mine.ip,
   );
@@ -336,7 +339,6 @@ Deno.test("attack: errors never name another tenant's networks or ports", async 
       net("secret-net", "10.50.0.0/24", {
         segmentId: 5555,
       }),
-      TOKEN.globex,
     ),
     201,
   );

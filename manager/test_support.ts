@@ -25,6 +25,23 @@ export const TOKEN = {
   metrics: "metrics-token-for-tests-01",
 } as const;
 
+/** Tokens of clusters east, west and north (never registered): a node n1 in each, two monitors. */
+export const CLUSTER_TOKEN = {
+  eastN1: "east-n1-token-for-tests-001",
+  westN1: "west-n1-token-for-tests-001",
+  eastMon: "east-monitor-token-for-tests",
+  westMon: "west-monitor-token-for-tests",
+  northN1: "north-n1-token-for-tests-01",
+} as const;
+
+export const CLUSTER_TOKENS: TokenConfig[] = [
+  { token: CLUSTER_TOKEN.eastN1, scope: "node", node: "n1", cluster: "east" },
+  { token: CLUSTER_TOKEN.westN1, scope: "node", node: "n1", cluster: "west" },
+  { token: CLUSTER_TOKEN.eastMon, scope: "monitor", cluster: "east" },
+  { token: CLUSTER_TOKEN.westMon, scope: "monitor", cluster: "west" },
+  { token: CLUSTER_TOKEN.northN1, scope: "node", node: "n1", cluster: "north" },
+];
+
 export interface Reply {
   status: number;
   // deno-lint-ignore no-explicit-any

@@ -47,6 +47,12 @@ export const MonitorConfigSchema = z.strictObject({
    */
   nodeReachNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**
+   * Namespaces whose Network resources may be `flat` or name a `segmentId`: a physnet's one untagged
+   * segment and a chosen VLAN ID or VNI are shared by every tenant, an admin's decision at the
+   * manager, which trusts the monitor with it.
+   */
+  segmentNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /**
    * The cluster's default network (the agents' `defaultNetwork`), made at the manager when the
    * monitor starts unless it exists: tenant `namespace`, a Network resource's spec.
    */

@@ -154,6 +154,7 @@ export async function startMonitor(
   const netReconciler = new NetworkReconciler(kube, manager, tenants, {
     publicNamespaces: config.publicNamespaces,
     nodeReachNamespaces: config.nodeReachNamespaces,
+    segmentNamespaces: config.segmentNamespaces,
     retryMs,
     stableRetentionMs: config.stableRetentionSeconds * 1000,
   }, {

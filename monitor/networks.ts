@@ -64,6 +64,8 @@ export interface NetworkSettings {
   publicNamespaces: string[];
   /** Where `egress` and `hostAccess` may be asked for (the admin's namespaces). */
   nodeReachNamespaces: string[];
+  /** Where `type: flat` and `segmentId` may be asked for (the admin's namespaces). */
+  segmentNamespaces: string[];
   /** How soon a refused or held resource is tried again. */
   retryMs: number;
   /** How long a stable address waits for its StatefulSet pod's return. */
@@ -96,24 +98,7 @@ export class NetworkReconciler {
     let net: ManagerNetwork | undefined;
     let problem: Problem | undefined;
     try {
-      if (cr.spec.public && !this.settings.publicNamespaces.includes(namespace)) {
-        throw new NotAllowed(
-          `public networks are made only in namespaces ${
-            this.settings.publicNamespaces.join(", ")
-          } (the monitor's publicNamespaces); remove "public" or create the Network there`,
-        );
-      }
-      const reach = (["egress", "hostAccess"] as const).filter((f) => cr.spec[f] === true);
-      if (reach.length > 0 && !this.settings.nodeReachNamespaces.includes(namespace)) {
-        throw new NotAllowed(
-          `${
-            reach.join(" and ")
-          } put the node on the network, an admin's decision: only in namespaces ${
-            this.settings.nodeReachNamespaces.join(", ") || "(none)"
-          } (the monitor's nodeReachNamespaces); remove ${reach.join(" and ")} or ask an admin`,
-          "NodeReachNotAllowed",
-        );
-      }
+      refuseAdminChoices(this.settings, namespace, cr.spec);
       await this.tenants.ensure(namespace);
       const found = await this.find(namespace, name);
       if (found && !ownedBy(found, cr)) throw new NotOwned(notOwnedMessage(found));
@@ -216,6 +201,60 @@ export class NetworkReconciler {
 }
 
 /** A spec the monitor will not apply in that namespace; `reason` goes into the condition. */
+/**
+ * What only an admin decides at the manager, which trusts the monitor with it: a Network resource
+ * asks for it only in the namespaces the monitor's configuration lists for it (the admin's).
+ */
+const ADMIN_CHOICES: {
+  setting: "publicNamespaces" | "nodeReachNamespaces" | "segmentNamespaces";
+  reason: string;
+  asked(spec: NetworkResource["spec"]): string[];
+  why: string;
+}[] = [
+  {
+    setting: "publicNamespaces",
+    reason: "PublicNotAllowed",
+    asked: (spec) => spec.public ? ["public"] : [],
+    why: "makes the network every namespace's to attach to",
+  },
+  {
+    setting: "nodeReachNamespaces",
+    reason: "NodeReachNotAllowed",
+    asked: (spec) => (["egress", "hostAccess"] as const).filter((f) => spec[f] === true),
+    why: "put the node on the network",
+  },
+  {
+    setting: "segmentNamespaces",
+    reason: "SegmentNotAllowed",
+    asked: (spec) => [
+      ...(spec.type === "flat" ? ["type: flat"] : []),
+      ...(spec.segmentId !== undefined ? ["segmentId"] : []),
+    ],
+    why: "takes a segment every tenant shares (a physnet's untagged one, a chosen VLAN ID or VNI)",
+  },
+];
+
+/** Refuses (NotAllowed) what a resource of `namespace` may not ask for. */
+function refuseAdminChoices(
+  settings: NetworkSettings,
+  namespace: string,
+  spec: NetworkResource["spec"],
+): void {
+  for (const choice of ADMIN_CHOICES) {
+    const asked = choice.asked(spec);
+    const allowed = settings[choice.setting];
+    if (asked.length === 0 || allowed.includes(namespace)) continue;
+    throw new NotAllowed(
+      `${asked.join(" and ")} ${choice.why}, an admin's decision: only in namespaces ${
+        allowed.join(", ") || "(none)"
+      } (the monitor's ${choice.setting}); remove ${
+        asked.join(" and ")
+      }, create the Network there, or ask an admin`,
+      choice.reason,
+    );
+  }
+}
+
 class NotAllowed extends Error {
   constructor(message: string, readonly reason = "PublicNotAllowed") {
     super(message);

@@ -307,3 +307,39 @@ Deno.test("attack through the stand-in API server: a tenant's Network resource c
   const net = await k.stack.api("GET", "tenants/globex/networks/out");
   assert.deepEqual([net.body.egress, net.body.hostAccess], [false, false]);
 });
+
+Deno.test("attack through the stand-in API server: a tenant's Network resource cannot squat a physnet's flat segment or pick a segment ID outside the admin's namespaces", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  const phys = await k.stack.api("POST", "physnets", {
+    name: "dc1",
+    vlanRanges: [{ start: 100, end: 199 }],
+  });
+  assert.equal(phys.status, 201, JSON.stringify(phys.body));
+  k.namespace("globex");
+  const asks: [string, Record<string, unknown>][] = [
+    ["flat", { cidr: "10.41.0.0/24", type: "flat", physnet: "dc1" }],
+    ["tagged", { cidr: "10.42.0.0/24", type: "vlan", physnet: "dc1", segmentId: 150 }],
+    ["vni", { cidr: "10.43.0.0/24", segmentId: 5500 }],
+  ];
+  for (const [name, spec] of asks) {
+    k.api.create("networks", { metadata: { name, namespace: "globex" }, spec });
+  }
+  for (const [name] of asks) {
+    const refused = await eventually(`${name} refused`, () => {
+      const o = k.api.get("networks", "globex", name);
+      return ready(o)?.status === "False" ? o : undefined;
+    });
+    assert.equal(ready(refused)!.reason, "SegmentNotAllowed");
+    assert.match(ready(refused)!.message, /admin's decision.*segmentNamespaces/);
+    const none = await k.stack.api("GET", `tenants/globex/networks/${name}`);
+    assert.equal(none.status, 404, "nothing made at the manager");
+  }
+  // A VLAN network whose ID the manager allocates is the tenant's to ask for.
+  k.api.update("networks", "globex", "tagged", (o) => delete o.spec.segmentId);
+  await eventually("made with an allocated VLAN ID", () => {
+    const o = k.api.get("networks", "globex", "tagged");
+    return ready(o)?.status === "True" ? true : undefined;
+  });
+});

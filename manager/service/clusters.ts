@@ -14,6 +14,7 @@ import type { ClusterCreate, ClusterUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
+import { checkClusterNodeReach, networkChecks } from "./node_reach.ts";
 
 export interface ClusterView extends ClusterRecord {
   /** Its registered nodes, by their bare names. */
@@ -114,13 +115,16 @@ export async function createCluster(
     updatedAt: t,
   };
   if (body.description !== undefined) record.description = body.description;
-  return await retry(ctx, async (tx) => {
-    const e = await ctx.store.get(keys.cluster(body.name));
-    if (e.value || body.name === DEFAULT_CLUSTER) {
-      throw new ApiError("already_exists", `Cluster "${body.name}" already exists`, "name");
-    }
-    tx.check(e).set(e.key, record);
-    return record;
+  return await networkChecks(ctx).run(async () => {
+    await checkClusterNodeReach(ctx, record);
+    return await retry(ctx, async (tx) => {
+      const e = await ctx.store.get(keys.cluster(body.name));
+      if (e.value || body.name === DEFAULT_CLUSTER) {
+        throw new ApiError("already_exists", `Cluster "${body.name}" already exists`, "name");
+      }
+      tx.check(e).set(e.key, record);
+      return record;
+    });
   });
 }
 
@@ -130,14 +134,19 @@ export async function updateCluster(
   name: string,
   body: z.infer<typeof ClusterUpdate>,
 ): Promise<ClusterRecord> {
-  return await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
-    const current = e.value ?? await findCluster(ctx, name);
-    if (!current) throw notFound(`Cluster "${name}" does not exist`);
-    const record: ClusterRecord = { ...current, ...body, updatedAt: now() };
-    tx.check(e).set(e.key, record);
-    return record;
-  });
+  // What the cluster's nodes would run together is checked against every network's egress and
+  // hostAccess, one at a time with the network changes that set them.
+  return await networkChecks(ctx).run(() =>
+    retry(ctx, async (tx) => {
+      const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+      const current = e.value ?? await findCluster(ctx, name);
+      if (!current) throw notFound(`Cluster "${name}" does not exist`);
+      const record: ClusterRecord = { ...current, ...body, updatedAt: now() };
+      await checkClusterNodeReach(ctx, record);
+      tx.check(e).set(e.key, record);
+      return record;
+    })
+  );
 }
 
 /**

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { PodRef } from "@knitter/common";
+import { parseIsoTime, type PodRef } from "@knitter/common";
 import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import { invalid } from "../errors.ts";
 import { keys, type PortRecord } from "../model.ts";
@@ -267,12 +267,7 @@ function canonicalMac(text: string): string {
 
 function time(field: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
-  const ms = Date.parse(text);
-  if (Number.isNaN(ms)) {
-    throw invalid(
-      `query.${field}`,
-      `"${text}" is not a time: use ISO 8601, e.g. 2026-11-25T03:00:00Z`,
-    );
-  }
-  return ms;
+  const t = parseIsoTime(text);
+  if ("ms" in t) return t.ms;
+  throw invalid(`query.${field}`, `"${text}" ${t.error}: use ISO 8601, e.g. 2026-11-25T03:00:00Z`);
 }

@@ -11,6 +11,7 @@ import {
   formatCidr,
   formatIp,
   type Ip,
+  linkLocalOverlap,
   noHostOverlap,
   parseCidr,
   parseIp,
@@ -199,8 +200,17 @@ function parseCidrField(field: string, text: string): Cidr {
   return cidr;
 }
 
-/** `cidr` as a network's subnet: refused when it overlaps a range no host may hold. */
+/** `cidr` as a network's subnet: refused when it overlaps a range no host may hold, or link-local. */
 export function requireHosts(field: string, cidr: Cidr): Cidr {
+  const local = linkLocalOverlap(cidr);
+  if (local !== null) {
+    throw invalid(
+      field,
+      `${
+        formatCidr(cidr)
+      } overlaps ${local}, which no pod network may use: every node and interface has addresses of its own there (the metadata service at 169.254.169.254, each interface's fe80:: address), and a node never forwards a pod's traffic to them; use a private range such as 10.0.0.0/8 or fd00::/8`,
+    );
+  }
   const range = noHostOverlap(cidr);
   if (range === null) return cidr;
   throw invalid(

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
-import { Mutex, NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
+import { NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
@@ -15,11 +15,13 @@ import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
+import { listClusters } from "./clusters.ts";
 import { groupRefs } from "./security_group_refs.ts";
 import {
   checkNodeReach,
   checkNodeReachAllowed,
   checkNodeReachOverlap,
+  networkChecks,
   storedNodeReach,
 } from "./node_reach.ts";
 import { carriedChange, portView } from "./port_records.ts";
@@ -46,6 +48,7 @@ export async function createNetwork(
     throw new ApiError("forbidden", "Only an admin token may create a public network", "public");
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
+  checkSegmentChoice(principal, body);
   const spec = networkSpec(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
@@ -96,9 +99,21 @@ export async function createNetwork(
 
   // Creations run one at a time in this process, so that two overlapping networks cannot both pass
   // the overlap check.
-  const record = await creationLock(ctx).run(async () => {
+  const record = await networkChecks(ctx).run(async () => {
     await checkOverlap(ctx, tenant, body.public, spec.record);
-    await checkNodeReachOverlap(ctx, { id, tenant, name: body.name, cidr: spec.record.cidr }, body);
+    await checkNodeReachOverlap(
+      ctx,
+      {
+        id,
+        tenant,
+        name: body.name,
+        cidr: spec.record.cidr,
+        type: body.type,
+        physnet: body.physnet,
+      },
+      body,
+      await listClusters(ctx),
+    );
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -122,6 +137,31 @@ function segmentDelta(type: string, sign: 1 | -1, hasSegment = true): Partial<Qu
  */
 function checkMonitorReach(principal: Principal, net: ReachRef): void {
   if (principal.scope === "monitor") checkNetworkReach(principal, net);
+}
+
+/**
+ * A flat network (a physnet's one untagged segment) and a segment ID the caller picks are shared
+ * by every tenant: the first to take one keeps it from all others. So they are the admin's, or a
+ * cluster monitor's as the admin's delegate (within its reach, checked in claimSegment); a tenant
+ * gets one allocated from the ranges handed to tenants (403 otherwise, naming the field).
+ */
+function checkSegmentChoice(principal: Principal, body: NetworkCreateBody): void {
+  if (principal.scope !== "tenant") return;
+  if (body.type === "flat") {
+    throw new ApiError(
+      "forbidden",
+      `type: a flat network takes physnet "${body.physnet}"'s one untagged segment, which every tenant on the physnet shares, so only an admin makes one; ask the admin, or use type vlan (a VLAN ID is allocated) or vxlan`,
+      "type",
+    );
+  }
+  if (body.segmentId !== undefined) {
+    const what = body.type === "vlan" ? `a VLAN ID on physnet "${body.physnet}"` : "a VNI";
+    throw new ApiError(
+      "forbidden",
+      `segmentId: choosing ${what} is the admin's (the IDs are shared by every tenant); leave segmentId out and one is allocated from the ranges handed to tenants, or ask the admin`,
+      "segmentId",
+    );
+  }
 }
 
 /** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
@@ -221,14 +261,6 @@ async function getPhysnetEntryField(ctx: Ctx, name: string): Promise<Entry<Physn
     }
     throw err;
   }
-}
-
-const creationLocks = new WeakMap<Ctx, Mutex>();
-
-function creationLock(ctx: Ctx): Mutex {
-  let m = creationLocks.get(ctx);
-  if (!m) creationLocks.set(ctx, m = new Mutex());
-  return m;
 }
 
 /** Serialises the users of one segment pool in this process. */
@@ -530,7 +562,7 @@ export async function updateNetwork(
   let republish = false;
   // Turning egress or hostAccess on checks every network: one at a time, as creations are.
   const serial = body.hostAccess === true || body.egress === true
-    ? <T>(fn: () => Promise<T>) => creationLock(ctx).run(fn)
+    ? <T>(fn: () => Promise<T>) => networkChecks(ctx).run(fn)
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
     retry(ctx, async (tx) => {
@@ -586,7 +618,7 @@ export async function updateNetwork(
         await checkNodeReachOverlap(ctx, net, {
           egress: body.egress ?? net.egress,
           hostAccess: body.hostAccess ?? net.hostAccess,
-        });
+        }, await listClusters(ctx));
       }
       storedNodeReach(updated, body);
       republish = carriedChange(net, updated);

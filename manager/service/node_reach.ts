@@ -11,7 +11,8 @@ import { type Cidr, cidrsOverlap, parseCidr } from "@knitter/common/address";
 import { ApiError, invalid } from "../errors.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import { type Ctx, listValues } from "./context.ts";
-import type { Principal } from "../auth.ts";
+import { type ClusterReach, mayUse, type Principal } from "../auth.ts";
+import { Mutex } from "@knitter/common";
 
 /** The settings as a request may send them (absent: unchanged, or off at creation). */
 export interface NodeReach {
@@ -59,39 +60,95 @@ export function checkNodeReachAllowed(
   }
 }
 
+/** What of a network the overlap rule reads. */
+type ReachNet = Pick<NetworkRecord, "id" | "tenant" | "name" | "cidr" | "type" | "physnet">;
+
+/**
+ * Whether a network with `a`'s settings and one with `b`'s may not overlap: the node routes every
+ * hostAccess subnet in its main table, where its replies and errors to an egress network's
+ * addresses could reach the other network's pods instead (two egress networks may overlap: each
+ * has its own table).
+ */
+function clashes(a: NodeReach, b: NodeReach): boolean {
+  return (a.hostAccess === true && (b.hostAccess === true || b.egress === true)) ||
+    (a.egress === true && b.hostAccess === true);
+}
+
 /**
  * Refuses egress or hostAccess (`want`: the settings the network would have) on a network whose
- * subnet overlaps another network with hostAccess, and hostAccess on one overlapping another with
- * egress: the node routes every hostAccess subnet in its main table, where its replies and errors
- * to an egress network's addresses could reach the other network's pods instead (two egress
- * networks may overlap: each has its own table). Any cluster may run the networks of any tenant
- * it admits, so every network counts. The other network is not named (it is another tenant's).
+ * subnet overlaps another whose settings clash with them, where the two can share a node: when one
+ * of `clusters` (all of them) may use both (auth.ts mayUse). Networks no cluster runs together
+ * never meet on a node, so a cluster's monitor turning them on for its tenants blocks no tenant of
+ * other clusters; a cluster change that would make such networks meet is refused instead
+ * (checkClusterNodeReach). The other network is not named (it is another tenant's).
  */
 export async function checkNodeReachOverlap(
   ctx: Ctx,
-  net: Pick<NetworkRecord, "id" | "tenant" | "name" | "cidr">,
+  net: ReachNet,
   want: NodeReach,
+  clusters: readonly ClusterReach[],
 ): Promise<void> {
   if (want.egress !== true && want.hostAccess !== true) return;
   const mine = parseCidr(net.cidr) as Cidr;
   for (const other of await listValues<NetworkRecord>(ctx.store, keys.networks())) {
-    if (other.id === net.id) continue;
-    const clash =
-      (want.hostAccess === true && (other.hostAccess === true || other.egress === true)) ||
-      (want.egress === true && other.hostAccess === true);
-    if (!clash || !cidrsOverlap(mine, parseCidr(other.cidr) as Cidr)) continue;
+    if (other.id === net.id || !clashes(want, other)) continue;
+    if (!cidrsOverlap(mine, parseCidr(other.cidr) as Cidr)) continue;
+    if (!clusters.some((c) => mayUse(c, net) && mayUse(c, other))) continue;
     const field = want.hostAccess === true ? "hostAccess" : "egress";
     // A tenant's own networks never overlap (checkOverlap): the other one is another tenant's.
     throw new ApiError(
       "conflict",
       `${field}: ${net.cidr} overlaps a network of another tenant that has ` +
-        `${other.hostAccess === true ? "hostAccess" : "egress"}; the node routes every ` +
-        `hostAccess subnet in one table, beside the egress networks' own, so they must not ` +
-        `overlap: choose another cidr, or leave ${field} off`,
+        `${other.hostAccess === true ? "hostAccess" : "egress"} and runs in a cluster with this ` +
+        `one; the node routes every hostAccess subnet in one table, beside the egress networks' ` +
+        `own, so they must not overlap: choose another cidr, or leave ${field} off`,
       field,
     );
   }
 }
+
+/**
+ * Refuses a cluster's reach (at its creation or change) under which its nodes would run two
+ * networks whose egress or hostAccess clash and whose subnets overlap (409 naming both: the
+ * route is the admin's).
+ */
+export async function checkClusterNodeReach(ctx: Ctx, reach: ClusterReach): Promise<void> {
+  const reaching = (await listValues<NetworkRecord>(ctx.store, keys.networks())).filter((n) =>
+    (n.egress === true || n.hostAccess === true) && mayUse(reach, n)
+  );
+  for (const [i, a] of reaching.entries()) {
+    for (const b of reaching.slice(i + 1)) {
+      if (!clashes(a, b) && !clashes(b, a)) continue;
+      if (!cidrsOverlap(parseCidr(a.cidr) as Cidr, parseCidr(b.cidr) as Cidr)) continue;
+      throw new ApiError(
+        "conflict",
+        `Cluster "${reach.name}" would run networks ${describeReach(a)} and ${
+          describeReach(b)
+        } on its nodes, and their subnets overlap: a node routes every hostAccess subnet in one ` +
+          `table, beside the egress networks' own. Turn egress or hostAccess off on one of them, ` +
+          `or leave one's tenant (or network, or physnet) out of the cluster`,
+      );
+    }
+  }
+}
+
+function describeReach(n: NetworkRecord): string {
+  const on = [n.egress === true ? "egress" : "", n.hostAccess === true ? "hostAccess" : ""]
+    .filter(Boolean).join(" and ");
+  return `${n.tenant}/${n.name} (${n.cidr}, ${on})`;
+}
+
+/**
+ * The checks that read every network (overlapping subnets, egress and hostAccess) run one at a
+ * time in this process: network creations, node-reach changes and cluster changes alike.
+ */
+export function networkChecks(ctx: Ctx): Mutex {
+  let m = locks.get(ctx);
+  if (!m) locks.set(ctx, m = new Mutex());
+  return m;
+}
+
+const locks = new WeakMap<Ctx, Mutex>();
 
 /** The settings of a record as they are stored: only when on. */
 export function storedNodeReach(record: NetworkRecord, want: NodeReach): void {

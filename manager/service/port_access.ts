@@ -2,13 +2,15 @@
  * Who may do what to a port: the owner a request acts for, what a tenant or node token may ask of
  * a PUT, which ports a principal sees, and the port an unbind or release is about.
  */
-import type { Principal } from "../auth.ts";
+import { monitorSees, type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
 import { ApiError, notFound } from "../errors.ts";
+import { isStablePortId, type PodRef, STABLE_PREFIX } from "@knitter/common";
 import { macKind } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
-import { DEFAULT_CLUSTER } from "./cluster_names.ts";
+import { unscoped } from "./cluster_names.ts";
+import { reachOf } from "./clusters.ts";
 import { keyId, type PortBody } from "./port_records.ts";
 
 /** The tenant a request acts for: a tenant token always acts for its own. */
@@ -20,7 +22,11 @@ export function ownerOf(principal: Principal, tenant: string): string {
  * Refuses what the principal may not ask of a PUT (403), checks a fixed MAC, and binds a node
  * token's port to its node. Returns the body to act on.
  */
-export function authorizePut(principal: Principal, body: PortBody): PortBody {
+export function authorizePut(
+  principal: Principal,
+  port: { owner: string; id: string },
+  body: PortBody,
+): PortBody {
   if (principal.scope === "tenant" && body.node !== undefined) {
     // Binding puts the port on that node's dataplane: only the node's agent or an admin decides it.
     throw new ApiError(
@@ -49,9 +55,77 @@ export function authorizePut(principal: Principal, body: PortBody): PortBody {
         "node",
       );
     }
-    return { ...body, node: principal.node };
+    checkNodePod(principal.node, port, body);
+    return { ...body, node: principal.node, byNode: principal.node };
   }
   return body;
+}
+
+/**
+ * What a node's agent names as a port's pod is one of the port's tenant (a pod's tenant is its
+ * namespace), and a stable port's the very pod its ID names: a node token cannot put another
+ * namespace's pod on a port, nor take a StatefulSet pod's stable address for another pod.
+ */
+function checkNodePod(node: string, port: { owner: string; id: string }, body: PortBody): void {
+  const { name: id } = unscoped(port.id);
+  const pod = body.pod;
+  if (pod !== undefined && pod.namespace !== port.owner) {
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${node}" may bind a port of tenant "${port.owner}" only to a pod of namespace "${port.owner}" (a pod's tenant is its namespace), not "${pod.namespace}"`,
+      "pod.namespace",
+    );
+  }
+  if (!isStablePortId(id) || (pod && isStableIdOf(id, pod, body.interface))) return;
+  throw new ApiError(
+    "forbidden",
+    `Port "${id}" is a stable port: a token of node "${node}" binds it only to the pod its ID names, with that interface (${STABLE_PREFIX}NAMESPACE:NAME-INTERFACE)${
+      pod
+        ? `, not to ${pod.namespace}/${pod.name}${body.interface ? ` on ${body.interface}` : ""}`
+        : ""
+    }`,
+    "pod",
+  );
+}
+
+/** The most characters of a port ID (schemas.ts PortId): the agent cuts longer stable IDs. */
+const MAX_PORT_ID = 200;
+
+/**
+ * Whether `id` is the stable port ID of `pod`'s interface, as the agent derives it
+ * (agent/cni/pod_request.ts portIdFor): `stable:NS:NAME-IFNAME`, characters a port ID cannot hold
+ * as "_", cut to the longest ID; or `stable:NS:NAME` alone.
+ */
+function isStableIdOf(id: string, pod: PodRef, iface: string | undefined): boolean {
+  const base = `${STABLE_PREFIX}${pod.namespace}:${pod.name}`;
+  if (id === base) return true;
+  if (iface === undefined) return false;
+  const full = `${base}-${iface}`.replace(/[^A-Za-z0-9._:-]/g, "_");
+  return id === full || (id.length === MAX_PORT_ID && full.startsWith(id));
+}
+
+/**
+ * A port goes only into a cluster that serves its tenant (the ID's suffix names the cluster; none:
+ * the default one), whoever asks: a port of a cluster is one of its pods, which its monitor
+ * manages and its deletion waits for. 403 otherwise, naming the cluster and the tenant.
+ */
+export async function checkPlacement(
+  ctx: Ctx,
+  principal: Principal,
+  opts: { owner: string; id: string; net: NetworkRef },
+): Promise<void> {
+  const { owner, id, net } = opts;
+  const { cluster } = unscoped(id);
+  const own = principal.scope === "node" || principal.scope === "monitor";
+  const reach = own && principal.cluster === cluster && principal.reach
+    ? principal.reach
+    : await reachOf(ctx, cluster);
+  const why = placementRefusal(reach, owner, net);
+  if (why === null) return;
+  throw new ApiError(
+    "forbidden",
+    `Port "${id}" cannot go into cluster "${cluster}": ${why}. A port belongs to a pod of a cluster that serves its tenant: an admin adds the tenant, network or physnet to the cluster (PATCH /api/v1/clusters/${cluster}), or the port ID names a cluster that serves it (ID@CLUSTER)`,
+  );
 }
 
 /** A fixed MAC must be one a pod may use: unicast, locally administered, not all zero. */
@@ -75,13 +149,13 @@ function checkMac(mac: string): void {
 
 /**
  * A tenant token sees only its own ports (the API's and the console's feed alike), a monitor only
- * its cluster's (an agent's view across clusters is auth.ts seesPort).
+ * its cluster's of the tenants it serves (an agent's view across clusters is auth.ts seesPort).
  */
 export function visible(
   principal: Principal,
-  port: Pick<PortRecord, "tenant" | "cluster">,
+  port: Pick<PortRecord, "tenant" | "cluster" | "networkTenant" | "network">,
 ): boolean {
-  if (principal.scope === "monitor") return (port.cluster ?? DEFAULT_CLUSTER) === principal.cluster;
+  if (principal.scope === "monitor") return monitorSees(principal, port);
   return principal.scope !== "tenant" || port.tenant === principal.tenant;
 }
 
@@ -107,6 +181,16 @@ export async function portToChange(ctx: Ctx, opts: {
     throw new ApiError(
       "forbidden",
       `A token of node "${principal.node}" may not ${verb} a port of node "${port.node}"`,
+    );
+  }
+  if (
+    principal.scope === "node" && verb !== "unbind" && port.node === undefined &&
+    port.madeBy !== principal.node
+  ) {
+    // An unbound port is kept for its pod's next incarnation, or was made by its tenant.
+    throw new ApiError(
+      "forbidden",
+      `A token of node "${principal.node}" may not ${verb} port "${id}": it is bound to no node and this node did not make it (the monitor, the tenant or an admin does)`,
     );
   }
   return { ...e, value: port };

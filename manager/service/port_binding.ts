@@ -2,7 +2,8 @@
  * Stable bindings: a port keeps its address while its pod comes and goes. A second PUT binds the
  * node, pod and interface it did not have yet; an unbind takes them off and keeps the address.
  */
-import type { PodRef, Port } from "@knitter/common";
+import { isStablePortId, type PodRef, type Port } from "@knitter/common";
+import { unscoped } from "./cluster_names.ts";
 import type { Principal } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { canonicalIp } from "@knitter/common/address";
@@ -53,6 +54,7 @@ export function bindExisting(opts: {
   if (body.node !== undefined && port.node !== undefined && body.node !== port.node) {
     clash("node", body.node, port.node);
   }
+  refuseForeignUnbound(port, body);
   if (
     body.interface !== undefined && port.interface !== undefined &&
     body.interface !== port.interface
@@ -83,6 +85,20 @@ export function bindExisting(opts: {
     writeIndexes(tx, bound, "set");
   }
   return { port: portView(net, bound), created: false, changed };
+}
+
+/**
+ * A node's agent binds an unbound port only when it made the port, or the port is a stable one
+ * (its ID names its pod, which authorizePut checked): a StatefulSet pod's next incarnation may run
+ * on any node. Another unbound port (one its tenant made, or the admin unbound) is not its to take.
+ */
+function refuseForeignUnbound(port: PortRecord, body: PortBody): void {
+  if (body.byNode === undefined || port.node !== undefined || port.madeBy === body.byNode) return;
+  if (isStablePortId(unscoped(port.id).name)) return;
+  throw new ApiError(
+    "forbidden",
+    `Port "${port.id}" is not bound to a node and a token of node "${body.byNode}" did not make it: a node binds only the ports it made and stable ports of its pods; the tenant or an admin binds or releases it`,
+  );
 }
 
 function samePod(a: PodRef, b: PodRef): boolean {

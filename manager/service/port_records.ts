@@ -12,7 +12,12 @@ import { now } from "./context.ts";
 import { DEFAULT_CLUSTER, scoped, unscoped } from "./cluster_names.ts";
 import { pairedIp6 } from "./dual_stack.ts";
 
-export type PortBody = z.infer<typeof PortRequest>;
+/**
+ * A PUT's body as the handlers read it. `byNode` is never sent (the schema is strict): it is set
+ * for a node token's request (port_access.ts authorizePut), so that its new port records who made
+ * it and a second PUT knows who binds.
+ */
+export type PortBody = z.infer<typeof PortRequest> & { byNode?: string };
 
 export interface PutResult {
   port: Port;
@@ -53,6 +58,7 @@ export function portRecord(opts: {
   const { cluster } = unscoped(id);
   if (cluster !== DEFAULT_CLUSTER) port.cluster = cluster;
   if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
+  if (body.byNode !== undefined) port.madeBy = body.byNode;
   return port;
 }
 
@@ -80,7 +86,8 @@ export function carriedChange(before: NetworkRecord, after: NetworkRecord): bool
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
 export function portView(net: NetworkRecord, p: PortRecord): Port {
-  const { index: _index, ...own } = p;
+  // Who made it is the manager's to know (port_access.ts), not an answer.
+  const { index: _index, madeBy: _madeBy, ...own } = p;
   const view: Port = {
     ...own,
     type: net.type,

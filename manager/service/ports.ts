@@ -17,7 +17,7 @@ import type { PortQuery } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
 import { type Ctx, listValues } from "./context.ts";
 import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
-import { authorizePut, ownerOf, visible } from "./port_access.ts";
+import { authorizePut, checkPlacement, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
 import { carefulPut, portGuards } from "./port_retry.ts";
 import { keyId, podKey, type PortBody, portView, type PutResult } from "./port_records.ts";
@@ -36,9 +36,10 @@ export async function putPort(
   request: PortBody,
 ): Promise<PutResult> {
   const owner = ownerOf(principal, tenant);
-  const body = authorizePut(principal, request);
+  const body = authorizePut(principal, { owner, id }, request);
   const guards = await portGuards(ctx, owner, id, body);
   const ref = await resolveNetworkRef(ctx, principal, tenant, networkName);
+  await checkPlacement(ctx, principal, { owner, id, net: ref.net });
   const plain = body.ip === undefined && body.ipGroup === undefined && body.mac === undefined;
   // A port naming security groups checks each in its commit: too many checks for a batch's.
   if (plain && !body.securityGroups?.length) {
