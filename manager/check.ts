@@ -3,7 +3,8 @@
  * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
  * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
  * segment has two owners; every router's networks exist, belong to its tenant and name it as their
- * one router. A manager killed mid-request must leave nothing this check finds.
+ * one router; no quarantine records of an old shape or of a network that is gone (`check --repair`
+ * mends those: repair.ts). A manager killed mid-request must leave nothing this check finds.
  */
 import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
@@ -21,6 +22,7 @@ import { macFor } from "./service/port_records.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
+import { quarantinedNetworkIds } from "./repair.ts";
 
 export interface CheckReport {
   networks: number;
@@ -37,6 +39,14 @@ export async function checkStore(store: Store): Promise<CheckReport> {
   for (const p of await values<PortRecord>(store, keys.ports())) {
     if (!byId.has(p.networkId)) {
       problems.push(`port "${p.id}" names network ${p.networkId}, which does not exist`);
+    }
+  }
+  for (const id of await quarantinedNetworkIds(store)) {
+    if (!byId.has(id)) {
+      problems.push(
+        `quarantine records of network ${id}, which does not exist (its delete was interrupted); ` +
+          "`check --repair` deletes them",
+      );
     }
   }
   await checkSegments(store, networks, problems);
@@ -77,8 +87,19 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
     }
   }
-  for await (const e of store.list<{ ip: string }>(keys.quarantines(net.id))) {
-    hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
+  let oldShape = 0;
+  for (const prefix of [keys.quarantines(net.id), keys.legacyQuarantines(net.id)]) {
+    for await (const e of store.list<{ ip: string }>(prefix)) {
+      hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
+      if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
+    }
+  }
+  if (oldShape > 0) {
+    problems.push(
+      `${where}: ${oldShape} quarantine record(s) of the old shape (by index), which older managers ` +
+        "end all in one commit: they refuse every allocation on the network once about 100 have " +
+        "expired; `check --repair` moves them to the current shape",
+    );
   }
   const macs = new Map<string, string>();
   for (const p of ports) {

@@ -225,9 +225,23 @@ export const keys = {
   /** The port that holds a fixed MAC in a network ({tenant, id}); derived MACs have no key. */
   mac: (networkId: string, mac: string): Key => ["mac", networkId, mac],
   macs: (networkId: string): Key => ["mac", networkId],
-  /** A released address in quarantine, by pool index (service/quarantine.ts). */
-  quarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
-  quarantines: (networkId: string): Key => ["quarantine", networkId],
+  /**
+   * A released address in quarantine, by the end of its quarantine (ms) and pool index: listed in
+   * the order they end (service/quarantine.ts).
+   */
+  quarantine: (networkId: string, untilMs: number, index: number): Key => [
+    "quarantine_until",
+    networkId,
+    untilMs,
+    index,
+  ],
+  quarantines: (networkId: string): Key => ["quarantine_until", networkId],
+  /**
+   * The old shape, by pool index only: ending them meant listing them all, in one commit (issue 33).
+   * Still read and ended; `check --repair` moves them to the new shape.
+   */
+  legacyQuarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
+  legacyQuarantines: (networkId: string): Key => ["quarantine", networkId],
   /** A released fixed MAC in quarantine. */
   macQuarantine: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
   macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],

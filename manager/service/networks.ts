@@ -438,8 +438,8 @@ export async function deleteNetwork(
         }
         tx.check(router);
         const edit = await addresses.edit(tx);
-        // Addresses in quarantine go with the network.
-        const used = edit.used - await dropQuarantine(ctx, tx, net);
+        // Addresses in quarantine go with the network: their records after its commit.
+        const used = edit.used - await countQuarantine(ctx.store, net);
         if (used > 0) throw await inUse(ctx, net, used);
         tx.check(e).delete(e.key);
         edit.destroy();
@@ -454,6 +454,7 @@ export async function deleteNetwork(
     )
   );
   forgetNetwork(ctx, net);
+  await dropQuarantine(ctx.store, net.id);
 }
 
 async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiError> {
@@ -499,7 +500,7 @@ async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<voi
 export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkView> {
   const head = await ctx.pools.addresses(net).readHead();
   const set = head?.used ?? 0;
-  const quarantined = set > 0 ? await countQuarantine(ctx, net) : 0;
+  const quarantined = set > 0 ? await countQuarantine(ctx.store, net) : 0;
   return view(net, net.poolSize - net.reserved, set - quarantined, quarantined);
 }
 
