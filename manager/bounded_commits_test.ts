@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";
-import { must, testApp } from "./test_support.ts";
+import { must, net, testApp } from "./test_support.ts";
 
 Deno.test("bounded commits: a cluster with 130 registered nodes can be deleted, and takes them all along", async () => {
   using t = await testApp({ tenants: ["acme"] });
@@ -26,5 +26,23 @@ Deno.test("bounded commits: a cluster with 130 registered nodes can be deleted, 
     e.type === "node" && e.op === "delete"
   );
   assert.equal(gone.length, 130, "every node's delete is on the feed");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+});
+
+Deno.test("bounded commits: many tenants' ports of several clusters allocated at once on a public network all go in", async () => {
+  const tenants = Array.from({ length: 60 }, (_, i) => `t${i}`);
+  using t = await testApp({ tenants });
+  const clusters = ["c0", "c1", "c2", "c3", "c4", "c5"];
+  for (const name of clusters) must(await t.call("POST", "clusters", { name, tenants }), 201);
+  must(
+    await t.call("POST", "tenants/admin/networks", net("shared", "10.8.0.0/22", { public: true })),
+    201,
+  );
+  // Each port of another tenant (a quota record each to check) and of one of six clusters (a
+  // cluster record each): two rounds, so that a batch is full.
+  const puts = [...tenants, ...tenants].map((tenant, i) =>
+    t.call("PUT", `tenants/${tenant}/networks/shared/ports/p${i}@${clusters[i % 6]}`, {})
+  );
+  for (const r of await Promise.all(puts)) must(r, 201);
   assert.deepEqual((await checkStore(t.store)).problems, []);
 });
