@@ -297,3 +297,25 @@ Deno.test("quarantine expiry: a network with more quarantined addresses than one
     }
   });
 });
+
+Deno.test("quarantine expiry: two replicas on one etcd allocating at once after a mass expiry never hand out one address twice", async () => {
+  await using etcd = await startEtcd();
+  const open = () => openEtcdStore({ endpoints: etcd.endpoints, prefix: "replicas/" });
+  const a = await appOn(await open());
+  const b = await appOn(await open(), { at: T0 });
+  try {
+    must(await a.t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+    await allocate(a.t, "p", 200);
+    await release(a.t, "p", 200);
+    a.advance(QUARANTINE_S * 1000 + 1);
+    b.advance(QUARANTINE_S * 1000 + 1);
+    // Each replica ends quarantines in its own commits, from its own cache of the pool.
+    const [x, y] = await Promise.all([allocate(a.t, "a", 120), allocate(b.t, "b", 120)]);
+    const all = [...x, ...y];
+    assert.equal(new Set(all).size, all.length, "an address was handed out twice");
+    assert.deepEqual((await checkStore(a.t.store)).problems, []);
+  } finally {
+    a.t.close();
+    b.t.close();
+  }
+});
