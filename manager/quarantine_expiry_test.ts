@@ -9,7 +9,7 @@ import { checkStore } from "./check.ts";
 import { openKvStore, type Store } from "./mod.ts";
 import { startEtcd } from "./store/etcd_test_support.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
-import { must, net, type TestApp, testApp } from "./test_support.ts";
+import { must, mustFail, net, type TestApp, testApp } from "./test_support.ts";
 import { formatIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "./model.ts";
 import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
@@ -318,4 +318,41 @@ Deno.test("quarantine expiry: two replicas on one etcd allocating at once after 
     a.t.close();
     b.t.close();
   }
+});
+
+Deno.test("quarantine expiry: an IP group takes addresses whose quarantine has ended, by size or by address", async () => {
+  await onKvFile(async (store) => {
+    const { t, advance } = await appOn(store);
+    try {
+      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+      const ips = await allocate(t, "p", 254);
+      await release(t, "p", 254);
+      const group = { network: "blue" };
+      mustFail(
+        await t.call("POST", "tenants/acme/ipgroups", {
+          ...group,
+          name: "g0",
+          addresses: [ips[0]],
+        }),
+        409,
+        "address_taken",
+        { message: /is in quarantine until .* \(released at / },
+      );
+      advance(QUARANTINE_S * 1000 + 1);
+      const bySize = must(
+        await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g1", size: 200 }),
+        201,
+      );
+      assert.equal(bySize.addresses.length, 200);
+      const listed = ips.slice(-3);
+      const byAddress = must(
+        await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g2", addresses: listed }),
+        201,
+      );
+      assert.deepEqual(byAddress.addresses.map((a: { ip: string }) => a.ip), listed);
+      assert.deepEqual((await checkStore(t.store)).problems, []);
+    } finally {
+      t.close();
+    }
+  });
 });

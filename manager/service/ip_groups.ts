@@ -11,6 +11,8 @@ import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } fro
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { holderOf } from "./holders.ts";
+import { sweepQuarantine, takeAsked } from "./quarantine.ts";
+import type { Tx } from "../store/tx.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { requestedIp4 } from "./dual_stack.ts";
@@ -78,8 +80,8 @@ export async function createIpGroup(
       const charges = new QuotaCharges(ctx, tx);
       await charges.charge(tenant, { addresses: body.addresses?.length ?? body.size! });
       const addresses = body.addresses
-        ? await takeListed(ctx, edit, ref.net, tenant, body.addresses, [], "addresses")
-        : await takeAny(ctx, edit, ref.net, body.size!);
+        ? await takeListed(ctx, tx, edit, ref.net, tenant, body.addresses, [], "addresses")
+        : await takeAny(ctx, tx, edit, ref.net, body.size!);
       edit.flush();
       charges.flush();
       const group: IpGroupRecord = {
@@ -103,6 +105,7 @@ export async function createIpGroup(
 
 async function takeListed(
   ctx: Ctx,
+  tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
   tenant: string,
@@ -133,8 +136,11 @@ async function takeListed(
     if (reserved !== null) {
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
     }
-    if (!(await edit.take(index))) {
-      const who = await holderOf(ctx, net, ip, tenant);
+    const taken = await takeAsked(ctx, tx, edit, net, index);
+    if (taken !== true) {
+      const who = taken
+        ? `in quarantine until ${taken.until} (released at ${taken.releasedAt})`
+        : await holderOf(ctx, net, ip, tenant);
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -144,10 +150,13 @@ async function takeListed(
 
 async function takeAny(
   ctx: Ctx,
+  tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
   n: number,
 ): Promise<IpGroupAddress[]> {
+  // Expired quarantines are free: as many end as the group may need, bounded by its size.
+  await sweepQuarantine(ctx, tx, edit, net, n);
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
     const index = await edit.allocate(ctx.pools.allowed(net));
@@ -202,9 +211,19 @@ export async function updateIpGroup(
       const edit = await pool.edit(tx);
       let next: IpGroupAddress[];
       if (body.addresses) {
-        next = await takeListed(ctx, edit, net, tenant, body.addresses, g.addresses, "addresses");
+        next = await takeListed(
+          ctx,
+          tx,
+          edit,
+          net,
+          tenant,
+          body.addresses,
+          g.addresses,
+          "addresses",
+        );
       } else if (body.size! >= g.addresses.length) {
-        next = [...g.addresses, ...await takeAny(ctx, edit, net, body.size! - g.addresses.length)];
+        const more = await takeAny(ctx, tx, edit, net, body.size! - g.addresses.length);
+        next = [...g.addresses, ...more];
       } else {
         const free = g.addresses.filter((a) => !a.port);
         const drop = g.addresses.length - body.size!;

@@ -80,9 +80,9 @@ function indexOf(e: Entry<QuarantineRecord>): number {
 }
 
 /**
- * Ends up to {@link SWEEP_PER_COMMIT} expired quarantines of the network in this commit: deletes
- * their records and clears their bits through `edit`, which the caller flushes. Once per commit (a
- * batch allocates several ports in one). No check per record: ending one clears a bit, so the
+ * Ends up to `limit` expired quarantines of the network in this commit: deletes their records and
+ * clears their bits through `edit`, which the caller flushes. Once per commit (a batch allocates
+ * several ports in one). No check per record: ending one clears a bit, so the
  * commit writes the pool head, whose version check makes two ends of one record exclusive; and no
  * one else writes the record of an address whose bit is set.
  */
@@ -91,11 +91,12 @@ export async function sweepQuarantine(
   tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
+  limit: number = SWEEP_PER_COMMIT,
 ): Promise<void> {
-  if (swept.has(tx)) return;
+  if (swept.has(tx) || limit <= 0) return;
   swept.add(tx);
   const now = clockMs(ctx);
-  let left = SWEEP_PER_COMMIT;
+  let left = limit;
   for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
     for await (const e of ctx.store.list<QuarantineRecord>(prefix, { limit: left })) {
       // The new shape comes in the order quarantines end: the first one that holds ends the list.
