@@ -82,7 +82,19 @@ async function massRelease(
     const early = must(await t.call("PUT", `${NET}/ports/early`, {}), 201);
     assert.ok(!released.has(early.ip), `${early.ip} came back during its quarantine`);
 
+    const total = must(await t.call("GET", NET), 200).usage.total;
+    assert.deepEqual(must(await t.call("GET", NET), 200).usage, {
+      total,
+      used: 1,
+      free: total - 1 - n,
+    });
     advance(QUARANTINE_S * 1000 + 1);
+    // Ended, they count as free before an allocation has ended their records.
+    assert.deepEqual(must(await t.call("GET", NET), 200).usage, {
+      total,
+      used: 1,
+      free: total - 1,
+    });
     recorder.ended.length = 0;
     must(await t.call("PUT", `${NET}/ports/one`, {}), 201);
     await allocate(t, "after", 60);

@@ -10,7 +10,7 @@ import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
-import { type Ctx, listValues, now, retry } from "./context.ts";
+import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
@@ -439,7 +439,7 @@ export async function deleteNetwork(
         tx.check(router);
         const edit = await addresses.edit(tx);
         // Addresses in quarantine go with the network: their records after its commit.
-        const used = edit.used - await countQuarantine(ctx.store, net);
+        const used = edit.used - (await countQuarantine(ctx.store, net)).records;
         if (used > 0) throw await inUse(ctx, net, used);
         tx.check(e).delete(e.key);
         edit.destroy();
@@ -495,13 +495,14 @@ async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<voi
 
 /**
  * The network with its usage: `used` counts the addresses ports and IP groups hold, `free` those
- * that can be handed out now; the rest (total - used - free) are in quarantine.
+ * that can be handed out now (also those whose quarantine has ended: the next allocations end
+ * their records); the rest (total - used - free) are in quarantine.
  */
 export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkView> {
   const head = await ctx.pools.addresses(net).readHead();
   const set = head?.used ?? 0;
-  const quarantined = set > 0 ? await countQuarantine(ctx.store, net) : 0;
-  return view(net, net.poolSize - net.reserved, set - quarantined, quarantined);
+  const q = set > 0 ? await countQuarantine(ctx.store, net, clockMs(ctx)) : { records: 0, held: 0 };
+  return view(net, net.poolSize - net.reserved, set - q.records, q.held);
 }
 
 function view(net: NetworkRecord, total: number, used: number, quarantined = 0): NetworkView {

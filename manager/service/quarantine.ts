@@ -215,11 +215,22 @@ export async function deleteAll(store: Store, prefix: Key): Promise<void> {
   }
 }
 
-/** How many addresses of the network are in quarantine (expired or not: their bits are set). */
-export async function countQuarantine(store: Store, net: NetworkRecord): Promise<number> {
-  let n = 0;
+/**
+ * The network's quarantine records (their bits are set), and how many of them still hold at `now`
+ * (ms): the others are as good as free, the next allocations end them.
+ */
+export async function countQuarantine(
+  store: Store,
+  net: NetworkRecord,
+  now = 0,
+): Promise<{ records: number; held: number }> {
+  let records = 0;
+  let held = 0;
   for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
-    for await (const _ of store.list(prefix)) n++;
+    for await (const e of store.list<QuarantineRecord>(prefix)) {
+      records++;
+      if (untilOf(e) > now) held++;
+    }
   }
-  return n;
+  return { records, held };
 }
