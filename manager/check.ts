@@ -3,8 +3,9 @@
  * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
  * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
  * segment has two owners; every router's networks exist, belong to its tenant and name it as their
- * one router; no quarantine records of an old shape or of a network that is gone (`check --repair`
- * mends those: repair.ts). A manager killed mid-request must leave nothing this check finds.
+ * one router; no quarantine records of an old shape, nor keys of a network that is gone (`check
+ * --repair` mends those: repair.ts). A manager killed mid-request must leave nothing this check
+ * finds.
  */
 import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
@@ -22,7 +23,7 @@ import { macFor } from "./service/port_records.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
-import { quarantinedNetworkIds } from "./repair.ts";
+import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 
 export interface CheckReport {
   networks: number;
@@ -41,11 +42,11 @@ export async function checkStore(store: Store): Promise<CheckReport> {
       problems.push(`port "${p.id}" names network ${p.networkId}, which does not exist`);
     }
   }
-  for (const id of await quarantinedNetworkIds(store)) {
+  for (const id of await networkIdsWithLeftovers(store)) {
     if (!byId.has(id)) {
       problems.push(
-        `quarantine records of network ${id}, which does not exist (its delete was interrupted); ` +
-          "`check --repair` deletes them",
+        `quarantine records or pool chunks of network ${id}, which does not exist (its delete ` +
+          "was interrupted); `check --repair` deletes them",
       );
     }
   }

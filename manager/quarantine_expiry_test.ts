@@ -16,6 +16,7 @@ import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/q
 import { macFor } from "./service/port_records.ts";
 import type { Check, Key, ListOptions, Mutation } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
+import { CHUNK_BITS } from "./ipam/bitmap_pool.ts";
 
 const NET = "tenants/acme/networks/blue";
 const QUARANTINE_S = 60;
@@ -229,7 +230,7 @@ async function cli(...args: string[]): Promise<{ code: number; out: string }> {
   return { code: r.code, out: text.decode(r.stdout) + text.decode(r.stderr) };
 }
 
-Deno.test("quarantine expiry: check reports old-shape quarantine records and records of a deleted network; check --repair mends both", async () => {
+Deno.test("quarantine expiry: check reports old-shape quarantine records and keys of a deleted network; check --repair mends both", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-quarantine-" });
   const path = `${dir}/manager.kv`;
   try {
@@ -242,18 +243,23 @@ Deno.test("quarantine expiry: check reports old-shape quarantine records and rec
       await release(t, "p", 150, 140); // still held after the repair
       assert.equal(await toOldShape(t), 150);
       // A network gone before its delete's follow-up commits ran.
-      const tx = new Tx().set(keys.quarantine("gone-network", 1, 7), { ip: "10.9.0.7" });
+      const tx = new Tx().set(keys.quarantine("gone-network", 1, 7), { ip: "10.9.0.7" })
+        .set([...keys.ipam("gone-network"), "chunk", 600], new Uint8Array(512));
       assert.ok(await tx.commit(t.store));
       t.close();
     }
     const checked = await cli("check", "--store", path);
     assert.equal(checked.code, 1, checked.out);
     assert.match(checked.out, /network "acme\/blue": 150 quarantine record\(s\) of the old shape/);
-    assert.match(checked.out, /quarantine records of network gone-network, which does not exist/);
+    assert.match(
+      checked.out,
+      /quarantine records or pool chunks of network gone-network, which does not exist/,
+    );
 
     const repaired = await cli("check", "--repair", "--store", path);
     assert.equal(repaired.code, 0, repaired.out);
     assert.match(repaired.out, /moved 150 quarantine record\(s\) of the old shape/);
+    assert.match(repaired.out, /deleted the leftovers of network gone-network/);
     assert.match(repaired.out, /consistent/);
 
     // The moved records still hold what they held: 140 have ended, 10 have not.
@@ -368,3 +374,46 @@ Deno.test("quarantine expiry: an IP group takes addresses whose quarantine has e
     }
   });
 });
+
+Deno.test("quarantine expiry: a network whose pool has more chunks than one commit deletes goes whole, with its quarantine", async () => {
+  await onKvFile(async (store) => {
+    const { t } = await appOn(store);
+    try {
+      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.0.0.0/8")), 201);
+      const netRec = (await t.store.get<NetworkRecord>(keys.network("acme", "blue"))).value!;
+      await quarantineAcrossChunks(t, netRec, 620);
+      must(await t.call("DELETE", NET), 204);
+      for (const prefix of [["ipam", netRec.id], ["quarantine_until", netRec.id]]) {
+        for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
+      }
+      assert.deepEqual((await checkStore(t.store)).problems, []);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+/** One quarantined address in each of `chunks` pool chunks, as releases would leave them. */
+async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: number) {
+  const pool = t.ctx.pools.addresses(net);
+  for (let c = 0; c < chunks; c += 300) {
+    await pool.exclusive(async () => {
+      const tx = new Tx();
+      const edit = await pool.edit(tx);
+      for (let k = c; k < Math.min(chunks, c + 300); k++) {
+        const index = k * CHUNK_BITS + 7;
+        assert.ok(await edit.take(index));
+        const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
+        quarantine(
+          t.ctx,
+          tx,
+          net,
+          { id: `p${k}`, ip, mac: macFor(net.id, index), index } as PortRecord,
+          false,
+        );
+      }
+      edit.flush();
+      assert.ok(await tx.commit(t.store));
+    });
+  }
+}

@@ -5,16 +5,14 @@
  *
  * - quarantine records of the old shape (by index only, issue 33) move to the current one (by
  *   the end of their quarantine), so that an allocation ends a bounded number of them per commit;
- * - quarantine records of a network that no longer exists (a network delete interrupted before
- *   its follow-up commits) are deleted.
+ * - what a network that no longer exists left behind (its delete interrupted before its follow-up
+ *   commits: quarantine records, pool chunks) is deleted.
  */
 import { keys, type NetworkRecord } from "./model.ts";
-import { deleteAll, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
+import { type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
+import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import type { Entry, Store } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
-
-/** The quarantine prefixes, each followed by a network ID. */
-export const QUARANTINE_PREFIXES = ["quarantine", "quarantine_until", "quarantine_mac"] as const;
 
 /** Runs the repairs; returns one line per change made. */
 export async function repairStore(store: Store): Promise<string[]> {
@@ -31,10 +29,14 @@ export async function repairStore(store: Store): Promise<string[]> {
       );
     }
   }
-  for (const id of await quarantinedNetworkIds(store)) {
-    if (networks.has(id)) continue;
-    for (const prefix of QUARANTINE_PREFIXES) await deleteAll(store, [prefix, id]);
-    done.push(`deleted the quarantine records of network ${id}, which does not exist`);
+  // The IDs first, then the networks again: a network made meanwhile is not taken for gone.
+  const ids = await networkIdsWithLeftovers(store);
+  const alive = new Set<string>();
+  for await (const e of store.list<NetworkRecord>(keys.networks())) alive.add(e.value!.id);
+  for (const id of ids) {
+    if (alive.has(id)) continue;
+    await dropLeftovers(store, id);
+    done.push(`deleted the leftovers of network ${id}, which does not exist`);
   }
   return done;
 }
@@ -63,13 +65,4 @@ async function moveLegacyQuarantine(store: Store, net: NetworkRecord): Promise<n
     // A lost race re-reads: the records it moves are those still there.
     if (await tx.commit(store)) moved += batch.length;
   }
-}
-
-/** The network IDs that have quarantine records of any kind (a maintenance listing of them all). */
-export async function quarantinedNetworkIds(store: Store): Promise<Set<string>> {
-  const ids = new Set<string>();
-  for (const prefix of QUARANTINE_PREFIXES) {
-    for await (const e of store.list([prefix])) ids.add(e.key[1] as string);
-  }
-  return ids;
 }

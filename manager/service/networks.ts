@@ -1,5 +1,6 @@
 /** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
-import { countQuarantine, dropQuarantine } from "./quarantine.ts";
+import { countQuarantine } from "./quarantine.ts";
+import { dropLeftovers } from "./network_leftovers.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
@@ -438,7 +439,8 @@ export async function deleteNetwork(
         }
         tx.check(router);
         const edit = await addresses.edit(tx);
-        // Addresses in quarantine go with the network: their records after its commit.
+        // Addresses in quarantine go with the network: their records after its commit, with the
+        // pool's chunks beyond the first 500 (network_leftovers.ts).
         const used = edit.used - (await countQuarantine(ctx.store, net)).records;
         if (used > 0) throw await inUse(ctx, net, used);
         tx.check(e).delete(e.key);
@@ -454,7 +456,7 @@ export async function deleteNetwork(
     )
   );
   forgetNetwork(ctx, net);
-  await dropQuarantine(ctx.store, net.id);
+  await dropLeftovers(ctx.store, net.id);
 }
 
 async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiError> {

@@ -15,7 +15,7 @@
 
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import { COMMIT_LIMITS, type Entry, type Key, type Mutation, type Store } from "../store/store.ts";
+import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
 
@@ -183,36 +183,6 @@ export async function macInQuarantine(
   if (e.value.until > new Date(clockMs(ctx)).toISOString()) return e.value;
   tx.check(e).delete(e.key);
   return null;
-}
-
-/**
- * Deletes the quarantine records of a deleted network, in commits of a bounded size: none of them
- * is checked, since nothing writes them once the network is gone. An interrupted drop leaves
- * records of a network that does not exist: `check` reports them and `check --repair` deletes them.
- */
-export async function dropQuarantine(store: Store, networkId: string): Promise<void> {
-  for (
-    const prefix of [
-      keys.legacyQuarantines(networkId),
-      keys.quarantines(networkId),
-      keys.macQuarantines(networkId),
-    ]
-  ) {
-    await deleteAll(store, prefix);
-  }
-}
-
-/** Deletes every key under `prefix`, a bounded number per commit. */
-export async function deleteAll(store: Store, prefix: Key): Promise<void> {
-  const per = COMMIT_LIMITS.mutations / 2;
-  for (;;) {
-    const batch: Mutation[] = [];
-    for await (const e of store.list(prefix, { limit: per })) {
-      batch.push({ type: "delete", key: e.key });
-    }
-    if (batch.length === 0) return;
-    await store.commit([], batch);
-  }
 }
 
 /**
