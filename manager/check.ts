@@ -20,6 +20,7 @@ import {
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./service/port_records.ts";
+import { withMembers } from "./service/ip_group_members.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
@@ -78,11 +79,13 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
   const groupOf = new Map<string, number>();
   for await (const e of store.list(keys.ipGroupsOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];
-    const g = (await store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
-    if (!g) {
+    const raw = (await store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+    if (!raw) {
       problems.push(`${where}: index entry of IP group "${tenant}/${name}" without the group`);
       continue;
     }
+    await checkMembers(store, raw, `${where}: IP group "${tenant}/${name}"`, problems);
+    const g = await withMembers(store, raw);
     for (const a of g.addresses) {
       hold(a.index, `IP group "${tenant}/${name}" (${a.ip})`);
       if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
@@ -142,6 +145,23 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     );
   }
   return ports.length;
+}
+
+/** An IP group's member keys name exactly the addresses its record marks held. */
+async function checkMembers(
+  store: Store,
+  raw: IpGroupRecord,
+  where: string,
+  problems: string[],
+): Promise<void> {
+  const held = new Set(raw.addresses.filter((a) => a.held).map((a) => a.index));
+  for await (const m of store.list<string>(keys.ipGroupMembers(raw.tenant, raw.name))) {
+    const index = m.key.at(-1) as number;
+    if (!held.delete(index)) {
+      problems.push(`${where}: member key of index ${index} (port "${m.value}"), not held`);
+    }
+  }
+  for (const index of held) problems.push(`${where}: index ${index} held without its member key`);
 }
 
 /** The gateway's and the excludes' indexes, as network creation set them before ranges were kept. */

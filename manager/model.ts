@@ -84,8 +84,13 @@ export interface IpGroupAddress {
   ip: string;
   /** Pool index of the address in its network. */
   index: number;
-  /** The port holding it, when in use. */
+  /**
+   * The port holding it, when in use: stored under its own key, the record says only `held`
+   * (service/ip_group_members.ts); records of older managers have it here.
+   */
   port?: string;
+  /** As stored: in use, by the port its member key names. */
+  held?: true;
 }
 
 export interface IpGroupRecord {
@@ -188,6 +193,14 @@ export const keys = {
     name,
   ],
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
+  /** The port that holds an address of an IP group, by pool index (service/ip_group_members.ts). */
+  ipGroupMember: (tenant: string, name: string, index: number): Key => [
+    "ipgroup_member",
+    tenant,
+    name,
+    index,
+  ],
+  ipGroupMembers: (tenant: string, name: string): Key => ["ipgroup_member", tenant, name],
   router: (tenant: string, name: string): Key => ["router", tenant, name],
   routers: (tenant?: string): Key => tenant === undefined ? ["router"] : ["router", tenant],
   /** The router a network is on ({tenant, name}): one at most. */

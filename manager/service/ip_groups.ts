@@ -11,6 +11,7 @@ import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } fro
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { holderOf } from "./holders.ts";
+import { readGroup, withMembers, writeGroup } from "./ip_group_members.ts";
 import { sweepQuarantine, takeAsked } from "./quarantine.ts";
 import type { Tx } from "../store/tx.ts";
 import { QuotaCharges } from "./quotas.ts";
@@ -94,7 +95,7 @@ export async function createIpGroup(
         cursor: 0,
         createdAt: now(),
       };
-      tx.set(ge.key, group);
+      writeGroup(tx, null, group);
       tx.set(keys.ipGroupOfNetwork(net.id, tenant, body.name), true);
       return group;
     })
@@ -176,7 +177,7 @@ async function takeAny(
 }
 
 export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promise<IpGroupRecord> {
-  const g = (await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+  const g = (await readGroup(ctx.store, tenant, name)).value;
   if (!g) {
     await getTenantEntry(ctx, tenant);
     throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
@@ -186,7 +187,8 @@ export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promis
 
 export async function listIpGroups(ctx: Ctx, tenant: string): Promise<IpGroupRecord[]> {
   await getTenantEntry(ctx, tenant);
-  return await listValues<IpGroupRecord>(ctx.store, keys.ipGroups(tenant));
+  const stored = await listValues<IpGroupRecord>(ctx.store, keys.ipGroups(tenant));
+  return await Promise.all(stored.map((g) => withMembers(ctx.store, g)));
 }
 
 /** Grows or shrinks a group; addresses in use never leave it. */
@@ -205,7 +207,7 @@ export async function updateIpGroup(
   const pool = ctx.pools.addresses(net);
   return await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      const ge = await readGroup(ctx.store, tenant, name);
       if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
       const g = ge.value;
       const edit = await pool.edit(tx);
@@ -258,7 +260,8 @@ export async function updateIpGroup(
       await charges.charge(tenant, { addresses: next.length - g.addresses.length });
       charges.flush();
       const updated = { ...g, addresses: next, cursor: 0 };
-      tx.check(ge).set(ge.key, updated);
+      tx.check(ge);
+      writeGroup(tx, g, updated);
       return updated;
     })
   );
@@ -279,7 +282,7 @@ export async function deleteIpGroup(
   const pool = ctx.pools.addresses(net);
   await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      const ge = await readGroup(ctx.store, tenant, name);
       if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
       const busy = ge.value.addresses.filter((a) => a.port);
       if (busy.length > 0) {

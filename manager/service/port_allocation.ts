@@ -10,6 +10,7 @@ import type { Key } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { holderOf } from "./holders.ts";
+import { readGroup, writeGroup } from "./ip_group_members.ts";
 import { openStint, rebindStint } from "./history.ts";
 import type { QuotaCharges } from "./quotas.ts";
 import type { Ctx } from "./context.ts";
@@ -149,7 +150,7 @@ async function fromGroup(
   opts: { tx: Tx; net: NetworkRecord; owner: string; id: string; body: PortBody },
 ): Promise<{ index: number; ip: string; group: IpGroupRecord }> {
   const { tx, net, owner, id, body } = opts;
-  const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(owner, body.ipGroup!));
+  const ge = await readGroup(ctx.store, owner, body.ipGroup!);
   const group = ge.value;
   if (!group) {
     throw invalid("ipGroup", `IP group "${body.ipGroup}" does not exist in tenant "${owner}"`);
@@ -193,7 +194,8 @@ async function fromGroup(
   }
   const addresses = group.addresses.map((a, i) => (i === slot ? { ...a, port: id } : a));
   const updated = { ...group, addresses, cursor: (slot + 1) % addresses.length };
-  tx.check(ge).set(ge.key, updated);
+  tx.check(ge);
+  writeGroup(tx, group, updated);
   return { index: addresses[slot].index, ip: addresses[slot].ip, group: updated };
 }
 
