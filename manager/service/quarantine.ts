@@ -82,9 +82,10 @@ function indexOf(e: Entry<QuarantineRecord>): number {
 /**
  * Ends up to `limit` expired quarantines of the network in this commit: deletes their records and
  * clears their bits through `edit`, which the caller flushes. Once per commit (a batch allocates
- * several ports in one). No check per record: ending one clears a bit, so the
- * commit writes the pool head, whose version check makes two ends of one record exclusive; and no
- * one else writes the record of an address whose bit is set.
+ * several ports in one). No check per record: ending one clears a bit, so the commit writes the
+ * pool head, whose version check makes two ends of one record exclusive; and no one else writes
+ * the record of an address whose bit is set. Records of the old shape (by index) come first, in
+ * any order; then the current ones, in the order they end, up to the first that still holds.
  */
 export async function sweepQuarantine(
   ctx: Ctx,
@@ -99,7 +100,6 @@ export async function sweepQuarantine(
   let left = limit;
   for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
     for await (const e of ctx.store.list<QuarantineRecord>(prefix, { limit: left })) {
-      // The new shape comes in the order quarantines end: the first one that holds ends the list.
       if (untilOf(e) > now) {
         if (e.key.length === 4) break;
         continue;
