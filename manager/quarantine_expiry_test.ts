@@ -257,6 +257,9 @@ Deno.test("quarantine expiry: check reports old-shape quarantine records and key
       /quarantine records or pool chunks of network gone-network, which does not exist/,
     );
 
+    const misplaced = await cli("export", "--repair", "--out", `${dir}/x.jsonl`, "--store", path);
+    assert.equal(misplaced.code, 2, misplaced.out);
+    assert.match(misplaced.out, /--repair goes with "check" only/);
     const repaired = await cli("check", "--repair", "--store", path);
     assert.equal(repaired.code, 0, repaired.out);
     assert.match(repaired.out, /moved 150 quarantine record\(s\) of the old shape/);
