@@ -171,6 +171,21 @@ async function onKvFile<T>(fn: (store: Store) => Promise<T>): Promise<T> {
   }
 }
 
+/** A test app on a Deno KV file of its own (through `wrap`, if given), closed after `fn`. */
+async function onKvApp(
+  fn: (app: Awaited<ReturnType<typeof appOn>>) => Promise<void>,
+  wrap: (store: Store) => Store = (store) => store,
+): Promise<void> {
+  await onKvFile(async (store) => {
+    const app = await appOn(wrap(store));
+    try {
+      await fn(app);
+    } finally {
+      app.t.close();
+    }
+  });
+}
+
 Deno.test("quarantine expiry: 110 ports released at once, then the network still allocates (Deno KV file)", async () => {
   await onKvFile((store) => massRelease(store, 110, { cidr: "10.1.0.0/24" }));
 });
@@ -284,39 +299,30 @@ Deno.test("quarantine expiry: check reports old-shape quarantine records and key
 });
 
 Deno.test("quarantine expiry: old-shape records left by an older manager end a bounded number per commit too", async () => {
-  await onKvFile(async (store) => {
-    const recorder = new Recording(store);
-    const { t, advance } = await appOn(recorder);
-    try {
-      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
-      await allocate(t, "p", 150);
-      await release(t, "p", 150);
-      await toOldShape(t);
-      advance(QUARANTINE_S * 1000 + 1);
-      recorder.ended.length = 0;
-      await allocate(t, "q", 200);
-      assert.ok(Math.max(...recorder.ended) <= SWEEP_PER_COMMIT, `ended ${recorder.ended}`);
-    } finally {
-      t.close();
-    }
-  });
+  let recorder!: Recording;
+  const recording = (store: Store) => recorder = new Recording(store);
+  await onKvApp(async ({ t, advance }) => {
+    must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+    await allocate(t, "p", 150);
+    await release(t, "p", 150);
+    await toOldShape(t);
+    advance(QUARANTINE_S * 1000 + 1);
+    recorder.ended.length = 0;
+    await allocate(t, "q", 200);
+    assert.ok(Math.max(...recorder.ended) <= SWEEP_PER_COMMIT, `ended ${recorder.ended}`);
+  }, recording);
 });
 
 Deno.test("quarantine expiry: a network with more quarantined addresses than one commit holds can be deleted, and leaves none", async () => {
-  await onKvFile(async (store) => {
-    const { t } = await appOn(store);
-    try {
-      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/21")), 201);
-      await allocate(t, "p", 1100);
-      await release(t, "p", 1100);
-      must(await t.call("DELETE", NET), 204);
-      for (const prefix of [["quarantine"], ["quarantine_until"], ["quarantine_mac"]]) {
-        for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
-      }
-      assert.deepEqual((await checkStore(t.store)).problems, []);
-    } finally {
-      t.close();
+  await onKvApp(async ({ t }) => {
+    must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/21")), 201);
+    await allocate(t, "p", 1100);
+    await release(t, "p", 1100);
+    must(await t.call("DELETE", NET), 204);
+    for (const prefix of [["quarantine"], ["quarantine_until"], ["quarantine_mac"]]) {
+      for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
     }
+    assert.deepEqual((await checkStore(t.store)).problems, []);
   });
 });
 
@@ -343,57 +349,47 @@ Deno.test("quarantine expiry: two replicas on one etcd allocating at once after 
 });
 
 Deno.test("quarantine expiry: an IP group takes addresses whose quarantine has ended, by size or by address", async () => {
-  await onKvFile(async (store) => {
-    const { t, advance } = await appOn(store);
-    try {
-      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
-      const ips = await allocate(t, "p", 254);
-      await release(t, "p", 254);
-      const group = { network: "blue" };
-      mustFail(
-        await t.call("POST", "tenants/acme/ipgroups", {
-          ...group,
-          name: "g0",
-          addresses: [ips[0]],
-        }),
-        409,
-        "address_taken",
-        { message: /is in quarantine until .* \(released at / },
-      );
-      advance(QUARANTINE_S * 1000 + 1);
-      const bySize = must(
-        await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g1", size: 200 }),
-        201,
-      );
-      assert.equal(bySize.addresses.length, 200);
-      const listed = ips.slice(-3);
-      const byAddress = must(
-        await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g2", addresses: listed }),
-        201,
-      );
-      assert.deepEqual(byAddress.addresses.map((a: { ip: string }) => a.ip), listed);
-      assert.deepEqual((await checkStore(t.store)).problems, []);
-    } finally {
-      t.close();
-    }
+  await onKvApp(async ({ t, advance }) => {
+    must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+    const ips = await allocate(t, "p", 254);
+    await release(t, "p", 254);
+    const group = { network: "blue" };
+    mustFail(
+      await t.call("POST", "tenants/acme/ipgroups", {
+        ...group,
+        name: "g0",
+        addresses: [ips[0]],
+      }),
+      409,
+      "address_taken",
+      { message: /is in quarantine until .* \(released at / },
+    );
+    advance(QUARANTINE_S * 1000 + 1);
+    const bySize = must(
+      await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g1", size: 200 }),
+      201,
+    );
+    assert.equal(bySize.addresses.length, 200);
+    const listed = ips.slice(-3);
+    const byAddress = must(
+      await t.call("POST", "tenants/acme/ipgroups", { ...group, name: "g2", addresses: listed }),
+      201,
+    );
+    assert.deepEqual(byAddress.addresses.map((a: { ip: string }) => a.ip), listed);
+    assert.deepEqual((await checkStore(t.store)).problems, []);
   });
 });
 
 Deno.test("quarantine expiry: a network whose pool has more chunks than one commit deletes goes whole, with its quarantine", async () => {
-  await onKvFile(async (store) => {
-    const { t } = await appOn(store);
-    try {
-      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.0.0.0/8")), 201);
-      const netRec = (await t.store.get<NetworkRecord>(keys.network("acme", "blue"))).value!;
-      await quarantineAcrossChunks(t, netRec, 620);
-      must(await t.call("DELETE", NET), 204);
-      for (const prefix of [["ipam", netRec.id], ["quarantine_until", netRec.id]]) {
-        for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
-      }
-      assert.deepEqual((await checkStore(t.store)).problems, []);
-    } finally {
-      t.close();
+  await onKvApp(async ({ t }) => {
+    must(await t.call("POST", "tenants/acme/networks", net("blue", "10.0.0.0/8")), 201);
+    const netRec = (await t.store.get<NetworkRecord>(keys.network("acme", "blue"))).value!;
+    await quarantineAcrossChunks(t, netRec, 620);
+    must(await t.call("DELETE", NET), 204);
+    for (const prefix of [["ipam", netRec.id], ["quarantine_until", netRec.id]]) {
+      for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
     }
+    assert.deepEqual((await checkStore(t.store)).problems, []);
   });
 });
 
