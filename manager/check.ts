@@ -3,7 +3,9 @@
  * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
  * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
  * segment has two owners; every router's networks exist, belong to its tenant and name it as their
- * one router. A manager killed mid-request must leave nothing this check finds.
+ * one router; no quarantine records of an old shape, nor keys of a network that is gone (`check
+ * --repair` mends those: repair.ts). A manager killed mid-request must leave nothing this check
+ * finds.
  */
 import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
@@ -18,9 +20,11 @@ import {
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./service/port_records.ts";
+import { withMembers } from "./service/ip_group_members.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
+import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 
 export interface CheckReport {
   networks: number;
@@ -37,6 +41,14 @@ export async function checkStore(store: Store): Promise<CheckReport> {
   for (const p of await values<PortRecord>(store, keys.ports())) {
     if (!byId.has(p.networkId)) {
       problems.push(`port "${p.id}" names network ${p.networkId}, which does not exist`);
+    }
+  }
+  for (const id of await networkIdsWithLeftovers(store)) {
+    if (!byId.has(id)) {
+      problems.push(
+        `quarantine records or pool chunks of network ${id}, which does not exist (its delete ` +
+          "was interrupted); `check --repair` deletes them",
+      );
     }
   }
   await checkSegments(store, networks, problems);
@@ -67,18 +79,31 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
   const groupOf = new Map<string, number>();
   for await (const e of store.list(keys.ipGroupsOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];
-    const g = (await store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
-    if (!g) {
+    const raw = (await store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+    if (!raw) {
       problems.push(`${where}: index entry of IP group "${tenant}/${name}" without the group`);
       continue;
     }
+    await checkMembers(store, raw, `${where}: IP group "${tenant}/${name}"`, problems);
+    const g = await withMembers(store, raw);
     for (const a of g.addresses) {
       hold(a.index, `IP group "${tenant}/${name}" (${a.ip})`);
       if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
     }
   }
-  for await (const e of store.list<{ ip: string }>(keys.quarantines(net.id))) {
-    hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
+  let oldShape = 0;
+  for (const prefix of [keys.quarantines(net.id), keys.legacyQuarantines(net.id)]) {
+    for await (const e of store.list<{ ip: string }>(prefix)) {
+      hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
+      if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
+    }
+  }
+  if (oldShape > 0) {
+    problems.push(
+      `${where}: ${oldShape} quarantine record(s) of the old shape (by index), which older managers ` +
+        "end all in one commit: they refuse every allocation on the network once about 100 have " +
+        "expired; `check --repair` moves them to the current shape",
+    );
   }
   const macs = new Map<string, string>();
   for (const p of ports) {
@@ -120,6 +145,23 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     );
   }
   return ports.length;
+}
+
+/** An IP group's member keys name exactly the addresses its record marks held. */
+async function checkMembers(
+  store: Store,
+  raw: IpGroupRecord,
+  where: string,
+  problems: string[],
+): Promise<void> {
+  const held = new Set(raw.addresses.filter((a) => a.held).map((a) => a.index));
+  for await (const m of store.list<string>(keys.ipGroupMembers(raw.tenant, raw.name))) {
+    const index = m.key.at(-1) as number;
+    if (!held.delete(index)) {
+      problems.push(`${where}: member key of index ${index} (port "${m.value}"), not held`);
+    }
+  }
+  for (const index of held) problems.push(`${where}: index ${index} held without its member key`);
 }
 
 /** The gateway's and the excludes' indexes, as network creation set them before ranges were kept. */

@@ -111,6 +111,8 @@ Commands (default: serve the API):
   compare --in FILE   compare the store with an export; exit 1 and list differences
   check               check that every set bit has its port, IP group or network and the
                       reverse; exit 1 and list the problems
+  check --repair      first mend what needs no judgement (old quarantine records, those of
+                      deleted networks), in small commits; then check
 
 Options:
   --config FILE       JSON configuration file (see manager/manager.example.json)

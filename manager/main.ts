@@ -1,6 +1,7 @@
 /** knitter-manager entry point: serves the API, or runs a maintenance command on the store. */
 import { parseArgs } from "node:util";
 import { checkStore } from "./check.ts";
+import { repairStore } from "./repair.ts";
 import { ConfigError, loadConfig, type ManagerConfig, USAGE } from "./config.ts";
 import { startManager } from "./server.ts";
 import { compareStore, exportStore, importStore } from "./store/migrate.ts";
@@ -30,11 +31,11 @@ async function serve(args: string[]): Promise<number> {
 async function runCommand(command: Command, args: string[]): Promise<number> {
   const own = parseArgs({
     args,
-    options: { in: { type: "string" }, out: { type: "string" } },
+    options: { in: { type: "string" }, out: { type: "string" }, repair: { type: "boolean" } },
     strict: false,
   });
   const rest = args.filter((a, i) =>
-    !["--in", "--out"].includes(a) && !["--in", "--out"].includes(args[i - 1]) &&
+    !["--in", "--out", "--repair"].includes(a) && !["--in", "--out"].includes(args[i - 1]) &&
     !/^--(in|out)=/.test(a)
   );
   const { config, help } = await loadConfig(rest, undefined, undefined, { requireTokens: false });
@@ -50,8 +51,12 @@ async function runCommand(command: Command, args: string[]): Promise<number> {
     return value;
   };
   const path = command === "export" ? file("out") : command === "check" ? "" : file("in");
+  if (own.values.repair && command !== "check") {
+    throw new ConfigError(`--repair goes with "check" only\n\n${USAGE}`);
+  }
   const store = await openStore(config.store);
   try {
+    if (own.values.repair) await repair(store);
     return await COMMAND_RUNNERS[command](store, path, config);
   } catch (err) {
     if (err instanceof StoreUnavailableError || !(err instanceof Error)) throw err;
@@ -100,6 +105,13 @@ const COMMAND_RUNNERS: Record<Command, Runner> = {
     return 0;
   },
 };
+
+/** `check --repair`: mends what it can (repair.ts), says what it did; the check then runs. */
+async function repair(store: Awaited<ReturnType<typeof openStore>>): Promise<void> {
+  const done = await repairStore(store);
+  for (const line of done) console.log(`repaired: ${line}`);
+  if (done.length === 0) console.log("repaired: nothing to repair");
+}
 
 function report(title: string, lines: string[]): number {
   console.error(title);

@@ -84,8 +84,13 @@ export interface IpGroupAddress {
   ip: string;
   /** Pool index of the address in its network. */
   index: number;
-  /** The port holding it, when in use. */
+  /**
+   * The port holding it, when in use: stored under its own key, the record says only `held`
+   * (service/ip_group_members.ts); records of older managers have it here.
+   */
   port?: string;
+  /** As stored: in use, by the port its member key names. */
+  held?: true;
 }
 
 export interface IpGroupRecord {
@@ -190,6 +195,14 @@ export const keys = {
     name,
   ],
   ipGroupsOfNetwork: (networkId: string): Key => ["ipgroup_by_network", networkId],
+  /** The port that holds an address of an IP group, by pool index (service/ip_group_members.ts). */
+  ipGroupMember: (tenant: string, name: string, index: number): Key => [
+    "ipgroup_member",
+    tenant,
+    name,
+    index,
+  ],
+  ipGroupMembers: (tenant: string, name: string): Key => ["ipgroup_member", tenant, name],
   router: (tenant: string, name: string): Key => ["router", tenant, name],
   routers: (tenant?: string): Key => tenant === undefined ? ["router"] : ["router", tenant],
   /** The router a network is on ({tenant, name}): one at most. */
@@ -227,9 +240,23 @@ export const keys = {
   /** The port that holds a fixed MAC in a network ({tenant, id}); derived MACs have no key. */
   mac: (networkId: string, mac: string): Key => ["mac", networkId, mac],
   macs: (networkId: string): Key => ["mac", networkId],
-  /** A released address in quarantine, by pool index (service/quarantine.ts). */
-  quarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
-  quarantines: (networkId: string): Key => ["quarantine", networkId],
+  /**
+   * A released address in quarantine, by the end of its quarantine (ms) and pool index: listed in
+   * the order they end (service/quarantine.ts).
+   */
+  quarantine: (networkId: string, untilMs: number, index: number): Key => [
+    "quarantine_until",
+    networkId,
+    untilMs,
+    index,
+  ],
+  quarantines: (networkId: string): Key => ["quarantine_until", networkId],
+  /**
+   * The old shape, by pool index only: ending them meant listing them all, in one commit (issue 33).
+   * Still read and ended; `check --repair` moves them to the new shape.
+   */
+  legacyQuarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
+  legacyQuarantines: (networkId: string): Key => ["quarantine", networkId],
   /** A released fixed MAC in quarantine. */
   macQuarantine: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
   macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],

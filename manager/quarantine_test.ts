@@ -96,7 +96,7 @@ Deno.test("quarantine: a network whose only addresses in use are quarantined can
   must(await t.call("DELETE", NET), 204);
   await noProblems(t);
   // Nothing of the quarantine is left behind.
-  for (const prefix of [["quarantine"], ["quarantine_mac"]]) {
+  for (const prefix of [["quarantine"], ["quarantine_until"], ["quarantine_mac"]]) {
     for await (const e of t.store.list(prefix)) assert.fail(`left behind: ${e.key.join("/")}`);
   }
 });

@@ -67,6 +67,8 @@ export interface TestApp {
 export interface TestAppOptions {
   /** Deno KV path; ":memory:" when absent. */
   path?: string;
+  /** A store opened by the test (a real etcd of its own): used instead of `path`. */
+  store?: Store;
   vniRanges?: string[];
   /** Tenants created up front (besides the built-in admin tenant). */
   tenants?: string[];
@@ -82,7 +84,7 @@ export interface TestAppOptions {
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const store = await openTestStore(options.path);
+  const store = options.store ?? await openTestStore(options.path);
   const ctx = createContext(store, {
     vniRanges: options.vniRanges ?? ["5000-5999"],
     underlayMtu: 1500,

@@ -206,22 +206,17 @@ export class PoolEdit {
     return c.value.test(index - chunk * this.pool.chunkBits);
   }
 
-  /** Deletes the pool from the store. Remaining chunks beyond one commit's worth go afterwards. */
+  /**
+   * Deletes the pool's head and up to 500 of its chunks in the tx. Chunks beyond that are the
+   * caller's to delete after the commit (a network delete does: service/network_leftovers.ts), so
+   * that a failure there is its own, not a promise nobody awaits.
+   */
   destroy(): void {
     this.destroyed = true;
     const chunks = Object.keys(this.head.value.chunkUsed).map(Number);
-    const now = chunks.slice(0, DESTROY_BATCH);
-    const later = chunks.slice(DESTROY_BATCH);
     this.tx.delete(this.pool.headKey());
-    for (const c of now) this.tx.delete(this.pool.chunkKey(c));
-    const store = this.pool.store;
-    this.tx.onCommit(async () => {
-      this.pool.invalidate();
-      for (let i = 0; i < later.length; i += DESTROY_BATCH) {
-        const keys = later.slice(i, i + DESTROY_BATCH).map((c) => this.pool.chunkKey(c));
-        await store.commit([], keys.map((key) => ({ type: "delete" as const, key })));
-      }
-    });
+    for (const c of chunks.slice(0, DESTROY_BATCH)) this.tx.delete(this.pool.chunkKey(c));
+    this.tx.onCommit(() => this.pool.invalidate());
   }
 
   /** Adds the writes for everything this edit changed to the tx. */

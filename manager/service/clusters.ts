@@ -12,6 +12,7 @@ import { ApiError, notFound } from "../errors.ts";
 import { type ClusterRecord, keys, type NodeRecord, type PortRecord } from "../model.ts";
 import type { ClusterCreate, ClusterUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
+import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 import { checkClusterNodeReach, networkChecks } from "./node_reach.ts";
@@ -150,7 +151,8 @@ export async function updateCluster(
 }
 
 /**
- * Deletes a cluster that holds no port, with its nodes and their conflict reports, in one commit.
+ * Deletes a cluster that holds no port, with its nodes and their conflict reports, in commits of
+ * a bounded size.
  * 409 while a port of it exists: its pods' ports go first (their monitor releases them).
  */
 export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
@@ -178,35 +180,51 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
   let deleted = false;
   try {
     await refuseWhilePorts(ctx, name);
-    const nodes = await retry(ctx, async (tx) => {
-      const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
-      if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
-      if (e.value.deletingSince !== mark) {
-        // Another delete, refused, cleared the mark: a port may have gone in since the scan.
-        throw new ApiError(
-          "conflict",
-          `Cluster "${name}" was changed while it was being deleted; try again`,
-        );
-      }
-      tx.check(e).delete(e.key);
-      const nodes = await nodesOf(ctx, name);
-      const entries = await ctx.store.getMany<unknown>(
-        nodes.flatMap((n) => [keys.node(n.name), keys.conflicts(n.name)]),
-      );
-      let conflicts = false;
-      for (const entry of entries) {
-        if (entry.value === null) continue;
-        tx.check(entry).delete(entry.key);
-        conflicts ||= entry.key[0] === keys.allConflicts()[0];
-      }
-      if (conflicts) tx.set(keys.conflictsChanged(), now());
-      return nodes;
-    });
+    // Its nodes go a bounded number per commit (two checks each), the last ones with the record:
+    // the mark lets no node in meanwhile, and an interrupted delete leaves a cluster with fewer.
+    for (;;) {
+      const step = await retry(ctx, async (tx) => {
+        const e = await ctx.store.get<ClusterRecord>(keys.cluster(name));
+        if (!e.value) throw notFound(`Cluster "${name}" does not exist`);
+        if (e.value.deletingSince !== mark) {
+          // Another delete, refused, cleared the mark: a port may have gone in since the scan.
+          throw new ApiError(
+            "conflict",
+            `Cluster "${name}" was changed while it was being deleted; try again`,
+          );
+        }
+        const all = await nodesOf(ctx, name);
+        const nodes = all.slice(0, NODES_PER_COMMIT);
+        const last = all.length <= NODES_PER_COMMIT;
+        tx.check(e);
+        if (last) tx.delete(e.key);
+        await dropNodes(ctx, tx, nodes);
+        return { nodes, last };
+      });
+      for (const node of step.nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+      if (step.last) break;
+    }
     deleted = true;
-    for (const node of nodes) ctx.feed.publish({ type: "node", op: "delete", node });
   } finally {
     if (!deleted) await markDeleting(ctx, name, undefined, mark).catch(() => {});
   }
+}
+
+/** Nodes one commit of a cluster's delete takes along: a check for each and for its conflicts. */
+const NODES_PER_COMMIT = 40;
+
+/** Deletes the nodes and their conflict reports in `tx`, each checked as read. */
+async function dropNodes(ctx: Ctx, tx: Tx, nodes: NodeRecord[]): Promise<void> {
+  const entries = await ctx.store.getMany<unknown>(
+    nodes.flatMap((n) => [keys.node(n.name), keys.conflicts(n.name)]),
+  );
+  let conflicts = false;
+  for (const entry of entries) {
+    if (entry.value === null) continue;
+    tx.check(entry).delete(entry.key);
+    conflicts ||= entry.key[0] === keys.allConflicts()[0];
+  }
+  if (conflicts) tx.set(keys.conflictsChanged(), now());
 }
 
 /** Sets or clears a cluster's deletingSince (clears only the mark `ours`, when given). */

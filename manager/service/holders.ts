@@ -3,8 +3,9 @@
  * than keeping an address index that every allocation would have to write. A holder of another
  * tenant than the asking one (on a public network) is not named.
  */
-import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
+import { readGroup } from "./ip_group_members.ts";
 
 export async function holderOf(
   ctx: Ctx,
@@ -15,7 +16,7 @@ export async function holderOf(
   if (ip === net.gateway) return "the gateway";
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];
-    const g = (await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+    const g = (await readGroup(ctx.store, tenant, name)).value;
     const a = g?.addresses.find((a) => a.ip === ip);
     if (!a) continue;
     if (tenant !== asker) return "held by another tenant";

@@ -11,6 +11,9 @@ import { type IpGroupAddress, type IpGroupRecord, keys, type NetworkRecord } fro
 import type { IpGroupCreate, IpGroupUpdate } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { holderOf } from "./holders.ts";
+import { readGroup, withMembers, writeGroup } from "./ip_group_members.ts";
+import { sweepQuarantine, takeAsked } from "./quarantine.ts";
+import type { Tx } from "../store/tx.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { requestedIp4 } from "./dual_stack.ts";
@@ -78,8 +81,8 @@ export async function createIpGroup(
       const charges = new QuotaCharges(ctx, tx);
       await charges.charge(tenant, { addresses: body.addresses?.length ?? body.size! });
       const addresses = body.addresses
-        ? await takeListed(ctx, edit, ref.net, tenant, body.addresses, [], "addresses")
-        : await takeAny(ctx, edit, ref.net, body.size!);
+        ? await takeListed(ctx, tx, edit, ref.net, tenant, body.addresses, [], "addresses")
+        : await takeAny(ctx, tx, edit, ref.net, body.size!);
       edit.flush();
       charges.flush();
       const group: IpGroupRecord = {
@@ -92,7 +95,7 @@ export async function createIpGroup(
         cursor: 0,
         createdAt: now(),
       };
-      tx.set(ge.key, group);
+      writeGroup(tx, null, group);
       tx.set(keys.ipGroupOfNetwork(net.id, tenant, body.name), true);
       return group;
     })
@@ -103,6 +106,7 @@ export async function createIpGroup(
 
 async function takeListed(
   ctx: Ctx,
+  tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
   tenant: string,
@@ -133,8 +137,11 @@ async function takeListed(
     if (reserved !== null) {
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
     }
-    if (!(await edit.take(index))) {
-      const who = await holderOf(ctx, net, ip, tenant);
+    const taken = await takeAsked(ctx, tx, edit, net, index);
+    if (taken !== true) {
+      const who = taken
+        ? `in quarantine until ${taken.until} (released at ${taken.releasedAt})`
+        : await holderOf(ctx, net, ip, tenant);
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -144,10 +151,13 @@ async function takeListed(
 
 async function takeAny(
   ctx: Ctx,
+  tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
   n: number,
 ): Promise<IpGroupAddress[]> {
+  // Expired quarantines are free: as many end as the group may need, bounded by its size.
+  await sweepQuarantine(ctx, tx, edit, net, n);
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
     const index = await edit.allocate(ctx.pools.allowed(net));
@@ -167,7 +177,7 @@ async function takeAny(
 }
 
 export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promise<IpGroupRecord> {
-  const g = (await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name))).value;
+  const g = (await readGroup(ctx.store, tenant, name)).value;
   if (!g) {
     await getTenantEntry(ctx, tenant);
     throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
@@ -177,7 +187,8 @@ export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promis
 
 export async function listIpGroups(ctx: Ctx, tenant: string): Promise<IpGroupRecord[]> {
   await getTenantEntry(ctx, tenant);
-  return await listValues<IpGroupRecord>(ctx.store, keys.ipGroups(tenant));
+  const stored = await listValues<IpGroupRecord>(ctx.store, keys.ipGroups(tenant));
+  return await Promise.all(stored.map((g) => withMembers(ctx.store, g)));
 }
 
 /** Grows or shrinks a group; addresses in use never leave it. */
@@ -196,15 +207,25 @@ export async function updateIpGroup(
   const pool = ctx.pools.addresses(net);
   return await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      const ge = await readGroup(ctx.store, tenant, name);
       if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
       const g = ge.value;
       const edit = await pool.edit(tx);
       let next: IpGroupAddress[];
       if (body.addresses) {
-        next = await takeListed(ctx, edit, net, tenant, body.addresses, g.addresses, "addresses");
+        next = await takeListed(
+          ctx,
+          tx,
+          edit,
+          net,
+          tenant,
+          body.addresses,
+          g.addresses,
+          "addresses",
+        );
       } else if (body.size! >= g.addresses.length) {
-        next = [...g.addresses, ...await takeAny(ctx, edit, net, body.size! - g.addresses.length)];
+        const more = await takeAny(ctx, tx, edit, net, body.size! - g.addresses.length);
+        next = [...g.addresses, ...more];
       } else {
         const free = g.addresses.filter((a) => !a.port);
         const drop = g.addresses.length - body.size!;
@@ -239,7 +260,8 @@ export async function updateIpGroup(
       await charges.charge(tenant, { addresses: next.length - g.addresses.length });
       charges.flush();
       const updated = { ...g, addresses: next, cursor: 0 };
-      tx.check(ge).set(ge.key, updated);
+      tx.check(ge);
+      writeGroup(tx, g, updated);
       return updated;
     })
   );
@@ -260,7 +282,7 @@ export async function deleteIpGroup(
   const pool = ctx.pools.addresses(net);
   await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(tenant, name));
+      const ge = await readGroup(ctx.store, tenant, name);
       if (!ge.value) throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
       const busy = ge.value.addresses.filter((a) => a.port);
       if (busy.length > 0) {

@@ -1,5 +1,6 @@
 /** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
-import { countQuarantine, dropQuarantine } from "./quarantine.ts";
+import { countQuarantine } from "./quarantine.ts";
+import { dropLeftovers } from "./network_leftovers.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
 import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
@@ -10,7 +11,7 @@ import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
 import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
-import { type Ctx, listValues, now, retry } from "./context.ts";
+import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { networkSpec } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
@@ -470,8 +471,9 @@ export async function deleteNetwork(
         }
         tx.check(router);
         const edit = await addresses.edit(tx);
-        // Addresses in quarantine go with the network.
-        const used = edit.used - await dropQuarantine(ctx, tx, net);
+        // Addresses in quarantine go with the network: their records after its commit, with the
+        // pool's chunks beyond the first 500 (network_leftovers.ts).
+        const used = edit.used - (await countQuarantine(ctx.store, net)).records;
         if (used > 0) throw await inUse(ctx, net, used);
         tx.check(e).delete(e.key);
         edit.destroy();
@@ -486,6 +488,7 @@ export async function deleteNetwork(
     )
   );
   forgetNetwork(ctx, net);
+  await dropLeftovers(ctx.store, net.id);
 }
 
 async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiError> {
@@ -526,13 +529,14 @@ async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<voi
 
 /**
  * The network with its usage: `used` counts the addresses ports and IP groups hold, `free` those
- * that can be handed out now; the rest (total - used - free) are in quarantine.
+ * that can be handed out now (also those whose quarantine has ended: the next allocations end
+ * their records); the rest (total - used - free) are in quarantine.
  */
 export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkView> {
   const head = await ctx.pools.addresses(net).readHead();
   const set = head?.used ?? 0;
-  const quarantined = set > 0 ? await countQuarantine(ctx, net) : 0;
-  return view(net, net.poolSize - net.reserved, set - quarantined, quarantined);
+  const q = set > 0 ? await countQuarantine(ctx.store, net, clockMs(ctx)) : { records: 0, held: 0 };
+  return view(net, net.poolSize - net.reserved, set - q.records, q.held);
 }
 
 function view(net: NetworkRecord, total: number, used: number, quarantined = 0): NetworkView {

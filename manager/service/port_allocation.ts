@@ -10,12 +10,13 @@ import type { Key } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { holderOf } from "./holders.ts";
+import { readGroup, writeGroup } from "./ip_group_members.ts";
 import { openStint, rebindStint } from "./history.ts";
 import type { QuotaCharges } from "./quotas.ts";
 import type { Ctx } from "./context.ts";
 import { cidrOf, parseAddrField } from "./network_spec.ts";
 import { requestedIp4 } from "./dual_stack.ts";
-import { earliest, macInQuarantine, sweepQuarantine } from "./quarantine.ts";
+import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "./quarantine.ts";
 import { bindExisting } from "./port_binding.ts";
 import {
   keyId,
@@ -91,7 +92,6 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
   if (body.ipGroup !== undefined) {
     ({ index, ip } = await fromGroup(ctx, step));
   } else if (body.ip !== undefined) {
-    const held = await sweepQuarantine(ctx, tx, edit, net);
     const asked = requestedIp4(net, body.ip);
     ip = canonicalIp(net, asked);
     index = ctx.pools.space(net).indexOf(ipValue(net, asked));
@@ -106,9 +106,10 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, "ip");
     }
-    if (!(await edit.take(index))) {
+    const taken = await takeAsked(ctx, tx, edit, net, index);
+    if (taken !== true) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
-      const q = held.get(index);
+      const q = taken;
       throw new ApiError(
         "address_taken",
         q
@@ -118,15 +119,16 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
       );
     }
   } else {
-    const held = await sweepQuarantine(ctx, tx, edit, net);
+    await sweepQuarantine(ctx, tx, edit, net);
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
       ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
       const total = net.poolSize - net.reserved;
-      const inQuarantine = held.size === 0
+      const held = await heldQuarantine(ctx, net);
+      const inQuarantine = held.count === 0
         ? ""
-        : `; ${held.size} of them released and in quarantine, the first until ${earliest(held)}`;
+        : `; ${held.count} of them released and in quarantine, the first until ${held.first}`;
       throw new ApiError(
         "pool_exhausted",
         `Cannot allocate an address from network "${net.name}": its pools are exhausted (${total} of ${total} in use${inQuarantine})`,
@@ -148,7 +150,7 @@ async function fromGroup(
   opts: { tx: Tx; net: NetworkRecord; owner: string; id: string; body: PortBody },
 ): Promise<{ index: number; ip: string; group: IpGroupRecord }> {
   const { tx, net, owner, id, body } = opts;
-  const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(owner, body.ipGroup!));
+  const ge = await readGroup(ctx.store, owner, body.ipGroup!);
   const group = ge.value;
   if (!group) {
     throw invalid("ipGroup", `IP group "${body.ipGroup}" does not exist in tenant "${owner}"`);
@@ -192,7 +194,8 @@ async function fromGroup(
   }
   const addresses = group.addresses.map((a, i) => (i === slot ? { ...a, port: id } : a));
   const updated = { ...group, addresses, cursor: (slot + 1) % addresses.length };
-  tx.check(ge).set(ge.key, updated);
+  tx.check(ge);
+  writeGroup(tx, group, updated);
   return { index: addresses[slot].index, ip: addresses[slot].ip, group: updated };
 }
 

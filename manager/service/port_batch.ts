@@ -7,7 +7,7 @@
 import { GroupCommit } from "@knitter/common";
 import { keys, type NetworkRecord } from "../model.ts";
 import { Tx } from "../store/tx.ts";
-import type { Entry } from "../store/store.ts";
+import { COMMIT_LIMITS, type Entry } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
 import type { NetworkRef } from "./networks.ts";
 import { QuotaCharges } from "./quotas.ts";
@@ -28,11 +28,15 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/**
- * Ports per batch: each adds one check, and so may its tenant's quota record (on a public network
- * every port may be another tenant's); a Deno KV commit takes at most 100.
- */
+/** Ports per batch, at most: a commit of them takes one fsync. */
 const MAX_BATCH = 48;
+
+/**
+ * The checks one more port may add: its absent key, its tenant's quota record and its cluster's (on
+ * a public network every port may be another tenant's, of another cluster). A batch takes ports
+ * while they fit into one commit's checks; the others take the careful path.
+ */
+const CHECKS_PER_PORT = 3;
 
 /** The PUT in a batch of its network: its answer, or null when the careful path must settle it. */
 export function batchedPut(
@@ -69,9 +73,14 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
     try {
       const edit = await pool.edit(tx);
       checkNetwork(tx, ref);
-      checkClusters(tx, batch);
       const charges = new QuotaCharges(ctx, tx);
+      const clusters = new Set<string>();
       for (const p of batch) {
+        if (tx.checks.length + CHECKS_PER_PORT > COMMIT_LIMITS.checks) {
+          unsettled.push(p);
+          continue;
+        }
+        checkCluster(tx, p, clusters);
         try {
           done.push([
             p,
@@ -114,14 +123,11 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
   });
 }
 
-/** Each cluster record the batch's ports depend on, checked once. */
-function checkClusters(tx: Tx, batch: Pending[]): void {
-  const seen = new Set<string>();
-  for (const { guard } of batch) {
-    if (guard === null || seen.has(JSON.stringify(guard.key))) continue;
-    seen.add(JSON.stringify(guard.key));
-    tx.check(guard);
-  }
+/** The cluster record the port depends on, checked once per commit. */
+function checkCluster(tx: Tx, { guard }: Pending, seen: Set<string>): void {
+  if (guard === null || seen.has(JSON.stringify(guard.key))) return;
+  seen.add(JSON.stringify(guard.key));
+  tx.check(guard);
 }
 
 /** Whether a failed batch is explained by a port that already existed (a repeated PUT). */

@@ -3,8 +3,9 @@
  * pool; a fixed MAC is freed; its address history ends.
  */
 import type { Principal } from "../auth.ts";
-import { type IpGroupRecord, keys } from "../model.ts";
+import { keys } from "../model.ts";
 import { closeStint } from "./history.ts";
+import { readGroup, writeGroup } from "./ip_group_members.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { type Ctx, retry } from "./context.ts";
 import { quarantine, quarantining } from "./quarantine.ts";
@@ -41,12 +42,13 @@ export async function deletePort(
       if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);
       if (port.ipGroup !== undefined) {
-        const ge = await ctx.store.get<IpGroupRecord>(keys.ipGroup(port.tenant, port.ipGroup));
+        const ge = await readGroup(ctx.store, port.tenant, port.ipGroup);
         if (ge.value) {
           const addresses = ge.value.addresses.map((
             a,
           ) => (a.port === id ? { ip: a.ip, index: a.index } : a));
-          tx.check(ge).set(ge.key, { ...ge.value, addresses });
+          tx.check(ge);
+          writeGroup(tx, ge.value, { ...ge.value, addresses });
           await charges.charge(port.tenant, { ports: -1 });
           charges.flush();
           return port;

@@ -5,15 +5,17 @@
  * the way (manager/README.md, "Quarantine").
  *
  * A quarantined address keeps its bit set in the network's pool and has a record under
- * `keys.quarantine(network, index)`; the first allocation in the network after it expires clears
- * both, in its own commit. A quarantined fixed MAC has a record under `keys.macQuarantine`.
+ * `keys.quarantine(network, until, index)`, listed in the order the quarantines end. An allocation
+ * ends at most {@link SWEEP_PER_COMMIT} expired ones in its own commit (their records go, their bits
+ * clear): however many end at once, a commit stays small, and the next allocations end the rest.
+ * A quarantined fixed MAC has a record under `keys.macQuarantine`.
  *
  * @module
  */
 
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import type { Entry } from "../store/store.ts";
+import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
 
@@ -54,49 +56,116 @@ export function quarantine(
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
-  tx.set(keys.quarantine(net.id, port.index), record);
+  tx.set(keys.quarantine(net.id, at + ctx.settings.quarantineMs, port.index), record);
   if (fixedMac) {
     tx.set(keys.macQuarantine(net.id, port.mac), { port: port.id, until } as MacQuarantineRecord);
   }
 }
 
-const swept = new WeakMap<Tx, Map<number, QuarantineRecord>>();
+/**
+ * Expired quarantines one allocation commit ends at most: a record to delete and a chunk to write
+ * each, and no version check (see sweepQuarantine), next to a batch's ports.
+ */
+export const SWEEP_PER_COMMIT = 32;
+
+const swept = new WeakSet<Tx>();
+
+/** When an address's quarantine ends, as a record's key says. */
+function untilOf(e: Entry<QuarantineRecord>): number {
+  return e.key.length === 4 ? e.key[2] as number : Date.parse(e.value?.until ?? "");
+}
+
+function indexOf(e: Entry<QuarantineRecord>): number {
+  return e.key.at(-1) as number;
+}
 
 /**
- * Ends the expired quarantines of the network in this commit (their bits are cleared through
- * `edit`, which the caller flushes) and returns those that still hold, by index.
+ * Ends up to `limit` expired quarantines of the network in this commit: deletes their records and
+ * clears their bits through `edit`, which the caller flushes. Once per commit (a batch allocates
+ * several ports in one). No check per record: ending one clears a bit, so the commit writes the
+ * pool head, whose version check makes two ends of one record exclusive; and no one else writes
+ * the record of an address whose bit is set. Records of the old shape (by index) come first, in
+ * any order; then the current ones, in the order they end, up to the first that still holds.
  */
 export async function sweepQuarantine(
   ctx: Ctx,
   tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
-): Promise<Map<number, QuarantineRecord>> {
-  // Once per commit: a batch allocates several ports in one, and a bit cleared here may be taken
-  // again by an earlier port of the same commit.
-  const done = swept.get(tx);
-  if (done) return done;
-  const held = new Map<number, QuarantineRecord>();
-  swept.set(tx, held);
-  const time = new Date(clockMs(ctx)).toISOString();
-  for await (const e of ctx.store.list<QuarantineRecord>(keys.quarantines(net.id))) {
-    if (!e.value) continue;
-    const index = e.key.at(-1) as number;
-    if (e.value.until > time) {
-      held.set(index, e.value);
-      continue;
+  limit: number = SWEEP_PER_COMMIT,
+): Promise<void> {
+  if (swept.has(tx) || limit <= 0) return;
+  swept.add(tx);
+  const now = clockMs(ctx);
+  let left = limit;
+  for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
+    for await (const e of ctx.store.list<QuarantineRecord>(prefix, { limit: left })) {
+      if (untilOf(e) > now) {
+        if (e.key.length === 4) break;
+        continue;
+      }
+      await end(tx, edit, e);
+      left--;
     }
-    tx.check(e).delete(e.key);
-    await edit.release(index);
+    if (left === 0) return;
   }
-  return held;
 }
 
-/** The earliest end of the quarantines, for messages. */
-export function earliest(held: Map<number, QuarantineRecord>): string {
-  let first = "";
-  for (const r of held.values()) if (first === "" || r.until < first) first = r.until;
-  return first;
+async function end(tx: Tx, edit: PoolEdit, e: Entry<QuarantineRecord>): Promise<void> {
+  tx.delete(e.key);
+  await edit.release(indexOf(e));
+}
+
+/** The quarantine record of an address, if it has one (both shapes). */
+async function quarantineAt(
+  ctx: Ctx,
+  net: NetworkRecord,
+  index: number,
+): Promise<Entry<QuarantineRecord> | null> {
+  const legacy = await ctx.store.get<QuarantineRecord>(keys.legacyQuarantine(net.id, index));
+  if (legacy.value) return legacy;
+  for await (const e of ctx.store.list<QuarantineRecord>(keys.quarantines(net.id))) {
+    if (indexOf(e) === index) return e;
+  }
+  return null;
+}
+
+/**
+ * Takes an address asked for by index: true when taken (its quarantine, if expired, ends in this
+ * commit), the record when its quarantine still holds, null when something else holds it.
+ */
+export async function takeAsked(
+  ctx: Ctx,
+  tx: Tx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  index: number,
+): Promise<true | QuarantineRecord | null> {
+  if (await edit.take(index)) return true;
+  const q = await quarantineAt(ctx, net, index);
+  if (!q?.value) return null;
+  if (untilOf(q) > clockMs(ctx)) return q.value;
+  await end(tx, edit, q);
+  return (await edit.take(index)) ? true : null;
+}
+
+/** How many addresses of the network are in quarantine now, and the first end, for messages. */
+export async function heldQuarantine(
+  ctx: Ctx,
+  net: NetworkRecord,
+): Promise<{ count: number; first: string }> {
+  const now = clockMs(ctx);
+  let count = 0;
+  let first = Infinity;
+  for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
+    for await (const e of ctx.store.list<QuarantineRecord>(prefix)) {
+      const until = untilOf(e);
+      if (until <= now) continue;
+      count++;
+      first = Math.min(first, until);
+    }
+  }
+  return { count, first: count === 0 ? "" : new Date(first).toISOString() };
 }
 
 /**
@@ -116,20 +185,22 @@ export async function macInQuarantine(
   return null;
 }
 
-/** Deletes every quarantine record of a network being deleted; returns how many addresses. */
-export async function dropQuarantine(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<number> {
-  let n = 0;
-  for await (const e of ctx.store.list(keys.quarantines(net.id))) {
-    tx.delete(e.key);
-    n++;
+/**
+ * The network's quarantine records (their bits are set), and how many of them still hold at `now`
+ * (ms): the others are as good as free, the next allocations end them.
+ */
+export async function countQuarantine(
+  store: Store,
+  net: NetworkRecord,
+  now = 0,
+): Promise<{ records: number; held: number }> {
+  let records = 0;
+  let held = 0;
+  for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
+    for await (const e of store.list<QuarantineRecord>(prefix)) {
+      records++;
+      if (untilOf(e) > now) held++;
+    }
   }
-  for await (const e of ctx.store.list(keys.macQuarantines(net.id))) tx.delete(e.key);
-  return n;
-}
-
-/** How many addresses of the network are in quarantine (expired or not: their bits are set). */
-export async function countQuarantine(ctx: Ctx, net: NetworkRecord): Promise<number> {
-  let n = 0;
-  for await (const _ of ctx.store.list(keys.quarantines(net.id))) n++;
-  return n;
+  return { records, held };
 }

@@ -17,6 +17,7 @@ import {
 import { concat, decodeKey, encodeKey, prefixRange } from "./key_codec.ts";
 import {
   type Check,
+  COMMIT_LIMITS,
   type CommitResult,
   type Entry,
   type Key,
@@ -28,13 +29,7 @@ import {
 } from "./store.ts";
 import { decodeValue, encodeValue } from "./value_codec.ts";
 
-export const LIMITS = {
-  checks: 100,
-  mutations: 1000,
-  valueBytes: 65536,
-  keyBytes: 2048,
-  commitBytes: 800 * 1024,
-} as const;
+const LIMITS = COMMIT_LIMITS;
 
 /** Keys read per read-only transaction in getMany, and per page in list. */
 const GET_BATCH = 64;

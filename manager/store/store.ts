@@ -40,6 +40,19 @@ export interface Store {
 }
 
 /**
+ * What one commit may hold, on every backend: Deno KV's limits, to which etcd is held too, so that
+ * whatever one backend holds the other can. Code that loops over data into commits sizes its
+ * commits by these.
+ */
+export const COMMIT_LIMITS = {
+  checks: 100,
+  mutations: 1000,
+  valueBytes: 65536,
+  keyBytes: 2048,
+  commitBytes: 800 * 1024,
+} as const;
+
+/**
  * Thrown by a backend when one commit would exceed its limits (checks, mutations, sizes): the
  * request asked for too much at once, and asking for less succeeds.
  */

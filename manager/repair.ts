@@ -1,0 +1,68 @@
+/**
+ * `check --repair`: mends what `check` reports and a manager can mend without a judgement call,
+ * each in commits of a bounded size that are correct on their own, so an interrupted repair is
+ * simply run again:
+ *
+ * - quarantine records of the old shape (by index only, issue 33) move to the current one (by
+ *   the end of their quarantine), so that an allocation ends a bounded number of them per commit;
+ * - what a network that no longer exists left behind (its delete interrupted before its follow-up
+ *   commits: quarantine records, pool chunks) is deleted.
+ */
+import { keys, type NetworkRecord } from "./model.ts";
+import { type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
+import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
+import type { Entry, Store } from "./store/store.ts";
+import { Tx } from "./store/tx.ts";
+
+/** Runs the repairs; returns one line per change made. */
+export async function repairStore(store: Store): Promise<string[]> {
+  const done: string[] = [];
+  const networks = new Map<string, NetworkRecord>();
+  for await (const e of store.list<NetworkRecord>(keys.networks())) {
+    if (e.value) networks.set(e.value.id, e.value);
+  }
+  for (const net of networks.values()) {
+    const moved = await moveLegacyQuarantine(store, net);
+    if (moved > 0) {
+      done.push(
+        `network "${net.tenant}/${net.name}": moved ${moved} quarantine record(s) of the old shape`,
+      );
+    }
+  }
+  // The IDs first, then the networks again: a network made meanwhile is not taken for gone.
+  const ids = await networkIdsWithLeftovers(store);
+  const alive = new Set<string>();
+  for await (const e of store.list<NetworkRecord>(keys.networks())) alive.add(e.value!.id);
+  for (const id of ids) {
+    if (alive.has(id)) continue;
+    await dropLeftovers(store, id);
+    done.push(`deleted the leftovers of network ${id}, which does not exist`);
+  }
+  return done;
+}
+
+/**
+ * Moves a network's old-shape quarantine records, {@link SWEEP_PER_COMMIT} per commit, each checked:
+ * a manager running meanwhile may end one (and hand its address out), which must not come back.
+ */
+async function moveLegacyQuarantine(store: Store, net: NetworkRecord): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const batch: Entry<QuarantineRecord>[] = [];
+    const prefix = keys.legacyQuarantines(net.id);
+    for await (const e of store.list<QuarantineRecord>(prefix, { limit: SWEEP_PER_COMMIT })) {
+      batch.push(e);
+    }
+    if (batch.length === 0) return moved;
+    const tx = new Tx();
+    for (const e of batch) {
+      const until = Date.parse(e.value!.until);
+      tx.check(e).delete(e.key).set(
+        keys.quarantine(net.id, until, e.key.at(-1) as number),
+        e.value,
+      );
+    }
+    // A lost race re-reads: the records it moves are those still there.
+    if (await tx.commit(store)) moved += batch.length;
+  }
+}
