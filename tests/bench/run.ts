@@ -106,13 +106,15 @@ console.log(
   }) | reference: ${f(ref.burstDel.podsPerSecond, 0)} pods/s, shell: ${
     f(sh.burstDel.podsPerSecond, 0)
   } pods/s |
-| the plugin wrapper answering VERSION (Deno start, no agent call) | p50 ${
+| the plugin (native forwarder) answering VERSION, no agent call | p50 ${
     ms(cni.pluginVersionP50)
-  } | floor of any Deno plugin exec |
+  } | the plugin's own cost per exec |
 | the same, ${cni.pluginVersionBurst.pods} at once | ${
     f(cni.pluginVersionBurst.podsPerSecond, 0)
-  } execs/s (${ms(cni.pluginVersionBurst.wallMs)}) | ceiling of a Deno plugin in a burst |
-| \`deno run\` of an empty file | p50 ${ms(cni.denoEmptyP50)} | |
+  } execs/s (${ms(cni.pluginVersionBurst.wallMs)}) | the plugin's own ceiling in a burst |
+| \`deno run\` of an empty file | p50 ${
+    ms(cni.denoEmptyP50)
+  } | what any Deno plugin would cost per exec |
 
 Where a sequential ADD / DEL of our plugin spends its time (mean per pod over ${profile.pods} pods,
 the agent swapped for the same agent with stopwatches; total ADD ${ms(profile.add.totalMs)}, DEL ${
