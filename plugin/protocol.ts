@@ -30,7 +30,8 @@ export interface KnitterNetConf {
   type: string;
   agentSocket?: string;
   agentTimeoutSeconds?: number;
-  logLevel?: string;
+  /** The pods' tenant where the runtime passes no K8S_POD_NAMESPACE (README.md, "The tenant"). */
+  tenant?: string;
   networks?: NetworkSelection[];
   /**
    * Injected by the runtime from the `capabilities` the conflist enables: `ips`, `mac`,
