@@ -148,11 +148,15 @@ export function agentApp(api: AgentApi): Hono {
       api.log.warn("cni request refused", { msg: exec.refused.stdout });
       return wireReply(c, execReply(exec.refused, 400));
     }
+    let ran = false;
     const out = await execCni(exec.env, exec.stdin, async (req) => {
       const shaped = shapedRequest(req);
       if (shaped instanceof CniError) throw shaped;
+      ran = true;
       return await handle(api, req.command, shaped);
     });
+    // A call refused before it ran (bad variables or config) is counted as an error, untimed.
+    if (!ran && out.code !== undefined) api.metrics?.cniCall(out.command, null, out.code);
     if (out.code !== undefined) {
       api.log.warn("cni failed", {
         command: out.command,

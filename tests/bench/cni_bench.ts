@@ -60,9 +60,9 @@ export interface SubjectFigures {
 export interface CniFigures {
   pods: number;
   subjects: Record<SubjectName, SubjectFigures>;
-  /** The plugin wrapper answering VERSION (Deno start, no agent), and `deno run` of an empty file. */
+  /** The plugin answering VERSION (no agent call), and `deno run` of an empty file. */
   pluginVersionP50: number;
-  /** The same VERSION execs, `burst` of them at once: the ceiling a Deno plugin puts on a burst. */
+  /** The same VERSION execs, `burst` of them at once: the ceiling the plugin itself puts on a burst. */
   pluginVersionBurst: BurstFigures;
   denoEmptyP50: number;
   stack: Stack;
