@@ -112,14 +112,16 @@ static void error_json(struct buf *b, int code, const char *msg, const char *det
   puts_(b, "\"}\n");
 }
 
-static void write_all(int fd, const char *p, size_t n) {
+/* 0 once all is written, -1 (errno set) when the other end is gone. */
+static int write_all(int fd, const char *p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w <= 0) return -1;
     p += w;
     n -= (size_t)w;
   }
+  return 0;
 }
 
 /* Prints the answer and exits; the timer cannot interleave its own. */
@@ -128,7 +130,7 @@ static void finish(const char *out, size_t n, int status) {
   sigemptyset(&set);
   sigaddset(&set, SIGALRM);
   sigprocmask(SIG_BLOCK, &set, NULL);
-  write_all(1, out, n);
+  (void)write_all(1, out, n);
   exit(status);
 }
 
@@ -140,7 +142,7 @@ static void fail(int code, const char *msg, const char *details) {
 
 static void on_timer(int sig) {
   (void)sig;
-  write_all(1, timeout_msg, (size_t)timeout_len);
+  (void)write_all(1, timeout_msg, (size_t)timeout_len);
   _exit(1);
 }
 
@@ -299,6 +301,8 @@ static void read_stdin(struct buf *in) {
     if (n <= 0) return; /* EOF, or no stdin at all: the agent says what is missing */
     put(in, chunk, (size_t)n);
     if (in->len > MAX_BODY) {
+      /* VERSION is a probe: it always gets its answer, from what came first. */
+      if (strcmp(command, "VERSION") == 0) return;
       /* The keys before the cut still say which version to answer in. */
       struct span sock = {0}, ver = {0}, tmo = {0};
       scan_config(in->p, in->p + in->len, &sock, &ver, &tmo);
@@ -344,11 +348,15 @@ static void build_request(struct buf *req, const struct buf *in) {
   free(body.p);
 }
 
+static void not_answering(char *msg, size_t n) {
+  snprintf(msg, n, "%s: the knitter agent at %s is not answering",
+           is_status() ? "plugin not available" : "try again later", sock_path);
+}
+
 /* Code 11 (50 for STATUS): the agent is not answering, and why, in words an operator acts on. */
 static void unreachable(const char *why) {
   char msg[512];
-  snprintf(msg, sizeof msg, "%s: the knitter agent at %s is not answering",
-           is_status() ? "plugin not available" : "try again later", sock_path);
+  not_answering(msg, sizeof msg);
   fail(11, msg, why);
 }
 
@@ -393,16 +401,10 @@ static int connect_agent(void) {
 
 static void exchange(int fd, const struct buf *req, struct buf *reply) {
   char why[512];
-  size_t off = 0;
-  while (off < req->len) {
-    ssize_t w = write(fd, req->p + off, req->len - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      snprintf(why, sizeof why, "the connection dropped while sending the request (%s); " AGENT_HINT,
-               strerror(errno));
-      unreachable(why);
-    }
-    off += (size_t)w;
+  if (write_all(fd, req->p, req->len) != 0) {
+    snprintf(why, sizeof why, "the connection dropped while sending the request (%s); " AGENT_HINT,
+             strerror(errno));
+    unreachable(why);
   }
   /* No shutdown(SHUT_WR): Deno's HTTP server takes a half-close for a client gone away. The
      request says "Connection: close", so the agent closes after its answer. */
@@ -493,7 +495,8 @@ static void relay(const struct buf *reply) {
   }
   if (strtoul(value, NULL, 10) != body_n) {
     snprintf(why, sizeof why,
-             "the connection closed in the middle of the answer (%zu bytes of body, Content-Length %s); " AGENT_HINT,
+             "the answer's body has %zu bytes, its Content-Length says %s: the connection closed "
+             "in the middle of it; " AGENT_HINT,
              body_n, value);
     unreachable(why);
   }
@@ -546,8 +549,7 @@ int main(void) {
   snprintf(details, sizeof details, "no answer within %gs; the agent may be overloaded or stuck; " AGENT_HINT,
            timeout_s);
   char msg[512];
-  snprintf(msg, sizeof msg, "%s: the knitter agent at %s is not answering",
-           is_status() ? "plugin not available" : "try again later", sock_path);
+  not_answering(msg, sizeof msg);
   arm(11, msg, details);
   int fd = connect_agent();
   exchange(fd, &req, &reply);
