@@ -23,8 +23,9 @@ demo: ## the main job (as root): a stack with two tenants' networks and pods, a 
 setup:
 	@bash scripts/setup.sh
 
-build: setup ## build the WebAssembly modules
+build: setup ## build the WebAssembly modules and the CNI plugin (plugin/build/knitter, with gcc)
 	$(DENO) task build:wasm
+	$(DENO) task build:plugin
 
 binaries: setup ## deno compile of every component into dist/ (DENORT_BIN: see deploy/README.md)
 	$(DENO) task build:bin

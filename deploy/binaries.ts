@@ -1,25 +1,11 @@
 /**
  * What `deno compile` makes for nodes: one self-contained binary per component, with the
- * permissions it runs with baked in (a compiled binary can never exceed them).
+ * permissions it runs with baked in (a compiled binary can never exceed them). The CNI plugin is
+ * not among them: it is a static C program (plugin/build.ts), built beside them as {@link PLUGIN}.
  */
 
 /** The WebAssembly files `@knitter/wasm` reads at run time (new URL("./build/...", import.meta.url)). */
 export const WASM_FILES = ["wasm/build/bitmap.wasm", "wasm/build/flows.wasm"];
-
-/** The plugin's socket; the compiled plugin may reach only this one (see plugin/knitter). */
-export const AGENT_SOCKET = "/run/knitter/agent.sock";
-
-/** The variables the plugin reads, exactly as the sh wrapper in plugin/knitter grants them. */
-const PLUGIN_ENV = [
-  "CNI_COMMAND",
-  "CNI_CONTAINERID",
-  "CNI_NETNS",
-  "CNI_IFNAME",
-  "CNI_ARGS",
-  "CNI_PATH",
-  "KNITTER_AGENT_SOCKET",
-  "KNITTER_PLUGIN_DEBUG",
-];
 
 export interface Binary {
   /** The file written to the output directory (and its name in the image). */
@@ -31,6 +17,12 @@ export interface Binary {
   /** Files read at run time that no import reaches, relative to the repository root. */
   include: string[];
 }
+
+/** The agent's socket, where the CNI plugin looks unless its config says `agentSocket`. */
+export const AGENT_SOCKET = "/run/knitter/agent.sock";
+
+/** The CNI plugin's file, named as the CNI "type" it implements: kubelet execs /opt/cni/bin/knitter. */
+export const PLUGIN = "knitter";
 
 export const BINARIES: Binary[] = [
   {
@@ -53,18 +45,6 @@ export const BINARIES: Binary[] = [
     // Runs ip, ovs-vsctl, ovs-ofctl and nsenter as root: anything narrower would be pretence.
     flags: ["--unstable-kv", "--allow-all"],
     include: WASM_FILES,
-  },
-  {
-    // Named as the CNI "type" it implements: kubelet execs /opt/cni/bin/knitter.
-    name: "knitter",
-    entry: "plugin/main.ts",
-    flags: [
-      `--allow-env=${PLUGIN_ENV.join(",")}`,
-      `--allow-read=${AGENT_SOCKET}`,
-      `--allow-write=${AGENT_SOCKET}`,
-      `--allow-net=unix:${AGENT_SOCKET}`,
-    ],
-    include: [],
   },
   {
     name: "knitctl",

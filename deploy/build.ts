@@ -1,6 +1,7 @@
 /**
- * Builds the node binaries with `deno compile` into dist/ (or --out), all or nothing: each binary
- * is compiled into a staging folder, and only when every one succeeded do they move into place.
+ * Builds the node binaries with `deno compile` into dist/ (or --out), and the CNI plugin (a static
+ * C program, with this machine's gcc: plugin/build.ts) beside them, all or nothing: each is built
+ * into a staging folder, and only when every one succeeded do they move into place.
  *
  *   deno task build:bin [--out DIR] [--only knitter-agent,knitter] [--target TRIPLE]
  *
@@ -9,7 +10,8 @@
  */
 import { parseArgs } from "node:util";
 import { run } from "@knitter/common";
-import { BINARIES, type Binary, compileArgs } from "./binaries.ts";
+import { buildPlugin } from "../plugin/build.ts";
+import { BINARIES, type Binary, compileArgs, PLUGIN } from "./binaries.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
 /** A compile type-checks and bundles the whole component: generous, but never endless. */
@@ -17,7 +19,9 @@ const COMPILE_TIMEOUT_MS = 10 * 60_000;
 
 const USAGE = `deno task build:bin [--out DIR] [--only NAME,...] [--target TRIPLE]
 
-Compiles ${BINARIES.map((b) => b.name).join(", ")} into DIR (default dist/).
+Compiles ${
+  BINARIES.map((b) => b.name).join(", ")
+} and builds the CNI plugin ${PLUGIN} into DIR (default dist/).
   --only NAMES   just these binaries
   --target T     cross-compile, e.g. aarch64-unknown-linux-gnu (default: this machine)
 Environment:
@@ -33,6 +37,8 @@ export class BuildError extends Error {
 interface Options {
   out: string;
   only: Binary[];
+  /** Whether the CNI plugin is built too. */
+  plugin: boolean;
   target?: string;
 }
 
@@ -47,16 +53,24 @@ function parseOptions(args: string[]): Options | undefined {
     },
   });
   if (values.help) return undefined;
-  return { out: values.out, only: selectBinaries(values.only), target: values.target };
+  const names = values.only?.split(",");
+  return {
+    out: values.out,
+    only: selectBinaries(names?.filter((n) => n !== PLUGIN)),
+    plugin: !names || names.includes(PLUGIN),
+    target: values.target,
+  };
 }
 
-function selectBinaries(only: string | undefined): Binary[] {
+function selectBinaries(only: string[] | undefined): Binary[] {
   if (!only) return BINARIES;
-  return only.split(",").map((name) => {
+  return only.map((name) => {
     const binary = BINARIES.find((b) => b.name === name);
     if (!binary) {
       throw new BuildError(
-        `Unknown binary "${name}": choose from ${BINARIES.map((b) => b.name).join(", ")}`,
+        `Unknown binary "${name}": choose from ${
+          [...BINARIES.map((b) => b.name), PLUGIN].join(", ")
+        }`,
       );
     }
     return binary;
@@ -131,7 +145,25 @@ function explainFailure(binary: Binary, stderr: string, target: string): BuildEr
   );
 }
 
+/** The plugin is built by this machine's gcc: for this machine's target only. */
+async function buildNativePlugin(options: Options, staging: string): Promise<void> {
+  if (options.target && options.target !== Deno.build.target) {
+    throw new BuildError(
+      `Cannot build the CNI plugin ${PLUGIN} for ${options.target}: it is built with this ` +
+        `machine's gcc (${Deno.build.target}); build it on a ${options.target} machine, or leave ` +
+        `it out with --only`,
+    );
+  }
+  console.error(`build: building ${PLUGIN} from plugin/knitter.c with gcc`);
+  try {
+    await buildPlugin(`${staging}/${PLUGIN}`);
+  } catch (e) {
+    throw new BuildError((e as Error).message);
+  }
+}
+
 async function compileAll(options: Options, staging: string): Promise<void> {
+  if (options.plugin) await buildNativePlugin(options, staging);
   const target = options.target ?? Deno.build.target;
   for (const binary of options.only) {
     const argv = compileArgs(Deno.execPath(), binary, {
@@ -149,19 +181,23 @@ async function compileAll(options: Options, staging: string): Promise<void> {
   }
 }
 
+function names(options: Options): string[] {
+  return [...options.only.map((b) => b.name), ...(options.plugin ? [PLUGIN] : [])];
+}
+
 export async function build(options: Options): Promise<string[]> {
   checkInputs(options.only);
   await Deno.mkdir(options.out, { recursive: true });
   const staging = await Deno.makeTempDir({ dir: options.out, prefix: ".staging-" });
   try {
     await compileAll(options, staging);
-    for (const binary of options.only) {
-      await Deno.rename(`${staging}/${binary.name}`, `${options.out}/${binary.name}`);
+    for (const name of names(options)) {
+      await Deno.rename(`${staging}/${name}`, `${options.out}/${name}`);
     }
   } finally {
     await Deno.remove(staging, { recursive: true });
   }
-  return options.only.map((b) => `${options.out}/${b.name}`);
+  return names(options).map((name) => `${options.out}/${name}`);
 }
 
 if (import.meta.main) {

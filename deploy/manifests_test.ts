@@ -10,8 +10,9 @@ import { FINALIZER } from "../monitor/crd_types.ts";
 import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";
 import { loadMonitorConfig } from "@knitter/monitor";
-import { checkConfig, decodeConfig } from "../plugin/config.ts";
-import { AGENT_SOCKET, BINARIES } from "./binaries.ts";
+import { checkConfig, decodeConfig } from "../agent/cni/cni_config.ts";
+import { PLUGIN_SOURCE } from "../plugin/build.ts";
+import { AGENT_SOCKET, BINARIES, PLUGIN } from "./binaries.ts";
 import { kindKey, KINDS, KUBERNETES_MODELS } from "./kinds.ts";
 import { FILES, makeSecrets } from "./make_secrets.ts";
 import {
@@ -194,7 +195,7 @@ Deno.test("every image is the kustomization's knitter image, running a binary it
   assert.ok(image?.newTag, "kustomization.yaml sets no knitter image tag");
   const containerfile = Deno.readTextFileSync(`${DEPLOY_DIR}/image/Containerfile`);
   const copied = [...containerfile.matchAll(/^COPY (.+) \S+$/gm)].flatMap((m) => m[1].split(" "));
-  assert.deepEqual([...copied].sort(), BINARIES.map((b) => b.name).sort());
+  assert.deepEqual([...copied].sort(), [...BINARIES.map((b) => b.name), PLUGIN].sort());
   for (const m of manifests.filter((m) => m.object.spec?.template)) {
     const pod = m.object.spec.template.spec;
     for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
@@ -451,12 +452,11 @@ Deno.test("the CNI conflist is what the plugin accepts, for the agent's socket",
   assert.equal(knitter.length, 1);
   // The runtime hands each plugin its entry with the list's name and version put in.
   const stdin = JSON.stringify({ ...knitter[0], name: list.name, cniVersion: list.cniVersion });
-  const checked = checkConfig(decodeConfig(stdin), "/run/knitter/agent.sock");
-  assert.equal(checked.agentSocket, AGENT_SOCKET);
+  const checked = checkConfig(decodeConfig(stdin));
   assert.equal(checked.cniVersion, list.cniVersion);
-  // The plugin binary is built for that socket only.
-  const plugin = BINARIES.find((b) => b.name === "knitter")!;
-  assert.ok(plugin.flags.includes(`--allow-net=unix:${AGENT_SOCKET}`));
+  // No agentSocket: the plugin uses its default, where the agent listens.
+  assert.equal(checked.agentSocket, undefined);
+  assert.match(Deno.readTextFileSync(PLUGIN_SOURCE), new RegExp(`"${AGENT_SOCKET}"`));
 });
 
 Deno.test("the CRDs are the agreed ones and the workloads' labels match their selectors", () => {

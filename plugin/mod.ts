@@ -1,9 +1,8 @@
 /**
- * The CNI plugin's public surface: the protocol the node agent implements (request and reply
- * types, routes, versions, error codes) and the plugin's core for in-process tests.
- * The executable is main.ts; see README.md.
+ * What the CNI plugin and the node agent share: the CNI contract (versions, error codes, result
+ * types and their conversion, name rules) and a call's shape as the agent handles it. The plugin
+ * itself is the native forwarder of knitter.c; see README.md.
  * @module
  */
 export * from "./contract.ts";
 export * from "./protocol.ts";
-export { type PluginOutput, runCommand } from "./run_command.ts";

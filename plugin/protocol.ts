@@ -1,20 +1,13 @@
 /**
- * The wire between the CNI plugin and the node agent: what the plugin POSTs to the agent's unix
- * socket. The answers are the CNI contract's (contract.ts): a result, or an error body. The agent
- * imports these types from "@knitter/plugin/protocol".
+ * A CNI call as the agent handles it: the runtime's CNI_* variables, checked, and the network
+ * config from stdin (agent/cni/cni_exec.ts makes it from what the plugin forwards). It is also the
+ * body of wire 0, `POST /v1/cni/<command>`, which the Deno plugin of earlier releases sent and the
+ * agent still takes. The agent imports these types from "@knitter/plugin/protocol".
  */
 import type { CniCommand } from "./contract.ts";
 
-/** VERSION is answered by the plugin itself; everything else goes to the agent. */
+/** VERSION is answered by the plugin itself; everything else is the agent's. */
 export type AgentCommand = Exclude<CniCommand, "VERSION">;
-
-/** Where the agent listens unless the network config says `agentSocket`. */
-export const DEFAULT_AGENT_SOCKET = "/run/knitter/agent.sock";
-
-/** The HTTP path for a command: `POST /v1/cni/add`, `/v1/cni/del`, ... */
-export function agentRoute(command: AgentCommand): string {
-  return `/v1/cni/${command.toLowerCase()}`;
-}
 
 /** One entry of the config's `networks` list: a network name or a detailed request. */
 export type NetworkSelection = string | {
@@ -28,8 +21,8 @@ export type NetworkSelection = string | {
 };
 
 /**
- * The network configuration as the runtime passed it on stdin. Only the keys the plugin reads
- * are typed; everything else (including unknown keys) reaches the agent unchanged.
+ * The network configuration as the runtime passed it on stdin. Only the keys knitter reads are
+ * typed; everything else (including unknown keys) reaches the agent unchanged.
  */
 export interface KnitterNetConf {
   cniVersion: string;
@@ -37,7 +30,8 @@ export interface KnitterNetConf {
   type: string;
   agentSocket?: string;
   agentTimeoutSeconds?: number;
-  logLevel?: string;
+  /** The pods' tenant where the runtime passes no K8S_POD_NAMESPACE (README.md, "The tenant"). */
+  tenant?: string;
   networks?: NetworkSelection[];
   /**
    * Injected by the runtime from the `capabilities` the conflist enables: `ips`, `mac`,
@@ -63,7 +57,7 @@ export interface KnitterNetConf {
   [key: string]: unknown;
 }
 
-/** The body of every `POST /v1/cni/<command>`. */
+/** One call: the checked CNI_* variables and the config. */
 export interface CniRequest {
   command: AgentCommand;
   /** CNI_CONTAINERID; "" for GC and STATUS when the runtime sets none. */

@@ -8,8 +8,9 @@ DENO_VERSION=2.9.6
 # podman, runc (named: podman would take crun otherwise), conmon, busybox-static and tar are for the
 # real-runtime test (tests/e2e_podman_test.ts). It gives podman a configuration of its own
 # (CONTAINERS_CONF), so nothing is written to /etc/containers here. chromium is the real browser
-# the web console's test drives headless (tests/console_browser_test.ts).
-DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation)
+# the web console's test drives headless (tests/console_browser_test.ts). gcc and libc6-dev build the
+# CNI plugin, a static C program (plugin/build.ts).
+DEBIAN_PACKAGES=(gcc libc6-dev iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then

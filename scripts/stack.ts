@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { run } from "@knitter/common";
 import { Cleanup, pidAlive, randomHex, stopPid } from "../devstack/cleanup.ts";
 import { startStack } from "../devstack/stack.ts";
+import { buildPlugin } from "../plugin/build.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
 const MANIFEST = "stack.json";
@@ -174,6 +175,8 @@ async function up(flags: Flags): Promise<number> {
   if (!(await exists(`${ROOT}/wasm/build/flows.wasm`))) {
     throw new Error(`${ROOT}/wasm/build is missing: run "deno task build:wasm" (or "make build")`);
   }
+  // The nodes' CNI plugin, the native forwarder (a no-op when it is up to date).
+  await buildPlugin();
   const dir = absolute(flags.dir);
   const existing = await readManifest(dir);
   if (existing) {
@@ -359,13 +362,10 @@ if [ "$command" = ADD ] && [ ! -e "/var/run/netns/$netns" ]; then
   ip -n "$netns" link set lo up
 fi
 set -- CNI_COMMAND="$command" CNI_CONTAINERID="$pod" CNI_NETNS="/var/run/netns/$netns" \\
-  CNI_IFNAME="$ifname" CNI_PATH=${q(`${m.repo}/plugin:/usr/lib/cni`)} \\
-  KNITTER_DENO=${q(Deno.execPath())} KNITTER_AGENT_SOCKET=${q(n.agentSocket)} \\
-  PATH="$PATH"
+  CNI_IFNAME="$ifname" CNI_PATH=${q(`${m.repo}/plugin/build:/usr/lib/cni`)} PATH="$PATH"
 [ -n "\${CNI_ARGS:-}" ] && set -- "$@" CNI_ARGS="$CNI_ARGS"
-[ -n "\${KNITTER_PLUGIN_DEBUG:-}" ] && set -- "$@" KNITTER_PLUGIN_DEBUG="$KNITTER_PLUGIN_DEBUG"
 code=0
-ip netns exec ${q(n.netns)} env -i "$@" ${q(`${m.repo}/plugin/knitter`)} <${
+ip netns exec ${q(n.netns)} env -i "$@" ${q(`${m.repo}/plugin/build/knitter`)} <${
     q(n.cniConfig)
   } || code=$?
 if [ "$command" = DEL ] && [ -e "/var/run/netns/$netns" ]; then ip netns del "$netns"; fi
@@ -410,9 +410,8 @@ A pod on ${n1.name} (netns ${n1.netns}-pod1), through the real plugin:
 The same by hand, as a runtime runs it (the plugin runs in the node's netns, config on stdin):
   ip netns add ${n1.netns}-pod2
   ip netns exec ${n1.netns} env CNI_COMMAND=ADD CNI_CONTAINERID=pod2 \\
-    CNI_NETNS=/var/run/netns/${n1.netns}-pod2 CNI_IFNAME=eth0 CNI_PATH=${m.repo}/plugin \\
-    KNITTER_DENO=${Deno.execPath()} KNITTER_AGENT_SOCKET=${n1.agentSocket} \\
-    ${m.repo}/plugin/knitter < ${n1.cniConfig}
+    CNI_NETNS=/var/run/netns/${n1.netns}-pod2 CNI_IFNAME=eth0 CNI_PATH=${m.repo}/plugin/build \\
+    ${m.repo}/plugin/build/knitter < ${n1.cniConfig}
 Inside a node, and its OVS:
   ip netns exec ${n1.netns} ip -br link
   OVS_RUNDIR=${n1.ovs.rundir} ovs-ofctl -O OpenFlow13 dump-flows br-int

@@ -338,6 +338,27 @@ Deno.test("e2e CNI habits: recreated sandboxes, foreign interfaces, bad netns an
     },
   );
 
+  await t.step(
+    "7. a runtime that passes no Kubernetes arguments (containerd's ctr, nerdctl, cnitool): the missing default tenant says what to do; the config's tenant key places the pod",
+    async () => {
+      const p = await makePod(n1, "plain", "acme", list);
+      const conf = { ...list.plugins[0], cniVersion: list.cniVersion, name: list.name };
+      // No CNI_ARGS at all, as those runtimes call a plugin.
+      const { args: _k8s, ...att } = p.attachment();
+      await failsCleanly(
+        await p.runtime.exec("ADD", att, conf),
+        7,
+        /Tenant "default" does not exist.*no K8S_POD_NAMESPACE.*"tenant" key of the network config.*knitctl create tenant default/,
+      );
+      const placed = { ...conf, tenant: "acme" };
+      const add = await p.runtime.exec("ADD", att, placed);
+      assert.equal(add.code, 0, JSON.stringify(add.out));
+      assert.ok(await pingsFrom(p.netns, peerIp), "the pod is on acme's network");
+      assert.equal((await p.runtime.exec("DEL", att, placed)).code, 0);
+      assert.deepEqual(await snapshot(), baseline);
+    },
+  );
+
   assert.equal((await peer.del()).code, 0);
   await assertNothingLeft(stack, n1);
 });

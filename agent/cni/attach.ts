@@ -15,6 +15,8 @@ import {
   type AgentRequest,
   checkAddRequest,
   type CniRequest,
+  missingTenantHint,
+  type PodRequest,
   podRequest,
   portIdFor,
   type WantedInterface,
@@ -226,7 +228,7 @@ export class Attacher {
             interface: i.ifName,
           };
         },
-        refused: (err, k) => withSource(err, want.interfaces[k]),
+        refused: (err, k) => withSource(withTenantHint(err, want), want.interfaces[k]),
         accept: (i, k) => requirePrefix(i.port, want.interfaces[k]),
         shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
         externalIds,
@@ -406,6 +408,18 @@ function requirePrefix(port: Port, w: WantedInterface): void {
 }
 
 /** A manager's refusal of a fixed address or MAC, saying where the request came from. */
+/** The manager's "Tenant ... does not exist", with what to do about it. */
+function withTenantHint(err: unknown, want: PodRequest): unknown {
+  if (!(err instanceof ManagerError) || err.code !== "not_found") return err;
+  if (err.message !== `Tenant "${want.tenant}" does not exist`) return err;
+  return new ManagerError(
+    err.status,
+    err.code,
+    `${err.message}; ${missingTenantHint(want)}`,
+    err.field,
+  );
+}
+
 function withSource(err: unknown, w: WantedInterface): unknown {
   if (!(err instanceof ManagerError)) return err;
   const from = err.field === "ip" ? w.ipFrom : err.field === "mac" ? w.macFrom : undefined;

@@ -1,10 +1,10 @@
 /**
  * The one place in the agent that decides which CNI error code a failure of the node (the
  * manager, `ip`, the state) becomes. The codes and `CniError` are the CNI contract's
- * (`@knitter/plugin/contract`), shared with the plugin.
+ * (`@knitter/plugin/contract`). The plugin on the node only forwards; every code is decided here.
  */
 import { CommandError, ManagerError, ManagerUnavailableError } from "@knitter/common";
-import { CNI_CODE, CniError } from "@knitter/plugin/contract";
+import { CNI_CODE, CNI_VERSIONS, CniError } from "@knitter/plugin/contract";
 import { InterfaceExistsError } from "../interfaces/ip_links.ts";
 import { RecordTooLargeError } from "../state.ts";
 import { PhysnetNotMappedError } from "../interfaces/wiring.ts";
@@ -53,4 +53,34 @@ export function toCniError(err: unknown, doing: string): CniError {
   }
   const msg = err instanceof Error ? err.message : String(err);
   return new CniError(CNI_CODE.internal, `${doing}: ${msg}`);
+}
+
+// ---- the runtime's input (CNI_* variables, the config on stdin), checked by the agent
+
+export function invalidEnv(names: string[], problems: string[]): CniError {
+  return new CniError(
+    CNI_CODE.invalidEnvironment,
+    `invalid or missing environment variables: ${names.join(", ")}`,
+    problems.join("; "),
+  );
+}
+
+export function decodeFailed(details: string): CniError {
+  return new CniError(
+    CNI_CODE.decodeFailure,
+    "cannot decode the network configuration on stdin",
+    details,
+  );
+}
+
+export function incompatibleVersion(found: unknown): CniError {
+  const supported = CNI_VERSIONS.join(", ");
+  const msg = found === undefined
+    ? "the network configuration has no cniVersion"
+    : `cniVersion ${JSON.stringify(found)} is not supported`;
+  return new CniError(CNI_CODE.incompatibleVersion, msg, `knitter supports ${supported}`);
+}
+
+export function invalidConfig(msg: string, details = ""): CniError {
+  return new CniError(CNI_CODE.invalidConfig, msg, details);
 }

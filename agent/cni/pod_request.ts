@@ -43,6 +43,8 @@ export interface WantedInterface {
 
 export interface PodRequest {
   tenant: string;
+  /** Where the tenant came from, for the hint when it does not exist. */
+  tenantFrom: "config" | "namespace" | "default";
   pod?: PodRef;
   /**
    * The part of the port IDs before the interface name: the pod's UID and the container ID (each
@@ -71,6 +73,11 @@ export function podRequest(
   const args = req.args ?? {};
   const config = req.config ?? {};
   const tenant = str(config.tenant) ?? args.K8S_POD_NAMESPACE ?? defaults.tenant;
+  const tenantFrom = str(config.tenant)
+    ? "config"
+    : args.K8S_POD_NAMESPACE
+    ? "namespace"
+    : "default";
   const uid = req.kubePod?.uid ?? args.K8S_POD_UID;
   const pod = args.K8S_POD_NAMESPACE && args.K8S_POD_NAME
     ? { namespace: args.K8S_POD_NAMESPACE, name: args.K8S_POD_NAME, ...(uid ? { uid } : {}) }
@@ -87,7 +94,23 @@ export function podRequest(
     : uid
     ? `${uid}-${req.containerId}`
     : req.containerId;
-  return { tenant, pod, owner, interfaces };
+  return { tenant, tenantFrom, pod, owner, interfaces };
+}
+
+/** What to do when the manager has no tenant of this name, by where the name came from. */
+export function missingTenantHint(want: Pick<PodRequest, "tenant" | "tenantFrom">): string {
+  const create = `create it at the manager (knitctl create tenant ${want.tenant})`;
+  switch (want.tenantFrom) {
+    case "config":
+      return `the "tenant" key of the network config names it: ${create}, or name another`;
+    case "namespace":
+      return `the pod's namespace (K8S_POD_NAMESPACE) names it: ${create}, or name another ` +
+        `tenant with the "tenant" key of the network config`;
+    default:
+      return `the runtime passed no K8S_POD_NAMESPACE in CNI_ARGS (containerd's ctr, nerdctl, ` +
+        `podman and cnitool pass none), so the pod went to the agent's default tenant: name its ` +
+        `tenant with the "tenant" key of the network config (see plugin/README.md), or ${create}`;
+  }
 }
 
 /**

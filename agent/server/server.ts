@@ -1,14 +1,19 @@
 /**
- * The agent's API for the plugin: HTTP on a unix socket only root may use. One route per CNI
- * command; answers are CNI results or CNI error bodies, never anything else.
+ * The agent's API for the plugin: HTTP on a unix socket only root may use. The plugin's one route,
+ * `POST /v1/cni/exec` (the wire, versioned: "The plugin's wire" in ../README.md), takes the
+ * runtime's call as it came and answers what the plugin prints and its exit status. The routes of
+ * wire 0, one per command (`POST /v1/cni/add`, ...) with a CniRequest, stay for the Deno plugin of
+ * earlier releases; they answer CNI results or CNI error bodies, never anything else.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import type { Logger } from "@knitter/common";
 import type { Attacher } from "../cni/attach.ts";
 import { CNI_CODE, CniError } from "@knitter/plugin/contract";
 import { toCniError } from "../cni/cni_errors.ts";
+import { execCni } from "../cni/cni_exec.ts";
+import { type ExecReply, execReply, parseExec, tooLarge } from "./exec_wire.ts";
 import type { ExtraInterfaces } from "../extra/extra_interface.ts";
 import { mountExtraInterfaces } from "./extra_interface_routes.ts";
 import type { CniRequest } from "../cni/pod_request.ts";
@@ -93,6 +98,11 @@ function cniRequest(text: string): CniRequest | CniError {
   } catch {
     return new CniError(CNI_CODE.decodeFailure, "The agent got a request that is not JSON");
   }
+  return shapedRequest(raw);
+}
+
+/** A request (wire 0's body, or what the plugin's call of wire 1 became) checked for its shape. */
+function shapedRequest(raw: unknown): CniRequest | CniError {
   const r = CniRequestShape.safeParse(raw);
   if (r.success) return r.data as unknown as CniRequest;
   const issue = r.error.issues[0];
@@ -111,6 +121,7 @@ export function agentApp(api: AgentApi): Hono {
       maxSize: MAX_AGENT_BODY_BYTES,
       onError: (c) => {
         const msg = `The request body exceeds ${MAX_AGENT_BODY_BYTES} bytes`;
+        if (c.req.path === "/v1/cni/exec") return wireReply(c, execReply(tooLarge(msg), 400));
         if (c.req.path.startsWith("/v1/cni/")) {
           return c.json(new CniError(CNI_CODE.decodeFailure, msg).toBody(), 400);
         }
@@ -124,6 +135,38 @@ export function agentApp(api: AgentApi): Hono {
     return why ? c.json({ status: "not ready", reason: why }, 503) : c.json({ status: "ready" });
   });
   if (api.extra) mountExtraInterfaces(app, api.extra, api.log);
+  app.post("/v1/cni/exec", async (c) => {
+    let text: string;
+    try {
+      text = await c.req.text();
+    } catch (err) {
+      api.log.info("cni request not read: the client went away", { err: String(err) });
+      return c.body(null, 400);
+    }
+    const exec = parseExec(text, c.req.header("Knitter-Wire"));
+    if ("refused" in exec) {
+      api.log.warn("cni request refused", { msg: exec.refused.stdout });
+      return wireReply(c, execReply(exec.refused, 400));
+    }
+    let ran = false;
+    const out = await execCni(exec.env, exec.stdin, async (req) => {
+      const shaped = shapedRequest(req);
+      if (shaped instanceof CniError) throw shaped;
+      ran = true;
+      return await handle(api, req.command, shaped);
+    });
+    // A call refused before it ran (bad variables or config) is counted as an error, untimed.
+    if (!ran && out.code !== undefined) api.metrics?.cniCall(out.command, null, out.code);
+    if (out.code !== undefined) {
+      api.log.warn("cni failed", {
+        command: out.command,
+        container: exec.env.CNI_CONTAINERID,
+        code: out.code,
+        msg: out.stdout.trim(),
+      });
+    }
+    return wireReply(c, execReply(out));
+  });
   app.post("/v1/cni/:command", async (c) => {
     const command = c.req.param("command").toUpperCase();
     let text: string;
@@ -140,19 +183,10 @@ export function agentApp(api: AgentApi): Hono {
       api.metrics?.cniCall(command, null, req.code);
       return c.json(req.toBody(), 400);
     }
-    const start = performance.now();
     try {
-      const body = await dispatch(api, command, req);
-      api.metrics?.cniCall(command, (performance.now() - start) / 1000);
-      api.log.debug("cni", {
-        command,
-        container: req.containerId,
-        ms: Math.round(performance.now() - start),
-      });
-      return c.json(body ?? {});
+      return c.json(await handle(api, command, req) ?? {});
     } catch (err) {
       const e = toCniError(err, `${command} failed`);
-      api.metrics?.cniCall(command, (performance.now() - start) / 1000, e.code);
       api.log.warn("cni failed", {
         command,
         container: req.containerId,
@@ -163,6 +197,29 @@ export function agentApp(api: AgentApi): Hono {
     }
   });
   return app;
+}
+
+function wireReply(c: Context, r: ExecReply): Response {
+  return c.body(r.body, r.status, r.headers);
+}
+
+/** Runs one command, counted in the metrics (time and error code) and logged at debug. */
+async function handle(api: AgentApi, command: string, req: CniRequest): Promise<unknown> {
+  const start = performance.now();
+  try {
+    const body = await dispatch(api, command, req);
+    api.metrics?.cniCall(command, (performance.now() - start) / 1000);
+    api.log.debug("cni", {
+      command,
+      container: req.containerId,
+      ms: Math.round(performance.now() - start),
+    });
+    return body;
+  } catch (err) {
+    const e = toCniError(err, `${command} failed`);
+    api.metrics?.cniCall(command, (performance.now() - start) / 1000, e.code);
+    throw e;
+  }
 }
 
 async function dispatch(api: AgentApi, command: string, req: CniRequest): Promise<unknown> {

@@ -26,7 +26,9 @@ if (Deno.uid() !== 0) {
   console.log("| subject | round | ADD pods/s | DEL pods/s |\n|---|---|---|---|");
   const { floor, ...subjects } = figures;
   floor.forEach((f, i) =>
-    console.log(`| plugin VERSION only (Deno floor) | ${i + 1} | ${f.podsPerSecond.toFixed(0)} | |`)
+    console.log(
+      `| plugin VERSION only (its own floor) | ${i + 1} | ${f.podsPerSecond.toFixed(0)} | |`,
+    )
   );
   for (const [name, rounds] of Object.entries(subjects)) {
     rounds.forEach((r, i) =>

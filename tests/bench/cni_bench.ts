@@ -1,7 +1,7 @@
 /**
  * Pod ADD and DEL latency and burst throughput on one node, three ways, in the same run:
  *
- * - knitter: the real plugin wrapper (plugin/knitter), as a runtime execs it, against a one-node
+ * - knitter: the real plugin (plugin/build/knitter, the native forwarder), as a runtime execs it, against a one-node
  *   stack (manager process, agent process, private userspace OVS);
  * - shell: the bare command sequence per pod on a private userspace OVS (veth made into the pod's
  *   netns, `ip -n POD -batch`, `ovs-vsctl add-port ... tag`, `ovs-ofctl --no-names add-flows` of
@@ -18,7 +18,11 @@ import type { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { type Stack, startStack } from "../../devstack/stack.ts";
 import type { DriverJob, DriverResult, DriverRun } from "./driver.ts";
-import { drive, log, percentile, podNetns, ROOT } from "./support.ts";
+import { drive, log, percentile, podNetns } from "./support.ts";
+import { buildPlugin } from "../../plugin/build.ts";
+
+const PLUGIN = await buildPlugin();
+const PLUGIN_DIR = PLUGIN.slice(0, PLUGIN.lastIndexOf("/"));
 
 export type SubjectName = "knitter" | "shell" | "reference";
 
@@ -56,9 +60,9 @@ export interface SubjectFigures {
 export interface CniFigures {
   pods: number;
   subjects: Record<SubjectName, SubjectFigures>;
-  /** The plugin wrapper answering VERSION (Deno start, no agent), and `deno run` of an empty file. */
+  /** The plugin answering VERSION (no agent call), and `deno run` of an empty file. */
   pluginVersionP50: number;
-  /** The same VERSION execs, `burst` of them at once: the ceiling a Deno plugin puts on a burst. */
+  /** The same VERSION execs, `burst` of them at once: the ceiling the plugin itself puts on a burst. */
   pluginVersionBurst: BurstFigures;
   denoEmptyP50: number;
   stack: Stack;
@@ -96,15 +100,14 @@ export function knitterJobs(
     const id = `${phase}${i}`;
     if (!uids.has(id)) uids.set(id, crypto.randomUUID());
     return {
-      argv: [`${ROOT}/plugin/knitter`],
+      argv: [PLUGIN],
       env: {
         CNI_COMMAND: command,
         CNI_CONTAINERID: `knitter${id}`,
         CNI_NETNS: netnsPaths[i],
         CNI_IFNAME: "eth0",
         CNI_ARGS: `K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod-${id};K8S_POD_UID=${uids.get(id)}`,
-        CNI_PATH: `${ROOT}/plugin:/usr/lib/cni`,
-        KNITTER_DENO: Deno.execPath(),
+        CNI_PATH: `${PLUGIN_DIR}:/usr/lib/cni`,
         KNITTER_AGENT_SOCKET: agentSocket,
         PATH: BASE_PATH,
       },
@@ -259,16 +262,16 @@ async function runBursts(
   return bursts;
 }
 
-/** `n` plugin processes answering VERSION at once: the most a Deno plugin allows in a burst. */
+/** `n` plugin processes answering VERSION at once: the plugin's own ceiling in a burst. */
 function pluginVersionBurst(netns: string, n: number): Promise<DriverResult> {
   return drive(netns, {
     mode: "concurrent",
     jobs: Array.from({ length: n }, () => ({
-      argv: [`${ROOT}/plugin/knitter`],
-      env: { CNI_COMMAND: "VERSION", KNITTER_DENO: Deno.execPath(), PATH: BASE_PATH },
+      argv: [PLUGIN],
+      env: { CNI_COMMAND: "VERSION", PATH: BASE_PATH },
       stdin: JSON.stringify({ cniVersion: "1.1.0" }),
     })),
-  }, "Deno floor, concurrent");
+  }, "plugin floor, concurrent");
 }
 
 function burst(res: DriverResult): BurstFigures {
@@ -365,15 +368,15 @@ export async function cniFigures(
 
   const bursts = await runBursts(subjects, opts.burst, "c");
 
-  // The floor of any Deno plugin: the wrapper answering VERSION, and an empty Deno program.
+  // The plugin's own floor, VERSION, next to what any Deno plugin would cost: an empty program.
   const empty = `${await cleanup.tempDir()}/empty.js`;
   await Deno.writeTextFile(empty, "\n");
   const floor = await drive(knitter.netns, {
     mode: "sequential",
     jobs: [
       ...Array.from({ length: 10 }, () => ({
-        argv: [`${ROOT}/plugin/knitter`],
-        env: { CNI_COMMAND: "VERSION", KNITTER_DENO: Deno.execPath(), PATH: BASE_PATH },
+        argv: [PLUGIN],
+        env: { CNI_COMMAND: "VERSION", PATH: BASE_PATH },
         stdin: JSON.stringify({ cniVersion: "1.1.0" }),
       })),
       ...Array.from({ length: 10 }, () => ({
@@ -381,7 +384,7 @@ export async function cniFigures(
         env: { PATH: BASE_PATH },
       })),
     ],
-  }, "Deno floor");
+  }, "plugin floor");
   const versionBurst = await pluginVersionBurst(knitter.netns, opts.burst);
 
   const figures = {} as Record<SubjectName, SubjectFigures>;

@@ -44,7 +44,7 @@ function perCall(events: TraceEvent[], from: number, to: number): BurstPhase[] {
     if (phase === null) continue;
     // KV by operation: which of them a burst multiplies.
     const name = phase === "serve"
-      ? "agent: whole request (POST /v1/cni/add)"
+      ? "agent: whole request (POST /v1/cni/exec)"
       : e.kind === "kv"
       ? `Deno KV: ${e.what}`
       : phase;
@@ -123,7 +123,7 @@ function attribute(
     }
     // Some steps run side by side: the rest is what no timed step covers.
     const accounted = coveredMs(timedSpans);
-    add("plugin process: Deno start, load, request to the agent, result", r.ms - served, 0);
+    add("plugin process: exec, request to the agent, result", r.ms - served, 0);
     add(
       "agent, rest: flow compile, JSON, waiting for the event loop",
       served - accounted,

@@ -2,13 +2,14 @@
  * Drives CNI plugins the way a container runtime does: env + stdin config per plugin of a
  * conflist, ADD in order passing each result on as prevResult, the final result cached for CHECK
  * and DEL, DEL in reverse order. Plugins run inside the node's netns, as kubelet runs them on the
- * host; our plugin is run through its installed wrapper (plugin/knitter).
+ * host; our plugin is the built forwarder (plugin/build/knitter), as a node has it in /opt/cni/bin.
  */
 import { run } from "@knitter/common";
+import { buildPlugin } from "../../plugin/build.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const PLUGIN = await buildPlugin();
 /** Where the runtime finds plugins: ours first, then Debian's reference plugins. */
-export const CNI_BIN_DIR = `${ROOT}plugin`;
+export const CNI_BIN_DIR = PLUGIN.slice(0, PLUGIN.lastIndexOf("/"));
 export const REFERENCE_PLUGINS = "/usr/lib/cni";
 
 export interface ConfList {
@@ -57,7 +58,6 @@ export class CniRuntime {
     const env: Record<string, string> = {
       CNI_COMMAND: command,
       CNI_PATH: `${CNI_BIN_DIR}:${REFERENCE_PLUGINS}`,
-      KNITTER_DENO: Deno.execPath(),
       KNITTER_AGENT_SOCKET: this.agentSocket,
       PATH: Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin",
       ...extraEnv,

@@ -17,6 +17,7 @@
 import { run, type RunResult } from "@knitter/common";
 import { type Cleanup, pidAlive, stopPid } from "../../devstack/cleanup.ts";
 import type { ConfList } from "./cni_runtime.ts";
+import { buildPlugin } from "../../plugin/build.ts";
 
 /** Where podman looks for CNI plugins by default (cni_plugin_dirs), and where ours goes. */
 export const CNI_BIN_DIR = "/opt/cni/bin";
@@ -27,7 +28,6 @@ export const MINIMAL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
 /** The busybox applets the test image links. */
 const APPLETS = ["sh", "ip", "ping", "nc", "sleep", "cat", "wget", "httpd", "seq", "test", "["];
 const BUSYBOX = "/bin/busybox";
-const PLUGIN = new URL("../../plugin/knitter", import.meta.url).pathname;
 
 export interface Podman {
   /** The test's podman directory: storage, state, configs. */
@@ -36,7 +36,7 @@ export interface Podman {
   netDir: string;
   /** The image every container runs: busybox-static, imported from a tarball. */
   image: string;
-  /** The plugin's name in /opt/cni/bin, a link to plugin/knitter: the conflist "type". */
+  /** The plugin's name in /opt/cni/bin, a link to plugin/build/knitter: the conflist "type". */
   plugin: string;
   /** Runs `podman` with the private flags and the minimal environment; fails on non-zero. */
   podman(args: string[], opts?: { check?: boolean; timeoutMs?: number }): Promise<RunResult>;
@@ -74,7 +74,7 @@ export async function missingForPodman(): Promise<string[]> {
 }
 
 /**
- * A private podman, with plugin/knitter linked into /opt/cni/bin under a name of this test's (the
+ * A private podman, with plugin/build/knitter linked into /opt/cni/bin under a name of this test's (the
  * conflist "type" to use: {@link Podman.plugin}), as a runtime finds an installed plugin.
  */
 /**
@@ -101,7 +101,7 @@ export async function startPodman(
   const link = `${CNI_BIN_DIR}/${plugin}`;
   await Deno.mkdir(CNI_BIN_DIR, { recursive: true });
   cleanup.defer(() => Deno.remove(link).catch(ignoreNotFound));
-  await Deno.symlink(PLUGIN, link);
+  await Deno.symlink(await buildPlugin(), link);
 
   const dir = await cleanup.tempDir();
   const conf = `${dir}/containers.conf`;

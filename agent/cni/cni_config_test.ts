@@ -1,8 +1,6 @@
 import assert from "node:assert/strict";
-import { checkConfig, decodeConfig, sniffVersion } from "./config.ts";
-import { CniError } from "./contract.ts";
-
-const SOCK = "/run/knitter/agent.sock";
+import { CniError } from "@knitter/plugin/contract";
+import { checkConfig, decodeConfig, sniffVersion } from "./cni_config.ts";
 const BASE = { cniVersion: "1.1.0", name: "knitter-net", type: "knitter" };
 
 function code(f: () => unknown): CniError {
@@ -23,14 +21,14 @@ Deno.test("config: stdin that is empty, not JSON or not an object is code 6", ()
 });
 
 Deno.test("config: missing or unsupported cniVersion is code 1 naming what is supported", () => {
-  const missing = code(() => checkConfig({ name: "n", type: "knitter" }, SOCK));
+  const missing = code(() => checkConfig({ name: "n", type: "knitter" }));
   assert.equal(missing.code, 1);
   assert.equal(missing.msg, "the network configuration has no cniVersion");
   assert.equal(missing.details, "knitter supports 0.4.0, 1.0.0, 1.1.0");
   for (const v of ["0.3.1", "2.0.0", ""]) {
-    assert.equal(code(() => checkConfig({ ...BASE, cniVersion: v }, SOCK)).code, 1, v);
+    assert.equal(code(() => checkConfig({ ...BASE, cniVersion: v })).code, 1, v);
   }
-  assert.equal(code(() => checkConfig({ ...BASE, cniVersion: 1 }, SOCK)).code, 7);
+  assert.equal(code(() => checkConfig({ ...BASE, cniVersion: 1 })).code, 7);
 });
 
 Deno.test("config: name, type, agentSocket, networks and timeout problems are code 7", () => {
@@ -42,22 +40,23 @@ Deno.test("config: name, type, agentSocket, networks and timeout problems are co
     { type: "" },
     { agentSocket: "agent.sock" },
     { agentSocket: 5 },
-    // null is not "absent": the wrapper refuses it too, so the two never disagree on the socket.
+    // null is not "absent": the plugin refuses it too, so the two never disagree on the socket.
     { agentSocket: null },
     { networks: "blue" },
     { networks: ["blue", { interface: "net1" }] },
     { networks: [""] },
     { agentTimeoutSeconds: 0 },
     { agentTimeoutSeconds: "5" },
+    { agentTimeoutSeconds: 1e9 },
   ];
   for (const patch of bad) {
-    const e = code(() => checkConfig({ ...BASE, ...patch }, SOCK));
+    const e = code(() => checkConfig({ ...BASE, ...patch }));
     assert.equal(e.code, 7, JSON.stringify(patch));
   }
-  assert.match(code(() => checkConfig({ ...BASE, networks: [{}] }, SOCK)).msg, /networks\[0\]/);
+  assert.match(code(() => checkConfig({ ...BASE, networks: [{}] })).msg, /networks\[0\]/);
 });
 
-Deno.test("config: a good config keeps every key and picks socket and timeout", () => {
+Deno.test("config: a good config keeps every key, its socket and timeout", () => {
   const raw = {
     ...BASE,
     cniVersion: "0.4.0",
@@ -66,15 +65,11 @@ Deno.test("config: a good config keeps every key and picks socket and timeout", 
     prevResult: { cniVersion: "0.4.0", ips: [] },
     somethingElse: { kept: true },
   };
-  const conf = checkConfig(raw, SOCK);
+  const conf = checkConfig(raw);
   assert.equal(conf.cniVersion, "0.4.0");
-  assert.equal(conf.agentSocket, SOCK);
-  assert.equal(conf.timeoutMs, 30_000);
-  assert.equal(conf.raw, raw);
-  const own = checkConfig({ ...BASE, agentSocket: "/tmp/a.sock", agentTimeoutSeconds: 0.5 }, SOCK);
-  assert.equal(own.agentSocket, "/tmp/a.sock");
-  assert.equal(own.timeoutMs, 500);
-  assert.equal(checkConfig(BASE, SOCK, true).timeoutMs, 5_000);
+  assert.equal(conf, raw);
+  const own = { ...BASE, agentSocket: "/tmp/a.sock", agentTimeoutSeconds: 0.5 };
+  assert.equal(checkConfig(own), own);
 });
 
 Deno.test("config: sniffVersion only reports versions the plugin speaks", () => {

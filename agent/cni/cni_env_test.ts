@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { CniError, ifNameProblem } from "./contract.ts";
-import { type CniEnv, parseCniArgs, readCniEnv } from "./env.ts";
+import { CniError, ifNameProblem } from "@knitter/plugin/contract";
+import { type CniEnv, parseCniArgs, readCniEnv } from "./cni_env.ts";
 
 const ADD_ENV: Record<string, string> = {
   CNI_COMMAND: "ADD",

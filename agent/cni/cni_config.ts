@@ -1,22 +1,11 @@
 /**
- * The network configuration on stdin: decoded, version-checked and checked for the keys the
- * plugin itself relies on. Everything else is the agent's to judge, so it passes through as is.
+ * The network configuration the runtime gave the plugin on stdin (forwarded as it is): decoded,
+ * version-checked and checked for the keys knitter reads at this step. Everything else is judged
+ * where it is used (pod_request.ts), so it passes through as is.
  */
-import { CNI_NAME_RE, type CniVersion, isSupportedVersion } from "./contract.ts";
-import { decodeFailed, incompatibleVersion, invalidConfig } from "./errors.ts";
-import type { KnitterNetConf } from "./protocol.ts";
-
-export interface PluginConfig {
-  cniVersion: CniVersion;
-  agentSocket: string;
-  timeoutMs: number;
-  /** The object as decoded, for the agent. */
-  raw: KnitterNetConf;
-}
-
-const DEFAULT_TIMEOUT_S = 30;
-/** STATUS is a readiness probe; a slow answer is as good as none. */
-const STATUS_TIMEOUT_S = 5;
+import { CNI_NAME_RE, type CniVersion, isSupportedVersion } from "@knitter/plugin/contract";
+import type { KnitterNetConf } from "@knitter/plugin/protocol";
+import { decodeFailed, incompatibleVersion, invalidConfig } from "./cni_errors.ts";
 
 /** stdin → JSON object, or code 6. */
 export function decodeConfig(text: string): Record<string, unknown> {
@@ -59,28 +48,31 @@ function checkNetworks(networks: unknown): void {
   });
 }
 
-function timeoutSeconds(conf: Record<string, unknown>, isStatus: boolean): number {
-  const t = conf.agentTimeoutSeconds;
-  if (t === undefined) return isStatus ? STATUS_TIMEOUT_S : DEFAULT_TIMEOUT_S;
-  if (typeof t !== "number" || !(t > 0)) {
+/** The keys the plugin reads to reach the agent: it uses a default for a bad one, the agent says so. */
+function checkPluginKeys(conf: Record<string, unknown>): void {
+  const socket = conf.agentSocket;
+  if (socket !== undefined && (typeof socket !== "string" || !socket.startsWith("/"))) {
     throw invalidConfig(
-      "agentTimeoutSeconds must be a positive number",
+      "agentSocket must be an absolute path",
+      `got ${JSON.stringify(socket)}; the default is /run/knitter/agent.sock`,
+    );
+  }
+  const t = conf.agentTimeoutSeconds;
+  if (t !== undefined && (typeof t !== "number" || !(t > 0) || t > 86400)) {
+    throw invalidConfig(
+      "agentTimeoutSeconds must be a positive number of seconds, at most 86400",
       `got ${JSON.stringify(t)}`,
     );
   }
-  return t;
 }
 
 /**
- * Checks the decoded config. `defaultSocket` applies when the config has no `agentSocket`.
- * Missing or unknown cniVersion is code 1 (the runtime then knows to pick another version);
- * other problems are code 7.
+ * Checks the decoded config. Missing or unknown cniVersion is code 1 (the runtime then knows to
+ * pick another version); other problems are code 7.
  */
-export function checkConfig(
-  conf: Record<string, unknown>,
-  defaultSocket: string,
-  isStatus = false,
-): PluginConfig {
+export function checkConfig(conf: Record<string, unknown>): KnitterNetConf & {
+  cniVersion: CniVersion;
+} {
   const version = conf.cniVersion;
   if (version === undefined || (typeof version === "string" && !isSupportedVersion(version))) {
     throw incompatibleVersion(version);
@@ -98,19 +90,7 @@ export function checkConfig(
   if (typeof conf.type !== "string" || conf.type === "") {
     throw invalidConfig('the plugin configuration has no type (it should be "knitter")');
   }
-  // Only an absent key means the default: the wrapper reads the same key and grants that socket.
-  const socket = conf.agentSocket === undefined ? defaultSocket : conf.agentSocket;
-  if (typeof socket !== "string" || !socket.startsWith("/")) {
-    throw invalidConfig(
-      "agentSocket must be an absolute path",
-      `got ${JSON.stringify(socket)}; the default is /run/knitter/agent.sock`,
-    );
-  }
+  checkPluginKeys(conf);
   checkNetworks(conf.networks);
-  return {
-    cniVersion: version as CniVersion,
-    agentSocket: socket,
-    timeoutMs: timeoutSeconds(conf, isStatus) * 1000,
-    raw: conf as KnitterNetConf,
-  };
+  return conf as KnitterNetConf & { cniVersion: CniVersion };
 }

@@ -1,9 +1,15 @@
 /**
- * The CNI_* environment: which variables each command needs and the spec's rules for their
- * values (the same rules libcni applies before it execs a plugin).
+ * The CNI_* environment the runtime gave the plugin, which forwards it as it is: which variables
+ * each command needs and the spec's rules for their values (the rules libcni applies before it
+ * execs a plugin).
  */
-import { CNI_COMMANDS, CNI_NAME_RE, type CniCommand, ifNameProblem } from "./contract.ts";
-import { invalidEnv } from "./errors.ts";
+import {
+  CNI_COMMANDS,
+  CNI_NAME_RE,
+  type CniCommand,
+  ifNameProblem,
+} from "@knitter/plugin/contract";
+import { invalidEnv } from "./cni_errors.ts";
 
 export interface CniEnv {
   command: CniCommand;
