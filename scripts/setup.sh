@@ -8,8 +8,10 @@ DENO_VERSION=2.9.6
 # podman, runc (named: podman would take crun otherwise), conmon, busybox-static and tar are for the
 # real-runtime test (tests/e2e_podman_test.ts). It gives podman a configuration of its own
 # (CONTAINERS_CONF), so nothing is written to /etc/containers here. chromium is the real browser
-# the web console's test drives headless (tests/console_browser_test.ts).
-DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation)
+# the web console's test drives headless (tests/console_browser_test.ts). prometheus (promtool with
+# it) is for tests/prometheus*_test.ts, which run their own on a free port: the package's own
+# service is not started (policy-rc.d below), so nothing is left listening on 9090.
+DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation prometheus)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
@@ -33,5 +35,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   apt-get update -qq >&2
+  # Debian starts a package's service at install (invoke-rc.d, deb-systemd-invoke), unless
+  # policy-rc.d says no: it says no for prometheus, for this install only (a machine's own
+  # policy-rc.d, as in containers, is left as it is).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nfor a; do case "$a" in prometheus|prometheus.service) exit 101;; esac; done\nexit 0\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
 fi
