@@ -2,15 +2,15 @@
  * Debian's real `prometheus` for tests: started on a free loopback port with a config dir and a
  * storage dir of its own (stopped by pid at cleanup), its scrape jobs derived from what
  * deploy/monitoring/ ships for the Prometheus operator (one static job per ServiceMonitor or
- * PodMonitor: the same job name, path, interval and bearer token), and its HTTP API.
+ * PodMonitor: the same job name, path and bearer token), and its HTTP API.
  */
 import { parseAllDocuments } from "yaml";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { waitFor } from "../../devstack/stack.ts";
+import { RULES_FILE } from "../../deploy/prometheus_rule.ts";
 import { freePorts } from "./etcd.ts";
 
 const MONITORING = new URL("../../deploy/monitoring/", import.meta.url).pathname;
-export const RULES_FILE = `${MONITORING}knitter.rules.yaml`;
 
 /** A scrape job as the operator would make it of one ServiceMonitor or PodMonitor. */
 export interface MonitorJob {
@@ -19,7 +19,6 @@ export interface MonitorJob {
   /** The object the monitor is for: knitter-manager, knitter-agent, knitter-monitor. */
   name: string;
   path: string;
-  interval: string;
   /** The endpoint sends a bearer token (the manager's, of scope metrics). */
   bearer: boolean;
 }
@@ -37,7 +36,6 @@ export async function monitorJobs(): Promise<MonitorJob[]> {
       job: jobLabel ? o.spec.selector.matchLabels[jobLabel] : o.metadata.name,
       name: o.metadata.name,
       path: ep.path,
-      interval: ep.interval,
       bearer: ep.authorization?.type === "Bearer",
     };
   });
@@ -53,7 +51,7 @@ export interface StaticTargets {
 
 /**
  * A prometheus.yml (JSON is YAML) with one static job per shipped monitor, scraped every
- * `interval` instead of the shipped 30 s so that a test sees samples within seconds, and the
+ * `interval` instead of the monitors' 30 s so that a test sees samples within seconds, and the
  * plain rules file of deploy/monitoring/ loaded.
  */
 export function prometheusConfig(
