@@ -8,10 +8,12 @@ DENO_VERSION=2.9.6
 # podman, runc (named: podman would take crun otherwise), conmon, busybox-static and tar are for the
 # real-runtime test (tests/e2e_podman_test.ts). It gives podman a configuration of its own
 # (CONTAINERS_CONF), so nothing is written to /etc/containers here. chromium is the real browser
-# the web console's test drives headless (tests/console_browser_test.ts). prometheus (promtool with
-# it) is for tests/prometheus*_test.ts, which run their own on a free port: the package's own
-# service is not started (policy-rc.d below), so nothing is left listening on 9090.
-DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation prometheus)
+# the web console's test drives headless (tests/console_browser_test.ts).
+DEBIAN_PACKAGES=(iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation)
+# prometheus (promtool with it) is for tests/prometheus*_test.ts, which run their own on a free
+# port. It comes without its Recommends (node exporter, smartmontools, ipmi: daemons of their own),
+# and its service is neither started (policy-rc.d below) nor enabled: nothing listens on 9090.
+SERVICE_PACKAGES=(prometheus)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
@@ -24,24 +26,35 @@ if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q
   ln -sf ../node_modules/deno/deno .tools/bin/deno
 fi
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
-for pkg in "${DEBIAN_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+for pkg in "${DEBIAN_PACKAGES[@]}"; do installed "$pkg" || missing+=("$pkg"); done
+missing_services=()
+for pkg in "${SERVICE_PACKAGES[@]}"; do installed "$pkg" || missing_services+=("$pkg"); done
+all_missing=("${missing[@]}" "${missing_services[@]}")
+if [ ${#all_missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+    echo "setup: missing Debian packages: ${all_missing[*]}; run as root or: sudo apt-get install -y ${all_missing[*]}" >&2
     exit 1
   fi
-  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  echo "setup: installing Debian packages: ${all_missing[*]}" >&2
   apt-get update -qq >&2
-  # Debian starts a package's service at install (invoke-rc.d, deb-systemd-invoke), unless
-  # policy-rc.d says no: it says no for prometheus, for this install only (a machine's own
-  # policy-rc.d, as in containers, is left as it is).
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+fi
+if [ ${#missing_services[@]} -gt 0 ]; then
+  # Debian starts a package's service at install (invoke-rc.d, deb-systemd-invoke) unless
+  # policy-rc.d says no: here it does, for this install only (a machine's own policy-rc.d, as in
+  # containers, is left as it is). Then the service is disabled for the next boots too.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nfor a; do case "$a" in prometheus|prometheus.service) exit 101;; esac; done\nexit 0\n' >/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
     chmod 755 /usr/sbin/policy-rc.d
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_services[@]}" >&2
+  for svc in "${missing_services[@]}"; do
+    systemctl disable "$svc.service" >/dev/null 2>&1 || true
+    update-rc.d "$svc" disable >/dev/null 2>&1 || true
+  done
 fi
