@@ -14,7 +14,7 @@ import {
   totalsCounter,
 } from "@knitter/common/metrics";
 import { CNI_COMMANDS } from "@knitter/plugin/contract";
-import { FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
+import { CONFLICT_REASONS, FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
 
 /** What the healer did since the agent started. */
 export interface HealerStats {
@@ -92,6 +92,17 @@ export class AgentMetrics implements DataplaneObserver {
       registers,
     });
     this.readAtScrape();
+    this.startAtZero();
+  }
+
+  /**
+   * The series whose labels are known in advance, exported at 0 from the start: a series born at
+   * its first observation has no earlier sample, so rate() and increase() never see that one.
+   */
+  private startAtZero(): void {
+    for (const command of CNI_COMMANDS) this.cniDuration.zero({ command });
+    for (const result of ["ok", "error"]) this.flowSyncDuration.zero({ result });
+    for (const reason of CONFLICT_REASONS) this.conflictsFound.inc({ reason }, 0);
   }
 
   /** Where the scrape-time figures come from (the daemon, once its parts exist). */
@@ -142,7 +153,7 @@ export class AgentMetrics implements DataplaneObserver {
       help: "Remote entries left out of the flows now (conflicting or malformed), by reason.",
       labelNames: ["reason"] as const,
       read: () => {
-        const by = new Map<string, number>();
+        const by = new Map<string, number>(CONFLICT_REASONS.map((r) => [r, 0]));
         for (const c of this.sources?.conflicts() ?? []) {
           by.set(c.reason, (by.get(c.reason) ?? 0) + 1);
         }

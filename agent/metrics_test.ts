@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { conventionProblems } from "@knitter/common/metrics";
 import { parseExposition, samplesOf } from "@knitter/common/metrics_text";
-import type { FlowConflict } from "@knitter/wasm";
+import { CONFLICT_REASONS, type FlowConflict } from "@knitter/wasm";
+import { CNI_COMMANDS } from "@knitter/plugin/contract";
 import type { HealerStats } from "./dataplane/healer.ts";
 import { AgentMetrics } from "./metrics.ts";
 
@@ -93,6 +94,7 @@ Deno.test("agent metrics: CNI calls by command and code, flow syncs, conflicts c
     samplesOf(f, "knitter_agent_cni_duration_seconds_count", { command: "other" }).length,
     0,
   );
+  assert.equal(one("knitter_agent_cni_duration_seconds_count", { command: "CHECK" }), 0);
   assert.equal(one("knitter_agent_cni_errors_total", { command: "ADD", code: "11" }), 1);
   assert.equal(one("knitter_agent_cni_errors_total", { command: "other", code: "4" }), 1);
   assert.equal(one("knitter_agent_flow_sync_duration_seconds_count", { result: "ok" }), 1);
@@ -100,7 +102,7 @@ Deno.test("agent metrics: CNI calls by command and code, flow syncs, conflicts c
   assert.equal(one("knitter_agent_flow_conflicts_total", { reason: "local" }), 1);
   assert.equal(one("knitter_agent_flow_conflicts_total", { reason: "remote" }), 2);
   assert.equal(one("knitter_agent_isolated_entries", { reason: "remote" }), 2);
-  assert.equal(samplesOf(f, "knitter_agent_isolated_entries", { reason: "local" }).length, 0);
+  assert.equal(one("knitter_agent_isolated_entries", { reason: "local" }), 0);
   assert.equal(one("knitter_agent_installed_flows", { table: "0", name: "CLASSIFY" }), 2);
   assert.equal(one("knitter_agent_installed_flows", { table: "10", name: "SPOOF" }), 0);
   assert.equal(one("knitter_agent_installed_flows", { table: "30", name: "FORWARD" }), 1);
@@ -118,4 +120,24 @@ Deno.test("agent metrics: before the parts are connected, the feed lag is unknow
   assert.ok(Number.isNaN(samplesOf(f, "knitter_agent_feed_lag_seconds")[0].value));
   assert.equal(samplesOf(f, "knitter_agent_installed_flows").length, 0);
   assert.equal(samplesOf(f, "knitter_agent_drift_repairs_total")[0].value, 0);
+});
+
+Deno.test("agent metrics: before any call, every CNI command's time, both flow sync results and every conflict reason are exported at 0: a series born at its first observation hides that observation from rate() and increase()", async () => {
+  const f = parseExposition(await new AgentMetrics().render());
+  const zero = (name: string, labels: Record<string, string>) => {
+    const s = samplesOf(f, name, labels);
+    assert.equal(s.length, 1, `${name} ${JSON.stringify(labels)} exported`);
+    assert.equal(s[0].value, 0, `${name} ${JSON.stringify(labels)}`);
+  };
+  for (const command of CNI_COMMANDS) {
+    zero("knitter_agent_cni_duration_seconds_count", { command });
+    zero("knitter_agent_cni_duration_seconds_bucket", { command, le: "+Inf" });
+  }
+  for (const result of ["ok", "error"]) {
+    zero("knitter_agent_flow_sync_duration_seconds_count", { result });
+  }
+  for (const reason of CONFLICT_REASONS) {
+    zero("knitter_agent_flow_conflicts_total", { reason });
+    zero("knitter_agent_isolated_entries", { reason });
+  }
 });

@@ -13,7 +13,9 @@
  * - a histogram measures a unit, so its name ends in `_seconds` or `_bytes`;
  * - capacity and usage are separate gauges (`..._capacity_addresses`, `..._used_addresses`), not
  *   one gauge with a `state` label, so that `used / capacity` is a plain division;
- * - labels name bounded sets (a CNI command, a code, a table, a resource), never a pod or port.
+ * - labels name bounded sets (a CNI command, a code, a table, a resource), never a pod or port;
+ *   the values known in advance are exported at 0 from the start, since a series born at its
+ *   first increment hides that increment from Prometheus's rate() and increase().
  *
  * @module
  */

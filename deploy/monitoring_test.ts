@@ -15,6 +15,7 @@ import { Metrics } from "../manager/metrics.ts";
 import { MonitorMetrics } from "../monitor/metrics.ts";
 import { DASHBOARD_FILE, dashboardMetrics } from "./dashboard.ts";
 import { DEPLOY_DIR, findObject, loadManifests } from "./manifests.ts";
+import { RULES_FILE } from "./prometheus_rule.ts";
 
 const MONITORING = `${DEPLOY_DIR}/monitoring`;
 
@@ -85,6 +86,15 @@ Deno.test("monitoring Component: the agent's and the monitor's pods are annotate
   }
 });
 
+Deno.test("monitoring Component: the alerting rules come as the ConfigMap knitter-prometheus-rules, in knitter-system, under a fixed name", async () => {
+  const objects = await renderWithComponent();
+  const cm = objects.find((x) => x.kind === "ConfigMap" && x.metadata.name.includes("rules"));
+  assert.ok(cm, "the rules' ConfigMap rendered");
+  assert.equal(cm.metadata.name, "knitter-prometheus-rules");
+  assert.equal(cm.metadata.namespace, "knitter-system");
+  assert.equal(cm.data["knitter.rules.yaml"], await Deno.readTextFile(RULES_FILE));
+});
+
 Deno.test("monitoring: the ServiceMonitor scrapes the manager's Service port with a metrics token, the PodMonitors the annotated probe ports", async () => {
   const base = loadManifests();
   const service = findObject(base, "Service", "knitter-manager").object;
@@ -104,6 +114,8 @@ Deno.test("monitoring: the ServiceMonitor scrapes the manager's Service port wit
     for (const [k, v] of Object.entries(pm.spec.selector.matchLabels)) {
       assert.equal(workload.spec.template.metadata.labels[k], v, `${w.name}: selected`);
     }
+    // The job label the alerting rules match on (job="knitter-agent"): the pods' name label.
+    assert.equal(workload.spec.template.metadata.labels[pm.spec.jobLabel], w.name, "job label");
     const config = JSON.parse(await Deno.readTextFile(`${DEPLOY_DIR}/${w.config}`));
     assert.equal(pm.spec.podMetricsEndpoints[0].targetPort, config.health.port, w.name);
   }
@@ -132,6 +144,17 @@ async function declaredNames(): Promise<Set<string>> {
   }
   return names;
 }
+
+Deno.test("monitoring: every metric the alerting rules use is declared by the manager, the agent or the monitor", async () => {
+  const declared = await declaredNames();
+  const used = new Set((await Deno.readTextFile(RULES_FILE)).match(/\bknitter_[a-z0-9_]+/g));
+  assert.ok(used.size >= 8, `the rules use ${used.size} metrics`);
+  assert.deepEqual(
+    [...used].filter((n) => !declared.has(n)),
+    [],
+    "undeclared metrics in the rules",
+  );
+});
 
 Deno.test("monitoring: every metric the Grafana dashboard queries is declared by the manager, the agent or the monitor", async () => {
   const declared = await declaredNames();

@@ -11,6 +11,10 @@ import {
   SECONDS_BUCKETS,
 } from "@knitter/common/metrics";
 
+/** What the manager hands out, and why it refuses to: label values known in advance. */
+export const ALLOCATION_KINDS = ["ip", "vni", "vlan"] as const;
+export const REFUSAL_REASONS = ["exhausted", "taken"] as const;
+
 /** One network's pools, as scraped. */
 export interface PoolUsage {
   tenant: string;
@@ -81,6 +85,18 @@ export class Metrics {
     registers: [this.registry],
   });
   private pools: (() => Promise<PoolUsage[]>) | null = null;
+
+  /**
+   * The counters' known series at 0 from the start: a series born at its first increment has no
+   * earlier sample, so rate() and increase() never see that increment.
+   */
+  constructor() {
+    for (const kind of ALLOCATION_KINDS) {
+      this.allocations.inc({ kind }, 0);
+      this.releases.inc({ kind }, 0);
+    }
+    for (const reason of REFUSAL_REASONS) this.allocationFailures.inc({ reason }, 0);
+  }
 
   /** Where the pools' usage is read at each scrape (usage_gauge.ts). */
   readPoolsFrom(source: () => Promise<PoolUsage[]>): void {

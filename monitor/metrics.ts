@@ -5,6 +5,9 @@
  */
 import { componentRegistry, readGauge, totalsCounter } from "@knitter/common/metrics";
 
+/** The types of watch events (each exported from the start, at 0 until one comes). */
+export const WATCH_EVENT_TYPES = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"] as const;
+
 /** What the metrics read of a watch (an Informer). */
 export interface WatchSource {
   /** The resource: pods, namespaces, networks, ipgroups. */
@@ -75,9 +78,14 @@ export class MonitorMetrics {
       help: "Watch events applied, by resource and type (ADDED, MODIFIED, DELETED, BOOKMARK).",
       labelNames: ["resource", "type"] as const,
       read: () =>
-        s.watches.flatMap((w) =>
-          [...w.eventCounts].map(([type, value]) => ({ labels: { resource: w.what, type }, value }))
-        ),
+        s.watches.flatMap((w) => {
+          const counts = new Map<string, number>(WATCH_EVENT_TYPES.map((t) => [t, 0]));
+          for (const [type, n] of w.eventCounts) counts.set(type, n);
+          return [...counts].map(([type, value]) => ({
+            labels: { resource: w.what, type },
+            value,
+          }));
+        }),
     });
     readGauge(r, {
       name: "knitter_monitor_feed_lag_seconds",

@@ -71,6 +71,10 @@ Deno.test("monitor metrics: every name and type, within the naming convention, r
   );
   assert.equal(one("knitter_monitor_watch_lists_total", { resource: "pods" }), 7);
   assert.equal(one("knitter_monitor_watch_events_total", { resource: "pods", type: "ADDED" }), 4);
+  // Types not seen yet are there at 0: a series born at 1 would hide that event from rate().
+  for (const type of ["MODIFIED", "DELETED"]) {
+    assert.equal(one("knitter_monitor_watch_events_total", { resource: "pods", type }), 0, type);
+  }
   assert.equal(one("knitter_monitor_reconcile_errors_total", { queue: "pods" }), 1);
   assert.equal(one("knitter_monitor_ports_released_total"), 5);
   assert.equal(one("knitter_monitor_reclaimed_ports_total"), 1);

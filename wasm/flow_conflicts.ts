@@ -22,8 +22,9 @@
 import type { FlowInput } from "./flow_input.ts";
 import { addressKey, macKey, nodeIpValid } from "./flows_ts.ts";
 
-/** Why a remote port was left out of the flows. */
-export type ConflictReason = "invalid" | "local" | "remote";
+/** Why a remote port is left out of the flows: malformed, or colliding with a local or remote one. */
+export const CONFLICT_REASONS = ["invalid", "local", "remote"] as const;
+export type ConflictReason = typeof CONFLICT_REASONS[number];
 
 /** A remote port left out of the flows. */
 export interface FlowConflict {

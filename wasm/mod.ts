@@ -21,7 +21,7 @@ export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export { compileFlows, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
-export { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
+export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
 export { compileFlowsTs } from "./flows_ts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
