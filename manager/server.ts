@@ -74,6 +74,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     ctx,
     tokens: new TokenTable(config.tokens),
     limits,
+    fairness: config.fairness,
     onInternalError: (err) =>
       log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
     onClientGone: (what) => log.info("client gone mid-request", what),
