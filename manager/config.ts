@@ -28,6 +28,8 @@ const BudgetSchema = z.strictObject({
   burst: z.int().min(0).max(1_000_000).optional(),
   concurrent: z.int().min(0).max(100_000).optional(),
   concurrentLists: z.int().min(0).max(100_000).optional(),
+  busyMsPerSecond: z.int().min(0).max(1_000_000).optional(),
+  busyBurstMs: z.int().min(0).max(3_600_000).optional(),
 }).refine((b) => !b.ratePerSecond || b.burst !== 0, {
   message: "a burst of 0 refuses every request: give burst at least 1, or ratePerSecond 0",
 });

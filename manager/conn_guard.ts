@@ -9,7 +9,15 @@
  * request header within `headerTimeoutMs` of its first byte (of its opening, for a new one), and
  * may sit idle between requests for `idleTimeoutMs`. Reading the body is timed by the handler
  * (app.ts), answering a request by nobody: a long-poll may take its minute.
+ *
+ * A connection answered 429 (its caller over its budget, fairness.ts) is not read for a while
+ * (its Retry-After, at most HOLD_OFF_MAX_MS): a client that retries at once, ignoring Retry-After,
+ * waits on its own connection instead of costing the manager a refusal per round trip. Others'
+ * connections are read as ever.
  */
+
+/** The longest a throttled connection goes unread. */
+export const HOLD_OFF_MAX_MS = 1000;
 
 export interface GuardLimits {
   /** A request's header must arrive within this of its first byte. */
@@ -51,6 +59,23 @@ class Relayed {
 
   /** Whether the clock running is the idle one (replaced by a header clock on the next byte). */
   private idle = false;
+  /** Until when (ms, Date.now) the client's bytes are left unread. */
+  private heldUntil = 0;
+
+  /** The client was refused for its budget: its next bytes wait `ms`. */
+  holdOff(ms: number): void {
+    this.heldUntil = Math.max(this.heldUntil, Date.now() + Math.min(ms, HOLD_OFF_MAX_MS));
+  }
+
+  /** When the client's bytes may be read again; nothing when they may now. */
+  released(): Promise<void> | undefined {
+    if (this.heldUntil <= Date.now()) return undefined;
+    return (async () => {
+      for (let wait = this.heldUntil - Date.now(); wait > 0; wait = this.heldUntil - Date.now()) {
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    })();
+  }
 
   /** Bytes came from the client. Between requests they start the header clock. */
   sawBytes(): void {
@@ -114,13 +139,15 @@ export async function serveGuarded(
   const listening = new Promise<void>((r) => (innerReady = r));
   const inner = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => innerReady() },
-    (req, info) => {
+    async (req, info) => {
       const r = relayed.get(info.remoteAddr.port);
       if (r) {
         r.began();
         info.completed.catch(() => {}).finally(() => r.ended());
       }
-      return handler(req, info);
+      const res = await handler(req, info);
+      if (r && res.status === 429) r.holdOff(retryAfterMs(res));
+      return res;
     },
   );
   await listening;
@@ -154,7 +181,7 @@ export async function serveGuarded(
     relayed.set(key, r);
     // A new connection owes its first request header (and, with TLS, the handshake) at once.
     r.arm("header");
-    const up = pump(outer, conn, () => r.sawBytes());
+    const up = pump(outer, conn, () => r.sawBytes(), () => r.released());
     const down = pump(conn, outer);
     const first = await Promise.race([up.then(() => "up"), down.then(() => "down")]);
     // The client stopped sending (or its bytes were refused): let the server's answer, a 400 for
@@ -199,11 +226,27 @@ export async function serveGuarded(
   };
 }
 
-/** Copies `from` to `to` until either ends; `seen` hears of every chunk. */
-async function pump(from: Deno.Conn, to: Deno.Conn, seen?: () => void): Promise<void> {
+/** A 429's Retry-After in ms (seconds as sent; 1 s when absent or a date). */
+function retryAfterMs(res: Response): number {
+  const seconds = Number(res.headers.get("retry-after"));
+  return (Number.isFinite(seconds) && seconds > 0 ? seconds : 1) * 1000;
+}
+
+/**
+ * Copies `from` to `to` until either ends; `seen` hears of every chunk, `gate` holds each read
+ * back while it is pending.
+ */
+async function pump(
+  from: Deno.Conn,
+  to: Deno.Conn,
+  seen?: () => void,
+  gate?: () => Promise<void> | undefined,
+): Promise<void> {
   const buf = new Uint8Array(64 * 1024);
   try {
     for (;;) {
+      const held = gate?.();
+      if (held) await held;
       const n = await from.read(buf);
       if (n === null) break;
       seen?.();

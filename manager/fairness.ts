@@ -1,7 +1,9 @@
 /**
  * Fairness between callers: each principal (a tenant, a node, a cluster's monitor, the admin, the
  * metrics scraper) has a budget of its role: a rate (token bucket), a number of requests in
- * progress, and a smaller number of lists in progress (the routes whose work grows with the data).
+ * progress, a smaller number of lists in progress (the routes whose work grows with the data), and
+ * the manager's time its requests may take a second (a second bucket, charged each request's time
+ * from admission to answer: a few costly requests weigh what many cheap ones do).
  * A request beyond its budget is refused at once with 429 and Retry-After, before any work, never
  * queued: a queue would let one caller's backlog delay everyone's.
  */
@@ -18,11 +20,24 @@ export interface Budget {
   concurrent: number;
   /** Lists (GET of a collection) in progress. */
   concurrentLists: number;
+  /** Milliseconds of the manager's time its requests may take a second, sustained. */
+  busyMsPerSecond: number;
+  /** Milliseconds they may take at once after a quiet while. */
+  busyBurstMs: number;
 }
 
 export type Role = Principal["scope"];
 
 export type FairnessConfig = Record<Role, Budget>;
+
+const UNLIMITED: Budget = {
+  ratePerSecond: 0,
+  burst: 0,
+  concurrent: 0,
+  concurrentLists: 0,
+  busyMsPerSecond: 0,
+  busyBurstMs: 0,
+};
 
 /**
  * Tenants share the manager: a tenant's script may create a few hundred objects at full speed, or
@@ -32,15 +47,29 @@ export type FairnessConfig = Record<Role, Budget>;
  * what they do, and bound only a stolen token.
  */
 export const DEFAULT_FAIRNESS: FairnessConfig = {
-  tenant: { ratePerSecond: 100, burst: 500, concurrent: 32, concurrentLists: 4 },
-  node: { ratePerSecond: 500, burst: 2000, concurrent: 256, concurrentLists: 32 },
-  monitor: { ratePerSecond: 1000, burst: 5000, concurrent: 256, concurrentLists: 64 },
-  admin: { ratePerSecond: 0, burst: 0, concurrent: 0, concurrentLists: 0 },
-  metrics: { ratePerSecond: 10, burst: 20, concurrent: 2, concurrentLists: 0 },
+  tenant: {
+    ratePerSecond: 100,
+    burst: 500,
+    concurrent: 32,
+    concurrentLists: 2,
+    busyMsPerSecond: 250,
+    busyBurstMs: 5000,
+  },
+  // Node and monitor long-polls hold a request for up to a minute: no time budget for them.
+  node: { ...UNLIMITED, ratePerSecond: 500, burst: 2000, concurrent: 256, concurrentLists: 32 },
+  monitor: { ...UNLIMITED, ratePerSecond: 1000, burst: 5000, concurrent: 256, concurrentLists: 64 },
+  admin: UNLIMITED,
+  metrics: { ...UNLIMITED, ratePerSecond: 10, burst: 20, concurrent: 2 },
 };
 
 /** Why a request was refused (the throttling metric's `reason`). */
-export type ThrottleReason = "rate" | "concurrency" | "lists" | "body_size" | "body_depth";
+export type ThrottleReason =
+  | "rate"
+  | "concurrency"
+  | "lists"
+  | "busy"
+  | "body_size"
+  | "body_depth";
 
 /** A 429: the error body as every other, and when to come back. */
 export class ThrottledError extends ApiError {
@@ -56,6 +85,8 @@ export class ThrottledError extends ApiError {
 /** What one principal holds now. */
 interface Account {
   tokens: number;
+  /** Milliseconds of the manager's time left (below 0: owed). */
+  busyMs: number;
   refilledAt: number;
   active: number;
   lists: number;
@@ -112,8 +143,8 @@ export class Fairness {
         1,
       );
     }
+    this.refill(account, budget);
     if (budget.ratePerSecond > 0) {
-      this.refill(account, budget);
       if (account.tokens < 1) {
         const after = Math.ceil((1 - account.tokens) / budget.ratePerSecond);
         throw refuse(
@@ -126,13 +157,25 @@ export class Fairness {
       }
       account.tokens -= 1;
     }
+    if (budget.busyMsPerSecond > 0 && account.busyMs <= 0) {
+      const after = Math.max(1, Math.ceil(-account.busyMs / budget.busyMsPerSecond));
+      throw refuse(
+        "busy",
+        `${
+          describeKey(key)
+        }'s requests took more of the manager's time than its share (${budget.busyMsPerSecond} ms a second); retry in ${after} s`,
+        after,
+      );
+    }
     account.active++;
     if (list) account.lists++;
     let released = false;
+    const admittedAt = this.now();
     return {
       release: () => {
         if (released) return;
         released = true;
+        account.busyMs -= this.now() - admittedAt;
         account.active--;
         if (list) account.lists--;
         this.forgetIdle(key, account, budget);
@@ -143,7 +186,13 @@ export class Fairness {
   private account(key: string, budget: Budget): Account {
     let a = this.accounts.get(key);
     if (!a) {
-      a = { tokens: budget.burst, refilledAt: this.now(), active: 0, lists: 0 };
+      a = {
+        tokens: budget.burst,
+        busyMs: budget.busyBurstMs,
+        refilledAt: this.now(),
+        active: 0,
+        lists: 0,
+      };
       this.accounts.set(key, a);
     }
     return a;
@@ -151,20 +200,17 @@ export class Fairness {
 
   private refill(a: Account, budget: Budget): void {
     const now = this.now();
-    a.tokens = Math.min(
-      budget.burst,
-      a.tokens + ((now - a.refilledAt) / 1000) * budget.ratePerSecond,
-    );
+    const seconds = (now - a.refilledAt) / 1000;
+    a.tokens = Math.min(budget.burst, a.tokens + seconds * budget.ratePerSecond);
+    a.busyMs = Math.min(budget.busyBurstMs, a.busyMs + seconds * budget.busyMsPerSecond);
     a.refilledAt = now;
   }
 
   /** An account with nothing in progress and a full bucket is what a new one would be: dropped. */
   private forgetIdle(key: string, a: Account, budget: Budget): void {
     if (a.active > 0) return;
-    if (budget.ratePerSecond > 0) {
-      this.refill(a, budget);
-      if (a.tokens < budget.burst) return;
-    }
+    this.refill(a, budget);
+    if (a.tokens < budget.burst || a.busyMs < budget.busyBurstMs) return;
     this.accounts.delete(key);
   }
 }

@@ -252,12 +252,19 @@ Deno.test("the default limits never throttle a node's burst of allocations nor a
   assert.doesNotMatch(await m.metrics(), /knitter_manager_throttled_requests_total\{/);
 });
 
-Deno.test("a principal's bucket refills at its rate; a released slot is free again", () => {
+Deno.test("a principal's buckets refill at their rates; a released slot is free again", () => {
   let now = 0;
   const throttled: string[] = [];
   const budgets = {
     ...DEFAULT_FAIRNESS,
-    tenant: { ratePerSecond: 2, burst: 2, concurrent: 3, concurrentLists: 1 },
+    tenant: {
+      ratePerSecond: 2,
+      burst: 2,
+      concurrent: 3,
+      concurrentLists: 1,
+      busyMsPerSecond: 100,
+      busyBurstMs: 1000,
+    },
   };
   const f = new Fairness(budgets, (role, reason) => throttled.push(`${role}/${reason}`), () => now);
   const acme = { scope: "tenant", tenant: "acme" } as const;
@@ -272,5 +279,15 @@ Deno.test("a principal's bucket refills at its rate; a released slot is free aga
   a.release(); // twice is once
   f.admit(acme, true).release();
   assert.deepEqual(f.inFlight().get("tenant"), 0);
-  assert.deepEqual(throttled, ["tenant/lists", "tenant/rate"]);
+  // A request that holds the manager 3 s spends the 1 s burst and 2 s more of its share: the
+  // tenant owes 2,050 ms at 100 ms a second.
+  now += 1000;
+  const slow = f.admit(acme, false);
+  now += 3000;
+  slow.release();
+  assert.throws(
+    () => f.admit(acme, false),
+    (e: ThrottledError) => e.reason === "busy" && e.retryAfterSeconds === 21,
+  );
+  assert.deepEqual(throttled, ["tenant/lists", "tenant/rate", "tenant/busy"]);
 });
