@@ -17,6 +17,7 @@ import {
   DEFAULT_FAIRNESS,
   Fairness,
   type FairnessConfig,
+  holdOff,
   type Role,
   ThrottledError,
   type ThrottleReason,
@@ -141,14 +142,21 @@ export function createApp(
     if (api.code === "client_closed" || api.code === "request_timeout") {
       onClientGone?.({ method: c.req.method, path: c.req.path, reason: api.message });
     }
-    // A throttled caller is told when to come back (RFC 9110, Retry-After in seconds).
-    const headers = err instanceof ThrottledError
-      ? { "retry-after": String(err.retryAfterSeconds) }
-      : undefined;
-    return c.json(api.toBody(), api.status as 400, headers);
+    // A throttled caller is told when to come back (RFC 9110, Retry-After in seconds), and its
+    // connection is left unread meanwhile, as after a body refused for its bounds.
+    if (err instanceof ThrottledError) {
+      const after = err.retryAfterSeconds;
+      const res = c.json(api.toBody(), 429, { "retry-after": String(after) });
+      return holdOff(res, after * 1000);
+    }
+    const res = c.json(api.toBody(), api.status as 400);
+    return BODY_REFUSALS.has(err) ? holdOff(res, 1000) : res;
   });
   return app;
 }
+
+/** Body refusals (too large, too deep): their connections are left unread a while. */
+const BODY_REFUSALS = new WeakSet<object>();
 
 /** What bounds a request before its handler: the body's limits, its caller's budget. */
 interface Guard {
@@ -262,13 +270,17 @@ async function readBody(
 ): Promise<string> {
   const tooLarge = () => {
     refused("body_size");
-    return new ApiError("body_too_large", `The request body exceeds ${limits.bodyBytes} bytes`);
+    return bodyRefusal(
+      new ApiError("body_too_large", `The request body exceeds ${limits.bodyBytes} bytes`),
+    );
   };
   const tooDeep = () => {
     refused("body_depth");
-    return new ApiError(
-      "invalid_json",
-      `The request body is nested deeper than ${limits.jsonDepth} levels of objects and arrays; no request needs more`,
+    return bodyRefusal(
+      new ApiError(
+        "invalid_json",
+        `The request body is nested deeper than ${limits.jsonDepth} levels of objects and arrays; no request needs more`,
+      ),
     );
   };
   const declared = c.req.header("content-length");
@@ -323,6 +335,11 @@ async function readBody(
     at += chunk.length;
   }
   return new TextDecoder().decode(bytes);
+}
+
+function bodyRefusal(err: ApiError): ApiError {
+  BODY_REFUSALS.add(err);
+  return err;
 }
 
 function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {

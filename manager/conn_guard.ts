@@ -10,11 +10,12 @@
  * may sit idle between requests for `idleTimeoutMs`. Reading the body is timed by the handler
  * (app.ts), answering a request by nobody: a long-poll may take its minute.
  *
- * A connection answered 429 (its caller over its budget, fairness.ts) is not read for a while
- * (its Retry-After, at most HOLD_OFF_MAX_MS): a client that retries at once, ignoring Retry-After,
- * waits on its own connection instead of costing the manager a refusal per round trip. Others'
- * connections are read as ever.
+ * A connection answered a refusal of fairness.ts (a 429, its caller over its budget; a body too
+ * large or too deep) is not read for a while (its Retry-After, at most HOLD_OFF_MAX_MS): a client
+ * that retries at once, ignoring Retry-After, waits on its own connection instead of costing the
+ * manager a refusal per round trip. Others' connections are read as ever.
  */
+import { holdOffMs } from "./fairness.ts";
 
 /** The longest a throttled connection goes unread. */
 export const HOLD_OFF_MAX_MS = 1000;
@@ -62,9 +63,14 @@ class Relayed {
   /** Until when (ms, Date.now) the client's bytes are left unread. */
   private heldUntil = 0;
 
-  /** The client was refused for its budget: its next bytes wait `ms`. */
+  /**
+   * The client was refused for its budget: its next bytes wait `ms` (at most HOLD_OFF_MAX_MS),
+   * less up to half at random, so that a crowd of connections refused at once is not read again
+   * all at once.
+   */
   holdOff(ms: number): void {
-    this.heldUntil = Math.max(this.heldUntil, Date.now() + Math.min(ms, HOLD_OFF_MAX_MS));
+    const wait = Math.min(ms, HOLD_OFF_MAX_MS) * (0.5 + Math.random() / 2);
+    this.heldUntil = Math.max(this.heldUntil, Date.now() + wait);
   }
 
   /** When the client's bytes may be read again; nothing when they may now. */
@@ -146,7 +152,8 @@ export async function serveGuarded(
         info.completed.catch(() => {}).finally(() => r.ended());
       }
       const res = await handler(req, info);
-      if (r && res.status === 429) r.holdOff(retryAfterMs(res));
+      const hold = holdOffMs(res);
+      if (r && hold > 0) r.holdOff(hold);
       return res;
     },
   );
@@ -224,12 +231,6 @@ export async function serveGuarded(
       for (const r of relayed.values()) r.close();
     },
   };
-}
-
-/** A 429's Retry-After in ms (seconds as sent; 1 s when absent or a date). */
-function retryAfterMs(res: Response): number {
-  const seconds = Number(res.headers.get("retry-after"));
-  return (Number.isFinite(seconds) && seconds > 0 ? seconds : 1) * 1000;
 }
 
 /**

@@ -52,8 +52,8 @@ export const DEFAULT_FAIRNESS: FairnessConfig = {
     burst: 500,
     concurrent: 32,
     concurrentLists: 2,
-    busyMsPerSecond: 250,
-    busyBurstMs: 5000,
+    busyMsPerSecond: 200,
+    busyBurstMs: 2000,
   },
   // Node and monitor long-polls hold a request for up to a minute: no time budget for them.
   node: { ...UNLIMITED, ratePerSecond: 500, burst: 2000, concurrent: 256, concurrentLists: 32 },
@@ -80,6 +80,20 @@ export class ThrottledError extends ApiError {
   ) {
     super("too_many_requests", message);
   }
+}
+
+/** Answers after which the connection guard leaves the client's connection unread a while. */
+const heldOff = new WeakMap<Response, number>();
+
+/** Marks `res`: its connection is not read for `ms` (conn_guard.ts). */
+export function holdOff(res: Response, ms: number): Response {
+  heldOff.set(res, ms);
+  return res;
+}
+
+/** How long `res`'s connection goes unread: 0 for an answer of no refusal. */
+export function holdOffMs(res: Response): number {
+  return heldOff.get(res) ?? 0;
 }
 
 /** What one principal holds now. */
