@@ -173,9 +173,10 @@ function fairnessBudgets(given: AppOptions["fairness"] = {}): FairnessConfig {
   return out;
 }
 
-/** A list: a GET of a collection, whose work grows with the data it holds. */
+/** A list: a GET answering `{items}` (schemas.ts, listOf), whose work grows with the data. */
 function isList(route: RouteDef): boolean {
-  return route.method === "GET" && !route.path.endsWith("}");
+  const shape = (route.ok.schema as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return route.method === "GET" && shape !== undefined && "items" in shape;
 }
 
 async function serve(

@@ -25,16 +25,34 @@ export class JsonDepthGauge {
   feed(bytes: Uint8Array): boolean {
     let { depth, inString, escaped } = this;
     const max = this.maxDepth;
-    for (let i = 0; i < bytes.length; i++) {
-      const b = bytes[i];
+    const n = bytes.length;
+    let i = 0;
+    // A string's escape may have been the last byte of the chunk before.
+    if (escaped && n > 0) {
+      escaped = false;
+      i = 1;
+    }
+    while (i < n) {
       if (inString) {
-        if (escaped) escaped = false;
-        else if (b === BACKSLASH) escaped = true;
-        else if (b === QUOTE) inString = false;
-      } else if (b === QUOTE) inString = true;
-      else if (b === OPEN_OBJECT || b === OPEN_ARRAY) {
+        // One tight loop to the string's end: a cost per byte whatever the string holds.
+        for (; i < n; i++) {
+          const c = bytes[i];
+          if (c === BACKSLASH) i++;
+          else if (c === QUOTE) break;
+        }
+        if (i >= n) {
+          escaped = i > n;
+          break;
+        }
+        inString = false;
+        i++;
+        continue;
+      }
+      const c = bytes[i++];
+      if (c === QUOTE) inString = true;
+      else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
         if (++depth > max) return false;
-      } else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) depth--;
+      } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) depth--;
     }
     this.depth = depth;
     this.inString = inString;
