@@ -301,3 +301,10 @@ Deno.test("config: bad budgets are refused, naming where", async () => {
     /"limits.jsonDepth"/,
   );
 });
+
+Deno.test("config: manager.example.json loads, fairness budgets and all", async () => {
+  const path = new URL("./manager.example.json", import.meta.url).pathname;
+  const { config } = await loadConfig(["--config", path], () => undefined);
+  assert.equal(config.limits?.jsonDepth, 32);
+  assert.equal(config.fairness?.tenant?.concurrentLists, 4);
+});

@@ -41,7 +41,8 @@ const UNLIMITED: Budget = {
 
 /**
  * Tenants share the manager: a tenant's script may create a few hundred objects at full speed, or
- * a few dozen in parallel, but not hold the manager for longer. The system's own callers must never be held back in normal operation:
+ * a few dozen in parallel, but not hold the manager for longer; `knitctl trace` lists three
+ * collections at once. The system's own callers must never be held back in normal operation:
  * a node's agent answers a burst of pod starts (its CNI calls run in parallel), a monitor replays a
  * whole cluster on start, and the admin runs migrations and benchmarks. Their budgets are far above
  * what they do, and bound only a stolen token.
@@ -51,7 +52,7 @@ export const DEFAULT_FAIRNESS: FairnessConfig = {
     ratePerSecond: 100,
     burst: 500,
     concurrent: 32,
-    concurrentLists: 2,
+    concurrentLists: 4,
     busyMsPerSecond: 200,
     busyBurstMs: 2000,
   },

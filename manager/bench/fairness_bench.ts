@@ -11,6 +11,11 @@ import { type Attack, type AttackKind, ATTACKS } from "./fairness_attack.ts";
 const ATTACKER_TOKEN = "bench-attacker-token-0123456789";
 const VICTIM_TOKEN = "bench-victim-token-0123456789ab";
 const LIST_PORTS = 1000;
+/**
+ * The victim's pace: a tenant going about its business, well within its own budget (a client
+ * back to back would meet its own rate limit, 100 a second, and measure that instead).
+ */
+export const VICTIM_INTERVAL_MS = 20;
 
 export interface Phase {
   attack: AttackKind | "idle";
@@ -53,13 +58,17 @@ export async function setUp(url: string): Promise<void> {
   }));
 }
 
-/** The victim: one client, a read and an allocation in turn; each request's milliseconds. */
+/**
+ * The victim: one client, a read and an allocation in turn, one every VICTIM_INTERVAL_MS (or as
+ * soon as the one before is answered); each request's milliseconds.
+ */
 async function victim(url: string, requests: number, phase: string) {
   const headers = { authorization: `Bearer ${VICTIM_TOKEN}`, "content-type": "application/json" };
   const latencies: number[] = [];
   let errors = 0;
   for (let i = 0; i < requests; i++) {
     const t = performance.now();
+    const next = t + VICTIM_INTERVAL_MS;
     const r = i % 2
       ? await fetch(`${url}/api/v1/tenants/globex/networks/blue`, { headers })
       : await fetch(`${url}/api/v1/tenants/globex/networks/blue/ports/${phase}-${i}`, {
@@ -70,6 +79,8 @@ async function victim(url: string, requests: number, phase: string) {
     await r.arrayBuffer();
     latencies.push(performance.now() - t);
     if (!r.ok) errors++;
+    const wait = next - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
   }
   return { latencies: latencies.sort((a, b) => a - b), errors };
 }
@@ -162,6 +173,8 @@ if (import.meta.main) {
   console.log(
     `#### Fairness between tenants (${
       new Date().toISOString().slice(0, 10)
-    }; ${requests} requests of the victim per phase)\n\n${fairnessTable(figures)}`,
+    }; ${requests} requests of the victim per phase, one every ${VICTIM_INTERVAL_MS} ms)\n\n${
+      fairnessTable(figures)
+    }`,
   );
 }

@@ -6,7 +6,7 @@
  */
 import { bitmapFigures } from "./bitmap_bench.ts";
 import { clusterFeedFigures, clusterFeedTable } from "./clusters_bench.ts";
-import { fairnessFigures, fairnessTable } from "./fairness_bench.ts";
+import { fairnessFigures, fairnessTable, VICTIM_INTERVAL_MS } from "./fairness_bench.ts";
 import { historyFigures, historyTable } from "./history_bench.ts";
 import { httpAllocations } from "./http_bench.ts";
 import { ipamFigures } from "./ipam_bench.ts";
@@ -95,6 +95,6 @@ ${historyTable(history)}
 
 ${clusterFeedTable(clusterFeed)}
 
-#### Fairness between tenants (${fairness.requests} requests of the victim per phase)
+#### Fairness between tenants (${fairness.requests} requests of the victim per phase, one every ${VICTIM_INTERVAL_MS} ms)
 
 ${fairnessTable(fairness)}`);
