@@ -85,6 +85,9 @@ export const ConfigSchema = z.strictObject({
     /** 0: no connection guard (a proxy in front times headers); see conn_guard.ts. */
     headerTimeoutMs: z.union([z.literal(0), z.int().min(100).max(3_600_000)]).optional(),
     idleTimeoutMs: z.int().min(100).max(3_600_000).optional(),
+    /** New connections a second from one client address (0: no limit); see conn_guard.ts. */
+    connectionsPerSecond: z.number().min(0).max(1_000_000).optional(),
+    connectionBurst: z.int().min(1).max(1_000_000).optional(),
     /** Nesting of objects and arrays in a JSON body (400 beyond, before it is parsed). */
     jsonDepth: z.int().min(4).max(1000).optional(),
   }).optional(),

@@ -14,6 +14,11 @@
  * large or too deep) is not read for a while (its Retry-After, at most HOLD_OFF_MAX_MS): a client
  * that retries at once, ignoring Retry-After, waits on its own connection instead of costing the
  * manager a refusal per round trip. Others' connections are read as ever.
+ *
+ * New connections cost more than requests on one (a relay, a loopback connection, the HTTP
+ * server's own): each client address has a budget of them (a token bucket, `connectionsPerSecond`
+ * and `connectionBurst`), beyond which a connection is closed as soon as it is accepted. Agents and
+ * tools keep their connections open and never come near it.
  */
 import { holdOffMs } from "./fairness.ts";
 
@@ -25,9 +30,18 @@ export interface GuardLimits {
   headerTimeoutMs: number;
   /** A keep-alive connection with no request in progress is closed after this. */
   idleTimeoutMs: number;
+  /** New connections a second from one client address, sustained (0: no limit). */
+  connectionsPerSecond: number;
+  /** New connections at once from one address after a quiet while. */
+  connectionBurst: number;
 }
 
-export const DEFAULT_GUARD: GuardLimits = { headerTimeoutMs: 10_000, idleTimeoutMs: 120_000 };
+export const DEFAULT_GUARD: GuardLimits = {
+  headerTimeoutMs: 10_000,
+  idleTimeoutMs: 120_000,
+  connectionsPerSecond: 200,
+  connectionBurst: 2000,
+};
 
 export interface GuardedServer {
   addr: Deno.NetAddr;
@@ -42,6 +56,38 @@ export interface GuardOptions {
   limits?: Partial<GuardLimits>;
   /** A connection closed for being slow: for the log. */
   onSlowClient?: (what: { remote: string; reason: string }) => void;
+  /** A connection closed at once, its address over its budget of new connections. */
+  onRefusedConnection?: () => void;
+}
+
+/** Each client address's budget of new connections (token buckets). */
+class ConnectionBudget {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(private readonly perSecond: number, private readonly burst: number) {}
+
+  /** Takes one for `address`; false when it has none left. */
+  take(address: string): boolean {
+    if (this.perSecond <= 0) return true;
+    const now = performance.now();
+    const b = this.buckets.get(address) ?? { tokens: this.burst, at: now };
+    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
+    b.at = now;
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    this.buckets.set(address, b);
+    if (this.buckets.size > 10_000) this.forgetFull(now);
+    return true;
+  }
+
+  /** Buckets that have filled up again are what new ones would be. */
+  private forgetFull(now: number): void {
+    for (const [address, b] of this.buckets) {
+      if (b.tokens + ((now - b.at) / 1000) * this.perSecond >= this.burst) {
+        this.buckets.delete(address);
+      }
+    }
+  }
 }
 
 /** What the relay knows of one client connection. */
@@ -206,6 +252,7 @@ export async function serveGuarded(
     relayed.delete(key);
   };
 
+  const budget = new ConnectionBudget(limits.connectionsPerSecond, limits.connectionBurst);
   const accepting = (async () => {
     for (;;) {
       let c: Deno.Conn;
@@ -213,6 +260,13 @@ export async function serveGuarded(
         c = await listener.accept();
       } catch {
         return; // closed
+      }
+      if (!budget.take((c.remoteAddr as Deno.NetAddr).hostname)) {
+        options.onRefusedConnection?.();
+        try {
+          c.close();
+        } catch { /* gone */ }
+        continue;
       }
       relay(c).catch(() => {});
     }

@@ -291,3 +291,38 @@ Deno.test("a principal's buckets refill at their rates; a released slot is free 
   );
   assert.deepEqual(throttled, ["tenant/lists", "tenant/rate", "tenant/busy"]);
 });
+
+/** Opens a connection and asks for /healthz: the status line, or "closed" when refused. */
+async function connectAndAsk(port: number): Promise<{ line: string; conn: Deno.Conn }> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(new TextEncoder().encode("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const buf = new Uint8Array(4096);
+    const n = await conn.read(buf);
+    return {
+      line: n === null ? "closed" : new TextDecoder().decode(buf.subarray(0, n)).split("\r\n")[0],
+      conn,
+    };
+  } catch {
+    return { line: "closed", conn };
+  }
+}
+
+Deno.test("attack: an address opening connections beyond its budget is closed at once; open ones are served", async () => {
+  await using m = await manager({ limits: { connectionsPerSecond: 0.01, connectionBurst: 6 } });
+  const port = Number(new URL(m.url).port);
+  // The setup's client holds one connection (or a few); open until refused.
+  const opened: Deno.Conn[] = [];
+  let refused = 0;
+  for (let i = 0; i < 8 && refused === 0; i++) {
+    const { line, conn } = await connectAndAsk(port);
+    opened.push(conn);
+    if (line === "closed") refused++;
+    else assert.equal(line, "HTTP/1.1 200 OK");
+  }
+  assert.equal(refused, 1);
+  // A connection already open is served as ever.
+  await othersServed(m, "g1");
+  for (const c of opened) c.close();
+  assert.match(await m.metrics(), /knitter_manager_refused_connections_total 1\n/);
+});

@@ -88,6 +88,12 @@ export class Metrics {
     labelNames: ["principal", "reason"] as const,
     registers: [this.registry],
   });
+  readonly refusedConnections = new Counter({
+    name: "knitter_manager_refused_connections_total",
+    help: "Connections closed as soon as accepted, their client address over its budget of new " +
+      "connections (limits.connectionsPerSecond).",
+    registers: [this.registry],
+  });
   private readonly inFlight = new Gauge({
     name: "knitter_manager_in_flight_requests",
     help: "API requests in progress, by principal kind.",

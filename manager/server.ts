@@ -96,6 +96,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
       tls: tlsFiles,
       limits,
       onSlowClient: (what) => log.info("slow client disconnected", what),
+      onRefusedConnection: () => ctx.metrics.refusedConnections.inc(),
     }, app.fetch);
   const { hostname, port } = server.addr;
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
