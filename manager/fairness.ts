@@ -161,6 +161,16 @@ export class Fairness {
       );
     }
     this.refill(account, budget);
+    if (budget.busyMsPerSecond > 0 && account.busyMs <= 0) {
+      const after = Math.max(1, Math.ceil(-account.busyMs / budget.busyMsPerSecond));
+      throw refuse(
+        "busy",
+        `${
+          describeKey(key)
+        }'s requests took more of the manager's time than its share (${budget.busyMsPerSecond} ms a second); retry in ${after} s`,
+        after,
+      );
+    }
     if (budget.ratePerSecond > 0) {
       if (account.tokens < 1) {
         const after = Math.ceil((1 - account.tokens) / budget.ratePerSecond);
@@ -173,16 +183,6 @@ export class Fairness {
         );
       }
       account.tokens -= 1;
-    }
-    if (budget.busyMsPerSecond > 0 && account.busyMs <= 0) {
-      const after = Math.max(1, Math.ceil(-account.busyMs / budget.busyMsPerSecond));
-      throw refuse(
-        "busy",
-        `${
-          describeKey(key)
-        }'s requests took more of the manager's time than its share (${budget.busyMsPerSecond} ms a second); retry in ${after} s`,
-        after,
-      );
     }
     account.active++;
     if (list) account.lists++;
