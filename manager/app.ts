@@ -11,13 +11,14 @@ import type { Ctx } from "./service/context.ts";
 import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
 import { poolUsage } from "./usage_gauge.ts";
-import { consoleApp } from "./console/console.ts";
+import { CONSOLE_PATH, consoleApp } from "./console/console.ts";
 import {
   type Budget,
   DEFAULT_FAIRNESS,
   Fairness,
   type FairnessConfig,
   holdOff,
+  type RequestKind,
   type Role,
   ThrottledError,
   type ThrottleReason,
@@ -111,22 +112,33 @@ export function createApp(
         `${describe(principal)} may not read /metrics: use a token of scope metrics or admin`,
       );
     }
-    const admission = fairness.admit(principal, false);
+    const admission = fairness.admit(principal, "call");
     try {
       return c.text(await ctx.metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE });
     } finally {
       admission.release();
     }
   });
-  // The read-only web console (README.md, "Web console"): its page, scripts, and the feed a token sees.
+  // The read-only web console (README.md, "Web console"): its page, scripts, and the feed a token
+  // sees. What a token asks of it counts in its budget as the API does; the feed is a long-poll.
+  for (const [path, kind] of [["session", "call"], ["feed", "wait"]] as const) {
+    app.use(`${CONSOLE_PATH}/${path}`, async (c, next) => {
+      const admission = fairness.admit(tokens.authenticate(c.req.header("authorization")), kind);
+      try {
+        await next();
+      } finally {
+        admission.release();
+      }
+    });
+  }
   app.route("/", consoleApp({ ctx, tokens }));
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 
   for (const route of ROUTES) {
     const path = route.path.replace(/\{(\w+)\}/g, ":$1");
-    const list = isList(route);
-    app.on(route.method, path, (c) => serve(c, route, list, ctx, tokens, guard));
+    const kind = requestKind(route);
+    app.on(route.method, path, (c) => serve(c, route, kind, ctx, tokens, guard));
   }
 
   app.notFound((c) =>
@@ -173,23 +185,27 @@ function fairnessBudgets(given: AppOptions["fairness"] = {}): FairnessConfig {
   return out;
 }
 
-/** A list: a GET answering `{items}` (schemas.ts, listOf), whose work grows with the data. */
-function isList(route: RouteDef): boolean {
+/**
+ * What a route's request does (fairness.ts): the feed waits (a long-poll); a GET answering
+ * `{items}` (schemas.ts, listOf) lists, its work growing with the data; the rest are calls.
+ */
+function requestKind(route: RouteDef): RequestKind {
+  if (route.tag === "feed") return "wait";
   const shape = (route.ok.schema as { shape?: Record<string, unknown> } | undefined)?.shape;
-  return route.method === "GET" && shape !== undefined && "items" in shape;
+  return route.method === "GET" && shape !== undefined && "items" in shape ? "list" : "call";
 }
 
 async function serve(
   c: Context,
   route: RouteDef,
-  list: boolean,
+  kind: RequestKind,
   ctx: Ctx,
   tokens: TokenTable,
   guard: Guard,
 ): Promise<Response> {
   const caller = tokens.authenticate(c.req.header("authorization"));
   // Before anything else the request costs: a caller over its budget is refused here.
-  const admission = guard.fairness.admit(caller, list);
+  const admission = guard.fairness.admit(caller, kind);
   try {
     return await serveAdmitted(c, route, ctx, tokens, guard, caller);
   } finally {

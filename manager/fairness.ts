@@ -56,9 +56,9 @@ export const DEFAULT_FAIRNESS: FairnessConfig = {
     busyMsPerSecond: 200,
     busyBurstMs: 2000,
   },
-  // Node and monitor long-polls hold a request for up to a minute: no time budget for them. A
-  // monitor replays its whole cluster as fast as its workers go (thousands a second for a big
-  // one): its requests in progress are bounded, not their rate.
+  // The system's own callers have no time budget. A monitor replays its whole cluster as fast as
+  // its workers go (thousands a second for a big one): its requests in progress are bounded, not
+  // their rate.
   node: { ...UNLIMITED, ratePerSecond: 500, burst: 2000, concurrent: 256, concurrentLists: 32 },
   monitor: { ...UNLIMITED, concurrent: 256, concurrentLists: 64 },
   admin: UNLIMITED,
@@ -109,6 +109,13 @@ interface Account {
   lists: number;
 }
 
+/**
+ * What a request does, for its budget: a call; a list (counted in the lists in progress too); a
+ * wait (a long-poll: it holds a place among the requests in progress, but its time is spent
+ * waiting for news, not working, and is not charged).
+ */
+export type RequestKind = "call" | "list" | "wait";
+
 /** A request let in: give it back when it is answered. */
 export interface Admission {
   release(): void;
@@ -133,8 +140,9 @@ export class Fairness {
     return out;
   }
 
-  /** Lets a request in, or throws a ThrottledError; `list`: the route lists a collection. */
-  admit(principal: Principal, list: boolean): Admission {
+  /** Lets a request in, or throws a ThrottledError. */
+  admit(principal: Principal, kind: RequestKind): Admission {
+    const list = kind === "list";
     const budget = this.budgets[principal.scope];
     const key = accountKey(principal);
     const account = this.account(key, budget);
@@ -192,7 +200,7 @@ export class Fairness {
       release: () => {
         if (released) return;
         released = true;
-        account.busyMs -= this.now() - admittedAt;
+        if (kind !== "wait") account.busyMs -= this.now() - admittedAt;
         account.active--;
         if (list) account.lists--;
         this.forgetIdle(key, account, budget);

@@ -268,25 +268,25 @@ Deno.test("a principal's buckets refill at their rates; a released slot is free 
   };
   const f = new Fairness(budgets, (role, reason) => throttled.push(`${role}/${reason}`), () => now);
   const acme = { scope: "tenant", tenant: "acme" } as const;
-  const a = f.admit(acme, true);
-  assert.throws(() => f.admit(acme, true), /1 lists in progress/);
-  f.admit(acme, false).release();
-  assert.throws(() => f.admit(acme, false), (e: ThrottledError) => e.retryAfterSeconds === 1);
+  const a = f.admit(acme, "list");
+  assert.throws(() => f.admit(acme, "list"), /1 lists in progress/);
+  f.admit(acme, "call").release();
+  assert.throws(() => f.admit(acme, "call"), (e: ThrottledError) => e.retryAfterSeconds === 1);
   // Another tenant has a budget of its own.
-  f.admit({ scope: "tenant", tenant: "globex" }, true).release();
+  f.admit({ scope: "tenant", tenant: "globex" }, "list").release();
   now += 500; // one token back
   a.release();
   a.release(); // twice is once
-  f.admit(acme, true).release();
+  f.admit(acme, "list").release();
   assert.deepEqual(f.inFlight().get("tenant"), 0);
   // A request that holds the manager 3 s spends the 1 s burst and 2 s more of its share: the
   // tenant owes 2,050 ms at 100 ms a second.
   now += 1000;
-  const slow = f.admit(acme, false);
+  const slow = f.admit(acme, "call");
   now += 3000;
   slow.release();
   assert.throws(
-    () => f.admit(acme, false),
+    () => f.admit(acme, "call"),
     (e: ThrottledError) => e.reason === "busy" && e.retryAfterSeconds === 21,
   );
   assert.deepEqual(throttled, ["tenant/lists", "tenant/rate", "tenant/busy"]);
@@ -325,4 +325,26 @@ Deno.test("attack: an address opening connections beyond its budget is closed at
   await othersServed(m, "g1");
   for (const c of opened) c.close();
   assert.match(await m.metrics(), /knitter_manager_refused_connections_total 1\n/);
+});
+
+Deno.test("attack: the console's long-polls count in a tenant's requests in progress, not in its time", async () => {
+  await using m = await manager({
+    fairness: { tenant: { concurrent: 2, busyMsPerSecond: 1, busyBurstMs: 100 } },
+  });
+  const feed = async (query: string) => {
+    const res = await m.send("GET", `/console/feed${query}`, undefined, TOKEN.acme);
+    return { res, body: await res.json() };
+  };
+  const { cursor } = (await feed("")).body;
+  // A long-poll of a second: far more than the tenant's 100 ms of time, yet not charged to it.
+  const waited = await feed(`?after=${cursor}&timeout=1`);
+  assert.equal(waited.res.status, 200);
+  must(await m.call("GET", "tenants/acme/networks", undefined, TOKEN.acme), 200);
+  // Two long-polls held: a third request of the tenant is refused at once, the other tenant served.
+  const polls = [feed(`?after=${cursor}&timeout=2`), feed(`?after=${cursor}&timeout=2`)];
+  await inFlight(m, 2);
+  const third = await feed(`?after=${cursor}&timeout=2`);
+  mustThrottle(third.res, third.body, /2 requests.*in progress/);
+  must(await m.call("GET", "tenants/globex/networks", undefined, TOKEN.globex), 200);
+  for (const p of await Promise.all(polls)) assert.equal(p.res.status, 200);
 });
