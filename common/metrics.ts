@@ -106,7 +106,7 @@ export async function metricValue(
   return hit?.value ?? 0;
 }
 
-const UNITS = /_(seconds|bytes|addresses|flows|entries|ports|events|keys|info|ratio)$/;
+const UNITS = /_(seconds|bytes|addresses|flows|entries|ports|events|keys|info|ratio|requests)$/;
 
 /** The names of `registry` that break the convention above, each with why; empty when none. */
 export async function conventionProblems(registry: Registry): Promise<string[]> {

@@ -2,7 +2,7 @@
 import { type Context, Hono } from "hono";
 import type { z } from "zod";
 import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
-import { authorize, describe, type TokenTable } from "./auth.ts";
+import { authorize, describe, type Principal, type TokenTable } from "./auth.ts";
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -11,7 +11,19 @@ import type { Ctx } from "./service/context.ts";
 import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
 import { poolUsage } from "./usage_gauge.ts";
-import { consoleApp } from "./console/console.ts";
+import { CONSOLE_PATH, consoleApp } from "./console/console.ts";
+import {
+  type Budget,
+  DEFAULT_FAIRNESS,
+  Fairness,
+  type FairnessConfig,
+  holdOff,
+  type RequestKind,
+  type Role,
+  ThrottledError,
+  type ThrottleReason,
+} from "./fairness.ts";
+import { JsonDepthGauge } from "./json_depth.ts";
 
 /** What one request may hold: everything a client controls is bounded. */
 export interface RequestLimits {
@@ -21,12 +33,15 @@ export interface RequestLimits {
   urlChars: number;
   /** Time to receive the whole body once the handler asks for it (408 beyond). */
   bodyTimeoutMs: number;
+  /** Nesting of a JSON body's objects and arrays (400 beyond, before it is parsed). */
+  jsonDepth: number;
 }
 
 export const DEFAULT_LIMITS: RequestLimits = {
   bodyBytes: 1 << 20,
   urlChars: 8192,
   bodyTimeoutMs: 10_000,
+  jsonDepth: 32,
 };
 
 export const MAX_BODY_BYTES = DEFAULT_LIMITS.bodyBytes;
@@ -35,6 +50,8 @@ export interface AppOptions {
   ctx: Ctx;
   tokens: TokenTable;
   limits?: Partial<RequestLimits>;
+  /** Each role's budget of requests (fairness.ts), over DEFAULT_FAIRNESS. */
+  fairness?: Partial<Record<Role, Partial<Budget>>>;
   /** Called with unexpected errors (bugs), which answer 500. */
   onInternalError?: (err: unknown) => void;
   /** Called when a client went away (or stalled) before its request was read: not a bug. */
@@ -42,11 +59,17 @@ export interface AppOptions {
 }
 
 export function createApp(
-  { ctx, tokens, limits: given, onInternalError, onClientGone }: AppOptions,
+  { ctx, tokens, limits: given, fairness: budgets, onInternalError, onClientGone }: AppOptions,
 ): Hono {
   const limits = { ...DEFAULT_LIMITS, ...given };
   const app = new Hono();
   ctx.metrics.readPoolsFrom(() => poolUsage(ctx));
+  const fairness = new Fairness(
+    fairnessBudgets(budgets),
+    (role, reason) => ctx.metrics.throttled.inc({ principal: role, reason }),
+  );
+  ctx.metrics.readInFlightFrom(() => fairness.inFlight());
+  const guard: Guard = { limits, fairness, metrics: ctx.metrics };
 
   app.use("*", async (c, next) => {
     // Path and query as sent (the URL's origin is the server's own).
@@ -89,16 +112,33 @@ export function createApp(
         `${describe(principal)} may not read /metrics: use a token of scope metrics or admin`,
       );
     }
-    return c.text(await ctx.metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE });
+    const admission = fairness.admit(principal, "call");
+    try {
+      return c.text(await ctx.metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE });
+    } finally {
+      admission.release();
+    }
   });
-  // The read-only web console (README.md, "Web console"): its page, scripts, and the feed a token sees.
+  // The read-only web console (README.md, "Web console"): its page, scripts, and the feed a token
+  // sees. What a token asks of it counts in its budget as the API does; the feed is a long-poll.
+  for (const [path, kind] of [["session", "call"], ["feed", "wait"]] as const) {
+    app.use(`${CONSOLE_PATH}/${path}`, async (c, next) => {
+      const admission = fairness.admit(tokens.authenticate(c.req.header("authorization")), kind);
+      try {
+        await next();
+      } finally {
+        admission.release();
+      }
+    });
+  }
   app.route("/", consoleApp({ ctx, tokens }));
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 
   for (const route of ROUTES) {
     const path = route.path.replace(/\{(\w+)\}/g, ":$1");
-    app.on(route.method, path, (c) => serve(c, route, ctx, tokens, limits));
+    const kind = requestKind(route);
+    app.on(route.method, path, (c) => serve(c, route, kind, ctx, tokens, guard));
   }
 
   app.notFound((c) =>
@@ -114,19 +154,74 @@ export function createApp(
     if (api.code === "client_closed" || api.code === "request_timeout") {
       onClientGone?.({ method: c.req.method, path: c.req.path, reason: api.message });
     }
-    return c.json(api.toBody(), api.status as 400);
+    // A throttled caller is told when to come back (RFC 9110, Retry-After in seconds), and its
+    // connection is left unread meanwhile, as after a body refused for its bounds.
+    if (err instanceof ThrottledError) {
+      const after = err.retryAfterSeconds;
+      const res = c.json(api.toBody(), 429, { "retry-after": String(after) });
+      return holdOff(res, after * 1000);
+    }
+    const res = c.json(api.toBody(), api.status as 400);
+    return BODY_REFUSALS.has(err) ? holdOff(res, 1000) : res;
   });
   return app;
+}
+
+/** Body refusals (too large, too deep): their connections are left unread a while. */
+const BODY_REFUSALS = new WeakSet<object>();
+
+/** What bounds a request before its handler: the body's limits, its caller's budget. */
+interface Guard {
+  limits: RequestLimits;
+  fairness: Fairness;
+  metrics: Ctx["metrics"];
+}
+
+function fairnessBudgets(given: AppOptions["fairness"] = {}): FairnessConfig {
+  const out = { ...DEFAULT_FAIRNESS };
+  for (const [role, budget] of Object.entries(given) as [Role, Partial<Budget>][]) {
+    out[role] = { ...DEFAULT_FAIRNESS[role], ...budget };
+  }
+  return out;
+}
+
+/**
+ * What a route's request does (fairness.ts): the feed waits (a long-poll); a GET answering
+ * `{items}` (schemas.ts, listOf) lists, its work growing with the data; the rest are calls.
+ */
+function requestKind(route: RouteDef): RequestKind {
+  if (route.tag === "feed") return "wait";
+  const shape = (route.ok.schema as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return route.method === "GET" && shape !== undefined && "items" in shape ? "list" : "call";
 }
 
 async function serve(
   c: Context,
   route: RouteDef,
+  kind: RequestKind,
   ctx: Ctx,
   tokens: TokenTable,
-  limits: RequestLimits,
+  guard: Guard,
 ): Promise<Response> {
-  const principal = await withReach(ctx, tokens.authenticate(c.req.header("authorization")));
+  const caller = tokens.authenticate(c.req.header("authorization"));
+  // Before anything else the request costs: a caller over its budget is refused here.
+  const admission = guard.fairness.admit(caller, kind);
+  try {
+    return await serveAdmitted(c, route, ctx, tokens, guard, caller);
+  } finally {
+    admission.release();
+  }
+}
+
+async function serveAdmitted(
+  c: Context,
+  route: RouteDef,
+  ctx: Ctx,
+  tokens: TokenTable,
+  guard: Guard,
+  caller: Principal,
+): Promise<Response> {
+  const principal = await withReach(ctx, caller);
   const params = { ...c.req.param() } as Record<string, string>;
   for (const [name, value] of Object.entries(params)) {
     const r = PARAMS[name]?.safeParse(value);
@@ -140,7 +235,11 @@ async function serve(
   }
   authorize(principal, route.access, params);
   const query = parse(route.query ?? EMPTY_QUERY, c.req.query(), "query");
-  const body = route.body ? parse(route.body, await readJson(c, limits), "") : undefined;
+  const refused = (reason: ThrottleReason) =>
+    guard.metrics.throttled.inc({ principal: caller.scope, reason });
+  const body = route.body
+    ? parse(route.body, await readJson(c, guard.limits, refused), "")
+    : undefined;
   scopeRequest(principal, { params, query, body });
   const reply = await route.handle({ ctx, principal, params, query, body, tokens });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
@@ -150,7 +249,11 @@ async function serve(
 /** JSON media types: application/json, with parameters (charset), and +json suffixes. */
 const JSON_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
 
-async function readJson(c: Context, limits: RequestLimits): Promise<unknown> {
+async function readJson(
+  c: Context,
+  limits: RequestLimits,
+  refused: (reason: ThrottleReason) => void,
+): Promise<unknown> {
   const type = c.req.header("content-type");
   if (type === undefined || !JSON_TYPE.test(type)) {
     throw new ApiError(
@@ -160,7 +263,7 @@ async function readJson(c: Context, limits: RequestLimits): Promise<unknown> {
       })`,
     );
   }
-  const text = await readBody(c, limits);
+  const text = await readBody(c, limits, refused);
   if (text.trim() === "") throw new ApiError("invalid_json", "The request needs a JSON body");
   try {
     return JSON.parse(text);
@@ -173,14 +276,33 @@ async function readJson(c: Context, limits: RequestLimits): Promise<unknown> {
 }
 
 /**
- * The body as text, within the size limit and the body timeout. A client that stalls gets 408; one
- * that goes away mid-body is reported as gone, not as an internal error.
+ * The body as text, within the size limit, the nesting depth and the body timeout, each checked as
+ * the bytes arrive. A client that stalls gets 408; one that goes away mid-body is reported as gone,
+ * not as an internal error.
  */
-async function readBody(c: Context, limits: RequestLimits): Promise<string> {
-  const tooLarge = () =>
-    new ApiError("body_too_large", `The request body exceeds ${limits.bodyBytes} bytes`);
+async function readBody(
+  c: Context,
+  limits: RequestLimits,
+  refused: (reason: ThrottleReason) => void,
+): Promise<string> {
+  const tooLarge = () => {
+    refused("body_size");
+    return bodyRefusal(
+      new ApiError("body_too_large", `The request body exceeds ${limits.bodyBytes} bytes`),
+    );
+  };
+  const tooDeep = () => {
+    refused("body_depth");
+    return bodyRefusal(
+      new ApiError(
+        "invalid_json",
+        `The request body is nested deeper than ${limits.jsonDepth} levels of objects and arrays; no request needs more`,
+      ),
+    );
+  };
   const declared = c.req.header("content-length");
   if (declared !== undefined && Number(declared) > limits.bodyBytes) throw tooLarge();
+  const depth = new JsonDepthGauge(limits.jsonDepth);
   const stream = c.req.raw.body;
   if (!stream) return "";
   const reader = stream.getReader();
@@ -199,6 +321,10 @@ async function readBody(c: Context, limits: RequestLimits): Promise<string> {
       if (size > limits.bodyBytes) {
         reader.cancel().catch(() => {});
         throw tooLarge();
+      }
+      if (!depth.feed(value)) {
+        reader.cancel().catch(() => {});
+        throw tooDeep();
       }
       chunks.push(value);
     }
@@ -226,6 +352,11 @@ async function readBody(c: Context, limits: RequestLimits): Promise<string> {
     at += chunk.length;
   }
   return new TextDecoder().decode(bytes);
+}
+
+function bodyRefusal(err: ApiError): ApiError {
+  BODY_REFUSALS.add(err);
+  return err;
 }
 
 function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {

@@ -22,6 +22,18 @@ const TokenSchema = z.strictObject({
     'only node and monitor tokens belong to a cluster: leave out "cluster"',
   );
 
+/** One role's budget (fairness.ts); an absent field keeps the default, 0 lifts the limit. */
+const BudgetSchema = z.strictObject({
+  ratePerSecond: z.number().min(0).max(1_000_000).optional(),
+  burst: z.int().min(0).max(1_000_000).optional(),
+  concurrent: z.int().min(0).max(100_000).optional(),
+  concurrentLists: z.int().min(0).max(100_000).optional(),
+  busyMsPerSecond: z.int().min(0).max(1_000_000).optional(),
+  busyBurstMs: z.int().min(0).max(3_600_000).optional(),
+}).refine((b) => !b.ratePerSecond || b.burst !== 0, {
+  message: "a burst of 0 refuses every request: give burst at least 1, or ratePerSecond 0",
+});
+
 const RangeText = z.string().regex(/^\d+-\d+$/, 'must look like "5000-16777215"');
 
 export const ConfigSchema = z.strictObject({
@@ -73,6 +85,19 @@ export const ConfigSchema = z.strictObject({
     /** 0: no connection guard (a proxy in front times headers); see conn_guard.ts. */
     headerTimeoutMs: z.union([z.literal(0), z.int().min(100).max(3_600_000)]).optional(),
     idleTimeoutMs: z.int().min(100).max(3_600_000).optional(),
+    /** New connections a second from one client address (0: no limit); see conn_guard.ts. */
+    connectionsPerSecond: z.number().min(0).max(1_000_000).optional(),
+    connectionBurst: z.int().min(1).max(1_000_000).optional(),
+    /** Nesting of objects and arrays in a JSON body (400 beyond, before it is parsed). */
+    jsonDepth: z.int().min(4).max(1000).optional(),
+  }).optional(),
+  /** Each role's budget of requests (fairness.ts): over its rate or its concurrency, a 429. */
+  fairness: z.strictObject({
+    tenant: BudgetSchema.optional(),
+    node: BudgetSchema.optional(),
+    monitor: BudgetSchema.optional(),
+    admin: BudgetSchema.optional(),
+    metrics: BudgetSchema.optional(),
   }).optional(),
   vniRanges: z.array(RangeText).default(["1-16777215"]),
   underlayMtu: z.int().min(1280).max(9216).default(1500),
@@ -138,6 +163,8 @@ Environment (overrides the file; flags override both):
   KNITTER_MANAGER_ADMIN_TOKEN  adds an admin bearer token
   KNITTER_MANAGER_TOKENS_FILE  JSON file with a list of tokens ({token, scope, tenant?, node?, cluster?})
   KNITTER_MANAGER_LOG_LEVEL    debug | info | warn | error
+  KNITTER_MANAGER_FAIRNESS     JSON budgets by role over the file's "fairness", e.g.
+                               '{"tenant":{"ratePerSecond":20,"concurrent":8}}'
 `;
 
 export class ConfigError extends Error {
@@ -206,6 +233,8 @@ export async function loadConfig(
   if (tokensFile) raw.tokensFile = tokensFile;
   const level = env("KNITTER_MANAGER_LOG_LEVEL");
   if (level) raw.logLevel = level;
+  const fairness = env("KNITTER_MANAGER_FAIRNESS");
+  if (fairness) raw.fairness = fairnessOverrides(raw.fairness, fairness);
 
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
@@ -287,6 +316,33 @@ function storeOverrides(
     );
   }
   return Object.keys(store).length ? store : undefined;
+}
+
+/** The env's budgets over the file's, role by role and field by field. */
+// deno-lint-ignore no-explicit-any
+function fairnessOverrides(fromFile: any, text: string) {
+  let given;
+  try {
+    given = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(
+      `KNITTER_MANAGER_FAIRNESS is not valid JSON: ${
+        (err as Error).message
+      }; write e.g. '{"tenant":{"ratePerSecond":20}}'`,
+    );
+  }
+  if (typeof given !== "object" || given === null || Array.isArray(given)) {
+    throw new ConfigError(
+      'KNITTER_MANAGER_FAIRNESS must be a JSON object of budgets by role, e.g. \'{"tenant":{"ratePerSecond":20}}\'',
+    );
+  }
+  const out = { ...(fromFile ?? {}) };
+  for (const [role, budget] of Object.entries(given)) {
+    out[role] = typeof budget === "object" && budget !== null && !Array.isArray(budget)
+      ? { ...(out[role] ?? {}), ...budget }
+      : budget;
+  }
+  return out;
 }
 
 function parseListen(text: string): { hostname: string; port: number } {

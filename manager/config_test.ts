@@ -266,3 +266,45 @@ Deno.test("config: store mistakes are named", async () => {
   assert.equal(remote.store.path, "https://kv.example.test/db");
   assert.equal(remote.store.accessToken, "tok");
 });
+
+Deno.test("config: budgets by role from the file, the environment over them field by field", async () => {
+  const file = withFile({
+    ...FILE,
+    limits: { jsonDepth: 16 },
+    fairness: { tenant: { ratePerSecond: 5, burst: 10 }, node: { concurrent: 500 } },
+  });
+  const { config } = await load(["--config", "/etc/knitter.json"], {
+    KNITTER_MANAGER_FAIRNESS:
+      '{"tenant":{"burst":20,"concurrent":4},"monitor":{"ratePerSecond":0}}',
+  }, file);
+  assert.equal(config.limits?.jsonDepth, 16);
+  assert.deepEqual(config.fairness, {
+    tenant: { ratePerSecond: 5, burst: 20, concurrent: 4 },
+    node: { concurrent: 500 },
+    monitor: { ratePerSecond: 0 },
+  });
+});
+
+Deno.test("config: bad budgets are refused, naming where", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN };
+  const fairness = (text: string) => load([], { ...env, KNITTER_MANAGER_FAIRNESS: text });
+  await configError(fairness("{tenant"), /KNITTER_MANAGER_FAIRNESS is not valid JSON/);
+  await configError(fairness("[1]"), /must be a JSON object of budgets by role/);
+  await configError(fairness('{"robot":{}}'), /"fairness".*robot|Unrecognized key/);
+  await configError(fairness('{"tenant":{"concurrent":-1}}'), /"fairness.tenant.concurrent"/);
+  await configError(
+    fairness('{"tenant":{"ratePerSecond":5,"burst":0}}'),
+    /a burst of 0 refuses every request/,
+  );
+  await configError(
+    load(["--config", "/c.json"], env, { "/c.json": JSON.stringify({ limits: { jsonDepth: 1 } }) }),
+    /"limits.jsonDepth"/,
+  );
+});
+
+Deno.test("config: manager.example.json loads, fairness budgets and all", async () => {
+  const path = new URL("./manager.example.json", import.meta.url).pathname;
+  const { config } = await loadConfig(["--config", path], () => undefined);
+  assert.equal(config.limits?.jsonDepth, 32);
+  assert.equal(config.fairness?.tenant?.concurrentLists, 4);
+});

@@ -24,6 +24,8 @@ export const ERROR_STATUS = {
   uri_too_long: 414,
   unsupported_media_type: 415,
   invalid_mac: 422,
+  /** The caller is over its budget (fairness.ts); the answer says when to retry (Retry-After). */
+  too_many_requests: 429,
   /** The client closed the connection mid-request: nobody reads this answer; logged, not a bug. */
   client_closed: 499,
   store_conflict: 503,

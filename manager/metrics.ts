@@ -84,7 +84,33 @@ export class Metrics {
     labelNames: ["tenant", "network"] as const,
     registers: [this.registry],
   });
+  readonly throttled = new Counter({
+    name: "knitter_manager_throttled_requests_total",
+    help: "Requests refused for their caller's budget or their body's bounds before any work, by " +
+      "principal kind (tenant, node, monitor, admin, metrics) and reason (rate, concurrency, " +
+      "lists, body_size, body_depth).",
+    labelNames: ["principal", "reason"] as const,
+    registers: [this.registry],
+  });
+  readonly refusedConnections = new Counter({
+    name: "knitter_manager_refused_connections_total",
+    help: "Connections closed as soon as accepted, their client address over its budget of new " +
+      "connections (limits.connectionsPerSecond).",
+    registers: [this.registry],
+  });
+  private readonly inFlight = new Gauge({
+    name: "knitter_manager_in_flight_requests",
+    help: "API requests in progress, by principal kind.",
+    labelNames: ["principal"] as const,
+    registers: [this.registry],
+  });
   private pools: (() => Promise<PoolUsage[]>) | null = null;
+  private requestsInFlight: (() => Map<string, number>) | null = null;
+
+  /** Where the requests in progress are read at each scrape (fairness.ts). */
+  readInFlightFrom(source: () => Map<string, number>): void {
+    this.requestsInFlight = source;
+  }
 
   /**
    * The counters' known series at 0 from the start: a series born at its first increment has no
@@ -115,6 +141,9 @@ export class Metrics {
       this.poolCapacity.set(labels, p.capacity);
       this.poolUsed.set(labels, p.used);
       this.poolQuarantined.set(labels, p.quarantined);
+    }
+    if (this.requestsInFlight) {
+      for (const [principal, n] of this.requestsInFlight()) this.inFlight.set({ principal }, n);
     }
     return await this.registry.metrics();
   }

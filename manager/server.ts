@@ -74,6 +74,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     ctx,
     tokens: new TokenTable(config.tokens),
     limits,
+    fairness: config.fairness,
     onInternalError: (err) =>
       log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
     onClientGone: (what) => log.info("client gone mid-request", what),
@@ -95,6 +96,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
       tls: tlsFiles,
       limits,
       onSlowClient: (what) => log.info("slow client disconnected", what),
+      onRefusedConnection: () => ctx.metrics.refusedConnections.inc(),
     }, app.fetch);
   const { hostname, port } = server.addr;
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
