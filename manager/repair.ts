@@ -6,11 +6,14 @@
  * - quarantine records of the old shape (by index only, issue 33) move to the current one (by
  *   the end of their quarantine), so that an allocation ends a bounded number of them per commit;
  * - what a network that no longer exists left behind (its delete interrupted before its follow-up
- *   commits: quarantine records, pool chunks) is deleted.
+ *   commits: quarantine records, pool chunks) is deleted;
+ * - entries of a node's conflict report that its head does not name (a report's write or drop
+ *   interrupted) are deleted (service/conflict_records.ts).
  */
 import { keys, type NetworkRecord } from "./model.ts";
 import { type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
 import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
+import { dropStray, strayGenerations } from "./service/conflict_records.ts";
 import type { Entry, Store } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
 
@@ -37,6 +40,13 @@ export async function repairStore(store: Store): Promise<string[]> {
     if (alive.has(id)) continue;
     await dropLeftovers(store, id);
     done.push(`deleted the leftovers of network ${id}, which does not exist`);
+  }
+  for (const g of await strayGenerations(store)) {
+    if (await dropStray(store, g)) {
+      done.push(
+        `node "${g.node}": deleted ${g.entries} conflict report entries no head names (generation ${g.generation})`,
+      );
+    }
   }
   return done;
 }

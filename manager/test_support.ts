@@ -15,6 +15,7 @@ import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
+import { StoreUnavailableError } from "./store/store.ts";
 
 export const TOKEN = {
   admin: "admin-token-for-tests-0001",
@@ -208,4 +209,24 @@ export function attempt(t: TestApp) {
 /** A network body with defaults for the fields a test does not care about. */
 export function net(name: string, cidr: string, more: Record<string, unknown> = {}) {
   return { name, cidr, ...more };
+}
+
+/**
+ * Makes the app's commits fail from the `n`-th on (counted from now), as a store gone away would;
+ * the answer restores the store.
+ */
+export function failCommitsFrom(t: TestApp, n: number): () => void {
+  const store = t.ctx.store;
+  let commits = 0;
+  t.ctx.store = {
+    get: (key) => store.get(key),
+    getMany: (k) => store.getMany(k),
+    list: (prefix, options) => store.list(prefix, options),
+    commit: (checks, mutations) => {
+      if (++commits >= n) throw new StoreUnavailableError("the store went away");
+      return store.commit(checks, mutations);
+    },
+    close: () => store.close(),
+  };
+  return () => t.ctx.store = store;
 }

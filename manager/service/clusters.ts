@@ -16,6 +16,7 @@ import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 import { checkClusterNodeReach, networkChecks } from "./node_reach.ts";
+import { dropNodeReport } from "./conflict_records.ts";
 
 export interface ClusterView extends ClusterRecord {
   /** Its registered nodes, by their bare names. */
@@ -201,7 +202,10 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
         await dropNodes(ctx, tx, nodes);
         return { nodes, last };
       });
-      for (const node of step.nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+      for (const node of step.nodes) {
+        await dropNodeReport(ctx.store, node.name);
+        ctx.feed.publish({ type: "node", op: "delete", node });
+      }
       if (step.last) break;
     }
     deleted = true;

@@ -5,14 +5,15 @@
  * size, none checked: nothing writes them once the network is gone. An interrupted drop leaves keys
  * of a network that does not exist: `check` reports them and `check --repair` deletes them.
  */
-import { COMMIT_LIMITS, type Key, type Mutation, type Store } from "../store/store.ts";
+import type { Store } from "../store/store.ts";
+import { deleteUnder } from "./delete_under.ts";
 
 /** The prefixes of a network's leftovers, each followed by the network's ID. */
 export const LEFTOVER_PREFIXES = ["quarantine", "quarantine_until", "quarantine_mac", "ipam"];
 
 /** Deletes a deleted network's leftovers. */
 export async function dropLeftovers(store: Store, networkId: string): Promise<void> {
-  for (const prefix of LEFTOVER_PREFIXES) await deleteAll(store, [prefix, networkId]);
+  for (const prefix of LEFTOVER_PREFIXES) await deleteUnder(store, [prefix, networkId]);
 }
 
 /** The IDs of the networks that have leftovers (or are alive): a maintenance listing of them all. */
@@ -22,17 +23,4 @@ export async function networkIdsWithLeftovers(store: Store): Promise<Set<string>
     for await (const e of store.list([prefix])) ids.add(e.key[1] as string);
   }
   return ids;
-}
-
-/** Deletes every key under `prefix`, half a commit's worth of writes per commit. */
-async function deleteAll(store: Store, prefix: Key): Promise<void> {
-  const per = COMMIT_LIMITS.mutations / 2;
-  for (;;) {
-    const batch: Mutation[] = [];
-    for await (const e of store.list(prefix, { limit: per })) {
-      batch.push({ type: "delete", key: e.key });
-    }
-    if (batch.length === 0) return;
-    await store.commit([], batch);
-  }
 }
