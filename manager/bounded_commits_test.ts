@@ -36,11 +36,14 @@ Deno.test("bounded commits: many tenants' ports of several clusters allocated at
   const tenants = Array.from({ length: 60 }, (_, i) => `t${i}`);
   using t = await testApp({ tenants });
   const clusters = ["c0", "c1", "c2", "c3", "c4", "c5"];
-  for (const name of clusters) must(await t.call("POST", "clusters", { name, tenants }), 201);
   must(
     await t.call("POST", "tenants/admin/networks", net("shared", "10.8.0.0/22", { public: true })),
     201,
   );
+  // Another tenant's public network is a cluster's by name only.
+  for (const name of clusters) {
+    must(await t.call("POST", "clusters", { name, tenants, networks: ["admin/shared"] }), 201);
+  }
   // Each port of another tenant (a quota record each to check) and of one of six clusters (a
   // cluster record each): two rounds, so that a batch is full.
   const puts = [...tenants, ...tenants].map((tenant, i) =>
