@@ -115,6 +115,14 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
     }
   }
+  let oldMacs = 0;
+  for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;
+  if (oldMacs > 0) {
+    problems.push(
+      `${where}: ${oldMacs} fixed MAC quarantine record(s) of the old shape (by MAC only), which ` +
+        "never end; `check --repair` moves them to the current shape (or deletes them, ended)",
+    );
+  }
   if (oldShape > 0) {
     problems.push(
       `${where}: ${oldShape} quarantine record(s) of the old shape (by index), which older managers ` +

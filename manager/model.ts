@@ -257,8 +257,18 @@ export const keys = {
    */
   legacyQuarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
   legacyQuarantines: (networkId: string): Key => ["quarantine", networkId],
-  /** A released fixed MAC in quarantine. */
-  macQuarantine: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
+  /**
+   * A released fixed MAC in quarantine, by the end of its quarantine (ms), the same as its
+   * address's record's: ending that record ends this one (service/quarantine.ts).
+   */
+  macQuarantine: (networkId: string, mac: string, untilMs: number): Key => [
+    "quarantine_mac",
+    networkId,
+    mac,
+    untilMs,
+  ],
+  /** A MAC's quarantines; as a key of its own, the old shape (by MAC only, never ended). */
+  macQuarantinesOf: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
   macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],

@@ -8,7 +8,8 @@
  * `keys.quarantine(network, until, index)`, listed in the order the quarantines end. An allocation
  * ends at most {@link SWEEP_PER_COMMIT} expired ones in its own commit (their records go, their bits
  * clear): however many end at once, a commit stays small, and the next allocations end the rest.
- * A quarantined fixed MAC has a record under `keys.macQuarantine`.
+ * A quarantined fixed MAC has a record under `keys.macQuarantine(network, mac, until)`, which
+ * ends with its address's record, in the same commit.
  *
  * @module
  */
@@ -18,6 +19,7 @@ import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
+import { macFor } from "./port_records.ts";
 
 /** An address in quarantine. */
 export interface QuarantineRecord {
@@ -56,9 +58,11 @@ export function quarantine(
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
-  tx.set(keys.quarantine(net.id, at + ctx.settings.quarantineMs, port.index), record);
+  const untilMs = at + ctx.settings.quarantineMs;
+  tx.set(keys.quarantine(net.id, untilMs, port.index), record);
   if (fixedMac) {
-    tx.set(keys.macQuarantine(net.id, port.mac), { port: port.id, until } as MacQuarantineRecord);
+    const mac: MacQuarantineRecord = { port: port.id, until };
+    tx.set(keys.macQuarantine(net.id, port.mac, untilMs), mac);
   }
 }
 
@@ -104,15 +108,28 @@ export async function sweepQuarantine(
         if (e.key.length === 4) break;
         continue;
       }
-      await end(tx, edit, e);
+      await end(tx, edit, net, e);
       left--;
     }
     if (left === 0) return;
   }
 }
 
-async function end(tx: Tx, edit: PoolEdit, e: Entry<QuarantineRecord>): Promise<void> {
+/**
+ * Ends an address's quarantine: its record goes, its bit clears, and the quarantine of the fixed
+ * MAC released with it (a record of the same end, when the port had one) goes too.
+ */
+async function end(
+  tx: Tx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  e: Entry<QuarantineRecord>,
+): Promise<void> {
   tx.delete(e.key);
+  const mac = e.value?.mac;
+  if (mac !== undefined && mac !== macFor(net.id, indexOf(e))) {
+    tx.delete(keys.macQuarantine(net.id, mac, untilOf(e)));
+  }
   await edit.release(indexOf(e));
 }
 
@@ -145,7 +162,7 @@ export async function takeAsked(
   const q = await quarantineAt(ctx, net, index);
   if (!q?.value) return null;
   if (untilOf(q) > clockMs(ctx)) return q.value;
-  await end(tx, edit, q);
+  await end(tx, edit, net, q);
   return (await edit.take(index)) ? true : null;
 }
 
@@ -169,8 +186,8 @@ export async function heldQuarantine(
 }
 
 /**
- * A fixed MAC's quarantine: the record when it still holds; an expired one is deleted in this
- * commit (and checked, so that two claims of it cannot both pass).
+ * A fixed MAC's quarantine: a record that still holds, if any; expired ones are deleted in this
+ * commit (two claims of the MAC exclude each other by its MAC key, service/port_allocation.ts).
  */
 export async function macInQuarantine(
   ctx: Ctx,
@@ -178,10 +195,16 @@ export async function macInQuarantine(
   net: NetworkRecord,
   mac: string,
 ): Promise<MacQuarantineRecord | null> {
-  const e: Entry<MacQuarantineRecord> = await ctx.store.get(keys.macQuarantine(net.id, mac));
-  if (!e.value) return null;
-  if (e.value.until > new Date(clockMs(ctx)).toISOString()) return e.value;
-  tx.check(e).delete(e.key);
+  const now = new Date(clockMs(ctx)).toISOString();
+  const records: Entry<MacQuarantineRecord>[] = [
+    await ctx.store.get(keys.macQuarantinesOf(net.id, mac)),
+  ];
+  for await (const e of ctx.store.list<MacQuarantineRecord>(keys.macQuarantinesOf(net.id, mac))) {
+    records.push(e);
+  }
+  const held = records.find((e) => e.value && e.value.until > now);
+  if (held) return held.value;
+  for (const e of records) if (e.value) tx.delete(e.key);
   return null;
 }
 
