@@ -27,6 +27,8 @@ import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
 import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import { miscountedHeads, strayGenerations } from "./service/conflict_records.ts";
+import { listQuarantine } from "./service/quarantine.ts";
+import { countProblem } from "./service/quarantine_count.ts";
 
 export interface CheckReport {
   networks: number;
@@ -115,6 +117,9 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
     }
   }
+  const listed = await listQuarantine(store, net.id, Date.now());
+  const countWrong = await countProblem(store, net.id, listed, Date.now());
+  if (countWrong) problems.push(`${where}: ${countWrong}`);
   let oldMacs = 0;
   for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;
   if (oldMacs > 0) {

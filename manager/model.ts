@@ -267,6 +267,8 @@ export const keys = {
     mac,
     untilMs,
   ],
+  /** How many quarantine records a network has, and when they end (service/quarantine_count.ts). */
+  quarantineCount: (networkId: string): Key => ["quarantine_count", networkId],
   /** A MAC's quarantines; as a key of its own, the old shape (by MAC only, never ended). */
   macQuarantinesOf: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
   macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],

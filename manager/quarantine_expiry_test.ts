@@ -10,12 +10,11 @@ import { repairStore } from "./repair.ts";
 import { openKvStore, type Store } from "./mod.ts";
 import { startEtcd } from "./store/etcd_test_support.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
-import { must, mustFail, net, type TestApp, testApp } from "./test_support.ts";
+import { must, mustFail, net, type TestApp, testApp, watchedStore } from "./test_support.ts";
 import { formatIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "./model.ts";
 import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
 import { macFor } from "./service/port_records.ts";
-import type { Check, Key, ListOptions, Mutation } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
 import { CHUNK_BITS } from "./ipam/bitmap_pool.ts";
 
@@ -69,7 +68,7 @@ async function massRelease(
   n: number,
   opts: { cidr: string; direct?: boolean },
 ): Promise<void> {
-  const recorder = new Recording(store);
+  const recorder = recording(store);
   const { t, advance } = await appOn(recorder);
   try {
     must(await t.call("POST", "tenants/acme/networks", net("blue", opts.cidr)), 201);
@@ -128,7 +127,7 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
         const index = (await edit.allocate(t.ctx.pools.allowed(net)))!;
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
         const port = { id: `p${j}`, ip, mac: macFor(net.id, index), index } as PortRecord;
-        quarantine(t.ctx, tx, net, port, false);
+        await quarantine(t.ctx, tx, net, port, false);
         ips.add(ip);
       }
       edit.flush();
@@ -138,29 +137,18 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
   return ips;
 }
 
-/** A store that records how many quarantine records each commit deletes. */
-class Recording implements Store {
-  readonly ended: number[] = [];
-  constructor(private readonly store: Store) {}
-  get<T>(key: Key) {
-    return this.store.get<T>(key);
-  }
-  getMany<T>(k: Key[]) {
-    return this.store.getMany<T>(k);
-  }
-  list<T>(prefix: Key, options?: ListOptions) {
-    return this.store.list<T>(prefix, options);
-  }
-  commit(checks: Check[], mutations: Mutation[]) {
-    const quarantines = mutations.filter((m) =>
-      m.type === "delete" && String(m.key[0]).startsWith("quarantine")
-    );
-    this.ended.push(quarantines.length);
-    return this.store.commit(checks, mutations);
-  }
-  close() {
-    this.store.close();
-  }
+/** A store that records how many quarantine records each commit deletes (in `ended`). */
+function recording(store: Store): Store & { ended: number[] } {
+  const ended: number[] = [];
+  const watched = watchedStore(store, {
+    commit: (_, mutations) => {
+      ended.push(
+        mutations.filter((m) => m.type === "delete" && String(m.key[0]).startsWith("quarantine"))
+          .length,
+      );
+    },
+  });
+  return Object.assign(watched, { ended });
 }
 
 async function onKvFile<T>(fn: (store: Store) => Promise<T>): Promise<T> {
@@ -300,8 +288,8 @@ Deno.test("quarantine expiry: check reports old-shape quarantine records and key
 });
 
 Deno.test("quarantine expiry: old-shape records left by an older manager end a bounded number per commit too", async () => {
-  let recorder!: Recording;
-  const recording = (store: Store) => recorder = new Recording(store);
+  let recorder!: ReturnType<typeof recording>;
+  const record = (store: Store) => recorder = recording(store);
   await onKvApp(async ({ t, advance }) => {
     must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
     await allocate(t, "p", 150);
@@ -311,7 +299,7 @@ Deno.test("quarantine expiry: old-shape records left by an older manager end a b
     recorder.ended.length = 0;
     await allocate(t, "q", 200);
     assert.ok(Math.max(...recorder.ended) <= SWEEP_PER_COMMIT, `ended ${recorder.ended}`);
-  }, recording);
+  }, record);
 });
 
 Deno.test("quarantine expiry: a network with more quarantined addresses than one commit holds can be deleted, and leaves none", async () => {
@@ -405,7 +393,7 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
         const index = k * CHUNK_BITS + 7;
         assert.ok(await edit.take(index));
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
-        quarantine(
+        await quarantine(
           t.ctx,
           tx,
           net,
@@ -425,7 +413,7 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
  * until none is left, and a released MAC can be claimed again.
  */
 async function fixedMacRelease(store: Store, n: number): Promise<void> {
-  const recorder = new Recording(store);
+  const recorder = recording(store);
   const { t, advance } = await appOn(recorder);
   try {
     must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/22")), 201);

@@ -6,6 +6,8 @@
  * - quarantine records of the old shape (by index only, issue 33) move to the current one (by
  *   the end of their quarantine), so that an allocation ends a bounded number of them per commit;
  *   so do fixed MAC quarantine records of the old shape (by MAC only), which nothing ended;
+ * - a network's quarantine count, missing (an older manager's network) or wrong, is counted again
+ *   (service/quarantine_count.ts);
  * - what a network that no longer exists left behind (its delete interrupted before its follow-up
  *   commits: quarantine records, pool chunks) is deleted;
  * - entries of a node's conflict report that its head does not name (a report's write or drop
@@ -13,10 +15,12 @@
  */
 import { keys, type NetworkRecord } from "./model.ts";
 import {
+  listQuarantine,
   type MacQuarantineRecord,
   type QuarantineRecord,
   SWEEP_PER_COMMIT,
 } from "./service/quarantine.ts";
+import { countProblem, recount } from "./service/quarantine_count.ts";
 import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import { dropStray, strayGenerations } from "./service/conflict_records.ts";
 import type { Entry, Store } from "./store/store.ts";
@@ -36,6 +40,7 @@ export async function repairStore(store: Store): Promise<string[]> {
         `network "${net.tenant}/${net.name}": moved ${moved} quarantine record(s) of the old shape`,
       );
     }
+    await recountQuarantine(store, net, done);
     const macs = await moveLegacyMacQuarantine(store, net);
     if (macs > 0) {
       done.push(
@@ -110,4 +115,17 @@ async function moveLegacyMacQuarantine(store: Store, net: NetworkRecord): Promis
     if (n === 0) return moved;
     if (await tx.commit(store)) moved += n;
   }
+}
+
+/** Counts a network's quarantine records again when its count is missing or wrong. */
+async function recountQuarantine(store: Store, net: NetworkRecord, done: string[]): Promise<void> {
+  const list = () => listQuarantine(store, net.id, Date.now());
+  if (!(await countProblem(store, net.id, await list(), Date.now()))) return;
+  const where = `network "${net.tenant}/${net.name}"`;
+  const n = await recount(store, net.id, list);
+  done.push(
+    n === null
+      ? `${where}: its quarantine kept changing while it was counted; run check --repair again`
+      : `${where}: counted ${n} quarantine record(s)`,
+  );
 }

@@ -15,7 +15,7 @@ import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
-import { StoreUnavailableError } from "./store/store.ts";
+import { type Check, type Key, type Mutation, StoreUnavailableError } from "./store/store.ts";
 
 export const TOKEN = {
   admin: "admin-token-for-tests-0001",
@@ -211,6 +211,29 @@ export function net(name: string, cidr: string, more: Record<string, unknown> = 
   return { name, cidr, ...more };
 }
 
+/** What a watched store tells before each listing and commit (a throw fails the call). */
+export interface StoreWatch {
+  list?(prefix: Key): void;
+  commit?(checks: Check[], mutations: Mutation[]): void;
+}
+
+/** `store`, telling `watch` of each listing and commit. */
+export function watchedStore(store: Store, watch: StoreWatch): Store {
+  return {
+    get: (key) => store.get(key),
+    getMany: (k) => store.getMany(k),
+    list: (prefix, options) => {
+      watch.list?.(prefix);
+      return store.list(prefix, options);
+    },
+    commit: async (checks, mutations) => {
+      watch.commit?.(checks, mutations);
+      return await store.commit(checks, mutations);
+    },
+    close: () => store.close(),
+  };
+}
+
 /**
  * Makes the app's commits fail from the `n`-th on (counted from now), as a store gone away would;
  * the answer restores the store.
@@ -218,15 +241,10 @@ export function net(name: string, cidr: string, more: Record<string, unknown> = 
 export function failCommitsFrom(t: TestApp, n: number): () => void {
   const store = t.ctx.store;
   let commits = 0;
-  t.ctx.store = {
-    get: (key) => store.get(key),
-    getMany: (k) => store.getMany(k),
-    list: (prefix, options) => store.list(prefix, options),
-    commit: (checks, mutations) => {
+  t.ctx.store = watchedStore(store, {
+    commit: () => {
       if (++commits >= n) throw new StoreUnavailableError("the store went away");
-      return store.commit(checks, mutations);
     },
-    close: () => store.close(),
-  };
+  });
   return () => t.ctx.store = store;
 }

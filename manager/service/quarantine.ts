@@ -20,6 +20,7 @@ import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
 import { macFor } from "./port_records.ts";
+import { countIn, heldAt, readCount } from "./quarantine_count.ts";
 
 /** An address in quarantine. */
 export interface QuarantineRecord {
@@ -47,19 +48,20 @@ export function quarantining(ctx: Ctx): boolean {
  * Puts the released port's address (its bit stays set) and its fixed MAC, if any, in quarantine,
  * in the release's commit.
  */
-export function quarantine(
+export async function quarantine(
   ctx: Ctx,
   tx: Tx,
   net: NetworkRecord,
   port: PortRecord,
   fixedMac: boolean,
-) {
+): Promise<void> {
   const at = clockMs(ctx);
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
   const untilMs = at + ctx.settings.quarantineMs;
   tx.set(keys.quarantine(net.id, untilMs, port.index), record);
+  (await countIn(ctx.store, tx, net.id)).change(untilMs, 1, at);
   if (fixedMac) {
     const mac: MacQuarantineRecord = { port: port.id, until };
     tx.set(keys.macQuarantine(net.id, port.mac, untilMs), mac);
@@ -108,7 +110,7 @@ export async function sweepQuarantine(
         if (e.key.length === 4) break;
         continue;
       }
-      await end(tx, edit, net, e);
+      await end(ctx, tx, edit, net, e);
       left--;
     }
     if (left === 0) return;
@@ -120,12 +122,14 @@ export async function sweepQuarantine(
  * MAC released with it (a record of the same end, when the port had one) goes too.
  */
 async function end(
+  ctx: Ctx,
   tx: Tx,
   edit: PoolEdit,
   net: NetworkRecord,
   e: Entry<QuarantineRecord>,
 ): Promise<void> {
   tx.delete(e.key);
+  (await countIn(ctx.store, tx, net.id)).change(untilOf(e), -1, clockMs(ctx));
   const mac = e.value?.mac;
   if (mac !== undefined && mac !== macFor(net.id, indexOf(e))) {
     tx.delete(keys.macQuarantine(net.id, mac, untilOf(e)));
@@ -162,7 +166,7 @@ export async function takeAsked(
   const q = await quarantineAt(ctx, net, index);
   if (!q?.value) return null;
   if (untilOf(q) > clockMs(ctx)) return q.value;
-  await end(tx, edit, net, q);
+  await end(ctx, tx, edit, net, q);
   return (await edit.take(index)) ? true : null;
 }
 
@@ -210,20 +214,35 @@ export async function macInQuarantine(
 
 /**
  * The network's quarantine records (their bits are set), and how many of them still hold at `now`
- * (ms): the others are as good as free, the next allocations end them.
+ * (ms): the others are as good as free, the next allocations end them. From the network's count
+ * (service/quarantine_count.ts) when it has one, else from the records.
  */
 export async function countQuarantine(
   store: Store,
   net: NetworkRecord,
   now = 0,
 ): Promise<{ records: number; held: number }> {
+  const count = await readCount(store, net.id);
+  if (count) return { records: count.records, held: heldAt(count, now) };
+  return await listQuarantine(store, net.id, now);
+}
+
+/** The same, from the records: one read per record. */
+export async function listQuarantine(
+  store: Store,
+  networkId: string,
+  now: number,
+): Promise<{ records: number; held: number; ends: number[] }> {
   let records = 0;
   let held = 0;
-  for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
+  const ends: number[] = [];
+  for (const prefix of [keys.legacyQuarantines(networkId), keys.quarantines(networkId)]) {
     for await (const e of store.list<QuarantineRecord>(prefix)) {
       records++;
-      if (untilOf(e) > now) held++;
+      const until = untilOf(e);
+      ends.push(until);
+      if (until > now) held++;
     }
   }
-  return { records, held };
+  return { records, held, ends };
 }
