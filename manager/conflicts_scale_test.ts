@@ -12,7 +12,8 @@ import { startEtcd } from "./store/etcd_test_support.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
 import { keys } from "./model.ts";
 import { repairStore } from "./repair.ts";
-import type { Key } from "./store/store.ts";
+import { nodeConflicts, reportConflicts } from "./service/conflicts.ts";
+import type { Key, ListOptions } from "./store/store.ts";
 import { failCommitsFrom, must, mustFail, type TestApp, testApp, TOKEN } from "./test_support.ts";
 
 /** The longest names the schemas take: a tenant (DNS label), a port ID, a cluster suffix. */
@@ -181,4 +182,69 @@ Deno.test("conflicts at scale: an interrupted report leaves the last one whole; 
   must(await t.call("PUT", "nodes/worker1/conflicts", { items: second }, TOKEN.worker1), 200);
   assert.deepEqual(await read(), second);
   assert.deepEqual((await checkStore(t.store)).problems, []);
+});
+
+Deno.test("conflicts at scale: reports racing on two replicas, read meanwhile: whole reports read, one whole report kept, nothing left over", async () => {
+  using t = await testApp();
+  const ports = await remotePorts(t, 200);
+  // Three reports of 400 entries each (two commits of entries), told apart by their reason/port.
+  const reports = [
+    entries(ports, "local"),
+    entries(ports, "remote"),
+    [...entries(ports.slice(100), "local"), ...entries(ports.slice(0, 100), "remote")],
+  ];
+  const replica = { ...t.ctx };
+  await reportConflicts(t.ctx, "worker1", { items: reports[0] } as never);
+  const writes = reports.flatMap((items, i) => [
+    reportConflicts(i % 2 ? replica : t.ctx, "worker1", { items } as never),
+    reportConflicts(i % 2 ? t.ctx : replica, "worker1", { items } as never),
+  ]);
+  const known = new Set(reports.map((r) => JSON.stringify(r)));
+  let reads = 0;
+  let writing = true;
+  const reading = (async () => {
+    while (writing) {
+      const got = withoutSince((await nodeConflicts(t.ctx, "worker1")).items);
+      assert.ok(known.has(JSON.stringify(got)), `a read saw ${got.length} entries: half a report`);
+      reads++;
+    }
+  })();
+  await Promise.all(writes);
+  writing = false;
+  await reading;
+  assert.ok(reads > 0);
+  const last = withoutSince((await nodeConflicts(t.ctx, "worker1")).items);
+  assert.ok(known.has(JSON.stringify(last)));
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+});
+
+Deno.test("conflicts at scale: a read that a new report overtakes between the record and its entries reads again, and gets the new one whole", async () => {
+  using t = await testApp();
+  const ports = await remotePorts(t, 300);
+  const [first, second] = [entries(ports, "local"), entries(ports, "remote")];
+  await reportConflicts(t.ctx, "worker1", { items: first } as never);
+  // The reader's first listing of entries waits until the second report is in (and the first
+  // report's entries are gone).
+  let overtake: (() => Promise<unknown>) | null = () =>
+    reportConflicts(t.ctx, "worker1", { items: second } as never);
+  const store = t.ctx.store;
+  const reader = {
+    ...t.ctx,
+    store: {
+      ...store,
+      get: store.get.bind(store),
+      getMany: store.getMany.bind(store),
+      commit: store.commit.bind(store),
+      close: store.close.bind(store),
+      list: <T>(prefix: Key, options?: ListOptions) =>
+        (async function* () {
+          const before = prefix[0] === "conflict_entry" ? overtake : null;
+          overtake = null;
+          if (before) await before();
+          yield* store.list<T>(prefix, options);
+        })(),
+    },
+  };
+  assert.deepEqual(withoutSince((await nodeConflicts(reader, "worker1")).items), second);
+  assert.equal(overtake, null, "the read was overtaken");
 });

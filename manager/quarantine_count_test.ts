@@ -135,3 +135,24 @@ Deno.test("quarantine count: check reports a wrong or missing count, check --rep
   now += Q_MS + 1000;
   assert.equal(must(await t.call("GET", NET), 200).usage.free, total);
 });
+
+Deno.test("quarantine count: two replicas on one etcd releasing and allocating at once keep it exact", async () => {
+  await using etcd = await startEtcd();
+  const open = () => openEtcdStore({ endpoints: etcd.endpoints, prefix: "qcount-replicas/" });
+  let now = T0;
+  const clock = () => now;
+  using a = await testApp({ store: await open(), tenants: ["acme"], quarantineSeconds: 60, clock });
+  using b = await testApp({ store: await open(), quarantineSeconds: 60, clock });
+  must(await a.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  await each(a, "PUT", 0, 160);
+  // Each replica releases half, at once; then, the quarantine over, both allocate.
+  await Promise.all([each(a, "DELETE", 0, 80), each(b, "DELETE", 80, 160)]);
+  assert.deepEqual((await checkStore(a.store)).problems, []);
+  const u = must(await b.call("GET", NET), 200).usage;
+  assert.deepEqual([u.used, u.total - u.used - u.free], [0, 160]);
+  now += 61_000;
+  await Promise.all([each(a, "PUT", 200, 260), each(b, "PUT", 300, 360)]);
+  assert.deepEqual((await checkStore(a.store)).problems, []);
+  const after = must(await a.call("GET", NET), 200).usage;
+  assert.deepEqual([after.used, after.total - after.used - after.free], [120, 0]);
+});
