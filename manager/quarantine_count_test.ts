@@ -156,3 +156,27 @@ Deno.test("quarantine count: two replicas on one etcd releasing and allocating a
   const after = must(await a.call("GET", NET), 200).usage;
   assert.deepEqual([after.used, after.total - after.used - after.free], [120, 0]);
 });
+
+Deno.test("quarantine count: a pool exhausted by quarantines says how many and until when without reading them all", async () => {
+  const listed: string[] = [];
+  const store = watchedStore(await openKvStore(":memory:"), {
+    list: (prefix, options) => {
+      // An allocation's sweep reads a bounded number (service/quarantine.ts); a listing without
+      // a limit reads them all.
+      const all = options?.limit === undefined;
+      if (String(prefix[0]).startsWith("quarantine") && all) listed.push(prefix.join("/"));
+    },
+  });
+  using t = await testApp({ store, tenants: ["acme"], quarantineSeconds: 60, clock: () => T0 });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/27")), 201);
+  const { total } = must(await t.call("GET", NET), 200).usage;
+  await each(t, "PUT", 0, total);
+  await each(t, "DELETE", 0, total);
+  listed.length = 0;
+  mustFail(await t.call("PUT", `${NET}/ports/more`, {}), 409, "pool_exhausted", {
+    message: new RegExp(
+      `${total} of them released and in quarantine, the first until 2026-11-01T00:01:00.000Z`,
+    ),
+  });
+  assert.deepEqual(listed, [], "the refusal read every quarantine record");
+});

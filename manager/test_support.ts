@@ -15,7 +15,13 @@ import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
-import { type Check, type Key, type Mutation, StoreUnavailableError } from "./store/store.ts";
+import {
+  type Check,
+  type Key,
+  type ListOptions,
+  type Mutation,
+  StoreUnavailableError,
+} from "./store/store.ts";
 
 export const TOKEN = {
   admin: "admin-token-for-tests-0001",
@@ -213,7 +219,7 @@ export function net(name: string, cidr: string, more: Record<string, unknown> = 
 
 /** What a watched store tells before each listing and commit (a throw fails the call). */
 export interface StoreWatch {
-  list?(prefix: Key): void;
+  list?(prefix: Key, options?: ListOptions): void;
   commit?(checks: Check[], mutations: Mutation[]): void;
 }
 
@@ -223,7 +229,7 @@ export function watchedStore(store: Store, watch: StoreWatch): Store {
     get: (key) => store.get(key),
     getMany: (k) => store.getMany(k),
     list: (prefix, options) => {
-      watch.list?.(prefix);
+      watch.list?.(prefix, options);
       return store.list(prefix, options);
     },
     commit: async (checks, mutations) => {

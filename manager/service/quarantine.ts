@@ -170,8 +170,31 @@ export async function takeAsked(
   return (await edit.take(index)) ? true : null;
 }
 
-/** How many addresses of the network are in quarantine now, and the first end, for messages. */
+/**
+ * How many addresses of the network are in quarantine now, and the first end, for the message of
+ * an exhausted pool. Then the allocation's sweep ended none, so none has ended: with a count, its
+ * records are all held and the first listed is the first to end (a counted network has no records
+ * of the old shape: `check --repair` moves them before it counts).
+ */
 export async function heldQuarantine(
+  ctx: Ctx,
+  net: NetworkRecord,
+): Promise<{ count: number; first: string }> {
+  const count = await readCount(ctx.store, net.id);
+  if (count) {
+    let first = "";
+    for await (
+      const e of ctx.store.list<QuarantineRecord>(keys.quarantines(net.id), { limit: 1 })
+    ) {
+      first = new Date(untilOf(e)).toISOString();
+    }
+    return { count: count.records, first };
+  }
+  return await heldListed(ctx, net);
+}
+
+/** The same, for a network without a count: from every record. */
+async function heldListed(
   ctx: Ctx,
   net: NetworkRecord,
 ): Promise<{ count: number; first: string }> {
