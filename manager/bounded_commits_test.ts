@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";
-import { must, net, testApp } from "./test_support.ts";
+import { must, mustFail, net, testApp } from "./test_support.ts";
 import { type IpGroupRecord, keys } from "./model.ts";
 import type { Key } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
@@ -40,7 +40,7 @@ Deno.test("bounded commits: many tenants' ports of several clusters allocated at
     await t.call("POST", "tenants/admin/networks", net("shared", "10.8.0.0/22", { public: true })),
     201,
   );
-  // Each cluster serves every tenant and names the admin's public network, which it may then use.
+  // Another tenant's public network is a cluster's by name only.
   for (const name of clusters) {
     must(await t.call("POST", "clusters", { name, tenants, networks: ["admin/shared"] }), 201);
   }
@@ -124,5 +124,29 @@ Deno.test("bounded commits: an IP group stored by an older manager (ports named 
   assert.equal(keyed, 3, "the members moved to their keys");
   const stored = (await t.store.get<IpGroupRecord>(keys.ipGroup("acme", "g"))).value!;
   assert.ok(stored.addresses.every((a) => a.port === undefined), "no port named inline");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+});
+
+Deno.test("bounded values: a cluster naming more than one record holds is a clear 400, and one that fits is kept", async () => {
+  using t = await testApp();
+  // The schema's most: 1,000 tenants and 1,000 networks of the longest names.
+  const tenants = Array.from({ length: 1000 }, (_, i) => `t${i}-`.padEnd(63, "x"));
+  const networks = tenants.map((n) => `${n}/${"n".repeat(63)}`);
+  const physnets = Array.from({ length: 256 }, (_, i) => `p${i}-`.padEnd(63, "x"));
+  mustFail(
+    await t.call("POST", "clusters", { name: "big", tenants, networks, physnets }),
+    400,
+    "invalid_request",
+    { field: "tenants", message: /tenants, networks and physnets .* at most/ },
+  );
+  mustFail(await t.call("GET", "clusters/big"), 404, "not_found");
+  must(await t.call("POST", "clusters", { name: "big", tenants: tenants.slice(0, 100) }), 201);
+  mustFail(
+    await t.call("PATCH", "clusters/big", { networks }),
+    400,
+    "invalid_request",
+    { field: "tenants" },
+  );
+  assert.equal(must(await t.call("GET", "clusters/big"), 200).tenants.length, 100);
   assert.deepEqual((await checkStore(t.store)).problems, []);
 });

@@ -3,8 +3,9 @@
  * has its holder (a port, an IP group address, the gateway or an exclude; a network for a segment
  * ID) and every holder has its bit; the pool heads count what their chunks hold; no address or
  * segment has two owners; every router's networks exist, belong to its tenant and name it as their
- * one router; no quarantine records of an old shape, nor keys of a network that is gone (`check
- * --repair` mends those: repair.ts). A manager killed mid-request must leave nothing this check
+ * one router; no quarantine records of an old shape, nor keys of a network that is gone, nor
+ * entries of a conflict report that its head does not name (`check --repair` mends those:
+ * repair.ts). A manager killed mid-request must leave nothing this check
  * finds.
  */
 import { tsBitmap } from "@knitter/wasm";
@@ -25,6 +26,9 @@ import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
 import { networkSpec } from "./service/network_spec.ts";
 import type { Key, Store } from "./store/store.ts";
 import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
+import { miscountedHeads, strayGenerations } from "./service/conflict_records.ts";
+import { listQuarantine } from "./service/quarantine.ts";
+import { countProblem } from "./service/quarantine_count.ts";
 
 export interface CheckReport {
   networks: number;
@@ -51,6 +55,7 @@ export async function checkStore(store: Store): Promise<CheckReport> {
       );
     }
   }
+  await checkConflictReports(store, problems);
   await checkSegments(store, networks, problems);
   await checkRouters(store, byId, problems);
   for await (const e of store.list<QuotaRecord>(["quota"])) {
@@ -65,6 +70,20 @@ export async function checkStore(store: Store): Promise<CheckReport> {
     }
   }
   return { networks: networks.length, ports, problems };
+}
+
+/** Every node's conflict report is whole, and no entries of another generation are left. */
+async function checkConflictReports(store: Store, problems: string[]): Promise<void> {
+  for (const g of await strayGenerations(store)) {
+    const how = g.draft
+      ? "being written, or its write was interrupted"
+      : "its drop was interrupted";
+    problems.push(
+      `conflict report of node "${g.node}": ${g.entries} entry(ies) of generation ${g.generation}, ` +
+        `which its head does not name (${how}); \`check --repair\` deletes them`,
+    );
+  }
+  for (const m of await miscountedHeads(store)) problems.push(`conflict report of ${m}`);
 }
 
 async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]): Promise<number> {
@@ -97,6 +116,17 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       hold(e.key.at(-1) as number, `the quarantine of ${e.value?.ip}`);
       if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
     }
+  }
+  const listed = await listQuarantine(store, net.id, Date.now());
+  const countWrong = await countProblem(store, net.id, listed, Date.now());
+  if (countWrong) problems.push(`${where}: ${countWrong}`);
+  let oldMacs = 0;
+  for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;
+  if (oldMacs > 0) {
+    problems.push(
+      `${where}: ${oldMacs} fixed MAC quarantine record(s) of the old shape (by MAC only), which ` +
+        "never end; `check --repair` moves them to the current shape (or deletes them, ended)",
+    );
   }
   if (oldShape > 0) {
     problems.push(

@@ -4,11 +4,21 @@
  * what a port shows, how a report replaces the last one, and how a tenant sees the other claimant.
  */
 import assert from "node:assert/strict";
+import { checkStore } from "./check.ts";
 import { keys } from "./model.ts";
+import { repairStore } from "./repair.ts";
 import { reportConflicts } from "./service/conflicts.ts";
 import { deleteNode } from "./service/nodes.ts";
-import { StoreUnavailableError } from "./store/store.ts";
-import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
+import {
+  failCommitsFrom,
+  must,
+  mustFail,
+  net,
+  type TestApp,
+  testApp,
+  TOKEN,
+  unchanged,
+} from "./test_support.ts";
 
 const BLUE = "tenants/acme/networks/blue";
 const GREEN = "tenants/globex/networks/green";
@@ -258,28 +268,24 @@ Deno.test("conflicts: forgetting a node drops its record in the node's own commi
     ),
     200,
   );
-  // The store answers one commit, then fails: a second commit after the node's is never reached.
-  const store = t.ctx.store;
-  let commits = 0;
-  t.ctx.store = {
-    get: (key) => store.get(key),
-    getMany: (keys) => store.getMany(keys),
-    list: (prefix, options) => store.list(prefix, options),
-    commit: (checks, mutations) => {
-      if (++commits > 1) throw new StoreUnavailableError("the store went away");
-      return store.commit(checks, mutations);
-    },
-    close: () => store.close(),
-  };
+  // The store answers one commit, then fails: the node's own commit takes its report along; the
+  // report's entries, which go after it, stay for `check --repair`.
+  const restore = failCommitsFrom(t, 2);
   try {
-    must(await t.call("DELETE", "nodes/worker1"), 204);
+    mustFail(await t.call("DELETE", "nodes/worker1"), 503, "store_unavailable");
   } finally {
-    t.ctx.store = store;
+    restore();
   }
-  assert.equal(commits, 1);
   mustFail(await t.call("GET", "nodes/worker1"), 404, "not_found");
   assert.equal((await t.store.get(keys.conflicts("worker1"))).value, null);
   assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
+  assert.deepEqual(must(await t.call("GET", "nodes/worker1/conflicts"), 200).items, []);
+  assert.match(
+    (await checkStore(t.store)).problems.join(),
+    /1 entry\(ies\) of generation .*its drop was interrupted/,
+  );
+  await repairStore(t.store);
+  assert.deepEqual((await checkStore(t.store)).problems, []);
 });
 
 Deno.test("conflicts: another replica's reports are answered at once (the records read again when one changed)", async () => {
@@ -300,4 +306,30 @@ Deno.test("conflicts: another replica's reports are answered at once (the record
   assert.equal((await portConflicts(t, `${BLUE}/ports/r1`)).length, 1);
   await deleteNode(replica, "worker1");
   assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
+});
+
+Deno.test("conflicts: a report kept by an older manager (its entries inline) is read, and the next one replaces it", async () => {
+  const { t, remote } = await world();
+  using _ = t;
+  const since = "2026-11-01T00:00:00.000Z";
+  const old = { ...item(remote, { value: remote.ip }), since };
+  await t.store.commit([], [{
+    type: "set",
+    key: keys.conflicts("worker1"),
+    value: { node: "worker1", updatedAt: since, items: [old] },
+  }]);
+  assert.deepEqual(
+    must(await t.call("GET", "nodes/worker1/conflicts"), 200).items,
+    [old],
+  );
+  assert.equal((await portConflicts(t, `${BLUE}/ports/r1`))[0].since, since);
+  const both = [
+    item(remote, { value: remote.ip }),
+    item(remote, { field: "mac", value: remote.mac }),
+  ];
+  must(await t.call("PUT", "nodes/worker1/conflicts", { items: both }, TOKEN.worker1), 200);
+  const now = must(await t.call("GET", "nodes/worker1/conflicts"), 200).items;
+  assert.deepEqual(now.map((i: { field: string }) => i.field), ["ip", "mac"]);
+  assert.equal(now[0].since, since, "the entry that stays keeps its since");
+  assert.deepEqual((await checkStore(t.store)).problems, []);
 });

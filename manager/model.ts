@@ -257,8 +257,20 @@ export const keys = {
    */
   legacyQuarantine: (networkId: string, index: number): Key => ["quarantine", networkId, index],
   legacyQuarantines: (networkId: string): Key => ["quarantine", networkId],
-  /** A released fixed MAC in quarantine. */
-  macQuarantine: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
+  /**
+   * A released fixed MAC in quarantine, by the end of its quarantine (ms), the same as its
+   * address's record's: ending that record ends this one (service/quarantine.ts).
+   */
+  macQuarantine: (networkId: string, mac: string, untilMs: number): Key => [
+    "quarantine_mac",
+    networkId,
+    mac,
+    untilMs,
+  ],
+  /** How many quarantine records a network has, and when they end (service/quarantine_count.ts). */
+  quarantineCount: (networkId: string): Key => ["quarantine_count", networkId],
+  /** A MAC's quarantines; as a key of its own, the old shape (by MAC only, never ended). */
+  macQuarantinesOf: (networkId: string, mac: string): Key => ["quarantine_mac", networkId, mac],
   macQuarantines: (networkId: string): Key => ["quarantine_mac", networkId],
   vniPool: (): Key => ["segment", "vxlan"],
   vlanPool: (physnet: string): Key => ["segment", "vlan", physnet],
@@ -274,9 +286,23 @@ export const keys = {
   clusters: (): Key => ["cluster"],
   node: (name: string): Key => ["node", name],
   nodes: (): Key => ["node"],
-  /** The ports a node leaves out of its flows, as it last reported them (service/conflicts.ts). */
+  /**
+   * The ports a node leaves out of its flows, as it last reported them (service/conflicts.ts): the
+   * head, naming the generation whose entries are the report (service/conflict_records.ts).
+   */
   conflicts: (node: string): Key => ["conflict", node],
   allConflicts: (): Key => ["conflict"],
+  /** One entry of a node's report, of one generation. */
+  conflictEntry: (node: string, generation: string, seq: number): Key => [
+    "conflict_entry",
+    node,
+    generation,
+    seq,
+  ],
+  conflictEntries: (...prefix: string[]): Key => ["conflict_entry", ...prefix],
+  /** A generation being written, not yet named by the head: deleted by the commit that names it. */
+  conflictDraft: (node: string, generation: string): Key => ["conflict_draft", node, generation],
+  conflictDrafts: (...prefix: string[]): Key => ["conflict_draft", ...prefix],
   /**
    * Written (blind) by every commit that changes a node's conflicts record: its version tells a
    * reader whether the records it holds in memory are still the store's (service/conflicts.ts).

@@ -6,15 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";
+import { repairStore } from "./repair.ts";
 import { openKvStore, type Store } from "./mod.ts";
 import { startEtcd } from "./store/etcd_test_support.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
-import { must, mustFail, net, type TestApp, testApp } from "./test_support.ts";
+import { must, mustFail, net, type TestApp, testApp, watchedStore } from "./test_support.ts";
 import { formatIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "./model.ts";
 import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
 import { macFor } from "./service/port_records.ts";
-import type { Check, Key, ListOptions, Mutation } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
 import { CHUNK_BITS } from "./ipam/bitmap_pool.ts";
 
@@ -68,7 +68,7 @@ async function massRelease(
   n: number,
   opts: { cidr: string; direct?: boolean },
 ): Promise<void> {
-  const recorder = new Recording(store);
+  const recorder = recording(store);
   const { t, advance } = await appOn(recorder);
   try {
     must(await t.call("POST", "tenants/acme/networks", net("blue", opts.cidr)), 201);
@@ -127,7 +127,7 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
         const index = (await edit.allocate(t.ctx.pools.allowed(net)))!;
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
         const port = { id: `p${j}`, ip, mac: macFor(net.id, index), index } as PortRecord;
-        quarantine(t.ctx, tx, net, port, false);
+        await quarantine(t.ctx, tx, net, port, false);
         ips.add(ip);
       }
       edit.flush();
@@ -137,29 +137,18 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
   return ips;
 }
 
-/** A store that records how many quarantine records each commit deletes. */
-class Recording implements Store {
-  readonly ended: number[] = [];
-  constructor(private readonly store: Store) {}
-  get<T>(key: Key) {
-    return this.store.get<T>(key);
-  }
-  getMany<T>(k: Key[]) {
-    return this.store.getMany<T>(k);
-  }
-  list<T>(prefix: Key, options?: ListOptions) {
-    return this.store.list<T>(prefix, options);
-  }
-  commit(checks: Check[], mutations: Mutation[]) {
-    const quarantines = mutations.filter((m) =>
-      m.type === "delete" && String(m.key[0]).startsWith("quarantine")
-    );
-    this.ended.push(quarantines.length);
-    return this.store.commit(checks, mutations);
-  }
-  close() {
-    this.store.close();
-  }
+/** A store that records how many quarantine records each commit deletes (in `ended`). */
+function recording(store: Store): Store & { ended: number[] } {
+  const ended: number[] = [];
+  const watched = watchedStore(store, {
+    commit: (_, mutations) => {
+      ended.push(
+        mutations.filter((m) => m.type === "delete" && String(m.key[0]).startsWith("quarantine"))
+          .length,
+      );
+    },
+  });
+  return Object.assign(watched, { ended });
 }
 
 async function onKvFile<T>(fn: (store: Store) => Promise<T>): Promise<T> {
@@ -299,8 +288,8 @@ Deno.test("quarantine expiry: check reports old-shape quarantine records and key
 });
 
 Deno.test("quarantine expiry: old-shape records left by an older manager end a bounded number per commit too", async () => {
-  let recorder!: Recording;
-  const recording = (store: Store) => recorder = new Recording(store);
+  let recorder!: ReturnType<typeof recording>;
+  const record = (store: Store) => recorder = recording(store);
   await onKvApp(async ({ t, advance }) => {
     must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
     await allocate(t, "p", 150);
@@ -310,7 +299,7 @@ Deno.test("quarantine expiry: old-shape records left by an older manager end a b
     recorder.ended.length = 0;
     await allocate(t, "q", 200);
     assert.ok(Math.max(...recorder.ended) <= SWEEP_PER_COMMIT, `ended ${recorder.ended}`);
-  }, recording);
+  }, record);
 });
 
 Deno.test("quarantine expiry: a network with more quarantined addresses than one commit holds can be deleted, and leaves none", async () => {
@@ -404,7 +393,7 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
         const index = k * CHUNK_BITS + 7;
         assert.ok(await edit.take(index));
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
-        quarantine(
+        await quarantine(
           t.ctx,
           tx,
           net,
@@ -417,3 +406,92 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
     });
   }
 }
+
+/**
+ * `n` ports with fixed MACs released at once: during their quarantine the MACs are refused, after
+ * it allocations end their MAC records with their addresses' records, a bounded number per commit,
+ * until none is left, and a released MAC can be claimed again.
+ */
+async function fixedMacRelease(store: Store, n: number): Promise<void> {
+  const recorder = recording(store);
+  const { t, advance } = await appOn(recorder);
+  try {
+    must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/22")), 201);
+    const hex = (b: number) => b.toString(16).padStart(2, "0");
+    const mac = (i: number) => `06:00:00:00:${hex(i >> 8)}:${hex(i & 255)}`;
+    for (let i = 0; i < n; i += 100) {
+      const part = Array.from({ length: Math.min(100, n - i) }, (_, j) => i + j);
+      const replies = await Promise.all(
+        part.map((k) => t.call("PUT", `${NET}/ports/m${k}`, { mac: mac(k) })),
+      );
+      for (const r of replies) must(r, 201);
+    }
+    await release(t, "m", n);
+    mustFail(await t.call("PUT", `${NET}/ports/early`, { mac: mac(0) }), 409, "mac_taken");
+    advance(QUARANTINE_S * 1000 + 1);
+    recorder.ended.length = 0;
+    for (let i = 0; i <= Math.ceil(n / SWEEP_PER_COMMIT); i++) {
+      must(await t.call("PUT", `${NET}/ports/after${i}`, {}), 201);
+    }
+    const netId = must(await t.call("GET", NET), 200).id;
+    for await (const e of t.store.list(["quarantine_mac", netId])) {
+      assert.fail(`a MAC quarantine that has ended is still kept: ${e.key.join("/")}`);
+    }
+    assert.ok(Math.max(...recorder.ended) <= 2 * SWEEP_PER_COMMIT, `ended ${recorder.ended}`);
+    assert.equal(must(await t.call("PUT", `${NET}/ports/again`, { mac: mac(1) }), 201).mac, mac(1));
+    assert.deepEqual((await checkStore(t.store)).problems, []);
+  } finally {
+    t.close();
+  }
+}
+
+Deno.test("quarantine expiry: 300 released fixed MACs end with their addresses, in bounded commits (Deno KV file)", async () => {
+  await onKvFile((store) => fixedMacRelease(store, 300));
+});
+
+Deno.test("quarantine expiry: 300 released fixed MACs end with their addresses, in bounded commits (etcd)", async () => {
+  await using etcd = await startEtcd();
+  await fixedMacRelease(await openEtcdStore({ endpoints: etcd.endpoints, prefix: "macs/" }), 300);
+});
+
+Deno.test("quarantine expiry: fixed MAC records of the old shape are honoured, reported by check, moved by check --repair, and then end", async () => {
+  await onKvFile(async (store) => {
+    // Near the real time: the repair tells ended records by it.
+    const { t, advance } = await appOn(store, { at: Date.now() });
+    try {
+      must(await t.call("POST", "tenants", { name: "acme" }), 201);
+      must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+      const macs = ["06:00:00:00:00:01", "06:00:00:00:00:02", "06:00:00:00:00:03"];
+      for (const [i, mac] of macs.entries()) {
+        must(await t.call("PUT", `${NET}/ports/m${i}`, { mac }), 201);
+        must(await t.call("DELETE", `${NET}/ports/m${i}`), 204);
+      }
+      const netId = must(await t.call("GET", NET), 200).id;
+      const tx = new Tx();
+      for await (const e of t.store.list(keys.macQuarantines(netId))) {
+        tx.delete(e.key).set(keys.macQuarantinesOf(netId, e.key[2] as string), e.value);
+      }
+      assert.ok(await tx.commit(t.store));
+      mustFail(await t.call("PUT", `${NET}/ports/again`, { mac: macs[0] }), 409, "mac_taken");
+      assert.match(
+        (await checkStore(t.store)).problems.join("\n"),
+        /3 fixed MAC quarantine record\(s\) of the old shape/,
+      );
+      assert.match((await repairStore(t.store)).join("\n"), /moved or ended 3 fixed MAC/);
+      assert.deepEqual((await checkStore(t.store)).problems, []);
+      mustFail(await t.call("PUT", `${NET}/ports/again`, { mac: macs[0] }), 409, "mac_taken");
+      advance(QUARANTINE_S * 1000 + 1);
+      must(await t.call("PUT", `${NET}/ports/after`, {}), 201);
+      for await (const e of t.store.list(keys.macQuarantines(netId))) {
+        assert.fail(`left behind: ${e.key.join("/")}`);
+      }
+      assert.equal(
+        must(await t.call("PUT", `${NET}/ports/m9`, { mac: macs[2] }), 201).mac,
+        macs[2],
+      );
+      assert.deepEqual((await checkStore(t.store)).problems, []);
+    } finally {
+      t.close();
+    }
+  });
+});

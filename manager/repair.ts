@@ -5,12 +5,24 @@
  *
  * - quarantine records of the old shape (by index only, issue 33) move to the current one (by
  *   the end of their quarantine), so that an allocation ends a bounded number of them per commit;
+ *   so do fixed MAC quarantine records of the old shape (by MAC only), which nothing ended;
+ * - a network's quarantine count, missing (an older manager's network) or wrong, is counted again
+ *   (service/quarantine_count.ts);
  * - what a network that no longer exists left behind (its delete interrupted before its follow-up
- *   commits: quarantine records, pool chunks) is deleted.
+ *   commits: quarantine records, pool chunks) is deleted;
+ * - entries of a node's conflict report that its head does not name (a report's write or drop
+ *   interrupted) are deleted (service/conflict_records.ts).
  */
 import { keys, type NetworkRecord } from "./model.ts";
-import { type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
+import {
+  listQuarantine,
+  type MacQuarantineRecord,
+  type QuarantineRecord,
+  SWEEP_PER_COMMIT,
+} from "./service/quarantine.ts";
+import { countProblem, recount } from "./service/quarantine_count.ts";
 import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
+import { dropStray, strayGenerations } from "./service/conflict_records.ts";
 import type { Entry, Store } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
 
@@ -28,6 +40,13 @@ export async function repairStore(store: Store): Promise<string[]> {
         `network "${net.tenant}/${net.name}": moved ${moved} quarantine record(s) of the old shape`,
       );
     }
+    await recountQuarantine(store, net, done);
+    const macs = await moveLegacyMacQuarantine(store, net);
+    if (macs > 0) {
+      done.push(
+        `network "${net.tenant}/${net.name}": moved or ended ${macs} fixed MAC quarantine record(s) of the old shape`,
+      );
+    }
   }
   // The IDs first, then the networks again: a network made meanwhile is not taken for gone.
   const ids = await networkIdsWithLeftovers(store);
@@ -37,6 +56,13 @@ export async function repairStore(store: Store): Promise<string[]> {
     if (alive.has(id)) continue;
     await dropLeftovers(store, id);
     done.push(`deleted the leftovers of network ${id}, which does not exist`);
+  }
+  for (const g of await strayGenerations(store)) {
+    if (await dropStray(store, g)) {
+      done.push(
+        `node "${g.node}": deleted ${g.entries} conflict report entries no head names (generation ${g.generation})`,
+      );
+    }
   }
   return done;
 }
@@ -65,4 +91,41 @@ async function moveLegacyQuarantine(store: Store, net: NetworkRecord): Promise<n
     // A lost race re-reads: the records it moves are those still there.
     if (await tx.commit(store)) moved += batch.length;
   }
+}
+
+/**
+ * Moves a network's fixed MAC quarantine records of the old shape (by MAC only, which nothing
+ * ended) to the current one, by their end, which their address's record has too, so that the
+ * address's end ends them; those that have ended are deleted. Each checked, as above.
+ */
+async function moveLegacyMacQuarantine(store: Store, net: NetworkRecord): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const tx = new Tx();
+    let n = 0;
+    for await (const e of store.list<MacQuarantineRecord>(keys.macQuarantines(net.id))) {
+      if (e.key.length !== 3) continue;
+      const until = Date.parse(e.value!.until);
+      tx.check(e).delete(e.key);
+      if (until > Date.now()) {
+        tx.set(keys.macQuarantine(net.id, e.key[2] as string, until), e.value);
+      }
+      if (++n === SWEEP_PER_COMMIT) break;
+    }
+    if (n === 0) return moved;
+    if (await tx.commit(store)) moved += n;
+  }
+}
+
+/** Counts a network's quarantine records again when its count is missing or wrong. */
+async function recountQuarantine(store: Store, net: NetworkRecord, done: string[]): Promise<void> {
+  const list = () => listQuarantine(store, net.id, Date.now());
+  if (!(await countProblem(store, net.id, await list(), Date.now()))) return;
+  const where = `network "${net.tenant}/${net.name}"`;
+  const n = await recount(store, net.id, list);
+  done.push(
+    n === null
+      ? `${where}: its quarantine kept changing while it was counted; run check --repair again`
+      : `${where}: counted ${n} quarantine record(s)`,
+  );
 }

@@ -618,7 +618,8 @@ export function scopedParam(bare: z.ZodType<string>) {
 
 const ClusterTenants = z.array(z.union([Name, z.literal("*")])).max(1000).meta({
   description:
-    "tenants (namespaces) whose pods may run in it and whose networks it may use; '*': all",
+    "tenants (namespaces) whose pods may run in it and whose networks it may use; '*': all " +
+    "(with networks and physnets, at most what one stored record holds, about 64 KB)",
 });
 const ClusterNetworks = z.array(
   z.string().regex(/^[a-z0-9-]{1,63}\/[a-z0-9-]{1,63}$/, "must be tenant/network"),

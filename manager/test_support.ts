@@ -15,6 +15,13 @@ import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
 import { ensureTenant } from "./service/tenants.ts";
 import { openEtcdStore } from "./store/etcd_store.ts";
+import {
+  type Check,
+  type Key,
+  type ListOptions,
+  type Mutation,
+  StoreUnavailableError,
+} from "./store/store.ts";
 
 export const TOKEN = {
   admin: "admin-token-for-tests-0001",
@@ -208,4 +215,42 @@ export function attempt(t: TestApp) {
 /** A network body with defaults for the fields a test does not care about. */
 export function net(name: string, cidr: string, more: Record<string, unknown> = {}) {
   return { name, cidr, ...more };
+}
+
+/** What a watched store tells before each listing and commit (a throw fails the call). */
+export interface StoreWatch {
+  list?(prefix: Key, options?: ListOptions): void;
+  commit?(checks: Check[], mutations: Mutation[]): void;
+}
+
+/** `store`, telling `watch` of each listing and commit. */
+export function watchedStore(store: Store, watch: StoreWatch): Store {
+  return {
+    get: (key) => store.get(key),
+    getMany: (k) => store.getMany(k),
+    list: (prefix, options) => {
+      watch.list?.(prefix, options);
+      return store.list(prefix, options);
+    },
+    commit: async (checks, mutations) => {
+      watch.commit?.(checks, mutations);
+      return await store.commit(checks, mutations);
+    },
+    close: () => store.close(),
+  };
+}
+
+/**
+ * Makes the app's commits fail from the `n`-th on (counted from now), as a store gone away would;
+ * the answer restores the store.
+ */
+export function failCommitsFrom(t: TestApp, n: number): () => void {
+  const store = t.ctx.store;
+  let commits = 0;
+  t.ctx.store = watchedStore(store, {
+    commit: () => {
+      if (++commits >= n) throw new StoreUnavailableError("the store went away");
+    },
+  });
+  return () => t.ctx.store = store;
 }

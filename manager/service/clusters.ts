@@ -8,14 +8,16 @@
  */
 import type { z } from "zod";
 import type { ClusterReach } from "../auth.ts";
-import { ApiError, notFound } from "../errors.ts";
+import { ApiError, invalid, notFound } from "../errors.ts";
 import { type ClusterRecord, keys, type NodeRecord, type PortRecord } from "../model.ts";
 import type { ClusterCreate, ClusterUpdate } from "../schemas.ts";
-import type { Entry } from "../store/store.ts";
+import { COMMIT_LIMITS, type Entry } from "../store/store.ts";
+import { encodeValue } from "../store/value_codec.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 import { checkClusterNodeReach, networkChecks } from "./node_reach.ts";
+import { dropNodeReport } from "./conflict_records.ts";
 
 export interface ClusterView extends ClusterRecord {
   /** Its registered nodes, by their bare names. */
@@ -116,6 +118,7 @@ export async function createCluster(
     updatedAt: t,
   };
   if (body.description !== undefined) record.description = body.description;
+  checkRecordSize(record);
   return await networkChecks(ctx).run(async () => {
     await checkClusterNodeReach(ctx, record);
     return await retry(ctx, async (tx) => {
@@ -127,6 +130,23 @@ export async function createCluster(
       return record;
     });
   });
+}
+
+/**
+ * What a cluster's record may take, stored: a value's 64 KiB less room for the encoding's own
+ * overhead. The schema's lists (1,000 tenants, 1,000 networks, 256 physnets of the longest names)
+ * can take over 200 KB together; many short names, or `*`, fit.
+ */
+const CLUSTER_RECORD_BYTES = COMMIT_LIMITS.valueBytes - 1024;
+
+/** A 400 naming the lists when the cluster's record would not fit one stored value. */
+function checkRecordSize(record: ClusterRecord): void {
+  const bytes = encodeValue(record).length;
+  if (bytes <= CLUSTER_RECORD_BYTES) return;
+  throw invalid(
+    "tenants",
+    `Cluster "${record.name}": its tenants, networks and physnets take ${bytes} bytes stored, at most ${CLUSTER_RECORD_BYTES} fit one record; name fewer of them, or "*" for all tenants or physnets`,
+  );
 }
 
 /** Changes what a cluster may use; its tokens see the change on their next request. */
@@ -143,6 +163,7 @@ export async function updateCluster(
       const current = e.value ?? await findCluster(ctx, name);
       if (!current) throw notFound(`Cluster "${name}" does not exist`);
       const record: ClusterRecord = { ...current, ...body, updatedAt: now() };
+      checkRecordSize(record);
       await checkClusterNodeReach(ctx, record);
       tx.check(e).set(e.key, record);
       return record;
@@ -201,7 +222,10 @@ export async function deleteCluster(ctx: Ctx, name: string): Promise<void> {
         await dropNodes(ctx, tx, nodes);
         return { nodes, last };
       });
-      for (const node of step.nodes) ctx.feed.publish({ type: "node", op: "delete", node });
+      for (const node of step.nodes) {
+        await dropNodeReport(ctx.store, node.name);
+        ctx.feed.publish({ type: "node", op: "delete", node });
+      }
       if (step.last) break;
     }
     deleted = true;

@@ -3,8 +3,8 @@
  * claims its MAC or address there (agent/PIPELINE.md, "Conflicting entries").
  *
  * Each node reports its whole current set (PUT /nodes/{node}/conflicts, node-scoped), again on
- * every change; an empty set clears it. The manager keeps one record per node, so a node's report
- * only ever replaces its own. What a node may say is bounded by what it sees: an entry is kept only
+ * every change; an empty set clears it. The manager keeps one report per node (its entries a key
+ * each, service/conflict_records.ts), so a node's report only ever replaces its own. What a node may say is bounded by what it sees: an entry is kept only
  * when it names a port bound to another node (a node's remote view holds no other ports) that holds
  * the reported MAC or address now. So a hostile node can mark a port only with a claim the port
  * really has, under its own name; it can neither invent a value nor speak for another node. The
@@ -21,15 +21,21 @@ import { canonicalIp, parseMac } from "@knitter/common/address";
 import { keys, type PortRecord } from "../model.ts";
 import type { ConflictReport, ConflictReportItem, PortConflict } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
-import { type Ctx, listValues, now, retry } from "./context.ts";
+import { type Ctx, now } from "./context.ts";
+import {
+  type ConflictHead,
+  entriesOf,
+  readReport,
+  type StoredItem,
+  writeReport,
+} from "./conflict_records.ts";
 import { keyId } from "./port_records.ts";
 import { seesRecord } from "./cluster_view.ts";
 
 type Item = z.infer<typeof ConflictReportItem>;
-type StoredItem = Item & { since: string };
 export type PortConflictView = z.infer<typeof PortConflict>;
 
-/** A node's last report, as kept. */
+/** A node's last report, as answered. */
 export interface NodeConflictsRecord {
   node: string;
   updatedAt: string;
@@ -40,8 +46,8 @@ export interface NodeConflictsRecord {
 export type PortWithConflicts = Port & { conflicts?: PortConflictView[] };
 
 /**
- * Replaces `node`'s record with the entries of its report that hold (module documentation). An
- * entry that was in the last report keeps its `since`. Answers the record and how many entries
+ * Replaces `node`'s report with the entries of its report that hold (module documentation). An
+ * entry that was in the last report keeps its `since`. Answers the report and how many entries
  * were not kept.
  */
 export async function reportConflicts(
@@ -50,10 +56,8 @@ export async function reportConflicts(
   report: z.infer<typeof ConflictReport>,
   principal: Principal = { scope: "admin" },
 ): Promise<NodeConflictsRecord & { ignored: number }> {
-  return await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node));
-    const before = new Map((e.value?.items ?? []).map((i) => [identity(i), i.since]));
-    const t = now();
+  const kept = await writeReport(ctx, node, async (previous, t) => {
+    const before = new Map(previous.map((i) => [identity(i), i.since]));
     const items: StoredItem[] = [];
     const seen = new Set<string>();
     const ports = await portsOf(ctx, report.items);
@@ -67,21 +71,15 @@ export async function reportConflicts(
       seen.add(id);
       items.push({ ...item, value: canonical(item.field, item.value), since: before.get(id) ?? t });
     }
-    const ignored = report.items.length - items.length;
-    if (items.length === 0) {
-      if (e.value) tx.check(e).delete(e.key).set(keys.conflictsChanged(), t);
-      return { node, updatedAt: t, items, ignored };
-    }
-    const record: NodeConflictsRecord = { node, updatedAt: t, items };
-    tx.check(e).set(e.key, record).set(keys.conflictsChanged(), t);
-    return { ...record, ignored };
+    return items;
   });
+  return { node, ...kept, ignored: report.items.length - kept.items.length };
 }
 
-/** A node's record; an empty one when it reported none (or nothing that held). */
+/** A node's report; an empty one when it reported none (or nothing that held). */
 export async function nodeConflicts(ctx: Ctx, node: string): Promise<NodeConflictsRecord> {
-  const r = (await ctx.store.get<NodeConflictsRecord>(keys.conflicts(node))).value;
-  return r ?? { node, updatedAt: now(), items: [] };
+  const { head, items } = await readReport(ctx.store, node);
+  return { node, updatedAt: head.value?.updatedAt ?? now(), items };
 }
 
 /**
@@ -129,13 +127,14 @@ async function reportedByPort(ctx: Ctx): Promise<Reported> {
   const cached = reported.get(ctx);
   if (changed.version !== null && cached?.version === changed.version) return cached.byPort;
   // Read after the version: a report in between is newer than the version kept, read again later.
-  const records = await listValues<NodeConflictsRecord>(ctx.store, keys.allConflicts());
   const byPort: Reported = new Map();
-  for (const r of records) {
-    for (const item of r.items) {
+  for await (const head of ctx.store.list<ConflictHead>(keys.allConflicts())) {
+    const node = head.value!.node;
+    const items = await entriesOf(ctx.store, head) ?? (await readReport(ctx.store, node)).items;
+    for (const item of items) {
       const k = portKey(item);
       const list = byPort.get(k) ?? [];
-      list.push({ node: r.node, item });
+      list.push({ node, item });
       byPort.set(k, list);
     }
   }

@@ -1,5 +1,6 @@
 /** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
 import { countQuarantine } from "./quarantine.ts";
+import { emptyCount } from "./quarantine_count.ts";
 import { dropLeftovers } from "./network_leftovers.ts";
 import type { Usage } from "@knitter/common";
 import type { z } from "zod";
@@ -95,6 +96,7 @@ export async function createNetwork(
     if (body.securityGroups?.length) record.securityGroups = body.securityGroups;
     storedNodeReach(record, body);
     tx.set(key, record);
+    tx.set(keys.quarantineCount(id), emptyCount(ctx.settings.quarantineMs));
     return record;
   };
 
@@ -475,7 +477,7 @@ export async function deleteNetwork(
         // pool's chunks beyond the first 500 (network_leftovers.ts).
         const used = edit.used - (await countQuarantine(ctx.store, net)).records;
         if (used > 0) throw await inUse(ctx, net, used);
-        tx.check(e).delete(e.key);
+        tx.check(e).delete(e.key).delete(keys.quarantineCount(net.id));
         edit.destroy();
         const t = await getTenantEntry(ctx, tenant);
         tx.check(t).set(t.key, { ...t.value!, networks: t.value!.networks - 1 });

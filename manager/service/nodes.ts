@@ -8,6 +8,7 @@ import type { NodeRegister } from "../schemas.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { DEFAULT_CLUSTER, unscoped } from "./cluster_names.ts";
 import { clusterGuard } from "./clusters.ts";
+import { dropNodeReport } from "./conflict_records.ts";
 
 /**
  * What a principal sees of a node: a tenant its name only (no underlay address, no labels), as
@@ -59,7 +60,8 @@ export function listNodes(ctx: Ctx): Promise<NodeRecord[]> {
 
 /**
  * Forgets a node, and its conflict report (service/conflicts.ts) in the same commit: a report
- * outliving its node would keep marking ports, and a retry of the DELETE would answer 404.
+ * outliving its node would keep marking ports, and a retry of the DELETE would answer 404. The
+ * report's entries, which no head names any more, go after it.
  */
 export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
   const node = await retry(ctx, async (tx) => {
@@ -74,5 +76,6 @@ export async function deleteNode(ctx: Ctx, name: string): Promise<void> {
     }
     return e.value as NodeRecord;
   });
+  await dropNodeReport(ctx.store, name);
   ctx.feed.publish({ type: "node", op: "delete", node });
 }

@@ -56,7 +56,7 @@ export async function deletePort(
       }
       if (quarantining(ctx)) {
         // The bit stays set until the quarantine ends (service/quarantine.ts).
-        quarantine(ctx, tx, net, port, fixedMac);
+        await quarantine(ctx, tx, net, port, fixedMac);
       } else {
         const edit = await pool.edit(tx);
         await edit.release(port.index);

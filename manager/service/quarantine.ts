@@ -8,7 +8,8 @@
  * `keys.quarantine(network, until, index)`, listed in the order the quarantines end. An allocation
  * ends at most {@link SWEEP_PER_COMMIT} expired ones in its own commit (their records go, their bits
  * clear): however many end at once, a commit stays small, and the next allocations end the rest.
- * A quarantined fixed MAC has a record under `keys.macQuarantine`.
+ * A quarantined fixed MAC has a record under `keys.macQuarantine(network, mac, until)`, which
+ * ends with its address's record, in the same commit.
  *
  * @module
  */
@@ -18,6 +19,8 @@ import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
+import { macFor } from "./port_records.ts";
+import { countIn, heldAt, readCount } from "./quarantine_count.ts";
 
 /** An address in quarantine. */
 export interface QuarantineRecord {
@@ -45,20 +48,23 @@ export function quarantining(ctx: Ctx): boolean {
  * Puts the released port's address (its bit stays set) and its fixed MAC, if any, in quarantine,
  * in the release's commit.
  */
-export function quarantine(
+export async function quarantine(
   ctx: Ctx,
   tx: Tx,
   net: NetworkRecord,
   port: PortRecord,
   fixedMac: boolean,
-) {
+): Promise<void> {
   const at = clockMs(ctx);
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
-  tx.set(keys.quarantine(net.id, at + ctx.settings.quarantineMs, port.index), record);
+  const untilMs = at + ctx.settings.quarantineMs;
+  tx.set(keys.quarantine(net.id, untilMs, port.index), record);
+  (await countIn(ctx.store, tx, net.id)).change(untilMs, 1, at);
   if (fixedMac) {
-    tx.set(keys.macQuarantine(net.id, port.mac), { port: port.id, until } as MacQuarantineRecord);
+    const mac: MacQuarantineRecord = { port: port.id, until };
+    tx.set(keys.macQuarantine(net.id, port.mac, untilMs), mac);
   }
 }
 
@@ -104,15 +110,30 @@ export async function sweepQuarantine(
         if (e.key.length === 4) break;
         continue;
       }
-      await end(tx, edit, e);
+      await end(ctx, tx, edit, net, e);
       left--;
     }
     if (left === 0) return;
   }
 }
 
-async function end(tx: Tx, edit: PoolEdit, e: Entry<QuarantineRecord>): Promise<void> {
+/**
+ * Ends an address's quarantine: its record goes, its bit clears, and the quarantine of the fixed
+ * MAC released with it (a record of the same end, when the port had one) goes too.
+ */
+async function end(
+  ctx: Ctx,
+  tx: Tx,
+  edit: PoolEdit,
+  net: NetworkRecord,
+  e: Entry<QuarantineRecord>,
+): Promise<void> {
   tx.delete(e.key);
+  (await countIn(ctx.store, tx, net.id)).change(untilOf(e), -1, clockMs(ctx));
+  const mac = e.value?.mac;
+  if (mac !== undefined && mac !== macFor(net.id, indexOf(e))) {
+    tx.delete(keys.macQuarantine(net.id, mac, untilOf(e)));
+  }
   await edit.release(indexOf(e));
 }
 
@@ -145,12 +166,35 @@ export async function takeAsked(
   const q = await quarantineAt(ctx, net, index);
   if (!q?.value) return null;
   if (untilOf(q) > clockMs(ctx)) return q.value;
-  await end(tx, edit, q);
+  await end(ctx, tx, edit, net, q);
   return (await edit.take(index)) ? true : null;
 }
 
-/** How many addresses of the network are in quarantine now, and the first end, for messages. */
+/**
+ * How many addresses of the network are in quarantine now, and the first end, for the message of
+ * an exhausted pool. Then the allocation's sweep ended none, so none has ended: with a count, its
+ * records are all held and the first listed is the first to end (a counted network has no records
+ * of the old shape: `check --repair` moves them before it counts).
+ */
 export async function heldQuarantine(
+  ctx: Ctx,
+  net: NetworkRecord,
+): Promise<{ count: number; first: string }> {
+  const count = await readCount(ctx.store, net.id);
+  if (count) {
+    let first = "";
+    for await (
+      const e of ctx.store.list<QuarantineRecord>(keys.quarantines(net.id), { limit: 1 })
+    ) {
+      first = new Date(untilOf(e)).toISOString();
+    }
+    return { count: count.records, first };
+  }
+  return await heldListed(ctx, net);
+}
+
+/** The same, for a network without a count: from every record. */
+async function heldListed(
   ctx: Ctx,
   net: NetworkRecord,
 ): Promise<{ count: number; first: string }> {
@@ -169,8 +213,8 @@ export async function heldQuarantine(
 }
 
 /**
- * A fixed MAC's quarantine: the record when it still holds; an expired one is deleted in this
- * commit (and checked, so that two claims of it cannot both pass).
+ * A fixed MAC's quarantine: a record that still holds, if any; expired ones are deleted in this
+ * commit (two claims of the MAC exclude each other by its MAC key, service/port_allocation.ts).
  */
 export async function macInQuarantine(
   ctx: Ctx,
@@ -178,29 +222,50 @@ export async function macInQuarantine(
   net: NetworkRecord,
   mac: string,
 ): Promise<MacQuarantineRecord | null> {
-  const e: Entry<MacQuarantineRecord> = await ctx.store.get(keys.macQuarantine(net.id, mac));
-  if (!e.value) return null;
-  if (e.value.until > new Date(clockMs(ctx)).toISOString()) return e.value;
-  tx.check(e).delete(e.key);
+  const now = new Date(clockMs(ctx)).toISOString();
+  const records: Entry<MacQuarantineRecord>[] = [
+    await ctx.store.get(keys.macQuarantinesOf(net.id, mac)),
+  ];
+  for await (const e of ctx.store.list<MacQuarantineRecord>(keys.macQuarantinesOf(net.id, mac))) {
+    records.push(e);
+  }
+  const held = records.find((e) => e.value && e.value.until > now);
+  if (held) return held.value;
+  for (const e of records) if (e.value) tx.delete(e.key);
   return null;
 }
 
 /**
  * The network's quarantine records (their bits are set), and how many of them still hold at `now`
- * (ms): the others are as good as free, the next allocations end them.
+ * (ms): the others are as good as free, the next allocations end them. From the network's count
+ * (service/quarantine_count.ts) when it has one, else from the records.
  */
 export async function countQuarantine(
   store: Store,
   net: NetworkRecord,
   now = 0,
 ): Promise<{ records: number; held: number }> {
+  const count = await readCount(store, net.id);
+  if (count) return { records: count.records, held: heldAt(count, now) };
+  return await listQuarantine(store, net.id, now);
+}
+
+/** The same, from the records: one read per record. */
+export async function listQuarantine(
+  store: Store,
+  networkId: string,
+  now: number,
+): Promise<{ records: number; held: number; ends: number[] }> {
   let records = 0;
   let held = 0;
-  for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
+  const ends: number[] = [];
+  for (const prefix of [keys.legacyQuarantines(networkId), keys.quarantines(networkId)]) {
     for await (const e of store.list<QuarantineRecord>(prefix)) {
       records++;
-      if (untilOf(e) > now) held++;
+      const until = untilOf(e);
+      ends.push(until);
+      if (until > now) held++;
     }
   }
-  return { records, held };
+  return { records, held, ends };
 }
