@@ -202,9 +202,12 @@ export class Wiring {
   }
 
   /**
-   * Undoes an attachment in reverse order: switch ports and veths, then the flows (before their
-   * addresses can be handed to someone else), the ofports, the manager's ports, and the record
-   * last. With `made`, only what that journal notes (a failed wiring's rollback); else all the
+   * Undoes an attachment: its flows first (the record without ofports, then a flow sync: the pod
+   * is cut off, and a burst's flow syncs never queue behind ovs-vswitchd releasing the ports it
+   * was told to remove), then switch ports and veths, the ofports, the manager's ports (after their
+   * flows, before their addresses can be handed to someone else), and the record last. A heal
+   * meanwhile does not plug a port again: the record names no ofport for it.
+   * With `made`, only what that journal notes (a failed wiring's rollback); else all the
    * record names. A port another attachment here holds (a stable address) is not released; on a
    * rollback, a stable port it asked for is unbound instead of released (same address), so the
    * pod's network-status, written from the ports bound to it, names no interface taken away.
@@ -215,23 +218,6 @@ export class Wiring {
     opts: { made?: UndoJournal } = {},
   ): Promise<void> {
     const made = opts.made ?? UndoJournal.of(a, this.bridge);
-    // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
-    // that stays are taken away on their own, first.
-    await allDone(
-      a.interfaces.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
-        .map((i) =>
-          this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
-        ),
-    );
-    await this.undoLinks(
-      made,
-      a.interfaces.map((i) => ({
-        netns: a.netns,
-        ifName: i.ifName,
-        hostIfName: i.hostIfName,
-        mac: i.port?.mac,
-      })),
-    );
     const ports = a.interfaces;
     if (made.record) {
       a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
@@ -239,10 +225,25 @@ export class Wiring {
       delete a.result;
       await this.d.state.putAttachment(a);
     }
-    if (made.ofports.length > 0) {
-      await this.d.flows.sync();
-      this.d.ports.release(made.ofports);
-    }
+    if (made.ofports.length > 0) await this.d.flows.sync();
+    // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
+    // that stays are taken away on their own, first.
+    await allDone(
+      ports.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
+        .map((i) =>
+          this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
+        ),
+    );
+    await this.undoLinks(
+      made,
+      ports.map((i) => ({
+        netns: a.netns,
+        ifName: i.ifName,
+        hostIfName: i.hostIfName,
+        mac: i.port?.mac,
+      })),
+    );
+    this.d.ports.release(made.ofports);
     for (const i of ports.slice(0, made.asked)) {
       if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
       // A stable port asked for is unbound even when its answer never came (i.port unset): the
