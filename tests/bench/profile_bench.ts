@@ -73,7 +73,7 @@ function phaseOf(e: TraceEvent): string | null {
   if (e.kind === "ovsdb") {
     return w === "add ports"
       ? "OVSDB: add ports (one transaction, waits for ovs-vswitchd)"
-      : "OVSDB: delete ports (waits for ovs-vswitchd)";
+      : "OVSDB: delete ports (one transaction; ovs-vswitchd lets them go after)";
   }
   if (e.kind === "http") {
     if (w.includes("/api/v1/feed")) return null; // the change feed's long poll runs on its own
