@@ -219,13 +219,17 @@ export class Wiring {
   ): Promise<void> {
     const made = opts.made ?? UndoJournal.of(a, this.bridge);
     const ports = a.interfaces;
+    const cut: Promise<void>[] = [];
     if (made.record) {
       a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
       // The result is not needed to undo, and may be what made a record too large to store.
       delete a.result;
-      await this.d.state.putAttachment(a);
+      cut.push(this.d.state.putAttachment(a));
     }
-    if (made.ofports.length > 0) await this.d.flows.sync();
+    // The flow sync reads the state's memory, which the write changed at once: both together. A
+    // crash before the write lands leaves the ofports named, and a DEL again takes them.
+    if (made.ofports.length > 0) cut.push(this.d.flows.sync());
+    await allDone(cut);
     // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
     // that stays are taken away on their own, first.
     await allDone(
