@@ -162,17 +162,30 @@ export class OvsdbClient {
     return await this.portStates(ports.map((p) => p.name));
   }
 
-  /** Removes the named ports from `bridge`; names it does not have are skipped. */
+  /** Removes the named ports from `bridge`, once ovs-vswitchd has let them go; see removePorts. */
   async delPorts(bridge: string, names: string[]): Promise<void> {
-    if (names.length === 0) return;
+    await (await this.removePorts(bridge, names)).applied;
+  }
+
+  /**
+   * Removes the named ports from `bridge` (names it does not have are skipped) and answers once
+   * the database has the change; `applied` settles when ovs-vswitchd has let the ports go (as
+   * `ovs-vsctl --no-wait del-port`, then a wait). A switch releases a port at its own pace: on the
+   * userspace datapath each costs an RCU grace period to close its packet socket (about 12 ms,
+   * one port after another).
+   */
+  async removePorts(bridge: string, names: string[]): Promise<{ applied: Promise<void> }> {
+    const none = { applied: Promise.resolve() };
+    if (names.length === 0) return none;
     const uuids = await this.portUuids(names);
-    if (uuids.length === 0) return;
-    await this.transactApplied([{
+    if (uuids.length === 0) return none;
+    const { target } = await this.transactCfg([{
       op: "mutate",
       table: "Bridge",
       where: [["name", "==", bridge]],
       mutations: [["ports", "delete", ["set", uuids.map((u) => ["uuid", u])]]],
     }]);
+    return { applied: this.waitApplied(target) };
   }
 
   /** The ofports of every interface in the database (any bridge), those not yet assigned left out. */
@@ -195,6 +208,16 @@ export class OvsdbClient {
    * the `count` fields of the first mutate results (rows matched), to tell a missing bridge apart.
    */
   private async transactApplied(ops: Op[], count = 0): Promise<number[]> {
+    const { target, counts } = await this.transactCfg(ops, count);
+    await this.waitApplied(target);
+    return counts;
+  }
+
+  /** Commits `ops` with next_cfg incremented: the configuration number to wait for, and counts. */
+  private async transactCfg(
+    ops: Op[],
+    count = 0,
+  ): Promise<{ target: number; counts: number[] }> {
     await this.connection();
     const results = await this.transact([
       ...ops,
@@ -202,9 +225,10 @@ export class OvsdbClient {
       { op: "select", table: "Open_vSwitch", where: [], columns: ["next_cfg"] },
     ]);
     const rows = results[results.length - 1].rows as Row[];
-    const target = rows[0]?.next_cfg as number;
-    await this.waitApplied(target);
-    return results.filter((r) => "count" in r).slice(0, count).map((r) => r.count as number);
+    return {
+      target: rows[0]?.next_cfg as number,
+      counts: results.filter((r) => "count" in r).slice(0, count).map((r) => r.count as number),
+    };
   }
 
   private waitApplied(cfg: number): Promise<void> {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "../../devstack/cleanup.ts";
-import { startSimNode } from "../../devstack/sim_node.ts";
+import { ovsPid, startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { JsonSplitter, OvsdbClient } from "./ovsdb.ts";
 import { PortPlugger } from "./port_plugger.ts";
@@ -30,6 +30,21 @@ Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t
   });
   const plugger = new PortPlugger(node.ovs.dbSock, "br-int");
   cleanup.defer(() => Promise.resolve(plugger.close()));
+  const addVeth = (name: string) =>
+    run([
+      "ip",
+      "-n",
+      node.netns,
+      "link",
+      "add",
+      name,
+      "up",
+      "type",
+      "veth",
+      "peer",
+      "name",
+      `${name}-x`,
+    ]);
 
   await t.step("concurrent adds share transactions and get the ofports asked for", async () => {
     const wanted = names.map(() => plugger.takeOfport());
@@ -54,19 +69,7 @@ Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t
 
   await t.step("a taken ofport or a missing device is an error naming the port", async () => {
     const taken = (await ovs.listPorts("br-int")).find((p) => p.name === "p1")!.ofport;
-    await run([
-      "ip",
-      "-n",
-      node.netns,
-      "link",
-      "add",
-      "late",
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "late-x",
-    ]);
+    await addVeth("late");
     await assert.rejects(
       plugger.add([{ name: "late", ofportRequest: taken }]),
       new RegExp(`late got ofport \\d+, not ${taken}`),
@@ -84,6 +87,35 @@ Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t
     const left = (await ovs.listPorts("br-int")).map((p) => p.name).sort();
     assert.deepEqual(left, names.slice(10).sort());
   });
+
+  await t.step(
+    "a removal answers once the database has it; the name added again gets the new device",
+    async () => {
+      const [old] = (await ovs.listPorts("br-int")).filter((p) => p.name === "p10");
+      const vswitchd = await ovsPid(node, "vswitchd");
+      Deno.kill(vswitchd, "SIGSTOP");
+      let again: Promise<Map<string, number>>;
+      try {
+        // ovs-vswitchd lets a port go at its own pace (on the userspace datapath one RCU grace
+        // period per port): DEL does not wait for it, the database no longer has the port.
+        await plugger.remove(["p10"]);
+        assert.ok(!(await ovs.listPorts("br-int")).some((p) => p.name === "p10"));
+        // A new device of the same name, plugged with the same ofport (an agent restarted meanwhile
+        // may ask for it): it must not be taken for the old one, whose device is gone.
+        await run(["ip", "-n", node.netns, "link", "del", "p10"]);
+        await addVeth("p10");
+        again = plugger.add([{ name: "p10", ofportRequest: old.ofport }]);
+      } finally {
+        Deno.kill(vswitchd, "SIGCONT");
+      }
+      assert.equal((await again).get("p10"), old.ofport);
+      const link = JSON.parse(
+        (await run(["ip", "-n", node.netns, "-j", "link", "show", "p10"])).stdout,
+      );
+      const ifindex = await ovs.vsctl(["get", "Interface", "p10", "ifindex"]);
+      assert.equal(Number(ifindex), link[0].ifindex, "the switch uses the new device");
+    },
+  );
 
   await t.step(
     "a bridge that does not exist, a server that is not there: clear errors",

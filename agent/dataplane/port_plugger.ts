@@ -3,7 +3,10 @@
  * arrive while a transaction is in flight share the next one: ovs-vswitchd reconfigures once for
  * many ports instead of once each. The agent chooses each port's ofport itself (ofport_request), so
  * the port's flows can be installed while the port is still being added. Removals are grouped
- * the same way.
+ * the same way, and answer once the database has them: ovs-vswitchd lets ports go at its own pace
+ * (on the userspace datapath an RCU grace period per port, one after another: 0.6 s for 50), and
+ * nothing a DEL promises waits for that (a port of the same name added meanwhile gets the new
+ * device: ovsdb_test.ts).
  */
 import { GroupCommit } from "@knitter/common";
 import type { OvsPortSpec } from "./ovs.ts";
@@ -93,7 +96,10 @@ export class PortPlugger {
     return new Promise((resolve, reject) => this.batcher.submit({ ports, resolve, reject }));
   }
 
-  /** Removes the ports (one pod's) from the bridge; names it does not have are skipped. */
+  /**
+   * Removes the ports (one pod's) from the bridge, answering once the database no longer has them;
+   * names it does not have are skipped.
+   */
   remove(names: string[]): Promise<void> {
     return new Promise((resolve, reject) => this.removals.submit({ names, resolve, reject }));
   }
@@ -105,7 +111,10 @@ export class PortPlugger {
   private async unplug(batch: PendingRemoval[]): Promise<void> {
     const names = batch.flatMap((p) => p.names);
     try {
-      await this.db.delPorts(this.bridge, names);
+      const { applied } = await this.db.removePorts(this.bridge, names);
+      // Not waited for: a switch that stops applying changes fails the next add on its own wait,
+      // saying so.
+      applied.catch(() => {});
       for (const p of batch) p.resolve();
     } catch (err) {
       for (const p of batch) {

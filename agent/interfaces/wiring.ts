@@ -202,9 +202,12 @@ export class Wiring {
   }
 
   /**
-   * Undoes an attachment in reverse order: switch ports and veths, then the flows (before their
-   * addresses can be handed to someone else), the ofports, the manager's ports, and the record
-   * last. With `made`, only what that journal notes (a failed wiring's rollback); else all the
+   * Undoes an attachment: its flows first (the record without ofports, then a flow sync: the pod
+   * is cut off, and a burst's flow syncs never queue behind ovs-vswitchd releasing the ports it
+   * was told to remove), then switch ports and veths, the ofports, the manager's ports (after their
+   * flows, before their addresses can be handed to someone else), and the record last. A heal
+   * meanwhile does not plug a port again: the record names no ofport for it.
+   * With `made`, only what that journal notes (a failed wiring's rollback); else all the
    * record names. A port another attachment here holds (a stable address) is not released; on a
    * rollback, a stable port it asked for is unbound instead of released (same address), so the
    * pod's network-status, written from the ports bound to it, names no interface taken away.
@@ -215,34 +218,36 @@ export class Wiring {
     opts: { made?: UndoJournal } = {},
   ): Promise<void> {
     const made = opts.made ?? UndoJournal.of(a, this.bridge);
+    const ports = a.interfaces;
+    const cut: Promise<void>[] = [];
+    if (made.record) {
+      a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
+      // The result is not needed to undo, and may be what made a record too large to store.
+      delete a.result;
+      cut.push(this.d.state.putAttachment(a));
+    }
+    // The flow sync reads the state's memory, which the write changed at once: both together. A
+    // crash before the write lands leaves the ofports named, and a DEL again takes them.
+    if (made.ofports.length > 0) cut.push(this.d.flows.sync());
+    await allDone(cut);
     // Deleting a veth takes its limits with it (a qdisc lives on its device): only limits on a veth
     // that stays are taken away on their own, first.
     await allDone(
-      a.interfaces.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
+      ports.filter((i) => made.shaped.has(i.hostIfName) && !made.links.has(i.hostIfName))
         .map((i) =>
           this.shaper.clear({ netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName })
         ),
     );
     await this.undoLinks(
       made,
-      a.interfaces.map((i) => ({
+      ports.map((i) => ({
         netns: a.netns,
         ifName: i.ifName,
         hostIfName: i.hostIfName,
         mac: i.port?.mac,
       })),
     );
-    const ports = a.interfaces;
-    if (made.record) {
-      a.interfaces = a.interfaces.map((i) => ({ ...i, ofport: undefined }));
-      // The result is not needed to undo, and may be what made a record too large to store.
-      delete a.result;
-      await this.d.state.putAttachment(a);
-    }
-    if (made.ofports.length > 0) {
-      await this.d.flows.sync();
-      this.d.ports.release(made.ofports);
-    }
+    this.d.ports.release(made.ofports);
     for (const i of ports.slice(0, made.asked)) {
       if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
       // A stable port asked for is unbound even when its answer never came (i.port unset): the

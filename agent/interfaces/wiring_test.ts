@@ -168,6 +168,16 @@ Deno.test("wire makes the record, veths, switch ports and flows; unwire takes al
   assert.deepEqual(world.snapshot(), before);
 });
 
+Deno.test("unwire takes the flows away first: a burst's flow syncs never wait behind the switch's port removals", async () => {
+  const { world, wiring } = setup();
+  await wiring.wire(attachment(), request());
+  world.calls.length = 0;
+  await wiring.unwire((await world.state.getAttachment("c1", "eth0"))!, "DEL");
+  const order = world.calls.map((c) => c.split(" ")[0]);
+  assert.deepEqual(order.slice(0, 3), ["state.put", "flows.sync", "switch.remove"]);
+  assert.ok(order.indexOf("links.remove") > order.indexOf("flows.sync"));
+});
+
 Deno.test("unwire is idempotent: a second undo of the same record finds nothing and fails not", async () => {
   const { world, wiring } = setup();
   const before = world.snapshot();

@@ -32,8 +32,12 @@ export interface Profile {
   del: { totalMs: number; phases: PhaseShare[] };
   /** A burst of concurrent ADDs under the same stopwatches: what each kind of call cost then. */
   burst: { pods: number; wallMs: number; phases: BurstPhase[] };
+  /** The burst of concurrent DELs that follows it, the same way. */
+  burstDel: { pods: number; wallMs: number; phases: BurstPhase[] };
   /** Mean milliseconds per call of each phase in the sequential ADDs, to compare with the burst. */
   sequentialPerCall: Map<string, number>;
+  /** The same of the sequential DELs. */
+  sequentialDelPerCall: Map<string, number>;
 }
 
 function perCall(events: TraceEvent[], from: number, to: number): BurstPhase[] {
@@ -69,7 +73,7 @@ function phaseOf(e: TraceEvent): string | null {
   if (e.kind === "ovsdb") {
     return w === "add ports"
       ? "OVSDB: add ports (one transaction, waits for ovs-vswitchd)"
-      : "OVSDB: delete ports (waits for ovs-vswitchd)";
+      : "OVSDB: delete ports (one transaction; ovs-vswitchd lets them go after)";
   }
   if (e.kind === "http") {
     if (w.includes("/api/v1/feed")) return null; // the change feed's long poll runs on its own
@@ -134,6 +138,10 @@ function attribute(
   const phases = [...sums].map(([phase, s]) => ({ phase, ms: s.ms / n, calls: s.calls / n }))
     .sort((a, b) => b.ms - a.ms);
   return { totalMs: mean(runs.map((r) => r.ms)), phases };
+}
+
+function meansOf(phases: BurstPhase[]): Map<string, number> {
+  return new Map(phases.map((p) => [p.phase, p.meanMs]));
 }
 
 /** How long at least one of the spans was running. */
@@ -202,7 +210,7 @@ export async function addProfile(
     mode: "concurrent",
     jobs: bidx.map((i) => job("ADD", "g", i)),
   }, "profile burst ADD");
-  await drive(node.sim.netns, {
+  const burstDeleted = await drive(node.sim.netns, {
     mode: "concurrent",
     jobs: bidx.map((i) => job("DEL", "g", i, JSON.parse(burstAdded.runs[i].stdout))),
   }, "profile burst DEL");
@@ -213,15 +221,16 @@ export async function addProfile(
     .map((l) => JSON.parse(l));
   // Leave the stack as it was: its own agent again.
   await node.startAgent();
-  const seqFrom = added.runs[2].start;
-  const seqTo = added.runs[added.runs.length - 1].end;
-  const burstFrom = Math.min(...burstAdded.runs.map((r) => r.start));
-  const burstTo = Math.max(...burstAdded.runs.map((r) => r.end));
+  const span = (runs: DriverRun[]) =>
+    [Math.min(...runs.map((r) => r.start)), Math.max(...runs.map((r) => r.end))] as const;
+  const phasesIn = (runs: DriverRun[]) => perCall(events, ...span(runs));
   return {
     pods: pods - 2,
     add: attribute(added.runs.slice(2), events),
     del: attribute(deleted.runs.slice(2), events),
-    burst: { pods: burst, wallMs: burstAdded.wallMs, phases: perCall(events, burstFrom, burstTo) },
-    sequentialPerCall: new Map(perCall(events, seqFrom, seqTo).map((p) => [p.phase, p.meanMs])),
+    burst: { pods: burst, wallMs: burstAdded.wallMs, phases: phasesIn(burstAdded.runs) },
+    burstDel: { pods: burst, wallMs: burstDeleted.wallMs, phases: phasesIn(burstDeleted.runs) },
+    sequentialPerCall: meansOf(phasesIn(added.runs.slice(2))),
+    sequentialDelPerCall: meansOf(phasesIn(deleted.runs.slice(2))),
   };
 }

@@ -68,6 +68,18 @@ let policy: Awaited<ReturnType<typeof policyAddFigures>>;
 log("flow compiler: deno bench wasm/flows_bench.ts");
 const compile = await compileFigures();
 
+/** What each kind of call cost in a traced burst, against the same call one pod at a time. */
+function burstTable(phases: Profile["burst"]["phases"], sequential: Map<string, number>): string {
+  return [
+    "| call | calls | mean per call in the burst | mean per call, sequential |",
+    "|---|---|---|---|",
+    ...phases.map((p) => {
+      const seq = sequential.get(p.phase);
+      return `| ${p.phase} | ${p.calls} | ${ms(p.meanMs)} | ${seq === undefined ? "–" : ms(seq)} |`;
+    }),
+  ].join("\n");
+}
+
 const k = cni.subjects.knitter;
 const sh = cni.subjects.shell;
 const ref = cni.subjects.reference;
@@ -164,14 +176,13 @@ ${
 What each kind of call cost during ${profile.burst.pods} concurrent ADDs under the same stopwatches
 (all done in ${ms(profile.burst.wallMs)}), against the same call in the sequential ADDs:
 
-| call | calls | mean per call in the burst | mean per call, sequential |
-|---|---|---|---|
-${
-    profile.burst.phases.map((p) => {
-      const seq = profile.sequentialPerCall.get(p.phase);
-      return `| ${p.phase} | ${p.calls} | ${ms(p.meanMs)} | ${seq === undefined ? "–" : ms(seq)} |`;
-    }).join("\n")
-  }
+${burstTable(profile.burst.phases, profile.sequentialPerCall)}
+
+The same for the ${profile.burstDel.pods} concurrent DELs that follow (all done in ${
+    ms(profile.burstDel.wallMs)
+  }), against the same call in the sequential DELs:
+
+${burstTable(profile.burstDel.phases, profile.sequentialDelPerCall)}
 
 | flow compiler (one node model) | WASM \`compileFlows\` | TS \`compileFlowsTs\` | TS time / WASM time |
 |---|---|---|---|
