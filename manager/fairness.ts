@@ -6,6 +6,11 @@
  * from admission to answer: a few costly requests weigh what many cheap ones do).
  * A request beyond its budget is refused at once with 429 and Retry-After, before any work, never
  * queued: a queue would let one caller's backlog delay everyone's.
+ *
+ * The time budget is work-conserving: a debt is paid only while another caller wants the manager
+ * (a call or a list of anyone but the admin within the last second), since the time charged is
+ * wall time, which a slow store (etcd under load) stretches for everyone alike; a manager that
+ * serves one tenant alone serves it at full speed.
  */
 import type { Principal } from "./auth.ts";
 import { ApiError } from "./errors.ts";
@@ -106,8 +111,13 @@ interface Account {
   busyMs: number;
   refilledAt: number;
   active: number;
+  /** Calls and lists in progress (not long-polls): what makes it contend for the manager. */
+  working: number;
   lists: number;
 }
+
+/** How long after another caller's last call a debt of time is still paid. */
+const CONTENTION_MS = 1000;
 
 /**
  * What a request does, for its budget: a call; a list (counted in the lists in progress too); a
@@ -123,6 +133,8 @@ export interface Admission {
 
 export class Fairness {
   private readonly accounts = new Map<string, Account>();
+  /** When each principal (but the admin) last began or ended a call or a list. */
+  private readonly lastWork = new Map<string, number>();
 
   constructor(
     private readonly budgets: FairnessConfig = DEFAULT_FAIRNESS,
@@ -169,7 +181,7 @@ export class Fairness {
       );
     }
     this.refill(account, budget);
-    if (budget.busyMsPerSecond > 0 && account.busyMs <= 0) {
+    if (budget.busyMsPerSecond > 0 && account.busyMs <= 0 && this.contended(key)) {
       const after = Math.max(1, Math.ceil(-account.busyMs / budget.busyMsPerSecond));
       throw refuse(
         "busy",
@@ -192,7 +204,9 @@ export class Fairness {
       }
       account.tokens -= 1;
     }
+    const works = kind !== "wait";
     account.active++;
+    if (works) this.working(key, account, 1);
     if (list) account.lists++;
     let released = false;
     const admittedAt = this.now();
@@ -200,12 +214,33 @@ export class Fairness {
       release: () => {
         if (released) return;
         released = true;
-        if (kind !== "wait") account.busyMs -= this.now() - admittedAt;
+        if (works) {
+          account.busyMs -= this.now() - admittedAt;
+          this.working(key, account, -1);
+        }
         account.active--;
         if (list) account.lists--;
         this.forgetIdle(key, account, budget);
       },
     };
+  }
+
+  private working(key: string, a: Account, delta: 1 | -1): void {
+    a.working += delta;
+    if (!key.startsWith("admin:")) this.lastWork.set(key, this.now());
+  }
+
+  /** Whether a principal other than `key` (and the admin) works now, or did within CONTENTION_MS. */
+  private contended(key: string): boolean {
+    const since = this.now() - CONTENTION_MS;
+    for (const [other, at] of this.lastWork) {
+      if (at < since && !this.accounts.get(other)?.working) {
+        this.lastWork.delete(other);
+        continue;
+      }
+      if (other !== key) return true;
+    }
+    return false;
   }
 
   private account(key: string, budget: Budget): Account {
@@ -216,6 +251,7 @@ export class Fairness {
         busyMs: budget.busyBurstMs,
         refilledAt: this.now(),
         active: 0,
+        working: 0,
         lists: 0,
       };
       this.accounts.set(key, a);
