@@ -2,8 +2,9 @@
  * Fairness between callers: each principal (a tenant, a node, a cluster's monitor, the admin, the
  * metrics scraper) has a budget of its role: a rate (token bucket), a number of requests in
  * progress, a smaller number of lists in progress (the routes whose work grows with the data), and
- * the manager's time its requests may take a second (a second bucket, charged each request's time
- * from admission to answer: a few costly requests weigh what many cheap ones do).
+ * the manager's time its requests may take a second (a second bucket, charged the time during which
+ * the principal has at least one request in progress: a few costly requests weigh what many cheap
+ * ones do, and a burst of parallel requests weighs its span, not the sum of their times).
  * A request beyond its budget is refused at once with 429 and Retry-After, before any work, never
  * queued: a queue would let one caller's backlog delay everyone's.
  *
@@ -113,6 +114,8 @@ interface Account {
   active: number;
   /** Calls and lists in progress (not long-polls): what makes it contend for the manager. */
   working: number;
+  /** Since when its time in progress is not charged yet (while `working` > 0). */
+  workingSince: number;
   lists: number;
 }
 
@@ -181,6 +184,7 @@ export class Fairness {
       );
     }
     this.refill(account, budget);
+    this.charge(account);
     if (budget.busyMsPerSecond > 0 && account.busyMs <= 0 && this.contended(key)) {
       const after = Math.max(1, Math.ceil(-account.busyMs / budget.busyMsPerSecond));
       throw refuse(
@@ -209,15 +213,11 @@ export class Fairness {
     if (works) this.working(key, account, 1);
     if (list) account.lists++;
     let released = false;
-    const admittedAt = this.now();
     return {
       release: () => {
         if (released) return;
         released = true;
-        if (works) {
-          account.busyMs -= this.now() - admittedAt;
-          this.working(key, account, -1);
-        }
+        if (works) this.working(key, account, -1);
         account.active--;
         if (list) account.lists--;
         this.forgetIdle(key, account, budget);
@@ -226,8 +226,16 @@ export class Fairness {
   }
 
   private working(key: string, a: Account, delta: 1 | -1): void {
+    this.charge(a);
     a.working += delta;
     if (!key.startsWith("admin:")) this.lastWork.set(key, this.now());
+  }
+
+  /** Charges the account the time it has had work in progress since the last charge. */
+  private charge(a: Account): void {
+    const now = this.now();
+    if (a.working > 0) a.busyMs -= now - a.workingSince;
+    a.workingSince = now;
   }
 
   /** Whether a principal other than `key` (and the admin) works now, or did within CONTENTION_MS. */
@@ -252,6 +260,7 @@ export class Fairness {
         refilledAt: this.now(),
         active: 0,
         working: 0,
+        workingSince: this.now(),
         lists: 0,
       };
       this.accounts.set(key, a);

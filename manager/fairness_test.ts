@@ -356,7 +356,8 @@ Deno.test("the time budget is work-conserving: a tenant alone, or beside the adm
   const f = new Fairness({ ...DEFAULT_FAIRNESS, tenant }, () => {}, () => now);
   const acme = { scope: "tenant", tenant: "acme" } as const;
   const globex = { scope: "tenant", tenant: "globex" } as const;
-  // A slow store (etcd under load): ten requests of 500 ms at once owe 4.9 s of the manager's time.
+  // A slow store (etcd under load): ten requests of 500 ms at once weigh their span, 500 ms, and
+  // owe 350 ms of the manager's time.
   const slow = Array.from({ length: 10 }, () => f.admit(acme, "call"));
   const poll = f.admit({ scope: "node", node: "n1", cluster: "default" }, "wait");
   now += 500;
@@ -367,7 +368,10 @@ Deno.test("the time budget is work-conserving: a tenant alone, or beside the adm
   f.admit(acme, "call").release();
   // Once another tenant asks, acme pays its debt before it is served again; globex is served.
   f.admit(globex, "call").release();
-  assert.throws(() => f.admit(acme, "call"), (e: ThrottledError) => e.reason === "busy");
+  assert.throws(
+    () => f.admit(acme, "call"),
+    (e: ThrottledError) => e.reason === "busy" && e.retryAfterSeconds === 4,
+  );
   // A second after the other caller's last request, the manager is acme's alone again.
   now += 1001;
   f.admit(acme, "call").release();
