@@ -88,7 +88,7 @@ export class Metrics {
     name: "knitter_manager_throttled_requests_total",
     help: "Requests refused for their caller's budget or their body's bounds before any work, by " +
       "principal kind (tenant, node, monitor, admin, metrics) and reason (rate, concurrency, " +
-      "lists, body_size, body_depth).",
+      "lists, busy, body_size, body_depth).",
     labelNames: ["principal", "reason"] as const,
     registers: [this.registry],
   });
