@@ -3,7 +3,7 @@
  * tenant's attack (fairness_attack.ts), all against one manager in its own process, in one run.
  * Goal: under any one attack, the other tenant's p99 stays within 3× its idle p99.
  *
- *   deno run --allow-all manager/bench/fairness_bench.ts [--quick]
+ *   deno run --allow-all manager/bench/fairness_bench.ts [--quick] [--attack KIND]...
  */
 import { ADMIN_TOKEN, percentile, spawnManager, waitReady, withTempDir } from "./support.ts";
 import { type Attack, type AttackKind, ATTACKS } from "./fairness_attack.ts";
@@ -114,7 +114,10 @@ async function underAttack(
   return statuses;
 }
 
-export async function fairnessFigures(requests: number): Promise<FairnessFigures> {
+export async function fairnessFigures(
+  requests: number,
+  attacks = Object.keys(ATTACKS) as AttackKind[],
+): Promise<FairnessFigures> {
   return await withTempDir(async (dir) => {
     const m = await spawnManager(dir, `${dir}/fairness.kv`, {
       tokens: [
@@ -142,12 +145,25 @@ export async function fairnessFigures(requests: number): Promise<FairnessFigures
         });
       };
       await record("idle");
-      for (const attack of Object.keys(ATTACKS) as AttackKind[]) await record(attack);
+      for (const attack of attacks) await record(attack);
       return { requests, phases };
     } finally {
       await m.stop();
     }
   });
+}
+
+/** `--attack KIND` (again for more): only those attacks, after the idle phase; all by default. */
+function chosenAttacks(args: string[]): AttackKind[] {
+  const chosen = args.flatMap((a, i) => a === "--attack" ? [args[i + 1]] : []);
+  for (const kind of chosen) {
+    if (!(kind in ATTACKS)) {
+      throw new Error(
+        `--attack ${kind}: not an attack of this bench (${Object.keys(ATTACKS).join(", ")})`,
+      );
+    }
+  }
+  return chosen.length > 0 ? chosen as AttackKind[] : Object.keys(ATTACKS) as AttackKind[];
 }
 
 const f = (x: number) => x.toLocaleString("en-US", { maximumFractionDigits: 1 });
@@ -169,7 +185,7 @@ export function fairnessTable(figures: FairnessFigures): string {
 
 if (import.meta.main) {
   const requests = Deno.args.includes("--quick") ? 200 : 1000;
-  const figures = await fairnessFigures(requests);
+  const figures = await fairnessFigures(requests, chosenAttacks(Deno.args));
   console.log(
     `#### Fairness between tenants (${
       new Date().toISOString().slice(0, 10)

@@ -9,6 +9,7 @@ import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import type { Key, Store } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
+import { LIST_PAGE } from "../list_turns.ts";
 
 export const VNI_SPACE = 1 << 24;
 export const VLAN_SPACE = 4095;
@@ -33,6 +34,11 @@ export interface Ctx {
   feed: ChangeFeed;
   /** The time of quarantine and address history, in ms (tests inject one); absent: Date.now. */
   clock?: () => number;
+  /**
+   * Between two pages of a long list: lets other requests go first (list_turns.ts; the app sets
+   * it); absent: lists never wait.
+   */
+  giveWay?: () => Promise<void>;
 }
 
 /**
@@ -184,6 +190,20 @@ export function now(): string {
 }
 
 /** Collects up to `limit` values under a prefix. */
+/**
+ * The values under `prefix` for a list's answer: as listValues, read a page (LIST_PAGE) at a time,
+ * giving way to other requests between pages (ctx.giveWay).
+ */
+export async function listGivingWay<T>(ctx: Ctx, prefix: Key): Promise<T[]> {
+  const out: T[] = [];
+  let read = 0;
+  for await (const e of ctx.store.list<T>(prefix, { page: LIST_PAGE })) {
+    if (e.value !== null) out.push(e.value);
+    if (++read % LIST_PAGE === 0) await ctx.giveWay?.();
+  }
+  return out;
+}
+
 export async function listValues<T>(store: Store, prefix: Key, limit?: number): Promise<T[]> {
   const out: T[] = [];
   for await (const e of store.list<T>(prefix, { limit })) {
