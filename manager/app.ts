@@ -72,7 +72,7 @@ export function createApp(
   ctx.metrics.readInFlightFrom(() => fairness.inFlight());
   // Long lists wait between their pages while calls are in progress (list_turns.ts).
   const turns = new ListTurns();
-  ctx.giveWay = () => turns.giveWay();
+  ctx.listTurns = turns;
   const guard: Guard = { limits, fairness, turns, metrics: ctx.metrics };
 
   app.use("*", async (c, next) => {

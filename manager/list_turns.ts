@@ -3,12 +3,15 @@
  * one thread (reading and decoding the store's values), and another tenant's call that comes in
  * meanwhile would wait behind all of it. So a list reads in pages and, between two pages, lets the
  * event loop turn and then waits while calls (any caller's) are in progress: a call waits for one
- * page at most. The wait is capped (`maxWaitMs` a page), so a steady stream of calls slows lists
+ * page at most. Lists read their pages one at a time across the manager (the read and decoding of
+ * a page is the costly part), so that however many lists run, what another request waits for
+ * between two of its own steps is one page. The wait is capped (`maxWaitMs` a page), so a steady stream of calls slows lists
  * but never stops them. What a list answers does not change (the same listing, in the same order).
  * @module
  */
 import { setImmediate } from "node:timers";
 import { type Clock, systemClock } from "../common/backoff.ts";
+import { Mutex } from "../common/mutex.ts";
 
 /** Entries a list reads at once before it gives way (the store's page: store.ts, ListOptions). */
 export const LIST_PAGE = 100;
@@ -16,6 +19,7 @@ export const LIST_PAGE = 100;
 export class ListTurns {
   private calls = 0;
   private readonly waiters = new Set<() => void>();
+  private readonly pages = new Mutex();
 
   constructor(readonly maxWaitMs = 10, private readonly clock: Clock = systemClock) {}
 
@@ -29,6 +33,11 @@ export class ListTurns {
       if (--this.calls > 0) return;
       for (const wake of this.waiters) wake();
     };
+  }
+
+  /** Reads one page of a list: one list's page at a time. */
+  page<T>(read: () => Promise<T>): Promise<T> {
+    return this.pages.run(read);
   }
 
   /** Lists waiting now for calls to end. */

@@ -92,3 +92,19 @@ Deno.test("a list read in pages, giving way to calls in progress, answers every 
   const all = must(await t.call("GET", "ports?tenant=acme", undefined, TOKEN.acme), 200);
   assert.deepEqual(all.items.map((p: { id: string }) => p.id), inStore);
 });
+
+Deno.test("lists read their pages one at a time, in the order they asked", async () => {
+  const turns = new ListTurns(10, new FakeClock());
+  const order: string[] = [];
+  let finishA!: () => void;
+  const a = turns.page(async () => {
+    order.push("a starts");
+    await new Promise<void>((r) => finishA = r);
+    order.push("a ends");
+  });
+  const b = turns.page(() => Promise.resolve(void order.push("b")));
+  assert.equal(await settled(b), false, "b waits for a's page");
+  finishA();
+  await Promise.all([a, b]);
+  assert.deepEqual(order, ["a starts", "a ends", "b"]);
+});

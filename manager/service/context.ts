@@ -9,7 +9,7 @@ import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import type { Key, Store } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
-import { LIST_PAGE } from "../list_turns.ts";
+import { LIST_PAGE, type ListTurns } from "../list_turns.ts";
 
 export const VNI_SPACE = 1 << 24;
 export const VLAN_SPACE = 4095;
@@ -35,10 +35,10 @@ export interface Ctx {
   /** The time of quarantine and address history, in ms (tests inject one); absent: Date.now. */
   clock?: () => number;
   /**
-   * Between two pages of a long list: lets other requests go first (list_turns.ts; the app sets
-   * it); absent: lists never wait.
+   * How long lists take turns with other requests (list_turns.ts; the app sets it); absent: lists
+   * read straight through.
    */
-  giveWay?: () => Promise<void>;
+  listTurns?: ListTurns;
 }
 
 /**
@@ -192,14 +192,24 @@ export function now(): string {
 /** Collects up to `limit` values under a prefix. */
 /**
  * The values under `prefix` for a list's answer: as listValues, read a page (LIST_PAGE) at a time,
- * giving way to other requests between pages (ctx.giveWay).
+ * taking turns with other lists and giving way to other requests between pages (ctx.listTurns).
  */
 export async function listGivingWay<T>(ctx: Ctx, prefix: Key): Promise<T[]> {
   const out: T[] = [];
-  let read = 0;
-  for await (const e of ctx.store.list<T>(prefix, { page: LIST_PAGE })) {
-    if (e.value !== null) out.push(e.value);
-    if (++read % LIST_PAGE === 0) await ctx.giveWay?.();
+  const entries = ctx.store.list<T>(prefix, { page: LIST_PAGE })[Symbol.asyncIterator]();
+  const readPage = async () => {
+    for (let i = 0; i < LIST_PAGE; i++) {
+      const next = await entries.next();
+      if (next.done) return true;
+      if (next.value.value !== null) out.push(next.value.value);
+    }
+    return false;
+  };
+  const turns = ctx.listTurns;
+  try {
+    while (!(turns ? await turns.page(readPage) : await readPage())) await turns?.giveWay();
+  } finally {
+    await entries.return?.();
   }
   return out;
 }
