@@ -2,11 +2,15 @@
  * Lists give way to calls (issue 33). A list of thousands of ports is milliseconds of the manager's
  * one thread (reading and decoding the store's values), and another tenant's call that comes in
  * meanwhile would wait behind all of it. So a list reads in pages and, between two pages, lets the
- * event loop turn and then waits while calls (any caller's) are in progress: a call waits for one
- * page at most. Lists read their pages one at a time across the manager (the read and decoding of
- * a page is the costly part), so that however many lists run, what another request waits for
- * between two of its own steps is one page. The wait is capped (`maxWaitMs` a page), so a steady stream of calls slows lists
- * but never stops them. What a list answers does not change (the same listing, in the same order).
+ * event loop turn and then waits while calls (any caller's) are in progress: an admitted call waits
+ * for one page at most. The wait is capped (`maxWaitMs` a page), so a steady stream of calls slows
+ * lists but never stops them.
+ *
+ * Lists read their pages one at a time across the manager, and while other lists wait for their
+ * page, each page is followed by a pause (`paceMs`) before the next: a request still on its way in
+ * (not yet admitted, so not yet a call) then meets at most one page between two of its steps, not
+ * one of every list in progress. A list alone reads at full speed. What a list answers does not
+ * change (the same listing, in the same order).
  * @module
  */
 import { setImmediate } from "node:timers";
@@ -20,8 +24,14 @@ export class ListTurns {
   private calls = 0;
   private readonly waiters = new Set<() => void>();
   private readonly pages = new Mutex();
+  /** Lists reading a page or waiting for their turn to. */
+  private reading = 0;
 
-  constructor(readonly maxWaitMs = 10, private readonly clock: Clock = systemClock) {}
+  constructor(
+    readonly maxWaitMs = 10,
+    private readonly clock: Clock = systemClock,
+    readonly paceMs = 1,
+  ) {}
 
   /** A call starts; the function answered ends it (once, however often it is called). */
   call(): () => void {
@@ -35,9 +45,18 @@ export class ListTurns {
     };
   }
 
-  /** Reads one page of a list: one list's page at a time. */
-  page<T>(read: () => Promise<T>): Promise<T> {
-    return this.pages.run(read);
+  /** Reads one page of a list: one list's page at a time, paced while other lists wait. */
+  async page<T>(read: () => Promise<T>): Promise<T> {
+    this.reading++;
+    try {
+      return await this.pages.run(async () => {
+        const page = await read();
+        if (this.reading > 1) await this.clock.sleep(this.paceMs);
+        return page;
+      });
+    } finally {
+      this.reading--;
+    }
   }
 
   /** Lists waiting now for calls to end. */

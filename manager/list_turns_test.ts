@@ -93,8 +93,9 @@ Deno.test("a list read in pages, giving way to calls in progress, answers every 
   assert.deepEqual(all.items.map((p: { id: string }) => p.id), inStore);
 });
 
-Deno.test("lists read their pages one at a time, in the order they asked", async () => {
-  const turns = new ListTurns(10, new FakeClock());
+Deno.test("lists read their pages one at a time, in the order they asked, paced while others wait", async () => {
+  const clock = new FakeClock();
+  const turns = new ListTurns(10, clock, 1);
   const order: string[] = [];
   let finishA!: () => void;
   const a = turns.page(async () => {
@@ -105,6 +106,11 @@ Deno.test("lists read their pages one at a time, in the order they asked", async
   const b = turns.page(() => Promise.resolve(void order.push("b")));
   assert.equal(await settled(b), false, "b waits for a's page");
   finishA();
+  assert.equal(await settled(a), false, "b waits: a's page is followed by a pause");
+  assert.deepEqual(order, ["a starts", "a ends"]);
+  await clock.advance(1);
   await Promise.all([a, b]);
   assert.deepEqual(order, ["a starts", "a ends", "b"]);
+  // A list alone is not paced.
+  assert.equal(await settled(turns.page(() => Promise.resolve(order.push("c")))), true);
 });
