@@ -124,6 +124,11 @@ export interface RetryOptions extends BackoffOptions {
   retryable?: (err: unknown) => boolean;
   /** Told of each failure that will be retried, and after how long (for the log, a readiness note). */
   onError?: (err: unknown, retryInMs: number, attempt: number) => void;
+  /**
+   * The wait after `err`, given the backoff's (default: the backoff's): a server that says when to
+   * come back (Retry-After) may ask for longer.
+   */
+  waitAfter?: (err: unknown, backoffMs: number) => number;
   clock?: Clock;
 }
 
@@ -146,6 +151,7 @@ export async function retry<T>(
   options: RetryOptions = {},
 ): Promise<T> {
   const { signal, attempts = Infinity, retryable = () => true, onError } = options;
+  const waitAfter = options.waitAfter ?? ((_err: unknown, ms: number) => ms);
   const clock = options.clock ?? systemClock;
   const backoff = new Backoff(options);
   for (let attempt = 1;; attempt++) {
@@ -154,7 +160,7 @@ export async function retry<T>(
       return await fn(attempt);
     } catch (err) {
       if (signal?.aborted || attempt >= attempts || !retryable(err)) throw err;
-      const wait = backoff.next();
+      const wait = waitAfter(err, backoff.next());
       onError?.(err, wait, attempt);
       await clock.sleep(wait, signal);
       if (signal?.aborted) throw err;

@@ -4,6 +4,7 @@
  */
 import type { ErrorBody, PodRef, Port, RouterInfo } from "./api_types.ts";
 import type { SecurityGroup } from "./security_groups.ts";
+import { type Clock, retry, systemClock } from "./backoff.ts";
 
 export interface NodeInfo {
   name: string;
@@ -39,6 +40,25 @@ export class ManagerError extends Error {
   }
 }
 
+/**
+ * The manager refused the request before any work because its caller is over a budget (429,
+ * manager/README.md "Fairness"), still after the client waited out its Retry-After and tried
+ * again: the message is the manager's, naming the limit.
+ */
+export class ManagerThrottledError extends ManagerError {
+  constructor(message: string, readonly retryAfterMs: number, readonly attempts: number) {
+    super(429, "too_many_requests", message);
+    this.name = "ManagerThrottledError";
+  }
+}
+
+/**
+ * How the client meets a 429: it waits what the manager's Retry-After asks (at least the backoff,
+ * from `firstMs` doubling, at most `maxMs` a wait) and tries again, `attempts` in all. A 429 is
+ * refused before any work, so even a POST is safe to send again.
+ */
+export const THROTTLE_RETRY = { attempts: 4, firstMs: 500, maxMs: 10_000 } as const;
+
 /** The manager could not be reached at all: retry later. */
 export class ManagerUnavailableError extends Error {
   /** The connection failed, so the request certainly made nothing at the manager. */
@@ -54,13 +74,15 @@ export class ManagerUnavailableError extends Error {
 export class ManagerClient {
   private readonly client?: Deno.HttpClient;
   private readonly socket?: string;
+  private readonly clock: Clock;
 
   constructor(
     private readonly url: string,
     private readonly token: string,
-    options: { caPem?: string; socket?: string } = {},
+    options: { caPem?: string; socket?: string; clock?: Clock } = {},
   ) {
     this.socket = options.socket;
+    this.clock = options.clock ?? systemClock;
     if (options.socket) {
       this.client = Deno.createHttpClient({ proxy: { transport: "unix", path: options.socket } });
     } else if (options.caPem) {
@@ -149,11 +171,27 @@ export class ManagerClient {
     return this.call(method, path, body, signal);
   }
 
-  private async call<T>(
+  /** One call, tried again while the manager answers 429 (THROTTLE_RETRY). */
+  private call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    return retry((attempt) => this.once<T>(method, path, body, signal, attempt), {
+      ...THROTTLE_RETRY,
+      retryable: (err) => err instanceof ManagerThrottledError,
+      waitAfter: (err, backoffMs) =>
+        Math.min(
+          Math.max((err as ManagerThrottledError).retryAfterMs, backoffMs),
+          THROTTLE_RETRY.maxMs,
+        ),
+      clock: this.clock,
+      signal,
+    });
+  }
+
+  private async once<T>(
     method: string,
     path: string,
-    body?: unknown,
-    signal?: AbortSignal,
+    body: unknown,
+    signal: AbortSignal | undefined,
+    attempt: number,
   ): Promise<T> {
     let res: Response;
     try {
@@ -190,6 +228,15 @@ export class ManagerClient {
         }`,
       );
     }
+    if (res.status === 429) {
+      throw new ManagerThrottledError(
+        `The manager at ${this.url} refused ${method} ${path} ${attempt} ${
+          attempt === 1 ? "time" : "tries in a row"
+        }, its caller over a limit: ${e?.message ?? text.slice(0, 200)}`,
+        retryAfterMs(res.headers.get("retry-after")),
+        attempt,
+      );
+    }
     throw new ManagerError(
       res.status,
       e?.code ?? "unknown",
@@ -200,6 +247,14 @@ export class ManagerClient {
 }
 
 const enc = encodeURIComponent;
+
+/** Retry-After's wait in milliseconds: seconds, or an HTTP date; 0 when absent or unreadable. */
+function retryAfterMs(header: string | null): number {
+  if (header === null) return 0;
+  const seconds = /^\d+$/.test(header.trim()) ? Number(header) : NaN;
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(header) - Date.now();
+  return Number.isFinite(ms) ? Math.max(0, ms) : 0;
+}
 
 function portPath(tenant: string, network: string, id: string): string {
   return `/api/v1/tenants/${enc(tenant)}/networks/${enc(network)}/ports/${enc(id)}`;

@@ -32,6 +32,12 @@ export function explainManagerError(err: unknown, listHint?: string): unknown {
       );
     case 400:
       return new CommandFailed(`The manager refused the request: ${what} ${tag}`);
+    case 429:
+      // The client waited out Retry-After a few times already (THROTTLE_RETRY).
+      return new CommandFailed(
+        `${what} ${tag}: wait a little and run it again, run fewer commands at once with this ` +
+          `token, or ask the admin to raise the limit ("fairness" in the manager's configuration)`,
+      );
     default:
       return new CommandFailed(`${what} ${tag}`);
   }

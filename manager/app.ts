@@ -23,6 +23,7 @@ import {
   ThrottledError,
   type ThrottleReason,
 } from "./fairness.ts";
+import { ListTurns } from "./list_turns.ts";
 import { JsonDepthGauge } from "./json_depth.ts";
 
 /** What one request may hold: everything a client controls is bounded. */
@@ -69,7 +70,10 @@ export function createApp(
     (role, reason) => ctx.metrics.throttled.inc({ principal: role, reason }),
   );
   ctx.metrics.readInFlightFrom(() => fairness.inFlight());
-  const guard: Guard = { limits, fairness, metrics: ctx.metrics };
+  // Long lists wait between their pages while calls are in progress (list_turns.ts).
+  const turns = new ListTurns();
+  ctx.listTurns = turns;
+  const guard: Guard = { limits, fairness, turns, metrics: ctx.metrics };
 
   app.use("*", async (c, next) => {
     // Path and query as sent (the URL's origin is the server's own).
@@ -174,6 +178,7 @@ const BODY_REFUSALS = new WeakSet<object>();
 interface Guard {
   limits: RequestLimits;
   fairness: Fairness;
+  turns: ListTurns;
   metrics: Ctx["metrics"];
 }
 
@@ -206,9 +211,11 @@ async function serve(
   const caller = tokens.authenticate(c.req.header("authorization"));
   // Before anything else the request costs: a caller over its budget is refused here.
   const admission = guard.fairness.admit(caller, kind);
+  const endCall = kind === "call" ? guard.turns.call() : undefined;
   try {
     return await serveAdmitted(c, route, ctx, tokens, guard, caller);
   } finally {
+    endCall?.();
     admission.release();
   }
 }

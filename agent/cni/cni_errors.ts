@@ -28,6 +28,14 @@ export function toCniError(err: unknown, doing: string): CniError {
     return new CniError(CNI_CODE.tryAgainLater, `${doing}: ${err.message}; try again later`);
   }
   if (err instanceof ManagerError) {
+    if (err.status === 429) {
+      // Over one of the manager's budgets (its message names which), still after the client
+      // waited out Retry-After: the runtime retries the pod later, by when the budget refills.
+      return new CniError(
+        CNI_CODE.tryAgainLater,
+        `${doing}: ${err.message}; try again later (the manager's limits: manager/README.md, "Fairness")`,
+      );
+    }
     if (err.code === "pool_exhausted" || err.status >= 500) {
       return new CniError(CNI_CODE.tryAgainLater, `${doing}: ${err.message}`);
     }

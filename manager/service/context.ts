@@ -9,6 +9,7 @@ import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import type { Key, Store } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
+import { LIST_PAGE, type ListTurns } from "../list_turns.ts";
 
 export const VNI_SPACE = 1 << 24;
 export const VLAN_SPACE = 4095;
@@ -33,6 +34,11 @@ export interface Ctx {
   feed: ChangeFeed;
   /** The time of quarantine and address history, in ms (tests inject one); absent: Date.now. */
   clock?: () => number;
+  /**
+   * How long lists take turns with other requests (list_turns.ts; the app sets it); absent: lists
+   * read straight through.
+   */
+  listTurns?: ListTurns;
 }
 
 /**
@@ -184,6 +190,30 @@ export function now(): string {
 }
 
 /** Collects up to `limit` values under a prefix. */
+/**
+ * The values under `prefix` for a list's answer: as listValues, read a page (LIST_PAGE) at a time,
+ * taking turns with other lists and giving way to other requests between pages (ctx.listTurns).
+ */
+export async function listGivingWay<T>(ctx: Ctx, prefix: Key): Promise<T[]> {
+  const out: T[] = [];
+  const entries = ctx.store.list<T>(prefix, { page: LIST_PAGE })[Symbol.asyncIterator]();
+  const readPage = async () => {
+    for (let i = 0; i < LIST_PAGE; i++) {
+      const next = await entries.next();
+      if (next.done) return true;
+      if (next.value.value !== null) out.push(next.value.value);
+    }
+    return false;
+  };
+  const turns = ctx.listTurns;
+  try {
+    while (!(turns ? await turns.page(readPage) : await readPage())) await turns?.giveWay();
+  } finally {
+    await entries.return?.();
+  }
+  return out;
+}
+
 export async function listValues<T>(store: Store, prefix: Key, limit?: number): Promise<T[]> {
   const out: T[] = [];
   for await (const e of store.list<T>(prefix, { limit })) {

@@ -15,7 +15,7 @@ import { notFound } from "../errors.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { PortQuery } from "../schemas.ts";
 import type { Key } from "../store/store.ts";
-import { type Ctx, listValues } from "./context.ts";
+import { type Ctx, listGivingWay, listValues } from "./context.ts";
 import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
 import { authorizePut, checkPlacement, ownerOf, visible } from "./port_access.ts";
 import { batchedPut } from "./port_batch.ts";
@@ -85,7 +85,7 @@ export async function listNetworkPorts(
   query: z.infer<typeof PortQuery>,
 ): Promise<Port[]> {
   const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
-  const ports = await listValues<PortRecord>(ctx.store, keys.ports(net.id));
+  const ports = await listGivingWay<PortRecord>(ctx, keys.ports(net.id));
   return ports.filter((p) => matches(principal, p, query)).map((p) => portView(net, p));
 }
 
@@ -105,10 +105,10 @@ export async function listPorts(
   } else if (tenant !== undefined) {
     ports = await throughIndex(ctx, keys.portsOfForeignNetworks(tenant));
     for (const n of await listValues<NetworkRecord>(ctx.store, keys.networks(tenant))) {
-      ports.push(...await listValues<PortRecord>(ctx.store, keys.ports(n.id)));
+      ports.push(...await listGivingWay<PortRecord>(ctx, keys.ports(n.id)));
     }
   } else {
-    ports = await listValues<PortRecord>(ctx.store, keys.ports());
+    ports = await listGivingWay<PortRecord>(ctx, keys.ports());
   }
   const nets = new Map<string, NetworkRecord | null>();
   const out: Port[] = [];

@@ -131,7 +131,7 @@ export class EtcdStore implements Store {
       const res = await this.call("/v3/kv/range", {
         key: toB64(start),
         range_end: toB64(end),
-        limit: String(Math.min(left, PAGE)),
+        limit: String(Math.min(left, options.page ?? PAGE, PAGE)),
         sort_order: options.reverse ? "DESCEND" : "ASCEND",
         sort_target: "KEY",
         // Later pages read the same snapshot as the first.

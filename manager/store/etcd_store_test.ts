@@ -142,6 +142,12 @@ Deno.test("etcd store on a real etcd", async (t) => {
       assert.deepEqual(all, mutations.map((m) => m.key));
       const tail = await keysOf(store, ["many"], { reverse: true, limit: 700 });
       assert.deepEqual(tail, mutations.slice(300).reverse().map((m) => m.key));
+      // Smaller pages (a list that gives way between them) read the same keys in the same order.
+      assert.deepEqual(await keysOf(store, ["many"], { page: 100 }), all);
+      assert.deepEqual(
+        await keysOf(store, ["many"], { reverse: true, limit: 700, page: 64 }),
+        tail,
+      );
     } finally {
       store.close();
     }

@@ -116,7 +116,7 @@ class KvStore implements Store {
     const iter = this.kv.list<T>({ prefix: prefix as Deno.KvKey }, {
       limit: options.limit,
       reverse: options.reverse,
-      batchSize: Math.min(options.limit ?? 500, 500),
+      batchSize: Math.min(options.limit ?? 500, options.page ?? 500, 500),
     });
     for await (const res of iter) {
       yield { key: res.key as Key, value: res.value, version: res.versionstamp };

@@ -29,6 +29,11 @@ export type CommitResult = { ok: true; version: string } | { ok: false };
 export interface ListOptions {
   limit?: number;
   reverse?: boolean;
+  /**
+   * At most this many entries read (and decoded) at once; a list that gives way to other requests
+   * between pages asks for small ones (list_turns.ts). Default: the backend's (500).
+   */
+  page?: number;
 }
 
 export interface Store {
