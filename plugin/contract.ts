@@ -3,9 +3,9 @@
  * the error codes and the error type, the result types and their conversion between versions,
  * and the rules for container IDs, network names and interface names.
  *
- * It imports nothing. The plugin runs under `deno run --no-config` with relative imports only and
- * may be installed as a copy of `plugin/`, so this file lives here; the agent (and `common`)
- * import it as `@knitter/plugin/contract`.
+ * It imports nothing. It lives beside the native forwarder (knitter.c), whose build takes its
+ * versions for the VERSION answer; the agent (and `common`, the manager) import it as
+ * `@knitter/plugin/contract`.
  * @module
  */
 
