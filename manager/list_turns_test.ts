@@ -114,3 +114,18 @@ Deno.test("lists read their pages one at a time, in the order they asked, paced 
   // A list alone is not paced.
   assert.equal(await settled(turns.page(() => Promise.resolve(order.push("c")))), true);
 });
+
+Deno.test("a list is paced while calls come and go: a request on its way in meets one page, not the whole list", async () => {
+  const clock = new FakeClock();
+  const turns = new ListTurns(10, clock, 1);
+  // Another tenant's call ended a moment ago: its next one may be on its way in.
+  turns.call()();
+  await clock.advance(50);
+  const page = turns.page(() => Promise.resolve("p"));
+  assert.equal(await settled(page), false, "the page is followed by a pause");
+  await clock.advance(1);
+  assert.equal(await page, "p");
+  // Nobody called for a while: the list reads at full speed.
+  await clock.advance(100);
+  assert.equal(await settled(turns.page(() => Promise.resolve("q"))), true);
+});
