@@ -59,8 +59,8 @@ export const DEFAULT_FAIRNESS: FairnessConfig = {
     burst: 500,
     concurrent: 32,
     concurrentLists: 4,
-    busyMsPerSecond: 200,
-    busyBurstMs: 2000,
+    busyMsPerSecond: 100,
+    busyBurstMs: 1000,
   },
   // The system's own callers have no time budget. A monitor replays its whole cluster as fast as
   // its workers go (thousands a second for a big one): its requests in progress are bounded, not
