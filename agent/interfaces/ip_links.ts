@@ -63,8 +63,6 @@ export async function createPodInterface(
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
   const hostNetns = spec.hostNetns ?? ownNetns();
-  await requireNetns(spec.netns, `Cannot create ${where}`);
-  if (spec.hostNetns) await requireNetns(spec.hostNetns, `Cannot create ${where}`);
   const steps = buildSteps(spec, hostNetns);
   const result = await (batch ?? await startPodBatch(spec.netns))
     .finish(steps.map((s) => s.command).join("\n") + "\n");
@@ -86,6 +84,11 @@ export async function createPodInterface(
   const step = failed === undefined ? undefined : steps[failed - 1];
   // Line 1 is the creation itself: when it fails nothing was made, and what exists is not ours.
   if (failed !== 1) await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+  // A namespace that is not there is the clearest answer. Looked at only after a failure: nothing
+  // stands between the caller and the batch's lines (a look first costs an event loop turn, which
+  // the flow sync's compile, started alongside, may hold for a while).
+  await requireNetns(spec.netns, `Cannot create ${where}`);
+  if (spec.hostNetns) await requireNetns(spec.hostNetns, `Cannot create ${where}`);
   if (failed === 1 && /File exists/.test(result.stderr)) {
     if (await linkInfo(spec.netns, spec.ifName)) {
       throw new InterfaceExistsError(
