@@ -42,7 +42,11 @@ export async function launchChromium(cleanup: Cleanup): Promise<TestBrowser> {
     );
   }
   const profile = await cleanup.tempDir();
+  // Chromium makes scratch directories (org.chromium.Chromium.*) in TMPDIR and leaves them behind
+  // when it is stopped: one of the test's own, removed with it.
+  const scratch = await cleanup.tempDir();
   const child = new Deno.Command(path, {
+    env: { TMPDIR: scratch },
     args: [
       "--headless=new",
       "--no-sandbox",
