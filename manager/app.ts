@@ -1,5 +1,6 @@
 /** The HTTP face of the manager: serves each resource's routes with auth, limits and metrics. */
 import { type Context, Hono } from "hono";
+import { z } from "zod";
 import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
 import { authorize, describe, type Principal, type TokenTable } from "./auth.ts";
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
@@ -211,8 +212,9 @@ function resourceApp(
  */
 function requestKind(tag: string, route: RouteDef): RequestKind {
   if (tag === "feed") return "wait";
-  const shape = (route.ok.schema as { shape?: Record<string, unknown> } | undefined)?.shape;
-  return route.method === "GET" && shape !== undefined && "items" in shape ? "list" : "call";
+  const answer = route.ok.schema;
+  const lists = answer instanceof z.ZodObject && "items" in answer.shape;
+  return route.method === "GET" && lists ? "list" : "call";
 }
 
 async function serve(
