@@ -26,9 +26,12 @@ type ParamsOf<P extends string> = P extends `${string}{${infer Name}}${infer Res
 /** A path template's parameters, each checked by its schema in params.ts. */
 export type Params<P extends string> = { [K in ParamsOf<P>]: string };
 
-/** A template naming only parameters params.ts knows; any other is a type error here. */
-type KnownPath<P extends string> = [ParamsOf<P>] extends [ParamName] ? P
-  : `unknown path parameter: ${Exclude<ParamsOf<P>, ParamName>}`;
+/**
+ * Nothing for a template naming only parameters params.ts knows; otherwise a property no route
+ * has, so that the type error names the parameter ("Property 'unknownPathParameter' is missing").
+ */
+type KnownPath<P extends string> = [ParamsOf<P>] extends [ParamName] ? unknown
+  : { unknownPathParameter: Exclude<ParamsOf<P>, ParamName> };
 
 /** What a route is, for its caller and its document. */
 export interface RouteMeta<P extends string = string> {
@@ -126,7 +129,7 @@ class RouteBuilder<P extends string, Q extends z.ZodType, B extends z.ZodType> {
 
 /** A route with no query and no body until `.query()` and `.body()` say otherwise. */
 export function route<const P extends string>(
-  meta: RouteMeta<P> & { path: KnownPath<P> },
+  meta: RouteMeta<P> & KnownPath<P>,
 ): RouteBuilder<P, typeof EMPTY_QUERY, typeof NO_BODY> {
   return new RouteBuilder(meta, EMPTY_QUERY, NO_BODY);
 }
