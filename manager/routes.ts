@@ -17,7 +17,6 @@ import { ROUTERS } from "./routes/routers.ts";
 import { SECURITY_GROUPS } from "./routes/security_groups.ts";
 import { TENANTS } from "./routes/tenants.ts";
 
-export { PARAMS } from "./routes/params.ts";
 export type { Resource, RouteDef } from "./routes/route.ts";
 
 export const API_BASE = "/api/v1";
