@@ -1,12 +1,13 @@
-/** The HTTP face of the manager: serves the route table with auth, validation and metrics. */
+/** The HTTP face of the manager: serves each resource's routes with auth, limits and metrics. */
 import { type Context, Hono } from "hono";
-import type { z } from "zod";
+import { z } from "zod";
 import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
 import { authorize, describe, type Principal, type TokenTable } from "./auth.ts";
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
-import { EMPTY_QUERY, PARAMS, type RouteDef, ROUTES } from "./routes.ts";
+import { API_BASE, type Resource, RESOURCES, type RouteDef, ROUTES } from "./routes.ts";
+import { checkParams } from "./routes/params.ts";
 import type { Ctx } from "./service/context.ts";
 import { StoreLimitError, StoreUnavailableError } from "./store/store.ts";
 import { keys } from "./model.ts";
@@ -139,10 +140,11 @@ export function createApp(
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 
-  for (const route of ROUTES) {
-    const path = route.path.replace(/\{(\w+)\}/g, ":$1");
-    const kind = requestKind(route);
-    app.on(route.method, path, (c) => serve(c, route, kind, ctx, tokens, guard));
+  for (const resource of RESOURCES) {
+    app.route(
+      API_BASE,
+      resourceApp(resource, (c, route, kind) => serve(c, route, kind, ctx, tokens, guard)),
+    );
   }
 
   app.notFound((c) =>
@@ -190,14 +192,29 @@ function fairnessBudgets(given: AppOptions["fairness"] = {}): FairnessConfig {
   return out;
 }
 
+/** One resource's routes as a Hono sub-app, each with the kind of request it is. */
+function resourceApp(
+  resource: Resource,
+  serveRoute: (c: Context, route: RouteDef, kind: RequestKind) => Promise<Response>,
+): Hono {
+  const sub = new Hono();
+  for (const route of resource.routes) {
+    const path = route.path.replace(/\{(\w+)\}/g, ":$1");
+    const kind = requestKind(resource.tag, route);
+    sub.on(route.method, path, (c) => serveRoute(c, route, kind));
+  }
+  return sub;
+}
+
 /**
  * What a route's request does (fairness.ts): the feed waits (a long-poll); a GET answering
  * `{items}` (schemas.ts, listOf) lists, its work growing with the data; the rest are calls.
  */
-function requestKind(route: RouteDef): RequestKind {
-  if (route.tag === "feed") return "wait";
-  const shape = (route.ok.schema as { shape?: Record<string, unknown> } | undefined)?.shape;
-  return route.method === "GET" && shape !== undefined && "items" in shape ? "list" : "call";
+function requestKind(tag: string, route: RouteDef): RequestKind {
+  if (tag === "feed") return "wait";
+  const answer = route.ok.schema;
+  const lists = answer instanceof z.ZodObject && "items" in answer.shape;
+  return route.method === "GET" && lists ? "list" : "call";
 }
 
 async function serve(
@@ -229,26 +246,19 @@ async function serveAdmitted(
   caller: Principal,
 ): Promise<Response> {
   const principal = await withReach(ctx, caller);
-  const params = { ...c.req.param() } as Record<string, string>;
-  for (const [name, value] of Object.entries(params)) {
-    const r = PARAMS[name]?.safeParse(value);
-    if (r && !r.success) {
-      throw new ApiError(
-        "invalid_request",
-        `path ${name} "${value}" ${r.error.issues[0].message}`,
-        name,
-      );
-    }
-  }
+  const params = checkParams(c.req.param());
   authorize(principal, route.access, params);
-  const query = parse(route.query ?? EMPTY_QUERY, c.req.query(), "query");
   const refused = (reason: ThrottleReason) =>
     guard.metrics.throttled.inc({ principal: caller.scope, reason });
-  const body = route.body
-    ? parse(route.body, await readJson(c, guard.limits, refused), "")
-    : undefined;
-  scopeRequest(principal, { params, query, body });
-  const reply = await route.handle({ ctx, principal, params, query, body, tokens });
+  const reply = await route.run({
+    ctx,
+    principal,
+    tokens,
+    params,
+    query: c.req.query(),
+    readBody: () => readJson(c, guard.limits, refused),
+    scope: (request) => scopeRequest(principal, request),
+  });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
   return c.json(await viewFor(ctx, principal, reply.body), reply.status as 200);
 }
@@ -364,26 +374,6 @@ async function readBody(
 function bodyRefusal(err: ApiError): ApiError {
   BODY_REFUSALS.add(err);
   return err;
-}
-
-function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0];
-  let at = issue.path;
-  let message = issue.message;
-  if (issue.code === "unrecognized_keys") {
-    // The unknown field is the one to name, not the object that holds it.
-    at = [...issue.path, issue.keys[0]];
-    const more = issue.keys.slice(1).map((k) => `"${k}"`).join(", ");
-    message = more ? `unknown field (so are ${more})` : "unknown field";
-  }
-  const path = at.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")
-    .replace(/^\./, "");
-  const field = [where, path].filter(Boolean).join(".") || where || "body";
-  return (() => {
-    throw new ApiError("invalid_request", `${field}: ${message}`, field);
-  })();
 }
 
 function toApiError(err: unknown): ApiError {

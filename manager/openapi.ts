@@ -1,14 +1,15 @@
 /** Builds the OpenAPI 3.1 document from the route table and the schemas that validate requests. */
 import { z } from "zod";
 import { ERROR_STATUS } from "./errors.ts";
-import { PARAMS, type RouteDef } from "./routes.ts";
+import type { ApiRoute } from "./routes.ts";
+import { paramSchema } from "./routes/params.ts";
 import { ErrorSchema } from "./schemas.ts";
 
 const json = (schema: z.ZodType, io: "input" | "output") => ({
   "application/json": { schema: z.toJSONSchema(schema, { io, unrepresentable: "any" }) },
 });
 
-export function openApiDocument(routes: RouteDef[]) {
+export function openApiDocument(routes: ApiRoute[]) {
   const paths: Record<string, Record<string, unknown>> = {};
   const errorStatuses = [...new Set(Object.values(ERROR_STATUS))].sort();
   for (const r of routes) {
@@ -17,7 +18,7 @@ export function openApiDocument(routes: RouteDef[]) {
       name,
       in: "path",
       required: true,
-      schema: z.toJSONSchema(PARAMS[name], { io: "input", unrepresentable: "any" }),
+      schema: z.toJSONSchema(paramSchema(name), { io: "input", unrepresentable: "any" }),
     }));
     if (r.query instanceof z.ZodObject) {
       for (const [name, schema] of Object.entries(r.query.shape)) {

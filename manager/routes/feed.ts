@@ -1,0 +1,35 @@
+/** The change feed: port, node, router and security group changes, long-polled from a cursor. */
+import { ApiError } from "../errors.ts";
+import * as S from "../schemas.ts";
+import { cursorFor, feedFor } from "../service/cluster_view.ts";
+import { ok, type Resource, route } from "./route.ts";
+
+export const FEED: Resource = {
+  tag: "feed",
+  routes: [
+    route({
+      method: "GET",
+      path: "/feed",
+      summary: "Follow port and node changes: long-poll from a cursor; 410 means list again",
+      access: "infra",
+      ok: {
+        status: 200,
+        schema: S.FeedPage,
+        description: "the events after the cursor (maybe none)",
+      },
+    }).query(S.FeedQuery)
+      .handle(async ({ ctx, principal, query }) => {
+        if (query.after === undefined) {
+          return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
+        }
+        const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
+        if (page === "expired") {
+          throw new ApiError(
+            "feed_expired",
+            "The cursor is too old, from before a manager restart, or from before a change of this token's cluster: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
+          );
+        }
+        return ok(page);
+      }),
+  ],
+};
