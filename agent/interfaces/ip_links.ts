@@ -2,13 +2,15 @@
  * Pod interfaces with `ip` and `nsenter`: a veth whose pod end is born in the pod's netns (never
  * created in the host and moved, which costs an RCU barrier under the RTNL lock per move), set up
  * in ONE exec: `ip -n POD -batch -` creates the pair with the host end placed in the agent's netns,
- * then addresses, link up and routes.
+ * then addresses, link up and routes. Tx checksum offload goes off afterwards by ioctl, not exec
+ * (tx_checksum.ts).
  */
 import { createHash } from "node:crypto";
 import { CommandError, run, start, type StartedCommand } from "@knitter/common";
 import { isIp, isIpPrefix, isMac } from "@knitter/common/address";
 import { isIfName } from "@knitter/plugin/contract";
 import { LinkDeleter } from "./link_deleter.ts";
+import { txChecksumIoctl } from "./tx_checksum.ts";
 
 export interface PodInterfaceSpec {
   /** The pod's netns path, as the CNI runtime gives it (/var/run/netns/X, /proc/PID/ns/net). */
@@ -68,11 +70,13 @@ export async function createPodInterface(
     .finish(steps.map((s) => s.command).join("\n") + "\n");
   if (result.code === 0) {
     const indexes = parseIndexes(result.stdout, where);
-    // A netns the runtime did not name: what the batch could not fork goes through nsenter.
-    if (netnsName(spec.netns)) return indexes;
     try {
+      // Before the ADD answers: no TCP or UDP leaves the pod until its processes run.
       if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
-      if (hasIpv6(spec)) await ignoreRouterAdvertisements(spec.netns, spec.ifName);
+      // A netns the runtime did not name: what the batch could not fork goes through nsenter.
+      if (!netnsName(spec.netns) && hasIpv6(spec)) {
+        await ignoreRouterAdvertisements(spec.netns, spec.ifName);
+      }
       return indexes;
     } catch (err) {
       await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
@@ -144,6 +148,16 @@ export async function deletePodInterface(
  * {@link PodInterfaceSpec.softwareChecksums}). Idempotent; TSO goes with it, GSO stays.
  */
 export async function disableTxChecksumOffload(netns: string, ifName: string): Promise<void> {
+  if (txChecksumIoctl) {
+    try {
+      return txChecksumIoctl(netns, ifName);
+    } catch (err) {
+      throw new Error(
+        `step "turn off tx checksum offload on ${ifName}" failed: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
   const result = await run(["ethtool", "-K", ifName, "tx", "off"], { netns, check: false });
   if (result.code !== 0) {
     throw new Error(`step "turn off tx checksum offload on ${ifName}" failed: ${result.stderr}`, {
@@ -217,8 +231,7 @@ interface Step {
 function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
   const dev = spec.ifName;
   const mtu = spec.mtu;
-  // A named netns (what runtimes make) lets the batch itself fork ethtool and sysctl in it: no
-  // nsenter exec.
+  // A named netns (what runtimes make) lets the batch itself fork sysctl in it: no nsenter exec.
   const name = netnsName(spec.netns);
   return [
     {
@@ -227,12 +240,6 @@ function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
       command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
         `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
     },
-    ...(name && spec.softwareChecksums
-      ? [{
-        label: `turn off tx checksum offload on ${dev}`,
-        command: `netns exec ${name} ethtool -K ${dev} tx off`,
-      }]
-      : []),
     // Before the link is up, so that no advertisement is taken in between.
     ...(name && hasIpv6(spec)
       ? [{

@@ -227,9 +227,9 @@ Deno.test("createPodInterface with softwareChecksums: tx checksum offload is off
     /^tx-checksumming: on/m.test((await run(["ethtool", "-k", "eth1"], { netns })).stdout);
 
   await createPodInterface(spec(host, named, { softwareChecksums: true }));
-  assert.equal(await txOn(named), false, "named netns: the batch turned it off");
+  assert.equal(await txOn(named), false, "named netns: turned off");
 
-  // A /proc/PID/ns/net path, as some runtimes pass: the offload goes off through nsenter.
+  // A /proc/PID/ns/net path, as some runtimes pass.
   const proc = await procPathOf(cleanup, other);
   await createPodInterface(
     spec(host, proc, { softwareChecksums: true, hostIfName: hostIfName("c0ffee", "p2") }),
