@@ -77,3 +77,21 @@ Deno.test("monitor config: a feed deadline not longer than its wait, and a publi
     await Deno.remove(file);
   }
 });
+
+Deno.test("monitor config: a missing or bad value says where it is given", async () => {
+  await assert.rejects(
+    () => loadMonitorConfig([], env({ KNITTER_MONITOR_MANAGER_URL: "http://manager:9527" })),
+    /at "manager.token": .*; give it in a configuration file \(--config\) or by KNITTER_MONITOR_MANAGER_TOKEN$/,
+  );
+  await assert.rejects(
+    () =>
+      loadMonitorConfig(
+        [],
+        env({
+          KNITTER_MONITOR_MANAGER_URL: "manager",
+          KNITTER_MONITOR_MANAGER_TOKEN: "x".repeat(16),
+        }),
+      ),
+    /at "manager.url": .*\(from KNITTER_MONITOR_MANAGER_URL\); correct it$/,
+  );
+});

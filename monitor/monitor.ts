@@ -1,7 +1,7 @@
 /**
- * Wires a configuration into a running monitor: the watches (pods, namespaces, Network and
- * IPGroup resources), the manager's port feed, the queues that reconcile them, and the timers of
- * the leak reclaim and the resources' resync.
+ * Wires a configuration into a running monitor: the watches with their queues (pods, namespaces,
+ * MultiNetworkPolicies, and the custom resources' kinds: watch_queue.ts, cr_reconciler.ts), the
+ * manager's port feed, and the timers of the leak reclaim and the resources' resync.
  */
 import {
   createLogger,
