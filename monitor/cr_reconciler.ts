@@ -8,13 +8,16 @@
  * - a manager refusal (a quota, an overlap, a field that cannot change) becomes the Ready condition,
  *   and the resource is tried again after `retryMs`; the manager away is thrown on (the queue's
  *   backoff);
- * - the status written only when it says something new;
+ * - the status: the kind's fields, `observedGeneration` and the Ready condition, written only when
+ *   it says something new;
  * - a resource being deleted: its record released at the manager (already gone is fine), then the
  *   finalizer dropped; a refused release goes into the status and is tried again.
  *
  * A new custom resource is one small module with its CrKind, added to monitor.ts's list of kinds.
  */
 import type { Logger, ManagerClient } from "@knitter/common";
+import { readyCondition } from "./conditions.ts";
+import type { Condition } from "./crd_types.ts";
 import type { Kube } from "./kube.ts";
 import type { Tenants } from "./namespaces.ts";
 import {
@@ -62,8 +65,13 @@ export interface CrKind<R extends Resource, M> {
    * Answers false when nothing of the resource's was there to delete.
    */
   release(cr: R, ctx: KindContext): Promise<boolean>;
-  /** The status: the record as the manager has it (undefined: none now), the problem if any. */
-  status(cr: R, record: M | undefined, problem: Problem | undefined): unknown;
+  /**
+   * The status fields that show the record as the manager has it; undefined: none now (a refusal,
+   * a release), so what the last status said of it is kept.
+   */
+  fields(cr: R, record: M | undefined): Record<string, unknown>;
+  /** The Ready condition's message when everything the spec asks is applied. */
+  ready(record: M): string;
   /** A release the manager refused, as the status says it (what it means meanwhile). */
   refusedRelease?(problem: Problem): Problem;
 }
@@ -110,8 +118,25 @@ export class CrReconciler<R extends Resource, M> {
     } catch (err) {
       problem = problemOf(err);
     }
-    await writeStatus(ctx.kube, kind.plural, cr, kind.status(cr, record, problem));
+    await writeStatus(ctx.kube, kind.plural, cr, this.status(cr, record, problem));
     if (problem) throw new Requeue(this.retryMs, problem.message);
+  }
+
+  /** The kind's fields, the generation seen, and the Ready condition: the problem, or all well. */
+  private status(cr: R, record: M | undefined, problem: Problem | undefined): unknown {
+    const generation = cr.metadata.generation;
+    const before = (cr.status as { conditions?: Condition[] } | undefined)?.conditions;
+    return {
+      ...this.kind.fields(cr, record),
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      conditions: readyCondition(
+        before,
+        !problem,
+        problem?.reason ?? "Reconciled",
+        problem?.message ?? this.kind.ready(record!),
+        generation,
+      ),
+    };
   }
 
   /** The resource is being deleted: its record goes at the manager, then our finalizer. */
@@ -125,7 +150,7 @@ export class CrReconciler<R extends Resource, M> {
       if (!isGone(err)) {
         const refused = problemOf(err);
         const problem = kind.refusedRelease?.(refused) ?? refused;
-        await writeStatus(ctx.kube, kind.plural, cr, kind.status(cr, undefined, problem));
+        await writeStatus(ctx.kube, kind.plural, cr, this.status(cr, undefined, problem));
         throw new Requeue(this.retryMs, problem.message);
       }
     }

@@ -7,7 +7,6 @@
  */
 import assert from "node:assert/strict";
 import { createLogger, type ManagerClient, ManagerError } from "@knitter/common";
-import { readyCondition } from "./conditions.ts";
 import { type CrKind, CrReconciler } from "./cr_reconciler.ts";
 import { FINALIZER, type ObjectMeta } from "./crd_types.ts";
 import { type FakeResource, KubeFake } from "./kube_fake.ts";
@@ -21,7 +20,7 @@ const RETRY_MS = 7000;
 interface Widget {
   metadata: ObjectMeta;
   spec: { size: number };
-  status?: { size?: number; conditions?: unknown[] };
+  status?: { size?: number; observedGeneration?: number; conditions?: unknown[] };
 }
 
 /** The manager's side: widgets by "tenant/name", tenants, and how it answers. */
@@ -89,16 +88,8 @@ function widgetKind(m: Manager): CrKind<Widget, { size: number }> {
       return Promise.resolve(true);
     },
     refusedRelease: (p: Problem) => ({ ...p, message: `${p.message}; it stays until then` }),
-    status: (cr, record, problem) => ({
-      ...(record ? { size: record.size } : {}),
-      conditions: readyCondition(
-        cr.status?.conditions as never,
-        !problem,
-        problem?.reason ?? "Reconciled",
-        problem?.message ?? `widget of size ${record?.size}`,
-        undefined,
-      ),
-    }),
+    fields: (cr, record) => record ? { size: record.size } : { size: cr.status?.size },
+    ready: (record) => `widget of size ${record.size}`,
   };
 }
 
@@ -120,7 +111,7 @@ function setup() {
 }
 
 function widget(size: number, name = "w"): FakeResource {
-  return { metadata: { namespace: "acme", name }, spec: { size } };
+  return { metadata: { namespace: "acme", name, generation: 1 }, spec: { size } };
 }
 
 async function requeued(p: Promise<void>, message: RegExp): Promise<void> {
@@ -140,7 +131,9 @@ Deno.test("cr reconciler: a new resource gets our finalizer, its tenant, its rec
   assert.ok(m.tenants.has("acme"));
   assert.deepEqual(m.widgets.get("acme/w"), { size: 3 });
   assert.equal(ready().status, "True");
+  assert.equal(ready().message, "widget of size 3");
   assert.equal(now().status?.size, 3);
+  assert.equal(now().status?.observedGeneration, 1);
   assert.deepEqual(kube.writes, ["finalizers widgets acme/w", "status widgets acme/w"]);
 
   await reconciler.reconcile(now());

@@ -3,10 +3,9 @@
  * addresses or size change (addresses in use stay), deleted with the resource once none is in use.
  * The status lists the group's addresses and the ports using them.
  */
-import { readyCondition } from "./conditions.ts";
 import { type CrKind, tenantRecord } from "./cr_reconciler.ts";
 import { type IpGroupResource, type IpGroupStatus, PLURAL } from "./crd_types.ts";
-import { type Problem, tenantPath } from "./resources.ts";
+import { tenantPath } from "./resources.ts";
 
 export interface ManagerIpGroup {
   name: string;
@@ -53,7 +52,8 @@ export const ipGroupKind: CrKind<IpGroupResource, ManagerIpGroup> = {
     log.info("IP group resized", { group: `${namespace}/${name}`, size: group.size });
     return { record: group };
   },
-  status: statusOf,
+  fields: (cr, group) => ({ ...fields(cr, group) }),
+  ready,
 };
 
 /** The update the spec asks for, if any: a new address list, or a new size. */
@@ -75,28 +75,15 @@ function resize(
 const base = (namespace: string) => tenantPath("ipgroups", namespace);
 const path = (namespace: string, name: string) => tenantPath("ipgroups", namespace, name);
 
-function statusOf(
-  cr: IpGroupResource,
-  group: ManagerIpGroup | undefined,
-  problem: Problem | undefined,
-): IpGroupStatus {
-  const generation = cr.metadata.generation;
-  const status: IpGroupStatus = group
-    ? { addresses: group.addresses, size: group.size, used: group.used }
-    : {
-      ...(cr.status?.addresses ? { addresses: cr.status.addresses } : {}),
-      ...(cr.status?.size !== undefined ? { size: cr.status.size, used: cr.status.used } : {}),
-    };
-  if (generation !== undefined) status.observedGeneration = generation;
-  status.conditions = readyCondition(
-    cr.status?.conditions,
-    !problem,
-    problem?.reason ?? "Reconciled",
-    problem?.message ??
-      `IP group ${group!.tenant}/${group!.name} holds ${group!.size} address(es) of network ${
-        group!.networkTenant
-      }/${group!.network}, ${group!.used} in use`,
-    generation,
-  );
-  return status;
+/** The group's addresses and their ports; none now: the last status's. */
+function fields(cr: IpGroupResource, group: ManagerIpGroup | undefined): IpGroupStatus {
+  if (group) return { addresses: group.addresses, size: group.size, used: group.used };
+  return {
+    ...(cr.status?.addresses ? { addresses: cr.status.addresses } : {}),
+    ...(cr.status?.size !== undefined ? { size: cr.status.size, used: cr.status.used } : {}),
+  };
+}
+
+function ready(group: ManagerIpGroup): string {
+  return `IP group ${group.tenant}/${group.name} holds ${group.size} address(es) of network ${group.networkTenant}/${group.network}, ${group.used} in use`;
 }

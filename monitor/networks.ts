@@ -11,7 +11,6 @@
 import { type ManagerClient, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
 import { formatCidr, networkOf, normalizeIp, parseIpPrefix } from "@knitter/common/address";
-import { readyCondition } from "./conditions.ts";
 import type { CrKind } from "./cr_reconciler.ts";
 import type { HeldAddress, NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
 import { PLURAL } from "./crd_types.ts";
@@ -124,15 +123,16 @@ export function networkKind(
             `${problem.message}; meanwhile it takes no new ports (new pods on it fail to start)`,
         }
         : problem,
-    status(cr, net, problem) {
-      const status = statusOf(cr, net, problem);
+    fields(cr, net) {
+      const status = fields(cr, net);
       if (net) {
         // Once written, the list stays (empty): a merge patch would keep a field left out.
         const list = heldAddresses(held, settings.stableRetentionMs, net.id);
         if (list.length > 0 || cr.status?.heldAddresses !== undefined) status.heldAddresses = list;
       }
-      return status;
+      return { ...status };
     },
+    ready: readyMessage,
   };
 }
 
@@ -292,33 +292,18 @@ function normalCidr(text: string): string {
   return "error" in r ? text : formatCidr(networkOf(r.ip, r.prefix!));
 }
 
-function statusOf(
-  cr: NetworkResource,
-  net: ManagerNetwork | undefined,
-  problem: Problem | undefined,
-): NetworkStatus {
-  const generation = cr.metadata.generation;
-  const status: NetworkStatus = {};
+/** The network's ID, segment and usage; none now: the last status's. */
+function fields(cr: NetworkResource, net: ManagerNetwork | undefined): NetworkStatus {
   if (net) {
-    status.networkId = net.id;
-    if (net.segmentId !== undefined) status.segmentId = net.segmentId;
-    status.usage = net.usage;
-  } else if (cr.status?.networkId) {
-    Object.assign(status, {
-      networkId: cr.status.networkId,
-      segmentId: cr.status.segmentId,
-      usage: cr.status.usage,
-    });
+    return {
+      networkId: net.id,
+      ...(net.segmentId !== undefined ? { segmentId: net.segmentId } : {}),
+      usage: net.usage,
+    };
   }
-  if (generation !== undefined) status.observedGeneration = generation;
-  status.conditions = readyCondition(
-    cr.status?.conditions,
-    !problem,
-    problem?.reason ?? "Reconciled",
-    problem?.message ?? readyMessage(net!),
-    generation,
-  );
-  return status;
+  if (!cr.status?.networkId) return {};
+  const { networkId, segmentId, usage } = cr.status;
+  return { networkId, segmentId, usage };
 }
 
 function readyMessage(net: ManagerNetwork): string {

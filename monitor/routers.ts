@@ -5,10 +5,9 @@
  * overlapping CIDRs, a network on another router) in the Ready condition.
  */
 import type { RouterInfo } from "@knitter/common";
-import { readyCondition } from "./conditions.ts";
 import { type CrKind, tenantRecord } from "./cr_reconciler.ts";
 import { PLURAL, type RouterResource, type RouterStatus } from "./crd_types.ts";
-import { type Problem, tenantPath } from "./resources.ts";
+import { tenantPath } from "./resources.ts";
 
 /** The Router kind (cr_reconciler.ts). */
 export const routerKind: CrKind<RouterResource, RouterInfo> = {
@@ -34,7 +33,8 @@ export const routerKind: CrKind<RouterResource, RouterInfo> = {
     log.info("router changed", { router: `${namespace}/${name}` });
     return { record: router };
   },
-  status: statusOf,
+  fields: (cr, router) => ({ ...fields(cr, router) }),
+  ready,
 };
 
 /** The spec a manager router stands for (to compare with the resource's). */
@@ -55,27 +55,14 @@ function body(cr: Pick<RouterResource, "spec">): Record<string, unknown> {
 const base = (namespace: string) => tenantPath("routers", namespace);
 const path = (namespace: string, name: string) => tenantPath("routers", namespace, name);
 
-function statusOf(
-  cr: RouterResource,
-  router: RouterInfo | undefined,
-  problem: Problem | undefined,
-): RouterStatus {
-  const generation = cr.metadata.generation;
-  const status: RouterStatus = router
-    ? { networks: router.networks.map((n) => ({ name: n.name, cidr: n.cidr })) }
-    : cr.status?.networks
-    ? { networks: cr.status.networks }
-    : {};
-  if (generation !== undefined) status.observedGeneration = generation;
-  status.conditions = readyCondition(
-    cr.status?.conditions,
-    !problem,
-    problem?.reason ?? "Reconciled",
-    problem?.message ??
-      `router ${router!.tenant}/${router!.name} connects ${
-        router!.networks.map((n) => `${n.name} (${n.cidr})`).join(", ")
-      }${router!.routes.length > 0 ? ` with ${router!.routes.length} static route(s)` : ""}`,
-    generation,
-  );
-  return status;
+/** The connected networks with their CIDRs; none now: the last status's. */
+function fields(cr: RouterResource, router: RouterInfo | undefined): RouterStatus {
+  if (router) return { networks: router.networks.map((n) => ({ name: n.name, cidr: n.cidr })) };
+  return cr.status?.networks ? { networks: cr.status.networks } : {};
+}
+
+function ready(router: RouterInfo): string {
+  const nets = router.networks.map((n) => `${n.name} (${n.cidr})`).join(", ");
+  const routes = router.routes.length > 0 ? ` with ${router.routes.length} static route(s)` : "";
+  return `router ${router.tenant}/${router.name} connects ${nets}${routes}`;
 }
