@@ -13,7 +13,8 @@
  * - a resource being deleted: its record released at the manager (already gone is fine), then the
  *   finalizer dropped; a refused release goes into the status and is tried again.
  *
- * A new custom resource is one small module with its CrKind, added to monitor.ts's list of kinds.
+ * A new custom resource is one small module with its CrKind, followed in monitor.ts through
+ * watch_queue.ts's followCustomResource.
  */
 import type { Logger, ManagerClient } from "@knitter/common";
 import { readyCondition } from "./conditions.ts";
