@@ -1,10 +1,14 @@
 /**
- * The agent's configuration: a JSON file, then environment overrides, then flags, validated with
- * messages that say where a value came from.
+ * The agent's configuration: its schema, defaults and environment variables. Loaded by
+ * common/daemon_config.ts: a JSON file, then environment overrides.
  */
-import { parseArgs } from "node:util";
 import { z } from "zod";
 import { CLUSTER_NAME } from "@knitter/common";
+import {
+  type DaemonConfigSpec,
+  loadDaemonConfig,
+  type LoadedConfig,
+} from "@knitter/common/daemon_config";
 
 const BridgeMapping = z.strictObject({
   physnet: z.string().min(1),
@@ -113,75 +117,28 @@ Environment (overrides the file):
   KNITTER_AGENT_HEALTH_HOSTNAME  where the probes and /metrics listen (health.port stays the file's)
 `;
 
-export class AgentConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "AgentConfigError";
-  }
-}
+/** Where the environment puts its values (common/daemon_config.ts). */
+const SPEC: DaemonConfigSpec<AgentConfig> = {
+  usage: USAGE,
+  schema: AgentConfigSchema,
+  env: {
+    KNITTER_AGENT_NODE_NAME: "nodeName",
+    KNITTER_AGENT_CLUSTER: "cluster",
+    KNITTER_AGENT_MANAGER_URL: "manager.url",
+    KNITTER_AGENT_MANAGER_TOKEN: "manager.token",
+    KNITTER_AGENT_UNDERLAY_IP: "underlayIp",
+    KNITTER_AGENT_SOCKET: "socket",
+    KNITTER_AGENT_STATE_DIR: "stateDir",
+    KNITTER_AGENT_LOG_LEVEL: "logLevel",
+    KNITTER_AGENT_KUBECONFIG: "kubernetes.kubeconfig",
+    KNITTER_AGENT_HEALTH_HOSTNAME: "health.hostname",
+  },
+};
 
-const ENV: [string, (raw: Record<string, unknown>, v: string) => void][] = [
-  ["KNITTER_AGENT_NODE_NAME", (r, v) => (r.nodeName = v)],
-  ["KNITTER_AGENT_CLUSTER", (r, v) => (r.cluster = v)],
-  ["KNITTER_AGENT_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
-  ["KNITTER_AGENT_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
-  ["KNITTER_AGENT_UNDERLAY_IP", (r, v) => (r.underlayIp = v)],
-  ["KNITTER_AGENT_SOCKET", (r, v) => (r.socket = v)],
-  ["KNITTER_AGENT_STATE_DIR", (r, v) => (r.stateDir = v)],
-  ["KNITTER_AGENT_LOG_LEVEL", (r, v) => (r.logLevel = v)],
-  [
-    "KNITTER_AGENT_KUBECONFIG",
-    (r, v) => (r.kubernetes = { ...(r.kubernetes as object), kubeconfig: v }),
-  ],
-  [
-    "KNITTER_AGENT_HEALTH_HOSTNAME",
-    (r, v) => (r.health = { ...(r.health as object), hostname: v }),
-  ],
-];
-
-export async function loadAgentConfig(
+/** The file, then the environment (common/daemon_config.ts). */
+export function loadAgentConfig(
   args: string[],
-  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
-): Promise<{ config: AgentConfig; help: boolean }> {
-  let flags;
-  try {
-    flags = parseArgs({
-      args,
-      options: { config: { type: "string" }, help: { type: "boolean", short: "h" } },
-      strict: true,
-    }).values;
-  } catch (err) {
-    throw new AgentConfigError(`${(err as Error).message}\n\n${USAGE}`);
-  }
-  if (flags.help) return { config: undefined as unknown as AgentConfig, help: true };
-  let raw: Record<string, unknown> = {};
-  if (flags.config) {
-    let text;
-    try {
-      text = await Deno.readTextFile(flags.config);
-    } catch (err) {
-      throw new AgentConfigError(
-        `Cannot read configuration file "${flags.config}": ${(err as Error).message}`,
-      );
-    }
-    try {
-      raw = JSON.parse(text);
-    } catch (err) {
-      throw new AgentConfigError(
-        `The configuration file "${flags.config}" is not valid JSON: ${(err as Error).message}`,
-      );
-    }
-  }
-  for (const [name, apply] of ENV) {
-    const v = env(name);
-    if (v) apply(raw, v);
-  }
-  const parsed = AgentConfigSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new AgentConfigError(
-      `Invalid agent configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
-    );
-  }
-  return { config: parsed.data, help: false };
+  env?: (name: string) => string | undefined,
+): Promise<LoadedConfig<AgentConfig>> {
+  return loadDaemonConfig(SPEC, args, env && { env });
 }

@@ -1,10 +1,20 @@
 /**
- * The manager's configuration: a JSON file, then environment overrides, then flags. Every problem
- * is reported with where it came from.
+ * The manager's configuration: its schema, defaults, environment variables and flags. Loaded by
+ * common/daemon_config.ts: a JSON file, then environment overrides, then flags. Every problem is
+ * reported with where it came from.
  */
-import { parseArgs } from "node:util";
 import { z } from "zod";
 import { CLUSTER_NAME, isLevel, type Level } from "@knitter/common";
+import {
+  type ConfigIo,
+  DaemonConfigError,
+  type DaemonConfigSpec,
+  type Given,
+  loadDaemonConfig,
+  type LoadedConfig,
+  type Raw,
+  readJsonFile,
+} from "@knitter/common/daemon_config";
 import type { TokenConfig } from "./auth.ts";
 
 const TokenSchema = z.strictObject({
@@ -167,187 +177,152 @@ Environment (overrides the file; flags override both):
                                '{"tenant":{"ratePerSecond":20,"concurrent":8}}'
 `;
 
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
-
 export interface LoadOptions {
   /** The maintenance commands touch no API, so they need no tokens. */
   requireTokens?: boolean;
 }
 
-export interface Loaded {
-  config: ManagerConfig;
-  help: boolean;
+/** Where the environment and flags put their values (common/daemon_config.ts). */
+function spec(options: LoadOptions): DaemonConfigSpec<ManagerConfig> {
+  const store = (path: string) => ({ path, backend: "kv" });
+  const etcd = (name: string) => `store.etcd.${name}`;
+  return {
+    usage: USAGE,
+    schema: ConfigSchema,
+    env: {
+      KNITTER_MANAGER_LISTEN: { at: "listen", parse: parseListen },
+      KNITTER_MANAGER_SOCKET: "listen.socket",
+      KNITTER_MANAGER_STORE: { at: "store", parse: store },
+      KNITTER_MANAGER_KV_ACCESS_TOKEN: "store.accessToken",
+      KNITTER_MANAGER_ETCD_ENDPOINTS: { at: etcd("endpoints"), parse: list },
+      KNITTER_MANAGER_ETCD_CA: etcd("caFile"),
+      KNITTER_MANAGER_ETCD_CERT: etcd("certFile"),
+      KNITTER_MANAGER_ETCD_KEY: etcd("keyFile"),
+      KNITTER_MANAGER_ETCD_USERNAME: etcd("username"),
+      KNITTER_MANAGER_ETCD_PASSWORD: etcd("password"),
+      KNITTER_MANAGER_ETCD_PREFIX: etcd("prefix"),
+      KNITTER_MANAGER_TLS_CERT: "tls.certFile",
+      KNITTER_MANAGER_TLS_KEY: "tls.keyFile",
+      KNITTER_MANAGER_TOKENS_FILE: "tokensFile",
+      KNITTER_MANAGER_LOG_LEVEL: "logLevel",
+      KNITTER_MANAGER_FAIRNESS: { at: "fairness", parse: parseFairness },
+    },
+    flags: {
+      listen: { at: "listen", parse: parseListen },
+      store: { at: "store", parse: store },
+      etcd: { at: etcd("endpoints"), parse: list },
+    },
+    settle,
+    finish: async (config, io) => {
+      await addTokensFile(config, io);
+      if (config.tokens.length === 0 && options.requireTokens !== false) {
+        throw new DaemonConfigError(
+          "No API tokens configured",
+          "every /api route needs one",
+          "set KNITTER_MANAGER_ADMIN_TOKEN or list tokens in the configuration",
+        );
+      }
+      vniRanges(config);
+    },
+  };
 }
 
 /** Reads file, env and flags; `env` and `readFile` are injectable for tests. */
-export async function loadConfig(
+export function loadConfig(
   args: string[],
-  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
-  readFile: (path: string) => Promise<string> = (p) => Deno.readTextFile(p),
+  env?: (name: string) => string | undefined,
+  readFile?: (path: string) => Promise<string>,
   options: LoadOptions = {},
-): Promise<Loaded> {
-  let flags;
-  try {
-    flags = parseArgs({
-      args,
-      options: {
-        config: { type: "string" },
-        listen: { type: "string" },
-        store: { type: "string" },
-        etcd: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      strict: true,
-    }).values;
-  } catch (err) {
-    throw new ConfigError(`${(err as Error).message}\n\n${USAGE}`);
-  }
-  if (flags.help) return { config: ConfigSchema.parse({}), help: true };
+): Promise<LoadedConfig<ManagerConfig>> {
+  return loadDaemonConfig(spec(options), args, {
+    ...(env && { env }),
+    ...(readFile && { readFile }),
+  });
+}
 
-  // deno-lint-ignore no-explicit-any
-  let raw: any = {};
-  if (flags.config) raw = await readJsonFile(flags.config, readFile, "configuration file");
-  const listen = flags.listen ?? env("KNITTER_MANAGER_LISTEN");
-  if (listen) raw.listen = parseListen(listen);
-  const socket = env("KNITTER_MANAGER_SOCKET");
-  if (socket) raw.listen = { ...(raw.listen ?? {}), socket };
-  raw.store = storeOverrides(raw.store, flags, env);
-  const cert = env("KNITTER_MANAGER_TLS_CERT");
-  const key = env("KNITTER_MANAGER_TLS_KEY");
-  if (cert || key) {
-    if (!cert || !key) {
-      throw new ConfigError(
-        "Set both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY for HTTPS",
-      );
-    }
-    raw.tls = { certFile: cert, keyFile: key };
+/**
+ * What follows from the values together: the admin token added to the file's, both TLS files from
+ * the environment or none, the store backend (naming etcd endpoints selects etcd unless a backend
+ * is named; a flag picks one outright), a remote Deno KV's token.
+ */
+function settle(raw: Raw, given: Given): void {
+  const admin = given.env("KNITTER_MANAGER_ADMIN_TOKEN");
+  if (admin) raw.tokens = [...(raw.tokens as unknown[] ?? []), { token: admin, scope: "admin" }];
+  if (!given.env("KNITTER_MANAGER_TLS_CERT") !== !given.env("KNITTER_MANAGER_TLS_KEY")) {
+    throw new DaemonConfigError(
+      "HTTPS from the environment",
+      "only one of its two files is named",
+      "set both KNITTER_MANAGER_TLS_CERT and KNITTER_MANAGER_TLS_KEY for HTTPS (or neither)",
+    );
   }
-  const admin = env("KNITTER_MANAGER_ADMIN_TOKEN");
-  if (admin) raw.tokens = [...(raw.tokens ?? []), { token: admin, scope: "admin" }];
-  const tokensFile = env("KNITTER_MANAGER_TOKENS_FILE");
-  if (tokensFile) raw.tokensFile = tokensFile;
-  const level = env("KNITTER_MANAGER_LOG_LEVEL");
-  if (level) raw.logLevel = level;
-  const fairness = env("KNITTER_MANAGER_FAIRNESS");
-  if (fairness) raw.fairness = fairnessOverrides(raw.fairness, fairness);
+  const store = raw.store as
+    | { backend?: string; path?: string; accessToken?: string; etcd?: unknown }
+    | undefined;
+  if (!store) return;
+  if (store.etcd && store.backend === undefined) store.backend = "etcd";
+  if (given.flags.etcd) store.backend = "etcd";
+  else if (given.flags.store) store.backend = "kv";
+  if (store.backend !== "etcd" && /^https?:\/\//.test(store.path ?? "") && !store.accessToken) {
+    throw new DaemonConfigError(
+      `A remote Deno KV (${store.path}) needs an access token`,
+      "set store.accessToken or KNITTER_MANAGER_KV_ACCESS_TOKEN",
+    );
+  }
+}
 
-  const parsed = ConfigSchema.safeParse(raw);
+/** The tokens of the file `tokensFile` names, checked, after the configuration's own. */
+async function addTokensFile(config: ManagerConfig, io: ConfigIo): Promise<void> {
+  if (!config.tokensFile) return;
+  const more = await readJsonFile(config.tokensFile, io.readFile, "tokens file");
+  const parsed = z.array(TokenSchema).safeParse(more);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ConfigError(
-      `Invalid configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
+    throw new DaemonConfigError(
+      `Invalid tokens file "${config.tokensFile}" at [${issue.path.join(".")}]`,
+      issue.message,
+      "correct the file",
     );
   }
-  const config = parsed.data;
-  if (config.tokensFile) {
-    const more = await readJsonFile(config.tokensFile, readFile, "tokens file");
-    const list = z.array(TokenSchema).safeParse(more);
-    if (!list.success) {
-      const issue = list.error.issues[0];
-      throw new ConfigError(
-        `Invalid tokens file "${config.tokensFile}" at [${issue.path.join(".")}]: ${issue.message}`,
-      );
-    }
-    config.tokens.push(...list.data);
-  }
-  if (config.tokens.length === 0 && options.requireTokens !== false) {
-    throw new ConfigError(
-      "No API tokens configured: every /api route needs one. Set KNITTER_MANAGER_ADMIN_TOKEN or list tokens in the configuration",
-    );
-  }
-  vniRanges(config);
-  return { config, help: false };
+  config.tokens.push(...parsed.data);
 }
 
-async function readJsonFile(path: string, readFile: (p: string) => Promise<string>, what: string) {
-  let text;
-  try {
-    text = await readFile(path);
-  } catch (err) {
-    throw new ConfigError(`Cannot read ${what} "${path}": ${(err as Error).message}`);
-  }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError(`The ${what} "${path}" is not valid JSON: ${(err as Error).message}`);
-  }
+/** "URL, URL" → the URLs. */
+function list(text: string): string[] {
+  return text.split(",").map((e) => e.trim()).filter(Boolean);
 }
 
-/** The store section after env and flags; naming etcd endpoints selects the etcd backend. */
-function storeOverrides(
-  // deno-lint-ignore no-explicit-any
-  fromFile: any,
-  flags: { store?: string; etcd?: string },
-  env: (name: string) => string | undefined,
-) {
-  const store = { ...(fromFile ?? {}) };
-  const path = flags.store ?? env("KNITTER_MANAGER_STORE");
-  if (path) Object.assign(store, { path, backend: "kv" });
-  const token = env("KNITTER_MANAGER_KV_ACCESS_TOKEN");
-  if (token) store.accessToken = token;
-  const etcd = { ...(store.etcd ?? {}) };
-  const endpoints = flags.etcd ?? env("KNITTER_MANAGER_ETCD_ENDPOINTS");
-  if (endpoints) etcd.endpoints = endpoints.split(",").map((e) => e.trim()).filter(Boolean);
-  const fields = {
-    caFile: "CA",
-    certFile: "CERT",
-    keyFile: "KEY",
-    username: "USERNAME",
-    password: "PASSWORD",
-    prefix: "PREFIX",
-  };
-  for (const [field, name] of Object.entries(fields)) {
-    const value = env(`KNITTER_MANAGER_ETCD_${name}`);
-    if (value !== undefined) etcd[field] = value;
-  }
-  if (Object.keys(etcd).length) store.etcd = etcd;
-  if (store.etcd && store.backend === undefined) store.backend = "etcd";
-  // A flag picks one backend over the other outright.
-  if (flags.etcd) store.backend = "etcd";
-  else if (flags.store) store.backend = "kv";
-  if (store.backend !== "etcd" && /^https?:\/\//.test(store.path ?? "") && !store.accessToken) {
-    throw new ConfigError(
-      `A remote Deno KV (${store.path}) needs an access token: set store.accessToken or KNITTER_MANAGER_KV_ACCESS_TOKEN`,
-    );
-  }
-  return Object.keys(store).length ? store : undefined;
-}
-
-/** The env's budgets over the file's, role by role and field by field. */
-// deno-lint-ignore no-explicit-any
-function fairnessOverrides(fromFile: any, text: string) {
+/** KNITTER_MANAGER_FAIRNESS: budgets by role, merged over the file's field by field. */
+function parseFairness(text: string): unknown {
+  const example = `write e.g. '{"tenant":{"ratePerSecond":20}}'`;
   let given;
   try {
     given = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(
-      `KNITTER_MANAGER_FAIRNESS is not valid JSON: ${
-        (err as Error).message
-      }; write e.g. '{"tenant":{"ratePerSecond":20}}'`,
+    throw new DaemonConfigError(
+      "KNITTER_MANAGER_FAIRNESS is not valid JSON",
+      (err as Error).message,
+      example,
     );
   }
   if (typeof given !== "object" || given === null || Array.isArray(given)) {
-    throw new ConfigError(
-      'KNITTER_MANAGER_FAIRNESS must be a JSON object of budgets by role, e.g. \'{"tenant":{"ratePerSecond":20}}\'',
+    throw new DaemonConfigError(
+      "KNITTER_MANAGER_FAIRNESS must be a JSON object of budgets by role",
+      undefined,
+      example,
     );
   }
-  const out = { ...(fromFile ?? {}) };
-  for (const [role, budget] of Object.entries(given)) {
-    out[role] = typeof budget === "object" && budget !== null && !Array.isArray(budget)
-      ? { ...(out[role] ?? {}), ...budget }
-      : budget;
-  }
-  return out;
+  return given;
 }
 
 function parseListen(text: string): { hostname: string; port: number } {
   const m = text.match(/^(.*):(\d+)$/);
-  if (!m) throw new ConfigError(`Listen address "${text}" must be HOST:PORT`);
+  if (!m) {
+    throw new DaemonConfigError(
+      `Listen address "${text}" must be HOST:PORT`,
+      undefined,
+      'e.g. "0.0.0.0:9527" or "[::1]:9527"',
+    );
+  }
   return { hostname: m[1].replace(/^\[(.*)\]$/, "$1") || "0.0.0.0", port: Number(m[2]) };
 }
 
@@ -356,7 +331,11 @@ export function vniRanges(config: ManagerConfig): [number, number][] {
   return config.vniRanges.map((text) => {
     const [s, e] = text.split("-").map(Number);
     if (s < 1 || e > 16777215 || s > e) {
-      throw new ConfigError(`VNI range "${text}" must lie within 1-16777215 with start <= end`);
+      throw new DaemonConfigError(
+        `VNI range "${text}" must lie within 1-16777215 with start <= end`,
+        undefined,
+        'correct vniRanges, e.g. "5000-16777215"',
+      );
     }
     return [s, e];
   });

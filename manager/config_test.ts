@@ -1,6 +1,7 @@
-/** Configuration: file, then environment, then flags; every mistake a clear ConfigError. */
+/** Configuration: file, then environment, then flags; every mistake a clear DaemonConfigError. */
 import assert from "node:assert/strict";
-import { ConfigError, loadConfig } from "./mod.ts";
+import { DaemonConfigError } from "@knitter/common/daemon_config";
+import { loadConfig } from "./mod.ts";
 import { USAGE } from "./config.ts";
 
 const ADMIN = "env-admin-token-0123456789";
@@ -30,7 +31,7 @@ const withFile = (content: unknown = FILE) => ({ "/etc/knitter.json": JSON.strin
 
 async function configError(p: Promise<unknown>, message: RegExp): Promise<void> {
   await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof ConfigError, `a ConfigError, got ${err}`);
+    assert.ok(err instanceof DaemonConfigError, `a DaemonConfigError, got ${err}`);
     assert.match(err.message, message);
     return true;
   });

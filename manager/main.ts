@@ -2,7 +2,9 @@
 import { parseArgs } from "node:util";
 import { checkStore } from "./check.ts";
 import { repairStore } from "./repair.ts";
-import { ConfigError, loadConfig, type ManagerConfig, USAGE } from "./config.ts";
+import { DaemonConfigError } from "@knitter/common/daemon_config";
+import { exitOnConfigError } from "@knitter/common/daemon_start";
+import { loadConfig, type ManagerConfig, USAGE } from "./config.ts";
 import { startManager } from "./server.ts";
 import { compareStore, exportStore, importStore } from "./store/migrate.ts";
 import { describeStore, openStore } from "./store/open.ts";
@@ -46,13 +48,13 @@ async function runCommand(command: Command, args: string[]): Promise<number> {
   const file = (name: "in" | "out") => {
     const value = own.values[name];
     if (typeof value !== "string") {
-      throw new ConfigError(`"${command}" needs --${name} FILE\n\n${USAGE}`);
+      throw new DaemonConfigError(`"${command}" needs --${name} FILE\n\n${USAGE}`);
     }
     return value;
   };
   const path = command === "export" ? file("out") : command === "check" ? "" : file("in");
   if (own.values.repair && command !== "check") {
-    throw new ConfigError(`--repair goes with "check" only\n\n${USAGE}`);
+    throw new DaemonConfigError(`--repair goes with "check" only\n\n${USAGE}`);
   }
   const store = await openStore(config.store);
   try {
@@ -124,7 +126,8 @@ if (import.meta.main) {
     const command = COMMANDS.find((c) => c === Deno.args[0]);
     Deno.exit(command ? await runCommand(command, Deno.args.slice(1)) : await serve(Deno.args));
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof StoreUnavailableError) {
+    exitOnConfigError("knitter-manager", err);
+    if (err instanceof StoreUnavailableError) {
       console.error(`knitter-manager: ${err.message}`);
       Deno.exit(2);
     }

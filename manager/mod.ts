@@ -5,7 +5,7 @@
  */
 export { createApp, MAX_BODY_BYTES } from "./app.ts";
 export { type Principal, type TokenConfig, TokenTable } from "./auth.ts";
-export { ConfigError, loadConfig, type ManagerConfig } from "./config.ts";
+export { loadConfig, type ManagerConfig } from "./config.ts";
 export { ApiError, ERROR_STATUS, type ErrorCode } from "./errors.ts";
 export { ADMIN_TENANT, createContext, startManager } from "./server.ts";
 export { openKvStore } from "./store/kv_store.ts";

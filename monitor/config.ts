@@ -1,10 +1,14 @@
 /**
- * The monitor's configuration: a JSON file, then environment overrides, then flags, validated with
- * messages that say where a value came from.
+ * The monitor's configuration: its schema, defaults, environment variables and flags. Loaded by
+ * common/daemon_config.ts: a JSON file, then environment overrides, then flags.
  */
-import { parseArgs } from "node:util";
 import { z } from "zod";
 import { CLUSTER_NAME } from "@knitter/common";
+import {
+  type DaemonConfigSpec,
+  loadDaemonConfig,
+  type LoadedConfig,
+} from "@knitter/common/daemon_config";
 
 export const MonitorConfigSchema = z.strictObject({
   kubernetes: z.strictObject({
@@ -118,81 +122,25 @@ Environment (overrides the file; flags override both):
   KNITTER_MONITOR_HEALTH_HOSTNAME where the probes and /metrics listen (default 127.0.0.1)
 `;
 
-export class MonitorConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "MonitorConfigError";
-  }
-}
+/** Where the environment and flags put their values (common/daemon_config.ts). */
+const SPEC: DaemonConfigSpec<MonitorConfig> = {
+  usage: USAGE,
+  schema: MonitorConfigSchema,
+  env: {
+    KNITTER_MONITOR_KUBECONFIG: "kubernetes.kubeconfig",
+    KNITTER_MONITOR_MANAGER_URL: "manager.url",
+    KNITTER_MONITOR_MANAGER_TOKEN: "manager.token",
+    KNITTER_MONITOR_LOG_LEVEL: "logLevel",
+    KNITTER_MONITOR_CLUSTER: "cluster",
+    KNITTER_MONITOR_HEALTH_HOSTNAME: "health.hostname",
+  },
+  flags: { kubeconfig: "kubernetes.kubeconfig" },
+};
 
-type Raw = Record<string, unknown>;
-
-const ENV: [string, (raw: Raw, v: string) => void][] = [
-  [
-    "KNITTER_MONITOR_KUBECONFIG",
-    (r, v) => (r.kubernetes = { ...(r.kubernetes as object), kubeconfig: v }),
-  ],
-  ["KNITTER_MONITOR_MANAGER_URL", (r, v) => (r.manager = { ...(r.manager as object), url: v })],
-  ["KNITTER_MONITOR_MANAGER_TOKEN", (r, v) => (r.manager = { ...(r.manager as object), token: v })],
-  ["KNITTER_MONITOR_LOG_LEVEL", (r, v) => (r.logLevel = v)],
-  ["KNITTER_MONITOR_CLUSTER", (r, v) => (r.cluster = v)],
-  [
-    "KNITTER_MONITOR_HEALTH_HOSTNAME",
-    (r, v) => (r.health = { ...(r.health as object), hostname: v }),
-  ],
-];
-
-export async function loadMonitorConfig(
+/** The file, then the environment, then flags (common/daemon_config.ts). */
+export function loadMonitorConfig(
   args: string[],
-  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
-): Promise<{ config: MonitorConfig; help: boolean }> {
-  let flags;
-  try {
-    flags = parseArgs({
-      args,
-      options: {
-        config: { type: "string" },
-        kubeconfig: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      strict: true,
-    }).values;
-  } catch (err) {
-    throw new MonitorConfigError(`${(err as Error).message}\n\n${USAGE}`);
-  }
-  if (flags.help) return { config: undefined as unknown as MonitorConfig, help: true };
-  const raw: Raw = flags.config ? await readJson(flags.config) : {};
-  for (const [name, apply] of ENV) {
-    const v = env(name);
-    if (v) apply(raw, v);
-  }
-  if (flags.kubeconfig) {
-    raw.kubernetes = { ...(raw.kubernetes as object), kubeconfig: flags.kubeconfig };
-  }
-  const parsed = MonitorConfigSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new MonitorConfigError(
-      `Invalid monitor configuration at "${issue.path.join(".") || "(root)"}": ${issue.message}`,
-    );
-  }
-  return { config: parsed.data, help: false };
-}
-
-async function readJson(path: string): Promise<Raw> {
-  let text;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch (err) {
-    throw new MonitorConfigError(
-      `Cannot read configuration file "${path}": ${(err as Error).message}`,
-    );
-  }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new MonitorConfigError(
-      `The configuration file "${path}" is not valid JSON: ${(err as Error).message}`,
-    );
-  }
+  env?: (name: string) => string | undefined,
+): Promise<LoadedConfig<MonitorConfig>> {
+  return loadDaemonConfig(SPEC, args, env && { env });
 }

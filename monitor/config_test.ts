@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { loadMonitorConfig, MonitorConfigError } from "./config.ts";
+import { DaemonConfigError } from "@knitter/common/daemon_config";
+import { loadMonitorConfig } from "./config.ts";
 
 const env = (vars: Record<string, string>) => (name: string) => vars[name];
 
@@ -20,11 +21,11 @@ Deno.test("monitor config: environment and flags fill the file's gaps, defaults 
 Deno.test("monitor config: a missing manager and a bad flag say what is wrong", async () => {
   await assert.rejects(
     () => loadMonitorConfig([], env({})),
-    (e) => e instanceof MonitorConfigError && /at "manager"/.test(e.message),
+    (e) => e instanceof DaemonConfigError && /at "manager"/.test(e.message),
   );
   await assert.rejects(
     () => loadMonitorConfig(["--nope"], env({})),
-    (e) => e instanceof MonitorConfigError && /Usage: deno task monitor/.test(e.message),
+    (e) => e instanceof DaemonConfigError && /Usage: deno task monitor/.test(e.message),
   );
   assert.equal((await loadMonitorConfig(["--help"], env({}))).help, true);
 });
@@ -43,7 +44,7 @@ Deno.test("monitor config: a watch deadline not longer than the watch timeout is
     await assert.rejects(
       () => loadMonitorConfig(["--config", file], env({})),
       (e) =>
-        e instanceof MonitorConfigError &&
+        e instanceof DaemonConfigError &&
         /at "watchDeadlineSeconds": must be longer than watchTimeoutSeconds/.test(e.message),
     );
   } finally {
@@ -75,4 +76,22 @@ Deno.test("monitor config: a feed deadline not longer than its wait, and a publi
   } finally {
     await Deno.remove(file);
   }
+});
+
+Deno.test("monitor config: a missing or bad value says where it is given", async () => {
+  await assert.rejects(
+    () => loadMonitorConfig([], env({ KNITTER_MONITOR_MANAGER_URL: "http://manager:9527" })),
+    /at "manager.token": .*; give it in a configuration file \(--config\) or by KNITTER_MONITOR_MANAGER_TOKEN$/,
+  );
+  await assert.rejects(
+    () =>
+      loadMonitorConfig(
+        [],
+        env({
+          KNITTER_MONITOR_MANAGER_URL: "manager",
+          KNITTER_MONITOR_MANAGER_TOKEN: "x".repeat(16),
+        }),
+      ),
+    /at "manager.url": .*\(from KNITTER_MONITOR_MANAGER_URL\); correct it$/,
+  );
 });

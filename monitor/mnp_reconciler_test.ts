@@ -1,13 +1,13 @@
 /**
  * The policy reconciler's control-plane decisions against an in-memory manager
- * (mnp_manager_double.ts): fail closed when a policy's group cannot be written, open groups only
+ * (mnp_manager_fake.ts): fail closed when a policy's group cannot be written, open groups only
  * for ports with no groups to start from, network defaults followed while selected and given back
  * after, no port ever made, each cluster's groups its own, no group on another tenant's private
  * network, and an event that failed is sent again.
  */
 import assert from "node:assert/strict";
 import { createLogger, type Port } from "@knitter/common";
-import { ManagerDouble } from "./mnp_manager_double.ts";
+import { ManagerFake } from "./mnp_manager_fake.ts";
 import { PolicyGroups } from "./mnp_groups.ts";
 import { PolicyReconciler } from "./mnp_reconciler.ts";
 import type { MultiNetworkPolicy, PolicyPort } from "./mnp_types.ts";
@@ -35,7 +35,7 @@ function port(p: { name: string; tenant: string; net: string; ip: string }): Por
 
 /** acme (web, client c1 on data and pub) and globex (g1 on its private secret). */
 function world() {
-  const m = new ManagerDouble();
+  const m = new ManagerFake();
   for (const t of ["acme", "globex", "admin"]) m.tenants.add(t);
   m.networks.push(
     { id: "n-data", tenant: "acme", name: "data" },
@@ -83,7 +83,7 @@ function clientsOnly(policyFor = "data", ports?: PolicyPort[]): MultiNetworkPoli
   };
 }
 
-const groupsOf = (m: ManagerDouble, id = "web-n-data") => m.port("acme", id)?.securityGroups;
+const groupsOf = (m: ManagerFake, id = "web-n-data") => m.port("acme", id)?.securityGroups;
 const G = EAST.nameOf(clientsOnly(), { tenant: "acme", name: "data" });
 const OPEN_EGRESS = EAST.open.egress.name;
 

@@ -1,7 +1,7 @@
 /**
- * Wires a configuration into a running monitor: the watches (pods, namespaces, Network and
- * IPGroup resources), the manager's port feed, the queues that reconcile them, and the timers of
- * the leak reclaim and the resources' resync.
+ * Wires a configuration into a running monitor: the watches with their queues (pods, namespaces,
+ * MultiNetworkPolicies, and the custom resources' kinds: watch_queue.ts, cr_reconciler.ts), the
+ * manager's port feed, and the timers of the leak reclaim and the resources' resync.
  */
 import {
   createLogger,
@@ -15,29 +15,30 @@ import {
 import type { MonitorConfig } from "./config.ts";
 import { ensureDefaultNetwork } from "./default_network.ts";
 import { checkClusterToken } from "./cluster_check.ts";
-import {
-  GROUP,
-  type IpGroupResource,
-  type NetworkResource,
-  type RouterResource,
-  VERSION,
-} from "./crd_types.ts";
-import { Informer, type InformerHealth, type WatchSettings } from "./informer.ts";
-import { IpGroupReconciler } from "./ip_groups.ts";
+import type { Handlers, InformerHealth } from "./informer.ts";
+import { ipGroupKind } from "./ip_groups.ts";
 import { LabelChanges } from "./label_changes.ts";
 import { PolicyGroups } from "./mnp_groups.ts";
 import { policyLister } from "./mnp_listing.ts";
 import { PolicyReconciler } from "./mnp_reconciler.ts";
 import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
-import { RouterReconciler } from "./routers.ts";
+import { routerKind } from "./routers.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
-import { NetworkReconciler } from "./networks.ts";
+import { networkKind } from "./networks.ts";
 import { PodTracker } from "./pods.ts";
 import { PortIndex } from "./port_index.ts";
 import { Reclaimer } from "./reclaim.ts";
 import { MonitorMetrics } from "./metrics.ts";
-import { Requeue, WorkQueue } from "./work_queue.ts";
+import { Requeue } from "./work_queue.ts";
+import {
+  follow,
+  followCustomResource,
+  type Followed,
+  splitKey,
+  type Wiring,
+  workQueue,
+} from "./watch_queue.ts";
 
 export interface MonitorStats {
   pods: number;
@@ -72,7 +73,6 @@ export interface RunningMonitor {
   stop(): Promise<void>;
 }
 
-const CR_PATH = `/apis/${GROUP}/${VERSION}`;
 /** A policy reconcile asked for before the monitor's memory is whole waits this long. */
 const POLICY_WAIT_MS = 1000;
 
@@ -91,13 +91,15 @@ export async function startMonitor(
   // Nothing is watched, released or made before the token is known to be this cluster's.
   await checkClusterToken(manager, config.cluster, log, stopping.signal);
   const retryMs = config.resyncSeconds * 1000;
-  const queue = (name: string, fn: (key: string) => Promise<void>) =>
-    new WorkQueue(name, fn, config.workers, log);
-  const split = (key: string) => key.split("/") as [string, string];
-  const watch: WatchSettings = {
-    timeoutSeconds: config.watchTimeoutSeconds,
-    deadlineMs: config.watchDeadlineSeconds * 1000,
-    probeMs: config.watchProbeSeconds * 1000,
+  const wiring: Wiring = {
+    kc,
+    workers: config.workers,
+    log,
+    watch: {
+      timeoutSeconds: config.watchTimeoutSeconds,
+      deadlineMs: config.watchDeadlineSeconds * 1000,
+      probeMs: config.watchProbeSeconds * 1000,
+    },
   };
 
   // pods
@@ -106,112 +108,59 @@ export async function startMonitor(
     hangMs: (config.feedDeadlineSeconds - config.feedWaitSeconds) * 1000,
   });
   const tracker = new PodTracker(kube, manager, ports, log);
-  const podQueue = queue("pods", (k) => {
-    const [ns, name] = split(k);
-    return tracker.reconcile(pods.get(name, ns));
-  });
-  const releases = queue("releases", (uid) => tracker.release(uid));
-  const pods: Informer<PodLike> = new Informer(
-    "pods",
-    kc,
-    "/api/v1/pods",
-    {
-      list: () => kube.listPods(),
-      count: () => kube.countPods(),
+  const releases = workQueue(wiring, "releases", (uid) => tracker.release(uid));
+  const { informer: pods, queue: podQueue }: Followed<PodLike> = follow<PodLike>(wiring, {
+    name: "pods",
+    path: "/api/v1/pods",
+    lister: { list: () => kube.listPods(), count: () => kube.countPods() },
+    reconcile: (k): Promise<void> => {
+      const [ns, name] = splitKey(k);
+      return tracker.reconcile(pods.get(name, ns));
     },
-    {
-      add: (p) => (tracker.seen(p, podQueue), relabelled(p)),
-      update: (p) => (tracker.seen(p, podQueue), relabelled(p)),
+    handlers: (queue): Handlers<PodLike> => ({
+      add: (p) => (tracker.seen(p, queue), relabelled(p)),
+      update: (p) => (tracker.seen(p, queue), relabelled(p)),
       delete: (p) => (tracker.deleted(p, releases), labels.forget(p), policiesAffected()),
       // A pod created and deleted while the watch was broken is in no list: its ports are leaks.
       relisted: () => reclaimSoon(),
-    },
-    watch,
-    log,
-  );
+    }),
+  });
 
   // namespaces
-  const nsQueue = queue("namespaces", async (name) => {
-    const ns = namespaces.get(name);
-    if (ns && !ns.metadata?.deletionTimestamp) return await tenants.ensure(name);
-    if (!(await tenants.remove(name))) throw new Requeue(retryMs);
-  });
-  const namespaces: Informer<PodLike> = new Informer(
-    "namespaces",
-    kc,
-    "/api/v1/namespaces",
-    { list: () => kube.listNamespaces(), count: () => kube.countNamespaces() },
-    {
-      add: (n) => (nsQueue.add(n.metadata!.name!), relabelled(n)),
-      update: (n) => (nsQueue.add(n.metadata!.name!), relabelled(n)),
-      delete: (n) => (nsQueue.add(n.metadata!.name!), labels.forget(n), policiesAffected()),
+  const { informer: namespaces, queue: nsQueue }: Followed<PodLike> = follow<PodLike>(wiring, {
+    name: "namespaces",
+    path: "/api/v1/namespaces",
+    lister: { list: () => kube.listNamespaces(), count: () => kube.countNamespaces() },
+    reconcile: async (name): Promise<void> => {
+      const ns = namespaces.get(name);
+      if (ns && !ns.metadata?.deletionTimestamp) return await tenants.ensure(name);
+      if (!(await tenants.remove(name))) throw new Requeue(retryMs);
     },
-    watch,
-    log,
-  );
+    handlers: (queue): Handlers<PodLike> => ({
+      add: (n) => (queue.add(n.metadata!.name!), relabelled(n)),
+      update: (n) => (queue.add(n.metadata!.name!), relabelled(n)),
+      delete: (n) => (queue.add(n.metadata!.name!), labels.forget(n), policiesAffected()),
+    }),
+  });
 
-  // Network and IPGroup resources
-  const netReconciler = new NetworkReconciler(kube, manager, tenants, {
-    publicNamespaces: config.publicNamespaces,
-    nodeReachNamespaces: config.nodeReachNamespaces,
-    segmentNamespaces: config.segmentNamespaces,
-    retryMs,
-    stableRetentionMs: config.stableRetentionSeconds * 1000,
-  }, {
-    heldStable: () => ports.heldStable(),
-    podExists: (namespace, name) => pods.get(name, namespace) !== undefined,
-  }, log);
-  const netQueue = queue("networks", (k) => {
-    const [ns, name] = split(k);
-    return netReconciler.reconcile(networks.get(name, ns));
-  });
-  const networks = new Informer<NetworkResource>(
-    "networks",
-    kc,
-    `${CR_PATH}/networks`,
-    {
-      list: () => kube.listCustom<NetworkResource>("networks"),
-      count: () => kube.countCustom("networks"),
-    },
-    enqueueAll(netQueue),
-    watch,
-    log,
+  // Network, IPGroup and Router resources: one reconciler (cr_reconciler.ts), a kind each.
+  const crContext = { kube, manager, tenants, retryMs, log };
+  const networks = followCustomResource(
+    wiring,
+    crContext,
+    networkKind({
+      publicNamespaces: config.publicNamespaces,
+      nodeReachNamespaces: config.nodeReachNamespaces,
+      segmentNamespaces: config.segmentNamespaces,
+      stableRetentionMs: config.stableRetentionSeconds * 1000,
+    }, {
+      heldStable: () => ports.heldStable(),
+      podExists: (namespace, name) => pods.get(name, namespace) !== undefined,
+    }),
   );
-  const groupReconciler = new IpGroupReconciler(kube, manager, tenants, retryMs, log);
-  const groupQueue = queue("ipgroups", (k) => {
-    const [ns, name] = split(k);
-    return groupReconciler.reconcile(groups.get(name, ns));
-  });
-  const groups = new Informer<IpGroupResource>(
-    "ipgroups",
-    kc,
-    `${CR_PATH}/ipgroups`,
-    {
-      list: () => kube.listCustom<IpGroupResource>("ipgroups"),
-      count: () => kube.countCustom("ipgroups"),
-    },
-    enqueueAll(groupQueue),
-    watch,
-    log,
-  );
-
-  const routerReconciler = new RouterReconciler(kube, manager, tenants, retryMs, log);
-  const routerQueue = queue("routers", (k) => {
-    const [ns, name] = split(k);
-    return routerReconciler.reconcile(routerResources.get(name, ns));
-  });
-  const routerResources = new Informer<RouterResource>(
-    "routers",
-    kc,
-    `${CR_PATH}/routers`,
-    {
-      list: () => kube.listCustom<RouterResource>("routers"),
-      count: () => kube.countCustom("routers"),
-    },
-    enqueueAll(routerQueue),
-    watch,
-    log,
-  );
+  const groups = followCustomResource(wiring, crContext, ipGroupKind);
+  const routers = followCustomResource(wiring, crContext, routerKind);
+  const resources = [networks, groups, routers];
 
   // MultiNetworkPolicies: reconciled per namespace (its tenant's groups and its ports' groups).
   const policyReconciler = new PolicyReconciler(
@@ -239,26 +188,29 @@ export async function startMonitor(
     if (behind) return `watch of ${behind.what}: not listed yet, or stale`;
     return ports.notReady();
   }
-  const policyQueue = queue("multinetworkpolicies", (ns) => {
-    const why = policiesBlocked();
-    if (why !== undefined) throw new Requeue(POLICY_WAIT_MS, why);
-    return policyReconciler.reconcile(ns);
-  });
-  const policies = new Informer<MultiNetworkPolicy>(
-    "multi-networkpolicies",
-    kc,
-    `/apis/${MNP.group}/${MNP.version}/${MNP.plural}`,
-    policyLister(kube, {
-      retryMs: Math.min(30_000, watch.deadlineMs / 2),
-      signal: stopping.signal,
-    }, log),
+  const { informer: policies, queue: policyQueue }: Followed<MultiNetworkPolicy> = follow<
+    MultiNetworkPolicy
+  >(
+    wiring,
     {
-      add: (p) => policyQueue.add(p.metadata.namespace),
-      update: (p) => policyQueue.add(p.metadata.namespace),
-      delete: (p) => (policyReconciler.forget(p), policyQueue.add(p.metadata.namespace)),
+      name: "multi-networkpolicies",
+      queue: "multinetworkpolicies",
+      path: `/apis/${MNP.group}/${MNP.version}/${MNP.plural}`,
+      lister: policyLister(kube, {
+        retryMs: Math.min(30_000, wiring.watch.deadlineMs / 2),
+        signal: stopping.signal,
+      }, log),
+      reconcile: (ns): Promise<void> => {
+        const why = policiesBlocked();
+        if (why !== undefined) throw new Requeue(POLICY_WAIT_MS, why);
+        return policyReconciler.reconcile(ns);
+      },
+      handlers: (queue): Handlers<MultiNetworkPolicy> => ({
+        add: (p) => queue.add(p.metadata.namespace),
+        update: (p) => queue.add(p.metadata.namespace),
+        delete: (p) => (policyReconciler.forget(p), queue.add(p.metadata.namespace)),
+      }),
     },
-    watch,
-    log,
   );
   const labels = new LabelChanges();
   /** Peers may be anywhere: every namespace with a policy is worked out again. */
@@ -292,8 +244,12 @@ export async function startMonitor(
     if (left && (left.namespace !== p.pod?.namespace || left.name !== p.pod?.name)) {
       podQueue.add(`${left.namespace}/${left.name}`);
     }
-    if (networks.get(p.network, p.networkTenant)) netQueue.add(`${p.networkTenant}/${p.network}`);
-    if (p.ipGroup && groups.get(p.ipGroup, p.tenant)) groupQueue.add(`${p.tenant}/${p.ipGroup}`);
+    if (networks.informer.get(p.network, p.networkTenant)) {
+      networks.queue.add(`${p.networkTenant}/${p.network}`);
+    }
+    if (p.ipGroup && groups.informer.get(p.ipGroup, p.tenant)) {
+      groups.queue.add(`${p.tenant}/${p.ipGroup}`);
+    }
   }
 
   // The default network, so that one apply of deploy/ gives pods a network (default_network.ts).
@@ -314,12 +270,10 @@ export async function startMonitor(
   const informers = [
     namespaces,
     pods,
-    networks,
-    groups,
-    routerResources,
+    ...resources.map((r) => r.informer),
     ...(config.multiNetworkPolicies ? [policies] : []),
   ];
-  const queues = [podQueue, releases, nsQueue, netQueue, groupQueue, routerQueue, policyQueue];
+  const queues = [podQueue, releases, nsQueue, ...resources.map((r) => r.queue), policyQueue];
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 
@@ -342,11 +296,7 @@ export async function startMonitor(
     timers.every(
       config.resyncSeconds * 1000,
       () => {
-        for (const n of networks.list()) netQueue.add(`${n.metadata.namespace}/${n.metadata.name}`);
-        for (const g of groups.list()) groupQueue.add(`${g.metadata.namespace}/${g.metadata.name}`);
-        for (const r of routerResources.list()) {
-          routerQueue.add(`${r.metadata.namespace}/${r.metadata.name}`);
-        }
+        for (const r of resources) r.resync();
         return sweepPolicies();
       },
       log,
@@ -430,11 +380,6 @@ function addressedElsewhere(p: Port, before?: Port): boolean {
 function sameGroups(p: Port, before?: Port): boolean {
   return JSON.stringify(p.securityGroups) === JSON.stringify(before?.securityGroups) &&
     JSON.stringify(p.networkSecurityGroups) === JSON.stringify(before?.networkSecurityGroups);
-}
-
-function enqueueAll<T extends { metadata: { namespace: string; name: string } }>(q: WorkQueue) {
-  const add = (o: T) => q.add(`${o.metadata.namespace}/${o.metadata.name}`);
-  return { add, update: add, delete: add };
 }
 
 /** Periodic jobs, each run to its end before the next is scheduled. */

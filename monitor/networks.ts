@@ -8,23 +8,13 @@
  * deleted (it takes no new ports) and deletes it once no port or IP group uses it; until then the
  * condition says what holds it.
  */
-import { type Logger, type ManagerClient, type Port, stablePodOf } from "@knitter/common";
+import { type ManagerClient, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
 import { formatCidr, networkOf, normalizeIp, parseIpPrefix } from "@knitter/common/address";
-import { readyCondition } from "./conditions.ts";
+import type { CrKind } from "./cr_reconciler.ts";
 import type { HeldAddress, NetworkResource, NetworkSpec, NetworkStatus } from "./crd_types.ts";
 import { PLURAL } from "./crd_types.ts";
-import type { Kube } from "./kube.ts";
-import {
-  dropFinalizer,
-  ensureFinalizer,
-  isGone,
-  type Problem,
-  problemOf,
-  writeStatus,
-} from "./resources.ts";
-import type { Tenants } from "./namespaces.ts";
-import { Requeue } from "./work_queue.ts";
+import { managerRecord, type Problem, Refusal, tenantPath } from "./resources.ts";
 
 /** The label that marks a manager network as made by a Network resource: "namespace/name". */
 export const OWNER_LABEL = "knitter.io/network-resource";
@@ -66,8 +56,6 @@ export interface NetworkSettings {
   nodeReachNamespaces: string[];
   /** Where `type: flat` and `segmentId` may be asked for (the admin's namespaces). */
   segmentNamespaces: string[];
-  /** How soon a refused or held resource is tried again. */
-  retryMs: number;
   /** How long a stable address waits for its StatefulSet pod's return. */
   stableRetentionMs: number;
 }
@@ -80,127 +68,109 @@ export interface HeldSource {
   podExists(namespace: string, name: string): boolean;
 }
 
-export class NetworkReconciler {
-  constructor(
-    private readonly kube: Kube,
-    private readonly manager: ManagerClient,
-    private readonly tenants: Tenants,
-    private readonly settings: NetworkSettings,
-    private readonly held: HeldSource,
-    private readonly log: Logger,
-  ) {}
-
-  async reconcile(cr: NetworkResource | undefined): Promise<void> {
-    if (!cr) return;
-    if (cr.metadata.deletionTimestamp) return await this.finalize(cr);
-    await ensureFinalizer(this.kube, PLURAL.network, cr);
-    const { namespace, name } = cr.metadata;
-    let net: ManagerNetwork | undefined;
-    let problem: Problem | undefined;
-    try {
-      refuseAdminChoices(this.settings, namespace, cr.spec);
-      await this.tenants.ensure(namespace);
-      const found = await this.find(namespace, name);
-      if (found && !ownedBy(found, cr)) throw new NotOwned(notOwnedMessage(found));
-      net = found;
-      if (!net) {
-        net = await this.manager.request<ManagerNetwork>(
-          "POST",
-          `${base(namespace)}`,
-          { name, ...cr.spec, labels: { ...MANAGED_BY, [OWNER_LABEL]: `${namespace}/${name}` } },
-        );
-        this.log.info("network created", { network: `${namespace}/${name}`, id: net.id });
-      } else {
-        const changes = mutableChanges(cr.spec, net);
-        if (Object.keys(changes).length > 0) {
-          net = await this.manager.request<ManagerNetwork>("PATCH", path(namespace, name), changes);
-          this.log.info("network updated", { network: `${namespace}/${name}`, changes });
-        }
-        problem = immutableProblem(cr.spec, net);
-      }
-    } catch (err) {
-      problem = err instanceof NotAllowed
-        ? { reason: err.reason, message: err.message }
-        : err instanceof NotOwned
-        ? { reason: "NotOwned", message: err.message }
-        : problemOf(err);
-    }
-    const status = statusOf(cr, net, problem);
-    if (net) {
-      // Once written, the list stays (empty): a merge patch would keep a field left out.
-      const held = this.heldAddresses(net.id);
-      if (held.length > 0 || cr.status?.heldAddresses !== undefined) status.heldAddresses = held;
-    }
-    await writeStatus(this.kube, PLURAL.network, cr, status);
-    if (problem) throw new Requeue(this.settings.retryMs, problem.message);
-  }
-
-  /** The network's stable addresses whose pod is gone: why they are kept, and until when. */
-  private heldAddresses(networkId: string): HeldAddress[] {
-    const out: HeldAddress[] = [];
-    for (const p of this.held.heldStable()) {
-      if (p.networkId !== networkId) continue;
-      const owner = stablePodOf(p.id, p.interface);
-      if (!owner || this.held.podExists(owner.namespace, owner.name)) continue;
-      const since = p.unboundAt ?? p.createdAt;
-      const until = new Date(Date.parse(since) + this.settings.stableRetentionMs).toISOString();
-      const pod = `${owner.namespace}/${owner.name}`;
-      out.push({
-        address: p.ip,
-        port: p.id,
-        pod,
-        ...(p.interface ? { interface: p.interface } : {}),
-        since,
-        until,
-        reason: `StatefulSet pod ${pod} was deleted; its address ${p.ip}${
-          p.interface ? ` (${p.interface})` : ""
-        } is kept for its return until ${until}, then released`,
+/** The Network kind (cr_reconciler.ts), with the settings and memory it reads. */
+export function networkKind(
+  settings: NetworkSettings,
+  held: HeldSource,
+): CrKind<NetworkResource, ManagerNetwork> {
+  return {
+    plural: PLURAL.network,
+    what: "network",
+    refuse: (cr) => refuseAdminChoices(settings, cr.metadata.namespace, cr.spec),
+    async find(cr, { manager }) {
+      const found = await findNetwork(manager, cr.metadata.namespace, cr.metadata.name);
+      if (found && !ownedBy(found, cr)) throw new Refusal("NotOwned", notOwnedMessage(found));
+      return found;
+    },
+    async create(cr, { manager, log }) {
+      const { namespace, name } = cr.metadata;
+      const net = await manager.request<ManagerNetwork>("POST", base(namespace), {
+        name,
+        ...cr.spec,
+        labels: { ...MANAGED_BY, [OWNER_LABEL]: `${namespace}/${name}` },
       });
-    }
-    return out.sort((a, b) => a.port < b.port ? -1 : a.port > b.port ? 1 : 0);
-  }
-
-  /**
-   * The resource is being deleted: its network (only one it made) takes no new ports from now
-   * on, and goes once nothing uses it; then our finalizer goes.
-   */
-  private async finalize(cr: NetworkResource): Promise<void> {
-    const { namespace, name } = cr.metadata;
-    try {
-      const net = await this.find(namespace, name);
-      if (net && ownedBy(net, cr)) {
-        if (!net.deletingSince) {
-          await this.manager.request("PATCH", path(namespace, name), { deleting: true });
-        }
-        await this.manager.request("DELETE", path(namespace, name));
-        this.log.info("network deleted", { network: `${namespace}/${name}` });
+      log.info("network created", { network: `${namespace}/${name}`, id: net.id });
+      return net;
+    },
+    async update(cr, net, { manager, log }) {
+      const { namespace, name } = cr.metadata;
+      const changes = mutableChanges(cr.spec, net);
+      if (Object.keys(changes).length > 0) {
+        net = await manager.request<ManagerNetwork>("PATCH", path(namespace, name), changes);
+        log.info("network updated", { network: `${namespace}/${name}`, changes });
       }
-    } catch (err) {
-      if (!isGone(err)) {
-        const problem = problemOf(err);
-        if (problem.reason === "InUse") {
-          problem.message += "; meanwhile it takes no new ports (new pods on it fail to start)";
-        }
-        await writeStatus(this.kube, PLURAL.network, cr, statusOf(cr, undefined, problem));
-        throw new Requeue(this.settings.retryMs, problem.message);
+      return { record: net, problem: immutableProblem(cr.spec, net) };
+    },
+    /**
+     * Only a network the resource made: it takes no new ports from now on, and goes once nothing
+     * uses it.
+     */
+    async release(cr, { manager }) {
+      const { namespace, name } = cr.metadata;
+      const net = await findNetwork(manager, namespace, name);
+      if (!net || !ownedBy(net, cr)) return false;
+      if (!net.deletingSince) {
+        await manager.request("PATCH", path(namespace, name), { deleting: true });
       }
-    }
-    await dropFinalizer(this.kube, PLURAL.network, cr);
-  }
-
-  /** The namespace's own network of that name (not a public one the name also finds). */
-  private async find(namespace: string, name: string): Promise<ManagerNetwork | undefined> {
-    try {
-      const net = await this.manager.request<ManagerNetwork>("GET", path(namespace, name));
-      return net.tenant === namespace ? net : undefined;
-    } catch (err) {
-      if (isGone(err)) return undefined;
-      throw err;
-    }
-  }
+      await manager.request("DELETE", path(namespace, name));
+      return true;
+    },
+    refusedRelease: (problem) =>
+      problem.reason === "InUse"
+        ? {
+          ...problem,
+          message:
+            `${problem.message}; meanwhile it takes no new ports (new pods on it fail to start)`,
+        }
+        : problem,
+    fields(cr, net) {
+      const status = fields(cr, net);
+      if (net) {
+        // Once written, the list stays (empty): a merge patch would keep a field left out.
+        const list = heldAddresses(held, settings.stableRetentionMs, net.id);
+        if (list.length > 0 || cr.status?.heldAddresses !== undefined) status.heldAddresses = list;
+      }
+      return { ...status };
+    },
+    ready: readyMessage,
+  };
 }
 
-/** A spec the monitor will not apply in that namespace; `reason` goes into the condition. */
+/** The network's stable addresses whose pod is gone: why they are kept, and until when. */
+function heldAddresses(held: HeldSource, retentionMs: number, networkId: string): HeldAddress[] {
+  const out: HeldAddress[] = [];
+  for (const p of held.heldStable()) {
+    if (p.networkId !== networkId) continue;
+    const owner = stablePodOf(p.id, p.interface);
+    if (!owner || held.podExists(owner.namespace, owner.name)) continue;
+    const since = p.unboundAt ?? p.createdAt;
+    const until = new Date(Date.parse(since) + retentionMs).toISOString();
+    const pod = `${owner.namespace}/${owner.name}`;
+    out.push({
+      address: p.ip,
+      port: p.id,
+      pod,
+      ...(p.interface ? { interface: p.interface } : {}),
+      since,
+      until,
+      reason: `StatefulSet pod ${pod} was deleted; its address ${p.ip}${
+        p.interface ? ` (${p.interface})` : ""
+      } is kept for its return until ${until}, then released`,
+    });
+  }
+  return out.sort((a, b) => a.port < b.port ? -1 : a.port > b.port ? 1 : 0);
+}
+
+/** The namespace's own network of that name (not a public one the name also finds). */
+async function findNetwork(
+  manager: ManagerClient,
+  namespace: string,
+  name: string,
+): Promise<ManagerNetwork | undefined> {
+  const net = await managerRecord<ManagerNetwork>(manager, path(namespace, name));
+  return net?.tenant === namespace ? net : undefined;
+}
+
 /**
  * What only an admin decides at the manager, which trusts the monitor with it: a Network resource
  * asks for it only in the namespaces the monitor's configuration lists for it (the admin's).
@@ -234,7 +204,7 @@ const ADMIN_CHOICES: {
   },
 ];
 
-/** Refuses (NotAllowed) what a resource of `namespace` may not ask for. */
+/** Refuses what a resource of `namespace` may not ask for; the reason goes into the condition. */
 function refuseAdminChoices(
   settings: NetworkSettings,
   namespace: string,
@@ -244,23 +214,16 @@ function refuseAdminChoices(
     const asked = choice.asked(spec);
     const allowed = settings[choice.setting];
     if (asked.length === 0 || allowed.includes(namespace)) continue;
-    throw new NotAllowed(
+    throw new Refusal(
+      choice.reason,
       `${asked.join(" and ")} ${choice.why}, an admin's decision: only in namespaces ${
         allowed.join(", ") || "(none)"
       } (the monitor's ${choice.setting}); remove ${
         asked.join(" and ")
       }, create the Network there, or ask an admin`,
-      choice.reason,
     );
   }
 }
-
-class NotAllowed extends Error {
-  constructor(message: string, readonly reason = "PublicNotAllowed") {
-    super(message);
-  }
-}
-class NotOwned extends Error {}
 
 /**
  * Whether the resource made this network: it carries the resource's mark. A network made by a
@@ -278,13 +241,8 @@ function notOwnedMessage(net: ManagerNetwork): string {
   return `A network "${net.name}" of tenant "${net.tenant}" exists in the manager and was not made by this resource (made ${by}, id ${net.id}); it is left as it is, and deleting this resource will not delete it. Give this resource another name, or delete that network in the manager first`;
 }
 
-function base(namespace: string): string {
-  return `/api/v1/tenants/${encodeURIComponent(namespace)}/networks`;
-}
-
-function path(namespace: string, name: string): string {
-  return `${base(namespace)}/${encodeURIComponent(name)}`;
-}
+const base = (namespace: string) => tenantPath("networks", namespace);
+const path = (namespace: string, name: string) => tenantPath("networks", namespace, name);
 
 function mutableChanges(spec: NetworkSpec, net: ManagerNetwork): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -334,33 +292,18 @@ function normalCidr(text: string): string {
   return "error" in r ? text : formatCidr(networkOf(r.ip, r.prefix!));
 }
 
-function statusOf(
-  cr: NetworkResource,
-  net: ManagerNetwork | undefined,
-  problem: Problem | undefined,
-): NetworkStatus {
-  const generation = cr.metadata.generation;
-  const status: NetworkStatus = {};
+/** The network's ID, segment and usage; none now: the last status's. */
+function fields(cr: NetworkResource, net: ManagerNetwork | undefined): NetworkStatus {
   if (net) {
-    status.networkId = net.id;
-    if (net.segmentId !== undefined) status.segmentId = net.segmentId;
-    status.usage = net.usage;
-  } else if (cr.status?.networkId) {
-    Object.assign(status, {
-      networkId: cr.status.networkId,
-      segmentId: cr.status.segmentId,
-      usage: cr.status.usage,
-    });
+    return {
+      networkId: net.id,
+      ...(net.segmentId !== undefined ? { segmentId: net.segmentId } : {}),
+      usage: net.usage,
+    };
   }
-  if (generation !== undefined) status.observedGeneration = generation;
-  status.conditions = readyCondition(
-    cr.status?.conditions,
-    !problem,
-    problem?.reason ?? "Reconciled",
-    problem?.message ?? readyMessage(net!),
-    generation,
-  );
-  return status;
+  if (!cr.status?.networkId) return {};
+  const { networkId, segmentId, usage } = cr.status;
+  return { networkId, segmentId, usage };
 }
 
 function readyMessage(net: ManagerNetwork): string {

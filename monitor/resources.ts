@@ -1,10 +1,9 @@
 /**
- * What the Network, IPGroup and Router reconcilers share: our finalizer on the resource while the manager
- * holds something for it, the status written only when it changes, manager refusals turned into a
- * Ready condition a user reads with `kubectl get` / `describe`.
+ * The steps cr_reconciler.ts takes for every custom resource: our finalizer on the resource while
+ * the manager holds something for it, the status written only when it changes, refusals turned into
+ * a Ready condition a user reads with `kubectl get` / `describe`; and the manager's paths.
  */
-import { type Logger, type ManagerClient, ManagerError } from "@knitter/common";
-import { Requeue } from "./work_queue.ts";
+import { type ManagerClient, ManagerError } from "@knitter/common";
 import { sameJson } from "./conditions.ts";
 import { FINALIZER, type ObjectMeta } from "./crd_types.ts";
 import type { Kube } from "./kube.ts";
@@ -50,9 +49,17 @@ export async function writeStatus(
   return true;
 }
 
-/** A manager refusal as a Problem; anything else (the manager is down) is thrown on. */
+/** What the monitor itself refuses to apply (an admin's choice, a record not the resource's). */
+export class Refusal extends Error {
+  constructor(readonly reason: string, message: string) {
+    super(message);
+  }
+}
+
+/** A refusal (the manager's or the monitor's) as a Problem; anything else is thrown on. */
 export function problemOf(err: unknown): Problem {
   if (err instanceof ManagerError) return { reason: reasonOf(err.code), message: err.message };
+  if (err instanceof Refusal) return { reason: err.reason, message: err.message };
   throw err;
 }
 
@@ -80,39 +87,6 @@ export async function managerRecord<T>(
     if (isGone(err)) return undefined;
     throw err;
   }
-}
-
-/** What a reconciler hands `releaseAtManager`: where the resource is, and how to say why not. */
-export interface Release {
-  kube: Kube;
-  manager: ManagerClient;
-  plural: string;
-  /** The manager's path of what the resource stands for. */
-  path: string;
-  /** The status that says why the manager refused the delete. */
-  refused(problem: Problem): unknown;
-  retryMs: number;
-  log: Logger;
-  /** "IP group", "router": for the log. */
-  what: string;
-}
-
-/**
- * Deletes what a resource being deleted stands for at the manager (already gone is fine), then
- * drops the finalizer; a refusal goes into the status and the resource is tried again later.
- */
-export async function releaseAtManager(r: Release, cr: Resource): Promise<void> {
-  try {
-    await r.manager.request("DELETE", r.path);
-    r.log.info(`${r.what} deleted`, { resource: keyOf(cr) });
-  } catch (err) {
-    if (!isGone(err)) {
-      const problem = problemOf(err);
-      await writeStatus(r.kube, r.plural, cr, r.refused(problem));
-      throw new Requeue(r.retryMs, problem.message);
-    }
-  }
-  await dropFinalizer(r.kube, r.plural, cr);
 }
 
 /** The manager's path of a tenant's `kind` (ipgroups, routers), or of one of them by name. */

@@ -241,3 +241,36 @@ Deno.test("architecture: manager routes have no any and no casts, and every reso
   assert.deepEqual(loose, [], "typed from the schemas, never `any` nor a cast");
   assert.deepEqual(unserved, [], "resource modules missing from RESOURCES (manager/routes.ts)");
 });
+
+Deno.test("architecture: one config loader and one start for the daemons, one reconciler and one watch wiring in the monitor", async () => {
+  const found: string[] = [];
+  // Each daemon's config.ts declares its schema, variables and flags; common/daemon_config.ts reads them.
+  const READS = /\bparseArgs\b|Deno\.args|Deno\.env|Deno\.readTextFile|extends Error\b/;
+  for (const member of ["manager", "agent", "monitor"]) {
+    const text = await Deno.readTextFile(`${ROOT}${member}/config.ts`);
+    const read = text.match(READS)?.[0];
+    if (read) found.push(`${member}/config.ts: ${read} (declare it for common/daemon_config.ts)`);
+    if (!text.includes("loadDaemonConfig")) found.push(`${member}/config.ts: no loadDaemonConfig`);
+  }
+  // The daemons start (help, signals, a config mistake's exit) through common/daemon_start.ts.
+  for (const main of ["agent/main.ts", "monitor/main.ts"]) {
+    const text = await Deno.readTextFile(`${ROOT}${main}`);
+    if (/SIGTERM|Deno\.exit/.test(text)) found.push(`${main}: starts by itself, not runDaemon`);
+  }
+  // The monitor: watches and queues wired in watch_queue.ts only; a custom resource's finalizer
+  // and status written by cr_reconciler.ts only.
+  const ONLY: [RegExp, string][] = [
+    [/new (Informer|WorkQueue)\b/, "monitor/watch_queue.ts"],
+    [/\b(ensureFinalizer|dropFinalizer|writeStatus)\(/, "monitor/cr_reconciler.ts"],
+  ];
+  for await (const file of sources(`${ROOT}monitor`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path === "monitor/resources.ts") continue;
+    const text = await Deno.readTextFile(file);
+    for (const [re, home] of ONLY) {
+      const m = text.match(re);
+      if (m && path !== home) found.push(`${path}: ${m[0]} (only ${home})`);
+    }
+  }
+  assert.deepEqual(found, []);
+});

@@ -11,7 +11,7 @@ import type { Kube, PodLike } from "./kube.ts";
 import type { PolicySources } from "./mnp_reconciler.ts";
 import type { MultiNetworkPolicy } from "./mnp_types.ts";
 
-export interface NetworkDouble {
+export interface NetworkFake {
   id: string;
   tenant: string;
   name: string;
@@ -19,9 +19,9 @@ export interface NetworkDouble {
   defaults?: string[];
 }
 
-export class ManagerDouble {
+export class ManagerFake {
   readonly tenants = new Set<string>();
-  readonly networks: NetworkDouble[] = [];
+  readonly networks: NetworkFake[] = [];
   readonly groups = new Map<string, SecurityGroup>();
   ports: Port[] = [];
   readonly policies: MultiNetworkPolicy[] = [];
@@ -106,7 +106,7 @@ export class ManagerDouble {
     throw new Error(`unexpected ${method} ${at.join("/")}`);
   }
 
-  private resolve(tenant: string, name: string): NetworkDouble {
+  private resolve(tenant: string, name: string): NetworkFake {
     const n = this.networks.find((x) => x.tenant === tenant && x.name === name) ??
       this.networks.find((x) => x.public && x.name === name);
     if (!n) throw new ManagerError(404, "not_found", `Network "${name}" does not exist`);
