@@ -20,7 +20,7 @@
  */
 
 import type { FlowInput } from "./flow_input.ts";
-import { addressKey, macKey, nodeIpValid } from "./flows_ts.ts";
+import { addressKey, macKey, nodeIpValid } from "./flow_keys.ts";
 
 /** Why a remote port is left out of the flows: malformed, or colliding with a local or remote one. */
 export const CONFLICT_REASONS = ["invalid", "local", "remote"] as const;
@@ -76,7 +76,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     const p = localPorts[i];
     if (typeof p?.mac === "string") {
       const m = macKey(p.mac);
-      if (m >= 0) locals.set(`${p.network} m${m}`, i);
+      if (m !== null) locals.set(`${p.network} m${m}`, i);
     }
     if (Array.isArray(p?.ips)) {
       for (const ip of p.ips) {
@@ -92,7 +92,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
     const a = addressKey(n.gateway);
     if (a !== null) gateways.add(`${n.id} a${a}`);
     const m = macKey(n.gatewayMac);
-    if (m >= 0) gateways.add(`${n.id} m${m}`);
+    if (m !== null) gateways.add(`${n.id} m${m}`);
   }
   const reasons = new Map<number, [ConflictReason, string, Collision[]]>();
   const keysOf: string[][] = [];
@@ -177,16 +177,16 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
 function collision(key: string, index: number): Collision {
   const at = key.indexOf(" ");
   const value = key.slice(at + 2);
-  if (key[at + 1] === "a") return { field: "ip", value, index };
-  const hex = Number(value).toString(16).padStart(12, "0");
-  return { field: "mac", value: hex.match(/../g)!.join(":"), index };
+  return { field: key[at + 1] === "a" ? "ip" : "mac", value, index };
 }
 
 /** What is wrong with a remote port, or "" when the compilers would accept it. */
 function invalid(p: FlowInput["remotePorts"][number], networks: Set<unknown>): string {
   if (typeof p !== "object" || p === null) return "not an object";
   if (!networks.has(p.network)) return `unknown network ${p.network}`;
-  if (typeof p.mac !== "string" || macKey(p.mac) < 0) return `bad mac ${JSON.stringify(p.mac)}`;
+  if (typeof p.mac !== "string" || macKey(p.mac) === null) {
+    return `bad mac ${JSON.stringify(p.mac)}`;
+  }
   if (!Array.isArray(p.ips)) return "ips is not an array";
   for (const ip of p.ips) {
     if (typeof ip !== "string" || addressKey(ip) === null) return `bad ip ${JSON.stringify(ip)}`;
