@@ -2,8 +2,8 @@
  * Address / ID bitmaps for the IPAM: `wasmBitmap` (WebAssembly, production) and `tsBitmap`
  * (plain TypeScript twin, the benchmark yardstick). The OpenFlow rule compiler of the node agent:
  * `compileFlows` (WebAssembly) and `compileFlowsTs` (the same source as plain JavaScript), the
- * pipeline they compile as data,
- * and the reader of dump-flows that gives lines comparable with the compiled ones.
+ * pipeline they compile as data, and the reader of dump-flows that gives lines comparable with the
+ * compiled ones.
  *
  * @module
  */

@@ -1,7 +1,8 @@
-// AssemblyScript source of the OpenFlow rule compiler (see ../../agent/PIPELINE.md); built by
-// ../build.ts, loaded by ../flows.ts. ../flows_ts.ts is its plain TypeScript twin: same checks in
-// the same order, same lines. Both read the pipeline's tables, priorities and texts from
-// ../pipeline.ts (here through generated/pipeline.ts) and the input codes from ../flow_input.ts.
+// AssemblyScript source of the OpenFlow rule compiler (see ../../agent/PIPELINE.md), the one
+// definition of both engines: ../build.ts builds it to WebAssembly (compileFlows) and, without
+// SIMD, on to plain JavaScript (compileFlowsTs); ../flow_engines.ts loads them. It reads the
+// pipeline's tables, priorities and texts from ../pipeline.ts (through generated/pipeline.ts) and
+// the input codes from ../flow_input.ts.
 //
 // ../flows.ts checks the shape of the model (types and ranges of single fields) and writes it
 // into the input area as u32 words plus one blob of ASCII strings read in order (layout at

@@ -3,7 +3,7 @@
 
 /**
  * Local port i owns an address as i, remote port j as REMOTE_REF + j, network n's gateway as
- * GATEWAY_REF + n (as in the twin).
+ * GATEWAY_REF + n.
  */
 export const REMOTE_REF: u32 = 1 << 30;
 export const GATEWAY_REF: u32 = 1 << 31;
