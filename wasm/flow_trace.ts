@@ -9,12 +9,10 @@
  *
  * @module
  */
+import { GATEWAY_MAC_PREFIX } from "./flow_input.ts";
 import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
 import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
-
-/** Every gateway MAC starts so (flow_input.ts, gatewayMac); no port MAC does. */
-const GATEWAY_MAC_PREFIX = "0a:58:";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
