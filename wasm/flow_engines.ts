@@ -23,9 +23,7 @@ export interface Engine {
   outLen(): number;
   acl(words: number): number;
   aclErrorArg(i: number): number;
-  addressKey(len: number): number;
-  macKey(len: number): number;
-  nodeIpValid(len: number): number;
+  keys(kind: number, count: number): number;
   keyPtr(): number;
 }
 

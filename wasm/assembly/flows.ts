@@ -15,7 +15,7 @@
 //   text.ts      the writers of the line text and the line records
 //   output.ts    the lines sorted by (cookie, text), without duplicates, joined by "\n"
 //   layout.ts    the growable buffers and the layout of the model's records
-//   keys.ts      the address rules asked one text at a time (../flow_keys.ts)
+//   keys.ts      the address rules asked for many texts at once (../flow_keys.ts)
 //
 // No managed objects: every array is a growable buffer in linear memory (heap.realloc on the TLSF
 // heap of --runtime minimal), kept from one call to the next. No decorators (see bitmap.ts).
@@ -29,7 +29,7 @@ import { textRewind } from "./text";
 export { errorArg, input } from "./input";
 export { acl, aclErrorArg } from "./acl";
 export { outLen, outPtr } from "./output";
-export { addressKey, keyPtr, macKey, nodeIpValid } from "./keys";
+export { keyPtr, keys } from "./keys";
 
 /**
  * Compiles the model in the input area: `words` u32 words, then the strings. Returns 0 and leaves
