@@ -274,3 +274,30 @@ Deno.test("architecture: one config loader and one start for the daemons, one re
   }
   assert.deepEqual(found, []);
 });
+
+Deno.test("architecture: the flow compiler is written once, in wasm/assembly (the TS engine is built from it)", async () => {
+  const { FLOW_KINDS } = await import("../wasm/pipeline.ts");
+  const { ACL_KINDS } = await import("../wasm/acl_pipeline.ts");
+  const builders = [...Object.keys(FLOW_KINDS), ...Object.keys(ACL_KINDS)];
+  const defines = new RegExp(`\\b(?:function|const|let)\\s+(${builders.join("|")})\\b`, "g");
+  const twins: string[] = [];
+  // The members that make or read flows (knitctl's trace has a nextHop of its own: the next node).
+  for (const member of ["wasm", "agent"]) {
+    for await (const file of sources(`${ROOT}${member}`)) {
+      const text = await Deno.readTextFile(file);
+      for (const m of text.matchAll(defines)) twins.push(`${file.slice(ROOT.length)}: ${m[1]}`);
+    }
+  }
+  assert.deepEqual(
+    twins,
+    [],
+    "a flow builder defined outside wasm/assembly/ (a hand-written twin)",
+  );
+  // The rule is not vacuous: the one definition of each flow kind's builder is in wasm/assembly.
+  let assembly = "";
+  for await (const e of Deno.readDir(`${ROOT}wasm/assembly`)) {
+    if (e.isFile) assembly += await Deno.readTextFile(`${ROOT}wasm/assembly/${e.name}`);
+  }
+  const missing = Object.keys(FLOW_KINDS).filter((k) => !assembly.includes(`function ${k}(`));
+  assert.deepEqual(missing, [], "flow kinds without a builder in wasm/assembly/");
+});

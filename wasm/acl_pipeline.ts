@@ -66,7 +66,7 @@ export const ACL_REG = { STATE: "reg6", OUTPORT: "reg7", OUTPORT_FIELD: "NXM_NX_
 export const ACL_STATE = { UNTRACKED: 0, DONE: 1, NEW_ALLOWED: 2 } as const;
 
 /**
- * Connection tracking in a zone of the packet's networks (acl_zones.ts): an immediate number, the
+ * Connection tracking in a zone of the packet's networks (`zones` in assembly/acl.ts): an immediate number, the
  * same for the networks a router joins, so that tenants never share state but a routed connection
  * and its replies do.
  */

@@ -20,7 +20,7 @@
  */
 
 import type { FlowInput } from "./flow_input.ts";
-import { addressKey, macKey, nodeIpValid } from "./flows_ts.ts";
+import { keyLookup } from "./flow_keys.ts";
 
 /** Why a remote port is left out of the flows: malformed, or colliding with a local or remote one. */
 export const CONFLICT_REASONS = ["invalid", "local", "remote"] as const;
@@ -66,17 +66,18 @@ export interface IsolatedInput {
 export function isolateConflicts(input: FlowInput): IsolatedInput {
   const remotes = Array.isArray(input?.remotePorts) ? input.remotePorts : [];
   if (remotes.length === 0) return { input, conflicts: [] };
-  const networks = new Set<unknown>(
-    Array.isArray(input.networks) ? input.networks.map((n) => n?.id) : [],
-  );
+  const networkList = Array.isArray(input.networks) ? input.networks : [];
+  const networks = new Set<unknown>(networkList.map((n) => n?.id));
+  const localPorts = Array.isArray(input.localPorts) ? input.localPorts : [];
+  const book = compilerKeys(networkList, localPorts, remotes);
+  const { macKey, addressKey } = book;
   // Keys of local claims: `<network> m<mac>` and `<network> a<address>`.
   const locals = new Map<string, number>();
-  const localPorts = Array.isArray(input.localPorts) ? input.localPorts : [];
   for (let i = 0; i < localPorts.length; i++) {
     const p = localPorts[i];
     if (typeof p?.mac === "string") {
       const m = macKey(p.mac);
-      if (m >= 0) locals.set(`${p.network} m${m}`, i);
+      if (m !== null) locals.set(`${p.network} m${m}`, i);
     }
     if (Array.isArray(p?.ips)) {
       for (const ip of p.ips) {
@@ -87,12 +88,12 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
   }
   // The gateways' claims, `<network> m<mac>` and `<network> a<address>`: the network's own.
   const gateways = new Set<string>();
-  for (const n of Array.isArray(input.networks) ? input.networks : []) {
+  for (const n of networkList) {
     if (typeof n?.gateway !== "string" || typeof n.gatewayMac !== "string") continue;
     const a = addressKey(n.gateway);
     if (a !== null) gateways.add(`${n.id} a${a}`);
     const m = macKey(n.gatewayMac);
-    if (m >= 0) gateways.add(`${n.id} m${m}`);
+    if (m !== null) gateways.add(`${n.id} m${m}`);
   }
   const reasons = new Map<number, [ConflictReason, string, Collision[]]>();
   const keysOf: string[][] = [];
@@ -100,7 +101,7 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
   for (let j = 0; j < remotes.length; j++) {
     const p = remotes[j];
     keysOf.push([]);
-    const bad = invalid(p, networks);
+    const bad = invalid(p, networks, book);
     if (bad) {
       reasons.set(j, ["invalid", bad, []]);
       continue;
@@ -177,16 +178,48 @@ export function isolateConflicts(input: FlowInput): IsolatedInput {
 function collision(key: string, index: number): Collision {
   const at = key.indexOf(" ");
   const value = key.slice(at + 2);
-  if (key[at + 1] === "a") return { field: "ip", value, index };
-  const hex = Number(value).toString(16).padStart(12, "0");
-  return { field: "mac", value: hex.match(/../g)!.join(":"), index };
+  return { field: key[at + 1] === "a" ? "ip" : "mac", value, index };
+}
+
+/** The compiler's keys of the model's MACs, addresses and tunnel endpoints (flow_keys.ts). */
+interface Keys {
+  macKey(text: unknown): string | null;
+  addressKey(text: unknown): string | null;
+  nodeIpValid(text: unknown): boolean;
+}
+
+/** Every MAC, address and tunnel endpoint of the model, keyed in three calls into the compiler. */
+function compilerKeys(
+  networks: FlowInput["networks"],
+  locals: FlowInput["localPorts"],
+  remotes: FlowInput["remotePorts"],
+): Keys {
+  const ips = (p: { ips?: unknown } | undefined) => Array.isArray(p?.ips) ? p.ips : [];
+  const mac = keyLookup("mac", [
+    ...locals.map((p) => p?.mac),
+    ...networks.map((n) => n?.gatewayMac),
+    ...remotes.map((p) => p?.mac),
+  ]);
+  const address = keyLookup("address", [
+    ...locals.flatMap(ips),
+    ...networks.map((n) => n?.gateway),
+    ...remotes.flatMap(ips),
+  ]);
+  const nodeIp = keyLookup("nodeIp", remotes.map((p) => p?.nodeIp));
+  return { macKey: mac, addressKey: address, nodeIpValid: (t) => nodeIp(t) !== null };
 }
 
 /** What is wrong with a remote port, or "" when the compilers would accept it. */
-function invalid(p: FlowInput["remotePorts"][number], networks: Set<unknown>): string {
+function invalid(
+  p: FlowInput["remotePorts"][number],
+  networks: Set<unknown>,
+  { macKey, addressKey, nodeIpValid }: Keys,
+): string {
   if (typeof p !== "object" || p === null) return "not an object";
   if (!networks.has(p.network)) return `unknown network ${p.network}`;
-  if (typeof p.mac !== "string" || macKey(p.mac) < 0) return `bad mac ${JSON.stringify(p.mac)}`;
+  if (typeof p.mac !== "string" || macKey(p.mac) === null) {
+    return `bad mac ${JSON.stringify(p.mac)}`;
+  }
   if (!Array.isArray(p.ips)) return "ips is not an array";
   for (const ip of p.ips) {
     if (typeof ip !== "string" || addressKey(ip) === null) return `bad ip ${JSON.stringify(ip)}`;

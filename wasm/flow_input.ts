@@ -52,9 +52,12 @@ export interface FlowNetwork {
 export function gatewayMac(networkId: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
-  const bytes = [0x0a, 0x58, h >>> 24, (h >>> 16) & 0xff, (h >>> 8) & 0xff, h & 0xff];
-  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+  const bytes = [h >>> 24, (h >>> 16) & 0xff, (h >>> 8) & 0xff, h & 0xff];
+  return GATEWAY_MAC_PREFIX + bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
+
+/** The first two octets of every gateway MAC (gatewayMac); no port MAC starts so. */
+export const GATEWAY_MAC_PREFIX = "0a:58:";
 
 /**
  * The gateway fields of a network's FlowNetwork, from what its ports say: the gateway with its

@@ -9,13 +9,11 @@
  *
  * @module
  */
+import { GATEWAY_MAC_PREFIX } from "./flow_input.ts";
 import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
-import { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
-
-/** Every gateway MAC starts so (flow_input.ts, gatewayMac); no port MAC does. */
-const GATEWAY_MAC_PREFIX = "0a:58:";
-import { ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
+import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
 export interface TraceView {
@@ -209,8 +207,11 @@ function canonical(table: number, head: string, actions: string[]): ParsedFlow {
   return parseFlowLine(parseDumpFlows(dumped)[0]);
 }
 
+/** A flow's builder: a kind of pipeline.ts or acl_pipeline.ts, a table's default, or unknown. */
+export type FlowKindName = keyof typeof FLOW_KINDS | keyof typeof ACL_KINDS | "default" | "unknown";
+
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
-export function flowKind(f: ParsedFlow): string {
+export function flowKind(f: ParsedFlow): FlowKindName {
   const has = (k: string) => f.match.some(([key]) => key === k);
   const value = (k: string) => f.match.find(([key]) => key === k)?.[1];
   if (f.priority === PRIORITY.DEFAULT) {
@@ -249,7 +250,7 @@ export function flowKind(f: ParsedFlow): string {
     case ACL_TABLE.INGRESS_ACL:
       return f.priority === ACL_PRIORITY.TRACKED ? "ingressTracked" : "ingressRule";
     case TABLE.FORWARD: {
-      const byPriority: Record<number, string> = {
+      const byPriority: Record<number, FlowKindName> = {
         [ACL_PRIORITY.EGRESS_HOOK]: "egressHook",
         [ACL_PRIORITY.INGRESS_HOOK]: "ingressHook",
         [ACL_PRIORITY.COMMIT]: "aclCommit",

@@ -4,68 +4,23 @@
  * canonical `ovs-ofctl -O OpenFlow13 add-flow` lines, sorted and without duplicates. The pipeline
  * is described in ../agent/PIPELINE.md.
  *
- * `compileFlows` runs in WebAssembly (assembly/flows.ts); `compileFlowsTs` (flows_ts.ts) is the
- * same algorithm in plain TypeScript, for benchmarks and tests only.
+ * `compileFlows` runs in WebAssembly (assembly/flows.ts); `compileFlowsTs` is the same source run
+ * as plain JavaScript, for benchmarks and tests only (flow_engines.ts).
  *
  * @module
  */
 
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
 import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts";
+import { type Engine, engine, putText } from "./flow_engines.ts";
 
-/** Signatures of the functions wasm/assembly/flows.ts (the entry) exports (pointers are byte addresses). */
-interface Exports {
-  memory: WebAssembly.Memory;
-  input(bytes: number): number;
-  compile(words: number): number;
-  errorArg(i: number): number;
-  outPtr(): number;
-  outLen(): number;
-  acl(words: number): number;
-  aclErrorArg(i: number): number;
-}
-
-const wasmUrl = new URL("./build/flows.wasm", import.meta.url);
-
-/**
- * Instantiated on first use, synchronously (the module is small): importing this file (or
- * mod.ts, as the manager does for the bitmaps) reads nothing.
- */
-let instance: Exports | undefined;
-
-function compiler(): Exports {
-  return instance ??= instantiate();
-}
-
-function instantiate(): Exports {
-  let code: Uint8Array<ArrayBuffer>;
-  try {
-    code = Deno.readFileSync(wasmUrl);
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      throw new Error(
-        'wasm/build/flows.wasm is missing: run "deno task build:wasm" (or "make build")',
-        { cause: err },
-      );
-    }
-    throw err;
-  }
-  // Only out-of-memory can abort (--noAssert); the message pointers are not worth decoding.
-  const abort = (_msg: number, _file: number, line: number, col: number): never => {
-    throw new Error(`wasm flow compiler abort at ${line}:${col} (out of memory?)`);
-  };
-  const module = new WebAssembly.Module(code);
-  return new WebAssembly.Instance(module, { env: { abort } }).exports as unknown as Exports;
-}
-
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
  * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
  * words, then the strings as one blob, written by one encodeInto when all ASCII.
  */
-function encode(wasm: Exports, input: FlowInput, words: number): void {
+function encode(wasm: Engine, input: FlowInput, words: number): void {
   const strings: string[] = [];
   let ipCount = 0;
   for (const n of input.networks) {
@@ -131,26 +86,14 @@ function encode(wasm: Exports, input: FlowInput, words: number): void {
     w[i++] = r.dst.length;
     w[i++] = r.via === undefined ? 0 : r.via.length + 1;
   }
-  putBlob(wasm, base + words * 4, blob);
-}
-
-/** The strings after the words, one byte per character. */
-function putBlob(wasm: Exports, at: number, blob: string): void {
-  const bytes = new Uint8Array(wasm.memory.buffer, at, blob.length);
-  if (encoder.encodeInto(blob, bytes).read !== blob.length) {
-    // Not all ASCII: one byte per UTF-16 unit keeps the lengths; 0xff fails every parser.
-    for (let k = 0; k < blob.length; k++) {
-      const c = blob.charCodeAt(k);
-      bytes[k] = c < 0x80 ? c : 0xff;
-    }
-  }
+  putText(wasm, base + words * 4, blob);
 }
 
 /**
  * Writes the acls section into the input area (layout at `acl` in assembly/acl.ts) and returns
  * its number of words.
  */
-function encodeAcls(wasm: Exports, acls: FlowAcl[]): number {
+function encodeAcls(wasm: Engine, acls: FlowAcl[]): number {
   const texts: string[] = [];
   let words = 1;
   for (const a of acls) {
@@ -177,7 +120,7 @@ function encodeAcls(wasm: Exports, acls: FlowAcl[]): number {
       for (const t of r.remote ?? []) w[i++] = t.length;
     }
   }
-  putBlob(wasm, base + words * 4, blob);
+  putText(wasm, base + words * 4, blob);
   return words;
 }
 
@@ -193,8 +136,20 @@ function encodeAcls(wasm: Exports, acls: FlowAcl[]): number {
  * (network id, VNI, VLAN on a physnet port, ofport, port cookie, MAC or IP within a network).
  */
 export function compileFlows(input: FlowInput): string[] {
+  return compileWith(engine("wasm"), input);
+}
+
+/**
+ * `compileFlows` run as plain JavaScript: the same AssemblyScript source, built without
+ * WebAssembly (flow_engines.ts). The benchmark yardstick and second opinion of the tests; same
+ * lines, same errors.
+ */
+export function compileFlowsTs(input: FlowInput): string[] {
+  return compileWith(engine("js"), input);
+}
+
+function compileWith(wasm: Engine, input: FlowInput): string[] {
   const words = checkShape(input);
-  const wasm = compiler();
   encode(wasm, input, words);
   const rc = wasm.compile(words);
   if (rc !== 0) {
@@ -216,7 +171,7 @@ export function compileFlows(input: FlowInput): string[] {
 
 /** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */
 export function flowsMemoryBytes(): number {
-  return compiler().memory.buffer.byteLength;
+  return engine("wasm").memory.buffer.byteLength;
 }
 
 // Fields dump-flows prints before the match that are not part of a flow's identity.

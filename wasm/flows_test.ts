@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import { compileFlows, flowsMemoryBytes, parseDumpFlows } from "./flows.ts";
-import { compileFlowsTs } from "./flows_ts.ts";
+import { compileFlows, compileFlowsTs, flowsMemoryBytes, parseDumpFlows } from "./flows.ts";
 import type {
   FlowInput,
   FlowLocalPort,
@@ -12,14 +11,10 @@ import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 import { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
-import { withAclFlows } from "./acl_flows.ts";
-
-/** The TS twin with the security group flows, as compileFlows appends them. */
-const tsEngine = (input: FlowInput) => withAclFlows(compileFlowsTs(input), input);
 
 const impls: [string, (input: FlowInput) => string[]][] = [
   ["wasm", compileFlows],
-  ["ts", tsEngine],
+  ["ts", compileFlowsTs],
 ];
 
 // ---- Golden flow sets: UPDATE_GOLDEN=1 deno test --allow-all wasm/flows_test.ts rewrites them.
@@ -36,7 +31,7 @@ for (const [name, input] of Object.entries(scenarios)) {
   Deno.test(`golden: ${name}`, async () => {
     // Conflicting remote entries are isolated first (flow_conflicts.ts); both engines compile the rest.
     const { lines, conflicts } = compileIsolated(input, compileFlows);
-    assert.deepEqual(compileIsolated(input, tsEngine).lines, lines, "the TS twin differs");
+    assert.deepEqual(compileIsolated(input, compileFlowsTs).lines, lines, "the TS engine differs");
     if (name !== "conflicts") assert.deepEqual(conflicts, [], "a golden model without conflicts");
     if (update) {
       await Deno.writeTextFile(
@@ -284,7 +279,7 @@ Deno.test("property: WASM and TS give the same lines on random models with route
       input.acls = randomAcls(rand, input.localPorts);
       if (input.routes?.length && input.acls?.length) mixed++;
       const where = `seed ${seed} round ${round} (${input.routes?.length ?? 0} routes)`;
-      assert.deepEqual(compileFlows(input), tsEngine(input), where);
+      assert.deepEqual(compileFlows(input), compileFlowsTs(input), where);
     }
   }
   assert.ok(mixed >= SEEDS.length * 5, `${mixed} models had both routes and groups`);

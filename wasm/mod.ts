@@ -1,8 +1,9 @@
 /**
  * Address / ID bitmaps for the IPAM: `wasmBitmap` (WebAssembly, production) and `tsBitmap`
  * (plain TypeScript twin, the benchmark yardstick). The OpenFlow rule compiler of the node agent:
- * `compileFlows` (WebAssembly) and `compileFlowsTs` (its twin), the pipeline they compile as data,
- * and the reader of dump-flows that gives lines comparable with the compiled ones.
+ * `compileFlows` (WebAssembly) and `compileFlowsTs` (the same source as plain JavaScript), the
+ * pipeline they compile as data, and the reader of dump-flows that gives lines comparable with the
+ * compiled ones.
  *
  * @module
  */
@@ -19,10 +20,9 @@ export type {
 } from "./flow_input.ts";
 export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
-export { compileFlows, parseDumpFlows } from "./flows.ts";
+export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
-export { compileFlowsTs } from "./flows_ts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
 export { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";

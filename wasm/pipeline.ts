@@ -1,9 +1,9 @@
 /**
  * The OpenFlow pipeline of br-int as data: tables (with their default flows), priorities, the table
  * and priority of every kind of flow, the cookie layout and the match and action texts every engine
- * writes the same way. The one source of these facts: the TypeScript
- * compiler (flows_ts.ts) reads this module, the AssemblyScript one (assembly/) reads constants that
- * build.ts generates from it, and pipeline_test.ts checks ../agent/PIPELINE.md against it.
+ * writes the same way. The one source of these facts: the compiler (assembly/, built into both
+ * engines) reads constants that build.ts generates from it, the trace (flow_trace.ts) reads this
+ * module, and pipeline_test.ts checks ../agent/PIPELINE.md against it.
  *
  * @module
  */

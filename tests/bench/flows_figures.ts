@@ -1,8 +1,9 @@
 /**
  * The flow compiler and a full flow resync on a real Open vSwitch.
  *
- * - compileFlows (WASM) against compileFlowsTs (its plain TypeScript twin): wasm/flows_bench.ts run
- *   under `deno bench --json` (a process of its own, so that V8 does not mix the two), read back.
+ * - compileFlows (WASM) against compileFlowsTs (the same source as plain JavaScript):
+ *   wasm/flows_bench.ts run under `deno bench --json` (a process of its own, so that V8 does not
+ *   mix the two), read back.
  * - Full resync: a node model with N local ports (and as many remote ones), the first flow sync of
  *   a freshly started agent (the agent's Dataplane, from compile to bundle, on a private userspace
  *   OVS): into an empty table (OVS restarted), onto the same table and onto a table 1 % of whose

@@ -1,6 +1,6 @@
-// The security group flows (see ../../agent/PIPELINE.md, "Security groups"), as ../acl_flows.ts
-// makes them: after `compile`, `acl` reads the acls section of the model from the input area,
-// checks it in the same order, adds its lines to the records and joins them all again.
+// The security group flows (see ../../agent/PIPELINE.md, "Security groups"): after `compile`,
+// `acl` reads the acls section of the model from the input area, checks it (errors worded by
+// ../acl_input.ts), adds its lines to the records and joins them all again.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 //
 // Words: acl count; per acl: cookie, rule count; per rule: direction (0 ingress, 1 egress),
@@ -136,8 +136,8 @@ function unmark(n: u32, rc: i32): i32 {
   return rc;
 }
 
-// The zone of each network (by index: the index of the network whose number is the zone), as
-// ../acl_zones.ts makes them: the networks the routes join share the smallest number. And per
+// The zone of each network (by index: the index of the network whose number is the zone): the
+// networks the routes join share the smallest number (see `zones`). And per
 // zone's index, the families ports with groups send in it (1 IPv4, 2 IPv6): its commit flows.
 let zoneOf: usize = 0;
 let zoneCap: usize = 0;
@@ -450,7 +450,7 @@ export function acl(words: u32): i32 {
       const remotes = load<u32>(w, 16);
       const lens = w + 20;
       w = lens + (remotes == NONE ? 0 : <usize> remotes << 2);
-      // Every remote is checked, whichever family the port has (as the twin does).
+      // Every remote is checked, whichever family the port has.
       if (remotes != NONE) {
         let at = text;
         for (let j: u32 = 0; j < remotes; j++) {

@@ -1,4 +1,5 @@
-// Address syntax: the same rules as parseMac / parseIpv4 / parseIpv6 in ../flows_ts.ts.
+// Address syntax: the one definition of what the compiler accepts as a MAC, an IPv4 or an IPv6
+// (keys.ts lets ../flow_conflicts.ts ask it too).
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 function hexDigit(c: u32): i32 {

@@ -1,4 +1,4 @@
-// Builders of tables ARP and ARP_REPLY (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Builders of tables ARP and ARP_REPLY (see ../../agent/PIPELINE.md).
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
@@ -72,7 +72,7 @@ export function arpReply(n: usize, port: u32, mac: u64, ip: usize): void {
   end();
 }
 
-/** The reply from the MAC in xreg1, IPs swapped through reg4 (ARP_REPLY_ACTIONS of the twin). */
+/** The reply from the MAC in xreg1, IPs swapped through reg4 (ARP_REPLY_ACTIONS of ../pipeline.ts). */
 export function arpReplyShared(): void {
   begin(0, 0, F_ARP_REPLY_SHARED_TABLE, F_ARP_REPLY_SHARED_PRIORITY, LINE_BOUND);
   puts(",arp,actions=");
@@ -163,7 +163,7 @@ export function gatewayNd(n: usize, ip: usize): void {
   end();
 }
 
-/** The shared neighbour advertisement (ND_REPLY_ACTIONS of the twin). */
+/** The shared neighbour advertisement (ND_REPLY_ACTIONS of ../pipeline.ts). */
 export function ndReplyShared(): void {
   begin(0, 0, F_ND_REPLY_SHARED_TABLE, F_ND_REPLY_SHARED_PRIORITY, LINE_BOUND);
   puts(",icmp6,icmp_type=136,icmp_code=0,actions=");

@@ -1,4 +1,4 @@
-// Builders of table CLASSIFY (see ../../agent/PIPELINE.md), as in ../flows_ts.ts.
+// Builders of table CLASSIFY (see ../../agent/PIPELINE.md).
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {

@@ -1,7 +1,8 @@
-// AssemblyScript source of the OpenFlow rule compiler (see ../../agent/PIPELINE.md); built by
-// ../build.ts, loaded by ../flows.ts. ../flows_ts.ts is its plain TypeScript twin: same checks in
-// the same order, same lines. Both read the pipeline's tables, priorities and texts from
-// ../pipeline.ts (here through generated/pipeline.ts) and the input codes from ../flow_input.ts.
+// AssemblyScript source of the OpenFlow rule compiler (see ../../agent/PIPELINE.md), the one
+// definition of both engines: ../build.ts builds it to WebAssembly (compileFlows) and, without
+// SIMD, on to plain JavaScript (compileFlowsTs); ../flow_engines.ts loads them. It reads the
+// pipeline's tables, priorities and texts from ../pipeline.ts (through generated/pipeline.ts) and
+// the input codes from ../flow_input.ts.
 //
 // ../flows.ts checks the shape of the model (types and ranges of single fields) and writes it
 // into the input area as u32 words plus one blob of ASCII strings read in order (layout at
@@ -14,6 +15,7 @@
 //   text.ts      the writers of the line text and the line records
 //   output.ts    the lines sorted by (cookie, text), without duplicates, joined by "\n"
 //   layout.ts    the growable buffers and the layout of the model's records
+//   keys.ts      the address rules asked for many texts at once (../flow_keys.ts)
 //
 // No managed objects: every array is a growable buffer in linear memory (heap.realloc on the TLSF
 // heap of --runtime minimal), kept from one call to the next. No decorators (see bitmap.ts).
@@ -27,6 +29,7 @@ import { textRewind } from "./text";
 export { errorArg, input } from "./input";
 export { acl, aclErrorArg } from "./acl";
 export { outLen, outPtr } from "./output";
+export { keyPtr, keys } from "./keys";
 
 /**
  * Compiles the model in the input area: `words` u32 words, then the strings. Returns 0 and leaves

@@ -1,6 +1,6 @@
-// Input decoding: the words and strings ../flows.ts writes, parsed and checked in the order of
-// model() in ../flows_ts.ts (address syntax, references, uniqueness in one open-addressing hash
-// table), into the model's records, grouped by network.
+// Input decoding: the words and strings ../flows.ts writes, parsed and checked (address syntax,
+// references, uniqueness in one open-addressing hash table), into the model's records, grouped
+// by network.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {

@@ -3,7 +3,7 @@
 
 /**
  * Local port i owns an address as i, remote port j as REMOTE_REF + j, network n's gateway as
- * GATEWAY_REF + n (as in the twin).
+ * GATEWAY_REF + n.
  */
 export const REMOTE_REF: u32 = 1 << 30;
 export const GATEWAY_REF: u32 = 1 << 31;
@@ -25,7 +25,8 @@ export const B_RECS = 13;
 export const B_RECS_TMP = 14;
 export const B_OUT = 15;
 export const B_ROUTES = 16;
-const BUFFERS = memory.data(17 * 8);
+export const B_KEY = 17;
+const BUFFERS = memory.data(18 * 8);
 
 export function buffer(id: i32): usize {
   return <usize> load<u32>(BUFFERS + (<usize> id << 3));

@@ -1,4 +1,4 @@
-// Routing (see ../../agent/PIPELINE.md, "Routing"), as in ../flows_ts.ts: the routes decoded and
+// Routing (see ../../agent/PIPELINE.md, "Routing"): the routes decoded and
 // checked after the rest of the model (decode in input.ts), and the builders of their flows.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
@@ -250,7 +250,7 @@ function nextHops(n: usize): void {
 
 /**
  * Every flow of the routes: into ROUTE, the routes, the next hops of each network a connected
- * route goes to (once: output.ts drops the duplicate lines, as the twin's sort does).
+ * route goes to (once: output.ts drops the duplicate lines).
  */
 export function routeFlows(): void {
   for (let i: u32 = 0; i < routeCount; i++) {

@@ -23,9 +23,13 @@ export function putc(c: u32): void {
 export function puts(s: string): void {
   const p = changetype<usize>(s);
   const n = <usize> s.length;
-  for (let i: usize = 0; i < n; i += 8) {
-    const v = v128.load(p + (i << 1));
-    v128.store64_lane(wp + i, i8x16.narrow_i16x8_u(v, v), 0);
+  if (ASC_FEATURE_SIMD) {
+    for (let i: usize = 0; i < n; i += 8) {
+      const v = v128.load(p + (i << 1));
+      v128.store64_lane(wp + i, i8x16.narrow_i16x8_u(v, v), 0);
+    }
+  } else {
+    for (let i: usize = 0; i < n; i++) store<u8>(wp + i, load<u8>(p + (i << 1)));
   }
   wp += n;
 }
@@ -139,6 +143,13 @@ export function putIpv6(): void {
     for (; shift >= 0; shift -= 4) putc(hexChar(w >>> <u32> shift));
   }
   if (bestBase >= 0 && bestBase + bestLen == 8) putc(58);
+}
+
+/** Moves the writer to `at` and returns where it was (keys.ts renders outside the lines). */
+export function writerAt(at: usize): usize {
+  const was = wp;
+  wp = at;
+  return was;
 }
 
 /** Renders the text at `wp` into a slot: length byte, then the characters. */

@@ -279,7 +279,7 @@ export const scenarios: Record<string, FlowInput> = {
   },
 
   /**
-   * Security groups (acl_flows.ts): pod 1 (dual stack) may be reached on TCP 80 from 10.0.0.0/24
+   * Security groups (assembly/acl.ts): pod 1 (dual stack) may be reached on TCP 80 from 10.0.0.0/24
    * and on UDP 5000-5010 from fd00::3, and opens anything to 10.0.0.3 and ICMPv6 anywhere; pod 2
    * (IPv4) opens TCP 443 anywhere and takes nothing in; pod 3 has no groups and keeps its flows.
    */
