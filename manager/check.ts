@@ -20,10 +20,10 @@ import {
   type RouterRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
-import { macFor } from "./service/port_records.ts";
+import { macFor } from "./ipam/derived_mac.ts";
 import { withMembers } from "./service/ip_group_members.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
-import { networkSpec } from "./service/network_spec.ts";
+import { networkFields } from "./service/network_fields.ts";
 import type { Key, Store } from "./store/store.ts";
 import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import { miscountedHeads, strayGenerations } from "./service/conflict_records.ts";
@@ -196,7 +196,7 @@ async function checkMembers(
 
 /** The gateway's and the excludes' indexes, as network creation set them before ranges were kept. */
 function reservedOf(net: NetworkRecord): Set<number> {
-  const spec = networkSpec(
+  const spec = networkFields(
     {
       name: net.name,
       cidr: net.cidr,
@@ -205,7 +205,7 @@ function reservedOf(net: NetworkRecord): Set<number> {
       excludes: net.excludes,
       // Only the address fields matter here; the segment fields were checked at creation.
       type: "vxlan",
-    } as Parameters<typeof networkSpec>[0],
+    } as Parameters<typeof networkFields>[0],
     net.mtu,
   );
   const out = new Set<number>();

@@ -14,7 +14,7 @@ import { must, mustFail, net, type TestApp, testApp, watchedStore } from "./test
 import { formatIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "./model.ts";
 import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
-import { macFor } from "./service/port_records.ts";
+import { macFor } from "./ipam/derived_mac.ts";
 import { Tx } from "./store/tx.ts";
 import { CHUNK_BITS } from "./ipam/bitmap_pool.ts";
 

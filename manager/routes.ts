@@ -12,8 +12,7 @@ import * as secgroups from "./service/security_groups.ts";
 import * as networks from "./service/networks.ts";
 import * as nodes from "./service/nodes.ts";
 import * as physnets from "./service/physnets.ts";
-import * as ports from "./service/ports.ts";
-import * as portGroups from "./service/port_groups.ts";
+import * as ports from "./service/ports/mod.ts";
 import * as routers from "./service/routers.ts";
 import * as conflicts from "./service/conflicts.ts";
 import * as tenants from "./service/tenants.ts";
@@ -200,7 +199,7 @@ export const ROUTES: RouteDef[] = [
     body: S.NetworkCreate,
     ok: { status: 201, schema: S.Network, description: "created" },
     handle: async ({ ctx, principal, params, body }) =>
-      ok(await networks.createNetwork(ctx, principal, params.tenant, body), 201),
+      ok(await networks.createNetwork(ctx, { principal, tenant: params.tenant, body }), 201),
   },
   {
     method: "GET",
@@ -210,7 +209,13 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 200, schema: S.Network, description: "the network" },
     handle: async ({ ctx, principal, params }) =>
-      ok(await networks.getNetwork(ctx, principal, params.tenant, params.network)),
+      ok(
+        await networks.getNetwork(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+        }),
+      ),
   },
   {
     method: "PATCH",
@@ -222,7 +227,14 @@ export const ROUTES: RouteDef[] = [
     body: S.NetworkUpdate,
     ok: { status: 200, schema: S.Network, description: "updated" },
     handle: async ({ ctx, principal, params, body }) =>
-      ok(await networks.updateNetwork(ctx, principal, params.tenant, params.network, body)),
+      ok(
+        await networks.updateNetwork(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+          body,
+        }),
+      ),
   },
   {
     method: "DELETE",
@@ -232,7 +244,11 @@ export const ROUTES: RouteDef[] = [
     access: "tenant",
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, principal, params }) => (
-      await networks.deleteNetwork(ctx, principal, params.tenant, params.network), noContent
+      await networks.deleteNetwork(ctx, {
+        principal,
+        tenant: params.tenant,
+        network: params.network,
+      }), noContent
     ),
   },
 
@@ -250,7 +266,12 @@ export const ROUTES: RouteDef[] = [
         await conflicts.withConflicts(
           ctx,
           principal,
-          await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query),
+          await ports.listNetworkPorts(ctx, {
+            principal,
+            tenant: params.tenant,
+            network: params.network,
+            query,
+          }),
         ),
       ),
   },
@@ -265,14 +286,13 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 201, schema: S.Port, description: "allocated" },
     also: [{ status: 200, description: "the port already existed; the same answer again" }],
     handle: async ({ ctx, principal, params, body }) => {
-      const r = await ports.putPort(
-        ctx,
+      const r = await ports.putPort(ctx, {
         principal,
-        params.tenant,
-        params.network,
-        params.port,
+        tenant: params.tenant,
+        network: params.network,
+        id: params.port,
         body,
-      );
+      });
       return ok(r.port, r.created ? 201 : 200);
     },
   },
@@ -288,7 +308,12 @@ export const ROUTES: RouteDef[] = [
         await conflicts.withConflictsOne(
           ctx,
           principal,
-          await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
+          await ports.getPort(ctx, {
+            principal,
+            tenant: params.tenant,
+            network: params.network,
+            id: params.port,
+          }),
         ),
       ),
   },
@@ -303,14 +328,13 @@ export const ROUTES: RouteDef[] = [
     ok: { status: 200, schema: S.Port, description: "the port, with those groups" },
     handle: async ({ ctx, principal, params, body }) =>
       ok(
-        await portGroups.patchPortGroups(
-          ctx,
+        await ports.patchPortGroups(ctx, {
           principal,
-          params.tenant,
-          params.network,
-          params.port,
+          tenant: params.tenant,
+          network: params.network,
+          id: params.port,
           body,
-        ),
+        }),
       ),
   },
   {
@@ -321,7 +345,12 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 204, description: "released" },
     handle: async ({ ctx, principal, params }) => (
-      await ports.deletePort(ctx, principal, params.tenant, params.network, params.port), noContent
+      await ports.deletePort(ctx, {
+        principal,
+        tenant: params.tenant,
+        network: params.network,
+        id: params.port,
+      }), noContent
     ),
   },
   {
@@ -333,7 +362,14 @@ export const ROUTES: RouteDef[] = [
     access: "shared",
     ok: { status: 200, schema: S.Port, description: "the port, unbound (unboundAt set)" },
     handle: async ({ ctx, principal, params }) =>
-      ok(await ports.unbindPort(ctx, principal, params.tenant, params.network, params.port)),
+      ok(
+        await ports.unbindPort(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+          id: params.port,
+        }),
+      ),
   },
   {
     method: "GET",

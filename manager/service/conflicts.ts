@@ -29,7 +29,7 @@ import {
   type StoredItem,
   writeReport,
 } from "./conflict_records.ts";
-import { keyId } from "./port_records.ts";
+import { keyId } from "./ports/mod.ts";
 import { seesRecord } from "./cluster_view.ts";
 
 type Item = z.infer<typeof ConflictReportItem>;

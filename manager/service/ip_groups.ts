@@ -15,9 +15,9 @@ import { readGroup, withMembers, writeGroup } from "./ip_group_members.ts";
 import { sweepQuarantine, takeAsked } from "./quarantine.ts";
 import type { Tx } from "../store/tx.ts";
 import { QuotaCharges } from "./quotas.ts";
-import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { cidrOf, parseAddrField } from "./network_fields.ts";
 import { requestedIp4 } from "./dual_stack.ts";
-import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
+import { resolveNetwork, resolveNetworkRef } from "./network_lookup.ts";
 import { getTenantEntry } from "./tenants.ts";
 
 export function groupView(g: IpGroupRecord) {
@@ -42,7 +42,7 @@ export async function createIpGroup(
   if ((body.addresses === undefined) === (body.size === undefined)) {
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
-  let ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+  let ref = await resolveNetworkRef(ctx, { principal, tenant, network: body.network, fresh: true });
   const net = ref.net;
   if (net.tenant !== tenant && !actsAsOperator(principal)) {
     throw new ApiError(
@@ -56,7 +56,12 @@ export async function createIpGroup(
     retry(ctx, async (tx, attempt) => {
       if (attempt > 0) {
         // Lost a race: the network may have changed (read it again), gone (404) or been made anew.
-        ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+        ref = await resolveNetworkRef(ctx, {
+          principal,
+          tenant,
+          network: body.network,
+          fresh: true,
+        });
         if (ref.net.id !== net.id) {
           throw new ApiError(
             "store_conflict",
@@ -203,7 +208,12 @@ export async function updateIpGroup(
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
   const first = await getIpGroup(ctx, tenant, name);
-  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const net = await resolveNetwork(ctx, {
+    principal,
+    tenant: first.networkTenant,
+    network: first.network,
+    fresh: true,
+  });
   const pool = ctx.pools.addresses(net);
   return await pool.exclusive(() =>
     retry(ctx, async (tx) => {
@@ -278,7 +288,12 @@ export async function deleteIpGroup(
   name: string,
 ): Promise<void> {
   const first = await getIpGroup(ctx, tenant, name);
-  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const net = await resolveNetwork(ctx, {
+    principal,
+    tenant: first.networkTenant,
+    network: first.network,
+    fresh: true,
+  });
   const pool = ctx.pools.addresses(net);
   await pool.exclusive(() =>
     retry(ctx, async (tx) => {

@@ -19,7 +19,7 @@ import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
-import { macFor } from "./port_records.ts";
+import { macFor } from "../ipam/derived_mac.ts";
 import { countIn, heldAt, readCount } from "./quarantine_count.ts";
 
 /** An address in quarantine. */

@@ -21,7 +21,7 @@ import { keys, type NetworkRecord, type RouterRecord } from "../model.ts";
 import type { RouterCreate, RouterUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
-import { cidrOf } from "./network_spec.ts";
+import { cidrOf } from "./network_fields.ts";
 import { getTenantEntry } from "./tenants.ts";
 
 /** What a router says, as the API and the feed carry it. */

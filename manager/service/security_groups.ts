@@ -17,7 +17,7 @@ import {
 } from "../security_group_schema.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
-import { listPorts } from "./ports.ts";
+import { listPorts } from "./ports/mod.ts";
 import type { Tx } from "../store/tx.ts";
 import { absentGroup, groupRef, groupView, markHolds } from "./security_group_refs.ts";
 

@@ -3,31 +3,31 @@
  * address (the next free one, a fixed one, or one of an IP group) and a fixed MAC if asked, and
  * writes the record, its indexes and the start of its address history.
  */
-import { ApiError, invalid } from "../errors.ts";
+import { ApiError, invalid } from "../../errors.ts";
 import { formatIp } from "@knitter/common/address";
-import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import type { Key } from "../store/store.ts";
-import type { Tx } from "../store/tx.ts";
-import type { PoolEdit } from "../ipam/bitmap_pool.ts";
-import { holderOf } from "./holders.ts";
-import { readGroup, writeGroup } from "./ip_group_members.ts";
-import { openStint, rebindStint } from "./history.ts";
-import type { QuotaCharges } from "./quotas.ts";
-import type { Ctx } from "./context.ts";
-import { cidrOf, parseAddrField } from "./network_spec.ts";
-import { requestedIp4 } from "./dual_stack.ts";
-import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "./quarantine.ts";
-import { bindExisting } from "./port_binding.ts";
+import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import type { Key } from "../../store/store.ts";
+import type { Tx } from "../../store/tx.ts";
+import type { PoolEdit } from "../../ipam/bitmap_pool.ts";
+import { holderOf } from "../holders.ts";
+import { readGroup, writeGroup } from "../ip_group_members.ts";
+import { openStint, rebindStint } from "../history.ts";
+import type { QuotaCharges } from "../quotas.ts";
+import type { Ctx } from "../context.ts";
+import { cidrOf, parseAddrField } from "../network_fields.ts";
+import { requestedIp4 } from "../dual_stack.ts";
+import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "../quarantine.ts";
+import { bindExisting } from "./binding.ts";
 import {
   keyId,
-  macFor,
   type PortBody,
   portRecord,
   portView,
   type PutResult,
   writeIndexes,
-} from "./port_records.ts";
-import { Restart } from "./port_restart.ts";
+} from "./records.ts";
+import { Restart } from "./guards.ts";
+import { macFor } from "../../ipam/derived_mac.ts";
 
 /** One port's PUT inside a commit being built. */
 export interface PutStep {
