@@ -20,9 +20,17 @@ export function ownerOf(principal: Principal, tenant: string): string {
 
 /**
  * Refuses what the principal may not ask of a PUT (403), checks a fixed MAC, and binds a node
- * token's port to its node. Returns the body to act on.
+ * token's port to its node. Returns the port's owner and the body to act on.
  */
 export function authorizePut(
+  req: PortTarget & { body: PortBody },
+): { owner: string; body: PortBody } {
+  const { principal, id, body } = req;
+  const owner = ownerOf(principal, req.tenant);
+  return { owner, body: authorizedBody(principal, { owner, id }, body) };
+}
+
+function authorizedBody(
   principal: Principal,
   port: { owner: string; id: string },
   body: PortBody,

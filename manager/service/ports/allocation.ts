@@ -6,7 +6,6 @@
 import { ApiError, invalid } from "../../errors.ts";
 import { formatIp } from "@knitter/common/address";
 import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
-import type { Key } from "../../store/store.ts";
 import type { Tx } from "../../store/tx.ts";
 import type { PoolEdit } from "../../ipam/bitmap_pool.ts";
 import { holderOf } from "../holders.ts";
@@ -18,14 +17,7 @@ import { cidrOf, parseAddrField } from "../network_fields.ts";
 import { requestedIp4 } from "../dual_stack.ts";
 import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "../quarantine.ts";
 import { bindExisting } from "./binding.ts";
-import {
-  keyId,
-  type PortBody,
-  portRecord,
-  portView,
-  type PutResult,
-  writeIndexes,
-} from "./records.ts";
+import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
 import { Restart } from "./guards.ts";
 import { macFor } from "../../ipam/derived_mac.ts";
 
@@ -77,14 +69,14 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
   const delta = { ports: 1, addresses: body.ipGroup === undefined ? 1 : 0 };
   await charges.charge(owner, delta);
   try {
-    return await allocatePort(ctx, step, key);
+    return await allocatePort(ctx, step);
   } catch (err) {
     await charges.refund(owner, delta);
     throw err;
   }
 }
 
-async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResult> {
+async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
   const { tx, edit, net, owner, id, body } = step;
   if (body.mac !== undefined) await claimMac(ctx, { tx, net, owner, id, mac: body.mac });
   let index: number;
@@ -138,10 +130,8 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
   }
   const port = portRecord({ net, owner, id, body, ip, index });
-  tx.set(key, port);
-  writeIndexes(tx, port, "set");
   openStint(ctx, tx, port);
-  return { port: portView(net, port), created: true, changed: true };
+  return { port: storeNewPort(tx, net, port), created: true, changed: true };
 }
 
 /** The address of an IP group the port asks for, or the group's next free one. */

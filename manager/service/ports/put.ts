@@ -11,7 +11,7 @@ import type { Entry } from "../../store/store.ts";
 import { type Ctx, retry } from "../context.ts";
 import { QuotaCharges } from "../quotas.ts";
 import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "../network_lookup.ts";
-import { authorizePut, checkPlacement, ownerOf } from "./access.ts";
+import { authorizePut, checkPlacement } from "./access.ts";
 import { buildPut } from "./allocation.ts";
 import { batchedPut } from "./batch.ts";
 import { checkNetwork, portGuards, Restart } from "./guards.ts";
@@ -20,8 +20,7 @@ import type { PortBody, PortTarget, PutResult } from "./records.ts";
 /** The port `req` names, made or found: 201 when `created`, 200 with the same answer when not. */
 export async function putPort(ctx: Ctx, req: PortTarget & { body: PortBody }): Promise<PutResult> {
   const { principal, id } = req;
-  const owner = ownerOf(principal, req.tenant);
-  const body = authorizePut(principal, { owner, id }, req.body);
+  const { owner, body } = authorizePut(req);
   const guards = await portGuards(ctx, { owner, id, body });
   const ref = await resolveNetworkRef(ctx, req);
   await checkPlacement(ctx, principal, { owner, id, net: ref.net });

@@ -137,6 +137,13 @@ export function portKeyId(port: PortRecord): string {
   return keyId(port.networkTenant, port.tenant, port.id);
 }
 
+/** Stores a new port, its record and the indexes that find it, and answers it as viewed. */
+export function storeNewPort(tx: Tx, net: NetworkRecord, port: PortRecord): Port {
+  tx.set(keys.port(net.id, portKeyId(port)), port);
+  writeIndexes(tx, port, "set");
+  return portView(net, port);
+}
+
 /** Sets or deletes the index entries that find `port` by foreign network, node and pod. */
 export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
   const idx: Key[] = [];
