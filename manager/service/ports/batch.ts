@@ -28,7 +28,7 @@ interface Pending {
 }
 
 /** Ports per batch, at most: a commit of them takes one fsync. */
-const MAX_BATCH = 48;
+export const MAX_BATCH = 48;
 
 /**
  * The checks one more port may add: its absent key, its tenant's quota record and its cluster's (on
