@@ -118,7 +118,7 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     }
   }
   const listed = await listQuarantine(store, net.id, Date.now());
-  const countWrong = await countProblem(store, net.id, listed, Date.now());
+  const countWrong = await countProblem(store, net.id, { ...listed, now: Date.now() });
   if (countWrong) problems.push(`${where}: ${countWrong}`);
   let oldMacs = 0;
   for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;

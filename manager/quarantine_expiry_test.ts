@@ -127,7 +127,7 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
         const index = (await edit.allocate(t.ctx.pools.allowed(net)))!;
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
         const port = { id: `p${j}`, ip, mac: macFor(net.id, index), index } as PortRecord;
-        await quarantine(t.ctx, tx, net, port, false);
+        await quarantine(t.ctx, tx, { net, port, fixedMac: false });
         ips.add(ip);
       }
       edit.flush();
@@ -393,13 +393,11 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
         const index = k * CHUNK_BITS + 7;
         assert.ok(await edit.take(index));
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
-        await quarantine(
-          t.ctx,
-          tx,
+        await quarantine(t.ctx, tx, {
           net,
-          { id: `p${k}`, ip, mac: macFor(net.id, index), index } as PortRecord,
-          false,
-        );
+          port: { id: `p${k}`, ip, mac: macFor(net.id, index), index } as PortRecord,
+          fixedMac: false,
+        });
       }
       edit.flush();
       assert.ok(await tx.commit(t.store));

@@ -437,7 +437,12 @@ export const ROUTES: RouteDef[] = [
     body: S.IpGroupCreate,
     ok: { status: 201, schema: S.IpGroup, description: "created" },
     handle: async ({ ctx, principal, params, body }) =>
-      ok(groups.groupView(await groups.createIpGroup(ctx, principal, params.tenant, body)), 201),
+      ok(
+        groups.groupView(
+          await groups.createIpGroup(ctx, { principal, tenant: params.tenant, body }),
+        ),
+        201,
+      ),
   },
   {
     method: "GET",
@@ -460,7 +465,12 @@ export const ROUTES: RouteDef[] = [
     handle: async ({ ctx, principal, params, body }) =>
       ok(
         groups.groupView(
-          await groups.updateIpGroup(ctx, principal, params.tenant, params.group, body),
+          await groups.updateIpGroup(ctx, {
+            principal,
+            tenant: params.tenant,
+            name: params.group,
+            body,
+          }),
         ),
       ),
   },
@@ -472,7 +482,8 @@ export const ROUTES: RouteDef[] = [
     access: "tenant",
     ok: { status: 204, description: "deleted" },
     handle: async ({ ctx, principal, params }) => (
-      await groups.deleteIpGroup(ctx, principal, params.tenant, params.group), noContent
+      await groups.deleteIpGroup(ctx, { principal, tenant: params.tenant, name: params.group }),
+        noContent
     ),
   },
 
@@ -519,7 +530,7 @@ export const ROUTES: RouteDef[] = [
     handle: async ({ ctx, params, body }) =>
       ok(
         routers.routerView(
-          await routers.updateRouter(ctx, params.tenant, params.router, body),
+          await routers.updateRouter(ctx, { tenant: params.tenant, name: params.router, body }),
         ),
       ),
   },
@@ -591,7 +602,13 @@ export const ROUTES: RouteDef[] = [
     body: S.SecurityGroupUpdate,
     ok: { status: 200, schema: S.SecurityGroup, description: "updated" },
     handle: async ({ ctx, params, body }) =>
-      ok(await secgroups.updateSecurityGroup(ctx, params.tenant, params.group, body)),
+      ok(
+        await secgroups.updateSecurityGroup(ctx, {
+          tenant: params.tenant,
+          name: params.group,
+          body,
+        }),
+      ),
   },
   {
     method: "DELETE",
@@ -721,7 +738,7 @@ export const ROUTES: RouteDef[] = [
         "what is kept: entries naming a port bound to another node that holds the MAC or address",
     },
     handle: async ({ ctx, principal, params, body }) =>
-      ok(await conflicts.reportConflicts(ctx, params.node, body, principal)),
+      ok(await conflicts.reportConflicts(ctx, { node: params.node, report: body, principal })),
   },
   {
     method: "GET",
@@ -812,7 +829,10 @@ export const ROUTES: RouteDef[] = [
       if (query.after === undefined) {
         return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
       }
-      const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
+      const page = await feedFor(ctx, principal, {
+        after: query.after,
+        timeoutMs: query.timeout * 1000,
+      });
       if (page === "expired") {
         throw new ApiError(
           "feed_expired",

@@ -89,7 +89,7 @@ export function networkFields(
     );
   }
 
-  const subnet6 = subnet6Spec(body, cidr, space, reserved);
+  const subnet6 = subnet6Spec(body, { cidr, space, reserved });
   if (subnet6) requireHosts("cidr6", subnet6.cidr6);
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);

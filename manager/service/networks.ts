@@ -73,12 +73,18 @@ export async function createNetwork(
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
   await getTenantEntry(ctx, tenant);
-  await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
+  await groupRefs(ctx, { tenant, names: body.securityGroups, field: "securityGroups" });
   const id = crypto.randomUUID();
 
   const build = async (tx: Tx): Promise<NetworkRecord> => {
     const tenantEntry = await getTenantEntry(ctx, tenant);
-    for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+    for (
+      const g of await groupRefs(ctx, {
+        tenant,
+        names: body.securityGroups,
+        field: "securityGroups",
+      })
+    ) {
       tx.check(g);
     }
     const key = keys.network(tenant, body.name);
@@ -132,8 +138,7 @@ export async function createNetwork(
         type: body.type,
         physnet: body.physnet,
       },
-      body,
-      await listClusters(ctx),
+      { want: body, clusters: await listClusters(ctx) },
     );
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
@@ -276,7 +281,13 @@ export async function updateNetwork(
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
     retry(ctx, async (tx) => {
-      for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+      for (
+        const g of await groupRefs(ctx, {
+          tenant,
+          names: body.securityGroups,
+          field: "securityGroups",
+        })
+      ) {
         tx.check(g);
       }
       const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
@@ -326,9 +337,12 @@ export async function updateNetwork(
         (body.egress === true && net.egress !== true)
       ) {
         await checkNodeReachOverlap(ctx, net, {
-          egress: body.egress ?? net.egress,
-          hostAccess: body.hostAccess ?? net.hostAccess,
-        }, await listClusters(ctx));
+          want: {
+            egress: body.egress ?? net.egress,
+            hostAccess: body.hostAccess ?? net.hostAccess,
+          },
+          clusters: await listClusters(ctx),
+        });
       }
       storedNodeReach(updated, body);
       republish = carriedChange(net, updated);

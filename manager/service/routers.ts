@@ -203,10 +203,9 @@ export async function createRouter(
 /** Replaces what a router connects and routes. */
 export async function updateRouter(
   ctx: Ctx,
-  tenant: string,
-  name: string,
-  body: Body,
+  req: { tenant: string; name: string; body: Body },
 ): Promise<RouterRecord> {
+  const { tenant, name, body } = req;
   const router = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
     if (!e.value) throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);

@@ -54,7 +54,7 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
         owner,
         body,
       });
-      if (r.changed) await rebindStint(ctx, tx, existing.value, r.port);
+      if (r.changed) await rebindStint(ctx, tx, { before: existing.value, after: r.port });
       return r;
     }
   }
@@ -98,7 +98,7 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, "ip");
     }
-    const taken = await takeAsked(ctx, tx, edit, net, index);
+    const taken = await takeAsked(ctx, tx, { edit, net, index });
     if (taken !== true) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       const q = taken;
@@ -106,12 +106,12 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
         "address_taken",
         q
           ? `${ip} of network "${net.name}" was released at ${q.releasedAt} and is in quarantine until ${q.until}`
-          : `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip, owner)}`,
+          : `${ip} of network "${net.name}" is ${await holderOf(ctx, { net, ip, asker: owner })}`,
         "ip",
       );
     }
   } else {
-    await sweepQuarantine(ctx, tx, edit, net);
+    await sweepQuarantine(ctx, tx, { edit, net });
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
@@ -208,7 +208,7 @@ async function claimMac(
       "mac",
     );
   }
-  const q = await macInQuarantine(ctx, tx, net, mac);
+  const q = await macInQuarantine(ctx, tx, { net, mac });
   if (q) {
     throw new ApiError(
       "mac_taken",

@@ -28,7 +28,11 @@ export async function portGuards(
   port: { owner: string; id: string; body: Pick<PortBody, "securityGroups"> },
 ): Promise<Entry<unknown>[]> {
   const cluster = await clusterGuard(ctx, port.id);
-  const groups = await groupRefs(ctx, port.owner, port.body.securityGroups, "securityGroups");
+  const groups = await groupRefs(ctx, {
+    tenant: port.owner,
+    names: port.body.securityGroups,
+    field: "securityGroups",
+  });
   return cluster ? [cluster, ...groups] : groups;
 }
 

@@ -24,7 +24,7 @@ export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
-      await closeStint(ctx, tx, port, "released");
+      await closeStint(ctx, tx, { holder: port, ended: "released" });
       const fixedMac = port.mac !== macFor(net.id, port.index);
       if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);
@@ -43,7 +43,7 @@ export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
       }
       if (quarantining(ctx)) {
         // The bit stays set until the quarantine ends (../quarantine.ts).
-        await quarantine(ctx, tx, net, port, fixedMac);
+        await quarantine(ctx, tx, { net, port, fixedMac });
       } else {
         const edit = await pool.edit(tx);
         await edit.release(port.index);
