@@ -20,10 +20,10 @@ import {
   type RouterRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
-import { macFor } from "./service/port_records.ts";
+import { macFor } from "./ipam/derived_mac.ts";
 import { withMembers } from "./service/ip_group_members.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
-import { networkSpec } from "./service/network_spec.ts";
+import { networkFields } from "./service/network_fields.ts";
 import type { Key, Store } from "./store/store.ts";
 import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import { miscountedHeads, strayGenerations } from "./service/conflict_records.ts";
@@ -118,7 +118,7 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     }
   }
   const listed = await listQuarantine(store, net.id, Date.now());
-  const countWrong = await countProblem(store, net.id, listed, Date.now());
+  const countWrong = await countProblem(store, net.id, { ...listed, now: Date.now() });
   if (countWrong) problems.push(`${where}: ${countWrong}`);
   let oldMacs = 0;
   for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;
@@ -196,7 +196,7 @@ async function checkMembers(
 
 /** The gateway's and the excludes' indexes, as network creation set them before ranges were kept. */
 function reservedOf(net: NetworkRecord): Set<number> {
-  const spec = networkSpec(
+  const spec = networkFields(
     {
       name: net.name,
       cidr: net.cidr,
@@ -205,7 +205,7 @@ function reservedOf(net: NetworkRecord): Set<number> {
       excludes: net.excludes,
       // Only the address fields matter here; the segment fields were checked at creation.
       type: "vxlan",
-    } as Parameters<typeof networkSpec>[0],
+    } as Parameters<typeof networkFields>[0],
     net.mtu,
   );
   const out = new Set<number>();

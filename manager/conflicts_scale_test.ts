@@ -194,10 +194,10 @@ Deno.test("conflicts at scale: reports racing on two replicas, read meanwhile: w
     [...entries(ports.slice(100), "local"), ...entries(ports.slice(0, 100), "remote")],
   ];
   const replica = { ...t.ctx };
-  await reportConflicts(t.ctx, "worker1", { items: reports[0] } as never);
+  await reportConflicts(t.ctx, { node: "worker1", report: { items: reports[0] } as never });
   const writes = reports.flatMap((items, i) => [
-    reportConflicts(i % 2 ? replica : t.ctx, "worker1", { items } as never),
-    reportConflicts(i % 2 ? t.ctx : replica, "worker1", { items } as never),
+    reportConflicts(i % 2 ? replica : t.ctx, { node: "worker1", report: { items } as never }),
+    reportConflicts(i % 2 ? t.ctx : replica, { node: "worker1", report: { items } as never }),
   ]);
   const known = new Set(reports.map((r) => JSON.stringify(r)));
   let reads = 0;
@@ -222,11 +222,11 @@ Deno.test("conflicts at scale: a read that a new report overtakes between the re
   using t = await testApp();
   const ports = await remotePorts(t, 300);
   const [first, second] = [entries(ports, "local"), entries(ports, "remote")];
-  await reportConflicts(t.ctx, "worker1", { items: first } as never);
+  await reportConflicts(t.ctx, { node: "worker1", report: { items: first } as never });
   // The reader's first listing of entries waits until the second report is in (and the first
   // report's entries are gone).
   let overtake: (() => Promise<unknown>) | null = () =>
-    reportConflicts(t.ctx, "worker1", { items: second } as never);
+    reportConflicts(t.ctx, { node: "worker1", report: { items: second } as never });
   const store = t.ctx.store;
   const reader = {
     ...t.ctx,

@@ -294,7 +294,10 @@ Deno.test("conflicts: another replica's reports are answered at once (the record
   // Another manager on the same store: its own context, so none of this one's memory.
   const replica = { ...t.ctx };
   const report = (items: ReturnType<typeof item>[]) =>
-    reportConflicts(replica, "worker1", { items } as Parameters<typeof reportConflicts>[2]);
+    reportConflicts(replica, {
+      node: "worker1",
+      report: { items } as Parameters<typeof reportConflicts>[1]["report"],
+    });
   assert.equal(await portConflicts(t, `${BLUE}/ports/r1`), undefined);
   await report([item(remote, { value: remote.ip })]);
   assert.equal((await portConflicts(t, `${BLUE}/ports/r1`))[0].field, "ip");

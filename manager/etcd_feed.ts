@@ -10,7 +10,7 @@
 import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
 import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
-import { carriedChange, portView } from "./service/port_records.ts";
+import { carriedChange, portView } from "./service/ports/mod.ts";
 import { routerView } from "./service/routers.ts";
 import { groupView } from "./service/security_group_refs.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";

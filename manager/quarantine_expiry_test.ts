@@ -14,7 +14,7 @@ import { must, mustFail, net, type TestApp, testApp, watchedStore } from "./test
 import { formatIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "./model.ts";
 import { quarantine, type QuarantineRecord, SWEEP_PER_COMMIT } from "./service/quarantine.ts";
-import { macFor } from "./service/port_records.ts";
+import { macFor } from "./ipam/derived_mac.ts";
 import { Tx } from "./store/tx.ts";
 import { CHUNK_BITS } from "./ipam/bitmap_pool.ts";
 
@@ -127,7 +127,7 @@ async function releaseDirectly(t: TestApp, n: number): Promise<Set<string>> {
         const index = (await edit.allocate(t.ctx.pools.allowed(net)))!;
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
         const port = { id: `p${j}`, ip, mac: macFor(net.id, index), index } as PortRecord;
-        await quarantine(t.ctx, tx, net, port, false);
+        await quarantine(t.ctx, tx, { net, port, fixedMac: false });
         ips.add(ip);
       }
       edit.flush();
@@ -393,13 +393,11 @@ async function quarantineAcrossChunks(t: TestApp, net: NetworkRecord, chunks: nu
         const index = k * CHUNK_BITS + 7;
         assert.ok(await edit.take(index));
         const ip = formatIp({ family: net.family, value: t.ctx.pools.space(net).valueAt(index) });
-        await quarantine(
-          t.ctx,
-          tx,
+        await quarantine(t.ctx, tx, {
           net,
-          { id: `p${k}`, ip, mac: macFor(net.id, index), index } as PortRecord,
-          false,
-        );
+          port: { id: `p${k}`, ip, mac: macFor(net.id, index), index } as PortRecord,
+          fixedMac: false,
+        });
       }
       edit.flush();
       assert.ok(await tx.commit(t.store));

@@ -120,7 +120,7 @@ async function moveLegacyMacQuarantine(store: Store, net: NetworkRecord): Promis
 /** Counts a network's quarantine records again when its count is missing or wrong. */
 async function recountQuarantine(store: Store, net: NetworkRecord, done: string[]): Promise<void> {
   const list = () => listQuarantine(store, net.id, Date.now());
-  if (!(await countProblem(store, net.id, await list(), Date.now()))) return;
+  if (!(await countProblem(store, net.id, { ...await list(), now: Date.now() }))) return;
   const where = `network "${net.tenant}/${net.name}"`;
   const n = await recount(store, net.id, list);
   done.push(

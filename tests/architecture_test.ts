@@ -301,3 +301,51 @@ Deno.test("architecture: the flow compiler is written once, in wasm/assembly (th
   const missing = Object.keys(FLOW_KINDS).filter((k) => !assembly.includes(`function ${k}(`));
   assert.deepEqual(missing, [], "flow kinds without a builder in wasm/assembly/");
 });
+
+/** The manager's port concept: one folder, reached through its mod.ts only. */
+const PORTS_DIR = "manager/service/ports/";
+
+/** The parameters of each exported function of `text`, as written (top-level commas split them). */
+function exportedParams(text: string): { name: string; params: string[] }[] {
+  const out = [];
+  for (const m of text.matchAll(/export (?:async )?function\s+(\w+)\s*(?:<[^(]*?>)?\s*\(/g)) {
+    const params: string[] = [];
+    let depth = 0;
+    let current = "";
+    for (let i = m.index! + m[0].length; i < text.length; i++) {
+      const c = text[i];
+      const arrow = c === ">" && text[i - 1] === "=";
+      if ("({[<".includes(c)) depth++;
+      if (")}]>".includes(c) && !arrow) depth--;
+      if (depth < 0) break;
+      if (c === "," && depth === 0) {
+        params.push(current.trim());
+        current = "";
+      } else current += c;
+    }
+    if (current.trim()) params.push(current.trim());
+    out.push({ name: m[1], params });
+  }
+  return out;
+}
+
+Deno.test("architecture: the manager's ports are reached through service/ports/mod.ts; no exported service function takes more than three parameters", async () => {
+  const reachIn: string[] = [];
+  for (const imp of await importsOf("manager")) {
+    if (!imp.to?.startsWith(PORTS_DIR) || imp.from.startsWith(PORTS_DIR)) continue;
+    if (imp.to !== `${PORTS_DIR}mod.ts`) reachIn.push(`${imp.from} imports ${imp.specifier}`);
+  }
+  assert.deepEqual(reachIn, [], `only ${PORTS_DIR}mod.ts is imported from outside the folder`);
+  const long: string[] = [];
+  let read = 0;
+  for await (const file of sources(`${ROOT}manager/service`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    read++;
+    for (const f of exportedParams(await Deno.readTextFile(file))) {
+      if (f.params.length > 3) long.push(`${path} ${f.name}(${f.params.length} parameters)`);
+    }
+  }
+  assert.ok(read > 30, `the service files were read (${read})`);
+  assert.deepEqual(long, [], "more than three: take an options object");
+});

@@ -11,7 +11,7 @@
  *     [--memory]
  */
 import { createNetwork } from "../service/networks.ts";
-import { putPort } from "../service/ports.ts";
+import { putPort } from "../service/ports/mod.ts";
 import { median, rate } from "./ipam_bench.ts";
 import { benchContext, withTempDir } from "./support.ts";
 
@@ -42,11 +42,15 @@ export async function dualStackFigures(
     try {
       const names = Object.keys(NETWORKS) as (keyof typeof NETWORKS)[];
       for (const [i, label] of names.entries()) {
-        await createNetwork(ctx, { scope: "admin" }, "bench", {
-          name: `n${i}`,
-          type: "vxlan",
-          public: false,
-          ...NETWORKS[label],
+        await createNetwork(ctx, {
+          principal: { scope: "admin" },
+          tenant: "bench",
+          body: {
+            name: `n${i}`,
+            type: "vxlan",
+            public: false,
+            ...NETWORKS[label],
+          },
         });
       }
       const runs = new Map(names.map((label) => [label, [] as number[]]));
@@ -57,8 +61,12 @@ export async function dualStackFigures(
           const label = names[i];
           runs.get(label)!.push(
             await rate(n, 1, async (k) => {
-              await putPort(ctx, { scope: "admin" }, "bench", `n${i}`, `r${round}-${k}`, {
-                node: "n1",
+              await putPort(ctx, {
+                principal: { scope: "admin" },
+                tenant: "bench",
+                network: `n${i}`,
+                id: `r${round}-${k}`,
+                body: { node: "n1" },
               });
             }),
           );

@@ -38,20 +38,28 @@ export async function excludeFigures(n: number): Promise<ExcludeFigures> {
     await createTenant(ctx, { name: "other" });
     const excludes = largeExcludes(n);
     // Warm up (the WASM bitmap, the code paths) outside the figures.
-    await createNetwork(ctx, { scope: "tenant", tenant: "other" }, "other", {
-      name: "warm",
-      type: "vxlan",
-      cidr: "172.31.0.0/24",
-      public: false,
+    await createNetwork(ctx, {
+      principal: { scope: "tenant", tenant: "other" },
+      tenant: "other",
+      body: {
+        name: "warm",
+        type: "vxlan",
+        cidr: "172.31.0.0/24",
+        public: false,
+      },
     });
     let done = false;
     const start = performance.now();
-    const big = createNetwork(ctx, { scope: "tenant", tenant: "big" }, "big", {
-      name: "wide",
-      type: "vxlan",
-      cidr: "10.0.0.0/8",
-      public: false,
-      excludes,
+    const big = createNetwork(ctx, {
+      principal: { scope: "tenant", tenant: "big" },
+      tenant: "big",
+      body: {
+        name: "wide",
+        type: "vxlan",
+        cidr: "10.0.0.0/8",
+        public: false,
+        excludes,
+      },
     }).then(() => "created", (err) => `refused: ${(err as Error).message.slice(0, 80)}`)
       .finally(() => done = true);
     const waits: number[] = [];
@@ -59,11 +67,15 @@ export async function excludeFigures(n: number): Promise<ExcludeFigures> {
     // The other tenant creates a network every 20 ms until the big create answers (at least one).
     do {
       const t0 = performance.now();
-      await createNetwork(ctx, { scope: "tenant", tenant: "other" }, "other", {
-        name: `n${i}`,
-        type: "vxlan",
-        cidr: `172.${16 + (i >> 8)}.${i & 255}.0/24`,
-        public: false,
+      await createNetwork(ctx, {
+        principal: { scope: "tenant", tenant: "other" },
+        tenant: "other",
+        body: {
+          name: `n${i}`,
+          type: "vxlan",
+          cidr: `172.${16 + (i >> 8)}.${i & 255}.0/24`,
+          public: false,
+        },
       });
       waits.push(performance.now() - t0);
       i++;

@@ -6,7 +6,7 @@
  *
  *   deno run --allow-all manager/bench/history_bench.ts [--quick]
  */
-import { deletePort, putPort } from "../service/ports.ts";
+import { deletePort, putPort } from "../service/ports/mod.ts";
 import { httpAllocations, type HttpFigures } from "./http_bench.ts";
 import { median, rate, rawRound } from "./ipam_bench.ts";
 import { benchContext, withTempDir } from "./support.ts";
@@ -24,17 +24,17 @@ export interface HistoryFigures {
 /** Sequential allocations, 16 concurrent ones, then sequential releases of the first batch. */
 async function ports(dir: string, name: string, n: number, days: number) {
   const ctx = await benchContext(`${dir}/${name}.kv`, { historyRetentionDays: days });
-  const admin = { scope: "admin" } as const;
+  const big = { principal: { scope: "admin" }, tenant: "bench", network: "big" } as const;
   try {
     const body = { node: "n1", interface: "eth0" };
     const seq = await rate(n, 1, async (i) => {
-      await putPort(ctx, admin, "bench", "big", `s-${i}`, body);
+      await putPort(ctx, { ...big, id: `s-${i}`, body });
     });
     const conc = await rate(n, 16, async (i) => {
-      await putPort(ctx, admin, "bench", "big", `c-${i}`, body);
+      await putPort(ctx, { ...big, id: `c-${i}`, body });
     });
     const release = await rate(n, 1, async (i) => {
-      await deletePort(ctx, admin, "bench", "big", `s-${i}`);
+      await deletePort(ctx, { ...big, id: `s-${i}` });
     });
     return { seq, conc, release };
   } finally {

@@ -3,7 +3,7 @@
  * same run: the yardstick is `atomic().check().set().commit()` of one small value. The machine is
  * shared and noisy, so the two alternate over several rounds and the medians are compared.
  */
-import { putPort } from "../service/ports.ts";
+import { putPort } from "../service/ports/mod.ts";
 import { benchContext, withTempDir } from "./support.ts";
 
 export interface IpamFigures {
@@ -50,7 +50,13 @@ async function allocRound(dir: string, round: number, n: number, callers: number
   const ctx = await benchContext(`${dir}/alloc-${round}-${callers}.kv`);
   try {
     return await rate(n, callers, async (i) => {
-      await putPort(ctx, { scope: "admin" }, "bench", "big", `port-${i}`, { node: "n1" });
+      await putPort(ctx, {
+        principal: { scope: "admin" },
+        tenant: "bench",
+        network: "big",
+        id: `port-${i}`,
+        body: { node: "n1" },
+      });
     });
   } finally {
     ctx.store.close();

@@ -1,5 +1,5 @@
 /** Time from process start to a ready manager (and to its first allocation) on a full store. */
-import { putPort } from "../service/ports.ts";
+import { putPort } from "../service/ports/mod.ts";
 import { ADMIN_TOKEN, benchContext, spawnManager, waitReady, withTempDir } from "./support.ts";
 
 export interface StartupFigures {
@@ -20,7 +20,13 @@ export async function startupWithPorts(ports: number): Promise<StartupFigures> {
       const jobs = [];
       for (let j = i; j < Math.min(ports, i + batch); j++) {
         jobs.push(
-          putPort(ctx, { scope: "admin" }, "bench", "big", `fill-${j}`, { node: `n${j % 100}` }),
+          putPort(ctx, {
+            principal: { scope: "admin" },
+            tenant: "bench",
+            network: "big",
+            id: `fill-${j}`,
+            body: { node: `n${j % 100}` },
+          }),
         );
       }
       await Promise.all(jobs);

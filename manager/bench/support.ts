@@ -33,11 +33,15 @@ export async function benchContext(
   const store = await openKvStore(path);
   const ctx = createContext(store, { vniRanges: ["5000-16777215"], underlayMtu: 1500, ...more });
   await createTenant(ctx, { name: "bench" });
-  await createNetwork(ctx, { scope: "admin" }, "bench", {
-    name: "big",
-    type: "vxlan",
-    cidr: "10.0.0.0/8",
-    public: false,
+  await createNetwork(ctx, {
+    principal: { scope: "admin" },
+    tenant: "bench",
+    body: {
+      name: "big",
+      type: "vxlan",
+      cidr: "10.0.0.0/8",
+      public: false,
+    },
   });
   return ctx;
 }

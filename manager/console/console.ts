@@ -10,7 +10,7 @@ import { ApiError } from "../errors.ts";
 import type { FeedEvent } from "../feed.ts";
 import type { Ctx } from "../service/context.ts";
 import { nodeFor } from "../service/nodes.ts";
-import { visible } from "../service/port_access.ts";
+import { visible } from "../service/ports/mod.ts";
 import { FeedQuery } from "../schemas.ts";
 import INDEX_HTML from "./static/index.html" with { type: "text" };
 import STYLE_CSS from "./static/style.css" with { type: "text" };

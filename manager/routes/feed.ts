@@ -22,7 +22,10 @@ export const FEED: Resource = {
         if (query.after === undefined) {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
-        const page = await feedFor(ctx, principal, query.after, query.timeout * 1000);
+        const page = await feedFor(ctx, principal, {
+          after: query.after,
+          timeoutMs: query.timeout * 1000,
+        });
         if (page === "expired") {
           throw new ApiError(
             "feed_expired",

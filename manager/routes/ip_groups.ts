@@ -23,7 +23,12 @@ export const IP_GROUPS: Resource = {
       ok: { status: 201, schema: S.IpGroup, description: "created" },
     }).body(S.IpGroupCreate)
       .handle(async ({ ctx, principal, params, body }) =>
-        ok(groups.groupView(await groups.createIpGroup(ctx, principal, params.tenant, body)), 201)
+        ok(
+          groups.groupView(
+            await groups.createIpGroup(ctx, { principal, tenant: params.tenant, body }),
+          ),
+          201,
+        )
       ),
     route({
       method: "GET",
@@ -44,7 +49,12 @@ export const IP_GROUPS: Resource = {
       .handle(async ({ ctx, principal, params, body }) =>
         ok(
           groups.groupView(
-            await groups.updateIpGroup(ctx, principal, params.tenant, params.group, body),
+            await groups.updateIpGroup(ctx, {
+              principal,
+              tenant: params.tenant,
+              name: params.group,
+              body,
+            }),
           ),
         )
       ),
@@ -55,7 +65,8 @@ export const IP_GROUPS: Resource = {
       access: "tenant",
       ok: { status: 204, description: "deleted" },
     }).handle(async ({ ctx, principal, params }) => (
-      await groups.deleteIpGroup(ctx, principal, params.tenant, params.group), noContent
+      await groups.deleteIpGroup(ctx, { principal, tenant: params.tenant, name: params.group }),
+        noContent
     )),
   ],
 };

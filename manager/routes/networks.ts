@@ -24,7 +24,7 @@ export const NETWORKS: Resource = {
       ok: { status: 201, schema: S.Network, description: "created" },
     }).body(S.NetworkCreate)
       .handle(async ({ ctx, principal, params, body }) =>
-        ok(await networks.createNetwork(ctx, principal, params.tenant, body), 201)
+        ok(await networks.createNetwork(ctx, { principal, tenant: params.tenant, body }), 201)
       ),
     route({
       method: "GET",
@@ -33,7 +33,13 @@ export const NETWORKS: Resource = {
       access: "shared",
       ok: { status: 200, schema: S.Network, description: "the network" },
     }).handle(async ({ ctx, principal, params }) =>
-      ok(await networks.getNetwork(ctx, principal, params.tenant, params.network))
+      ok(
+        await networks.getNetwork(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+        }),
+      )
     ),
     route({
       method: "PATCH",
@@ -44,7 +50,14 @@ export const NETWORKS: Resource = {
       ok: { status: 200, schema: S.Network, description: "updated" },
     }).body(S.NetworkUpdate)
       .handle(async ({ ctx, principal, params, body }) =>
-        ok(await networks.updateNetwork(ctx, principal, params.tenant, params.network, body))
+        ok(
+          await networks.updateNetwork(ctx, {
+            principal,
+            tenant: params.tenant,
+            network: params.network,
+            body,
+          }),
+        )
       ),
     route({
       method: "DELETE",
@@ -53,7 +66,11 @@ export const NETWORKS: Resource = {
       access: "tenant",
       ok: { status: 204, description: "deleted" },
     }).handle(async ({ ctx, principal, params }) => (
-      await networks.deleteNetwork(ctx, principal, params.tenant, params.network), noContent
+      await networks.deleteNetwork(ctx, {
+        principal,
+        tenant: params.tenant,
+        network: params.network,
+      }), noContent
     )),
   ],
 };

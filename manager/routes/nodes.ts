@@ -58,7 +58,7 @@ export const NODES: Resource = {
       },
     }).body(S.ConflictReport)
       .handle(async ({ ctx, principal, params, body }) =>
-        ok(await conflicts.reportConflicts(ctx, params.node, body, principal))
+        ok(await conflicts.reportConflicts(ctx, { node: params.node, report: body, principal }))
       ),
     route({
       method: "GET",

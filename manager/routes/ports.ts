@@ -1,8 +1,7 @@
 /** Ports: a pod's interface on a network, with its address and MAC. */
 import * as S from "../schemas.ts";
 import * as conflicts from "../service/conflicts.ts";
-import * as portGroups from "../service/port_groups.ts";
-import * as ports from "../service/ports.ts";
+import * as ports from "../service/ports/mod.ts";
 import { items, noContent, ok, type Resource, route } from "./route.ts";
 
 export const PORTS: Resource = {
@@ -20,7 +19,12 @@ export const PORTS: Resource = {
           await conflicts.withConflicts(
             ctx,
             principal,
-            await ports.listNetworkPorts(ctx, principal, params.tenant, params.network, query),
+            await ports.listNetworkPorts(ctx, {
+              principal,
+              tenant: params.tenant,
+              network: params.network,
+              query,
+            }),
           ),
         )
       ),
@@ -34,14 +38,13 @@ export const PORTS: Resource = {
       also: [{ status: 200, description: "the port already existed; the same answer again" }],
     }).body(S.PortRequest)
       .handle(async ({ ctx, principal, params, body }) => {
-        const r = await ports.putPort(
-          ctx,
+        const r = await ports.putPort(ctx, {
           principal,
-          params.tenant,
-          params.network,
-          params.port,
+          tenant: params.tenant,
+          network: params.network,
+          id: params.port,
           body,
-        );
+        });
         return ok(r.port, r.created ? 201 : 200);
       }),
     route({
@@ -55,7 +58,12 @@ export const PORTS: Resource = {
         await conflicts.withConflictsOne(
           ctx,
           principal,
-          await ports.getPort(ctx, principal, params.tenant, params.network, params.port),
+          await ports.getPort(ctx, {
+            principal,
+            tenant: params.tenant,
+            network: params.network,
+            id: params.port,
+          }),
         ),
       )
     ),
@@ -69,14 +77,13 @@ export const PORTS: Resource = {
     }).body(S.PortGroupsUpdate)
       .handle(async ({ ctx, principal, params, body }) =>
         ok(
-          await portGroups.patchPortGroups(
-            ctx,
+          await ports.patchPortGroups(ctx, {
             principal,
-            params.tenant,
-            params.network,
-            params.port,
+            tenant: params.tenant,
+            network: params.network,
+            id: params.port,
             body,
-          ),
+          }),
         )
       ),
     route({
@@ -86,7 +93,12 @@ export const PORTS: Resource = {
       access: "shared",
       ok: { status: 204, description: "released" },
     }).handle(async ({ ctx, principal, params }) => (
-      await ports.deletePort(ctx, principal, params.tenant, params.network, params.port), noContent
+      await ports.deletePort(ctx, {
+        principal,
+        tenant: params.tenant,
+        network: params.network,
+        id: params.port,
+      }), noContent
     )),
     route({
       method: "POST",
@@ -96,7 +108,14 @@ export const PORTS: Resource = {
       access: "shared",
       ok: { status: 200, schema: S.Port, description: "the port, unbound (unboundAt set)" },
     }).handle(async ({ ctx, principal, params }) =>
-      ok(await ports.unbindPort(ctx, principal, params.tenant, params.network, params.port))
+      ok(
+        await ports.unbindPort(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+          id: params.port,
+        }),
+      )
     ),
     route({
       method: "GET",

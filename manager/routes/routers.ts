@@ -43,7 +43,11 @@ export const ROUTERS: Resource = {
       ok: { status: 200, schema: S.Router, description: "updated" },
     }).body(S.RouterUpdate)
       .handle(async ({ ctx, params, body }) =>
-        ok(routers.routerView(await routers.updateRouter(ctx, params.tenant, params.router, body)))
+        ok(
+          routers.routerView(
+            await routers.updateRouter(ctx, { tenant: params.tenant, name: params.router, body }),
+          ),
+        )
       ),
     route({
       method: "DELETE",

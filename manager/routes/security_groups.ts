@@ -44,7 +44,13 @@ export const SECURITY_GROUPS: Resource = {
       ok: { status: 200, schema: S.SecurityGroup, description: "updated" },
     }).body(S.SecurityGroupUpdate)
       .handle(async ({ ctx, params, body }) =>
-        ok(await secgroups.updateSecurityGroup(ctx, params.tenant, params.group, body))
+        ok(
+          await secgroups.updateSecurityGroup(ctx, {
+            tenant: params.tenant,
+            name: params.group,
+            body,
+          }),
+        )
       ),
     route({
       method: "DELETE",

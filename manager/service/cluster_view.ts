@@ -115,9 +115,10 @@ export function cursorFor(p: Principal, cursor: string): string {
 export async function feedFor(
   ctx: Ctx,
   p: Principal,
-  after: string,
-  timeoutMs: number,
+  poll: { after: string; timeoutMs: number },
 ): Promise<FeedPage | "expired"> {
+  const { timeoutMs } = poll;
+  let after = poll.after;
   if (ofCluster(p)) {
     const [epoch, seq, stamp] = after.split(":");
     if (cursorFor(p, `${epoch}:${seq}`) !== `${epoch}:${seq}:${stamp}`) return "expired";

@@ -29,7 +29,7 @@ import {
   type StoredItem,
   writeReport,
 } from "./conflict_records.ts";
-import { keyId } from "./port_records.ts";
+import { keyId } from "./ports/mod.ts";
 import { seesRecord } from "./cluster_view.ts";
 
 type Item = z.infer<typeof ConflictReportItem>;
@@ -52,10 +52,9 @@ export type PortWithConflicts = Port & { conflicts?: PortConflictView[] };
  */
 export async function reportConflicts(
   ctx: Ctx,
-  node: string,
-  report: z.infer<typeof ConflictReport>,
-  principal: Principal = { scope: "admin" },
+  req: { node: string; report: z.infer<typeof ConflictReport>; principal?: Principal },
 ): Promise<NodeConflictsRecord & { ignored: number }> {
+  const { node, report, principal = { scope: "admin" } } = req;
   const kept = await writeReport(ctx, node, async (previous, t) => {
     const before = new Map(previous.map((i) => [identity(i), i.since]));
     const items: StoredItem[] = [];

@@ -46,10 +46,9 @@ export interface Subnet6 {
  */
 export function subnet6Spec(
   body: NetworkCreateBody,
-  cidr: Cidr,
-  space: IndexSpace,
-  reserved: IndexRange[],
+  v4: { cidr: Cidr; space: IndexSpace; reserved: IndexRange[] },
 ): Subnet6 | undefined {
+  const { cidr, space, reserved } = v4;
   if (body.cidr6 === undefined) {
     if (body.gateway6 !== undefined) {
       throw invalid("gateway6", "an IPv6 gateway needs cidr6, the network's IPv6 subnet");

@@ -107,7 +107,12 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
  * open stint: nothing to end. With history off, the stints that ended while it was on are still
  * pruned (all of them: a retention of 0 keeps none).
  */
-export async function closeStint(ctx: Ctx, tx: Tx, holder: Holder, ended: Ended): Promise<void> {
+export async function closeStint(
+  ctx: Ctx,
+  tx: Tx,
+  stint: { holder: Holder; ended: Ended },
+): Promise<void> {
+  const { holder, ended } = stint;
   if (!keepingHistory(ctx)) {
     await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
     return;
@@ -154,10 +159,15 @@ async function first<T>(items: AsyncIterable<T>): Promise<T | undefined> {
 }
 
 /** A port bound or unbound in this commit: its stint ends, and one with the new binding begins. */
-export async function rebindStint(ctx: Ctx, tx: Tx, before: Holder, after: Holder): Promise<void> {
+export async function rebindStint(
+  ctx: Ctx,
+  tx: Tx,
+  change: { before: Holder; after: Holder },
+): Promise<void> {
+  const { before, after } = change;
   if (!keepingHistory(ctx)) return;
   const ended = after.pod === undefined && after.node === undefined ? "unbound" : "bound";
-  await closeStint(ctx, tx, before, ended);
+  await closeStint(ctx, tx, { holder: before, ended });
   openStint(ctx, tx, after);
 }
 

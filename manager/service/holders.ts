@@ -9,10 +9,9 @@ import { readGroup } from "./ip_group_members.ts";
 
 export async function holderOf(
   ctx: Ctx,
-  net: NetworkRecord,
-  ip: string,
-  asker: string,
+  held: { net: NetworkRecord; ip: string; asker: string },
 ): Promise<string> {
+  const { net, ip, asker } = held;
   if (ip === net.gateway) return "the gateway";
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];

@@ -15,9 +15,9 @@ import { readGroup, withMembers, writeGroup } from "./ip_group_members.ts";
 import { sweepQuarantine, takeAsked } from "./quarantine.ts";
 import type { Tx } from "../store/tx.ts";
 import { QuotaCharges } from "./quotas.ts";
-import { cidrOf, parseAddrField } from "./network_spec.ts";
+import { cidrOf, parseAddrField } from "./network_fields.ts";
 import { requestedIp4 } from "./dual_stack.ts";
-import { resolveNetwork, resolveNetworkRef } from "./networks.ts";
+import { resolveNetwork, resolveNetworkRef } from "./network_lookup.ts";
 import { getTenantEntry } from "./tenants.ts";
 
 export function groupView(g: IpGroupRecord) {
@@ -33,16 +33,22 @@ export function groupView(g: IpGroupRecord) {
   };
 }
 
+/** An IP group a request names: who asks, the group's tenant and name. */
+export interface IpGroupName {
+  principal: Principal;
+  tenant: string;
+  name: string;
+}
+
 export async function createIpGroup(
   ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  body: z.infer<typeof IpGroupCreate>,
+  req: { principal: Principal; tenant: string; body: z.infer<typeof IpGroupCreate> },
 ): Promise<IpGroupRecord> {
+  const { principal, tenant, body } = req;
   if ((body.addresses === undefined) === (body.size === undefined)) {
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
-  let ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+  let ref = await resolveNetworkRef(ctx, { principal, tenant, network: body.network, fresh: true });
   const net = ref.net;
   if (net.tenant !== tenant && !actsAsOperator(principal)) {
     throw new ApiError(
@@ -56,7 +62,12 @@ export async function createIpGroup(
     retry(ctx, async (tx, attempt) => {
       if (attempt > 0) {
         // Lost a race: the network may have changed (read it again), gone (404) or been made anew.
-        ref = await resolveNetworkRef(ctx, principal, tenant, body.network, true);
+        ref = await resolveNetworkRef(ctx, {
+          principal,
+          tenant,
+          network: body.network,
+          fresh: true,
+        });
         if (ref.net.id !== net.id) {
           throw new ApiError(
             "store_conflict",
@@ -137,11 +148,11 @@ async function takeListed(
     if (reserved !== null) {
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
     }
-    const taken = await takeAsked(ctx, tx, edit, net, index);
+    const taken = await takeAsked(ctx, tx, { edit, net, index });
     if (taken !== true) {
       const who = taken
         ? `in quarantine until ${taken.until} (released at ${taken.releasedAt})`
-        : await holderOf(ctx, net, ip, tenant);
+        : await holderOf(ctx, { net, ip, asker: tenant });
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
     }
     out.push({ ip, index });
@@ -157,7 +168,7 @@ async function takeAny(
   n: number,
 ): Promise<IpGroupAddress[]> {
   // Expired quarantines are free: as many end as the group may need, bounded by its size.
-  await sweepQuarantine(ctx, tx, edit, net, n);
+  await sweepQuarantine(ctx, tx, { edit, net, limit: n });
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
     const index = await edit.allocate(ctx.pools.allowed(net));
@@ -194,16 +205,19 @@ export async function listIpGroups(ctx: Ctx, tenant: string): Promise<IpGroupRec
 /** Grows or shrinks a group; addresses in use never leave it. */
 export async function updateIpGroup(
   ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-  body: z.infer<typeof IpGroupUpdate>,
+  req: IpGroupName & { body: z.infer<typeof IpGroupUpdate> },
 ): Promise<IpGroupRecord> {
+  const { principal, tenant, name, body } = req;
   if ((body.addresses === undefined) === (body.size === undefined)) {
     throw invalid("addresses", "give either addresses or size, not both and not neither");
   }
   const first = await getIpGroup(ctx, tenant, name);
-  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const net = await resolveNetwork(ctx, {
+    principal,
+    tenant: first.networkTenant,
+    network: first.network,
+    fresh: true,
+  });
   const pool = ctx.pools.addresses(net);
   return await pool.exclusive(() =>
     retry(ctx, async (tx) => {
@@ -271,14 +285,15 @@ async function releaseAll(edit: PoolEdit, addrs: IpGroupAddress[]) {
   for (const a of addrs) await edit.release(a.index);
 }
 
-export async function deleteIpGroup(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-): Promise<void> {
+export async function deleteIpGroup(ctx: Ctx, req: IpGroupName): Promise<void> {
+  const { principal, tenant, name } = req;
   const first = await getIpGroup(ctx, tenant, name);
-  const net = await resolveNetwork(ctx, principal, first.networkTenant, first.network, true);
+  const net = await resolveNetwork(ctx, {
+    principal,
+    tenant: first.networkTenant,
+    network: first.network,
+    fresh: true,
+  });
   const pool = ctx.pools.addresses(net);
   await pool.exclusive(() =>
     retry(ctx, async (tx) => {

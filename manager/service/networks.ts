@@ -1,24 +1,37 @@
-/** Networks of a tenant: their addresses, their segment (VNI or VLAN ID), their usage. */
-import { countQuarantine } from "./quarantine.ts";
-import { emptyCount } from "./quarantine_count.ts";
-import { dropLeftovers } from "./network_leftovers.ts";
+/**
+ * Networks of a tenant, made, read, changed and deleted: their addresses, their segment, their
+ * usage. The rest of the concept is one file each: network_fields.ts (a request's fields checked
+ * and turned into the record), network_segments.ts (VNI, VLAN ID or untagged segment),
+ * network_overlap.ts (subnets that must not overlap), network_lookup.ts (the network a request
+ * names) and network_leftovers.ts (what a delete leaves for after its commit).
+ */
 import type { Usage } from "@knitter/common";
+import { NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
+import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
 import type { z } from "zod";
 import { checkNetworkReach, type NetworkRef as ReachRef, type Principal } from "../auth.ts";
-import { ApiError, invalid, notFound } from "../errors.ts";
-import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
-import { NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
-import { keys, type NetworkRecord, type PhysnetRecord } from "../model.ts";
+import { ApiError, notFound } from "../errors.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
-import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
-import { networkSpec } from "./network_spec.ts";
-import { overlappingSubnets } from "./dual_stack.ts";
-import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
-import { getTenantEntry } from "./tenants.ts";
 import { listClusters } from "./clusters.ts";
-import { groupRefs } from "./security_group_refs.ts";
+import { networkFields } from "./network_fields.ts";
+import { dropLeftovers } from "./network_leftovers.ts";
+import {
+  forgetNetwork,
+  type NetworkName,
+  publicNetworks,
+  resolveNetwork,
+} from "./network_lookup.ts";
+import { checkOverlap } from "./network_overlap.ts";
+import {
+  checkSegmentChoice,
+  claimSegment,
+  releaseSegment,
+  segmentDelta,
+  segmentLock,
+} from "./network_segments.ts";
 import {
   checkNodeReach,
   checkNodeReachAllowed,
@@ -26,9 +39,12 @@ import {
   networkChecks,
   storedNodeReach,
 } from "./node_reach.ts";
-import { carriedChange, portView } from "./port_records.ts";
-import type { PortRecord } from "../model.ts";
-import { QuotaCharges, type QuotaUsage } from "./quotas.ts";
+import { carriedChange, portView } from "./ports/mod.ts";
+import { countQuarantine } from "./quarantine.ts";
+import { emptyCount } from "./quarantine_count.ts";
+import { QuotaCharges } from "./quotas.ts";
+import { groupRefs } from "./security_group_refs.ts";
+import { getTenantEntry } from "./tenants.ts";
 
 export interface NetworkView
   extends
@@ -38,12 +54,14 @@ export interface NetworkView
   hostAccess: boolean;
 }
 
+/** A network request on a tenant's path: who asks, the path's tenant, the network's name. */
+export type NetworkRequest = Omit<NetworkName, "fresh">;
+
 export async function createNetwork(
   ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  body: NetworkCreateBody,
+  req: { principal: Principal; tenant: string; body: NetworkCreateBody },
 ): Promise<NetworkView> {
+  const { principal, tenant, body } = req;
   // A public network's addresses are refused to every other tenant's networks: the admin's call,
   // never a cluster monitor's.
   if (body.public && principal.scope !== "admin") {
@@ -51,16 +69,22 @@ export async function createNetwork(
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   checkSegmentChoice(principal, body);
-  const spec = networkSpec(body, ctx.settings.underlayMtu);
+  const spec = networkFields(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
   await getTenantEntry(ctx, tenant);
-  await groupRefs(ctx, tenant, body.securityGroups, "securityGroups");
+  await groupRefs(ctx, { tenant, names: body.securityGroups, field: "securityGroups" });
   const id = crypto.randomUUID();
 
   const build = async (tx: Tx): Promise<NetworkRecord> => {
     const tenantEntry = await getTenantEntry(ctx, tenant);
-    for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+    for (
+      const g of await groupRefs(ctx, {
+        tenant,
+        names: body.securityGroups,
+        field: "securityGroups",
+      })
+    ) {
       tx.check(g);
     }
     const key = keys.network(tenant, body.name);
@@ -89,7 +113,7 @@ export async function createNetwork(
     const charges = new QuotaCharges(ctx, tx);
     await charges.charge(tenant, segmentDelta(body.type, 1));
 
-    const segmentId = await claimSegment(ctx, tx, principal, tenant, body);
+    const segmentId = await claimSegment(ctx, tx, { principal, tenant, body });
     charges.flush();
     // The gateway and the excludes are kept as ranges in the record: the bitmap is not touched.
     const record: NetworkRecord = { id, tenant, ...spec.record, segmentId, createdAt: now() };
@@ -103,7 +127,7 @@ export async function createNetwork(
   // Creations run one at a time in this process, so that two overlapping networks cannot both pass
   // the overlap check.
   const record = await networkChecks(ctx).run(async () => {
-    await checkOverlap(ctx, tenant, body.public, spec.record);
+    await checkOverlap(ctx, { tenant, public: body.public, subnets: spec.record });
     await checkNodeReachOverlap(
       ctx,
       {
@@ -114,8 +138,7 @@ export async function createNetwork(
         type: body.type,
         physnet: body.physnet,
       },
-      body,
-      await listClusters(ctx),
+      { want: body, clusters: await listClusters(ctx) },
     );
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
@@ -123,15 +146,6 @@ export async function createNetwork(
     ctx.metrics.allocations.inc({ kind: record.type === "vxlan" ? "vni" : "vlan" });
   }
   return view(record, record.poolSize - record.reserved, 0);
-}
-
-/** What a network counts against its tenant's quota: itself, and its VNI or VLAN ID. */
-function segmentDelta(type: string, sign: 1 | -1, hasSegment = true): Partial<QuotaUsage> {
-  return {
-    networks: sign,
-    vnis: type === "vxlan" && hasSegment ? sign : 0,
-    vlanIds: type === "vlan" && hasSegment ? sign : 0,
-  };
 }
 
 /**
@@ -142,289 +156,8 @@ function checkMonitorReach(principal: Principal, net: ReachRef): void {
   if (principal.scope === "monitor") checkNetworkReach(principal, net);
 }
 
-/**
- * A flat network (a physnet's one untagged segment) and a segment ID the caller picks are shared
- * by every tenant: the first to take one keeps it from all others. So they are the admin's, or a
- * cluster monitor's as the admin's delegate (within its reach, checked in claimSegment); a tenant
- * gets one allocated from the ranges handed to tenants (403 otherwise, naming the field).
- */
-function checkSegmentChoice(principal: Principal, body: NetworkCreateBody): void {
-  if (principal.scope !== "tenant") return;
-  if (body.type === "flat") {
-    throw new ApiError(
-      "forbidden",
-      `type: a flat network takes physnet "${body.physnet}"'s one untagged segment, which every tenant on the physnet shares, so only an admin makes one; ask the admin, or use type vlan (a VLAN ID is allocated) or vxlan`,
-      "type",
-    );
-  }
-  if (body.segmentId !== undefined) {
-    const what = body.type === "vlan" ? `a VLAN ID on physnet "${body.physnet}"` : "a VNI";
-    throw new ApiError(
-      "forbidden",
-      `segmentId: choosing ${what} is the admin's (the IDs are shared by every tenant); leave segmentId out and one is allocated from the ranges handed to tenants, or ask the admin`,
-      "segmentId",
-    );
-  }
-}
-
-/** Allocates or takes the network's VNI / VLAN ID, or claims a physnet's untagged segment. */
-async function claimSegment(
-  ctx: Ctx,
-  tx: Tx,
-  principal: Principal,
-  tenant: string,
-  body: NetworkCreateBody,
-): Promise<number | undefined> {
-  const owner = { tenant, name: body.name };
-  if (body.type === "flat") {
-    const p = await getPhysnetEntryField(ctx, body.physnet!);
-    const rec = p.value!;
-    if (rec.flatNetwork) {
-      const mine = principal.scope === "admin" || rec.flatNetwork.startsWith(`${tenant}/`);
-      throw new ApiError(
-        "already_exists",
-        `Physnet "${rec.name}" already carries ${
-          mine ? `the flat network ${rec.flatNetwork}` : "a flat network of another tenant"
-        }; it has one untagged segment`,
-        "physnet",
-      );
-    }
-    tx.check(p).set(p.key, {
-      ...rec,
-      networks: rec.networks + 1,
-      flatNetwork: `${tenant}/${body.name}`,
-    });
-    return undefined;
-  }
-  let allowed: [number, number][];
-  let pool;
-  let what: string;
-  let physnet = "";
-  if (body.type === "vxlan") {
-    pool = ctx.pools.vni();
-    allowed = ctx.settings.vniRanges.map(([s, e]) => [s, e + 1]);
-    what = "VNI";
-  } else {
-    const p = await getPhysnetEntryField(ctx, body.physnet!);
-    const rec = p.value!;
-    tx.check(p).set(p.key, { ...rec, networks: rec.networks + 1 });
-    pool = ctx.pools.vlan(rec.name);
-    allowed = vlanIndexRanges(rec);
-    what = `VLAN ID on physnet "${rec.name}"`;
-    physnet = rec.name;
-  }
-  const edit = await pool.edit(tx);
-  let id: number;
-  if (body.segmentId !== undefined) {
-    id = body.segmentId;
-    const inRanges = allowed.some(([s, e]) => id >= s && id < e);
-    if (!inRanges && principal.scope !== "admin") {
-      throw new ApiError(
-        "forbidden",
-        `${what} ${id} is outside the ranges handed to tenants; only an admin may pick it`,
-        "segmentId",
-      );
-    }
-    if (!(await edit.take(id))) {
-      const holder = await ctx.store.get<{ tenant: string; name: string }>(
-        keys.segmentOwner(body.type, physnet, id),
-      );
-      // Another tenant's network is not named to a tenant.
-      const by = !holder.value
-        ? ""
-        : principal.scope === "admin" || holder.value.tenant === tenant
-        ? ` by network "${holder.value.name}" of tenant "${holder.value.tenant}"`
-        : " by another tenant";
-      ctx.metrics.allocationFailures.inc({ reason: "taken" });
-      throw new ApiError("address_taken", `${what} ${id} is already used${by}`, "segmentId");
-    }
-  } else {
-    const found = await edit.allocate(allowed);
-    if (found === null) {
-      ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
-      throw new ApiError(
-        "pool_exhausted",
-        `Cannot allocate a ${what}: every ID of its ranges is in use`,
-        "segmentId",
-      );
-    }
-    id = found;
-  }
-  edit.flush();
-  tx.set(keys.segmentOwner(body.type, physnet, id), owner);
-  return id;
-}
-
-async function getPhysnetEntryField(ctx: Ctx, name: string): Promise<Entry<PhysnetRecord>> {
-  try {
-    return await getPhysnetEntry(ctx, name);
-  } catch (err) {
-    if (err instanceof ApiError && err.code === "not_found") {
-      throw invalid("physnet", `physnet "${name}" does not exist; an admin creates it first`);
-    }
-    throw err;
-  }
-}
-
-/** Serialises the users of one segment pool in this process. */
-function segmentLock(ctx: Ctx, type: string, physnet?: string) {
-  return <T>(fn: () => Promise<T>): Promise<T> => {
-    if (type === "vxlan") return ctx.pools.vni().exclusive(fn);
-    if (type === "vlan") return ctx.pools.vlan(physnet!).exclusive(fn);
-    return fn();
-  };
-}
-
-/**
- * A tenant's networks must not overlap each other or the public networks its pods may also attach
- * to; a public network must not overlap any network.
- */
-async function checkOverlap(
-  ctx: Ctx,
-  tenant: string,
-  isPublic: boolean,
-  subnets: Pick<NetworkRecord, "cidr" | "cidr6">,
-) {
-  const candidates = isPublic ? await listValues<NetworkRecord>(ctx.store, keys.networks()) : [
-    ...await listValues<NetworkRecord>(ctx.store, keys.networks(tenant)),
-    ...(await publicNetworks(ctx)).filter((n) => n.tenant !== tenant),
-  ];
-  for (const n of candidates) {
-    const hit = overlappingSubnets(subnets, n);
-    if (hit) {
-      throw invalid(
-        hit.mine === subnets.cidr ? "cidr" : "cidr6",
-        `${hit.mine} overlaps network "${n.name}" (${hit.theirs}) of tenant "${n.tenant}"${
-          n.public ? ", a public network" : ""
-        }`,
-      );
-    }
-  }
-}
-
-async function publicNetworks(ctx: Ctx): Promise<NetworkRecord[]> {
-  const out: NetworkRecord[] = [];
-  for await (const e of ctx.store.list<{ tenant: string }>(keys.publicNetworks())) {
-    const name = e.key[e.key.length - 1] as string;
-    const n = await ctx.store.get<NetworkRecord>(keys.network(e.value!.tenant, name));
-    if (n.value) out.push(n.value);
-  }
-  return out;
-}
-
-/** A network record with the version it was read at: port commits check it, so a network
- * deleted (or re-created) under an allocation makes the allocation retry instead of orphaning. */
-export interface NetworkRef {
-  net: NetworkRecord;
-  version: string;
-}
-
-async function lookup(
-  ctx: Ctx,
-  tenant: string,
-  name: string,
-  fresh: boolean,
-): Promise<NetworkRef | null> {
-  const id = `${tenant}/${name}`;
-  const { networks } = ctx.cache;
-  if (!fresh) {
-    const hit = networks.get(id);
-    if (hit) return hit;
-  }
-  const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
-  if (!e.value) {
-    networks.delete(id);
-    return null;
-  }
-  const ref = { net: e.value, version: e.version! };
-  networks.set(id, ref);
-  return ref;
-}
-
-async function publicOwner(ctx: Ctx, name: string, fresh: boolean): Promise<string | null> {
-  const { publics } = ctx.cache;
-  if (!fresh && publics.has(name)) return publics.get(name)!;
-  const e = await ctx.store.get<{ tenant: string }>(keys.publicNetwork(name));
-  if (e.value) publics.set(name, e.value.tenant);
-  else publics.delete(name);
-  return e.value?.tenant ?? null;
-}
-
-async function tenantExists(ctx: Ctx, tenant: string, fresh: boolean): Promise<void> {
-  const { tenants } = ctx.cache;
-  if (!fresh && tenants.has(tenant)) return;
-  await getTenantEntry(ctx, tenant);
-  tenants.add(tenant);
-}
-
-/**
- * The network a request names: the path tenant's own, else a public network of that name. A tenant
- * token reaching into another tenant's path finds only public networks; private ones are 404, so
- * their existence does not leak. `fresh` bypasses the caches (after a lost race).
- */
-export async function resolveNetworkRef(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-  fresh = false,
-): Promise<NetworkRef> {
-  const ref = await resolveForTenant(ctx, principal, tenant, name, fresh);
-  checkNetworkReach(principal, ref.net);
-  return ref;
-}
-
-async function resolveForTenant(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-  fresh: boolean,
-): Promise<NetworkRef> {
-  if (principal.scope === "tenant" && principal.tenant !== tenant) {
-    const ref = await lookup(ctx, tenant, name, fresh);
-    if (ref?.net.public) return ref;
-    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
-  }
-  const own = await lookup(ctx, tenant, name, fresh);
-  if (own) return own;
-  const owner = await publicOwner(ctx, name, fresh);
-  // The path's tenant must exist even when the network is another's: it owns the ports made here.
-  await tenantExists(ctx, tenant, fresh);
-  if (owner !== null) {
-    const ref = await lookup(ctx, owner, name, fresh);
-    if (ref) return ref;
-  }
-  throw notFound(
-    `Network "${name}" does not exist in tenant "${tenant}" nor among the public networks`,
-  );
-}
-
-export async function resolveNetwork(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-  fresh = false,
-): Promise<NetworkRecord> {
-  return (await resolveNetworkRef(ctx, principal, tenant, name, fresh)).net;
-}
-
-/** Drops what this process remembers of a network (after deleting it, or losing a race). */
-export function forgetNetwork(ctx: Ctx, net: NetworkRecord): void {
-  const c = ctx.cache;
-  c.networks.delete(`${net.tenant}/${net.name}`);
-  if (net.public) c.publics.delete(net.name);
-  ctx.pools.forgetNetwork(net);
-}
-
-export async function getNetwork(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-): Promise<NetworkView> {
-  const net = await resolveNetwork(ctx, principal, tenant, name, true);
+export async function getNetwork(ctx: Ctx, req: NetworkRequest): Promise<NetworkView> {
+  const net = await resolveNetwork(ctx, { ...req, fresh: true });
   return await withUsage(ctx, net);
 }
 
@@ -440,12 +173,8 @@ export async function listNetworks(
   return await Promise.all([...own, ...pub].map((n) => withUsage(ctx, n)));
 }
 
-export async function deleteNetwork(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-): Promise<void> {
+export async function deleteNetwork(ctx: Ctx, req: NetworkRequest): Promise<void> {
+  const { principal, tenant, network: name } = req;
   if (principal.scope === "tenant" && principal.tenant !== tenant) {
     throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
   }
@@ -511,24 +240,6 @@ async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiErr
   );
 }
 
-async function releaseSegment(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<void> {
-  if (net.type !== "vxlan") {
-    const p = await ctx.store.get<PhysnetRecord>(keys.physnet(net.physnet!));
-    if (p.value) {
-      const rec = { ...p.value, networks: p.value.networks - 1 };
-      if (net.type === "flat") delete rec.flatNetwork;
-      tx.check(p).set(p.key, rec);
-    }
-  }
-  if (net.segmentId === undefined) return;
-  const pool = net.type === "vxlan" ? ctx.pools.vni() : ctx.pools.vlan(net.physnet!);
-  const edit = await pool.edit(tx);
-  await edit.release(net.segmentId);
-  edit.flush();
-  tx.delete(keys.segmentOwner(net.type, net.physnet ?? "", net.segmentId));
-  tx.onCommit(() => ctx.metrics.releases.inc({ kind: net.type === "vxlan" ? "vni" : "vlan" }));
-}
-
 /**
  * The network with its usage: `used` counts the addresses ports and IP groups hold, `free` those
  * that can be handed out now (also those whose quarantine has ended: the next allocations end
@@ -560,11 +271,9 @@ const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
  */
 export async function updateNetwork(
   ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  name: string,
-  body: z.infer<typeof NetworkUpdate>,
+  req: NetworkRequest & { body: z.infer<typeof NetworkUpdate> },
 ): Promise<NetworkView> {
+  const { principal, tenant, network: name, body } = req;
   let republish = false;
   // Turning egress or hostAccess on checks every network: one at a time, as creations are.
   const serial = body.hostAccess === true || body.egress === true
@@ -572,7 +281,13 @@ export async function updateNetwork(
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
     retry(ctx, async (tx) => {
-      for (const g of await groupRefs(ctx, tenant, body.securityGroups, "securityGroups")) {
+      for (
+        const g of await groupRefs(ctx, {
+          tenant,
+          names: body.securityGroups,
+          field: "securityGroups",
+        })
+      ) {
         tx.check(g);
       }
       const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
@@ -584,7 +299,7 @@ export async function updateNetwork(
       checkMonitorReach(principal, net);
       refuseImmutable(net, body);
       // The create-time checks of routes and DNS, on the network as it would become.
-      const spec = networkSpec({
+      const spec = networkFields({
         name: net.name,
         type: net.type,
         cidr: net.cidr,
@@ -622,9 +337,12 @@ export async function updateNetwork(
         (body.egress === true && net.egress !== true)
       ) {
         await checkNodeReachOverlap(ctx, net, {
-          egress: body.egress ?? net.egress,
-          hostAccess: body.hostAccess ?? net.hostAccess,
-        }, await listClusters(ctx));
+          want: {
+            egress: body.egress ?? net.egress,
+            hostAccess: body.hostAccess ?? net.hostAccess,
+          },
+          clusters: await listClusters(ctx),
+        });
       }
       storedNodeReach(updated, body);
       republish = carriedChange(net, updated);

@@ -85,9 +85,9 @@ function clashes(a: NodeReach, b: NodeReach): boolean {
 export async function checkNodeReachOverlap(
   ctx: Ctx,
   net: ReachNet,
-  want: NodeReach,
-  clusters: readonly ClusterReach[],
+  asked: { want: NodeReach; clusters: readonly ClusterReach[] },
 ): Promise<void> {
+  const { want, clusters } = asked;
   if (want.egress !== true && want.hostAccess !== true) return;
   const mine = parseCidr(net.cidr) as Cidr;
   for (const other of await listValues<NetworkRecord>(ctx.store, keys.networks())) {

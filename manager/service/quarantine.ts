@@ -19,7 +19,7 @@ import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry, Store } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx } from "./context.ts";
-import { macFor } from "./port_records.ts";
+import { macFor } from "../ipam/derived_mac.ts";
 import { countIn, heldAt, readCount } from "./quarantine_count.ts";
 
 /** An address in quarantine. */
@@ -51,10 +51,9 @@ export function quarantining(ctx: Ctx): boolean {
 export async function quarantine(
   ctx: Ctx,
   tx: Tx,
-  net: NetworkRecord,
-  port: PortRecord,
-  fixedMac: boolean,
+  released: { net: NetworkRecord; port: PortRecord; fixedMac: boolean },
 ): Promise<void> {
+  const { net, port, fixedMac } = released;
   const at = clockMs(ctx);
   const releasedAt = new Date(at).toISOString();
   const until = new Date(at + ctx.settings.quarantineMs).toISOString();
@@ -96,10 +95,9 @@ function indexOf(e: Entry<QuarantineRecord>): number {
 export async function sweepQuarantine(
   ctx: Ctx,
   tx: Tx,
-  edit: PoolEdit,
-  net: NetworkRecord,
-  limit: number = SWEEP_PER_COMMIT,
+  pool: { edit: PoolEdit; net: NetworkRecord; limit?: number },
 ): Promise<void> {
+  const { edit, net, limit = SWEEP_PER_COMMIT } = pool;
   if (swept.has(tx) || limit <= 0) return;
   swept.add(tx);
   const now = clockMs(ctx);
@@ -158,10 +156,9 @@ async function quarantineAt(
 export async function takeAsked(
   ctx: Ctx,
   tx: Tx,
-  edit: PoolEdit,
-  net: NetworkRecord,
-  index: number,
+  asked: { edit: PoolEdit; net: NetworkRecord; index: number },
 ): Promise<true | QuarantineRecord | null> {
+  const { edit, net, index } = asked;
   if (await edit.take(index)) return true;
   const q = await quarantineAt(ctx, net, index);
   if (!q?.value) return null;
@@ -219,9 +216,9 @@ async function heldListed(
 export async function macInQuarantine(
   ctx: Ctx,
   tx: Tx,
-  net: NetworkRecord,
-  mac: string,
+  asked: { net: NetworkRecord; mac: string },
 ): Promise<MacQuarantineRecord | null> {
+  const { net, mac } = asked;
   const now = new Date(clockMs(ctx)).toISOString();
   const records: Entry<MacQuarantineRecord>[] = [
     await ctx.store.get(keys.macQuarantinesOf(net.id, mac)),

@@ -65,7 +65,7 @@ function bucketOf(count: QuarantineCount, untilMs: number): number {
  * Adds (delta 1) or ends (-1) a quarantine that ends at `untilMs` in the count, at `now` (ms).
  * Buckets over at `now` go; beyond MAX_BUCKETS, neighbours merge (a bucket twice as long).
  */
-export function counted(
+function counted(
   count: QuarantineCount,
   untilMs: number,
   delta: 1 | -1,
@@ -144,9 +144,9 @@ function countOf(ends: number[], bucketMs: number, now: number): QuarantineCount
 export async function countProblem(
   store: Store,
   networkId: string,
-  records: { records: number; ends: number[] },
-  now: number,
+  listed: { records: number; ends: number[]; now: number },
 ): Promise<string | null> {
+  const { now, ...records } = listed;
   const v = (await store.get<Stored>(keys.quarantineCount(networkId))).value;
   const again = "`check --repair` counts them again";
   if (v === null) {

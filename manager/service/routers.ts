@@ -21,7 +21,7 @@ import { keys, type NetworkRecord, type RouterRecord } from "../model.ts";
 import type { RouterCreate, RouterUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
-import { cidrOf } from "./network_spec.ts";
+import { cidrOf } from "./network_fields.ts";
 import { getTenantEntry } from "./tenants.ts";
 
 /** What a router says, as the API and the feed carry it. */
@@ -203,10 +203,9 @@ export async function createRouter(
 /** Replaces what a router connects and routes. */
 export async function updateRouter(
   ctx: Ctx,
-  tenant: string,
-  name: string,
-  body: Body,
+  req: { tenant: string; name: string; body: Body },
 ): Promise<RouterRecord> {
+  const { tenant, name, body } = req;
   const router = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
     if (!e.value) throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);

@@ -23,10 +23,9 @@ export function absentGroup(tenant: string, name: string, field?: string): ApiEr
 /** The group `name` as a commit naming it checks; 404 when absent, 409 while being deleted. */
 export async function groupRef(
   ctx: Ctx,
-  tenant: string,
-  name: string,
-  field: string,
+  ref: { tenant: string; name: string; field: string },
 ): Promise<Entry<SecurityGroupRecord>> {
+  const { tenant, name, field } = ref;
   const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));
   if (!e.value) throw absentGroup(tenant, name, field);
   if (markHolds(e.value, Date.now())) {
@@ -54,13 +53,12 @@ export function markHolds(g: SecurityGroupRecord, nowMs: number): boolean {
 /** Every group of `names`, each as {@link groupRef} reads it, the field indexed per name. */
 export async function groupRefs(
   ctx: Ctx,
-  tenant: string,
-  names: string[] | undefined | null,
-  field: string,
+  refs: { tenant: string; names: string[] | undefined | null; field: string },
 ): Promise<Entry<SecurityGroupRecord>[]> {
+  const { tenant, names, field } = refs;
   const out: Entry<SecurityGroupRecord>[] = [];
   for (const [i, name] of (names ?? []).entries()) {
-    out.push(await groupRef(ctx, tenant, name, `${field}[${i}]`));
+    out.push(await groupRef(ctx, { tenant, name, field: `${field}[${i}]` }));
   }
   return out;
 }

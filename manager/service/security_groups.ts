@@ -17,7 +17,7 @@ import {
 } from "../security_group_schema.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
-import { listPorts } from "./ports.ts";
+import { listPorts } from "./ports/mod.ts";
 import type { Tx } from "../store/tx.ts";
 import { absentGroup, groupRef, groupView, markHolds } from "./security_group_refs.ts";
 
@@ -81,7 +81,9 @@ async function checkedPeer(
     return { cidr: formatCidr(cidr) };
   }
   if ("group" in peer) {
-    if (peer.group !== self) tx.check(await groupRef(ctx, tenant, peer.group, `${field}.group`));
+    if (peer.group !== self) {
+      tx.check(await groupRef(ctx, { tenant, name: peer.group, field: `${field}.group` }));
+    }
     return { group: peer.group };
   }
   const net = (await ctx.store.get<NetworkRecord>(keys.network(tenant, peer.network))).value;
@@ -161,10 +163,9 @@ export async function listSecurityGroups(ctx: Ctx, tenant?: string): Promise<Sec
 /** Replaces a group's rules; ports that name it follow at once (through the feed). */
 export async function updateSecurityGroup(
   ctx: Ctx,
-  tenant: string,
-  name: string,
-  body: z.infer<typeof SecurityGroupUpdate>,
+  req: { tenant: string; name: string; body: z.infer<typeof SecurityGroupUpdate> },
 ): Promise<SecurityGroup> {
+  const { tenant, name, body } = req;
   await getSecurityGroup(ctx, tenant, name);
   const group = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<SecurityGroupRecord>(keys.securityGroup(tenant, name));

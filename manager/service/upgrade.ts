@@ -7,7 +7,7 @@ import { keys, type PortRecord } from "../model.ts";
 import { Tx } from "../store/tx.ts";
 import type { Key } from "../store/store.ts";
 import type { Ctx } from "./context.ts";
-import { portKeyId } from "./port_records.ts";
+import { portKeyId } from "./ports/mod.ts";
 
 /**
  * Ports of a tenant on another tenant's (public) network were stored under their bare ID; they now

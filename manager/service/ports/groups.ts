@@ -6,14 +6,13 @@
  * network shadowing the public one of that name) is 409, not a change to the wrong port.
  */
 import type { Port } from "@knitter/common";
-import type { Principal } from "../auth.ts";
-import { ApiError } from "../errors.ts";
-import type { PortRecord } from "../model.ts";
-import { type Ctx, retry } from "./context.ts";
-import { resolveNetworkRef } from "./networks.ts";
-import { ownerOf, portToChange } from "./port_access.ts";
-import { portView } from "./port_records.ts";
-import { checkNetwork, portGuards } from "./port_retry.ts";
+import { ApiError } from "../../errors.ts";
+import type { PortRecord } from "../../model.ts";
+import { type Ctx, retry } from "../context.ts";
+import { resolveNetworkRef } from "../network_lookup.ts";
+import { ownerOf, portToChange } from "./access.ts";
+import { type PortTarget, portView } from "./records.ts";
+import { checkNetwork, portGuards } from "./guards.ts";
 
 export interface PortGroupsBody {
   networkId: string;
@@ -23,32 +22,22 @@ export interface PortGroupsBody {
 
 export async function patchPortGroups(
   ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  networkName: string,
-  id: string,
-  body: PortGroupsBody,
+  req: PortTarget & { body: PortGroupsBody },
 ): Promise<Port> {
+  const { principal, tenant, id, body } = req;
   const owner = ownerOf(principal, tenant);
   const { port, changed } = await retry(ctx, async (tx) => {
     // Read afresh on every attempt: the network, the port and the groups it will name.
-    const ref = await resolveNetworkRef(ctx, principal, tenant, networkName, true);
+    const ref = await resolveNetworkRef(ctx, { ...req, fresh: true });
     if (ref.net.id !== body.networkId) {
       throw new ApiError(
         "conflict",
-        `Network "${networkName}" of tenant "${tenant}" is network ${ref.net.id}, not ${body.networkId} that the request names; nothing changed. Read the port again and name the network it is on`,
+        `Network "${req.network}" of tenant "${tenant}" is network ${ref.net.id}, not ${body.networkId} that the request names; nothing changed. Read the port again and name the network it is on`,
         "networkId",
       );
     }
-    const e = await portToChange(ctx, {
-      principal,
-      net: ref.net,
-      owner,
-      id,
-      networkName,
-      verb: "change",
-    });
-    const guards = await portGuards(ctx, owner, id, { securityGroups: body.securityGroups });
+    const e = await portToChange(ctx, { ...req, net: ref.net, verb: "change" });
+    const guards = await portGuards(ctx, { owner, id, body });
     const next: PortRecord = { ...e.value };
     if (body.securityGroups.length > 0) next.securityGroups = body.securityGroups;
     else delete next.securityGroups;

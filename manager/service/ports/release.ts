@@ -2,42 +2,29 @@
  * Releasing a port: its address goes back to its IP group, or into quarantine, or back to the
  * pool; a fixed MAC is freed; its address history ends.
  */
-import type { Principal } from "../auth.ts";
-import { keys } from "../model.ts";
-import { closeStint } from "./history.ts";
-import { readGroup, writeGroup } from "./ip_group_members.ts";
-import { QuotaCharges } from "./quotas.ts";
-import { type Ctx, retry } from "./context.ts";
-import { quarantine, quarantining } from "./quarantine.ts";
-import { resolveNetwork } from "./networks.ts";
-import { ownerOf, portToChange } from "./port_access.ts";
-import { macFor, portView, writeIndexes } from "./port_records.ts";
+import { keys } from "../../model.ts";
+import { closeStint } from "../history.ts";
+import { readGroup, writeGroup } from "../ip_group_members.ts";
+import { QuotaCharges } from "../quotas.ts";
+import { type Ctx, retry } from "../context.ts";
+import { quarantine, quarantining } from "../quarantine.ts";
+import { resolveNetwork } from "../network_lookup.ts";
+import { portToChange } from "./access.ts";
+import { type PortTarget, portView, writeIndexes } from "./records.ts";
+import { macFor } from "../../ipam/derived_mac.ts";
 
 /** Releases the port's address (back to its IP group if it came from one). 404 when unknown. */
-export async function deletePort(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  networkName: string,
-  id: string,
-): Promise<void> {
-  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
-  const owner = ownerOf(principal, tenant);
+export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
+  const { id } = target;
+  const net = await resolveNetwork(ctx, { ...target, fresh: true });
   const pool = ctx.pools.addresses(net);
   const released = await pool.exclusive(() =>
     retry(ctx, async (tx) => {
-      const e = await portToChange(ctx, {
-        principal,
-        net,
-        owner,
-        id,
-        networkName,
-        verb: "release",
-      });
+      const e = await portToChange(ctx, { ...target, net, verb: "release" });
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
-      await closeStint(ctx, tx, port, "released");
+      await closeStint(ctx, tx, { holder: port, ended: "released" });
       const fixedMac = port.mac !== macFor(net.id, port.index);
       if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);
@@ -55,8 +42,8 @@ export async function deletePort(
         }
       }
       if (quarantining(ctx)) {
-        // The bit stays set until the quarantine ends (service/quarantine.ts).
-        await quarantine(ctx, tx, net, port, fixedMac);
+        // The bit stays set until the quarantine ends (../quarantine.ts).
+        await quarantine(ctx, tx, { net, port, fixedMac });
       } else {
         const edit = await pool.edit(tx);
         await edit.release(port.index);

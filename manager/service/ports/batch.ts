@@ -1,27 +1,26 @@
 /**
  * Batching: PUTs of new ports that ask for no fixed address, group or MAC wait a moment for
  * others of their network and go in one commit, which checks only that each port is absent. When
- * that commit fails, each of its ports takes the careful path (port_retry.ts), which reads first:
+ * that commit fails, each of its ports takes the careful path (put.ts), which reads first:
  * a port that already existed is answered as it is, anything else was a lost race.
  */
 import { GroupCommit } from "@knitter/common";
-import { keys, type NetworkRecord } from "../model.ts";
-import { Tx } from "../store/tx.ts";
-import { COMMIT_LIMITS, type Entry } from "../store/store.ts";
-import type { Ctx } from "./context.ts";
-import type { NetworkRef } from "./networks.ts";
-import { QuotaCharges } from "./quotas.ts";
-import { buildPut } from "./port_allocation.ts";
-import { keyId, type PortBody, type PutResult } from "./port_records.ts";
-import { Restart } from "./port_restart.ts";
-import { checkNetwork } from "./port_retry.ts";
+import { keys, type NetworkRecord } from "../../model.ts";
+import { Tx } from "../../store/tx.ts";
+import { COMMIT_LIMITS, type Entry } from "../../store/store.ts";
+import type { Ctx } from "../context.ts";
+import type { NetworkRef } from "../network_lookup.ts";
+import { QuotaCharges } from "../quotas.ts";
+import { buildPut } from "./allocation.ts";
+import { keyId, type PortBody, type PutResult } from "./records.ts";
+import { checkNetwork, Restart } from "./guards.ts";
 
 /** A PUT waiting for its batch. */
 interface Pending {
   owner: string;
   id: string;
   body: PortBody;
-  /** Its cluster's record, which the commit checks (service/clusters.ts clusterGuard). */
+  /** Its cluster's record, which the commit checks (../clusters.ts clusterGuard). */
   guard: Entry<unknown> | null;
   /** null: the batch could not settle it; the caller takes the careful path. */
   resolve(r: PutResult | null): void;
@@ -29,7 +28,7 @@ interface Pending {
 }
 
 /** Ports per batch, at most: a commit of them takes one fsync. */
-const MAX_BATCH = 48;
+export const MAX_BATCH = 48;
 
 /**
  * The checks one more port may add: its absent key, its tenant's quota record and its cluster's (on

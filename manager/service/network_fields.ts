@@ -1,6 +1,6 @@
 /**
- * Turns a network request into the record to store, checking every field against the others:
- * the CIDR, the gateway, the pools, the excludes and the routes. Pure: no store access.
+ * A network request's fields, each checked against the others and turned into the record to store:
+ * the CIDR, the gateway, the pools, the excludes, the routes and DNS. Pure: no store access.
  */
 import { invalid } from "../errors.ts";
 import { IndexSpace, type Range } from "../ipam/index_space.ts";
@@ -25,7 +25,7 @@ export const MAX_POOL_SIZE = 1 << 24;
 /** VXLAN over IPv4 adds 50 bytes of headers. */
 export const VXLAN_OVERHEAD = 50;
 
-export interface NetworkSpec {
+export interface NetworkFields {
   record: Omit<NetworkRecord, "id" | "tenant" | "createdAt" | "segmentId">;
   cidr: Cidr;
   space: IndexSpace;
@@ -33,10 +33,10 @@ export interface NetworkSpec {
   reserved: IndexRange[];
 }
 
-export function networkSpec(
+export function networkFields(
   body: NetworkCreateBody,
   underlayMtu: number,
-): NetworkSpec {
+): NetworkFields {
   const cidr = requireHosts("cidr", parseCidrField("cidr", body.cidr));
   const family = cidr.family;
   const maxPrefix = family === 4 ? 30 : 126;
@@ -89,7 +89,7 @@ export function networkSpec(
     );
   }
 
-  const subnet6 = subnet6Spec(body, cidr, space, reserved);
+  const subnet6 = subnet6Spec(body, { cidr, space, reserved });
   if (subnet6) requireHosts("cidr6", subnet6.cidr6);
   const routes = (body.routes ?? []).map((r, i) => {
     const dst = parseCidrField(`routes[${i}].dst`, r.dst);

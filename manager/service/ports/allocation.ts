@@ -3,31 +3,23 @@
  * address (the next free one, a fixed one, or one of an IP group) and a fixed MAC if asked, and
  * writes the record, its indexes and the start of its address history.
  */
-import { ApiError, invalid } from "../errors.ts";
+import { ApiError, invalid } from "../../errors.ts";
 import { formatIp } from "@knitter/common/address";
-import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import type { Key } from "../store/store.ts";
-import type { Tx } from "../store/tx.ts";
-import type { PoolEdit } from "../ipam/bitmap_pool.ts";
-import { holderOf } from "./holders.ts";
-import { readGroup, writeGroup } from "./ip_group_members.ts";
-import { openStint, rebindStint } from "./history.ts";
-import type { QuotaCharges } from "./quotas.ts";
-import type { Ctx } from "./context.ts";
-import { cidrOf, parseAddrField } from "./network_spec.ts";
-import { requestedIp4 } from "./dual_stack.ts";
-import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "./quarantine.ts";
-import { bindExisting } from "./port_binding.ts";
-import {
-  keyId,
-  macFor,
-  type PortBody,
-  portRecord,
-  portView,
-  type PutResult,
-  writeIndexes,
-} from "./port_records.ts";
-import { Restart } from "./port_restart.ts";
+import { type IpGroupRecord, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import type { Tx } from "../../store/tx.ts";
+import type { PoolEdit } from "../../ipam/bitmap_pool.ts";
+import { holderOf } from "../holders.ts";
+import { readGroup, writeGroup } from "../ip_group_members.ts";
+import { openStint, rebindStint } from "../history.ts";
+import type { QuotaCharges } from "../quotas.ts";
+import type { Ctx } from "../context.ts";
+import { cidrOf, parseAddrField } from "../network_fields.ts";
+import { requestedIp4 } from "../dual_stack.ts";
+import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "../quarantine.ts";
+import { bindExisting } from "./binding.ts";
+import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
+import { Restart } from "./guards.ts";
+import { macFor } from "../../ipam/derived_mac.ts";
 
 /** One port's PUT inside a commit being built. */
 export interface PutStep {
@@ -62,7 +54,7 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
         owner,
         body,
       });
-      if (r.changed) await rebindStint(ctx, tx, existing.value, r.port);
+      if (r.changed) await rebindStint(ctx, tx, { before: existing.value, after: r.port });
       return r;
     }
   }
@@ -77,14 +69,14 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
   const delta = { ports: 1, addresses: body.ipGroup === undefined ? 1 : 0 };
   await charges.charge(owner, delta);
   try {
-    return await allocatePort(ctx, step, key);
+    return await allocatePort(ctx, step);
   } catch (err) {
     await charges.refund(owner, delta);
     throw err;
   }
 }
 
-async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResult> {
+async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
   const { tx, edit, net, owner, id, body } = step;
   if (body.mac !== undefined) await claimMac(ctx, { tx, net, owner, id, mac: body.mac });
   let index: number;
@@ -106,7 +98,7 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, "ip");
     }
-    const taken = await takeAsked(ctx, tx, edit, net, index);
+    const taken = await takeAsked(ctx, tx, { edit, net, index });
     if (taken !== true) {
       ctx.metrics.allocationFailures.inc({ reason: "taken" });
       const q = taken;
@@ -114,12 +106,12 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
         "address_taken",
         q
           ? `${ip} of network "${net.name}" was released at ${q.releasedAt} and is in quarantine until ${q.until}`
-          : `${ip} of network "${net.name}" is ${await holderOf(ctx, net, ip, owner)}`,
+          : `${ip} of network "${net.name}" is ${await holderOf(ctx, { net, ip, asker: owner })}`,
         "ip",
       );
     }
   } else {
-    await sweepQuarantine(ctx, tx, edit, net);
+    await sweepQuarantine(ctx, tx, { edit, net });
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
@@ -138,10 +130,8 @@ async function allocatePort(ctx: Ctx, step: PutStep, key: Key): Promise<PutResul
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
   }
   const port = portRecord({ net, owner, id, body, ip, index });
-  tx.set(key, port);
-  writeIndexes(tx, port, "set");
   openStint(ctx, tx, port);
-  return { port: portView(net, port), created: true, changed: true };
+  return { port: storeNewPort(tx, net, port), created: true, changed: true };
 }
 
 /** The address of an IP group the port asks for, or the group's next free one. */
@@ -218,7 +208,7 @@ async function claimMac(
       "mac",
     );
   }
-  const q = await macInQuarantine(ctx, tx, net, mac);
+  const q = await macInQuarantine(ctx, tx, { net, mac });
   if (q) {
     throw new ApiError(
       "mac_taken",

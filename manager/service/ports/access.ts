@@ -2,16 +2,16 @@
  * Who may do what to a port: the owner a request acts for, what a tenant or node token may ask of
  * a PUT, which ports a principal sees, and the port an unbind or release is about.
  */
-import { monitorSees, type NetworkRef, placementRefusal, type Principal } from "../auth.ts";
-import { ApiError, notFound } from "../errors.ts";
+import { monitorSees, type NetworkRef, placementRefusal, type Principal } from "../../auth.ts";
+import { ApiError, notFound } from "../../errors.ts";
 import { isStablePortId, type PodRef, STABLE_PREFIX } from "@knitter/common";
 import { macKind } from "@knitter/common/address";
-import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import type { Entry } from "../store/store.ts";
-import type { Ctx } from "./context.ts";
-import { unscoped } from "./cluster_names.ts";
-import { reachOf } from "./clusters.ts";
-import { keyId, type PortBody } from "./port_records.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import type { Entry } from "../../store/store.ts";
+import type { Ctx } from "../context.ts";
+import { unscoped } from "../cluster_names.ts";
+import { reachOf } from "../clusters.ts";
+import { keyId, type PortBody, type PortTarget } from "./records.ts";
 
 /** The tenant a request acts for: a tenant token always acts for its own. */
 export function ownerOf(principal: Principal, tenant: string): string {
@@ -20,9 +20,17 @@ export function ownerOf(principal: Principal, tenant: string): string {
 
 /**
  * Refuses what the principal may not ask of a PUT (403), checks a fixed MAC, and binds a node
- * token's port to its node. Returns the body to act on.
+ * token's port to its node. Returns the port's owner and the body to act on.
  */
 export function authorizePut(
+  req: PortTarget & { body: PortBody },
+): { owner: string; body: PortBody } {
+  const { principal, id, body } = req;
+  const owner = ownerOf(principal, req.tenant);
+  return { owner, body: authorizedBody(principal, { owner, id }, body) };
+}
+
+function authorizedBody(
   principal: Principal,
   port: { owner: string; id: string },
   body: PortBody,
@@ -163,19 +171,16 @@ export function visible(
  * The port an unbind or release is about, as the principal may see it: 404 when it is unknown or
  * another tenant's, 403 when a node's token names another node's port.
  */
-export async function portToChange(ctx: Ctx, opts: {
-  principal: Principal;
-  net: NetworkRecord;
-  owner: string;
-  id: string;
-  networkName: string;
-  verb: "unbind" | "release" | "change";
-}): Promise<Entry<PortRecord> & { value: PortRecord }> {
-  const { principal, net, owner, id, networkName, verb } = opts;
+export async function portToChange(
+  ctx: Ctx,
+  target: PortTarget & { net: NetworkRecord; verb: "unbind" | "release" | "change" },
+): Promise<Entry<PortRecord> & { value: PortRecord }> {
+  const { principal, net, id, verb } = target;
+  const owner = ownerOf(principal, target.tenant);
   const e = await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, owner, id)));
   const port = e.value;
   if (!port || !visible(principal, port)) {
-    throw notFound(`Port "${id}" does not exist on network "${networkName}"`);
+    throw notFound(`Port "${id}" does not exist on network "${target.network}"`);
   }
   if (principal.scope === "node" && port.node !== undefined && port.node !== principal.node) {
     throw new ApiError(

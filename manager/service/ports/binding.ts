@@ -3,23 +3,23 @@
  * node, pod and interface it did not have yet; an unbind takes them off and keeps the address.
  */
 import { isStablePortId, type PodRef, type Port } from "@knitter/common";
-import { unscoped } from "./cluster_names.ts";
-import type { Principal } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { unscoped } from "../cluster_names.ts";
+import { ApiError } from "../../errors.ts";
 import { canonicalIp } from "@knitter/common/address";
-import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
-import type { Tx } from "../store/tx.ts";
-import { rebindStint } from "./history.ts";
-import { type Ctx, now, retry } from "./context.ts";
-import { resolveNetwork } from "./networks.ts";
-import { ownerOf, portToChange } from "./port_access.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import type { Tx } from "../../store/tx.ts";
+import { rebindStint } from "../history.ts";
+import { type Ctx, now, retry } from "../context.ts";
+import { resolveNetwork } from "../network_lookup.ts";
+import { portToChange } from "./access.ts";
 import {
   type PortBody,
   portKeyId,
+  type PortTarget,
   portView,
   type PutResult,
   writeIndexes,
-} from "./port_records.ts";
+} from "./records.ts";
 
 /** A second PUT of a port: the same answer, binding node / pod / interface if still unset. */
 export function bindExisting(opts: {
@@ -111,17 +111,10 @@ function samePod(a: PodRef, b: PodRef): boolean {
  * ID in between (as a DELETE then PUT would allow). `unboundAt` says since when; the next PUT that
  * names a pod binds it again. An unbound port stays as it is. 404 when unknown.
  */
-export async function unbindPort(
-  ctx: Ctx,
-  principal: Principal,
-  tenant: string,
-  networkName: string,
-  id: string,
-): Promise<Port> {
-  const net = await resolveNetwork(ctx, principal, tenant, networkName, true);
-  const owner = ownerOf(principal, tenant);
+export async function unbindPort(ctx: Ctx, target: PortTarget): Promise<Port> {
+  const net = await resolveNetwork(ctx, { ...target, fresh: true });
   const { port, changed } = await retry(ctx, async (tx) => {
-    const e = await portToChange(ctx, { principal, net, owner, id, networkName, verb: "unbind" });
+    const e = await portToChange(ctx, { ...target, net, verb: "unbind" });
     const port = e.value;
     if (port.node === undefined && port.pod === undefined) return { port, changed: false };
     const { node: _node, pod: _pod, ...rest } = port;
@@ -129,7 +122,7 @@ export async function unbindPort(
     tx.check(e).set(e.key, unbound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, unbound, "set");
-    await rebindStint(ctx, tx, port, unbound);
+    await rebindStint(ctx, tx, { before: port, after: unbound });
     return { port: unbound, changed: true };
   });
   const view = portView(net, port);

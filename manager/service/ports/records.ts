@@ -4,20 +4,32 @@
  */
 import type { Port } from "@knitter/common";
 import type { z } from "zod";
-import { keys, type NetworkRecord, type PodRef, type PortRecord } from "../model.ts";
-import type { PortRequest } from "../schemas.ts";
-import type { Key } from "../store/store.ts";
-import type { Tx } from "../store/tx.ts";
-import { now } from "./context.ts";
-import { DEFAULT_CLUSTER, scoped, unscoped } from "./cluster_names.ts";
-import { pairedIp6 } from "./dual_stack.ts";
+import type { Principal } from "../../auth.ts";
+import { keys, type NetworkRecord, type PodRef, type PortRecord } from "../../model.ts";
+import type { PortRequest } from "../../schemas.ts";
+import type { Key } from "../../store/store.ts";
+import type { Tx } from "../../store/tx.ts";
+import { now } from "../context.ts";
+import { DEFAULT_CLUSTER, scoped, unscoped } from "../cluster_names.ts";
+import { pairedIp6 } from "../dual_stack.ts";
+import { macFor } from "../../ipam/derived_mac.ts";
 
 /**
  * A PUT's body as the handlers read it. `byNode` is never sent (the schema is strict): it is set
- * for a node token's request (port_access.ts authorizePut), so that its new port records who made
+ * for a node token's request (access.ts authorizePut), so that its new port records who made
  * it and a second PUT knows who binds.
  */
 export type PortBody = z.infer<typeof PortRequest> & { byNode?: string };
+
+/** The port a request names: who asks, the path's tenant and network, and the port's ID. */
+export interface PortTarget {
+  principal: Principal;
+  /** The path's tenant: the port's owner unless a tenant token asks (access.ts ownerOf). */
+  tenant: string;
+  /** The path's network: the tenant's own, else a public one of that name. */
+  network: string;
+  id: string;
+}
 
 export interface PutResult {
   port: Port;
@@ -86,7 +98,7 @@ export function carriedChange(before: NetworkRecord, after: NetworkRecord): bool
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
 export function portView(net: NetworkRecord, p: PortRecord): Port {
-  // Who made it is the manager's to know (port_access.ts), not an answer.
+  // Who made it is the manager's to know (access.ts), not an answer.
   const { index: _index, madeBy: _madeBy, ...own } = p;
   const view: Port = {
     ...own,
@@ -113,24 +125,6 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
 }
 
 /**
- * A locally administered unicast MAC that is unique within the network: two bytes from the network
- * ID, three from the address's pool index (pools never exceed 2^24 addresses).
- */
-export function macFor(networkId: string, index: number): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < networkId.length; i++) h = Math.imul(h ^ networkId.charCodeAt(i), 0x01000193);
-  const bytes = [
-    0x02,
-    (h >>> 8) & 0xff,
-    h & 0xff,
-    (index >>> 16) & 0xff,
-    (index >>> 8) & 0xff,
-    index & 0xff,
-  ];
-  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
-}
-
-/**
  * The ID a port is stored under in its network. A tenant's port on another tenant's (public)
  * network is scoped by its tenant ("tenant/id"; port IDs hold no "/"), so that no tenant can take
  * an ID that another tenant's pod will ask for (a stable ID made of namespace and pod name).
@@ -141,6 +135,13 @@ export function keyId(networkTenant: string, owner: string, id: string): string 
 
 export function portKeyId(port: PortRecord): string {
   return keyId(port.networkTenant, port.tenant, port.id);
+}
+
+/** Stores a new port, its record and the indexes that find it, and answers it as viewed. */
+export function storeNewPort(tx: Tx, net: NetworkRecord, port: PortRecord): Port {
+  tx.set(keys.port(net.id, portKeyId(port)), port);
+  writeIndexes(tx, port, "set");
+  return portView(net, port);
 }
 
 /** Sets or deletes the index entries that find `port` by foreign network, node and pod. */
