@@ -133,6 +133,7 @@ export function networkSpec(
       dns: body.dns ?? {},
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
       ...(body.dscp !== undefined ? { dscp: body.dscp } : {}),
+      ...(body.dataPlane === "external" ? { dataPlane: "external" as const } : {}),
       physnet: body.physnet,
       description: body.description,
       ...(body.labels ? { labels: body.labels } : {}),
