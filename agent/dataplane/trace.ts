@@ -94,6 +94,8 @@ export interface StatePort {
   ofport?: number;
   ip?: string;
   mac?: string;
+  /** Knitter was another plugin's IPAM for it: no veth, no switch port, no flows (hostIfName ""). */
+  dataPlane?: "external";
 }
 
 export interface VerifyView {
@@ -226,6 +228,7 @@ export class NodeInspector {
           hostIfName: i.hostIfName,
           ...(i.ofport !== undefined ? { ofport: i.ofport } : {}),
           ...(i.port ? { ip: i.port.ip, mac: i.port.mac } : {}),
+          ...(a.ipam ? { dataPlane: "external" as const } : {}),
         });
         if (i.ofport === undefined) continue;
         const found = byName.get(i.hostIfName);
