@@ -18,7 +18,6 @@ export const KNITTER_TYPE = "knitter";
 
 /** The keys of the `ipam` section knitter reads. */
 export interface IpamSection {
-  type: typeof KNITTER_TYPE;
   /** The manager's network the address comes from (in the tenant, else a public one). */
   network: string;
   /** The tenant; absent: the config's `tenant`, else the pod's namespace, else the agent's. */
@@ -33,13 +32,15 @@ export interface IpamSection {
 const EXAMPLE = '"ipam": {"type": "knitter", "network": "data"}';
 
 /**
- * Whether a call is an IPAM call: another plugin's config whose `ipam.type` is knitter. A config of
- * type knitter is knitter's own interface (its `ipam`, if any, is not read).
+ * Whether a call is an IPAM call: the forwarder was run for another plugin's config (macvlan's, not
+ * knitter's), so as the IPAM its `ipam.type` names, whatever name knitter is installed under (a
+ * runtime's own bin dir may call it `knitter-...`). A config of type knitter is knitter's own
+ * interface: an `ipam` in it is not read.
  */
 export function isIpamCall(config: KnitterNetConf): boolean {
   const ipam = config.ipam as { type?: unknown } | undefined;
   return config.type !== KNITTER_TYPE && typeof ipam === "object" && ipam !== null &&
-    ipam.type === KNITTER_TYPE;
+    typeof ipam.type === "string" && ipam.type !== config.type;
 }
 
 /** The checked `ipam` section of an IPAM call's config; code 7 saying what is wrong. */
@@ -62,7 +63,7 @@ export function ipamSection(config: KnitterNetConf): IpamSection {
   if (defaultRoute !== undefined && typeof defaultRoute !== "boolean") {
     throw invalidConfig("ipam.defaultRoute must be true or false", `got ${defaultRoute}`);
   }
-  const out: IpamSection = { type: KNITTER_TYPE, network };
+  const out: IpamSection = { network };
   for (const key of ["tenant", "ip", "ipGroup"] as const) {
     const v = text(key);
     if (v !== undefined) out[key] = v;

@@ -30,9 +30,11 @@ const PORT = {
   dns: { nameservers: ["10.30.0.53"] },
 } as unknown as Port;
 
-Deno.test("an IPAM call is another plugin's config with ipam.type knitter; knitter's own never is", () => {
+Deno.test("an IPAM call is another plugin's config with an ipam section: knitter was run as its IPAM; knitter's own config never is", () => {
   assert.equal(isIpamCall(call({ type: "knitter", network: "data" }).config), true);
-  assert.equal(isIpamCall(call({ type: "host-local" }).config), false);
+  // Installed under another name (a runtime's own bin dir), it is still the IPAM that was run.
+  assert.equal(isIpamCall(call({ type: "knitter-a1", network: "data" }).config), true);
+  assert.equal(isIpamCall({ ...call({ type: "knitter-a1" }).config, type: "knitter-a1" }), false);
   const own = call({ type: "knitter", network: "data" }).config;
   assert.equal(isIpamCall({ ...own, type: "knitter" }), false);
   assert.equal(isIpamCall({ ...own, ipam: undefined }), false);
