@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { createUnderlay } from "../devstack/sim_node.ts";
-import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import type { CniCall, ConfList } from "./support/cni_runtime.ts";
 import { journal, leftovers } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
@@ -227,9 +227,13 @@ Deno.test("e2e IPAM: macvlan and host-device pods on two nodes take net1's addre
   );
 });
 
-Deno.test("e2e IPAM attacks: another tenant's network, an OVS network, an exhausted pool, the manager down, a retried ADD and a DEL racing an ADD leave nothing behind", async (t) => {
+Deno.test("e2e IPAM attacks: another tenant's network, an OVS network, an exhausted pool, the manager down, a retried ADD, a DEL racing an ADD and a pod gone without DEL leave nothing behind", async (t) => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({ cleanup, nodes: ["n1"] });
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1"],
+    agent: { staleAttachments: { graceSeconds: 1, intervalSeconds: 0.25 } },
+  });
   const [n1] = stack.nodes;
   for (const name of ["acme", "globex"]) await create(stack, "tenants", { name });
   const external = { dataPlane: "external", type: "vxlan" };
@@ -342,6 +346,16 @@ Deno.test("e2e IPAM attacks: another tenant's network, an OVS network, an exhaus
       }
     },
   );
+
+  await t.step("a pod gone without DEL: the reaper releases its IPAM address", async () => {
+    const p = await pod("data");
+    ok(await p.addData(), "ADD");
+    assert.equal((await dataPorts(stack)).length, 1);
+    await run(["ip", "netns", "delete", ipNetnsName(p.pod.netns)]);
+    await waitFor("the lost pod's address released", async () => {
+      return (await dataPorts(stack)).length === 0 && (await journal(n1)).length === 0;
+    }, 15_000);
+  });
 
   await t.step(
     "the manager down is code 11, nothing made; back up, the same ADD works",
