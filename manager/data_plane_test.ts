@@ -1,0 +1,59 @@
+/**
+ * A network's data plane at the manager: an external network (another plugin's interfaces, the
+ * knitter IPAM) keeps its addresses, segment and tenant here and tells its ports so; what only
+ * Knitter's flows carry out (security groups, DSCP, egress, hostAccess, bandwidth limits) is refused
+ * on it, saying why, since no flow would ever apply it.
+ */
+import assert from "node:assert/strict";
+import { must, mustFail, net, testApp } from "./test_support.ts";
+
+Deno.test("data plane: an external network's ports say so; an ovs network's say nothing", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  const data = must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("data", "10.1.0.0/24", { dataPlane: "external" }),
+    ),
+    201,
+  );
+  assert.equal(data.dataPlane, "external");
+  assert.ok(data.segmentId !== undefined, "it still has its segment");
+  const port = must(await t.call("PUT", "tenants/acme/networks/data/ports/p1", {}), 201);
+  assert.equal(port.networkDataPlane, "external");
+  const plain = must(await t.call("POST", "tenants/acme/networks", net("web", "10.2.0.0/24")), 201);
+  assert.equal(plain.dataPlane, undefined);
+  const p2 = must(await t.call("PUT", "tenants/acme/networks/web/ports/p2", {}), 201);
+  assert.equal(p2.networkDataPlane, undefined);
+  mustFail(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("odd", "10.3.0.0/24", { dataPlane: "sriov" }),
+    ),
+    400,
+    "invalid_request",
+    { field: "dataPlane" },
+  );
+});
+
+Deno.test("data plane: what only Knitter's flows do is refused on an external network, naming the field", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  const flowsOnly: [string, unknown][] = [
+    ["dscp", 46],
+    ["egress", true],
+    ["hostAccess", true],
+    ["bandwidth", { ingressRate: 1_000_000 }],
+  ];
+  for (const [field, value] of flowsOnly) {
+    const body = net(`x${field.toLowerCase()}`, "10.4.0.0/24", {
+      gateway: "10.4.0.1",
+      dataPlane: "external",
+      [field]: value,
+    });
+    mustFail(await t.call("POST", "tenants/acme/networks", body), 400, "invalid_request", {
+      field,
+      message: /external.*Open vSwitch/,
+    });
+  }
+});
