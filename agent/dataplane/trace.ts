@@ -198,8 +198,12 @@ export class NodeInspector {
     }
     for (const a of this.d.state.attachmentsView()) {
       for (const i of a.interfaces) {
-        if (i.portId === from.portId && i.ofport !== undefined) {
-          return { kind: "port", ofport: i.ofport };
+        if (i.portId !== from.portId) continue;
+        if (i.ofport !== undefined) return { kind: "port", ofport: i.ofport };
+        if (a.ipam) {
+          throw new TraceRefused(
+            `Port "${from.portId}" is another plugin's interface (knitter is its IPAM): network "${i.network}" has the external data plane, so no Open vSwitch flows carry it and there is nothing to trace`,
+          );
         }
       }
     }
