@@ -67,3 +67,54 @@ Deno.test("stand-in API server: a NAD's macvlan with the knitter IPAM gets the a
   assert.equal((await k.stack.api("GET", "ports?pod=acme/mv")).body.items.length, 0);
   assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
 });
+
+Deno.test("stand-in API server: a NAD naming another tenant (knitter's own config or the knitter IPAM's) never reaches that tenant's private network", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: ["n1"] });
+  const [n1] = k.stack.nodes;
+  await k.startMonitor();
+  k.namespace("acme");
+  for (const tenant of ["acme", "globex"]) {
+    assert.ok([201, 409].includes((await k.stack.api("POST", "tenants", { name: tenant })).status));
+  }
+  const globex = [["secret", "ovs", "10.54.0.0/24"], ["vault", "external", "10.55.0.0/24"]];
+  for (const [name, dataPlane, cidr] of globex) {
+    const r = await k.stack.api("POST", "tenants/globex/networks", { name, cidr, dataPlane });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
+  await run(["ip", "-n", n1.sim.netns, "-batch", "-"], {
+    stdin: "link add data0 type veth peer name data0p\nlink set data0p up\nlink set data0 up\n",
+  });
+  const pod = await k.pod(n1, { namespace: "acme", name: "spy" });
+  const nads = [
+    { type: "knitter", tenant: "globex", network: "secret" },
+    {
+      type: "macvlan",
+      master: "data0",
+      ipam: { type: "knitter", tenant: "globex", network: "vault" },
+    },
+    {
+      type: "macvlan",
+      master: "data0",
+      tenant: "globex",
+      ipam: { type: "knitter", network: "vault" },
+    },
+  ];
+  for (const plugin of nads) {
+    const nad = { cniVersion: "1.0.0", name: "steal", plugins: [plugin] };
+    const att = { ...pod.cni.attachment(), ifName: "net1" };
+    const r = await pod.cni.runtime.add(nad, att);
+    assert.equal(r.code, 1, `refused: ${JSON.stringify(plugin)}: ${JSON.stringify(r.out)}`);
+    assert.equal(r.out.code, 7, JSON.stringify(r.out));
+    // The manager refuses: a node's token binds a port of tenant T only to a pod of namespace T.
+    assert.match(r.out.msg, /tenant "globex" only to a pod of namespace "globex".*not "acme"/);
+    await pod.cni.runtime.del(nad, att);
+  }
+  for (const name of ["secret", "vault"]) {
+    assert.deepEqual(
+      (await k.stack.api("GET", `tenants/globex/networks/${name}/ports`)).body.items,
+      [],
+    );
+  }
+  assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
+});
