@@ -57,3 +57,23 @@ Deno.test("data plane: what only Knitter's flows do is refused on an external ne
     });
   }
 });
+
+Deno.test("data plane: a router refuses an external network (its routing is Knitter's flows), naming it", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("web", "10.5.0.0/24", { gateway: "10.5.0.1" }),
+    ),
+    201,
+  );
+  const data = net("data", "10.6.0.0/24", { gateway: "10.6.0.1", dataPlane: "external" });
+  must(await t.call("POST", "tenants/acme/networks", data), 201);
+  mustFail(
+    await t.call("POST", "tenants/acme/routers", { name: "r1", networks: ["web", "data"] }),
+    400,
+    "invalid_request",
+    { field: "networks[1]", message: /"data" has the external data plane/ },
+  );
+});
