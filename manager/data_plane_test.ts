@@ -1,8 +1,8 @@
 /**
  * A network's data plane at the manager: an external network (another plugin's interfaces, the
  * knitter IPAM) keeps its addresses, segment and tenant here and tells its ports so; what only
- * Knitter's flows carry out (security groups, DSCP, egress, hostAccess, bandwidth limits) is refused
- * on it, saying why, since no flow would ever apply it.
+ * Knitter's flows carry out (security groups, DSCP, egress, hostAccess, bandwidth limits, routers)
+ * is refused on it, saying why, since no flow would ever apply it.
  */
 import assert from "node:assert/strict";
 import { must, mustFail, net, testApp } from "./test_support.ts";
@@ -39,7 +39,9 @@ Deno.test("data plane: an external network's ports say so; an ovs network's say 
 
 Deno.test("data plane: what only Knitter's flows do is refused on an external network, naming the field", async () => {
   using t = await testApp({ tenants: ["acme"] });
+  must(await t.call("POST", "tenants/acme/security-groups", { name: "web", rules: [] }), 201);
   const flowsOnly: [string, unknown][] = [
+    ["securityGroups", ["web"]],
     ["dscp", 46],
     ["egress", true],
     ["hostAccess", true],

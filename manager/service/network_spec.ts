@@ -146,13 +146,13 @@ export function networkSpec(
 }
 
 /** What only Knitter's flows carry out, which another plugin's interfaces never pass through. */
-const FLOWS_ONLY = ["dscp", "egress", "hostAccess", "bandwidth"] as const;
+const FLOWS_ONLY = ["securityGroups", "dscp", "egress", "hostAccess", "bandwidth"] as const;
 
 function checkDataPlaneFields(body: NetworkCreateBody): void {
   if (body.dataPlane !== "external") return;
   for (const field of FLOWS_ONLY) {
     const v = body[field];
-    if (v === undefined || v === false) continue;
+    if (v === undefined || v === false || (Array.isArray(v) && v.length === 0)) continue;
     throw invalid(
       field,
       `an external network's traffic goes through another plugin's interfaces, never Knitter's flows on Open vSwitch, which is where ${field} is carried out: leave it out, or make the network with "dataPlane": "ovs"`,
