@@ -79,3 +79,18 @@ Deno.test("data plane: a router refuses an external network (its routing is Knit
     { field: "networks[1]", message: /"data" has the external data plane/ },
   );
 });
+
+Deno.test("data plane: a change of an external network refuses the same, and lets them stay off", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  const data = net("data", "10.7.0.0/24", { gateway: "10.7.0.1", dataPlane: "external" });
+  must(await t.call("POST", "tenants/acme/networks", data), 201);
+  const path = "tenants/acme/networks/data";
+  for (const [field, value] of [["dscp", 46], ["egress", true], ["hostAccess", true]] as const) {
+    mustFail(await t.call("PATCH", path, { [field]: value }), 400, "invalid_request", {
+      field,
+      message: /external.*Open vSwitch/,
+    });
+  }
+  const off = { dscp: null, egress: false, hostAccess: false, description: "macvlan on eth1.300" };
+  assert.equal(must(await t.call("PATCH", path, off), 200).description, "macvlan on eth1.300");
+});

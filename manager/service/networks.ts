@@ -13,7 +13,7 @@ import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
-import { networkSpec } from "./network_spec.ts";
+import { networkSpec, refuseFlowsOnly } from "./network_spec.ts";
 import { overlappingSubnets } from "./dual_stack.ts";
 import { getPhysnetEntry, vlanIndexRanges } from "./physnets.ts";
 import { getTenantEntry } from "./tenants.ts";
@@ -583,6 +583,7 @@ export async function updateNetwork(
       const net = e.value;
       checkMonitorReach(principal, net);
       refuseImmutable(net, body);
+      refuseFlowsOnly(net.dataPlane, body);
       // The create-time checks of routes and DNS, on the network as it would become.
       const spec = networkSpec({
         name: net.name,
