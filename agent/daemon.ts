@@ -185,7 +185,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const reapplied = dataplane.softwareChecksums
     ? reapplySoftwareChecksums(
       [
-        ...attachments.flatMap((a) =>
+        // An IPAM record's interface is another plugin's, with its own settings.
+        ...attachments.filter((a) => !a.ipam).flatMap((a) =>
           a.interfaces.map((i) => ({ netns: a.netns, ifName: i.ifName }))
         ),
         ...(await extraStore.list()).filter((x) => x.kind === "bridge"),

@@ -55,6 +55,12 @@ export interface Attachment {
   /** The CNI result answered to ADD (1.1.0 form). */
   result?: unknown;
   createdAt: string;
+  /**
+   * Set when knitter was the IPAM of another plugin (ipam_call.ts): the record names the manager's
+   * port only (no veth, no switch port, no flows; its hostIfName is ""), and `cniNetwork` is the
+   * CNI network (the config's name) whose GC may collect it.
+   */
+  ipam?: { cniNetwork: string };
 }
 
 /**

@@ -82,6 +82,8 @@ export interface Port {
   networkEgress?: true;
   /** Its network has hostAccess (the node reaches its pods); absent: off. */
   networkHostAccess?: true;
+  /** Its network's data plane is another plugin's (the knitter IPAM); absent: Open vSwitch. */
+  networkDataPlane?: "external";
 }
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */

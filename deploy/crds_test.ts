@@ -330,6 +330,9 @@ Deno.test("Network: bad resources are refused, saying why", () => {
       { cidr: "10.1.0.0/24", type: "vlan", physnet: "p", segmentId: 5000 },
       /VLAN ID must lie within/,
     ],
+    [{ cidr: "10.1.0.0/24", dataPlane: "sriov" }, /\/spec\/dataPlane must be equal to one/],
+    [{ cidr: "10.1.0.0/24", dataPlane: "external", dscp: 46 }, /never passes Knitter's flows/],
+    [{ cidr: "10.1.0.0/24", dataPlane: "external", egress: true }, /never passes Knitter's flows/],
   ];
   for (const [spec, expected] of cases) {
     assert.match(problems(networkCrd, network(spec)).join("; "), expected, JSON.stringify(spec));

@@ -11,6 +11,7 @@ import { loadConfig } from "@knitter/manager";
 import { loadAgentConfig } from "@knitter/agent";
 import { loadMonitorConfig } from "@knitter/monitor";
 import { checkConfig, decodeConfig } from "../agent/cni/cni_config.ts";
+import { ipamPodRequest, isIpamCall } from "../agent/cni/ipam_call.ts";
 import { PLUGIN_SOURCE } from "../plugin/build.ts";
 import { AGENT_SOCKET, BINARIES, PLUGIN } from "./binaries.ts";
 import { kindKey, KINDS, KUBERNETES_MODELS } from "./kinds.ts";
@@ -457,6 +458,17 @@ Deno.test("the CNI conflist is what the plugin accepts, for the agent's socket",
   // No agentSocket: the plugin uses its default, where the agent listens.
   assert.equal(checked.agentSocket, undefined);
   assert.match(Deno.readTextFileSync(PLUGIN_SOURCE), new RegExp(`"${AGENT_SOCKET}"`));
+});
+
+Deno.test("the sriov-cni example is an IPAM call the agent takes, for the network it names", () => {
+  const stdin = Deno.readTextFileSync(`${DEPLOY_DIR}/cni/sriov-knitter-ipam.json`);
+  const config = checkConfig(decodeConfig(stdin));
+  assert.equal(isIpamCall(config), true);
+  const req = { command: "ADD", containerId: "c1", netns: "/run/netns/p", ifName: "net1" } as const;
+  const want = ipamPodRequest({ ...req, args: { K8S_POD_NAMESPACE: "acme" }, path: "", config }, {
+    tenant: "default",
+  });
+  assert.deepEqual([want.tenant, want.interfaces[0].network], ["acme", "data"]);
 });
 
 Deno.test("the CRDs are the agreed ones and the workloads' labels match their selectors", () => {

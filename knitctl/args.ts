@@ -54,6 +54,11 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "pods reach the outside through their node (source NAT; admin)",
   },
   "host-access": { type: "boolean", help: "the node reaches its pods (probes, hostPort; admin)" },
+  "data-plane": {
+    type: "string",
+    value: "P",
+    help: "ovs (default) | external: another plugin's interfaces with the knitter IPAM",
+  },
   physnet: { type: "string", value: "NAME", help: "physical network (vlan, flat)" },
   "segment-id": { type: "string", value: "N", help: "VNI or VLAN ID" },
   mtu: { type: "string", value: "N", help: "MTU" },

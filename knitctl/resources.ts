@@ -106,6 +106,7 @@ export const RESOURCES: Resource[] = [
       { header: "EGRESS", value: (o) => String(o.egress === true), wide: true },
       { header: "HOSTACCESS", value: (o) => String(o.hostAccess === true), wide: true },
       { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
+      { header: "DATAPLANE", value: (o) => o.dataPlane ?? "ovs", wide: true },
       { header: "AGE", value: age },
     ],
     create: {
@@ -120,6 +121,7 @@ export const RESOURCES: Resource[] = [
         "public",
         "egress",
         "host-access",
+        "data-plane",
         "physnet",
         "segment-id",
         "mtu",
@@ -383,6 +385,7 @@ function networkBody(name: string, f: FlagValues): unknown {
     ...(f.public ? { public: true } : {}),
     ...(f.egress ? { egress: true } : {}),
     ...(f["host-access"] ? { hostAccess: true } : {}),
+    ...optional("dataPlane", str(f, "data-plane")),
     ...optional("physnet", str(f, "physnet")),
     ...(segment ? { segmentId: V.integer("segment-id", segment, 1, 16777215) } : {}),
     ...(mtu ? { mtu: V.integer("mtu", mtu, 576, 9216) } : {}),

@@ -47,6 +47,17 @@ Deno.test("create bodies: network flags become the API's fields, absent flags st
     egress: true,
     hostAccess: true,
   });
+  const external = parseCommandLine([
+    ...["create", "network", "data", "--cidr", "10.4.0.0/24", "--type", "vlan"],
+    ...["--physnet", "fabric", "--data-plane", "external"],
+  ]).flags;
+  assert.deepEqual(net.create.body("data", external), {
+    name: "data",
+    cidr: "10.4.0.0/24",
+    type: "vlan",
+    dataPlane: "external",
+    physnet: "fabric",
+  });
   const group = findResource("ipgroup", "create");
   const both = parseCommandLine([
     "create",

@@ -64,6 +64,8 @@ export interface NetworkRecord {
   securityGroups?: string[];
   /** The DSCP marking of the IP traffic its ports send (agent/PIPELINE.md); absent: none. */
   dscp?: number;
+  /** Another plugin's interfaces carry it (schemas.ts DataPlane); absent: Open vSwitch. */
+  dataPlane?: "external";
   /** Its pods reach what lies outside through the node, source NAT to it (service/node_reach.ts). */
   egress?: boolean;
   /** The node reaches its pods on this network (kubelet probes, hostPort). */

@@ -36,6 +36,14 @@ const CidrText = z.string().min(1).max(64).meta({ example: "10.1.0.0/24" });
 
 export const NetworkType = z.enum(["vxlan", "vlan", "flat"]);
 
+/**
+ * Who carries a network's traffic: "ovs", knitter's own veths on Open vSwitch; "external", another
+ * plugin's interfaces (macvlan, ipvlan, host-device, SR-IOV) that take their addresses from the
+ * knitter IPAM, on the physnet and VLAN the network documents (agent/README.md, "Knitter as an
+ * IPAM plugin").
+ */
+export const DataPlane = z.enum(["ovs", "external"]);
+
 export const RouteSchema = z.strictObject({
   dst: CidrText,
   via: IpText.optional().meta({ description: "next hop; absent: through the interface" }),
@@ -167,6 +175,10 @@ export const NetworkCreate = z.strictObject({
     description:
       "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on",
   }),
+  dataPlane: DataPlane.default("ovs").meta({
+    description:
+      "ovs: knitter's veths on Open vSwitch carry it; external: another plugin's interfaces (macvlan, ipvlan, host-device, SR-IOV) with the knitter IPAM, on its physnet and segment, and no agent adds flows for its ports; fixed at creation",
+  }),
 });
 
 /**
@@ -174,8 +186,8 @@ export const NetworkCreate = z.strictObject({
  * out by direct callers (benches, checks), meaning off as the schema's default does.
  */
 export type NetworkCreateBody =
-  & Omit<z.infer<typeof NetworkCreate>, "egress" | "hostAccess">
-  & { egress?: boolean; hostAccess?: boolean };
+  & Omit<z.infer<typeof NetworkCreate>, "egress" | "hostAccess" | "dataPlane">
+  & { egress?: boolean; hostAccess?: boolean; dataPlane?: z.infer<typeof DataPlane> };
 
 /**
  * A change to a network. Only what existing ports can live with changes (description, MTU, routes,
@@ -250,6 +262,9 @@ export const Network = z.object({
   dscp: z.int().optional(),
   egress: z.boolean().meta({ description: "its pods reach the outside through the node (SNAT)" }),
   hostAccess: z.boolean().meta({ description: "the node reaches its pods on this network" }),
+  dataPlane: z.literal("external").optional().meta({
+    description: "another plugin's interfaces carry it (the knitter IPAM); absent: Open vSwitch",
+  }),
 });
 
 // ---- physnets
@@ -487,6 +502,9 @@ export const Port = z.object({
   }),
   networkHostAccess: z.literal(true).optional().meta({
     description: "its network has hostAccess: the agent puts the node on it",
+  }),
+  networkDataPlane: z.literal("external").optional().meta({
+    description: "another plugin's interface has the port (the knitter IPAM): no agent adds flows",
   }),
   conflicts: z.array(PortConflict).optional().meta({
     description:

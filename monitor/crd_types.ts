@@ -44,6 +44,8 @@ export interface NetworkSpec {
   egress?: boolean;
   /** The node reaches its pods on it (kubelet probes, hostPort). */
   hostAccess?: boolean;
+  /** Who carries its traffic: Knitter's switch, or another plugin with the knitter IPAM. */
+  dataPlane?: "ovs" | "external";
   physnet?: string;
   segmentId?: number;
   mtu?: number;

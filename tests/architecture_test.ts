@@ -349,3 +349,16 @@ Deno.test("architecture: the manager's ports are reached through service/ports/m
   assert.ok(read > 30, `the service files were read (${read})`);
   assert.deepEqual(long, [], "more than three: take an options object");
 });
+
+Deno.test("architecture: one place in the agent reads a CNI config's ipam section (knitter as another plugin's IPAM)", async () => {
+  const HOME = "agent/cni/ipam_call.ts";
+  const READS = /\bconfig\.ipam\b|\bconfig\[["']ipam["']\]|\bipam\.type\b/;
+  const found: string[] = [];
+  for await (const file of sources(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path === HOME) continue;
+    const m = (await Deno.readTextFile(file)).match(READS);
+    if (m) found.push(`${path}: ${m[0]} (only ${HOME} tells an IPAM call apart)`);
+  }
+  assert.deepEqual(found, []);
+});

@@ -113,7 +113,7 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
     });
     const data = await api("POST", "tenants/acme/networks", {
       token: ACME,
-      body: { name: "data", cidr: "10.20.0.0/24", cidr6: "fd00:20::/64" },
+      body: { name: "data", cidr: "10.20.0.0/24", cidr6: "fd00:20::/64", dataPlane: "external" },
     });
     await api("POST", "tenants/globex/networks", {
       token: GLOBEX,
@@ -151,7 +151,17 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
     assert.deepEqual(await texts(page, "#tenants tbody tr td:first-child"), ["acme"]);
 
     // Its networks, with bars of their pools; nothing of globex anywhere on the page.
-    assert.deepEqual(await texts(page, "#networks tr.network td.name"), ["control", "data"]);
+    assert.deepEqual(
+      await page.locator("#networks tr.network").evaluateAll((rows) =>
+        rows.map((r) => r.getAttribute("data-network"))
+      ),
+      ["control", "data"],
+    );
+    // A network another plugin carries (the knitter IPAM's) says so.
+    assert.deepEqual(await texts(page, '#networks tr.network[data-network="data"] .tag'), [
+      "external data plane",
+    ]);
+    assert.deepEqual(await texts(page, '#networks tr.network[data-network="control"] .tag'), []);
     const body = await page.locator("body").textContent() ?? "";
     for (const word of ["globex", "secret", "hidden"]) {
       assert.ok(!body.includes(word), `the page shows "${word}" of another tenant`);

@@ -4,7 +4,7 @@
  * runtime finds one (a link in /opt/cni/bin, named in the conflist), chained with the reference
  * tuning, portmap and bandwidth plugins, and gets nothing from its environment: podman, conmon and
  * the cleanup conmon runs all have a minimal PATH and no KNITTER_* variable; the conflist names
- * each node's agent socket.
+ * each node's agent socket. Last, the same podman runs macvlan with the knitter IPAM.
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
@@ -27,6 +27,8 @@ const NETWORK = "web";
 const PAYLOAD_BYTES = 300 * 1024;
 /** The port `podman run --publish` opens on the node. */
 const PUBLISHED = 18081;
+/** Hex of 64 KiB of random bytes (at most what one getRandomValues gives). */
+const HEX_BYTES = 128 * 1024;
 
 const skip = Deno.uid() === 0 ? undefined : "needs root (podman, network namespaces, Open vSwitch)";
 if (skip) console.log(`e2e_podman_test.ts: skipped: ${skip}`);
@@ -36,12 +38,9 @@ Deno.test({
     "e2e podman: a real podman with runc runs containers through the installed plugin (chained with tuning, portmap, bandwidth; no environment); they get the manager's addresses and talk TCP across nodes; conmon's cleanup and stop + rm release everything",
   ignore: skip !== undefined,
   fn: async () => {
-    const missing = await missingForPodman();
-    assert.deepEqual(missing, [], `missing ${missing.join(", ")}: run scripts/setup.sh as root`);
     await using cleanup = new Cleanup();
-    const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+    const stack = await podmanStack(cleanup, ["n1", "n2"]);
     const [n1, n2] = stack.nodes;
-    await createTenant(stack, TENANT);
     await createNetwork(stack, TENANT, NETWORK, "10.60.0.0/24");
     const pm = await startPodman(cleanup);
     // One podman network per node: the same Knitter network, through that node's agent.
@@ -137,12 +136,9 @@ Deno.test({
     "e2e podman: `podman run --publish` on a hostAccess network, podman running in the node's netns as on a real node: the external host fetches the container's payload through the node's address (portmap), the node reaches the container, and stop + rm leave no port and no rule",
   ignore: skip !== undefined,
   fn: async () => {
-    const missing = await missingForPodman();
-    assert.deepEqual(missing, [], `missing ${missing.join(", ")}: run scripts/setup.sh as root`);
     await using cleanup = new Cleanup();
-    const stack = await startStack({ cleanup, nodes: ["n1"] });
+    const stack = await podmanStack(cleanup, ["n1"]);
     const [n1] = stack.nodes;
-    await createTenant(stack, TENANT);
     // hostAccess is the admin's setting (the stack's token is the admin's).
     const made = await stack.api("POST", `tenants/${TENANT}/networks`, {
       name: "front",
@@ -210,6 +206,91 @@ Deno.test({
     assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
   },
 });
+
+Deno.test({
+  name:
+    "e2e podman IPAM: podman runs containers with one interface from knitter and one from macvlan with the knitter IPAM; they fetch a payload over the macvlan at the manager's addresses; stop + rm release everything",
+  ignore: skip !== undefined,
+  fn: async () => {
+    await using cleanup = new Cleanup();
+    const stack = await podmanStack(cleanup, ["n1"]);
+    const [n1] = stack.nodes;
+    await createNetwork(stack, TENANT, "front", "10.62.0.0/24");
+    const data = await stack.api("POST", `tenants/${TENANT}/networks`, {
+      name: "data",
+      cidr: "10.63.0.0/24",
+      dataPlane: "external",
+    });
+    assert.equal(data.status, 201, JSON.stringify(data.body));
+    // The macvlan master: one end of a veth on the node (its peer up, so the master is up).
+    await run(["ip", "-n", n1.sim.netns, "-batch", "-"], {
+      stdin: "link add data0 type veth peer name data0p\nlink set data0p up\nlink set data0 up\n",
+    });
+    const pm = await startPodman(cleanup, { netns: n1.sim.netns });
+    const [front, macvlan] = [`${cleanup.prefix}-front`, `${cleanup.prefix}-data`];
+    await pm.addNetwork({
+      cniVersion: "1.0.0",
+      name: front,
+      plugins: [{ type: pm.plugin, agentSocket: n1.agentSocket, networks: ["front"] }],
+    });
+    await pm.addNetwork({
+      cniVersion: "1.0.0",
+      name: macvlan,
+      plugins: [{
+        type: "macvlan",
+        master: "data0",
+        mode: "bridge",
+        // Read by the forwarder when macvlan runs it as its IPAM (macvlan ignores it).
+        agentSocket: n1.agentSocket,
+        ipam: { type: pm.plugin, network: "data" },
+      }],
+    });
+
+    const www = `${pm.dir}/www`;
+    await Deno.mkdir(www);
+    // Text (hex of random bytes): podman exec's output is read as text.
+    const random = crypto.getRandomValues(new Uint8Array(HEX_BYTES / 2));
+    const payload = [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
+    await Deno.writeTextFile(`${www}/payload`, payload);
+    const networks = `${front},${macvlan}`;
+    const a = await pm.runDetached([
+      ...["--name", cleanup.name("a"), "--network", networks, "--volume", `${www}:/www:ro`],
+      ...[pm.image, "httpd", "-f", "-p", "80", "-h", "/www"],
+    ]);
+    const b = await pm.runDetached([
+      ...["--name", cleanup.name("b"), "--network", networks],
+      ...[pm.image, "sleep", "600"],
+    ]);
+    const aIp = await expectDataAddress(stack, pm, a);
+    await expectDataAddress(stack, pm, b);
+
+    const fetched = await pm.podman(
+      ["exec", b.id, "wget", "-q", "-O", "-", `http://${aIp}/payload`],
+      { timeoutMs: 30_000 },
+    );
+    assert.equal(fetched.stdout, payload, "the payload arrived whole over the macvlan");
+
+    for (const c of [a, b]) {
+      await pm.podman(["stop", "--time", "1", c.id]);
+      await waitFor(`the release of ${c.name}`, async () => !(await holdsData(stack, c)), 10_000);
+      await pm.podman(["rm", c.id]);
+    }
+    assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
+    const ports = await stack.api("GET", `ports?tenant=${TENANT}`);
+    assert.deepEqual(ports.body.items, [], "the manager holds no port");
+    const links = await run(["ip", "-n", n1.sim.netns, "-o", "link", "show", "type", "macvlan"]);
+    assert.equal(links.stdout.trim(), "", "no macvlan left on the node");
+  },
+});
+
+/** A stack for podman's containers, with their tenant; fails when the machine lacks what podman needs. */
+async function podmanStack(cleanup: Cleanup, nodes: string[]): Promise<Stack> {
+  const missing = await missingForPodman();
+  assert.deepEqual(missing, [], `missing ${missing.join(", ")}: run scripts/setup.sh as root`);
+  const stack = await startStack({ cleanup, nodes });
+  await createTenant(stack, TENANT);
+  return stack;
+}
 
 /** The conflist of one podman network: knitter on a node's agent, then the reference plugins. */
 function conflist(pm: Podman, name: string, agentSocket: string, network = NETWORK) {
@@ -307,4 +388,38 @@ function randomBytes(n: number): Uint8Array {
 
 async function exists(path: string): Promise<boolean> {
   return (await Deno.lstat(path).catch(() => undefined)) !== undefined;
+}
+
+/**
+ * The manager's port of a container's macvlan: podman gives no pod UID, so the ID is the
+ * container's and the interface's (podman names the interfaces of a container's networks eth0 and
+ * eth1 in an order of its own).
+ */
+function dataPortPath(c: Container, ifName: string): string {
+  return `tenants/${TENANT}/networks/data/ports/${c.id}-${ifName}`;
+}
+
+/** Whether the manager or the agent still holds anything of the container's eth1. */
+async function holdsData(stack: Stack, c: Container): Promise<boolean> {
+  for (const ifName of ["eth0", "eth1"]) {
+    if ((await stack.api("GET", dataPortPath(c, ifName))).status !== 404) return true;
+  }
+  return (await journal(stack.nodes[0])).some((r) => r.containerId === c.id);
+}
+
+/**
+ * The container's interface on the data network (10.63.0.0/24) has the address the manager handed
+ * out for its port; answers the address.
+ */
+async function expectDataAddress(stack: Stack, pm: Podman, c: Container): Promise<string> {
+  const inside = await pm.podman(["exec", c.id, "ip", "-4", "-o", "addr", "show"]);
+  const [, ifName, address] = /^\d+: (eth\d)\s+inet (10\.63\.0\.\d+\/24)/m.exec(inside.stdout) ??
+    [];
+  assert.ok(ifName, `an interface of ${c.name} on the data network: ${inside.stdout}`);
+  const port = await stack.api("GET", dataPortPath(c, ifName));
+  assert.equal(port.status, 200, `the manager's port of ${c.name}: ${JSON.stringify(port.body)}`);
+  assert.equal(port.body.node, "n1");
+  assert.equal(port.body.networkDataPlane, "external");
+  assert.equal(address, port.body.address, `${ifName} of ${c.name}: ${inside.stdout}`);
+  return port.body.ip;
 }

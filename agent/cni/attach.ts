@@ -4,6 +4,7 @@
  * is already undone; CHECK compares the pod with what ADD recorded.
  */
 import type { Logger, Port, StartedCommand } from "@knitter/common";
+import { portAddresses } from "@knitter/common";
 import { ManagerError, Mutex } from "@knitter/common";
 import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
 import { toCniError } from "./cni_errors.ts";
@@ -11,6 +12,7 @@ import { cniResult, podRoutes } from "./cni_result.ts";
 import { hostIfName } from "../interfaces/ip_links.ts";
 import type { PodNetns } from "../interfaces/netns.ts";
 import { goneReason } from "./reaper.ts";
+import { ipamPodRequest, ipamResult, isIpamCall } from "./ipam_call.ts";
 import {
   type AgentRequest,
   checkAddRequest,
@@ -34,7 +36,7 @@ import {
   RecordTooLargeError,
   storedBytes,
 } from "../state.ts";
-import { externalIds, type Wiring } from "../interfaces/wiring.ts";
+import { externalIds, type WireRequest, type Wiring } from "../interfaces/wiring.ts";
 
 /** Room kept in a record for each interface's port and result, when its size is judged up front. */
 const BYTES_PER_INTERFACE = 1024;
@@ -98,8 +100,12 @@ export class Attacher {
     return this.locked(req.containerId, () => this.doCheck(req));
   }
 
-  /** Removes every attachment the runtime no longer lists as valid (CNI GC). */
+  /**
+   * Removes every attachment the runtime no longer lists as valid (CNI GC), of the calling plugin
+   * only: knitter's own interfaces, or (an IPAM call) the addresses it gave the CNI network named.
+   */
   async gc(req: CniRequest): Promise<void> {
+    const ipamOf = isIpamCall(req.config) ? req.config.name : undefined;
     const list = req.config["cni.dev/valid-attachments"] ?? req.config["cni.dev/attachments"] ?? [];
     const valid = new Set(
       (list as { containerID: string; ifname: string }[]).map((v) =>
@@ -110,6 +116,8 @@ export class Attacher {
     for (const listed of await this.d.state.listAttachments()) {
       // knitctl's extra interfaces are not the runtime's to list: only detach removes them.
       if (isExtraContainer(listed.containerId)) continue;
+      // Another plugin's interfaces are not in knitter's list, nor knitter's in theirs.
+      if (listed.ipam?.cniNetwork !== ipamOf) continue;
       const key = `${listed.containerId}/${listed.ifName}`;
       // An ADD being answered now is newer than the runtime's list: not the list's to judge.
       if (valid.has(key) || this.adding.has(key)) continue;
@@ -154,8 +162,10 @@ export class Attacher {
     });
   }
 
-  private async doAdd(req: CniRequest): Promise<CniResult> {
+  private async doAdd(req: AgentRequest): Promise<CniResult> {
     const pod = await this.namespaces.pod(req.netns ?? "");
+    // Knitter as another plugin's IPAM: the port of one interface, nothing made here.
+    if (isIpamCall(req.config)) return await this.addIpam(req, pod);
     // The first interface's `ip` starts now and waits for its lines, while the journal and the
     // manager are waited for.
     const batch = await this.d.links.startBatch(pod.path);
@@ -217,19 +227,11 @@ export class Attacher {
     try {
       await this.d.wiring.wire(a, {
         what: "ADD",
-        portRequest: (i, k) => {
-          const w = want.interfaces[k];
-          return {
-            ...(w.ip ? { ip: w.ip } : {}),
-            ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
-            ...(w.mac ? { mac: w.mac } : {}),
-            node: this.d.nodeName,
-            ...(want.pod ? { pod: want.pod } : {}),
-            interface: i.ifName,
-          };
+        ...this.portAsk(want),
+        accept: (i, k) => {
+          requirePrefix(i.port, want.interfaces[k]);
+          requireDataPlane(i.port, "ovs");
         },
-        refused: (err, k) => withSource(withTenantHint(err, want), want.interfaces[k]),
-        accept: (i, k) => requirePrefix(i.port, want.interfaces[k]),
         shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
         externalIds,
         batch,
@@ -251,6 +253,87 @@ export class Attacher {
       interfaces: a.interfaces.length,
     });
     return a.result as CniResult;
+  }
+
+  /**
+   * An IPAM call's ADD (ipam_call.ts): the manager's port for this container and interface, recorded
+   * like any, with nothing made on the node. The same ADD again answers the same addresses.
+   */
+  private async addIpam(req: AgentRequest, pod: PodNetns): Promise<CniResult> {
+    const want = ipamPodRequest(req, this.d.defaults);
+    const w = want.interfaces[0];
+    const portId = portIdFor(want.owner, w.ifName);
+    const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
+    if (existing) {
+      const same = existing.ipam && existing.status === "ready" && existing.netns === pod.path &&
+        existing.interfaces[0]?.portId === portId && existing.interfaces[0].network === w.network &&
+        existing.tenant === want.tenant;
+      if (same) return existing.result as CniResult;
+      await this.undo(existing, "IPAM ADD again, asking for another port or netns");
+    }
+    const a: Attachment = {
+      containerId: req.containerId,
+      ifName: req.ifName,
+      netns: pod.path,
+      netnsId: pod.id,
+      tenant: want.tenant,
+      pod: want.pod,
+      status: "adding",
+      // No veth and no flows: no host end, no flow cookie.
+      interfaces: [{
+        ifName: w.ifName,
+        hostIfName: "",
+        portId,
+        tenant: want.tenant,
+        network: w.network,
+        cookie: 0,
+        defaultRoute: w.defaultRoute,
+      }],
+      createdAt: new Date().toISOString(),
+      ipam: { cniNetwork: req.config.name },
+    };
+    this.requireOwnPorts(a);
+    try {
+      await this.d.wiring.wire(a, {
+        what: "IPAM ADD",
+        ...this.portAsk(want),
+        accept: (i) => {
+          requirePrefix(i.port, w);
+          requireDataPlane(i.port, "external");
+        },
+        shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
+        externalIds,
+        complete: (a) => {
+          a.result = ipamResult(a.interfaces[0].port!, w.defaultRoute);
+        },
+      });
+    } catch (err) {
+      throw toCniError(err, `Cannot give ${req.containerId}/${req.ifName} an address`);
+    }
+    this.d.log.info("addressed (IPAM)", {
+      container: a.containerId,
+      ifName: a.ifName,
+      network: w.network,
+    });
+    return a.result as CniResult;
+  }
+
+  /** How the manager is asked for the wanted interfaces' ports, and its refusals explained. */
+  private portAsk(want: PodRequest): Pick<WireRequest, "portRequest" | "refused"> {
+    return {
+      portRequest: (i, k) => {
+        const w = want.interfaces[k];
+        return {
+          ...(w.ip ? { ip: w.ip } : {}),
+          ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
+          ...(w.mac ? { mac: w.mac } : {}),
+          node: this.d.nodeName,
+          ...(want.pod ? { pod: want.pod } : {}),
+          interface: i.ifName,
+        };
+      },
+      refused: (err, k) => withSource(withTenantHint(err, want), want.interfaces[k]),
+    };
   }
 
   /**
@@ -303,12 +386,15 @@ export class Attacher {
 
   private async doCheck(req: CniRequest): Promise<void> {
     const a = await this.d.state.getAttachment(req.containerId, req.ifName);
-    if (!a || a.status !== "ready") {
+    if (!a || a.status !== "ready" || !a.ipam !== !isIpamCall(req.config)) {
       throw new CniError(
         CNI_CODE.checkFailed,
-        `No attachment of ${req.containerId}/${req.ifName} on this node`,
+        `No ${
+          isIpamCall(req.config) ? "address given by the knitter IPAM to" : "attachment of"
+        } ${req.containerId}/${req.ifName} on this node`,
       );
     }
+    if (a.ipam) return checkIpam(a, req.config.prevResult as CniResult | undefined);
     const id = await this.namespaces.idNow(a.netns);
     if (a.netnsId !== undefined && id !== null && id !== "missing" && id !== a.netnsId) {
       throw new CniError(
@@ -395,6 +481,44 @@ function requireRoom(a: Attachment, prevResult: unknown): void {
     } KiB)`,
     "ask for fewer networks, or chain fewer or smaller results before knitter",
   );
+}
+
+/**
+ * CHECK of an IPAM record: the calling plugin checks its interface has the addresses of its
+ * prevResult; knitter checks that prevResult has the addresses it gave.
+ */
+function checkIpam(a: Attachment, prev: CniResult | undefined): void {
+  const listed = new Set((prev?.ips ?? []).map((ip) => ip.address));
+  const port = a.interfaces[0].port!;
+  const lost = portAddresses(port).filter((address) => !listed.has(address));
+  if (lost.length === 0) return;
+  throw new CniError(
+    CNI_CODE.checkFailed,
+    `prevResult of ${a.containerId}/${a.ifName} lacks ${
+      lost.join(", ")
+    }, which the knitter IPAM gave it (port "${port.id}" on network "${port.network}")`,
+  );
+}
+
+/**
+ * A port is wired by the plugin its network's data plane is for. The knitter IPAM gives no address
+ * on an Open vSwitch network (the other nodes' switches would send its traffic to this node's
+ * switch, where it has no port), and knitter makes no veth on an external one (its flows and
+ * every node's would claim an address another plugin's interface has).
+ */
+function requireDataPlane(port: Port, wanted: "ovs" | "external"): void {
+  const has = port.networkDataPlane ?? "ovs";
+  if (has === wanted) return;
+  const [msg, fix] = has === "ovs"
+    ? [
+      `Network "${port.network}" has the Open vSwitch data plane (knitter's own veths and flows), so the knitter IPAM gives no addresses on it`,
+      `make the interface with knitter instead ("type": "knitter", "networks": ["${port.network}"]), or give the other plugin's interfaces a network created with "dataPlane": "external"`,
+    ]
+    : [
+      `Network "${port.network}" has an external data plane (another plugin's interfaces, with the knitter IPAM), so knitter makes no interface of its own on it`,
+      `make the interface with macvlan, ipvlan, host-device or sriov and "ipam": {"type": "knitter", "network": "${port.network}"}, or ask knitter for a network with the Open vSwitch data plane`,
+    ];
+  throw new CniError(CNI_CODE.invalidConfig, msg, fix);
 }
 
 /** A fixed address asked with a prefix length must have its network's. */

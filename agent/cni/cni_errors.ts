@@ -40,7 +40,8 @@ export function toCniError(err: unknown, doing: string): CniError {
       return new CniError(CNI_CODE.tryAgainLater, `${doing}: ${err.message}`);
     }
     if (CONFIG_ERRORS.has(err.code)) {
-      const hint = err.status === 401 || err.status === 403
+      // 401: the token itself; a 403 is about what was asked, which the manager's message says.
+      const hint = err.status === 401
         ? " (the agent's manager token is refused: check its configuration)"
         : "";
       return new CniError(CNI_CODE.invalidConfig, `${doing}: ${err.message}${hint}`);

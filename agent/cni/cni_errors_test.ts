@@ -23,3 +23,20 @@ Deno.test("a bare 429 (a client that did not retry) is CNI error 11 too", () => 
   assert.equal(err.code, CNI_CODE.tryAgainLater);
   assert.match(err.msg, /its limit/);
 });
+
+Deno.test("a 401 says the agent's token is refused; a 403 about the request does not blame the token", () => {
+  const unknown = toCniError(new ManagerError(401, "unauthorized", "Unknown token"), "ADD");
+  assert.equal(unknown.code, CNI_CODE.invalidConfig);
+  assert.match(unknown.msg, /the agent's manager token is refused: check its configuration/);
+  const bind = toCniError(
+    new ManagerError(
+      403,
+      "forbidden",
+      'A token of node "n1" may bind a port of tenant "globex" only to a pod of namespace "globex" (a pod\'s tenant is its namespace), not "acme"',
+    ),
+    "ADD",
+  );
+  assert.equal(bind.code, CNI_CODE.invalidConfig);
+  assert.match(bind.msg, /only to a pod of namespace "globex"/);
+  assert.doesNotMatch(bind.msg, /token is refused/);
+});

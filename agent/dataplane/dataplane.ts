@@ -399,14 +399,16 @@ export class Dataplane {
     // The networks a router connects to one of ours: routed traffic is delivered from here.
     const local = new Set(networks.keys());
     const routed = routedNetworks(this.remote.routers(), local);
-    for (const p of this.remote.ports()) {
+    // Ports of a network another plugin carries (the knitter IPAM's) are on no switch.
+    const remote = [...this.remote.ports()].filter((p) => p.networkDataPlane !== "external");
+    for (const p of remote) {
       if (!routed.has(p.networkId) || networks.has(p.networkId)) continue;
       // A VLAN or flat network is only reachable from a node attached to its physnet.
       if (p.physnet !== undefined && !this.physnetPorts.has(p.physnet)) continue;
       await this.network(networks, p);
     }
     const remotePorts: FlowRemotePort[] = [];
-    for (const p of this.remote.ports()) {
+    for (const p of remote) {
       if (p.node === this.config.nodeName) continue;
       const net = networks.get(p.networkId);
       const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;

@@ -94,6 +94,8 @@ export interface StatePort {
   ofport?: number;
   ip?: string;
   mac?: string;
+  /** Knitter was another plugin's IPAM for it: no veth, no switch port, no flows (hostIfName ""). */
+  dataPlane?: "external";
 }
 
 export interface VerifyView {
@@ -196,8 +198,12 @@ export class NodeInspector {
     }
     for (const a of this.d.state.attachmentsView()) {
       for (const i of a.interfaces) {
-        if (i.portId === from.portId && i.ofport !== undefined) {
-          return { kind: "port", ofport: i.ofport };
+        if (i.portId !== from.portId) continue;
+        if (i.ofport !== undefined) return { kind: "port", ofport: i.ofport };
+        if (a.ipam) {
+          throw new TraceRefused(
+            `Port "${from.portId}" is another plugin's interface (knitter is its IPAM): network "${i.network}" has the external data plane, so no Open vSwitch flows carry it and there is nothing to trace`,
+          );
         }
       }
     }
@@ -226,6 +232,7 @@ export class NodeInspector {
           hostIfName: i.hostIfName,
           ...(i.ofport !== undefined ? { ofport: i.ofport } : {}),
           ...(i.port ? { ip: i.port.ip, mac: i.port.mac } : {}),
+          ...(a.ipam ? { dataPlane: "external" as const } : {}),
         });
         if (i.ofport === undefined) continue;
         const found = byName.get(i.hostIfName);

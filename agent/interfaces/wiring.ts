@@ -5,7 +5,9 @@
  * switch and syncs the flows, recording it in the agent's state before anything is made. Each step
  * is noted in an {@link UndoJournal} once it may have made something, so a failure undoes exactly
  * that: nothing made is left, nothing not made is touched. Unwiring (DEL, GC, a lost DEL, detach)
- * undoes what the record names, the same way; every step tolerates what is already gone.
+ * undoes what the record names, the same way; every step tolerates what is already gone. A record
+ * of knitter as another plugin's IPAM (Attachment.ipam) has its ports only: nothing else is made
+ * or undone for it.
  */
 import type { Logger, Port, PortRequest, Route, StartedCommand } from "@knitter/common";
 import { portAddresses } from "@knitter/common";
@@ -110,6 +112,8 @@ export class UndoJournal {
     const j = new UndoJournal();
     j.record = true;
     j.asked = a.interfaces.length;
+    // Another plugin made the interface of an IPAM record, and undoes it: only the port is ours.
+    if (a.ipam) return j;
     for (const i of a.interfaces) {
       if (i.ofport !== undefined) j.ofports.push(i.ofport);
       j.links.add(i.hostIfName);
@@ -174,10 +178,11 @@ export class Wiring {
         }
         // No record write here: port IDs are derived, so the record already names what to release.
         const ported = i as PortedInterface;
-        this.requirePhysnet(ported.port);
+        if (!a.ipam) this.requirePhysnet(ported.port);
         req.accept?.(ported, k);
-        i.limits = limitsOf(ported);
+        if (!a.ipam) i.limits = limitsOf(ported);
       }
+      if (a.ipam) return await this.complete(a, req);
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
@@ -186,9 +191,7 @@ export class Wiring {
         this.makeInterfaces(a, req, made),
         this.d.flows.sync(),
       ]);
-      req.complete?.(a);
-      a.status = "ready";
-      await this.d.state.putAttachment(a);
+      await this.complete(a, req);
     } catch (err) {
       // Interfaces past those asked for have nothing anywhere: the record need not name them, and
       // undoing them would ask a manager that is not answering.
@@ -199,6 +202,13 @@ export class Wiring {
       });
       throw err;
     }
+  }
+
+  /** The record, completed by the request (its result), stored as ready. */
+  private async complete(a: Attachment, req: WireRequest): Promise<void> {
+    req.complete?.(a);
+    a.status = "ready";
+    await this.d.state.putAttachment(a);
   }
 
   /**

@@ -153,3 +153,40 @@ Deno.test("GET /v1/verify: state ports missing from the bridge, bridge ports not
     state.close();
   }
 });
+
+Deno.test("an IPAM port (another plugin's interface): verify lists it as external, not missing; trace says why it has nothing to trace", async () => {
+  const { app: a, state } = await app();
+  try {
+    await state.putAttachment({
+      containerId: "c2",
+      ifName: "net1",
+      netns: "/var/run/netns/y",
+      tenant: "acme",
+      status: "ready",
+      createdAt: new Date().toISOString(),
+      ipam: { cniNetwork: "data" },
+      interfaces: [{
+        ifName: "net1",
+        hostIfName: "",
+        portId: "m1",
+        tenant: "acme",
+        network: "data",
+        port: { networkId: "nd", ip: "10.9.0.2", mac: "02:00:00:00:09:02" } as Port,
+        cookie: 0,
+        defaultRoute: false,
+      }],
+    });
+    const v = await (await a.request("/v1/verify")).json();
+    assert.deepEqual(v.missingPorts.map((p: { portId: string }) => p.portId), ["p2"]);
+    const m1 = v.state.find((s: { portId: string }) => s.portId === "m1");
+    assert.equal(m1.dataPlane, "external");
+    const traced = await post(a, JSON.stringify({ from: { kind: "port", portId: "m1" }, packet }));
+    assert.equal(traced.status, 400);
+    assert.match(
+      traced.body.error.message,
+      /Port "m1" is another plugin's interface \(knitter is its IPAM\).*no Open vSwitch flows/,
+    );
+  } finally {
+    state.close();
+  }
+});

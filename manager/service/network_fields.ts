@@ -111,6 +111,7 @@ export function networkFields(
   }
 
   checkSegmentFields(body);
+  refuseFlowsOnly(body.dataPlane, body);
 
   const format = (value: bigint) => formatIp({ family, value });
   return {
@@ -133,6 +134,7 @@ export function networkFields(
       dns: body.dns ?? {},
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
       ...(body.dscp !== undefined ? { dscp: body.dscp } : {}),
+      ...(body.dataPlane === "external" ? { dataPlane: "external" as const } : {}),
       physnet: body.physnet,
       description: body.description,
       ...(body.labels ? { labels: body.labels } : {}),
@@ -141,6 +143,30 @@ export function networkFields(
       reservedRanges: reserved,
     },
   };
+}
+
+/** What only Knitter's flows carry out, which another plugin's interfaces never pass through. */
+const FLOWS_ONLY = ["securityGroups", "dscp", "egress", "hostAccess", "bandwidth"] as const;
+
+/**
+ * Refuses, on a network whose data plane is external, turning on what only Knitter's flows carry
+ * out: at creation, and (the same call) on a change of such a network (null, false or an empty
+ * list turn a setting off, which is always allowed).
+ */
+export function refuseFlowsOnly(
+  dataPlane: string | undefined,
+  fields: Partial<Record<typeof FLOWS_ONLY[number], unknown>>,
+): void {
+  if (dataPlane !== "external") return;
+  for (const field of FLOWS_ONLY) {
+    const v = fields[field];
+    if (v === undefined || v === null || v === false) continue;
+    if (Array.isArray(v) && v.length === 0) continue;
+    throw invalid(
+      field,
+      `an external network's traffic goes through another plugin's interfaces, never Knitter's flows on Open vSwitch, which is where ${field} is carried out: leave it out, or make the network with "dataPlane": "ovs"`,
+    );
+  }
 }
 
 function checkSegmentFields(body: NetworkCreateBody): void {

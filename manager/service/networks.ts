@@ -16,7 +16,7 @@ import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { listClusters } from "./clusters.ts";
-import { networkFields } from "./network_fields.ts";
+import { networkFields, refuseFlowsOnly } from "./network_fields.ts";
 import { dropLeftovers } from "./network_leftovers.ts";
 import {
   forgetNetwork,
@@ -298,6 +298,7 @@ export async function updateNetwork(
       const net = e.value;
       checkMonitorReach(principal, net);
       refuseImmutable(net, body);
+      refuseFlowsOnly(net.dataPlane, body);
       // The create-time checks of routes and DNS, on the network as it would become.
       const spec = networkFields({
         name: net.name,

@@ -63,6 +63,12 @@ async function connected(ctx: Ctx, tenant: string, body: Body) {
         `network "${name}" is public: other tenants' pods have ports on it, and a router would open the tenant's other networks to them; connect private networks only`,
       );
     }
+    if (net.dataPlane === "external") {
+      throw invalid(
+        field,
+        `network "${name}" has the external data plane: its pods' interfaces are another plugin's and never reach Knitter's flows, where a router is; connect networks with the Open vSwitch data plane`,
+      );
+    }
     if (net.family !== 4 || net.gateway === undefined) {
       throw invalid(
         field,

@@ -212,10 +212,15 @@ export async function portsOfPod(
 }
 
 /** A Network resource in namespace acme (a /24, gateway .1), once the monitor has made it Ready. */
-export async function networkReady(k: KubeCluster, name: string, cidr: string): Promise<void> {
+export async function networkReady(
+  k: KubeCluster,
+  name: string,
+  cidr: string,
+  more: Record<string, unknown> = {},
+): Promise<void> {
   k.api.create("networks", {
     metadata: { name, namespace: "acme" },
-    spec: { cidr, gateway: cidr.replace(/0\/24$/, "1") },
+    spec: { cidr, gateway: cidr.replace(/0\/24$/, "1"), ...more },
   });
   await eventually(
     `network ${name} ready`,

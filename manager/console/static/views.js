@@ -110,7 +110,12 @@ export function networksView(networks) {
             "td",
             { class: "name" },
             n.name,
-            ...[["public", n.public], ["egress", n.egress], ["host access", n.hostAccess]]
+            ...[
+              ["public", n.public],
+              ["egress", n.egress],
+              ["host access", n.hostAccess],
+              ["external data plane", n.dataPlane === "external"],
+            ]
               .filter(([, on]) => on)
               .map(([label]) => h("span", { class: "tag" }, label)),
           ),

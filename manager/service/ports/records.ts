@@ -121,6 +121,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.dscp !== undefined) view.networkDscp = net.dscp;
   if (net.egress === true) view.networkEgress = true;
   if (net.hostAccess === true) view.networkHostAccess = true;
+  if (net.dataPlane === "external") view.networkDataPlane = "external";
   return view;
 }
 
