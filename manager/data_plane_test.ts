@@ -94,3 +94,42 @@ Deno.test("data plane: a change of an external network refuses the same, and let
   const off = { dscp: null, egress: false, hostAccess: false, description: "macvlan on eth1.300" };
   assert.equal(must(await t.call("PATCH", path, off), 200).description, "macvlan on eth1.300");
 });
+
+Deno.test("data plane: a port of an external network cannot name security groups, at PUT or PATCH; nothing is allocated", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  must(await t.call("POST", "tenants/acme/security-groups", { name: "web", rules: [] }), 201);
+  const data = must(
+    await t.call(
+      "POST",
+      "tenants/acme/networks",
+      net("data", "10.1.0.0/24", { dataPlane: "external" }),
+    ),
+    201,
+  );
+  mustFail(
+    await t.call("PUT", "tenants/acme/networks/data/ports/p1", { securityGroups: ["web"] }),
+    400,
+    "invalid_request",
+    { field: "securityGroups", message: /external.*Open vSwitch/ },
+  );
+  mustFail(await t.call("GET", "tenants/acme/networks/data/ports/p1"), 404, "not_found");
+  must(await t.call("PUT", "tenants/acme/networks/data/ports/p2", {}), 201);
+  mustFail(
+    await t.call("PATCH", "tenants/acme/networks/data/ports/p2", {
+      networkId: data.id,
+      securityGroups: ["web"],
+    }),
+    400,
+    "invalid_request",
+    { field: "securityGroups", message: /external.*Open vSwitch/ },
+  );
+  const p2 = must(await t.call("GET", "tenants/acme/networks/data/ports/p2"), 200);
+  assert.equal(p2.securityGroups, undefined);
+  must(
+    await t.call("PATCH", "tenants/acme/networks/data/ports/p2", {
+      networkId: data.id,
+      securityGroups: [],
+    }),
+    200,
+  );
+});

@@ -12,6 +12,7 @@ import { type Ctx, retry } from "../context.ts";
 import { resolveNetworkRef } from "../network_lookup.ts";
 import { ownerOf, portToChange } from "./access.ts";
 import { type PortTarget, portView } from "./records.ts";
+import { refuseFlowsOnly } from "../network_fields.ts";
 import { checkNetwork, portGuards } from "./guards.ts";
 
 export interface PortGroupsBody {
@@ -37,6 +38,7 @@ export async function patchPortGroups(
       );
     }
     const e = await portToChange(ctx, { ...req, net: ref.net, verb: "change" });
+    refuseFlowsOnly(ref.net.dataPlane, { securityGroups: body.securityGroups });
     const guards = await portGuards(ctx, { owner, id, body });
     const next: PortRecord = { ...e.value };
     if (body.securityGroups.length > 0) next.securityGroups = body.securityGroups;

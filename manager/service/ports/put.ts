@@ -11,6 +11,7 @@ import type { Entry } from "../../store/store.ts";
 import { type Ctx, retry } from "../context.ts";
 import { QuotaCharges } from "../quotas.ts";
 import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "../network_lookup.ts";
+import { refuseFlowsOnly } from "../network_fields.ts";
 import { authorizePut, checkPlacement } from "./access.ts";
 import { buildPut } from "./allocation.ts";
 import { batchedPut } from "./batch.ts";
@@ -23,6 +24,7 @@ export async function putPort(ctx: Ctx, req: PortTarget & { body: PortBody }): P
   const { owner, body } = authorizePut(req);
   const guards = await portGuards(ctx, { owner, id, body });
   const ref = await resolveNetworkRef(ctx, req);
+  refuseFlowsOnly(ref.net.dataPlane, { securityGroups: body.securityGroups });
   await checkPlacement(ctx, principal, { owner, id, net: ref.net });
   const plain = body.ip === undefined && body.ipGroup === undefined && body.mac === undefined;
   // A port naming security groups checks each in its commit: too many checks for a batch's.
