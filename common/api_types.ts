@@ -96,6 +96,27 @@ export interface RouterInfo {
   createdAt: string;
 }
 
+/** A port a mirror names: its network (name and the manager's ID) and the port's ID. */
+export interface MirrorPort {
+  network: string;
+  networkId: string;
+  id: string;
+}
+
+/**
+ * A tenant's port mirror, as the manager answers it and announces it on the change feed: copies of
+ * what its source ports send ("out"), receive ("in") or both go to its collector port. Directions
+ * are the pod's: "out" is what the pod sends.
+ */
+export interface MirrorInfo {
+  name: string;
+  tenant: string;
+  sources: MirrorPort[];
+  direction: "in" | "out" | "both";
+  collector: MirrorPort;
+  createdAt: string;
+}
+
 export interface Usage {
   total: number;
   used: number;
