@@ -88,7 +88,12 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   let notReady: string | null = "not registered with the manager yet";
   const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
   // Port mirrors as OVS Mirror rows, over the same OVSDB connection (mirrors.ts).
-  dataplane.mirrors = new MirrorRows(plugger.db, config.bridge, log);
+  dataplane.mirrors = new MirrorRows(
+    plugger.db,
+    config.bridge,
+    log,
+    () => ovs.appctl(["revalidator/purge"]),
+  );
   // The ofports of this node's ports (recorded, or on the bridge already) stay theirs.
   const attachments = [...state.attachmentsView()];
   plugger.reserve(attachments.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));

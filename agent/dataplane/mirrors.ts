@@ -76,6 +76,13 @@ export class MirrorRows {
     private readonly db: OvsdbClient,
     private readonly bridge: string,
     private readonly log: Logger,
+    /**
+     * Drops the datapath's cached flows (`ovs-appctl revalidator/purge`): the userspace datapath
+     * keeps using a cached flow made before a mirror changed for seconds (a busy one, as long as
+     * it is busy), so that copies would start late and go on after a mirror is deleted. The next
+     * packets are translated again, with the mirrors as they now are; none is lost.
+     */
+    private readonly purge: () => Promise<unknown> = () => Promise.resolve(),
   ) {}
 
   /** Makes the bridge's mirrors of this agent exactly `wanted`, in one transaction. */
@@ -100,7 +107,9 @@ export class MirrorRows {
     if (made.length === 0 && drop.length === 0) return;
     ops.push(...bridgeMirrors(this.bridge, "delete", drop.map((u) => ["uuid", u])));
     ops.push(...bridgeMirrors(this.bridge, "insert", made));
-    await this.db.transact(ops);
+    // Answered once ovs-vswitchd uses the rows: a switch left alone may not act on them at once.
+    await this.db.transactApplied(ops);
+    await this.purge();
     this.log.info("port mirrors updated", { made: made.length, removed: drop.length });
   }
 

@@ -204,10 +204,11 @@ export class OvsdbClient {
   }
 
   /**
-   * Commits `ops` with next_cfg incremented, then waits until ovs-vswitchd has applied it. Answers
-   * the `count` fields of the first mutate results (rows matched), to tell a missing bridge apart.
+   * Commits `ops` with next_cfg incremented, then waits until ovs-vswitchd has applied it (as
+   * ovs-vsctl without --no-wait). Answers the `count` fields of the first mutate results (rows
+   * matched), to tell a missing bridge apart.
    */
-  private async transactApplied(ops: Op[], count = 0): Promise<number[]> {
+  async transactApplied(ops: Op[], count = 0): Promise<number[]> {
     const { target, counts } = await this.transactCfg(ops, count);
     await this.waitApplied(target);
     return counts;
