@@ -99,6 +99,17 @@ export function labels(flag: string, texts: string[]): Record<string, string> {
   return out;
 }
 
+/** "NETWORK/PORT" → {network, port}: a port by its network and ID (a mirror's source, collector). */
+export function portRef(flag: string, text: string): { network: string; port: string } {
+  const [network, port, extra] = text.split("/").map((s) => s.trim());
+  if (!network || !port || extra !== undefined) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a port: use NETWORK/PORT-ID, e.g. blue/acme-web-0-eth1`,
+    );
+  }
+  return { network, port };
+}
+
 /** Repeated flags, each maybe a comma-separated list, as one list. */
 export function list(texts: string[] | undefined): string[] {
   return (texts ?? []).flatMap((t) => t.split(",")).map((s) => s.trim()).filter(Boolean);

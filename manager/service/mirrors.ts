@@ -35,8 +35,7 @@ export async function createMirror(
   tenant: string,
   body: Body,
 ): Promise<MirrorRecord> {
-  refuseUnbuilt(body);
-  const collectorRef = body.collector as PortRef;
+  const collectorRef = builtCollector(body);
   const mirror = await retry(ctx, async (tx) => {
     const t = await getTenantEntry(ctx, tenant);
     const e = await ctx.store.get(keys.mirror(tenant, body.name));
@@ -78,8 +77,11 @@ export async function createMirror(
   return mirror;
 }
 
-/** Filters and remote collectors: the API describes them, the dataplane does not build them yet. */
-function refuseUnbuilt(body: Body): void {
+/**
+ * The collector port; filters and remote collectors are refused: the API describes them, the
+ * dataplane does not build them yet.
+ */
+function builtCollector(body: Body): PortRef {
   if (body.filter !== undefined) {
     throw invalid(
       "filter",
@@ -92,6 +94,7 @@ function refuseUnbuilt(body: Body): void {
       "Remote collectors (GRE, ERSPAN, VXLAN) are not supported yet: give a collector port ({ network, port }) of the tenant on the sources' node",
     );
   }
+  return body.collector;
 }
 
 /**
