@@ -92,7 +92,11 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     value: "NET/PORT",
     help: "a port whose traffic a mirror copies (repeatable)",
   },
-  collector: { type: "string", value: "NET/PORT", help: "the port a mirror copies to" },
+  collector: {
+    type: "string",
+    value: "NET/PORT|gre:IP",
+    help: "the port a mirror copies to, or an address over GRE (admin)",
+  },
   direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
   label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },

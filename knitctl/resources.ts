@@ -266,7 +266,7 @@ export const RESOURCES: Resource[] = [
       body: (name, f) => ({
         name,
         sources: V.list(strs(f, "source")).map((s) => V.portRef("source", s)),
-        collector: V.portRef("collector", str(f, "collector") ?? ""),
+        collector: V.collector("collector", str(f, "collector") ?? ""),
         ...optional("direction", str(f, "direction")),
       }),
     },
@@ -436,7 +436,8 @@ function ipGroupBody(name: string, f: FlagValues): unknown {
   };
 }
 
-const portText = (p: Obj) => `${p.network}/${p.id}`;
+const portText = (p: Obj) =>
+  p.remote ? `${p.remote.protocol}:${p.remote.ip}` : `${p.network}/${p.id}`;
 
 function portQuery(f: FlagValues, tenant?: string): string {
   const q = new URLSearchParams();

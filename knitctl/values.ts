@@ -110,6 +110,15 @@ export function portRef(flag: string, text: string): { network: string; port: st
   return { network, port };
 }
 
+/** "NETWORK/PORT" → a collector port; "gre:IP" → a remote collector over GRE (admin). */
+export function collector(
+  flag: string,
+  text: string,
+): { network: string; port: string } | { remote: { ip: string; protocol: string } } {
+  const remote = /^(gre|erspan|vxlan):(.+)$/.exec(text.trim());
+  return remote ? { remote: { protocol: remote[1], ip: remote[2] } } : portRef(flag, text);
+}
+
 /** Repeated flags, each maybe a comma-separated list, as one list. */
 export function list(texts: string[] | undefined): string[] {
   return (texts ?? []).flatMap((t) => t.split(",")).map((s) => s.trim()).filter(Boolean);

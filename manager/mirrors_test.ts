@@ -107,21 +107,60 @@ Deno.test("attack: a tenant cannot use another tenant's port as its collector", 
   );
 });
 
-Deno.test("attack: a tenant cannot send copies to an address (remote collectors are refused)", async () => {
+Deno.test("attack: a tenant cannot send copies to an address; an admin can, over GRE only", async () => {
   using t = await world();
   const req = attempt(t);
+  const remote = (ip: string, protocol = "gre") =>
+    mirror({ collector: { remote: { ip, protocol } } });
   for (const protocol of ["gre", "erspan", "vxlan"]) {
-    mustFail(
-      await req("POST", `${ACME}/mirrors`, {
-        ...mirror(),
-        collector: { remote: { ip: "10.2.0.5", protocol } },
-      }, TOKEN.acme),
-      400,
-      "invalid_request",
-      { field: "collector.remote", message: /not supported yet/ },
+    refusedRemote(
+      await req("POST", `${ACME}/mirrors`, remote("10.2.0.5", protocol), TOKEN.acme),
     );
   }
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, remote("192.0.2.250", "erspan"), TOKEN.admin),
+    400,
+    "invalid_request",
+    { field: "collector.remote.protocol", message: /not supported yet: use gre/ },
+  );
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, remote("fd00::1"), TOKEN.admin),
+    400,
+    "invalid_request",
+    { field: "collector.remote.ip", message: /not an IPv4 address/ },
+  );
+  // An admin's remote mirror still names only the tenant's own ports, on any node.
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, {
+      ...remote("192.0.2.250"),
+      sources: [{ network: "shared", port: "gpub" }],
+    }, TOKEN.admin),
+    404,
+    "not_found",
+    { field: "sources[0]" },
+  );
+  const made = must(
+    await t.call("POST", `${ACME}/mirrors`, {
+      ...remote("192.0.2.250"),
+      sources: [{ network: "blue", port: "web" }, { network: "blue", port: "far" }],
+    }, TOKEN.admin),
+    201,
+  );
+  assert.deepEqual(made.collector, { remote: { ip: "192.0.2.250", protocol: "gre" } });
+  // The tenant sees it, and may delete it.
+  assert.deepEqual(
+    must(await t.call("GET", `${ACME}/mirrors/m1`, undefined, TOKEN.acme), 200),
+    made,
+  );
+  must(await t.call("DELETE", `${ACME}/mirrors/m1`, undefined, TOKEN.acme), 204);
 });
+
+function refusedRemote(reply: { status: number; body: unknown }) {
+  mustFail(reply, 403, "forbidden", {
+    field: "collector.remote",
+    message: /Only an admin may send a mirror's copies to a remote address/,
+  });
+}
 
 Deno.test("attack: another tenant neither reads, lists, deletes nor is fed a tenant's mirror", async () => {
   using t = await world();

@@ -361,10 +361,12 @@ const MirrorPortRef = z.strictObject({
 
 const RemoteCollector = z.strictObject({
   remote: z.strictObject({
-    ip: IpText,
-    protocol: z.enum(["gre", "erspan", "vxlan"]),
+    ip: IpText.meta({ description: "the collector's IPv4 address, reached over the underlay" }),
+    protocol: z.enum(["gre", "erspan", "vxlan"]).meta({
+      description: "gre (Ethernet in GRE); erspan and vxlan: not supported yet (refused with 400)",
+    }),
   }),
-}).meta({ description: "a collector over a tunnel: not supported yet (refused with 400)" });
+}).meta({ description: "a collector over a tunnel from each source's node: admin only" });
 
 export const MirrorCreate = z.strictObject({
   name: Name,
@@ -379,7 +381,7 @@ export const MirrorCreate = z.strictObject({
   }),
   collector: z.union([MirrorPortRef, RemoteCollector]).meta({
     description:
-      "a port of the same tenant on the sources' node (a collector pod's), that receives the copies",
+      "a port of the same tenant on the sources' node (a collector pod's), or a remote address (admin)",
   }),
 });
 
@@ -390,7 +392,10 @@ export const Mirror = z.object({
   tenant: z.string(),
   sources: z.array(MirrorPort),
   direction: z.enum(["in", "out", "both"]),
-  collector: MirrorPort,
+  collector: z.union([
+    MirrorPort,
+    z.object({ remote: z.object({ ip: z.string(), protocol: z.literal("gre") }) }),
+  ]),
   createdAt: Timestamp,
 });
 

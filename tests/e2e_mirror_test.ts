@@ -21,6 +21,7 @@ import {
   type Pod,
 } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
+import { EXTERNAL, externalHost } from "./support/external_host.ts";
 import { inNetns, serve } from "./support/traffic.ts";
 
 const SENDER = new URL("./support/payload_send.ts", import.meta.url).pathname;
@@ -68,9 +69,11 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
   await Deno.writeFile(payloadFile, payload);
 
   /** The payload from client to server and its echo, as the collector pod's capture has them. */
+  /** Where the copies are looked for: the collector pod's interface, or a tunnel's end. */
+  let tap = { netns: collector.netns, iface: "eth0", filter: `tcp port ${PORT}` };
   const streamSeen = async (expect: boolean) => {
     const echo = await serve(cleanup, server.netns, "tcp", PORT, 30);
-    const pcap = await startPcap(cleanup, collector.netns, "eth0", `tcp port ${PORT}`);
+    const pcap = await startPcap(cleanup, tap.netns, tap.iface, tap.filter);
     try {
       const r = await run(
         [...inNetns(client.netns), Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read"]
@@ -162,4 +165,39 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
     );
     await assertSeen("the pod back");
   });
+
+  await t.step(
+    "a remote collector (admin): GRE from the source's node to a netns on the underlay",
+    async () => {
+      await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
+      // A collector host on the underlay: the copies arrive in GRE from n2 (read inside the tunnel).
+      const host = await externalHost(cleanup);
+      tap = { netns: host, iface: "eth0", filter: `proto gre and src ${n2.sim.underlayIp}` };
+      await api(stack, "POST", "tenants/acme/mirrors", {
+        name: "far",
+        sources: [{ network: "data", port: await portOf(server) }],
+        direction: "both",
+        collector: { remote: { ip: EXTERNAL, protocol: "gre" } },
+      });
+      await waitFor(
+        "the Mirror row on n2",
+        async () => (await mirrorRows(n2)).length === 1,
+        10_000,
+      );
+      assert.deepEqual(await mirrorRows(n1), [], "n1 hosts no source of it");
+      // Open vSwitch resolves the collector's MAC (ARP) on the first copy it sends: copies flow once
+      // it has.
+      await waitFor(
+        "copies through the tunnel",
+        async () => (await streamSeen(false)).out.length > 0,
+        15_000,
+      );
+      await assertSeen("over GRE");
+      await api(stack, "DELETE", "tenants/acme/mirrors/far", undefined, 204);
+      await waitFor("no Mirror row on n2", async () => (await mirrorRows(n2)).length === 0, 10_000);
+      const ports = await new Ovs(n2.sim.ovs).vsctl(["list-ports", "br-int"]);
+      assert.ok(!ports.includes("kmir-"), `the GRE port went with the mirror: ${ports}`);
+      assert.equal((await streamSeen(false)).out.length, 0);
+    },
+  );
 });

@@ -444,6 +444,16 @@ Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a 
     ], env);
     expectExit(refused, 1, "a collector as a source");
     assert.match(refused.stderr, /collector of mirror "m1"/);
+    // An admin sends copies to an address over GRE.
+    await ok([
+      ...["-t", "acme", "create", "mirror", "far", "--source", "blue/web"],
+      ...["--collector", "gre:192.0.2.250"],
+    ], admin);
+    assert.match(
+      (await ok(["-t", "acme", "get", "mirror", "far"])).stdout,
+      /\nfar\s+blue\/web\s+both\s+gre:192\.0\.2\.250\s/,
+    );
+    await ok(["-t", "acme", "delete", "mirror", "far"]);
     assert.equal(
       (await ok(["-t", "acme", "delete", "mirror", "m1"])).stdout,
       "mirror/m1 deleted\n",

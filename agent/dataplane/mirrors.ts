@@ -3,11 +3,19 @@
  * manager's mirrors and this node's ports after every flow sync: the rows this agent wants are
  * made or corrected, its rows no mirror wants any more are removed; rows it did not make are left
  * alone. A node realises a mirror whose collector port it hosts, with the sources it hosts too (a
- * source on another node is skipped: the copies are made where the packets are). Since the rows
- * live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync checks them.
+ * source on another node is skipped: the copies are made where the packets are), and a mirror to
+ * a remote collector with the sources it hosts, through a GRE port of its own towards the address.
+ * Since the rows live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync
+ * checks them.
  */
-import type { Logger, MirrorInfo, MirrorPort } from "@knitter/common";
-import type { Op, OvsdbClient } from "./ovsdb.ts";
+import {
+  isRemoteCollector,
+  type Logger,
+  type MirrorInfo,
+  type MirrorPort,
+  Mutex,
+} from "@knitter/common";
+import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
 
 /** Marks the Mirror rows this agent owns: the mirror's "tenant/name". */
 export const MIRROR_ID = "knitter-mirror";
@@ -21,6 +29,17 @@ export interface MirrorRow {
   /** Ports whose sent packets are copied (what their pods receive: "in"). */
   dstPorts: string[];
   output: string;
+  /** A remote collector: `output` is a GRE port of this agent's towards this address. */
+  remoteIp?: string;
+}
+
+/** Names of the GRE ports towards remote collectors: the prefix, then the IPv4 address in hex. */
+export const TUNNEL_PREFIX = "kmir-";
+/** Their ofports: below the pods' (port_plugger.ts POD_OFPORT_MIN), above the tunnel and patches. */
+const TUNNEL_OFPORTS = { first: 900, last: 999 };
+
+export function tunnelName(ip: string): string {
+  return TUNNEL_PREFIX + ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0")).join("");
 }
 
 /**
@@ -30,7 +49,9 @@ export interface MirrorRow {
 export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): MirrorRow[] {
   const out: MirrorRow[] = [];
   for (const m of mirrors) {
-    const output = local.get(portKey(m.collector));
+    const c = m.collector;
+    const remoteIp = isRemoteCollector(c) ? c.remote.ip : undefined;
+    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(portKey(c));
     if (output === undefined) continue;
     const sources = m.sources.flatMap((s) => local.get(portKey(s)) ?? []).sort();
     if (sources.length === 0) continue;
@@ -39,6 +60,7 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
       srcPorts: m.direction === "in" ? [] : sources,
       dstPorts: m.direction === "out" ? [] : sources,
       output,
+      ...(remoteIp ? { remoteIp } : {}),
     });
   }
   return out;
@@ -47,7 +69,7 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
 /** The sources of local-collector mirrors this node does not host (logged: not copied). */
 export function awaySources(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): string[] {
   return [...mirrors].flatMap((m) =>
-    local.has(portKey(m.collector))
+    !isRemoteCollector(m.collector) && local.has(portKey(m.collector))
       ? m.sources.filter((s) => !local.has(portKey(s))).map((s) => `${m.tenant}/${m.name}: ${s.id}`)
       : []
   );
@@ -71,6 +93,11 @@ interface ActualRow {
 
 export class MirrorRows {
   private away = "[]";
+  private readonly mutex = new Mutex();
+  /** What the last sync wanted, and whether a row of it waits for a port to be on the bridge. */
+  private last: { wanted: MirrorRow[]; away: string[] } | null = null;
+  private waiting = false;
+  private watching = false;
 
   constructor(
     private readonly db: OvsdbClient,
@@ -85,15 +112,42 @@ export class MirrorRows {
     private readonly purge: () => Promise<unknown> = () => Promise.resolve(),
   ) {}
 
-  /** Makes the bridge's mirrors of this agent exactly `wanted`, in one transaction. */
-  async reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
+  /**
+   * Makes the bridge's mirrors of this agent exactly `wanted`, and its GRE ports those the remote
+   * collectors need, in one transaction.
+   */
+  reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
+    this.last = { wanted, away };
+    return this.mutex.run(() => this.apply(wanted, away));
+  }
+
+  /**
+   * A pod's flows are synced while its port is being plugged (interfaces/wiring.ts): a row whose
+   * port is not on the bridge yet is made when the database has the port, not at the next sync.
+   */
+  private watchPorts(): void {
+    if (this.watching) return;
+    this.watching = true;
+    this.db.watch((e) => {
+      if (e.kind !== "changed" || !e.tables.includes("Interface") || !this.waiting) return;
+      const last = this.last!;
+      this.reconcile(last.wanted, last.away).catch((err) =>
+        this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
+      );
+    });
+  }
+
+  private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
     this.logAway(away);
-    const [actual, uuids] = await Promise.all([this.ours(), this.portUuids()]);
-    const ops: Op[] = [];
-    const drop: string[] = [];
+    const [actual, ports] = await Promise.all([this.ours(), this.portUuids()]);
+    const refs = new Map([...ports].map(([name, uuid]) => [name, `uuid:${uuid}`]));
+    const ops = await this.tunnels(wanted, ports, refs);
+    const made = ops.length;
     const keep = new Set<string>();
+    this.waiting = wanted.some((w) => !resolved(w, refs));
+    if (this.waiting) this.watchPorts();
     wanted.forEach((w, i) => {
-      const want = resolved(w, uuids);
+      const want = resolved(w, refs);
       if (!want) return;
       const have = actual.find((a) => a.id === w.id);
       if (have && sameSelection(have, want)) {
@@ -102,15 +156,56 @@ export class MirrorRows {
       }
       ops.push(insertRow(w, want, `m${i}`));
     });
-    for (const a of actual) if (!keep.has(a.uuid)) drop.push(a.uuid);
-    const made = ops.map((op) => ["named-uuid", op["uuid-name"] as string]);
-    if (made.length === 0 && drop.length === 0) return;
-    ops.push(...bridgeMirrors(this.bridge, "delete", drop.map((u) => ["uuid", u])));
-    ops.push(...bridgeMirrors(this.bridge, "insert", made));
+    const rows = ops.slice(made).map((op) => ["named-uuid", op["uuid-name"] as string]);
+    const drop = actual.filter((a) => !keep.has(a.uuid)).map((a) => ["uuid", a.uuid]);
+    if (ops.length === 0 && drop.length === 0) return;
+    ops.push(...bridgeSet(this.bridge, "mirrors", "delete", drop));
+    ops.push(...bridgeSet(this.bridge, "mirrors", "insert", rows));
     // Answered once ovs-vswitchd uses the rows: a switch left alone may not act on them at once.
     await this.db.transactApplied(ops);
     await this.purge();
-    this.log.info("port mirrors updated", { made: made.length, removed: drop.length });
+    this.log.info("port mirrors updated", { made: rows.length, removed: drop.length });
+  }
+
+  /**
+   * The operations that add the GRE ports the wanted rows need and remove those none needs; the
+   * new ones' references go into `refs` (named UUIDs of this transaction).
+   */
+  private async tunnels(
+    wanted: MirrorRow[],
+    ports: Map<string, string>,
+    refs: Map<string, string>,
+  ): Promise<Op[]> {
+    const need = new Map(wanted.flatMap((w) => w.remoteIp ? [[w.output, w.remoteIp]] : []));
+    const ops: Op[] = [];
+    const added: Json[] = [];
+    const free = await this.freeTunnelOfports();
+    for (const [name, ip] of need) {
+      if (ports.has(name)) continue;
+      const ofportRequest = free.shift();
+      if (ofportRequest === undefined) throw new Error("no free ofport left for a mirror tunnel");
+      const k = added.length;
+      ops.push(...insertPort({ name, type: "gre", ofportRequest, options: { remote_ip: ip } }, k));
+      refs.set(name, `named:port${k}`);
+      added.push(["named-uuid", `port${k}`]);
+    }
+    const gone = [...ports].filter(([n]) => n.startsWith(TUNNEL_PREFIX) && !need.has(n));
+    ops.push(...bridgeSet(this.bridge, "ports", "insert", added));
+    ops.push(...bridgeSet(this.bridge, "ports", "delete", gone.map(([, u]) => ["uuid", u])));
+    return ops;
+  }
+
+  /** The tunnel ofports no interface asks for. */
+  private async freeTunnelOfports(): Promise<number[]> {
+    const [r] = await this.db.transact([
+      { op: "select", table: "Interface", where: [], columns: ["ofport_request"] },
+    ]);
+    const taken = new Set((r.rows as Row[]).map((row) => row.ofport_request));
+    const out: number[] = [];
+    for (let n = TUNNEL_OFPORTS.first; n <= TUNNEL_OFPORTS.last; n++) {
+      if (!taken.has(n)) out.push(n);
+    }
+    return out;
   }
 
   /** The Mirror rows this agent made (any bridge's: a row is only ever on br-int). */
@@ -153,16 +248,26 @@ export class MirrorRows {
   }
 }
 
-/** The row's selection in port UUIDs; null while a port is not on the bridge yet. */
-function resolved(w: MirrorRow, uuids: Map<string, string>) {
+/**
+ * The row's selection as references ("uuid:U", or "named:N" for a port made in the same
+ * transaction); null while a port is not on the bridge yet.
+ */
+function resolved(w: MirrorRow, refs: Map<string, string>) {
   const all = [...w.srcPorts, ...w.dstPorts, w.output];
-  if (all.some((n) => !uuids.has(n))) return null;
-  const of = (names: string[]) => names.map((n) => uuids.get(n)!).sort();
-  return { src: of(w.srcPorts), dst: of(w.dstPorts), output: [uuids.get(w.output)!] };
+  if (all.some((n) => !refs.has(n))) return null;
+  const of = (names: string[]) => names.map((n) => refs.get(n)!).sort();
+  return { src: of(w.srcPorts), dst: of(w.dstPorts), output: [refs.get(w.output)!] };
+}
+
+/** A reference as OVSDB takes it. */
+function ref(r: string): Json {
+  const [kind, value] = r.split(/:(.*)/);
+  return kind === "named" ? ["named-uuid", value] : ["uuid", value];
 }
 
 function sameSelection(a: ActualRow, b: { src: string[]; dst: string[]; output: string[] }) {
-  const eq = (x: string[], y: string[]) => JSON.stringify([...x].sort()) === JSON.stringify(y);
+  const uuids = (x: string[]) => x.map((u) => `uuid:${u}`).sort();
+  const eq = (x: string[], y: string[]) => JSON.stringify(uuids(x)) === JSON.stringify(y);
   return eq(a.src, b.src) && eq(a.dst, b.dst) && eq(a.output, b.output);
 }
 
@@ -171,7 +276,7 @@ function insertRow(
   want: { src: string[]; dst: string[]; output: string[] },
   name: string,
 ): Op {
-  const set = (uuids: string[]) => ["set", uuids.map((u) => ["uuid", u])];
+  const set = (refs: string[]) => ["set", refs.map(ref)];
   return {
     op: "insert",
     table: "Mirror",
@@ -180,20 +285,28 @@ function insertRow(
       name: w.id,
       select_src_port: set(want.src),
       select_dst_port: set(want.dst),
-      output_port: ["uuid", want.output[0]],
+      output_port: ref(want.output[0]),
       external_ids: ["map", [[MIRROR_ID, w.id]]],
     },
   };
 }
 
-/** A Mirror row is a child of its bridge: removed from Bridge.mirrors, the row is gone. */
-function bridgeMirrors(bridge: string, how: "insert" | "delete", refs: Json[]): Op[] {
+/**
+ * Adds to or removes from a set column of the bridge: a Mirror or Port row is a child of its
+ * bridge, gone once no bridge refers to it.
+ */
+function bridgeSet(
+  bridge: string,
+  column: "mirrors" | "ports",
+  how: "insert" | "delete",
+  refs: Json[],
+): Op[] {
   if (refs.length === 0) return [];
   return [{
     op: "mutate",
     table: "Bridge",
     where: [["name", "==", bridge]],
-    mutations: [["mirrors", how, ["set", refs]]],
+    mutations: [[column, how, ["set", refs]]],
   }];
 }
 

@@ -4,7 +4,7 @@ import { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { OvsdbClient } from "./ovsdb.ts";
-import { awaySources, MIRROR_ID, MirrorRows, mirrorRows } from "./mirrors.ts";
+import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, tunnelName } from "./mirrors.ts";
 
 const port = (id: string) => ({ network: "blue", networkId: "n1", id });
 
@@ -143,6 +143,57 @@ Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private O
     await rows.reconcile([]);
     assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
   });
+
+  await t.step(
+    "a remote collector: a GRE port of its own, gone with the last mirror to it",
+    async () => {
+      const remote = (name: string, ip: string) => ({
+        ...mirror(name, "both", ["web"]),
+        collector: { remote: { ip, protocol: "gre" as const } },
+      });
+      assert.equal(tunnelName("192.0.2.250"), "kmir-c00002fa");
+      await rows.reconcile(
+        mirrorRows([remote("r1", "192.0.2.250"), remote("r2", "192.0.2.250")], LOCAL),
+      );
+      assert.deepEqual(await listed(), [
+        {
+          name: "acme/r1",
+          src: ["veth-web"],
+          dst: ["veth-web"],
+          output: ["kmir-c00002fa"],
+          ours: true,
+        },
+        {
+          name: "acme/r2",
+          src: ["veth-web"],
+          dst: ["veth-web"],
+          output: ["kmir-c00002fa"],
+          ours: true,
+        },
+        { name: "hand", src: [], dst: [], output: ["veth-db"], ours: false },
+      ]);
+      const iface = async (name: string) =>
+        (await ovs.vsctl(["--columns=type,options,ofport_request", "list", "Interface", name]))
+          .replace(/\s+/g, " ").trim();
+      assert.equal(
+        await iface("kmir-c00002fa"),
+        'type : gre options : {remote_ip="192.0.2.250"} ofport_request : 900',
+      );
+      await rows.reconcile(
+        mirrorRows([remote("r2", "192.0.2.250"), remote("r3", "192.0.2.251")], LOCAL),
+      );
+      assert.deepEqual((await listed()).map((m) => [m.name, m.output]), [
+        ["acme/r2", ["kmir-c00002fa"]],
+        ["acme/r3", ["kmir-c00002fb"]],
+        ["hand", ["veth-db"]],
+      ]);
+      assert.match(await iface("kmir-c00002fb"), /ofport_request : 901$/);
+      await rows.reconcile([]);
+      assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
+      const ports = await ovs.vsctl(["list-ports", "br-int"]);
+      assert.deepEqual(ports.split("\n").filter((p) => p.startsWith("kmir-")), []);
+    },
+  );
 
   await t.step("a port not on the bridge yet gets no row until it is", async () => {
     const local = new Map([...LOCAL, ["n1/new", "veth-new"]]);

@@ -483,7 +483,8 @@ export class OvsdbClient {
 }
 
 /** The operations that create one port with its one interface; named port{i} / iface{i}. */
-function insertPort(p: OvsPortSpec, i: number, noopQos?: string): Op[] {
+/** The rows of a new port and its interface, named `port${i}` and `iface${i}` in the transaction. */
+export function insertPort(p: OvsPortSpec, i: number, noopQos?: string): Op[] {
   const iface: Row = { name: p.name };
   if (p.type) iface.type = p.type;
   if (p.ofportRequest !== undefined) iface.ofport_request = p.ofportRequest;

@@ -1,14 +1,16 @@
 /**
  * Port mirrors: a tenant's choice to copy what some of its ports send and receive to a collector
- * port of its own (a tap interface in a collector pod). The agents realise them as OVS Mirror rows
- * (agent/dataplane/mirrors.ts); the manager keeps the record, checks it and announces it on the
- * change feed. Every port a mirror names is a port of the mirror's tenant, whoever asks (an admin
- * too): copies never leave the tenant, and go to the collector port's interface only (OVS outputs
- * them to that port, they are never forwarded into its network). Filters and remote collectors
- * are refused until they are built (manager/README.md, "Port mirrors").
+ * port of its own (a tap interface in a collector pod), or an admin's, to an address over GRE. The
+ * agents realise them as OVS Mirror rows (agent/dataplane/mirrors.ts); the manager keeps the
+ * record, checks it and announces it on the change feed. Every port a mirror names is a port of the
+ * mirror's tenant, whoever asks (an admin too): copies go to the collector port's interface only
+ * (OVS outputs them to that port, they are never forwarded into its network), or, when an admin
+ * says so, to an address. Filters, ERSPAN and VXLAN are refused until they are built
+ * (manager/README.md, "Port mirrors").
  */
 import type { z } from "zod";
-import type { MirrorPort } from "@knitter/common";
+import { parseIp } from "@knitter/common/address";
+import { isRemoteCollector, type MirrorPort, type MirrorRemote } from "@knitter/common";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { keys, type MirrorRecord, type PortRecord } from "../model.ts";
@@ -35,7 +37,7 @@ export async function createMirror(
   tenant: string,
   body: Body,
 ): Promise<MirrorRecord> {
-  const collectorRef = builtCollector(body);
+  const wanted = builtCollector(principal, body);
   const mirror = await retry(ctx, async (tx) => {
     const t = await getTenantEntry(ctx, tenant);
     const e = await ctx.store.get(keys.mirror(tenant, body.name));
@@ -58,15 +60,17 @@ export async function createMirror(
     for (const [i, ref] of body.sources.entries()) {
       sources.push(await ownPort(ctx, tx, principal, tenant, ref, `sources[${i}]`));
     }
-    const collector = await ownPort(ctx, tx, principal, tenant, collectorRef, "collector");
+    const collector = "remote" in wanted
+      ? wanted
+      : await ownPort(ctx, tx, principal, tenant, wanted, "collector");
     checkRoles(sources, collector, others);
-    checkOneNode(sources, collector);
+    if (!("remote" in collector)) checkOneNode(sources, collector);
     const record: MirrorRecord = {
       name: body.name,
       tenant,
       sources: sources.map((s) => s.ref),
       direction: body.direction,
-      collector: collector.ref,
+      collector: "remote" in collector ? collector : collector.ref,
       createdAt: now(),
     };
     // The tenant's version: a mirror is not made while the tenant is being deleted.
@@ -78,23 +82,36 @@ export async function createMirror(
 }
 
 /**
- * The collector port; filters and remote collectors are refused: the API describes them, the
- * dataplane does not build them yet.
+ * The collector: a port, or an admin's remote address over GRE. Filters, ERSPAN and VXLAN are
+ * refused: the API describes them, the dataplane does not build them yet.
  */
-function builtCollector(body: Body): PortRef {
+function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemote {
   if (body.filter !== undefined) {
     throw invalid(
       "filter",
       "Filtered mirrors are not supported yet: leave out filter to mirror all of the ports' traffic (and filter in the collector, e.g. with a tcpdump expression)",
     );
   }
-  if ("remote" in body.collector) {
-    throw invalid(
+  if (!("remote" in body.collector)) return body.collector;
+  const { ip, protocol } = body.collector.remote;
+  if (principal.scope !== "admin") {
+    // An address may be anyone's: copies sent there would leave the tenant's networks.
+    throw new ApiError(
+      "forbidden",
+      "Only an admin may send a mirror's copies to a remote address; a tenant mirrors to a collector port of its own ({ network, port })",
       "collector.remote",
-      "Remote collectors (GRE, ERSPAN, VXLAN) are not supported yet: give a collector port ({ network, port }) of the tenant on the sources' node",
     );
   }
-  return body.collector;
+  if (protocol !== "gre") {
+    throw invalid(
+      "collector.remote.protocol",
+      `Remote collectors over ${protocol.toUpperCase()} are not supported yet: use gre`,
+    );
+  }
+  if (parseIp(ip)?.family !== 4) {
+    throw invalid("collector.remote.ip", `"${ip}" is not an IPv4 address, e.g. 192.0.2.250`);
+  }
+  return { remote: { ip, protocol } };
 }
 
 /**
@@ -128,23 +145,31 @@ async function ownPort(
 
 const same = (a: MirrorPort, b: MirrorPort) => a.networkId === b.networkId && a.id === b.id;
 
+const collectsTo = (m: MirrorRecord, p: MirrorPort) =>
+  !isRemoteCollector(m.collector) && same(m.collector, p);
+
 /**
  * A port is a source or a collector, never both: OVS gives a mirror's output port to the mirror
  * alone (it forwards nothing else to it and drops what it sends), so a collector's own traffic
  * cannot be mirrored, and a port mirrored twice is listed once.
  */
-function checkRoles(sources: Named[], collector: Named, others: MirrorRecord[]): void {
+function checkRoles(
+  sources: Named[],
+  collector: Named | MirrorRemote,
+  others: MirrorRecord[],
+): void {
+  const port = "remote" in collector ? undefined : collector.ref;
   for (const [i, s] of sources.entries()) {
     if (sources.slice(0, i).some((t) => same(t.ref, s.ref))) {
       throw invalid(s.field, `port "${s.ref.id}" is listed twice`);
     }
-    if (same(s.ref, collector.ref)) {
+    if (port && same(s.ref, port)) {
       throw invalid(
         "collector",
         `port "${s.ref.id}" cannot be both a source and the collector of a mirror`,
       );
     }
-    const collecting = others.find((m) => same(m.collector, s.ref));
+    const collecting = others.find((m) => collectsTo(m, s.ref));
     if (collecting) {
       throw new ApiError(
         "conflict",
@@ -153,11 +178,11 @@ function checkRoles(sources: Named[], collector: Named, others: MirrorRecord[]):
       );
     }
   }
-  const mirrored = others.find((m) => m.sources.some((s) => same(s, collector.ref)));
+  const mirrored = port && others.find((m) => m.sources.some((s) => same(s, port)));
   if (mirrored) {
     throw new ApiError(
       "conflict",
-      `Port "${collector.ref.id}" is a source of mirror "${mirrored.name}"; a collector port carries only copies: use a port of its own (a collector pod's)`,
+      `Port "${port.id}" is a source of mirror "${mirrored.name}"; a collector port carries only copies: use a port of its own (a collector pod's)`,
       "collector",
     );
   }

@@ -1,7 +1,8 @@
 /**
  * Captures to a pcap file (tcpdump -w inside a netns) and the TCP payload a test reads back from
  * one: one direction of a connection, reassembled by sequence number (retransmissions counted
- * once), so a test compares it byte for byte with what was sent.
+ * once), so a test compares it byte for byte with what was sent. Frames in Ethernet-over-GRE
+ * (a mirror's remote collector) are read inside their tunnel.
  */
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { inNetns } from "./traffic.ts";
@@ -125,6 +126,16 @@ function* frames(pcap: Uint8Array): Generator<Uint8Array> {
   }
 }
 
+/** The segment in an IPv4 packet of GRE carrying Ethernet (0x6558), with or without its options. */
+function greInner(ip: Uint8Array): Segment | null {
+  const gre = (ip[0] & 0x0f) * 4;
+  const flags = ip[gre];
+  if (((ip[gre + 2] << 8) | ip[gre + 3]) !== 0x6558) return null;
+  // Checksum, key and sequence number: 4 bytes each, when their flag is set.
+  const options = [0x80, 0x20, 0x10].filter((bit) => flags & bit).length * 4;
+  return tcpSegment(ip.subarray(gre + 4 + options));
+}
+
 interface Segment {
   src: string;
   dst: string;
@@ -141,8 +152,10 @@ function tcpSegment(frame: Uint8Array): Segment | null {
   let type = view.getUint16(at);
   if (type === 0x8100) type = view.getUint16(at += 4);
   at += 2;
-  if (type !== 0x0800 || frame[at + 9] !== 6) return null;
+  if (type !== 0x0800) return null;
   const ipTotal = view.getUint16(at + 2);
+  if (frame[at + 9] === 47) return greInner(frame.subarray(at, at + ipTotal));
+  if (frame[at + 9] !== 6) return null;
   const ip = (o: number) => frame.subarray(at + o, at + o + 4).join(".");
   const tcp = at + (frame[at] & 0x0f) * 4;
   const data = tcp + (frame[tcp + 12] >> 4) * 4;
