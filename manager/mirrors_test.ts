@@ -4,7 +4,17 @@
  * tenant relies on: the record, the feed event the agents follow, the agents' list, the delete.
  */
 import assert from "node:assert/strict";
-import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import {
+  attempt,
+  CLUSTER_TOKEN,
+  CLUSTER_TOKENS,
+  must,
+  mustFail,
+  net,
+  type TestApp,
+  testApp,
+  TOKEN,
+} from "./test_support.ts";
 
 const ACME = "tenants/acme";
 const GLOBEX = "tenants/globex";
@@ -321,4 +331,36 @@ Deno.test("a mirror: created, read, listed for the agents, on the feed, deleted;
     [["put", "m1"], ["put", "m2"], ["delete", "m1"], ["delete", "m2"]],
   );
   must(await t.call("DELETE", "tenants/acme"), 204);
+});
+
+Deno.test("a mirror as a cluster's agent reads it: port IDs relative to its cluster, like its ports", async () => {
+  using t = await testApp({ tenants: ["acme"], tokens: CLUSTER_TOKENS });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", `${ACME}/networks`, net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.1" }, CLUSTER_TOKEN.eastN1), 201);
+  const cursor = must(await t.call("GET", "feed", undefined, CLUSTER_TOKEN.eastN1), 200).cursor;
+  for (const p of ["web", "tap"]) {
+    must(await t.call("PUT", `${ACME}/networks/blue/ports/${p}`, {}, CLUSTER_TOKEN.eastN1), 201);
+  }
+  // The tenant names the ports by their full IDs.
+  const made = must(
+    await t.call("POST", `${ACME}/mirrors`, {
+      ...mirror(),
+      sources: [{ network: "blue", port: "web@east" }],
+      collector: { network: "blue", port: "tap@east" },
+    }, TOKEN.acme),
+    201,
+  );
+  assert.deepEqual([made.sources[0].id, made.collector.id], ["web@east", "tap@east"]);
+  // East's agent knows them as "web" and "tap", as its ports list and its feed say.
+  const ports = must(await t.call("GET", "ports", undefined, CLUSTER_TOKEN.eastN1), 200).items;
+  assert.deepEqual(ports.map((p: { id: string }) => p.id).sort(), ["tap", "web"]);
+  const listed = must(await t.call("GET", "mirrors", undefined, CLUSTER_TOKEN.eastN1), 200).items;
+  assert.deepEqual([listed[0].sources[0].id, listed[0].collector.id], ["web", "tap"]);
+  const page = must(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, CLUSTER_TOKEN.eastN1),
+    200,
+  );
+  const fed = page.events.find((e: { type: string }) => e.type === "mirror").mirror;
+  assert.deepEqual([fed.sources[0].id, fed.collector.id], ["web", "tap"]);
 });

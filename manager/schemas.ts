@@ -356,7 +356,9 @@ export const MAX_MIRROR_SOURCES = 16;
 
 const MirrorPortRef = z.strictObject({
   network: Name.meta({ description: "the network of the port (the tenant's own, or public)" }),
-  port: PortId.meta({ description: "the port's ID; a port of the mirror's tenant" }),
+  port: scopedParam(PortId).meta({
+    description: "the port's ID (another cluster's: ID@cluster); a port of the mirror's tenant",
+  }),
 });
 
 const RemoteCollector = z.strictObject({
