@@ -333,15 +333,26 @@ Deno.test("a mirror: created, read, listed for the agents, on the feed, deleted;
   must(await t.call("DELETE", "tenants/acme"), 204);
 });
 
-Deno.test("a mirror as a cluster's agent reads it: port IDs relative to its cluster, like its ports", async () => {
-  using t = await testApp({ tenants: ["acme"], tokens: CLUSTER_TOKENS });
+Deno.test("a mirror as a cluster's agent reads it: only its tenants', port IDs relative to its cluster", async () => {
+  using t = await testApp({ tenants: ["acme", "globex"], tokens: CLUSTER_TOKENS });
   must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
   must(await t.call("POST", `${ACME}/networks`, net("blue", "10.1.0.0/24")), 201);
+  // globex's mirror, in the default cluster: east's tokens never see it (east serves acme only).
+  must(await t.call("POST", `${GLOBEX}/networks`, net("green", "10.2.0.0/24")), 201);
+  for (const p of ["db", "gtap"]) {
+    must(await t.call("PUT", `${GLOBEX}/networks/green/ports/${p}`, { node: "worker1" }), 201);
+  }
+  const hidden = {
+    name: "hidden",
+    sources: [{ network: "green", port: "db" }],
+    collector: { network: "green", port: "gtap" },
+  };
   must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.1" }, CLUSTER_TOKEN.eastN1), 201);
   const cursor = must(await t.call("GET", "feed", undefined, CLUSTER_TOKEN.eastN1), 200).cursor;
   for (const p of ["web", "tap"]) {
     must(await t.call("PUT", `${ACME}/networks/blue/ports/${p}`, {}, CLUSTER_TOKEN.eastN1), 201);
   }
+  must(await t.call("POST", `${GLOBEX}/mirrors`, hidden, TOKEN.globex), 201);
   // The tenant names the ports by their full IDs.
   const made = must(
     await t.call("POST", `${ACME}/mirrors`, {
@@ -356,11 +367,14 @@ Deno.test("a mirror as a cluster's agent reads it: port IDs relative to its clus
   const ports = must(await t.call("GET", "ports", undefined, CLUSTER_TOKEN.eastN1), 200).items;
   assert.deepEqual(ports.map((p: { id: string }) => p.id).sort(), ["tap", "web"]);
   const listed = must(await t.call("GET", "mirrors", undefined, CLUSTER_TOKEN.eastN1), 200).items;
+  assert.deepEqual(listed.map((m: { name: string }) => m.name), ["m1"], "not globex's");
   assert.deepEqual([listed[0].sources[0].id, listed[0].collector.id], ["web", "tap"]);
   const page = must(
     await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, CLUSTER_TOKEN.eastN1),
     200,
   );
-  const fed = page.events.find((e: { type: string }) => e.type === "mirror").mirror;
+  const fedMirrors = page.events.filter((e: { type: string }) => e.type === "mirror");
+  assert.deepEqual(fedMirrors.map((e: { mirror: { name: string } }) => e.mirror.name), ["m1"]);
+  const fed = fedMirrors[0].mirror;
   assert.deepEqual([fed.sources[0].id, fed.collector.id], ["web", "tap"]);
 });
