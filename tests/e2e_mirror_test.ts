@@ -133,7 +133,16 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
 
   await t.step("ovs-vswitchd killed by pid and started again: the stream seen again", async () => {
     await stopVswitchd(n1.sim, { kill: true });
-    await startVswitchd(n1.sim);
+    // Until the killed process has let its pidfile go, a new one refuses to start ("already running").
+    await waitFor(
+      "ovs-vswitchd started again",
+      () =>
+        startVswitchd(n1.sim).then(() => true, (err) => {
+          if (/already running/.test(String(err?.message))) return false;
+          throw err;
+        }),
+      10_000,
+    );
     await waitFor("the flows back on n1", async () => {
       const flows = await new Ovs(n1.sim.ovs).ofctl(["dump-flows", "br-int"]).catch(() => "");
       return flows.split("\n").length > 10;

@@ -51,9 +51,10 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
   for (const m of mirrors) {
     const c = m.collector;
     const remoteIp = isRemoteCollector(c) ? c.remote.ip : undefined;
-    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(portKey(c));
+    const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
+    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(key(c));
     if (output === undefined) continue;
-    const sources = m.sources.flatMap((s) => local.get(portKey(s)) ?? []).sort();
+    const sources = m.sources.flatMap((s) => local.get(key(s)) ?? []).sort();
     if (sources.length === 0) continue;
     out.push({
       id: `${m.tenant}/${m.name}`,
@@ -68,15 +69,21 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
 
 /** The sources of local-collector mirrors this node does not host (logged: not copied). */
 export function awaySources(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): string[] {
-  return [...mirrors].flatMap((m) =>
-    !isRemoteCollector(m.collector) && local.has(portKey(m.collector))
-      ? m.sources.filter((s) => !local.has(portKey(s))).map((s) => `${m.tenant}/${m.name}: ${s.id}`)
-      : []
-  );
+  return [...mirrors].flatMap((m) => {
+    const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
+    const here = !isRemoteCollector(m.collector) && local.has(key(m.collector));
+    return here
+      ? m.sources.filter((s) => !local.has(key(s))).map((s) => `${m.tenant}/${m.name}: ${s.id}`)
+      : [];
+  });
 }
 
-export function portKey(p: Pick<MirrorPort, "networkId" | "id">): string {
-  return `${p.networkId}/${p.id}`;
+/**
+ * A local port as a mirror names it. Its tenant is part of it: on a public network two tenants'
+ * ports may have the same ID, and a mirror names only its own tenant's.
+ */
+export function portKey(p: { tenant: string; networkId: string; id: string }): string {
+  return `${p.tenant}/${p.networkId}/${p.id}`;
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -98,6 +105,8 @@ export class MirrorRows {
   private last: { wanted: MirrorRow[]; away: string[] } | null = null;
   private waiting = false;
   private watching = false;
+  /** Interface table changes seen: one during a reconciliation may be the port it waits for. */
+  private changes = 0;
 
   constructor(
     private readonly db: OvsdbClient,
@@ -129,15 +138,23 @@ export class MirrorRows {
     if (this.watching) return;
     this.watching = true;
     this.db.watch((e) => {
-      if (e.kind !== "changed" || !e.tables.includes("Interface") || !this.waiting) return;
-      const last = this.last!;
-      this.reconcile(last.wanted, last.away).catch((err) =>
-        this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
-      );
+      if (e.kind !== "changed" || !e.tables.includes("Interface")) return;
+      this.changes++;
+      if (this.waiting) this.again();
     });
   }
 
+  /** Reconciles the last wanted rows again (a port they wait for may be there now). */
+  private again(): void {
+    const last = this.last!;
+    this.reconcile(last.wanted, last.away).catch((err) =>
+      this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
+    );
+  }
+
   private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
+    this.watchPorts();
+    const seen = this.changes;
     this.logAway(away);
     const [actual, ports] = await Promise.all([this.ours(), this.portUuids()]);
     const refs = new Map([...ports].map(([name, uuid]) => [name, `uuid:${uuid}`]));
@@ -145,7 +162,8 @@ export class MirrorRows {
     const made = ops.length;
     const keep = new Set<string>();
     this.waiting = wanted.some((w) => !resolved(w, refs));
-    if (this.waiting) this.watchPorts();
+    // The port came while the bridge's ports were being read: its event found nothing waiting.
+    if (this.waiting && this.changes !== seen) this.again();
     wanted.forEach((w, i) => {
       const want = resolved(w, refs);
       if (!want) return;

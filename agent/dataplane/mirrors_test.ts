@@ -4,7 +4,7 @@ import { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { OvsdbClient } from "./ovsdb.ts";
-import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, tunnelName } from "./mirrors.ts";
+import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, portKey, tunnelName } from "./mirrors.ts";
 
 const port = (id: string) => ({ network: "blue", networkId: "n1", id });
 
@@ -17,7 +17,11 @@ const mirror = (name: string, direction: MirrorInfo["direction"], sources: strin
   createdAt: "2026-11-28T00:00:00Z",
 });
 
-const LOCAL = new Map([["n1/web", "veth-web"], ["n1/db", "veth-db"], ["n1/tap", "veth-tap"]]);
+const LOCAL = new Map(
+  ["web", "db", "tap"].map((
+    id,
+  ) => [portKey({ tenant: "acme", networkId: "n1", id }), `veth-${id}`]),
+);
 
 Deno.test("mirrorRows: the mirrors whose collector is here, their local sources by direction", () => {
   const mirrors = [
@@ -35,6 +39,27 @@ Deno.test("mirrorRows: the mirrors whose collector is here, their local sources 
     { id: "acme/in", srcPorts: [], dstPorts: ["veth-web"], output: "veth-tap" },
   ]);
   assert.deepEqual(awaySources(mirrors, LOCAL), ["acme/both: far", "acme/away: far"]);
+});
+
+Deno.test("attack: another tenant's port of the same ID on a shared network is never a mirror's port", () => {
+  // acme's and globex's ports "web" and "tap" on one public network: their IDs are the same.
+  const ports = [
+    { tenant: "acme", networkId: "pub", id: "web", name: "veth-a-web" },
+    { tenant: "acme", networkId: "pub", id: "tap", name: "veth-a-tap" },
+    { tenant: "globex", networkId: "pub", id: "web", name: "veth-g-web" },
+    { tenant: "globex", networkId: "pub", id: "tap", name: "veth-g-tap" },
+  ];
+  const local = new Map(ports.map((p) => [portKey(p), p.name]));
+  const onShared = (tenant: string) => ({
+    ...mirror("m", "both", []),
+    tenant,
+    sources: [{ network: "pub", networkId: "pub", id: "web" }],
+    collector: { network: "pub", networkId: "pub", id: "tap" },
+  });
+  assert.deepEqual(mirrorRows([onShared("acme"), onShared("globex")], local), [
+    { id: "acme/m", srcPorts: ["veth-a-web"], dstPorts: ["veth-a-web"], output: "veth-a-tap" },
+    { id: "globex/m", srcPorts: ["veth-g-web"], dstPorts: ["veth-g-web"], output: "veth-g-tap" },
+  ]);
 });
 
 Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private Open vSwitch", async (t) => {
@@ -196,7 +221,10 @@ Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private O
   );
 
   await t.step("a port not on the bridge yet gets no row until it is", async () => {
-    const local = new Map([...LOCAL, ["n1/new", "veth-new"]]);
+    const local = new Map([
+      ...LOCAL,
+      [portKey({ tenant: "acme", networkId: "n1", id: "new" }), "veth-new"],
+    ]);
     await rows.reconcile(mirrorRows([mirror("m3", "both", ["new"])], local));
     assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
     await veth("veth-new");
