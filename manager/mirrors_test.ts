@@ -4,6 +4,7 @@
  * tenant relies on: the record, the feed event the agents follow, the agents' list, the delete.
  */
 import assert from "node:assert/strict";
+import { seenBy } from "./console/console.ts";
 import {
   attempt,
   CLUSTER_TOKEN,
@@ -377,4 +378,20 @@ Deno.test("a mirror as a cluster's agent reads it: only its tenants', port IDs r
   assert.deepEqual(fedMirrors.map((e: { mirror: { name: string } }) => e.mirror.name), ["m1"]);
   const fed = fedMirrors[0].mirror;
   assert.deepEqual([fed.sources[0].id, fed.collector.id], ["web", "tap"]);
+});
+
+Deno.test("attack: the console's live view shows a tenant its own mirrors only", () => {
+  const port = { network: "blue", networkId: "n-1", id: "web" };
+  const mirror = {
+    name: "m1",
+    tenant: "acme",
+    sources: [port],
+    direction: "both" as const,
+    collector: { ...port, id: "tap" },
+    createdAt: "2026-11-28T00:00:00Z",
+  };
+  const event = { seq: 1, type: "mirror" as const, op: "put" as const, mirror };
+  assert.deepEqual(seenBy({ scope: "tenant", tenant: "globex" }, event), []);
+  assert.deepEqual(seenBy({ scope: "tenant", tenant: "acme" }, event), [event]);
+  assert.deepEqual(seenBy({ scope: "admin" }, event), [event]);
 });
