@@ -271,6 +271,27 @@ Deno.test("bad input: a collector is never a source, of this mirror or of anothe
   });
 });
 
+Deno.test("bad input: at most 64 mirrors per tenant (403 quota_exceeded), the other tenant unaffected", async () => {
+  using t = await world();
+  for (let i = 0; i < 64; i++) {
+    must(await t.call("POST", `${ACME}/mirrors`, mirror({ name: `m${i}` }), TOKEN.acme), 201);
+  }
+  mustFail(
+    await attempt(t)("POST", `${ACME}/mirrors`, mirror({ name: "m64" }), TOKEN.acme),
+    403,
+    "quota_exceeded",
+    { message: /has 64 mirrors, the most a tenant may have/ },
+  );
+  must(
+    await t.call("POST", `${GLOBEX}/mirrors`, {
+      ...mirror(),
+      sources: [{ network: "green", port: "db" }],
+      collector: { network: "green", port: "gtap" },
+    }, TOKEN.globex),
+    201,
+  );
+});
+
 // ---- what a tenant relies on
 
 Deno.test("a mirror: created, read, listed for the agents, on the feed, deleted; its tenant is kept until it goes", async () => {
