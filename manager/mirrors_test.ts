@@ -292,6 +292,37 @@ Deno.test("bad input: at most 64 mirrors per tenant (403 quota_exceeded), the ot
   );
 });
 
+Deno.test("races: concurrent creates never pass the cap, nor make a port both a source and a collector", async () => {
+  using t = await world();
+  for (let i = 0; i < 56; i++) {
+    must(await t.call("POST", `${ACME}/mirrors`, mirror({ name: `m${i}` }), TOKEN.acme), 201);
+  }
+  // 16 at once for the last 8 places (within the tenant's 32 requests in flight).
+  const made = await Promise.all(
+    Array.from(
+      { length: 16 },
+      (_, i) => t.call("POST", `${ACME}/mirrors`, mirror({ name: `n${i}` }), TOKEN.acme),
+    ),
+  );
+  assert.deepEqual(
+    made.map((r) => r.status).sort(),
+    [...Array(8).fill(201), ...Array(8).fill(403)],
+  );
+  const listed = must(await t.call("GET", `${ACME}/mirrors`, undefined, TOKEN.acme), 200).items;
+  assert.equal(listed.length, 64);
+  // web and tap, each the other's collector, at once: one of them wins.
+  using u = await world();
+  const both = await Promise.all([
+    u.call("POST", `${ACME}/mirrors`, mirror({ name: "a" }), TOKEN.acme),
+    u.call("POST", `${ACME}/mirrors`, {
+      ...mirror({ name: "b" }),
+      sources: [{ network: "blue", port: "tap" }],
+      collector: { network: "blue", port: "web" },
+    }, TOKEN.acme),
+  ]);
+  assert.deepEqual(both.map((r) => r.status).sort(), [201, 409]);
+});
+
 // ---- what a tenant relies on
 
 Deno.test("a mirror: created, read, listed for the agents, on the feed, deleted; its tenant is kept until it goes", async () => {

@@ -215,6 +215,11 @@ export const keys = {
   /** The router a network is on ({tenant, name}): one at most. */
   routerOfNetwork: (networkId: string): Key => ["router_by_network", networkId],
   mirror: (tenant: string, name: string): Key => ["port_mirror", tenant, name],
+  /**
+   * How many mirrors a tenant has: every create and delete writes it, so concurrent ones are
+   * serialised (the cap, and a port never both a source and a collector).
+   */
+  mirrorCount: (tenant: string): Key => ["mirror_count", tenant],
   mirrors: (tenant?: string): Key =>
     tenant === undefined ? ["port_mirror"] : ["port_mirror", tenant],
   securityGroup: (tenant: string, name: string): Key => ["secgroup", tenant, name],

@@ -48,14 +48,16 @@ export async function createMirror(
         "name",
       );
     }
-    const others = await listValues<MirrorRecord>(ctx.store, keys.mirrors(tenant));
-    if (others.length >= MAX_MIRRORS_PER_TENANT) {
+    const count = await ctx.store.get<number>(keys.mirrorCount(tenant));
+    const had = count.value ?? 0;
+    if (had >= MAX_MIRRORS_PER_TENANT) {
       throw new ApiError(
         "quota_exceeded",
-        `Tenant "${tenant}" has ${others.length} mirrors, the most a tenant may have; delete one first`,
+        `Tenant "${tenant}" has ${had} mirrors, the most a tenant may have; delete one first`,
         "name",
       );
     }
+    const others = await listValues<MirrorRecord>(ctx.store, keys.mirrors(tenant));
     const sources: Named[] = [];
     for (const [i, ref] of body.sources.entries()) {
       sources.push(await ownPort(ctx, tx, principal, tenant, ref, `sources[${i}]`));
@@ -74,7 +76,7 @@ export async function createMirror(
       createdAt: now(),
     };
     // The tenant's version: a mirror is not made while the tenant is being deleted.
-    tx.check(t).check(e).set(e.key, record);
+    tx.check(t).check(e).set(e.key, record).check(count).set(count.key, had + 1);
     return record;
   });
   ctx.feed.publish({ type: "mirror", op: "put", mirror });
@@ -227,7 +229,11 @@ export async function deleteMirror(ctx: Ctx, tenant: string, name: string): Prom
       await getTenantEntry(ctx, tenant);
       throw notFound(`Mirror "${name}" does not exist in tenant "${tenant}"`);
     }
-    tx.check(e).delete(e.key);
+    const count = await ctx.store.get<number>(keys.mirrorCount(tenant));
+    const left = (count.value ?? 1) - 1;
+    tx.check(e).delete(e.key).check(count);
+    if (left > 0) tx.set(count.key, left);
+    else tx.delete(count.key);
     return e.value;
   });
   ctx.feed.publish({ type: "mirror", op: "delete", mirror });
