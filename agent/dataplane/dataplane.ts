@@ -141,6 +141,7 @@ export class Dataplane {
     this.replaceNext = true;
     // The host ports' devices may be new (ovs-vswitchd made them again): set up again.
     this.hostPorts?.invalidate();
+    this.mirrors?.forget();
     this.mayResume = false;
     return this.sync();
   }

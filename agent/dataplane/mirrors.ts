@@ -107,6 +107,8 @@ export class MirrorRows {
   private watching = false;
   /** Interface table changes seen: one during a reconciliation may be the port it waits for. */
   private changes = 0;
+  /** The bridge had no row nor GRE port of this agent's, and none was wanted, when last read. */
+  private clean = false;
 
   constructor(
     private readonly db: OvsdbClient,
@@ -128,6 +130,11 @@ export class MirrorRows {
   reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
     this.last = { wanted, away };
     return this.mutex.run(() => this.apply(wanted, away));
+  }
+
+  /** Makes the next reconciliation read the bridge again (after a heal: the switch may be new). */
+  forget(): void {
+    this.clean = false;
   }
 
   /**
@@ -153,10 +160,15 @@ export class MirrorRows {
   }
 
   private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
+    this.logAway(away);
+    // No mirror here, and none of ours on the bridge when last read: a sync (every pod's) costs
+    // no OVSDB round trip. A heal makes the next sync read again (forget()).
+    if (wanted.length === 0 && this.clean) return;
     this.watchPorts();
     const seen = this.changes;
-    this.logAway(away);
     const [actual, ports] = await Promise.all([this.ours(), this.portUuids()]);
+    this.clean = wanted.length === 0 && actual.length === 0 &&
+      ![...ports.keys()].some((n) => n.startsWith(TUNNEL_PREFIX));
     const refs = new Map([...ports].map(([name, uuid]) => [name, `uuid:${uuid}`]));
     const ops = await this.tunnels(wanted, ports, refs);
     const made = ops.length;
@@ -197,9 +209,9 @@ export class MirrorRows {
     const need = new Map(wanted.flatMap((w) => w.remoteIp ? [[w.output, w.remoteIp]] : []));
     const ops: Op[] = [];
     const added: Json[] = [];
-    const free = await this.freeTunnelOfports();
-    for (const [name, ip] of need) {
-      if (ports.has(name)) continue;
+    const fresh = [...need].filter(([name]) => !ports.has(name));
+    const free = fresh.length > 0 ? await this.freeTunnelOfports() : [];
+    for (const [name, ip] of fresh) {
       const ofportRequest = free.shift();
       if (ofportRequest === undefined) throw new Error("no free ofport left for a mirror tunnel");
       const k = added.length;

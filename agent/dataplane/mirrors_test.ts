@@ -232,4 +232,25 @@ Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private O
     await rows.reconcile(mirrorRows([mirror("m3", "both", ["new"])], local));
     assert.deepEqual((await listed()).map((m) => m.name), ["acme/m3", "hand"]);
   });
+
+  await t.step(
+    "nothing wanted, nothing of ours: no read until forget() (after a heal)",
+    async () => {
+      await rows.reconcile([]); // removes acme/m3
+      await rows.reconcile([]); // finds nothing of its own: clean
+      assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
+      // A row that says it is the agent's, made behind its back: a clean agent does not look.
+      await ovs.vsctl([
+        ...["--", "--id=@p", "get", "Port", "veth-tap"],
+        ...["--", "--id=@m", "create", "Mirror", "name=stale", "select_all=true", "output_port=@p"],
+        `external_ids:${MIRROR_ID}=acme/stale`,
+        ...["--", "add", "Bridge", "br-int", "mirrors", "@m"],
+      ]);
+      await rows.reconcile([]);
+      assert.deepEqual((await listed()).map((m) => m.name), ["hand", "stale"]);
+      rows.forget();
+      await rows.reconcile([]);
+      assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
+    },
+  );
 });
