@@ -27,6 +27,7 @@ import { ExtraInterfaces } from "./extra/extra_interface.ts";
 import { ExtraInterfaceStore } from "./extra/extra_interface_store.ts";
 import { Ovs } from "./dataplane/ovs.ts";
 import { PortPlugger } from "./dataplane/port_plugger.ts";
+import { MirrorRows } from "./dataplane/mirrors.ts";
 import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
 import { Reaper } from "./cni/reaper.ts";
 import { RemoteView } from "./dataplane/remote.ts";
@@ -86,6 +87,13 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   await dataplane.prepare();
   let notReady: string | null = "not registered with the manager yet";
   const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
+  // Port mirrors as OVS Mirror rows, over the same OVSDB connection (mirrors.ts).
+  dataplane.mirrors = new MirrorRows(
+    plugger.db,
+    config.bridge,
+    log,
+    () => ovs.appctl(["revalidator/purge"]),
+  );
   // The ofports of this node's ports (recorded, or on the bridge already) stay theirs.
   const attachments = [...state.attachmentsView()];
   plugger.reserve(attachments.flatMap((a) => a.interfaces.flatMap((i) => i.ofport ?? [])));

@@ -98,6 +98,37 @@ export interface RouterInfo {
   createdAt: string;
 }
 
+/** A port a mirror names: its network (name and the manager's ID) and the port's ID. */
+export interface MirrorPort {
+  network: string;
+  networkId: string;
+  id: string;
+}
+
+/** A collector over a tunnel: copies go to `ip` in GRE (an admin's choice: manager/README.md). */
+export interface MirrorRemote {
+  remote: { ip: string; protocol: "gre" };
+}
+
+/**
+ * A tenant's port mirror, as the manager answers it and announces it on the change feed: copies of
+ * what its source ports send ("out"), receive ("in") or both go to its collector port. Directions
+ * are the pod's: "out" is what the pod sends.
+ */
+export interface MirrorInfo {
+  name: string;
+  tenant: string;
+  sources: MirrorPort[];
+  direction: "in" | "out" | "both";
+  collector: MirrorPort | MirrorRemote;
+  createdAt: string;
+}
+
+/** Whether a mirror's collector is a remote address rather than a port. */
+export function isRemoteCollector(c: MirrorInfo["collector"]): c is MirrorRemote {
+  return "remote" in c;
+}
+
 export interface Usage {
   total: number;
   used: number;

@@ -2,7 +2,7 @@
  * The manager's API as its clients (agent, monitor, knitctl) call it: typed calls, and errors that
  * say who failed and why.
  */
-import type { ErrorBody, PodRef, Port, RouterInfo } from "./api_types.ts";
+import type { ErrorBody, MirrorInfo, PodRef, Port, RouterInfo } from "./api_types.ts";
 import type { SecurityGroup } from "./security_groups.ts";
 import { type Clock, retry, systemClock } from "./backoff.ts";
 
@@ -15,7 +15,8 @@ export type FeedEvent =
   | { seq: number; type: "port"; op: "put" | "delete"; port: Port }
   | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo }
   | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo }
-  | { seq: number; type: "securityGroup"; op: "put" | "delete"; securityGroup: SecurityGroup };
+  | { seq: number; type: "securityGroup"; op: "put" | "delete"; securityGroup: SecurityGroup }
+  | { seq: number; type: "mirror"; op: "put" | "delete"; mirror: MirrorInfo };
 
 export interface PortRequest {
   ip?: string;
@@ -128,6 +129,11 @@ export class ManagerClient {
   /** Every tenant's routers (nodes and admins). */
   async listRouters(): Promise<RouterInfo[]> {
     return (await this.call<{ items: RouterInfo[] }>("GET", "/api/v1/routers")).items;
+  }
+
+  /** Every tenant's port mirrors (nodes and admins). */
+  async listMirrors(): Promise<MirrorInfo[]> {
+    return (await this.call<{ items: MirrorInfo[] }>("GET", "/api/v1/mirrors")).items;
   }
 
   async listNodes(): Promise<NodeInfo[]> {

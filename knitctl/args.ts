@@ -91,6 +91,18 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     value: "NAME,NAME",
     help: "security groups (of ports; of a network: its ports' default)",
   },
+  source: {
+    type: "string",
+    multiple: true,
+    value: "NET/PORT",
+    help: "a port whose traffic a mirror copies (repeatable)",
+  },
+  collector: {
+    type: "string",
+    value: "NET/PORT|gre:IP",
+    help: "the port a mirror copies to, or an address over GRE (admin)",
+  },
+  direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
   label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },
   "agent-socket": {

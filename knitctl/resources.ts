@@ -248,6 +248,32 @@ export const RESOURCES: Resource[] = [
     },
   },
   {
+    plural: "mirrors",
+    kind: "mirror",
+    names: ["mirrors", "mirror"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "mirrors"),
+    item: (s, name) => tenantPath(s, `mirrors/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "SOURCES", value: (o) => o.sources.map(portText).join(",") },
+      { header: "DIRECTION", value: (o) => o.direction },
+      { header: "COLLECTOR", value: (o) => portText(o.collector) },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["source", "collector", "direction"],
+      required: { source: "blue/web-0-eth1", collector: "taps/tap-0-eth1" },
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        sources: V.list(strs(f, "source")).map((s) => V.portRef("source", s)),
+        collector: V.collector("collector", str(f, "collector") ?? ""),
+        ...optional("direction", str(f, "direction")),
+      }),
+    },
+  },
+  {
     plural: "ports",
     kind: "port",
     names: ["ports", "port"],
@@ -412,6 +438,9 @@ function ipGroupBody(name: string, f: FlagValues): unknown {
     ...(size ? { size: V.integer("size", size, 1, 512) } : { addresses }),
   };
 }
+
+const portText = (p: Obj) =>
+  p.remote ? `${p.remote.protocol}:${p.remote.ip}` : `${p.network}/${p.id}`;
 
 function portQuery(f: FlagValues, tenant?: string): string {
   const q = new URLSearchParams();

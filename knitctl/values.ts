@@ -99,6 +99,26 @@ export function labels(flag: string, texts: string[]): Record<string, string> {
   return out;
 }
 
+/** "NETWORK/PORT" → {network, port}: a port by its network and ID (a mirror's source, collector). */
+export function portRef(flag: string, text: string): { network: string; port: string } {
+  const [network, port, extra] = text.split("/").map((s) => s.trim());
+  if (!network || !port || extra !== undefined) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a port: use NETWORK/PORT-ID, e.g. blue/acme-web-0-eth1`,
+    );
+  }
+  return { network, port };
+}
+
+/** "NETWORK/PORT" → a collector port; "gre:IP" → a remote collector over GRE (admin). */
+export function collector(
+  flag: string,
+  text: string,
+): { network: string; port: string } | { remote: { ip: string; protocol: string } } {
+  const remote = /^(gre|erspan|vxlan):(.+)$/.exec(text.trim());
+  return remote ? { remote: { protocol: remote[1], ip: remote[2] } } : portRef(flag, text);
+}
+
 /** Repeated flags, each maybe a comma-separated list, as one list. */
 export function list(texts: string[] | undefined): string[] {
   return (texts ?? []).flatMap((t) => t.split(",")).map((s) => s.trim()).filter(Boolean);

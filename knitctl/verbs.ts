@@ -42,7 +42,8 @@ export async function create(c: VerbContext): Promise<void> {
   const name = nameArg(c, r, "create", true)!;
   requireFlagsOf(c.line, r.create.flags, `create ${r.kind}`);
   for (const [flag, example] of Object.entries(r.create.required)) {
-    if (str(c.line.flags, flag) === undefined) {
+    // A repeatable flag's value is a list: given is what counts, not its type.
+    if (c.line.flags[flag] === undefined) {
       throw new UsageError(`create ${r.kind} needs --${flag} (e.g. --${flag} ${example})`);
     }
   }

@@ -8,7 +8,7 @@
  * watched range and reads the watch until the marker's revision: every earlier event is in.
  */
 import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
-import { keys, type NetworkRecord, type RouterRecord } from "./model.ts";
+import { keys, type MirrorRecord, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { carriedChange, portView } from "./service/ports/mod.ts";
 import { routerView } from "./service/routers.ts";
@@ -166,6 +166,9 @@ export class EtcdFeed extends ChangeFeed {
     if (value === null) return null;
     if (key[0] === "node" && key.length === 2) {
       return { seq: rev, type: "node", op, node: value as NodeRecord };
+    }
+    if (key[0] === "port_mirror" && key.length === 3) {
+      return { seq: rev, type: "mirror", op, mirror: value as MirrorRecord };
     }
     if (key[0] === "router" && key.length === 3) {
       return { seq: rev, type: "router", op, router: routerView(value as RouterRecord) };

@@ -45,6 +45,8 @@ const SECRETS = {
     "ac-secret-group",
     "ac-secret-router",
     "ac-secret-sg",
+    "ac-secret-tap",
+    "ac-secret-mirror",
   ],
   globex: [
     "globex",
@@ -53,6 +55,8 @@ const SECRETS = {
     "gx-secret-group",
     "gx-secret-router",
     "gx-secret-sg",
+    "gx-secret-tap",
+    "gx-secret-mirror",
   ],
 };
 
@@ -120,6 +124,28 @@ async function world(): Promise<World> {
       201,
     );
   }
+  // A mirror of each tenant's, from its shared port to a tap port on its secret network.
+  for (
+    const [tenant, short, nw] of [["acme", "ac", "ac-secret-net"], [
+      "globex",
+      "gx",
+      "gx-secret-net",
+    ]]
+  ) {
+    const tap = `${short}-secret-tap`;
+    must(
+      await t.call("PUT", `tenants/${tenant}/networks/${nw}/ports/${tap}`, {}, TOKEN.worker1),
+      201,
+    );
+    must(
+      await t.call("POST", `tenants/${tenant}/mirrors`, {
+        name: `${short}-secret-mirror`,
+        sources: [{ network: "shared", port: `${short}-secret-port` }],
+        collector: { network: nw, port: tap },
+      }),
+      201,
+    );
+  }
   // A router of each tenant's, connecting its secret network: the other tenant must never see it,
   // nor cluster east's tokens globex's (east serves acme only).
   for (const [tenant, short] of [["acme", "ac"], ["globex", "gx"]]) {
@@ -162,6 +188,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   physnet: mostly(["phys1", "phys2"], ["Bad"]),
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
   router: mostly(["r1", "ac-secret-router", "gx-secret-router"], ["R!"]),
+  mirror: mostly(["m1", "m2", "ac-secret-mirror", "gx-secret-mirror"], ["M!"]),
   cluster: mostly(["default", "east"], ["Bad!", "nope"]),
 };
 /** Tokens of cluster east, which may use acme's networks and never sees globex's. */
@@ -226,6 +253,12 @@ const opt = <T>(a: fc.Arbitrary<T>) =>
 function clean(o: Record<string, unknown>) {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
+
+/** A port a mirror names: mostly one that exists. */
+const MIRROR_PORT = fc.record({
+  network: PARAM_VALUES.network,
+  port: PARAM_VALUES.port,
+});
 
 const SECURITY_RULE = fc.record({
   direction: pick("ingress", "egress", "out"),
@@ -309,6 +342,18 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     networks: fc.array(PARAM_VALUES.network, { maxLength: 3 }),
     routes: opt(fc.array(fc.record({ dst: cidr, via: ip }), { maxLength: 2 })),
   }).map(clean),
+  MirrorCreate: fc.record({
+    name: PARAM_VALUES.mirror,
+    sources: fc.array(MIRROR_PORT, { maxLength: 3 }),
+    direction: opt(pick("in", "out", "both", "sideways")),
+    collector: fc.oneof(
+      MIRROR_PORT,
+      fc.record({
+        remote: fc.record({ ip: fc.oneof(ip, pick("fd00::1")), protocol: pick("gre", "vxlan") }),
+      }),
+    ),
+    filter: opt(pick({ protocol: "tcp" })),
+  }).map(clean),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
@@ -366,6 +411,13 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
   RouterCreate: fc.record({
     name: pick("r1", "r2"),
     networks: pick(["ac-secret-net"], ["n1", "ac-secret-net"], ["blue"], ["shared"]),
+  }),
+  MirrorCreate: fc.record({
+    name: pick("m1", "m2"),
+    sources: pick([{ network: "blue", port: "p1" }], [{ network: "shared", port: "p2" }]),
+    collector: pick({ network: "blue", port: "p3" }, {
+      remote: { ip: "192.0.2.9", protocol: "gre" },
+    }),
   }),
 };
 

@@ -2,6 +2,7 @@
 import type {
   Bandwidth,
   Dns,
+  MirrorInfo,
   NetworkType,
   PodRef,
   Route,
@@ -143,6 +144,12 @@ export interface PortRecord {
 /** A tenant's router (service/routers.ts): stored as the API answers it. */
 export type RouterRecord = RouterInfo;
 
+/**
+ * A tenant's port mirror (service/mirrors.ts): stored as the API answers it. Its key's first part
+ * sorts between "network" and "secgroup", so the etcd feed's watch covers it (etcd_feed.ts).
+ */
+export type MirrorRecord = MirrorInfo;
+
 export interface NodeRecord {
   /** Its name scoped by its cluster (service/cluster_names.ts). */
   name: string;
@@ -209,6 +216,14 @@ export const keys = {
   routers: (tenant?: string): Key => tenant === undefined ? ["router"] : ["router", tenant],
   /** The router a network is on ({tenant, name}): one at most. */
   routerOfNetwork: (networkId: string): Key => ["router_by_network", networkId],
+  mirror: (tenant: string, name: string): Key => ["port_mirror", tenant, name],
+  /**
+   * How many mirrors a tenant has: every create and delete writes it, so concurrent ones are
+   * serialised (the cap, and a port never both a source and a collector).
+   */
+  mirrorCount: (tenant: string): Key => ["mirror_count", tenant],
+  mirrors: (tenant?: string): Key =>
+    tenant === undefined ? ["port_mirror"] : ["port_mirror", tenant],
   securityGroup: (tenant: string, name: string): Key => ["secgroup", tenant, name],
   /** One tenant's security groups; without a tenant, every tenant's. */
   securityGroups: (tenant?: string): Key =>

@@ -7,6 +7,7 @@ import { CLUSTERS } from "./routes/clusters.ts";
 import { FEED } from "./routes/feed.ts";
 import { HISTORY } from "./routes/history.ts";
 import { IP_GROUPS } from "./routes/ip_groups.ts";
+import { MIRRORS } from "./routes/mirrors.ts";
 import { NETWORKS } from "./routes/networks.ts";
 import { NODES } from "./routes/nodes.ts";
 import { PHYSNETS } from "./routes/physnets.ts";
@@ -31,6 +32,7 @@ export const RESOURCES: Resource[] = [
   IP_GROUPS,
   ROUTERS,
   SECURITY_GROUPS,
+  MIRRORS,
   PHYSNETS,
   NODES,
   CLUSTERS,

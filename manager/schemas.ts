@@ -362,6 +362,60 @@ export const Router = z.object({
   createdAt: Timestamp,
 });
 
+// ---- mirrors
+
+/** Mirrors in one tenant (each is an OVS Mirror row on the nodes of its ports). */
+export const MAX_MIRRORS_PER_TENANT = 64;
+/** Source ports of one mirror. */
+export const MAX_MIRROR_SOURCES = 16;
+
+const MirrorPortRef = z.strictObject({
+  network: Name.meta({ description: "the network of the port (the tenant's own, or public)" }),
+  port: scopedParam(PortId).meta({
+    description: "the port's ID (another cluster's: ID@cluster); a port of the mirror's tenant",
+  }),
+});
+
+const RemoteCollector = z.strictObject({
+  remote: z.strictObject({
+    ip: IpText.meta({ description: "the collector's IPv4 address, reached over the underlay" }),
+    protocol: z.enum(["gre", "erspan", "vxlan"]).meta({
+      description: "gre (Ethernet in GRE); erspan and vxlan: not supported yet (refused with 400)",
+    }),
+  }),
+}).meta({ description: "a collector over a tunnel from each source's node: admin only" });
+
+export const MirrorCreate = z.strictObject({
+  name: Name,
+  sources: z.array(MirrorPortRef).min(1).max(MAX_MIRROR_SOURCES).meta({
+    description: "the ports whose traffic is copied: the tenant's own",
+  }),
+  direction: z.enum(["in", "out", "both"]).default("both").meta({
+    description: 'the pod\'s point of view: "out" is what it sends, "in" what it receives',
+  }),
+  filter: z.record(z.string(), z.unknown()).optional().meta({
+    description: "a security-rule-like match: not supported yet (refused with 400)",
+  }),
+  collector: z.union([MirrorPortRef, RemoteCollector]).meta({
+    description:
+      "a port of the same tenant on the sources' node (a collector pod's), or a remote address (admin)",
+  }),
+});
+
+const MirrorPort = z.object({ network: z.string(), networkId: z.string(), id: z.string() });
+
+export const Mirror = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  sources: z.array(MirrorPort),
+  direction: z.enum(["in", "out", "both"]),
+  collector: z.union([
+    MirrorPort,
+    z.object({ remote: z.object({ ip: z.string(), protocol: z.literal("gre") }) }),
+  ]),
+  createdAt: Timestamp,
+});
+
 // ---- ports
 
 export const PortRequest = z.strictObject({
@@ -610,12 +664,13 @@ export const FeedPage = z.object({
   cursor: z.string(),
   events: z.array(z.object({
     seq: z.int(),
-    type: z.enum(["port", "node", "router", "securityGroup"]),
+    type: z.enum(["port", "node", "router", "securityGroup", "mirror"]),
     op: z.enum(["put", "delete"]),
     port: Port.optional(),
     node: Node.optional(),
     router: Router.optional(),
     securityGroup: SecurityGroup.optional(),
+    mirror: Mirror.optional(),
   })),
 });
 

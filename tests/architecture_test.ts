@@ -362,3 +362,37 @@ Deno.test("architecture: one place in the agent reads a CNI config's ipam sectio
   }
   assert.deepEqual(found, []);
 });
+
+/**
+ * Port mirrors (issue 30): one module writes Open vSwitch's Mirror rows (the agent's, computed from
+ * the manager's mirrors), and the change feed's event types, mirrors included, are one list that
+ * the API's document (the FeedPage schema) and the manager's feed agree on.
+ */
+Deno.test("architecture: OVS Mirror rows have one writer, and the feed's event types are documented", async () => {
+  const writers: string[] = [];
+  for (const dir of ["agent", "common", "devstack"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      if (file.endsWith("_test.ts")) continue;
+      const text = await Deno.readTextFile(file);
+      if (/table:\s*"Mirror"|\bMirror\b.*(?:create|add Bridge)/.test(text)) {
+        writers.push(file.slice(ROOT.length));
+      }
+    }
+  }
+  assert.deepEqual(writers, ["agent/dataplane/mirrors.ts"]);
+  const feed = await Deno.readTextFile(`${ROOT}manager/feed.ts`);
+  const union = feed.slice(feed.indexOf("export type FeedEvent"), feed.indexOf("type Unnumbered"));
+  const published = [...union.matchAll(/type: "(\w+)"/g)].map((m) => m[1]).sort();
+  const { FeedPage } = await import("../manager/schemas.ts");
+  const documented = [...FeedPage.shape.events.element.shape.type.options].sort();
+  assert.deepEqual(documented, published, "FeedPage (schemas.ts) documents every feed event type");
+  assert.ok(published.includes("mirror"), "mirrors reach the agents on the feed");
+});
+
+async function* tsFiles(dir: string): AsyncGenerator<string> {
+  for await (const e of Deno.readDir(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory) yield* tsFiles(path);
+    else if (e.name.endsWith(".ts")) yield path;
+  }
+}

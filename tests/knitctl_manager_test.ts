@@ -397,3 +397,69 @@ Deno.test("knitctl: clusters: create with what each may use, get as a table and 
     assert.match(refused.stderr, /cannot be deleted/);
   });
 });
+
+Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a table and JSON, refusals, delete", async () => {
+  await withManager(async (url) => {
+    const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ACME };
+    const admin = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
+    const ok = async (args: string[], as = env) =>
+      expectExit(await knitctl(args, as), 0, args.join(" "));
+    await ok(["create", "tenant", "acme"], admin);
+    await ok([
+      ...["-t", "acme", "create", "network", "blue", "--cidr", "10.1.0.0/24"],
+      ...["--gateway", "10.1.0.1"],
+    ], admin);
+    // A required flag that may be repeated counts as given (it was refused as missing).
+    await ok(["-t", "acme", "create", "router", "r1", "--networks", "blue"]);
+    await ok(["-t", "acme", "delete", "router", "r1"]);
+    for (const p of ["web", "db", "tap"]) {
+      await ok(["-t", "acme", "create", "port", p, "--network", "blue", "--node", "w1"], admin);
+    }
+    assert.equal(
+      (await ok([
+        ...["-t", "acme", "create", "mirror", "m1", "--source", "blue/web"],
+        ...["--source", "blue/db", "--collector", "blue/tap", "--direction", "out"],
+      ])).stdout,
+      "mirror/m1 created\n",
+    );
+    const got = (await ok(["-t", "acme", "get", "mirror", "m1", "-o", "json"])).json();
+    assert.deepEqual(
+      [got.sources.map((s: { id: string }) => s.id), got.direction, got.collector.id],
+      [["web", "db"], "out", "tap"],
+    );
+    assert.match(
+      (await ok(["-t", "acme", "get", "mirrors"])).stdout,
+      /^NAME\s+SOURCES\s+DIRECTION\s+COLLECTOR\s+AGE\nm1\s+blue\/web,blue\/db\s+out\s+blue\/tap\s+\d+s\n$/,
+    );
+    // A flag that names no port is a usage error (2); what the manager refuses is 1, its reason shown.
+    const usage = await knitctl([
+      ...["-t", "acme", "create", "mirror", "m2", "--source", "web"],
+      ...["--collector", "blue/tap"],
+    ], env);
+    expectExit(usage, 2, "a source without its network");
+    assert.match(usage.stderr, /--source "web" is not a port: use NETWORK\/PORT-ID/);
+    const refused = await knitctl([
+      ...["-t", "acme", "create", "mirror", "m2", "--source", "blue/tap"],
+      ...["--collector", "blue/web"],
+    ], env);
+    expectExit(refused, 1, "a collector as a source");
+    assert.match(refused.stderr, /collector of mirror "m1"/);
+    // An admin sends copies to an address over GRE.
+    await ok([
+      ...["-t", "acme", "create", "mirror", "far", "--source", "blue/web"],
+      ...["--collector", "gre:192.0.2.250"],
+    ], admin);
+    assert.match(
+      (await ok(["-t", "acme", "get", "mirror", "far"])).stdout,
+      /\nfar\s+blue\/web\s+both\s+gre:192\.0\.2\.250\s/,
+    );
+    await ok(["-t", "acme", "delete", "mirror", "far"]);
+    assert.equal(
+      (await ok(["-t", "acme", "delete", "mirror", "m1"])).stdout,
+      "mirror/m1 deleted\n",
+    );
+    assert.deepEqual((await ok(["-t", "acme", "get", "mirrors", "-o", "json"])).json(), {
+      items: [],
+    });
+  });
+});

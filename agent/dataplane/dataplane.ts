@@ -27,6 +27,7 @@ import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { aclsOf } from "./acl_model.ts";
 import { type DscpSource, networkDscp } from "./dscp_model.ts";
 import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
+import { awaySources, type MirrorRows, mirrorRows, portKey } from "./mirrors.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -88,6 +89,8 @@ export class Dataplane {
   observer: DataplaneObserver | null = null;
   /** The node's interfaces on networks with egress or hostAccess (host_ports.ts); none: off. */
   hostPorts: HostPorts | null = null;
+  /** The port mirrors this node realises, as OVS Mirror rows (mirrors.ts); none: off. */
+  mirrors: MirrorRows | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -138,6 +141,7 @@ export class Dataplane {
     this.replaceNext = true;
     // The host ports' devices may be new (ovs-vswitchd made them again): set up again.
     this.hostPorts?.invalidate();
+    this.mirrors?.forget();
     this.mayResume = false;
     return this.sync();
   }
@@ -235,12 +239,26 @@ export class Dataplane {
       let ok = false;
       try {
         await this.apply(await this.model());
+        await this.syncMirrors();
         ok = true;
       } finally {
         this.observer?.synced((performance.now() - started) / 1000, ok);
       }
     });
     return this.queued;
+  }
+
+  /** The Mirror rows of the mirrors whose collector is here, after the flows (mirrors.ts). */
+  private async syncMirrors(): Promise<void> {
+    if (!this.mirrors) return;
+    const local = new Map<string, string>();
+    for (const a of this.state.attachmentsView()) {
+      for (const i of a.interfaces) {
+        if (i.port && i.ofport !== undefined) local.set(portKey(i.port), i.hostIfName);
+      }
+    }
+    const mirrors = [...this.remote.mirrors()];
+    await this.mirrors.reconcile(mirrorRows(mirrors, local), awaySources(mirrors, local));
   }
 
   /**

@@ -204,10 +204,11 @@ export class OvsdbClient {
   }
 
   /**
-   * Commits `ops` with next_cfg incremented, then waits until ovs-vswitchd has applied it. Answers
-   * the `count` fields of the first mutate results (rows matched), to tell a missing bridge apart.
+   * Commits `ops` with next_cfg incremented, then waits until ovs-vswitchd has applied it (as
+   * ovs-vsctl without --no-wait). Answers the `count` fields of the first mutate results (rows
+   * matched), to tell a missing bridge apart.
    */
-  private async transactApplied(ops: Op[], count = 0): Promise<number[]> {
+  async transactApplied(ops: Op[], count = 0): Promise<number[]> {
     const { target, counts } = await this.transactCfg(ops, count);
     await this.waitApplied(target);
     return counts;
@@ -482,7 +483,8 @@ export class OvsdbClient {
 }
 
 /** The operations that create one port with its one interface; named port{i} / iface{i}. */
-function insertPort(p: OvsPortSpec, i: number, noopQos?: string): Op[] {
+/** The rows of a new port and its interface, named `port${i}` and `iface${i}` in the transaction. */
+export function insertPort(p: OvsPortSpec, i: number, noopQos?: string): Op[] {
   const iface: Row = { name: p.name };
   if (p.type) iface.type = p.type;
   if (p.ofportRequest !== undefined) iface.ofport_request = p.ofportRequest;

@@ -12,6 +12,7 @@ import {
   type Logger,
   type ManagerClient,
   ManagerError,
+  type MirrorInfo,
   type Port,
   type RouterInfo,
   type SecurityGroup,
@@ -24,6 +25,8 @@ export class RemoteView {
   private readonly routersByKey = new Map<string, RouterInfo>();
   /** Every tenant's security groups, by "tenant/name". */
   private readonly groups = new Map<string, SecurityGroup>();
+  /** Every tenant's port mirrors, by "tenant/name". */
+  private readonly mirrorsByKey = new Map<string, MirrorInfo>();
   private readonly feed: FeedFollower;
 
   constructor(
@@ -54,6 +57,11 @@ export class RemoteView {
   /** Every tenant's routers (each node computes the routes that leave its pods' networks). */
   routers(): Iterable<RouterInfo> {
     return this.routersByKey.values();
+  }
+
+  /** Every tenant's port mirrors (each node realises those whose collector it hosts). */
+  mirrors(): Iterable<MirrorInfo> {
+    return this.mirrorsByKey.values();
   }
 
   /** A tenant's security group, if it exists. */
@@ -89,12 +97,15 @@ export class RemoteView {
 
   /** Lists ports, nodes and routers (the follower took a cursor first: nothing is lost meanwhile). */
   private async relist(): Promise<void> {
-    const [ports, nodes, routers, groups] = await Promise.all([
+    const [ports, nodes, routers, groups, mirrors] = await Promise.all([
       this.manager.listPorts(),
       this.manager.listNodes(),
       unlessMissing(() => this.manager.listRouters()),
       unlessMissing(() => this.manager.listSecurityGroups()),
+      unlessMissing(() => this.manager.listMirrors()),
     ]);
+    this.mirrorsByKey.clear();
+    for (const m of mirrors) this.mirrorsByKey.set(`${m.tenant}/${m.name}`, m);
     this.routersByKey.clear();
     for (const r of routers) this.routersByKey.set(routerKey(r), r);
     this.groups.clear();
@@ -121,6 +132,12 @@ export class RemoteView {
       const k = `${e.securityGroup.tenant}/${e.securityGroup.name}`;
       if (e.op === "put") this.groups.set(k, e.securityGroup);
       else this.groups.delete(k);
+      return true;
+    }
+    if (e.type === "mirror") {
+      const k = `${e.mirror.tenant}/${e.mirror.name}`;
+      if (e.op === "put") this.mirrorsByKey.set(k, e.mirror);
+      else this.mirrorsByKey.delete(k);
       return true;
     }
     if (e.type === "router") {

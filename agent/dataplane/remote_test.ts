@@ -4,6 +4,7 @@ import {
   type FeedEvent,
   type ManagerClient,
   ManagerError,
+  type MirrorInfo,
   type RouterInfo,
 } from "@knitter/common";
 import { RemoteView } from "./remote.ts";
@@ -17,13 +18,18 @@ const router: RouterInfo = {
 };
 
 /** A manager that answers lists and then holds the feed until the view stops. */
-function manager(routers: () => Promise<RouterInfo[]>, events: FeedEvent[] = []) {
+function manager(
+  routers: () => Promise<RouterInfo[]>,
+  events: FeedEvent[] = [],
+  mirrors: () => Promise<MirrorInfo[]> = () => Promise.resolve([]),
+) {
   let given = false;
   return {
     listPorts: () => Promise.resolve([]),
     listNodes: () => Promise.resolve([]),
     listRouters: routers,
     listSecurityGroups: () => Promise.resolve([]),
+    listMirrors: mirrors,
     feedCursor: () => Promise.resolve("e:0"),
     feedSince: (_c: string, _t: number, signal?: AbortSignal) => {
       if (!given) {
@@ -67,4 +73,35 @@ Deno.test("remote view: a manager without routers (404, older than them) lists n
   await view.start();
   await view.stop();
   assert.deepEqual([...view.routers()], []);
+});
+
+Deno.test("remote view: mirrors listed, then followed on the feed; a mirror change asks for a flow sync", async () => {
+  const port = { network: "red", networkId: "nr", id: "p" };
+  const m: MirrorInfo = {
+    name: "m",
+    tenant: "acme",
+    sources: [port],
+    direction: "both",
+    collector: { ...port, id: "tap" },
+    createdAt: "2026-01-01T00:00:00Z",
+  };
+  const seen: string[][] = [];
+  const twice = Promise.withResolvers<void>();
+  const view: RemoteView = new RemoteView(
+    manager(
+      () => Promise.resolve([]),
+      [{ seq: 1, type: "mirror", op: "delete", mirror: m }],
+      () => Promise.resolve([m]),
+    ),
+    "n1",
+    () => {
+      seen.push([...view.mirrors()].map((x) => x.name));
+      if (seen.length === 2) twice.resolve();
+    },
+    createLogger("test", "error"),
+  );
+  await view.start();
+  await twice.promise;
+  await view.stop();
+  assert.deepEqual(seen, [["m"], []]);
 });

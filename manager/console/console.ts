@@ -141,5 +141,9 @@ export function seenBy(principal: Principal, event: FeedEvent): FeedEvent[] {
     const own = principal.scope === "admin" || principal.tenant === event.securityGroup.tenant;
     return own ? [event] : [];
   }
+  if (event.type === "mirror") {
+    const own = principal.scope === "admin" || principal.tenant === event.mirror.tenant;
+    return own ? [event] : [];
+  }
   return [{ ...event, node: nodeFor(principal, event.node) as typeof event.node }];
 }

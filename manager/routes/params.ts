@@ -9,6 +9,7 @@ export const PARAMS = {
   physnet: S.Name,
   group: S.Name,
   router: S.Name,
+  mirror: S.Name,
   node: S.scopedParam(S.NodeName),
   port: S.scopedParam(S.PortId),
   cluster: S.Name,

@@ -4,7 +4,7 @@
  * may see (auth.ts seesPort, seesOwned, clustersMeet) and made relative to their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
-import type { Port } from "@knitter/common";
+import { isRemoteCollector, type MirrorInfo, type MirrorPort, type Port } from "@knitter/common";
 import type { z } from "zod";
 import {
   type ClusterReach,
@@ -184,6 +184,16 @@ class View {
       return port;
     }
     if (isNode(item)) return { ...item, name: rel(item.name) };
+    if (isMirror(item)) {
+      // Its ports as the agent's port list names them (its collector may be an address).
+      const port = (p: MirrorPort) => ({ ...p, id: rel(p.id) });
+      const c = item.collector;
+      return {
+        ...item,
+        sources: item.sources.map(port),
+        collector: isRemoteCollector(c) ? c : port(c),
+      };
+    }
     return item;
   }
 
@@ -209,11 +219,11 @@ class View {
  * The feed events about an object a tenant owns, under its type's key (`{ type: "router", router }`):
  * a cluster's token sees them by seesOwned. A new such event type is added here.
  */
-const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup"]);
+const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup", "mirror"]);
 
-/** The port or node a feed event is about (other events pass as they are). */
+/** The port, node or mirror a feed event is about (other events pass as they are). */
 function itemOf(e: Loose): Loose {
-  return e.type === "port" ? e.port : e.type === "node" ? e.node : undefined;
+  return e.type === "port" || e.type === "node" || e.type === "mirror" ? e[e.type] : undefined;
 }
 
 /** A port as answered with its conflict marks (service/conflicts.ts, not imported: it imports us). */
@@ -221,6 +231,10 @@ type Marked = Port & { conflicts?: z.infer<typeof PortConflict>[] };
 
 function isPort(x: Loose): x is Port {
   return typeof x?.networkId === "string" && typeof x?.mac === "string";
+}
+
+function isMirror(x: Loose): x is MirrorInfo {
+  return Array.isArray(x?.sources) && typeof x?.collector === "object";
 }
 
 function isNode(x: Loose): x is NodeRecord {

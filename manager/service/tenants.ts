@@ -76,7 +76,9 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
     // Security groups are not counted in the record: a tenant made again must not find them.
     const secGroups = (await listValues<{ name: string }>(ctx.store, keys.securityGroups(name), 10))
       .map((g) => `"${g.name}"`);
-    if (t.networks > 0 || t.ipGroups > 0 || secGroups.length > 0) {
+    const mirrors = (await listValues<{ name: string }>(ctx.store, keys.mirrors(name), 10))
+      .map((m) => `"${m.name}"`);
+    if (t.networks > 0 || t.ipGroups > 0 || secGroups.length > 0 || mirrors.length > 0) {
       const nets = (await listValues<{ name: string }>(ctx.store, keys.networks(name), 10))
         .map((n) => `"${n.name}"`);
       const groups = (await listValues<{ name: string }>(ctx.store, keys.ipGroups(name), 10))
@@ -85,6 +87,7 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
         nets.length ? `networks ${nets.join(", ")}` : "",
         groups.length ? `IP groups ${groups.join(", ")}` : "",
         secGroups.length ? `security groups ${secGroups.join(", ")}` : "",
+        mirrors.length ? `mirrors ${mirrors.join(", ")}` : "",
       ].filter(Boolean).join(" and ");
       throw new ApiError(
         "in_use",

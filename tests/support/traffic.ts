@@ -106,7 +106,7 @@ async function exchange(
 }
 
 /** Starts the echo server and waits until it listens. */
-async function serve(
+export async function serve(
   cleanup: Cleanup,
   netns: Netns,
   proto: "tcp" | "udp",
@@ -146,7 +146,7 @@ async function serve(
   };
 }
 
-function inNetns(netns: Netns): string[] {
+export function inNetns(netns: Netns): string[] {
   const name = netns.startsWith("/var/run/netns/") || netns.startsWith("/run/netns/")
     ? netns.slice(netns.lastIndexOf("/") + 1)
     : netns;

@@ -1,0 +1,356 @@
+/**
+ * Port mirrors (manager/README.md, "Port mirrors") as OVS Mirror rows on br-int, computed from the
+ * manager's mirrors and this node's ports after every flow sync: the rows this agent wants are
+ * made or corrected, its rows no mirror wants any more are removed; rows it did not make are left
+ * alone. A node realises a mirror whose collector port it hosts, with the sources it hosts too (a
+ * source on another node is skipped: the copies are made where the packets are), and a mirror to
+ * a remote collector with the sources it hosts, through a GRE port of its own towards the address.
+ * Since the rows live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync
+ * checks them.
+ */
+import {
+  isRemoteCollector,
+  type Logger,
+  type MirrorInfo,
+  type MirrorPort,
+  Mutex,
+} from "@knitter/common";
+import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
+
+/** Marks the Mirror rows this agent owns: the mirror's "tenant/name". */
+export const MIRROR_ID = "knitter-mirror";
+
+/** One Mirror row as wanted: OVS port names. */
+export interface MirrorRow {
+  /** "tenant/name", also the row's name. */
+  id: string;
+  /** Ports whose received packets are copied (what their pods send: "out"). */
+  srcPorts: string[];
+  /** Ports whose sent packets are copied (what their pods receive: "in"). */
+  dstPorts: string[];
+  output: string;
+  /** A remote collector: `output` is a GRE port of this agent's towards this address. */
+  remoteIp?: string;
+}
+
+/** Names of the GRE ports towards remote collectors: the prefix, then the IPv4 address in hex. */
+export const TUNNEL_PREFIX = "kmir-";
+/** Their ofports: below the pods' (port_plugger.ts POD_OFPORT_MIN), above the tunnel and patches. */
+const TUNNEL_OFPORTS = { first: 900, last: 999 };
+
+export function tunnelName(ip: string): string {
+  return TUNNEL_PREFIX + ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * The rows this node wants: for each mirror whose collector is one of `local` (OVS port names by
+ * "networkId/portId"), its local sources by direction. A mirror with no local source has no row.
+ */
+export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): MirrorRow[] {
+  const out: MirrorRow[] = [];
+  for (const m of mirrors) {
+    const c = m.collector;
+    const remoteIp = isRemoteCollector(c) ? c.remote.ip : undefined;
+    const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
+    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(key(c));
+    if (output === undefined) continue;
+    const sources = m.sources.flatMap((s) => local.get(key(s)) ?? []).sort();
+    if (sources.length === 0) continue;
+    out.push({
+      id: `${m.tenant}/${m.name}`,
+      srcPorts: m.direction === "in" ? [] : sources,
+      dstPorts: m.direction === "out" ? [] : sources,
+      output,
+      ...(remoteIp ? { remoteIp } : {}),
+    });
+  }
+  return out;
+}
+
+/** The sources of local-collector mirrors this node does not host (logged: not copied). */
+export function awaySources(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): string[] {
+  return [...mirrors].flatMap((m) => {
+    const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
+    const here = !isRemoteCollector(m.collector) && local.has(key(m.collector));
+    return here
+      ? m.sources.filter((s) => !local.has(key(s))).map((s) => `${m.tenant}/${m.name}: ${s.id}`)
+      : [];
+  });
+}
+
+/**
+ * A local port as a mirror names it. Its tenant is part of it: on a public network two tenants'
+ * ports may have the same ID, and a mirror names only its own tenant's.
+ */
+export function portKey(p: { tenant: string; networkId: string; id: string }): string {
+  return `${p.tenant}/${p.networkId}/${p.id}`;
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Row = Record<string, Json>;
+
+/** A Mirror row as read: its UUID and what it selects, in port UUIDs. */
+interface ActualRow {
+  uuid: string;
+  id: string;
+  src: string[];
+  dst: string[];
+  output: string[];
+}
+
+export class MirrorRows {
+  private away = "[]";
+  private readonly mutex = new Mutex();
+  /** What the last sync wanted, and whether a row of it waits for a port to be on the bridge. */
+  private last: { wanted: MirrorRow[]; away: string[] } | null = null;
+  private waiting = false;
+  private watching = false;
+  /** Interface table changes seen: one during a reconciliation may be the port it waits for. */
+  private changes = 0;
+  /** The bridge had no row nor GRE port of this agent's, and none was wanted, when last read. */
+  private clean = false;
+
+  constructor(
+    private readonly db: OvsdbClient,
+    private readonly bridge: string,
+    private readonly log: Logger,
+    /**
+     * Drops the datapath's cached flows (`ovs-appctl revalidator/purge`): the userspace datapath
+     * keeps using a cached flow made before a mirror changed for seconds (a busy one, as long as
+     * it is busy), so that copies would start late and go on after a mirror is deleted. The next
+     * packets are translated again, with the mirrors as they now are; none is lost.
+     */
+    private readonly purge: () => Promise<unknown> = () => Promise.resolve(),
+  ) {}
+
+  /**
+   * Makes the bridge's mirrors of this agent exactly `wanted`, and its GRE ports those the remote
+   * collectors need, in one transaction.
+   */
+  reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
+    this.last = { wanted, away };
+    return this.mutex.run(() => this.apply(wanted, away));
+  }
+
+  /** Makes the next reconciliation read the bridge again (after a heal: the switch may be new). */
+  forget(): void {
+    this.clean = false;
+  }
+
+  /**
+   * A pod's flows are synced while its port is being plugged (interfaces/wiring.ts): a row whose
+   * port is not on the bridge yet is made when the database has the port, not at the next sync.
+   */
+  private watchPorts(): void {
+    if (this.watching) return;
+    this.watching = true;
+    this.db.watch((e) => {
+      if (e.kind !== "changed" || !e.tables.includes("Interface")) return;
+      this.changes++;
+      if (this.waiting) this.again();
+    });
+  }
+
+  /** Reconciles the last wanted rows again (a port they wait for may be there now). */
+  private again(): void {
+    const last = this.last!;
+    this.reconcile(last.wanted, last.away).catch((err) =>
+      this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
+    );
+  }
+
+  private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
+    this.logAway(away);
+    // No mirror here, and none of ours on the bridge when last read: a sync (every pod's) costs
+    // no OVSDB round trip. A heal makes the next sync read again (forget()).
+    if (wanted.length === 0 && this.clean) return;
+    this.watchPorts();
+    const seen = this.changes;
+    const [actual, ports] = await Promise.all([this.ours(), this.portUuids()]);
+    this.clean = wanted.length === 0 && actual.length === 0 &&
+      ![...ports.keys()].some((n) => n.startsWith(TUNNEL_PREFIX));
+    const refs = new Map([...ports].map(([name, uuid]) => [name, `uuid:${uuid}`]));
+    const ops = await this.tunnels(wanted, ports, refs);
+    const made = ops.length;
+    const keep = new Set<string>();
+    this.waiting = wanted.some((w) => !resolved(w, refs));
+    // The port came while the bridge's ports were being read: its event found nothing waiting.
+    if (this.waiting && this.changes !== seen) this.again();
+    wanted.forEach((w, i) => {
+      const want = resolved(w, refs);
+      if (!want) return;
+      const have = actual.find((a) => a.id === w.id);
+      if (have && sameSelection(have, want)) {
+        keep.add(have.uuid);
+        return;
+      }
+      ops.push(insertRow(w, want, `m${i}`));
+    });
+    const rows = ops.slice(made).map((op) => ["named-uuid", op["uuid-name"] as string]);
+    const drop = actual.filter((a) => !keep.has(a.uuid)).map((a) => ["uuid", a.uuid]);
+    if (ops.length === 0 && drop.length === 0) return;
+    ops.push(...bridgeSet(this.bridge, "mirrors", "delete", drop));
+    ops.push(...bridgeSet(this.bridge, "mirrors", "insert", rows));
+    // Answered once ovs-vswitchd uses the rows: a switch left alone may not act on them at once.
+    await this.db.transactApplied(ops);
+    await this.purge();
+    this.log.info("port mirrors updated", { made: rows.length, removed: drop.length });
+  }
+
+  /**
+   * The operations that add the GRE ports the wanted rows need and remove those none needs; the
+   * new ones' references go into `refs` (named UUIDs of this transaction).
+   */
+  private async tunnels(
+    wanted: MirrorRow[],
+    ports: Map<string, string>,
+    refs: Map<string, string>,
+  ): Promise<Op[]> {
+    const need = new Map(wanted.flatMap((w) => w.remoteIp ? [[w.output, w.remoteIp]] : []));
+    const ops: Op[] = [];
+    const added: Json[] = [];
+    const fresh = [...need].filter(([name]) => !ports.has(name));
+    const free = fresh.length > 0 ? await this.freeTunnelOfports() : [];
+    for (const [name, ip] of fresh) {
+      const ofportRequest = free.shift();
+      if (ofportRequest === undefined) throw new Error("no free ofport left for a mirror tunnel");
+      const k = added.length;
+      ops.push(...insertPort({ name, type: "gre", ofportRequest, options: { remote_ip: ip } }, k));
+      refs.set(name, `named:port${k}`);
+      added.push(["named-uuid", `port${k}`]);
+    }
+    const gone = [...ports].filter(([n]) => n.startsWith(TUNNEL_PREFIX) && !need.has(n));
+    ops.push(...bridgeSet(this.bridge, "ports", "insert", added));
+    ops.push(...bridgeSet(this.bridge, "ports", "delete", gone.map(([, u]) => ["uuid", u])));
+    return ops;
+  }
+
+  /** The tunnel ofports no interface asks for. */
+  private async freeTunnelOfports(): Promise<number[]> {
+    const [r] = await this.db.transact([
+      { op: "select", table: "Interface", where: [], columns: ["ofport_request"] },
+    ]);
+    const taken = new Set((r.rows as Row[]).map((row) => row.ofport_request));
+    const out: number[] = [];
+    for (let n = TUNNEL_OFPORTS.first; n <= TUNNEL_OFPORTS.last; n++) {
+      if (!taken.has(n)) out.push(n);
+    }
+    return out;
+  }
+
+  /** The Mirror rows this agent made (any bridge's: a row is only ever on br-int). */
+  private async ours(): Promise<ActualRow[]> {
+    const [r] = await this.db.transact([{
+      op: "select",
+      table: "Mirror",
+      where: [],
+      columns: ["_uuid", "external_ids", "select_src_port", "select_dst_port", "output_port"],
+    }]);
+    return (r.rows as Row[]).flatMap((row) => {
+      const id = mapOf(row.external_ids)[MIRROR_ID];
+      if (id === undefined) return [];
+      return [{
+        uuid: uuidOf(row._uuid),
+        id,
+        src: setOf(row.select_src_port),
+        dst: setOf(row.select_dst_port),
+        output: setOf(row.output_port),
+      }];
+    });
+  }
+
+  private async portUuids(): Promise<Map<string, string>> {
+    const [r] = await this.db.transact([
+      { op: "select", table: "Port", where: [], columns: ["_uuid", "name"] },
+    ]);
+    return new Map((r.rows as Row[]).map((row) => [row.name as string, uuidOf(row._uuid)]));
+  }
+
+  private logAway(away: string[]): void {
+    const key = JSON.stringify(away);
+    if (key === this.away) return;
+    this.away = key;
+    if (away.length > 0) {
+      this.log.warn("mirror sources on another node than their collector are not copied", {
+        sources: away,
+      });
+    }
+  }
+}
+
+/**
+ * The row's selection as references ("uuid:U", or "named:N" for a port made in the same
+ * transaction); null while a port is not on the bridge yet.
+ */
+function resolved(w: MirrorRow, refs: Map<string, string>) {
+  const all = [...w.srcPorts, ...w.dstPorts, w.output];
+  if (all.some((n) => !refs.has(n))) return null;
+  const of = (names: string[]) => names.map((n) => refs.get(n)!).sort();
+  return { src: of(w.srcPorts), dst: of(w.dstPorts), output: [refs.get(w.output)!] };
+}
+
+/** A reference as OVSDB takes it. */
+function ref(r: string): Json {
+  const [kind, value] = r.split(/:(.*)/);
+  return kind === "named" ? ["named-uuid", value] : ["uuid", value];
+}
+
+function sameSelection(a: ActualRow, b: { src: string[]; dst: string[]; output: string[] }) {
+  const uuids = (x: string[]) => x.map((u) => `uuid:${u}`).sort();
+  const eq = (x: string[], y: string[]) => JSON.stringify(uuids(x)) === JSON.stringify(y);
+  return eq(a.src, b.src) && eq(a.dst, b.dst) && eq(a.output, b.output);
+}
+
+function insertRow(
+  w: MirrorRow,
+  want: { src: string[]; dst: string[]; output: string[] },
+  name: string,
+): Op {
+  const set = (refs: string[]) => ["set", refs.map(ref)];
+  return {
+    op: "insert",
+    table: "Mirror",
+    "uuid-name": name,
+    row: {
+      name: w.id,
+      select_src_port: set(want.src),
+      select_dst_port: set(want.dst),
+      output_port: ref(want.output[0]),
+      external_ids: ["map", [[MIRROR_ID, w.id]]],
+    },
+  };
+}
+
+/**
+ * Adds to or removes from a set column of the bridge: a Mirror or Port row is a child of its
+ * bridge, gone once no bridge refers to it.
+ */
+function bridgeSet(
+  bridge: string,
+  column: "mirrors" | "ports",
+  how: "insert" | "delete",
+  refs: Json[],
+): Op[] {
+  if (refs.length === 0) return [];
+  return [{
+    op: "mutate",
+    table: "Bridge",
+    where: [["name", "==", bridge]],
+    mutations: [[column, how, ["set", refs]]],
+  }];
+}
+
+function uuidOf(v: Json): string {
+  return (v as Json[])[1] as string;
+}
+
+/** An OVSDB set column: ["set", [...]] or a single atom. */
+function setOf(v: Json): string[] {
+  const a = v as Json[];
+  if (a[0] === "set") return (a[1] as Json[]).map(uuidOf);
+  return [uuidOf(v)];
+}
+
+function mapOf(v: Json): Record<string, string> {
+  return Object.fromEntries(((v as Json[])[1] as [string, string][]) ?? []);
+}

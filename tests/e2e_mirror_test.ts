@@ -1,0 +1,212 @@
+/**
+ * Port mirroring end to end (issue 30) on real Open vSwitch (userspace datapath), two simulated
+ * nodes: a TCP stream between a pod on n1 and a pod on n2, mirrored from n1's pod to a collector
+ * pod on n1, is found byte for byte in a pcap taken in the collector pod, both directions; again
+ * after an agent restart (its Mirror row removed by hand meanwhile: the agent puts it back) and an
+ * ovs-vswitchd restart (killed by pid); the row goes with the mirror, and with its source pod.
+ */
+import assert from "node:assert/strict";
+import { Ovs } from "../agent/dataplane/ovs.ts";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
+import { type StackNode, startStack, waitFor } from "../devstack/stack.ts";
+import { run } from "@knitter/common";
+import { startPcap, tcpPayload } from "./support/pcap.ts";
+import {
+  addressOf,
+  createNetwork,
+  createTenant,
+  knitterList,
+  makePod,
+  type Pod,
+} from "./support/pods.ts";
+import { api } from "./support/stack_api.ts";
+import { EXTERNAL, externalHost } from "./support/external_host.ts";
+import { inNetns, serve } from "./support/traffic.ts";
+
+const SENDER = new URL("./support/payload_send.ts", import.meta.url).pathname;
+const PORT = 24680;
+
+/** The names of the Mirror rows on the node's br-int. */
+async function mirrorRows(node: StackNode): Promise<string[]> {
+  const out = await new Ovs(node.sim.ovs).vsctl([
+    "--format=json",
+    "--columns=name",
+    "list",
+    "Mirror",
+  ]);
+  return (JSON.parse(out).data as [string][]).map(([name]) => name).sort();
+}
+
+Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector pod, through agent and ovs-vswitchd restarts; the row goes with the mirror", async (t) => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+  const [n1, n2] = stack.nodes;
+  await createTenant(stack, "acme");
+  await createNetwork(stack, "acme", "data", "10.50.0.0/24");
+  await createNetwork(stack, "acme", "taps", "10.51.0.0/24");
+  const ips: Record<string, string> = {};
+  const add = async (pod: Pod) => {
+    const r = await pod.add();
+    assert.equal(r.code, 0, `ADD ${pod.name}: ${JSON.stringify(r.out)} ${r.stderr}`);
+    ips[pod.name] = addressOf(r.out);
+  };
+  const client = await makePod(n1, "client", "acme", knitterList(["data"]));
+  const server = await makePod(n2, "server", "acme", knitterList(["data"]));
+  const collector = await makePod(n1, "collector", "acme", knitterList(["taps"]));
+  for (const pod of [client, server, collector]) await add(pod);
+  const portOf = async (pod: Pod) =>
+    (await api(stack, "GET", `ports?pod=acme/${pod.name}`, undefined, 200)).items[0].id as string;
+  const mirror = {
+    name: "watch",
+    sources: [{ network: "data", port: await portOf(client) }],
+    direction: "both",
+    collector: { network: "taps", port: await portOf(collector) },
+  };
+  const payload = crypto.getRandomValues(new Uint8Array(60_000));
+  const payloadFile = await Deno.makeTempFile();
+  cleanup.defer(() => Deno.remove(payloadFile));
+  await Deno.writeFile(payloadFile, payload);
+
+  /** The payload from client to server and its echo, as the collector pod's capture has them. */
+  /** Where the copies are looked for: the collector pod's interface, or a tunnel's end. */
+  let tap = { netns: collector.netns, iface: "eth0", filter: `tcp port ${PORT}` };
+  const streamSeen = async (expect: boolean) => {
+    const echo = await serve(cleanup, server.netns, "tcp", PORT, 30);
+    const pcap = await startPcap(cleanup, tap.netns, tap.iface, tap.filter);
+    try {
+      const r = await run(
+        [...inNetns(client.netns), Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read"]
+          .concat([SENDER, ips.server, String(PORT), payloadFile]),
+        { check: false },
+      );
+      assert.ok(JSON.parse(r.stdout).ok, `the stream itself: ${r.stdout} ${r.stderr}`);
+    } finally {
+      await echo.stop();
+    }
+    const seen = (file: Uint8Array) => ({
+      out: tcpPayload(file, { src: ips.client, dst: ips.server, dport: PORT }),
+      back: tcpPayload(file, { src: ips.server, dst: ips.client, sport: PORT }),
+    });
+    // The copies trail the stream a little: wait for all of it, if it is coming at all.
+    if (expect) {
+      await waitFor("the whole stream in the capture", async () => {
+        const s = seen(await pcap.read());
+        return s.out.length >= payload.length && s.back.length >= payload.length;
+      }, 10_000).catch(() => {});
+    }
+    return seen(await pcap.stop());
+  };
+  const assertSeen = async (when: string) => {
+    const seen = await streamSeen(true);
+    assert.equal(seen.out.length, payload.length, `${when}: all the bytes the client sent`);
+    assert.deepEqual(seen.out, payload, `${when}: what the client sent, byte for byte`);
+    assert.deepEqual(seen.back, payload, `${when}: its echo, what the client received`);
+  };
+
+  await t.step("no mirror: the collector pod sees nothing of the stream", async () => {
+    const seen = await streamSeen(false);
+    assert.deepEqual([seen.out.length, seen.back.length], [0, 0]);
+  });
+
+  await t.step("a mirror: the stream, both ways, byte for byte in the collector pod", async () => {
+    await api(stack, "POST", "tenants/acme/mirrors", mirror);
+    await waitFor("the Mirror row on n1", async () => (await mirrorRows(n1)).length === 1, 10_000);
+    assert.deepEqual(await mirrorRows(n1), ["acme/watch"]);
+    assert.deepEqual(await mirrorRows(n2), [], "n2 hosts neither source nor collector");
+    await assertSeen("mirrored");
+  });
+
+  await t.step("agent restart: the row it owns is made again, the stream seen again", async () => {
+    await n1.stopAgent(true);
+    // Lost while the agent was away: it must put it back from the manager's state.
+    await new Ovs(n1.sim.ovs).vsctl(["clear", "Bridge", "br-int", "mirrors"]);
+    assert.deepEqual(await mirrorRows(n1), []);
+    await n1.startAgent();
+    await waitFor(
+      "the Mirror row back on n1",
+      async () => (await mirrorRows(n1)).length === 1,
+      10_000,
+    );
+    await assertSeen("after an agent restart");
+  });
+
+  await t.step("ovs-vswitchd killed by pid and started again: the stream seen again", async () => {
+    await stopVswitchd(n1.sim, { kill: true });
+    // Until the killed process has let its pidfile go, a new one refuses to start ("already running").
+    await waitFor(
+      "ovs-vswitchd started again",
+      () =>
+        startVswitchd(n1.sim).then(() => true, (err) => {
+          if (/already running/.test(String(err?.message))) return false;
+          throw err;
+        }),
+      10_000,
+    );
+    await waitFor("the flows back on n1", async () => {
+      const flows = await new Ovs(n1.sim.ovs).ofctl(["dump-flows", "br-int"]).catch(() => "");
+      return flows.split("\n").length > 10;
+    }, 15_000);
+    assert.deepEqual(await mirrorRows(n1), ["acme/watch"]);
+    await assertSeen("after an ovs-vswitchd restart");
+  });
+
+  await t.step("the mirror deleted: its row goes, the collector sees nothing", async () => {
+    await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
+    await waitFor("no Mirror row on n1", async () => (await mirrorRows(n1)).length === 0, 10_000);
+    assert.equal((await streamSeen(false)).out.length, 0);
+  });
+
+  await t.step("the mirror follows its source pod: gone with it, back with it", async () => {
+    await api(stack, "POST", "tenants/acme/mirrors", mirror);
+    await waitFor("the Mirror row on n1", async () => (await mirrorRows(n1)).length === 1, 10_000);
+    assert.equal((await client.del()).code, 0);
+    await waitFor(
+      "no Mirror row once the pod is gone",
+      async () => (await mirrorRows(n1)).length === 0,
+      10_000,
+    );
+    await add(client);
+    await waitFor(
+      "the Mirror row with the pod back",
+      async () => (await mirrorRows(n1)).length === 1,
+      10_000,
+    );
+    await assertSeen("the pod back");
+  });
+
+  await t.step(
+    "a remote collector (admin): GRE from the source's node to a netns on the underlay",
+    async () => {
+      await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
+      // A collector host on the underlay: the copies arrive in GRE from n2 (read inside the tunnel).
+      const host = await externalHost(cleanup);
+      tap = { netns: host, iface: "eth0", filter: `proto gre and src ${n2.sim.underlayIp}` };
+      await api(stack, "POST", "tenants/acme/mirrors", {
+        name: "far",
+        sources: [{ network: "data", port: await portOf(server) }],
+        direction: "both",
+        collector: { remote: { ip: EXTERNAL, protocol: "gre" } },
+      });
+      await waitFor(
+        "the Mirror row on n2",
+        async () => (await mirrorRows(n2)).length === 1,
+        10_000,
+      );
+      assert.deepEqual(await mirrorRows(n1), [], "n1 hosts no source of it");
+      // Open vSwitch resolves the collector's MAC (ARP) on the first copy it sends: copies flow once
+      // it has.
+      await waitFor(
+        "copies through the tunnel",
+        async () => (await streamSeen(false)).out.length > 0,
+        15_000,
+      );
+      await assertSeen("over GRE");
+      await api(stack, "DELETE", "tenants/acme/mirrors/far", undefined, 204);
+      await waitFor("no Mirror row on n2", async () => (await mirrorRows(n2)).length === 0, 10_000);
+      const ports = await new Ovs(n2.sim.ovs).vsctl(["list-ports", "br-int"]);
+      assert.ok(!ports.includes("kmir-"), `the GRE port went with the mirror: ${ports}`);
+      assert.equal((await streamSeen(false)).out.length, 0);
+    },
+  );
+});
