@@ -131,33 +131,35 @@ function refIndex(ref: u32): u32 {
 const H_NET_ID: u64 = 1;
 const H_VNI: u64 = 2;
 const H_SEGMENT: u64 = 3;
-const H_PHYSNET: u64 = 4;
 const H_OFPORT: u64 = 5;
 const H_COOKIE: u64 = 6;
 const H_MAC: u64 = 7;
 const H_IP4: u64 = 8;
 const H_IP6: u64 = 9;
 export const NONE: u32 = 0xffffffff;
-// The claims: an open-addressing table of u64 slots (the high 32 bits of the key's hash, then 1 +
-// the entry's index; 0 is empty) over the entries in claim order (k0, k1, k2, owner: 32 bytes).
-// Compact slots keep the randomly probed part small (8 bytes a slot, not 32: 1 MB at 10,000 ports
-// instead of 4 MB), and the entries are written one after another.
+// The claims: an open-addressing table of u32 slots over the entries in claim order (k0, k1, k2,
+// owner: 32 bytes). A slot holds 1 + the entry's index in its low bits (0: empty) and bits of the
+// key's hash in the others, so that a probe reads the entry only on a likely match. Compact slots
+// keep the part probed at random small (4 bytes a slot: 512 KB at 10,000 ports, where 32-byte
+// slots of the keys took 4 MB), and the entries are written one after another.
 let hashBase: usize = 0;
 let hashMask: u32 = 0;
+let tagMask: u32 = 0;
 let entryBase: usize = 0;
 let entryCount: u32 = 0;
-const TAG: u64 = 0xffffffff00000000;
 
 /** Makes room for at most `entries` claims. */
 function hashInit(entries: u32): void {
   let cap: u32 = 64;
   // Load ≤ 2/3 (entries is an upper bound).
   while (cap < entries + (entries >>> 1)) cap <<= 1;
-  hashBase = reserve(B_HASH, <usize> cap << 3);
-  memory.fill(hashBase, 0, <usize> cap << 3);
+  hashBase = reserve(B_HASH, <usize> cap << 2);
+  memory.fill(hashBase, 0, <usize> cap << 2);
   entryBase = reserve(B_HASH_ENTRIES, <usize> entries << 5);
   entryCount = 0;
   hashMask = cap - 1;
+  // The bits above the largest index + 1 carry the hash (none from 2^31 entries on).
+  tagMask = <u32> ~((<u64> 1 << <u64> (32 - clz(entries))) - 1);
 }
 
 function key0(tag: u64, net: u32): u64 {
@@ -171,20 +173,20 @@ function hash(k0: u64, k1: u64, k2: u64): u64 {
 
 // Where `find` stopped (the empty slot a new key goes to) and the key's tag.
 let slot: usize = 0;
-let slotTag: u64 = 0;
+let slotTag: u32 = 0;
 
 /** The entry of key (k0, k1, k2), or 0 when it has none (then `slot` is where it goes). */
 function find(k0: u64, k1: u64, k2: u64): usize {
   const h = hash(k0, k1, k2);
-  const tag = h & TAG;
+  const tag = <u32> (h >>> 32) & tagMask;
   slotTag = tag;
   let i = <u32> h & hashMask;
   while (true) {
-    slot = hashBase + (<usize> i << 3);
-    const s = load<u64>(slot);
+    slot = hashBase + (<usize> i << 2);
+    const s = load<u32>(slot);
     if (s == 0) return 0;
-    if ((s & TAG) == tag) {
-      const e = entryBase + (<usize> (<u32> s - 1) << 5);
+    if ((s & tagMask) == tag) {
+      const e = entryBase + (<usize> ((s & ~tagMask) - 1) << 5);
       if (load<u64>(e) == k0 && load<u64>(e, 8) == k1 && load<u64>(e, 16) == k2) return e;
     }
     i = (i + 1) & hashMask;
@@ -201,7 +203,7 @@ function claim(k0: u64, k1: u64, k2: u64, owner: u32): u32 {
   store<u64>(e, k2, 16);
   store<u32>(e, owner, 24);
   entryCount++;
-  store<u64>(slot, slotTag | <u64> entryCount);
+  store<u32>(slot, slotTag | entryCount);
   return NONE;
 }
 
@@ -357,7 +359,8 @@ function parseNetworks(): i32 {
       // VLAN 0 stands for the untagged traffic of a flat network.
       other = claim(key0(H_SEGMENT, 0), (<u64> physnet << 16) | <u64> segment, 0, i);
       if (other != NONE) return fail(E_DUP_SEGMENT, K_NETWORK, i, 0, K_NETWORK, other);
-      claim(key0(H_PHYSNET, 0), <u64> physnet, 0, i);
+      // Its port number is taken for the local ports (the first network on it owns it).
+      claim(key0(H_OFPORT, 0), <u64> physnet, 0, GATEWAY_REF + i);
     }
     if (gwLen > 0) {
       const rc = parseGateway(n, i, gwLen - 1, gwMacLen - 1);
@@ -453,9 +456,11 @@ function parseLocals(count: u32): i32 {
     const ni = findNet(netId);
     if (ni == NONE) return fail(E_UNKNOWN_NETWORK, K_LOCAL, i, 0, 0, 0);
     if (ofport == tunnelPort) return fail(E_OFPORT_IS_TUNNEL, K_LOCAL, i, 0, 0, 0);
-    let other = owner(key0(H_PHYSNET, 0), <u64> ofport);
-    if (other != NONE) return fail(E_OFPORT_IS_PHYSNET, K_LOCAL, i, 0, K_NETWORK, other);
-    other = claim(key0(H_OFPORT, 0), <u64> ofport, 0, i);
+    // A physnet port's number is claimed by its network (parseNetworks).
+    let other = claim(key0(H_OFPORT, 0), <u64> ofport, 0, i);
+    if (other >= GATEWAY_REF && other != NONE) {
+      return fail(E_OFPORT_IS_PHYSNET, K_LOCAL, i, 0, K_NETWORK, other - GATEWAY_REF);
+    }
     if (other != NONE) return fail(E_DUP_OFPORT, K_LOCAL, i, 0, K_LOCAL, other);
     other = claim(key0(H_COOKIE, 0), <u64> cookie, 0, i);
     if (other != NONE) return fail(E_DUP_COOKIE, K_LOCAL, i, 0, K_LOCAL, other);
