@@ -200,10 +200,40 @@ export function begin(net: u32, port: u32, table: u32, priority: u32, bound: usi
   lineCookie = (<u64> net << <u64> COOKIE_NETWORK_SHIFT) | <u64> port;
   puts("cookie=0x");
   putHex16(lineCookie);
+  if (ASC_FEATURE_SIMD) putHeadCached(table, priority);
+  else putHead(table, priority);
+}
+
+function putHead(table: u32, priority: u32): void {
   puts(",table=");
   putDec(table);
   puts(",priority=");
   putDec(priority);
+}
+
+// The `,table=…,priority=…` of the last line (most lines share the previous line's), 32 bytes.
+const HEAD = memory.data(32);
+let headKey: u64 = 0;
+let headLen: usize = 0; // 0: none
+
+/**
+ * putHead, copied in two SIMD moves when the table and priority are the previous line's (the WASM
+ * build; the JavaScript build renders, since wasm2js splits a wide copy into bytes).
+ */
+function putHeadCached(table: u32, priority: u32): void {
+  const key = (<u64> table << 32) | <u64> priority;
+  if (key == headKey && headLen != 0) {
+    v128.store(wp, v128.load(HEAD));
+    v128.store(wp, v128.load(HEAD, 16), 16);
+    wp += headLen;
+    return;
+  }
+  const start = wp;
+  putHead(table, priority);
+  headKey = key;
+  headLen = wp - start <= 32 ? wp - start : 0;
+  v128.store(HEAD, v128.load(start));
+  v128.store(HEAD, v128.load(start, 16), 16);
 }
 
 export function end(): void {
