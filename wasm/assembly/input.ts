@@ -81,7 +81,7 @@ import {
   V4_SLOT,
   V6_SLOT,
 } from "./layout";
-import { macText, putIpv4, putIpv6, textInit, toSlot, wp } from "./text";
+import { ipv4ToSlot, ipv6ToSlot, macText, textInit } from "./text";
 
 let rd: usize = 0; // next word
 let blob: usize = 0; // next string byte
@@ -287,18 +287,14 @@ function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6:
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
       if (!keepV6) continue;
-      const start = wp;
-      putIpv6();
-      toSlot(v6Slot(v6Count++), start);
+      ipv6ToSlot(v6Slot(v6Count++));
     } else {
       const v = parseIpv4(p, len);
       if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_IP, kind, index, k, 0, 0);
       const other = claim(key0(H_IP4, ni), <u64> v, 0, ref);
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
-      const start = wp;
-      putIpv4(<u32> v);
-      toSlot(v4Slot(v4Count++), start);
+      ipv4ToSlot(v4Slot(v4Count++), <u32> v);
     }
   }
   return 0;
@@ -398,9 +394,7 @@ function claimIpv6(net: u32, ref: u32): u32 {
 /** The IPv6 gateway just parsed, of network index i: claimed, written as text; its v6 slot count. */
 function putGatewayIpv6(i: u32): u32 {
   claimIpv6(i, GATEWAY_REF + i);
-  const start = wp;
-  putIpv6();
-  toSlot(v6Slot(v6Count++), start);
+  ipv6ToSlot(v6Slot(v6Count++));
   v6Gateways = true;
   return v6Count;
 }
@@ -431,14 +425,12 @@ function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
   if (mac < 0) return fail(E_BAD_GATEWAY_MAC, K_NETWORK, i, 0, 0, 0);
   // The gateway's address and MAC are the network's: no port may claim them.
   claim(key0(H_MAC, i), <u64> mac, 0, GATEWAY_REF + i);
-  const start = wp;
   if (v6) {
     store<u32>(n, putGatewayIpv6(i), N_GW_SLOT);
     store<u32>(n, 1, N_GW_V6);
   } else {
     claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
-    putIpv4(<u32> v);
-    toSlot(v4Slot(v4Count++), start);
+    ipv4ToSlot(v4Slot(v4Count++), <u32> v);
     store<u32>(n, v4Count, N_GW_SLOT);
   }
   store<u64>(n, <u64> mac, N_GW_MAC);
@@ -506,9 +498,7 @@ function parseRemotes(count: u32): i32 {
     if (node < 0 || !unicastIpv4(<u32> node)) return fail(E_BAD_NODE_IP, K_REMOTE, i, 0, 0, 0);
     store<u32>(r, ni, R_NET);
     store<u32>(r, <u32> node, R_NODE);
-    const start = wp;
-    putIpv4(<u32> node);
-    toSlot(r + R_NODE_TEXT, start);
+    ipv4ToSlot(r + R_NODE_TEXT, <u32> node);
     const v4 = v4Count;
     rc = addresses(K_REMOTE, i, ref, ni, ips, false);
     if (rc != 0) return rc;
@@ -602,7 +592,7 @@ export function decode(words: u32): i32 {
   reserve(B_REMOTE_ORDER, <usize> remoteCount << 3);
   reserve(B_NODES, <usize> remoteCount << 3);
   hashInit(5 * netCount + 4 * localCount + remoteCount + ipCount);
-  // Scratch text for rendering addresses while parsing; the lines come later.
+  // No lines yet (addresses are rendered straight into their slots).
   textInit();
 
   let rc = parseNetworks();

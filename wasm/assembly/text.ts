@@ -175,12 +175,20 @@ export function writerAt(at: usize): usize {
   return was;
 }
 
-/** Renders the text at `wp` into a slot: length byte, then the characters. */
-export function toSlot(slot: usize, start: usize): void {
-  const len = wp - start;
-  store<u8>(slot, <u8> len);
-  memory.copy(slot + 1, start, len);
-  wp = start;
+/** Writes dotted quad `v` into a text slot (length byte, then the characters). */
+export function ipv4ToSlot(slot: usize, v: u32): void {
+  const was = writerAt(slot + 1);
+  putIpv4(v);
+  store<u8>(slot, <u8> (wp - slot - 1));
+  wp = was;
+}
+
+/** Writes WORDS (see putIpv6) into a text slot (length byte, then the characters). */
+export function ipv6ToSlot(slot: usize): void {
+  const was = writerAt(slot + 1);
+  putIpv6();
+  store<u8>(slot, <u8> (wp - slot - 1));
+  wp = was;
 }
 
 export let recCount: u32 = 0;
