@@ -396,3 +396,33 @@ async function* tsFiles(dir: string): AsyncGenerator<string> {
     else if (e.name.endsWith(".ts")) yield path;
   }
 }
+Deno.test("architecture: the flow compiler's two builds differ only in SIMD, so the speed-up stays a fair measure", async () => {
+  // wasm/build.ts: the WASM and JavaScript builds of assembly/flows.ts share one optimisation level.
+  const build = await Deno.readTextFile(`${ROOT}wasm/build.ts`);
+  const flags = [...build.matchAll(/name: "flows",\s*flags: \[([^\]]*)\]/g)].map((m) =>
+    [...m[1].matchAll(/"([^"]+)"/g)].map((f) => f[1]).filter((f) =>
+      f !== "--enable" && f !== "simd"
+    )
+  );
+  assert.equal(flags.length, 2, "wasm/build.ts builds assembly/flows.ts twice (WASM, JavaScript)");
+  assert.deepEqual(
+    flags[0],
+    flags[1],
+    "the two builds of the flow compiler take the same flags but SIMD",
+  );
+  assert.ok(flags[0].includes("-O3"), "the flow compiler is built with -O3");
+  assert.match(build, /setOptimizeLevel\(3\)/, "wasm2js output re-optimized at level 3");
+  // Every SIMD step of the flow compiler has the plain branch the JavaScript build compiles.
+  const simd = /\b(?:v128|i8x16|i16x8|i32x4|i64x2)\.\w+\(/;
+  const unguarded: string[] = [];
+  for await (const e of Deno.readDir(`${ROOT}wasm/assembly`)) {
+    if (!e.isFile || e.name === "bitmap.ts") continue;
+    const text = await Deno.readTextFile(`${ROOT}wasm/assembly/${e.name}`);
+    if (simd.test(text) && !text.includes("if (ASC_FEATURE_SIMD)")) unguarded.push(e.name);
+  }
+  assert.deepEqual(
+    unguarded,
+    [],
+    "flow compiler files using SIMD without an ASC_FEATURE_SIMD branch",
+  );
+});

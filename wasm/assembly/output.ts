@@ -17,6 +17,15 @@ function lineCmp(a: usize, b: usize): i32 {
   const lb = <usize> load<u32>(b, 12) - 26;
   const n = la < lb ? la : lb;
   let i: usize = 0;
+  if (ASC_FEATURE_SIMD) {
+    for (; i + 16 <= n; i += 16) {
+      const same = i8x16.bitmask(i8x16.eq(v128.load(pa + i), v128.load(pb + i)));
+      if (same != 0xffff) {
+        const at = i + <usize> ctz(~same);
+        return load<u8>(pa + at) < load<u8>(pb + at) ? -1 : 1;
+      }
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     const x = load<u64>(pa + i);
     const y = load<u64>(pb + i);
@@ -77,6 +86,19 @@ function sortRecs(a: usize, tmp: usize, lo: u32, hi: u32): void {
   if (i < mid) memory.copy(a + (<usize> k << 4), tmp + (<usize> i << 4), <usize> (mid - i) << 4);
 }
 
+/**
+ * Copies a line of `len` bytes; the WASM build by 16 bytes at a time (cheaper than a call of
+ * memory.copy for a line), which may read and write up to 15 bytes past it: the text and the
+ * output area have slack for that.
+ */
+function copyLine(to: usize, from: usize, len: usize): void {
+  if (ASC_FEATURE_SIMD) {
+    for (let i: usize = 0; i < len; i += 16) v128.store(to + i, v128.load(from + i));
+  } else {
+    memory.copy(to, from, len);
+  }
+}
+
 let outLength: u32 = 0;
 
 /** Address of the output of the last successful compile. */
@@ -96,7 +118,7 @@ export function join(): void {
     sortRecs(recs, reserve(B_RECS_TMP, <usize> recCount << 4), 0, recCount);
   }
   // Join without duplicates (equal lines are adjacent now).
-  const out = reserve(B_OUT, wp - textBase + <usize> recCount);
+  const out = reserve(B_OUT, wp - textBase + <usize> recCount + 16);
   let o = out;
   for (let i: u32 = 0; i < recCount; i++) {
     const at = recs + (<usize> i << 4);
@@ -110,7 +132,7 @@ export function join(): void {
       o++;
     }
     const len = <usize> load<u32>(at, 12);
-    memory.copy(o, textBase + <usize> load<u32>(at, 8), len);
+    copyLine(o, textBase + <usize> load<u32>(at, 8), len);
     o += len;
   }
   outLength = <u32> (o - out);

@@ -64,6 +64,29 @@ export function putHex(v: u64): void {
   }
 }
 
+/** The 16 hex digits of `v`, leading zeros included (a cookie). */
+function putHex16(v: u64): void {
+  if (ASC_FEATURE_SIMD) {
+    // All 16 digits at once: each byte twice, most significant first, split into its nibbles
+    // (high nibble on even lanes), each nibble looked up in the digits.
+    const bytes = i8x16.swizzle(
+      i64x2.splat(<i64> v),
+      i8x16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+    );
+    const odd = i16x8.splat(<i16> 0xff00);
+    const nibbles = v128.bitselect(
+      v128.and(bytes, i8x16.splat(15)),
+      i8x16.shr_u(bytes, 4),
+      odd,
+    );
+    const digits = i8x16(48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102);
+    v128.store(wp, i8x16.swizzle(digits, nibbles));
+    wp += 16;
+  } else {
+    for (let shift: i32 = 60; shift >= 0; shift -= 4) putc(hexChar(<u32> (v >>> <u64> shift)));
+  }
+}
+
 /** Copies a text slot (length byte, then characters) of `size` bytes, 8 bytes at a time. */
 export function putSlot(slot: usize, size: usize): void {
   const len = <usize> load<u8>(slot);
@@ -152,12 +175,20 @@ export function writerAt(at: usize): usize {
   return was;
 }
 
-/** Renders the text at `wp` into a slot: length byte, then the characters. */
-export function toSlot(slot: usize, start: usize): void {
-  const len = wp - start;
-  store<u8>(slot, <u8> len);
-  memory.copy(slot + 1, start, len);
-  wp = start;
+/** Writes dotted quad `v` into a text slot (length byte, then the characters). */
+export function ipv4ToSlot(slot: usize, v: u32): void {
+  const was = writerAt(slot + 1);
+  putIpv4(v);
+  store<u8>(slot, <u8> (wp - slot - 1));
+  wp = was;
+}
+
+/** Writes WORDS (see putIpv6) into a text slot (length byte, then the characters). */
+export function ipv6ToSlot(slot: usize): void {
+  const was = writerAt(slot + 1);
+  putIpv6();
+  store<u8>(slot, <u8> (wp - slot - 1));
+  wp = was;
 }
 
 export let recCount: u32 = 0;
@@ -176,13 +207,41 @@ export function begin(net: u32, port: u32, table: u32, priority: u32, bound: usi
   lineStart = wp;
   lineCookie = (<u64> net << <u64> COOKIE_NETWORK_SHIFT) | <u64> port;
   puts("cookie=0x");
-  for (let shift: i32 = 60; shift >= 0; shift -= 4) {
-    putc(hexChar(<u32> (lineCookie >>> <u64> shift)));
-  }
+  putHex16(lineCookie);
+  if (ASC_FEATURE_SIMD) putHeadCached(table, priority);
+  else putHead(table, priority);
+}
+
+function putHead(table: u32, priority: u32): void {
   puts(",table=");
   putDec(table);
   puts(",priority=");
   putDec(priority);
+}
+
+// The `,table=…,priority=…` of the last line (most lines share the previous line's), 32 bytes.
+const HEAD = memory.data(32);
+let headKey: u64 = 0;
+let headLen: usize = 0; // 0: none
+
+/**
+ * putHead, copied in two SIMD moves when the table and priority are the previous line's (the WASM
+ * build; the JavaScript build renders, since wasm2js splits a wide copy into bytes).
+ */
+function putHeadCached(table: u32, priority: u32): void {
+  const key = (<u64> table << 32) | <u64> priority;
+  if (key == headKey && headLen != 0) {
+    v128.store(wp, v128.load(HEAD));
+    v128.store(wp, v128.load(HEAD, 16), 16);
+    wp += headLen;
+    return;
+  }
+  const start = wp;
+  putHead(table, priority);
+  headKey = key;
+  headLen = wp - start <= 32 ? wp - start : 0;
+  v128.store(HEAD, v128.load(start));
+  v128.store(HEAD, v128.load(start, 16), 16);
 }
 
 export function end(): void {
