@@ -7,6 +7,17 @@ import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
 import { serialize } from "node:v8";
 
+/**
+ * A manager port as an interface names it: the path's tenant and network, and its ID. Port IDs are
+ * per tenant (on a public network two tenants may each have one of the same ID): the ID alone is
+ * not a port.
+ */
+export type PortPath = Pick<AttachedInterface, "tenant" | "network" | "portId">;
+
+export function samePort(a: PortPath, b: PortPath): boolean {
+  return a.tenant === b.tenant && a.network === b.network && a.portId === b.portId;
+}
+
 export interface AttachedInterface {
   /** Name inside the pod. */
   ifName: string;
@@ -137,11 +148,11 @@ export class AgentState {
     return Promise.resolve([...this.attachments.values()].map((a) => structuredClone(a)));
   }
 
-  /** The attachments (other than `except`'s) with an interface on the manager's port `portId`. */
-  holdersOf(portId: string, except?: Attachment): Attachment[] {
+  /** The attachments (other than `except`'s) with an interface on the manager's port `port`. */
+  holdersOf(port: PortPath, except?: Attachment): Attachment[] {
     const skip = except ? keyOf(except.containerId, except.ifName) : undefined;
     return [...this.attachments.entries()]
-      .filter(([k, a]) => k !== skip && a.interfaces.some((i) => i.portId === portId))
+      .filter(([k, a]) => k !== skip && a.interfaces.some((i) => samePort(i, port)))
       .map(([, a]) => a);
   }
 

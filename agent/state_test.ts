@@ -170,9 +170,13 @@ Deno.test("agent state: holdersOf finds the other attachments on a manager port"
     const a = record("a", { interfaces: [{ ...i, ifName: "eth0", portId: "stable:t:p-eth0" }] });
     const b = record("b", { interfaces: [{ ...i, ifName: "eth0", portId: "stable:t:p-eth0" }] });
     await s.putAttachment(a);
-    assert.deepEqual(s.holdersOf("stable:t:p-eth0", b).map((x) => x.containerId), ["a"]);
-    assert.deepEqual(s.holdersOf("stable:t:p-eth0", a), []);
-    assert.deepEqual(s.holdersOf("other"), []);
+    const port = { tenant: "t", network: "n", portId: "stable:t:p-eth0" };
+    assert.deepEqual(s.holdersOf(port, b).map((x) => x.containerId), ["a"]);
+    assert.deepEqual(s.holdersOf(port, a), []);
+    assert.deepEqual(s.holdersOf({ ...port, portId: "other" }), []);
+    // Port IDs are per tenant: another tenant's port of that ID (a public network) is not held.
+    assert.deepEqual(s.holdersOf({ ...port, tenant: "globex" }, b), []);
+    assert.deepEqual(s.holdersOf({ ...port, network: "m" }, b), []);
   } finally {
     s.close();
   }

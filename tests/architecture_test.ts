@@ -389,6 +389,24 @@ Deno.test("architecture: OVS Mirror rows have one writer, and the feed's event t
   assert.ok(published.includes("mirror"), "mirrors reach the agents on the feed");
 });
 
+/**
+ * A port ID is unique only within its tenant: on a public network two tenants may each have a
+ * port of the same ID. The agent names a port by one key, tenant included (port_key.ts); a key of
+ * network and ID alone lets one tenant's port hide another's in a node's flows.
+ */
+Deno.test("architecture: the agent keys ports in one place, by tenant, network and ID", async () => {
+  const keyed: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    if (file.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/\$\{[\w.?]*networkId\}\/\$\{/.test(text)) keyed.push(file.slice(ROOT.length));
+  }
+  assert.deepEqual(keyed, ["agent/dataplane/port_key.ts"]);
+  const { portKey } = await import("../agent/dataplane/port_key.ts");
+  const mine = { tenant: "acme", networkId: "n1", id: "web" };
+  assert.notEqual(portKey(mine), portKey({ ...mine, tenant: "globex" }));
+});
+
 async function* tsFiles(dir: string): AsyncGenerator<string> {
   for await (const e of Deno.readDir(dir)) {
     const path = `${dir}/${e.name}`;

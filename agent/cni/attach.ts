@@ -358,7 +358,7 @@ export class Attacher {
    */
   private requireOwnPorts(a: Attachment): void {
     for (const i of a.interfaces) {
-      const other = this.d.state.holdersOf(i.portId, a)[0];
+      const other = this.d.state.holdersOf(i, a)[0];
       if (!other) continue;
       throw new CniError(
         CNI_CODE.tryAgainLater,

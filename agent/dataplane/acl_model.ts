@@ -8,13 +8,14 @@
  */
 import { type Port, portRange, type SecurityGroup, type SecurityRule } from "@knitter/common";
 import type { FlowAcl, FlowAclRule } from "@knitter/wasm";
+import { portKey, type PortRef } from "./port_key.ts";
 
 /** What the agent's view of the cluster answers (remote.ts). */
 export interface GroupSource {
   securityGroup(tenant: string, name: string): SecurityGroup | undefined;
   /** Every port the manager listed, this node's own included. */
   ports(): Iterable<Port>;
-  port(networkId: string, id: string): Port | undefined;
+  port(ref: PortRef): Port | undefined;
 }
 
 /**
@@ -60,14 +61,14 @@ function flowRule(
 /** The ACLs of the local ports (with their cookies) that are in a group. */
 export function aclsOf(locals: { port: Port; cookie: number }[], view: GroupSource): FlowAcl[] {
   const current = locals.map(({ port, cookie }) => ({
-    port: view.port(port.networkId, port.id) ?? port,
+    port: view.port(port) ?? port,
     cookie,
   }));
   const guarded = current.filter(({ port }) => effectiveGroups(port).length > 0);
   if (guarded.length === 0) return [];
   const all = new Map<string, Port>();
-  for (const p of view.ports()) all.set(`${p.networkId}/${p.id}`, p);
-  for (const { port } of current) all.set(`${port.networkId}/${port.id}`, port);
+  for (const p of view.ports()) all.set(portKey(p), p);
+  for (const { port } of current) all.set(portKey(port), port);
   const groupMembers = members(all.values());
   return guarded.map(({ port, cookie }) => {
     const rules = new Map<string, FlowAclRule>();

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Port, SecurityGroup } from "@knitter/common";
 import { aclsOf, effectiveGroups, type GroupSource } from "./acl_model.ts";
+import { portKey } from "./port_key.ts";
 
 function port(id: string, ip: string, more: Partial<Port> = {}): Port {
   return {
@@ -30,7 +31,7 @@ function source(ports: Port[], groups: SecurityGroup[]): GroupSource {
   return {
     securityGroup: (t, n) => groups.find((g) => g.tenant === t && g.name === n),
     ports: () => ports,
-    port: (net, id) => ports.find((p) => p.networkId === net && p.id === id),
+    port: (ref) => ports.find((p) => portKey(p) === portKey(ref)),
   };
 }
 
@@ -100,4 +101,24 @@ Deno.test("acl model: a local port's groups come from the feed's view when it ha
   const acls = aclsOf([{ port: journal, cookie: 7 }], source([now], [group("web", [])]));
   assert.deepEqual(acls, [{ cookie: 7, rules: [] }]);
   assert.deepEqual(aclsOf([{ port: journal, cookie: 7 }], source([], [])), []);
+});
+
+Deno.test("acl model: on a public network another tenant's port of the same ID does not hide a group member", () => {
+  // acme's "web" and globex's "web" on acme's public network: two ports (IDs are per tenant).
+  const web = port("web", "10.0.0.2", { securityGroups: ["web"] });
+  const theirs = port("web", "10.0.0.9", { tenant: "globex", securityGroups: ["web"] });
+  const db = port("db", "10.0.0.3", { securityGroups: ["db"] });
+  const view = source([web, theirs, db], [
+    group("db", [{ direction: "ingress", protocol: "tcp", ports: "5432", peer: { group: "web" } }]),
+  ]);
+  assert.deepEqual(aclsOf([{ port: db, cookie: 2 }], view), [{
+    cookie: 2,
+    rules: [{
+      direction: "ingress",
+      protocol: "tcp",
+      portMin: 5432,
+      portMax: 5432,
+      remote: ["10.0.0.2"],
+    }],
+  }]);
 });

@@ -27,7 +27,8 @@ import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { aclsOf } from "./acl_model.ts";
 import { type DscpSource, networkDscp } from "./dscp_model.ts";
 import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
-import { awaySources, type MirrorRows, mirrorRows, portKey } from "./mirrors.ts";
+import { awaySources, type MirrorRows, mirrorRows } from "./mirrors.ts";
+import { portKey } from "./port_key.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -409,7 +410,7 @@ export class Dataplane {
         });
         sources.local.push(i.port);
         // As the feed has it now: a network's egress and hostAccess change at once.
-        const current = this.remote.port(i.port.networkId, i.port.id) ?? i.port;
+        const current = this.remote.port(i.port) ?? i.port;
         hosted.push({ port: current, number: net.id });
       }
     }

@@ -5,18 +5,19 @@
  * was wired.
  */
 import type { Port } from "@knitter/common";
+import type { PortRef } from "./port_key.ts";
 
 /** What a port says of its network's marking. */
-export type DscpSource = Pick<Port, "id" | "networkId" | "networkDscp">;
+export type DscpSource = Pick<Port, "tenant" | "id" | "networkId" | "networkDscp">;
 
 /** The ports the feed listed, this node's own included (remote.ts). */
 export interface PortFeed {
-  port(networkId: string, id: string): Port | undefined;
+  port(ref: PortRef): Port | undefined;
 }
 
 /** The DSCP the network of `port` marks its pods' IP traffic with; undefined: none. */
 export function networkDscp(port: DscpSource, feed: PortFeed): number | undefined {
-  return (feed.port(port.networkId, port.id) ?? port).networkDscp;
+  return (feed.port(port) ?? port).networkDscp;
 }
 
 /** Whether a feed event changes a port's network marking (the flows must be compiled again). */

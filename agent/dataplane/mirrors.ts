@@ -16,6 +16,7 @@ import {
   Mutex,
 } from "@knitter/common";
 import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
+import { portKey } from "./port_key.ts";
 
 /** Marks the Mirror rows this agent owns: the mirror's "tenant/name". */
 export const MIRROR_ID = "knitter-mirror";
@@ -76,14 +77,6 @@ export function awaySources(mirrors: Iterable<MirrorInfo>, local: Map<string, st
       ? m.sources.filter((s) => !local.has(key(s))).map((s) => `${m.tenant}/${m.name}: ${s.id}`)
       : [];
   });
-}
-
-/**
- * A local port as a mirror names it. Its tenant is part of it: on a public network two tenants'
- * ports may have the same ID, and a mirror names only its own tenant's.
- */
-export function portKey(p: { tenant: string; networkId: string; id: string }): string {
-  return `${p.tenant}/${p.networkId}/${p.id}`;
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

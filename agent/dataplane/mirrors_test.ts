@@ -4,7 +4,8 @@ import { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { OvsdbClient } from "./ovsdb.ts";
-import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, portKey, tunnelName } from "./mirrors.ts";
+import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, tunnelName } from "./mirrors.ts";
+import { portKey } from "./port_key.ts";
 
 const port = (id: string) => ({ network: "blue", networkId: "n1", id });
 

@@ -18,6 +18,7 @@ import {
   type SecurityGroup,
 } from "@knitter/common";
 import { remarked } from "./dscp_model.ts";
+import { portKey, type PortRef } from "./port_key.ts";
 
 export class RemoteView {
   private readonly portsByKey = new Map<string, Port>();
@@ -70,8 +71,8 @@ export class RemoteView {
   }
 
   /** The port as the manager last said, this node's own included. */
-  port(networkId: string, id: string): Port | undefined {
-    return this.portsByKey.get(`${networkId}/${id}`);
+  port(ref: PortRef): Port | undefined {
+    return this.portsByKey.get(portKey(ref));
   }
 
   nodeIp(node: string): string | undefined {
@@ -111,7 +112,7 @@ export class RemoteView {
     this.groups.clear();
     for (const g of groups) this.groups.set(`${g.tenant}/${g.name}`, g);
     this.portsByKey.clear();
-    for (const p of ports) this.portsByKey.set(key(p), p);
+    for (const p of ports) this.portsByKey.set(portKey(p), p);
     this.nodeIps.clear();
     for (const n of nodes) this.nodeIps.set(n.name, n.underlayIp);
     this.onChange();
@@ -120,9 +121,9 @@ export class RemoteView {
   /** Applies one event; true when it can change this node's flows. */
   private apply(e: FeedEvent): boolean {
     if (e.type === "port") {
-      const before = this.portsByKey.get(key(e.port));
-      if (e.op === "put") this.portsByKey.set(key(e.port), e.port);
-      else this.portsByKey.delete(key(e.port));
+      const before = this.portsByKey.get(portKey(e.port));
+      if (e.op === "put") this.portsByKey.set(portKey(e.port), e.port);
+      else this.portsByKey.delete(portKey(e.port));
       // Our own port's groups and its network's DSCP and node settings change through the API,
       // not through this agent.
       return e.port.node !== this.nodeName || regrouped(before, e.port) ||
@@ -160,10 +161,6 @@ function regrouped(before: Port | undefined, after: Port): boolean {
 function nodeReachChanged(before: Port | undefined, after: Port): boolean {
   return before?.networkEgress !== after.networkEgress ||
     before?.networkHostAccess !== after.networkHostAccess;
-}
-
-function key(p: Port): string {
-  return `${p.networkId}/${p.id}`;
 }
 
 /**

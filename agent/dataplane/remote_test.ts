@@ -5,6 +5,7 @@ import {
   type ManagerClient,
   ManagerError,
   type MirrorInfo,
+  type Port,
   type RouterInfo,
 } from "@knitter/common";
 import { RemoteView } from "./remote.ts";
@@ -22,10 +23,11 @@ function manager(
   routers: () => Promise<RouterInfo[]>,
   events: FeedEvent[] = [],
   mirrors: () => Promise<MirrorInfo[]> = () => Promise.resolve([]),
+  ports: Port[] = [],
 ) {
   let given = false;
   return {
-    listPorts: () => Promise.resolve([]),
+    listPorts: () => Promise.resolve(ports),
     listNodes: () => Promise.resolve([]),
     listRouters: routers,
     listSecurityGroups: () => Promise.resolve([]),
@@ -104,4 +106,50 @@ Deno.test("remote view: mirrors listed, then followed on the feed; a mirror chan
   await twice.promise;
   await view.stop();
   assert.deepEqual(seen, [["m"], []]);
+});
+
+/** A port of tenant `tenant` on acme's public network "shared" (ID "ns"). */
+function sharedPort(tenant: string, id: string, ip: string, node: string): Port {
+  return {
+    id,
+    tenant,
+    network: "shared",
+    networkTenant: "acme",
+    networkId: "ns",
+    ip,
+    address: `${ip}/24`,
+    mac: `02:00:0a:02:00:${ip.split(".")[3].padStart(2, "0")}`,
+    node,
+  } as Port;
+}
+
+Deno.test("remote view: two tenants' ports with the same ID on a public network are both seen, each with its own address; deleting one keeps the other", async () => {
+  // Port IDs are per tenant: acme's "web" and globex's "web" on acme's public network are two ports.
+  const acme = sharedPort("acme", "web", "10.2.0.5", "n2");
+  const globex = sharedPort("globex", "web", "10.2.0.6", "n3");
+  const seen: string[][] = [];
+  const twice = Promise.withResolvers<void>();
+  const view: RemoteView = new RemoteView(
+    manager(
+      () => Promise.resolve([]),
+      [{ seq: 1, type: "port", op: "delete", port: acme }],
+      () => Promise.resolve([]),
+      [acme, globex],
+    ),
+    "n1",
+    () => {
+      const listed = [...view.ports()].map((p) => `${p.tenant}:${p.ip}`).sort();
+      const found = [acme, globex].map((p) => view.port(p)?.ip ?? "none");
+      seen.push([...listed, ...found]);
+      if (seen.length === 2) twice.resolve();
+    },
+    createLogger("test", "error"),
+  );
+  await view.start();
+  await twice.promise;
+  await view.stop();
+  assert.deepEqual(seen, [
+    ["acme:10.2.0.5", "globex:10.2.0.6", "10.2.0.5", "10.2.0.6"],
+    ["globex:10.2.0.6", "none", "10.2.0.6"],
+  ]);
 });

@@ -26,7 +26,7 @@ import { networkDscp } from "./dscp_model.ts";
 import type { Healer } from "./healer.ts";
 import type { Ovs, OvsPort } from "./ovs.ts";
 import type { RemoteView } from "./remote.ts";
-import type { AgentState } from "../state.ts";
+import type { AgentState, AttachedInterface, Attachment } from "../state.ts";
 
 export interface TraceDeps {
   nodeName: string;
@@ -71,9 +71,13 @@ export function traceDeps(parts: {
   };
 }
 
-/** Where a traced packet enters this node: a local port by its manager ID, the tunnel, a physnet. */
+/**
+ * Where a traced packet enters this node: a local port by its manager ID (and tenant: port IDs are
+ * per tenant, two tenants may each have one of the same ID on a public network), the tunnel, a
+ * physnet.
+ */
 export type TraceFrom =
-  | { kind: "port"; portId: string }
+  | { kind: "port"; portId: string; tenant?: string }
   | { kind: "tunnel"; vni: number }
   | { kind: "physnet"; physnet: string; vlan?: number };
 
@@ -196,20 +200,39 @@ export class NodeInspector {
         ? { kind: "physnet", physnet: from.physnet }
         : { kind: "physnet", physnet: from.physnet, vlan: from.vlan };
     }
+    const found = this.localPorts(from);
+    const tenants = [...new Set(found.map(({ i }) => i.tenant))].sort();
+    if (tenants.length > 1) {
+      throw new TraceRefused(
+        `Port "${from.portId}" on node ${this.d.nodeName} is one of tenants ${
+          tenants.join(", ")
+        }: name the tenant whose port to trace from`,
+      );
+    }
+    for (const { a, i } of found) {
+      if (i.ofport !== undefined) return { kind: "port", ofport: i.ofport };
+      if (a.ipam) {
+        throw new TraceRefused(
+          `Port "${from.portId}" is another plugin's interface (knitter is its IPAM): network "${i.network}" has the external data plane, so no Open vSwitch flows carry it and there is nothing to trace`,
+        );
+      }
+    }
+    const whose = from.tenant === undefined ? "" : ` of tenant ${from.tenant}`;
+    throw new TraceRefused(
+      `Port "${from.portId}"${whose} is not plugged on node ${this.d.nodeName}: trace it where its pod runs, or --offline`,
+    );
+  }
+
+  /** The interfaces here on the port `from` names (of its tenant, if it names one). */
+  private localPorts(from: { portId: string; tenant?: string }) {
+    const found: { a: Readonly<Attachment>; i: Readonly<AttachedInterface> }[] = [];
     for (const a of this.d.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (i.portId !== from.portId) continue;
-        if (i.ofport !== undefined) return { kind: "port", ofport: i.ofport };
-        if (a.ipam) {
-          throw new TraceRefused(
-            `Port "${from.portId}" is another plugin's interface (knitter is its IPAM): network "${i.network}" has the external data plane, so no Open vSwitch flows carry it and there is nothing to trace`,
-          );
-        }
+        if (from.tenant === undefined || i.tenant === from.tenant) found.push({ a, i });
       }
     }
-    throw new TraceRefused(
-      `Port "${from.portId}" is not plugged on node ${this.d.nodeName}: trace it where its pod runs, or --offline`,
-    );
+    return found;
   }
 
   /** The flows diff, the bridge's ports against the state, and the state's ports. */

@@ -18,7 +18,7 @@ import type {
   Shaper,
   SwitchPorts,
 } from "./seams.ts";
-import type { Attachment } from "../state.ts";
+import { type Attachment, samePort } from "../state.ts";
 import type { WiringDeps } from "./wiring.ts";
 
 /** The steps a failure can be injected at. */
@@ -287,10 +287,10 @@ export class FakeWorld implements Flows {
     },
     listAttachments: () =>
       Promise.resolve([...this.records.values()].map((a) => structuredClone(a))),
-    holdersOf: (portId, except) =>
+    holdersOf: (port, except) =>
       [...this.records.values()].filter((a) =>
         !(except && a.containerId === except.containerId && a.ifName === except.ifName) &&
-        a.interfaces.some((i) => i.portId === portId)
+        a.interfaces.some((i) => samePort(i, port))
       ),
     portNumbers: (count) => Promise.resolve(Array.from({ length: count }, (_, i) => i + 1)),
   };

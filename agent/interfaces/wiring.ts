@@ -259,7 +259,7 @@ export class Wiring {
     );
     this.d.ports.release(made.ofports);
     for (const i of ports.slice(0, made.asked)) {
-      if (this.d.state.holdersOf(i.portId, a).length > 0) continue;
+      if (this.d.state.holdersOf(i, a).length > 0) continue;
       // A stable port asked for is unbound even when its answer never came (i.port unset): the
       // manager may have bound it, and releasing it would lose the address the pod keeps.
       if (opts.made && isStablePortId(i.portId)) {

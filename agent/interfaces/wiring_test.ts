@@ -226,6 +226,20 @@ Deno.test("unwire leaves a port another attachment on this node holds", async ()
   assert.deepEqual(undone(world.calls).filter((c) => c.startsWith("manager")), []);
 });
 
+Deno.test("unwire releases its port though another tenant's attachment here has a port of the same ID", async () => {
+  const { world, wiring } = setup();
+  await wiring.wire(attachment(["stable:t:p-eth0"]), request());
+  // Port IDs are per tenant: globex's port of that ID (on a public network) is another port.
+  const theirs = { ...attachment(["stable:t:p-eth0"]), containerId: "c0", tenant: "globex" };
+  theirs.interfaces[0] = { ...theirs.interfaces[0], tenant: "globex", hostIfName: "knold0" };
+  await world.state.putAttachment(theirs);
+  world.calls.length = 0;
+  await wiring.unwire((await world.state.getAttachment("c1", "eth0"))!, "DEL");
+  assert.deepEqual(undone(world.calls).filter((c) => c.startsWith("manager")), [
+    "manager.deletePort stable:t:p-eth0",
+  ]);
+});
+
 Deno.test("an interface of that name another plugin made is refused and left alone", async () => {
   const { world, wiring } = setup();
   world.addForeign(NETNS, "net1");

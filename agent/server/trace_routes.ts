@@ -22,7 +22,11 @@ const Ipv4 = z.string().max(64).refine((s) => parseIp(s)?.family === 4, "an IPv4
 
 const TraceBody = z.strictObject({
   from: z.discriminatedUnion("kind", [
-    z.strictObject({ kind: z.literal("port"), portId: z.string().min(1).max(512) }),
+    z.strictObject({
+      kind: z.literal("port"),
+      portId: z.string().min(1).max(512),
+      tenant: z.string().min(1).max(253).optional(),
+    }),
     z.strictObject({ kind: z.literal("tunnel"), vni: z.int().min(1).max(0xffffff) }),
     z.strictObject({
       kind: z.literal("physnet"),

@@ -8,10 +8,11 @@ import { Hono } from "hono";
 import type { Port } from "@knitter/common";
 import { MALFORMED_IPS, MALFORMED_MACS } from "../../common/address_cases.ts";
 import type { RemoteView } from "../dataplane/remote.ts";
-import { AgentState } from "../state.ts";
+import { AgentState, type AttachedInterface, type Attachment } from "../state.ts";
 import { mountTraceRoutes } from "./trace_routes.ts";
 
-async function app(): Promise<{ app: Hono; state: AgentState }> {
+/** `traced`: the flows the switch was asked to trace (it has none to answer with). */
+async function app(traced: string[] = []): Promise<{ app: Hono; state: AgentState }> {
   const state = await AgentState.open(":memory:");
   await state.putAttachment({
     containerId: "c1",
@@ -54,7 +55,10 @@ async function app(): Promise<{ app: Hono; state: AgentState }> {
     } as unknown as RemoteView,
     physnetPort: () => undefined,
     preparedPorts: () => ["vxlan0"],
-    ofprotoTrace: () => Promise.reject(new Error("no switch here")),
+    ofprotoTrace: (_bridge: string, flow: string) => {
+      traced.push(flow);
+      return Promise.reject(new Error("no switch here"));
+    },
     listPorts: () =>
       Promise.resolve([
         { name: "vxlan0", ofport: 100, externalIds: {} },
@@ -65,6 +69,19 @@ async function app(): Promise<{ app: Hono; state: AgentState }> {
       Promise.resolve({ bridge: "br-int", computed: 9, installed: 9, missing: [], extra: [] }),
   });
   return { app: a, state };
+}
+
+/** A ready attachment of one interface, in its own netns. */
+function oneInterface(containerId: string, i: AttachedInterface): Attachment {
+  return {
+    containerId,
+    ifName: i.ifName,
+    netns: `/var/run/netns/${containerId}`,
+    tenant: i.tenant,
+    status: "ready",
+    createdAt: new Date().toISOString(),
+    interfaces: [i],
+  };
 }
 
 const packet = {
@@ -158,14 +175,7 @@ Deno.test("an IPAM port (another plugin's interface): verify lists it as externa
   const { app: a, state } = await app();
   try {
     await state.putAttachment({
-      containerId: "c2",
-      ifName: "net1",
-      netns: "/var/run/netns/y",
-      tenant: "acme",
-      status: "ready",
-      createdAt: new Date().toISOString(),
-      ipam: { cniNetwork: "data" },
-      interfaces: [{
+      ...oneInterface("c2", {
         ifName: "net1",
         hostIfName: "",
         portId: "m1",
@@ -174,7 +184,8 @@ Deno.test("an IPAM port (another plugin's interface): verify lists it as externa
         port: { networkId: "nd", ip: "10.9.0.2", mac: "02:00:00:00:09:02" } as Port,
         cookie: 0,
         defaultRoute: false,
-      }],
+      }),
+      ipam: { cniNetwork: "data" },
     });
     const v = await (await a.request("/v1/verify")).json();
     assert.deepEqual(v.missingPorts.map((p: { portId: string }) => p.portId), ["p2"]);
@@ -186,6 +197,47 @@ Deno.test("an IPAM port (another plugin's interface): verify lists it as externa
       traced.body.error.message,
       /Port "m1" is another plugin's interface \(knitter is its IPAM\).*no Open vSwitch flows/,
     );
+  } finally {
+    state.close();
+  }
+});
+
+Deno.test("POST /v1/trace from a port ID two tenants have here: refused unless the tenant is named, then that tenant's port", async () => {
+  const traced: string[] = [];
+  const { app: a, state } = await app(traced);
+  try {
+    // globex's "p1" on a public network: port IDs are per tenant.
+    await state.putAttachment(oneInterface("c3", {
+      ifName: "eth0",
+      hostIfName: "kn3",
+      portId: "p1",
+      tenant: "globex",
+      network: "blue",
+      port: { networkId: "nb", ip: "10.0.0.4", mac: "02:00:00:00:00:04" } as Port,
+      ofport: 1002,
+      cookie: 3,
+      defaultRoute: true,
+    }));
+    const either = await post(a, JSON.stringify({ from: { kind: "port", portId: "p1" }, packet }));
+    assert.equal(either.status, 400);
+    assert.match(
+      either.body.error.message,
+      /Port "p1" on node n1 is one of tenants acme, globex: name the tenant/,
+    );
+    assert.deepEqual(traced, [], "nothing traced");
+    const theirs = await post(
+      a,
+      JSON.stringify({ from: { kind: "port", portId: "p1", tenant: "globex" }, packet }),
+    );
+    assert.equal(theirs.status, 500, "the switch here cannot answer");
+    assert.equal(traced.length, 1);
+    assert.match(traced[0], /in_port=1002,/, "globex's port, not acme's");
+    const none = await post(
+      a,
+      JSON.stringify({ from: { kind: "port", portId: "p1", tenant: "initech" }, packet }),
+    );
+    assert.equal(none.status, 400);
+    assert.match(none.body.error.message, /Port "p1" of tenant initech is not plugged on node n1/);
   } finally {
     state.close();
   }

@@ -33,17 +33,18 @@ export async function makePod(
   name: string,
   namespace: string,
   list: ConfList,
-  opts: { runtimeConfig?: Record<string, unknown> } = {},
+  /** containerId and podUid: random when absent; together they make the pod's port IDs. */
+  opts: { runtimeConfig?: Record<string, unknown>; containerId?: string; podUid?: string } = {},
 ): Promise<Pod> {
   const netns = await addPodNetns(node.sim, name);
   const runtime = new CniRuntime(node.sim.netns, node.agentSocket);
-  const containerId = crypto.randomUUID().replaceAll("-", "");
+  const containerId = opts.containerId ?? crypto.randomUUID().replaceAll("-", "");
   // As kubelet passes them; IgnoreUnknown lets the reference plugins accept the K8S_* keys.
   const args = {
     IgnoreUnknown: "1",
     K8S_POD_NAMESPACE: namespace,
     K8S_POD_NAME: name,
-    K8S_POD_UID: crypto.randomUUID(),
+    K8S_POD_UID: opts.podUid ?? crypto.randomUUID(),
   };
   const att = (): Attachment => ({
     containerId,
