@@ -41,7 +41,7 @@ const MAX_HOPS = 4;
 
 /** Where the packet enters the next node, as the agent's route takes it. */
 type From =
-  | { kind: "port"; portId: string }
+  | { kind: "port"; portId: string; tenant?: string }
   | { kind: "tunnel"; vni: number }
   | { kind: "physnet"; physnet: string; vlan?: number };
 
@@ -148,7 +148,7 @@ export async function trace(c: AttachContext): Promise<void> {
   const hops: TraceHop[] = [];
   const offlineNodes = new Map<string, OfflineNode>();
   let node = src.node!;
-  let from: From = { kind: "port", portId: src.id };
+  let from: From = { kind: "port", portId: src.id, tenant: src.tenant };
   // The packet as it leaves each node: a route rewrites its MACs on the way.
   let wire = packet;
   while (hops.length < MAX_HOPS) {

@@ -30,9 +30,12 @@ export interface OfflineNode {
   ofports: Map<string, number>;
 }
 
-/** A port's key across tenants and networks. */
-export function portKey(p: Pick<Port, "networkId" | "id">): string {
-  return `${p.networkId}/${p.id}`;
+/**
+ * A port's key across tenants and networks: port IDs are a tenant's own, so two tenants' ports on a
+ * public network may share one.
+ */
+export function portKey(p: Pick<Port, "networkId" | "id" | "tenant">): string {
+  return `${p.networkId}/${p.id}/${p.tenant}`;
 }
 
 /**

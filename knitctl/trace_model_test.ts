@@ -161,3 +161,15 @@ Deno.test("offline model: a port's security groups become its flows, group peers
   assert.ok(unknown.some((l) => l.includes("table=30,priority=103")));
   assert.ok(!unknown.some((l) => l.includes("nw_src=10.0.0.3")));
 });
+
+Deno.test("offline model: two tenants' ports of one ID on a public network are two local ports, each with its own ofport", () => {
+  const shared = { network: "pub", networkId: "np", networkTenant: "ops", node: "n1" };
+  const ports = [
+    port({ ...shared, tenant: "acme", id: "web", ip: "10.7.0.2", mac: "02:00:00:00:07:02" }),
+    port({ ...shared, tenant: "globex", id: "web", ip: "10.7.0.3", mac: "02:00:00:00:07:03" }),
+  ];
+  const m = offlineNode("n1", ports, nodes);
+  assert.equal(m.view.localPorts.length, 2);
+  const [acme, globex] = ports.map((p) => m.ofports.get(portKey(p)));
+  assert.ok(acme !== undefined && globex !== undefined && acme !== globex, `${acme} ${globex}`);
+});
