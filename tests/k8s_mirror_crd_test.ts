@@ -1,0 +1,118 @@
+/**
+ * Port mirrors through kubectl: a Mirror resource in the stand-in API server naming pods of its
+ * namespace, reconciled by the monitor (real client library) into a real manager's mirror of their
+ * ports, Ready, and removed with the resource. A Mirror naming another namespace's pod (by a port
+ * ID, or as namespace/name) or asking for a remote collector is refused, says why in its status,
+ * and no mirror exists at the manager.
+ */
+import assert from "node:assert/strict";
+import { Cleanup } from "../devstack/cleanup.ts";
+import type { KubeObject } from "./support/kube_api.ts";
+import { eventually, podWithPort, portsOfPod, startKubeCluster } from "./support/kube_cluster.ts";
+
+const ready = (o: KubeObject | undefined) =>
+  o?.status?.conditions?.find((c: { type: string }) => c.type === "Ready");
+
+/** The Mirror once its Ready condition has this status. */
+function readyIs(
+  k: { api: { get(...a: string[]): KubeObject | undefined } },
+  name: string,
+  s: string,
+) {
+  return eventually(`Mirror ${name} Ready=${s}`, () => {
+    const o = k.api.get("mirrors", "acme", name);
+    return ready(o)?.status === s ? o : undefined;
+  });
+}
+
+Deno.test("stand-in API server: a Mirror resource mirrors the namespace's pods at the manager, is Ready, goes with the resource; another namespace's pod and a remote collector are refused", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [] });
+  await k.startMonitor();
+  for (const ns of ["acme", "globex"]) {
+    k.namespace(ns);
+    // The monitor may have made the tenant already.
+    assert.ok([200, 201].includes((await k.stack.api("PUT", `tenants/${ns}`)).status));
+  }
+  await podWithPort(k, "web", { namespace: "acme" });
+  await podWithPort(k, "tap", { namespace: "acme" });
+  await podWithPort(k, "secret", { namespace: "globex" });
+  const [webPort] = await portsOfPod(k, "web");
+  const [tapPort] = await portsOfPod(k, "tap");
+  const [secretPort] = await portsOfPod(k, "secret", "globex");
+
+  // Attacks first: acme names globex's pod by its port ID, and as namespace/name.
+  k.api.create("mirrors", {
+    metadata: { name: "by-port", namespace: "acme" },
+    spec: { sources: [{ network: "pods", port: secretPort.id }], collector: { pod: "tap" } },
+  });
+  k.api.create("mirrors", {
+    metadata: { name: "by-name", namespace: "acme" },
+    spec: { sources: [{ pod: "globex/secret" }], collector: { pod: "tap" } },
+  });
+  k.api.create("mirrors", {
+    metadata: { name: "far", namespace: "acme" },
+    spec: {
+      sources: [{ pod: "web" }],
+      collector: { remote: { ip: "192.0.2.250", protocol: "gre" } },
+    },
+  });
+  const byPort = ready(await readyIs(k, "by-port", "False"))!;
+  assert.equal(byPort.reason, "NotFound");
+  assert.match(byPort.message, /a mirror names only its own tenant's ports/);
+  const byName = ready(await readyIs(k, "by-name", "False"))!;
+  assert.equal(byName.reason, "OtherNamespace");
+  assert.match(byName.message, /names the pods of its own namespace only/);
+  const far = ready(await readyIs(k, "far", "False"))!;
+  assert.equal(far.reason, "RemoteCollectorNotAllowed");
+  assert.match(far.message, /namespace "acme" may not send mirrored copies to a remote address/);
+  for (const tenant of ["acme", "globex"]) {
+    const r = await k.stack.api("GET", `tenants/${tenant}/mirrors`);
+    assert.deepEqual(r.body.items, [], `${tenant}: ${JSON.stringify(r.body)}`);
+  }
+
+  // The namespace's own pods: the mirror of their ports is made and the resource is Ready.
+  k.api.create("mirrors", {
+    metadata: { name: "watch-web", namespace: "acme" },
+    spec: {
+      sources: [{ pod: "web", interface: "eth0" }],
+      direction: "out",
+      collector: { pod: "tap", network: "pods" },
+    },
+  });
+  const made = await readyIs(k, "watch-web", "True");
+  assert.deepEqual(made.metadata.finalizers, ["knitter.io/manager"]);
+  assert.deepEqual(made.status.sources, [
+    { network: "pods", port: webPort.id, pod: "web", interface: "eth0" },
+  ]);
+  assert.deepEqual(made.status.collector, {
+    network: "pods",
+    port: tapPort.id,
+    pod: "tap",
+    interface: "eth0",
+  });
+  assert.match(ready(made)!.message, /copies out traffic of 1 port\(s\) to port/);
+  const mirror = await k.stack.api("GET", "tenants/acme/mirrors/watch-web");
+  assert.equal(mirror.status, 200, JSON.stringify(mirror.body));
+  assert.equal(mirror.body.direction, "out");
+  assert.deepEqual(mirror.body.sources.map((s: { id: string }) => s.id), [webPort.id]);
+  assert.equal(mirror.body.collector.id, tapPort.id);
+
+  // A changed direction replaces the manager's mirror.
+  k.api.update("mirrors", "acme", "watch-web", (o) => {
+    o.spec.direction = "both";
+  });
+  await eventually("the mirror follows the spec", async () => {
+    const r = await k.stack.api("GET", "tenants/acme/mirrors/watch-web");
+    return r.body.direction === "both" ? true : undefined;
+  });
+
+  // Deleted: gone from the manager, and the resource goes once the finalizer is dropped.
+  k.api.delete("mirrors", "acme", "watch-web");
+  await eventually("the resource gone", () => {
+    return k.api.get("mirrors", "acme", "watch-web") === undefined ? true : undefined;
+  });
+  assert.equal((await k.stack.api("GET", "tenants/acme/mirrors/watch-web")).status, 404);
+  // Still refused, and still nothing made for them.
+  assert.deepEqual((await k.stack.api("GET", "tenants/acme/mirrors")).body.items, []);
+});
