@@ -72,6 +72,12 @@ export function mirrorKind(
   };
 }
 
+/** Whether the resource names this pod (queued again when the pod's ports change). */
+export function namesPod(cr: MirrorResource, namespace: string, pod: string): boolean {
+  if (cr.metadata.namespace !== namespace) return false;
+  return [...cr.spec.sources, cr.spec.collector].some((e) => e.pod === pod);
+}
+
 /** Copies sent to an address leave the tenant's networks: an admin's choice of namespaces. */
 function refuseRemote(cr: MirrorResource, allowed: string[]): void {
   const { namespace } = cr.metadata;

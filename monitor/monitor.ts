@@ -22,7 +22,7 @@ import { PolicyGroups } from "./mnp_groups.ts";
 import { policyLister } from "./mnp_listing.ts";
 import { PolicyReconciler } from "./mnp_reconciler.ts";
 import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
-import { mirrorKind } from "./mirrors.ts";
+import { mirrorKind, namesPod } from "./mirrors.ts";
 import { routerKind } from "./routers.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
@@ -255,6 +255,15 @@ export async function startMonitor(
     }
     if (p.ipGroup && groups.informer.get(p.ipGroup, p.tenant)) {
       groups.queue.add(`${p.tenant}/${p.ipGroup}`);
+    }
+    // A Mirror naming the pod it has or had: made once the pod has a port, and follows a new one.
+    for (const pod of [p.pod, before?.pod]) {
+      if (!pod) continue;
+      for (const m of mirrors.informer.list()) {
+        if (namesPod(m, pod.namespace, pod.name)) {
+          mirrors.queue.add(`${pod.namespace}/${m.metadata.name}`);
+        }
+      }
     }
   }
 

@@ -33,7 +33,8 @@ function readyIs(
 
 Deno.test("stand-in API server: a Mirror resource mirrors the namespace's pods at the manager, is Ready, goes with the resource; another namespace's pod and a remote collector are refused", async () => {
   await using cleanup = new Cleanup();
-  const k = await startKubeCluster({ cleanup, nodes: [] });
+  // Resynced once an hour: what happens here follows the watches and the manager's port feed.
+  const k = await startKubeCluster({ cleanup, nodes: [], monitor: { resyncSeconds: 3600 } });
   await k.startMonitor();
   for (const ns of ["acme", "globex"]) {
     k.namespace(ns);
@@ -113,10 +114,23 @@ Deno.test("stand-in API server: a Mirror resource mirrors the namespace's pods a
     return r.body.direction === "both" ? true : undefined;
   });
 
+  // A Mirror naming a pod that has no port yet waits, saying so, and is made when the port comes.
+  k.api.create("mirrors", {
+    metadata: { name: "watch-late", namespace: "acme" },
+    spec: { sources: [{ pod: "late" }], collector: { pod: "tap-late" } },
+  });
+  assert.match(ready(await readyIs(k, "watch-late", "False"))!.message, /has no Knitter port/);
+  await podWithPort(k, "late", { namespace: "acme" });
+  await podWithPort(k, "tap-late", { namespace: "acme" });
+  await readyIs(k, "watch-late", "True");
+  assert.equal((await k.stack.api("GET", "tenants/acme/mirrors/watch-late")).status, 200);
+  k.api.delete("mirrors", "acme", "watch-late");
+
   // Deleted: gone from the manager, and the resource goes once the finalizer is dropped.
   k.api.delete("mirrors", "acme", "watch-web");
   await eventually("the resource gone", () => {
-    return k.api.get("mirrors", "acme", "watch-web") === undefined ? true : undefined;
+    const left = ["watch-web", "watch-late"].filter((n) => k.api.get("mirrors", "acme", n));
+    return left.length === 0 ? true : undefined;
   });
   assert.equal((await k.stack.api("GET", "tenants/acme/mirrors/watch-web")).status, 404);
   // Still refused, and still nothing made for them.
