@@ -165,6 +165,8 @@ export interface MirrorPortStatus {
 export interface MirrorStatus {
   sources?: MirrorPortStatus[];
   collector?: MirrorPortStatus | { remote: { ip: string; protocol: string } };
+  /** When the manager made the mirror: marks it as this resource's (one made over REST is not). */
+  createdAt?: string;
   observedGeneration?: number;
   conditions?: Condition[];
 }

@@ -9,7 +9,7 @@
  * admin token only).
  */
 import { isRemoteCollector, type MirrorInfo, type MirrorPort, type Port } from "@knitter/common";
-import { type CrKind, tenantRecord } from "./cr_reconciler.ts";
+import type { CrKind } from "./cr_reconciler.ts";
 import {
   type MirrorEndpoint,
   type MirrorPortStatus,
@@ -17,7 +17,7 @@ import {
   type MirrorStatus,
   PLURAL,
 } from "./crd_types.ts";
-import { Refusal, tenantPath } from "./resources.ts";
+import { managerRecord, Refusal, tenantPath } from "./resources.ts";
 
 /** What the kind reads of the manager's ports, as the monitor's port feed has them. */
 export interface MirrorPorts {
@@ -46,7 +46,24 @@ export function mirrorKind(
   return {
     plural: PLURAL.mirror,
     what: "mirror",
-    ...tenantRecord<MirrorResource, MirrorInfo>("mirrors"),
+    async find(cr, { manager }) {
+      const mirror = await managerRecord<MirrorInfo>(manager, path(cr));
+      if (!mirror || ours(cr, mirror) || same(mirror, wanted(cr, ports))) return mirror;
+      throw new Refusal(
+        "NotOwned",
+        `mirror "${mirror.name}" of tenant "${mirror.tenant}" (made ${mirror.createdAt}) was not made by this Mirror and asks something else: it is left alone; rename this Mirror, or have its owner delete that one`,
+      );
+    },
+    async release(cr, { manager, log }) {
+      const mirror = await managerRecord<MirrorInfo>(manager, path(cr));
+      if (!mirror) return false;
+      if (!ours(cr, mirror)) {
+        log.warn("mirror not made by the resource left alone", { mirror: path(cr) });
+        return false;
+      }
+      await manager.request("DELETE", path(cr));
+      return true;
+    },
     refuse: (cr) => refuseRemote(cr, remoteNamespaces),
     async create(cr, { manager, log }) {
       const mirror = await manager.request<MirrorInfo>(
@@ -62,7 +79,7 @@ export function mirrorKind(
       if (same(have, want)) return { record: have };
       // No PUT at the manager: the old mirror goes, then the new one is made (a refusal of the new
       // one leaves none, and the status says why).
-      await manager.request("DELETE", tenantPath("mirrors", cr.metadata.namespace, have.name));
+      await manager.request("DELETE", path(cr));
       const mirror = await manager.request<MirrorInfo>("POST", base(cr), body(cr, want));
       log.info("mirror replaced", { mirror: `${cr.metadata.namespace}/${cr.metadata.name}` });
       return { record: mirror };
@@ -89,6 +106,15 @@ function refuseRemote(cr: MirrorResource, allowed: string[]): void {
 }
 
 const base = (cr: MirrorResource) => tenantPath("mirrors", cr.metadata.namespace);
+const path = (cr: MirrorResource) => tenantPath("mirrors", cr.metadata.namespace, cr.metadata.name);
+
+/**
+ * Whether the manager's mirror is the one this resource made (its status keeps its creation time):
+ * a mirror of the same name made over REST (an admin's interception) is never replaced or deleted.
+ */
+function ours(cr: MirrorResource, mirror: MirrorInfo): boolean {
+  return cr.status?.createdAt === mirror.createdAt;
+}
 
 function body(cr: MirrorResource, want: Wanted): Record<string, unknown> {
   const ref = (p: MirrorPortStatus) => ({ network: p.network, port: p.port });
@@ -187,9 +213,11 @@ function fields(
   ports: MirrorPorts,
 ): MirrorStatus {
   if (!mirror) {
+    const { sources, collector, createdAt } = cr.status ?? {};
     return {
-      ...(cr.status?.sources ? { sources: cr.status.sources } : {}),
-      ...(cr.status?.collector ? { collector: cr.status.collector } : {}),
+      ...(sources ? { sources } : {}),
+      ...(collector ? { collector } : {}),
+      ...(createdAt ? { createdAt } : {}),
     };
   }
   const { namespace } = cr.metadata;
@@ -198,6 +226,7 @@ function fields(
   return {
     sources: mirror.sources.map(show),
     collector: isRemoteCollector(collector) ? collector : show(collector),
+    createdAt: mirror.createdAt,
   };
 }
 

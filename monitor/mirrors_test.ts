@@ -149,3 +149,39 @@ Deno.test("mirror kind: a pod recreated with a new port gets the mirror replaced
   assert.equal(m.mirrors.size, 0);
   assert.deepEqual(now().metadata.finalizers, []);
 });
+
+Deno.test("mirror kind: a mirror of the same name not made by the resource is left alone unless it is what the spec asks", async () => {
+  const { kube, m, reconciler, now, ready, refused } = setup();
+  m.addPort("acme", "web", "eth0", "pods", "w1");
+  m.addPort("acme", "sniffer", "eth0", "pods", "s1");
+  const rest = {
+    name: "tap",
+    tenant: "acme",
+    sources: [{ network: "pods", networkId: "net-pods", id: "w1" }],
+    direction: "both" as const,
+    collector: { remote: { ip: "192.0.2.250", protocol: "gre" as const } },
+    createdAt: "2026-01-01T00:00:00Z",
+  };
+  m.mirrors.set("acme/tap", rest);
+  await refused(
+    { sources: [{ pod: "web" }], collector: { pod: "sniffer" } },
+    "NotOwned",
+    /not made by this Mirror and asks something else: it is left alone/,
+  );
+  kube.put("mirrors", { ...now(), metadata: { ...now().metadata, deletionTimestamp: "now" } });
+  await reconciler.reconcile(now());
+  assert.deepEqual(m.mirrors.get("acme/tap"), rest, "neither replaced nor deleted");
+  assert.ok(!m.requests.some((r) => r.startsWith("DELETE") || r.startsWith("POST")));
+
+  // What the spec asks, already there (made before a status write failed): adopted as it is.
+  const same = { ...rest, collector: { network: "pods", networkId: "net-pods", id: "s1" } };
+  m.mirrors.set("acme/tap", same);
+  kube.put("mirrors", {
+    metadata: { namespace: "acme", name: "tap", generation: 1 },
+    spec: { sources: [{ pod: "web" }], collector: { pod: "sniffer" } },
+  });
+  await reconciler.reconcile(now());
+  assert.equal(ready().status, "True", ready().message);
+  assert.equal(now().status!.createdAt, rest.createdAt);
+  assert.ok(!m.requests.some((r) => r.startsWith("DELETE") || r.startsWith("POST")));
+});

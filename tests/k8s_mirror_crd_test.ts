@@ -114,6 +114,31 @@ Deno.test("stand-in API server: a Mirror resource mirrors the namespace's pods a
     return r.body.direction === "both" ? true : undefined;
   });
 
+  // An admin's mirror made over REST in the tenant (interception): a Mirror of the same name
+  // neither replaces nor, when deleted, removes it.
+  const intercept = {
+    name: "intercept",
+    sources: [{ network: "pods", port: webPort.id }],
+    collector: { remote: { ip: "192.0.2.250", protocol: "gre" } },
+  };
+  assert.equal((await k.stack.api("POST", "tenants/acme/mirrors", intercept)).status, 201);
+  k.api.create("mirrors", {
+    metadata: { name: "intercept", namespace: "acme" },
+    spec: { sources: [{ pod: "tap" }], collector: { pod: "web" } },
+  });
+  const taken = ready(await readyIs(k, "intercept", "False"))!;
+  assert.equal(taken.reason, "NotOwned");
+  assert.match(taken.message, /not made by this Mirror.*left alone/);
+  k.api.delete("mirrors", "acme", "intercept");
+  await eventually("the resource gone", () => {
+    return k.api.get("mirrors", "acme", "intercept") === undefined ? true : undefined;
+  });
+  const kept = await k.stack.api("GET", "tenants/acme/mirrors/intercept");
+  assert.equal(kept.status, 200, "the admin's mirror stays");
+  assert.deepEqual(kept.body.collector, intercept.collector);
+  assert.deepEqual(kept.body.sources.map((p: { id: string }) => p.id), [webPort.id]);
+  assert.equal((await k.stack.api("DELETE", "tenants/acme/mirrors/intercept")).status, 204);
+
   // A Mirror naming a pod that has no port yet waits, saying so, and is made when the port comes.
   k.api.create("mirrors", {
     metadata: { name: "watch-late", namespace: "acme" },
