@@ -17,6 +17,7 @@ const manifests = loadManifests();
 const networkCrd = findObject(manifests, "CustomResourceDefinition", "networks.knitter.io").object;
 const ipGroupCrd = findObject(manifests, "CustomResourceDefinition", "ipgroups.knitter.io").object;
 const routerCrd = findObject(manifests, "CustomResourceDefinition", "routers.knitter.io").object;
+const mirrorCrd = findObject(manifests, "CustomResourceDefinition", "mirrors.knitter.io").object;
 
 function schemaOf(crd: Obj): Obj {
   assert.equal(crd.spec.versions.length, 1);
@@ -106,7 +107,7 @@ const READY = {
 };
 
 Deno.test("the CRDs have the agreed group, names, scope and printer columns", () => {
-  for (const crd of [networkCrd, ipGroupCrd, routerCrd]) {
+  for (const crd of [networkCrd, ipGroupCrd, routerCrd, mirrorCrd]) {
     assert.equal(crd.spec.group, "knitter.io");
     assert.equal(crd.spec.scope, "Namespaced");
     const [version] = crd.spec.versions;
@@ -176,7 +177,7 @@ function structuralProblems(schema: Obj, path: string): string[] {
 }
 
 Deno.test("the CRD schemas are structural", () => {
-  for (const crd of [networkCrd, ipGroupCrd, routerCrd]) {
+  for (const crd of [networkCrd, ipGroupCrd, routerCrd, mirrorCrd]) {
     assert.deepEqual(structuralProblems(schemaOf(crd), crd.metadata.name), []);
   }
   assert.deepEqual(structuralProblems({ type: "object", properties: { a: {} } }, "x"), [
@@ -394,4 +395,54 @@ Deno.test("the shipped default network (default-network/network.yaml, and the mo
     }),
     [],
   );
+});
+
+function mirror(spec: Obj): Obj {
+  return {
+    apiVersion: "knitter.io/v1alpha1",
+    kind: "Mirror",
+    metadata: { name: "tap-web", namespace: "acme" },
+    spec,
+  };
+}
+
+Deno.test("Mirror: pods of the namespace or ports by ID are accepted; an endpoint naming both, neither, or a namespace is refused", () => {
+  assert.deepEqual(mirrorCrd.spec.names.shortNames, ["kmir"]);
+  const good = mirror({
+    sources: [{ pod: "web-0", interface: "net1" }, {
+      network: "blue",
+      port: "stable:acme:db-0-net1",
+    }],
+    collector: { pod: "tap", network: "blue" },
+  });
+  assert.deepEqual(problems(mirrorCrd, good), []);
+  const defaulted = structuredClone(good);
+  compile(mirrorCrd)(defaulted);
+  assert.equal(defaulted.spec.direction, "both");
+  const remote = { remote: { ip: "192.0.2.250", protocol: "gre" } };
+  assert.deepEqual(
+    problems(mirrorCrd, mirror({ sources: [{ pod: "web" }], collector: remote })),
+    [],
+  );
+  const refused: [Obj, RegExp][] = [
+    [{ sources: [], collector: { pod: "tap" } }, /must NOT have fewer than 1 items/],
+    [{ sources: [{ pod: "globex/secret" }], collector: { pod: "tap" } }, /must match pattern/],
+    [{ sources: [{ pod: "web", port: "p1" }], collector: { pod: "tap" } }, /not both/],
+    [{ sources: [{ port: "p1" }], collector: { pod: "tap" } }, /with its network/],
+    [{ sources: [{ pod: "web" }], collector: {} }, /name one of a pod/],
+    [{ sources: [{ pod: "web" }], collector: { pod: "tap", ...remote } }, /name one of a pod/],
+    [{ sources: [{ pod: "web" }], collector: { ...remote, network: "blue" } }, /no network/],
+    [
+      { sources: [{ pod: "web" }], collector: { remote: { ip: "192.0.2.1", protocol: "vxlan" } } },
+      /must be equal to one of the allowed values/,
+    ],
+    [
+      { sources: [{ pod: "web" }], direction: "sideways", collector: { pod: "tap" } },
+      /allowed values/,
+    ],
+  ];
+  for (const [spec, why] of refused) {
+    const found = problems(mirrorCrd, mirror(spec));
+    assert.ok(found.some((p) => why.test(p)), `${JSON.stringify(spec)}: ${found.join("; ")}`);
+  }
 });

@@ -229,8 +229,8 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "|pods|get,list,watch,patch",
     "|namespaces|get,list,watch",
     "|events|create,patch",
-    "knitter.io|networks,ipgroups,routers|get,list,watch,update,patch",
-    "knitter.io|networks/status,ipgroups/status,routers/status|update,patch",
+    "knitter.io|networks,ipgroups,routers,mirrors|get,list,watch,update,patch",
+    "knitter.io|networks/status,ipgroups/status,routers/status,mirrors/status|update,patch",
     "k8s.cni.cncf.io|multi-networkpolicies|get,list,watch",
   ]);
   assert.equal(
@@ -475,6 +475,7 @@ Deno.test("the CRDs are the agreed ones and the workloads' labels match their se
   const crds = manifests.filter((m) => m.object.kind === "CustomResourceDefinition");
   assert.deepEqual(crds.map((m) => m.object.metadata.name).sort(), [
     "ipgroups.knitter.io",
+    "mirrors.knitter.io",
     "multi-networkpolicies.k8s.cni.cncf.io",
     "networks.knitter.io",
     "routers.knitter.io",
@@ -549,6 +550,8 @@ Deno.test("uninstall: the README deletes the custom resources, while the monitor
   // IP groups and routers first: they use networks, which stay while anything does.
   assert.ok(at(/ipgroups\.knitter\.io/) < at(/networks\.knitter\.io/));
   assert.ok(at(/routers\.knitter\.io/) < at(/networks\.knitter\.io/));
+  // Mirrors first too: a tenant with mirrors cannot go, nor can the ports they name.
+  assert.ok(at(/mirrors\.knitter\.io/) < at(/networks\.knitter\.io/));
   // The finalizer the README names is the monitor's, and the default network goes with step 2.
   assert.match(section, new RegExp(FINALIZER.replace(".", "\\.")));
   const [net] = parseManifestFile("network.yaml", `${DEPLOY_DIR}/default-network`);

@@ -57,6 +57,11 @@ export const MonitorConfigSchema = z.strictObject({
    */
   segmentNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**
+   * Namespaces whose Mirror resources may send copies to a remote address over GRE: they leave the
+   * tenant's networks, an admin's decision at the manager (which allows it to an admin token only).
+   */
+  remoteMirrorNamespaces: z.array(z.string()).default(["knitter-system"]),
+  /**
    * The cluster's default network (the agents' `defaultNetwork`), made at the manager when the
    * monitor starts unless it exists: tenant `namespace`, a Network resource's spec.
    */

@@ -1,7 +1,8 @@
 /**
  * Knitter's custom resources (group knitter.io, version v1alpha1, namespaced: the namespace is the
  * tenant), as deploy/ declares them. They mirror the manager's API (manager/schemas.ts:
- * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate).
+ * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate; a Mirror names pods
+ * where MirrorCreate names ports).
  */
 import type { Bandwidth, Dns, Route, Usage } from "@knitter/common";
 
@@ -134,5 +135,54 @@ export interface RouterResource {
   status?: RouterStatus;
 }
 
+/**
+ * One end of a Mirror: a pod of the resource's namespace (its port on `network` or `interface`, or
+ * its only one), or a Knitter port by ID on `network`.
+ */
+export interface MirrorEndpoint {
+  pod?: string;
+  interface?: string;
+  network?: string;
+  port?: string;
+}
+
+export interface MirrorSpec {
+  sources: MirrorEndpoint[];
+  /** The pod's point of view: "out" is what it sends, "in" what it receives. */
+  direction?: "in" | "out" | "both";
+  /** A port of the namespace's, or a remote address (an admin's: config remoteMirrorNamespaces). */
+  collector: MirrorEndpoint & { remote?: { ip: string; protocol: string } };
+}
+
+/** A port as the mirror names it at the manager. */
+export interface MirrorPortStatus {
+  network: string;
+  port: string;
+  pod?: string;
+  interface?: string;
+}
+
+export interface MirrorStatus {
+  sources?: MirrorPortStatus[];
+  collector?: MirrorPortStatus | { remote: { ip: string; protocol: string } };
+  /** When the manager made the mirror: marks it as this resource's (one made over REST is not). */
+  createdAt?: string;
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface MirrorResource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: MirrorSpec;
+  status?: MirrorStatus;
+}
+
 /** The plural names, as in the API paths. */
-export const PLURAL = { network: "networks", ipGroup: "ipgroups", router: "routers" } as const;
+export const PLURAL = {
+  network: "networks",
+  ipGroup: "ipgroups",
+  router: "routers",
+  mirror: "mirrors",
+} as const;

@@ -22,6 +22,7 @@ import { PolicyGroups } from "./mnp_groups.ts";
 import { policyLister } from "./mnp_listing.ts";
 import { PolicyReconciler } from "./mnp_reconciler.ts";
 import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
+import { mirrorKind, namesPod } from "./mirrors.ts";
 import { routerKind } from "./routers.ts";
 import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
@@ -143,7 +144,7 @@ export async function startMonitor(
     }),
   });
 
-  // Network, IPGroup and Router resources: one reconciler (cr_reconciler.ts), a kind each.
+  // Network, IPGroup, Router and Mirror resources: one reconciler (cr_reconciler.ts), a kind each.
   const crContext = { kube, manager, tenants, retryMs, log };
   const networks = followCustomResource(
     wiring,
@@ -160,7 +161,12 @@ export async function startMonitor(
   );
   const groups = followCustomResource(wiring, crContext, ipGroupKind);
   const routers = followCustomResource(wiring, crContext, routerKind);
-  const resources = [networks, groups, routers];
+  const mirrors = followCustomResource(
+    wiring,
+    crContext,
+    mirrorKind(config.remoteMirrorNamespaces, ports),
+  );
+  const resources = [networks, groups, routers, mirrors];
 
   // MultiNetworkPolicies: reconciled per namespace (its tenant's groups and its ports' groups).
   const policyReconciler = new PolicyReconciler(
@@ -249,6 +255,15 @@ export async function startMonitor(
     }
     if (p.ipGroup && groups.informer.get(p.ipGroup, p.tenant)) {
       groups.queue.add(`${p.tenant}/${p.ipGroup}`);
+    }
+    // A Mirror naming the pod it has or had: made once the pod has a port, and follows a new one.
+    for (const pod of [p.pod, before?.pod]) {
+      if (!pod) continue;
+      for (const m of mirrors.informer.list()) {
+        if (namesPod(m, pod.namespace, pod.name)) {
+          mirrors.queue.add(`${pod.namespace}/${m.metadata.name}`);
+        }
+      }
     }
   }
 

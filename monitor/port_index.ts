@@ -96,6 +96,11 @@ export class PortIndex {
     return [...this.byName.get(`${namespace}/${name}`) ?? []].map((k) => this.ports.get(k)!);
   }
 
+  /** A port by its network's ID and its own. */
+  get(networkId: string, id: string): Port | undefined {
+    return this.ports.get(portKey(networkId, id));
+  }
+
   get size(): number {
     return this.ports.size;
   }
@@ -162,5 +167,9 @@ function unindex(m: Map<string, Set<string>>, at: string | undefined, k: string)
 }
 
 function keyOf(p: Port): string {
-  return `${p.networkId}/${p.id}`;
+  return portKey(p.networkId, p.id);
+}
+
+function portKey(networkId: string, id: string): string {
+  return `${networkId}/${id}`;
 }

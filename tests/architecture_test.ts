@@ -444,3 +444,24 @@ Deno.test("architecture: the flow compiler's two builds differ only in SIMD, so 
     "flow compiler files using SIMD without an ASC_FEATURE_SIMD branch",
   );
 });
+
+Deno.test("architecture: every custom resource kind the monitor follows is installed whole: its CRD in deploy/, the monitor's RBAC on it and its status, and the stand-in API server serves it", async () => {
+  const { PLURAL, GROUP } = await import("../monitor/crd_types.ts");
+  const { loadManifests } = await import("../deploy/manifests.ts");
+  const { RESOURCES } = await import("./support/kube_api.ts");
+  const manifests = loadManifests().map((m) => m.object);
+  const crds = manifests.filter((o) => o.kind === "CustomResourceDefinition");
+  const rules: { apiGroups: string[]; resources: string[] }[] = manifests
+    .filter((o) => o.kind === "ClusterRole" && /monitor/.test(o.metadata.name))
+    .flatMap((o) => o.rules);
+  const granted = (resource: string) =>
+    rules.some((r) => r.apiGroups.includes(GROUP) && r.resources.includes(resource));
+  const missing: string[] = [];
+  for (const plural of Object.values(PLURAL)) {
+    if (!crds.some((c) => c.metadata.name === `${plural}.${GROUP}`)) missing.push(`${plural}: CRD`);
+    if (!granted(plural)) missing.push(`${plural}: monitor RBAC`);
+    if (!granted(`${plural}/status`)) missing.push(`${plural}/status: monitor RBAC`);
+    if (RESOURCES[plural]?.group !== GROUP) missing.push(`${plural}: stand-in API server`);
+  }
+  assert.deepEqual(missing, []);
+});

@@ -9,9 +9,8 @@ import assert from "node:assert/strict";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
-import { type StackNode, startStack, waitFor } from "../devstack/stack.ts";
-import { run } from "@knitter/common";
-import { startPcap, tcpPayload } from "./support/pcap.ts";
+import { startStack, waitFor } from "../devstack/stack.ts";
+import { mirrorRows, streamSeen as seenAt, type Tap } from "./support/mirror_stream.ts";
 import {
   addressOf,
   createNetwork,
@@ -22,21 +21,8 @@ import {
 } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
 import { EXTERNAL, externalHost } from "./support/external_host.ts";
-import { inNetns, serve } from "./support/traffic.ts";
 
-const SENDER = new URL("./support/payload_send.ts", import.meta.url).pathname;
 const PORT = 24680;
-
-/** The names of the Mirror rows on the node's br-int. */
-async function mirrorRows(node: StackNode): Promise<string[]> {
-  const out = await new Ovs(node.sim.ovs).vsctl([
-    "--format=json",
-    "--columns=name",
-    "list",
-    "Mirror",
-  ]);
-  return (JSON.parse(out).data as [string][]).map(([name]) => name).sort();
-}
 
 Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector pod, through agent and ovs-vswitchd restarts; the row goes with the mirror", async (t) => {
   await using cleanup = new Cleanup();
@@ -68,35 +54,20 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
   cleanup.defer(() => Deno.remove(payloadFile));
   await Deno.writeFile(payloadFile, payload);
 
-  /** The payload from client to server and its echo, as the collector pod's capture has them. */
   /** Where the copies are looked for: the collector pod's interface, or a tunnel's end. */
-  let tap = { netns: collector.netns, iface: "eth0", filter: `tcp port ${PORT}` };
-  const streamSeen = async (expect: boolean) => {
-    const echo = await serve(cleanup, server.netns, "tcp", PORT, 30);
-    const pcap = await startPcap(cleanup, tap.netns, tap.iface, tap.filter);
-    try {
-      const r = await run(
-        [...inNetns(client.netns), Deno.execPath(), "run", "--quiet", "--allow-net", "--allow-read"]
-          .concat([SENDER, ips.server, String(PORT), payloadFile]),
-        { check: false },
-      );
-      assert.ok(JSON.parse(r.stdout).ok, `the stream itself: ${r.stdout} ${r.stderr}`);
-    } finally {
-      await echo.stop();
-    }
-    const seen = (file: Uint8Array) => ({
-      out: tcpPayload(file, { src: ips.client, dst: ips.server, dport: PORT }),
-      back: tcpPayload(file, { src: ips.server, dst: ips.client, sport: PORT }),
-    });
-    // The copies trail the stream a little: wait for all of it, if it is coming at all.
-    if (expect) {
-      await waitFor("the whole stream in the capture", async () => {
-        const s = seen(await pcap.read());
-        return s.out.length >= payload.length && s.back.length >= payload.length;
-      }, 10_000).catch(() => {});
-    }
-    return seen(await pcap.stop());
-  };
+  let tap: Tap = { netns: collector.netns, iface: "eth0", filter: `tcp port ${PORT}` };
+  const streamSeen = (expect: boolean) =>
+    seenAt(
+      cleanup,
+      {
+        client: { netns: client.netns, ip: ips.client },
+        server: { netns: server.netns, ip: ips.server },
+        tap,
+        port: PORT,
+      },
+      { file: payloadFile, length: payload.length },
+      expect,
+    );
   const assertSeen = async (when: string) => {
     const seen = await streamSeen(true);
     assert.equal(seen.out.length, payload.length, `${when}: all the bytes the client sent`);

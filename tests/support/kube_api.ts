@@ -47,6 +47,7 @@ export const RESOURCES: Record<string, ResourceDef> = {
   networks: knitter("Network"),
   ipgroups: knitter("IPGroup"),
   routers: knitter("Router"),
+  mirrors: knitter("Mirror"),
   // The Network Plumbing Working Group's policy for secondary networks (monitor/mnp_types.ts).
   "multi-networkpolicies": {
     group: "k8s.cni.cncf.io",
