@@ -3,7 +3,7 @@
  * tenant), as deploy/ declares them. They mirror the manager's API (manager/schemas.ts:
  * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate).
  */
-import type { Bandwidth, Dns, Route, Usage } from "@knitter/common";
+import type { Bandwidth, Dns, NetworkDelegate, Route, Usage } from "@knitter/common";
 
 export const GROUP = "knitter.io";
 export const VERSION = "v1alpha1";
@@ -46,6 +46,8 @@ export interface NetworkSpec {
   hostAccess?: boolean;
   /** Who carries its traffic: Knitter's switch, or another plugin with the knitter IPAM. */
   dataPlane?: "ovs" | "external";
+  /** How the agent makes an external network's interfaces for a pod's annotation. */
+  delegate?: NetworkDelegate;
   physnet?: string;
   segmentId?: number;
   mtu?: number;

@@ -194,6 +194,13 @@ const ADMIN_CHOICES: {
     why: "put the node on the network",
   },
   {
+    setting: "nodeReachNamespaces",
+    reason: "DelegateNotAllowed",
+    asked: (spec) => spec.delegate ? ["delegate"] : [],
+    why:
+      "gives the network's pods the node's own interfaces (a macvlan or ipvlan master, a whole device)",
+  },
+  {
     setting: "segmentNamespaces",
     reason: "SegmentNotAllowed",
     asked: (spec) => [

@@ -16,6 +16,7 @@ import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { listClusters } from "./clusters.ts";
+import { checkDelegate } from "./network_delegate.ts";
 import { networkFields, refuseFlowsOnly } from "./network_fields.ts";
 import { dropLeftovers } from "./network_leftovers.ts";
 import {
@@ -69,6 +70,7 @@ export async function createNetwork(
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   checkSegmentChoice(principal, body);
+  checkDelegate(principal, body);
   const spec = networkFields(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
@@ -263,7 +265,8 @@ function view(net: NetworkRecord, total: number, used: number, quarantined = 0):
   };
 }
 
-const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
+/** The delegate too: ports made on one node interface would stay there (network_delegate.ts). */
+const IMMUTABLE = [...NETWORK_IMMUTABLE_FIELDS, "delegate"] as const;
 
 /**
  * Changes what ports can live with (description, MTU, routes, DNS). Immutable fields may come
