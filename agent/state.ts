@@ -6,6 +6,7 @@ import type { Bandwidth, EffectiveBandwidth, PodRef, Port } from "@knitter/commo
 import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
 import { serialize } from "node:v8";
+import type { DelegatedInterface } from "./cni/delegates.ts";
 
 export interface AttachedInterface {
   /** Name inside the pod. */
@@ -61,6 +62,11 @@ export interface Attachment {
    * CNI network (the config's name) whose GC may collect it.
    */
   ipam?: { cniNetwork: string };
+  /**
+   * The interfaces of the pod's external networks that their delegate plugins make (macvlan on a
+   * master...; cni/delegates.ts): DEL and CHECK run those plugins again.
+   */
+  delegates?: DelegatedInterface[];
 }
 
 /**
