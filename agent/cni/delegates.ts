@@ -10,21 +10,9 @@ import { ManagerError, type NetworkDelegate, run, type RunResult } from "@knitte
 import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
 import type { AgentRequest, PodRequest } from "./pod_request.ts";
 import { KNITTER_TYPE } from "./ipam_call.ts";
+import type { DelegatedInterface } from "../state.ts";
 
-/** One interface a delegate plugin makes, as the pod's attachment records it for DEL and CHECK. */
-export interface DelegatedInterface {
-  ifName: string;
-  network: string;
-  tenant: string;
-  delegate: NetworkDelegate;
-  /** A fixed address or IP group for it, passed to the knitter IPAM. */
-  ip?: string;
-  ipGroup?: string;
-  /** The runtime's CNI_PATH at ADD: where the plugin and the knitter IPAM were found. */
-  path: string;
-  /** The plugin's ADD result, once made. */
-  result?: CniResult;
-}
+export type { DelegatedInterface };
 
 /** The version the reference plugins are spoken to in (Debian's speak 0.1.0 to 1.0.0). */
 export const DELEGATE_CNI_VERSION = "1.0.0";
