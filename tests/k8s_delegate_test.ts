@@ -12,12 +12,18 @@ import { run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { createUnderlay } from "../devstack/sim_node.ts";
 import type { StackNode } from "../devstack/stack.ts";
-import { type KubeCluster, networkReady, startKubeCluster } from "./support/kube_cluster.ts";
+import {
+  eventually,
+  type KubeCluster,
+  networkReady,
+  startKubeCluster,
+} from "./support/kube_cluster.ts";
 import { leftovers } from "./support/leftovers.ts";
 import { addressOf, ipNetnsName } from "./support/pods.ts";
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
 
 const ANNOTATION = "k8s.v1.cni.cncf.io/networks";
+const STATUS = "k8s.v1.cni.cncf.io/network-status";
 
 /** The data plane's underlay: a bridge, and one veth to each node, `data0` there. */
 async function dataUnderlay(cleanup: Cleanup, nodes: StackNode[]): Promise<void> {
@@ -69,9 +75,20 @@ Deno.test("stand-in API server: pods on two nodes get eth0 on Knitter's switch a
     assert.ok(net1, `a port for net1 of ${name}: ${JSON.stringify(ports)}`);
     assert.equal(addressOf(added.out, "net1"), net1.ip, "the result's net1 is the manager's port");
     assert.match(addressOf(added.out, "eth0"), /^10\.244\.0\.\d+$/);
-    assert.match(await links(pod.cni.netns), /: net1@.*macvlan|: net1@/);
+    const net1Link = await run(
+      ["ip", "-n", ipNetnsName(pod.cni.netns), "-d", "-o", "link", "show", "dev", "net1"],
+    );
+    assert.match(net1Link.stdout, /macvlan mode bridge/, "net1 is the delegate's macvlan");
     pods.push({ pod, ip: net1.ip });
   }
+  // The monitor's network-status names both, net1 with the manager's address.
+  const status = await eventually("a's network-status", () => {
+    const text = k.api.get("pods", "acme", "a")?.metadata.annotations?.[STATUS];
+    const list = text ? JSON.parse(text) as { interface: string; ips: string[] }[] : [];
+    return list.length === 2 ? list : undefined;
+  });
+  assert.deepEqual(status.map((s) => s.interface), ["eth0", "net1"]);
+  assert.deepEqual(status[1].ips, [pods[0].ip]);
   // Only eth0 is Knitter's on the switch: net1 is the macvlan's.
   for (const node of [n1, n2]) {
     assert.equal((await leftovers(node)).ovsPorts.length, 1, `one OVS port on ${node.name}`);
