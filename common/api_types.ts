@@ -186,4 +186,6 @@ export const NETWORK_IMMUTABLE_FIELDS = [
   "public",
   "physnet",
   "segmentId",
+  // Ports made on one node interface would stay there.
+  "delegate",
 ] as const;

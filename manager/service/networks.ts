@@ -265,8 +265,7 @@ function view(net: NetworkRecord, total: number, used: number, quarantined = 0):
   };
 }
 
-/** The delegate too: ports made on one node interface would stay there (network_delegate.ts). */
-const IMMUTABLE = [...NETWORK_IMMUTABLE_FIELDS, "delegate"] as const;
+const IMMUTABLE = NETWORK_IMMUTABLE_FIELDS;
 
 /**
  * Changes what ports can live with (description, MTU, routes, DNS). Immutable fields may come
