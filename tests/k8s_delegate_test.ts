@@ -113,7 +113,7 @@ Deno.test("stand-in API server: pods on two nodes get eth0 on Knitter's switch a
   }
 });
 
-Deno.test("stand-in API server: a delegate naming a master the node does not have fails the pod's ADD saying so, and leaves nothing", async () => {
+Deno.test("stand-in API server: a delegate naming a master the node does not have fails the pod's ADD saying so, and leaves nothing, not even the delegate made before it", async () => {
   await using cleanup = new Cleanup();
   const k = await startKubeCluster({
     cleanup,
@@ -127,20 +127,28 @@ Deno.test("stand-in API server: a delegate naming a master the node does not hav
     dataPlane: "external",
     delegate: { plugin: "macvlan", master: "nope0", mode: "bridge" },
   });
+  // net1's delegate works (its master is there), net2's does not: net1 must go again.
+  await networkReady(k, "good", "10.56.0.0/24", {
+    dataPlane: "external",
+    delegate: { plugin: "macvlan", master: "data0", mode: "bridge" },
+  });
+  await run(["ip", "-n", n1.sim.netns, "-batch", "-"], {
+    stdin: "link add data0 type veth peer name data0p\nlink set data0p up\nlink set data0 up\n",
+  });
   const pod = await k.pod(n1, {
     namespace: "acme",
     name: "a",
-    annotations: { [ANNOTATION]: "data" },
+    annotations: { [ANNOTATION]: "good,data" },
   });
   const added = await pod.cni.add();
   assert.notEqual(added.code, 0, "the ADD fails");
   assert.match(
     added.out.msg,
-    /Network "data": ADD of net1 by its delegate, the macvlan plugin on master "nope0", failed on node n1/,
+    /Network "data": ADD of net2 by its delegate, the macvlan plugin on master "nope0", failed on node n1/,
   );
   assert.match(added.out.details, /check that node n1 has it/);
   assert.equal((await portsOf(k, "a")).length, 0, "no port left, eth0's neither");
-  assert.doesNotMatch(await links(pod.cni.netns), /net1|eth0/, "no interface left in the pod");
+  assert.doesNotMatch(await links(pod.cni.netns), /net1|net2|eth0/, "no interface left in the pod");
   assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
   // kubelet's DEL after a failed ADD succeeds.
   const del = await pod.cni.del();
