@@ -89,6 +89,11 @@ Deno.test("stand-in API server: pods on two nodes get eth0 on Knitter's switch a
   });
   assert.deepEqual(status.map((s) => s.interface), ["eth0", "net1"]);
   assert.deepEqual(status[1].ips, [pods[0].ip]);
+  // kubelet retrying the ADD gets the same answer; nothing more is made.
+  const again = await pods[0].pod.cni.add();
+  assert.equal(again.code, 0, JSON.stringify(again.out));
+  assert.equal(addressOf(again.out, "net1"), pods[0].ip);
+  assert.equal((await portsOf(k, "a")).length, 2, "eth0's port and net1's, once each");
   // Only eth0 is Knitter's on the switch: net1 is the macvlan's.
   for (const node of [n1, n2]) {
     assert.equal((await leftovers(node)).ovsPorts.length, 1, `one OVS port on ${node.name}`);
