@@ -13,7 +13,7 @@ import { hostIfName } from "../interfaces/ip_links.ts";
 import type { PodNetns } from "../interfaces/netns.ts";
 import { goneReason } from "./reaper.ts";
 import { ipamPodRequest, ipamResult, isIpamCall } from "./ipam_call.ts";
-import { type Delegates, withDelegates } from "./delegates.ts";
+import { type DelegatedInterface, type Delegates, withDelegates } from "./delegates.ts";
 import {
   type AgentRequest,
   checkAddRequest,
@@ -411,12 +411,8 @@ export class Attacher {
   /** Undoes an attachment as its record says (wiring.ts unwire). */
   private async undo(a: Attachment, why: string): Promise<void> {
     try {
-      // The delegates' interfaces first, in reverse: their plugins' DEL releases their ports. One
-      // whose ADD failed cleaned up after itself, as every CNI plugin does.
-      for (const d of [...(a.delegates ?? [])].reverse()) {
-        if (!d.result) continue;
-        await this.requireDelegates().del({ containerId: a.containerId, netns: a.netns }, d);
-      }
+      // The delegates' interfaces first, in reverse: their plugins' DEL releases their ports.
+      for (const d of [...(a.delegates ?? [])].reverse()) await this.delDelegate(a, d);
       await this.d.wiring.unwire(a, why);
     } catch (err) {
       throw toCniError(err, `Cannot detach ${a.containerId} (${why})`);
@@ -493,6 +489,25 @@ export class Attacher {
           `prevResult lists ${ip.address} on ${owner.name}, which ADD did not give`,
         );
       }
+    }
+  }
+
+  /**
+   * A delegate's DEL. One with no result recorded failed its ADD (and cleaned up after itself, as
+   * CNI plugins do) or was cut short by a crash: its DEL is still tried, and its failure (e.g. the
+   * master it never found) is not this DEL's.
+   */
+  private async delDelegate(a: Attachment, d: DelegatedInterface): Promise<void> {
+    const at = { containerId: a.containerId, netns: a.netns };
+    try {
+      await this.requireDelegates().del(at, d);
+    } catch (err) {
+      if (d.result) throw err;
+      this.d.log.warn("DEL of a delegate that never finished its ADD failed", {
+        container: a.containerId,
+        ifName: d.ifName,
+        error: String(err),
+      });
     }
   }
 
