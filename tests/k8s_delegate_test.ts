@@ -5,7 +5,8 @@
  * which the agent runs with the knitter IPAM, from kubelet's one CNI call to knitter. Two such pods
  * on two simulated nodes exchange TCP and UDP over the macvlans on a shared underlay bridge; DEL
  * leaves nothing; a delegate naming a master the node does not have fails the ADD saying so, and
- * leaves nothing either.
+ * leaves nothing either. A host-device delegate moves a node's device into the pod and back. (No
+ * ipvlan: this machine's kernel has none.)
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
@@ -158,4 +159,53 @@ Deno.test("stand-in API server: a delegate naming a master the node does not hav
   // kubelet's DEL after a failed ADD succeeds.
   const del = await pod.cni.del();
   assert.equal(del.code, 0, JSON.stringify(del.out));
+});
+
+Deno.test("stand-in API server: a host-device delegate moves the node's device into the pod as net1 with the manager's address, and DEL gives it back", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: ["n1"],
+    monitor: { nodeReachNamespaces: ["acme"] },
+  });
+  const [n1] = k.stack.nodes;
+  await k.startMonitor();
+  k.namespace("acme");
+  await networkReady(k, "dev", "10.57.0.0/24", {
+    dataPlane: "external",
+    delegate: { plugin: "host-device", device: "hd0" },
+  });
+  await run([
+    "ip",
+    "-n",
+    n1.sim.netns,
+    "link",
+    "add",
+    "hd0",
+    "type",
+    "veth",
+    "peer",
+    "name",
+    "hd0p",
+  ]);
+  const pod = await k.pod(n1, {
+    namespace: "acme",
+    name: "a",
+    annotations: { [ANNOTATION]: "dev" },
+  });
+  const added = await pod.cni.add();
+  assert.equal(added.code, 0, `ADD: ${JSON.stringify(added.out)} ${added.stderr}`);
+  const net1 = (await portsOf(k, "a")).find((p) => p.interface === "net1");
+  assert.ok(net1, "a port for net1");
+  assert.equal(addressOf(added.out, "net1"), net1.ip);
+  const inPod = await run(["ip", "-n", ipNetnsName(pod.cni.netns), "-o", "addr", "show", "net1"]);
+  assert.match(inPod.stdout, new RegExp(`inet ${net1.ip.replaceAll(".", "\\.")}/24`));
+  const onNode = await run(["ip", "-n", n1.sim.netns, "link", "show", "hd0"], { check: false });
+  assert.notEqual(onNode.code, 0, "hd0 left the node for the pod");
+
+  const del = await pod.cni.del();
+  assert.equal(del.code, 0, `DEL: ${JSON.stringify(del.out)} ${del.stderr}`);
+  assert.equal((await portsOf(k, "a")).length, 0, "no port left");
+  await run(["ip", "-n", n1.sim.netns, "link", "show", "hd0"]);
+  assert.deepEqual(await leftovers(n1), { ovsPorts: [], veths: [], journal: [] });
 });
