@@ -9,7 +9,7 @@
  * ipvlan: this machine's kernel has none.)
  */
 import assert from "node:assert/strict";
-import { run } from "@knitter/common";
+import { type NetworkDelegate, run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { createUnderlay } from "../devstack/sim_node.ts";
 import type { StackNode } from "../devstack/stack.ts";
@@ -38,6 +38,21 @@ async function dataUnderlay(cleanup: Cleanup, nodes: StackNode[]): Promise<void>
   }
 }
 
+/** A cluster of `nodes` whose namespace acme (trusted with delegates) has these external networks. */
+async function clusterWith(
+  cleanup: Cleanup,
+  nodes: string[],
+  networks: [name: string, cidr: string, delegate: NetworkDelegate][],
+): Promise<KubeCluster> {
+  const k = await startKubeCluster({ cleanup, nodes, monitor: { nodeReachNamespaces: ["acme"] } });
+  await k.startMonitor();
+  k.namespace("acme");
+  for (const [name, cidr, delegate] of networks) {
+    await networkReady(k, name, cidr, { dataPlane: "external", delegate });
+  }
+  return k;
+}
+
 async function portsOf(k: KubeCluster, pod: string): Promise<{ interface: string; ip: string }[]> {
   return (await k.stack.api("GET", `ports?pod=acme/${pod}`)).body.items;
 }
@@ -48,18 +63,10 @@ async function links(netns: string): Promise<string> {
 
 Deno.test("stand-in API server: pods on two nodes get eth0 on Knitter's switch and net1 through their network's delegated macvlan, exchange TCP and UDP over it; DEL leaves nothing", async () => {
   await using cleanup = new Cleanup();
-  const k = await startKubeCluster({
-    cleanup,
-    nodes: ["n1", "n2"],
-    monitor: { nodeReachNamespaces: ["acme"] },
-  });
+  const k = await clusterWith(cleanup, ["n1", "n2"], [
+    ["data", "10.54.0.0/24", { plugin: "macvlan", master: "data0", mode: "bridge" }],
+  ]);
   const [n1, n2] = k.stack.nodes;
-  await k.startMonitor();
-  k.namespace("acme");
-  await networkReady(k, "data", "10.54.0.0/24", {
-    dataPlane: "external",
-    delegate: { plugin: "macvlan", master: "data0", mode: "bridge" },
-  });
   await dataUnderlay(cleanup, k.stack.nodes);
 
   const pods = [];
@@ -121,23 +128,12 @@ Deno.test("stand-in API server: pods on two nodes get eth0 on Knitter's switch a
 
 Deno.test("stand-in API server: a delegate naming a master the node does not have fails the pod's ADD saying so, and leaves nothing, not even the delegate made before it", async () => {
   await using cleanup = new Cleanup();
-  const k = await startKubeCluster({
-    cleanup,
-    nodes: ["n1"],
-    monitor: { nodeReachNamespaces: ["acme"] },
-  });
-  const [n1] = k.stack.nodes;
-  await k.startMonitor();
-  k.namespace("acme");
-  await networkReady(k, "data", "10.55.0.0/24", {
-    dataPlane: "external",
-    delegate: { plugin: "macvlan", master: "nope0", mode: "bridge" },
-  });
   // net1's delegate works (its master is there), net2's does not: net1 must go again.
-  await networkReady(k, "good", "10.56.0.0/24", {
-    dataPlane: "external",
-    delegate: { plugin: "macvlan", master: "data0", mode: "bridge" },
-  });
+  const k = await clusterWith(cleanup, ["n1"], [
+    ["data", "10.55.0.0/24", { plugin: "macvlan", master: "nope0", mode: "bridge" }],
+    ["good", "10.56.0.0/24", { plugin: "macvlan", master: "data0", mode: "bridge" }],
+  ]);
+  const [n1] = k.stack.nodes;
   await run(["ip", "-n", n1.sim.netns, "-batch", "-"], {
     stdin: "link add data0 type veth peer name data0p\nlink set data0p up\nlink set data0 up\n",
   });
@@ -163,31 +159,13 @@ Deno.test("stand-in API server: a delegate naming a master the node does not hav
 
 Deno.test("stand-in API server: a host-device delegate moves the node's device into the pod as net1 with the manager's address, and DEL gives it back", async () => {
   await using cleanup = new Cleanup();
-  const k = await startKubeCluster({
-    cleanup,
-    nodes: ["n1"],
-    monitor: { nodeReachNamespaces: ["acme"] },
-  });
-  const [n1] = k.stack.nodes;
-  await k.startMonitor();
-  k.namespace("acme");
-  await networkReady(k, "dev", "10.57.0.0/24", {
-    dataPlane: "external",
-    delegate: { plugin: "host-device", device: "hd0" },
-  });
-  await run([
-    "ip",
-    "-n",
-    n1.sim.netns,
-    "link",
-    "add",
-    "hd0",
-    "type",
-    "veth",
-    "peer",
-    "name",
-    "hd0p",
+  const k = await clusterWith(cleanup, ["n1"], [
+    ["dev", "10.57.0.0/24", { plugin: "host-device", device: "hd0" }],
   ]);
+  const [n1] = k.stack.nodes;
+  await run(["ip", "-n", n1.sim.netns, "-batch", "-"], {
+    stdin: "link add hd0 type veth peer name hd0p\n",
+  });
   const pod = await k.pod(n1, {
     namespace: "acme",
     name: "a",
