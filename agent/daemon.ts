@@ -11,6 +11,7 @@ import {
 } from "@knitter/common";
 import { agentProbeChecks } from "./server/health.ts";
 import { Attacher, type AttacherDeps } from "./cni/attach.ts";
+import { Delegates } from "./cni/delegates.ts";
 import type { AgentConfig } from "./config.ts";
 import { ConflictReporter } from "./dataplane/conflict_report.ts";
 import { Dataplane } from "./dataplane/dataplane.ts";
@@ -116,6 +117,12 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     wiring,
     links: ipLinks,
     log,
+    // External networks with a delegate: their reference plugins, run as a runtime would.
+    delegates: new Delegates({
+      plane: (tenant, network) => manager.networkPlane(tenant, network),
+      socket: config.socket,
+      nodeName: config.nodeName,
+    }),
   };
   if (pods) deps.podNetworks = new KubePodNetworks(pods, manager, config.nodeName, log);
   const attacher = new Attacher(deps);

@@ -2,7 +2,8 @@
  * Node-local state in Deno KV: what each attachment made (so DEL can undo it after a restart), and
  * the node-local numbers of networks and ports used in flows.
  */
-import type { Bandwidth, EffectiveBandwidth, PodRef, Port } from "@knitter/common";
+import type { Bandwidth, EffectiveBandwidth, NetworkDelegate, PodRef, Port } from "@knitter/common";
+import type { CniResult } from "@knitter/plugin/contract";
 import { Mutex } from "@knitter/common";
 import { dirname } from "node:path";
 import { serialize } from "node:v8";
@@ -51,6 +52,24 @@ export function isExtraContainer(containerId: string): boolean {
   return containerId.startsWith(EXTRA_CONTAINER_PREFIX);
 }
 
+/**
+ * One interface a delegate plugin makes (cni/delegates.ts), as the pod's attachment records it for
+ * DEL and CHECK.
+ */
+export interface DelegatedInterface {
+  ifName: string;
+  network: string;
+  tenant: string;
+  delegate: NetworkDelegate;
+  /** A fixed address or IP group for it, passed to the knitter IPAM. */
+  ip?: string;
+  ipGroup?: string;
+  /** The runtime's CNI_PATH at ADD: where the plugin and the knitter IPAM were found. */
+  path: string;
+  /** The plugin's ADD result, once made. */
+  result?: CniResult;
+}
+
 export interface Attachment {
   containerId: string;
   /** CNI_IFNAME: the runtime names the attachment by (container, ifname). */
@@ -72,6 +91,11 @@ export interface Attachment {
    * CNI network (the config's name) whose GC may collect it.
    */
   ipam?: { cniNetwork: string };
+  /**
+   * The interfaces of the pod's external networks that their delegate plugins make (macvlan on a
+   * master...; cni/delegates.ts): DEL and CHECK run those plugins again.
+   */
+  delegates?: DelegatedInterface[];
 }
 
 /**

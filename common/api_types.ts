@@ -84,7 +84,16 @@ export interface Port {
   networkHostAccess?: true;
   /** Its network's data plane is another plugin's (the knitter IPAM); absent: Open vSwitch. */
   networkDataPlane?: "external";
+  /** How the agent makes the interface for a pod's annotation (manager/schemas.ts Delegate). */
+  networkDelegate?: NetworkDelegate;
 }
+
+/** An external network's delegate: the reference plugin the agent execs and its node interface. */
+export type NetworkDelegate =
+  | { plugin: "macvlan"; master: string; mode?: "bridge" | "private" | "vepa" | "passthru" }
+  | { plugin: "ipvlan"; master: string; mode?: "l2" | "l3" | "l3s" }
+  | { plugin: "host-device"; device: string }
+  | { plugin: "sriov"; deviceID: string };
 
 /** A tenant's router, as the manager answers it and announces it on the change feed. */
 export interface RouterInfo {
@@ -177,4 +186,6 @@ export const NETWORK_IMMUTABLE_FIELDS = [
   "public",
   "physnet",
   "segmentId",
+  // Ports made on one node interface would stay there.
+  "delegate",
 ] as const;

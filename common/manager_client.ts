@@ -2,7 +2,14 @@
  * The manager's API as its clients (agent, monitor, knitctl) call it: typed calls, and errors that
  * say who failed and why.
  */
-import type { ErrorBody, MirrorInfo, PodRef, Port, RouterInfo } from "./api_types.ts";
+import type {
+  ErrorBody,
+  MirrorInfo,
+  NetworkDelegate,
+  PodRef,
+  Port,
+  RouterInfo,
+} from "./api_types.ts";
 import type { SecurityGroup } from "./security_groups.ts";
 import { type Clock, retry, systemClock } from "./backoff.ts";
 
@@ -97,6 +104,14 @@ export class ManagerClient {
 
   putPort(tenant: string, network: string, id: string, body: PortRequest): Promise<Port> {
     return this.call("PUT", portPath(tenant, network, id), body);
+  }
+
+  /** How a network's interfaces are made: its data plane and delegate (a tenant's, else public). */
+  networkPlane(
+    tenant: string,
+    network: string,
+  ): Promise<{ dataPlane?: "external"; delegate?: NetworkDelegate }> {
+    return this.call("GET", `/api/v1/tenants/${enc(tenant)}/networks/${enc(network)}`);
   }
 
   /** Releases a port; false when the manager no longer knew it (already released). */

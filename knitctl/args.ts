@@ -59,6 +59,12 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     value: "P",
     help: "ovs (default) | external: another plugin's interfaces with the knitter IPAM",
   },
+  delegate: {
+    type: "string",
+    value: "D",
+    help:
+      "external: the plugin a pod's annotation gets, macvlan:MASTER[:MODE] | ipvlan:MASTER[:MODE] | host-device:DEV | sriov:PCI (admin)",
+  },
   physnet: { type: "string", value: "NAME", help: "physical network (vlan, flat)" },
   "segment-id": { type: "string", value: "N", help: "VNI or VLAN ID" },
   mtu: { type: "string", value: "N", help: "MTU" },

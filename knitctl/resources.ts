@@ -4,6 +4,7 @@
  */
 import { type FlagValues, str, strs } from "./args.ts";
 import { UsageError } from "./errors.ts";
+import { delegateFlag } from "./delegate_flag.ts";
 import * as V from "./values.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -107,6 +108,7 @@ export const RESOURCES: Resource[] = [
       { header: "HOSTACCESS", value: (o) => String(o.hostAccess === true), wide: true },
       { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
       { header: "DATAPLANE", value: (o) => o.dataPlane ?? "ovs", wide: true },
+      { header: "DELEGATE", value: (o) => delegateText(o.delegate), wide: true },
       { header: "AGE", value: age },
     ],
     create: {
@@ -122,6 +124,7 @@ export const RESOURCES: Resource[] = [
         "egress",
         "host-access",
         "data-plane",
+        "delegate",
         "physnet",
         "segment-id",
         "mtu",
@@ -412,6 +415,7 @@ function networkBody(name: string, f: FlagValues): unknown {
     ...(f.egress ? { egress: true } : {}),
     ...(f["host-access"] ? { hostAccess: true } : {}),
     ...optional("dataPlane", str(f, "data-plane")),
+    ...(str(f, "delegate") ? { delegate: delegateFlag(str(f, "delegate")!) } : {}),
     ...optional("physnet", str(f, "physnet")),
     ...(segment ? { segmentId: V.integer("segment-id", segment, 1, 16777215) } : {}),
     ...(mtu ? { mtu: V.integer("mtu", mtu, 576, 9216) } : {}),
@@ -470,4 +474,11 @@ export function ago(iso: string | undefined, now = Date.now()): string {
   if (s < 7200) return `${Math.floor(s / 60)}m`;
   if (s < 172800) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
+}
+
+/** A delegate as `--delegate` takes it: "macvlan:eth1:bridge"; "" for none. */
+function delegateText(d: Record<string, string> | undefined): string {
+  if (!d) return "";
+  const { plugin, mode, ...where } = d;
+  return [plugin, ...Object.values(where), ...(mode ? [mode] : [])].join(":");
 }

@@ -142,3 +142,27 @@ Deno.test("create bodies: security group rules from --rule, groups of ports and 
   ]).flags;
   assert.deepEqual(port.create.body("p1", pf), { securityGroups: ["web", "db"] });
 });
+
+Deno.test("create network --delegate: each plugin's shape, the VF's PCI address whole; a bad one says the forms", () => {
+  const net = findResource("network", "create");
+  const body = (d: string) =>
+    net.create.body(
+      "data",
+      parseCommandLine(["create", "network", "data", "--cidr", "10.4.0.0/24", "--delegate", d])
+        .flags,
+    ) as { delegate: unknown };
+  assert.deepEqual(body("macvlan:eth1:bridge").delegate, {
+    plugin: "macvlan",
+    master: "eth1",
+    mode: "bridge",
+  });
+  assert.deepEqual(body("ipvlan:eth1").delegate, { plugin: "ipvlan", master: "eth1" });
+  assert.deepEqual(body("host-device:hd0").delegate, { plugin: "host-device", device: "hd0" });
+  assert.deepEqual(body("sriov:0000:03:02.0").delegate, {
+    plugin: "sriov",
+    deviceID: "0000:03:02.0",
+  });
+  for (const bad of ["macvlan", "bridge:br0", "host-device:hd0:x", "macvlan:eth1:bridge:x"]) {
+    assert.throws(() => body(bad), /--delegate takes macvlan:MASTER\[:MODE\]/);
+  }
+});

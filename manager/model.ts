@@ -3,6 +3,7 @@ import type {
   Bandwidth,
   Dns,
   MirrorInfo,
+  NetworkDelegate,
   NetworkType,
   PodRef,
   Route,
@@ -67,6 +68,8 @@ export interface NetworkRecord {
   dscp?: number;
   /** Another plugin's interfaces carry it (schemas.ts DataPlane); absent: Open vSwitch. */
   dataPlane?: "external";
+  /** How the agent makes its interfaces for a pod's annotation (schemas.ts Delegate). */
+  delegate?: NetworkDelegate;
   /** Its pods reach what lies outside through the node, source NAT to it (service/node_reach.ts). */
   egress?: boolean;
   /** The node reaches its pods on this network (kubelet probes, hostPort). */

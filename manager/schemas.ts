@@ -44,6 +44,38 @@ export const NetworkType = z.enum(["vxlan", "vlan", "flat"]);
  */
 export const DataPlane = z.enum(["ovs", "external"]);
 
+/** A Linux interface name of the node: 1-15 characters, no '/', ':' or space, not "." or "..". */
+const IfName = z.string().regex(
+  /^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$/,
+  "must be a node's interface name: 1-15 characters of A-Z, a-z, 0-9, '_', '.', '-' (e.g. eth1)",
+);
+
+/**
+ * How the agent makes an external network's interface in a pod that names the network in its
+ * annotation: the reference CNI plugin it execs, on which interface of the node, with the knitter
+ * IPAM for the network (agent/README.md, "Delegated interfaces"). Fixed at creation; the admin's.
+ */
+export const Delegate = z.discriminatedUnion("plugin", [
+  z.strictObject({
+    plugin: z.literal("macvlan"),
+    master: IfName,
+    mode: z.enum(["bridge", "private", "vepa", "passthru"]).optional(),
+  }),
+  z.strictObject({
+    plugin: z.literal("ipvlan"),
+    master: IfName,
+    mode: z.enum(["l2", "l3", "l3s"]).optional(),
+  }),
+  z.strictObject({ plugin: z.literal("host-device"), device: IfName }),
+  z.strictObject({
+    plugin: z.literal("sriov"),
+    deviceID: z.string().regex(
+      /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/,
+      "must be a virtual function's PCI address, e.g. 0000:03:02.0",
+    ),
+  }),
+], { error: "plugin must be macvlan, ipvlan, host-device or sriov" });
+
 export const RouteSchema = z.strictObject({
   dst: CidrText,
   via: IpText.optional().meta({ description: "next hop; absent: through the interface" }),
@@ -179,6 +211,10 @@ export const NetworkCreate = z.strictObject({
     description:
       "ovs: knitter's veths on Open vSwitch carry it; external: another plugin's interfaces (macvlan, ipvlan, host-device, SR-IOV) with the knitter IPAM, on its physnet and segment, and no agent adds flows for its ports; fixed at creation",
   }),
+  delegate: Delegate.optional().meta({
+    description:
+      "external networks only, admin only: the plugin the agent execs for a pod that names the network in its annotation (macvlan/ipvlan on master, host-device's device, sriov's deviceID), with the knitter IPAM; fixed at creation",
+  }),
 });
 
 /**
@@ -226,6 +262,9 @@ export const NetworkUpdate = z.strictObject({
     description:
       "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on; at once for every node",
   }),
+  delegate: Delegate.optional().meta({
+    description: "may be sent with its current value only: fixed at creation",
+  }),
   deleting: z.boolean().optional().meta({
     description:
       "true: the network is being deleted and takes no new ports (existing ones stay until released); false: open again",
@@ -264,6 +303,9 @@ export const Network = z.object({
   hostAccess: z.boolean().meta({ description: "the node reaches its pods on this network" }),
   dataPlane: z.literal("external").optional().meta({
     description: "another plugin's interfaces carry it (the knitter IPAM); absent: Open vSwitch",
+  }),
+  delegate: Delegate.optional().meta({
+    description: "how the agent makes its interfaces for a pod's annotation",
   }),
 });
 
@@ -559,6 +601,9 @@ export const Port = z.object({
   }),
   networkDataPlane: z.literal("external").optional().meta({
     description: "another plugin's interface has the port (the knitter IPAM): no agent adds flows",
+  }),
+  networkDelegate: Delegate.optional().meta({
+    description: "its network's delegate: the plugin the agent execs for a pod's annotation",
   }),
   conflicts: z.array(PortConflict).optional().meta({
     description:

@@ -4,7 +4,7 @@
  * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate; a Mirror names pods
  * where MirrorCreate names ports).
  */
-import type { Bandwidth, Dns, Route, Usage } from "@knitter/common";
+import type { Bandwidth, Dns, NetworkDelegate, Route, Usage } from "@knitter/common";
 
 export const GROUP = "knitter.io";
 export const VERSION = "v1alpha1";
@@ -47,6 +47,8 @@ export interface NetworkSpec {
   hostAccess?: boolean;
   /** Who carries its traffic: Knitter's switch, or another plugin with the knitter IPAM. */
   dataPlane?: "ovs" | "external";
+  /** How the agent makes an external network's interfaces for a pod's annotation. */
+  delegate?: NetworkDelegate;
   physnet?: string;
   segmentId?: number;
   mtu?: number;

@@ -8,7 +8,7 @@
  * deleted (it takes no new ports) and deletes it once no port or IP group uses it; until then the
  * condition says what holds it.
  */
-import { type ManagerClient, type Port, stablePodOf } from "@knitter/common";
+import { type ManagerClient, type NetworkDelegate, type Port, stablePodOf } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS, NETWORK_MUTABLE_FIELDS } from "@knitter/common";
 import { formatCidr, networkOf, normalizeIp, parseIpPrefix } from "@knitter/common/address";
 import type { CrKind } from "./cr_reconciler.ts";
@@ -41,6 +41,7 @@ export interface ManagerNetwork extends Required<Pick<NetworkSpec, "cidr" | "typ
   dns: unknown;
   bandwidth?: unknown;
   dscp?: number;
+  delegate?: NetworkDelegate;
   description?: string;
   labels?: Record<string, string>;
   deletingSince?: string;
@@ -194,6 +195,13 @@ const ADMIN_CHOICES: {
     why: "put the node on the network",
   },
   {
+    setting: "nodeReachNamespaces",
+    reason: "DelegateNotAllowed",
+    asked: (spec) => spec.delegate ? ["delegate"] : [],
+    why:
+      "gives the network's pods the node's own interfaces (a macvlan or ipvlan master, a whole device)",
+  },
+  {
     setting: "segmentNamespaces",
     reason: "SegmentNotAllowed",
     asked: (spec) => [
@@ -283,7 +291,13 @@ function sameField(field: string, want: unknown, have: unknown): boolean {
     const [w, h] = [normalizeIp(String(want)), normalizeIp(String(have))];
     if (w !== null && h !== null) return w === h;
   }
-  return JSON.stringify(want) === JSON.stringify(have);
+  // An object written with its keys in another order is the same (a delegate).
+  return JSON.stringify(sortedKeys(want)) === JSON.stringify(sortedKeys(have));
+}
+
+function sortedKeys(v: unknown): unknown {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return v;
+  return Object.fromEntries(Object.entries(v).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** The network a CIDR names, host bits cleared, in canonical form; the text if it is none. */

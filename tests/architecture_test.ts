@@ -465,3 +465,25 @@ Deno.test("architecture: every custom resource kind the monitor follows is insta
   }
   assert.deepEqual(missing, []);
 });
+
+/**
+ * Delegated interfaces (issue 27): one module of the agent runs other CNI plugins (delegates.ts,
+ * through common/run.ts), and the plugins a network's delegate may name are one list, the API's
+ * (schemas.ts Delegate), which the Network CRD's enum repeats.
+ */
+Deno.test("architecture: one place in the agent runs a delegate CNI plugin, and the CRD lists the API's delegate plugins", async () => {
+  const HOME = "agent/cni/delegates.ts";
+  const runners: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/\bCNI_COMMAND\s*:/.test(await Deno.readTextFile(file))) runners.push(path);
+  }
+  assert.deepEqual(runners, [HOME]);
+  assert.match(await Deno.readTextFile(`${ROOT}${HOME}`), /\brun\(\[bin\]/, "through run.ts");
+  const { Delegate } = await import("../manager/schemas.ts");
+  const api = Delegate.options.map((o) => o.shape.plugin.value).sort();
+  const crd = await Deno.readTextFile(`${ROOT}deploy/crds/networks.yaml`);
+  const listed = crd.match(/plugin:\s*\n\s*type: string\s*\n\s*enum: \[([^\]]+)\]/)?.[1];
+  assert.deepEqual(listed?.split(",").map((s) => s.trim()).sort(), api);
+});

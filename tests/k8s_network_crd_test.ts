@@ -343,3 +343,38 @@ Deno.test("attack through the stand-in API server: a tenant's Network resource c
     return ready(o)?.status === "True" ? true : undefined;
   });
 });
+
+Deno.test("attack through the stand-in API server: a tenant's Network resource cannot set a delegate master (a node's interface) outside the admin's namespaces", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({
+    cleanup,
+    nodes: [],
+    monitor: { nodeReachNamespaces: ["acme"] },
+  });
+  await k.startMonitor();
+  k.namespace("globex");
+  k.namespace("acme");
+  const spec = {
+    cidr: "10.60.0.0/24",
+    dataPlane: "external",
+    delegate: { plugin: "host-device", device: "eth0" },
+  };
+  k.api.create("networks", { metadata: { name: "steal", namespace: "globex" }, spec });
+  const refused = await eventually("the delegate refused", () => {
+    const o = k.api.get("networks", "globex", "steal");
+    return ready(o)?.status === "False" ? o : undefined;
+  });
+  assert.equal(ready(refused)!.reason, "DelegateNotAllowed");
+  assert.match(ready(refused)!.message, /delegate .*node's own interfaces.*nodeReachNamespaces/);
+  const none = await k.stack.api("GET", "tenants/globex/networks/steal");
+  assert.equal(none.status, 404, "nothing made at the manager");
+
+  // In a namespace the admin listed, the same spec is made, delegate and all.
+  k.api.create("networks", { metadata: { name: "data", namespace: "acme" }, spec });
+  await eventually("made in acme", () => {
+    const o = k.api.get("networks", "acme", "data");
+    return ready(o)?.status === "True" ? true : undefined;
+  });
+  const net = await k.stack.api("GET", "tenants/acme/networks/data");
+  assert.deepEqual(net.body.delegate, spec.delegate);
+});

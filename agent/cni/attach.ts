@@ -13,6 +13,7 @@ import { hostIfName } from "../interfaces/ip_links.ts";
 import type { PodNetns } from "../interfaces/netns.ts";
 import { goneReason } from "./reaper.ts";
 import { ipamPodRequest, ipamResult, isIpamCall } from "./ipam_call.ts";
+import { type DelegatedInterface, type Delegates, withDelegates } from "./delegates.ts";
 import {
   type AgentRequest,
   checkAddRequest,
@@ -53,6 +54,8 @@ export interface AttacherDeps {
   log: Logger;
   /** Where a pod's networks come from besides the request (Kubernetes mode: kube_attacher.ts). */
   podNetworks?: PodNetworkSource;
+  /** Runs the plugins of external networks with a delegate (delegates.ts); absent: none. */
+  delegates?: Delegates;
 }
 
 /** What is known of an ADD's pod besides its request, and who hears of a failed ADD. */
@@ -82,7 +85,7 @@ export class Attacher {
     const source = this.d.podNetworks;
     try {
       const resolved = source ? await source.resolve(req) : req;
-      return await this.locked(req.containerId, () => this.doAdd(resolved));
+      return await this.locked(lockKey(req), () => this.doAdd(resolved));
     } catch (err) {
       throw source ? source.failed(req, err) : err;
     } finally {
@@ -93,11 +96,11 @@ export class Attacher {
   }
 
   del(req: CniRequest): Promise<void> {
-    return this.locked(req.containerId, () => this.doDel(req));
+    return this.locked(lockKey(req), () => this.doDel(req));
   }
 
   check(req: CniRequest): Promise<void> {
-    return this.locked(req.containerId, () => this.doCheck(req));
+    return this.locked(lockKey(req), () => this.doCheck(req));
   }
 
   /**
@@ -122,7 +125,7 @@ export class Attacher {
       // An ADD being answered now is newer than the runtime's list: not the list's to judge.
       if (valid.has(key) || this.adding.has(key)) continue;
       try {
-        await this.locked(listed.containerId, async () => {
+        await this.locked(recordLockKey(listed), async () => {
           // Read again under the lock: an ADD that held it may have replaced the record listed.
           const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
           if (!a || a.createdAt !== listed.createdAt || this.adding.has(key)) return;
@@ -146,7 +149,7 @@ export class Attacher {
    * (another ADD) or its netns is back; answers whether it was undone.
    */
   reap(listed: Attachment, why: string): Promise<boolean> {
-    return this.locked(listed.containerId, async () => {
+    return this.locked(recordLockKey(listed), async () => {
       const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
       if (!a || a.createdAt !== listed.createdAt) return false;
       // Gone still (reaper.ts): the path missing, or another namespace there.
@@ -179,15 +182,19 @@ export class Attacher {
   private async addWith(req: CniRequest, pod: PodNetns, batch: StartedCommand): Promise<CniResult> {
     const netns = pod.path;
     const want = podRequest(req, this.d.defaults);
+    const delegated = this.d.delegates ? await this.d.delegates.split(req, want) : [];
     const existing = await this.d.state.getAttachment(req.containerId, req.ifName);
     if (existing) {
       const stale = existing.status === "ready" ? await this.staleness(existing, pod) : "";
       if (stale === undefined) {
         // The same ADD again, for the netns that still has what it made: the same answer.
-        return cniResult(
-          netns,
-          existing.interfaces.map((i) => ({ ...i, port: i.port! })),
-          req.config.prevResult,
+        return withDelegates(
+          cniResult(
+            netns,
+            existing.interfaces.map((i) => ({ ...i, port: i.port! })),
+            req.config.prevResult,
+          ),
+          existing.delegates ?? [],
         );
       }
       // Never a result for a netns that does not have it: what the record made goes (its ports
@@ -208,6 +215,8 @@ export class Attacher {
       status: "adding",
       interfaces: [],
       createdAt: new Date().toISOString(),
+      // Journaled with the rest before anything is made: DEL runs their plugins' DEL too.
+      ...(delegated.length > 0 ? { delegates: delegated } : {}),
     };
     const cookies = await this.d.state.portNumbers(want.interfaces.length);
     for (const [k, w] of want.interfaces.entries()) {
@@ -247,12 +256,36 @@ export class Attacher {
       // The record stays when the rollback did not finish: the runtime's DEL will finish the job.
       throw toCniError(err, `Cannot attach ${req.containerId} (${netns})`);
     }
+    if (delegated.length > 0) await this.addDelegates(a, req);
     this.d.log.info("attached", {
       container: a.containerId,
       netns,
       interfaces: a.interfaces.length,
     });
     return a.result as CniResult;
+  }
+
+  /**
+   * The delegate plugins' ADDs, after knitter's own interfaces: their results join the pod's. A
+   * failure undoes the whole attachment (every delegate's DEL, then knitter's own interfaces).
+   */
+  private async addDelegates(a: Attachment, req: CniRequest): Promise<void> {
+    const at = { containerId: a.containerId, netns: a.netns, args: req.args };
+    try {
+      for (const d of a.delegates ?? []) await this.d.delegates!.add(at, d);
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      // The ADD's failure is the answer; a rollback left unfinished is the runtime's DEL's to end.
+      await this.undo(a, `ADD failed: ${why}`).catch((undoErr) =>
+        this.d.log.error("rollback of a failed delegate ADD is unfinished", {
+          container: a.containerId,
+          error: String(undoErr),
+        })
+      );
+      throw err;
+    }
+    a.result = withDelegates(a.result as CniResult, a.delegates ?? []);
+    await this.d.state.putAttachment(a);
   }
 
   /**
@@ -378,6 +411,8 @@ export class Attacher {
   /** Undoes an attachment as its record says (wiring.ts unwire). */
   private async undo(a: Attachment, why: string): Promise<void> {
     try {
+      // The delegates' interfaces first, in reverse: their plugins' DEL releases their ports.
+      for (const d of [...(a.delegates ?? [])].reverse()) await this.delDelegate(a, d);
       await this.d.wiring.unwire(a, why);
     } catch (err) {
       throw toCniError(err, `Cannot detach ${a.containerId} (${why})`);
@@ -395,6 +430,9 @@ export class Attacher {
       );
     }
     if (a.ipam) return checkIpam(a, req.config.prevResult as CniResult | undefined);
+    for (const d of a.delegates ?? []) {
+      await this.requireDelegates().check({ containerId: a.containerId, netns: a.netns }, d);
+    }
     const id = await this.namespaces.idNow(a.netns);
     if (a.netnsId !== undefined && id !== null && id !== "missing" && id !== a.netnsId) {
       throw new CniError(
@@ -454,6 +492,34 @@ export class Attacher {
     }
   }
 
+  /**
+   * A delegate's DEL. One with no result recorded failed its ADD (and cleaned up after itself, as
+   * CNI plugins do) or was cut short by a crash: its DEL is still tried, and its failure (e.g. the
+   * master it never found) is not this DEL's.
+   */
+  private async delDelegate(a: Attachment, d: DelegatedInterface): Promise<void> {
+    const at = { containerId: a.containerId, netns: a.netns };
+    try {
+      await this.requireDelegates().del(at, d);
+    } catch (err) {
+      if (d.result) throw err;
+      this.d.log.warn("DEL of a delegate that never finished its ADD failed", {
+        container: a.containerId,
+        ifName: d.ifName,
+        error: String(err),
+      });
+    }
+  }
+
+  /** The delegate runner, which a record with delegates was made with. */
+  private requireDelegates(): Delegates {
+    if (this.d.delegates) return this.d.delegates;
+    throw new CniError(
+      CNI_CODE.internal,
+      "This attachment has interfaces made by delegate plugins, and this agent runs none",
+    );
+  }
+
   private async locked<T>(containerId: string, fn: () => Promise<T>): Promise<T> {
     let m = this.locks.get(containerId);
     if (!m) this.locks.set(containerId, m = new Mutex());
@@ -463,6 +529,18 @@ export class Attacher {
       if (!m.busy) this.locks.delete(containerId);
     }
   }
+}
+
+/**
+ * The lock of a call: knitter's own interfaces by container, the IPAM calls apart, since a delegate
+ * plugin that knitter runs under the pod's lock calls the knitter IPAM for the same container.
+ */
+function lockKey(req: CniRequest): string {
+  return isIpamCall(req.config) ? `ipam:${req.containerId}` : req.containerId;
+}
+
+function recordLockKey(a: Attachment): string {
+  return a.ipam ? `ipam:${a.containerId}` : a.containerId;
 }
 
 /**

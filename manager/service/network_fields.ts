@@ -135,6 +135,7 @@ export function networkFields(
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
       ...(body.dscp !== undefined ? { dscp: body.dscp } : {}),
       ...(body.dataPlane === "external" ? { dataPlane: "external" as const } : {}),
+      ...(body.delegate ? { delegate: body.delegate } : {}),
       physnet: body.physnet,
       description: body.description,
       ...(body.labels ? { labels: body.labels } : {}),

@@ -16,6 +16,7 @@ import type { NetworkCreateBody, NetworkUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { listClusters } from "./clusters.ts";
+import { checkDelegate } from "./network_delegate.ts";
 import { networkFields, refuseFlowsOnly } from "./network_fields.ts";
 import { dropLeftovers } from "./network_leftovers.ts";
 import {
@@ -69,6 +70,7 @@ export async function createNetwork(
   }
   checkMonitorReach(principal, { tenant, name: body.name, type: body.type, physnet: body.physnet });
   checkSegmentChoice(principal, body);
+  checkDelegate(principal, body);
   const spec = networkFields(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);

@@ -122,6 +122,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.egress === true) view.networkEgress = true;
   if (net.hostAccess === true) view.networkHostAccess = true;
   if (net.dataPlane === "external") view.networkDataPlane = "external";
+  if (net.delegate !== undefined) view.networkDelegate = net.delegate;
   return view;
 }
 
