@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock, settle } from "../common/_fake_clock.ts";
+import { FakeClock, settle } from "../common/clock_fake.ts";
 import { LIST_PAGE, ListTurns } from "./list_turns.ts";
 import { must, net, testApp, TOKEN } from "./test_support.ts";
 
