@@ -131,3 +131,22 @@ Deno.test("create bodies: security group rules from --rule, groups of ports and 
   ]).flags;
   assert.deepEqual(port.create.body("p1", pf), { securityGroups: ["web", "db"] });
 });
+
+Deno.test("README's create flags table: one row per resource that takes flags, naming each of its flags", async () => {
+  const readme = await Deno.readTextFile(new URL("./README.md", import.meta.url));
+  const section = readme.slice(readme.indexOf("\n## Create flags\n") + 1);
+  const table = section.slice(0, section.indexOf("\n## "));
+  const rows = [...table.matchAll(/^\| ([a-z]+) +\| (.*) \|$/gm)]
+    .map((m) => ({ kind: m[1], flags: [...m[2].matchAll(/`--([a-z0-9-]+)/g)].map((f) => f[1]) }))
+    .filter((r) => r.kind !== "resource");
+  const kinds = rows.map((r) => r.kind);
+  assert.deepEqual(kinds, [...new Set(kinds)], "no resource has two rows");
+  const documented = Object.fromEntries(rows.map((r) => [r.kind, [...new Set(r.flags)].sort()]));
+  const taken = Object.fromEntries(
+    RESOURCES.filter((r) => r.create.flags.length > 0).map((r) => [
+      r.kind,
+      [...r.create.flags].sort(),
+    ]),
+  );
+  assert.deepEqual(documented, taken);
+});
