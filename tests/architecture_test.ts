@@ -108,6 +108,10 @@ function isTest(path: string): boolean {
   return /(_test|test_support)\.ts$/.test(path) || path.includes("/testdata/");
 }
 
+function isBench(path: string): boolean {
+  return path.includes("/bench/");
+}
+
 const members: string[] = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).workspace
   .map((m: string) => m.replace(/^\.\//, ""));
 
@@ -191,4 +195,27 @@ Deno.test("architecture: every file and folder the doc names exists", async () =
     }
   }
   assert.deepEqual(missing, []);
+});
+
+/**
+ * A member's code (not its tests, test support or benchmarks; not tests/, the cross-component
+ * tests) reaches another member only as `@knitter/NAME` or `@knitter/NAME/ENTRY`, what that
+ * member's deno.json exports: its mod.ts, or a named entry kept light for callers that must not
+ * load the whole member (`@knitter/common/metrics`, `@knitter/agent/ovs`).
+ */
+Deno.test("architecture: code reaches another member only through what its deno.json exports", async () => {
+  const broken: string[] = [];
+  for (const member of [...members, "scripts"]) {
+    if (member === "tests") continue;
+    for (const imp of await importsOf(member)) {
+      const target = imp.to?.split("/")[0];
+      if (target === undefined || target === member || isTest(imp.from) || isBench(imp.from)) {
+        continue;
+      }
+      if (!imp.specifier.startsWith("@knitter/")) {
+        broken.push(`${imp.from} imports ${imp.specifier}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
 });
