@@ -4,7 +4,7 @@
  *
  * With KNITTER_TEST_ETCD_ENDPOINTS set, every app sits on etcd instead, each under a key prefix of
  * its own (one per `path`, so that reopening a path finds its state): the same tests then prove the
- * etcd backend (tests/etcd_api_test.ts runs them so).
+ * etcd backend (tests/etcd_api_N_test.ts run them so, in shards).
  */
 import assert from "node:assert/strict";
 import type { Hono } from "hono";
