@@ -13,6 +13,7 @@
  */
 import assert from "node:assert/strict";
 import { FLOW_TABLES } from "../wasm/pipeline.ts";
+import { NEEDS_SYSTEM } from "./run.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const DOC = await Deno.readTextFile(`${ROOT}docs/architecture.md`);
@@ -218,4 +219,17 @@ Deno.test("architecture: code reaches another member only through what its deno.
     }
   }
   assert.deepEqual(broken, []);
+});
+
+Deno.test("architecture: the quick run leaves out the members' tests that start nodes, OVS or etcd", async () => {
+  const system = new Set<string>();
+  for (const member of members.filter((m) => m !== "tests")) {
+    for (const imp of await importsOf(member)) {
+      const to = imp.to ?? imp.specifier;
+      const starts = to.startsWith("devstack/") || to.endsWith("store/etcd_test_support.ts");
+      if (starts && imp.from.endsWith("_test.ts")) system.add(imp.from);
+    }
+  }
+  const unlisted = [...system].filter((f) => !NEEDS_SYSTEM.includes(f));
+  assert.deepEqual(unlisted, [], "tests/run.ts's NEEDS_SYSTEM lists them");
 });

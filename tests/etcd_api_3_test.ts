@@ -1,4 +1,4 @@
 /** The manager's API test suite on a real etcd, shard 3: see support/etcd_suite.ts. */
-import { etcdSuiteShard } from "./support/etcd_suite.ts";
+import { runShard, shardTitle } from "./support/etcd_suite.ts";
 
-etcdSuiteShard(3);
+Deno.test(shardTitle(3), () => runShard(3));

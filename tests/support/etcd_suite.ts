@@ -56,27 +56,33 @@ async function shardTests(): Promise<number> {
   return numbers.length;
 }
 
-/** Registers the test that runs shard `n` of the suite on an etcd of its own. */
-export function etcdSuiteShard(n: number): void {
-  Deno.test(`the manager API suite passes on etcd, shard ${n} of ${SHARD_COUNT}`, async () => {
-    const suite = await suiteFiles();
-    assert.ok(suite.includes("manager/app_test.ts"), "the suite files were found");
-    const files = shardFiles(suite, n);
-    const named = SHARDS.flat();
-    assert.deepEqual(named.filter((f) => !suite.includes(f)), [], "shards name suite files only");
-    assert.equal(new Set(named).size, named.length, "no file is in two shards");
-    assert.equal(await shardTests(), SHARD_COUNT, "a test file runs each shard");
-    assert.ok(files.length > 0, `shard ${n} has files`);
-    await using etcd = await startEtcd();
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["test", "--allow-all", ...files],
-      cwd: ROOT,
-      env: { KNITTER_TEST_ETCD_ENDPOINTS: etcd.endpoints.join(","), NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-    assert.ok(out.success, `the suite failed on etcd:\n${text.slice(-6000)}`);
-    assert.match(text, /ok \| \d+ passed/);
-  });
+/** The name of shard `n`'s test. */
+export function shardTitle(n: number): string {
+  return `the manager API suite passes on etcd, shard ${n} of ${SHARD_COUNT}`;
+}
+
+/**
+ * Runs shard `n` of the suite on an etcd of its own. (Each shard's file registers its test, so
+ * that reports name the file.)
+ */
+export async function runShard(n: number): Promise<void> {
+  const suite = await suiteFiles();
+  assert.ok(suite.includes("manager/app_test.ts"), "the suite files were found");
+  const files = shardFiles(suite, n);
+  const named = SHARDS.flat();
+  assert.deepEqual(named.filter((f) => !suite.includes(f)), [], "shards name suite files only");
+  assert.equal(new Set(named).size, named.length, "no file is in two shards");
+  assert.equal(await shardTests(), SHARD_COUNT, "a test file runs each shard");
+  assert.ok(files.length > 0, `shard ${n} has files`);
+  await using etcd = await startEtcd();
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["test", "--allow-all", ...files],
+    cwd: ROOT,
+    env: { KNITTER_TEST_ETCD_ENDPOINTS: etcd.endpoints.join(","), NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  assert.ok(out.success, `the suite failed on etcd:\n${text.slice(-6000)}`);
+  assert.match(text, /ok \| \d+ passed/);
 }
