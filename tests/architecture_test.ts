@@ -233,3 +233,22 @@ Deno.test("architecture: the quick run leaves out the members' tests that start 
   const unlisted = [...system].filter((f) => !NEEDS_SYSTEM.includes(f));
   assert.deepEqual(unlisted, [], "tests/run.ts's NEEDS_SYSTEM lists them");
 });
+
+/** Every source file of the members and scripts/, as paths from the root. */
+async function allSources(): Promise<string[]> {
+  const out: string[] = [];
+  for (const member of [...members, "scripts"]) {
+    for await (const file of sources(`${ROOT}${member}`)) out.push(file.slice(ROOT.length));
+  }
+  return out;
+}
+
+Deno.test("architecture: every benchmark is in its member's bench/ folder", async () => {
+  const astray: string[] = [];
+  for (const path of await allSources()) {
+    const bench = path.endsWith("_bench.ts") ||
+      /^\s*Deno\.bench\(/m.test(await Deno.readTextFile(`${ROOT}${path}`));
+    if (bench && !/^[a-z]+\/bench\/[a-z0-9_]+\.ts$/.test(path)) astray.push(path);
+  }
+  assert.deepEqual(astray, []);
+});
