@@ -252,3 +252,11 @@ Deno.test("architecture: every benchmark is in its member's bench/ folder", asyn
   }
   assert.deepEqual(astray, []);
 });
+
+Deno.test("architecture: a test double is named <concept>_fake.ts", async () => {
+  const misnamed = (await allSources()).filter((path) => {
+    const name = path.split("/").pop()!;
+    return /fake|double|stub|mock/.test(name) && !/^[a-z0-9]+(_[a-z0-9]+)*_fake\.ts$/.test(name);
+  });
+  assert.deepEqual(misnamed, []);
+});
