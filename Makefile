@@ -1,10 +1,15 @@
 # Entry points people expect; each is a thin wrapper over a deno task (see deno.json).
 DENO := .tools/bin/deno
 
-.PHONY: test demo setup build bench bench-cni manager stack-up stack-down clean fuzz
+.PHONY: test test-quick demo setup build bench bench-cni manager stack-up stack-down clean fuzz
 
 test: setup ## install what is missing, then fmt check, lint, type check and all tests
 	$(DENO) task ci
+
+test-quick: ## the unit tests beside the code (no root, Open vSwitch or etcd), in under a minute
+	@bash scripts/setup.sh --deno-only
+	$(DENO) task build:wasm
+	$(DENO) task test:quick
 
 FUZZ_RUNS ?= 1000
 FUZZ_MS ?= 600000

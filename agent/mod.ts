@@ -6,3 +6,4 @@ export { type AgentConfig, AgentConfigSchema, loadAgentConfig } from "./config.t
 export { type RunningAgent, startAgent } from "./daemon.ts";
 export { CNI_CODE, CniError } from "@knitter/plugin/contract";
 export type { CniRequest } from "./cni/pod_request.ts";
+export type { VerifyView } from "./dataplane/trace.ts";

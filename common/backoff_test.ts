@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Backoff, backoffMs, retry, sleep } from "./backoff.ts";
-import { FakeClock, settle } from "./_fake_clock.ts";
+import { FakeClock, settle } from "./clock_fake.ts";
 
 Deno.test("backoffMs grows by the factor from firstMs and stops at maxMs", () => {
   const o = { firstMs: 100, maxMs: 1000 };

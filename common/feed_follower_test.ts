@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock, settle } from "./_fake_clock.ts";
+import { FakeClock, settle } from "./clock_fake.ts";
 import { FeedFollower, type FeedSource } from "./feed_follower.ts";
 import type { Logger } from "./log.ts";
 import { type FeedEvent, ManagerUnavailableError } from "./manager_client.ts";

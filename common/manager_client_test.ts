@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock, settle } from "./_fake_clock.ts";
+import { FakeClock, settle } from "./clock_fake.ts";
 import {
   ManagerClient,
   ManagerError,

@@ -10,7 +10,7 @@
  */
 import { parseArgs } from "node:util";
 import { run } from "@knitter/common";
-import { buildPlugin } from "../plugin/build.ts";
+import { buildPlugin } from "@knitter/plugin/build";
 import { BINARIES, type Binary, compileArgs, PLUGIN } from "./binaries.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname.replace(/\/$/, "");

@@ -9,8 +9,7 @@
  * Everything is registered with a {@link Cleanup}, so it goes away even when a test fails.
  */
 import { run } from "@knitter/common";
-import type { OvsTarget } from "../agent/dataplane/ovs.ts";
-import { Ovs } from "../agent/dataplane/ovs.ts";
+import { Ovs, type OvsTarget } from "@knitter/agent/ovs";
 import { Cleanup, readPidfile, stopPid } from "./cleanup.ts";
 
 const VSWITCHD = "/usr/lib/openvswitch-switch/ovs-vswitchd";

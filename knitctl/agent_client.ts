@@ -5,7 +5,7 @@
  */
 import type { ExtraInterfaceView } from "@knitter/common";
 import type { TraceHop } from "@knitter/wasm";
-import type { VerifyView } from "../agent/dataplane/trace.ts";
+import type { VerifyView } from "@knitter/agent";
 import { CommandFailed } from "./errors.ts";
 
 export type { ExtraInterfaceView };

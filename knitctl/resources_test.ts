@@ -166,3 +166,22 @@ Deno.test("create network --delegate: each plugin's shape, the VF's PCI address 
     assert.throws(() => body(bad), /--delegate takes macvlan:MASTER\[:MODE\]/);
   }
 });
+
+Deno.test("README's create flags table: one row per resource that takes flags, naming each of its flags", async () => {
+  const readme = await Deno.readTextFile(new URL("./README.md", import.meta.url));
+  const section = readme.slice(readme.indexOf("\n## Create flags\n") + 1);
+  const table = section.slice(0, section.indexOf("\n## "));
+  const rows = [...table.matchAll(/^\| ([a-z]+) +\| (.*) \|$/gm)]
+    .map((m) => ({ kind: m[1], flags: [...m[2].matchAll(/`--([a-z0-9-]+)/g)].map((f) => f[1]) }))
+    .filter((r) => r.kind !== "resource");
+  const kinds = rows.map((r) => r.kind);
+  assert.deepEqual(kinds, [...new Set(kinds)], "no resource has two rows");
+  const documented = Object.fromEntries(rows.map((r) => [r.kind, [...new Set(r.flags)].sort()]));
+  const taken = Object.fromEntries(
+    RESOURCES.filter((r) => r.create.flags.length > 0).map((r) => [
+      r.kind,
+      [...r.create.flags].sort(),
+    ]),
+  );
+  assert.deepEqual(documented, taken);
+});

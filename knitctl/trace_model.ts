@@ -8,7 +8,7 @@
  */
 import type { NodeInfo, Port, RouterInfo, SecurityGroup } from "@knitter/common";
 import { flowRoutes, portIps, routedNetworks } from "@knitter/common";
-import { aclsOf } from "../agent/dataplane/acl_model.ts";
+import { aclsOf } from "@knitter/agent/acl_model";
 import {
   compileFlows,
   flowGateways,

@@ -28,7 +28,7 @@ import { dump, must, net, type TestApp, testApp, TOKEN } from "./test_support.ts
 import type { TokenConfig } from "./auth.ts";
 
 const env = (name: string) => Deno.env.get(name);
-/** On etcd (tests/etcd_api_test.ts) every store call is an HTTP request: fewer, shorter runs. */
+/** On etcd (tests/etcd_api_N_test.ts) every store call is an HTTP request: fewer, shorter runs. */
 const ON_ETCD = env("KNITTER_TEST_ETCD_ENDPOINTS") !== undefined;
 const RUNS = Number(env("KNITTER_FUZZ_RUNS") ?? (ON_ETCD ? 6 : 40));
 const TIME_MS = Number(env("KNITTER_FUZZ_MS") ?? (ON_ETCD ? 4000 : 8000));

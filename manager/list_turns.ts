@@ -16,8 +16,7 @@
  * @module
  */
 import { setImmediate } from "node:timers";
-import { type Clock, systemClock } from "../common/backoff.ts";
-import { Mutex } from "../common/mutex.ts";
+import { type Clock, Mutex, systemClock } from "@knitter/common";
 
 /** Entries a list reads at once before it gives way (the store's page: store.ts, ListOptions). */
 export const LIST_PAGE = 100;

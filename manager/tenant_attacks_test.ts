@@ -1,7 +1,7 @@
 /**
  * Issue 15, one test per hole: each is written as the hostile tenant's requests, then asserts the
  * refusal (a clear 4xx in the one error shape), that nothing changed, and that the victim is unharmed.
- * These run on Deno KV here and on a real etcd in tests/etcd_api_test.ts.
+ * These run on Deno KV here and on a real etcd in tests/etcd_api_N_test.ts.
  */
 import assert from "node:assert/strict";
 import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";

@@ -4,12 +4,12 @@
  *
  * With KNITTER_TEST_ETCD_ENDPOINTS set, every app sits on etcd instead, each under a key prefix of
  * its own (one per `path`, so that reopening a path finds its state): the same tests then prove the
- * etcd backend (tests/etcd_api_test.ts runs them so).
+ * etcd backend (tests/etcd_api_N_test.ts run them so, in shards).
  */
 import assert from "node:assert/strict";
 import type { Hono } from "hono";
 import { createApp, createContext, openKvStore, type Store, TokenTable } from "./mod.ts";
-import type { RequestLimits } from "./app.ts";
+import type { AppOptions, RequestLimits } from "./app.ts";
 import type { TokenConfig } from "./auth.ts";
 import { ADMIN_TENANT } from "./server.ts";
 import type { Ctx } from "./service/context.ts";
@@ -80,6 +80,8 @@ export interface TestAppOptions {
   /** Tenants created up front (besides the built-in admin tenant). */
   tenants?: string[];
   limits?: Partial<RequestLimits>;
+  /** Budgets of requests per role, over the defaults (fairness.ts). */
+  fairness?: AppOptions["fairness"];
   /** Quarantine of released addresses and MACs (service/quarantine.ts); 0 (none) when absent. */
   quarantineSeconds?: number;
   /** Address history retention (service/history.ts); 0 (no history) when absent. */
@@ -114,6 +116,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
       ...options.tokens ?? [],
     ]),
     limits: options.limits,
+    fairness: options.fairness,
     onInternalError: (err) => {
       internal.push(err);
       console.error("internal error in test app:", err);

@@ -13,9 +13,8 @@
  */
 import { parseArgs } from "node:util";
 import { run } from "@knitter/common";
-import { Cleanup, pidAlive, randomHex, stopPid } from "../devstack/cleanup.ts";
-import { startStack } from "../devstack/stack.ts";
-import { buildPlugin } from "../plugin/build.ts";
+import { Cleanup, pidAlive, randomHex, startStack, stopPid } from "@knitter/devstack";
+import { buildPlugin } from "@knitter/plugin/build";
 
 const ROOT = new URL("../", import.meta.url).pathname.replace(/\/$/, "");
 const MANIFEST = "stack.json";

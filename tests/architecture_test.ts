@@ -13,6 +13,7 @@
  */
 import assert from "node:assert/strict";
 import { FLOW_TABLES } from "../wasm/pipeline.ts";
+import { NEEDS_SYSTEM } from "./run.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const DOC = await Deno.readTextFile(`${ROOT}docs/architecture.md`);
@@ -106,6 +107,10 @@ async function importsOf(dir: string): Promise<Import[]> {
 
 function isTest(path: string): boolean {
   return /(_test|test_support)\.ts$/.test(path) || path.includes("/testdata/");
+}
+
+function isBench(path: string): boolean {
+  return path.includes("/bench/");
 }
 
 const members: string[] = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).workspace
@@ -329,6 +334,51 @@ function exportedParams(text: string): { name: string; params: string[] }[] {
   return out;
 }
 
+/**
+ * A member's code (not its tests, test support or benchmarks; not tests/, the cross-component
+ * tests) reaches another member only as `@knitter/NAME` or `@knitter/NAME/ENTRY`, what that
+ * member's deno.json exports: its mod.ts, or a named entry kept light for callers that must not
+ * load the whole member (`@knitter/common/metrics`, `@knitter/agent/ovs`).
+ */
+Deno.test("architecture: code reaches another member only through what its deno.json exports", async () => {
+  const broken: string[] = [];
+  for (const member of [...members, "scripts"]) {
+    if (member === "tests") continue;
+    for (const imp of await importsOf(member)) {
+      const target = imp.to?.split("/")[0];
+      if (target === undefined || target === member || isTest(imp.from) || isBench(imp.from)) {
+        continue;
+      }
+      if (!imp.specifier.startsWith("@knitter/")) {
+        broken.push(`${imp.from} imports ${imp.specifier}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+});
+
+Deno.test("architecture: the quick run leaves out the members' tests that start nodes, OVS or etcd", async () => {
+  const system = new Set<string>();
+  for (const member of members.filter((m) => m !== "tests")) {
+    for (const imp of await importsOf(member)) {
+      const to = imp.to ?? imp.specifier;
+      const starts = to.startsWith("devstack/") || to.endsWith("store/etcd_test_support.ts");
+      if (starts && imp.from.endsWith("_test.ts")) system.add(imp.from);
+    }
+  }
+  const unlisted = [...system].filter((f) => !NEEDS_SYSTEM.includes(f));
+  assert.deepEqual(unlisted, [], "tests/run.ts's NEEDS_SYSTEM lists them");
+});
+
+/** Every source file of the members and scripts/, as paths from the root. */
+async function allSources(): Promise<string[]> {
+  const out: string[] = [];
+  for (const member of [...members, "scripts"]) {
+    for await (const file of sources(`${ROOT}${member}`)) out.push(file.slice(ROOT.length));
+  }
+  return out;
+}
+
 Deno.test("architecture: the manager's ports are reached through service/ports/mod.ts; no exported service function takes more than three parameters", async () => {
   const reachIn: string[] = [];
   for (const imp of await importsOf("manager")) {
@@ -486,4 +536,22 @@ Deno.test("architecture: one place in the agent runs a delegate CNI plugin, and 
   const crd = await Deno.readTextFile(`${ROOT}deploy/crds/networks.yaml`);
   const listed = crd.match(/plugin:\s*\n\s*type: string\s*\n\s*enum: \[([^\]]+)\]/)?.[1];
   assert.deepEqual(listed?.split(",").map((s) => s.trim()).sort(), api);
+});
+
+Deno.test("architecture: every benchmark is in its member's bench/ folder", async () => {
+  const astray: string[] = [];
+  for (const path of await allSources()) {
+    const bench = path.endsWith("_bench.ts") ||
+      /^\s*Deno\.bench\(/m.test(await Deno.readTextFile(`${ROOT}${path}`));
+    if (bench && !/^[a-z]+\/bench\/[a-z0-9_]+\.ts$/.test(path)) astray.push(path);
+  }
+  assert.deepEqual(astray, []);
+});
+
+Deno.test("architecture: a test double is named <concept>_fake.ts", async () => {
+  const misnamed = (await allSources()).filter((path) => {
+    const name = path.split("/").pop()!;
+    return /fake|double|stub|mock/.test(name) && !/^[a-z0-9]+(_[a-z0-9]+)*_fake\.ts$/.test(name);
+  });
+  assert.deepEqual(misnamed, []);
 });

@@ -1,5 +1,5 @@
 /**
- * The WASM bitmap against its plain TypeScript twin: runs wasm/bitmap_bench.ts under `deno bench`
+ * The WASM bitmap against its plain TypeScript twin: runs wasm/bench/bitmap_bench.ts under `deno bench`
  * (which keeps the two implementations' benchmark code apart, so that neither is penalised by V8's
  * inlining of the other) and reads its JSON.
  */
@@ -17,7 +17,7 @@ interface BenchJson {
 export async function bitmapFigures(): Promise<BitmapFigures[]> {
   const root = new URL("../../", import.meta.url).pathname;
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bench", "--allow-read", "--json", "wasm/bitmap_bench.ts"],
+    args: ["bench", "--allow-read", "--json", "wasm/bench/bitmap_bench.ts"],
     cwd: root,
     stdout: "piped",
     stderr: "piped",

@@ -2,7 +2,7 @@
  * The flow compiler and a full flow resync on a real Open vSwitch.
  *
  * - compileFlows (WASM) against compileFlowsTs (the same source as plain JavaScript):
- *   wasm/flows_bench.ts run under `deno bench --json` (a process of its own, so that V8 does not
+ *   wasm/bench/flows_bench.ts run under `deno bench --json` (a process of its own, so that V8 does not
  *   mix the two), read back.
  * - Full resync: a node model with N local ports (and as many remote ones), the first flow sync of
  *   a freshly started agent (the agent's Dataplane, from compile to bundle, on a private userspace
@@ -34,7 +34,7 @@ interface BenchJson {
 
 export async function compileFigures(): Promise<CompileFigures[]> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bench", "--allow-read", "--json", "wasm/flows_bench.ts"],
+    args: ["bench", "--allow-read", "--json", "wasm/bench/flows_bench.ts"],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

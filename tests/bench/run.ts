@@ -65,7 +65,7 @@ let policy: Awaited<ReturnType<typeof policyAddFigures>>;
     seconds: quick ? 3 : 5,
   });
 }
-log("flow compiler: deno bench wasm/flows_bench.ts");
+log("flow compiler: deno bench wasm/bench/flows_bench.ts");
 const compile = await compileFigures();
 
 /** What each kind of call cost in a traced burst, against the same call one pod at a time. */

@@ -1,15 +1,15 @@
 /**
  * WASM vs TS OpenFlow rule compiler on node-sized models.
- * Run: deno bench --allow-read wasm/flows_bench.ts — the TS engine (the same AssemblyScript source
+ * Run: deno bench --allow-read wasm/bench/flows_bench.ts — the TS engine (the same AssemblyScript source
  * run as plain JavaScript) is the baseline, so each group's summary says how many times faster the
  * WASM compiler is.
  *
  * Model: N local ports spread over 20 networks (14 vxlan, 4 vlan on one physnet, 2 flat), one
  * IPv4 each and an IPv6 on every fourth; as many remote ports on 50 other nodes.
  */
-import { compileFlows, compileFlowsTs } from "./flows.ts";
-import type { FlowInput, FlowNetwork } from "./flow_input.ts";
-import { mulberry32 } from "./mulberry32.ts";
+import { compileFlows, compileFlowsTs } from "../flows.ts";
+import type { FlowInput, FlowNetwork } from "../flow_input.ts";
+import { mulberry32 } from "../mulberry32.ts";
 
 const NETWORKS = 20;
 const NODES = 50;

@@ -8,8 +8,8 @@
  *
  * @module
  */
-import type { Bitmap } from "./bitmap.ts";
-import { mulberry32 } from "./mulberry32.ts";
+import type { Bitmap } from "../bitmap.ts";
+import { mulberry32 } from "../mulberry32.ts";
 
 const SIZE = 65536;
 
