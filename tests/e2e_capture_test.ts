@@ -126,6 +126,29 @@ Deno.test("e2e capture: knitctl capture writes a pcap tcpdump reads, with the po
     },
   );
 
+  await t.step("--direction out: only what the pod sends", async () => {
+    const file = `${dir}/out.pcap`;
+    let done: KnitctlRun | undefined;
+    const capturing = ctl(["-t", "acme", "capture", ...target, "--direction", "out", "-c", "4"]
+      .concat(["--seconds", "60", "--filter", "icmp", "-w", file])).then((r) => done = r);
+    try {
+      while (!done) {
+        await run(["ping", "-c", "2", "-i", "0.2", ips.server], {
+          netns: client.netns,
+          check: false,
+        });
+      }
+    } finally {
+      await capturing;
+    }
+    expectExit(done!, 0, "capture of what the pod sends");
+    const lines = await readBack(file);
+    assert.equal(lines.length, 4);
+    for (const l of lines) {
+      assert.match(l, new RegExp(`IP ${ips.client} > ${ips.server}: ICMP echo request`));
+    }
+  });
+
   await t.step("a bad filter: a 400 that names it and what tcpdump says, no file", async () => {
     const file = `${dir}/bad.pcap`;
     const r = expectExit(
@@ -139,16 +162,16 @@ Deno.test("e2e capture: knitctl capture writes a pcap tcpdump reads, with the po
   });
 
   await t.step(
-    "the seconds bound (admin token): a quiet capture ends with no packets",
+    "the seconds bound (admin token, the port found by --pod): a quiet capture, no packets",
     async () => {
       const file = `${dir}/quiet.pcap`;
       const r = expectExit(
-        await ctl(["-t", "acme", "capture", ...target, "--seconds", "1", "--filter", "udp port 9"]
-          .concat(["-w", file])),
+        await ctl(["-t", "acme", "capture", "--node", "n1", "--pod", "acme/client"]
+          .concat(["--seconds", "1", "--filter", "udp port 9", "-w", file])),
         0,
         "a capture nothing matches",
       );
-      assert.match(r.stdout, /^0 packets of /);
+      assert.equal(r.stdout, `0 packets of acme/data/${portId} written to ${file}\n`, "--pod");
       assert.deepEqual(await readBack(file), []);
     },
   );
