@@ -41,11 +41,22 @@ async function setUp(cleanup: Cleanup): Promise<{ app: Hono; ports: Record<strin
     cidr: "10.70.0.0/24",
     gateway: "10.70.0.1",
   });
+  // A public network of acme's, where globex has a port of the same ID as acme's (IDs are per tenant).
+  await admin.request("POST", "/api/v1/tenants/acme/networks", {
+    name: "pub",
+    cidr: "10.71.0.0/24",
+    gateway: "10.71.0.1",
+    public: true,
+  });
   const ports: Record<string, Port> = {};
   for (const [id, node] of [["here", "n1"], ["ext", "n1"], ["gone", "n1"], ["there", "n2"]]) {
     const c = client(node === "n1" ? TOKENS.n1 : TOKENS.n2);
     await c.registerNode(node, node === "n1" ? "192.0.2.1" : "192.0.2.2");
     ports[id] = await c.putPort("acme", "data", id, { node });
+  }
+  const n1 = client(TOKENS.n1);
+  for (const tenant of ["acme", "globex"]) {
+    ports[`${tenant}-shared`] = await n1.putPort(tenant, "pub", "shared", { node: "n1" });
   }
   const state = await AgentState.open(":memory:");
   cleanup.defer(() => Promise.resolve(state.close()));
@@ -69,6 +80,25 @@ async function setUp(cleanup: Cleanup): Promise<{ app: Hono; ports: Record<strin
       }],
     });
   }
+  // Only acme's port of the two on the public network is on this node.
+  await state.putAttachment({
+    containerId: "c-acme-shared",
+    ifName: "eth0",
+    netns: "/var/run/netns/acme-shared",
+    tenant: "acme",
+    status: "ready",
+    createdAt: new Date().toISOString(),
+    interfaces: [{
+      ifName: "eth0",
+      hostIfName: "knshared",
+      portId: "shared",
+      tenant: "acme",
+      network: "pub",
+      port: ports["acme-shared"],
+      cookie: 2,
+      defaultRoute: true,
+    }],
+  });
   const app = new Hono();
   mountCaptureRoutes(app, {
     nodeName: "n1",
@@ -164,6 +194,16 @@ Deno.test("capture route: every refusal before tcpdump says why, with the status
     assert.equal(r.status, status, `${what}: ${r.message}`);
     assert.match(r.message, message, what);
   }
+});
+
+Deno.test("capture route, attack: globex's own port of an ID is not acme's port of that ID on a public network", async () => {
+  await using cleanup = new Cleanup();
+  const { app, ports } = await setUp(cleanup);
+  assert.equal(ports["globex-shared"].tenant, "globex");
+  // The manager answers globex's token with globex's own port "shared"; the agent holds acme's.
+  const r = await ask(app, { tenant: "acme", network: "pub", port: "shared" }, TOKENS.globex);
+  assert.equal(r.status, 403, r.message);
+  assert.match(r.message, /no interface of this node's agent holds it/);
 });
 
 Deno.test("capture route: the manager away is a 503 that says so", async () => {

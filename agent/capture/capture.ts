@@ -4,6 +4,7 @@
  * own token: a port it shows that token, bound to this node and attached here by this agent.
  */
 import { type Logger, type ManagerClient, ManagerError, type Port, run } from "@knitter/common";
+import { portKey } from "../dataplane/port_key.ts";
 import type { AgentState } from "../state.ts";
 
 /** What a caller asks for; the bounds are in CAPTURE_LIMITS. */
@@ -109,8 +110,11 @@ async function allowedPort(deps: CaptureDeps, token: string, req: CaptureRequest
 /** The host veth of the port's interface on this node, or why there is none to capture. */
 function hostInterface(deps: CaptureDeps, req: CaptureRequest, port: Port): string {
   const name = `${req.tenant}/${req.network}/${req.port}`;
+  // The port the manager showed this token, by its owner: on a public network a tenant's port of
+  // an ID is never another tenant's port of that ID, whatever path the request named.
+  const key = portKey(port);
   const found = [...deps.state.attachmentsView()].flatMap((a) => a.interfaces).find((i) =>
-    i.tenant === req.tenant && i.network === req.network && i.portId === req.port
+    i.port !== undefined && portKey(i.port) === key
   );
   if (!found) {
     throw new CaptureRefused(
