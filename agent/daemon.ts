@@ -19,6 +19,7 @@ import { FlowJournal } from "./dataplane/flow_journal.ts";
 import { mountFlowRoutes } from "./server/flow_routes.ts";
 import { traceDeps } from "./dataplane/trace.ts";
 import { mountTraceRoutes } from "./server/trace_routes.ts";
+import { mountCaptureRoutes } from "./server/capture_routes.ts";
 import { Healer } from "./dataplane/healer.ts";
 import { HostPorts } from "./dataplane/host_ports.ts";
 import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
@@ -181,6 +182,17 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const app = agentApp({ attacher, notReady: () => notReady, log, extra, metrics });
   mountFlowRoutes(app, healer);
   mountTraceRoutes(app, traceDeps({ config, state, remote, dataplane, ovs, healer }));
+  // A capture asks the manager with the caller's token, never the node's: its scope is the caller's.
+  mountCaptureRoutes(app, {
+    nodeName: config.nodeName,
+    state,
+    managerAs: (token) =>
+      new ManagerClient(config.manager.url.replace(/\/$/, ""), token, {
+        caPem: ca,
+        socket: config.manager.socket,
+      }),
+    log,
+  });
   const server = await serveUnix(config.socket, app.fetch, { privateDir: true });
   log.info("serving the plugin", { socket: config.socket });
   const checks = config.health ? agentProbeChecks(config.socket) : undefined;

@@ -43,6 +43,8 @@ export interface StackOptions {
    * the default cluster's.
    */
   clusters?: StackCluster[];
+  /** More manager tokens (manager/auth.ts TokenConfig), besides the admin's and the nodes'. */
+  tokens?: { token: string; scope: string; tenant?: string }[];
 }
 
 export interface StackCluster {
@@ -135,6 +137,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
           scope: "monitor",
           cluster,
         })),
+        ...opts.tokens ?? [],
       ],
       vniRanges: ["5000-5999"],
       logLevel: opts.logLevel ?? "warn",

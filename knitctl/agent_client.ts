@@ -90,6 +90,29 @@ export async function verifyOnAgent(socket: string): Promise<AgentVerifyView> {
   });
 }
 
+/** What `knitctl capture` asks of the agent (POST /v1/capture); the agent's bounds apply. */
+export interface CaptureRequest {
+  tenant: string;
+  network: string;
+  port: string;
+  packets?: number;
+  seconds?: number;
+  filter?: string;
+  direction?: "both" | "in" | "out";
+}
+
+/** A pcap file of the port's traffic, taken by its node's agent with the caller's `token`. */
+export async function captureOnAgent(
+  socket: string,
+  token: string,
+  req: CaptureRequest,
+): Promise<Uint8Array> {
+  return await call(socket, "POST", req, `Cannot capture port ${req.port}`, {
+    path: "/v1/capture",
+    api: "capture API",
+  }, { token, bytes: true });
+}
+
 /** The agent's answer to GET /v1/verify (a type only: nothing of the agent is loaded). */
 export type AgentVerifyView = VerifyView;
 
@@ -99,6 +122,8 @@ async function call<T>(
   body: unknown,
   what: string,
   at = { path: "/v1/interfaces", api: "extra-interface API" },
+  /** `token`: the caller's, for the agent to ask the manager with; `bytes`: a binary answer. */
+  opts: { token?: string; bytes?: boolean } = {},
 ): Promise<T> {
   await requireSocket(socket);
   const client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
@@ -106,10 +131,11 @@ async function call<T>(
   try {
     res = await fetch(`http://agent${at.path}`, {
       method,
-      ...(body === undefined ? {} : {
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }),
+      headers: {
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       client,
     });
   } catch (err) {
@@ -120,6 +146,7 @@ async function call<T>(
     );
   }
   try {
+    if (res.ok && opts.bytes) return new Uint8Array(await res.arrayBuffer()) as T;
     const text = await res.text();
     let parsed: { error?: { code?: string; message?: string } } | undefined;
     try {

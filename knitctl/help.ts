@@ -22,6 +22,10 @@ const SUMMARY: Record<string, [string, string]> = {
     "trace --src PORT|IP --dst IP [flags]",
     "what each node's pipeline does with a packet: flows matched, where it goes, why dropped",
   ],
+  capture: [
+    "capture --network NET --port ID -w FILE [flags]",
+    "a pcap of one port's traffic (N packets or S seconds, a BPF filter), through its node's agent",
+  ],
   verify: [
     "verify node NAME",
     "a node's flows, OVS ports, agent state and manager ports against each other (exit 1: differ)",
@@ -96,6 +100,16 @@ const EXTRA: Record<string, string[]> = {
     "the pod sent from another address. An address nobody has: its ARP request is traced.",
     "",
     "Example: knitctl trace --src acme/blue/web-1 --dst 10.1.0.7 --proto tcp --dport 443",
+  ],
+  capture: [
+    "",
+    "The port's node's agent runs tcpdump on the port's veth until -c N packets (default 100, at",
+    "most 10000) or --seconds S (default 10, at most 300), whichever comes first, and knitctl",
+    "writes the pcap file (tcpdump -r, Wireshark). The agent asks the manager with your token:",
+    "only your tenant's ports (any with an admin token). --pod NS/NAME (--ifname IF) finds the",
+    "port; --direction in|out|both is the pod's view. Run it on the port's node, or --stack/--node.",
+    "",
+    "Example: knitctl capture --network blue --port web-1 -c 50 --filter 'tcp port 80' -w web.pcap",
   ],
   verify: [
     "",

@@ -6,6 +6,7 @@ import { parseCommandLine } from "./args.ts";
 import { attach, detach } from "./attach.ts";
 import { flows } from "./flows.ts";
 import { trace } from "./trace.ts";
+import { capture } from "./capture.ts";
 import { verify } from "./verify.ts";
 import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
@@ -22,6 +23,7 @@ const VERBS = [
   "detach",
   "flows",
   "trace",
+  "capture",
   "verify",
   "history",
   "version",
@@ -82,6 +84,9 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "trace":
         await trace(c);
+        break;
+      case "capture":
+        await capture(c);
         break;
       case "verify":
         await verify(c);

@@ -555,3 +555,23 @@ Deno.test("architecture: a test double is named <concept>_fake.ts", async () => 
   });
   assert.deepEqual(misnamed, []);
 });
+
+/**
+ * knitctl capture (issue 30): one module of the agent runs tcpdump (agent/capture/capture.ts),
+ * through common/run.ts, and it asks the manager with the caller's token (managerAs), never with
+ * the node's client: a node token sees every port, so the port would never be refused.
+ */
+Deno.test("architecture: one place in the agent runs tcpdump, through run.ts, with the caller's token", async () => {
+  const HOME = "agent/capture/capture.ts";
+  const capturers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/"tcpdump"/.test(await Deno.readTextFile(file))) capturers.push(path);
+  }
+  assert.deepEqual(capturers, [HOME]);
+  const text = await Deno.readTextFile(`${ROOT}${HOME}`);
+  assert.match(text, /\brun\(argv\b/, "through run.ts");
+  assert.doesNotMatch(text, /Deno\.Command/);
+  assert.match(text, /deps\.managerAs\(token\)/, "the manager asked with the caller's token");
+});

@@ -14,6 +14,7 @@ import {
   TraceRefused,
   type TraceRequest,
 } from "../dataplane/trace.ts";
+import { jsonBody } from "./json_body.ts";
 
 /** A MAC as the rest of knitter reads it (common/address.ts), canonical once parsed. */
 const Mac = z.string().max(64).refine((s) => parseMac(s) !== null, "a MAC xx:xx:xx:xx:xx:xx")
@@ -55,20 +56,10 @@ const TraceBody = z.strictObject({
 export function mountTraceRoutes(app: Hono, deps: TraceDeps): void {
   const inspector = new NodeInspector(deps);
   app.post("/v1/trace", async (c) => {
-    let body: unknown;
+    const body = await jsonBody(c, TraceBody, "trace request");
+    if ("refused" in body) return body.refused;
     try {
-      body = await c.req.json();
-    } catch {
-      return c.json({ error: { code: "bad_request", message: "The body is not JSON" } }, 400);
-    }
-    const parsed = TraceBody.safeParse(body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const message = `Malformed trace request: ${issue.path.join(".")}: ${issue.message}`;
-      return c.json({ error: { code: "bad_request", message } }, 400);
-    }
-    try {
-      return c.json(await inspector.trace(parsed.data as TraceRequest));
+      return c.json(await inspector.trace(body.data as TraceRequest));
     } catch (err) {
       const message = `Cannot trace the packet: ${(err as Error).message ?? err}`;
       if (err instanceof TraceRefused) {
