@@ -528,7 +528,7 @@ Deno.test("console: a tenant's routers, security groups and whole topology as on
     assert.deepEqual(
       await texts(page, `${coreRow} li.router-network`),
       core.networks.map((n: { name: string; cidr: string; gateway: string }) =>
-        `${n.name} (${n.cidr}) via ${n.gateway}`
+        `${n.name} (${n.cidr}), gateway ${n.gateway}`
       ),
     );
     assert.deepEqual(
@@ -606,6 +606,12 @@ Deno.test("console: a tenant's routers, security groups and whole topology as on
       r.getAttribute("x")
     );
     assert.deepEqual(ends, [String(netBox[0]), routerBox]);
+    const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+    if (saveTo) {
+      const shot = await page.locator(TENANT_PICTURE).screenshot();
+      await Deno.writeFile(`${saveTo}/tenant_topology.png`, shot);
+      await Deno.writeFile(`${saveTo}/routers.png`, await page.locator("#routers").screenshot());
+    }
     for (const word of ["globex", "vault", "secret", "hidden", "spy"]) {
       assert.ok(!(await bodyText(page)).includes(word), `the page shows "${word}" of globex`);
     }

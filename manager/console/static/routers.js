@@ -11,7 +11,7 @@ function networkList(r) {
       h(
         "li",
         { class: "router-network", "data-network": n.name },
-        `${n.name} (${n.cidr}) via ${n.gateway}`,
+        `${n.name} (${n.cidr}), gateway ${n.gateway}`,
       )
     ),
   );
