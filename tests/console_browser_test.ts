@@ -95,6 +95,20 @@ async function submitToken(page: Page, token: string): Promise<void> {
   await page.locator("#live[data-state=live]").waitFor();
 }
 
+/** The views a tenant's token shows, in page order; an admin's has "Clusters and nodes" too. */
+const TENANT_VIEWS = [
+  "Tenants",
+  "Networks",
+  "Routers",
+  "Security groups",
+  "Ports by node",
+  "Topology",
+];
+
+/** The one pod's diagram and the tenant's whole picture in the topology section. */
+const POD_TITLE = "#topology svg.topology:not(.tenant-topology) .pod-box text.title";
+const TENANT_PICTURE = "#topology svg.tenant-topology";
+
 /** The texts of the elements a selector finds. */
 function texts(page: Page, selector: string): Promise<string[]> {
   return page.locator(selector).allTextContents();
@@ -139,15 +153,10 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
       (r) => requests.push({ url: r.url(), authorization: r.headers().authorization }),
     );
 
-    // What a person looks for: the title, who is logged in, the four views.
+    // What a person looks for: the title, who is logged in, the views (a tenant's: no clusters).
     assert.equal(await page.locator("h1").textContent(), "Knitter console");
     assert.equal(await page.locator("#who").textContent(), "tenant acme");
-    assert.deepEqual(await texts(page, "#views h2"), [
-      "Tenants",
-      "Networks",
-      "Ports by node",
-      "Topology",
-    ]);
+    assert.deepEqual(await texts(page, "#views h2"), TENANT_VIEWS);
     assert.deepEqual(await texts(page, "#tenants tbody tr td:first-child"), ["acme"]);
 
     // Its networks, with bars of their pools; nothing of globex anywhere on the page.
@@ -206,8 +215,8 @@ Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's
 
     // The topology of pod acme/edge: two interfaces, each linked to its network.
     await page.selectOption("#pod-picker", "acme/edge");
-    const topology = page.locator("#topology svg.topology");
-    assert.deepEqual(await texts(page, "#topology .pod-box text.title"), ["acme/edge"]);
+    const topology = page.locator("#topology svg.topology:not(.tenant-topology)");
+    assert.deepEqual(await texts(page, POD_TITLE), ["acme/edge"]);
     assert.deepEqual(
       await topology.locator("g.iface").evaluateAll((els) =>
         els.map((e) => e.getAttribute("data-interface"))
@@ -399,7 +408,10 @@ Deno.test("console: what a tenant named is shown as text, and the page runs no i
       `acme/${XSS_POD}`,
     );
     assert.deepEqual(await texts(page, "#pod-picker option"), [`acme/${XSS_POD}`]);
-    assert.deepEqual(await texts(page, "#topology .pod-box text.title"), [`acme/${XSS_POD}`]);
+    assert.deepEqual(await texts(page, POD_TITLE), [`acme/${XSS_POD}`]);
+    assert.deepEqual(await texts(page, TENANT_PICTURE + " .pod-box text.title"), [
+      `acme/${XSS_POD}`,
+    ]);
     assert.equal(await page.locator("img").count(), 0, "no img element was made");
     assert.equal(await page.locator("#views script").count(), 0, "no script element was made");
     assert.equal(await page.evaluate(() => Reflect.get(globalThis, "__xss")), undefined);
@@ -413,5 +425,343 @@ Deno.test("console: what a tenant named is shown as text, and the page runs no i
       return window.__inline;
     })()`);
     assert.equal(ran, undefined, "an inline script ran");
+  });
+});
+
+/** An attribute of every element a selector finds, in page order. */
+function attrs(page: Page, selector: string, name: string): Promise<(string | null)[]> {
+  return page.locator(selector).evaluateAll(
+    (els, name) => els.map((e) => e.getAttribute(name)),
+    name,
+  );
+}
+
+/** The links of the tenant's picture: "kind from->to". */
+function pictureLinks(page: Page): Promise<string[]> {
+  return page.locator(`${TENANT_PICTURE} line.link`).evaluateAll((els) =>
+    els.map((e) =>
+      `${e.getAttribute("class")?.split(" ")[1]} ${e.getAttribute("data-from")}->${
+        e.getAttribute("data-to")
+      }`
+    )
+  );
+}
+
+/** The text of the page's body: what a person could read on it. */
+async function bodyText(page: Page): Promise<string> {
+  return await page.locator("body").textContent() ?? "";
+}
+
+Deno.test("console: a tenant's routers, security groups and whole topology as one picture, live, its own only", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    await api("POST", "tenants", { body: { name: "globex" } });
+    await api("PUT", "nodes/n1", { body: { underlayIp: "192.0.2.1" } });
+    await api("POST", "tenants/acme/security-groups", {
+      token: ACME,
+      body: {
+        name: "web",
+        description: "the web tier",
+        rules: [
+          { direction: "ingress", protocol: "tcp", ports: "80", peer: { cidr: "10.0.0.0/8" } },
+          { direction: "egress", protocol: "any" },
+        ],
+      },
+    });
+    await api("POST", "tenants/acme/security-groups", { token: ACME, body: { name: "db" } });
+    // front's ports that name no group are in web: members through the network.
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "front", cidr: "10.1.0.0/24", gateway: "10.1.0.1", securityGroups: ["web"] },
+    });
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "back", cidr: "10.2.0.0/24", gateway: "10.2.0.1" },
+    });
+    // ops is on no router yet: the picture shows it alone until one connects it.
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "ops", cidr: "10.3.0.0/24", gateway: "10.3.0.1" },
+    });
+    const port = (net: string, id: string, pod: string, ifname: string, extra = {}) =>
+      api("PUT", `tenants/acme/networks/${net}/ports/${id}`, {
+        body: { node: "n1", pod: { namespace: "acme", name: pod }, interface: ifname, ...extra },
+      });
+    await port("front", "web-eth0", "web", "eth0");
+    await port("back", "web-net1", "web", "net1");
+    const db = await port("back", "db-eth0", "db", "eth0", { securityGroups: ["web"] });
+    const dbIp = db.address.split("/")[0];
+    const core = await api("POST", "tenants/acme/routers", {
+      token: ACME,
+      body: {
+        name: "core",
+        networks: ["front", "back"],
+        routes: [{ dst: "192.168.0.0/16", via: dbIp }],
+        description: "between the tiers",
+      },
+    });
+    // globex's own: none of it may show on acme's page.
+    await api("POST", "tenants/globex/security-groups", {
+      token: GLOBEX,
+      body: { name: "vault", rules: [{ direction: "ingress", protocol: "udp" }] },
+    });
+    await api("POST", "tenants/globex/networks", {
+      token: GLOBEX,
+      body: { name: "hidden", cidr: "10.9.0.0/24", gateway: "10.9.0.1" },
+    });
+    await api("POST", "tenants/globex/routers", {
+      token: GLOBEX,
+      body: { name: "secret", networks: ["hidden"] },
+    });
+    await api("PUT", "tenants/globex/networks/hidden/ports/spy-eth0", {
+      body: { node: "n1", pod: { namespace: "globex", name: "spy" }, interface: "eth0" },
+    });
+
+    const page = await logIn(env, ACME);
+    assert.deepEqual(await texts(page, "#views h2"), TENANT_VIEWS);
+    assert.deepEqual(await texts(page, "#views nav a"), TENANT_VIEWS);
+
+    // The router: its networks with the gateway it holds on each, its static route.
+    assert.deepEqual(await attrs(page, "#routers tr.router", "data-router"), ["core"]);
+    const coreRow = '#routers tr.router[data-router="core"]';
+    assert.deepEqual(
+      await texts(page, `${coreRow} li.router-network`),
+      core.networks.map((n: { name: string; cidr: string; gateway: string }) =>
+        `${n.name} (${n.cidr}), gateway ${n.gateway}`
+      ),
+    );
+    assert.deepEqual(
+      core.networks.map((n: { name: string }) => n.name).sort(),
+      ["back", "front"],
+    );
+    assert.deepEqual(await texts(page, `${coreRow} li.route`), [
+      `192.168.0.0/16 via ${dbIp}`,
+    ]);
+    assert.equal(
+      await page.locator(`${coreRow} td.description`).textContent(),
+      "between the tiers",
+    );
+
+    // The groups: their rules in words, and how many ports each applies to (web: web-eth0 by its
+    // network, db-eth0 by its own list; web-net1 is in none).
+    assert.deepEqual(await attrs(page, "#security-groups tr.security-group", "data-group"), [
+      "db",
+      "web",
+    ]);
+    const group = (name: string) => `#security-groups tr.security-group[data-group="${name}"]`;
+    assert.deepEqual(await texts(page, `${group("web")} li.rule`), [
+      "ingress tcp 80 from 10.0.0.0/8",
+      "egress any to any",
+    ]);
+    assert.equal(await page.locator(`${group("web")} td.members`).textContent(), "2");
+    assert.equal(await page.locator(`${group("db")} td.members`).textContent(), "0");
+    assert.equal(
+      await page.locator(`${group("db")} td:nth-child(3)`).textContent(),
+      "no rules: nothing allowed",
+    );
+
+    // The whole picture: pods, their interfaces, the networks, the router, each linked.
+    assert.equal(await page.locator("#tenant-picker").count(), 0, "a tenant picks no tenant");
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.pod-box`, "data-pod"), [
+      "acme/db",
+      "acme/web",
+    ]);
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.iface`, "data-interface"), [
+      "acme/db/eth0",
+      "acme/web/eth0",
+      "acme/web/net1",
+    ]);
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.net`, "data-network"), [
+      "acme/back",
+      "acme/front",
+      "acme/ops",
+    ]);
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.router-box`, "data-router"), [
+      "core",
+    ]);
+    assert.deepEqual(await pictureLinks(page), [
+      "pod-link acme/db->acme/db/eth0",
+      "pod-link acme/web->acme/web/eth0",
+      "pod-link acme/web->acme/web/net1",
+      "net-link acme/db/eth0->acme/back",
+      "net-link acme/web/eth0->acme/front",
+      "net-link acme/web/net1->acme/back",
+      "router-link acme/front->core",
+      "router-link acme/back->core",
+    ]);
+    assert.deepEqual(
+      await texts(page, `${TENANT_PICTURE} g.iface[data-interface="acme/db/eth0"] text`),
+      ["eth0", db.address],
+    );
+    // Each link starts at its box's right edge and ends at the next box's left edge.
+    const ends = await page.locator(`${TENANT_PICTURE} line.router-link`).first().evaluate((l) => [
+      l.getAttribute("x1"),
+      l.getAttribute("x2"),
+    ]);
+    const netBox = await page.locator(`${TENANT_PICTURE} g.net rect`).first().evaluate((r) => [
+      Number(r.getAttribute("x")) + Number(r.getAttribute("width")),
+    ]);
+    const routerBox = await page.locator(`${TENANT_PICTURE} g.router-box rect`).evaluate((r) =>
+      r.getAttribute("x")
+    );
+    assert.deepEqual(ends, [String(netBox[0]), routerBox]);
+    const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+    if (saveTo) {
+      const shot = await page.locator(TENANT_PICTURE).screenshot();
+      await Deno.writeFile(`${saveTo}/tenant_topology.png`, shot);
+      await Deno.writeFile(`${saveTo}/routers.png`, await page.locator("#routers").screenshot());
+    }
+    for (const word of ["globex", "vault", "secret", "hidden", "spy"]) {
+      assert.ok(!(await bodyText(page)).includes(word), `the page shows "${word}" of globex`);
+    }
+
+    // Live, without a reload: a new router, a group's new rule, a new member, a router deleted.
+    await page.evaluate(() => Object.assign(globalThis, { consoleMarker: "no reload" }));
+    await api("POST", "tenants/acme/routers", {
+      token: ACME,
+      body: { name: "edge", networks: ["ops"] },
+    });
+    await page.locator('#routers tr.router[data-router="edge"]').waitFor();
+    await page.locator(`${TENANT_PICTURE} g.router-box[data-router="edge"]`).waitFor();
+    assert.ok((await pictureLinks(page)).includes("router-link acme/ops->edge"));
+    await api("PUT", "tenants/acme/security-groups/db", {
+      token: ACME,
+      body: {
+        rules: [{ direction: "ingress", protocol: "tcp", ports: "5432", peer: { group: "web" } }],
+      },
+    });
+    await page.locator(`${group("db")} li.rule`, { hasText: "ingress tcp 5432 from group web" })
+      .waitFor();
+    await port("front", "web2-eth0", "web2", "eth0");
+    await page.locator(`${group("web")} td.members`, { hasText: "3" }).waitFor();
+    await page.locator(`${TENANT_PICTURE} g.pod-box[data-pod="acme/web2"]`).waitFor();
+    await api("DELETE", "tenants/acme/routers/core", { token: ACME });
+    await page.locator('#routers tr.router[data-router="core"]').waitFor({ state: "detached" });
+    await page.locator(`${TENANT_PICTURE} g.router-box[data-router="core"]`).waitFor({
+      state: "detached",
+    });
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.router-box`, "data-router"), ["edge"]);
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
+    assert.ok(!(await bodyText(page)).includes("globex"));
+
+    // globex's token: its own router, group and picture, nothing of acme's.
+    await page.click("#logout");
+    await submitToken(page, GLOBEX);
+    assert.deepEqual(await attrs(page, "#routers tr.router", "data-router"), ["secret"]);
+    assert.deepEqual(await attrs(page, "#security-groups tr.security-group", "data-group"), [
+      "vault",
+    ]);
+    assert.deepEqual(await texts(page, "#security-groups li.rule"), ["ingress udp from any"]);
+    assert.deepEqual(await attrs(page, `${TENANT_PICTURE} g.pod-box`, "data-pod"), ["globex/spy"]);
+    assert.ok(!(await bodyText(page)).includes("acme/"), "globex's page shows acme's");
+
+    // An admin picks the tenant whose picture it sees, and sees every tenant's routers.
+    await page.click("#logout");
+    await submitToken(page, ADMIN);
+    assert.deepEqual(await attrs(page, "#routers tr.router", "data-tenant"), ["acme", "globex"]);
+    assert.deepEqual(await texts(page, "#tenant-picker option"), ["acme", "admin", "globex"]);
+    await page.selectOption("#tenant-picker", "globex");
+    await page.locator(`${TENANT_PICTURE} g.router-box[data-router="secret"]`).waitFor();
+    assert.deepEqual(await pictureLinks(page), [
+      "pod-link globex/spy->globex/spy/eth0",
+      "net-link globex/spy/eth0->globex/hidden",
+      "router-link globex/hidden->secret",
+    ]);
+  });
+});
+
+Deno.test("console: an admin sees clusters and nodes with each agent's health, live; a tenant sees none", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    await api("POST", "clusters", {
+      body: { name: "west", description: "the west site", tenants: ["acme"], physnets: ["*"] },
+    });
+    await api("PUT", "nodes/n1", { body: { underlayIp: "192.0.2.1", labels: { zone: "a" } } });
+    const west = await api("PUT", "nodes/n2@west", { body: { underlayIp: "192.0.2.2" } });
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "blue", cidr: "10.1.0.0/24" },
+    });
+    const p1 = await api("PUT", "tenants/acme/networks/blue/ports/p1", {
+      body: { node: "n1", pod: { namespace: "acme", name: "a" }, interface: "eth0" },
+    });
+    // n2's agent leaves p1 out of its flows: another of its ports claims p1's MAC.
+    const item = {
+      networkId: p1.networkId,
+      tenant: "acme",
+      id: p1.id,
+      field: "mac",
+      value: p1.mac,
+      reason: "remote",
+    };
+    const kept = await api("PUT", "nodes/n2@west/conflicts", { body: { items: [item] } });
+    assert.equal(kept.items.length, 1);
+
+    const page = await logIn(env, ADMIN);
+    assert.deepEqual(await texts(page, "#views h2"), [
+      ...TENANT_VIEWS.slice(0, -1),
+      "Clusters and nodes",
+      "Topology",
+    ]);
+    // The default cluster is listed beside the registered one.
+    assert.deepEqual(await attrs(page, "#clusters tr.cluster", "data-cluster"), [
+      "default",
+      "west",
+    ]);
+    assert.deepEqual(await texts(page, '#clusters tr.cluster[data-cluster="west"] td'), [
+      "west",
+      "acme",
+      "none",
+      "*",
+      "in use",
+    ]);
+    assert.deepEqual(await attrs(page, "#clusters tr.cluster-node", "data-node"), [
+      "n1",
+      "n2@west",
+    ]);
+    const nodeRow = (name: string) => `#clusters tr.cluster-node[data-node="${name}"]`;
+    assert.deepEqual(await texts(page, `${nodeRow("n2@west")} td`), [
+      "n2@west",
+      "west",
+      "192.0.2.2",
+      west.registeredAt,
+      west.updatedAt,
+      "1 port left out of its flows",
+    ]);
+    assert.equal(
+      await page.locator(`${nodeRow("n1")} .health`).getAttribute("data-conflicts"),
+      "0",
+    );
+    assert.equal(await page.locator(`${nodeRow("n1")} td:nth-child(2)`).textContent(), "default");
+
+    // Live: a node registers, another refreshes its record, a report is cleared.
+    await page.evaluate(() => Object.assign(globalThis, { consoleMarker: "no reload" }));
+    await api("PUT", "nodes/n3", { body: { underlayIp: "192.0.2.3" } });
+    await page.locator(nodeRow("n3")).waitFor();
+    const again = await api("PUT", "nodes/n2@west", { body: { underlayIp: "192.0.2.22" } });
+    assert.notEqual(again.updatedAt, west.updatedAt);
+    await page.locator(`${nodeRow("n2@west")} td.last-refresh`, { hasText: again.updatedAt })
+      .waitFor();
+    assert.equal(await page.locator(`${nodeRow("n2@west")} td.addr`).textContent(), "192.0.2.22");
+    await api("PUT", "nodes/n2@west/conflicts", { body: { items: [] } });
+    await page.locator(`${nodeRow("n2@west")} .health[data-conflicts="0"]`).waitFor();
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
+
+    // A tenant's page has no clusters view and asks for none: no underlay, no cluster, no refusal.
+    await page.click("#logout");
+    const asked: string[] = [];
+    page.on("response", (r) => asked.push(`${r.status()} ${new URL(r.url()).pathname}`));
+    await submitToken(page, ACME);
+    assert.deepEqual(await texts(page, "#views h2"), TENANT_VIEWS);
+    assert.equal(await page.locator("#clusters").count(), 0);
+    const body = await bodyText(page);
+    for (const word of ["192.0.2", "west", "n2", "n3"]) {
+      assert.ok(!body.includes(word), `a tenant's page shows "${word}"`);
+    }
+    assert.deepEqual(await texts(page, "#ports .node h3"), ["Node n1 (1)"]);
+    assert.deepEqual(asked.filter((a) => !a.startsWith("200 ")), [], "a request was refused");
+    assert.ok(!asked.some((a) => a.includes("/clusters") || a.includes("/conflicts")));
   });
 });

@@ -19,6 +19,10 @@ import API_JS from "./static/api.js" with { type: "text" };
 import DOM_JS from "./static/dom.js" with { type: "text" };
 import VIEWS_JS from "./static/views.js" with { type: "text" };
 import TOPOLOGY_JS from "./static/topology.js" with { type: "text" };
+import TENANT_TOPOLOGY_JS from "./static/tenant_topology.js" with { type: "text" };
+import ROUTERS_JS from "./static/routers.js" with { type: "text" };
+import SECURITY_GROUPS_JS from "./static/security_groups.js" with { type: "text" };
+import CLUSTERS_JS from "./static/clusters.js" with { type: "text" };
 
 /**
  * Only the console's own files run and load: no inline script or style, no other origin, no
@@ -53,6 +57,10 @@ const FILES: Record<string, string> = {
   "dom.js": DOM_JS,
   "views.js": VIEWS_JS,
   "topology.js": TOPOLOGY_JS,
+  "tenant_topology.js": TENANT_TOPOLOGY_JS,
+  "routers.js": ROUTERS_JS,
+  "security_groups.js": SECURITY_GROUPS_JS,
+  "clusters.js": CLUSTERS_JS,
 };
 
 function mediaType(name: string): string {

@@ -41,18 +41,50 @@ export async function get(path, { signal } = {}) {
 
 const seg = encodeURIComponent;
 
-/** Everything the console shows, as the token may see it. */
-export async function loadAll() {
+/** Each tenant's list at `/api/v1/tenants/{tenant}/<what>`, flattened. */
+async function perTenant(tenants, what) {
+  const lists = await Promise.all(
+    tenants.map((t) => get(`/api/v1/tenants/${seg(t.name)}/${what}`).then((r) => r.items)),
+  );
+  return lists.flat();
+}
+
+/**
+ * What only an admin reads: the clusters, and for each node how many ports its agent last reported
+ * leaving out of its flows (a tenant token is refused both).
+ */
+async function loadInfra(nodes) {
+  const [clusters, reports] = await Promise.all([
+    get("/api/v1/clusters").then((r) => r.items),
+    Promise.all(nodes.map((n) => get(`/api/v1/nodes/${seg(n.name)}/conflicts`))),
+  ]);
+  const conflicts = Object.fromEntries(nodes.map((n, i) => [n.name, reports[i].items.length]));
+  return { clusters, conflicts };
+}
+
+/** Everything the console shows, as the token may see it (`session` from /console/session). */
+export async function loadAll(session) {
   const [tenants, ports, nodes] = await Promise.all([
     get("/api/v1/tenants").then((r) => r.items),
     get("/api/v1/ports").then((r) => r.items),
     get("/api/v1/nodes").then((r) => r.items),
   ]);
-  const lists = await Promise.all(
-    tenants.map((t) => get(`/api/v1/tenants/${seg(t.name)}/networks`).then((r) => r.items)),
-  );
+  const [lists, routers, securityGroups, infra] = await Promise.all([
+    perTenant(tenants, "networks"),
+    perTenant(tenants, "routers"),
+    perTenant(tenants, "security-groups"),
+    session.scope === "admin" ? loadInfra(nodes) : null,
+  ]);
   // A public network is listed under every tenant: keep one of each.
   const networks = new Map();
-  for (const n of lists.flat()) networks.set(`${n.tenant}/${n.name}`, n);
-  return { tenants, networks: [...networks.values()], ports, nodes };
+  for (const n of lists) networks.set(`${n.tenant}/${n.name}`, n);
+  return {
+    tenants,
+    networks: [...networks.values()],
+    ports,
+    nodes,
+    routers,
+    securityGroups,
+    infra,
+  };
 }

@@ -4,10 +4,55 @@ import { ApiFailure, forgetToken, get, loadAll, savedToken, saveToken } from "./
 import { h, replace } from "./dom.js";
 import { topologyView } from "./topology.js";
 import { networksView, portsView, tenantsView } from "./views.js";
+import { routersView } from "./routers.js";
+import { securityGroupsView } from "./security_groups.js";
+import { clustersView } from "./clusters.js";
 
 const $ = (id) => document.getElementById(id);
 
-const state = { session: null, data: null, shown: null, pod: undefined, run: 0 };
+const state = {
+  session: null,
+  data: null,
+  shown: null,
+  pod: undefined,
+  tenant: undefined,
+  run: 0,
+};
+
+function choose(key) {
+  return (value) => {
+    state[key] = value;
+    render();
+  };
+}
+
+/** The views in page order: id, nav text, and the view of the data (null: not for this token). */
+const VIEWS = [
+  ["tenants", "Tenants", (data) => tenantsView(data.tenants)],
+  ["networks", "Networks", (data) => networksView(data.networks)],
+  ["routers", "Routers", (data) => routersView(data.routers)],
+  [
+    "security-groups",
+    "Security groups",
+    (data) => securityGroupsView(data.securityGroups, data.ports),
+  ],
+  // A tenant sees the nodes its ports are on, no others (an admin: every node, with or without).
+  ["ports", "Ports by node", (data) => portsView(data.ports, data.infra ? data.nodes : [])],
+  // Only an admin's data has it.
+  ["clusters", "Clusters and nodes", (data) => data.infra && clustersView(data.infra, data.nodes)],
+  [
+    "topology",
+    "Topology",
+    (data) =>
+      topologyView({
+        ...data,
+        chosen: state.pod,
+        onChoose: choose("pod"),
+        chosenTenant: state.tenant,
+        onChooseTenant: choose("tenant"),
+      }),
+  ],
+];
 
 function setLive(mode, text) {
   $("live").dataset.state = mode;
@@ -29,34 +74,17 @@ function showLogin(message = "") {
 function render() {
   const { data } = state;
   if (!data) return;
+  const shown = VIEWS.map(([id, text, view]) => [id, text, view(data)]).filter(([, , el]) => el);
   replace(
     $("views"),
-    h(
-      "nav",
-      null,
-      [["tenants", "Tenants"], ["networks", "Networks"], ["ports", "Ports by node"], [
-        "topology",
-        "Topology",
-      ]].map(([id, text]) => h("a", { href: `#${id}` }, text)),
-    ),
-    tenantsView(data.tenants),
-    networksView(data.networks),
-    portsView(data.ports, data.nodes),
-    topologyView({
-      ports: data.ports,
-      networks: data.networks,
-      chosen: state.pod,
-      onChoose: (key) => {
-        state.pod = key;
-        render();
-      },
-    }),
+    h("nav", null, shown.map(([id, text]) => h("a", { href: `#${id}` }, text))),
+    shown.map(([, , el]) => el),
   );
 }
 
 /** Reads everything again; draws the page again only when something changed (keeps focus). */
 async function refresh() {
-  const data = await loadAll();
+  const data = await loadAll(state.session);
   const text = JSON.stringify(data);
   if (text === state.shown) return;
   state.data = data;
@@ -69,7 +97,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * Takes a cursor, loads everything, then long-polls the feed from the cursor and loads again with
  * every page: at once when ports or nodes changed (usage changes with them), and at the latest when
- * a poll ends empty, for what the feed does not carry (tenants, networks). A 410 starts over; other
+ * a poll ends empty, for what the feed does not carry (tenants, networks, clusters, node reports). A 410 starts over; other
  * failures retry with a growing pause.
  */
 async function follow(run) {

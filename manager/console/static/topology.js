@@ -1,6 +1,7 @@
-// The topology of one pod: the pod, its interfaces (name, address, MAC) and the networks each one
-// is on, drawn as SVG.
+// The topology section: a tenant's whole picture (tenant_topology.js), then the topology of one
+// pod: the pod, its interfaces (name, address, MAC) and the networks each one is on, drawn as SVG.
 import { h, s } from "./dom.js";
+import { tenantPicture } from "./tenant_topology.js";
 
 const ROW = 72;
 const WIDTH = 760;
@@ -90,21 +91,42 @@ function diagram(podKey, ports, networks) {
   );
 }
 
-/** The topology section: a pod picker and the chosen pod's diagram. */
-export function topologyView({ ports, networks, chosen, onChoose }) {
+/** A picker of `keys` (at least one), with `chosen` selected. */
+function picker(id, keys, chosen, onChoose) {
+  return h(
+    "select",
+    { id, onchange: (e) => onChoose(e.target.value) },
+    keys.map((key) => h("option", { value: key, selected: key === chosen }, key)),
+  );
+}
+
+/** A tenant's whole topology; an admin picks the tenant. */
+function tenantPart({ tenants, ports, networks, routers, chosenTenant, onChooseTenant }) {
+  const names = tenants.map((t) => t.name).sort();
+  if (names.length === 0) return h("p", { class: "empty" }, "No tenants.");
+  const tenant = names.includes(chosenTenant) ? chosenTenant : names[0];
+  return [
+    h("h3", null, "Tenant ", tenant),
+    names.length > 1
+      ? h("label", null, "Tenant ", picker("tenant-picker", names, tenant, onChooseTenant))
+      : null,
+    h("div", { class: "diagram" }, tenantPicture(tenant, { ports, networks, routers })),
+  ];
+}
+
+/** The topology section: the tenant's picture, then a pod picker and the chosen pod's diagram. */
+export function topologyView(view) {
+  const { ports, networks, chosen, onChoose } = view;
   const pods = podsOf(ports);
   const podKey = pods.has(chosen) ? chosen : pods.keys().next().value;
-  const picker = h(
-    "select",
-    { id: "pod-picker", onchange: (e) => onChoose(e.target.value) },
-    [...pods.keys()].map((key) => h("option", { value: key, selected: key === podKey }, key)),
-  );
   return h(
     "section",
     { id: "topology", "aria-labelledby": "topology-h" },
     h("h2", { id: "topology-h" }, "Topology"),
+    tenantPart(view),
+    h("h3", null, "One pod"),
     pods.size === 0 ? h("p", { class: "empty" }, "No pod has a port yet.") : [
-      h("label", null, "Pod ", picker),
+      h("label", null, "Pod ", picker("pod-picker", [...pods.keys()], podKey, onChoose)),
       h("div", { class: "diagram" }, diagram(podKey, pods.get(podKey), networks)),
     ],
   );

@@ -1,7 +1,7 @@
 // The console's tables: tenants, networks with the usage of their pools, ports by node.
 import { h } from "./dom.js";
 
-function table(headings, rows, attrs = {}) {
+export function table(headings, rows, attrs = {}) {
   return h(
     "table",
     attrs,
@@ -10,8 +10,23 @@ function table(headings, rows, attrs = {}) {
   );
 }
 
-function empty(text) {
+export function empty(text) {
   return h("p", { class: "empty" }, text);
+}
+
+/** A view of the page: a section with its heading, the target of the nav's link `#id`. */
+export function section(id, title, ...content) {
+  return h(
+    "section",
+    { id, "aria-labelledby": `${id}-h` },
+    h("h2", { id: `${id}-h` }, title),
+    content,
+  );
+}
+
+/** Sorted by tenant, then name. */
+export function byTenantAndName(list) {
+  return [...list].sort((a, b) => a.tenant.localeCompare(b.tenant) || a.name.localeCompare(b.name));
 }
 
 export function tenantsView(tenants) {
@@ -82,9 +97,7 @@ function segment(n) {
 }
 
 export function networksView(networks) {
-  const sorted = [...networks].sort((a, b) =>
-    a.tenant.localeCompare(b.tenant) || a.name.localeCompare(b.name)
-  );
+  const sorted = byTenantAndName(networks);
   return h(
     "section",
     { id: "networks", "aria-labelledby": "networks-h" },
