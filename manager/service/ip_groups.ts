@@ -18,7 +18,7 @@ import { QuotaCharges } from "./quotas.ts";
 import { cidrOf, parseAddrField } from "./network_fields.ts";
 import { requestedIp4 } from "./dual_stack.ts";
 import { resolveNetwork, resolveNetworkRef } from "./network_lookup.ts";
-import { getTenantEntry } from "./tenants.ts";
+import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
 export function groupView(g: IpGroupRecord) {
   return {
@@ -190,8 +190,7 @@ async function takeAny(
 export async function getIpGroup(ctx: Ctx, tenant: string, name: string): Promise<IpGroupRecord> {
   const g = (await readGroup(ctx.store, tenant, name)).value;
   if (!g) {
-    await getTenantEntry(ctx, tenant);
-    throw notFound(`IP group "${name}" does not exist in tenant "${tenant}"`);
+    return await missingInTenant(ctx, tenant, `IP group "${name}"`);
   }
   return g;
 }

@@ -12,14 +12,14 @@ import type { z } from "zod";
 import { parseIp } from "@knitter/common/address";
 import { isRemoteCollector, type MirrorPort, type MirrorRemote } from "@knitter/common";
 import type { Principal } from "../auth.ts";
-import { ApiError, invalid, notFound } from "../errors.ts";
+import { ApiError, invalid } from "../errors.ts";
 import { keys, type MirrorRecord, type PortRecord } from "../model.ts";
 import { MAX_MIRRORS_PER_TENANT, type MirrorCreate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { resolveNetwork } from "./network_lookup.ts";
 import { keyId } from "./ports/mod.ts";
-import { getTenantEntry } from "./tenants.ts";
+import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
 type Body = z.infer<typeof MirrorCreate>;
 type PortRef = { network: string; port: string };
@@ -209,8 +209,7 @@ function checkOneNode(sources: Named[], collector: Named): void {
 export async function getMirror(ctx: Ctx, tenant: string, name: string): Promise<MirrorRecord> {
   const m = (await ctx.store.get<MirrorRecord>(keys.mirror(tenant, name))).value;
   if (!m) {
-    await getTenantEntry(ctx, tenant);
-    throw notFound(`Mirror "${name}" does not exist in tenant "${tenant}"`);
+    return await missingInTenant(ctx, tenant, `Mirror "${name}"`);
   }
   return m;
 }
@@ -225,8 +224,7 @@ export async function deleteMirror(ctx: Ctx, tenant: string, name: string): Prom
   const mirror = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<MirrorRecord>(keys.mirror(tenant, name));
     if (!e.value) {
-      await getTenantEntry(ctx, tenant);
-      throw notFound(`Mirror "${name}" does not exist in tenant "${tenant}"`);
+      return await missingInTenant(ctx, tenant, `Mirror "${name}"`);
     }
     const count = await ctx.store.get<number>(keys.mirrorCount(tenant));
     const left = (count.value ?? 1) - 1;

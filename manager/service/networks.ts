@@ -45,7 +45,7 @@ import { countQuarantine } from "./quarantine.ts";
 import { emptyCount } from "./quarantine_count.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { groupRefs } from "./security_group_refs.ts";
-import { getTenantEntry } from "./tenants.ts";
+import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
 export interface NetworkView
   extends
@@ -182,8 +182,7 @@ export async function deleteNetwork(ctx: Ctx, req: NetworkRequest): Promise<void
   }
   const first = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
   if (!first.value) {
-    await getTenantEntry(ctx, tenant);
-    throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+    return await missingInTenant(ctx, tenant, `Network "${name}"`);
   }
   const net = first.value;
   checkMonitorReach(principal, net);
@@ -294,8 +293,7 @@ export async function updateNetwork(
       }
       const e = await ctx.store.get<NetworkRecord>(keys.network(tenant, name));
       if (!e.value) {
-        await getTenantEntry(ctx, tenant);
-        throw notFound(`Network "${name}" does not exist in tenant "${tenant}"`);
+        return await missingInTenant(ctx, tenant, `Network "${name}"`);
       }
       const net = e.value;
       checkMonitorReach(principal, net);

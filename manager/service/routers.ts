@@ -22,7 +22,7 @@ import type { RouterCreate, RouterUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf } from "./network_fields.ts";
-import { getTenantEntry } from "./tenants.ts";
+import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
 /** What a router says, as the API and the feed carry it. */
 export function routerView(r: RouterRecord): RouterInfo {
@@ -227,8 +227,7 @@ export async function deleteRouter(ctx: Ctx, tenant: string, name: string): Prom
   const router = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
     if (!e.value) {
-      await getTenantEntry(ctx, tenant);
-      throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+      return await missingInTenant(ctx, tenant, `Router "${name}"`);
     }
     tx.check(e).delete(e.key);
     for (const n of e.value.networks) tx.delete(keys.routerOfNetwork(n.id));
@@ -240,8 +239,7 @@ export async function deleteRouter(ctx: Ctx, tenant: string, name: string): Prom
 export async function getRouter(ctx: Ctx, tenant: string, name: string): Promise<RouterRecord> {
   const r = (await ctx.store.get<RouterRecord>(keys.router(tenant, name))).value;
   if (!r) {
-    await getTenantEntry(ctx, tenant);
-    throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+    return await missingInTenant(ctx, tenant, `Router "${name}"`);
   }
   return r;
 }

@@ -49,6 +49,15 @@ export async function getTenantEntry(ctx: Ctx, name: string): Promise<Entry<Tena
   return e;
 }
 
+/**
+ * A tenant's `what` (e.g. `Router "r1"`) is not there: the tenant's own 404 when it is the tenant
+ * that is missing, else the thing's.
+ */
+export async function missingInTenant(ctx: Ctx, tenant: string, what: string): Promise<never> {
+  await getTenantEntry(ctx, tenant);
+  throw notFound(`${what} does not exist in tenant "${tenant}"`);
+}
+
 export async function getTenant(ctx: Ctx, name: string): Promise<TenantRecord> {
   return (await getTenantEntry(ctx, name)).value!;
 }
