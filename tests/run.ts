@@ -26,7 +26,6 @@ export const SLOWEST = [
   "tests/e2e_bandwidth_test.ts",
   "tests/e2e_security_groups_test.ts",
   "tests/e2e_routed_policy_test.ts",
-  "tests/e2e_selfheal_test.ts",
   "tests/etcd_api_1_test.ts",
   "tests/etcd_api_2_test.ts",
   "tests/etcd_api_3_test.ts",
@@ -101,11 +100,20 @@ export const RUNS: Record<string, Group[]> = {
   ],
 };
 
-/** The files in the order they start: the slowest first. */
+/**
+ * Files that time how fast a node recovers (traffic back within seconds of an Open vSwitch
+ * restart or a deleted port): started last, when the iperf3 streams of the slowest files and the
+ * etcd group no longer hold both cores. Beside them a heal once took 4 s instead of 0.1-0.2 s.
+ */
+export const LAST = ["tests/e2e_selfheal_test.ts"];
+
+/** The files in the order they start: the slowest first, {@link LAST} last. */
 export function ordered(files: string[]): string[] {
+  const rest = files.filter((f) => !SLOWEST.includes(f) && !LAST.includes(f));
   return [
     ...SLOWEST.filter((f) => files.includes(f)),
-    ...files.filter((f) => !SLOWEST.includes(f)),
+    ...rest,
+    ...LAST.filter((f) => files.includes(f)),
   ];
 }
 
@@ -165,7 +173,7 @@ async function main(args: string[]): Promise<number> {
     return 2;
   }
   const all = await testFiles();
-  const missing = [...SLOWEST, ...NEEDS_SYSTEM].filter((f) => !all.includes(f));
+  const missing = [...SLOWEST, ...LAST, ...NEEDS_SYSTEM].filter((f) => !all.includes(f));
   if (missing.length) {
     console.error(`tests/run.ts: no such test files: ${missing.join(", ")}; update tests/run.ts`);
     return 2;
