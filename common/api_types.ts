@@ -82,6 +82,8 @@ export interface Port {
   networkEgress?: true;
   /** Its network has hostAccess (the node reaches its pods); absent: off. */
   networkHostAccess?: true;
+  /** Its network is advertised to the fabric by BGP (the node is on it); absent: off. */
+  networkAdvertise?: true;
   /** Its network's data plane is another plugin's (the knitter IPAM); absent: Open vSwitch. */
   networkDataPlane?: "external";
   /** How the agent makes the interface for a pod's annotation (manager/schemas.ts Delegate). */

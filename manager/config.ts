@@ -16,6 +16,7 @@ import {
   readJsonFile,
 } from "@knitter/common/daemon_config";
 import type { TokenConfig } from "./auth.ts";
+import { type Cidr, parseCidr } from "@knitter/common/address";
 
 const TokenSchema = z.strictObject({
   token: z.string().min(16, "must be at least 16 characters"),
@@ -122,6 +123,13 @@ export const ConfigSchema = z.strictObject({
    */
   historyRetentionDays: z.int().min(0).max(3650).optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /**
+   * BGP advertisement (service/advertise.ts): the only ranges a network's CIDRs may lie in to be
+   * advertised to the fabric; none (the default): no network is advertised.
+   */
+  bgp: z.strictObject({
+    advertisableRanges: z.array(z.string()).default([]),
+  }).optional(),
 });
 
 export type ManagerConfig = z.infer<typeof ConfigSchema>;
@@ -223,6 +231,7 @@ function spec(options: LoadOptions): DaemonConfigSpec<ManagerConfig> {
         );
       }
       vniRanges(config);
+      advertisableRanges(config);
     },
   };
 }
@@ -338,6 +347,21 @@ export function vniRanges(config: ManagerConfig): [number, number][] {
       );
     }
     return [s, e];
+  });
+}
+
+/** The ranges advertised networks must lie in (bgp.advertisableRanges), parsed and checked. */
+export function advertisableRanges(config: Pick<ManagerConfig, "bgp">): Cidr[] {
+  return (config.bgp?.advertisableRanges ?? []).map((text) => {
+    const cidr = parseCidr(text);
+    if ("error" in cidr) {
+      throw new DaemonConfigError(
+        `bgp.advertisableRanges: "${text}" is not a CIDR (${cidr.error})`,
+        undefined,
+        'write networks such as "10.0.0.0/8" or "fd00::/8"',
+      );
+    }
+    return cidr;
   });
 }
 

@@ -74,6 +74,8 @@ export interface NetworkRecord {
   egress?: boolean;
   /** The node reaches its pods on this network (kubelet probes, hostPort). */
   hostAccess?: boolean;
+  /** Its CIDRs are advertised to the fabric by BGP (service/advertise.ts). */
+  advertise?: boolean;
 }
 
 export interface PhysnetRecord {

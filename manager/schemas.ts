@@ -207,6 +207,10 @@ export const NetworkCreate = z.strictObject({
     description:
       "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on",
   }),
+  advertise: z.boolean().default(false).meta({
+    description:
+      "its CIDRs (IPv4 and IPv6) are advertised to the fabric by BGP from the nodes that host its pods, and the fabric reaches its pods without NAT (agent/README.md, BGP advertisement); needs an IPv4 gateway, CIDRs within the manager's bgp.advertisableRanges and overlapping no other advertised network; only an admin turns it on",
+  }),
   dataPlane: DataPlane.default("ovs").meta({
     description:
       "ovs: knitter's veths on Open vSwitch carry it; external: another plugin's interfaces (macvlan, ipvlan, host-device, SR-IOV) with the knitter IPAM, on its physnet and segment, and no agent adds flows for its ports; fixed at creation",
@@ -222,8 +226,13 @@ export const NetworkCreate = z.strictObject({
  * out by direct callers (benches, checks), meaning off as the schema's default does.
  */
 export type NetworkCreateBody =
-  & Omit<z.infer<typeof NetworkCreate>, "egress" | "hostAccess" | "dataPlane">
-  & { egress?: boolean; hostAccess?: boolean; dataPlane?: z.infer<typeof DataPlane> };
+  & Omit<z.infer<typeof NetworkCreate>, "egress" | "hostAccess" | "advertise" | "dataPlane">
+  & {
+    egress?: boolean;
+    hostAccess?: boolean;
+    advertise?: boolean;
+    dataPlane?: z.infer<typeof DataPlane>;
+  };
 
 /**
  * A change to a network. Only what existing ports can live with changes (description, MTU, routes,
@@ -261,6 +270,10 @@ export const NetworkUpdate = z.strictObject({
   hostAccess: z.boolean().optional().meta({
     description:
       "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on; at once for every node",
+  }),
+  advertise: z.boolean().optional().meta({
+    description:
+      "its CIDRs are advertised to the fabric by BGP (see create); only an admin turns it on; at once for every node",
   }),
   delegate: Delegate.optional().meta({
     description: "may be sent with its current value only: fixed at creation",
@@ -301,6 +314,7 @@ export const Network = z.object({
   dscp: z.int().optional(),
   egress: z.boolean().meta({ description: "its pods reach the outside through the node (SNAT)" }),
   hostAccess: z.boolean().meta({ description: "the node reaches its pods on this network" }),
+  advertise: z.boolean().meta({ description: "its CIDRs are advertised to the fabric by BGP" }),
   dataPlane: z.literal("external").optional().meta({
     description: "another plugin's interfaces carry it (the knitter IPAM); absent: Open vSwitch",
   }),
@@ -598,6 +612,9 @@ export const Port = z.object({
   }),
   networkHostAccess: z.literal(true).optional().meta({
     description: "its network has hostAccess: the agent puts the node on it",
+  }),
+  networkAdvertise: z.literal(true).optional().meta({
+    description: "its network is advertised to the fabric by BGP: the agent puts the node on it",
   }),
   networkDataPlane: z.literal("external").optional().meta({
     description: "another plugin's interface has the port (the knitter IPAM): no agent adds flows",

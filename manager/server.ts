@@ -4,6 +4,7 @@ import { createApp } from "./app.ts";
 import { serveDirect, serveGuarded } from "./conn_guard.ts";
 import { TokenTable } from "./auth.ts";
 import {
+  advertisableRanges,
   DEFAULT_HISTORY_RETENTION_DAYS,
   DEFAULT_QUARANTINE_SECONDS,
   logLevel,
@@ -30,7 +31,7 @@ export const ADMIN_TENANT = "admin";
 
 export function createContext(
   store: Store,
-  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu"> & {
+  config: Pick<ManagerConfig, "vniRanges" | "underlayMtu" | "bgp"> & {
     quarantineSeconds?: number;
     historyRetentionDays?: number;
   },
@@ -42,6 +43,7 @@ export function createContext(
       underlayMtu: config.underlayMtu,
       quarantineMs: (config.quarantineSeconds ?? 0) * 1000,
       historyMs: (config.historyRetentionDays ?? 0) * 86_400_000,
+      advertisableRanges: advertisableRanges(config),
     },
     metrics: new Metrics(),
     pools: new PoolRegistry(store),

@@ -90,6 +90,8 @@ export interface TestAppOptions {
   clock?: () => number;
   /** Tokens besides the built-in ones (e.g. of other clusters). */
   tokens?: TokenConfig[];
+  /** The manager's bgp.advertisableRanges (none: no network may be advertised). */
+  advertisableRanges?: string[];
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -99,6 +101,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     underlayMtu: 1500,
     quarantineSeconds: options.quarantineSeconds ?? 0,
     historyRetentionDays: options.historyRetentionDays ?? 0,
+    bgp: { advertisableRanges: options.advertisableRanges ?? [] },
   });
   if (options.clock) ctx.clock = options.clock;
   await ensureTenant(ctx, ADMIN_TENANT);

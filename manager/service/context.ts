@@ -3,7 +3,7 @@ import { ApiError } from "../errors.ts";
 import { BitmapPool } from "../ipam/bitmap_pool.ts";
 import { IndexSpace } from "../ipam/index_space.ts";
 import { complement, type IndexRange, rangesHold } from "../ipam/index_ranges.ts";
-import { parseIp } from "@knitter/common/address";
+import { type Cidr, parseIp } from "@knitter/common/address";
 import type { ChangeFeed } from "../feed.ts";
 import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
@@ -23,6 +23,8 @@ export interface IpamSettings {
   quarantineMs: number;
   /** How long the address history keeps an ended stint (service/history.ts); 0: no history. */
   historyMs: number;
+  /** The ranges advertised networks' CIDRs must lie in (service/advertise.ts); none: refuse all. */
+  advertisableRanges: Cidr[];
 }
 
 export interface Ctx {

@@ -147,7 +147,14 @@ export function networkFields(
 }
 
 /** What only Knitter's flows carry out, which another plugin's interfaces never pass through. */
-const FLOWS_ONLY = ["securityGroups", "dscp", "egress", "hostAccess", "bandwidth"] as const;
+const FLOWS_ONLY = [
+  "securityGroups",
+  "dscp",
+  "egress",
+  "hostAccess",
+  "bandwidth",
+  "advertise",
+] as const;
 
 /**
  * Refuses, on a network whose data plane is external, turning on what only Knitter's flows carry

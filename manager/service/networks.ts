@@ -33,6 +33,7 @@ import {
   segmentDelta,
   segmentLock,
 } from "./network_segments.ts";
+import { checkAdvertiseAllowed, checkAdvertiseOn } from "./advertise.ts";
 import {
   checkNodeReach,
   checkNodeReachAllowed,
@@ -47,12 +48,15 @@ import { QuotaCharges } from "./quotas.ts";
 import { groupRefs } from "./security_group_refs.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
-export interface NetworkView
-  extends
-    Omit<NetworkRecord, "poolSize" | "reserved" | "reservedRanges" | "egress" | "hostAccess"> {
+export interface NetworkView extends
+  Omit<
+    NetworkRecord,
+    "poolSize" | "reserved" | "reservedRanges" | "egress" | "hostAccess" | "advertise"
+  > {
   usage: Usage;
   egress: boolean;
   hostAccess: boolean;
+  advertise: boolean;
 }
 
 /** A network request on a tenant's path: who asks, the path's tenant, the network's name. */
@@ -74,6 +78,7 @@ export async function createNetwork(
   const spec = networkFields(body, ctx.settings.underlayMtu);
   checkNodeReach(spec.record, body);
   checkNodeReachAllowed(principal, body);
+  checkAdvertiseAllowed(principal, body);
   await getTenantEntry(ctx, tenant);
   await groupRefs(ctx, { tenant, names: body.securityGroups, field: "securityGroups" });
   const id = crypto.randomUUID();
@@ -130,6 +135,7 @@ export async function createNetwork(
   // the overlap check.
   const record = await networkChecks(ctx).run(async () => {
     await checkOverlap(ctx, { tenant, public: body.public, subnets: spec.record });
+    if (body.advertise === true) await checkAdvertiseOn(ctx, { id, ...spec.record });
     await checkNodeReachOverlap(
       ctx,
       {
@@ -142,6 +148,7 @@ export async function createNetwork(
       },
       { want: body, clusters: await listClusters(ctx) },
     );
+
     return await segmentLock(ctx, body.type, body.physnet)(() => retry(ctx, build));
   });
   if (record.segmentId !== undefined) {
@@ -255,11 +262,12 @@ export async function withUsage(ctx: Ctx, net: NetworkRecord): Promise<NetworkVi
 
 function view(net: NetworkRecord, total: number, used: number, quarantined = 0): NetworkView {
   const { poolSize: _p, reserved: _r, reservedRanges: _rr, ...rest } = net;
-  const { egress, hostAccess, ...fields } = rest;
+  const { egress, hostAccess, advertise, ...fields } = rest;
   return {
     ...fields,
     egress: egress === true,
     hostAccess: hostAccess === true,
+    advertise: advertise === true,
     usage: { total, used, free: total - used - quarantined },
   };
 }
@@ -276,8 +284,9 @@ export async function updateNetwork(
 ): Promise<NetworkView> {
   const { principal, tenant, network: name, body } = req;
   let republish = false;
-  // Turning egress or hostAccess on checks every network: one at a time, as creations are.
-  const serial = body.hostAccess === true || body.egress === true
+  // Turning egress, hostAccess or advertise on checks every network: one at a time, as creations
+  // are.
+  const serial = body.hostAccess === true || body.egress === true || body.advertise === true
     ? <T>(fn: () => Promise<T>) => networkChecks(ctx).run(fn)
     : <T>(fn: () => Promise<T>) => fn();
   const record = await serial(() =>
@@ -333,14 +342,16 @@ export async function updateNetwork(
       if (body.deleting === false) delete updated.deletingSince;
       checkNodeReach(net, body);
       checkNodeReachAllowed(principal, body, net);
-      if (
-        (body.hostAccess === true && net.hostAccess !== true) ||
-        (body.egress === true && net.egress !== true)
-      ) {
+      checkAdvertiseAllowed(principal, body, net);
+      const turnsOn = (f: "egress" | "hostAccess" | "advertise") =>
+        body[f] === true && net[f] !== true;
+      if (turnsOn("advertise")) await checkAdvertiseOn(ctx, net);
+      if (turnsOn("hostAccess") || turnsOn("egress") || turnsOn("advertise")) {
         await checkNodeReachOverlap(ctx, net, {
           want: {
             egress: body.egress ?? net.egress,
             hostAccess: body.hostAccess ?? net.hostAccess,
+            advertise: body.advertise ?? net.advertise,
           },
           clusters: await listClusters(ctx),
         });

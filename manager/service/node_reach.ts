@@ -18,14 +18,16 @@ import { Mutex } from "@knitter/common";
 export interface NodeReach {
   egress?: boolean;
   hostAccess?: boolean;
+  /** BGP advertisement (advertise.ts): routed in the main table, as hostAccess. */
+  advertise?: boolean;
 }
 
-/** Both settings need an IPv4 gateway: the node takes its address on the network. */
+/** Each setting needs an IPv4 gateway: the node takes its address on the network. */
 export function checkNodeReach(
   net: Pick<NetworkRecord, "name" | "cidr" | "gateway">,
   want: NodeReach,
 ): void {
-  for (const field of ["egress", "hostAccess"] as const) {
+  for (const field of ["egress", "hostAccess", "advertise"] as const) {
     if (want[field] !== true) continue;
     if (net.gateway !== undefined && !net.gateway.includes(":")) continue;
     throw invalid(
@@ -70,8 +72,18 @@ type ReachNet = Pick<NetworkRecord, "id" | "tenant" | "name" | "cidr" | "type" |
  * has its own table).
  */
 function clashes(a: NodeReach, b: NodeReach): boolean {
-  return (a.hostAccess === true && (b.hostAccess === true || b.egress === true)) ||
-    (a.egress === true && b.hostAccess === true);
+  return (inMainTable(a) && (inMainTable(b) || b.egress === true)) ||
+    (a.egress === true && inMainTable(b));
+}
+
+/** hostAccess and advertised networks: their subnet is in the node's main table. */
+function inMainTable(n: NodeReach): boolean {
+  return n.hostAccess === true || n.advertise === true;
+}
+
+/** The setting of `n` an overlap names. */
+function reachField(n: NodeReach): string {
+  return n.hostAccess === true ? "hostAccess" : n.advertise === true ? "advertise" : "egress";
 }
 
 /**
@@ -88,18 +100,18 @@ export async function checkNodeReachOverlap(
   asked: { want: NodeReach; clusters: readonly ClusterReach[] },
 ): Promise<void> {
   const { want, clusters } = asked;
-  if (want.egress !== true && want.hostAccess !== true) return;
+  if (want.egress !== true && !inMainTable(want)) return;
   const mine = parseCidr(net.cidr) as Cidr;
   for (const other of await listValues<NetworkRecord>(ctx.store, keys.networks())) {
     if (other.id === net.id || !clashes(want, other)) continue;
     if (!cidrsOverlap(mine, parseCidr(other.cidr) as Cidr)) continue;
     if (!clusters.some((c) => mayUse(c, net) && mayUse(c, other))) continue;
-    const field = want.hostAccess === true ? "hostAccess" : "egress";
+    const field = reachField(want);
     // A tenant's own networks never overlap (checkOverlap): the other one is another tenant's.
     throw new ApiError(
       "conflict",
       `${field}: ${net.cidr} overlaps a network of another tenant that has ` +
-        `${other.hostAccess === true ? "hostAccess" : "egress"} and runs in a cluster with this ` +
+        `${reachField(other)} and runs in a cluster with this ` +
         `one; the node routes every hostAccess subnet in one table, beside the egress networks' ` +
         `own, so they must not overlap: choose another cidr, or leave ${field} off`,
       field,
@@ -114,7 +126,7 @@ export async function checkNodeReachOverlap(
  */
 export async function checkClusterNodeReach(ctx: Ctx, reach: ClusterReach): Promise<void> {
   const reaching = (await listValues<NetworkRecord>(ctx.store, keys.networks())).filter((n) =>
-    (n.egress === true || n.hostAccess === true) && mayUse(reach, n)
+    (n.egress === true || inMainTable(n)) && mayUse(reach, n)
   );
   for (const [i, a] of reaching.entries()) {
     for (const b of reaching.slice(i + 1)) {
@@ -133,8 +145,11 @@ export async function checkClusterNodeReach(ctx: Ctx, reach: ClusterReach): Prom
 }
 
 function describeReach(n: NetworkRecord): string {
-  const on = [n.egress === true ? "egress" : "", n.hostAccess === true ? "hostAccess" : ""]
-    .filter(Boolean).join(" and ");
+  const on = [
+    n.egress === true ? "egress" : "",
+    n.hostAccess === true ? "hostAccess" : "",
+    n.advertise === true ? "advertise" : "",
+  ].filter(Boolean).join(" and ");
   return `${n.tenant}/${n.name} (${n.cidr}, ${on})`;
 }
 
@@ -152,7 +167,7 @@ const locks = new WeakMap<Ctx, Mutex>();
 
 /** The settings of a record as they are stored: only when on. */
 export function storedNodeReach(record: NetworkRecord, want: NodeReach): void {
-  for (const field of ["egress", "hostAccess"] as const) {
+  for (const field of ["egress", "hostAccess", "advertise"] as const) {
     if (want[field] === true) record[field] = true;
     else if (want[field] === false) delete record[field];
   }

@@ -87,13 +87,13 @@ export function podKey(port: Pick<PortRecord, "pod" | "cluster">): string | unde
 }
 
 /**
- * Whether what a network's ports carry of it (portView: default groups, DSCP, egress and
- * hostAccess) changed: its ports are then news to the agents again.
+ * Whether what a network's ports carry of it (portView: default groups, DSCP, egress,
+ * hostAccess and advertise) changed: its ports are then news to the agents again.
  */
 export function carriedChange(before: NetworkRecord, after: NetworkRecord): boolean {
   return JSON.stringify(after.securityGroups) !== JSON.stringify(before.securityGroups) ||
     after.dscp !== before.dscp || after.egress !== before.egress ||
-    after.hostAccess !== before.hostAccess;
+    after.hostAccess !== before.hostAccess || after.advertise !== before.advertise;
 }
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
@@ -121,6 +121,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.dscp !== undefined) view.networkDscp = net.dscp;
   if (net.egress === true) view.networkEgress = true;
   if (net.hostAccess === true) view.networkHostAccess = true;
+  if (net.advertise === true) view.networkAdvertise = true;
   if (net.dataPlane === "external") view.networkDataPlane = "external";
   if (net.delegate !== undefined) view.networkDelegate = net.delegate;
   return view;
