@@ -4,7 +4,9 @@
  */
 import { z } from "zod";
 import { CLUSTER_NAME } from "@knitter/common";
+import { isIp, parseIp } from "@knitter/common/address";
 import {
+  DaemonConfigError,
   type DaemonConfigSpec,
   loadDaemonConfig,
   type LoadedConfig,
@@ -16,6 +18,50 @@ const BridgeMapping = z.strictObject({
   /** The interface that carries the physnet out of the node; absent: the bridge is left as it is. */
   uplink: z.string().min(1).max(15).optional(),
 });
+
+const Ipv4 = z.string().refine((t) => parseIp(t)?.family === 4, "must be an IPv4 address");
+const Ipv6 = z.string().refine((t) => parseIp(t)?.family === 6, "must be an IPv6 address");
+const Asn = z.int().min(1).max(4294967295);
+
+/** A BGP neighbour (agent/bgp/bird_config.ts). */
+const BgpPeer = z.strictObject({
+  address: z.string().refine(isIp, "must be an IP address"),
+  asn: Asn,
+  /** Seconds; BIRD's default 240 when absent. 3 drops a silent node's routes within ~3 s. */
+  holdTime: z.int().min(3).max(65535).optional(),
+  password: z.string().min(1).max(80)
+    .regex(/^[^"\\\n]*$/, 'must hold no ", \\ or line break').optional(),
+});
+
+/**
+ * BGP advertisement (agent/README.md, "BGP advertisement"): the agent's own BIRD 2 announces the
+ * advertised networks of the manager to `peers`. Absent: no BGP.
+ */
+const Bgp = z.strictObject({
+  localAsn: Asn,
+  /** BIRD's router ID; absent: the IPv4 next hop. */
+  routerId: Ipv4.optional(),
+  peers: z.array(BgpPeer).min(1, "name at least one peer"),
+  /** Standard communities added to every route, "ASN:VALUE" (each 0-65535). */
+  communities: z.array(
+    z.string().regex(/^\d{1,5}:\d{1,5}$/, 'must look like "65000:100"')
+      .refine((c) => c.split(":").every((n) => Number(n) <= 65535), "each half is 0-65535"),
+  ).default([]),
+  /** The IPv4 next hop the peers send to; absent: underlayIp. */
+  nextHop: Ipv4.optional(),
+  /** The IPv6 next hop; absent: IPv6 CIDRs are not advertised. */
+  nextHop6: Ipv6.optional(),
+  /** "hosting": a network from the nodes with its pods; "all": from every node. */
+  advertiseFrom: z.enum(["hosting", "all"]).default("hosting"),
+  /** The BIRD 2 binaries (Debian's bird2). */
+  bird: z.string().min(1).default("bird"),
+  birdc: z.string().min(1).default("birdc"),
+  /** BIRD's configuration file and control socket; absent: bird.conf, bird.ctl in stateDir. */
+  configFile: z.string().min(1).optional(),
+  controlSocket: z.string().min(1).optional(),
+});
+
+export type BgpConfig = z.infer<typeof Bgp>;
 
 export const AgentConfigSchema = z.strictObject({
   nodeName: z.string().min(1).default(() => Deno.hostname()),
@@ -95,6 +141,7 @@ export const AgentConfigSchema = z.strictObject({
     graceSeconds: z.number().min(0).max(86_400).default(60),
     intervalSeconds: z.number().min(0).max(86_400).default(15),
   }).default({ graceSeconds: 60, intervalSeconds: 15 }),
+  bgp: Bgp.optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 
@@ -132,6 +179,14 @@ const SPEC: DaemonConfigSpec<AgentConfig> = {
     KNITTER_AGENT_LOG_LEVEL: "logLevel",
     KNITTER_AGENT_KUBECONFIG: "kubernetes.kubeconfig",
     KNITTER_AGENT_HEALTH_HOSTNAME: "health.hostname",
+  },
+  finish: (config) => {
+    if (!config.bgp || config.bgp.nextHop || parseIp(config.underlayIp)?.family === 4) return;
+    throw new DaemonConfigError(
+      `bgp: no IPv4 next hop: underlayIp ${config.underlayIp} is not IPv4`,
+      "IPv4 routes need an IPv4 next hop, and BIRD an IPv4 router ID",
+      "set bgp.nextHop (and bgp.routerId) to an IPv4 address of this node the peers reach",
+    );
   },
 };
 

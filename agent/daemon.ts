@@ -22,6 +22,7 @@ import { mountTraceRoutes } from "./server/trace_routes.ts";
 import { mountCaptureRoutes } from "./server/capture_routes.ts";
 import { Healer } from "./dataplane/healer.ts";
 import { HostPorts } from "./dataplane/host_ports.ts";
+import { speakerFor } from "./bgp/bgp_speaker.ts";
 import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
 import { KubePods } from "./kubernetes/kube_pods.ts";
@@ -77,6 +78,12 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     config.egressInterfaces,
     config.underlayIp,
   );
+  // Advertised networks announced to the fabric by the node's own BIRD (agent/bgp/).
+  const bgp = config.bgp ? speakerFor(config, log) : null;
+  if (bgp) {
+    await bgp.start();
+    dataplane.bgp = { speaker: bgp, from: config.bgp!.advertiseFrom };
+  }
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);
@@ -169,6 +176,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     conflicts: () => dataplane.conflicts,
     healer: healer.stats,
     feedLastAliveMsAgo: () => remote.feedHealth().lastAliveMsAgo,
+    ...(bgp && { bgp }),
   });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
   const reaper = new Reaper({
@@ -252,6 +260,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     async stop() {
       stopping.abort();
       await joined;
+      // First: the fabric stops sending to this node while its pods still answer.
+      await bgp?.stop();
       await reapplied;
       await reaper.stop();
       await healer.stop();

@@ -43,6 +43,11 @@ export interface AgentMetricSources {
   healer: HealerStats;
   /** Milliseconds since the manager's change feed last answered; undefined before it started. */
   feedLastAliveMsAgo?(): number | undefined;
+  /** The BGP sessions (agent/bgp/bgp_speaker.ts), and the prefixes advertised; absent: no BGP. */
+  bgp?: {
+    sessions(): Promise<{ name: string; established: boolean }[]>;
+    advertised: { v4: string[]; v6: string[] };
+  };
 }
 
 /** Told by the dataplane of each flow sync and each change in the isolated entries. */
@@ -168,6 +173,32 @@ export class AgentMetrics implements DataplaneObserver {
         // NaN, not 0, while unknown: 0 would claim a feed that just answered.
         const ms = this.sources?.feedLastAliveMsAgo?.();
         return [{ labels: {}, value: ms === undefined ? NaN : ms / 1000 }];
+      },
+    });
+    readGauge(r, {
+      name: "knitter_agent_bgp_established_sessions",
+      help: "BGP sessions established, by peer (1 or 0; the protocol name: peer1 is the first " +
+        "of bgp.peers), as BIRD's `show protocols` says.",
+      labelNames: ["peer"] as const,
+      read: async () =>
+        (await this.sources?.bgp?.sessions() ?? []).map((s) => ({
+          labels: { peer: s.name },
+          value: s.established ? 1 : 0,
+        })),
+    });
+    readGauge(r, {
+      name: "knitter_agent_bgp_advertised_prefixes",
+      help: "Prefixes the node's BGP speaker advertises (networks and its pods' host routes), " +
+        "by IP family.",
+      labelNames: ["family"] as const,
+      read: () => {
+        const a = this.sources?.bgp?.advertised;
+        return a
+          ? [{ labels: { family: "4" }, value: a.v4.length }, {
+            labels: { family: "6" },
+            value: a.v6.length,
+          }]
+          : [];
       },
     });
     totalsCounter(r, {

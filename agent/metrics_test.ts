@@ -14,6 +14,8 @@ const EXPECTED: Record<string, string> = {
   knitter_agent_installed_flows: "gauge",
   knitter_agent_isolated_entries: "gauge",
   knitter_agent_feed_lag_seconds: "gauge",
+  knitter_agent_bgp_established_sessions: "gauge",
+  knitter_agent_bgp_advertised_prefixes: "gauge",
   knitter_agent_flow_checks_total: "counter",
   knitter_agent_drift_repairs_total: "counter",
   knitter_agent_drifted_flows_total: "counter",
@@ -140,4 +142,39 @@ Deno.test("agent metrics: before any call, every CNI command's time, both flow s
     zero("knitter_agent_flow_conflicts_total", { reason });
     zero("knitter_agent_isolated_entries", { reason });
   }
+});
+
+Deno.test("agent metrics: each BGP session's state by peer, and the prefixes advertised by family, read when scraped", async () => {
+  const m = new AgentMetrics();
+  const healer: HealerStats = {
+    heals: 0,
+    checks: 0,
+    repairs: 0,
+    driftedFlows: 0,
+    vswitchdReturns: 0,
+    ovsdbReconnects: 0,
+  };
+  let up = true;
+  m.connect({
+    installedFlows: () => null,
+    conflicts: () => [],
+    healer,
+    bgp: {
+      sessions: () =>
+        Promise.resolve([{ name: "peer1", established: up }, {
+          name: "peer2",
+          established: false,
+        }]),
+      advertised: { v4: ["10.1.0.0/24", "10.1.0.5/32"], v6: ["fd00:1::/64"] },
+    },
+  });
+  let f = parseExposition(await m.render());
+  const one = (name: string, labels: Record<string, string>) => samplesOf(f, name, labels)[0].value;
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 1);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer2" }), 0);
+  assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "4" }), 2);
+  assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "6" }), 1);
+  up = false;
+  f = parseExposition(await m.render());
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 0);
 });

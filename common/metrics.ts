@@ -106,7 +106,8 @@ export async function metricValue(
   return hit?.value ?? 0;
 }
 
-const UNITS = /_(seconds|bytes|addresses|flows|entries|ports|events|keys|info|ratio|requests)$/;
+const UNITS =
+  /_(seconds|bytes|addresses|flows|entries|ports|events|keys|info|ratio|requests|sessions|prefixes)$/;
 
 /** The names of `registry` that break the convention above, each with why; empty when none. */
 export async function conventionProblems(registry: Registry): Promise<string[]> {

@@ -65,6 +65,8 @@ const PACKAGES: Record<string, string> = {
   ethtool: "ethtool",
   ping: "iputils-ping",
   nft: "nftables",
+  bird: "bird2",
+  birdc: "bird2",
 };
 
 const decoder = new TextDecoder();

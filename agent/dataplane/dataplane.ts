@@ -27,6 +27,8 @@ import { type FlowJournal, resumable } from "./flow_journal.ts";
 import { aclsOf } from "./acl_model.ts";
 import { type DscpSource, networkDscp } from "./dscp_model.ts";
 import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
+import type { BgpSpeaker } from "../bgp/bgp_speaker.ts";
+import { advertisedRoutes } from "../bgp/advertised.ts";
 import { awaySources, type MirrorRows, mirrorRows } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 
@@ -92,6 +94,8 @@ export class Dataplane {
   hostPorts: HostPorts | null = null;
   /** The port mirrors this node realises, as OVS Mirror rows (mirrors.ts); none: off. */
   mirrors: MirrorRows | null = null;
+  /** The node's BGP speaker and whence it advertises (agent/bgp/); none: no BGP. */
+  bgp: { speaker: BgpSpeaker; from: "hosting" | "all" } | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -464,11 +468,22 @@ export class Dataplane {
     if (!this.hostPorts) return;
     const specs = hostPortSpecs(hosted);
     const ofports = await this.hostPorts.reconcile(specs);
+    const ready = new Set<string>();
     for (const s of specs) {
       const ofport = ofports.get(s.number);
       const net = networks.get(s.networkId);
-      if (net && ofport !== undefined && ofport > 0) net.hostPort = ofport;
+      if (net && ofport !== undefined && ofport > 0) {
+        net.hostPort = ofport;
+        ready.add(s.networkId);
+      }
     }
+    // Advertised only where the node can take the traffic in: its host port is set up.
+    this.bgp?.speaker.advertise(advertisedRoutes({
+      local: hosted.map((h) => h.port),
+      ready,
+      all: this.remote.ports(),
+      from: this.bgp.from,
+    }));
   }
 
   private async network(

@@ -16,6 +16,11 @@ export interface HostNet {
   egress: boolean;
   /** The node reaches its pods (kubelet probes, hostPort's DNAT). */
   hostAccess: boolean;
+  /**
+   * Advertised to the fabric by BGP (agent/bgp/): connections from the node's other interfaces
+   * reach its pods, routed, without NAT.
+   */
+  advertise: boolean;
   /** The gateway's IPv4 address: the node's on the network, and nowhere else. */
   gateway: string;
   /** The network's IPv4 CIDR. */
@@ -136,6 +141,10 @@ function rawRules(nets: HostNet[]): string[] {
   return [
     `iifname "${POD_VETHS}" drop`,
     ...nets.map((n) => `iifname "${n.port}" ct original zone set ${n.number}`),
+    // What the fabric sends to an advertised network (their CIDRs never overlap: the manager).
+    ...nets.filter((n) => n.advertise).map((n) =>
+      `iifname != ${ANY_HOST_PORT} ip daddr ${n.cidr} ct original zone set ${n.number}`
+    ),
   ];
 }
 
@@ -190,13 +199,16 @@ function outputRules(nets: HostNet[]): string[] {
 /**
  * Never from one host port to another (no pod reaches another network, or tenant, through the
  * node). Out of a network: an egress network's pods to the uplinks, not to link-local addresses,
- * and the replies of connections that came in by DNAT (hostPort). Into a network: the replies of
- * its egress, and DNAT to one of its own pods. Established connections get no pass of their own:
+ * the replies of connections that came in by DNAT (hostPort) and, advertised, of those routed in
+ * (the mark says they are the network's own). Into a network: the replies of its egress, DNAT to
+ * one of its own pods and, advertised, what the fabric routes to its CIDR (from any interface but
+ * the host ports: no other network's pods). Established connections get no pass of their own:
  * a network whose egress is turned off is cut off at once.
  */
 function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
   const egress = uplinks.length ? nets.filter((n) => n.egress).map((n) => n.port) : [];
   const access = nets.filter((n) => n.hostAccess);
+  const advertised = nets.filter((n) => n.advertise);
   return [
     `iifname ${ANY_HOST_PORT} oifname ${ANY_HOST_PORT} drop`,
     ...intoRules(nets),
@@ -206,6 +218,9 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
     ...(access.length
       ? [`iifname ${set(access.map((n) => n.port))} ct direction reply ct status dnat accept`]
       : []),
+    ...(advertised.length
+      ? [`iifname ${set(advertised.map((n) => n.port))} ct direction reply accept`]
+      : []),
     `iifname ${ANY_HOST_PORT} drop`,
     ...(egress.length
       ? [`iifname ${set(uplinks)} oifname ${set(egress)} ct direction reply accept`]
@@ -213,6 +228,7 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
     ...access.map((n) =>
       `oifname "${n.port}" ip daddr ${n.cidr} ct direction original ct status dnat accept`
     ),
+    ...advertised.map((n) => `oifname "${n.port}" ip daddr ${n.cidr} ct direction original accept`),
     `oifname ${ANY_HOST_PORT} drop`,
   ];
 }

@@ -12,11 +12,18 @@ import {
   tableOf,
 } from "./host_nft.ts";
 
-const net = (number: number, egress: boolean, hostAccess: boolean, third: number): HostNet => ({
+const net = (
+  number: number,
+  egress: boolean,
+  hostAccess: boolean,
+  third: number,
+  advertise = false,
+): HostNet => ({
   number,
   port: hostPortName(number),
   egress,
   hostAccess,
+  advertise,
   gateway: `10.${third}.0.1`,
   cidr: `10.${third}.0.0/24`,
 });
@@ -102,6 +109,31 @@ Deno.test("host nft: egress only to the uplinks and never link-local, no pass fo
   // No uplink: no egress at all.
   const none = hostRuleset(nets);
   assert.ok(!none.includes("masquerade") && !none.includes("169.254"), none);
+});
+
+Deno.test("host nft: an advertised network takes what the fabric routes to its CIDR, in its own zone, and only its pods answer it; never from another host port", () => {
+  const adv = [net(1, true, false, 70), net(4, false, false, 74, true)];
+  const text = hostRuleset(adv, UPLINKS);
+  // From any interface but the host ports (pods of other networks), into the network's zone.
+  assert.ok(
+    rulesOf(text, "raw").includes('iifname != "kh*" ip daddr 10.74.0.0/24 ct original zone set 4'),
+    text,
+  );
+  assert.deepEqual(rulesOf(text, "forward").filter((r) => !r.includes("ct mark set")), [
+    'iifname "kh*" oifname "kh*" drop',
+    'iifname { "kh1" } oifname { "eth0" } ip daddr != 169.254.0.0/16 accept',
+    'iifname { "kh4" } ct direction reply accept',
+    'iifname "kh*" drop',
+    'iifname { "eth0" } oifname { "kh1" } ct direction reply accept',
+    'oifname "kh4" ip daddr 10.74.0.0/24 ct direction original accept',
+    'oifname "kh*" drop',
+  ]);
+  // No NAT for it: its pods see the fabric's addresses, and answer them as themselves.
+  assert.deepEqual(rulesOf(text, "postrouting"), [
+    'iifname { "kh1" } oifname { "eth0" } masquerade',
+  ]);
+  // Not advertised: nothing of the kind.
+  assert.ok(!hostRuleset(nets, UPLINKS).includes("ct direction original accept"));
 });
 
 Deno.test("host nft: the gateways' addresses are the node's on host ports only; no redirects to pods", () => {

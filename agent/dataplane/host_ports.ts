@@ -1,6 +1,6 @@
 /**
- * Host ports: the node's own interface on a network with egress or hostAccess (agent/README.md,
- * "Egress and the node"). One OVS internal port on br-int per such network with pods here, in the
+ * Host ports: the node's own interface on a network with egress, hostAccess or advertise
+ * (agent/README.md, "Egress and the node", "BGP advertisement"). One OVS internal port on br-int per such network with pods here, in the
  * node's netns, with the network's gateway MAC and its IPv4 gateway address, so the kernel owns the
  * gateway on the node's side; the flows (networks[].hostPort, agent/PIPELINE.md "Host port") keep
  * it to the network's local pods. Around it, what the agent owns in the kernel: the nftables table
@@ -51,7 +51,7 @@ export interface HostPortSpec extends HostNet {
 
 /**
  * The host ports the local ports' networks need: one per network whose port says egress or
- * hostAccess and that has an IPv4 gateway (the manager refuses the settings otherwise).
+ * hostAccess or advertise and that has an IPv4 gateway (the manager refuses the settings otherwise).
  */
 export function hostPortSpecs(
   ports: { port: Port; number: number }[],
@@ -60,7 +60,8 @@ export function hostPortSpecs(
   for (const { port, number } of ports) {
     const egress = port.networkEgress === true;
     const hostAccess = port.networkHostAccess === true;
-    if (!egress && !hostAccess) continue;
+    const advertise = port.networkAdvertise === true;
+    if (!egress && !hostAccess && !advertise) continue;
     if (out.has(port.networkId) || port.gateway === undefined || port.gateway.includes(":")) {
       continue;
     }
@@ -72,6 +73,7 @@ export function hostPortSpecs(
       port: hostPortName(number),
       egress,
       hostAccess,
+      advertise,
       networkId: port.networkId,
       mac: gatewayMac(port.networkId),
       gateway: port.gateway,
@@ -89,9 +91,9 @@ export function hostPortSpecs(
  * gap.
  */
 export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
-  // Without hostAccess the subnet is routed only in the network's own table: two tenants' egress
-  // networks may share a CIDR on one node.
-  const noPrefix = s.hostAccess ? "" : " noprefixroute";
+  // Without hostAccess or advertise the subnet is routed only in the network's own table: two
+  // tenants' egress networks may share a CIDR on one node.
+  const noPrefix = inMainTable(s) ? "" : " noprefixroute";
   return [
     `link set dev ${s.port} address ${s.mac} mtu ${s.mtu} up`,
     ...(keepAddress ? [] : [
@@ -103,7 +105,7 @@ export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
 
 /**
  * Whether `ip -j addr show` of the port says it has the spec's address and nothing else of IPv4,
- * with the prefix route as the spec wants it (noprefixroute without hostAccess).
+ * with the prefix route as the spec wants it (noprefixroute without hostAccess or advertise).
  */
 export function hasAddress(shown: string, s: HostPortSpec): boolean {
   let links: { addr_info?: { family: string; local: string; prefixlen: number }[] }[];
@@ -118,7 +120,12 @@ export function hasAddress(shown: string, s: HostPortSpec): boolean {
     noprefixroute?: boolean;
   }[];
   return v4.length === 1 && v4[0].local === s.gateway && v4[0].prefixlen === s.prefix &&
-    (v4[0].noprefixroute === true) === !s.hostAccess;
+    (v4[0].noprefixroute === true) === !inMainTable(s);
+}
+
+/** hostAccess and advertised networks: the subnet is in the node's main table. */
+function inMainTable(s: HostNet): boolean {
+  return s.hostAccess || s.advertise;
 }
 
 /** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
@@ -223,7 +230,7 @@ export class HostPorts {
       await this.apply(await this.clearOfNode(specs));
       this.applied = key;
     } catch (err) {
-      this.log.error("cannot set up the node's host ports (egress, hostAccess)", {
+      this.log.error("cannot set up the node's host ports (egress, hostAccess, advertise)", {
         error: err instanceof Error ? err.message : String(err),
         networks: specs.map((s) => s.networkId),
       });
@@ -292,6 +299,7 @@ export class HostPorts {
           port: s.port,
           egress: s.egress,
           hostAccess: s.hostAccess,
+          advertise: s.advertise,
         })),
         removed: stale,
         uplinks,
@@ -303,7 +311,7 @@ export class HostPorts {
   /**
    * Leaves out the networks that would take the node's own place: a CIDR that overlaps a subnet of
    * the node's own addresses (on any interface but the host ports and lo), or, with hostAccess
-   * (routed in the main table), one of the node's routes there, which it would shadow. The manager
+   * or advertise (routed in the main table), one of the node's routes there, which it would shadow. The manager
    * lets only an admin turn the settings on; this is the node's last word against a mistake that
    * would cut it off its LAN. Logged; such a network gets no host port.
    */
@@ -317,7 +325,7 @@ export class HostPorts {
       .map((r) => String(r.dst));
     const clear: HostPortSpec[] = [];
     for (const s of specs) {
-      const clash = [...addrs, ...(s.hostAccess ? routes : [])].find((c) => overlaps(s.cidr, c));
+      const clash = [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(s.cidr, c));
       if (s.number > MAX_MARKED) {
         this.log.error("a network's node-local number is beyond the marks' bits: no host port", {
           network: s.networkId,
@@ -326,7 +334,7 @@ export class HostPorts {
         });
       } else if (clash === undefined) clear.push(s);
       else {
-        this.log.error("a network's CIDR overlaps the node's own: no egress or hostAccess here", {
+        this.log.error("a network's CIDR overlaps the node's own: no host port here", {
           network: s.networkId,
           cidr: s.cidr,
           node: clash,
@@ -339,7 +347,8 @@ export class HostPorts {
 
   /** One host port's device, sysctls, address and routing. */
   private async setUp(s: HostPortSpec): Promise<void> {
-    // No IPv6 on the host port: egress and hostAccess are IPv4 (the flows drop the rest).
+    // No IPv6 on the host port: egress, hostAccess and advertised traffic in are IPv4 (the flows
+    // drop the rest).
     await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
     // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
     // the network's own table).

@@ -48,6 +48,7 @@ Deno.test("host ports: one per network with egress or hostAccess and an IPv4 gat
       port: "kh2",
       egress: false,
       hostAccess: true,
+      advertise: false,
       networkId: "c",
       mac: gatewayMac("c"),
       gateway: "10.1.0.1",
@@ -60,6 +61,7 @@ Deno.test("host ports: one per network with egress or hostAccess and an IPv4 gat
       port: "kh3",
       egress: true,
       hostAccess: false,
+      advertise: false,
       networkId: "a",
       mac: gatewayMac("a"),
       gateway: "10.1.0.1",
@@ -67,6 +69,16 @@ Deno.test("host ports: one per network with egress or hostAccess and an IPv4 gat
       cidr: "10.1.0.0/24",
       mtu: 1450,
     },
+  ]);
+});
+
+Deno.test("host ports: an advertised network gets one, its subnet in the main table (routed in from the fabric)", () => {
+  const [adv] = hostPortSpecs([{ port: port("a", { networkAdvertise: true }), number: 3 }]);
+  assert.deepEqual([adv.advertise, adv.egress, adv.hostAccess], [true, false, false]);
+  assert.deepEqual(linkCommands(adv), [
+    `link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
+    "addr flush dev kh3",
+    "addr add 10.1.0.1/24 dev kh3",
   ]);
 });
 

@@ -1,0 +1,63 @@
+/** What a node advertises: hosted advertised networks, its own pods' host routes, nothing else. */
+import assert from "node:assert/strict";
+import type { Port } from "@knitter/common";
+import { advertisedRoutes } from "./advertised.ts";
+
+function port(networkId: string, ip: string, more: Partial<Port> = {}): Port {
+  return {
+    id: `p-${ip}`,
+    tenant: "acme",
+    network: networkId,
+    networkTenant: "acme",
+    networkId,
+    type: "vxlan",
+    ip,
+    address: `${ip}/24`,
+    family: 4,
+    gateway: "10.1.0.1",
+    mac: "02:00:0a:01:00:05",
+    mtu: 1450,
+    routes: [],
+    dns: {},
+    createdAt: "2026-11-28T00:00:00Z",
+    networkAdvertise: true,
+    ...more,
+  };
+}
+
+const A5 = port("a", "10.1.0.5", { address6: "fd00:1::5/64" });
+const A6 = port("a", "10.1.0.6");
+const B = port("b", "10.2.0.5", { address: "10.2.0.5/24" });
+const QUIET = port("q", "10.3.0.5", { networkAdvertise: undefined });
+const ELSEWHERE = port("e", "10.4.0.9", { node: "n2" });
+
+Deno.test("advertised: a hosted network's CIDRs and its local pods' host routes, both families", () => {
+  const got = advertisedRoutes({
+    local: [A5, A6, QUIET],
+    ready: new Set(["a", "q"]),
+    all: [A5, A6, QUIET, ELSEWHERE],
+    from: "hosting",
+  });
+  assert.deepEqual(got, {
+    v4: ["10.1.0.0/24", "10.1.0.5/32", "10.1.0.6/32"],
+    v6: ["fd00:1::/64", "fd00:1::5/128"],
+  });
+});
+
+Deno.test("advertised: not before the node's host port on the network is set up (it could not take the traffic in)", () => {
+  const got = advertisedRoutes({ local: [A5, B], ready: new Set(["b"]), all: [], from: "hosting" });
+  assert.deepEqual(got, { v4: ["10.2.0.0/24", "10.2.0.5/32"], v6: [] });
+});
+
+Deno.test("advertised: from every node, every advertised network's CIDR, host routes only for its own pods", () => {
+  const got = advertisedRoutes({
+    local: [A5],
+    ready: new Set(["a"]),
+    all: [A5, ELSEWHERE, QUIET],
+    from: "all",
+  });
+  assert.deepEqual(got, {
+    v4: ["10.1.0.0/24", "10.1.0.5/32", "10.4.0.0/24"],
+    v6: ["fd00:1::/64", "fd00:1::5/128"],
+  });
+});
