@@ -14,7 +14,9 @@ DEBIAN_PACKAGES=(gcc libc6-dev iproute2 ethtool socat openssl openvswitch-switch
 # prometheus (promtool with it) is for tests/prometheus*_test.ts, which run their own on a free
 # port. It comes without its Recommends (node exporter, smartmontools, ipmi: daemons of their own),
 # and its service is neither started (policy-rc.d below) nor enabled: nothing listens on 9090.
-SERVICE_PACKAGES=(prometheus)
+# bird2 (BIRD 2) is the BGP daemon each agent runs for itself (agent/bgp/) and the external
+# router of tests/e2e_bgp_test.ts; its own service is neither started nor enabled either.
+SERVICE_PACKAGES=(prometheus bird2)
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/deno ] || ! .tools/bin/deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then

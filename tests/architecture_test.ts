@@ -575,3 +575,25 @@ Deno.test("architecture: one place in the agent runs tcpdump, through run.ts, wi
   assert.doesNotMatch(text, /Deno\.Command/);
   assert.match(text, /deps\.managerAs\(token\)/, "the manager asked with the caller's token");
 });
+
+/**
+ * BGP advertisement (issue 29): one module of the agent renders BIRD's configuration
+ * (agent/bgp/bird_config.ts, data to text, golden tested), and one runs `bird` and `birdc`
+ * (agent/bgp/bgp_speaker.ts), through common/run.ts, so that BIRD's pid stays the agent's to stop.
+ */
+Deno.test("architecture: one place in the agent writes BIRD's configuration, one runs BIRD, through run.ts", async () => {
+  const writers: string[] = [];
+  const runners: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/protocol (bgp|static|kernel)\b/.test(text)) writers.push(path);
+    if (/\bpaths\.birdc?\b|\["birdc?"/.test(text)) runners.push(path);
+  }
+  assert.deepEqual(writers, ["agent/bgp/bird_config.ts"]);
+  assert.deepEqual(runners, ["agent/bgp/bgp_speaker.ts"]);
+  const speaker = await Deno.readTextFile(`${ROOT}agent/bgp/bgp_speaker.ts`);
+  assert.match(speaker, /seams\.run\(/, "through run.ts");
+  assert.doesNotMatch(speaker, /Deno\.Command/);
+});

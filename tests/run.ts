@@ -44,6 +44,7 @@ export const SLOWEST = [
  * nodes, etcd processes): in `all`, not in `quick`.
  */
 export const NEEDS_SYSTEM = [
+  "agent/bgp/bird_config_test.ts",
   "agent/dataplane/host_nft_test.ts",
   "agent/dataplane/mirrors_test.ts",
   "agent/dataplane/ofwatch_test.ts",

@@ -228,13 +228,13 @@ export function parseProtocols(text: string, peers: string[]): BgpSession[] {
 export function speakerFor(config: AgentConfig, log: Logger): BgpSpeaker {
   const bgp = config.bgp!;
   const dir = config.stateDir === ":memory:" ? "/run/knitter" : config.stateDir;
-  const nextHop = bgp.nextHop ?? config.underlayIp;
+  const hop4 = bgp.nextHop ?? config.underlayIp;
   const settings: BirdSettings = {
     localAsn: bgp.localAsn,
-    routerId: bgp.routerId ?? nextHop,
+    routerId: bgp.routerId ?? hop4,
     peers: bgp.peers,
     communities: bgp.communities,
-    nextHop,
+    nextHop: hop4,
     logFile: `${dir}/bird.log`,
     ...(bgp.nextHop6 !== undefined && { nextHop6: bgp.nextHop6 }),
   };

@@ -1,0 +1,106 @@
+/**
+ * A routed fabric for BGP tests: an "external router" netns on a stack's underlay running BIRD 2
+ * (the same daemon as the agents) as the peer of every node, with a host behind it on a subnet of
+ * its own. The router installs what it learns in its kernel and forwards; what it learned, with
+ * each route's next hops, is read from its BIRD.
+ */
+import { run } from "@knitter/common";
+import type { Cleanup } from "../../devstack/cleanup.ts";
+
+/** The router on the underlay (the stack's nodes are 192.0.2.1, .2, ...), and its IPv6 twin. */
+export const ROUTER = "192.0.2.254";
+export const ROUTER6 = "fd99::fe";
+/** The host behind the router, on a subnet no node has a route to but through the router. */
+export const HOST = "198.51.100.2";
+export const HOST_SUBNET = "198.51.100.0/24";
+export const ROUTER_ASN = 65000;
+export const NODE_ASN = 65001;
+
+/** A node's IPv6 address on the underlay: fd99:: and its IPv4's last number. */
+export function underlay6(ip: string): string {
+  return `fd99::${ip.split(".")[3]}`;
+}
+
+export interface Fabric {
+  router: string;
+  host: string;
+  /** BIRD's control socket of the router. */
+  socket: string;
+  /** Every route the router learned: prefix → the next hops it has for it (sorted). */
+  learned(): Promise<Map<string, string[]>>;
+}
+
+/** Makes the router and the host, and starts the router's BIRD with a session to each node. */
+export async function startFabric(cleanup: Cleanup, nodeIps: string[]): Promise<Fabric> {
+  const router = cleanup.name("rtr");
+  const host = cleanup.name("host");
+  for (const ns of [router, host]) {
+    cleanup.netns(ns);
+    await run(["ip", "netns", "add", ns]);
+  }
+  await run(["ip", "-n", cleanup.name("ul"), "-batch", "-"], {
+    stdin: `link add rtr0 type veth peer name eth0 netns ${router}\nlink set rtr0 master br0 up\n`,
+  });
+  await run(["ip", "-n", router, "-batch", "-"], {
+    stdin: [
+      `addr add ${ROUTER}/24 dev eth0`,
+      `addr add ${ROUTER6}/64 dev eth0 nodad`,
+      "link set eth0 up",
+      "link set lo up",
+      `link add eth1 type veth peer name eth0 netns ${host}`,
+      "addr add 198.51.100.1/24 dev eth1",
+      "link set eth1 up",
+    ].join("\n") + "\n",
+  });
+  await run(["ip", "-n", host, "-batch", "-"], {
+    stdin: `addr add ${HOST}/24 dev eth0\nlink set eth0 up\nlink set lo up\n` +
+      "route add default via 198.51.100.1\n",
+  });
+  await run(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+  // Whole checksums on the wire: the nodes' Open vSwitch (userspace) reads frames as they are.
+  for (const ns of [router, host]) {
+    await run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]);
+  }
+  const dir = await cleanup.tempDir();
+  const socket = `${dir}/rtr.ctl`;
+  await Deno.writeTextFile(`${dir}/rtr.conf`, routerConfig(nodeIps));
+  cleanup.pidfile(`${dir}/rtr.pid`);
+  await run([
+    ...["ip", "netns", "exec", router],
+    ...["bird", "-c", `${dir}/rtr.conf`, "-s", socket, "-P", `${dir}/rtr.pid`],
+  ]);
+  return { router, host, socket, learned: () => learnedRoutes(socket) };
+}
+
+/** Learns everything from every node (hold time 3: a silent node's routes go within 3 s). */
+function routerConfig(nodeIps: string[]): string {
+  return [
+    `router id ${ROUTER};`,
+    "protocol device {}",
+    "protocol kernel { ipv4 { import none; export all; }; merge paths on; }",
+    "protocol kernel { ipv6 { import none; export all; }; merge paths on; }",
+    ...nodeIps.map((ip, i) =>
+      `protocol bgp node${i + 1} { local ${ROUTER} as ${ROUTER_ASN}; neighbor ${ip} as ` +
+      `${NODE_ASN}; hold time 3; ipv4 { import all; export none; }; ` +
+      "ipv6 { import all; export none; }; }"
+    ),
+  ].join("\n") + "\n";
+}
+
+/**
+ * `birdc show route` read as prefix → next hops. A prefix learned from several peers is listed
+ * once, each further route on a line of its own that starts blank, and each route's next hop on a
+ * `via` line under it.
+ */
+async function learnedRoutes(socket: string): Promise<Map<string, string[]>> {
+  const r = await run(["birdc", "-s", socket, "show", "route"]);
+  const out = new Map<string, string[]>();
+  let prefix = "";
+  for (const line of r.stdout.split("\n")) {
+    const head = /^(\S+)\s+unicast/.exec(line);
+    if (head) prefix = head[1];
+    const via = /^\s+via (\S+) on/.exec(line);
+    if (via && prefix) out.set(prefix, [...out.get(prefix) ?? [], via[1]].sort());
+  }
+  return out;
+}
