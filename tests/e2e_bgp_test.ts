@@ -8,19 +8,9 @@
  * pods and the network go, and when a node's agent stops.
  */
 import assert from "node:assert/strict";
-import { run } from "@knitter/common";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
-import {
-  type Fabric,
-  HOST,
-  HOST_SUBNET,
-  NODE_ASN,
-  ROUTER,
-  ROUTER_ASN,
-  startFabric,
-  underlay6,
-} from "./support/bgp_fabric.ts";
+import { type Fabric, HOST, speakBgp, startFabric, underlay6 } from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
@@ -168,27 +158,6 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
     await forgets(fabric, ["10.80.0.0/24", "fd80:1::/64", `${f1.ip}/32`, `${f2.ip}/32`]);
   });
 });
-
-/** Gives a node's agent a `bgp` section (its own IPv6 next hop) and restarts it. */
-async function speakBgp(cleanup: Cleanup, node: StackNode): Promise<void> {
-  const ip = node.sim.underlayIp;
-  await run(["ip", "-n", node.sim.netns, "-batch", "-"], {
-    stdin: `addr add ${underlay6(ip)}/64 dev br-phy nodad\n` +
-      `route add ${HOST_SUBNET} via ${ROUTER}\n`,
-  });
-  await node.stopAgent();
-  const config = JSON.parse(await Deno.readTextFile(node.agentConfig));
-  config.bgp = {
-    localAsn: NODE_ASN,
-    peers: [{ address: ROUTER, asn: ROUTER_ASN, holdTime: 3 }],
-    communities: ["65001:80"],
-    nextHop6: underlay6(ip),
-  };
-  await Deno.writeTextFile(node.agentConfig, JSON.stringify(config));
-  // Its BIRD goes with the test, whatever happens to the agent.
-  cleanup.pidfile(`${node.agentStateDir}/bird.pid`);
-  await node.startAgent();
-}
 
 /** Waits until the router has each prefix with exactly these next hops. */
 async function learns(fabric: Fabric, want: Map<string, string[]>): Promise<void> {

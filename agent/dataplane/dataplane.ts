@@ -29,6 +29,7 @@ import { type DscpSource, networkDscp } from "./dscp_model.ts";
 import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
 import type { BgpSpeaker } from "../bgp/bgp_speaker.ts";
 import { advertisedRoutes } from "../bgp/advertised.ts";
+import type { Advertised } from "../bgp/bird_config.ts";
 import { awaySources, type MirrorRows, mirrorRows } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 
@@ -96,6 +97,8 @@ export class Dataplane {
   mirrors: MirrorRows | null = null;
   /** The node's BGP speaker and whence it advertises (agent/bgp/); none: no BGP. */
   bgp: { speaker: BgpSpeaker; from: "hosting" | "all" } | null = null;
+  /** What the last model says the node advertises, handed to the speaker after its flows. */
+  private routes: Advertised | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -244,6 +247,7 @@ export class Dataplane {
       let ok = false;
       try {
         await this.apply(await this.model());
+        if (this.routes) this.bgp?.speaker.advertise(this.routes);
         await this.syncMirrors();
         ok = true;
       } finally {
@@ -477,13 +481,16 @@ export class Dataplane {
         ready.add(s.networkId);
       }
     }
-    // Advertised only where the node can take the traffic in: its host port is set up.
-    this.bgp?.speaker.advertise(advertisedRoutes({
-      local: hosted.map((h) => h.port),
-      ready,
-      all: this.remote.ports(),
-      from: this.bgp.from,
-    }));
+    // Advertised only where the node can take the traffic in: its host port is set up (and, in
+    // sync(), once the flows to its pods are in).
+    if (this.bgp) {
+      this.routes = advertisedRoutes({
+        local: hosted.map((h) => h.port),
+        ready,
+        all: this.remote.ports(),
+        from: this.bgp.from,
+      });
+    }
   }
 
   private async network(

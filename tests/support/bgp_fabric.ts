@@ -6,6 +6,7 @@
  */
 import { run } from "@knitter/common";
 import type { Cleanup } from "../../devstack/cleanup.ts";
+import type { StackNode } from "../../devstack/stack.ts";
 
 /** The router on the underlay (the stack's nodes are 192.0.2.1, .2, ...), and its IPv6 twin. */
 export const ROUTER = "192.0.2.254";
@@ -103,4 +104,25 @@ async function learnedRoutes(socket: string): Promise<Map<string, string[]>> {
     if (via && prefix) out.set(prefix, [...out.get(prefix) ?? [], via[1]].sort());
   }
   return out;
+}
+
+/** Gives a node's agent a `bgp` section (its own IPv6 next hop) and restarts it. */
+export async function speakBgp(cleanup: Cleanup, node: StackNode): Promise<void> {
+  const ip = node.sim.underlayIp;
+  await run(["ip", "-n", node.sim.netns, "-batch", "-"], {
+    stdin: `addr add ${underlay6(ip)}/64 dev br-phy nodad\n` +
+      `route add ${HOST_SUBNET} via ${ROUTER}\n`,
+  });
+  await node.stopAgent();
+  const config = JSON.parse(await Deno.readTextFile(node.agentConfig));
+  config.bgp = {
+    localAsn: NODE_ASN,
+    peers: [{ address: ROUTER, asn: ROUTER_ASN, holdTime: 3 }],
+    communities: ["65001:80"],
+    nextHop6: underlay6(ip),
+  };
+  await Deno.writeTextFile(node.agentConfig, JSON.stringify(config));
+  // Its BIRD goes with the test, whatever happens to the agent.
+  cleanup.pidfile(`${node.agentStateDir}/bird.pid`);
+  await node.startAgent();
 }
