@@ -59,6 +59,7 @@ Deno.test("route: the handler gets the path's parameters, and the query and body
       public: false,
       egress: false,
       hostAccess: false,
+      advertise: false,
       dataPlane: "ovs",
     },
   };
