@@ -152,6 +152,18 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
     },
   );
 
+  await t.step(
+    "a node's BIRD that dies is started again by its agent, and its routes come back",
+    async () => {
+      const pid = Number((await Deno.readTextFile(`${n1.agentStateDir}/bird.pid`)).trim());
+      Deno.kill(pid, "SIGKILL");
+      await forgets(fabric, [`${f1.ip}/32`]);
+      await learns(fabric, new Map([[`${f1.ip}/32`, [ip1]], ["10.80.0.0/24", [ip1, ip2].sort()]]));
+      const again = Number((await Deno.readTextFile(`${n1.agentStateDir}/bird.pid`)).trim());
+      assert.notEqual(again, pid, "a new BIRD");
+    },
+  );
+
   await t.step("withdrawn when its pods and the network are deleted", async () => {
     for (const p of [f1, f2]) assert.equal((await p.del()).code, 0, `DEL ${p.name}`);
     await api(stack, "DELETE", "tenants/acme/networks/front", undefined, 204);

@@ -45,6 +45,12 @@ const NONE: Advertised = { v4: [], v6: [] };
 /** How long a stopped BIRD may take to tell its peers and exit before it is killed. */
 const STOP_WAIT_MS = 5000;
 
+/** How long BIRD may take to write its pid file once `bird` returned. */
+const PID_WAIT_MS = 2000;
+
+/** How often the agent checks that its BIRD answers (one that died is started again). */
+const WATCH_MS = 5000;
+
 export class BgpSpeaker {
   private wanted: Advertised = NONE;
   /** The configuration BIRD runs now; "" makes the next apply write and reload it again. */
@@ -52,6 +58,7 @@ export class BgpSpeaker {
   private chain: Promise<void> = Promise.resolve();
   private pid: number | null = null;
   private stopping = false;
+  private watch: number | undefined;
 
   constructor(
     private readonly settings: BirdSettings,
@@ -79,6 +86,19 @@ export class BgpSpeaker {
       await this.launch();
     }
     this.applied = birdConfig(this.settings, NONE);
+    this.watch = setInterval(() => this.revive(), WATCH_MS);
+  }
+
+  /** A BIRD that died (killed, crashed) is started again with what the node advertises. */
+  private revive(): void {
+    this.chain = this.chain.then(async () => {
+      if (this.stopping || await this.answers()) return;
+      this.log.warn("BGP: BIRD does not answer on its control socket: starting it again", {
+        socket: this.paths.controlSocket,
+      });
+      this.applied = "";
+      await this.apply();
+    });
   }
 
   /** Advertises `routes` from now on; applied in order, the latest wins (see settled). */
@@ -95,8 +115,10 @@ export class BgpSpeaker {
   /** Stops BIRD: its peers withdraw every route of the node. */
   async stop(): Promise<void> {
     this.stopping = true;
+    clearInterval(this.watch);
     await this.chain;
-    const pid = this.pid ?? await this.readPid();
+    // The file first: it names the BIRD running now, whoever started it.
+    const pid = await this.readPid() ?? this.pid;
     if (pid === null) return;
     this.pid = null;
     try {
@@ -150,8 +172,14 @@ export class BgpSpeaker {
   /** Starts BIRD; it forks into the background once its configuration is read. */
   private async launch(): Promise<void> {
     const { bird, configFile, controlSocket, pidFile } = this.paths;
+    // A dead BIRD's pid must not be taken for the new one's: BIRD writes the file after it forked,
+    // maybe after `bird` returned.
+    await Deno.remove(pidFile).catch(() => {});
     await this.seams.run([bird, "-c", configFile, "-s", controlSocket, "-P", pidFile]);
-    this.pid = await this.readPid();
+    const until = Date.now() + PID_WAIT_MS;
+    while ((this.pid = await this.readPid()) === null && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     this.log.info("BGP: BIRD started", { pid: this.pid, peers: this.settings.peers.length });
   }
 
