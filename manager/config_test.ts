@@ -309,3 +309,26 @@ Deno.test("config: manager.example.json loads, fairness budgets and all", async 
   assert.equal(config.limits?.jsonDepth, 32);
   assert.equal(config.fairness?.tenant?.concurrentLists, 4);
 });
+
+Deno.test("config: bgp.advertisableRanges are CIDRs, none by default (nothing is advertised)", async () => {
+  const env = { KNITTER_MANAGER_ADMIN_TOKEN: ADMIN };
+  const { config } = await load(["--config", "/etc/knitter.json"], env, withFile(FILE));
+  assert.equal(config.bgp, undefined);
+  const ranges = ["10.64.0.0/10", "fd00::/8"];
+  const given = await load(
+    ["--config", "/etc/knitter.json"],
+    env,
+    withFile({ ...FILE, bgp: { advertisableRanges: ranges } }),
+  );
+  assert.deepEqual(given.config.bgp, { advertisableRanges: ranges });
+  for (const bad of ["10.64.0.1/10", "10.0.0.0/33", "public"]) {
+    await configError(
+      load(
+        ["--config", "/etc/knitter.json"],
+        env,
+        withFile({ ...FILE, bgp: { advertisableRanges: [bad] } }),
+      ),
+      new RegExp(`bgp.advertisableRanges: "${bad.replaceAll(".", "\\.")}" is not a CIDR`),
+    );
+  }
+});
