@@ -153,11 +153,13 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   cleanup.netns(ns);
   await run(["ip", "netns", "add", ns]);
   const nft = (stdin: string) => run(["nft", "-f", "-"], { netns: ns, stdin });
-  for (const set of [nets, nets.slice(1), nets]) {
+  const advertised = [...nets, net(4, false, false, 74, true)];
+  for (const set of [nets, nets.slice(1), advertised, nets]) {
     await nft(hostRuleset(set, UPLINKS));
     const listed = (await run(["nft", "list", "table", "ip", NFT_TABLE], { netns: ns })).stdout;
     assert.equal(listed.includes('"kh1"'), set.includes(nets[0]));
     assert.match(listed, /chain forward/);
+    assert.equal(listed.includes("10.74.0.0/24"), set === advertised);
   }
   await nft(hostRuleset([]));
   const r = await run(["nft", "list", "ruleset"], { netns: ns });
