@@ -58,7 +58,7 @@ export class BgpSpeaker {
   private chain: Promise<void> = Promise.resolve();
   private pid: number | null = null;
   private stopping = false;
-  private watch: number | undefined;
+  private watch: ReturnType<typeof setInterval> | undefined;
 
   constructor(
     private readonly settings: BirdSettings,
