@@ -21,3 +21,4 @@ export * from "./bandwidth.ts";
 export * from "./router_routes.ts";
 export * from "./port_addresses.ts";
 export * from "./security_groups.ts";
+export * from "./work_queue.ts";
