@@ -26,6 +26,8 @@ import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
 import { KubePods } from "./kubernetes/kube_pods.ts";
 import { ExtraInterfaces } from "./extra/extra_interface.ts";
+import { Hotplug } from "./kubernetes/hotplug.ts";
+import { NodePodWatch } from "./kubernetes/node_pod_watch.ts";
 import { ExtraInterfaceStore } from "./extra/extra_interface_store.ts";
 import { Ovs } from "./dataplane/ovs.ts";
 import { PortPlugger } from "./dataplane/port_plugger.ts";
@@ -139,6 +141,17 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     bridges: ovsBridges(ovs),
     log,
   });
+  // Kubernetes mode: a running pod's network annotation changed adds or removes its interfaces.
+  const hotplug = pods &&
+    new Hotplug({
+      nodeName: config.nodeName,
+      defaultNetwork: config.defaultNetwork,
+      extra,
+      attachments: () => state.attachmentsView(),
+      pods,
+      log,
+    });
+  const nodePods = hotplug && new NodePodWatch(pods, config.nodeName, hotplug, log);
   // Open vSwitch restarts, lost bridges and flow drift are noticed and repaired (healer.ts).
   const healer = new Healer({
     dataplane,
@@ -235,6 +248,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     const reaped = await reaper.pass(false);
     if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
     reaper.start();
+    // Hot-plug follows the node's pods once the node's own ports and flows are in place.
+    nodePods?.start();
     notReady = null;
     log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
   }, {
@@ -252,6 +267,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     async stop() {
       stopping.abort();
       await joined;
+      await nodePods?.stop();
+      await hotplug?.stop();
       await reapplied;
       await reaper.stop();
       await healer.stop();
