@@ -20,7 +20,8 @@ import {
 } from "@knitter/common";
 import { type Kube, KubeError, type PodLike } from "./kube.ts";
 import type { PortIndex } from "./port_index.ts";
-import type { WorkQueue } from "./work_queue.ts";
+import { Requeue, type WorkQueue } from "./work_queue.ts";
+import type { HotplugPending } from "./hotplug_pending.ts";
 
 export interface PodRef {
   namespace: string;
@@ -75,6 +76,8 @@ export class PodTracker {
     private readonly manager: ManagerClient,
     private readonly ports: PortIndex,
     private readonly log: Logger,
+    /** Says when a running pod's annotation asks for interfaces its agent has not added. */
+    private readonly hotplug?: HotplugPending,
   ) {}
 
   // ---- informer handlers
@@ -91,13 +94,17 @@ export class PodTracker {
     if (!ref) return;
     this.live.delete(ref.uid);
     this.reported.delete(ref.uid);
+    this.hotplug?.forget(ref.uid);
     this.gone.set(ref.uid, ref);
     releases.add(ref.uid);
   }
 
   // ---- reconcilers
 
-  /** Reports a malformed annotation once, else writes the network-status when it changed. */
+  /**
+   * Reports a malformed annotation once, else writes the network-status when it changed, and
+   * tells of hot-plugged interfaces that do not come (looked at again until they do).
+   */
   async reconcile(pod: PodLike | undefined): Promise<void> {
     const ref = pod && refOf(pod);
     if (!ref) return;
@@ -107,11 +114,15 @@ export class PodTracker {
     if (problem) {
       const text = JSON.stringify(annotations);
       if (this.reported.get(ref.uid) === text) return;
+      // A running pod (it has ports) keeps what it has: hot-plug waits for a correct annotation.
+      const running = this.ports.forPod(ref.uid).length > 0;
       await this.kube.podEvent(
         ref,
         "Warning",
         INVALID_ANNOTATION,
-        `${problem}. No network was attached: correct the annotation and create the pod again.`,
+        running
+          ? `${problem}. Nothing was changed in the running pod: correct the annotation.`
+          : `${problem}. No network was attached: correct the annotation and create the pod again.`,
       );
       this.reported.set(ref.uid, text);
       this.eventsRecorded++;
@@ -119,6 +130,18 @@ export class PodTracker {
     }
     if (!pod.spec?.nodeName) return;
     const ports = this.ports.forPod(ref.uid);
+    await this.writeNetworkStatus(ref, annotations, ports);
+    // Under Multus (its status), Multus and its dynamic networks controller own the attachments.
+    if (annotations[NETWORK_STATUS] !== undefined && !wroteStatus(annotations)) return;
+    const later = await this.hotplug?.check(ref, pod.spec.nodeName, annotations, ports);
+    if (later !== undefined) throw new Requeue(later, "hot-plug pending");
+  }
+
+  private async writeNetworkStatus(
+    ref: PodRef,
+    annotations: Record<string, string>,
+    ports: Port[],
+  ): Promise<void> {
     const status = annotations[NETWORK_STATUS];
     // Someone else's (Multus'): never overwritten, never removed (STATUS_WRITER).
     if (status !== undefined && !wroteStatus(annotations)) return;
