@@ -286,10 +286,13 @@ export class ExtraInterfaces {
     let podName: string | undefined;
     if (t.pod !== undefined) {
       const [namespace, name] = t.pod.split("/");
-      const a = (await this.d.state.listAttachments()).find((a) =>
+      // The newest sandbox's: an older one's records stay until its DEL (or the reaper).
+      const a = (await this.d.state.listAttachments()).filter((a) =>
         a.pod?.namespace === namespace && a.pod.name === name && a.status === "ready" &&
         !isExtraContainer(a.containerId)
-      );
+      ).sort((a, b) =>
+        b.createdAt.localeCompare(a.createdAt)
+      )[0];
       if (!a) {
         if (gone) return { path: `pod ${t.pod}`, id: "", podName: t.pod };
         throw new ExtraInterfaceError(

@@ -93,32 +93,49 @@ export class Hotplug implements NodePodHandler {
   /** Makes the pod's hot-plugged interfaces what its annotation asks, as far as it can. */
   private async reconcile(key: string): Promise<void> {
     const pod = this.pods.get(key);
+    const sandbox = pod && !pod.deleting ? this.sandboxOf(pod) : undefined;
     const plugged = (await this.d.extra.records()).filter((x) => x.hotplug && x.pod === key);
-    // A pod gone, being deleted or replaced (another UID) keeps no hot-plugged interface; an
+    // A pod gone, being deleted, replaced (another UID) or in a new sandbox (another netns) keeps
+    // no hot-plugged interface of before (the new sandbox's ADD made what the annotation asks); an
     // attach that was interrupted (the agent stopped) is undone, and made again if still asked.
-    const stale = plugged.filter((x) =>
-      !pod || pod.deleting || x.hotplug!.uid !== pod.uid || x.status !== "ready"
-    );
-    for (const x of stale) await this.d.extra.detachRecord(x.id, "its pod is gone");
+    const mine = (x: ExtraInterface) =>
+      sandbox?.ready === true && x.hotplug!.uid === pod!.uid && x.status === "ready" &&
+      inNetns(x, sandbox.attachments[0]);
+    for (const x of plugged.filter((x) => !mine(x))) {
+      await this.d.extra.detachRecord(x.id, "its pod or sandbox is gone");
+    }
     if (!pod || pod.deleting) {
       for (const k of [...this.told.keys()]) if (k.startsWith(`${key} `)) this.told.delete(k);
       return;
     }
-    const wanted = this.wanted(pod);
-    if (wanted === undefined) return;
-    const attachments = [...this.d.attachments()].filter((a) =>
-      a.pod?.uid === pod.uid && !isExtraContainer(a.containerId)
-    );
-    if (!attachments.some((a) => a.status === "ready")) {
+    if (!sandbox?.ready) {
       // Not attached here (yet): its ADD reads the annotation itself; one that is under way may
       // have read an older one, so look again once it is done.
-      if (attachments.length > 0) throw new Requeue(ADD_PENDING_MS);
+      if (sandbox) throw new Requeue(ADD_PENDING_MS);
       return;
     }
-    const mine = plugged.filter((x) => !stale.includes(x));
-    const plan = planHotplug(wanted, interfacesOf(attachments, mine), PRIMARY_IFNAME);
+    const wanted = this.wanted(pod);
+    if (wanted === undefined) return;
+    const have = interfacesOf(sandbox.attachments, plugged.filter(mine));
+    const plan = planHotplug(wanted, have, PRIMARY_IFNAME);
     await this.tell(pod, HOTPLUG_REFUSED, plan.refused.join("; "));
     await this.carryOut(pod, plan);
+  }
+
+  /**
+   * The pod's CNI attachments on this node of its newest sandbox (a sandbox made anew has another
+   * container ID; the old one's records stay until its DEL or the reaper), and whether it is ready.
+   */
+  private sandboxOf(
+    pod: NodePod,
+  ): { attachments: Readonly<Attachment>[]; ready: boolean } | undefined {
+    const all = [...this.d.attachments()].filter((a) =>
+      a.pod?.uid === pod.uid && !isExtraContainer(a.containerId)
+    );
+    const newest = all.sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0];
+    if (!newest) return undefined;
+    const attachments = all.filter((a) => a.containerId === newest.containerId);
+    return { attachments, ready: attachments.every((a) => a.status === "ready") };
   }
 
   /**
@@ -230,6 +247,12 @@ function interfacesOf(
     },
   }));
   return [...own, ...hot];
+}
+
+/** Whether a hot-plugged interface is in the attachment's netns (by identity when both know it). */
+function inNetns(x: ExtraInterface, a: Readonly<Attachment>): boolean {
+  if (x.netnsId && a.netnsId) return x.netnsId === a.netnsId;
+  return x.netns === a.netns;
 }
 
 function keyOf(pod: { namespace: string; name: string }): string {
