@@ -142,16 +142,17 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   });
   // Kubernetes mode: a running pod's network annotation changed adds or removes its interfaces.
-  const hotplug = pods &&
-    new Hotplug({
+  const hotplug = pods && config.kubernetes?.hotplug
+    ? new Hotplug({
       nodeName: config.nodeName,
       defaultNetwork: config.defaultNetwork,
       extra,
       attachments: () => state.attachmentsView(),
       pods,
       log,
-    });
-  const nodePods = hotplug && new NodePodWatch(pods, config.nodeName, hotplug, log);
+    })
+    : undefined;
+  const nodePods = hotplug && new NodePodWatch(pods!, config.nodeName, hotplug, log);
   // Open vSwitch restarts, lost bridges and flow drift are noticed and repaired (healer.ts).
   const healer = new Healer({
     dataplane,

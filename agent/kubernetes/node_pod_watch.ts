@@ -8,7 +8,10 @@
  * change missed while the agent was down or deaf is seen then.
  */
 import { Backoff, type Logger, sleep } from "@knitter/common";
-import type { KubePods, NodePod, PodWatchEvent } from "./kube_pods.ts";
+import { KubeApiError, type KubePods, type NodePod, type PodWatchEvent } from "./kube_pods.ts";
+
+const FORBIDDEN =
+  "hot-plug needs list and watch on pods (deploy/rbac/agent.yaml); or set kubernetes.hotplug to false";
 
 export interface NodePodHandler {
   /** Every pod of the node, after each list (a pod not in it is gone). */
@@ -66,6 +69,7 @@ export class NodePodWatch {
         this.log.warn("the node's pods: listing again", {
           error: String((err as Error)?.message ?? err),
           retryInMs,
+          ...(err instanceof KubeApiError && err.status === 403 ? { fix: FORBIDDEN } : {}),
         });
         await sleep(retryInMs, signal);
       }
