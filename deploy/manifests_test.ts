@@ -327,8 +327,9 @@ Deno.test("the agent loads its configuration with the DaemonSet's environment", 
     assert.equal(config.underlayIp, "192.0.2.11");
     assert.equal(config.manager.url, "http://10.96.0.27:9527");
     assert.equal(config.socket, AGENT_SOCKET);
-    // Kubernetes mode with the pod's service account: pods' annotations choose their networks.
-    assert.deepEqual(config.kubernetes, {});
+    // Kubernetes mode with the pod's service account: pods' annotations choose their networks,
+    // also of running pods (hot-plug).
+    assert.deepEqual(config.kubernetes, { hotplug: true });
     assert.equal(pod.automountServiceAccountToken, undefined);
   });
 });
