@@ -95,13 +95,14 @@ export class Hotplug implements NodePodHandler {
     const pod = this.pods.get(key);
     const sandbox = pod && !pod.deleting ? this.sandboxOf(pod) : undefined;
     const plugged = (await this.d.extra.records()).filter((x) => x.hotplug && x.pod === key);
-    // A pod gone, being deleted, replaced (another UID) or in a new sandbox (another netns) keeps
-    // no hot-plugged interface of before (the new sandbox's ADD made what the annotation asks); an
-    // attach that was interrupted (the agent stopped) is undone, and made again if still asked.
-    const mine = (x: ExtraInterface) =>
-      sandbox?.ready === true && x.hotplug!.uid === pod!.uid && x.status === "ready" &&
-      inNetns(x, sandbox.attachments[0]);
-    for (const x of plugged.filter((x) => !mine(x))) {
+    // A pod gone, being deleted, replaced (another UID), without a sandbox here (its DEL ran: a
+    // pod that completed) or in a new one (another netns: its ADD made what the annotation asks)
+    // keeps no hot-plugged interface of before; an attach that was interrupted (the agent
+    // stopped) is undone, and made again if still asked.
+    const stale = (x: ExtraInterface) =>
+      !sandbox || x.hotplug!.uid !== pod!.uid || x.status !== "ready" ||
+      (sandbox.ready && !inNetns(x, sandbox.attachments[0]));
+    for (const x of plugged.filter(stale)) {
       await this.d.extra.detachRecord(x.id, "its pod or sandbox is gone");
     }
     if (!pod || pod.deleting) {
@@ -116,7 +117,7 @@ export class Hotplug implements NodePodHandler {
     }
     const wanted = this.wanted(pod);
     if (wanted === undefined) return;
-    const have = interfacesOf(sandbox.attachments, plugged.filter(mine));
+    const have = interfacesOf(sandbox.attachments, plugged.filter((x) => !stale(x)));
     const plan = planHotplug(wanted, have, PRIMARY_IFNAME);
     await this.tell(pod, HOTPLUG_REFUSED, plan.refused.join("; "));
     await this.carryOut(pod, plan);

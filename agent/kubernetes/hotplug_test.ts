@@ -132,3 +132,22 @@ Deno.test("hot-plug: a pod deleted loses its hot-plugged interfaces", async () =
   assert.deepEqual(calls, ["detach x1"]);
   await hotplug.stop();
 });
+
+Deno.test("hot-plug: a pod whose sandbox went (its DEL ran: it completed) loses its hot-plugged interfaces", async () => {
+  const { hotplug, calls } = setup([], [record("x1", "net1", "/var/run/netns/p", "1:1")]);
+  hotplug.changed(web("data"), "MODIFIED");
+  await hotplug.queue.idle();
+  assert.deepEqual(calls, ["detach x1"]);
+  await hotplug.stop();
+});
+
+Deno.test("hot-plug: while the pod's ADD is under way nothing is changed; it is looked at again", async () => {
+  const adding = attachment("c1", "/var/run/netns/p", "1:1");
+  adding.status = "adding";
+  const { hotplug, calls } = setup([adding], [record("x1", "net1", "/var/run/netns/p", "1:1")]);
+  hotplug.changed(web(undefined), "MODIFIED");
+  await hotplug.queue.idle();
+  assert.deepEqual(calls, []);
+  assert.equal(hotplug.queue.failed, 0, "a requeue, not a failure");
+  await hotplug.stop();
+});
