@@ -17,6 +17,9 @@ import {
   parsePodAnnotations,
   type Port,
   resolveAnnotated,
+  STATUS_WRITER,
+  statusMark,
+  wroteStatus,
 } from "@knitter/common";
 import { type Kube, KubeError, type PodLike } from "./kube.ts";
 import type { PortIndex } from "./port_index.ts";
@@ -30,36 +33,6 @@ export interface PodRef {
 }
 
 export const INVALID_ANNOTATION = "InvalidNetworkAnnotation";
-/**
- * Set beside every network-status the monitor writes: its name and a digest of the text it wrote.
- * A status without it, or whose text no longer matches the digest, is someone else's and is never
- * overwritten nor taken away. That is Multus': as the meta-plugin it writes every pod's status
- * itself, Knitter's attachments included, and may do so after the monitor did (it patches its own
- * annotation only, so the mark stays beside a text that is no longer ours). Knitter as a Multus
- * delegate thus leaves the status to Multus; as the primary plugin, it writes it.
- */
-export const STATUS_WRITER = "knitter.io/network-status-writer";
-const WRITER = "knitter-monitor";
-
-/** The mark beside a status the monitor wrote. */
-function markOf(status: string): string {
-  return `${WRITER} ${fnv1a(status)}`;
-}
-
-/** Whether the monitor wrote this status (a bare name: a monitor from before the digest). */
-function wroteStatus(annotations: Record<string, string>): boolean {
-  const status = annotations[NETWORK_STATUS];
-  const mark = annotations[STATUS_WRITER];
-  return status !== undefined && (mark === markOf(status) || mark === WRITER);
-}
-
-/** FNV-1a, 32 bits, as hex: tells our text from another's, not a secret. */
-export function fnv1a(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  return (h >>> 0).toString(16).padStart(8, "0");
-}
-
 export class PodTracker {
   /** UID → "namespace/name" of every pod that exists. */
   readonly live = new Map<string, string>();
@@ -148,8 +121,8 @@ export class PodTracker {
     let patch: Record<string, string | null>;
     if (ports.length > 0) {
       const value = JSON.stringify(networkStatus(ports));
-      if (status === value && annotations[STATUS_WRITER] === markOf(value)) return;
-      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: markOf(value) };
+      if (status === value && annotations[STATUS_WRITER] === statusMark(value)) return;
+      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: statusMark(value) };
     } else if (status !== undefined) {
       // Every port went (a failed ADD rolled back, its ports released): the status we wrote names
       // interfaces the pod does not have. It goes; the next ADD's ports write it again.

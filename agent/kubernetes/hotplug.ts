@@ -22,6 +22,7 @@ import {
   Requeue,
   resolveAnnotated,
   WorkQueue,
+  wroteStatus,
 } from "@knitter/common";
 import type { ExtraInterfaces } from "../extra/extra_interface.ts";
 import type { ExtraInterface } from "../extra/extra_interface_store.ts";
@@ -35,8 +36,6 @@ export const HOTPLUG_ATTACHED = "KnitterHotplugAttached";
 export const HOTPLUG_DETACHED = "KnitterHotplugDetached";
 export const HOTPLUG_FAILED = "KnitterHotplugFailed";
 export const HOTPLUG_REFUSED = "KnitterHotplugRefused";
-/** The monitor's mark beside a network-status it wrote (monitor/pods.ts). */
-const STATUS_WRITER = "knitter.io/network-status-writer";
 
 /** A pod whose CNI ADD has not finished yet is looked at again after this. */
 const ADD_PENDING_MS = 2000;
@@ -147,9 +146,7 @@ export class Hotplug implements NodePodHandler {
    */
   private wanted(pod: NodePod): AnnotatedNetwork[] | undefined {
     const a = pod.annotations;
-    if (a[NETWORK_STATUS] !== undefined && !a[STATUS_WRITER]?.startsWith("knitter-monitor")) {
-      return undefined;
-    }
+    if (a[NETWORK_STATUS] !== undefined && !wroteStatus(a)) return undefined;
     try {
       const asked = parsePodAnnotations(a);
       if (asked === undefined) return [];

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "@knitter/common";
+import { createLogger, STATUS_WRITER, statusMark } from "@knitter/common";
 import type { Attachment } from "../state.ts";
 import type { ExtraInterface } from "../extra/extra_interface_store.ts";
 import type { AttachBody } from "../extra/extra_interface_request.ts";
@@ -149,5 +149,20 @@ Deno.test("hot-plug: while the pod's ADD is under way nothing is changed; it is 
   await hotplug.queue.idle();
   assert.deepEqual(calls, []);
   assert.equal(hotplug.queue.failed, 0, "a requeue, not a failure");
+  await hotplug.stop();
+});
+
+Deno.test("hot-plug: a pod whose network-status Multus writes is left to Multus", async () => {
+  const { hotplug, calls } = setup([attachment("c1", "/var/run/netns/p", "1:1")], []);
+  const pod = web("data");
+  pod.annotations["k8s.v1.cni.cncf.io/network-status"] = "[]";
+  hotplug.changed(pod, "MODIFIED");
+  await hotplug.queue.idle();
+  assert.deepEqual(calls, []);
+  // The monitor's own status (its mark matches the text) is no reason to hold back.
+  pod.annotations[STATUS_WRITER] = statusMark("[]");
+  hotplug.changed(pod, "MODIFIED");
+  await hotplug.queue.idle();
+  assert.deepEqual(calls, ["attach net1 data tenant acme"]);
   await hotplug.stop();
 });
