@@ -114,6 +114,11 @@ export const AgentConfigSchema = z.strictObject({
   kubernetes: z.strictObject({
     kubeconfig: z.string().optional(),
     socket: z.string().optional(),
+    /**
+     * Hot-plug (kubernetes/hotplug.ts): follow the node's pods and change a running pod's
+     * interfaces with its network annotation. false: the agent lists and watches no pods.
+     */
+    hotplug: z.boolean().default(true),
   }).optional(),
   /**
    * /healthz and /readyz over HTTP for the kubelet's probes, answered through the plugin's socket;

@@ -27,6 +27,8 @@ import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
 import { KubePods } from "./kubernetes/kube_pods.ts";
 import { ExtraInterfaces } from "./extra/extra_interface.ts";
+import { Hotplug } from "./kubernetes/hotplug.ts";
+import { NodePodWatch } from "./kubernetes/node_pod_watch.ts";
 import { ExtraInterfaceStore } from "./extra/extra_interface_store.ts";
 import { Ovs } from "./dataplane/ovs.ts";
 import { PortPlugger } from "./dataplane/port_plugger.ts";
@@ -146,6 +148,18 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     bridges: ovsBridges(ovs),
     log,
   });
+  // Kubernetes mode: a running pod's network annotation changed adds or removes its interfaces.
+  const hotplug = pods && config.kubernetes?.hotplug
+    ? new Hotplug({
+      nodeName: config.nodeName,
+      defaultNetwork: config.defaultNetwork,
+      extra,
+      attachments: () => state.attachmentsView(),
+      pods,
+      log,
+    })
+    : undefined;
+  const nodePods = hotplug && new NodePodWatch(pods!, config.nodeName, hotplug, log);
   // Open vSwitch restarts, lost bridges and flow drift are noticed and repaired (healer.ts).
   const healer = new Healer({
     dataplane,
@@ -243,6 +257,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     const reaped = await reaper.pass(false);
     if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
     reaper.start();
+    // Hot-plug follows the node's pods once the node's own ports and flows are in place.
+    nodePods?.start();
     notReady = null;
     log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
   }, {
@@ -262,6 +278,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await joined;
       // First: the fabric stops sending to this node while its pods still answer.
       await bgp?.stop();
+      await nodePods?.stop();
+      await hotplug?.stop();
       await reapplied;
       await reaper.stop();
       await healer.stop();

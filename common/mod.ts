@@ -21,3 +21,5 @@ export * from "./bandwidth.ts";
 export * from "./router_routes.ts";
 export * from "./port_addresses.ts";
 export * from "./security_groups.ts";
+export * from "./status_writer.ts";
+export * from "./work_queue.ts";

@@ -224,7 +224,7 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
       assert.ok(!rule.nonResourceURLs, `${where(m)} grants non-resource URLs`);
     }
   }
-  assert.deepEqual(rules("knitter-agent"), ["|pods|get", "|events|create"]);
+  assert.deepEqual(rules("knitter-agent"), ["|pods|get,list,watch", "|events|create"]);
   assert.deepEqual(rules("knitter-monitor"), [
     "|pods|get,list,watch,patch",
     "|namespaces|get,list,watch",
@@ -327,8 +327,9 @@ Deno.test("the agent loads its configuration with the DaemonSet's environment", 
     assert.equal(config.underlayIp, "192.0.2.11");
     assert.equal(config.manager.url, "http://10.96.0.27:9527");
     assert.equal(config.socket, AGENT_SOCKET);
-    // Kubernetes mode with the pod's service account: pods' annotations choose their networks.
-    assert.deepEqual(config.kubernetes, {});
+    // Kubernetes mode with the pod's service account: pods' annotations choose their networks,
+    // also of running pods (hot-plug).
+    assert.deepEqual(config.kubernetes, { hotplug: true });
     assert.equal(pod.automountServiceAccountToken, undefined);
   });
 });

@@ -39,6 +39,11 @@ export const MonitorConfigSchema = z.strictObject({
   /** How often Network and IPGroup resources are reconciled again (usage, refused changes). */
   resyncSeconds: z.int().min(1).default(60),
   /**
+   * A running pod whose network annotation asks for an interface it has not got after this long is
+   * told (a Warning event): its node's agent, which hot-plugs it, is down or cannot act.
+   */
+  hotplugPendingSeconds: z.int().min(1).default(30),
+  /**
    * Whether MultiNetworkPolicies (k8s.cni.cncf.io) are followed and turned into security groups;
    * false on a cluster without their CRD (the watch would never list).
    */

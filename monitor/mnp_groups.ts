@@ -5,7 +5,7 @@
  * the tenant's). A tenant may make a group of any DNS label itself; a group of one of these names
  * that lacks this cluster's mark is never changed, adopted or deleted (the policy reports it).
  */
-import { fnv1a } from "./pods.ts";
+import { fnv1a } from "@knitter/common";
 import type { NetRef } from "./mnp_translate.ts";
 import type { MultiNetworkPolicy } from "./mnp_types.ts";
 

@@ -28,6 +28,7 @@ import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
 import { networkKind } from "./networks.ts";
 import { PodTracker } from "./pods.ts";
+import { HotplugPending } from "./hotplug_pending.ts";
 import { PortIndex } from "./port_index.ts";
 import { Reclaimer } from "./reclaim.ts";
 import { MonitorMetrics } from "./metrics.ts";
@@ -108,7 +109,8 @@ export async function startMonitor(
     waitSeconds: config.feedWaitSeconds,
     hangMs: (config.feedDeadlineSeconds - config.feedWaitSeconds) * 1000,
   });
-  const tracker = new PodTracker(kube, manager, ports, log);
+  const pending = new HotplugPending(kube, config.hotplugPendingSeconds * 1000, log);
+  const tracker = new PodTracker(kube, manager, ports, log, pending);
   const releases = workQueue(wiring, "releases", (uid) => tracker.release(uid));
   const { informer: pods, queue: podQueue }: Followed<PodLike> = follow<PodLike>(wiring, {
     name: "pods",

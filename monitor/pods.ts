@@ -17,10 +17,14 @@ import {
   parsePodAnnotations,
   type Port,
   resolveAnnotated,
+  STATUS_WRITER,
+  statusMark,
+  wroteStatus,
 } from "@knitter/common";
 import { type Kube, KubeError, type PodLike } from "./kube.ts";
 import type { PortIndex } from "./port_index.ts";
-import type { WorkQueue } from "./work_queue.ts";
+import { Requeue, type WorkQueue } from "./work_queue.ts";
+import type { HotplugPending } from "./hotplug_pending.ts";
 
 export interface PodRef {
   namespace: string;
@@ -29,36 +33,6 @@ export interface PodRef {
 }
 
 export const INVALID_ANNOTATION = "InvalidNetworkAnnotation";
-/**
- * Set beside every network-status the monitor writes: its name and a digest of the text it wrote.
- * A status without it, or whose text no longer matches the digest, is someone else's and is never
- * overwritten nor taken away. That is Multus': as the meta-plugin it writes every pod's status
- * itself, Knitter's attachments included, and may do so after the monitor did (it patches its own
- * annotation only, so the mark stays beside a text that is no longer ours). Knitter as a Multus
- * delegate thus leaves the status to Multus; as the primary plugin, it writes it.
- */
-export const STATUS_WRITER = "knitter.io/network-status-writer";
-const WRITER = "knitter-monitor";
-
-/** The mark beside a status the monitor wrote. */
-function markOf(status: string): string {
-  return `${WRITER} ${fnv1a(status)}`;
-}
-
-/** Whether the monitor wrote this status (a bare name: a monitor from before the digest). */
-function wroteStatus(annotations: Record<string, string>): boolean {
-  const status = annotations[NETWORK_STATUS];
-  const mark = annotations[STATUS_WRITER];
-  return status !== undefined && (mark === markOf(status) || mark === WRITER);
-}
-
-/** FNV-1a, 32 bits, as hex: tells our text from another's, not a secret. */
-export function fnv1a(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  return (h >>> 0).toString(16).padStart(8, "0");
-}
-
 export class PodTracker {
   /** UID → "namespace/name" of every pod that exists. */
   readonly live = new Map<string, string>();
@@ -75,6 +49,8 @@ export class PodTracker {
     private readonly manager: ManagerClient,
     private readonly ports: PortIndex,
     private readonly log: Logger,
+    /** Says when a running pod's annotation asks for interfaces its agent has not added. */
+    private readonly hotplug?: HotplugPending,
   ) {}
 
   // ---- informer handlers
@@ -91,13 +67,17 @@ export class PodTracker {
     if (!ref) return;
     this.live.delete(ref.uid);
     this.reported.delete(ref.uid);
+    this.hotplug?.forget(ref.uid);
     this.gone.set(ref.uid, ref);
     releases.add(ref.uid);
   }
 
   // ---- reconcilers
 
-  /** Reports a malformed annotation once, else writes the network-status when it changed. */
+  /**
+   * Reports a malformed annotation once, else writes the network-status when it changed, and
+   * tells of hot-plugged interfaces that do not come (looked at again until they do).
+   */
   async reconcile(pod: PodLike | undefined): Promise<void> {
     const ref = pod && refOf(pod);
     if (!ref) return;
@@ -107,11 +87,15 @@ export class PodTracker {
     if (problem) {
       const text = JSON.stringify(annotations);
       if (this.reported.get(ref.uid) === text) return;
+      // A running pod (it has ports) keeps what it has: hot-plug waits for a correct annotation.
+      const running = this.ports.forPod(ref.uid).length > 0;
       await this.kube.podEvent(
         ref,
         "Warning",
         INVALID_ANNOTATION,
-        `${problem}. No network was attached: correct the annotation and create the pod again.`,
+        running
+          ? `${problem}. Nothing was changed in the running pod: correct the annotation.`
+          : `${problem}. No network was attached: correct the annotation and create the pod again.`,
       );
       this.reported.set(ref.uid, text);
       this.eventsRecorded++;
@@ -119,14 +103,26 @@ export class PodTracker {
     }
     if (!pod.spec?.nodeName) return;
     const ports = this.ports.forPod(ref.uid);
+    await this.writeNetworkStatus(ref, annotations, ports);
+    // Under Multus (its status), Multus and its dynamic networks controller own the attachments.
+    if (annotations[NETWORK_STATUS] !== undefined && !wroteStatus(annotations)) return;
+    const later = await this.hotplug?.check(ref, pod.spec.nodeName, annotations, ports);
+    if (later !== undefined) throw new Requeue(later, "hot-plug pending");
+  }
+
+  private async writeNetworkStatus(
+    ref: PodRef,
+    annotations: Record<string, string>,
+    ports: Port[],
+  ): Promise<void> {
     const status = annotations[NETWORK_STATUS];
     // Someone else's (Multus'): never overwritten, never removed (STATUS_WRITER).
     if (status !== undefined && !wroteStatus(annotations)) return;
     let patch: Record<string, string | null>;
     if (ports.length > 0) {
       const value = JSON.stringify(networkStatus(ports));
-      if (status === value && annotations[STATUS_WRITER] === markOf(value)) return;
-      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: markOf(value) };
+      if (status === value && annotations[STATUS_WRITER] === statusMark(value)) return;
+      patch = { [NETWORK_STATUS]: value, [STATUS_WRITER]: statusMark(value) };
     } else if (status !== undefined) {
       // Every port went (a failed ADD rolled back, its ports released): the status we wrote names
       // interfaces the pod does not have. It goes; the next ADD's ports write it again.

@@ -597,3 +597,40 @@ Deno.test("architecture: one place in the agent writes BIRD's configuration, one
   assert.match(speaker, /seams\.run\(/, "through run.ts");
   assert.doesNotMatch(speaker, /Deno\.Command/);
 });
+
+/**
+ * Hot-plug (issue 26): a running pod's interfaces change through one path, the extra interfaces of
+ * knitctl attach (journalled, rolled back, the port released on removal). The hot-plug modules
+ * reach no wiring, link, switch or manager code of their own, so they cannot make half of an
+ * interface; and only they and knitctl's routes call that path.
+ */
+Deno.test("architecture: hot-plug changes a running pod's interfaces only through knitctl attach's path", async () => {
+  const HOTPLUG = ["agent/kubernetes/hotplug.ts", "agent/kubernetes/hotplug_plan.ts"];
+  const imports = (await importsOf("agent/kubernetes"))
+    .filter((i) => HOTPLUG.includes(i.from) && i.to !== undefined)
+    .map((i) => `${i.from} -> ${i.to}`);
+  const reached = imports.filter((i) =>
+    /-> agent\/(interfaces|dataplane)\/|-> agent\/cni\/attach\.ts/.test(i)
+  );
+  assert.deepEqual(reached, [], "hot-plug makes nothing itself");
+  for (const path of HOTPLUG) {
+    const text = await Deno.readTextFile(`${ROOT}${path}`);
+    assert.doesNotMatch(text, /\bManagerClient\b|\brun\(|Deno\.Command/, path);
+  }
+  assert.ok(
+    imports.includes("agent/kubernetes/hotplug.ts -> agent/extra/extra_interface.ts"),
+    JSON.stringify(imports),
+  );
+  const callers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/\bextra\.attach\(|\.detachRecord\(/.test(await Deno.readTextFile(file))) {
+      callers.push(path);
+    }
+  }
+  assert.deepEqual(callers.sort(), [
+    "agent/kubernetes/hotplug.ts",
+    "agent/server/extra_interface_routes.ts",
+  ]);
+});

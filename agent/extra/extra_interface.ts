@@ -54,12 +54,32 @@ export class ExtraInterfaces {
 
   constructor(private readonly d: ExtraInterfaceDeps) {}
 
-  attach(body: AttachBody): Promise<{ view: ExtraInterfaceView; created: boolean }> {
-    return this.mutex.run(() => this.doAttach(body));
+  /** `hotplug`: made for the pod's network annotation (hot-plug), not by an operator. */
+  attach(
+    body: AttachBody,
+    hotplug?: { uid: string },
+  ): Promise<{ view: ExtraInterfaceView; created: boolean }> {
+    return this.mutex.run(() => this.doAttach(body, hotplug));
   }
 
   detach(body: DetachBody): Promise<{ removed: boolean; netns: string; ifName: string }> {
     return this.mutex.run(() => this.doDetach(body));
+  }
+
+  /** Undoes one record (hot-plug: an interface no longer asked for, or of a pod that is gone). */
+  detachRecord(id: string, why: string): Promise<boolean> {
+    return this.mutex.run(async () => {
+      const x = (await this.d.store.list()).find((x) => x.id === id);
+      if (!x) return false;
+      await this.undo(x, why);
+      this.d.log.info("extra interface detached", { netns: x.netns, ifName: x.ifName, why });
+      return true;
+    });
+  }
+
+  /** Every record, ready or not, as kept (hot-plug compares them with a pod's annotation). */
+  records(): Promise<ExtraInterface[]> {
+    return this.d.store.list();
   }
 
   async list(): Promise<ExtraInterfaceView[]> {
@@ -68,6 +88,7 @@ export class ExtraInterfaces {
 
   private async doAttach(
     body: AttachBody,
+    hotplug?: { uid: string },
   ): Promise<{ view: ExtraInterfaceView; created: boolean }> {
     const target = await this.resolveNetns(body);
     const request = requestKey(body);
@@ -106,6 +127,7 @@ export class ExtraInterfaces {
       request,
       createdAt: new Date().toISOString(),
       ...(body.pod ? { pod: body.pod } : {}),
+      ...(hotplug ? { hotplug } : {}),
       ...(body.vlan !== undefined ? { vlan: body.vlan } : {}),
       ...(body.bridge && body.ip ? { address: body.ip } : {}),
     };
@@ -264,10 +286,13 @@ export class ExtraInterfaces {
     let podName: string | undefined;
     if (t.pod !== undefined) {
       const [namespace, name] = t.pod.split("/");
-      const a = (await this.d.state.listAttachments()).find((a) =>
+      // The newest sandbox's: an older one's records stay until its DEL (or the reaper).
+      const a = (await this.d.state.listAttachments()).filter((a) =>
         a.pod?.namespace === namespace && a.pod.name === name && a.status === "ready" &&
         !isExtraContainer(a.containerId)
-      );
+      ).sort((a, b) =>
+        b.createdAt.localeCompare(a.createdAt)
+      )[0];
       if (!a) {
         if (gone) return { path: `pod ${t.pod}`, id: "", podName: t.pod };
         throw new ExtraInterfaceError(

@@ -15,6 +15,11 @@ export interface ExtraInterface {
   ifName: string;
   /** "namespace/name" when attached by pod: detach by pod still finds it once the pod is gone. */
   pod?: string;
+  /**
+   * Made by hot-plug (the pod's network annotation, ../kubernetes/hotplug.ts) for the pod of this
+   * UID, not by an operator: hot-plug removes only these, and those of a pod that is gone.
+   */
+  hotplug?: { uid: string };
   kind: "network" | "bridge";
   /** "adding" until every step is done: a crash leaves something detach (or a retry) can undo. */
   status: "adding" | "ready";

@@ -196,3 +196,31 @@ Deno.test("knitctl attach --network: its record failing to be marked ready undoe
   assert.deepEqual(t.world.snapshot(), before);
   assert.deepEqual(await t.store.list(), []);
 });
+
+Deno.test("knitctl attach --pod goes into the pod's newest sandbox, not one an older sandbox's records still name", async () => {
+  await using t = await setup();
+  const older = await Deno.makeTempFile({ prefix: "extra_test_old_netns" });
+  const sandbox = (containerId: string, netns: string, createdAt: string) =>
+    t.world.state.putAttachment({
+      containerId,
+      ifName: "eth0",
+      netns,
+      tenant: "acme",
+      pod: { namespace: "acme", name: "web", uid: "u1" },
+      status: "ready",
+      interfaces: [],
+      createdAt,
+    });
+  await sandbox("c1", older, "2026-01-01T00:00:00Z");
+  await sandbox("c2", t.netns, "2026-01-02T00:00:00Z");
+  const { view } = await t.extra.attach({
+    pod: "acme/web",
+    ifName: "data0",
+    network: "blue",
+    routes: [],
+  });
+  assert.equal(view.netns, t.netns);
+  assert.ok(t.world.podEnds.has(`${t.netns}/data0`));
+  assert.ok(!t.world.podEnds.has(`${older}/data0`));
+  await Deno.remove(older);
+});

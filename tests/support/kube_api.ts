@@ -5,7 +5,8 @@
  * components use: list with a resourceVersion, watch streams (ADDED / MODIFIED / DELETED / BOOKMARK,
  * an ERROR with 410 Gone for a resourceVersion older than the bounded history), GET, POST, PUT,
  * PATCH (merge and strategic merge of maps) of objects and of the status subresource, DELETE with
- * finalizers, bearer tokens, lists in pages (`limit`, `continue`, `remainingItemCount`). Tests
+ * finalizers, bearer tokens, lists in pages (`limit`, `continue`, `remainingItemCount`), lists and
+ * watches by `fieldSelector` (equality: an agent follows its own node's pods). Tests
  * inject what real API servers do: a watch closed cleanly, cut abruptly, dropped without a close
  * (half-open: nothing more is sent, the socket stays open), stalled and resumed, ended with an
  * ERROR 410 Expired; refused watches; an expired (compacted) history; a restart of the server.
@@ -74,6 +75,8 @@ interface Change {
 interface Watcher {
   resource: string;
   namespace?: string;
+  /** Its `fieldSelector`: only objects with these field values. */
+  fields: FieldSelector;
   send(line: unknown): void;
   /** A clean end: the response finishes (a stalled watch ends when resumed, unless `now`). */
   close(now?: boolean): void;
@@ -410,8 +413,9 @@ export class KubeApi implements AsyncDisposable {
   /** A list, whole or in pages (`limit`, `continue`: ordered by namespace and name, as etcd). */
   private listBody(resource: string, namespace: string | undefined, q: URLSearchParams) {
     const def = RESOURCES[resource];
+    const fields = fieldSelector(q);
     let items = [...this.objects(resource).values()].filter((o) =>
-      namespace === undefined || o.metadata.namespace === namespace
+      (namespace === undefined || o.metadata.namespace === namespace) && hasFields(o, fields)
     );
     const limit = Number(q.get("limit") ?? 0);
     const token = q.get("continue");
@@ -437,6 +441,7 @@ export class KubeApi implements AsyncDisposable {
     const bookmarks = q.get("allowWatchBookmarks") === "true";
     const timeout = Number(q.get("timeoutSeconds") ?? 0);
     const def = RESOURCES[resource];
+    const fields = fieldSelector(q);
     let watcher!: Watcher;
     let timers: ReturnType<typeof setTimeout>[] = [];
     const stream = new ReadableStream<Uint8Array>({
@@ -461,6 +466,7 @@ export class KubeApi implements AsyncDisposable {
         watcher = {
           resource,
           namespace,
+          fields,
           send: (line) => {
             if (!open) return;
             if (stalled) held.push(line);
@@ -520,13 +526,16 @@ export class KubeApi implements AsyncDisposable {
         }
         if (from === "" || from === "0") {
           for (const o of this.objects(resource).values()) {
-            if (namespace === undefined || o.metadata.namespace === namespace) {
+            if (
+              (namespace === undefined || o.metadata.namespace === namespace) &&
+              hasFields(o, fields)
+            ) {
               watcher.send({ type: "ADDED", object: o });
             }
           }
         } else {
           for (const c of this.history) {
-            if (c.rv > fromRv && matches(c, resource, namespace)) {
+            if (c.rv > fromRv && matches(c, resource, namespace, fields)) {
               watcher.send({ type: c.type, object: c.object });
             }
           }
@@ -694,7 +703,9 @@ export class KubeApi implements AsyncDisposable {
     this.history.push(change);
     while (this.history.length > this.historyLimit) this.compacted = this.history.shift()!.rv;
     for (const w of this.watchers) {
-      if (matches(change, w.resource, w.namespace)) w.send({ type, object: stamped });
+      if (matches(change, w.resource, w.namespace, w.fields)) {
+        w.send({ type, object: stamped });
+      }
     }
     return stamped;
   }
@@ -728,9 +739,37 @@ function parsePath(pathname: string): ParsedPath | undefined {
   return out;
 }
 
-function matches(c: Change, resource: string, namespace?: string): boolean {
+function matches(
+  c: Change,
+  resource: string,
+  namespace?: string,
+  fields: FieldSelector = [],
+): boolean {
   return c.resource === resource &&
-    (namespace === undefined || c.object.metadata.namespace === namespace);
+    (namespace === undefined || c.object.metadata.namespace === namespace) &&
+    hasFields(c.object, fields);
+}
+
+/** `fieldSelector` as the API server takes it, equality only: `spec.nodeName=n1,metadata.name=x`. */
+type FieldSelector = [path: string[], value: string][];
+
+function fieldSelector(q: URLSearchParams): FieldSelector {
+  const text = q.get("fieldSelector") ?? "";
+  return text.split(",").filter(Boolean).map((term) => {
+    const m = /^([\w.]+)==?(.*)$/.exec(term);
+    if (!m) {
+      throw new ApiStatus(400, "BadRequest", `the stand-in takes field = value, not "${term}"`);
+    }
+    return [m[1].split("."), m[2]];
+  });
+}
+
+function hasFields(o: KubeObject, fields: FieldSelector): boolean {
+  return fields.every(([path, value]) => {
+    // deno-lint-ignore no-explicit-any
+    const v = path.reduce((at: any, k) => at?.[k], o);
+    return String(v ?? "") === value;
+  });
 }
 
 function key(namespace: string | undefined, name: string): string {

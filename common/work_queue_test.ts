@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "@knitter/common";
+import { createLogger } from "./log.ts";
 import { WorkQueue } from "./work_queue.ts";
 
 Deno.test("work queue: a key queued while waiting runs once, while running runs again after", async () => {
