@@ -86,6 +86,13 @@ export interface Port {
   networkDataPlane?: "external";
   /** How the agent makes the interface for a pod's annotation (manager/schemas.ts Delegate). */
   networkDelegate?: NetworkDelegate;
+  /** The claim whose address and MAC it has (they outlive the port: manager/README.md, Claims). */
+  claim?: string;
+  /**
+   * False while another port of its claim (a live migration's other end) has the claim's traffic;
+   * absent: active, as every port of older managers.
+   */
+  active?: false;
 }
 
 /** An external network's delegate: the reference plugin the agent execs and its node interface. */
