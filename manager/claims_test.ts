@@ -58,6 +58,10 @@ Deno.test("claims: a claim holds an address and MAC of its network from its crea
   mustFail(await t.call("POST", CLAIMS, { name: "VM_1" }, TOKEN.acme), 400, "invalid_request", {
     field: "name",
   });
+  // An IPAMClaim's name, as KubeVirt makes them (VM.NETWORK): a Kubernetes object name.
+  const dotted = must(await t.call("POST", CLAIMS, { name: "vm-a.blue" }, TOKEN.acme), 201);
+  assert.equal(must(await t.call("GET", `${CLAIMS}/vm-a.blue`), 200).ip, dotted.ip);
+  must(await t.call("DELETE", `${CLAIMS}/vm-a.blue`), 204);
   must(await t.call("DELETE", `${CLAIMS}/vm1`, undefined, TOKEN.acme), 204);
   mustFail(await t.call("GET", `${CLAIMS}/vm1`, undefined, TOKEN.acme), 404, "not_found");
   mustFail(await t.call("DELETE", `${CLAIMS}/vm1`, undefined, TOKEN.acme), 404, "not_found");

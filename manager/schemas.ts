@@ -27,6 +27,12 @@ export const NodeName = z.string().regex(
   DNS_SUBDOMAIN,
   "must be a lowercase DNS subdomain (a-z, 0-9, '-', '.', 1-253)",
 );
+/** A claim's name: a Kubernetes object's (an IPAMClaim's; KubeVirt names them VM.NETWORK). */
+export const ClaimName = z.string().regex(
+  DNS_SUBDOMAIN,
+  "must be a lowercase DNS subdomain (a-z, 0-9, '-', '.', 1-253), as a Kubernetes object name",
+)
+  .meta({ example: "vm1.blue" });
 export const PortId = z.string().regex(
   PORT_ID,
   "must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting and ending alphanumeric",
@@ -375,7 +381,7 @@ export const IpGroup = z.object({
 // ---- claims (service/claims.ts)
 
 export const ClaimCreate = z.strictObject({
-  name: Name.meta({ description: "unique among the tenant's claims on the network" }),
+  name: ClaimName.meta({ description: "unique among the tenant's claims on the network" }),
 });
 
 export const Claim = z.object({
@@ -509,7 +515,7 @@ export const PortRequest = z.strictObject({
     description:
       "security groups of the port's tenant; a later PUT may change them ([] for none: its network's)",
   }),
-  claim: Name.optional().meta({
+  claim: ClaimName.optional().meta({
     description:
       "bind it to this claim of the port's tenant on the network: it gets the claim's address and MAC, never new ones (no ip, ipGroup or mac with it); a second port of the claim is a live migration's target, made inactive; a third is 409",
   }),
