@@ -78,7 +78,7 @@ Deno.test("claims: a claimed address survives its port's deletion and goes to th
   assert.deepEqual([first.ip, first.mac, first.claim, first.node], [c.ip, c.mac, "vm1", "worker1"]);
   assert.deepEqual(
     must(await t.call("GET", `${CLAIMS}/vm1`), 200).ports,
-    [{ id: "a", node: "worker1", active: true }],
+    [{ id: "a", node: "worker1", pod: pod("virt-a"), active: true }],
   );
   // Idempotent: the same PUT again is the same port; another claim is a clash.
   must(await t.call("PUT", `${BLUE}/ports/a`, { claim: "vm1" }, TOKEN.worker1), 200);
@@ -287,6 +287,7 @@ Deno.test("claims: on a dual-stack network a claim holds the IPv6 pair too, and 
   );
   const c = must(await t.call("POST", CLAIMS, { name: "vm1" }, TOKEN.acme), 201);
   assert.match(c.ip6, /^fd00:1::/);
+  assert.equal(c.address6, `${c.ip6}/64`);
   const p = must(await t.call("PUT", `${BLUE}/ports/a`, { claim: "vm1" }, TOKEN.worker1), 201);
   assert.deepEqual([p.ip, p.ip6, p.mac], [c.ip, c.ip6, c.mac]);
 });

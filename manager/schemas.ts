@@ -392,10 +392,12 @@ export const Claim = z.object({
   ip: z.string().meta({ description: "the address it holds, from its creation to its deletion" }),
   address: z.string().meta({ description: "the address with its prefix length" }),
   ip6: z.string().optional().meta({ description: "dual stack: the IPv6 address paired with ip" }),
+  address6: z.string().optional().meta({ description: "dual stack: ip6 with its prefix length" }),
   mac: z.string(),
   ports: z.array(z.object({
     id: z.string(),
     node: z.string().optional(),
+    pod: PodRefSchema.optional(),
     active: z.boolean().meta({ description: "whether it has the claim's traffic (one does)" }),
   })).meta({
     description: "the ports bound to it: none, one, or two during a live migration",

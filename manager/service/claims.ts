@@ -12,7 +12,13 @@ import type { z } from "zod";
 import type { Principal } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { formatIp } from "@knitter/common/address";
-import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import {
+  type ClaimRecord,
+  keys,
+  type NetworkRecord,
+  type PodRef,
+  type PortRecord,
+} from "../model.ts";
 import type { ClaimCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
@@ -42,8 +48,9 @@ export interface ClaimView {
   ip: string;
   address: string;
   ip6?: string;
+  address6?: string;
   mac: string;
-  ports: { id: string; node?: string; active: boolean }[];
+  ports: { id: string; node?: string; pod?: PodRef; active: boolean }[];
   createdAt: string;
 }
 
@@ -237,28 +244,41 @@ export async function claimView(ctx: Ctx, c: ClaimRecord): Promise<ClaimView> {
   );
   const ports = c.ports.map((id, i) => {
     const p = entries[i].value;
-    return { id, ...(p?.node ? { node: p.node } : {}), active: p?.active !== false };
+    return {
+      id,
+      ...(p?.node ? { node: p.node } : {}),
+      ...(p?.pod ? { pod: p.pod } : {}),
+      active: p?.active !== false,
+    };
   });
-  const prefix = c.ip.includes(":") ? 128 : 32;
+  const net = await networkOf(ctx, c);
   const view: ClaimView = {
     name: c.name,
     tenant: c.tenant,
     network: c.network,
     networkTenant: c.networkTenant,
     ip: c.ip,
-    address: `${c.ip}/${await prefixOf(ctx, c) ?? prefix}`,
+    address: `${c.ip}/${prefixLength(net?.cidr, c.ip)}`,
     mac: c.mac,
     ports,
     createdAt: c.createdAt,
   };
-  if (c.ip6 !== undefined) view.ip6 = c.ip6;
+  if (c.ip6 !== undefined) {
+    view.ip6 = c.ip6;
+    view.address6 = `${c.ip6}/${prefixLength(net?.cidr6, c.ip6)}`;
+  }
   return view;
 }
 
-/** The prefix length of the claim's network (its CIDR's). */
-async function prefixOf(ctx: Ctx, c: ClaimRecord): Promise<number | undefined> {
+/** The claim's network, as long as it is the one the claim was made on. */
+async function networkOf(ctx: Ctx, c: ClaimRecord): Promise<NetworkRecord | undefined> {
   const net = (await ctx.store.get<NetworkRecord>(keys.network(c.networkTenant, c.network))).value;
-  return net && net.id === c.networkId ? Number(net.cidr.split("/")[1]) : undefined;
+  return net?.id === c.networkId ? net : undefined;
+}
+
+/** The prefix length of `cidr`; without one, the address's whole length. */
+function prefixLength(cidr: string | undefined, ip: string): string {
+  return cidr?.split("/")[1] ?? (ip.includes(":") ? "128" : "32");
 }
 
 /** Names of claims a network still has ("tenant/name"), at most `limit`: what blocks its delete. */
