@@ -95,6 +95,27 @@ export interface Port {
   active?: false;
 }
 
+/**
+ * A claim: an address (and MAC) of a network that belongs to the claim, not to a pod, as the
+ * manager answers it; the monitor shows it in an IPAMClaim's status.
+ */
+export interface Claim {
+  name: string;
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  ip: string;
+  /** The address with its prefix length. */
+  address: string;
+  /** On a dual-stack network: the IPv6 address paired with `ip`, and with its prefix. */
+  ip6?: string;
+  address6?: string;
+  mac: string;
+  /** Its ports: none, one, or two during a live migration (one of them active). */
+  ports: { id: string; node?: string; pod?: PodRef; active: boolean }[];
+  createdAt: string;
+}
+
 /** An external network's delegate: the reference plugin the agent execs and its node interface. */
 export type NetworkDelegate =
   | { plugin: "macvlan"; master: string; mode?: "bridge" | "private" | "vepa" | "passthru" }

@@ -9,6 +9,7 @@
  * bound is not deleted (409 naming the ports): its pods go first.
  */
 import type { z } from "zod";
+import type { Claim } from "@knitter/common";
 import type { Principal } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { formatIp } from "@knitter/common/address";
@@ -20,7 +21,6 @@ import {
   type PortRecord,
 } from "../model.ts";
 import type { ClaimCreate } from "../schemas.ts";
-import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { pairedIp6 } from "./dual_stack.ts";
@@ -28,7 +28,7 @@ import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "./network_loo
 import { poolExhausted, quarantine, quarantining, sweepQuarantine } from "./quarantine.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
-import { keyId } from "./ports/records.ts";
+import { keyId } from "./ports/mod.ts";
 import { macFor } from "../ipam/derived_mac.ts";
 
 /** A claim a request names: who asks, the path's tenant and network, the claim's name. */
@@ -40,19 +40,7 @@ export interface ClaimName {
 }
 
 /** A claim as answered: its address with prefix, and its ports with their node and state. */
-export interface ClaimView {
-  name: string;
-  tenant: string;
-  network: string;
-  networkTenant: string;
-  ip: string;
-  address: string;
-  ip6?: string;
-  address6?: string;
-  mac: string;
-  ports: { id: string; node?: string; pod?: PodRef; active: boolean }[];
-  createdAt: string;
-}
+export type ClaimView = Claim;
 
 /** Makes a claim and takes its address (the pool's next free one) in one commit. */
 export async function createClaim(
@@ -149,33 +137,6 @@ async function takeForClaim(
   if (ip6 !== undefined) claim.ip6 = ip6;
   tx.set(ce.key, claim).set(keys.claimOfNetwork(net.id, tenant, name), true);
   return claim;
-}
-
-/**
- * The claim a port of `tenant` on `net` names, read for the port's commit: 404 naming `claim` when
- * the tenant has none of that name (another tenant's is not found either), 400 when its claim of
- * that name is on another network.
- */
-export async function claimForPort(
-  ctx: Ctx,
-  opts: { tenant: string; net: NetworkRecord; name: string },
-): Promise<Entry<ClaimRecord> & { value: ClaimRecord }> {
-  const { tenant, net, name } = opts;
-  const e = await ctx.store.get<ClaimRecord>(keys.claim(tenant, net.id, name));
-  if (e.value) return { ...e, value: e.value };
-  for (const other of await listValues<ClaimRecord>(ctx.store, keys.claims(tenant))) {
-    if (other.name !== name) continue;
-    throw new ApiError(
-      "invalid_request",
-      `claim: claim "${name}" of tenant "${tenant}" is on network "${other.network}", not "${net.name}": a port gets a claim's address on the claim's network only`,
-      "claim",
-    );
-  }
-  throw new ApiError(
-    "not_found",
-    `Claim "${name}" does not exist in tenant "${tenant}" on network "${net.name}"; make it first (POST .../networks/${net.name}/claims)`,
-    "claim",
-  );
 }
 
 export async function getClaim(ctx: Ctx, req: ClaimName): Promise<ClaimView> {

@@ -14,12 +14,11 @@ import { ApiError, invalid } from "../../errors.ts";
 import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
 import type { Entry } from "../../store/store.ts";
 import type { Tx } from "../../store/tx.ts";
-import { claimForPort } from "../claims.ts";
-import { type Ctx, retry } from "../context.ts";
+import { type Ctx, listValues, retry } from "../context.ts";
 import { openStint } from "../history.ts";
 import { resolveNetwork } from "../network_lookup.ts";
 import { portToChange } from "./access.ts";
-import type { PutStep } from "./allocation.ts";
+import type { QuotaCharges } from "../quotas.ts";
 import {
   keyId,
   type PortBody,
@@ -45,8 +44,18 @@ export function checkClaimBody(body: PortBody): void {
   }
 }
 
+/** A new port's PUT inside a commit being built (allocation.ts PutStep has these). */
+interface NewPortStep {
+  tx: Tx;
+  charges: QuotaCharges;
+  net: NetworkRecord;
+  owner: string;
+  id: string;
+  body: PortBody;
+}
+
 /** Adds a new port bound to `step.body.claim` to the commit: active if it is the claim's first. */
-export async function claimNewPort(ctx: Ctx, step: PutStep): Promise<PutResult> {
+export async function claimNewPort(ctx: Ctx, step: NewPortStep): Promise<PutResult> {
   const { tx, net, owner, id, body } = step;
   const ce = await claimForPort(ctx, { tenant: owner, net, name: body.claim! });
   const claim = ce.value;
@@ -63,6 +72,33 @@ export async function claimNewPort(ctx: Ctx, step: PutStep): Promise<PutResult> 
   tx.check(ce).set(ce.key, { ...claim, ports: [...claim.ports, id] });
   openStint(ctx, tx, port);
   return { port: storeNewPort(tx, net, port), created: true, changed: true };
+}
+
+/**
+ * The claim a port of `tenant` on `net` names, read for the port's commit: 404 naming `claim` when
+ * the tenant has none of that name (another tenant's is not found either), 400 when its claim of
+ * that name is on another network.
+ */
+export async function claimForPort(
+  ctx: Ctx,
+  opts: { tenant: string; net: NetworkRecord; name: string },
+): Promise<Entry<ClaimRecord> & { value: ClaimRecord }> {
+  const { tenant, net, name } = opts;
+  const e = await ctx.store.get<ClaimRecord>(keys.claim(tenant, net.id, name));
+  if (e.value) return { ...e, value: e.value };
+  for (const other of await listValues<ClaimRecord>(ctx.store, keys.claims(tenant))) {
+    if (other.name !== name) continue;
+    throw new ApiError(
+      "invalid_request",
+      `claim: claim "${name}" of tenant "${tenant}" is on network "${other.network}", not "${net.name}": a port gets a claim's address on the claim's network only`,
+      "claim",
+    );
+  }
+  throw new ApiError(
+    "not_found",
+    `Claim "${name}" does not exist in tenant "${tenant}" on network "${net.name}"; make it first (POST .../networks/${net.name}/claims)`,
+    "claim",
+  );
 }
 
 /** A third port, or a second on the node of the first, is a 409 naming the ports there are. */
