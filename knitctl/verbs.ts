@@ -82,9 +82,8 @@ export async function activate(c: VerbContext): Promise<void> {
   const path = `${r.item(scopeOf(c, r), name)}/activate`;
   const port = await call(c, "POST", path, undefined, listHint(c, r));
   if (c.settings.output === "json") return c.io.out(json(port));
-  c.io.out(
-    `port/${name} active: claim ${port.claim} (${port.ip}) is on node ${port.node ?? "none"}\n`,
-  );
+  const where = port.node ? ` on node ${port.node}` : "";
+  c.io.out(`port/${name} active: it has claim ${port.claim} (${port.ip})${where}\n`);
 }
 
 export async function usage(c: VerbContext): Promise<void> {

@@ -500,7 +500,7 @@ Deno.test("knitctl: claims: create, ports bound with --claim, activate a migrati
     );
     assert.equal(
       (await ok(["activate", "port", "dst", "--network", "blue"])).stdout,
-      `port/dst active: claim vm1 (${claim.ip}) is on node n2\n`,
+      `port/dst active: it has claim vm1 (${claim.ip}) on node n2\n`,
     );
     assert.match(
       (await ok(["get", "ports", "--network", "blue", "-o", "wide"])).stdout,
