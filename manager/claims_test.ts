@@ -291,3 +291,16 @@ Deno.test("claims: on a dual-stack network a claim holds the IPv6 pair too, and 
   const p = must(await t.call("PUT", `${BLUE}/ports/a`, { claim: "vm1" }, TOKEN.worker1), 201);
   assert.deepEqual([p.ip, p.ip6, p.mac], [c.ip, c.ip6, c.mac]);
 });
+
+Deno.test("claims: a claim on a full network is refused with pool_exhausted, and nothing is written", async () => {
+  using t = await testApp({ tenants: ["acme"], quarantineSeconds: 3600 });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/29")), 201);
+  for (let i = 0; i < 6; i++) must(await t.call("PUT", `${BLUE}/ports/p${i}`, {}), 201);
+  must(await t.call("DELETE", `${BLUE}/ports/p0`), 204);
+  const msg = mustFail(
+    await unchanged(t, () => t.call("POST", CLAIMS, { name: "vm1" }, TOKEN.acme)),
+    409,
+    "pool_exhausted",
+  );
+  assert.match(msg, /Cannot make a claim on network "blue".*1 of them released and in quarantine/);
+});

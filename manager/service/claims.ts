@@ -52,16 +52,27 @@ export async function createClaim(
   let fresh = false;
   for (;;) {
     const pool = ctx.pools.addresses(ref.net);
-    const taken = await pool.exclusive(() =>
-      retry(ctx, async (tx, attempt) => {
-        if (attempt > 0) ref = await sameNetwork(ctx, req, ref);
-        return await takeForClaim(ctx, tx, { ref, tenant, name: body.name, fresh });
-      })
-    );
-    if (taken !== "full") return await claimView(ctx, taken);
-    // The cached pool said "full": make sure with fresh reads before refusing.
-    pool.invalidate();
-    fresh = true;
+    try {
+      const claim = await pool.exclusive(() =>
+        retry(ctx, async (tx, attempt) => {
+          if (attempt > 0) ref = await sameNetwork(ctx, req, ref);
+          return await takeForClaim(ctx, tx, { ref, tenant, name: body.name, fresh });
+        })
+      );
+      return await claimView(ctx, claim);
+    } catch (err) {
+      if (!(err instanceof CachedFull)) throw err;
+      // The cached pool said "full": make sure with fresh reads before refusing.
+      pool.invalidate();
+      fresh = true;
+    }
+  }
+}
+
+/** Thrown (so that nothing is committed) when the cached pool has no free address. */
+class CachedFull extends Error {
+  constructor() {
+    super("the cached pool is full");
   }
 }
 
@@ -86,7 +97,7 @@ async function takeForClaim(
   ctx: Ctx,
   tx: Tx,
   opts: { ref: NetworkRef; tenant: string; name: string; fresh: boolean },
-): Promise<ClaimRecord | "full"> {
+): Promise<ClaimRecord> {
   const { ref, tenant, name } = opts;
   const net = ref.net;
   if (net.deletingSince !== undefined) {
@@ -115,7 +126,7 @@ async function takeForClaim(
   await sweepQuarantine(ctx, tx, { edit, net });
   const index = await edit.allocate(ctx.pools.allowed(net));
   if (index === null) {
-    if (!opts.fresh) return "full";
+    if (!opts.fresh) throw new CachedFull();
     throw await poolExhausted(ctx, net, `Cannot make a claim on network "${net.name}"`);
   }
   edit.flush();
