@@ -13,13 +13,7 @@ import type { Claim } from "@knitter/common";
 import type { Principal } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import { formatIp } from "@knitter/common/address";
-import {
-  type ClaimRecord,
-  keys,
-  type NetworkRecord,
-  type PodRef,
-  type PortRecord,
-} from "../model.ts";
+import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { ClaimCreate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
