@@ -304,3 +304,25 @@ Deno.test("claims: a claim on a full network is refused with pool_exhausted, and
   );
   assert.match(msg, /Cannot make a claim on network "blue".*1 of them released and in quarantine/);
 });
+
+Deno.test("claims: the allocation and release counters count a claim's address once, not its ports", async () => {
+  using t = await blue();
+  const counted = async () => {
+    const text = must(await t.call("GET", "/metrics", undefined, TOKEN.metrics), 200) as string;
+    const value = (name: string) =>
+      Number(text.match(new RegExp(`^${name}\\{kind="ip"\\} (\\d+)`, "m"))?.[1] ?? 0);
+    return [
+      value("knitter_manager_allocations_total"),
+      value("knitter_manager_releases_total"),
+    ];
+  };
+  must(await t.call("POST", CLAIMS, { name: "vm1" }, TOKEN.acme), 201);
+  assert.deepEqual(await counted(), [1, 0]);
+  must(await t.call("PUT", `${BLUE}/ports/a`, { claim: "vm1" }, TOKEN.worker1), 201);
+  must(await t.call("PUT", `${BLUE}/ports/b`, { claim: "vm1" }, TOKEN.worker2), 201);
+  must(await t.call("DELETE", `${BLUE}/ports/a`), 204);
+  must(await t.call("DELETE", `${BLUE}/ports/b`), 204);
+  assert.deepEqual(await counted(), [1, 0]);
+  must(await t.call("DELETE", `${CLAIMS}/vm1`), 204);
+  assert.deepEqual(await counted(), [1, 1]);
+});

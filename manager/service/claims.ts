@@ -53,6 +53,7 @@ export async function createClaim(
           return await takeForClaim(ctx, tx, { ref, tenant, name: body.name, fresh });
         })
       );
+      ctx.metrics.allocations.inc({ kind: "ip" });
       return await claimView(ctx, claim);
     } catch (err) {
       if (!(err instanceof CachedFull)) throw err;

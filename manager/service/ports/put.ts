@@ -41,7 +41,8 @@ export async function putPort(ctx: Ctx, req: PortTarget & { body: PortBody }): P
 }
 
 function counted(ctx: Ctx, r: PutResult): PutResult {
-  if (r.created) ctx.metrics.allocations.inc({ kind: "ip" });
+  // A claim's port takes the claim's address: the claim's creation counted it.
+  if (r.created && r.port.claim === undefined) ctx.metrics.allocations.inc({ kind: "ip" });
   if (r.changed) ctx.feed.publish({ type: "port", op: "put", port: r.port });
   return r;
 }
