@@ -64,6 +64,8 @@ export interface DelegatedInterface {
   /** A fixed address or IP group for it, passed to the knitter IPAM. */
   ip?: string;
   ipGroup?: string;
+  /** A claim whose address it gets, passed to the knitter IPAM (an IPAMClaim of the pod's). */
+  claim?: string;
   /** The runtime's CNI_PATH at ADD: where the plugin and the knitter IPAM were found. */
   path: string;
   /** The plugin's ADD result, once made. */

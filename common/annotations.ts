@@ -46,6 +46,8 @@ export interface AnnotatedNetwork {
   ipGroup?: string;
   mac?: string;
   defaultRoute?: boolean;
+  /** The IPAMClaim (a claim at the manager) whose address and MAC the interface gets. */
+  claim?: string;
 }
 
 /** The pod's networks as its annotations ask: undefined when it has no network annotation. */
@@ -70,6 +72,7 @@ export class AnnotationError extends Error {
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Parses the network annotations of a pod; throws AnnotationError for anything malformed. */
 export function parsePodAnnotations(
@@ -154,6 +157,8 @@ const MULTUS_KEYS = new Set([
   "ips",
   "mac",
   "default-route",
+  // The IPAMClaim whose address the interface gets (k8snetworkplumbingwg/ipamclaims).
+  "ipam-claim-reference",
   // Read by other tools, harmless here.
   "cni-args",
   "portMappings",
@@ -204,6 +209,7 @@ function multusItem(where: string, item: unknown): AnnotatedNetwork {
     setIf(out, "ip", ipText(where, item.ips[0] as string | undefined));
   }
   setIf(out, "mac", macText(where, optText(where, item, "mac")));
+  setIf(out, "claim", claimName(where, optText(where, item, "ipam-claim-reference")));
   const dr = item["default-route"];
   if (dr !== undefined) {
     if (!Array.isArray(dr)) {
@@ -238,6 +244,7 @@ export interface ResolvedInterface {
   ipGroup?: string;
   mac?: string;
   defaultRoute: boolean;
+  claim?: string;
 }
 
 /**
@@ -290,6 +297,7 @@ export function settle(
     setIf(r, "ip", w.ip);
     setIf(r, "ipGroup", w.ipGroup);
     setIf(r, "mac", w.mac);
+    setIf(r, "claim", w.claim);
     return r;
   });
   const routed = out.filter((i) => i.defaultRoute);
@@ -381,6 +389,18 @@ function label(where: string, what: string, v: string | undefined): string | und
   if (v === undefined) return undefined;
   if (!DNS_LABEL.test(v)) {
     throw new AnnotationError(where, `${what} "${v}" is not a lowercase DNS label`);
+  }
+  return v;
+}
+
+/** An IPAMClaim's name: a Kubernetes object name (KubeVirt's are VM.NETWORK). */
+function claimName(where: string, v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (!DNS_SUBDOMAIN.test(v)) {
+    throw new AnnotationError(
+      where,
+      `ipam-claim-reference "${v}" is not the name of an IPAMClaim (a lowercase DNS subdomain)`,
+    );
   }
   return v;
 }

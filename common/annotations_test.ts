@@ -208,3 +208,22 @@ Deno.test("annotations: malformed addresses and MACs (the shared attack table, '
     fails({ "k8s.v1.cni.cncf.io/networks": multus }, /not a MAC address/);
   }
 });
+
+Deno.test("annotations: a Multus selection's ipam-claim-reference names the IPAMClaim whose address the interface gets", () => {
+  const value = JSON.stringify([
+    { name: "data", interface: "d0", "ipam-claim-reference": "vm-a.data" },
+  ]);
+  assert.deepEqual(resolve({ "k8s.v1.cni.cncf.io/networks": value }), [
+    { network: "pods", ifName: "eth0", defaultRoute: true },
+    { network: "data", ifName: "d0", defaultRoute: false, claim: "vm-a.data" },
+  ]);
+  assert.throws(
+    () =>
+      resolve({
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+          { name: "data", "ipam-claim-reference": "VM_A" },
+        ]),
+      }),
+    /ipam-claim-reference "VM_A" is not the name of an IPAMClaim/,
+  );
+});

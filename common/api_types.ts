@@ -88,6 +88,34 @@ export interface Port {
   networkDataPlane?: "external";
   /** How the agent makes the interface for a pod's annotation (manager/schemas.ts Delegate). */
   networkDelegate?: NetworkDelegate;
+  /** The claim whose address and MAC it has (they outlive the port: manager/README.md, Claims). */
+  claim?: string;
+  /**
+   * False while another port of its claim (a live migration's other end) has the claim's traffic;
+   * absent: active, as every port of older managers.
+   */
+  active?: false;
+}
+
+/**
+ * A claim: an address (and MAC) of a network that belongs to the claim, not to a pod, as the
+ * manager answers it; the monitor shows it in an IPAMClaim's status.
+ */
+export interface Claim {
+  name: string;
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  ip: string;
+  /** The address with its prefix length. */
+  address: string;
+  /** On a dual-stack network: the IPv6 address paired with `ip`, and with its prefix. */
+  ip6?: string;
+  address6?: string;
+  mac: string;
+  /** Its ports: none, one, or two during a live migration (one of them active). */
+  ports: { id: string; node?: string; pod?: PodRef; active: boolean }[];
+  createdAt: string;
 }
 
 /** An external network's delegate: the reference plugin the agent execs and its node interface. */

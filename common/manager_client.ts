@@ -33,6 +33,8 @@ export interface PortRequest {
   pod?: PodRef;
   interface?: string;
   securityGroups?: string[];
+  /** A claim of the port's tenant on the network: its address and MAC (manager/README.md). */
+  claim?: string;
 }
 
 /** The manager answered with an error. */

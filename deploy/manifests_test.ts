@@ -232,6 +232,8 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "knitter.io|networks,ipgroups,routers,mirrors|get,list,watch,update,patch",
     "knitter.io|networks/status,ipgroups/status,routers/status,mirrors/status|update,patch",
     "k8s.cni.cncf.io|multi-networkpolicies|get,list,watch",
+    "k8s.cni.cncf.io|ipamclaims|get,list,watch,update,patch",
+    "k8s.cni.cncf.io|ipamclaims/status|update,patch",
   ]);
   assert.equal(
     manifests.filter((m) => /Role$/.test(m.object.kind) && /manager/.test(m.object.metadata.name))
@@ -475,6 +477,7 @@ Deno.test("the sriov-cni example is an IPAM call the agent takes, for the networ
 Deno.test("the CRDs are the agreed ones and the workloads' labels match their selectors", () => {
   const crds = manifests.filter((m) => m.object.kind === "CustomResourceDefinition");
   assert.deepEqual(crds.map((m) => m.object.metadata.name).sort(), [
+    "ipamclaims.k8s.cni.cncf.io",
     "ipgroups.knitter.io",
     "mirrors.knitter.io",
     "multi-networkpolicies.k8s.cni.cncf.io",

@@ -84,6 +84,11 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   addresses: { type: "string", multiple: true, value: "IP,IP", help: "the addresses" },
   ip: { type: "string", value: "IP", help: "address (attach --bridge: with prefix)" },
   "ip-group": { type: "string", value: "NAME", help: "take the address from this IP group" },
+  claim: {
+    type: "string",
+    value: "NAME",
+    help: "bind it to this claim: its address and MAC (a second port: a migration's target)",
+  },
   mac: { type: "string", value: "MAC", help: "MAC address" },
   rule: {
     type: "string",
@@ -180,6 +185,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
     ...["agent-socket", "node"],
   ],
   history: ["at", "from", "to", "all-tenants"],
+  activate: ["network"],
   version: [],
   help: [],
 };

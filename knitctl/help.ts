@@ -34,6 +34,10 @@ const SUMMARY: Record<string, [string, string]> = {
     "history ADDRESS|MAC [--at TIME]",
     "who held an address or MAC when (port, pod, node, from, to), from the manager's history",
   ],
+  activate: [
+    "activate port ID --network NET",
+    "a claim's port takes the claim's traffic, its other port none (a live migration's target)",
+  ],
   version: ["version", "print knitctl's version"],
   help: ["help [verb]", "this help, or a verb's"],
 };
@@ -79,8 +83,17 @@ export function verbHelp(verb: string): string {
 }
 
 const EXTRA: Record<string, string[]> = {
-  get: ["", "--network, --node and --pod narrow a list of ports; get port ID needs --network."],
-  delete: ["", "delete port ID needs --network."],
+  get: [
+    "",
+    "--network, --node and --pod narrow a list of ports; get port ID needs --network.",
+    "--network narrows a list of claims; get claim NAME needs --network.",
+  ],
+  delete: ["", "delete port ID and delete claim NAME need --network."],
+  activate: [
+    "",
+    "For a port bound to a claim (create port ID --claim NAME): in one step it becomes the claim's",
+    "active port and the claim's other port (the migration's source) inactive. Again: no change.",
+  ],
   attach: [
     "",
     "Target: --netns, --pid or --pod; and --ifname. Kind: --network (a Knitter network, address",

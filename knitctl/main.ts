@@ -12,7 +12,7 @@ import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { mainHelp, verbHelp, VERSION } from "./help.ts";
-import { create, get, type Io, remove, usage } from "./verbs.ts";
+import { activate, create, get, type Io, remove, usage } from "./verbs.ts";
 
 const VERBS = [
   "get",
@@ -26,6 +26,7 @@ const VERBS = [
   "capture",
   "verify",
   "history",
+  "activate",
   "version",
   "help",
 ];
@@ -93,6 +94,9 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "history":
         await history(c);
+        break;
+      case "activate":
+        await activate(c);
         break;
       case "version":
         io.out(settings.output === "json" ? `{"version":"${VERSION}"}\n` : `knitctl ${VERSION}\n`);

@@ -58,9 +58,15 @@ function tenantPath(scope: Scope, rest: string): string {
 
 function networkOf(scope: Scope, what: string): string {
   if (!scope.network) {
-    throw new UsageError(`${what} needs --network NAME: a port belongs to a network`);
+    throw new UsageError(`${what} needs --network NAME: it belongs to a network`);
   }
   return scope.network;
+}
+
+/** A port's claim, and "(inactive)" while the other port of its claim has its traffic. */
+function claimText(o: Obj): string {
+  if (!o.claim) return "";
+  return o.active === false ? `${o.claim} (inactive)` : o.claim;
 }
 
 const age = (o: Obj, key = "createdAt") => ago(o[key]);
@@ -298,6 +304,7 @@ export const RESOURCES: Resource[] = [
       { header: "POD", value: (o) => o.pod ? `${o.pod.namespace}/${o.pod.name}` : "" },
       { header: "INTERFACE", value: (o) => o.interface ?? "", wide: true },
       { header: "IPGROUP", value: (o) => o.ipGroup ?? "", wide: true },
+      { header: "CLAIM", value: (o) => claimText(o), wide: true },
       {
         header: "SECURITY-GROUPS",
         value: (o) => (o.securityGroups ?? o.networkSecurityGroups ?? []).join(","),
@@ -306,16 +313,50 @@ export const RESOURCES: Resource[] = [
       { header: "AGE", value: age },
     ],
     create: {
-      flags: ["network", "ip", "ip-group", "mac", "node", "security-group"],
+      flags: ["network", "ip", "ip-group", "mac", "node", "security-group", "claim"],
       required: { network: "blue" },
       method: "PUT",
       body: (_name, f) => ({
         ...optional("ip", str(f, "ip")),
         ...optional("ipGroup", str(f, "ip-group")),
+        ...optional("claim", str(f, "claim")),
         ...optional("mac", str(f, "mac")?.toLowerCase()),
         ...optional("node", str(f, "node")),
         ...listed("securityGroups", V.list(strs(f, "security-group"))),
       }),
+    },
+  },
+  {
+    plural: "claims",
+    kind: "claim",
+    names: ["claims", "claim"],
+    tenantScoped: true,
+    needsNetwork: true,
+    list: (s) =>
+      s.network ? tenantPath(s, `networks/${enc(s.network)}/claims`) : tenantPath(s, "claims"),
+    item: (s, name) =>
+      tenantPath(s, `networks/${enc(networkOf(s, "A claim by name"))}/claims/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "NETWORK", value: (o) => o.network },
+      { header: "IP", value: (o) => o.ip },
+      { header: "IP6", value: (o) => o.ip6 ?? "", wide: true },
+      { header: "MAC", value: (o) => o.mac },
+      {
+        header: "PORTS",
+        value: (o) =>
+          o.ports.map((p: Obj) =>
+            `${p.id}${p.node ? `@${p.node}` : ""}${p.active ? "" : " (inactive)"}`
+          )
+            .join(","),
+      },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["network"],
+      required: { network: "blue" },
+      method: "POST",
+      body: (name) => ({ name }),
     },
   },
   {

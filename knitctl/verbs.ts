@@ -24,7 +24,12 @@ type Obj = any;
 export async function get(c: VerbContext): Promise<void> {
   const r = findResource(c.line.args[0], "get");
   const name = nameArg(c, r, "get", false);
-  requireFlagsOf(c.line, r.plural === "ports" ? ["network", "node", "pod"] : [], `get ${r.plural}`);
+  const flags = r.plural === "ports"
+    ? ["network", "node", "pod"]
+    : r.needsNetwork
+    ? ["network"]
+    : [];
+  requireFlagsOf(c.line, flags, `get ${r.plural}`);
   const scope = scopeOf(c, r);
   if (name !== undefined) {
     const obj = await call(c, "GET", r.item(scope, name), undefined, listHint(c, r));
@@ -61,6 +66,24 @@ export async function remove(c: VerbContext): Promise<void> {
   await call(c, "DELETE", r.item(scopeOf(c, r), name), undefined, listHint(c, r));
   const done = `${r.kind}/${name}`;
   c.io.out(c.settings.output === "json" ? json({ deleted: done }) : `${done} deleted\n`);
+}
+
+/**
+ * `activate port ID --network NET`: the port of a claim takes the claim's traffic, and the claim's
+ * other port (a live migration's source) none, in one step at the manager.
+ */
+export async function activate(c: VerbContext): Promise<void> {
+  const r = findResource(c.line.args[0], "activate");
+  if (r.plural !== "ports") {
+    throw new UsageError(`activate is for a port of a claim (activate port ID), not ${r.plural}`);
+  }
+  const name = nameArg(c, r, "activate", true)!;
+  requireFlagsOf(c.line, ["network"], "activate port");
+  const path = `${r.item(scopeOf(c, r), name)}/activate`;
+  const port = await call(c, "POST", path, undefined, listHint(c, r));
+  if (c.settings.output === "json") return c.io.out(json(port));
+  const where = port.node ? ` on node ${port.node}` : "";
+  c.io.out(`port/${name} active: it has claim ${port.claim} (${port.ip})${where}\n`);
 }
 
 export async function usage(c: VerbContext): Promise<void> {

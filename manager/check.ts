@@ -12,6 +12,7 @@ import { tsBitmap } from "@knitter/wasm";
 import { CHUNK_BITS, type PoolHead } from "./ipam/bitmap_pool.ts";
 import { rangesHold } from "./ipam/index_ranges.ts";
 import {
+  type ClaimRecord,
   type IpGroupRecord,
   keys,
   type NetworkRecord,
@@ -110,6 +111,18 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (a.port) groupOf.set(`${tenant}/${a.port}`, a.index);
     }
   }
+  // A claim holds its address; its ports (two during a live migration) share it and its MAC.
+  const claimOf = new Map<string, number>();
+  for await (const e of store.list(keys.claimsOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const c = (await store.get<ClaimRecord>(keys.claim(tenant, net.id, name))).value;
+    if (!c) {
+      problems.push(`${where}: index entry of claim "${tenant}/${name}" without the claim`);
+      continue;
+    }
+    hold(c.index, `claim "${tenant}/${name}" (${c.ip})`);
+    claimOf.set(`${tenant}/${name}`, c.index);
+  }
   let oldShape = 0;
   for (const prefix of [keys.quarantines(net.id), keys.legacyQuarantines(net.id)]) {
     for await (const e of store.list<{ ip: string }>(prefix)) {
@@ -137,6 +150,7 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
   }
   const macs = new Map<string, string>();
   for (const p of ports) {
+    if (p.claim !== undefined && claimOf.get(`${p.tenant}/${p.claim}`) === p.index) continue;
     const other = macs.get(p.mac);
     if (other) problems.push(`${where}: MAC ${p.mac} has two ports: ${other} and "${p.id}"`);
     macs.set(p.mac, `"${p.tenant}/${p.id}"`);

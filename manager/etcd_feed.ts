@@ -216,9 +216,13 @@ export class EtcdFeed extends ChangeFeed {
   }
 }
 
-/** A port record put anew is news only when its binding or its security groups changed. */
+/**
+ * A port record put anew is news only when its binding, its security groups or whether it is its
+ * claim's active port changed.
+ */
 function boundDifferently(before: PortRecord, after: PortRecord): boolean {
   return before.node !== after.node || before.interface !== after.interface ||
+    before.active !== after.active ||
     JSON.stringify(before.pod) !== JSON.stringify(after.pod) ||
     JSON.stringify(before.securityGroups) !== JSON.stringify(after.securityGroups);
 }

@@ -47,6 +47,7 @@ const SECRETS = {
     "ac-secret-sg",
     "ac-secret-tap",
     "ac-secret-mirror",
+    "ac-secret-claim",
   ],
   globex: [
     "globex",
@@ -57,6 +58,7 @@ const SECRETS = {
     "gx-secret-sg",
     "gx-secret-tap",
     "gx-secret-mirror",
+    "gx-secret-claim",
   ],
 };
 
@@ -146,6 +148,16 @@ async function world(): Promise<World> {
       201,
     );
   }
+  // A claim of each tenant's on the public network, a port of each bound to it.
+  for (const short of ["ac", "gx"]) {
+    const tenant = short === "ac" ? "acme" : "globex";
+    must(
+      await t.call("POST", `tenants/${tenant}/networks/shared/claims`, {
+        name: `${short}-secret-claim`,
+      }),
+      201,
+    );
+  }
   // A router of each tenant's, connecting its secret network: the other tenant must never see it,
   // nor cluster east's tokens globex's (east serves acme only).
   for (const [tenant, short] of [["acme", "ac"], ["globex", "gx"]]) {
@@ -190,6 +202,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   router: mostly(["r1", "ac-secret-router", "gx-secret-router"], ["R!"]),
   mirror: mostly(["m1", "m2", "ac-secret-mirror", "gx-secret-mirror"], ["M!"]),
   cluster: mostly(["default", "east"], ["Bad!", "nope"]),
+  claim: mostly(["c1", "c2", "ac-secret-claim", "gx-secret-claim"], ["C!", "a..b"]),
 };
 /** Tokens of cluster east, which may use acme's networks and never sees globex's. */
 const CLUSTER_TOKENS: TokenConfig[] = [
@@ -315,7 +328,9 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     ipGroup: opt(PARAM_VALUES.group),
     pod: opt(fc.record({ namespace: pick("acme", "globex"), name: pick("db-0", "web") })),
     interface: opt(pick("eth0", "net1", "much-too-long-ifname")),
+    claim: opt(PARAM_VALUES.claim),
   }).map(clean),
+  ClaimCreate: fc.record({ name: PARAM_VALUES.claim }),
   PortGroupsUpdate: fc.record({
     networkId: pick("n-1", "", "x".repeat(80)),
     securityGroups: fc.array(PARAM_VALUES.group, { maxLength: 3 }),
@@ -396,7 +411,9 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
     fc.record({ pod: fc.record({ namespace: pick("acme", "globex"), name: pick("db-0", "web") }) }),
     fc.record({ mac: pick("02:aa:00:00:00:01", "02:aa:00:00:00:02") }),
     fc.record({ ip: pick("10.1.0.2", "10.1.0.3", "10.200.0.3", "10.50.0.3") }),
+    fc.record({ claim: pick("c1", "c2") }),
   ),
+  ClaimCreate: fc.record({ name: pick("c1", "c2") }),
   NetworkCreate: fc.record({
     name: pick("n1", "n2"),
     cidr: pick("10.20.0.0/28", "10.21.0.0/28", "10.22.0.0/29"),

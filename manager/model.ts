@@ -144,6 +144,34 @@ export interface PortRecord {
   securityGroups?: string[];
   /** The node whose token made it (scoped); absent when another token did. Never answered. */
   madeBy?: string;
+  /** The claim whose address and MAC it has (service/claims.ts); they stay the claim's. */
+  claim?: string;
+  /**
+   * False while another port of its claim has the claim's traffic (a live migration's target, or
+   * its source once the target was activated); absent: active.
+   */
+  active?: false;
+}
+
+/**
+ * An address and MAC that belong to a claim, not to a pod (service/claims.ts): held from the
+ * claim's creation to its deletion, handed to each port bound to it.
+ */
+export interface ClaimRecord {
+  name: string;
+  tenant: string;
+  network: string;
+  networkTenant: string;
+  networkId: string;
+  ip: string;
+  /** On a dual-stack network: the IPv6 address paired with `ip`. */
+  ip6?: string;
+  mac: string;
+  /** Pool index of the address in its network. */
+  index: number;
+  /** Its ports' IDs, at most two (a live migration's source and target); one is active. */
+  ports: string[];
+  createdAt: string;
 }
 
 /** A tenant's router (service/routers.ts): stored as the API answers it. */
@@ -258,6 +286,24 @@ export const keys = {
     id,
   ],
   portsOfPod: (namespace: string, name: string): Key => ["port_by_pod", namespace, name],
+  /** A tenant's claim on a network (service/claims.ts). */
+  claim: (tenant: string, networkId: string, name: string): Key => [
+    "claim",
+    tenant,
+    networkId,
+    name,
+  ],
+  /** A tenant's claims: all of them, or those of one network. */
+  claims: (tenant: string, networkId?: string): Key =>
+    networkId === undefined ? ["claim", tenant] : ["claim", tenant, networkId],
+  /** Finds the claims of a network, of every tenant (its delete, who holds an address). */
+  claimOfNetwork: (networkId: string, tenant: string, name: string): Key => [
+    "claim_by_network",
+    networkId,
+    tenant,
+    name,
+  ],
+  claimsOfNetwork: (networkId: string): Key => ["claim_by_network", networkId],
   ipam: (networkId: string): Key => ["ipam", networkId],
   /** The port that holds a fixed MAC in a network ({tenant, id}); derived MACs have no key. */
   mac: (networkId: string, mac: string): Key => ["mac", networkId, mac],

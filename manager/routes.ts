@@ -3,6 +3,7 @@
  * that app.ts serves as a Hono sub-app under API_BASE and openapi.ts documents; neither knows any
  * route by name.
  */
+import { CLAIMS } from "./routes/claims.ts";
 import { CLUSTERS } from "./routes/clusters.ts";
 import { FEED } from "./routes/feed.ts";
 import { HISTORY } from "./routes/history.ts";
@@ -37,6 +38,7 @@ export const RESOURCES: Resource[] = [
   NODES,
   CLUSTERS,
   FEED,
+  CLAIMS,
 ];
 
 /** A route as the API serves it: its full path, and its resource's tag. */

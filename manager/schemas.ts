@@ -27,6 +27,12 @@ export const NodeName = z.string().regex(
   DNS_SUBDOMAIN,
   "must be a lowercase DNS subdomain (a-z, 0-9, '-', '.', 1-253)",
 );
+/** A claim's name: a Kubernetes object's (an IPAMClaim's; KubeVirt names them VM.NETWORK). */
+export const ClaimName = z.string().regex(
+  DNS_SUBDOMAIN,
+  "must be a lowercase DNS subdomain (a-z, 0-9, '-', '.', 1-253), as a Kubernetes object name",
+)
+  .meta({ example: "vm1.blue" });
 export const PortId = z.string().regex(
   PORT_ID,
   "must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting and ending alphanumeric",
@@ -386,6 +392,33 @@ export const IpGroup = z.object({
   createdAt: Timestamp,
 });
 
+// ---- claims (service/claims.ts)
+
+export const ClaimCreate = z.strictObject({
+  name: ClaimName.meta({ description: "unique among the tenant's claims on the network" }),
+});
+
+export const Claim = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  network: z.string(),
+  networkTenant: z.string(),
+  ip: z.string().meta({ description: "the address it holds, from its creation to its deletion" }),
+  address: z.string().meta({ description: "the address with its prefix length" }),
+  ip6: z.string().optional().meta({ description: "dual stack: the IPv6 address paired with ip" }),
+  address6: z.string().optional().meta({ description: "dual stack: ip6 with its prefix length" }),
+  mac: z.string(),
+  ports: z.array(z.object({
+    id: z.string(),
+    node: z.string().optional(),
+    pod: PodRefSchema.optional(),
+    active: z.boolean().meta({ description: "whether it has the claim's traffic (one does)" }),
+  })).meta({
+    description: "the ports bound to it: none, one, or two during a live migration",
+  }),
+  createdAt: Timestamp,
+});
+
 // ---- routers
 
 /** A router's static route: `dst` through a pod's address on one of its networks. */
@@ -497,6 +530,10 @@ export const PortRequest = z.strictObject({
   securityGroups: GroupNames.optional().meta({
     description:
       "security groups of the port's tenant; a later PUT may change them ([] for none: its network's)",
+  }),
+  claim: ClaimName.optional().meta({
+    description:
+      "bind it to this claim of the port's tenant on the network: it gets the claim's address and MAC, never new ones (no ip, ipGroup or mac with it); a second port of the claim is a live migration's target, made inactive; a third is 409",
   }),
 });
 
@@ -621,6 +658,13 @@ export const Port = z.object({
   }),
   networkDelegate: Delegate.optional().meta({
     description: "its network's delegate: the plugin the agent execs for a pod's annotation",
+  }),
+  claim: z.string().optional().meta({
+    description: "the claim whose address and MAC it has; they stay the claim's when it goes",
+  }),
+  active: z.literal(false).optional().meta({
+    description:
+      "false while another port of its claim has the claim's traffic (a live migration); absent: active",
   }),
   conflicts: z.array(PortConflict).optional().meta({
     description:

@@ -48,6 +48,11 @@ export const MonitorConfigSchema = z.strictObject({
    * false on a cluster without their CRD (the watch would never list).
    */
   multiNetworkPolicies: z.boolean().default(true),
+  /**
+   * Whether IPAMClaims (k8s.cni.cncf.io) are followed and turned into the manager's claims; false
+   * on a cluster without their CRD (the watch would never list).
+   */
+  ipamClaims: z.boolean().default(true),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**

@@ -1,5 +1,6 @@
 /**
- * The one reconciler of Knitter's custom resources (Network, IPGroup, Router). A kind plugs in what
+ * The one reconciler of Knitter's custom resources (Network, IPGroup, Router, Mirror, and the
+ * community's IPAMClaim). A kind plugs in what
  * is its own (how the manager's record of a resource is found, made, changed and released, and the
  * status that shows it); the rest is done here, once for every kind:
  *
@@ -19,7 +20,7 @@
 import type { Logger, ManagerClient } from "@knitter/common";
 import { readyCondition } from "./conditions.ts";
 import type { Condition } from "./crd_types.ts";
-import type { Kube } from "./kube.ts";
+import type { CustomApi, Kube } from "./kube.ts";
 import type { Tenants } from "./namespaces.ts";
 import {
   dropFinalizer,
@@ -52,6 +53,13 @@ export interface Updated<M> {
 export interface CrKind<R extends Resource, M> {
   /** The API's plural (networks, ipgroups, routers): its watch, queue and patches. */
   plural: string;
+  /** Its API group and version, when it is not one of ours (knitter.io): IPAMClaim's. */
+  api?: CustomApi;
+  /**
+   * Whether its status has `observedGeneration` (ours do; a kind of another group whose schema has
+   * none: false, or the API server would prune it and every status would look new).
+   */
+  observedGeneration?: false;
   /** "network", "IP group", "router": for the log. */
   what: string;
   /** Throws a Refusal for what this monitor refuses before anything is made (an admin's choice). */
@@ -107,7 +115,7 @@ export class CrReconciler<R extends Resource, M> {
     if (!cr) return;
     if (cr.metadata.deletionTimestamp) return await this.finalize(cr);
     const { kind, ctx } = this;
-    await ensureFinalizer(ctx.kube, kind.plural, cr);
+    await ensureFinalizer(ctx.kube, kind, cr);
     let record: M | undefined;
     let problem: Problem | undefined;
     try {
@@ -119,7 +127,7 @@ export class CrReconciler<R extends Resource, M> {
     } catch (err) {
       problem = problemOf(err);
     }
-    await writeStatus(ctx.kube, kind.plural, cr, this.status(cr, record, problem));
+    await writeStatus(ctx.kube, kind, cr, this.status(cr, record, problem));
     if (problem) throw new Requeue(this.retryMs, problem.message);
   }
 
@@ -127,9 +135,10 @@ export class CrReconciler<R extends Resource, M> {
   private status(cr: R, record: M | undefined, problem: Problem | undefined): unknown {
     const generation = cr.metadata.generation;
     const before = (cr.status as { conditions?: Condition[] } | undefined)?.conditions;
+    const observed = generation !== undefined && this.kind.observedGeneration !== false;
     return {
       ...this.kind.fields(cr, record),
-      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      ...(observed ? { observedGeneration: generation } : {}),
       conditions: readyCondition(
         before,
         !problem,
@@ -151,10 +160,10 @@ export class CrReconciler<R extends Resource, M> {
       if (!isGone(err)) {
         const refused = problemOf(err);
         const problem = kind.refusedRelease?.(refused) ?? refused;
-        await writeStatus(ctx.kube, kind.plural, cr, this.status(cr, undefined, problem));
+        await writeStatus(ctx.kube, kind, cr, this.status(cr, undefined, problem));
         throw new Requeue(this.retryMs, problem.message);
       }
     }
-    await dropFinalizer(ctx.kube, kind.plural, cr);
+    await dropFinalizer(ctx.kube, kind, cr);
   }
 }

@@ -217,3 +217,31 @@ Deno.test("cr reconciler: a deleted resource's record goes first, then our final
   await reconciler.reconcile(now());
   assert.deepEqual(now().metadata.finalizers, []);
 });
+
+Deno.test("cr reconciler: a kind of another API group is patched in its group, and its status has no observedGeneration when its schema has none", async () => {
+  const kube = new KubeFake();
+  const m = new Manager();
+  const kind: CrKind<Widget, { size: number }> = {
+    ...widgetKind(m),
+    api: { group: "k8s.cni.cncf.io", version: "v1alpha1" },
+    observedGeneration: false,
+  };
+  const reconciler = new CrReconciler(
+    kind,
+    { kube: kube.asKube(), manager: m.client, log },
+    new Tenants(m.client, log),
+    RETRY_MS,
+  );
+  kube.put("widgets", widget(3));
+  await reconciler.reconcile(kube.get("widgets", "acme", "w") as Widget);
+  assert.deepEqual(kube.writes, [
+    "finalizers widgets.k8s.cni.cncf.io acme/w",
+    "status widgets.k8s.cni.cncf.io acme/w",
+  ]);
+  const status = (kube.get("widgets", "acme", "w") as Widget).status!;
+  assert.equal(status.observedGeneration, undefined);
+  assert.equal((status.conditions![0] as { status: string }).status, "True");
+  // Nothing new: nothing written (a pruned field would make every status look new).
+  await reconciler.reconcile(kube.get("widgets", "acme", "w") as Widget);
+  assert.equal(kube.writes.length, 2);
+});

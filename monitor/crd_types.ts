@@ -181,6 +181,38 @@ export interface MirrorResource {
   status?: MirrorStatus;
 }
 
+/**
+ * The Network Plumbing Working Group's IPAMClaim (k8snetworkplumbingwg/ipamclaims): an address that
+ * belongs to the claim, not to a pod, for a VM's pods across restarts and live migrations. Pods
+ * name it in a network selection element's `ipam-claim-reference`; its owner (a VM) deletes it.
+ */
+export const IPAM_CLAIM = { group: "k8s.cni.cncf.io", version: "v1alpha1", plural: "ipamclaims" };
+
+export interface IpamClaimSpec {
+  /** The network the address is of (the namespace's own, or a public one). */
+  network: string;
+  /** The pod interface the allocation is for (informational here: the pods name the claim). */
+  interface: string;
+  /** Addresses asked for; not supported by Knitter (the manager picks one), refused if given. */
+  ipRequests?: string[];
+}
+
+export interface IpamClaimStatus {
+  /** The claim's addresses with their prefix (IPv4, and IPv6 on a dual-stack network). */
+  ips: string[];
+  /** The pod that has the address now (a name in the claim's namespace; "": none). */
+  ownerPod: string;
+  conditions?: Condition[];
+}
+
+export interface IpamClaimResource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: IpamClaimSpec;
+  status?: IpamClaimStatus;
+}
+
 /** The plural names, as in the API paths. */
 export const PLURAL = {
   network: "networks",

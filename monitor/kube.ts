@@ -130,12 +130,18 @@ export class Kube {
       ));
   }
 
-  patchCustom(plural: string, namespace: string, name: string, body: unknown): Promise<unknown> {
+  patchCustom(
+    plural: string,
+    namespace: string,
+    name: string,
+    body: unknown,
+    api = KNITTER,
+  ): Promise<unknown> {
     return call(
       `patch ${plural} ${namespace}/${name}`,
       () =>
         this.custom.patchNamespacedCustomObject(
-          { group: GROUP, version: VERSION, plural, namespace, name, body },
+          { ...api, plural, namespace, name, body },
           MERGE,
         ),
     );
@@ -146,12 +152,13 @@ export class Kube {
     namespace: string,
     name: string,
     status: unknown,
+    api = KNITTER,
   ): Promise<unknown> {
     return call(
       `update the status of ${plural} ${namespace}/${name}`,
       () =>
         this.custom.patchNamespacedCustomObjectStatus(
-          { group: GROUP, version: VERSION, plural, namespace, name, body: { status } },
+          { ...api, plural, namespace, name, body: { status } },
           MERGE,
         ),
     );

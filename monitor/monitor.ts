@@ -17,6 +17,7 @@ import { ensureDefaultNetwork } from "./default_network.ts";
 import { checkClusterToken } from "./cluster_check.ts";
 import type { Handlers, InformerHealth } from "./informer.ts";
 import { ipGroupKind } from "./ip_groups.ts";
+import { ipamClaimKind } from "./ipam_claims.ts";
 import { LabelChanges } from "./label_changes.ts";
 import { PolicyGroups } from "./mnp_groups.ts";
 import { policyLister } from "./mnp_listing.ts";
@@ -146,7 +147,8 @@ export async function startMonitor(
     }),
   });
 
-  // Network, IPGroup, Router and Mirror resources: one reconciler (cr_reconciler.ts), a kind each.
+  // Network, IPGroup, Router, Mirror and IPAMClaim resources: one reconciler (cr_reconciler.ts), a
+  // kind each.
   const crContext = { kube, manager, tenants, retryMs, log };
   const networks = followCustomResource(
     wiring,
@@ -168,7 +170,9 @@ export async function startMonitor(
     crContext,
     mirrorKind(config.remoteMirrorNamespaces, ports),
   );
-  const resources = [networks, groups, routers, mirrors];
+  // IPAMClaims (the community's kind): a claim at the manager each, for a VM's pods.
+  const claims = followCustomResource(wiring, crContext, ipamClaimKind);
+  const resources = [networks, groups, routers, mirrors, ...(config.ipamClaims ? [claims] : [])];
 
   // MultiNetworkPolicies: reconciled per namespace (its tenant's groups and its ports' groups).
   const policyReconciler = new PolicyReconciler(
@@ -257,6 +261,10 @@ export async function startMonitor(
     }
     if (p.ipGroup && groups.informer.get(p.ipGroup, p.tenant)) {
       groups.queue.add(`${p.tenant}/${p.ipGroup}`);
+    }
+    // An IPAMClaim's ownerPod is its claim's active port's pod: a port came, went or took over.
+    if (p.claim && claims.informer.get(p.claim, p.tenant)) {
+      claims.queue.add(`${p.tenant}/${p.claim}`);
     }
     // A Mirror naming the pod it has or had: made once the pod has a port, and follows a new one.
     for (const pod of [p.pod, before?.pod]) {

@@ -6,7 +6,7 @@
 import { type ManagerClient, ManagerError } from "@knitter/common";
 import { sameJson } from "./conditions.ts";
 import { FINALIZER, type ObjectMeta } from "./crd_types.ts";
-import type { Kube } from "./kube.ts";
+import type { CustomApi, Kube } from "./kube.ts";
 
 export interface Resource {
   metadata: ObjectMeta;
@@ -19,33 +19,45 @@ export interface Problem {
   message: string;
 }
 
-export async function ensureFinalizer(kube: Kube, plural: string, r: Resource): Promise<void> {
-  const list = r.metadata.finalizers ?? [];
-  if (list.includes(FINALIZER)) return;
-  await kube.patchCustom(plural, r.metadata.namespace, r.metadata.name, {
-    metadata: { finalizers: [...list, FINALIZER], resourceVersion: r.metadata.resourceVersion },
-  });
+/** A custom resource's kind as the API names it: its plural, and its group if not ours. */
+export interface KindPath {
+  plural: string;
+  api?: CustomApi;
 }
 
-export async function dropFinalizer(kube: Kube, plural: string, r: Resource): Promise<void> {
+export async function ensureFinalizer(kube: Kube, kind: KindPath, r: Resource): Promise<void> {
+  const list = r.metadata.finalizers ?? [];
+  if (list.includes(FINALIZER)) return;
+  await kube.patchCustom(kind.plural, r.metadata.namespace, r.metadata.name, {
+    metadata: { finalizers: [...list, FINALIZER], resourceVersion: r.metadata.resourceVersion },
+  }, kind.api);
+}
+
+export async function dropFinalizer(kube: Kube, kind: KindPath, r: Resource): Promise<void> {
   const list = r.metadata.finalizers ?? [];
   if (!list.includes(FINALIZER)) return;
-  await kube.patchCustom(plural, r.metadata.namespace, r.metadata.name, {
+  await kube.patchCustom(kind.plural, r.metadata.namespace, r.metadata.name, {
     metadata: {
       finalizers: list.filter((f) => f !== FINALIZER),
       resourceVersion: r.metadata.resourceVersion,
     },
-  });
+  }, kind.api);
 }
 
 export async function writeStatus(
   kube: Kube,
-  plural: string,
+  kind: KindPath,
   r: Resource,
   status: unknown,
 ): Promise<boolean> {
   if (sameJson(status, r.status)) return false;
-  await kube.patchCustomStatus(plural, r.metadata.namespace, r.metadata.name, status);
+  await kube.patchCustomStatus(
+    kind.plural,
+    r.metadata.namespace,
+    r.metadata.name,
+    status,
+    kind.api,
+  );
   return true;
 }
 

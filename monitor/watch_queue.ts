@@ -62,7 +62,7 @@ export function follow<T extends Meta>(w: Wiring, f: Follow<T>): Followed<T> {
   return { informer, queue };
 }
 
-/** A custom resource kind of ours (knitter.io), reconciled by cr_reconciler.ts. */
+/** A custom resource kind (ours, knitter.io, unless it names its api), reconciled by cr_reconciler.ts. */
 export function followCustomResource<R extends Resource & Meta, M>(
   w: Wiring,
   ctx: KindContext & { kube: Kube; tenants: Tenants; retryMs: number },
@@ -71,10 +71,10 @@ export function followCustomResource<R extends Resource & Meta, M>(
   const reconciler = new CrReconciler(kind, ctx, ctx.tenants, ctx.retryMs);
   const followed: Followed<R> = follow<R>(w, {
     name: kind.plural,
-    path: `/apis/${GROUP}/${VERSION}/${kind.plural}`,
+    path: `/apis/${kind.api?.group ?? GROUP}/${kind.api?.version ?? VERSION}/${kind.plural}`,
     lister: {
-      list: () => ctx.kube.listCustom<R>(kind.plural),
-      count: () => ctx.kube.countCustom(kind.plural),
+      list: () => ctx.kube.listCustom<R>(kind.plural, kind.api),
+      count: () => ctx.kube.countCustom(kind.plural, kind.api),
     },
     reconcile: (key) => {
       const [namespace, name] = splitKey(key);

@@ -634,3 +634,47 @@ Deno.test("architecture: hot-plug changes a running pod's interfaces only throug
     "agent/server/extra_interface_routes.ts",
   ]);
 });
+
+/**
+ * IPAM claims (issue 26): the community's IPAMClaim, another group's kind, is installed whole like
+ * ours (its CRD in deploy/, the monitor's RBAC on it and its status, the stand-in serves it); and
+ * a claim's record is written in two places of the manager only, the claims module (make, delete)
+ * and the ports' claimed.ts (bind, release, activate), and read besides by `check` and the refusal
+ * that names an address's holder.
+ */
+Deno.test("architecture: the IPAMClaim kind is installed whole, and only service/claims.ts and ports/claimed.ts write claims", async () => {
+  const { IPAM_CLAIM } = await import("../monitor/crd_types.ts");
+  const { loadManifests } = await import("../deploy/manifests.ts");
+  const { RESOURCES } = await import("./support/kube_api.ts");
+  const manifests = loadManifests().map((m) => m.object);
+  const { group, plural } = IPAM_CLAIM;
+  const rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] = manifests
+    .filter((o) => o.kind === "ClusterRole" && /monitor/.test(o.metadata.name))
+    .flatMap((o) => o.rules);
+  const granted = (resource: string, verb: string) =>
+    rules.some((r) =>
+      r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb)
+    );
+  const missing: string[] = [];
+  const crd = manifests.find((o) =>
+    o.kind === "CustomResourceDefinition" && o.metadata.name === `${plural}.${group}`
+  );
+  if (!crd) missing.push("CRD");
+  if (!granted(plural, "watch") || !granted(plural, "patch")) missing.push("monitor RBAC");
+  if (!granted(`${plural}/status`, "patch")) missing.push("monitor RBAC on the status");
+  if (RESOURCES[plural]?.group !== group) missing.push("stand-in API server");
+  assert.deepEqual(missing, []);
+
+  const writers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/keys\.claim\(/.test(await Deno.readTextFile(file))) writers.push(path);
+  }
+  assert.deepEqual(writers.sort(), [
+    "manager/check.ts",
+    "manager/service/claims.ts",
+    "manager/service/holders.ts",
+    "manager/service/ports/claimed.ts",
+  ]);
+});

@@ -463,3 +463,67 @@ Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a 
     });
   });
 });
+
+Deno.test("knitctl: claims: create, ports bound with --claim, activate a migration's target, get, delete", async () => {
+  await withManager(async (url) => {
+    const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
+    const run = (args: string[]) => knitctl([...args, "-t", "acme"], env);
+    const ok = async (args: string[]) => expectExit(await run(args), 0, args.join(" "));
+    const json = async (args: string[]) => (await ok([...args, "-o", "json"])).json();
+    await ok(["create", "tenant", "acme"]);
+    await ok(["create", "network", "blue", "--cidr", "10.1.0.0/24"]);
+    assert.equal(
+      (await ok(["create", "claim", "vm1", "--network", "blue"])).stdout,
+      "claim/vm1 created\n",
+    );
+    const claim = await json(["get", "claim", "vm1", "--network", "blue"]);
+    await ok(["create", "port", "src", "--network", "blue", "--claim", "vm1", "--node", "n1"]);
+    const dst = await json([
+      "create",
+      "port",
+      "dst",
+      "--network",
+      "blue",
+      "--claim",
+      "vm1",
+      "--node",
+      "n2",
+    ]);
+    assert.deepEqual([dst.ip, dst.mac, dst.active], [claim.ip, claim.mac, false]);
+    assert.match(
+      (await ok(["get", "claims"])).stdout,
+      new RegExp(
+        `^NAME\\s+NETWORK\\s+IP\\s+MAC\\s+PORTS\\s+AGE\\nvm1\\s+blue\\s+${
+          claim.ip.replaceAll(".", "\\.")
+        }\\s+\\S+\\s+src@n1,dst@n2 \\(inactive\\)\\s`,
+      ),
+    );
+    assert.equal(
+      (await ok(["activate", "port", "dst", "--network", "blue"])).stdout,
+      `port/dst active: it has claim vm1 (${claim.ip}) on node n2\n`,
+    );
+    assert.match(
+      (await ok(["get", "ports", "--network", "blue", "-o", "wide"])).stdout,
+      /vm1 \(inactive\)/,
+    );
+    assert.deepEqual(
+      (await json(["get", "claims", "--network", "blue"])).items[0].ports,
+      [{ id: "src", node: "n1", active: false }, { id: "dst", node: "n2", active: true }],
+    );
+    // A claim with ports is refused, clearly; a plain port has nothing to activate.
+    const refused = expectExit(
+      await run(["delete", "claim", "vm1", "--network", "blue"]),
+      1,
+      "delete",
+    );
+    assert.match(refused.stderr, /port\(s\) "src", "dst" are bound to it/);
+    expectExit(await run(["activate", "claim", "vm1", "--network", "blue"]), 2, "activate claim");
+    expectExit(await run(["activate", "port", "dst"]), 2, "activate without --network");
+    await ok(["delete", "port", "src", "--network", "blue"]);
+    await ok(["delete", "port", "dst", "--network", "blue"]);
+    assert.equal(
+      (await ok(["delete", "claim", "vm1", "--network", "blue"])).stdout,
+      "claim/vm1 deleted\n",
+    );
+  });
+});

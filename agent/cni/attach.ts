@@ -360,6 +360,7 @@ export class Attacher {
           ...(w.ip ? { ip: w.ip } : {}),
           ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
           ...(w.mac ? { mac: w.mac } : {}),
+          ...(w.claim ? { claim: w.claim } : {}),
           node: this.d.nodeName,
           ...(want.pod ? { pod: want.pod } : {}),
           interface: i.ifName,

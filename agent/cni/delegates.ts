@@ -48,6 +48,7 @@ export function delegateConfig(d: DelegatedInterface): Record<string, unknown> {
       tenant: d.tenant,
       ...(d.ip ? { ip: d.ip } : {}),
       ...(d.ipGroup ? { ipGroup: d.ipGroup } : {}),
+      ...(d.claim ? { claim: d.claim } : {}),
     },
   };
 }
@@ -99,6 +100,7 @@ export class Delegates {
         delegate,
         ...(w.ip ? { ip: w.ip } : {}),
         ...(w.ipGroup ? { ipGroup: w.ipGroup } : {}),
+        ...(w.claim ? { claim: w.claim } : {}),
         path: req.path,
       });
     }

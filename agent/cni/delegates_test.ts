@@ -68,13 +68,17 @@ Deno.test("Delegates.split: only the annotation's extra interfaces on networks w
     owner: "o",
     interfaces: [
       { network: "data", ifName: "eth0", defaultRoute: true },
-      { network: "data", ifName: "net1", defaultRoute: false, ipGroup: "g" },
+      { network: "data", ifName: "net1", defaultRoute: false, ipGroup: "g", claim: "vm-a.data" },
       { network: "plain", ifName: "net2", defaultRoute: false },
       { network: "gone", ifName: "net3", defaultRoute: false },
     ],
   };
   const out = await delegates.split(req, want);
-  assert.deepEqual(out, [{ ...delegated({ path: "/opt/cni/bin" }), ipGroup: "g" }]);
+  assert.deepEqual(out, [
+    { ...delegated({ path: "/opt/cni/bin" }), ipGroup: "g", claim: "vm-a.data" },
+  ]);
+  // The claim goes to the knitter IPAM the plugin calls.
+  assert.equal((delegateConfig(out[0]).ipam as { claim?: string }).claim, "vm-a.data");
   assert.deepEqual(want.interfaces.map((w) => w.ifName), ["eth0", "net2", "net3"]);
   // Outside Kubernetes mode the config names its plugins itself: nothing is split.
   const plainReq = { ...req, kubePod: undefined } as AgentRequest;

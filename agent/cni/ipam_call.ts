@@ -25,6 +25,8 @@ export interface IpamSection {
   /** A fixed address (as "networks[].ip" of a knitter config); CNI_ARGS IP= and the ips capability too. */
   ip?: string;
   ipGroup?: string;
+  /** A claim of the tenant on the network: its address (manager/README.md, "Claims"). */
+  claim?: string;
   /** Routes through the network's gateway as the default route (IPv4, and IPv6 on dual stack). */
   defaultRoute?: boolean;
 }
@@ -64,7 +66,7 @@ export function ipamSection(config: KnitterNetConf): IpamSection {
     throw invalidConfig("ipam.defaultRoute must be true or false", `got ${defaultRoute}`);
   }
   const out: IpamSection = { network };
-  for (const key of ["tenant", "ip", "ipGroup"] as const) {
+  for (const key of ["tenant", "ip", "ipGroup", "claim"] as const) {
     const v = text(key);
     if (v !== undefined) out[key] = v;
   }
@@ -103,6 +105,7 @@ function asPortRequest<R extends CniRequest>(req: R): R {
         interface: req.ifName,
         ...(ipam.ip ? { ip: ipam.ip } : {}),
         ...(ipam.ipGroup ? { ipGroup: ipam.ipGroup } : {}),
+        ...(ipam.claim ? { claim: ipam.claim } : {}),
       }],
     },
   };

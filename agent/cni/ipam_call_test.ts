@@ -90,3 +90,14 @@ Deno.test("the IPAM result has the port's addresses, gateways, routes and DNS, a
   const old = convertResult(result as Record<string, unknown>, "0.4.0");
   assert.deepEqual((old.ips as { version: string }[]).map((ip) => ip.version), ["4", "6"]);
 });
+
+Deno.test("an IPAM call's ipam.claim asks for the port bound to that claim (a VM's external interface keeps its address)", () => {
+  const wanted = ipamPodRequest(call({ type: "knitter", network: "data", claim: "vm-a.data" }), {
+    tenant: "default",
+  });
+  assert.equal(wanted.interfaces[0].claim, "vm-a.data");
+  assert.throws(
+    () => ipamSection(call({ type: "knitter", network: "data", claim: 5 }).config),
+    /ipam.claim must be a non-empty string/,
+  );
+});

@@ -39,6 +39,11 @@ export interface WantedInterface {
   defaultRoute: boolean;
   /** Bandwidth limits from runtimeConfig.bandwidth (the primary interface only). */
   bandwidth?: Bandwidth;
+  /**
+   * The claim whose address and MAC the port gets (a Multus selection's ipam-claim-reference, or
+   * networks[i].claim in the network config): the manager's, made for the pod's IPAMClaim.
+   */
+  claim?: string;
 }
 
 export interface PodRequest {
@@ -246,6 +251,7 @@ interface Wanted {
   ipGroup?: string;
   mac?: string;
   defaultRoute?: boolean;
+  claim?: string;
 }
 
 /** KNITTER_NETWORKS=control@eth1,data (network[@interface], comma separated). */
@@ -272,11 +278,12 @@ function fromConfig(list: unknown): Wanted[] | undefined {
         ipGroup: str(item.ipGroup),
         mac: str(item.mac),
         defaultRoute: item.defaultRoute === true,
+        claim: str(item.claim),
       };
     }
     throw new CniError(
       CNI_CODE.invalidConfig,
-      `networks[${i}] must be a network name or an object with "name" (and optional interface, ip, ipGroup, mac, defaultRoute)`,
+      `networks[${i}] must be a network name or an object with "name" (and optional interface, ip, ipGroup, mac, defaultRoute, claim)`,
     );
   });
 }

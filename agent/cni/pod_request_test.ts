@@ -373,3 +373,21 @@ Deno.test("pod request: malformed IP= and MAC= in CNI_ARGS (the shared attack ta
     refused({ runtimeConfig: { mac: bad } }, {}, 7);
   }
 });
+
+Deno.test("pod request: an interface's claim passes to its port, from the annotation's ipam-claim-reference or the config", () => {
+  const value = JSON.stringify([{ name: "data", "ipam-claim-reference": "vm-a.data" }]);
+  const r = podRequest(
+    {
+      ...req({}, podArgs),
+      kubePod: {
+        uid: "u-9",
+        annotations: { "k8s.v1.cni.cncf.io/networks": value },
+        ownerKinds: [],
+      },
+    },
+    defaults,
+  );
+  assert.equal(r.interfaces[1].claim, "vm-a.data");
+  const c = podRequest(req({ networks: [{ name: "data", claim: "vm1" }] }), defaults);
+  assert.equal(c.interfaces[0].claim, "vm1");
+});

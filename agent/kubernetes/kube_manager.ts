@@ -39,6 +39,8 @@ export class StablePortsClient extends ManagerClient {
         );
       }
       await super.deletePort(tenant, network, id);
+      // A claim's port gets the claim's address again by naming the claim alone.
+      if (old.claim !== undefined) return await super.putPort(tenant, network, id, body);
       return await super.putPort(tenant, network, id, {
         ...body,
         ip: old.ip,

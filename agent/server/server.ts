@@ -78,6 +78,7 @@ const CniRequestShape = z.looseObject({
         ipGroup: z.string().max(253).optional(),
         mac: z.string().max(64).optional(),
         defaultRoute: z.boolean().optional(),
+        claim: z.string().max(253).optional(),
       }),
     ])).max(4096).optional(),
     runtimeConfig: z.looseObject({

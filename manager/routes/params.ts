@@ -13,6 +13,7 @@ export const PARAMS = {
   node: S.scopedParam(S.NodeName),
   port: S.scopedParam(S.PortId),
   cluster: S.Name,
+  claim: S.ClaimName,
 } satisfies Record<string, z.ZodType<string>>;
 
 export type ParamName = keyof typeof PARAMS;

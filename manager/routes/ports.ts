@@ -118,6 +118,23 @@ export const PORTS: Resource = {
       )
     ),
     route({
+      method: "POST",
+      path: "/tenants/{tenant}/networks/{network}/ports/{port}/activate",
+      summary:
+        "Make a port of a claim the active one (a live migration's target: its guest runs here) and the claim's other port inactive, in one step; idempotent. The port's node, its tenant, its cluster's monitor or an admin",
+      access: "shared",
+      ok: { status: 200, schema: S.Port, description: "the port, active" },
+    }).handle(async ({ ctx, principal, params }) =>
+      ok(
+        await ports.activatePort(ctx, {
+          principal,
+          tenant: params.tenant,
+          network: params.network,
+          id: params.port,
+        }),
+      )
+    ),
+    route({
       method: "GET",
       path: "/ports",
       summary: "List ports across networks, by node or pod",

@@ -3,7 +3,7 @@
  * than keeping an address index that every allocation would have to write. A holder of another
  * tenant than the asking one (on a public network) is not named.
  */
-import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
 import { readGroup } from "./ip_group_members.ts";
 
@@ -22,6 +22,14 @@ export async function holderOf(
     return a.port
       ? `used by port "${a.port}" (from IP group "${name}")`
       : `held by IP group "${name}" (request it with ipGroup)`;
+  }
+  for await (const e of ctx.store.list(keys.claimsOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const c = (await ctx.store.get<ClaimRecord>(keys.claim(tenant, net.id, name))).value;
+    if (c?.ip !== ip) continue;
+    return tenant === asker
+      ? `held by claim "${name}" (bind a port to it with claim)`
+      : "held by another tenant";
   }
   for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {
     if (e.value?.ip !== ip) continue;

@@ -5,6 +5,7 @@
  * network_overlap.ts (subnets that must not overlap), network_lookup.ts (the network a request
  * names) and network_leftovers.ts (what a delete leaves for after its commit).
  */
+import { claimsOfNetwork } from "./claims.ts";
 import type { Usage } from "@knitter/common";
 import { NETWORK_IMMUTABLE_FIELDS } from "@knitter/common";
 import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
@@ -238,9 +239,11 @@ async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiErr
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id), { limit: 5 })) {
     groups.push(`"${e.key.slice(-2).join("/")}"`);
   }
+  const claims = (await claimsOfNetwork(ctx, net.id, 5)).map((c) => `"${c}"`);
   const holders = [
     ports.length ? `ports ${ports.join(", ")}` : "",
     groups.length ? `IP groups ${groups.join(", ")}` : "",
+    claims.length ? `claims ${claims.join(", ")}` : "",
   ].filter(Boolean).join(" and ");
   return new ApiError(
     "in_use",

@@ -14,6 +14,7 @@
  * @module
  */
 
+import { ApiError } from "../errors.ts";
 import type { PoolEdit } from "../ipam/bitmap_pool.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { Entry, Store } from "../store/store.ts";
@@ -51,7 +52,12 @@ export function quarantining(ctx: Ctx): boolean {
 export async function quarantine(
   ctx: Ctx,
   tx: Tx,
-  released: { net: NetworkRecord; port: PortRecord; fixedMac: boolean },
+  released: {
+    net: NetworkRecord;
+    /** A port, or a claim (service/claims.ts) named as its holder. */
+    port: Pick<PortRecord, "id" | "ip" | "mac" | "index">;
+    fixedMac: boolean;
+  },
 ): Promise<void> {
   const { net, port, fixedMac } = released;
   const at = clockMs(ctx);
@@ -188,6 +194,27 @@ export async function heldQuarantine(
     return { count: count.records, first };
   }
   return await heldListed(ctx, net);
+}
+
+/**
+ * The refusal of an allocation from a full pool (`what`: "Cannot allocate an address from network
+ * ..."), saying how many of its addresses wait out a quarantine, and counted.
+ */
+export async function poolExhausted(
+  ctx: Ctx,
+  net: NetworkRecord,
+  what: string,
+): Promise<ApiError> {
+  ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
+  const total = net.poolSize - net.reserved;
+  const held = await heldQuarantine(ctx, net);
+  const inQuarantine = held.count === 0
+    ? ""
+    : `; ${held.count} of them released and in quarantine, the first until ${held.first}`;
+  return new ApiError(
+    "pool_exhausted",
+    `${what}: its pools are exhausted (${total} of ${total} in use${inQuarantine})`,
+  );
 }
 
 /** The same, for a network without a count: from every record. */

@@ -110,7 +110,8 @@ export async function countUsage(store: Store, tenant: string): Promise<QuotaUsa
   const mine = (p: PortRecord | null) => {
     if (!p || p.tenant !== tenant) return;
     used.ports++;
-    if (p.ipGroup === undefined) used.addresses++;
+    // An IP group's or a claim's address is counted with the group or the claim.
+    if (p.ipGroup === undefined && p.claim === undefined) used.addresses++;
   };
   for await (const e of store.list<NetworkRecord>(keys.networks(tenant))) {
     const n = e.value!;
@@ -129,6 +130,7 @@ export async function countUsage(store: Store, tenant: string): Promise<QuotaUsa
   for await (const e of store.list<IpGroupRecord>(keys.ipGroups(tenant))) {
     used.addresses += e.value!.addresses.length;
   }
+  for await (const _ of store.list(keys.claims(tenant))) used.addresses++;
   return used;
 }
 

@@ -87,7 +87,16 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
       .map((g) => `"${g.name}"`);
     const mirrors = (await listValues<{ name: string }>(ctx.store, keys.mirrors(name), 10))
       .map((m) => `"${m.name}"`);
-    if (t.networks > 0 || t.ipGroups > 0 || secGroups.length > 0 || mirrors.length > 0) {
+    // Its claims on public networks (those on its own networks keep the networks, counted).
+    const claims = (await listValues<{ network: string; name: string }>(
+      ctx.store,
+      keys.claims(name),
+      10,
+    )).map((c) => `"${c.network}/${c.name}"`);
+    if (
+      t.networks > 0 || t.ipGroups > 0 || secGroups.length > 0 || mirrors.length > 0 ||
+      claims.length > 0
+    ) {
       const nets = (await listValues<{ name: string }>(ctx.store, keys.networks(name), 10))
         .map((n) => `"${n.name}"`);
       const groups = (await listValues<{ name: string }>(ctx.store, keys.ipGroups(name), 10))
@@ -97,6 +106,7 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
         groups.length ? `IP groups ${groups.join(", ")}` : "",
         secGroups.length ? `security groups ${secGroups.join(", ")}` : "",
         mirrors.length ? `mirrors ${mirrors.join(", ")}` : "",
+        claims.length ? `claims ${claims.join(", ")}` : "",
       ].filter(Boolean).join(" and ");
       throw new ApiError(
         "in_use",

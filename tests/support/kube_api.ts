@@ -58,6 +58,15 @@ export const RESOURCES: Record<string, ResourceDef> = {
     statusSubresource: false,
     generation: true,
   },
+  // The Network Plumbing Working Group's persistent address (monitor/ipam_claims.ts).
+  ipamclaims: {
+    group: "k8s.cni.cncf.io",
+    version: "v1alpha1",
+    kind: "IPAMClaim",
+    namespaced: true,
+    statusSubresource: true,
+    generation: true,
+  },
 };
 
 // deno-lint-ignore no-explicit-any

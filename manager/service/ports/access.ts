@@ -173,7 +173,7 @@ export function visible(
  */
 export async function portToChange(
   ctx: Ctx,
-  target: PortTarget & { net: NetworkRecord; verb: "unbind" | "release" | "change" },
+  target: PortTarget & { net: NetworkRecord; verb: "unbind" | "release" | "change" | "activate" },
 ): Promise<Entry<PortRecord> & { value: PortRecord }> {
   const { principal, net, id, verb } = target;
   const owner = ownerOf(principal, target.tenant);

@@ -15,8 +15,9 @@ import type { QuotaCharges } from "../quotas.ts";
 import type { Ctx } from "../context.ts";
 import { cidrOf, parseAddrField } from "../network_fields.ts";
 import { requestedIp4 } from "../dual_stack.ts";
-import { heldQuarantine, macInQuarantine, sweepQuarantine, takeAsked } from "../quarantine.ts";
+import { macInQuarantine, poolExhausted, sweepQuarantine, takeAsked } from "../quarantine.ts";
 import { bindExisting } from "./binding.ts";
+import { claimNewPort } from "./claimed.ts";
 import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
 import { Restart } from "./guards.ts";
 import { macFor } from "../../ipam/derived_mac.ts";
@@ -65,6 +66,8 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
       `Network "${net.name}" of tenant "${net.tenant}" is being deleted (since ${net.deletingSince}): it takes no new ports`,
     );
   }
+  // A claim's address is the claim's, counted with it (claimed.ts).
+  if (body.claim !== undefined) return await claimNewPort(ctx, step);
   // An address from an IP group is already counted with the group.
   const delta = { ports: 1, addresses: body.ipGroup === undefined ? 1 : 0 };
   await charges.charge(owner, delta);
@@ -115,16 +118,7 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
-      ctx.metrics.allocationFailures.inc({ reason: "exhausted" });
-      const total = net.poolSize - net.reserved;
-      const held = await heldQuarantine(ctx, net);
-      const inQuarantine = held.count === 0
-        ? ""
-        : `; ${held.count} of them released and in quarantine, the first until ${held.first}`;
-      throw new ApiError(
-        "pool_exhausted",
-        `Cannot allocate an address from network "${net.name}": its pools are exhausted (${total} of ${total} in use${inQuarantine})`,
-      );
+      throw await poolExhausted(ctx, net, `Cannot allocate an address from network "${net.name}"`);
     }
     index = found;
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });

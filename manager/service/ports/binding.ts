@@ -51,6 +51,7 @@ export function bindExisting(opts: {
     clash("ipGroup", body.ipGroup, port.ipGroup);
   }
   if (body.mac !== undefined && body.mac !== port.mac) clash("mac", body.mac, port.mac);
+  if (body.claim !== undefined && body.claim !== port.claim) clash("claim", body.claim, port.claim);
   if (body.node !== undefined && port.node !== undefined && body.node !== port.node) {
     clash("node", body.node, port.node);
   }

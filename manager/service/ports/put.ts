@@ -15,6 +15,7 @@ import { refuseFlowsOnly } from "../network_fields.ts";
 import { authorizePut, checkPlacement } from "./access.ts";
 import { buildPut } from "./allocation.ts";
 import { batchedPut } from "./batch.ts";
+import { checkClaimBody } from "./claimed.ts";
 import { checkNetwork, portGuards, Restart } from "./guards.ts";
 import type { PortBody, PortTarget, PutResult } from "./records.ts";
 
@@ -26,19 +27,22 @@ export async function putPort(ctx: Ctx, req: PortTarget & { body: PortBody }): P
   const ref = await resolveNetworkRef(ctx, req);
   refuseFlowsOnly(ref.net.dataPlane, { securityGroups: body.securityGroups });
   await checkPlacement(ctx, principal, { owner, id, net: ref.net });
-  const plain = body.ip === undefined && body.ipGroup === undefined && body.mac === undefined;
+  checkClaimBody(body);
+  const plain = body.ip === undefined && body.ipGroup === undefined && body.mac === undefined &&
+    body.claim === undefined;
   // A port naming security groups checks each in its commit: too many checks for a batch's.
   if (plain && !body.securityGroups?.length) {
     const batched = await batchedPut(ctx, { ref, owner, id, body, guard: guards[0] ?? null });
     if (batched) return counted(ctx, batched);
   }
-  // The careful path: fixed addresses, IP groups, security groups, and whatever the batch could
-  // not settle.
+  // The careful path: fixed addresses, IP groups, claims, security groups, and whatever the batch
+  // could not settle.
   return counted(ctx, await carefulPut(ctx, { ...req, ref, owner, body, guards }));
 }
 
 function counted(ctx: Ctx, r: PutResult): PutResult {
-  if (r.created) ctx.metrics.allocations.inc({ kind: "ip" });
+  // A claim's port takes the claim's address: the claim's creation counted it.
+  if (r.created && r.port.claim === undefined) ctx.metrics.allocations.inc({ kind: "ip" });
   if (r.changed) ctx.feed.publish({ type: "port", op: "put", port: r.port });
   return r;
 }
