@@ -35,7 +35,7 @@ import {
 } from "./pipeline.ts";
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
 import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
-import { DENY_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
+import { SAMPLE_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -131,7 +131,7 @@ function pipelineConstants(): string {
   );
   // Flow records (flow_sampling.ts; assembly/sample.ts).
   group("Observation points of flow records (SAMPLE_POINT).", "SP_", "u32", SAMPLE_POINT);
-  group("Observation domain of the drops (flow_sampling.ts).", "", "u32", { DENY_DOMAIN });
+  group("Observation domain of every sample (flow_sampling.ts).", "", "u32", { SAMPLE_DOMAIN });
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

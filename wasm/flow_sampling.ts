@@ -1,9 +1,8 @@
 /**
  * Flow records (issue 30): the `sampling` section of the flow compiler's input and what its
  * `sample(...)` actions mean. With it, every packet a local pod sends is sampled where it enters
- * br-int (CLASSIFY, observation domain: the node-local network number), and every packet a
- * security group drops where it is dropped (the defaults of EGRESS_ACL and INGRESS_ACL,
- * observation domain 0: the drop flows are shared). Open vSwitch sends the samples as IPFIX to
+ * br-int (CLASSIFY), and every packet a security group drops where it is dropped (the defaults
+ * of EGRESS_ACL and INGRESS_ACL); the observation point says which. Open vSwitch sends the samples as IPFIX to
  * the agent (agent/flow_records/). Without it the lines are exactly those of a node without flow
  * records. See ../agent/PIPELINE.md, "Flow records".
  *
@@ -26,8 +25,13 @@ export const SAMPLE_POINT = {
   DENIED: 2,
 } as const;
 
-/** The observation domain of the drops: the shared flows know no network. */
-export const DENY_DOMAIN = 0;
+/**
+ * The observation domain of every sample. One for all: Open vSwitch announces its templates once
+ * per exporter, in the domain of its first message, and its data messages of another domain
+ * would name templates never announced there (seen with OVS 3.1). The agent finds the port from
+ * the record's interface name and MACs, not from the domain.
+ */
+export const SAMPLE_DOMAIN = 0;
 
 /** OpenFlow's probability of sampling 1 packet in `n`. */
 export function sampleProbability(n: number): number {

@@ -20,7 +20,7 @@ Deno.test("sampling: each local port's CLASSIFY flow samples what it sends, the 
       changed.some((l) =>
         l.includes(`,in_port=${p.ofport},`) &&
         l.includes(
-          "actions=sample(probability=6553,collector_set_id=1,obs_domain_id=1,obs_point_id=1),",
+          "actions=sample(probability=6553,collector_set_id=1,obs_domain_id=0,obs_point_id=1),",
         )
       ),
       `port ${p.ofport} sends sampled`,

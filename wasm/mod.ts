@@ -21,7 +21,7 @@ export type {
 export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export type { FlowSampling } from "./flow_sampling.ts";
-export { DENY_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
+export { SAMPLE_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";

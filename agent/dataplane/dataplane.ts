@@ -14,6 +14,7 @@ import {
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
+  type FlowSampling,
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
@@ -92,6 +93,8 @@ export class Dataplane {
   hostPorts: HostPorts | null = null;
   /** The port mirrors this node realises, as OVS Mirror rows (mirrors.ts); none: off. */
   mirrors: MirrorRows | null = null;
+  /** Flow records' sample actions (agent/flow_records/); none: off. */
+  sampling: FlowSampling | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -449,6 +452,7 @@ export class Dataplane {
       this.remote,
     );
     if (acls.length > 0) model.acls = acls;
+    if (this.sampling) model.sampling = this.sampling;
     this.sources.set(model, sources);
     return model;
   }

@@ -33,7 +33,6 @@ import {
   AS_UNTRACKED,
   AT_EGRESS_ACL,
   AT_INGRESS_ACL,
-  DENY_DOMAIN,
   ND_TYPE_0,
   ND_TYPE_1,
   ND_TYPE_2,
@@ -44,6 +43,7 @@ import {
   PROTO_ICMPV6,
   PROTO_TCP,
   PROTO_UDP,
+  SAMPLE_DOMAIN,
   SP_DENIED,
   T_FORWARD,
 } from "./generated/pipeline";
@@ -419,7 +419,7 @@ function shared(): void {
     // Flow records: a drop is sampled as denied, and dropped all the same (no output).
     puts(",actions=");
     const start = wp;
-    putSample(DENY_DOMAIN, SP_DENIED);
+    putSample(SAMPLE_DOMAIN, SP_DENIED);
     actionsEnd(start);
     end();
   }

@@ -11,6 +11,7 @@ import {
   F_CLASSIFY_TUNNEL_PRIORITY,
   F_CLASSIFY_TUNNEL_TABLE,
   M_UNTAGGED,
+  SAMPLE_DOMAIN,
   SP_SENT,
   T_FORWARD,
   T_SPOOF,
@@ -35,7 +36,7 @@ export function classifyLocal(n: usize, p: usize): void {
   puts(M_UNTAGGED);
   puts(",actions=");
   // Flow records: what a local pod sends, sampled once, as it enters (../flow_sampling.ts).
-  putSample(load<u32>(n, N_ID), SP_SENT);
+  putSample(SAMPLE_DOMAIN, SP_SENT);
   puts("set_field:");
   putNet(n);
   puts("->reg0,set_field:");

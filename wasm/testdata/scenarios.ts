@@ -419,8 +419,8 @@ scenarios.dscp = (() => {
 
 /**
  * Flow records (flow_sampling.ts): the security groups model sampled 1 in 10 (probability 6553)
- * to collector set 1. Each local port's CLASSIFY flow samples what it sends (domain: network 1,
- * point 1), the two ACL defaults sample what they drop (domain 0, point 2); nothing else changes.
+ * to collector set 1. Each local port's CLASSIFY flow samples what it sends (point 1), the two
+ * ACL defaults sample what they drop (point 2), all in observation domain 0; nothing else changes.
  */
 scenarios.flow_records = {
   ...structuredClone(scenarios.security_groups),
