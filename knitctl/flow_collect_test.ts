@@ -6,39 +6,16 @@
 import assert from "node:assert/strict";
 import dgram from "node:dgram";
 import { encodeFlowRecords, type FlowRecord } from "@knitter/agent/flow_records";
-import { main } from "./main.ts";
+import { knitctlIn as knitctl } from "./test_support.ts";
 import { topTalkers } from "./flow_collect.ts";
 
-async function knitctl(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const code = await main(args, {
-    env: () => undefined,
-    io: { out: (t) => void (out += t), err: (t) => void (err += t) },
-  });
-  return { code, out, err };
-}
+// A record as an agent sends it: its tuple, counts and times, and names.
+const TUPLE = { src: "10.0.0.1", dst: "10.0.0.2", protocol: 6, srcPort: 40000, dstPort: 8080 };
+const COUNTS = { bytes: 1000, packets: 10, start: 1, end: 2, reason: "idle" as const };
+const NAMES = { tenant: "acme", network: "app", srcPod: "acme/client", dstPod: "acme/server" };
 
 function record(over: Partial<FlowRecord>): FlowRecord {
-  return {
-    src: "10.0.0.1",
-    dst: "10.0.0.2",
-    protocol: 6,
-    srcPort: 40000,
-    dstPort: 8080,
-    bytes: 1000,
-    packets: 10,
-    start: 1,
-    end: 2,
-    reason: "idle",
-    tenant: "acme",
-    network: "app",
-    srcPod: "acme/client",
-    dstPod: "acme/server",
-    decision: "allow",
-    node: "n1",
-    ...over,
-  };
+  return { ...TUPLE, ...COUNTS, ...NAMES, decision: "allow", node: "n1", ...over };
 }
 
 const RECORDS = [
