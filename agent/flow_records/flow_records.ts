@@ -78,6 +78,9 @@ export class FlowRecords {
     const socket = await listen(this.config.listenPort);
     this.socket = socket;
     const port = socket.address().port;
+    // Before OVS is told: its first message carries the templates, and a message with no
+    // listener yet would be lost (the data after it unreadable until OVS sends them again).
+    socket.on("message", (msg, from) => this.receive(msg, `${from.address}:${from.port}`));
     try {
       await exportToAgent(this.deps.ovs, this.deps.bridge, this.config.collectorSetId, port);
     } catch (err) {
@@ -91,7 +94,6 @@ export class FlowRecords {
           `(flowRecords.collectorSetId)`,
       );
     }
-    socket.on("message", (msg, from) => this.receive(msg, `${from.address}:${from.port}`));
     this.timer = setInterval(() => this.flush(), SWEEP_MS);
     this.deps.log.info("flow records on", {
       listen: `127.0.0.1:${port}`,
