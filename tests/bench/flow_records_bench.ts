@@ -1,16 +1,21 @@
 /**
- * What flow records cost (issue 30): iperf3 TCP throughput between two pods on one node, on three
- * simulated nodes of one stack (real OVS, userspace datapath) that differ only in the agent's
- * flowRecords: off, every packet sampled (1 in 1), and 1 in 100. The pods have no security groups
- * (one sample per packet, where it enters br-int). Rounds alternate the order of the nodes, so the
- * machine's other load falls on all three alike; the first round is a warm-up and not counted.
- * Records go to a UDP port nobody listens on (a remote collector costs the node the same send).
+ * What flow records cost (issue 30): iperf3 TCP throughput between two pods on one simulated node
+ * (real OVS, userspace datapath), with the agent's flowRecords off, every packet sampled (1 in 1),
+ * and 1 packet in 100. The same node, pods and switch for all three: before each measure the agent
+ * is restarted with the setting and the stream waits until the bridge's flows have (or have not)
+ * their sample actions. Rounds rotate the order of the settings, so the machine's other load falls
+ * on all three alike; the first round is a warm-up and not counted. The pods have no security
+ * groups (one sample per packet, where it enters br-int). Records go to a UDP port nobody listens
+ * on (a remote collector costs the node the same send).
  *
  *   deno run -A tests/bench/flow_records_bench.ts [--rounds N] [--seconds S]    (as root)
  */
 import { parseArgs } from "node:util";
 import { Cleanup } from "../../devstack/cleanup.ts";
-import { type StackNode, startStack } from "../../devstack/stack.ts";
+import { ovsPid } from "../../devstack/sim_node.ts";
+import { type StackNode, startStack, waitFor } from "../../devstack/stack.ts";
+import { Ovs } from "../../agent/dataplane/ovs.ts";
+import { sampleProbability } from "@knitter/wasm";
 import { iperfRate } from "../support/iperf.ts";
 import { log, machine, median, ovsVersion } from "./support.ts";
 import {
@@ -22,11 +27,11 @@ import {
   podBook,
 } from "../support/pods.ts";
 
-/** The nodes and their agents' flowRecords; undefined: off. */
-const SETTINGS: { node: string; label: string; sampling?: number }[] = [
-  { node: "off", label: "flow records off" },
-  { node: "every", label: "every packet sampled (1 in 1)", sampling: 1 },
-  { node: "hundredth", label: "1 packet in 100 sampled", sampling: 100 },
+/** The settings measured: the agent's flowRecords.sampling; undefined: off. */
+const SETTINGS: { label: string; sampling?: number }[] = [
+  { label: "flow records off" },
+  { label: "every packet sampled (1 in 1)", sampling: 1 },
+  { label: "1 packet in 100 sampled", sampling: 100 },
 ];
 
 const { values } = parseArgs({
@@ -37,58 +42,76 @@ const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 
 await using cleanup = new Cleanup();
-const stack = await startStack({ cleanup, nodes: SETTINGS.map((s) => s.node), logLevel: "warn" });
-const byName = new Map(stack.nodes.map((n) => [n.name, n]));
-for (const s of SETTINGS) {
-  await configure(byName.get(s.node)!, s.sampling);
-}
+const stack = await startStack({ cleanup, nodes: ["n1"], logLevel: "warn" });
+const [node] = stack.nodes;
 await createTenant(stack, "bench");
 await createNetwork(stack, "bench", "net", "10.80.0.0/16");
 const book = podBook();
-const streams = new Map<string, { from: string; to: string; addr: string }>();
-for (const s of SETTINGS) {
-  const node = byName.get(s.node)!;
-  const a = await makePod(node, `${s.node}a`, "bench", knitterList(["net"]));
-  const b = await makePod(node, `${s.node}b`, "bench", knitterList(["net"]));
-  await book.add(a);
-  await book.add(b);
-  streams.set(s.node, {
-    from: ipNetnsName(a.netns),
-    to: ipNetnsName(b.netns),
-    addr: book.ips[b.name],
-  });
-}
+const a = await makePod(node, "a", "bench", knitterList(["net"]));
+const b = await makePod(node, "b", "bench", knitterList(["net"]));
+await book.add(a);
+await book.add(b);
+const stream = { from: ipNetnsName(a.netns), to: ipNetnsName(b.netns), addr: book.ips.b };
 
-const rates = new Map<string, number[]>(SETTINGS.map((s) => [s.node, []]));
+const rates = new Map<string, number[]>(SETTINGS.map((s) => [s.label, []]));
+/** CPU milliseconds of ovs-vswitchd and of the agent per GB the stream carried. */
+const cpu = new Map<string, { ovs: number[]; agent: number[] }>(
+  SETTINGS.map((s) => [s.label, { ovs: [], agent: [] }]),
+);
 for (let r = 0; r <= rounds; r++) {
-  const order = r % 2 === 0 ? SETTINGS : [...SETTINGS].reverse();
+  const order = [...SETTINGS.slice(r % 3), ...SETTINGS.slice(0, r % 3)];
   for (const s of order) {
-    const bps = await iperfRate(cleanup, streams.get(s.node)!, seconds);
-    if (r > 0) rates.get(s.node)!.push(bps);
-    log(`round ${r} ${s.label}: ${gbit(bps)} Gbit/s`);
+    await configure(node, s.sampling);
+    const pids = { ovs: await ovsPid(node.sim, "vswitchd"), agent: node.agentPid };
+    const before = { ovs: await cpuMs(pids.ovs), agent: await cpuMs(pids.agent) };
+    const bps = await iperfRate(cleanup, stream, seconds);
+    // The stream's bytes over its whole time (iperf3 runs one second more than it reports).
+    const gb = bps * (seconds + 1) / 8 / 1e9;
+    const used = {
+      ovs: (await cpuMs(pids.ovs) - before.ovs) / gb,
+      agent: (await cpuMs(pids.agent) - before.agent) / gb,
+    };
+    if (r > 0) {
+      rates.get(s.label)!.push(bps);
+      cpu.get(s.label)!.ovs.push(used.ovs);
+      cpu.get(s.label)!.agent.push(used.agent);
+    }
+    log(
+      `round ${r} ${s.label}: ${gbit(bps)} Gbit/s, CPU per GB: ovs-vswitchd ${
+        used.ovs.toFixed(0)
+      } ms, agent ${used.agent.toFixed(0)} ms`,
+    );
   }
 }
 
 const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
-const off = median(rates.get("off")!);
+const off = median(rates.get(SETTINGS[0].label)!);
 console.log(
   `${new Date().toISOString()}, ${machine()}, Open vSwitch ${await ovsVersion()}; iperf3 TCP ` +
     `between two pods on one node, ${seconds} s streams, median of ${rounds} rounds (range), ` +
     `load average at the end ${load}:\n`,
 );
-console.log("| agent's flowRecords | throughput | against off |");
-console.log("| --- | --- | --- |");
+console.log(
+  "| agent's flowRecords | throughput | against off | ovs-vswitchd CPU per GB | agent CPU per GB |",
+);
+console.log("| --- | --- | --- | --- | --- |");
+const range = (xs: number[], f: (x: number) => string) =>
+  `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
+const ms = (x: number) => `${x.toFixed(0)} ms`;
 for (const s of SETTINGS) {
-  const rs = rates.get(s.node)!;
-  const m = median(rs);
+  const rs = rates.get(s.label)!;
+  const c = cpu.get(s.label)!;
   console.log(
-    `| ${s.label} | ${gbit(m)} Gbit/s (${gbit(Math.min(...rs))}–${gbit(Math.max(...rs))}) | ${
-      s.sampling ? `${((m / off - 1) * 100).toFixed(1)} %` : "—"
-    } |`,
+    `| ${s.label} | ${range(rs, gbit)} Gbit/s | ${
+      s.sampling ? `${((median(rs) / off - 1) * 100).toFixed(1)} %` : "—"
+    } | ${range(c.ovs, ms)} | ${range(c.agent, ms)} |`,
   );
 }
 
-/** The node's agent restarted with flow records as given (a UDP port nobody listens on). */
+/**
+ * The node's agent restarted with flow records as given (records to a UDP port nobody listens
+ * on), once its flows on the bridge have, or have not, the sample actions.
+ */
 async function configure(node: StackNode, sampling: number | undefined): Promise<void> {
   await node.stopAgent();
   const config = JSON.parse(await Deno.readTextFile(node.agentConfig));
@@ -96,8 +119,24 @@ async function configure(node: StackNode, sampling: number | undefined): Promise
   else config.flowRecords = { collectors: ["127.0.0.1:9"], sampling };
   await Deno.writeTextFile(node.agentConfig, JSON.stringify(config));
   await node.startAgent();
+  const probability = sampling === undefined ? null : `probability=${sampleProbability(sampling)},`;
+  await waitFor(`the flows of flowRecords.sampling ${sampling}`, async () => {
+    const lines = await new Ovs(node.sim.ovs).dumpFlows("br-int", "table=0");
+    const sampled = lines.filter((l) => l.includes("sample("));
+    return probability === null
+      ? sampled.length === 0
+      : sampled.length > 0 && sampled.every((l) => l.includes(probability));
+  }, 20_000);
 }
 
 function gbit(bps: number): string {
   return (bps / 1e9).toFixed(2);
+}
+
+/** A process's CPU time so far (user and system), milliseconds. */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // After the command's name in parentheses: fields 14 and 15 of proc(5), in clock ticks (100/s).
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
