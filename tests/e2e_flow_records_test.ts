@@ -4,7 +4,8 @@
  * sizes between two pods, and a TCP connection a security group refuses, while `knitctl flows
  * collect` listens on the node: its records have the right tuples, byte counts within the
  * headers' share, the tenant, network and pod names, allow for what passed and deny for what the
- * group dropped. OVS's collector set is the agent's, and goes when flow records are turned off.
+ * group dropped, also for a connection from a pod on another node. OVS's collector set is the
+ * agent's, and goes when flow records are turned off.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
@@ -34,18 +35,18 @@ const TCP_HEADERS = { min: 40, max: 60 };
 /** An IPv4 and a UDP header. */
 const UDP_HEADERS = 28;
 /** How long the collector listens: the traffic, then the agent's idle timeout and OVS's cache. */
-const LISTEN_SECONDS = 30;
+const LISTEN_SECONDS = 40;
 
 Deno.test("e2e flow records: TCP and UDP flows between pods reach knitctl's collector with tuples, bytes, names and the security group decision", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({
     cleanup,
-    nodes: ["n1"],
+    nodes: ["n1", "n2"],
     agent: {
       flowRecords: { collectors: [`127.0.0.1:${COLLECTOR}`], idleTimeout: 2, activeTimeout: 60 },
     },
   });
-  const [n1] = stack.nodes;
+  const [n1, n2] = stack.nodes;
   await createTenant(stack, "acme");
   await createNetwork(stack, "acme", "app", "10.70.0.0/24");
   await api(stack, "POST", "tenants/acme/security-groups", {
@@ -56,13 +57,15 @@ Deno.test("e2e flow records: TCP and UDP flows between pods reach knitctl's coll
     ],
   }, 201);
   const book = podBook();
-  const pod = async (name: string) => {
-    const p = await makePod(n1, name, "acme", knitterList(["app"]));
+  const pod = async (name: string, node = n1) => {
+    const p = await makePod(node, name, "acme", knitterList(["app"]));
     await book.add(p);
     return p;
   };
   const client = await pod("client");
   const server = await pod("server");
+  // On the other node: what it sends reaches n1 through the tunnel.
+  const remote = await pod("remote", n2);
   await setGroups(stack, server, ["srv"]);
   await waitFor("n1: the server's ingress rule", async () => {
     const lines = await new Ovs(n1.sim.ovs).dumpFlows("br-int", "table=51");
@@ -92,6 +95,11 @@ Deno.test("e2e flow records: TCP and UDP flows between pods reach knitctl's coll
     port: CLOSED,
     seconds: 3,
   });
+  const refusedRemote = await tcpExchange(cleanup, remote.netns, server.netns, ip.server, 1000, {
+    port: CLOSED,
+    seconds: 3,
+  });
+  assert.ok(!refusedRemote.ok, "also from the other node");
   assert.ok(tcp.ok && udp.ok, `the allowed traffic passes: ${JSON.stringify({ tcp, udp })}`);
   assert.ok(!refused.ok, "the security group refuses port 9090");
   const records = await collector;
@@ -153,6 +161,20 @@ Deno.test("e2e flow records: TCP and UDP flows between pods reach knitctl's coll
       "the server never answered on 9090",
     );
   });
+
+  await t.step(
+    "a connection from another node, refused here, is recorded here: the server by its MAC, the sender by the manager's view",
+    () => {
+      const f = of(ip.remote, ip.server, 6, CLOSED);
+      assert.ok(f.packets >= 1);
+      for (const r of f.records) {
+        assert.deepEqual(
+          [r.tenant, r.network, r.srcPod, r.dstPod, r.decision, r.node],
+          ["acme", "app", "acme/remote", "acme/server", "deny", n1.name],
+        );
+      }
+    },
+  );
 
   await t.step(
     "flow records off: the agent removes its collector set and the sample actions",
