@@ -38,3 +38,5 @@ export type {
   TraceView,
 } from "./flow_trace.ts";
 export { evalPacket, explainHop, ofprotoFlow, parseOfprotoTrace, portLabel } from "./flow_trace.ts";
+/** The seeded generator of the property tests: a member's tests replay a failure by its seed. */
+export { mulberry32 } from "./mulberry32.ts";

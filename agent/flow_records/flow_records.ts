@@ -106,7 +106,16 @@ export class FlowRecords {
   flush(final = false): void {
     const now = final ? Infinity : this.now();
     const records = this.connections.sweep(now);
-    if (records.length > 0) this.send(records);
+    if (records.length === 0) return;
+    try {
+      this.send(records);
+    } catch (err) {
+      // A timer's error would end the agent: records are lost, the node goes on.
+      this.deps.log.error("flow records: records could not be sent", {
+        records: records.length,
+        error: String((err as Error)?.message ?? err),
+      });
+    }
   }
 
   async stop(opts: { removeFromOvs?: boolean } = {}): Promise<void> {
@@ -128,11 +137,11 @@ export class FlowRecords {
       const m = decodeMessage(new Uint8Array(msg), this.templates, from);
       this.connections.add(samplesOf(m), this.now());
     } catch (err) {
-      if (!(err instanceof IpfixError)) throw err;
-      if (this.counts.malformed++ === 0) {
-        this.deps.log.warn("flow records: an unreadable IPFIX message from Open vSwitch", {
+      // Anyone on the node may send to this port: whatever arrives must not end the agent.
+      if (this.counts.malformed++ === 0 || !(err instanceof IpfixError)) {
+        this.deps.log.warn("flow records: an unreadable IPFIX message on the agent's port", {
           from,
-          error: err.message,
+          error: String((err as Error)?.message ?? err),
         });
       }
     }

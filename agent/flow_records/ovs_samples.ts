@@ -3,7 +3,8 @@
  * cached flow, the observation point (sent or denied), the ingress port's name, the 5-tuple and
  * MACs, and the packets and IP bytes since its previous record. OVS's templates vary with the
  * packet (L2, IPv4, IPv6, TCP, UDP, ICMP, tunnel); the fields are read by element, whatever the
- * template. Records without IP addresses (ARP) are not connections and are left out.
+ * template. Records without IP addresses (ARP) are not connections and are left out, as are
+ * records whose addresses are not both IPv4 or both IPv6.
  */
 import { type Decoded, readUnsigned, recordFields } from "./ipfix.ts";
 import { addressText, IANA } from "./record_template.ts";
@@ -42,8 +43,15 @@ export function samplesOf(m: Decoded): Sample[] {
   for (const r of m.records) {
     const f = recordFields(r);
     const get = (id: number) => f.get(String(id));
-    const src = get(IANA.sourceIPv4Address) ?? get(IANA.sourceIPv6Address);
-    const dst = get(IANA.destinationIPv4Address) ?? get(IANA.destinationIPv6Address);
+    const v4 = [get(IANA.sourceIPv4Address), get(IANA.destinationIPv4Address)];
+    const v6 = [get(IANA.sourceIPv6Address), get(IANA.destinationIPv6Address)];
+    // Both ends of one family, at their lengths: anyone on the node can send to the agent's
+    // port, and a record of two families could not be encoded again.
+    const [src, dst] = v4.every((b) => b?.length === 4)
+      ? v4
+      : v6.every((b) => b?.length === 16)
+      ? v6
+      : [];
     if (!src || !dst) continue;
     out.push({
       point: readUnsigned(get(IANA.observationPointId)),
