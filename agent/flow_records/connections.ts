@@ -35,7 +35,15 @@ export interface ConnectionsOptions {
   scale: number;
   node: string;
   names: () => PortNames;
+  /** At most this many connections are kept (default MAX_CONNECTIONS). */
+  maxConnections?: number;
 }
+
+/**
+ * Connections kept at once: OVS's cache holds 8,192 flows per 2 s, and anyone on the node may send
+ * to the agent's port; past this, new connections are counted (overflow), not kept.
+ */
+export const MAX_CONNECTIONS = 65_536;
 
 const TCP = 6;
 const FIN_OR_RST = 0x01 | 0x04;
@@ -66,6 +74,8 @@ export class Connections {
   private readonly table = new Map<string, Connection>();
   /** Samples whose port is not (or no more) on this node. */
   unknown = 0;
+  /** Samples of new connections past maxConnections. */
+  overflow = 0;
 
   constructor(private readonly opts: ConnectionsOptions) {}
 
@@ -85,6 +95,10 @@ export class Connections {
       }
       const key = [port.networkId, s.protocol, s.src, s.srcPort, s.dst, s.dstPort].join("|");
       let c = this.table.get(key);
+      if (!c && this.table.size >= (this.opts.maxConnections ?? MAX_CONNECTIONS)) {
+        this.overflow++;
+        continue;
+      }
       if (!c) {
         c = {
           sample: s,

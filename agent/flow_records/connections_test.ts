@@ -121,3 +121,20 @@ Deno.test("connections: counts are scaled back by the sampling; samples of ports
   const [r] = c.sweep(2000 + 15_000);
   assert.deepEqual([r.packets, r.bytes], [300, 150_000]);
 });
+
+Deno.test("connections: the table has a bound; what comes past it is counted, not kept (a flood on the agent's port)", () => {
+  const c = new Connections({
+    activeMs: 60_000,
+    idleMs: 15_000,
+    scale: 1,
+    node: "n1",
+    names: () => NAMES,
+    maxConnections: 3,
+  });
+  c.add(Array.from({ length: 10 }, (_, i) => sample({ srcPort: 1000 + i })), 2000);
+  assert.equal(c.size, 3);
+  assert.equal(c.overflow, 7);
+  // Known connections still count.
+  c.add([sample({ srcPort: 1000 })], 2000);
+  assert.equal(c.sweep(2000 + 15_000).find((r) => r.srcPort === 1000)?.packets, 20);
+});

@@ -135,7 +135,13 @@ export class FlowRecords {
   private receive(msg: Uint8Array, from: string): void {
     try {
       const m = decodeMessage(new Uint8Array(msg), this.templates, from);
+      const overflow = this.connections.overflow;
       this.connections.add(samplesOf(m), this.now());
+      if (overflow === 0 && this.connections.overflow > 0) {
+        this.deps.log.warn("flow records: too many connections at once, new ones not recorded", {
+          connections: this.connections.size,
+        });
+      }
     } catch (err) {
       // Anyone on the node may send to this port: whatever arrives must not end the agent.
       if (this.counts.malformed++ === 0 || !(err instanceof IpfixError)) {
