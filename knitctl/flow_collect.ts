@@ -5,12 +5,7 @@
  * talkers.
  */
 import dgram from "node:dgram";
-import {
-  type FlowRecord,
-  IpfixError,
-  readMessage,
-  TemplateStore,
-} from "@knitter/agent/flow_records";
+import { type FlowRecord, readMessage, TemplateStore } from "@knitter/agent/flow_records";
 import { str } from "./args.ts";
 import type { AttachContext } from "./attach.ts";
 import { UsageError } from "./errors.ts";
@@ -111,8 +106,8 @@ function receive(
     socket.on("message", (msg, from) => {
       try {
         records.push(...readMessage(new Uint8Array(msg), store, `${from.address}:${from.port}`));
-      } catch (err) {
-        if (!(err instanceof IpfixError)) throw err;
+      } catch {
+        // Not IPFIX, or not well formed (an IpfixError): anyone may send to the port.
         malformed++;
       }
     });

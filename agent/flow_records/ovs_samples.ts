@@ -7,7 +7,7 @@
  * records whose addresses are not both IPv4 or both IPv6.
  */
 import { type Decoded, readUnsigned, recordFields } from "./ipfix.ts";
-import { addressText, IANA } from "./record_template.ts";
+import { addressesOf, addressText, IANA } from "./record_template.ts";
 
 export interface Sample {
   /** SAMPLE_POINT: 1 sent by a local pod, 2 denied by a security group. */
@@ -43,16 +43,11 @@ export function samplesOf(m: Decoded): Sample[] {
   for (const r of m.records) {
     const f = recordFields(r);
     const get = (id: number) => f.get(String(id));
-    const v4 = [get(IANA.sourceIPv4Address), get(IANA.destinationIPv4Address)];
-    const v6 = [get(IANA.sourceIPv6Address), get(IANA.destinationIPv6Address)];
     // Both ends of one family, at their lengths: anyone on the node can send to the agent's
     // port, and a record of two families could not be encoded again.
-    const [src, dst] = v4.every((b) => b?.length === 4)
-      ? v4
-      : v6.every((b) => b?.length === 16)
-      ? v6
-      : [];
-    if (!src || !dst) continue;
+    const ends = addressesOf(f);
+    if (!ends) continue;
+    const [src, dst] = ends;
     out.push({
       point: readUnsigned(get(IANA.observationPointId)),
       domain: m.domain,

@@ -178,7 +178,7 @@ export function encodeFlowRecords(
   return { messages, sequence };
 }
 
-export { IpfixError, TemplateStore } from "./ipfix.ts";
+export { TemplateStore } from "./ipfix.ts";
 
 /**
  * Knitter's records in one IPFIX message from `source` (templates learnt into `store`); throws an
@@ -196,10 +196,9 @@ export function readFlowRecords(m: Decoded): FlowRecord[] {
     decoder.decode(f.get(`${KNITTER_PEN}:${id}`) ?? new Uint8Array());
   for (const r of m.records) {
     const f = recordFields(r);
-    const src = f.get(String(IANA.sourceIPv4Address)) ?? f.get(String(IANA.sourceIPv6Address));
-    const dst = f.get(String(IANA.destinationIPv4Address)) ??
-      f.get(String(IANA.destinationIPv6Address));
-    if (!src || !dst || !f.has(`${KNITTER_PEN}:${KNITTER_ELEMENTS.securityDecision}`)) continue;
+    const ends = addressesOf(f);
+    if (!ends || !f.has(`${KNITTER_PEN}:${KNITTER_ELEMENTS.securityDecision}`)) continue;
+    const [src, dst] = ends;
     const reason = readUnsigned(f.get(String(IANA.flowEndReason)));
     out.push({
       src: addressText(src),
@@ -223,6 +222,24 @@ export function readFlowRecords(m: Decoded): FlowRecord[] {
   }
   return out;
 }
+
+/**
+ * A record's source and destination addresses when both are IPv4 (4 bytes) or both IPv6 (16),
+ * else undefined: whoever sends to a collector's port may send anything.
+ */
+export function addressesOf(f: Map<string, Uint8Array>): [Uint8Array, Uint8Array] | undefined {
+  for (const family of FAMILIES) {
+    const src = f.get(String(family.src));
+    const dst = f.get(String(family.dst));
+    if (src?.length === family.bytes && dst?.length === family.bytes) return [src, dst];
+  }
+  return undefined;
+}
+
+const FAMILIES = [
+  { src: IANA.sourceIPv4Address, dst: IANA.destinationIPv4Address, bytes: 4 },
+  { src: IANA.sourceIPv6Address, dst: IANA.destinationIPv6Address, bytes: 16 },
+];
 
 /** An address's 4 or 16 bytes. */
 export function addressBytes(ip: string): Uint8Array {
