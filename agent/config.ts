@@ -6,8 +6,10 @@ import { z } from "zod";
 import { CLUSTER_NAME } from "@knitter/common";
 import { isIp, parseIp } from "@knitter/common/address";
 import {
+  commaList,
   DaemonConfigError,
   type DaemonConfigSpec,
+  integer,
   loadDaemonConfig,
   type LoadedConfig,
 } from "@knitter/common/daemon_config";
@@ -62,6 +64,9 @@ const Bgp = z.strictObject({
 });
 
 export type BgpConfig = z.infer<typeof Bgp>;
+/** A collector: host or [IPv6], and a port 1-65535. */
+const COLLECTOR =
+  /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])$/;
 
 export const AgentConfigSchema = z.strictObject({
   nodeName: z.string().min(1).default(() => Deno.hostname()),
@@ -148,6 +153,20 @@ export const AgentConfigSchema = z.strictObject({
   }).default({ graceSeconds: 60, intervalSeconds: 15 }),
   bgp: Bgp.optional(),
   logLevel: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /**
+   * Flow records (agent/README.md, "Flow records"): IPFIX records of the pods' connections to
+   * these collectors, from Open vSwitch's sampling of 1 packet in `sampling`; absent: off.
+   */
+  flowRecords: z.strictObject({
+    collectors: z.array(
+      z.string().regex(COLLECTOR, 'must be "host:port" or "[IPv6]:port" with a port 1-65535'),
+    ).min(1),
+    sampling: z.int().min(1).max(65535).default(1),
+    activeTimeout: z.number().min(1).max(3600).default(60),
+    idleTimeout: z.number().min(1).max(3600).default(15),
+    collectorSetId: z.int().min(1).max(0xffffffff).default(1),
+    listenPort: z.int().min(0).max(65535).default(0),
+  }).optional(),
 });
 
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
@@ -167,6 +186,8 @@ Environment (overrides the file):
   KNITTER_AGENT_LOG_LEVEL      debug | info | warn | error
   KNITTER_AGENT_KUBECONFIG     Kubernetes mode, with this kubeconfig (the node's credentials)
   KNITTER_AGENT_HEALTH_HOSTNAME  where the probes and /metrics listen (health.port stays the file's)
+  KNITTER_AGENT_FLOW_COLLECTORS  flow records to these collectors, host:port,... (turns them on)
+  KNITTER_AGENT_FLOW_SAMPLING  flow records sample 1 packet in N (default 1: every packet)
 `;
 
 /** Where the environment puts its values (common/daemon_config.ts). */
@@ -184,6 +205,11 @@ const SPEC: DaemonConfigSpec<AgentConfig> = {
     KNITTER_AGENT_LOG_LEVEL: "logLevel",
     KNITTER_AGENT_KUBECONFIG: "kubernetes.kubeconfig",
     KNITTER_AGENT_HEALTH_HOSTNAME: "health.hostname",
+    KNITTER_AGENT_FLOW_COLLECTORS: { at: "flowRecords.collectors", parse: commaList },
+    KNITTER_AGENT_FLOW_SAMPLING: {
+      at: "flowRecords.sampling",
+      parse: integer("KNITTER_AGENT_FLOW_SAMPLING"),
+    },
   },
   finish: (config) => {
     if (!config.bgp || config.bgp.nextHop || parseIp(config.underlayIp)?.family === 4) return;

@@ -33,6 +33,7 @@ import { ExtraInterfaceStore } from "./extra/extra_interface_store.ts";
 import { Ovs } from "./dataplane/ovs.ts";
 import { PortPlugger } from "./dataplane/port_plugger.ts";
 import { MirrorRows } from "./dataplane/mirrors.ts";
+import { startFlowRecords } from "./flow_records/start.ts";
 import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
 import { Reaper } from "./cni/reaper.ts";
 import { RemoteView } from "./dataplane/remote.ts";
@@ -96,6 +97,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   }
 
   await dataplane.prepare();
+  // Flow records (flow_records/): OVS samples to this agent, records to the collectors.
+  const flowRecords = await startFlowRecords(config, ovs, dataplane, state, remote, log);
   let notReady: string | null = "not registered with the manager yet";
   const plugger = new PortPlugger(config.ovs.dbSock, config.bridge);
   // Port mirrors as OVS Mirror rows, over the same OVSDB connection (mirrors.ts).
@@ -285,6 +288,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await healer.stop();
       await conflicts.stop();
       await remote.stop();
+      await flowRecords?.stop();
       await probes?.shutdown();
       checks?.close();
       await server.shutdown();

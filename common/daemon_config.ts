@@ -232,3 +232,22 @@ function merge(have: unknown, value: unknown): unknown {
 function isPlainObject(v: unknown): v is Raw {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+
+/** A variable's list: comma-separated, spaces around items ignored, empty items dropped. */
+export function commaList(text: string): string[] {
+  return text.split(",").map((e) => e.trim()).filter(Boolean);
+}
+
+/** A variable's whole number; anything else is refused naming the variable. */
+export function integer(name: string): (text: string) => number {
+  return (text) => {
+    if (!/^-?\d+$/.test(text.trim())) {
+      throw new DaemonConfigError(
+        `${name}="${text}" is not a whole number`,
+        undefined,
+        "correct it",
+      );
+    }
+    return Number(text);
+  };
+}

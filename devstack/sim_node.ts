@@ -62,6 +62,8 @@ export async function startSimNode(opts: SimNodeOptions): Promise<SimNode> {
   const netns = own.name(opts.name);
   try {
     await addNetns(own, netns);
+    // As on a real node, loopback is up: the agent hears Open vSwitch's IPFIX on it.
+    await run(["ip", "-n", netns, "link", "set", "lo", "up"]);
     const stateDir = opts.stateDir ?? await own.tempDir();
     const ovs = await startOvs(own, netns, stateDir);
     const node: SimNode = {

@@ -137,6 +137,11 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   port: { type: "string", value: "ID", help: "the port's ID (knitctl get ports)" },
   packets: { type: "string", short: "c", value: "N", help: "stop after N packets (default 100)" },
   seconds: { type: "string", value: "S", help: "stop after S seconds (default 10)" },
+  listen: {
+    type: "string",
+    value: "HOST:PORT",
+    help: "flows collect: where flow records arrive, UDP (default 127.0.0.1:4739)",
+  },
   filter: { type: "string", value: "BPF", help: "a tcpdump filter, e.g. 'tcp port 80'" },
   write: { type: "string", short: "w", value: "FILE", help: "the pcap file to write" },
   offline: { type: "boolean", help: "from the manager's model and the flow compiler, no switch" },
@@ -174,7 +179,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
   usage: [],
   attach: [...TARGET, "network", "bridge", "vlan", "ip", "mac", "mtu", "route-gw", "route-intf"],
   detach: TARGET,
-  flows: ["agent-socket", "node"],
+  flows: ["agent-socket", "node", "listen", "seconds"],
   trace: [
     ...["src", "dst", "proto", "dport", "src-ip", "src-mac", "offline", "agent-socket"],
     ...["node", "network", "ip", "mac"],

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { main } from "./main.ts";
+import { knitctlIn as knitctl } from "./test_support.ts";
 
 /** A stand-in agent on a unix socket that answers GET /v1/flows/diff with `body`. */
 async function fakeAgent(body: unknown): Promise<{ socket: string } & AsyncDisposable> {
@@ -17,16 +17,6 @@ async function fakeAgent(body: unknown): Promise<{ socket: string } & AsyncDispo
       await Deno.remove(dir, { recursive: true });
     },
   };
-}
-
-async function knitctl(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const code = await main(args, {
-    env: () => undefined,
-    io: { out: (t) => void (out += t), err: (t) => void (err += t) },
-  });
-  return { code, out, err };
 }
 
 const STATS = { heals: 2, checks: 5, repairs: 1, driftedFlows: 3 };

@@ -15,8 +15,9 @@ const SUMMARY: Record<string, [string, string]> = {
   attach: ["attach [flags]", "add an extra interface to a pod or netns, through its node's agent"],
   detach: ["detach [flags]", "remove an interface attach made (succeeds when already gone)"],
   flows: [
-    "flows diff [flags]",
-    "a node's installed flows against those its agent computes (exit 1: they differ)",
+    "flows diff|collect [flags]",
+    "a node's installed flows against those its agent computes (exit 1: they differ); collect: " +
+    "the agents' flow records, top talkers per network",
   ],
   trace: [
     "trace --src PORT|IP --dst IP [flags]",
@@ -147,6 +148,13 @@ const EXTRA: Record<string, string[]> = {
     "defaults to /run/knitter/agent.sock; with --stack DIR, --node NAME picks that node's agent.",
     "",
     "Example: knitctl flows diff --agent-socket /run/knitter/agent.sock",
+    "",
+    "flows collect receives the IPFIX flow records agents send (their flowRecords.collectors) on",
+    "--listen (default 127.0.0.1:4739) for --seconds (default 10), then prints per network the",
+    "pairs that sent the most bytes (pod names where the agent knew them), with the security",
+    "group decision; -o json: every record too.",
+    "",
+    "Example: knitctl flows collect --listen 0.0.0.0:4739 --seconds 30",
   ],
 };
 

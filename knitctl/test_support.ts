@@ -1,4 +1,5 @@
 /** Runs knitctl as people do, a process with its exit code and output, for the tests. */
+import { main } from "./main.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 /** Deno's cache as this process uses it (HOME is changed below, which would move it). */
@@ -57,4 +58,17 @@ export function expectExit(r: KnitctlRun, code: number, what: string): KnitctlRu
     );
   }
   return r;
+}
+
+/** knitctl's main in this process, with no environment: its exit code and what it printed. */
+export async function knitctlIn(
+  args: string[],
+): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  const code = await main(args, {
+    env: () => undefined,
+    io: { out: (t) => void (out += t), err: (t) => void (err += t) },
+  });
+  return { code, out, err };
 }

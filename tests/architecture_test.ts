@@ -678,3 +678,30 @@ Deno.test("architecture: the IPAMClaim kind is installed whole, and only service
     "manager/service/ports/claimed.ts",
   ]);
 });
+
+/**
+ * Flow records (issue 30): one IPFIX codec (agent/flow_records/ipfix.ts), which knitctl's
+ * collector reaches through `@knitter/agent/flow_records`; one module makes the agent's
+ * Flow_Sample_Collector_Set; and the compiler's sample actions come from one builder
+ * (wasm/assembly/sample.ts), so a node without flow records has exactly its old flows.
+ */
+Deno.test("architecture: flow records have one IPFIX codec, one writer of OVS's collector set and one builder of sample actions", async () => {
+  const codecs: string[] = [];
+  const setWriters: string[] = [];
+  const samplers: string[] = [];
+  for (const dir of ["agent", "common", "knitctl", "wasm", "devstack", "manager", "monitor"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (path.endsWith("_test.ts") || path.includes("/generated/")) continue;
+      const text = await Deno.readTextFile(file);
+      if (/IPFIX_VERSION\s*=|getUint16\(0\)\s*;?\s*\n.*version/.test(text)) codecs.push(path);
+      if (/"Flow_Sample_Collector_Set"/.test(text)) setWriters.push(path);
+      if (/"sample\(probability=/.test(text)) samplers.push(path);
+    }
+  }
+  assert.deepEqual(codecs, ["agent/flow_records/ipfix.ts"]);
+  assert.deepEqual(setWriters, ["agent/flow_records/ovs_export.ts"]);
+  assert.deepEqual(samplers, ["wasm/assembly/sample.ts"]);
+  const collector = await Deno.readTextFile(`${ROOT}knitctl/flow_collect.ts`);
+  assert.match(collector, /from "@knitter\/agent\/flow_records"/);
+});

@@ -35,6 +35,7 @@ import {
 } from "./pipeline.ts";
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
 import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
+import { SAMPLE_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -128,6 +129,9 @@ function pipelineConstants(): string {
     "u32",
     Object.fromEntries(ND_TYPES.map((t, i) => [String(i), t])),
   );
+  // Flow records (flow_sampling.ts; assembly/sample.ts).
+  group("Observation points of flow records (SAMPLE_POINT).", "SP_", "u32", SAMPLE_POINT);
+  group("Observation domain of every sample (flow_sampling.ts).", "", "u32", { SAMPLE_DOMAIN });
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

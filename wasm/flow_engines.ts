@@ -23,6 +23,7 @@ export interface Engine {
   outLen(): number;
   acl(words: number): number;
   aclErrorArg(i: number): number;
+  sampling(probability: number, collectorSet: number): void;
   keys(kind: number, count: number): number;
   keyPtr(): number;
 }

@@ -264,7 +264,7 @@ function apply(s: State, f: ParsedFlow): number | undefined {
     } else if (a === "pop_vlan") s.p.vlan = undefined;
     else if (
       !(a.startsWith("output:") || a.startsWith("push_vlan:") || a.startsWith("move:") ||
-        a === "IN_PORT" || a === "drop" || a === "dec_ttl")
+        a === "IN_PORT" || a === "drop" || a === "dec_ttl" || a.startsWith("sample("))
     ) {
       throw new Error(`The offline evaluator does not know the action "${a}"`);
     }

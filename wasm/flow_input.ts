@@ -8,6 +8,7 @@
  */
 
 import type { FlowAcl } from "./acl_input.ts";
+import type { FlowSampling } from "./flow_sampling.ts";
 
 /** A network with ports on this node. */
 export interface FlowNetwork {
@@ -123,6 +124,8 @@ export interface FlowInput {
   routes?: FlowRoute[];
   /** The rules of the local ports with security groups (acl_input.ts); absent: none has any. */
   acls?: FlowAcl[];
+  /** Flow records' sample actions (flow_sampling.ts); absent: none. */
+  sampling?: FlowSampling;
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

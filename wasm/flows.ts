@@ -14,6 +14,7 @@ import { Buffer } from "node:buffer";
 import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_input.ts";
 import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts";
 import { type Engine, engine, putText } from "./flow_engines.ts";
+import { checkSampling } from "./flow_sampling.ts";
 
 /**
  * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
@@ -156,6 +157,9 @@ export function compileFlowsTs(input: FlowInput): string[] {
 
 function compileWith(wasm: Engine, input: FlowInput): string[] {
   const words = checkShape(input);
+  checkSampling(input.sampling);
+  // Flow records (flow_sampling.ts): the sample actions, or none (0).
+  wasm.sampling(input.sampling?.probability ?? 0, input.sampling?.collectorSetId ?? 0);
   encode(wasm, input, words);
   const rc = wasm.compile(words);
   if (rc !== 0) {

@@ -49,13 +49,24 @@ for (const [name, input] of Object.entries(scenarios)) {
 
 Deno.test("golden: every flow agent/PIPELINE.md shows under Security groups is one its golden models compile", async () => {
   const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
-  const section = doc.slice(doc.indexOf("## Security groups"), doc.indexOf("## Tracing a packet"));
+  const at = doc.indexOf("## Security groups");
+  const section = doc.slice(at, doc.indexOf("\n## ", at + 1));
   const documented = section.split("\n").filter((line) => line.startsWith("cookie="));
   assert.ok(documented.length > 0, "no flow lines in the Security groups section");
   const compiled = new Set([
     ...compileFlows(scenarios.security_groups),
     ...compileFlows(scenarios.routed_security_groups),
   ]);
+  for (const line of documented) assert.ok(compiled.has(line), line);
+});
+
+Deno.test("golden: every flow agent/PIPELINE.md shows under Flow records is one the flow_records model compiles", async () => {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf("## Flow records");
+  const section = doc.slice(at, doc.indexOf("\n## ", at + 1));
+  const documented = section.split("\n").filter((line) => line.startsWith("cookie="));
+  assert.ok(documented.length > 0, "no flow lines in the Flow records section");
+  const compiled = new Set(compileFlows(scenarios.flow_records));
   for (const line of documented) assert.ok(compiled.has(line), line);
 });
 

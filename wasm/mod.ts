@@ -20,6 +20,8 @@ export type {
 } from "./flow_input.ts";
 export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
+export type { FlowSampling } from "./flow_sampling.ts";
+export { SAMPLE_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
@@ -36,3 +38,5 @@ export type {
   TraceView,
 } from "./flow_trace.ts";
 export { evalPacket, explainHop, ofprotoFlow, parseOfprotoTrace, portLabel } from "./flow_trace.ts";
+/** The seeded generator of the property tests: a member's tests replay a failure by its seed. */
+export { mulberry32 } from "./mulberry32.ts";

@@ -14,6 +14,7 @@ import {
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
+  type FlowSampling,
   isolateConflicts,
   parseDumpFlows,
 } from "@knitter/wasm";
@@ -99,6 +100,8 @@ export class Dataplane {
   bgp: { speaker: BgpSpeaker; from: "hosting" | "all" } | null = null;
   /** What the last model says the node advertises, handed to the speaker after its flows. */
   private routes: Advertised | null = null;
+  /** Flow records' sample actions (agent/flow_records/); none: off. */
+  sampling: FlowSampling | null = null;
 
   constructor(
     private readonly ovs: Ovs,
@@ -457,6 +460,7 @@ export class Dataplane {
       this.remote,
     );
     if (acls.length > 0) model.acls = acls;
+    if (this.sampling) model.sampling = this.sampling;
     this.sources.set(model, sources);
     return model;
   }

@@ -43,6 +43,8 @@ import {
   PROTO_ICMPV6,
   PROTO_TCP,
   PROTO_UDP,
+  SAMPLE_DOMAIN,
+  SP_DENIED,
   T_FORWARD,
 } from "./generated/pipeline";
 import { parseIpv4, parseIpv6, wordAt } from "./address";
@@ -63,7 +65,9 @@ import {
   RT_TO,
 } from "./layout";
 import { join } from "./output";
+import { putSample } from "./sample";
 import {
+  actionsEnd,
   begin,
   end,
   LINE_BOUND,
@@ -74,6 +78,7 @@ import {
   putIpv6,
   putMac,
   puts,
+  wp,
 } from "./text";
 
 const NONE: u32 = 0xffffffff;
@@ -411,7 +416,11 @@ function shared(): void {
       end();
     }
     begin(0, 0, t == 0 ? AT_EGRESS_ACL : AT_INGRESS_ACL, P_DEFAULT, LINE_BOUND);
-    puts(",actions=drop");
+    // Flow records: a drop is sampled as denied, and dropped all the same (no output).
+    puts(",actions=");
+    const start = wp;
+    putSample(SAMPLE_DOMAIN, SP_DENIED);
+    actionsEnd(start);
     end();
   }
 }

@@ -11,11 +11,14 @@ import {
   F_CLASSIFY_TUNNEL_PRIORITY,
   F_CLASSIFY_TUNNEL_TABLE,
   M_UNTAGGED,
+  SAMPLE_DOMAIN,
+  SP_SENT,
   T_FORWARD,
   T_SPOOF,
   VLAN,
 } from "./generated/pipeline";
 import { tunnelPort } from "./input";
+import { putSample } from "./sample";
 import { L_COOKIE, L_OFPORT, N_HOST_PORT, N_ID, N_PHYSNET, N_SEGMENT, N_TYPE } from "./layout";
 import { begin, end, LINE_BOUND, putc, putDec, putHex, putNet, puts } from "./text";
 
@@ -31,7 +34,10 @@ export function classifyLocal(n: usize, p: usize): void {
   putDec(load<u32>(p, L_OFPORT));
   putc(44);
   puts(M_UNTAGGED);
-  puts(",actions=set_field:");
+  puts(",actions=");
+  // Flow records: what a local pod sends, sampled once, as it enters (../flow_sampling.ts).
+  putSample(SAMPLE_DOMAIN, SP_SENT);
+  puts("set_field:");
   putNet(n);
   puts("->reg0,set_field:");
   putHex(load<u32>(p, L_COOKIE));

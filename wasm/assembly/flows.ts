@@ -30,6 +30,7 @@ export { errorArg, input } from "./input";
 export { acl, aclErrorArg } from "./acl";
 export { outLen, outPtr } from "./output";
 export { keyPtr, keys } from "./keys";
+export { sampling } from "./sample";
 
 /**
  * Compiles the model in the input area: `words` u32 words, then the strings. Returns 0 and leaves

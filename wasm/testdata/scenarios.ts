@@ -416,3 +416,13 @@ scenarios.dscp = (() => {
   model.localPorts[0].ips.push("fd00:1::2");
   return model;
 })();
+
+/**
+ * Flow records (flow_sampling.ts): the security groups model sampled 1 in 10 (probability 6553)
+ * to collector set 1. Each local port's CLASSIFY flow samples what it sends (point 1), the two
+ * ACL defaults sample what they drop (point 2), all in observation domain 0; nothing else changes.
+ */
+scenarios.flow_records = {
+  ...structuredClone(scenarios.security_groups),
+  sampling: { probability: 6553, collectorSetId: 1 },
+};
