@@ -32,6 +32,7 @@ import { PortPlugger } from "./dataplane/port_plugger.ts";
 import { MirrorRows } from "./dataplane/mirrors.ts";
 import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
 import { Reaper } from "./cni/reaper.ts";
+import { settleAnswered } from "./cni/settle.ts";
 import { RemoteView } from "./dataplane/remote.ts";
 import { disableTxChecksumOffload } from "./interfaces/ip_links.ts";
 import { agentApp } from "./server/server.ts";
@@ -234,6 +235,14 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     // After a reboot every netns is gone: nothing stale stays, in the manager or here.
     const reaped = await reaper.pass(false);
     if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
+    // ADDs answered before their "ready" write landed (settle.ts): ready when whole.
+    await settleAnswered({
+      state,
+      attacher,
+      links: ipLinks,
+      switchPorts: () => plugger.db.ofportsByName(),
+      log,
+    });
     reaper.start();
     notReady = null;
     log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
@@ -265,6 +274,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       manager.close();
       pods?.close();
       extraStore.close();
+      // An ADD's "ready" write and the flow journal's last line follow their answer.
+      await state.flushed();
+      await dataplane.journal?.settled();
       state.close();
     },
   };

@@ -575,3 +575,26 @@ Deno.test("architecture: one place in the agent runs tcpdump, through run.ts, wi
   assert.doesNotMatch(text, /Deno\.Command/);
   assert.match(text, /deps\.managerAs\(token\)/, "the manager asked with the caller's token");
 });
+
+/**
+ * The "ready" write of an ADD follows its answer (issue 25): a crash in between leaves a "building"
+ * record that only the agent's start completes (agent/cni/settle.ts). Any other place marking an
+ * attachment ready would skip the check that the pod has everything the record names.
+ */
+Deno.test("architecture: an attachment is marked ready by the wiring and by the start's completion only, and the start runs it", async () => {
+  const markers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path.startsWith("agent/extra/")) continue;
+    if (/\.status = "ready"/.test(await Deno.readTextFile(file))) markers.push(path);
+  }
+  assert.deepEqual(markers.sort(), ["agent/cni/attach.ts", "agent/interfaces/wiring.ts"]);
+  const attach = await Deno.readTextFile(`${ROOT}agent/cni/attach.ts`);
+  const marked = attach.slice(
+    attach.indexOf("completeAnswered("),
+    attach.indexOf("private async doAdd("),
+  );
+  assert.match(marked, /a\.status = "ready"/, "attach.ts marks ready in completeAnswered only");
+  const daemon = await Deno.readTextFile(`${ROOT}agent/daemon.ts`);
+  assert.match(daemon, /await settleAnswered\(/, "the agent's start completes answered ADDs");
+});
