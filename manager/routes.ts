@@ -17,6 +17,7 @@ import type { Resource, RouteDef } from "./routes/route.ts";
 import { ROUTERS } from "./routes/routers.ts";
 import { SECURITY_GROUPS } from "./routes/security_groups.ts";
 import { TENANTS } from "./routes/tenants.ts";
+import { TRACE } from "./routes/trace.ts";
 
 export type { Resource, RouteDef } from "./routes/route.ts";
 
@@ -37,6 +38,7 @@ export const RESOURCES: Resource[] = [
   NODES,
   CLUSTERS,
   FEED,
+  TRACE,
 ];
 
 /** A route as the API serves it: its full path, and its resource's tag. */
