@@ -90,6 +90,8 @@ export interface TestAppOptions {
   clock?: () => number;
   /** Tokens besides the built-in ones (e.g. of other clusters). */
   tokens?: TokenConfig[];
+  /** The console's Prometheus (console/metrics_proxy.ts); none when absent. */
+  prometheusUrl?: string;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -122,6 +124,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
       console.error("internal error in test app:", err);
     },
     onClientGone: (what) => gone.push(what),
+    prometheusUrl: options.prometheusUrl,
   });
   const call = async (
     method: string,
