@@ -77,19 +77,24 @@ async function loadInfra(nodes) {
 }
 
 /** The charts over time (console/metrics_proxy.ts); a failure is shown in their place. */
-async function loadCharts() {
+async function loadCharts(minutes) {
   try {
     const [pools, cni] = await Promise.all(
-      ["pools", "cni-add"].map((chart) => get(`/console/metrics?chart=${chart}&minutes=60`)),
+      ["pools", "cni-add"].map((chart) =>
+        get(`/console/metrics?chart=${chart}&minutes=${minutes}`)
+      ),
     );
-    return { pools, cni };
+    return { minutes, pools, cni };
   } catch (err) {
     return { error: err.message };
   }
 }
 
-/** Everything the console shows, as the token may see it (`session` from /console/session). */
-export async function loadAll(session) {
+/**
+ * Everything the console shows, as the token may see it (`session` from /console/session), the
+ * charts over the last `minutes`.
+ */
+export async function loadAll(session, minutes = 60) {
   const [tenants, ports, nodes] = await Promise.all([
     get("/api/v1/tenants").then((r) => r.items),
     get("/api/v1/ports").then((r) => r.items),
@@ -100,7 +105,7 @@ export async function loadAll(session) {
     perTenant(tenants, "routers"),
     perTenant(tenants, "security-groups"),
     session.scope === "admin" ? loadInfra(nodes) : null,
-    loadCharts(),
+    loadCharts(minutes),
   ]);
   // A public network is listed under every tenant: keep one of each.
   const networks = new Map();

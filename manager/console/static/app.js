@@ -20,6 +20,8 @@ const state = {
   tenant: undefined,
   /** The trace form as the user left it, and its last answer. */
   trace: { proto: "icmp" },
+  /** How far back the charts reach. */
+  minutes: 60,
   run: 0,
 };
 
@@ -73,7 +75,15 @@ const VIEWS = [
   // Only an admin's data has it.
   ["clusters", "Clusters and nodes", (data) => data.infra && clustersView(data.infra, data.nodes)],
   ["trace", "Trace", (data) => traceView(data.ports, state.trace, traceForm)],
-  ["metrics", "Metrics", (data) => chartsView(data.charts)],
+  [
+    "metrics",
+    "Metrics",
+    (data) =>
+      chartsView(data.charts, (minutes) => {
+        state.minutes = minutes;
+        refresh();
+      }),
+  ],
   [
     "topology",
     "Topology",
@@ -118,7 +128,7 @@ function render() {
 
 /** Reads everything again; draws the page again only when something changed (keeps focus). */
 async function refresh() {
-  const data = await loadAll(state.session);
+  const data = await loadAll(state.session, state.minutes);
   const text = JSON.stringify(data);
   if (text === state.shown) return;
   state.data = data;

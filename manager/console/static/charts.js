@@ -70,8 +70,24 @@ function lineChart(id, title, answer) {
   );
 }
 
-/** `charts`: { pools, cni } answers of /console/metrics, or { error }. */
-export function chartsView(charts) {
+/** How far back the charts may reach, in minutes, and how the choice reads. */
+const RANGES = [[5, "last 5 minutes"], [60, "last hour"], [1440, "last day"]];
+
+function rangeChoice(minutes, onRange) {
+  return h(
+    "label",
+    { class: "trace-field" },
+    "Range ",
+    h(
+      "select",
+      { id: "metrics-range", onchange: (e) => onRange(Number(e.target.value)) },
+      RANGES.map(([m, text]) => h("option", { value: m, selected: m === minutes }, text)),
+    ),
+  );
+}
+
+/** `charts`: { minutes, pools, cni } answers of /console/metrics, or { error }. */
+export function chartsView(charts, onRange) {
   if (charts.error) {
     return section("metrics", "Metrics", h("p", { class: "error" }, charts.error));
   }
@@ -90,6 +106,7 @@ export function chartsView(charts) {
   return section(
     "metrics",
     "Metrics",
+    rangeChoice(charts.minutes, onRange),
     lineChart("chart-pools", "Pool usage", charts.pools),
     lineChart("chart-cni", "CNI ADD latency", charts.cni),
   );
