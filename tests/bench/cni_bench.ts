@@ -415,10 +415,16 @@ export async function cniFigures(
 export async function sequentialFigures(
   cleanup: Cleanup,
   opts: { per: number; rounds: number },
-): Promise<{ stack: Stack; rounds: Record<"knitter" | "shell", LatencyFigures>[] }> {
+): Promise<{
+  stack: Stack;
+  rounds: Record<"knitter" | "shell", LatencyFigures>[];
+  /** Every counted ADD of the run, per subject. */
+  all: Record<"knitter" | "shell", LatencyFigures>;
+}> {
   const [knitter, stack] = await knitterSubject(cleanup, opts.per);
   const subjects = [knitter, await shellSubject(cleanup, opts.per)];
   const out: Record<"knitter" | "shell", LatencyFigures>[] = [];
+  const pooled = { knitter: [] as number[], shell: [] as number[] };
   // Round 0 warms caches, the plugin and OVS up; it is not counted.
   for (let r = 0; r <= opts.rounds; r++) {
     const figures = {} as Record<"knitter" | "shell", LatencyFigures>;
@@ -434,9 +440,15 @@ export async function sequentialFigures(
         mode: "sequential",
         jobs: idx.map((i) => s.del(`q${r}`, i, added.runs[i])),
       }, `${s.name} DEL`);
-      figures[s.name as "knitter" | "shell"] = latency(added.runs.map((x) => x.ms));
+      const name = s.name as "knitter" | "shell";
+      figures[name] = latency(added.runs.map((x) => x.ms));
+      if (r > 0) pooled[name].push(...added.runs.map((x) => x.ms));
     }
     if (r > 0) out.push(figures);
   }
-  return { stack, rounds: out };
+  return {
+    stack,
+    rounds: out,
+    all: { knitter: latency(pooled.knitter), shell: latency(pooled.shell) },
+  };
 }

@@ -26,7 +26,7 @@ if (Deno.uid() !== 0) {
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 {
   await using cleanup = new Cleanup();
-  const { stack, rounds } = await sequentialFigures(cleanup, {
+  const { stack, rounds, all } = await sequentialFigures(cleanup, {
     per: Number(values.pods),
     rounds: Number(values.rounds),
   });
@@ -40,9 +40,16 @@ const ms = (x: number) => `${x.toFixed(1)} ms`;
   );
   const ratios = rounds.map((r) => r.knitter.p50 / r.shell.p50).sort((a, b) => a - b);
   console.log(`\nmedian ratio of the rounds: ${ratios[Math.floor(ratios.length / 2)].toFixed(2)}×`);
+  console.log(
+    `all rounds: knitter p50 ${ms(all.knitter.p50)}, bare shell p50 ${ms(all.shell.p50)}, ${
+      (all.knitter.p50 / all.shell.p50).toFixed(2)
+    }× (${all.knitter.n} ADDs each)`,
+  );
   if (values.profile) {
     const p = await addProfile(cleanup, stack, 22, 10);
     console.log(`\nADD, mean per pod over ${p.pods} pods: ${ms(p.add.totalMs)}`);
     for (const ph of p.add.phases) console.log(`| ${ph.phase} | ${ms(ph.ms)} | ${ph.calls} |`);
+    console.log("\nmean per call, sequential ADDs:");
+    for (const [phase, mean] of p.sequentialPerCall) console.log(`| ${phase} | ${ms(mean)} |`);
   }
 }
