@@ -329,3 +329,19 @@ Deno.test("wirePlain tags the port; unwirePlain removes it and the veth", async 
   await wiring.unwirePlain(PLAIN);
   assert.deepEqual(world.snapshot(), before);
 });
+
+Deno.test("wire answers without waiting for the ready write: it lands after, and the record says ready", async () => {
+  const { world, wiring } = setup();
+  const put = world.state.putAttachment;
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let writes = 0;
+  world.state.putAttachment = (a) => ++writes === 3 ? held.then(() => put(a)) : put(a);
+  await wiring.wire(attachment(), request());
+  assert.equal(writes, 3, "the ready write was made");
+  assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "building");
+  release();
+  await held;
+  await Promise.resolve();
+  assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "ready");
+});
