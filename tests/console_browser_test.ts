@@ -786,6 +786,10 @@ Deno.test("console: a trace between two ports started from the page, shown step 
     );
     assert.doesNotMatch(await bodyText(page), /192\.0\.2\./, "no underlay address for a tenant");
 
+    const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+    if (saveTo) {
+      await Deno.writeFile(`${saveTo}/trace.png`, await page.locator("#trace").screenshot());
+    }
     // Another network on no router: not delivered, and the page says so.
     await page.selectOption("#trace-to", "acme/data/store");
     await page.selectOption("#trace-proto", "icmp");

@@ -125,6 +125,11 @@ Deno.test("console: pool usage and CNI ADD latency over time from a real Prometh
   }, 60_000);
   assert.match((await texts(page, "#chart-cni .legend-item"))[0], /^ADD p50: \d[\d.]* now$/);
   assert.doesNotMatch(await page.locator("#metrics").innerText(), /globex|vault/);
+  const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+  if (saveTo) {
+    // The whole page: the view is drawn again with every poll, a part of it may go meanwhile.
+    await Deno.writeFile(`${saveTo}/metrics.png`, await page.screenshot({ fullPage: true }));
+  }
 
   const admin = await logIn(env, stack.adminToken);
   await admin.locator("#chart-pools svg polyline").first().waitFor({ state: "attached" });

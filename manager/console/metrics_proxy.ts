@@ -18,6 +18,9 @@ export interface Series {
 export interface ChartAnswer {
   configured: boolean;
   chart?: string;
+  /** The range asked, in unix seconds: the chart's time axis. */
+  start?: number;
+  end?: number;
   unit?: string;
   series?: Series[];
   /** Where to set the URL, when not configured. */
@@ -95,7 +98,14 @@ export async function chartOf(
     }
   }
   series.sort((a, b) => a.name.localeCompare(b.name));
-  return { configured: true, chart: name, unit: chart.unit, series };
+  return {
+    configured: true,
+    chart: name,
+    start: now - minutes * 60,
+    end: now,
+    unit: chart.unit,
+    series,
+  };
 }
 
 interface RangeResult {

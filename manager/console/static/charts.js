@@ -18,7 +18,8 @@ function lineChart(id, title, answer) {
     return h("div", { class: "chart", id }, h("h3", null, title), empty("No samples yet."));
   }
   const all = series.flatMap((x) => x.points);
-  const [t0, t1] = [Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0]))];
+  // The range asked for, whatever part of it has samples.
+  const [t0, t1] = [answer.start, answer.end];
   const top = Math.max(...all.map((p) => p[1]), 1e-9);
   const x = (t) => PAD.left + ((t - t0) / Math.max(t1 - t0, 1)) * (W - PAD.left - PAD.right);
   const y = (v) => H - PAD.bottom - (v / top) * (H - PAD.top - PAD.bottom);
@@ -47,14 +48,23 @@ function lineChart(id, title, answer) {
       s("text", { class: "tick", x: PAD.left - 6, y: PAD.top + 4, "text-anchor": "end" }, num(top)),
       s("text", { class: "tick", x: PAD.left - 6, y: H - PAD.bottom, "text-anchor": "end" }, "0"),
       s("text", { class: "tick", x: PAD.left, y: H - 8 }, clock(t0)),
-      s("text", { class: "tick", x: W - PAD.right, y: H - 8, "text-anchor": "end" }, clock(t1)),
-      series.map((x_, i) =>
-        s("polyline", {
-          class: `series series-${i % 6}`,
-          "data-series": x_.name,
-          points: x_.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
-        })
+      s(
+        "text",
+        { class: "tick", x: W - PAD.right, y: H - 8, "text-anchor": "end" },
+        `${clock(t1)} UTC`,
       ),
+      series.map((x_, i) => {
+        const [tl, vl] = x_.points.at(-1);
+        return [
+          s("polyline", {
+            class: `series series-${i % 6}`,
+            "data-series": x_.name,
+            points: x_.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
+          }),
+          // The last sample marked: a line of one sample is a dot.
+          s("circle", { class: `last series-${i % 6}`, cx: x(tl), cy: y(vl), r: 3 }),
+        ];
+      }),
     ),
     h(
       "ul",
