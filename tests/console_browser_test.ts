@@ -756,9 +756,9 @@ Deno.test("console: a trace between two ports started from the page, shown step 
     const page = await logIn(env, ACME);
     // Only acme's ports to pick from, by tenant/network/port with address and node.
     assert.deepEqual(await texts(page, "#trace-from option"), [
-      `acme/control/core (${core.ip}, node n2)`,
-      `acme/control/edge (${edge.ip}, node n1)`,
-      `acme/data/store (${store.ip}, node n2)`,
+      `pod acme/core eth0 on acme/control (${core.ip}, node n2)`,
+      `pod acme/edge eth0 on acme/control (${edge.ip}, node n1)`,
+      `pod acme/store eth0 on acme/data (${store.ip}, node n2)`,
     ]);
     assert.doesNotMatch(await bodyText(page), /globex|vault/);
 
@@ -804,7 +804,7 @@ Deno.test("console: a trace between two ports started from the page, shown step 
 
     const theirs = await logIn(env, GLOBEX);
     assert.deepEqual(await texts(theirs, "#trace-from option"), [
-      "globex/secret/vault (10.10.0.1, node n1)",
+      "pod globex/vault eth0 on globex/secret (10.10.0.1, node n1)",
     ]);
   });
 });

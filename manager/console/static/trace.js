@@ -5,7 +5,13 @@ import { h } from "./dom.js";
 import { empty, section } from "./views.js";
 
 const keyOf = (p) => `${p.tenant}/${p.network}/${p.id}`;
-const labelOf = (p) => `${keyOf(p)} (${p.ip}${p.node ? `, node ${p.node}` : ""})`;
+/** A pod's port by its pod and interface (its ID is long), any other by tenant/network/ID. */
+const labelOf = (p) =>
+  `${
+    p.pod
+      ? `pod ${p.pod.namespace}/${p.pod.name} ${p.interface ?? p.id} on ${p.tenant}/${p.network}`
+      : keyOf(p)
+  } (${p.ip}${p.node ? `, node ${p.node}` : ""})`;
 
 function options(ports, chosen) {
   return ports.map((p) =>
