@@ -241,6 +241,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       attacher,
       links: ipLinks,
       switchPorts: () => plugger.db.ofportsByName(),
+      flows: () => dataplane.installedFlows,
       log,
     });
     reaper.start();

@@ -221,12 +221,18 @@ Deno.test("a port another attachment on this node holds is error 11, and is not 
  * An ADD answered while its "ready" write never lands (a crash after the answer: the record stays
  * "building" in the store), then the agent's start (settle.ts) with one part of the pod changed.
  */
-async function answeredThenStarted(change: (w: ReturnType<typeof setup>) => void) {
+async function answeredThenStarted(change: (w: Started) => void) {
   const s = setup();
   s.world.failAt("state.put", 3);
   const result = await s.attacher.add(req("ADD"));
-  assert.equal((await s.world.state.getAttachment("c1", "eth0"))?.status, "building");
-  change(s);
+  const a = (await s.world.state.getAttachment("c1", "eth0"))!;
+  assert.equal(a.status, "building");
+  // The flows a sync installed: one line per interface, its cookie the port's number.
+  const hex = (n: number) => n.toString(16).padStart(8, "0");
+  const flows = new Set(
+    a.interfaces.map((i) => `cookie=0x${hex(1)}${hex(i.cookie)},table=0,actions=drop`),
+  );
+  change({ ...s, flows });
   const completed = await settleAnswered({
     state: s.world.state,
     attacher: s.attacher,
@@ -239,6 +245,7 @@ async function answeredThenStarted(change: (w: ReturnType<typeof setup>) => void
         ])),
       ),
     netnsId: (path) => s.namespaces.idNow(path),
+    flows: () => flows,
     log: createLogger("settle test", "error"),
   });
   return { ...s, result, completed };
@@ -254,7 +261,10 @@ Deno.test("start: an ADD answered before its ready write landed is completed as 
   assert.equal(world.calls.length, calls, "nothing made again");
 });
 
-const NOT_WHOLE: [string, (w: ReturnType<typeof setup>) => void][] = [
+type Started = ReturnType<typeof setup> & { flows: Set<string> };
+
+const NOT_WHOLE: [string, (w: Started) => void][] = [
+  ["its flows gone", ({ flows }) => flows.delete([...flows][0])],
   ["a veth gone", ({ world }) => world.podEnds.delete(`${NETNS}/net1`)],
   ["a MAC changed", ({ world }) => (world.podEnds.get(`${NETNS}/eth0`)!.mac = "02:00:00:00:00:99")],
   ["a switch port gone", ({ world }) => {

@@ -5,9 +5,9 @@
  * a "building" record for a pod its runtime believes is up, and will not DEL.
  *
  * At the agent's start, after the first flow sync (which installs the flows of every record that
- * names its ofports, "building" ones too, so the flows are there by then), each "building" record
- * whose netns, pod interfaces (with the MAC the manager gave) and switch ports (with their ofports)
- * are all there is completed as ready: CHECK passes and an ADD again gets the same answer. One that
+ * names its ofports, "building" ones too), each "building" record whose netns, pod interfaces (with
+ * the MAC the manager gave), switch ports (with their ofports) and flows (by their cookies) are all
+ * there is completed as ready: CHECK passes and an ADD again gets the same answer. One that
  * lacks any of them was never answered, or lost a part since: it stays as it is, CHECK fails it,
  * and the runtime's DEL (or an ADD again) undoes all it names, as for any half-done ADD.
  */
@@ -24,6 +24,8 @@ export interface SettleDeps {
   links: Pick<Links, "state">;
   /** The ofport of each interface on the switch now, by name (ovsdb.ts `ofportsByName`). */
   switchPorts(): Promise<Map<string, number>>;
+  /** The flows installed now (dataplane.ts `installedFlows`); null before the first sync. */
+  flows(): ReadonlySet<string> | null;
   /** What a netns path is now (netns.ts `netnsIdNow`); tests give their own. */
   netnsId?: (path: string) => Promise<string | null>;
   log: Logger;
@@ -36,7 +38,8 @@ export async function settleAnswered(d: SettleDeps): Promise<number> {
   );
   if (building.length === 0) return 0;
   const ports = await d.switchPorts();
-  const lacks = (a: Attachment) => missingPart(d, ports, a);
+  const cookies = portCookies(d.flows());
+  const lacks = (a: Attachment) => missingPart(d, { ports, cookies }, a);
   let completed = 0;
   for (const a of building) {
     try {
@@ -55,7 +58,7 @@ export async function settleAnswered(d: SettleDeps): Promise<number> {
 /** What of `a` is not there (the first thing found), or undefined when all of it is. */
 async function missingPart(
   d: SettleDeps,
-  ports: Map<string, number>,
+  { ports, cookies }: { ports: Map<string, number>; cookies: Set<number> },
   a: Attachment,
 ): Promise<string | undefined> {
   if (a.result === undefined) return "its CNI result";
@@ -68,6 +71,20 @@ async function missingPart(
     if (ports.get(i.hostIfName) !== i.ofport) {
       return `switch port ${i.hostIfName} (ofport ${i.ofport})`;
     }
+    if (!cookies.has(i.cookie)) return `the flows of ${i.ifName} (cookie ${i.cookie})`;
   }
   return undefined;
+}
+
+/**
+ * The node-local port numbers that installed flows carry: a flow's cookie is its network's number
+ * (high 32 bits) and its port's (low 32 bits), `cookie=0xNNNNNNNNPPPPPPPP,...`.
+ */
+function portCookies(flows: ReadonlySet<string> | null): Set<number> {
+  const out = new Set<number>();
+  for (const line of flows ?? []) {
+    const m = /^cookie=0x[0-9a-f]{8}([0-9a-f]{8}),/.exec(line);
+    if (m) out.add(parseInt(m[1], 16));
+  }
+  return out;
 }
