@@ -11,7 +11,8 @@ async function world() {
   must(await t.call("POST", "tenants/acme/networks", { name: "blue", cidr: "10.1.0.0/24" }), 201);
   must(await t.call("POST", "tenants/globex/networks", { name: "red", cidr: "10.1.0.0/24" }), 201);
   must(await t.call("PUT", "nodes/worker1", { underlayIp: "192.0.2.1" }, TOKEN.worker1), 201);
-  must(await t.call("PUT", "nodes/worker2", { underlayIp: "192.0.2.2" }, TOKEN.worker2), 201);
+  // One underlay address the start of the other: each is named by its own node.
+  must(await t.call("PUT", "nodes/worker2", { underlayIp: "192.0.2.10" }, TOKEN.worker2), 201);
   const bind = (tenant: string, net: string, id: string, token: string) =>
     t.call("PUT", `tenants/${tenant}/networks/${net}/ports/${id}`, { node: id.slice(0, 7) }, token);
   // worker1-a on worker1, worker2-b on worker2 (the port ID names its node here).
@@ -51,6 +52,8 @@ Deno.test("trace route: a tenant's packet followed across two nodes, step by ste
   );
   assert.match(r.result, /delivered on worker2/);
   assert.doesNotMatch(JSON.stringify(r), /192\.0\.2\./, "no underlay address for a tenant");
+  const tunnel = r.hops[0].outcomes.find((o: { kind: string }) => o.kind === "tunnel");
+  assert.equal(tunnel.nodeIp, "node worker2", "the tunnel's endpoint named by its node");
 
   const admin = must(
     await t.call("POST", "tenants/acme/trace", between("blue/worker1-a", "blue/worker2-b")),
@@ -59,7 +62,7 @@ Deno.test("trace route: a tenant's packet followed across two nodes, step by ste
   assert.equal(admin.delivered, true);
   assert.match(
     JSON.stringify(admin.hops[0].outcomes),
-    /192\.0\.2\.2/,
+    /"192\.0\.2\.10"/,
     "an admin sees the tunnel's",
   );
 });
