@@ -235,7 +235,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     // After a reboot every netns is gone: nothing stale stays, in the manager or here.
     const reaped = await reaper.pass(false);
     if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
-    // ADDs answered before their "ready" write landed (settle.ts): ready when whole.
+    // ADDs answered before their "ready" write landed (settle.ts): ready when whole. A failure
+    // (the switch's database not answering) leaves them "building", which DEL still undoes.
     await settleAnswered({
       state,
       attacher,
@@ -243,7 +244,11 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       switchPorts: () => plugger.db.ofportsByName(),
       flows: () => dataplane.installedFlows,
       log,
-    });
+    }).catch((err) =>
+      log.error("cannot complete the ADDs answered before this start; they stay building", {
+        error: String((err as Error)?.message ?? err),
+      })
+    );
     reaper.start();
     notReady = null;
     log.info("ready", { node: config.nodeName, underlayIp: config.underlayIp });
