@@ -36,6 +36,7 @@ import { MirrorRows } from "./dataplane/mirrors.ts";
 import { startFlowRecords } from "./flow_records/start.ts";
 import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
 import { Reaper } from "./cni/reaper.ts";
+import { settleAnswered } from "./cni/settle.ts";
 import { RemoteView } from "./dataplane/remote.ts";
 import { disableTxChecksumOffload } from "./interfaces/ip_links.ts";
 import { agentApp } from "./server/server.ts";
@@ -259,6 +260,20 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     // After a reboot every netns is gone: nothing stale stays, in the manager or here.
     const reaped = await reaper.pass(false);
     if (reaped > 0) log.info("reaped attachments whose netns was gone", { count: reaped });
+    // ADDs answered before their "ready" write landed (settle.ts): ready when whole. A failure
+    // (the switch's database not answering) leaves them "building", which DEL still undoes.
+    await settleAnswered({
+      state,
+      attacher,
+      links: ipLinks,
+      switchPorts: () => plugger.db.ofportsByName(),
+      flows: () => dataplane.installedFlows,
+      log,
+    }).catch((err) =>
+      log.error("cannot complete the ADDs answered before this start; they stay building", {
+        error: String((err as Error)?.message ?? err),
+      })
+    );
     reaper.start();
     // Hot-plug follows the node's pods once the node's own ports and flows are in place.
     nodePods?.start();
@@ -297,6 +312,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       manager.close();
       pods?.close();
       extraStore.close();
+      // An ADD's "ready" write and the flow journal's last line follow their answer.
+      await state.flushed();
+      await dataplane.journal?.settled();
       state.close();
     },
   };

@@ -81,8 +81,15 @@ export interface Attachment {
   netnsId?: string;
   tenant: string;
   pod?: PodRef;
-  /** "adding" until every step of ADD is done: a crash leaves a record DEL can undo from. */
-  status: "adding" | "ready";
+  /**
+   * "adding" until the manager's ports and the ofports are decided: a crash leaves a record DEL
+   * can undo from. "building" once they and the result are (the write that runs alongside the
+   * interfaces, switch ports and flows); the ADD is answered when that work is done, and the
+   * record becomes "ready" after the answer. A crash in between leaves "building" for a pod its
+   * runtime believes is up: at the agent's start one that has everything it names is completed as
+   * ready (cni/settle.ts), any other stays for the runtime's DEL.
+   */
+  status: "adding" | "building" | "ready";
   interfaces: AttachedInterface[];
   /** The CNI result answered to ADD (1.1.0 form). */
   result?: unknown;
@@ -211,6 +218,11 @@ export class AgentState {
     const first = this.portCounter + 1;
     this.portCounter += count;
     return Promise.resolve(Array.from({ length: count }, (_, i) => first + i));
+  }
+
+  /** Resolves once every write started so far has landed (or failed): before close(). */
+  async flushed(): Promise<void> {
+    await this.lastWrite;
   }
 
   close(): void {

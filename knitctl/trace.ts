@@ -10,52 +10,32 @@ import {
   ManagerError,
   type NodeInfo,
   type Port,
-  type RouterInfo,
   type SecurityGroup,
 } from "@knitter/common";
-import { cidrContains, networkOf, parseIp, parseIpPrefix, parseMac } from "@knitter/common/address";
-import {
-  evalPacket,
-  evaluate,
-  explainHop,
-  flowTables,
-  gatewayMac,
-  portLabel,
-  type TraceHop,
-  type TraceIngress,
-  type TracePacket,
-  type TraceTarget,
-} from "@knitter/wasm";
+import { parseIp, parseMac } from "@knitter/common/address";
+import type { RouterInfo } from "@knitter/common";
 import { requireFlagsOf, str, VERB_FLAGS } from "./args.ts";
 import { DEFAULT_AGENT_SOCKET, traceOnAgent } from "./agent_client.ts";
 import type { AttachContext } from "./attach.ts";
 import { UsageError } from "./errors.ts";
 import { explainManagerError } from "./failures.ts";
 import { json } from "./output.ts";
-import { type OfflineNode, offlineNode, portKey } from "./trace_model.ts";
+import {
+  followTrace,
+  type HopAt,
+  offlineHops,
+  outcomeWords,
+  sourceOf,
+  summarize,
+  type TraceAsk,
+  type TraceModel,
+  tracePlan,
+  type TraceReport,
+} from "./trace_offline.ts";
 import * as V from "./values.ts";
 import { managerClient } from "./verbs.ts";
 
-/** A node is visited once; a packet never needs more hops than this here. */
-const MAX_HOPS = 4;
-
-/** Where the packet enters the next node, as the agent's route takes it. */
-type From =
-  | { kind: "port"; portId: string; tenant?: string }
-  | { kind: "tunnel"; vni: number }
-  | { kind: "physnet"; physnet: string; vlan?: number };
-
-export interface TraceReport {
-  mode: "live" | "offline";
-  source: { port: string; network: string; node: string; hypothetical?: boolean };
-  packet: TracePacket;
-  target: TraceTarget;
-  hops: TraceHop[];
-  /** The last hop's fate, in words. */
-  result: string;
-  /** Whether the packet reached a pod (or was answered, for ARP). */
-  delivered: boolean;
-}
+export type { TraceReport } from "./trace_offline.ts";
 
 export async function trace(c: AttachContext): Promise<void> {
   requireFlagsOf(c.line, VERB_FLAGS.trace, "trace");
@@ -109,115 +89,42 @@ export async function trace(c: AttachContext): Promise<void> {
   const { src, hypothetical } = whatIf && network
     ? { src: whatIfPort(c, whatIf, network), hypothetical: true }
     : source(c, ports);
-  const all = hypothetical ? [...ports, src] : ports;
-  // On its own network first, then the tenant's (a router may connect it), then anyone's.
-  const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
-    all.find((p) => p.ip === to && p.node && p.networkTenant === src.networkTenant) ??
-    all.find((p) => p.ip === to && p.node);
   const routers = await tenantRouters(c, src.networkTenant);
-  const target: TraceTarget = {
-    ip: to,
-    ...(owner
-      ? {
-        owner: {
-          label: portLabel(owner),
-          network: `${owner.networkTenant}/${owner.network}`,
-          ...(owner.node ? { node: owner.node } : {}),
-        },
-      }
-      : {}),
+  const model: TraceModel = { ports, nodes, routers, groups };
+  const srcMac = str(f, "src-mac");
+  const ask: TraceAsk = {
+    src,
+    hypothetical,
+    dst: to,
+    proto: proto as TraceAsk["proto"],
+    ...(dport !== undefined ? { dport: V.integer("dport", dport, 0, 65535) } : {}),
+    ...(str(f, "src-ip") !== undefined ? { srcIp: str(f, "src-ip") } : {}),
+    ...(srcMac !== undefined ? { srcMac: parseMac(srcMac)! } : {}),
   };
-  // Nobody has the address: the pod's ARP request for it is what goes out.
-  // Off its subnet, a pod whose network is on a router sends to its gateway (its default route),
-  // which routes it; otherwise the trace sends to the owner's MAC, to show where it is stopped.
-  const viaGateway = offSubnet(src, to) &&
-    routers.some((r) => r.networks.some((n) => n.id === src.networkId));
-  const packet: TracePacket = {
-    proto: owner || viaGateway ? proto as TracePacket["proto"] : "arp",
-    dlSrc: parseMac(str(f, "src-mac") ?? src.mac) ?? src.mac,
-    dlDst: viaGateway
-      ? gatewayMac(src.networkId)
-      : owner
-      ? owner.mac.toLowerCase()
-      : "ff:ff:ff:ff:ff:ff",
-    ipSrc: str(f, "src-ip") ?? src.ip,
-    ipDst: to,
-    ...(owner && dport !== undefined ? { dstPort: V.integer("dport", dport, 0, 65535) } : {}),
-  };
-
-  const hops: TraceHop[] = [];
-  const offlineNodes = new Map<string, OfflineNode>();
-  let node = src.node!;
-  let from: From = { kind: "port", portId: src.id, tenant: src.tenant };
-  // The packet as it leaves each node: a route rewrites its MACs on the way.
-  let wire = packet;
-  while (hops.length < MAX_HOPS) {
-    let hop: TraceHop;
-    if (offline) {
-      const model = offlineNodes.get(node) ??
-        offlineNodes.set(node, offlineNode(node, all, nodes, routers, groups)).get(node)!;
-      const ingress: TraceIngress = from.kind === "port"
-        ? { kind: "port", ofport: model.ofports.get(portKey(src))! }
-        : from;
-      const matched = evaluate(flowTables(model.lines), evalPacket(model.view, ingress, wire))
-        .matched;
-      hop = explainHop(model.view, ingress, wire, matched, { mode: "offline", target });
-    } else {
-      hop = await traceOnAgent(socketOf(c, node, hops.length === 0), {
-        from,
-        packet: wire,
-        target,
-      });
-    }
-    hops.push(hop);
-    wire = rewritten(wire, hop);
-    const next = nextHop(hop, nodes, target, node);
-    if (!next || hops.some((h) => h.node === next.node)) break;
-    if (!offline && !reachable(c, next.node)) {
-      hop.outcomes.push({
-        kind: "drop",
-        code: "not_followed",
-        reason:
-          `the trace stops here: node ${next.node}'s agent is not reachable from this knitctl (use --stack, or trace there)`,
-      });
-      break;
-    }
-    node = next.node;
-    from = next.from;
-  }
+  const { packet, target } = tracePlan(model, ask);
+  const hopAt: HopAt = offline
+    ? offlineHops(model, ask, target)
+    : (node, from, wire) =>
+      traceOnAgent(socketOf(c, node, node === src.node), { from, packet: wire, target });
+  const hops = await followTrace(
+    model,
+    ask,
+    packet,
+    target,
+    hopAt,
+    (next) =>
+      offline || reachable(c, next)
+        ? undefined
+        : `the trace stops here: node ${next}'s agent is not reachable from this knitctl (use --stack, or trace there)`,
+  );
   const report = summarize({
     mode: offline ? "offline" : "live",
-    source: {
-      port: hypothetical ? `${src.tenant}/${src.id}` : portLabel(src),
-      network: `${src.networkTenant}/${src.network}`,
-      node: src.node!,
-      ...(hypothetical ? { hypothetical: true } : {}),
-    },
+    source: sourceOf(ask),
     packet,
     target,
     hops,
   });
   c.io.out(c.settings.output === "json" ? json(report) : render(report));
-}
-
-/** Whether `to` lies off the source port's subnet, with a gateway to send it to. */
-function offSubnet(src: Port, to: string): boolean {
-  const own = parseIpPrefix(src.address, "required");
-  const ip = parseIp(to);
-  if ("error" in own || !ip || own.prefix === undefined || src.gateway === undefined) return false;
-  return !cidrContains(networkOf(own.ip, own.prefix), ip);
-}
-
-/** The packet with the MACs the hop's flows set (a route's rewrite), for the next node. */
-function rewritten(p: TracePacket, hop: TraceHop): TracePacket {
-  let out = p;
-  for (const step of hop.steps) {
-    for (const a of step.flow.slice(step.flow.indexOf("actions=") + 8).split(",")) {
-      const m = /^set_field:([0-9a-f:]{17})->eth_(src|dst)$/.exec(a);
-      if (m) out = { ...out, [m[2] === "src" ? "dlSrc" : "dlDst"]: m[1] };
-    }
-  }
-  return out;
 }
 
 /** The routers of the source's tenant, for the offline model (the agents know them live). */
@@ -323,33 +230,6 @@ function whatIfPort(
   } as Port;
 }
 
-/** Where the packet goes next: through the tunnel to a node, or over the physnet to its port's. */
-function nextHop(
-  hop: TraceHop,
-  nodes: NodeInfo[],
-  target: TraceTarget,
-  here: string,
-): { node: string; from: From } | null {
-  const outs = hop.outcomes.filter((o) => o.kind === "tunnel" || o.kind === "physnet");
-  if (outs.length !== 1 || hop.outcomes.length !== 1) return null;
-  const o = outs[0];
-  if (o.kind === "tunnel") {
-    const node = o.node ?? nodes.find((n) => n.underlayIp === o.nodeIp)?.name;
-    return node ? { node, from: { kind: "tunnel", vni: o.vni } } : null;
-  }
-  if (o.kind !== "physnet") return null;
-  const node = target.owner?.node;
-  if (!node || node === here) return null;
-  return {
-    node,
-    from: {
-      kind: "physnet",
-      physnet: o.physnet,
-      ...(o.vlan !== undefined ? { vlan: o.vlan } : {}),
-    },
-  };
-}
-
 /** The agent socket of `node`: the stack's, or --agent-socket / the default for the first hop. */
 function socketOf(c: AttachContext, node: string, first: boolean): string {
   const stack = c.settings.stack;
@@ -362,56 +242,6 @@ function socketOf(c: AttachContext, node: string, first: boolean): string {
 
 function reachable(c: AttachContext, node: string): boolean {
   return c.settings.stack?.nodes.some((n) => n.name === node) ?? false;
-}
-
-function summarize(r: Omit<TraceReport, "result" | "delivered">): TraceReport {
-  const last = r.hops.at(-1)!;
-  const drop = last.outcomes.find((o) => o.kind === "drop");
-  const locals = last.outcomes.flatMap((o) =>
-    o.kind === "local" ? [o.port ?? `ofport ${o.ofport}`] : []
-  );
-  let result: string;
-  let delivered = false;
-  if (drop?.kind === "drop") {
-    result = `dropped on ${last.node}: ${drop.reason}`;
-  } else if (last.outcomes.some((o) => o.kind === "reply")) {
-    result = `the ARP request is answered on ${last.node}`;
-    delivered = true;
-  } else if (locals.length) {
-    result = `delivered on ${last.node} to ${locals.join(", ")}`;
-    delivered = true;
-  } else {
-    result = `leaves ${last.node}: ${last.outcomes.map(outcomeWords).join("; ")}`;
-  }
-  if (r.packet.proto === "arp") {
-    // Nobody has the address: the request is flooded (or dropped) and no port answers it.
-    delivered = false;
-    result = drop?.kind === "drop"
-      ? `nobody has ${r.target.ip}: the ARP request for it is ${result}`
-      : `nobody has ${r.target.ip}: the ARP request for it goes ${
-        last.outcomes.map(outcomeWords).join(", ")
-      } and no port answers it`;
-  }
-  return { ...r, result, delivered };
-}
-
-function outcomeWords(o: TraceHop["outcomes"][number]): string {
-  switch (o.kind) {
-    case "local":
-      return `to ${o.port ?? "a local port"} (ofport ${o.ofport})`;
-    case "tunnel":
-      return `through the tunnel to node ${
-        o.node ?? o.nodeIp
-      } (VNI ${o.vni}, endpoint ${o.nodeIp})`;
-    case "physnet":
-      return `out to physnet ${o.physnet}${
-        o.vlan !== undefined ? `, VLAN ${o.vlan}` : ", untagged"
-      }`;
-    case "reply":
-      return `answered, back out of ofport ${o.ofport}`;
-    case "drop":
-      return `dropped: ${o.reason}`;
-  }
 }
 
 function render(r: TraceReport): string {

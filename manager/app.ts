@@ -56,12 +56,22 @@ export interface AppOptions {
   fairness?: Partial<Record<Role, Partial<Budget>>>;
   /** Called with unexpected errors (bugs), which answer 500. */
   onInternalError?: (err: unknown) => void;
+  /** The Prometheus the console's charts read (config console.prometheusUrl). */
+  prometheusUrl?: string;
   /** Called when a client went away (or stalled) before its request was read: not a bug. */
   onClientGone?: (what: { method: string; path: string; reason: string }) => void;
 }
 
 export function createApp(
-  { ctx, tokens, limits: given, fairness: budgets, onInternalError, onClientGone }: AppOptions,
+  {
+    ctx,
+    tokens,
+    limits: given,
+    fairness: budgets,
+    onInternalError,
+    onClientGone,
+    prometheusUrl,
+  }: AppOptions,
 ): Hono {
   const limits = { ...DEFAULT_LIMITS, ...given };
   const app = new Hono();
@@ -136,7 +146,7 @@ export function createApp(
       }
     });
   }
-  app.route("/", consoleApp({ ctx, tokens }));
+  app.route("/", consoleApp({ ctx, tokens, prometheusUrl }));
   const doc = JSON.stringify(openApiDocument(ROUTES));
   app.get("/openapi.json", (c) => c.body(doc, 200, { "content-type": "application/json" }));
 

@@ -130,6 +130,11 @@ export const ConfigSchema = z.strictObject({
   bgp: z.strictObject({
     advertisableRanges: z.array(z.string()).default([]),
   }).optional(),
+  /** The web console (console/): where its charts over time are read. */
+  console: z.strictObject({
+    prometheusUrl: z.string().regex(/^https?:\/\/[^/]+/, 'must look like "http://HOST:PORT"')
+      .optional(),
+  }).optional(),
 });
 
 export type ManagerConfig = z.infer<typeof ConfigSchema>;
@@ -181,6 +186,7 @@ Environment (overrides the file; flags override both):
   KNITTER_MANAGER_ADMIN_TOKEN  adds an admin bearer token
   KNITTER_MANAGER_TOKENS_FILE  JSON file with a list of tokens ({token, scope, tenant?, node?, cluster?})
   KNITTER_MANAGER_LOG_LEVEL    debug | info | warn | error
+  KNITTER_MANAGER_PROMETHEUS_URL  Prometheus the console's charts read (console.prometheusUrl)
   KNITTER_MANAGER_FAIRNESS     JSON budgets by role over the file's "fairness", e.g.
                                '{"tenant":{"ratePerSecond":20,"concurrent":8}}'
 `;
@@ -213,6 +219,7 @@ function spec(options: LoadOptions): DaemonConfigSpec<ManagerConfig> {
       KNITTER_MANAGER_TLS_KEY: "tls.keyFile",
       KNITTER_MANAGER_TOKENS_FILE: "tokensFile",
       KNITTER_MANAGER_LOG_LEVEL: "logLevel",
+      KNITTER_MANAGER_PROMETHEUS_URL: "console.prometheusUrl",
       KNITTER_MANAGER_FAIRNESS: { at: "fairness", parse: parseFairness },
     },
     flags: {

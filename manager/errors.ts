@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   too_many_requests: 429,
   /** The client closed the connection mid-request: nobody reads this answer; logged, not a bug. */
   client_closed: 499,
+  /** The console's Prometheus (console.prometheusUrl) did not answer (console/metrics_proxy.ts). */
+  metrics_unavailable: 502,
   store_conflict: 503,
   store_unavailable: 503,
   internal: 500,

@@ -369,6 +369,12 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     ),
     filter: opt(pick({ protocol: "tcp" })),
   }).map(clean),
+  TraceRequest: fc.record({
+    from: MIRROR_PORT,
+    to: MIRROR_PORT,
+    proto: opt(pick("icmp", "tcp", "udp", "gre")),
+    dport: opt(pick(80, 0, 65536, -1)),
+  }).map(clean),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
@@ -435,6 +441,10 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
     collector: pick({ network: "blue", port: "p3" }, {
       remote: { ip: "192.0.2.9", protocol: "gre" },
     }),
+  }),
+  TraceRequest: fc.record({
+    from: pick({ network: "blue", port: "p1" }, { network: "shared", port: "p2" }),
+    to: pick({ network: "blue", port: "p3" }, { network: "blue", port: "p1" }),
   }),
 };
 

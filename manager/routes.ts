@@ -18,6 +18,7 @@ import type { Resource, RouteDef } from "./routes/route.ts";
 import { ROUTERS } from "./routes/routers.ts";
 import { SECURITY_GROUPS } from "./routes/security_groups.ts";
 import { TENANTS } from "./routes/tenants.ts";
+import { TRACE } from "./routes/trace.ts";
 
 export type { Resource, RouteDef } from "./routes/route.ts";
 
@@ -39,6 +40,7 @@ export const RESOURCES: Resource[] = [
   CLUSTERS,
   FEED,
   CLAIMS,
+  TRACE,
 ];
 
 /** A route as the API serves it: its full path, and its resource's tag. */

@@ -834,3 +834,29 @@ export const Cluster = z.object({
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
+
+// ---- trace between two ports, from the model (routes/trace.ts)
+
+const TraceEnd = z.strictObject({ network: Name, port: PortId });
+
+export const TraceRequest = z.strictObject({
+  from: TraceEnd.meta({ description: "the source port: bound to a node" }),
+  to: TraceEnd.meta({ description: "the destination port: the packet goes to its address" }),
+  proto: z.enum(["icmp", "tcp", "udp"]).default("icmp"),
+  dport: z.int().min(0).max(65535).optional().meta({ description: "tcp or udp only" }),
+}).refine((r) => r.dport === undefined || r.proto !== "icmp", {
+  message: "dport goes with proto tcp or udp",
+  path: ["dport"],
+});
+
+export const TraceReport = z.object({
+  mode: z.literal("offline"),
+  source: z.object({ port: z.string(), network: z.string(), node: z.string() }),
+  packet: z.looseObject({}),
+  target: z.looseObject({}),
+  hops: z.array(z.looseObject({})).meta({
+    description: "per node: the flows the packet matches, step by step, and its outcomes",
+  }),
+  result: z.string(),
+  delivered: z.boolean(),
+});

@@ -77,6 +77,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     tokens: new TokenTable(config.tokens),
     limits,
     fairness: config.fairness,
+    prometheusUrl: config.console?.prometheusUrl,
     onInternalError: (err) =>
       log.error("internal error", { error: String((err as Error)?.stack ?? err) }),
     onClientGone: (what) => log.info("client gone mid-request", what),

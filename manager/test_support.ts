@@ -92,6 +92,8 @@ export interface TestAppOptions {
   tokens?: TokenConfig[];
   /** The manager's bgp.advertisableRanges (none: no network may be advertised). */
   advertisableRanges?: string[];
+  /** The console's Prometheus (console/metrics_proxy.ts); none when absent. */
+  prometheusUrl?: string;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -125,6 +127,7 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
       console.error("internal error in test app:", err);
     },
     onClientGone: (what) => gone.push(what),
+    prometheusUrl: options.prometheusUrl,
   });
   const call = async (
     method: string,

@@ -705,3 +705,48 @@ Deno.test("architecture: flow records have one IPFIX codec, one writer of OVS's 
   const collector = await Deno.readTextFile(`${ROOT}knitctl/flow_collect.ts`);
   assert.match(collector, /from "@knitter\/agent\/flow_records"/);
 });
+
+/**
+ * The "ready" write of an ADD follows its answer (issue 25): a crash in between leaves a "building"
+ * record that only the agent's start completes (agent/cni/settle.ts). Any other place marking an
+ * attachment ready would skip the check that the pod has everything the record names.
+ */
+Deno.test("architecture: an attachment is marked ready by the wiring and by the start's completion only, and the start runs it", async () => {
+  const markers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path.startsWith("agent/extra/")) continue;
+    if (/\.status = "ready"/.test(await Deno.readTextFile(file))) markers.push(path);
+  }
+  assert.deepEqual(markers.sort(), ["agent/cni/attach.ts", "agent/interfaces/wiring.ts"]);
+  const attach = await Deno.readTextFile(`${ROOT}agent/cni/attach.ts`);
+  const marked = attach.slice(
+    attach.indexOf("completeAnswered("),
+    attach.indexOf("private async doAdd("),
+  );
+  assert.match(marked, /a\.status = "ready"/, "attach.ts marks ready in completeAnswered only");
+  const daemon = await Deno.readTextFile(`${ROOT}agent/daemon.ts`);
+  assert.match(daemon, /await settleAnswered\(/, "the agent's start completes answered ADDs");
+});
+
+/**
+ * The console's trace is knitctl's offline trace (issue 30): the packet evaluated on the flows the
+ * manager's model implies is computed in one module, which knitctl and the manager's trace route
+ * both call, so the page and the command line never disagree.
+ */
+Deno.test("architecture: the trace from the manager's model is computed in knitctl/trace_offline.ts only, and the manager's trace route calls it", async () => {
+  const HOME = "knitctl/trace_offline.ts";
+  const evaluators: string[] = [];
+  // The agent explains its switch's own trace (ofproto/trace) with explainHop: that is live.
+  for (const dir of ["knitctl", "manager", "common"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (path.endsWith("_test.ts")) continue;
+      if (/\b(explainHop|evalPacket)\(/.test(await Deno.readTextFile(file))) evaluators.push(path);
+    }
+  }
+  assert.deepEqual(evaluators, [HOME]);
+  const route = await Deno.readTextFile(`${ROOT}manager/routes/trace.ts`);
+  assert.match(route, /from "@knitter\/knitctl\/trace_offline"/);
+  assert.match(route, /\bofflineTrace\(/);
+});

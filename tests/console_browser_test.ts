@@ -11,14 +11,13 @@ import type { Page } from "playwright-core";
 import { ConfigSchema } from "../manager/config.ts";
 import { startManager } from "../manager/mod.ts";
 import { launchChromium, type TestBrowser } from "./support/browser.ts";
+import { attrs, logIn, openConsole, submitToken, texts } from "./support/console_page.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { colourStats, decodePng, pixel } from "./support/png.ts";
 
 const ADMIN = `admin-${crypto.randomUUID()}`;
 const ACME = `acme-${crypto.randomUUID()}`;
 const GLOBEX = `globex-${crypto.randomUUID()}`;
-/** Generous bounds on waiting for the page: a slow CI machine is not a failure. */
-const PAGE_WAIT_MS = 60_000;
 
 interface Env {
   url: string;
@@ -70,31 +69,6 @@ async function withConsole(fn: (env: Env) => Promise<void>): Promise<void> {
   await fn({ url: manager.url, api, browser });
 }
 
-/** Opens the console in a new browser context: the login form, as /console redirects to it. */
-async function openConsole(env: Env): Promise<Page> {
-  const context = await env.browser.browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(PAGE_WAIT_MS);
-  const response = await page.goto(`${env.url}/console`);
-  assert.equal(response?.status(), 200);
-  assert.equal(new URL(page.url()).pathname, "/console/");
-  return page;
-}
-
-/** Opens the console, logs in with the token through the form, and waits until it follows the feed. */
-async function logIn(env: Env, token: string): Promise<Page> {
-  const page = await openConsole(env);
-  await submitToken(page, token);
-  return page;
-}
-
-async function submitToken(page: Page, token: string): Promise<void> {
-  await page.locator("#login").waitFor({ state: "visible" });
-  await page.fill("#token", token);
-  await page.click("#login button[type=submit]");
-  await page.locator("#live[data-state=live]").waitFor();
-}
-
 /** The views a tenant's token shows, in page order; an admin's has "Clusters and nodes" too. */
 const TENANT_VIEWS = [
   "Tenants",
@@ -102,17 +76,14 @@ const TENANT_VIEWS = [
   "Routers",
   "Security groups",
   "Ports by node",
+  "Trace",
+  "Metrics",
   "Topology",
 ];
 
 /** The one pod's diagram and the tenant's whole picture in the topology section. */
 const POD_TITLE = "#topology svg.topology:not(.tenant-topology) .pod-box text.title";
 const TENANT_PICTURE = "#topology svg.tenant-topology";
-
-/** The texts of the elements a selector finds. */
-function texts(page: Page, selector: string): Promise<string[]> {
-  return page.locator(selector).allTextContents();
-}
 
 Deno.test("console: a tenant sees its networks, pools, ports by node and a pod's topology, live, in Chromium", async () => {
   await withConsole(async (env) => {
@@ -428,14 +399,6 @@ Deno.test("console: what a tenant named is shown as text, and the page runs no i
   });
 });
 
-/** An attribute of every element a selector finds, in page order. */
-function attrs(page: Page, selector: string, name: string): Promise<(string | null)[]> {
-  return page.locator(selector).evaluateAll(
-    (els, name) => els.map((e) => e.getAttribute(name)),
-    name,
-  );
-}
-
 /** The links of the tenant's picture: "kind from->to". */
 function pictureLinks(page: Page): Promise<string[]> {
   return page.locator(`${TENANT_PICTURE} line.link`).evaluateAll((els) =>
@@ -701,9 +664,9 @@ Deno.test("console: an admin sees clusters and nodes with each agent's health, l
 
     const page = await logIn(env, ADMIN);
     assert.deepEqual(await texts(page, "#views h2"), [
-      ...TENANT_VIEWS.slice(0, -1),
+      ...TENANT_VIEWS.slice(0, 5),
       "Clusters and nodes",
-      "Topology",
+      ...TENANT_VIEWS.slice(5),
     ]);
     // The default cluster is listed beside the registered one.
     assert.deepEqual(await attrs(page, "#clusters tr.cluster", "data-cluster"), [
@@ -763,5 +726,85 @@ Deno.test("console: an admin sees clusters and nodes with each agent's health, l
     assert.deepEqual(await texts(page, "#ports .node h3"), ["Node n1 (1)"]);
     assert.deepEqual(asked.filter((a) => !a.startsWith("200 ")), [], "a request was refused");
     assert.ok(!asked.some((a) => a.includes("/clusters") || a.includes("/conflicts")));
+  });
+});
+
+Deno.test("console: a trace between two ports started from the page, shown step by step; a tenant picks its own ports only; no metrics without Prometheus", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    for (const name of ["acme", "globex"]) await api("POST", "tenants", { body: { name } });
+    await api("PUT", "nodes/n1", { body: { underlayIp: "192.0.2.1" } });
+    await api("PUT", "nodes/n2", { body: { underlayIp: "192.0.2.2" } });
+    for (
+      const [tenant, token, name, cidr] of [
+        ["acme", ACME, "control", "10.10.0.0/24"],
+        ["acme", ACME, "data", "10.20.0.0/24"],
+        ["globex", GLOBEX, "secret", "10.10.0.0/24"],
+      ]
+    ) {
+      await api("POST", `tenants/${tenant}/networks`, { token, body: { name, cidr } });
+    }
+    const bind = (tenant: string, net: string, id: string, node: string) =>
+      api("PUT", `tenants/${tenant}/networks/${net}/ports/${id}`, {
+        body: { node, pod: { namespace: tenant, name: id }, interface: "eth0" },
+      });
+    const edge = await bind("acme", "control", "edge", "n1");
+    const core = await bind("acme", "control", "core", "n2");
+    const store = await bind("acme", "data", "store", "n2");
+    await bind("globex", "secret", "vault", "n1");
+
+    const page = await logIn(env, ACME);
+    // Only acme's ports to pick from, by tenant/network/port with address and node.
+    assert.deepEqual(await texts(page, "#trace-from option"), [
+      `pod acme/core eth0 on acme/control (${core.ip}, node n2)`,
+      `pod acme/edge eth0 on acme/control (${edge.ip}, node n1)`,
+      `pod acme/store eth0 on acme/data (${store.ip}, node n2)`,
+    ]);
+    assert.doesNotMatch(await bodyText(page), /globex|vault/);
+
+    await page.selectOption("#trace-from", "acme/control/edge");
+    await page.selectOption("#trace-to", "acme/control/core");
+    await page.selectOption("#trace-proto", "tcp");
+    await page.fill("#trace-dport", "443");
+    await page.click("#trace-form button[type=submit]");
+    await page.locator("#trace-result").waitFor();
+    assert.deepEqual(await texts(page, "#trace-result .trace-verdict.delivered"), [
+      "delivered on n2 to acme/core/eth0",
+    ]);
+    assert.deepEqual(await attrs(page, "#trace-result .trace-hop", "data-node"), ["n1", "n2"]);
+    const [first] = await texts(page, "#trace-result .trace-hop h3");
+    assert.match(first, /^1\. node n1: in from /);
+    // Each node's steps, table by table, in words; the tunnel named by node, not address.
+    for (const node of ["n1", "n2"]) {
+      const steps = await texts(page, `#trace-result .trace-hop[data-node=${node}] .trace-step`);
+      assert.ok(steps.length >= 2, `${node}: ${steps.join(" | ")}`);
+      for (const s of steps) assert.match(s, /^table \d+ \S+ priority \d+ \S+: ./);
+    }
+    assert.match(
+      (await texts(page, "#trace-result .trace-hop[data-node=n1] .trace-outcome"))[0],
+      /through the tunnel to node n2/,
+    );
+    assert.doesNotMatch(await bodyText(page), /192\.0\.2\./, "no underlay address for a tenant");
+
+    const saveTo = Deno.env.get("KNITTER_TEST_SCREENSHOTS");
+    if (saveTo) {
+      await Deno.writeFile(`${saveTo}/trace.png`, await page.locator("#trace").screenshot());
+    }
+    // Another network on no router: not delivered, and the page says so.
+    await page.selectOption("#trace-to", "acme/data/store");
+    await page.selectOption("#trace-proto", "icmp");
+    await page.click("#trace-form button[type=submit]");
+    await page.locator("#trace-result .trace-verdict.not-delivered").waitFor();
+
+    // No Prometheus configured: the metrics view says so.
+    assert.match(
+      (await texts(page, "#metrics-off"))[0],
+      /^Metrics are not configured\. .*"prometheusUrl"/,
+    );
+
+    const theirs = await logIn(env, GLOBEX);
+    assert.deepEqual(await texts(theirs, "#trace-from option"), [
+      "pod globex/vault eth0 on globex/secret (10.10.0.1, node n1)",
+    ]);
   });
 });

@@ -165,6 +165,37 @@ export class Attacher {
     });
   }
 
+  /**
+   * Completes `listed` as ready: a record an ADD answered left "building" (settle.ts), under the
+   * container's lock. Nothing is done when the record changed meanwhile (a DEL, another ADD) or
+   * `lacks` names something of it that is not there; answers whether it was completed.
+   */
+  completeAnswered(
+    listed: Attachment,
+    lacks: (a: Attachment) => Promise<string | undefined>,
+  ): Promise<boolean> {
+    return this.locked(recordLockKey(listed), async () => {
+      const a = await this.d.state.getAttachment(listed.containerId, listed.ifName);
+      if (!a || a.createdAt !== listed.createdAt || a.status !== "building") return false;
+      const missing = await lacks(a);
+      if (missing !== undefined) {
+        this.d.log.warn("an ADD cut short by a restart is not whole: left for the runtime's DEL", {
+          container: a.containerId,
+          ifName: a.ifName,
+          missing,
+        });
+        return false;
+      }
+      a.status = "ready";
+      await this.d.state.putAttachment(a);
+      this.d.log.info("an ADD answered before a restart completed as ready", {
+        container: a.containerId,
+        ifName: a.ifName,
+      });
+      return true;
+    });
+  }
+
   private async doAdd(req: AgentRequest): Promise<CniResult> {
     const pod = await this.namespaces.pod(req.netns ?? "");
     // Knitter as another plugin's IPAM: the port of one interface, nothing made here.

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { createLogger } from "@knitter/common";
 import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
 import { Attacher } from "./attach.ts";
+import { settleAnswered } from "./settle.ts";
 import type { PodNetns } from "../interfaces/netns.ts";
 import type { CniRequest } from "./pod_request.ts";
 import type { Namespaces } from "../interfaces/seams.ts";
@@ -215,3 +216,74 @@ Deno.test("a port another attachment on this node holds is error 11, and is not 
   assert.deepEqual(world.snapshot(), before);
   assert.deepEqual(world.calls.filter((c) => !c.startsWith("state")), [], "nothing asked or made");
 });
+
+/**
+ * An ADD answered while its "ready" write never lands (a crash after the answer: the record stays
+ * "building" in the store), then the agent's start (settle.ts) with one part of the pod changed.
+ */
+async function answeredThenStarted(change: (w: Started) => void) {
+  const s = setup();
+  s.world.failAt("state.put", 3);
+  const result = await s.attacher.add(req("ADD"));
+  const a = (await s.world.state.getAttachment("c1", "eth0"))!;
+  assert.equal(a.status, "building");
+  // The flows a sync installed: one line per interface, its cookie the port's number.
+  const hex = (n: number) => n.toString(16).padStart(8, "0");
+  const flows = new Set(
+    a.interfaces.map((i) => `cookie=0x${hex(1)}${hex(i.cookie)},table=0,actions=drop`),
+  );
+  change({ ...s, flows });
+  const completed = await settleAnswered({
+    state: s.world.state,
+    attacher: s.attacher,
+    links: s.world.links,
+    switchPorts: () =>
+      Promise.resolve(
+        new Map([...s.world.switchPorts.get("br-int")!.values()].map((p) => [
+          p.name,
+          p.ofportRequest!,
+        ])),
+      ),
+    netnsId: (path) => s.namespaces.idNow(path),
+    flows: () => flows,
+    log: createLogger("settle test", "error"),
+  });
+  return { ...s, result, completed };
+}
+
+Deno.test("start: an ADD answered before its ready write landed is completed as ready when whole: CHECK passes, the same ADD answers the same", async () => {
+  const { world, attacher, result, completed } = await answeredThenStarted(() => {});
+  assert.equal(completed, 1);
+  assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "ready");
+  await attacher.check(req("CHECK", { config: { ...req("ADD").config, prevResult: result } }));
+  const calls = world.calls.length;
+  assert.deepEqual(await attacher.add(req("ADD")), result);
+  assert.equal(world.calls.length, calls, "nothing made again");
+});
+
+type Started = ReturnType<typeof setup> & { flows: Set<string> };
+
+const NOT_WHOLE: [string, (w: Started) => void][] = [
+  ["its flows gone", ({ flows }) => flows.delete([...flows][0])],
+  ["a veth gone", ({ world }) => world.podEnds.delete(`${NETNS}/net1`)],
+  ["a MAC changed", ({ world }) => (world.podEnds.get(`${NETNS}/eth0`)!.mac = "02:00:00:00:00:99")],
+  ["a switch port gone", ({ world }) => {
+    const ports = world.switchPorts.get("br-int")!;
+    ports.delete([...ports.keys()][1]);
+  }],
+  ["the netns gone", ({ namespaces }) => namespaces.ids.delete(NETNS)],
+];
+
+for (const [what, change] of NOT_WHOLE) {
+  Deno.test(`start: a building record with ${what} is not completed; CHECK fails it, DEL undoes all of it`, async () => {
+    const before = setup().world.snapshot();
+    const { world, attacher, completed } = await answeredThenStarted(change);
+    assert.equal(completed, 0);
+    assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "building");
+    await assert.rejects(attacher.check(req("CHECK")), cniCode(CNI_CODE.checkFailed));
+    await attacher.del(req("DEL"));
+    assert.equal(world.records.size, 0);
+    assert.equal(world.managerPorts.size, 0, "the manager's ports released");
+    assert.deepEqual(world.snapshot().switchPorts, before.switchPorts);
+  });
+}

@@ -377,7 +377,9 @@ export class Dataplane {
       throw err;
     }
     this.installed = want;
-    await this.journal?.end(true, want);
+    // Not waited for: the flows are in, the next change's lines queue behind it, and a crash
+    // before it lands leaves a change begun and never closed, which a restart does not trust.
+    void this.journal?.end(true, want);
     this.log.debug("flows updated", {
       added: add.length,
       deleted: del.length,

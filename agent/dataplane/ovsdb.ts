@@ -196,6 +196,18 @@ export class OvsdbClient {
     return (r.rows as Row[]).flatMap((row) => typeof row.ofport === "number" ? [row.ofport] : []);
   }
 
+  /** The ofport of every interface the database has, by name (-1 or absent: none yet). */
+  async ofportsByName(): Promise<Map<string, number>> {
+    const [r] = await this.transact([
+      { op: "select", table: "Interface", where: [], columns: ["name", "ofport"] },
+    ]);
+    return new Map(
+      (r.rows as Row[]).flatMap((row) =>
+        typeof row.ofport === "number" ? [[row.name as string, row.ofport]] : []
+      ),
+    );
+  }
+
   close(): void {
     this.closed = true;
     this.watchers.clear();

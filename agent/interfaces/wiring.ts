@@ -186,12 +186,14 @@ export class Wiring {
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
+      // It holds the result already ("building"): the answer need not wait for another write.
+      req.complete?.(a);
+      a.status = "building";
       await allDone([
         this.d.state.putAttachment(a),
         this.makeInterfaces(a, req, made),
         this.d.flows.sync(),
       ]);
-      await this.complete(a, req);
     } catch (err) {
       // Interfaces past those asked for have nothing anywhere: the record need not name them, and
       // undoing them would ask a manager that is not answering.
@@ -202,6 +204,23 @@ export class Wiring {
       });
       throw err;
     }
+    this.readyAfterAnswer(a);
+  }
+
+  /**
+   * The record as ready, in memory at once (a DEL or CHECK that follows the answer sees it), on
+   * disk after the answer: the write costs the answer nothing. Should it never land (a crash, a
+   * failed commit), the record stays "building" on disk, and the agent's next start completes it
+   * (cni/settle.ts), as everything it names was made.
+   */
+  private readyAfterAnswer(a: Attachment): void {
+    a.status = "ready";
+    this.d.state.putAttachment(a).catch((err) =>
+      this.d.log.warn("cannot store an attachment as ready; the agent's next start completes it", {
+        container: a.containerId,
+        error: String((err as Error)?.message ?? err),
+      })
+    );
   }
 
   /** The record, completed by the request (its result), stored as ready. */

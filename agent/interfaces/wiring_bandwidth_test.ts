@@ -87,7 +87,7 @@ Deno.test("wire limits the veth of an interface with limits, the others not; unw
   assert.deepEqual(world.snapshot(), before);
 });
 
-for (const [step, nth] of [["shaper.apply", 1], ["switch.add", 1], ["state.put", 3]] as const) {
+for (const [step, nth] of [["shaper.apply", 1], ["switch.add", 1], ["state.put", 2]] as const) {
   Deno.test(`wire fails at ${step} #${nth}: the limits made (a host end's, of a half-done apply) go with everything else`, async () => {
     const { world, wiring } = setup();
     const before = world.snapshot();

@@ -12,6 +12,8 @@ import type { Ctx } from "../service/context.ts";
 import { nodeFor } from "../service/nodes.ts";
 import { visible } from "../service/ports/mod.ts";
 import { FeedQuery } from "../schemas.ts";
+import { z } from "zod";
+import { CHART_NAMES, chartOf } from "./metrics_proxy.ts";
 import INDEX_HTML from "./static/index.html" with { type: "text" };
 import STYLE_CSS from "./static/style.css" with { type: "text" };
 import APP_JS from "./static/app.js" with { type: "text" };
@@ -23,6 +25,8 @@ import TENANT_TOPOLOGY_JS from "./static/tenant_topology.js" with { type: "text"
 import ROUTERS_JS from "./static/routers.js" with { type: "text" };
 import SECURITY_GROUPS_JS from "./static/security_groups.js" with { type: "text" };
 import CLUSTERS_JS from "./static/clusters.js" with { type: "text" };
+import TRACE_JS from "./static/trace.js" with { type: "text" };
+import CHARTS_JS from "./static/charts.js" with { type: "text" };
 
 /**
  * Only the console's own files run and load: no inline script or style, no other origin, no
@@ -61,6 +65,8 @@ const FILES: Record<string, string> = {
   "routers.js": ROUTERS_JS,
   "security_groups.js": SECURITY_GROUPS_JS,
   "clusters.js": CLUSTERS_JS,
+  "trace.js": TRACE_JS,
+  "charts.js": CHARTS_JS,
 };
 
 function mediaType(name: string): string {
@@ -72,13 +78,21 @@ function mediaType(name: string): string {
 export interface ConsoleOptions {
   ctx: Ctx;
   tokens: TokenTable;
+  /** Where the charts over time are read (config console.prometheusUrl); absent: none. */
+  prometheusUrl?: string;
 }
+
+/** A chart's name and how many minutes back it reaches. */
+const ChartQuery = z.strictObject({
+  chart: z.enum(CHART_NAMES),
+  minutes: z.coerce.number().int().min(5).max(7 * 24 * 60).default(60),
+});
 
 /** Where the console is served. */
 export const CONSOLE_PATH = "/console";
 
 /** The console's routes, under CONSOLE_PATH: mount with `app.route("/", consoleApp(...))`. */
-export function consoleApp({ ctx, tokens }: ConsoleOptions): Hono {
+export function consoleApp({ ctx, tokens, prometheusUrl }: ConsoleOptions): Hono {
   const app = new Hono();
   const at = (rest: string) => `${CONSOLE_PATH}${rest}`;
 
@@ -113,6 +127,16 @@ export function consoleApp({ ctx, tokens }: ConsoleOptions): Hono {
     }
     const events = page.events.flatMap((e) => seenBy(principal, e));
     return c.json({ cursor: page.cursor, events });
+  });
+
+  app.get(at("/metrics"), async (c) => {
+    const principal = viewer(tokens, c);
+    const parsed = ChartQuery.safeParse(c.req.query());
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new ApiError("invalid_request", `query ${issue.path.join(".")}: ${issue.message}`);
+    }
+    return c.json(await chartOf(prometheusUrl, principal, parsed.data.chart, parsed.data.minutes));
   });
 
   return app;

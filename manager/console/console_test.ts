@@ -107,3 +107,30 @@ Deno.test("console: the feed shows a tenant its own ports and only the names of 
   const bad = await feed(TOKEN.acme, "nonsense");
   assert.equal(bad.status, 400);
 });
+
+Deno.test("console: the charts say when no Prometheus is configured, and refuse what is not a chart", async () => {
+  using t = await testApp();
+  const chart = (query: string, token: string | null = TOKEN.acme) =>
+    t.call("GET", `/console/metrics?${query}`, undefined, token);
+  const none = must(await chart("chart=pools"), 200);
+  assert.equal(none.configured, false);
+  assert.match(none.hint, /console.*prometheusUrl/);
+  assert.equal((await chart("chart=pools", null)).status, 401);
+  assert.equal((await chart("chart=pools", TOKEN.metrics)).status, 403);
+  for (const bad of ["chart=up", "chart=pools&minutes=1", "chart=pools&query=up", ""]) {
+    const r = await chart(bad);
+    assert.equal(r.status, 400, bad);
+    assert.equal(r.body.error.code, "invalid_request", bad);
+  }
+});
+
+Deno.test("console: a configured Prometheus that does not answer is a 502 that names it", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const url = `http://127.0.0.1:${listener.addr.port}`;
+  listener.close();
+  using t = await testApp({ prometheusUrl: url });
+  const r = await t.call("GET", "/console/metrics?chart=cni-add", undefined, TOKEN.admin);
+  assert.equal(r.status, 502);
+  assert.equal(r.body.error.code, "metrics_unavailable");
+  assert.ok(r.body.error.message.includes(url), r.body.error.message);
+});

@@ -406,3 +406,49 @@ export async function cniFigures(
     stack,
   };
 }
+
+/**
+ * Only the sequential ADDs, in `rounds` rounds of `per` pods per subject (knitter and the bare
+ * shell, their order rotating per round, as in cniFigures), each pod deleted after its round: p50
+ * per round and subject, for working on the sequential ADD against its yardstick in the same run.
+ */
+export async function sequentialFigures(
+  cleanup: Cleanup,
+  opts: { per: number; rounds: number },
+): Promise<{
+  stack: Stack;
+  rounds: Record<"knitter" | "shell", LatencyFigures>[];
+  /** Every counted ADD of the run, per subject. */
+  all: Record<"knitter" | "shell", LatencyFigures>;
+}> {
+  const [knitter, stack] = await knitterSubject(cleanup, opts.per);
+  const subjects = [knitter, await shellSubject(cleanup, opts.per)];
+  const out: Record<"knitter" | "shell", LatencyFigures>[] = [];
+  const pooled = { knitter: [] as number[], shell: [] as number[] };
+  // Round 0 warms caches, the plugin and OVS up; it is not counted.
+  for (let r = 0; r <= opts.rounds; r++) {
+    const figures = {} as Record<"knitter" | "shell", LatencyFigures>;
+    for (const s of subjects.map((_, k) => subjects[(k + r) % subjects.length])) {
+      const idx = Array.from({ length: opts.per }, (_, k) => k);
+      const added = await drive(s.netns, {
+        mode: "sequential",
+        jobs: idx.map((i) => s.add(`q${r}`, i)),
+      }, `${s.name} ADD`);
+      const failed = added.runs.find((x) => x.code !== 0);
+      if (failed) throw new Error(`${s.name} ADD failed: ${failed.stdout}`);
+      await drive(s.netns, {
+        mode: "sequential",
+        jobs: idx.map((i) => s.del(`q${r}`, i, added.runs[i])),
+      }, `${s.name} DEL`);
+      const name = s.name as "knitter" | "shell";
+      figures[name] = latency(added.runs.map((x) => x.ms));
+      if (r > 0) pooled[name].push(...added.runs.map((x) => x.ms));
+    }
+    if (r > 0) out.push(figures);
+  }
+  return {
+    stack,
+    rounds: out,
+    all: { knitter: latency(pooled.knitter), shell: latency(pooled.shell) },
+  };
+}

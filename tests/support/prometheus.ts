@@ -93,16 +93,20 @@ export interface Prometheus {
   get(path: string): Promise<Obj>;
 }
 
-/** Starts prometheus with `config`; resolves once it is ready. Stopped (by pid) at cleanup. */
+/**
+ * Starts prometheus with `config`; resolves once it is ready. Stopped (by pid) at cleanup. `port`:
+ * a loopback port chosen before (something told its URL first); else a free one.
+ */
 export async function startPrometheus(
   cleanup: Cleanup,
   build: (dir: string) => ReturnType<typeof prometheusConfig>,
+  port?: number,
 ): Promise<Prometheus> {
   const dir = await cleanup.tempDir();
   const { config, tokenFiles } = build(dir);
   for (const [path, token] of Object.entries(tokenFiles)) await Deno.writeTextFile(path, token);
   await Deno.writeTextFile(`${dir}/prometheus.yml`, JSON.stringify(config, null, 2));
-  const [port] = await freePorts(1);
+  port ??= (await freePorts(1))[0];
   const url = `http://127.0.0.1:${port}`;
   const log = await Deno.open(`${dir}/prometheus.log`, { create: true, write: true });
   const child = new Deno.Command("prometheus", {

@@ -25,9 +25,23 @@ export class ApiFailure extends Error {
 }
 
 /** GET a path of the manager (absolute, e.g. /api/v1/nodes) as JSON. */
-export async function get(path, { signal } = {}) {
+export function get(path, { signal } = {}) {
+  return call("GET", path, undefined, signal);
+}
+
+/** POST a JSON body to a path of the manager; its answer as JSON. */
+export function post(path, body) {
+  return call("POST", path, body);
+}
+
+async function call(method, path, json, signal) {
   const res = await fetch(path, {
-    headers: { authorization: `Bearer ${savedToken() ?? ""}` },
+    method,
+    headers: {
+      authorization: `Bearer ${savedToken() ?? ""}`,
+      ...(json === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: json === undefined ? undefined : JSON.stringify(json),
     signal,
     cache: "no-store",
   });
@@ -62,18 +76,36 @@ async function loadInfra(nodes) {
   return { clusters, conflicts };
 }
 
-/** Everything the console shows, as the token may see it (`session` from /console/session). */
-export async function loadAll(session) {
+/** The charts over time (console/metrics_proxy.ts); a failure is shown in their place. */
+async function loadCharts(minutes) {
+  try {
+    const [pools, cni] = await Promise.all(
+      ["pools", "cni-add"].map((chart) =>
+        get(`/console/metrics?chart=${chart}&minutes=${minutes}`)
+      ),
+    );
+    return { minutes, pools, cni };
+  } catch (err) {
+    return { error: err.message };
+  }
+}
+
+/**
+ * Everything the console shows, as the token may see it (`session` from /console/session), the
+ * charts over the last `minutes`.
+ */
+export async function loadAll(session, minutes = 60) {
   const [tenants, ports, nodes] = await Promise.all([
     get("/api/v1/tenants").then((r) => r.items),
     get("/api/v1/ports").then((r) => r.items),
     get("/api/v1/nodes").then((r) => r.items),
   ]);
-  const [lists, routers, securityGroups, infra] = await Promise.all([
+  const [lists, routers, securityGroups, infra, charts] = await Promise.all([
     perTenant(tenants, "networks"),
     perTenant(tenants, "routers"),
     perTenant(tenants, "security-groups"),
     session.scope === "admin" ? loadInfra(nodes) : null,
+    loadCharts(minutes),
   ]);
   // A public network is listed under every tenant: keep one of each.
   const networks = new Map();
@@ -86,5 +118,6 @@ export async function loadAll(session) {
     routers,
     securityGroups,
     infra,
+    charts,
   };
 }

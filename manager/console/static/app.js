@@ -1,12 +1,14 @@
 // The console: log in with a token, show what it may see, and follow the manager's change feed to
 // show changes as they happen (no reload).
-import { ApiFailure, forgetToken, get, loadAll, savedToken, saveToken } from "./api.js";
+import { ApiFailure, forgetToken, get, loadAll, post, savedToken, saveToken } from "./api.js";
 import { h, replace } from "./dom.js";
 import { topologyView } from "./topology.js";
 import { networksView, portsView, tenantsView } from "./views.js";
 import { routersView } from "./routers.js";
 import { securityGroupsView } from "./security_groups.js";
 import { clustersView } from "./clusters.js";
+import { traceView } from "./trace.js";
+import { chartsView } from "./charts.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,7 +18,39 @@ const state = {
   shown: null,
   pod: undefined,
   tenant: undefined,
+  /** The trace form as the user left it, and its last answer. */
+  trace: { proto: "icmp" },
+  /** How far back the charts reach. */
+  minutes: 60,
   run: 0,
+};
+
+/** Sets the trace form's fields (drawn again when `redraw`: options depend on them) and runs it. */
+const traceForm = {
+  set(fields, redraw = false) {
+    Object.assign(state.trace, fields);
+    if (redraw) render();
+  },
+  async run() {
+    const t = state.trace;
+    const [tenant, network, port] = t.from.split("/");
+    const [, toNetwork, toPort] = t.to.split("/");
+    const body = {
+      from: { network, port },
+      to: { network: toNetwork, port: toPort },
+      proto: t.proto,
+      ...(t.proto !== "icmp" && t.dport ? { dport: Number(t.dport) } : {}),
+    };
+    Object.assign(state.trace, { busy: true, error: "", report: null });
+    render();
+    try {
+      state.trace.report = await post(`/api/v1/tenants/${encodeURIComponent(tenant)}/trace`, body);
+    } catch (err) {
+      state.trace.error = err.message;
+    }
+    state.trace.busy = false;
+    render();
+  },
 };
 
 function choose(key) {
@@ -40,6 +74,16 @@ const VIEWS = [
   ["ports", "Ports by node", (data) => portsView(data.ports, data.infra ? data.nodes : [])],
   // Only an admin's data has it.
   ["clusters", "Clusters and nodes", (data) => data.infra && clustersView(data.infra, data.nodes)],
+  ["trace", "Trace", (data) => traceView(data.ports, state.trace, traceForm)],
+  [
+    "metrics",
+    "Metrics",
+    (data) =>
+      chartsView(data.charts, (minutes) => {
+        state.minutes = minutes;
+        refresh();
+      }),
+  ],
   [
     "topology",
     "Topology",
@@ -84,7 +128,7 @@ function render() {
 
 /** Reads everything again; draws the page again only when something changed (keeps focus). */
 async function refresh() {
-  const data = await loadAll(state.session);
+  const data = await loadAll(state.session, state.minutes);
   const text = JSON.stringify(data);
   if (text === state.shown) return;
   state.data = data;
