@@ -110,8 +110,8 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   },
   collector: {
     type: "string",
-    value: "NET/PORT|gre:IP",
-    help: "the port a mirror copies to, or an address over GRE (admin)",
+    value: "NET/PORT|gre:IP|erspan:IP[:SESSION]|vxlan:IP:VNI",
+    help: "the port a mirror copies to, or an address over GRE, ERSPAN or VXLAN (admin)",
   },
   direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },

@@ -3,7 +3,8 @@
  * nodes: a TCP stream between a pod on n1 and a pod on n2, mirrored from n1's pod to a collector
  * pod on n1, is found byte for byte in a pcap taken in the collector pod, both directions; again
  * after an agent restart (its Mirror row removed by hand meanwhile: the agent puts it back) and an
- * ovs-vswitchd restart (killed by pid); the row goes with the mirror, and with its source pod.
+ * ovs-vswitchd restart (killed by pid); the row goes with the mirror, and with its source pod; and
+ * at a remote collector on the underlay, inside GRE, ERSPAN (type II) and VXLAN.
  */
 import assert from "node:assert/strict";
 import { Ovs } from "../agent/dataplane/ovs.ts";
@@ -146,38 +147,53 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
     await assertSeen("the pod back");
   });
 
-  await t.step(
-    "a remote collector (admin): GRE from the source's node to a netns on the underlay",
-    async () => {
-      await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
-      // A collector host on the underlay: the copies arrive in GRE from n2 (read inside the tunnel).
-      const host = await externalHost(cleanup);
-      tap = { netns: host, iface: "eth0", filter: `proto gre and src ${n2.sim.underlayIp}` };
-      await api(stack, "POST", "tenants/acme/mirrors", {
-        name: "far",
-        sources: [{ network: "data", port: await portOf(server) }],
-        direction: "both",
-        collector: { remote: { ip: EXTERNAL, protocol: "gre" } },
-      });
-      await waitFor(
-        "the Mirror row on n2",
-        async () => (await mirrorRows(n2)).length === 1,
-        10_000,
-      );
-      assert.deepEqual(await mirrorRows(n1), [], "n1 hosts no source of it");
-      // Open vSwitch resolves the collector's MAC (ARP) on the first copy it sends: copies flow once
-      // it has.
-      await waitFor(
-        "copies through the tunnel",
-        async () => (await streamSeen(false)).out.length > 0,
-        15_000,
-      );
-      await assertSeen("over GRE");
-      await api(stack, "DELETE", "tenants/acme/mirrors/far", undefined, 204);
-      await waitFor("no Mirror row on n2", async () => (await mirrorRows(n2)).length === 0, 10_000);
-      const ports = await new Ovs(n2.sim.ovs).vsctl(["list-ports", "br-int"]);
-      assert.ok(!ports.includes("kmir-"), `the GRE port went with the mirror: ${ports}`);
-      assert.equal((await streamSeen(false)).out.length, 0);
-    },
-  );
+  await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
+  // A collector host on the underlay: the copies arrive in a tunnel from n2 (read inside it).
+  const host = await externalHost(cleanup);
+  const REMOTES = [
+    { protocol: "gre", filter: "proto gre" },
+    { protocol: "erspan", session: 7, filter: "proto gre" },
+    { protocol: "vxlan", vni: 5001, filter: "udp dst port 4789" },
+  ];
+  for (const { filter, ...remote } of REMOTES) {
+    await t.step(
+      `a remote collector (admin) over ${remote.protocol}: from the source's node to a netns on the underlay`,
+      async () => {
+        tap = {
+          netns: host,
+          iface: "eth0",
+          filter: `${filter} and src ${n2.sim.underlayIp} and dst ${EXTERNAL}`,
+        };
+        await api(stack, "POST", "tenants/acme/mirrors", {
+          name: "far",
+          sources: [{ network: "data", port: await portOf(server) }],
+          direction: "both",
+          collector: { remote: { ip: EXTERNAL, ...remote } },
+        });
+        await waitFor(
+          "the Mirror row on n2",
+          async () => (await mirrorRows(n2)).length === 1,
+          10_000,
+        );
+        assert.deepEqual(await mirrorRows(n1), [], "n1 hosts no source of it");
+        // Open vSwitch resolves the collector's MAC (ARP) on the first copy it sends: copies flow
+        // once it has.
+        await waitFor(
+          "copies through the tunnel",
+          async () => (await streamSeen(false)).out.length > 0,
+          15_000,
+        );
+        await assertSeen(`over ${remote.protocol}`);
+        await api(stack, "DELETE", "tenants/acme/mirrors/far", undefined, 204);
+        await waitFor(
+          "no Mirror row on n2",
+          async () => (await mirrorRows(n2)).length === 0,
+          10_000,
+        );
+        const ports = await new Ovs(n2.sim.ovs).vsctl(["list-ports", "br-int"]);
+        assert.ok(!ports.includes("kmir-"), `the tunnel port went with the mirror: ${ports}`);
+        assert.equal((await streamSeen(false)).out.length, 0);
+      },
+    );
+  }
 });

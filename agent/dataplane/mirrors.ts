@@ -4,7 +4,8 @@
  * made or corrected, its rows no mirror wants any more are removed; rows it did not make are left
  * alone. A node realises a mirror whose collector port it hosts, with the sources it hosts too (a
  * source on another node is skipped: the copies are made where the packets are), and a mirror to
- * a remote collector with the sources it hosts, through a GRE port of its own towards the address.
+ * a remote collector with the sources it hosts, through a tunnel port of its own towards the address
+ * (GRE, ERSPAN or VXLAN: mirror_tunnels.ts).
  * Since the rows live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync
  * checks them.
  */
@@ -17,6 +18,15 @@ import {
 } from "@knitter/common";
 import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
 import { portKey } from "./port_key.ts";
+import {
+  type Tunnel,
+  TUNNEL_PREFIX,
+  tunnelName,
+  tunnelOf,
+  tunnelsNeeded,
+} from "./mirror_tunnels.ts";
+
+export { type Tunnel, TUNNEL_PREFIX, tunnelName, tunnelOf };
 
 /** Marks the Mirror rows this agent owns: the mirror's "tenant/name". */
 export const MIRROR_ID = "knitter-mirror";
@@ -30,18 +40,12 @@ export interface MirrorRow {
   /** Ports whose sent packets are copied (what their pods receive: "in"). */
   dstPorts: string[];
   output: string;
-  /** A remote collector: `output` is a GRE port of this agent's towards this address. */
-  remoteIp?: string;
+  /** A remote collector: `output` is this tunnel port of this agent's. */
+  tunnel?: Tunnel;
 }
 
-/** Names of the GRE ports towards remote collectors: the prefix, then the IPv4 address in hex. */
-export const TUNNEL_PREFIX = "kmir-";
 /** Their ofports: below the pods' (port_plugger.ts POD_OFPORT_MIN), above the tunnel and patches. */
 const TUNNEL_OFPORTS = { first: 900, last: 999 };
-
-export function tunnelName(ip: string): string {
-  return TUNNEL_PREFIX + ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0")).join("");
-}
 
 /**
  * The rows this node wants: for each mirror whose collector is one of `local` (OVS port names by
@@ -51,9 +55,9 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
   const out: MirrorRow[] = [];
   for (const m of mirrors) {
     const c = m.collector;
-    const remoteIp = isRemoteCollector(c) ? c.remote.ip : undefined;
+    const tunnel = isRemoteCollector(c) ? tunnelOf(c) : undefined;
     const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
-    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(key(c));
+    const output = tunnel ? tunnel.name : local.get(key(c as MirrorPort));
     if (output === undefined) continue;
     const sources = m.sources.flatMap((s) => local.get(key(s)) ?? []).sort();
     if (sources.length === 0) continue;
@@ -62,7 +66,7 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
       srcPorts: m.direction === "in" ? [] : sources,
       dstPorts: m.direction === "out" ? [] : sources,
       output,
-      ...(remoteIp ? { remoteIp } : {}),
+      ...(tunnel ? { tunnel } : {}),
     });
   }
   return out;
@@ -117,7 +121,7 @@ export class MirrorRows {
   ) {}
 
   /**
-   * Makes the bridge's mirrors of this agent exactly `wanted`, and its GRE ports those the remote
+   * Makes the bridge's mirrors of this agent exactly `wanted`, and its tunnel ports those the remote
    * collectors need, in one transaction.
    */
   reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
@@ -191,7 +195,7 @@ export class MirrorRows {
   }
 
   /**
-   * The operations that add the GRE ports the wanted rows need and remove those none needs; the
+   * The operations that add the tunnel ports the wanted rows need and remove those none needs; the
    * new ones' references go into `refs` (named UUIDs of this transaction).
    */
   private async tunnels(
@@ -199,16 +203,16 @@ export class MirrorRows {
     ports: Map<string, string>,
     refs: Map<string, string>,
   ): Promise<Op[]> {
-    const need = new Map(wanted.flatMap((w) => w.remoteIp ? [[w.output, w.remoteIp]] : []));
+    const need = tunnelsNeeded(wanted);
     const ops: Op[] = [];
     const added: Json[] = [];
-    const fresh = [...need].filter(([name]) => !ports.has(name));
+    const fresh = [...need.values()].filter((t) => !ports.has(t.name));
     const free = fresh.length > 0 ? await this.freeTunnelOfports() : [];
-    for (const [name, ip] of fresh) {
+    for (const { name, type, options } of fresh) {
       const ofportRequest = free.shift();
       if (ofportRequest === undefined) throw new Error("no free ofport left for a mirror tunnel");
       const k = added.length;
-      ops.push(...insertPort({ name, type: "gre", ofportRequest, options: { remote_ip: ip } }, k));
+      ops.push(...insertPort({ name, type, ofportRequest, options }, k));
       refs.set(name, `named:port${k}`);
       added.push(["named-uuid", `port${k}`]);
     }
