@@ -22,13 +22,47 @@ import {
 } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
 import { EXTERNAL, externalHost } from "./support/external_host.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
+import { expectExit, type KnitctlRun } from "../knitctl/test_support.ts";
+import { run } from "@knitter/common";
+import { contains, tcpPayload } from "./support/pcap.ts";
 
 const PORT = 24680;
+const ACME = `acme-${crypto.randomUUID()}`;
+const GLOBEX = `globex-${crypto.randomUUID()}`;
 
 Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector pod, through agent and ovs-vswitchd restarts; the row goes with the mirror", async (t) => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1", "n2"],
+    tokens: [
+      { token: ACME, scope: "tenant", tenant: "acme" },
+      { token: GLOBEX, scope: "tenant", tenant: "globex" },
+    ],
+  });
   const [n1, n2] = stack.nodes;
+  const ctl = await knitctlOn(stack);
+  const dir = await cleanup.tempDir();
+  /** `knitctl capture --mirror` (as acme), while streams go until it is done: the pcap's bytes. */
+  const captureMirror = async (node: string, name: string, filter: string, token = ACME) => {
+    const file = `${dir}/${name}-${node}.pcap`;
+    let done: KnitctlRun | undefined;
+    const capturing = ctl([
+      ...["--token", token, "-t", "acme", "capture", "--node", node, "--mirror", name],
+      ...["-c", "10000", "--seconds", "5", ...(filter ? ["--filter", filter] : []), "-w", file],
+    ]).then((r) => done = r);
+    try {
+      while (!done) await streamSeen(false);
+    } finally {
+      await capturing;
+    }
+    expectExit(done!, 0, `capture of mirror ${name} on ${node}`);
+    assert.match(done!.stdout, new RegExp(`packets of mirror acme/${name} written to ${file}`));
+    const r = await run(["tcpdump", "-nn", "-r", file], { check: false });
+    assert.equal(r.code, 0, `tcpdump -r opens it: ${r.stderr}`);
+    return { bytes: await Deno.readFile(file), lines: r.stdout.trim().split("\n") };
+  };
   await createTenant(stack, "acme");
   await createNetwork(stack, "acme", "data", "10.50.0.0/24");
   await createNetwork(stack, "acme", "taps", "10.51.0.0/24");
@@ -88,6 +122,29 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
     assert.deepEqual(await mirrorRows(n2), [], "n2 hosts neither source nor collector");
     await assertSeen("mirrored");
   });
+
+  await t.step(
+    "knitctl capture --mirror: the copies at the collector, through its node's agent; another tenant refused",
+    async () => {
+      const { bytes } = await captureMirror("n1", "watch", `tcp port ${PORT}`);
+      const flow = { src: ips.client, dst: ips.server, dport: PORT };
+      assert.deepEqual(tcpPayload(bytes, flow), payload, "what the client sent, byte for byte");
+      const back = { src: ips.server, dst: ips.client, sport: PORT };
+      assert.deepEqual(tcpPayload(bytes, back), payload, "its echo");
+      for (const tenant of ["acme", "globex"]) {
+        const file = `${dir}/stolen-${tenant}.pcap`;
+        const r = expectExit(
+          await ctl(["--token", GLOBEX, "-t", tenant, "capture", "--node", "n1"]
+            .concat(["--mirror", "watch", "--seconds", "1", "-w", file])),
+          1,
+          `globex capturing acme's mirror as tenant ${tenant}`,
+        );
+        assert.match(r.stderr, /Capture of mirror .*\/watch refused: the manager does not show/);
+        assert.match(r.stderr, /agent: 403 forbidden/);
+        assert.equal(await Deno.stat(file).then(() => true, () => false), false, "no file");
+      }
+    },
+  );
 
   await t.step("agent restart: the row it owns is made again, the stream seen again", async () => {
     await n1.stopAgent(true);
@@ -184,6 +241,17 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
           15_000,
         );
         await assertSeen(`over ${remote.protocol}`);
+        // Its capture on the source's node: the tunnel packets to the collector, the stream inside.
+        // An admin's: the tunnel carries every mirror's copies to that collector.
+        const { bytes, lines } = await captureMirror("n2", "far", "", stack.adminToken);
+        // The outer packets' lines (tcpdump prints a VXLAN packet's inner frame on a line of its own).
+        const outer = lines.filter((l) => /^\d/.test(l));
+        assert.ok(outer.length > 0 && outer.every((l) => l.includes(`> ${EXTERNAL}`)), outer[0]);
+        assert.ok(contains(bytes, payload.subarray(0, 1000)), "the stream's bytes inside");
+        const away = await ctl(["-t", "acme", "capture", "--node", "n1", "--mirror", "far"]
+          .concat(["--seconds", "1", "-w", `${dir}/away.pcap`]));
+        expectExit(away, 1, "n1 sends no copies of far");
+        assert.match(away.stderr, /no source port of it is on n1/);
         await api(stack, "DELETE", "tenants/acme/mirrors/far", undefined, 204);
         await waitFor(
           "no Mirror row on n2",

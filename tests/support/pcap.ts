@@ -65,6 +65,15 @@ export async function startPcap(
   };
 }
 
+/** Whether `needle`'s bytes are somewhere in `haystack` (a payload in a capture file). */
+export function contains(haystack: Uint8Array, needle: Uint8Array): boolean {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
 /** One direction of a TCP connection: from `src`(:`sport`) to `dst`(:`dport`) (IPv4). */
 export interface TcpFlow {
   src: string;
