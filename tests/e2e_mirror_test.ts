@@ -4,7 +4,10 @@
  * pod on n1, is found byte for byte in a pcap taken in the collector pod, both directions; again
  * after an agent restart (its Mirror row removed by hand meanwhile: the agent puts it back) and an
  * ovs-vswitchd restart (killed by pid); the row goes with the mirror, and with its source pod; and
- * at a remote collector on the underlay, inside GRE, ERSPAN (type II) and VXLAN.
+ * at a remote collector on the underlay, inside GRE, ERSPAN (type II, the admin's session ID) and
+ * VXLAN (its VNI), the ERSPAN tunnel port made again by a restarted agent. `knitctl capture
+ * --mirror` takes the copies at the collector (byte for byte) and, an admin's, the tunnel packets
+ * on the source's node; another tenant's token is refused.
  */
 import assert from "node:assert/strict";
 import { Ovs } from "../agent/dataplane/ovs.ts";
@@ -108,6 +111,7 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
     assert.equal(seen.out.length, payload.length, `${when}: all the bytes the client sent`);
     assert.deepEqual(seen.out, payload, `${when}: what the client sent, byte for byte`);
     assert.deepEqual(seen.back, payload, `${when}: its echo, what the client received`);
+    return seen;
   };
 
   await t.step("no mirror: the collector pod sees nothing of the stream", async () => {
@@ -207,6 +211,7 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
   await api(stack, "DELETE", "tenants/acme/mirrors/watch", undefined, 204);
   // A collector host on the underlay: the copies arrive in a tunnel from n2 (read inside it).
   const host = await externalHost(cleanup);
+  const KEYS: Record<string, string[]> = { gre: [], erspan: ["erspan:7"], vxlan: ["vxlan:5001"] };
   const REMOTES = [
     { protocol: "gre", filter: "proto gre" },
     { protocol: "erspan", session: 7, filter: "proto gre" },
@@ -240,7 +245,25 @@ Deno.test("e2e mirror: a pod's TCP stream is seen byte for byte in the collector
           async () => (await streamSeen(false)).out.length > 0,
           15_000,
         );
-        await assertSeen(`over ${remote.protocol}`);
+        const { keys } = await assertSeen(`over ${remote.protocol}`);
+        // The admin's ERSPAN session and VXLAN VNI are in the tunnel headers (GRE has no key).
+        assert.deepEqual(keys, KEYS[remote.protocol]);
+        if (remote.protocol === "erspan") {
+          // The agent away, its tunnel port removed by hand: the agent makes it again.
+          await n2.stopAgent(true);
+          const ovs = new Ovs(n2.sim.ovs);
+          const tunnel = (await ovs.vsctl(["list-ports", "br-int"])).split("\n")
+            .find((p) => p.startsWith("kmir-"));
+          assert.ok(tunnel, "the mirror's tunnel port on n2");
+          await ovs.vsctl(["del-port", "br-int", tunnel]);
+          await n2.startAgent();
+          await waitFor(
+            "the tunnel port back on n2",
+            async () => (await ovs.vsctl(["list-ports", "br-int"])).includes(tunnel),
+            10_000,
+          );
+          assert.deepEqual((await assertSeen("after an agent restart")).keys, ["erspan:7"]);
+        }
         // Its capture on the source's node: the tunnel packets to the collector, the stream inside.
         // An admin's: the tunnel carries every mirror's copies to that collector.
         const { bytes, lines } = await captureMirror("n2", "far", "", stack.adminToken);

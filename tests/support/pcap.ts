@@ -135,6 +135,29 @@ function* frames(pcap: Uint8Array): Generator<Uint8Array> {
   }
 }
 
+/**
+ * The keys the tunnel packets of an Ethernet pcap carry, each once in the order seen: an ERSPAN
+ * type II header's session ID ("erspan:7"), a VXLAN header's VNI ("vxlan:5001").
+ */
+export function tunnelKeys(pcap: Uint8Array): string[] {
+  const keys = new Set<string>();
+  for (const frame of frames(pcap)) {
+    if (((frame[12] << 8) | frame[13]) !== 0x0800) continue;
+    const ip = frame.subarray(14);
+    const inner = (ip[0] & 0x0f) * 4;
+    if (ip[9] === 47 && ((ip[inner + 2] << 8) | ip[inner + 3]) === 0x88be) {
+      const options = [0x80, 0x20, 0x10].filter((bit) => ip[inner] & bit).length * 4;
+      const erspan = inner + 4 + options;
+      keys.add(`erspan:${((ip[erspan + 2] << 8) | ip[erspan + 3]) & 0x3ff}`);
+    }
+    if (ip[9] === 17 && ((ip[inner + 2] << 8) | ip[inner + 3]) === VXLAN_PORT) {
+      const vxlan = inner + 8;
+      keys.add(`vxlan:${(ip[vxlan + 4] << 16) | (ip[vxlan + 5] << 8) | ip[vxlan + 6]}`);
+    }
+  }
+  return [...keys];
+}
+
 /** What GRE carries Ethernet in: bytes of its own before the frame, by GRE protocol. */
 const GRE_INNER: Record<number, number> = {
   0x6558: 0, // transparent Ethernet bridging
