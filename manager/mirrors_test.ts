@@ -188,6 +188,29 @@ Deno.test("attack: a tenant cannot send copies to an address; an admin can, over
   must(await t.call("DELETE", `${ACME}/mirrors/m1`, undefined, TOKEN.acme), 204);
 });
 
+Deno.test("attack: an admin's remote collector is never a node: its tunnel port would take the copies into a network", async () => {
+  using t = await world();
+  const req = attempt(t);
+  must(await t.call("PUT", "nodes/worker2", { underlayIp: "192.0.2.12" }, TOKEN.worker2), 201);
+  const { segmentId } = must(await t.call("GET", `${GLOBEX}/networks/green`), 200);
+  // VXLAN with the VNI of globex's network, to a node: decapsulated there into globex's network.
+  for (
+    const remote of [
+      { ip: "192.0.2.12", protocol: "vxlan", vni: segmentId },
+      { ip: "192.0.2.12", protocol: "gre" },
+      { ip: "192.0.2.12", protocol: "erspan" },
+    ]
+  ) {
+    mustFail(
+      await req("POST", `${ACME}/mirrors`, mirror({ collector: { remote } }), TOKEN.admin),
+      409,
+      "conflict",
+      { field: "collector.remote.ip", message: /is node "worker2"'s underlay address/ },
+    );
+  }
+  assert.deepEqual(must(await t.call("GET", `${ACME}/mirrors`), 200).items, []);
+});
+
 function refusedRemote(reply: { status: number; body: unknown }) {
   mustFail(reply, 403, "forbidden", {
     field: "collector.remote",

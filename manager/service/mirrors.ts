@@ -18,6 +18,7 @@ import { MAX_MIRRORS_PER_TENANT, type MirrorCreate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { resolveNetwork } from "./network_lookup.ts";
+import { listNodes } from "./nodes.ts";
 import { keyId } from "./ports/mod.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
@@ -61,6 +62,7 @@ export async function createMirror(
     for (const [i, ref] of body.sources.entries()) {
       sources.push(await ownPort(ctx, tx, principal, tenant, ref, `sources[${i}]`));
     }
+    if ("remote" in wanted) await checkNotANode(ctx, wanted);
     const collector = "remote" in wanted
       ? wanted
       : await ownPort(ctx, tx, principal, tenant, wanted, "collector");
@@ -137,6 +139,28 @@ function checkTunnelKey(
     `collector.remote.${field}`,
     `"${field}" is ${what}: it is given for protocol ${owner} only, not ${protocol}`,
   );
+}
+
+/**
+ * A remote collector is never a node's underlay address: the node's tunnel port would take the
+ * copies in (VXLAN by their VNI into the network of that VNI, another tenant's maybe) instead of a
+ * collector reading them.
+ */
+async function checkNotANode(ctx: Ctx, collector: MirrorRemote): Promise<void> {
+  const { ip } = collector.remote;
+  const node = (await listNodes(ctx)).find((n) => sameIp(n.underlayIp, ip));
+  if (node) {
+    throw new ApiError(
+      "conflict",
+      `${ip} is node "${node.name}"'s underlay address: its tunnel port would take the mirror's copies into its networks; send them to a collector host that is not a node`,
+      "collector.remote.ip",
+    );
+  }
+}
+
+function sameIp(a: string, b: string): boolean {
+  const [x, y] = [parseIp(a), parseIp(b)];
+  return x !== null && y !== null && x.family === y.family && x.value === y.value;
 }
 
 /**
