@@ -51,10 +51,15 @@ const TUNNEL_OFPORTS = { first: 900, last: 999 };
  * The rows this node wants: for each mirror whose collector is one of `local` (OVS port names by
  * "networkId/portId"), its local sources by direction. A mirror with no local source has no row.
  */
-export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): MirrorRow[] {
+export function mirrorRows(
+  mirrors: Iterable<MirrorInfo>,
+  local: Map<string, string>,
+  nodeIps: ReadonlySet<string> = new Set(),
+): MirrorRow[] {
   const out: MirrorRow[] = [];
   for (const m of mirrors) {
     const c = m.collector;
+    if (atNode(c, nodeIps)) continue;
     const tunnel = isRemoteCollector(c) ? tunnelOf(c) : undefined;
     const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
     const output = tunnel ? tunnel.name : local.get(key(c as MirrorPort));
@@ -70,6 +75,26 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
     });
   }
   return out;
+}
+
+/**
+ * A remote collector at a node's underlay address (the manager refuses one, but a node may be
+ * registered with that address later): that node's tunnel port would take the copies in, VXLAN
+ * ones into the network of their VNI. Such a mirror gets no row; it is logged.
+ */
+const atNode = (c: MirrorInfo["collector"], nodeIps: ReadonlySet<string>) =>
+  isRemoteCollector(c) && nodeIps.has(c.remote.ip);
+
+/** The mirrors whose remote collector is a node's address (logged: not copied). */
+export function collectorsAtNodes(
+  mirrors: Iterable<MirrorInfo>,
+  nodeIps: ReadonlySet<string>,
+): string[] {
+  return [...mirrors].flatMap((m) =>
+    isRemoteCollector(m.collector) && atNode(m.collector, nodeIps)
+      ? [`${m.tenant}/${m.name}: ${m.collector.remote.ip}`]
+      : []
+  );
 }
 
 /** The sources of local-collector mirrors this node does not host (logged: not copied). */
@@ -97,9 +122,10 @@ interface ActualRow {
 
 export class MirrorRows {
   private away = "[]";
+  private atNodes = "[]";
   private readonly mutex = new Mutex();
   /** What the last sync wanted, and whether a row of it waits for a port to be on the bridge. */
-  private last: { wanted: MirrorRow[]; away: string[] } | null = null;
+  private last: { wanted: MirrorRow[]; away: string[]; atNodes: string[] } | null = null;
   private waiting = false;
   private watching = false;
   /** Interface table changes seen: one during a reconciliation may be the port it waits for. */
@@ -124,8 +150,9 @@ export class MirrorRows {
    * Makes the bridge's mirrors of this agent exactly `wanted`, and its tunnel ports those the remote
    * collectors need, in one transaction.
    */
-  reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
-    this.last = { wanted, away };
+  reconcile(wanted: MirrorRow[], away: string[] = [], atNodes: string[] = []): Promise<void> {
+    this.last = { wanted, away, atNodes };
+    this.logAtNodes(atNodes);
     return this.mutex.run(() => this.apply(wanted, away));
   }
 
@@ -151,7 +178,7 @@ export class MirrorRows {
   /** Reconciles the last wanted rows again (a port they wait for may be there now). */
   private again(): void {
     const last = this.last!;
-    this.reconcile(last.wanted, last.away).catch((err) =>
+    this.reconcile(last.wanted, last.away, last.atNodes).catch((err) =>
       this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
     );
   }
@@ -261,6 +288,17 @@ export class MirrorRows {
       { op: "select", table: "Port", where: [], columns: ["_uuid", "name"] },
     ]);
     return new Map((r.rows as Row[]).map((row) => [row.name as string, uuidOf(row._uuid)]));
+  }
+
+  private logAtNodes(atNodes: string[]): void {
+    const key = JSON.stringify(atNodes);
+    if (key === this.atNodes) return;
+    this.atNodes = key;
+    if (atNodes.length > 0) {
+      this.log.warn("mirrors to a node's underlay address are not copied (delete them)", {
+        mirrors: atNodes,
+      });
+    }
   }
 
   private logAway(away: string[]): void {

@@ -4,7 +4,15 @@ import { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { OvsdbClient } from "./ovsdb.ts";
-import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, tunnelName, tunnelOf } from "./mirrors.ts";
+import {
+  awaySources,
+  collectorsAtNodes,
+  MIRROR_ID,
+  MirrorRows,
+  mirrorRows,
+  tunnelName,
+  tunnelOf,
+} from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 
 const port = (id: string) => ({ network: "blue", networkId: "n1", id });
@@ -61,6 +69,17 @@ Deno.test("attack: another tenant's port of the same ID on a shared network is n
     { id: "acme/m", srcPorts: ["veth-a-web"], dstPorts: ["veth-a-web"], output: "veth-a-tap" },
     { id: "globex/m", srcPorts: ["veth-g-web"], dstPorts: ["veth-g-web"], output: "veth-g-tap" },
   ]);
+});
+
+Deno.test("attack: a remote collector at a node's address gets no row (its tunnel port would take the copies into a network)", () => {
+  const remote = (name: string, ip: string) => ({
+    ...mirror(name, "both", ["web"]),
+    collector: { remote: { ip, protocol: "vxlan" as const, vni: 5001 } },
+  });
+  const mirrors = [remote("node", "192.0.2.2"), remote("host", "192.0.2.250")];
+  const nodes = new Set(["192.0.2.1", "192.0.2.2"]);
+  assert.deepEqual(mirrorRows(mirrors, LOCAL, nodes).map((r) => r.id), ["acme/host"]);
+  assert.deepEqual(collectorsAtNodes(mirrors, nodes), ["acme/node: 192.0.2.2"]);
 });
 
 Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private Open vSwitch", async (t) => {
