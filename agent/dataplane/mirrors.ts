@@ -120,9 +120,15 @@ interface ActualRow {
   output: string[];
 }
 
+/** The warnings of what is not copied, by the field that lists them. */
+const NOT_COPIED = {
+  sources: "mirror sources on another node than their collector are not copied",
+  mirrors: "mirrors to a node's underlay address are not copied (delete them)",
+};
+
 export class MirrorRows {
-  private away = "[]";
-  private atNodes = "[]";
+  /** What each warning last listed. */
+  private readonly warned = { sources: "[]", mirrors: "[]" };
   private readonly mutex = new Mutex();
   /** What the last sync wanted, and whether a row of it waits for a port to be on the bridge. */
   private last: { wanted: MirrorRow[]; away: string[]; atNodes: string[] } | null = null;
@@ -152,7 +158,7 @@ export class MirrorRows {
    */
   reconcile(wanted: MirrorRow[], away: string[] = [], atNodes: string[] = []): Promise<void> {
     this.last = { wanted, away, atNodes };
-    this.logAtNodes(atNodes);
+    this.warnOnce("mirrors", atNodes);
     return this.mutex.run(() => this.apply(wanted, away));
   }
 
@@ -184,7 +190,7 @@ export class MirrorRows {
   }
 
   private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
-    this.logAway(away);
+    this.warnOnce("sources", away);
     // No mirror here, and none of ours on the bridge when last read: a sync (every pod's) costs
     // no OVSDB round trip. A heal makes the next sync read again (forget()).
     if (wanted.length === 0 && this.clean) return;
@@ -290,26 +296,12 @@ export class MirrorRows {
     return new Map((r.rows as Row[]).map((row) => [row.name as string, uuidOf(row._uuid)]));
   }
 
-  private logAtNodes(atNodes: string[]): void {
-    const key = JSON.stringify(atNodes);
-    if (key === this.atNodes) return;
-    this.atNodes = key;
-    if (atNodes.length > 0) {
-      this.log.warn("mirrors to a node's underlay address are not copied (delete them)", {
-        mirrors: atNodes,
-      });
-    }
-  }
-
-  private logAway(away: string[]): void {
-    const key = JSON.stringify(away);
-    if (key === this.away) return;
-    this.away = key;
-    if (away.length > 0) {
-      this.log.warn("mirror sources on another node than their collector are not copied", {
-        sources: away,
-      });
-    }
+  /** Warns of what is not copied, once each time the list changes. */
+  private warnOnce(what: keyof typeof NOT_COPIED, list: string[]): void {
+    const key = JSON.stringify(list);
+    if (key === this.warned[what]) return;
+    this.warned[what] = key;
+    if (list.length > 0) this.log.warn(NOT_COPIED[what], { [what]: list });
   }
 }
 
