@@ -144,9 +144,12 @@ export interface MirrorPort {
   id: string;
 }
 
-/** A collector over a tunnel: copies go to `ip` in GRE (an admin's choice: manager/README.md). */
+/**
+ * A collector over a tunnel: copies go to `ip` in GRE, ERSPAN (type II, its session ID) or VXLAN
+ * (its VNI), an admin's choice (manager/README.md, "Port mirrors").
+ */
 export interface MirrorRemote {
-  remote: { ip: string; protocol: "gre" };
+  remote: { ip: string; protocol: "gre" | "erspan" | "vxlan"; session?: number; vni?: number };
 }
 
 /**

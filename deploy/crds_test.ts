@@ -454,10 +454,17 @@ Deno.test("Mirror: pods of the namespace or ports by ID are accepted; an endpoin
   compile(mirrorCrd)(defaulted);
   assert.equal(defaulted.spec.direction, "both");
   const remote = { remote: { ip: "192.0.2.250", protocol: "gre" } };
-  assert.deepEqual(
-    problems(mirrorCrd, mirror({ sources: [{ pod: "web" }], collector: remote })),
-    [],
-  );
+  for (
+    const collector of [
+      remote,
+      { remote: { ip: "192.0.2.250", protocol: "erspan" } },
+      { remote: { ip: "192.0.2.250", protocol: "erspan", session: 7 } },
+      { remote: { ip: "192.0.2.250", protocol: "vxlan", vni: 5001 } },
+    ]
+  ) {
+    assert.deepEqual(problems(mirrorCrd, mirror({ sources: [{ pod: "web" }], collector })), []);
+  }
+  const far = (r: Obj) => ({ sources: [{ pod: "web" }], collector: { remote: r } });
   const refused: [Obj, RegExp][] = [
     [{ sources: [], collector: { pod: "tap" } }, /must NOT have fewer than 1 items/],
     [{ sources: [{ pod: "globex/secret" }], collector: { pod: "tap" } }, /must match pattern/],
@@ -466,10 +473,12 @@ Deno.test("Mirror: pods of the namespace or ports by ID are accepted; an endpoin
     [{ sources: [{ pod: "web" }], collector: {} }, /name one of a pod/],
     [{ sources: [{ pod: "web" }], collector: { pod: "tap", ...remote } }, /name one of a pod/],
     [{ sources: [{ pod: "web" }], collector: { ...remote, network: "blue" } }, /no network/],
-    [
-      { sources: [{ pod: "web" }], collector: { remote: { ip: "192.0.2.1", protocol: "vxlan" } } },
-      /must be equal to one of the allowed values/,
-    ],
+    [far({ ip: "192.0.2.1", protocol: "geneve" }), /must be equal to one of the allowed values/],
+    [far({ ip: "192.0.2.1", protocol: "vxlan" }), /a vxlan collector needs its vni/],
+    [far({ ip: "192.0.2.1", protocol: "gre", vni: 5 }), /vni is for a vxlan collector only/],
+    [far({ ip: "192.0.2.1", protocol: "vxlan", vni: 0 }), /must be >= 1/],
+    [far({ ip: "192.0.2.1", protocol: "gre", session: 1 }), /session is for an erspan/],
+    [far({ ip: "192.0.2.1", protocol: "erspan", session: 1024 }), /must be <= 1023/],
     [
       { sources: [{ pod: "web" }], direction: "sideways", collector: { pod: "tap" } },
       /allowed values/,

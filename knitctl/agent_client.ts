@@ -93,8 +93,10 @@ export async function verifyOnAgent(socket: string): Promise<AgentVerifyView> {
 /** What `knitctl capture` asks of the agent (POST /v1/capture); the agent's bounds apply. */
 export interface CaptureRequest {
   tenant: string;
-  network: string;
-  port: string;
+  network?: string;
+  port?: string;
+  /** A mirror of the tenant's instead of a port: its copies where the node sends them. */
+  mirror?: string;
   packets?: number;
   seconds?: number;
   filter?: string;
@@ -107,7 +109,8 @@ export async function captureOnAgent(
   token: string,
   req: CaptureRequest,
 ): Promise<Uint8Array> {
-  return await call(socket, "POST", req, `Cannot capture port ${req.port}`, {
+  const what = req.mirror !== undefined ? `mirror ${req.mirror}` : `port ${req.port}`;
+  return await call(socket, "POST", req, `Cannot capture ${what}`, {
     path: "/v1/capture",
     api: "capture API",
   }, { token, bytes: true });

@@ -110,8 +110,8 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   },
   collector: {
     type: "string",
-    value: "NET/PORT|gre:IP",
-    help: "the port a mirror copies to, or an address over GRE (admin)",
+    value: "NET/PORT|gre:IP|erspan:IP[:SESSION]|vxlan:IP:VNI",
+    help: "the port a mirror copies to, or an address over GRE, ERSPAN or VXLAN (admin)",
   },
   direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
@@ -144,6 +144,7 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
   },
   filter: { type: "string", value: "BPF", help: "a tcpdump filter, e.g. 'tcp port 80'" },
   write: { type: "string", short: "w", value: "FILE", help: "the pcap file to write" },
+  mirror: { type: "string", value: "NAME", help: "capture a mirror's copies (its collector side)" },
   offline: { type: "boolean", help: "from the manager's model and the flow compiler, no switch" },
   at: { type: "string", value: "TIME", help: "at this time (ISO 8601, or now)" },
   from: { type: "string", value: "TIME", help: "from this time on (ISO 8601)" },
@@ -187,7 +188,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
   verify: ["agent-socket"],
   capture: [
     ...["network", "port", "pod", "ifname", "packets", "seconds", "filter", "direction", "write"],
-    ...["agent-socket", "node"],
+    ...["agent-socket", "node", "mirror"],
   ],
   history: ["at", "from", "to", "all-tenants"],
   activate: ["network"],

@@ -1,6 +1,7 @@
 /**
  * capture: a pcap file of one port's traffic, taken on its node by the agent (tcpdump on the
- * port's host veth) for N packets or S seconds, with a BPF filter. The agent asks the manager with
+ * port's host veth), or of a mirror's copies (--mirror), for N packets or S seconds, with a BPF
+ * filter. The agent asks the manager with
  * this knitctl's token whether the port is the caller's to see.
  */
 import type { Port } from "@knitter/common";
@@ -36,7 +37,7 @@ export async function capture(c: AttachContext): Promise<void> {
   const filter = str(f, "filter");
   const req: CaptureRequest = {
     tenant: c.settings.tenant,
-    ...await portOf(c),
+    ...await targetOf(c),
     ...(packets !== undefined ? { packets: V.integer("packets", packets, 1, 10_000) } : {}),
     ...(seconds !== undefined ? { seconds: V.integer("seconds", seconds, 1, 300) } : {}),
     ...(filter ? { filter } : {}),
@@ -53,12 +54,37 @@ export async function capture(c: AttachContext): Promise<void> {
   c.io.out(
     c.settings.output === "json"
       ? json(done)
-      : `${packetsTaken} packets of ${req.tenant}/${req.network}/${req.port} written to ${file}\n`,
+      : `${packetsTaken} packets of ${shown(req)} written to ${file}\n`,
   );
 }
 
+/** `--mirror NAME` alone (its copies, whatever way they go), or a port. */
+async function targetOf(c: AttachContext): Promise<{ mirror: string } | PortTarget> {
+  const mirror = str(c.line.flags, "mirror");
+  if (mirror === undefined) return await portOf(c);
+  const portFlags = ["network", "port", "pod", "ifname", "direction"].filter((k) =>
+    c.line.flags[k]
+  );
+  if (portFlags.length > 0) {
+    throw new UsageError(
+      `--mirror captures the mirror's copies; leave out ${
+        portFlags.map((k) => `--${k}`).join(", ")
+      } (they name a port)`,
+    );
+  }
+  return { mirror };
+}
+
+type PortTarget = { network: string; port: string };
+
+function shown(req: CaptureRequest): string {
+  return req.mirror !== undefined
+    ? `mirror ${req.tenant}/${req.mirror}`
+    : `${req.tenant}/${req.network}/${req.port}`;
+}
+
 /** `--network NET --port ID`, or the port of `--pod NS/NAME --ifname IF` (the manager's). */
-async function portOf(c: AttachContext): Promise<{ network: string; port: string }> {
+async function portOf(c: AttachContext): Promise<PortTarget> {
   const f = c.line.flags;
   const network = str(f, "network");
   const port = str(f, "port");

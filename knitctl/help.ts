@@ -24,7 +24,7 @@ const SUMMARY: Record<string, [string, string]> = {
     "what each node's pipeline does with a packet: flows matched, where it goes, why dropped",
   ],
   capture: [
-    "capture --network NET --port ID -w FILE [flags]",
+    "capture --network NET --port ID | --mirror NAME -w FILE [flags]",
     "a pcap of one port's traffic (N packets or S seconds, a BPF filter), through its node's agent",
   ],
   verify: [
@@ -122,6 +122,9 @@ const EXTRA: Record<string, string[]> = {
     "writes the pcap file (tcpdump -r, Wireshark). The agent asks the manager with your token:",
     "only your tenant's ports (any with an admin token). --pod NS/NAME (--ifname IF) finds the",
     "port; --direction in|out|both is the pod's view. Run it on the port's node, or --stack/--node.",
+    "--mirror NAME captures a mirror's copies where a node sends them: to a collector port (on its",
+    "node), or to a remote collector (on a source's node: the tunnel packets, which the filter sees",
+    "from their outer headers). The same rule: only your tenant's mirrors.",
     "",
     "Example: knitctl capture --network blue --port web-1 -c 50 --filter 'tcp port 80' -w web.pcap",
   ],

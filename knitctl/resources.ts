@@ -485,7 +485,11 @@ function ipGroupBody(name: string, f: FlagValues): unknown {
 }
 
 const portText = (p: Obj) =>
-  p.remote ? `${p.remote.protocol}:${p.remote.ip}` : `${p.network}/${p.id}`;
+  p.remote
+    ? [p.remote.protocol, p.remote.ip, p.remote.session ?? p.remote.vni].filter((x) =>
+      x !== undefined
+    ).join(":")
+    : `${p.network}/${p.id}`;
 
 function portQuery(f: FlagValues, tenant?: string): string {
   const q = new URLSearchParams();

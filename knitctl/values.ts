@@ -110,14 +110,27 @@ export function portRef(flag: string, text: string): { network: string; port: st
   return { network, port };
 }
 
-/** "NETWORK/PORT" → a collector port; "gre:IP" → a remote collector over GRE (admin). */
+/**
+ * "NETWORK/PORT" → a collector port; "gre:IP", "erspan:IP[:SESSION]", "vxlan:IP:VNI" → a remote
+ * collector (admin). The manager checks the address and which key each protocol takes.
+ */
 export function collector(
   flag: string,
   text: string,
-): { network: string; port: string } | { remote: { ip: string; protocol: string } } {
-  const remote = /^(gre|erspan|vxlan):(.+)$/.exec(text.trim());
-  return remote ? { remote: { protocol: remote[1], ip: remote[2] } } : portRef(flag, text);
+): { network: string; port: string } | { remote: Record<string, string | number> } {
+  const remote = /^(gre|erspan|vxlan):([^:]+)(?::(.*))?$/.exec(text.trim());
+  if (!remote) return portRef(flag, text);
+  const [, protocol, ip, key] = remote;
+  if (key === undefined) return { remote: { ip, protocol } };
+  const name = TUNNEL_KEY[protocol];
+  if (!name) {
+    throw new UsageError(`--${flag} "${text}": gre takes no key; use gre:IP, e.g. gre:192.0.2.250`);
+  }
+  return { remote: { ip, protocol, [name]: integer(flag, key, 0, 16_777_215) } };
 }
+
+/** The key after a remote collector's address, by protocol. */
+const TUNNEL_KEY: Record<string, string> = { erspan: "session", vxlan: "vni" };
 
 /** Repeated flags, each maybe a comma-separated list, as one list. */
 export function list(texts: string[] | undefined): string[] {

@@ -118,22 +118,44 @@ Deno.test("attack: a tenant cannot use another tenant's port as its collector", 
   );
 });
 
-Deno.test("attack: a tenant cannot send copies to an address; an admin can, over GRE only", async () => {
+Deno.test("attack: a tenant cannot send copies to an address; an admin can, over GRE, ERSPAN or VXLAN", async () => {
   using t = await world();
   const req = attempt(t);
-  const remote = (ip: string, protocol = "gre") =>
-    mirror({ collector: { remote: { ip, protocol } } });
+  const remote = (ip: string, protocol = "gre", key: Record<string, number> = {}) =>
+    mirror({ collector: { remote: { ip, protocol, ...key } } });
   for (const protocol of ["gre", "erspan", "vxlan"]) {
     refusedRemote(
-      await req("POST", `${ACME}/mirrors`, remote("10.2.0.5", protocol), TOKEN.acme),
+      await req("POST", `${ACME}/mirrors`, remote("10.2.0.5", protocol, { vni: 5 }), TOKEN.acme),
     );
   }
   mustFail(
-    await req("POST", `${ACME}/mirrors`, remote("192.0.2.250", "erspan"), TOKEN.admin),
+    await req("POST", `${ACME}/mirrors`, remote("192.0.2.250", "vxlan"), TOKEN.admin),
     400,
     "invalid_request",
-    { field: "collector.remote.protocol", message: /not supported yet: use gre/ },
+    { field: "collector.remote.vni", message: /needs the VNI/ },
   );
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, remote("192.0.2.250", "gre", { session: 3 }), TOKEN.admin),
+    400,
+    "invalid_request",
+    { field: "collector.remote.session", message: /for protocol erspan only, not gre/ },
+  );
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, remote("192.0.2.250", "erspan", { vni: 3 }), TOKEN.admin),
+    400,
+    "invalid_request",
+    { field: "collector.remote.vni", message: /for protocol vxlan only, not erspan/ },
+  );
+  for (
+    const [name, protocol, key] of [["e1", "erspan", { session: 7 }], ["v1", "vxlan", {
+      vni: 5001,
+    }]] as const
+  ) {
+    const body = { ...remote("192.0.2.250", protocol, key), name };
+    const made = must(await t.call("POST", `${ACME}/mirrors`, body, TOKEN.admin), 201);
+    assert.deepEqual(made.collector, { remote: { ip: "192.0.2.250", protocol, ...key } });
+    must(await t.call("DELETE", `${ACME}/mirrors/${name}`, undefined, TOKEN.admin), 204);
+  }
   mustFail(
     await req("POST", `${ACME}/mirrors`, remote("fd00::1"), TOKEN.admin),
     400,
@@ -164,6 +186,29 @@ Deno.test("attack: a tenant cannot send copies to an address; an admin can, over
     made,
   );
   must(await t.call("DELETE", `${ACME}/mirrors/m1`, undefined, TOKEN.acme), 204);
+});
+
+Deno.test("attack: an admin's remote collector is never a node: its tunnel port would take the copies into a network", async () => {
+  using t = await world();
+  const req = attempt(t);
+  must(await t.call("PUT", "nodes/worker2", { underlayIp: "192.0.2.12" }, TOKEN.worker2), 201);
+  const { segmentId } = must(await t.call("GET", `${GLOBEX}/networks/green`), 200);
+  // VXLAN with the VNI of globex's network, to a node: decapsulated there into globex's network.
+  for (
+    const remote of [
+      { ip: "192.0.2.12", protocol: "vxlan", vni: segmentId },
+      { ip: "192.0.2.12", protocol: "gre" },
+      { ip: "192.0.2.12", protocol: "erspan" },
+    ]
+  ) {
+    mustFail(
+      await req("POST", `${ACME}/mirrors`, mirror({ collector: { remote } }), TOKEN.admin),
+      409,
+      "conflict",
+      { field: "collector.remote.ip", message: /is node "worker2"'s underlay address/ },
+    );
+  }
+  assert.deepEqual(must(await t.call("GET", `${ACME}/mirrors`), 200).items, []);
 });
 
 function refusedRemote(reply: { status: number; body: unknown }) {

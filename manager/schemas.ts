@@ -469,7 +469,13 @@ const RemoteCollector = z.strictObject({
   remote: z.strictObject({
     ip: IpText.meta({ description: "the collector's IPv4 address, reached over the underlay" }),
     protocol: z.enum(["gre", "erspan", "vxlan"]).meta({
-      description: "gre (Ethernet in GRE); erspan and vxlan: not supported yet (refused with 400)",
+      description: "gre (Ethernet in GRE), erspan (ERSPAN type II) or vxlan (UDP port 4789)",
+    }),
+    session: z.int().min(0).max(1023).optional().meta({
+      description: "erspan only: the ERSPAN session ID the copies carry (0 when left out)",
+    }),
+    vni: z.int().min(1).max(16_777_215).optional().meta({
+      description: "vxlan only, and needed there: the VNI the copies carry",
     }),
   }),
 }).meta({ description: "a collector over a tunnel from each source's node: admin only" });
@@ -500,7 +506,14 @@ export const Mirror = z.object({
   direction: z.enum(["in", "out", "both"]),
   collector: z.union([
     MirrorPort,
-    z.object({ remote: z.object({ ip: z.string(), protocol: z.literal("gre") }) }),
+    z.object({
+      remote: z.object({
+        ip: z.string(),
+        protocol: z.enum(["gre", "erspan", "vxlan"]),
+        session: z.int().optional(),
+        vni: z.int().optional(),
+      }),
+    }),
   ]),
   createdAt: Timestamp,
 });

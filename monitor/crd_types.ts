@@ -148,12 +148,20 @@ export interface MirrorEndpoint {
   port?: string;
 }
 
+/** A remote collector (manager/README.md, "Port mirrors"): ERSPAN's session, VXLAN's VNI. */
+export interface RemoteSpec {
+  ip: string;
+  protocol: string;
+  session?: number;
+  vni?: number;
+}
+
 export interface MirrorSpec {
   sources: MirrorEndpoint[];
   /** The pod's point of view: "out" is what it sends, "in" what it receives. */
   direction?: "in" | "out" | "both";
   /** A port of the namespace's, or a remote address (an admin's: config remoteMirrorNamespaces). */
-  collector: MirrorEndpoint & { remote?: { ip: string; protocol: string } };
+  collector: MirrorEndpoint & { remote?: RemoteSpec };
 }
 
 /** A port as the mirror names it at the manager. */
@@ -166,7 +174,7 @@ export interface MirrorPortStatus {
 
 export interface MirrorStatus {
   sources?: MirrorPortStatus[];
-  collector?: MirrorPortStatus | { remote: { ip: string; protocol: string } };
+  collector?: MirrorPortStatus | { remote: RemoteSpec };
   /** When the manager made the mirror: marks it as this resource's (one made over REST is not). */
   createdAt?: string;
   observedGeneration?: number;

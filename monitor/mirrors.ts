@@ -16,6 +16,7 @@ import {
   type MirrorResource,
   type MirrorStatus,
   PLURAL,
+  type RemoteSpec,
 } from "./crd_types.ts";
 import { managerRecord, Refusal, tenantPath } from "./resources.ts";
 
@@ -29,7 +30,7 @@ export interface MirrorPorts {
   get(networkId: string, id: string): Port | undefined;
 }
 
-type Remote = { remote: { ip: string; protocol: string } };
+type Remote = { remote: RemoteSpec };
 
 /** The manager's request of a resource, its ports resolved (what is compared with the record). */
 interface Wanted {
@@ -137,8 +138,18 @@ function wanted(cr: MirrorResource, ports: MirrorPorts): Wanted {
     sources: cr.spec.sources.map((e, i) => resolve(namespace, e, `sources[${i}]`, ports)),
     direction: cr.spec.direction ?? "both",
     collector: cr.spec.collector.remote
-      ? { remote: cr.spec.collector.remote }
+      ? { remote: remoteOf(cr.spec.collector.remote) }
       : resolve(namespace, cr.spec.collector, "collector", ports),
+  };
+}
+
+/** The spec's remote collector in the manager's order of fields (compared with its record). */
+function remoteOf({ ip, protocol, session, vni }: RemoteSpec): RemoteSpec {
+  return {
+    ip,
+    protocol,
+    ...(session === undefined ? {} : { session }),
+    ...(vni === undefined ? {} : { vni }),
   };
 }
 
@@ -244,7 +255,7 @@ function portStatus(namespace: string, p: MirrorPort, ports: MirrorPorts): Mirro
 
 function ready(mirror: MirrorInfo): string {
   const to = isRemoteCollector(mirror.collector)
-    ? `${mirror.collector.remote.ip} over GRE`
+    ? `${mirror.collector.remote.ip} over ${mirror.collector.remote.protocol.toUpperCase()}`
     : `port ${mirror.collector.id} on ${mirror.collector.network}`;
   return `mirror ${mirror.tenant}/${mirror.name} copies ${mirror.direction} traffic of ${mirror.sources.length} port(s) to ${to}`;
 }

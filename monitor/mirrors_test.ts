@@ -122,6 +122,20 @@ Deno.test("mirror kind: a remote collector only in remoteMirrorNamespaces", asyn
   assert.equal(ops.ready("knitter-system").status, "True");
   assert.match(ops.ready("knitter-system").message, /to 192\.0\.2\.250 over GRE/);
   assert.deepEqual(ops.now("knitter-system").status!.collector, spec.collector);
+  // A VXLAN collector, its fields in another order than the manager answers them: the same mirror.
+  const far = setup(["knitter-system"]);
+  far.m.addPort("knitter-system", "web", "eth0", "pods", "w-eth0");
+  const vxlan = { remote: { vni: 5001, protocol: "vxlan", ip: "192.0.2.250" } };
+  far.put({ ...spec, collector: vxlan }, "knitter-system");
+  await far.reconciler.reconcile(far.now("knitter-system"));
+  assert.match(far.ready("knitter-system").message, /to 192\.0\.2\.250 over VXLAN/);
+  const made = [...far.m.mirrors.values()];
+  assert.deepEqual(made.map((x) => x.collector), [{
+    remote: { ip: "192.0.2.250", protocol: "vxlan", vni: 5001 },
+  }]);
+  const createdAt = made[0].createdAt;
+  await far.reconciler.reconcile(far.now("knitter-system"));
+  assert.equal([...far.m.mirrors.values()][0].createdAt, createdAt, "not made again");
 });
 
 Deno.test("mirror kind: a pod recreated with a new port gets the mirror replaced; the feed behind is no refusal; deleting releases it", async () => {

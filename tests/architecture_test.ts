@@ -573,7 +573,9 @@ Deno.test("architecture: one place in the agent runs tcpdump, through run.ts, wi
   const text = await Deno.readTextFile(`${ROOT}${HOME}`);
   assert.match(text, /\brun\(argv\b/, "through run.ts");
   assert.doesNotMatch(text, /Deno\.Command/);
-  assert.match(text, /deps\.managerAs\(token\)/, "the manager asked with the caller's token");
+  // Who may capture (a port, a mirror) is asked with the caller's token, in one module beside it.
+  const allowed = await Deno.readTextFile(`${ROOT}agent/capture/allowed.ts`);
+  assert.match(allowed, /deps\.managerAs\(token\)/, "the manager asked with the caller's token");
 });
 
 /**
@@ -749,4 +751,21 @@ Deno.test("architecture: the trace from the manager's model is computed in knitc
   const route = await Deno.readTextFile(`${ROOT}manager/routes/trace.ts`);
   assert.match(route, /from "@knitter\/knitctl\/trace_offline"/);
   assert.match(route, /\bofflineTrace\(/);
+});
+
+/**
+ * Port mirrors (issue 30): the tunnel ports towards remote collectors (GRE, ERSPAN, VXLAN) are
+ * declared in one module, so their kinds, options and names are one list.
+ */
+Deno.test("architecture: one module declares the mirror tunnels", async () => {
+  const tunnels: string[] = [];
+  for (const dir of ["agent", "common", "knitctl", "manager", "monitor"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (path.endsWith("_test.ts")) continue;
+      const text = await Deno.readTextFile(file);
+      if (/erspan_ver|"kmir-"/.test(text)) tunnels.push(path);
+    }
+  }
+  assert.deepEqual(tunnels, ["agent/dataplane/mirror_tunnels.ts"]);
 });

@@ -2,7 +2,8 @@
  * The agent's capture route in-process (app.request) against a real manager on loopback and the
  * agent's state in memory: what it refuses before any tcpdump runs, each with a message that says
  * why (no token, a malformed request, another tenant's token, a port of another node, a port this
- * agent holds no veth of, an external data plane's port, the manager away).
+ * agent holds no veth of, an external data plane's port, another tenant's mirror, a mirror this
+ * node sends no copies of, the manager away).
  */
 import assert from "node:assert/strict";
 import { Hono } from "hono";
@@ -54,6 +55,18 @@ async function setUp(cleanup: Cleanup): Promise<{ app: Hono; ports: Record<strin
     await c.registerNode(node, node === "n1" ? "192.0.2.1" : "192.0.2.2");
     ports[id] = await c.putPort("acme", "data", id, { node });
   }
+  // A mirror to a remote collector whose only source is on n2: n1 sends none of its copies.
+  await admin.request("POST", "/api/v1/tenants/acme/mirrors", {
+    name: "far",
+    sources: [{ network: "data", port: "there" }],
+    collector: { remote: { ip: "192.0.2.250", protocol: "vxlan", vni: 9 } },
+  });
+  // And one with a source here: its tunnel may carry another tenant's copies to the same address.
+  await admin.request("POST", "/api/v1/tenants/acme/mirrors", {
+    name: "near",
+    sources: [{ network: "data", port: "here" }],
+    collector: { remote: { ip: "192.0.2.250", protocol: "vxlan", vni: 9 } },
+  });
   const n1 = client(TOKENS.n1);
   for (const tenant of ["acme", "globex"]) {
     ports[`${tenant}-shared`] = await n1.putPort(tenant, "pub", "shared", { node: "n1" });
@@ -187,6 +200,48 @@ Deno.test("capture route: every refusal before tcpdump says why, with the status
       TOKENS.acme,
       400,
       /external data plane .* capture inside the pod instead/,
+    ],
+    [
+      "a port and a mirror",
+      { ...port("here"), mirror: "far" },
+      TOKENS.acme,
+      400,
+      /capture request: port: name a port .* or a mirror \(mirror alone\)/,
+    ],
+    [
+      "a mirror with a direction",
+      { tenant: "acme", mirror: "far", direction: "in" },
+      TOKENS.acme,
+      400,
+      /or a mirror \(mirror alone\)/,
+    ],
+    [
+      "another tenant's token, a mirror",
+      { tenant: "acme", mirror: "far" },
+      TOKENS.globex,
+      403,
+      /Capture of mirror acme\/far refused: the manager does not show this mirror to your token/,
+    ],
+    [
+      "a mirror the manager does not have",
+      { tenant: "acme", mirror: "nope" },
+      TOKENS.acme,
+      403,
+      /does not show this mirror to your token \(404/,
+    ],
+    [
+      "a remote mirror with no source here",
+      { tenant: "acme", mirror: "far" },
+      TOKENS.acme,
+      403,
+      /no source port of it is on n1, so this node sends it no copies/,
+    ],
+    [
+      "attack: a tenant's token, its remote mirror's tunnel (shared with other tenants' copies)",
+      { tenant: "acme", mirror: "near", seconds: 1 },
+      TOKENS.acme,
+      403,
+      /Capture of mirror acme\/near refused: .*remote collector.* an admin token/,
     ],
   ];
   for (const [what, body, token, status, message] of cases) {

@@ -13,6 +13,7 @@ import { knitctlOn } from "./support/knitctl_stack.ts";
 import { addressOf, createNetwork, createTenant, knitterList, makePod } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
 import { inNetns, serve } from "./support/traffic.ts";
+import { contains } from "./support/pcap.ts";
 
 const PORT = 24681;
 const ACME = `acme-${crypto.randomUUID()}`;
@@ -24,14 +25,6 @@ async function readBack(file: string): Promise<string[]> {
   const r = await run(["tcpdump", "-nn", "-r", file], { check: false });
   assert.equal(r.code, 0, `tcpdump -r ${file}: ${r.stderr}`);
   return r.stdout.split("\n").filter((l) => l.trim() !== "");
-}
-
-function contains(haystack: Uint8Array, needle: Uint8Array): boolean {
-  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
-    return true;
-  }
-  return false;
 }
 
 async function exists(file: string): Promise<boolean> {

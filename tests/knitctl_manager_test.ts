@@ -454,6 +454,24 @@ Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a 
       /\nfar\s+blue\/web\s+both\s+gre:192\.0\.2\.250\s/,
     );
     await ok(["-t", "acme", "delete", "mirror", "far"]);
+    // Over VXLAN with its VNI, over ERSPAN with its session; a key GRE does not take is refused.
+    for (const spec of ["vxlan:192.0.2.250:5001", "erspan:192.0.2.250:7"]) {
+      await ok([
+        ...["-t", "acme", "create", "mirror", "far", "--source", "blue/web"],
+        ...["--collector", spec],
+      ], admin);
+      assert.match(
+        (await ok(["-t", "acme", "get", "mirror", "far"])).stdout,
+        new RegExp(`\\nfar\\s+blue/web\\s+both\\s+${spec.replaceAll(".", "\\.")}\\s`),
+      );
+      await ok(["-t", "acme", "delete", "mirror", "far"]);
+    }
+    const keyed = await knitctl([
+      ...["-t", "acme", "create", "mirror", "far", "--source", "blue/web"],
+      ...["--collector", "gre:192.0.2.250:5"],
+    ], admin);
+    expectExit(keyed, 2, "a key on a GRE collector");
+    assert.match(keyed.stderr, /gre takes no key/);
     assert.equal(
       (await ok(["-t", "acme", "delete", "mirror", "m1"])).stdout,
       "mirror/m1 deleted\n",

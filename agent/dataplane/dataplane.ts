@@ -31,7 +31,7 @@ import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
 import type { BgpSpeaker } from "../bgp/bgp_speaker.ts";
 import { advertisedRoutes } from "../bgp/advertised.ts";
 import type { Advertised } from "../bgp/bird_config.ts";
-import { awaySources, type MirrorRows, mirrorRows } from "./mirrors.ts";
+import { awaySources, collectorsAtNodes, type MirrorRows, mirrorRows } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 
 export interface DataplaneConfig {
@@ -270,7 +270,12 @@ export class Dataplane {
       }
     }
     const mirrors = [...this.remote.mirrors()];
-    await this.mirrors.reconcile(mirrorRows(mirrors, local), awaySources(mirrors, local));
+    const nodes = this.remote.nodeAddresses();
+    await this.mirrors.reconcile(
+      mirrorRows(mirrors, local, nodes),
+      awaySources(mirrors, local),
+      collectorsAtNodes(mirrors, nodes),
+    );
   }
 
   /**

@@ -4,7 +4,8 @@
  * made or corrected, its rows no mirror wants any more are removed; rows it did not make are left
  * alone. A node realises a mirror whose collector port it hosts, with the sources it hosts too (a
  * source on another node is skipped: the copies are made where the packets are), and a mirror to
- * a remote collector with the sources it hosts, through a GRE port of its own towards the address.
+ * a remote collector with the sources it hosts, through a tunnel port of its own towards the address
+ * (GRE, ERSPAN or VXLAN: mirror_tunnels.ts).
  * Since the rows live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync
  * checks them.
  */
@@ -17,6 +18,15 @@ import {
 } from "@knitter/common";
 import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
 import { portKey } from "./port_key.ts";
+import {
+  type Tunnel,
+  TUNNEL_PREFIX,
+  tunnelName,
+  tunnelOf,
+  tunnelsNeeded,
+} from "./mirror_tunnels.ts";
+
+export { type Tunnel, TUNNEL_PREFIX, tunnelName, tunnelOf };
 
 /** Marks the Mirror rows this agent owns: the mirror's "tenant/name". */
 export const MIRROR_ID = "knitter-mirror";
@@ -30,30 +40,29 @@ export interface MirrorRow {
   /** Ports whose sent packets are copied (what their pods receive: "in"). */
   dstPorts: string[];
   output: string;
-  /** A remote collector: `output` is a GRE port of this agent's towards this address. */
-  remoteIp?: string;
+  /** A remote collector: `output` is this tunnel port of this agent's. */
+  tunnel?: Tunnel;
 }
 
-/** Names of the GRE ports towards remote collectors: the prefix, then the IPv4 address in hex. */
-export const TUNNEL_PREFIX = "kmir-";
 /** Their ofports: below the pods' (port_plugger.ts POD_OFPORT_MIN), above the tunnel and patches. */
 const TUNNEL_OFPORTS = { first: 900, last: 999 };
-
-export function tunnelName(ip: string): string {
-  return TUNNEL_PREFIX + ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0")).join("");
-}
 
 /**
  * The rows this node wants: for each mirror whose collector is one of `local` (OVS port names by
  * "networkId/portId"), its local sources by direction. A mirror with no local source has no row.
  */
-export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, string>): MirrorRow[] {
+export function mirrorRows(
+  mirrors: Iterable<MirrorInfo>,
+  local: Map<string, string>,
+  nodeIps: ReadonlySet<string> = new Set(),
+): MirrorRow[] {
   const out: MirrorRow[] = [];
   for (const m of mirrors) {
     const c = m.collector;
-    const remoteIp = isRemoteCollector(c) ? c.remote.ip : undefined;
+    if (atNode(c, nodeIps)) continue;
+    const tunnel = isRemoteCollector(c) ? tunnelOf(c) : undefined;
     const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
-    const output = isRemoteCollector(c) ? tunnelName(c.remote.ip) : local.get(key(c));
+    const output = tunnel ? tunnel.name : local.get(key(c as MirrorPort));
     if (output === undefined) continue;
     const sources = m.sources.flatMap((s) => local.get(key(s)) ?? []).sort();
     if (sources.length === 0) continue;
@@ -62,10 +71,30 @@ export function mirrorRows(mirrors: Iterable<MirrorInfo>, local: Map<string, str
       srcPorts: m.direction === "in" ? [] : sources,
       dstPorts: m.direction === "out" ? [] : sources,
       output,
-      ...(remoteIp ? { remoteIp } : {}),
+      ...(tunnel ? { tunnel } : {}),
     });
   }
   return out;
+}
+
+/**
+ * A remote collector at a node's underlay address (the manager refuses one, but a node may be
+ * registered with that address later): that node's tunnel port would take the copies in, VXLAN
+ * ones into the network of their VNI. Such a mirror gets no row; it is logged.
+ */
+const atNode = (c: MirrorInfo["collector"], nodeIps: ReadonlySet<string>) =>
+  isRemoteCollector(c) && nodeIps.has(c.remote.ip);
+
+/** The mirrors whose remote collector is a node's address (logged: not copied). */
+export function collectorsAtNodes(
+  mirrors: Iterable<MirrorInfo>,
+  nodeIps: ReadonlySet<string>,
+): string[] {
+  return [...mirrors].flatMap((m) =>
+    isRemoteCollector(m.collector) && atNode(m.collector, nodeIps)
+      ? [`${m.tenant}/${m.name}: ${m.collector.remote.ip}`]
+      : []
+  );
 }
 
 /** The sources of local-collector mirrors this node does not host (logged: not copied). */
@@ -91,11 +120,18 @@ interface ActualRow {
   output: string[];
 }
 
+/** The warnings of what is not copied, by the field that lists them. */
+const NOT_COPIED = {
+  sources: "mirror sources on another node than their collector are not copied",
+  mirrors: "mirrors to a node's underlay address are not copied (delete them)",
+};
+
 export class MirrorRows {
-  private away = "[]";
+  /** What each warning last listed. */
+  private readonly warned = { sources: "[]", mirrors: "[]" };
   private readonly mutex = new Mutex();
   /** What the last sync wanted, and whether a row of it waits for a port to be on the bridge. */
-  private last: { wanted: MirrorRow[]; away: string[] } | null = null;
+  private last: { wanted: MirrorRow[]; away: string[]; atNodes: string[] } | null = null;
   private waiting = false;
   private watching = false;
   /** Interface table changes seen: one during a reconciliation may be the port it waits for. */
@@ -117,11 +153,12 @@ export class MirrorRows {
   ) {}
 
   /**
-   * Makes the bridge's mirrors of this agent exactly `wanted`, and its GRE ports those the remote
+   * Makes the bridge's mirrors of this agent exactly `wanted`, and its tunnel ports those the remote
    * collectors need, in one transaction.
    */
-  reconcile(wanted: MirrorRow[], away: string[] = []): Promise<void> {
-    this.last = { wanted, away };
+  reconcile(wanted: MirrorRow[], away: string[] = [], atNodes: string[] = []): Promise<void> {
+    this.last = { wanted, away, atNodes };
+    this.warnOnce("mirrors", atNodes);
     return this.mutex.run(() => this.apply(wanted, away));
   }
 
@@ -147,13 +184,13 @@ export class MirrorRows {
   /** Reconciles the last wanted rows again (a port they wait for may be there now). */
   private again(): void {
     const last = this.last!;
-    this.reconcile(last.wanted, last.away).catch((err) =>
+    this.reconcile(last.wanted, last.away, last.atNodes).catch((err) =>
       this.log.warn("port mirrors not updated", { error: String(err?.message ?? err) })
     );
   }
 
   private async apply(wanted: MirrorRow[], away: string[]): Promise<void> {
-    this.logAway(away);
+    this.warnOnce("sources", away);
     // No mirror here, and none of ours on the bridge when last read: a sync (every pod's) costs
     // no OVSDB round trip. A heal makes the next sync read again (forget()).
     if (wanted.length === 0 && this.clean) return;
@@ -191,7 +228,7 @@ export class MirrorRows {
   }
 
   /**
-   * The operations that add the GRE ports the wanted rows need and remove those none needs; the
+   * The operations that add the tunnel ports the wanted rows need and remove those none needs; the
    * new ones' references go into `refs` (named UUIDs of this transaction).
    */
   private async tunnels(
@@ -199,16 +236,16 @@ export class MirrorRows {
     ports: Map<string, string>,
     refs: Map<string, string>,
   ): Promise<Op[]> {
-    const need = new Map(wanted.flatMap((w) => w.remoteIp ? [[w.output, w.remoteIp]] : []));
+    const need = tunnelsNeeded(wanted);
     const ops: Op[] = [];
     const added: Json[] = [];
-    const fresh = [...need].filter(([name]) => !ports.has(name));
+    const fresh = [...need.values()].filter((t) => !ports.has(t.name));
     const free = fresh.length > 0 ? await this.freeTunnelOfports() : [];
-    for (const [name, ip] of fresh) {
+    for (const { name, type, options } of fresh) {
       const ofportRequest = free.shift();
       if (ofportRequest === undefined) throw new Error("no free ofport left for a mirror tunnel");
       const k = added.length;
-      ops.push(...insertPort({ name, type: "gre", ofportRequest, options: { remote_ip: ip } }, k));
+      ops.push(...insertPort({ name, type, ofportRequest, options }, k));
       refs.set(name, `named:port${k}`);
       added.push(["named-uuid", `port${k}`]);
     }
@@ -259,15 +296,12 @@ export class MirrorRows {
     return new Map((r.rows as Row[]).map((row) => [row.name as string, uuidOf(row._uuid)]));
   }
 
-  private logAway(away: string[]): void {
-    const key = JSON.stringify(away);
-    if (key === this.away) return;
-    this.away = key;
-    if (away.length > 0) {
-      this.log.warn("mirror sources on another node than their collector are not copied", {
-        sources: away,
-      });
-    }
+  /** Warns of what is not copied, once each time the list changes. */
+  private warnOnce(what: keyof typeof NOT_COPIED, list: string[]): void {
+    const key = JSON.stringify(list);
+    if (key === this.warned[what]) return;
+    this.warned[what] = key;
+    if (list.length > 0) this.log.warn(NOT_COPIED[what], { [what]: list });
   }
 }
 

@@ -1,10 +1,18 @@
 import assert from "node:assert/strict";
-import { createLogger, type MirrorInfo, run } from "@knitter/common";
+import { createLogger, type MirrorInfo, type MirrorRemote, run } from "@knitter/common";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import { startSimNode } from "../../devstack/sim_node.ts";
 import { Ovs } from "./ovs.ts";
 import { OvsdbClient } from "./ovsdb.ts";
-import { awaySources, MIRROR_ID, MirrorRows, mirrorRows, tunnelName } from "./mirrors.ts";
+import {
+  awaySources,
+  collectorsAtNodes,
+  MIRROR_ID,
+  MirrorRows,
+  mirrorRows,
+  tunnelName,
+  tunnelOf,
+} from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 
 const port = (id: string) => ({ network: "blue", networkId: "n1", id });
@@ -61,6 +69,17 @@ Deno.test("attack: another tenant's port of the same ID on a shared network is n
     { id: "acme/m", srcPorts: ["veth-a-web"], dstPorts: ["veth-a-web"], output: "veth-a-tap" },
     { id: "globex/m", srcPorts: ["veth-g-web"], dstPorts: ["veth-g-web"], output: "veth-g-tap" },
   ]);
+});
+
+Deno.test("attack: a remote collector at a node's address gets no row (its tunnel port would take the copies into a network)", () => {
+  const remote = (name: string, ip: string) => ({
+    ...mirror(name, "both", ["web"]),
+    collector: { remote: { ip, protocol: "vxlan" as const, vni: 5001 } },
+  });
+  const mirrors = [remote("node", "192.0.2.2"), remote("host", "192.0.2.250")];
+  const nodes = new Set(["192.0.2.1", "192.0.2.2"]);
+  assert.deepEqual(mirrorRows(mirrors, LOCAL, nodes).map((r) => r.id), ["acme/host"]);
+  assert.deepEqual(collectorsAtNodes(mirrors, nodes), ["acme/node: 192.0.2.2"]);
 });
 
 Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private Open vSwitch", async (t) => {
@@ -216,6 +235,42 @@ Deno.test("MirrorRows makes, corrects and removes its Mirror rows on a private O
       assert.match(await iface("kmir-c00002fb"), /ofport_request : 901$/);
       await rows.reconcile([]);
       assert.deepEqual((await listed()).map((m) => m.name), ["hand"]);
+      const ports = await ovs.vsctl(["list-ports", "br-int"]);
+      assert.deepEqual(ports.split("\n").filter((p) => p.startsWith("kmir-")), []);
+    },
+  );
+
+  await t.step(
+    "ERSPAN and VXLAN collectors: a port each of their kind, key and address; a VNI per port",
+    async () => {
+      const remote = (name: string, r: MirrorRemote["remote"]) => ({
+        ...mirror(name, "both", ["web"]),
+        collector: { remote: r },
+      });
+      const wanted = [
+        remote("e1", { ip: "192.0.2.250", protocol: "erspan", session: 7 }),
+        remote("v1", { ip: "192.0.2.250", protocol: "vxlan", vni: 5001 }),
+        remote("v2", { ip: "192.0.2.250", protocol: "vxlan", vni: 5002 }),
+      ];
+      await rows.reconcile(mirrorRows(wanted, LOCAL));
+      const [e1, v1, v2] = wanted.map((m) => tunnelOf(m.collector).name);
+      assert.equal(new Set([e1, v1, v2]).size, 3, "one port per collector");
+      assert.deepEqual((await listed()).map((m) => [m.name, m.output]), [
+        ["acme/e1", [e1]],
+        ["acme/v1", [v1]],
+        ["acme/v2", [v2]],
+        ["hand", ["veth-db"]],
+      ]);
+      const iface = async (name: string) =>
+        (await ovs.vsctl(["--columns=type,options", "list", "Interface", name]))
+          .replace(/\s+/g, " ").trim();
+      assert.equal(
+        await iface(e1),
+        'type : erspan options : {erspan_idx="0x1", erspan_ver="1", key="7", remote_ip="192.0.2.250"}',
+      );
+      assert.equal(await iface(v2), 'type : vxlan options : {key="5002", remote_ip="192.0.2.250"}');
+      assert.ok(e1.length <= 15 && v1.length <= 15, "names fit an interface name");
+      await rows.reconcile([]);
       const ports = await ovs.vsctl(["list-ports", "br-int"]);
       assert.deepEqual(ports.split("\n").filter((p) => p.startsWith("kmir-")), []);
     },

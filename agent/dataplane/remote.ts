@@ -79,6 +79,11 @@ export class RemoteView {
     return this.nodeIps.get(node);
   }
 
+  /** Every registered node's underlay address. */
+  nodeAddresses(): Set<string> {
+    return new Set(this.nodeIps.values());
+  }
+
   /**
    * Lists everything once (so the first flows are complete), then follows the feed in the
    * background; throws when that list fails (the caller tries again).

@@ -2,6 +2,7 @@
  * The agent's route for `knitctl capture` (on the root-only socket):
  *
  *   POST /v1/capture {tenant, network, port, packets?, seconds?, filter?, direction?}
+ *     or {tenant, mirror, packets?, seconds?, filter?}: the mirror's copies this node sends
  *     with `Authorization: Bearer <the caller's manager token>`
  *     -> the pcap file (application/vnd.tcpdump.pcap), or an error body that says why not
  */
@@ -21,8 +22,9 @@ const Name = z.string().min(1).max(253);
 
 const CaptureBody = z.strictObject({
   tenant: Name,
-  network: Name,
-  port: z.string().min(1).max(512),
+  network: Name.optional(),
+  port: z.string().min(1).max(512).optional(),
+  mirror: Name.optional(),
   packets: z.int().min(L.packets.min).max(L.packets.max).default(L.packets.default),
   seconds: z.int().min(L.seconds.min).max(L.seconds.max).default(L.seconds.default),
   filter: z.string().max(L.filterBytes).refine(
@@ -30,8 +32,15 @@ const CaptureBody = z.strictObject({
     "no control characters",
   )
     .optional(),
-  direction: z.enum(["both", "in", "out"]).default("both"),
-});
+  direction: z.enum(["both", "in", "out"]).optional(),
+}).refine(
+  (b) => b.mirror === undefined ? b.network && b.port : !b.network && !b.port && !b.direction,
+  {
+    path: ["port"],
+    message:
+      "name a port (network and port, and a direction if you like) or a mirror (mirror alone)",
+  },
+).transform((b) => ({ ...b, direction: b.direction ?? "both" }));
 
 export function mountCaptureRoutes(app: Hono, deps: CaptureDeps): void {
   app.post("/v1/capture", async (c) => {

@@ -1,11 +1,11 @@
 /**
  * Port mirrors: a tenant's choice to copy what some of its ports send and receive to a collector
- * port of its own (a tap interface in a collector pod), or an admin's, to an address over GRE. The
+ * port of its own (a tap interface in a collector pod), or an admin's, to an address over a tunnel. The
  * agents realise them as OVS Mirror rows (agent/dataplane/mirrors.ts); the manager keeps the
  * record, checks it and announces it on the change feed. Every port a mirror names is a port of the
  * mirror's tenant, whoever asks (an admin too): copies go to the collector port's interface only
  * (OVS outputs them to that port, they are never forwarded into its network), or, when an admin
- * says so, to an address. Filters, ERSPAN and VXLAN are refused until they are built
+ * says so, to an address over GRE, ERSPAN or VXLAN. Filters are refused until they are built
  * (manager/README.md, "Port mirrors").
  */
 import type { z } from "zod";
@@ -18,6 +18,7 @@ import { MAX_MIRRORS_PER_TENANT, type MirrorCreate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { resolveNetwork } from "./network_lookup.ts";
+import { listNodes } from "./nodes.ts";
 import { keyId } from "./ports/mod.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
@@ -61,6 +62,7 @@ export async function createMirror(
     for (const [i, ref] of body.sources.entries()) {
       sources.push(await ownPort(ctx, tx, principal, tenant, ref, `sources[${i}]`));
     }
+    if ("remote" in wanted) await checkNotANode(ctx, wanted);
     const collector = "remote" in wanted
       ? wanted
       : await ownPort(ctx, tx, principal, tenant, wanted, "collector");
@@ -83,7 +85,7 @@ export async function createMirror(
 }
 
 /**
- * The collector: a port, or an admin's remote address over GRE. Filters, ERSPAN and VXLAN are
+ * The collector: a port, or an admin's remote address over GRE, ERSPAN or VXLAN. Filters are
  * refused: the API describes them, the dataplane does not build them yet.
  */
 function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemote {
@@ -94,7 +96,7 @@ function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemot
     );
   }
   if (!("remote" in body.collector)) return body.collector;
-  const { ip, protocol } = body.collector.remote;
+  const { ip, protocol, session, vni } = body.collector.remote;
   if (principal.scope !== "admin") {
     // An address may be anyone's: copies sent there would leave the tenant's networks.
     throw new ApiError(
@@ -103,16 +105,62 @@ function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemot
       "collector.remote",
     );
   }
-  if (protocol !== "gre") {
-    throw invalid(
-      "collector.remote.protocol",
-      `Remote collectors over ${protocol.toUpperCase()} are not supported yet: use gre`,
-    );
-  }
   if (parseIp(ip)?.family !== 4) {
     throw invalid("collector.remote.ip", `"${ip}" is not an IPv4 address, e.g. 192.0.2.250`);
   }
-  return { remote: { ip, protocol } };
+  checkTunnelKey(protocol, session, "session", "erspan", "an ERSPAN session ID");
+  checkTunnelKey(protocol, vni, "vni", "vxlan", "a VXLAN network identifier");
+  if (protocol === "vxlan" && vni === undefined) {
+    throw invalid(
+      "collector.remote.vni",
+      "A VXLAN collector needs the VNI its copies carry (1 to 16777215): the collector tells its streams apart by it",
+    );
+  }
+  return {
+    remote: {
+      ip,
+      protocol,
+      ...(session === undefined ? {} : { session }),
+      ...(vni === undefined ? {} : { vni }),
+    },
+  };
+}
+
+/** A tunnel key (session, vni) belongs to its own protocol's collector only. */
+function checkTunnelKey(
+  protocol: string,
+  value: number | undefined,
+  field: string,
+  owner: string,
+  what: string,
+): void {
+  if (value === undefined || protocol === owner) return;
+  throw invalid(
+    `collector.remote.${field}`,
+    `"${field}" is ${what}: it is given for protocol ${owner} only, not ${protocol}`,
+  );
+}
+
+/**
+ * A remote collector is never a node's underlay address: the node's tunnel port would take the
+ * copies in (VXLAN by their VNI into the network of that VNI, another tenant's maybe) instead of a
+ * collector reading them.
+ */
+async function checkNotANode(ctx: Ctx, collector: MirrorRemote): Promise<void> {
+  const { ip } = collector.remote;
+  const node = (await listNodes(ctx)).find((n) => sameIp(n.underlayIp, ip));
+  if (node) {
+    throw new ApiError(
+      "conflict",
+      `${ip} is node "${node.name}"'s underlay address: its tunnel port would take the mirror's copies into its networks; send them to a collector host that is not a node`,
+      "collector.remote.ip",
+    );
+  }
+}
+
+function sameIp(a: string, b: string): boolean {
+  const [x, y] = [parseIp(a), parseIp(b)];
+  return x !== null && y !== null && x.family === y.family && x.value === y.value;
 }
 
 /**

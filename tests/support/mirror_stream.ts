@@ -6,7 +6,7 @@ import { run } from "@knitter/common";
 import { Ovs } from "../../agent/dataplane/ovs.ts";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { type StackNode, waitFor } from "../../devstack/stack.ts";
-import { startPcap, tcpPayload } from "./pcap.ts";
+import { startPcap, tcpPayload, tunnelKeys } from "./pcap.ts";
 import { inNetns, serve } from "./traffic.ts";
 
 const SENDER = new URL("./payload_send.ts", import.meta.url).pathname;
@@ -26,6 +26,8 @@ export interface Tap {
 export interface Seen {
   out: Uint8Array;
   back: Uint8Array;
+  /** The ERSPAN sessions and VXLAN VNIs of the tunnel packets the tap saw (pcap.ts tunnelKeys). */
+  keys: string[];
 }
 
 /**
@@ -54,6 +56,7 @@ export async function streamSeen(
   const seen = (file: Uint8Array): Seen => ({
     out: tcpPayload(file, { src: client.ip, dst: server.ip, dport: port }),
     back: tcpPayload(file, { src: server.ip, dst: client.ip, sport: port }),
+    keys: tunnelKeys(file),
   });
   // The copies trail the stream a little: wait for all of it, if it is coming at all.
   if (expect) {

@@ -1,8 +1,8 @@
 /**
  * Captures to a pcap file (tcpdump -w inside a netns) and the TCP payload a test reads back from
  * one: one direction of a connection, reassembled by sequence number (retransmissions counted
- * once), so a test compares it byte for byte with what was sent. Frames in Ethernet-over-GRE
- * (a mirror's remote collector) are read inside their tunnel.
+ * once), so a test compares it byte for byte with what was sent. Frames in GRE, ERSPAN type II or
+ * VXLAN (a mirror's remote collector) are read inside their tunnel.
  */
 import type { Cleanup } from "../../devstack/cleanup.ts";
 import { inNetns } from "./traffic.ts";
@@ -63,6 +63,15 @@ export async function startPcap(
       return await Deno.readFile(file);
     },
   };
+}
+
+/** Whether `needle`'s bytes are somewhere in `haystack` (a payload in a capture file). */
+export function contains(haystack: Uint8Array, needle: Uint8Array): boolean {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
 }
 
 /** One direction of a TCP connection: from `src`(:`sport`) to `dst`(:`dport`) (IPv4). */
@@ -126,14 +135,54 @@ function* frames(pcap: Uint8Array): Generator<Uint8Array> {
   }
 }
 
-/** The segment in an IPv4 packet of GRE carrying Ethernet (0x6558), with or without its options. */
+/**
+ * The keys the tunnel packets of an Ethernet pcap carry, each once in the order seen: an ERSPAN
+ * type II header's session ID ("erspan:7"), a VXLAN header's VNI ("vxlan:5001").
+ */
+export function tunnelKeys(pcap: Uint8Array): string[] {
+  const keys = new Set<string>();
+  for (const frame of frames(pcap)) {
+    if (((frame[12] << 8) | frame[13]) !== 0x0800) continue;
+    const ip = frame.subarray(14);
+    const inner = (ip[0] & 0x0f) * 4;
+    if (ip[9] === 47 && ((ip[inner + 2] << 8) | ip[inner + 3]) === 0x88be) {
+      const options = [0x80, 0x20, 0x10].filter((bit) => ip[inner] & bit).length * 4;
+      const erspan = inner + 4 + options;
+      keys.add(`erspan:${((ip[erspan + 2] << 8) | ip[erspan + 3]) & 0x3ff}`);
+    }
+    if (ip[9] === 17 && ((ip[inner + 2] << 8) | ip[inner + 3]) === VXLAN_PORT) {
+      const vxlan = inner + 8;
+      keys.add(`vxlan:${(ip[vxlan + 4] << 16) | (ip[vxlan + 5] << 8) | ip[vxlan + 6]}`);
+    }
+  }
+  return [...keys];
+}
+
+/** What GRE carries Ethernet in: bytes of its own before the frame, by GRE protocol. */
+const GRE_INNER: Record<number, number> = {
+  0x6558: 0, // transparent Ethernet bridging
+  0x88be: 8, // ERSPAN type II: its header (version, VLAN, session ID, index)
+};
+
+/** The segment in an IPv4 packet of GRE carrying Ethernet, with or without its options. */
 function greInner(ip: Uint8Array): Segment | null {
   const gre = (ip[0] & 0x0f) * 4;
   const flags = ip[gre];
-  if (((ip[gre + 2] << 8) | ip[gre + 3]) !== 0x6558) return null;
+  const header = GRE_INNER[(ip[gre + 2] << 8) | ip[gre + 3]];
+  if (header === undefined) return null;
   // Checksum, key and sequence number: 4 bytes each, when their flag is set.
   const options = [0x80, 0x20, 0x10].filter((bit) => flags & bit).length * 4;
-  return tcpSegment(ip.subarray(gre + 4 + options));
+  return tcpSegment(ip.subarray(gre + 4 + options + header));
+}
+
+/** VXLAN's UDP port (RFC 7348). */
+const VXLAN_PORT = 4789;
+
+/** The segment in an IPv4 packet of UDP to VXLAN's port: the frame after its 8-byte header. */
+function vxlanInner(ip: Uint8Array): Segment | null {
+  const udp = (ip[0] & 0x0f) * 4;
+  if (((ip[udp + 2] << 8) | ip[udp + 3]) !== VXLAN_PORT) return null;
+  return tcpSegment(ip.subarray(udp + 8 + 8));
 }
 
 interface Segment {
@@ -155,6 +204,7 @@ function tcpSegment(frame: Uint8Array): Segment | null {
   if (type !== 0x0800) return null;
   const ipTotal = view.getUint16(at + 2);
   if (frame[at + 9] === 47) return greInner(frame.subarray(at, at + ipTotal));
+  if (frame[at + 9] === 17) return vxlanInner(frame.subarray(at, at + ipTotal));
   if (frame[at + 9] !== 6) return null;
   const ip = (o: number) => frame.subarray(at + o, at + o + 4).join(".");
   const tcp = at + (frame[at] & 0x0f) * 4;
