@@ -233,6 +233,9 @@ function apiSpec(schema: z.ZodType): Obj {
   // Security groups have no resource of their own yet (MultiNetworkPolicy is to be the Kubernetes
   // way): a network's default groups are set through the API only, so the spec does not take them.
   delete json.properties.securityGroups;
+  // Advertising to the fabric is the admin's alone (manager/service/advertise.ts refuses a cluster's
+  // monitor too: the fabric is wider than one cluster), so no Network resource can ask for it.
+  delete json.properties.advertise;
   // A delegate is a union of per-plugin shapes in the API; the CRD holds them flattened into one
   // object (RE2 has no look-ahead for the API's name pattern, and a CRD takes no oneOf of
   // objects). Compared apart: see delegateFields below; the manager refuses what the CRD lets by.
