@@ -111,7 +111,8 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
       );
     }
   } else {
-    await sweepQuarantine(ctx, tx, { edit, net });
+    // A pool found full on fresh reads looks for ended quarantines whatever it knew.
+    await sweepQuarantine(ctx, tx, { edit, net, force: step.fresh });
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
