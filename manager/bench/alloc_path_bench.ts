@@ -1,7 +1,7 @@
 /**
  * The allocation path (issue 32): port allocations with the address history on, in process
- * (sequential and from 16 callers on one network) against the raw Deno KV commit of the same
- * round, and over HTTP (16 clients, a manager process with the connection guard on). Each round
+ * (sequential, alternating slice by slice with the raw Deno KV commit, its yardstick; and from 16
+ * callers on one network), and over HTTP (16 clients, a manager process with the connection guard on). Each round
  * runs in its own process; with `--base DIR` (another checkout of the project, e.g. main's code)
  * the rounds of the two trees alternate, so that the older code is measured in the same run.
  *
@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import { putPort } from "../service/ports/mod.ts";
 import { httpAllocations } from "./http_bench.ts";
-import { median, rate, rawRound } from "./ipam_bench.ts";
+import { median, rate } from "./ipam_bench.ts";
 import { benchContext, withTempDir } from "./support.ts";
 
 interface Round {
@@ -24,12 +24,54 @@ interface Round {
 
 const HISTORY_DAYS = 30;
 
-async function allocations(dir: string, name: string, n: number, callers: number) {
-  const ctx = await benchContext(`${dir}/${name}.kv`, { historyRetentionDays: HISTORY_DAYS });
-  const big = { principal: { scope: "admin" }, tenant: "bench", network: "big" } as const;
+/** Ports allocated per slice: raw commits and allocations alternate slice by slice. */
+const SLICE = 250;
+
+/**
+ * Sequential raw Deno KV commits and sequential allocations, alternating slice by slice on two
+ * files of the same directory, so that both see the same disk and the same neighbours.
+ */
+async function sequential(dir: string, n: number): Promise<{ raw: number; seq: number }> {
+  const kv = await Deno.openKv(`${dir}/raw.kv`);
+  const ctx = await benchContext(`${dir}/seq.kv`, { historyRetentionDays: HISTORY_DAYS });
+  let rawMs = 0;
+  let seqMs = 0;
   try {
-    return await rate(n, callers, async (i) => {
-      await putPort(ctx, { ...big, id: `p-${i}`, body: { node: "n1", interface: "eth0" } });
+    for (let at = 0; at < n; at += SLICE) {
+      let t = performance.now();
+      for (let i = at; i < at + SLICE; i++) {
+        const r = await kv.atomic().check({ key: ["k", i], versionstamp: null })
+          .set(["k", i], { i }).commit();
+        if (!r.ok) throw new Error("raw commit failed");
+      }
+      rawMs += performance.now() - t;
+      t = performance.now();
+      for (let i = at; i < at + SLICE; i++) await putPort(ctx, port(i));
+      seqMs += performance.now() - t;
+    }
+  } finally {
+    kv.close();
+    ctx.store.close();
+  }
+  const done = Math.ceil(n / SLICE) * SLICE;
+  return { raw: done / (rawMs / 1000), seq: done / (seqMs / 1000) };
+}
+
+function port(i: number) {
+  return {
+    principal: { scope: "admin" },
+    tenant: "bench",
+    network: "big",
+    id: `p-${i}`,
+    body: { node: "n1", interface: "eth0" },
+  } as const;
+}
+
+async function concurrent(dir: string, n: number): Promise<number> {
+  const ctx = await benchContext(`${dir}/conc.kv`, { historyRetentionDays: HISTORY_DAYS });
+  try {
+    return await rate(n, 16, async (i) => {
+      await putPort(ctx, port(i));
     });
   } finally {
     ctx.store.close();
@@ -39,9 +81,8 @@ async function allocations(dir: string, name: string, n: number, callers: number
 /** One round in this process: the figures of this tree's code. */
 async function round(n: number, httpRequests: number): Promise<Round> {
   return await withTempDir(async (dir) => {
-    const raw = await rawRound(dir, 0, n, 1);
-    const seq = await allocations(dir, "seq", n, 1);
-    const conc = await allocations(dir, "conc", n, 16);
+    const { raw, seq } = await sequential(dir, n);
+    const conc = await concurrent(dir, n);
     const h = await httpAllocations(16, httpRequests, { historyRetentionDays: HISTORY_DAYS });
     return { raw, seq, conc, http: h.perSecond, httpP99: h.p99Ms, httpErrors: h.errors };
   });
