@@ -235,25 +235,29 @@ export function serveGuarded(
     try {
       (conn as Deno.TcpConn).setNoDelay?.(true);
     } catch { /* not TCP */ }
+    const watch = async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
+      w.began();
+      info.completed.catch(() => {}).finally(() => w.ended());
+      const held = w.released();
+      if (held) await held;
+      const res = await handler(req, info);
+      const hold = holdOffMs(res);
+      if (hold > 0) w.holdOff(hold);
+      return res;
+    };
+    try {
+      w.server = serve(conn, undefined, watch, internalError, () => {});
+    } catch {
+      // The connection went before it could be served (reset while accepted).
+      w.gone();
+      try {
+        conn.close();
+      } catch { /* gone */ }
+      return;
+    }
     watched.add(w);
     // A new connection owes its first request header (and, with TLS, the handshake) at once.
     w.arm("header");
-    w.server = serve(
-      conn,
-      undefined,
-      async (req, info) => {
-        w.began();
-        info.completed.catch(() => {}).finally(() => w.ended());
-        const held = w.released();
-        if (held) await held;
-        const res = await handler(req, info);
-        const hold = holdOffMs(res);
-        if (hold > 0) w.holdOff(hold);
-        return res;
-      },
-      internalError,
-      () => {},
-    );
     w.server.finished.catch(() => {}).finally(() => {
       w.gone();
       watched.delete(w);
