@@ -9,9 +9,9 @@
  */
 import { parseArgs } from "node:util";
 import { putPort } from "../service/ports/mod.ts";
-import { httpAllocations } from "./http_bench.ts";
+import { httpAllocations, putPorts } from "./http_bench.ts";
 import { median, rate } from "./ipam_bench.ts";
-import { benchContext, withTempDir } from "./support.ts";
+import { benchContext, percentile, spawnManager, waitReady, withTempDir } from "./support.ts";
 
 interface Round {
   raw: number;
@@ -88,6 +88,65 @@ async function round(n: number, httpRequests: number): Promise<Round> {
   });
 }
 
+interface HttpSide {
+  root: string;
+  ms: number;
+  done: number;
+  latencies: number[];
+  errors: number;
+}
+
+/**
+ * HTTP allocations against a manager of each checkout at once (each on its own file in one
+ * directory), slice by slice in turn, so that both meet the same disk and neighbours: per
+ * checkout, allocations per second over its slices and its p99.
+ */
+async function httpSideBySide(roots: string[], requests: number, slices: number) {
+  return await withTempDir(async (dir) => {
+    const sides: HttpSide[] = roots.map((root) => ({
+      root,
+      ms: 0,
+      done: 0,
+      latencies: [],
+      errors: 0,
+    }));
+    const managers = [];
+    try {
+      for (const [i, side] of sides.entries()) {
+        const path = `${dir}/http-${i}.kv`;
+        (await benchContext(path)).store.close();
+        const m = await spawnManager(dir, path, { historyRetentionDays: HISTORY_DAYS }, side.root);
+        managers.push(m);
+        await waitReady(m.url, performance.now());
+      }
+      const per = Math.ceil(requests / slices);
+      for (let k = 0; k < slices; k++) {
+        const order = k % 2 === 0 ? [0, 1] : [1, 0];
+        for (const i of order.slice(0, sides.length)) {
+          await slice(managers[i].url, sides[i], per);
+        }
+      }
+    } finally {
+      for (const m of managers) await m.stop();
+    }
+    return sides.map((s) => ({
+      root: s.root,
+      perSecond: s.done / (s.ms / 1000),
+      p99Ms: percentile(s.latencies.sort((a, b) => a - b), 99),
+      errors: s.errors,
+    }));
+  });
+}
+
+/** `n` allocations from 16 clients, added to `side`'s time and latencies. */
+async function slice(url: string, side: HttpSide, n: number): Promise<void> {
+  const run = await putPorts(url, { clients: 16, requests: n, first: side.done });
+  side.ms += run.ms;
+  side.done += n;
+  side.latencies.push(...run.latencies);
+  side.errors += run.errors;
+}
+
 /** A round in a process of its own, in the tree at `root`. */
 async function roundIn(root: string, n: number, httpRequests: number): Promise<Round> {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -160,7 +219,19 @@ if (import.meta.main) {
     if (base.length > 0) {
       console.log(summary("base", base));
       const ratio = median(mine.map((r) => r.http)) / median(base.map((r) => r.http));
-      console.log(`\nHTTP, this code / base: **${f(ratio, 2)}×**`);
+      console.log(`\nHTTP, this code / base, rounds apart: **${f(ratio, 2)}×**`);
+      // The rounds meet different disks: the two managers side by side, slice by slice, too.
+      console.error("bench: HTTP, both managers side by side");
+      const [a, b] = await httpSideBySide([here, values.base!], httpRequests * 2, 8);
+      console.log(
+        `HTTP side by side (16 clients, ${f(httpRequests * 2)} allocations each in 8 slices ` +
+          `taking turns, guard and history on): this code ${f(a.perSecond)}/s, p99 ${
+            f(a.p99Ms, 1)
+          } ms, ${a.errors} errors; base ${f(b.perSecond)}/s, p99 ${
+            f(b.p99Ms, 1)
+          } ms, ${b.errors} ` +
+          `errors: **${f(a.perSecond / b.perSecond, 2)}×**`,
+      );
     }
   }
 }
