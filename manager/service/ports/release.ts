@@ -24,7 +24,7 @@ export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
-      await closeStint(ctx, tx, { holder: port, ended: "released" });
+      await closeStint(ctx, tx, { holder: port, ended: "released", net });
       const fixedMac = port.mac !== macFor(net.id, port.index);
       if (fixedMac) tx.delete(keys.mac(net.id, port.mac));
       const charges = new QuotaCharges(ctx, tx);
