@@ -1,23 +1,29 @@
 /**
- * The manager's public listener, in front of `Deno.serve`: it closes connections whose clients are
- * too slow, which `Deno.serve` itself never does (it has no header read timeout, so a client that
- * sends a request's headers a byte at a time holds a connection, and the handler never hears of it).
+ * The manager's public listener: it accepts each connection itself and hands it to Deno's own HTTP
+ * server (the one `Deno.serve` runs on each connection it accepts), so requests and answers never
+ * pass through JavaScript on their way; what the guard adds is in the accept path and in the
+ * handler's call, not in the bytes. It closes connections whose clients are too slow, which
+ * `Deno.serve` itself never does (it has no header read timeout, so a client that sends a
+ * request's headers a byte at a time holds a connection, and the handler never hears of it).
  *
- * Each accepted connection (TLS is ended here) is relayed to a `Deno.serve` on loopback. The relay
- * knows when that server is handling a request of the connection (the handler reports it), so it
- * can time what lies between: a connection with no request in progress must deliver a complete
- * request header within `headerTimeoutMs` of its first byte (of its opening, for a new one), and
- * may sit idle between requests for `idleTimeoutMs`. Reading the body is timed by the handler
- * (app.ts), answering a request by nobody: a long-poll may take its minute.
+ * The guard knows when the server is handling a request of a connection (the handler is called
+ * once the header is complete, and the request's `completed` settles when its answer is sent), so
+ * it times what lies between: a new connection must complete its first request header within
+ * `headerTimeoutMs` (TLS handshake included), and a connection with no request in progress is
+ * closed `idleTimeoutMs` after its last answer. The server reads the bytes, so the guard cannot
+ * tell an idle client from one trickling its next header: the idle clock bounds both, as the
+ * relay this replaces bounded them by idle + header time. Reading the body is timed by the
+ * handler (app.ts), answering a request by nobody: a long-poll may take its minute.
  *
  * A connection answered a refusal of fairness.ts (a 429, its caller over its budget; a body too
- * large or too deep) is not read for a while (its Retry-After, at most HOLD_OFF_MAX_MS): a client
- * that retries at once, ignoring Retry-After, waits on its own connection instead of costing the
- * manager a refusal per round trip. Others' connections are read as ever.
+ * large or too deep) has its next request held for a while (its Retry-After, at most
+ * HOLD_OFF_MAX_MS) before the handler sees it: a client that retries at once, ignoring
+ * Retry-After, waits on its own connection instead of costing the manager a refusal per round
+ * trip. Others' connections are served as ever.
  *
- * New connections cost more than requests on one (a relay, a loopback connection, the HTTP
- * server's own): each client address has a budget of them (a token bucket, `connectionsPerSecond`
- * and `connectionBurst`), beyond which a connection is closed as soon as it is accepted. Agents and
+ * New connections cost more than requests on one (an HTTP server's state per connection): each
+ * client address has a budget of them (a token bucket, `connectionsPerSecond` and
+ * `connectionBurst`), beyond which a connection is closed as soon as it is accepted. Agents and
  * tools keep their connections open and never come near it.
  */
 import { holdOffMs } from "./fairness.ts";
@@ -90,28 +96,66 @@ class ConnectionBudget {
   }
 }
 
-/** What the relay knows of one client connection. */
-class Relayed {
+type Handler = (
+  req: Request,
+  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+) => Response | Promise<Response>;
+
+/** What Deno's HTTP server on one connection answers (the shape `Deno.serve` returns). */
+interface ConnectionServer {
+  finished: Promise<void>;
+  /** Graceful: the requests in progress are answered first; an idle connection closes at once. */
+  shutdown(): Promise<void>;
+}
+
+type ServeOnConnection = (
+  conn: Deno.Conn,
+  signal: AbortSignal | undefined,
+  handler: Handler,
+  onError: (err: unknown) => Response,
+  onListen: (scheme: string) => void,
+) => ConnectionServer;
+
+/**
+ * Deno's HTTP server on one accepted connection: what `Deno.serve` runs for each connection it
+ * accepts, which Deno keeps among its internals rather than as a public call. Looked up once; a
+ * Deno without it is named at start (tests/architecture_test.ts checks the pinned one has it).
+ */
+export function serveOnConnection(): ServeOnConnection {
+  const deno = Deno as unknown as Record<symbol, Record<string, unknown> | undefined> & {
+    internal?: symbol;
+  };
+  const serve = deno.internal === undefined
+    ? undefined
+    : deno[deno.internal]?.serveHttpOnConnection;
+  if (typeof serve !== "function") {
+    throw new Error(
+      `This Deno (${Deno.version.deno}) offers no HTTP server for one accepted connection, ` +
+        "which the connection guard needs: run the manager with the Deno in .tools (make setup), " +
+        "or serve it behind a proxy that times request headers with limits.headerTimeoutMs: 0",
+    );
+  }
+  return serve as ServeOnConnection;
+}
+
+/** What the guard knows of one accepted connection. */
+class Watched {
   /** Requests of this connection that the server is handling. */
-  active = 0;
+  private active = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  closed = false;
+  /** Until when (ms, Date.now) the connection's next request waits. */
+  private heldUntil = 0;
+  private closed = false;
+  server: ConnectionServer | undefined;
 
   constructor(
-    readonly outer: Deno.Conn,
-    readonly inner: Deno.Conn,
     private readonly limits: GuardLimits,
     private readonly onTimeout: (reason: string) => void,
   ) {}
 
-  /** Whether the clock running is the idle one (replaced by a header clock on the next byte). */
-  private idle = false;
-  /** Until when (ms, Date.now) the client's bytes are left unread. */
-  private heldUntil = 0;
-
   /**
-   * The client was refused for its budget: its next bytes wait `ms` (at most HOLD_OFF_MAX_MS),
-   * less up to half at random, so that a crowd of connections refused at once is not read again
+   * The client was refused for its budget: its next request waits `ms` (at most HOLD_OFF_MAX_MS),
+   * less up to half at random, so that a crowd of connections refused at once is not served again
    * all at once.
    */
   holdOff(ms: number): void {
@@ -119,19 +163,11 @@ class Relayed {
     this.heldUntil = Math.max(this.heldUntil, Date.now() + wait);
   }
 
-  /** When the client's bytes may be read again; nothing when they may now. */
+  /** When the connection's request may be handled; nothing when it may now. */
   released(): Promise<void> | undefined {
-    if (this.heldUntil <= Date.now()) return undefined;
-    return (async () => {
-      for (let wait = this.heldUntil - Date.now(); wait > 0; wait = this.heldUntil - Date.now()) {
-        await new Promise((r) => setTimeout(r, wait));
-      }
-    })();
-  }
-
-  /** Bytes came from the client. Between requests they start the header clock. */
-  sawBytes(): void {
-    if (this.active === 0 && (this.timer === undefined || this.idle)) this.arm("header");
+    const wait = this.heldUntil - Date.now();
+    if (wait <= 0) return undefined;
+    return new Promise((r) => setTimeout(r, wait));
   }
 
   began(): void {
@@ -156,100 +192,76 @@ class Relayed {
           : `idle for ${ms} ms between requests`,
       );
     }, ms);
-    this.idle = kind === "idle";
   }
 
-  disarm(): void {
+  private disarm(): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    this.idle = false;
   }
 
-  close(): void {
-    if (this.closed) return;
+  /** Closes the connection once its requests in progress are answered (at once when idle). */
+  close(): Promise<void> {
+    this.disarm();
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
+    return this.server?.shutdown() ?? Promise.resolve();
+  }
+
+  /** The server on it has ended (the client left, or close()). */
+  gone(): void {
     this.closed = true;
     this.disarm();
-    for (const c of [this.outer, this.inner]) {
-      try {
-        c.close();
-      } catch { /* already closed */ }
-    }
   }
 }
 
-export async function serveGuarded(
+export function serveGuarded(
   options: GuardOptions,
-  handler: (
-    req: Request,
-    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
-  ) => Response | Promise<Response>,
+  handler: Handler,
 ): Promise<GuardedServer> {
+  const serve = serveOnConnection();
   const limits = { ...DEFAULT_GUARD, ...options.limits };
-  /** Relayed connections by the local port of their loopback connection to the inner server. */
-  const relayed = new Map<number, Relayed>();
-  let innerReady!: () => void;
-  const listening = new Promise<void>((r) => (innerReady = r));
-  const inner = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => innerReady() },
-    async (req, info) => {
-      const r = relayed.get(info.remoteAddr.port);
-      if (r) {
-        r.began();
-        info.completed.catch(() => {}).finally(() => r.ended());
-      }
-      const res = await handler(req, info);
-      const hold = holdOffMs(res);
-      if (r && hold > 0) r.holdOff(hold);
-      return res;
-    },
-  );
-  await listening;
-  const innerPort = inner.addr.port;
+  const watched = new Set<Watched>();
   const listener: Deno.Listener = options.tls
     ? Deno.listenTls({ hostname: options.hostname, port: options.port, ...options.tls })
     : Deno.listen({ hostname: options.hostname, port: options.port });
 
-  const relay = async (outer: Deno.Conn) => {
-    const remote = `${(outer.remoteAddr as Deno.NetAddr).hostname}:${
-      (outer.remoteAddr as Deno.NetAddr).port
-    }`;
-    let conn: Deno.Conn;
+  const hand = (conn: Deno.Conn) => {
+    const addr = conn.remoteAddr as Deno.NetAddr;
+    const w: Watched = new Watched(limits, (reason) => {
+      options.onSlowClient?.({ remote: `${addr.hostname}:${addr.port}`, reason });
+      w.close();
+    });
+    // Small answers go out at once, not after Nagle's delay.
     try {
-      conn = await Deno.connect({ hostname: "127.0.0.1", port: innerPort });
+      (conn as Deno.TcpConn).setNoDelay?.(true);
+    } catch { /* not TCP */ }
+    const watch = async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
+      w.began();
+      info.completed.catch(() => {}).finally(() => w.ended());
+      const held = w.released();
+      if (held) await held;
+      const res = await handler(req, info);
+      const hold = holdOffMs(res);
+      if (hold > 0) w.holdOff(hold);
+      return res;
+    };
+    try {
+      w.server = serve(conn, undefined, watch, internalError, () => {});
     } catch {
-      outer.close();
+      // The connection went before it could be served (reset while accepted).
+      w.gone();
+      try {
+        conn.close();
+      } catch { /* gone */ }
       return;
     }
-    // Small requests and answers go out at once, not after Nagle's delay.
-    for (const c of [outer, conn]) {
-      try {
-        (c as Deno.TcpConn).setNoDelay?.(true);
-      } catch { /* not TCP */ }
-    }
-    const key = (conn.localAddr as Deno.NetAddr).port;
-    const r: Relayed = new Relayed(outer, conn, limits, (reason) => {
-      options.onSlowClient?.({ remote, reason });
-      r.close();
-    });
-    relayed.set(key, r);
+    watched.add(w);
     // A new connection owes its first request header (and, with TLS, the handshake) at once.
-    r.arm("header");
-    const up = pump(outer, conn, () => r.sawBytes(), () => r.released());
-    const down = pump(conn, outer);
-    const first = await Promise.race([up.then(() => "up"), down.then(() => "down")]);
-    // The client stopped sending (or its bytes were refused): let the server's answer, a 400 for
-    // a header too big to parse, reach it first, for a while.
-    if (first === "up") {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        down,
-        new Promise((res) => timer = setTimeout(res, limits.headerTimeoutMs)),
-      ]);
-      clearTimeout(timer);
-    }
-    r.close();
-    await Promise.allSettled([up, down]);
-    relayed.delete(key);
+    w.arm("header");
+    w.server.finished.catch(() => {}).finally(() => {
+      w.gone();
+      watched.delete(w);
+    });
   };
 
   const budget = new ConnectionBudget(limits.connectionsPerSecond, limits.connectionBurst);
@@ -268,50 +280,29 @@ export async function serveGuarded(
         } catch { /* gone */ }
         continue;
       }
-      relay(c).catch(() => {});
+      hand(c);
     }
   })();
 
-  return {
+  let stopped!: () => void;
+  const finished = new Promise<void>((r) => stopped = r);
+  return Promise.resolve({
     addr: listener.addr as Deno.NetAddr,
-    finished: inner.finished,
+    finished,
     async shutdown() {
       try {
         listener.close();
       } catch { /* closed */ }
       await accepting;
-      for (const r of relayed.values()) if (r.active === 0) r.close();
-      await inner.shutdown();
-      for (const r of relayed.values()) r.close();
+      await Promise.allSettled([...watched].map((w) => w.close()));
+      stopped();
     },
-  };
+  });
 }
 
-/**
- * Copies `from` to `to` until either ends; `seen` hears of every chunk, `gate` holds each read
- * back while it is pending.
- */
-async function pump(
-  from: Deno.Conn,
-  to: Deno.Conn,
-  seen?: () => void,
-  gate?: () => Promise<void> | undefined,
-): Promise<void> {
-  const buf = new Uint8Array(64 * 1024);
-  try {
-    for (;;) {
-      const held = gate?.();
-      if (held) await held;
-      const n = await from.read(buf);
-      if (n === null) break;
-      seen?.();
-      let off = 0;
-      while (off < n) off += await to.write(buf.subarray(off, n));
-    }
-  } catch { /* either side went away */ }
-  try {
-    await to.closeWrite();
-  } catch { /* closed */ }
+/** What `Deno.serve` answers for a handler that throws (the app answers its own errors first). */
+function internalError(): Response {
+  return new Response("Internal Server Error", { status: 500 });
 }
 
 /** `Deno.serve` as it is, for a manager whose proxy enforces the header timeout. */

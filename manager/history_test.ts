@@ -6,7 +6,9 @@
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";
 import { keys } from "./model.ts";
-import { sweepHistory } from "./service/history.ts";
+import { queryHistory, sweepHistory } from "./service/history.ts";
+import { createContext } from "./server.ts";
+import { deletePort } from "./service/ports/mod.ts";
 import { must, mustFail, net, type TestApp, testApp, TOKEN, unchanged } from "./test_support.ts";
 
 const NET = "tenants/acme/networks/blue";
@@ -187,7 +189,7 @@ Deno.test("history: past the retention a holding is not answered, and the next r
   assert.deepEqual(await keysUnder(t, keys.historyOf("mac", old.mac)), []);
   assert.equal((await keysUnder(t, keys.historyExpiries())).length, 1, "next's end only");
   assert.equal((await historyAt(t, "acme", { ip: keep.ip })).length, 1);
-  assert.equal((await keysUnder(t, keys.historyOf("mac", keep.mac))).length, 1);
+  assert.equal((await historyAt(t, "acme", { mac: keep.mac })).length, 1);
   await noProblems(t);
 
   // With no release to prune them, the manager's sweep deletes every expired one, in batches.
@@ -200,8 +202,8 @@ Deno.test("history: past the retention a holding is not answered, and the next r
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
   assert.deepEqual(
     (await keysUnder(t, ["history"])).length,
-    2,
-    "only keep's holding, under its address and MAC",
+    1,
+    "only keep's holding, under its address (its derived MAC finds it there)",
   );
 });
 
@@ -376,8 +378,9 @@ Deno.test("history: turned off (retention 0), the holdings that ended are pruned
   clock.set(T0 + 2000);
   must(await t.call("DELETE", `${NET}/ports/c`), 204);
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), [], "the release pruned a and b");
-  // c's and keep's holdings were open when it was turned off: they stay open (docs/operating.md).
-  assert.equal((await keysUnder(t, ["history"])).length, 4);
+  // c's and keep's holdings were open when it was turned off: they stay open (docs/operating.md),
+  // each under its address (their MACs are derived: no copy of their own).
+  assert.equal((await keysUnder(t, ["history"])).length, 2);
   assert.equal(await sweepHistory(t.ctx), 0);
 
   // Holdings that ended while history was on, with no release after: the sweep prunes them.
@@ -390,6 +393,80 @@ Deno.test("history: turned off (retention 0), the holdings that ended are pruned
   clock.set(T0 + 5000);
   assert.equal(await sweepHistory(t.ctx), 1);
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
-  assert.equal((await keysUnder(t, ["history"])).length, 4);
+  assert.equal((await keysUnder(t, ["history"])).length, 2);
   await noProblems(t);
 });
+
+Deno.test("history: a holding is written once, under its address; its derived MAC finds it there, also once its network is deleted", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const a = must(await t.call("PUT", `${NET}/ports/pa`, {}), 201);
+  const fixed = must(await t.call("PUT", `${NET}/ports/pf`, { mac: "02:00:00:00:00:99" }), 201);
+  // One key per allocation for the holding: none under a derived MAC (issue 32); a fixed MAC,
+  // which no address tells, keeps its own.
+  assert.equal((await keysUnder(t, keys.historyOf("ip", a.ip))).length, 1);
+  assert.deepEqual(await keysUnder(t, keys.historyOf("mac", a.mac)), []);
+  assert.equal((await keysUnder(t, keys.historyOf("mac", fixed.mac))).length, 1);
+  const byMac = await historyAt(t, "acme", { mac: a.mac });
+  assert.deepEqual(byMac.map((s: { port: string; ip: string }) => [s.port, s.ip]), [["pa", a.ip]]);
+  assert.equal(byMac[0].to, undefined);
+
+  clock.set(T0 + 1000);
+  must(await t.call("DELETE", `${NET}/ports/pa`), 204);
+  must(await t.call("DELETE", `${NET}/ports/pf`), 204);
+  must(await t.call("DELETE", NET), 204);
+  // The network is gone; who held its MACs is still answered, with the end.
+  for (const port of [a, fixed]) {
+    const held = await historyAt(t, "acme", { mac: port.mac.toUpperCase() });
+    assert.deepEqual(held.map((s: { port: string; to?: string }) => [s.port, s.to]), [
+      [port.id, clock.iso(T0 + 1000)],
+    ]);
+  }
+  // A MAC of the same block that no port held: nothing.
+  assert.deepEqual(await historyAt(t, "acme", { mac: `${a.mac.slice(0, 9)}ff:ff:00` }), []);
+  await noProblems(t);
+});
+
+Deno.test("history: a holding an older manager stored under its derived MAC too is still found by MAC, before and after it ends", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const a = must(await t.call("PUT", `${NET}/ports/pa`, {}), 201);
+  // As an older manager left it: the holding under its MAC too, and no record of the network.
+  const [held] = await entriesUnder(t, keys.historyOf("ip", a.ip));
+  const tail = held.key.slice(3);
+  await t.store.commit([], [
+    { type: "set", key: keys.historyOf("mac", a.mac, ...tail), value: held.value },
+    ...(await entriesUnder(t, ["history_network"])).map((e) => ({
+      type: "delete" as const,
+      key: e.key,
+    })),
+  ]);
+  // A manager started on that store answers it once, and after the release with its end.
+  const restarted = createContext(t.store, {
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    historyRetentionDays: 30,
+  });
+  restarted.clock = clock.now;
+  const byMac = () => queryHistory(restarted, "acme", { mac: a.mac });
+  assert.deepEqual((await byMac()).map((s) => [s.port, s.to]), [["pa", undefined]]);
+  clock.set(T0 + 1000);
+  await deletePort(restarted, {
+    principal: { scope: "admin" },
+    tenant: "acme",
+    network: "blue",
+    id: "pa",
+  });
+  assert.deepEqual((await byMac()).map((s) => [s.port, s.to]), [["pa", clock.iso(T0 + 1000)]]);
+  assert.deepEqual(await keysUnder(t, keys.historyOf("mac", a.mac)), [], "the old copy went");
+  restarted.feed.close();
+  await noProblems(t);
+});
+
+async function entriesUnder(t: TestApp, prefix: readonly (string | number)[]) {
+  const out = [];
+  for await (const e of t.store.list<unknown>(prefix)) out.push(e);
+  return out;
+}

@@ -386,6 +386,13 @@ export const keys = {
     value,
     ...rest,
   ],
+  /**
+   * A network whose derived MACs (ipam/derived_mac.ts) held addresses, by its MAC block: what a
+   * MAC query reads to find such a MAC's stints under their address (service/history.ts). Kept
+   * after the network is deleted, as its stints are.
+   */
+  historyNetwork: (block: string, networkId: string): Key => ["history_network", block, networkId],
+  historyNetworks: (block: string): Key => ["history_network", block],
   /** An ended stint, by the time it ended: what pruning deletes once it is past the retention. */
   historyExpiry: (toMs: number, stint: string): Key => ["history_expiry", toMs, stint],
   historyExpiries: (): Key => ["history_expiry"],

@@ -769,3 +769,15 @@ Deno.test("architecture: one module declares the mirror tunnels", async () => {
   }
   assert.deepEqual(tunnels, ["agent/dataplane/mirror_tunnels.ts"]);
 });
+
+/**
+ * The connection guard (issue 32) hands each accepted connection to Deno's own HTTP server and
+ * never copies a request's bytes through JavaScript (the relay it replaced halved throughput); it
+ * needs Deno's server for one accepted connection, which the pinned Deno must offer.
+ */
+Deno.test("architecture: the connection guard relays no bytes, and the pinned Deno serves one accepted connection", async () => {
+  const text = await Deno.readTextFile(`${ROOT}manager/conn_guard.ts`);
+  assert.doesNotMatch(text, /\.(read|write|closeWrite)\(/, "no bytes read or written by the guard");
+  const { serveOnConnection } = await import("../manager/conn_guard.ts");
+  assert.equal(typeof serveOnConnection(), "function");
+});

@@ -30,31 +30,8 @@ export async function httpAllocations(
     const m = await spawnManager(dir, path, more);
     try {
       await waitReady(m.url, performance.now());
-      const headers = {
-        authorization: `Bearer ${ADMIN_TOKEN}`,
-        "content-type": "application/json",
-      };
-      const latencies: number[] = [];
-      let errors = 0;
-      let next = 0;
-      const body = JSON.stringify({ node: "n1", interface: "eth0" });
-      const worker = async () => {
-        while (next < requests) {
-          const i = next++;
-          const t = performance.now();
-          const r = await fetch(`${m.url}/api/v1/tenants/bench/networks/big/ports/p-${i}`, {
-            method: "PUT",
-            headers,
-            body,
-          });
-          await r.arrayBuffer();
-          latencies.push(performance.now() - t);
-          if (r.status !== 201) errors++;
-        }
-      };
-      const start = performance.now();
-      await Promise.all(Array.from({ length: clients }, worker));
-      const seconds = (performance.now() - start) / 1000;
+      const { ms, latencies, errors } = await putPorts(m.url, { clients, requests, first: 0 });
+      const seconds = ms / 1000;
       latencies.sort((a, b) => a - b);
       return {
         clients,
@@ -68,4 +45,41 @@ export async function httpAllocations(
       await m.stop();
     }
   });
+}
+
+export interface PortsRun {
+  ms: number;
+  /** Each request's, in the order they ended. */
+  latencies: number[];
+  /** Answers other than 201. */
+  errors: number;
+}
+
+/** `requests` PUTs of new ports p-{first}... from `clients` concurrent clients, timed. */
+export async function putPorts(
+  url: string,
+  run: { clients: number; requests: number; first: number },
+): Promise<PortsRun> {
+  const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+  const body = JSON.stringify({ node: "n1", interface: "eth0" });
+  const latencies: number[] = [];
+  let errors = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < run.requests) {
+      const i = run.first + next++;
+      const t = performance.now();
+      const r = await fetch(`${url}/api/v1/tenants/bench/networks/big/ports/p-${i}`, {
+        method: "PUT",
+        headers,
+        body,
+      });
+      await r.arrayBuffer();
+      latencies.push(performance.now() - t);
+      if (r.status !== 201) errors++;
+    }
+  };
+  const start = performance.now();
+  await Promise.all(Array.from({ length: run.clients }, worker));
+  return { ms: performance.now() - start, latencies, errors };
 }

@@ -7,6 +7,7 @@
 import { bitmapFigures } from "./bitmap_bench.ts";
 import { clusterFeedFigures, clusterFeedTable } from "./clusters_bench.ts";
 import { fairnessFigures, fairnessTable, VICTIM_INTERVAL_MS } from "./fairness_bench.ts";
+import { guardFigures, guardTable } from "./guard_bench.ts";
 import { historyFigures, historyTable } from "./history_bench.ts";
 import { httpAllocations } from "./http_bench.ts";
 import { ipamFigures } from "./ipam_bench.ts";
@@ -42,6 +43,9 @@ log("address history off and on (manager/bench/history_bench.ts)");
 const history = await historyFigures(n / 5, quick ? 3 : 5, quick ? 2000 : 10000);
 log("another tenant's latency, idle and under each single tenant's attack (fairness_bench.ts)");
 const fairness = await fairnessFigures(quick ? 200 : 1000);
+log("HTTP allocations with the slow-client protection on and off (manager/bench/guard_bench.ts)");
+const guardRounds = quick ? 2 : 3;
+const guard = await guardFigures(guardRounds, quick ? 2000 : 6000);
 const clusterNodes = quick ? 40 : 200;
 log(`5 clusters × ${clusterNodes} nodes following the feed (manager/bench/clusters_bench.ts)`);
 const clusterFeed = await clusterFeedFigures({
@@ -94,6 +98,10 @@ ${historyTable(history)}
 #### One manager, many clusters: the change feed
 
 ${clusterFeedTable(clusterFeed)}
+
+#### The slow-client protection's cost (${guardRounds} rounds each, alternating)
+
+${guardTable(guard)}
 
 #### Fairness between tenants (${fairness.requests} requests of the victim per phase, one every ${VICTIM_INTERVAL_MS} ms)
 

@@ -61,12 +61,13 @@ export interface Spawned {
 
 /**
  * Starts `manager/main.ts` as its own process on a free loopback port, on a Deno KV path or on
- * any store section (etcd).
+ * any store section (etcd); `root`: the checkout whose manager runs (this one by default).
  */
 export async function spawnManager(
   dir: string,
   store: string | Record<string, unknown>,
   more: Record<string, unknown> = {},
+  root = ROOT,
 ): Promise<Spawned> {
   const port = freePort();
   const config = `${dir}/manager-${port}.json`;
@@ -91,7 +92,7 @@ export async function spawnManager(
       "--config",
       config,
     ],
-    cwd: ROOT,
+    cwd: root,
     stdout: "null",
     stderr: "inherit",
   }).spawn();

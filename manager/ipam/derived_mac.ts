@@ -20,3 +20,13 @@ export function macFor(networkId: string, index: number): string {
   ];
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
+
+/** The first three bytes every derived MAC of the network shares ("02:xx:xx"). */
+export function macBlock(networkId: string): string {
+  return macFor(networkId, 0).slice(0, 8);
+}
+
+/** The pool index a MAC of a network's block stands for (its last three bytes). */
+export function macIndex(mac: string): number {
+  return parseInt(mac.slice(9).replaceAll(":", ""), 16);
+}

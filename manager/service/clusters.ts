@@ -89,6 +89,53 @@ export async function clusterGuard(ctx: Ctx, scopedId: string): Promise<Entry<un
   );
 }
 
+/**
+ * The record of the cluster a new port goes into (its ID's suffix), for its placement and for its
+ * commit to check: a port never goes in after its cluster changed or began its delete (which
+ * checks that the cluster has none). Remembered between requests (ctx.cache.clusters), so that a
+ * port's PUT does not read it each time: the commit's check turns a stale one into a retry, which
+ * reads it `fresh`, and a refusal (being deleted, not registered) is decided on a fresh read only.
+ * The default cluster's entry may be absent (implied, see {@link reachIn}).
+ */
+export async function portCluster(
+  ctx: Ctx,
+  scopedId: string,
+  fresh = false,
+): Promise<Entry<ClusterRecord>> {
+  const { cluster } = unscoped(scopedId);
+  const known = fresh ? undefined : ctx.cache.clusters.get(cluster) as Entry<ClusterRecord>;
+  if (known && refusal(cluster, known) === null) return known;
+  const e = await ctx.store.get<ClusterRecord>(keys.cluster(cluster));
+  ctx.cache.clusters.set(cluster, e);
+  const why = refusal(cluster, e);
+  if (why === "deleting") {
+    throw new ApiError(
+      "conflict",
+      `Cluster "${cluster}" is being deleted (since ${
+        e.value!.deletingSince
+      }): it takes no new ports`,
+    );
+  }
+  if (why === "absent") {
+    throw notFound(
+      `Cluster "${cluster}" (of "${scopedId}") does not exist: register it first (POST /api/v1/clusters)`,
+    );
+  }
+  return e;
+}
+
+/** Why a cluster's record takes no new port; null when it does. */
+function refusal(cluster: string, e: Entry<ClusterRecord>): "deleting" | "absent" | null {
+  if (e.value?.deletingSince) return "deleting";
+  return e.value || cluster === DEFAULT_CLUSTER ? null : "absent";
+}
+
+/** What a cluster's record (as portCluster read it) lets in; the default one is implied. */
+export function reachIn(e: Entry<ClusterRecord>): ClusterReach | null {
+  if (e.value) return e.value;
+  return e.key.at(-1) === DEFAULT_CLUSTER ? defaultCluster(new Date(0).toISOString()) : null;
+}
+
 export async function listClusters(ctx: Ctx): Promise<ClusterRecord[]> {
   const all = await listValues<ClusterRecord>(ctx.store, keys.clusters());
   if (!all.some((c) => c.name === DEFAULT_CLUSTER)) {

@@ -7,7 +7,7 @@ import { type Cidr, parseIp } from "@knitter/common/address";
 import type { ChangeFeed } from "../feed.ts";
 import type { Metrics } from "../metrics.ts";
 import { keys, type NetworkRecord } from "../model.ts";
-import type { Key, Store } from "../store/store.ts";
+import type { Entry, Key, Store } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import { LIST_PAGE, type ListTurns } from "../list_turns.ts";
 
@@ -54,10 +54,26 @@ export interface ResolveCache {
   publics: Map<string, string>;
   /** Tenants seen to exist. */
   tenants: Set<string>;
+  /**
+   * Tenant → its quota record as last read or committed here (value null: none): every counted
+   * commit checks the version it used (quotas.ts), so a stale one costs a retry, never a wrong count.
+   */
+  quotas: Map<string, Entry<unknown>>;
+  /**
+   * Cluster name → its record as last read (value null: none), for new ports' placement: every
+   * port's commit checks the version it used (clusters.ts portCluster), as with quotas.
+   */
+  clusters: Map<string, Entry<unknown>>;
 }
 
 export function newResolveCache(): ResolveCache {
-  return { networks: new Map(), publics: new Map(), tenants: new Set() };
+  return {
+    networks: new Map(),
+    publics: new Map(),
+    tenants: new Set(),
+    quotas: new Map(),
+    clusters: new Map(),
+  };
 }
 
 const MAX_ATTEMPTS = 64;

@@ -4,9 +4,14 @@
  * in the commit of the allocation, release, unbind or bind that opens or ends it, so the history
  * is exactly what the ports were, on Deno KV and etcd alike.
  *
- * Keys (model.ts): a stint is stored twice, under its address and under its MAC, each
- * `[kind, value, tenant, networkId, fromMs, stint]`, so that a tenant's query reads only its own
- * stints of that address (a tenant never sees another's, also on a public network). An ended stint
+ * Keys (model.ts): a stint is stored under its address, and under its MAC when that is a fixed one,
+ * each `[kind, value, tenant, networkId, fromMs, stint]`, so that a tenant's query reads only its
+ * own stints of that address (a tenant never sees another's, also on a public network). A MAC the
+ * network derived from the address (ipam/derived_mac.ts) names its network's block and the
+ * address's pool index, so its stints are found under their address: the network's pools are kept
+ * once per network under `keys.historyNetwork(block, networkId)`, and an allocation writes one key
+ * of history, not two (issue 32; stints of older managers under such MACs are still read, and
+ * their copy goes when they end). An ended stint
  * also has `["history_expiry", toMs, stint]`, ordered by end time: each commit that ends a stint
  * deletes a few expired ones, and a query never answers one past `settings.historyMs`.
  *
@@ -15,7 +20,9 @@
 import { parseIsoTime, type PodRef } from "@knitter/common";
 import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import { invalid } from "../errors.ts";
-import { keys, type PortRecord } from "../model.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import { macBlock, macIndex } from "../ipam/derived_mac.ts";
+import { IndexSpace } from "../ipam/index_space.ts";
 import type { Entry, Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
@@ -76,9 +83,31 @@ export function keepingHistory(ctx: Ctx): boolean {
   return ctx.settings.historyMs > 0;
 }
 
+/** What a MAC query needs of a network to find its derived MACs' stints: its pools. */
+type HistoryNetwork = Pick<NetworkRecord, "id" | "family" | "allocationPools">;
+
+/** Whether `mac` is one the network derives from an address: its stints are found through it. */
+function derivedIn(networkId: string, mac: string): boolean {
+  return mac.startsWith(macBlock(networkId));
+}
+
+/** Keeps the network's pools for MAC queries, once per network and process (a blind write). */
+function keepNetwork(ctx: Ctx, tx: Tx, net: HistoryNetwork): void {
+  const kept = ctx.pools.perNetwork(net as NetworkRecord, "history-network", () => ({ at: false }));
+  if (kept.at) return;
+  const { id, family, allocationPools } = net;
+  tx.set(keys.historyNetwork(macBlock(id), id), { id, family, allocationPools });
+  tx.onCommit(() => kept.at = true);
+}
+
 /** Opens the stint of a port allocated, or bound again, in this commit. */
-export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
+export function openStint(
+  ctx: Ctx,
+  tx: Tx,
+  opened: { holder: Holder; net: HistoryNetwork },
+): void {
   if (!keepingHistory(ctx)) return;
+  const { holder, net } = opened;
   const ms = clock(ctx);
   const stint = crypto.randomUUID().slice(0, 8);
   const entry: HistoryEntry = {
@@ -97,7 +126,8 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
   if (holder.interface !== undefined) entry.interface = holder.interface;
   const tail = [holder.tenant, holder.networkId, ms, stint];
   tx.set(keys.historyOf("ip", holder.ip, ...tail), entry);
-  tx.set(keys.historyOf("mac", holder.mac, ...tail), entry);
+  if (derivedIn(holder.networkId, holder.mac)) keepNetwork(ctx, tx, net);
+  else tx.set(keys.historyOf("mac", holder.mac, ...tail), entry);
   if (holder.ip6 !== undefined) tx.set(keys.historyOf("ip", holder.ip6, ...tail), entry);
 }
 
@@ -110,9 +140,9 @@ export function openStint(ctx: Ctx, tx: Tx, holder: Holder): void {
 export async function closeStint(
   ctx: Ctx,
   tx: Tx,
-  stint: { holder: Holder; ended: Ended },
+  stint: { holder: Holder; ended: Ended; net: HistoryNetwork },
 ): Promise<void> {
-  const { holder, ended } = stint;
+  const { holder, ended, net } = stint;
   if (!keepingHistory(ctx)) {
     await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
     return;
@@ -127,14 +157,20 @@ export async function closeStint(
     const [fromMs, stint] = e.key.slice(-2) as [number, string];
     const closed: HistoryEntry = { ...entry, to: new Date(ms).toISOString(), ended };
     const macKey = keys.historyOf("mac", entry.mac, holder.tenant, holder.networkId, fromMs, stint);
-    tx.check(e).set(e.key, closed).set(macKey, closed);
-    const stintKeys = [e.key, macKey];
+    tx.check(e).set(e.key, closed);
+    const stintKeys = [e.key];
+    // A derived MAC's stint is found through its address (and its network's pools, kept here
+    // too for a stint an older manager opened): an older manager's copy under the MAC goes.
+    if (derivedIn(holder.networkId, entry.mac)) {
+      tx.delete(macKey);
+      keepNetwork(ctx, tx, net);
+    } else stintKeys.push(macKey);
     if (entry.ip6 !== undefined) {
       stintKeys.push(
         keys.historyOf("ip", entry.ip6, holder.tenant, holder.networkId, fromMs, stint),
       );
-      tx.set(stintKeys[2], closed);
     }
+    for (const k of stintKeys.slice(1)) tx.set(k, closed);
     tx.set(keys.historyExpiry(ms, stint), { keys: stintKeys } satisfies ExpiryRecord);
     break;
   }
@@ -162,13 +198,13 @@ async function first<T>(items: AsyncIterable<T>): Promise<T | undefined> {
 export async function rebindStint(
   ctx: Ctx,
   tx: Tx,
-  change: { before: Holder; after: Holder },
+  change: { before: Holder; after: Holder; net: HistoryNetwork },
 ): Promise<void> {
   const { before, after } = change;
   if (!keepingHistory(ctx)) return;
   const ended = after.pod === undefined && after.node === undefined ? "unbound" : "bound";
-  await closeStint(ctx, tx, { holder: before, ended });
-  openStint(ctx, tx, after);
+  await closeStint(ctx, tx, { holder: before, ended, net: change.net });
+  openStint(ctx, tx, { holder: after, net: change.net });
 }
 
 const pruned = new WeakSet<Tx>();
@@ -246,21 +282,59 @@ export async function queryHistory(
   const born = tenant === undefined
     ? -Infinity
     : Date.parse((await getTenant(ctx, tenant)).createdAt);
-  const prefix = tenant === undefined
-    ? keys.historyOf(kind, value)
-    : keys.historyOf(kind, value, tenant);
-  const out: HistoryEntry[] = [];
-  for await (const e of ctx.store.list<HistoryEntry>(prefix)) {
+  const answered = (e: Entry<HistoryEntry>) => {
     const s = e.value;
-    if (!s) continue;
+    if (!s) return false;
     const start = e.key[5] as number;
     const end = s.to === undefined ? Infinity : Date.parse(s.to);
-    if (end < cutoff || start < born) continue;
-    if (at !== undefined ? !(start <= at && at < end) : !(start <= to && end >= from)) continue;
-    out.push(s);
+    if (end < cutoff || start < born) return false;
+    return at !== undefined ? start <= at && at < end : start <= to && end >= from;
+  };
+  // One stint may be found twice (an older manager's copy under a derived MAC): by its key's tail.
+  const found = new Map<string, HistoryEntry>();
+  const add = (e: Entry<HistoryEntry>) => {
+    if (answered(e)) found.set(e.key.slice(3).join("/"), e.value!);
+  };
+  for await (const e of ctx.store.list<HistoryEntry>(stintsOf(kind, value, tenant))) add(e);
+  if (kind === "mac") {
+    for (const e of await derivedStints(ctx, value, tenant)) add(e);
   }
+  const out = [...found.values()];
   out.sort((a, b) => a.from < b.from ? -1 : a.from > b.from ? 1 : 0);
   return out.slice(-MAX_ANSWER);
+}
+
+/** The keys of the stints of an address or MAC: of `tenant`'s ports, or of every tenant's. */
+function stintsOf(kind: string, value: string, tenant: string | undefined): Key {
+  return tenant === undefined ? keys.historyOf(kind, value) : keys.historyOf(kind, value, tenant);
+}
+
+/**
+ * The stints of a MAC that networks derived from an address: for each network of its block, the
+ * address at its index, and that address's stints in the network with that MAC.
+ */
+async function derivedStints(
+  ctx: Ctx,
+  mac: string,
+  tenant: string | undefined,
+): Promise<Entry<HistoryEntry>[]> {
+  const out: Entry<HistoryEntry>[] = [];
+  const index = macIndex(mac);
+  const block = mac.slice(0, 8);
+  for await (const n of ctx.store.list<HistoryNetwork>(keys.historyNetworks(block))) {
+    const net = n.value;
+    if (!net || macBlock(net.id) !== block) continue;
+    const space = new IndexSpace(net.allocationPools.map((p) => ({
+      start: parseIp(p.start)!.value,
+      end: parseIp(p.end)!.value,
+    })));
+    if (index >= space.size) continue;
+    const ip = formatIp({ family: net.family, value: space.valueAt(index) });
+    for await (const e of ctx.store.list<HistoryEntry>(stintsOf("ip", ip, tenant))) {
+      if (e.key[4] === net.id && e.value?.mac === mac) out.push(e);
+    }
+  }
+  return out;
 }
 
 function canonicalIp(text: string): string {

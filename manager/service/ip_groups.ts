@@ -168,7 +168,7 @@ async function takeAny(
   n: number,
 ): Promise<IpGroupAddress[]> {
   // Expired quarantines are free: as many end as the group may need, bounded by its size.
-  await sweepQuarantine(ctx, tx, { edit, net, limit: n });
+  await sweepQuarantine(ctx, tx, { edit, net, limit: n, force: true });
   const out: IpGroupAddress[] = [];
   for (let k = 0; k < n; k++) {
     const index = await edit.allocate(ctx.pools.allowed(net));

@@ -66,6 +66,8 @@ export async function quarantine(
   const record: QuarantineRecord = { ip: port.ip, mac: port.mac, port: port.id, releasedAt, until };
   const untilMs = at + ctx.settings.quarantineMs;
   tx.set(keys.quarantine(net.id, untilMs, port.index), record);
+  const memo = sweepMemo(ctx, net);
+  memo.quietUntil = Math.min(memo.quietUntil, untilMs);
   (await countIn(ctx.store, tx, net.id)).change(untilMs, 1, at);
   if (fixedMac) {
     const mac: MacQuarantineRecord = { port: port.id, until };
@@ -80,6 +82,22 @@ export async function quarantine(
 export const SWEEP_PER_COMMIT = 32;
 
 const swept = new WeakSet<Tx>();
+
+/**
+ * How long a sweep that found no quarantine due is trusted: quarantines that other replicas write
+ * are seen by the sweeps of this one within it. Quarantines last whole seconds (at least this), so
+ * none ends unseen; an address is handed out again at most this much after its quarantine ended.
+ */
+export const SWEEP_TRUST_MS = 1000;
+
+/** What this process knows of a network's quarantines: none ends before `quietUntil` (clockMs). */
+interface SweepMemo {
+  quietUntil: number;
+}
+
+function sweepMemo(ctx: Ctx, net: NetworkRecord): SweepMemo {
+  return ctx.pools.perNetwork(net, "quarantine-sweep", () => ({ quietUntil: 0 }));
+}
 
 /** When an address's quarantine ends, as a record's key says. */
 function untilOf(e: Entry<QuarantineRecord>): number {
@@ -101,24 +119,34 @@ function indexOf(e: Entry<QuarantineRecord>): number {
 export async function sweepQuarantine(
   ctx: Ctx,
   tx: Tx,
-  pool: { edit: PoolEdit; net: NetworkRecord; limit?: number },
+  pool: { edit: PoolEdit; net: NetworkRecord; limit?: number; force?: boolean },
 ): Promise<void> {
   const { edit, net, limit = SWEEP_PER_COMMIT } = pool;
   if (swept.has(tx) || limit <= 0) return;
   swept.add(tx);
   const now = clockMs(ctx);
+  // Most allocations find nothing due: they skip the two listings while this process knows so.
+  const memo = sweepMemo(ctx, net);
+  if (!pool.force && now < memo.quietUntil) return;
   let left = limit;
+  let quietUntil = now + SWEEP_TRUST_MS;
   for (const prefix of [keys.legacyQuarantines(net.id), keys.quarantines(net.id)]) {
     for await (const e of ctx.store.list<QuarantineRecord>(prefix, { limit: left })) {
+      // Old-shape records come in any order: while there are any, every allocation looks.
+      if (e.key.length !== 4) quietUntil = now;
       if (untilOf(e) > now) {
-        if (e.key.length === 4) break;
-        continue;
+        if (e.key.length !== 4) continue;
+        quietUntil = Math.min(quietUntil, untilOf(e));
+        break;
       }
       await end(ctx, tx, edit, net, e);
       left--;
     }
-    if (left === 0) return;
+    if (left === 0) break;
   }
+  // More may be due than one commit ends; and ends that do not commit are still due.
+  memo.quietUntil = left === 0 ? now : quietUntil;
+  tx.onAbort(() => memo.quietUntil = now);
 }
 
 /**

@@ -41,67 +41,116 @@ const WHAT: Record<QuotaKind, string> = {
 
 export const ZERO: QuotaUsage = { networks: 0, ports: 0, addresses: 0, vlanIds: 0, vnis: 0 };
 
+/** One tenant's quota in a transaction: the record it used and what the transaction charged. */
+interface Charged {
+  entry: Entry<QuotaRecord>;
+  /** Read from the cache (ResolveCache.quotas), not the store. */
+  cached: boolean;
+  /** What this transaction adds to the record's use (negative: gives back). */
+  delta: QuotaUsage;
+}
+
 /**
  * The quota charges of one transaction. `charge` before making a change (it throws when a limit
  * would be exceeded, having changed nothing), `refund` to undo a charge whose change failed, and
  * `flush` before committing.
+ *
+ * The record comes from the cache of the last one read or committed in this process, so that a
+ * tenant's commits do not each read it first: the commit checks its version as ever (a stale one
+ * fails the commit, drops the cache entry, and the retry reads the store), and a refusal is only
+ * ever decided on the record as the store holds it.
  */
 export class QuotaCharges {
-  private readonly records = new Map<
-    string,
-    { entry: Entry<QuotaRecord>; used: QuotaUsage | null }
-  >();
+  private readonly records = new Map<string, Charged>();
 
   constructor(private readonly ctx: Ctx, private readonly tx: Tx) {}
 
   async charge(tenant: string, delta: Partial<QuotaUsage>): Promise<void> {
-    const r = await this.load(tenant);
-    if (!r.used) return; // no quota: nothing counted
-    const limits = r.entry.value!.limits;
-    for (const k of QUOTA_KINDS) {
-      const d = delta[k] ?? 0;
-      const limit = limits[k];
-      if (d > 0 && limit !== undefined && r.used[k] + d > limit) {
-        throw new ApiError(
-          "quota_exceeded",
-          `Quota "${k}" of tenant "${tenant}" exceeded: it may hold ${limit} ${WHAT[k]}, holds ${
-            r.used[k]
-          }, and this request needs ${d} more; release some, or ask an admin to raise it`,
-          k,
-        );
-      }
+    let r = await this.load(tenant);
+    let over = exceeded(r, delta);
+    if (over !== undefined && r.cached) {
+      r = await this.reread(r);
+      over = exceeded(r, delta);
     }
-    for (const k of QUOTA_KINDS) r.used[k] += delta[k] ?? 0;
+    if (over !== undefined) {
+      const used = r.entry.value!.used![over] + r.delta[over];
+      throw new ApiError(
+        "quota_exceeded",
+        `Quota "${over}" of tenant "${tenant}" exceeded: it may hold ${
+          r.entry.value!.limits[over]
+        } ${WHAT[over]}, holds ${used}, and this request needs ${
+          delta[over]
+        } more; release some, or ask an admin to raise it`,
+        over,
+      );
+    }
+    for (const k of QUOTA_KINDS) r.delta[k] += delta[k] ?? 0;
   }
 
   async refund(tenant: string, delta: Partial<QuotaUsage>): Promise<void> {
     const r = await this.load(tenant);
-    if (r.used) { for (const k of QUOTA_KINDS) r.used[k] -= delta[k] ?? 0; }
+    for (const k of QUOTA_KINDS) r.delta[k] -= delta[k] ?? 0;
   }
 
   /** Writes the new use of every tenant with a quota that this tx charged. */
   flush(): void {
-    for (const { entry, used } of this.records.values()) {
-      if (!used || !entry.value) continue;
-      if (QUOTA_KINDS.every((k) => used[k] === entry.value!.used![k])) continue;
-      this.tx.set(entry.key, { ...entry.value, used });
+    for (const [tenant, { entry, delta }] of this.records) {
+      if (!entry.value?.used || QUOTA_KINDS.every((k) => delta[k] === 0)) continue;
+      const used = { ...entry.value.used };
+      for (const k of QUOTA_KINDS) used[k] += delta[k];
+      const value: QuotaRecord = { ...entry.value, used };
+      this.tx.set(entry.key, value);
+      this.tx.onCommit((version) =>
+        this.ctx.cache.quotas.set(tenant, { ...entry, value, version })
+      );
     }
   }
 
-  private async load(tenant: string) {
+  private async load(tenant: string): Promise<Charged> {
     let r = this.records.get(tenant);
     if (r) return r;
+    const known = this.ctx.cache.quotas.get(tenant) as Entry<QuotaRecord> | undefined;
+    const entry = known ?? await this.read(tenant);
+    // The commit goes in only if the quota is as read: absent stays absent, counts stay exact.
+    this.tx.check(entry);
+    // A commit that fails may have failed on this record: the next one reads it.
+    this.tx.onAbort(() => this.ctx.cache.quotas.delete(tenant));
+    r = { entry, cached: known !== undefined, delta: { ...ZERO } };
+    this.records.set(tenant, r);
+    return r;
+  }
+
+  /** The record as the store holds it now, in place of a remembered one (its check too). */
+  private async reread(r: Charged): Promise<Charged> {
+    const tenant = r.entry.key.at(-1) as string;
+    const entry = await this.read(tenant);
+    this.tx.recheck(entry);
+    const fresh = { ...r, entry, cached: false };
+    this.records.set(tenant, fresh);
+    return fresh;
+  }
+
+  /** Reads the record, finishing a count in progress first, and remembers it. */
+  private async read(tenant: string): Promise<Entry<QuotaRecord>> {
     let entry = await this.ctx.store.get<QuotaRecord>(keys.quota(tenant));
     if (entry.value && entry.value.used === null) {
       await finishCounting(this.ctx.store, tenant);
       entry = await this.ctx.store.get<QuotaRecord>(keys.quota(tenant));
     }
-    // The commit goes in only if the quota is as read: absent stays absent, counts stay exact.
-    this.tx.check(entry);
-    r = { entry, used: entry.value?.used ? { ...entry.value.used } : null };
-    this.records.set(tenant, r);
-    return r;
+    if (entry.value?.used !== null) this.ctx.cache.quotas.set(tenant, entry);
+    return entry;
   }
+}
+
+/** The first kind of quota `delta` would take beyond its limit, on top of what the tx charged. */
+function exceeded(r: Charged, delta: Partial<QuotaUsage>): QuotaKind | undefined {
+  const q = r.entry.value;
+  if (!q?.used) return undefined; // no quota: nothing counted
+  return QUOTA_KINDS.find((k) => {
+    const d = delta[k] ?? 0;
+    const limit = q.limits[k];
+    return d > 0 && limit !== undefined && q.used![k] + r.delta[k] + d > limit;
+  });
 }
 
 /** Counts what a tenant holds, from its networks, ports and IP groups. */
@@ -170,6 +219,7 @@ export async function setQuota(ctx: Ctx, tenant: string, limits: Limits): Promis
     await getTenantEntry(ctx, tenant);
     const e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
     const record: QuotaRecord = { limits, used: e.value?.used ?? null, updatedAt: now() };
+    ctx.cache.quotas.delete(tenant);
     if (await new Tx().check(e).set(e.key, record).commit(ctx.store)) {
       if (record.used === null) await finishCounting(ctx.store, tenant);
       return await getQuota(ctx, tenant);
@@ -183,5 +233,6 @@ export async function deleteQuota(ctx: Ctx, tenant: string): Promise<void> {
   await getTenantEntry(ctx, tenant);
   const e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
   if (!e.value) throw new ApiError("not_found", `Tenant "${tenant}" has no quota`);
+  ctx.cache.quotas.delete(tenant);
   await ctx.store.commit([], [{ type: "delete", key: e.key }]);
 }

@@ -117,4 +117,5 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
     tx.check(e).delete(e.key).delete(keys.quota(name));
   });
   ctx.cache.tenants.delete(name);
+  ctx.cache.quotas.delete(name);
 }

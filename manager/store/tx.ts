@@ -16,6 +16,15 @@ export class Tx {
     return this;
   }
 
+  /** Replaces the check on `entry`'s key with its version now (it was read again). */
+  recheck(entry: Pick<Entry<unknown>, "key" | "version">): this {
+    const same = JSON.stringify(entry.key);
+    const i = this.checks.findIndex((c) => JSON.stringify(c.key) === same);
+    if (i < 0) return this.check(entry);
+    this.checks[i] = { key: entry.key, version: entry.version };
+    return this;
+  }
+
   /** The commit fails if `key` exists. */
   checkAbsent(key: Key): this {
     this.checks.push({ key, version: null });

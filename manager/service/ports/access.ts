@@ -6,11 +6,11 @@ import { monitorSees, type NetworkRef, placementRefusal, type Principal } from "
 import { ApiError, notFound } from "../../errors.ts";
 import { isStablePortId, type PodRef, STABLE_PREFIX } from "@knitter/common";
 import { macKind } from "@knitter/common/address";
-import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import { type ClusterRecord, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
 import type { Entry } from "../../store/store.ts";
 import type { Ctx } from "../context.ts";
 import { unscoped } from "../cluster_names.ts";
-import { reachOf } from "../clusters.ts";
+import { portCluster, reachIn } from "../clusters.ts";
 import { keyId, type PortBody, type PortTarget } from "./records.ts";
 
 /** The tenant a request acts for: a tenant token always acts for its own. */
@@ -120,15 +120,19 @@ function isStableIdOf(id: string, pod: PodRef, iface: string | undefined): boole
 export async function checkPlacement(
   ctx: Ctx,
   principal: Principal,
-  opts: { owner: string; id: string; net: NetworkRef },
+  opts: { owner: string; id: string; net: NetworkRef; cluster: Entry<ClusterRecord> },
 ): Promise<void> {
   const { owner, id, net } = opts;
   const { cluster } = unscoped(id);
   const own = principal.scope === "node" || principal.scope === "monitor";
-  const reach = own && principal.cluster === cluster && principal.reach
-    ? principal.reach
-    : await reachOf(ctx, cluster);
-  const why = placementRefusal(reach, owner, net);
+  const carried = own && principal.cluster === cluster ? principal.reach : undefined;
+  const refused = (e: Entry<ClusterRecord>) => {
+    const reach = carried ?? reachIn(e);
+    return reach ? placementRefusal(reach, owner, net) : "the cluster is not registered";
+  };
+  let why = refused(opts.cluster);
+  // The record may be a remembered one (portCluster): a refusal is decided on the store's.
+  if (why !== null && carried === undefined) why = refused(await portCluster(ctx, id, true));
   if (why === null) return;
   throw new ApiError(
     "forbidden",

@@ -20,7 +20,7 @@ import { bindExisting } from "./binding.ts";
 import { claimNewPort } from "./claimed.ts";
 import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
 import { Restart } from "./guards.ts";
-import { macFor } from "../../ipam/derived_mac.ts";
+import { macBlock } from "../../ipam/derived_mac.ts";
 
 /** One port's PUT inside a commit being built. */
 export interface PutStep {
@@ -55,7 +55,7 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
         owner,
         body,
       });
-      if (r.changed) await rebindStint(ctx, tx, { before: existing.value, after: r.port });
+      if (r.changed) await rebindStint(ctx, tx, { before: existing.value, after: r.port, net });
       return r;
     }
   }
@@ -114,7 +114,8 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
       );
     }
   } else {
-    await sweepQuarantine(ctx, tx, { edit, net });
+    // A pool found full on fresh reads looks for ended quarantines whatever it knew.
+    await sweepQuarantine(ctx, tx, { edit, net, force: step.fresh });
     const found = await edit.allocate(ctx.pools.allowed(net));
     if (found === null) {
       if (!step.fresh) throw new Restart();
@@ -124,7 +125,7 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
   }
   const port = portRecord({ net, owner, id, body, ip, index });
-  openStint(ctx, tx, port);
+  openStint(ctx, tx, { holder: port, net });
   return { port: storeNewPort(tx, net, port), created: true, changed: true };
 }
 
@@ -194,7 +195,7 @@ async function claimMac(
   opts: { tx: Tx; net: NetworkRecord; owner: string; id: string; mac: string },
 ): Promise<void> {
   const { tx, net, owner, id, mac } = opts;
-  const block = macFor(net.id, 0).slice(0, 8);
+  const block = macBlock(net.id);
   if (mac.startsWith(block)) {
     throw new ApiError(
       "invalid_mac",

@@ -21,7 +21,7 @@ interface Pending {
   id: string;
   body: PortBody;
   /** Its cluster's record, which the commit checks (../clusters.ts clusterGuard). */
-  guard: Entry<unknown> | null;
+  guard: Entry<unknown>;
   /** null: the batch could not settle it; the caller takes the careful path. */
   resolve(r: PutResult | null): void;
   reject(err: unknown): void;
@@ -48,7 +48,7 @@ export function batchedPut(
     owner: string;
     id: string;
     body: PortBody;
-    guard: Entry<unknown> | null;
+    guard: Entry<unknown>;
   },
 ): Promise<PutResult | null> {
   const { ref, owner, id, body, guard } = opts;
@@ -127,7 +127,7 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
 
 /** The cluster record the port depends on, checked once per commit. */
 function checkCluster(tx: Tx, { guard }: Pending, seen: Set<string>): void {
-  if (guard === null || seen.has(JSON.stringify(guard.key))) return;
+  if (seen.has(JSON.stringify(guard.key))) return;
   seen.add(JSON.stringify(guard.key));
   tx.check(guard);
 }

@@ -123,7 +123,7 @@ export async function unbindPort(ctx: Ctx, target: PortTarget): Promise<Port> {
     tx.check(e).set(e.key, unbound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, unbound, "set");
-    await rebindStint(ctx, tx, { before: port, after: unbound });
+    await rebindStint(ctx, tx, { before: port, after: unbound, net });
     return { port: unbound, changed: true };
   });
   const view = portView(net, port);

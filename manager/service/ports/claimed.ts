@@ -70,7 +70,7 @@ export async function claimNewPort(ctx: Ctx, step: NewPortStep): Promise<PutResu
   if (claim.ip6 !== undefined) port.ip6 = claim.ip6;
   if (claim.ports.length > 0) port.active = false;
   tx.check(ce).set(ce.key, { ...claim, ports: [...claim.ports, id] });
-  openStint(ctx, tx, port);
+  openStint(ctx, tx, { holder: port, net });
   return { port: storeNewPort(tx, net, port), created: true, changed: true };
 }
 

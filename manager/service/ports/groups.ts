@@ -39,7 +39,7 @@ export async function patchPortGroups(
     }
     const e = await portToChange(ctx, { ...req, net: ref.net, verb: "change" });
     refuseFlowsOnly(ref.net.dataPlane, { securityGroups: body.securityGroups });
-    const guards = await portGuards(ctx, { owner, id, body });
+    const guards = await portGuards(ctx, { owner, id, body }, true);
     const next: PortRecord = { ...e.value };
     if (body.securityGroups.length > 0) next.securityGroups = body.securityGroups;
     else delete next.securityGroups;

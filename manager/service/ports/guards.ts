@@ -4,10 +4,10 @@
  * groups are as the request read them (portGuards). A network deleted and made again under the
  * request, or a cached pool that says "full", start the PUT over (Restart).
  */
-import { keys } from "../../model.ts";
+import { type ClusterRecord, keys } from "../../model.ts";
 import type { Tx } from "../../store/tx.ts";
 import type { Entry } from "../../store/store.ts";
-import { clusterGuard } from "../clusters.ts";
+import { portCluster } from "../clusters.ts";
 import { groupRefs } from "../security_group_refs.ts";
 import type { Ctx } from "../context.ts";
 import type { NetworkRef } from "../network_lookup.ts";
@@ -20,20 +20,22 @@ export function checkNetwork(tx: Tx, ref: NetworkRef): void {
 
 /**
  * The records a port's commit checks: its cluster's first (a port never goes in after its
- * cluster's delete), then each security group it names (nor after a group's delete). A batch
- * takes only ports that name no group, and checks the first alone.
+ * cluster's delete, nor on a placement its cluster no longer allows), then each security group it
+ * names (nor after a group's delete). A batch takes only ports that name no group, and checks the
+ * first alone. The cluster's comes from the cache unless `fresh` (a retry's).
  */
 export async function portGuards(
   ctx: Ctx,
   port: { owner: string; id: string; body: Pick<PortBody, "securityGroups"> },
-): Promise<Entry<unknown>[]> {
-  const cluster = await clusterGuard(ctx, port.id);
+  fresh = false,
+): Promise<[Entry<ClusterRecord>, ...Entry<unknown>[]]> {
+  const cluster = await portCluster(ctx, port.id, fresh);
   const groups = await groupRefs(ctx, {
     tenant: port.owner,
     names: port.body.securityGroups,
     field: "securityGroups",
   });
-  return cluster ? [cluster, ...groups] : groups;
+  return [cluster, ...groups];
 }
 
 /**

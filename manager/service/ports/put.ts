@@ -8,6 +8,7 @@
  * again under it or a cached pool that said "full".
  */
 import type { Entry } from "../../store/store.ts";
+import type { ClusterRecord } from "../../model.ts";
 import { type Ctx, retry } from "../context.ts";
 import { QuotaCharges } from "../quotas.ts";
 import { forgetNetwork, type NetworkRef, resolveNetworkRef } from "../network_lookup.ts";
@@ -26,13 +27,13 @@ export async function putPort(ctx: Ctx, req: PortTarget & { body: PortBody }): P
   const guards = await portGuards(ctx, { owner, id, body });
   const ref = await resolveNetworkRef(ctx, req);
   refuseFlowsOnly(ref.net.dataPlane, { securityGroups: body.securityGroups });
-  await checkPlacement(ctx, principal, { owner, id, net: ref.net });
+  await checkPlacement(ctx, principal, { owner, id, net: ref.net, cluster: guards[0] });
   checkClaimBody(body);
   const plain = body.ip === undefined && body.ipGroup === undefined && body.mac === undefined &&
     body.claim === undefined;
   // A port naming security groups checks each in its commit: too many checks for a batch's.
   if (plain && !body.securityGroups?.length) {
-    const batched = await batchedPut(ctx, { ref, owner, id, body, guard: guards[0] ?? null });
+    const batched = await batchedPut(ctx, { ref, owner, id, body, guard: guards[0] });
     if (batched) return counted(ctx, batched);
   }
   // The careful path: fixed addresses, IP groups, claims, security groups, and whatever the batch
@@ -55,7 +56,7 @@ async function carefulPut(
     owner: string;
     body: PortBody;
     /** What the commit checks, as the request read it ({@link portGuards}). */
-    guards: Entry<unknown>[];
+    guards: [Entry<ClusterRecord>, ...Entry<unknown>[]];
   },
 ): Promise<PutResult> {
   const { owner, id, body } = opts;
@@ -72,8 +73,15 @@ async function carefulPut(
             const now = await resolveNetworkRef(ctx, { ...opts, fresh: true });
             if (now.net.id !== ref.net.id) throw new Restart(now);
             ref = now;
-            // Or its cluster or a group it names changed, or is being deleted (which refuses it).
-            guards = await portGuards(ctx, { owner, id, body });
+            // Or its cluster or a group it names changed, or is being deleted (which refuses it):
+            // read afresh, and the placement decided again on what its cluster says now.
+            guards = await portGuards(ctx, { owner, id, body }, true);
+            await checkPlacement(ctx, opts.principal, {
+              owner,
+              id,
+              net: ref.net,
+              cluster: guards[0],
+            });
           }
           const edit = await pool.edit(tx);
           checkNetwork(tx, ref);

@@ -28,7 +28,7 @@ export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
       const port = e.value;
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
-      await closeStint(ctx, tx, { holder: port, ended: "released" });
+      await closeStint(ctx, tx, { holder: port, ended: "released", net });
       const charges = new QuotaCharges(ctx, tx);
       if (port.claim !== undefined) {
         const left = await leaveClaim(ctx, tx, { net, port });
