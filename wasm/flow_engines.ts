@@ -23,6 +23,8 @@ export interface Engine {
   outLen(): number;
   acl(words: number): number;
   aclErrorArg(i: number): number;
+  inactive(words: number): number;
+  inactiveErrorArg(): number;
   keys(kind: number, count: number): number;
   keyPtr(): number;
 }

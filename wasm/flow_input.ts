@@ -8,6 +8,7 @@
  */
 
 import type { FlowAcl } from "./acl_input.ts";
+import type { FlowInactivePort } from "./inactive_input.ts";
 
 /** A network with ports on this node. */
 export interface FlowNetwork {
@@ -123,6 +124,8 @@ export interface FlowInput {
   routes?: FlowRoute[];
   /** The rules of the local ports with security groups (acl_input.ts); absent: none has any. */
   acls?: FlowAcl[];
+  /** Local ports of a live migration's other end (inactive_input.ts); absent: none. */
+  inactivePorts?: FlowInactivePort[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
