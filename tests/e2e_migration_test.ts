@@ -115,6 +115,8 @@ Deno.test("e2e migration: a VM migrates from n1 to n2 on VXLAN, VLAN and flat wi
         "br0",
         "up",
       ]);
+      // The guest resumes once its link is up (as QEMU on the target: its tap is ready first).
+      await waitFor("the VM's link up on n2", () => linkUp(guest, "eth0"), 5000);
       await run([
         "ip",
         "netns",
@@ -271,6 +273,12 @@ async function vmIn(
   await run(["ip", "-n", g, "addr", "add", claim.address, "dev", "eth0"]);
   await run(["ip", "-n", g, "link", "set", "eth0", "up"]);
   return g;
+}
+
+/** Whether `dev` in `netns` is up with its carrier, its queue ready (operstate UP). */
+async function linkUp(netns: string, dev: string): Promise<boolean> {
+  const r = await run(["ip", "-n", netns, "-br", "link", "show", dev]);
+  return r.stdout.split(/\s+/)[1] === "UP";
 }
 
 /** A 10 ms ping from `pod` to `ip` until stop(): how many were sent and lost. */

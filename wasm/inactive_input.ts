@@ -7,8 +7,6 @@
  * @module
  */
 
-import type { FlowInput } from "./flow_input.ts";
-
 /** A local port that is not its claim's active one. */
 export interface FlowInactivePort {
   /** Ofport on br-int, 1..65279; no local port's, not the tunnel's. */
@@ -21,6 +19,14 @@ export interface FlowInactivePort {
   cookie: number;
 }
 
+/** What the checks read of the rest of the model (flow_input.ts FlowInput). */
+interface ModelAround {
+  tunnelPort: number;
+  networks: { id: number }[];
+  localPorts: { ofport: number; cookie: number }[];
+  inactivePorts?: FlowInactivePort[];
+}
+
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */
 const MAX_OFPORT = 0xfeff;
 
@@ -31,7 +37,7 @@ export const INACTIVE_BAD_MAC = 1;
  * Checks the inactive ports against the rest of the model (types, ranges, references, no ofport
  * or cookie of another port) and returns their number of input words.
  */
-export function checkInactiveShape(input: FlowInput): number {
+export function checkInactiveShape(input: ModelAround): number {
   const ports = input.inactivePorts ?? [];
   if (!Array.isArray(ports)) throw new Error(`inactivePorts: expected an array`);
   const networks = new Set(input.networks.map((n) => n.id));
@@ -61,7 +67,7 @@ export function checkInactiveShape(input: FlowInput): number {
 }
 
 /** The Error of the engine's check: the MAC of inactive port `i`. */
-export function inactiveError(input: FlowInput, i: number): Error {
+export function inactiveError(input: ModelAround, i: number): Error {
   const mac = JSON.stringify(input.inactivePorts![i].mac);
   return new Error(
     `inactivePorts[${i}].mac: ${mac} is not a unicast MAC address (xx:xx:xx:xx:xx:xx)`,

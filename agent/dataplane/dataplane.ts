@@ -33,7 +33,13 @@ import { advertisedRoutes } from "../bgp/advertised.ts";
 import type { Advertised } from "../bgp/bird_config.ts";
 import { awaySources, type MirrorRows, mirrorRows } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
-import { carried, claimKey, type InactivePort, type Migrations } from "./migration.ts";
+import {
+  carried,
+  claimKey,
+  type InactivePort,
+  managerSaysActive,
+  type Migrations,
+} from "./migration.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -419,7 +425,7 @@ export class Dataplane {
         const net = await this.network(networks, i.port);
         // As the feed has it now: a network's egress and hostAccess change at once.
         const current = this.remote.port(i.port) ?? i.port;
-        const active = this.migrations?.isActive(current) ?? current.active !== false;
+        const active = this.migrations?.isActive(current) ?? managerSaysActive(current);
         if (!active) {
           inactivePorts.push({
             ofport: i.ofport,

@@ -55,6 +55,15 @@ const REFUSED_MS = 5000;
 export class Migrations {
   /** Local ports activated here before the manager's feed says so, by port key. */
   private readonly activated = new Set<string>();
+  /**
+   * Local ports that have been active: a migration's source. Only a target (a port made inactive)
+   * activates by its guest's frames; a source that lost the claim's traffic gets it back only by
+   * the manager (a migration back makes a new target pod): stray frames at the old place must not
+   * pull the traffic back from the guest's new one.
+   */
+  private readonly wasActive = new Set<string>();
+  /** The local ports of the model being made (isActive), to forget the others' wasActive. */
+  private seen = new Set<string>();
   /** Ports the manager refused to activate, and when: not asked again for REFUSED_MS. */
   private readonly refused = new Map<string, number>();
   private watched: InactivePort[] = [];
@@ -70,17 +79,24 @@ export class Migrations {
    */
   isActive(current: Port): boolean {
     const key = portKey(current);
-    if (current.active !== false) {
+    this.seen.add(key);
+    if (managerSaysActive(current)) {
       // The feed caught up: the manager's word from now on.
       this.activated.delete(key);
+      this.wasActive.add(key);
       return true;
     }
     return this.activated.has(key);
   }
 
-  /** The inactive ports of the last model: the poll runs while there is one. */
+  /**
+   * The inactive ports of the model just made (after isActive for each local port): the poll runs
+   * while one of them is a target.
+   */
   watch(ports: InactivePort[]): void {
-    this.watched = ports;
+    for (const key of this.wasActive) if (!this.seen.has(key)) this.wasActive.delete(key);
+    this.seen = new Set();
+    this.watched = ports.filter((p) => !this.wasActive.has(p.key));
     // One poll loop at a time: a running poll schedules the next itself.
     const idle = this.timer === null && !this.polling;
     if (ports.length > 0 && idle && !this.stopped) this.schedule(this.pollMs);
@@ -186,7 +202,7 @@ export class Migrations {
  * feed turns the remote one inactive).
  */
 export function carried(remote: Port, localClaims: ReadonlySet<string>): boolean {
-  if (remote.active === false) return false;
+  if (!managerSaysActive(remote)) return false;
   return remote.claim === undefined || !localClaims.has(claimKey(remote));
 }
 
@@ -198,7 +214,12 @@ export function gratuitousArp(mac: string, ipv4: string): string {
   return frame.padEnd(120, "0");
 }
 
+/** Whether the manager says a port is its claim's active one (absent: active, as before claims). */
+export function managerSaysActive(p: Port): boolean {
+  return p.active !== false;
+}
+
 /** A claim by its network and tenant: two ports with this key are one claim's. */
 export function claimKey(p: Pick<Port, "tenant" | "networkId" | "claim">): string {
-  return `${p.tenant}/${p.networkId}/${p.claim}`;
+  return JSON.stringify([p.tenant, p.networkId, p.claim]);
 }
