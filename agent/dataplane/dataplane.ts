@@ -442,6 +442,7 @@ export class Dataplane {
             ofport: i.ofport,
             mac: i.port.mac,
             ...(i.port.family === 4 ? { ipv4: i.port.ip } : {}),
+            target: !managerSaysActive(i.port),
           });
           continue;
         }

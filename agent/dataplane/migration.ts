@@ -33,6 +33,12 @@ export interface InactivePort {
   /** The claim's MAC and IPv4 address (none on an IPv6-only network), for the announcement. */
   mac: string;
   ipv4?: string;
+  /**
+   * Made inactive: the manager answered the port's ADD `active: false` (a migration's target). Only
+   * a target activates by its guest's frames; this survives an agent restart (the attachment keeps
+   * the answer), where wasActive does not.
+   */
+  target: boolean;
 }
 
 /** What the poll needs of OVS and of the manager. */
@@ -96,7 +102,7 @@ export class Migrations {
   watch(ports: InactivePort[]): void {
     for (const key of this.wasActive) if (!this.seen.has(key)) this.wasActive.delete(key);
     this.seen = new Set();
-    this.watched = ports.filter((p) => !this.wasActive.has(p.key));
+    this.watched = ports.filter((p) => p.target && !this.wasActive.has(p.key));
     // One poll loop at a time: a running poll schedules the next itself.
     const idle = this.timer === null && !this.polling;
     if (ports.length > 0 && idle && !this.stopped) this.schedule(this.pollMs);

@@ -26,6 +26,7 @@ const WATCHED: InactivePort = {
   ofport: 7,
   mac: "02:00:0a:00:00:09",
   ipv4: "10.0.0.9",
+  target: true,
 };
 
 /** OVS whose counters read `packets`, and a manager that answers `answer`. */
@@ -117,6 +118,17 @@ Deno.test("migration: the gratuitous ARP is the guest's own announcement of its 
     "ffffffffffff" + "02000a000009" + "0806" + "0001080006040001" + "02000a000009" + "0a000009" +
       "000000000000" + "0a000009" + "00".repeat(18),
   );
+});
+
+Deno.test("migration: a port the manager made active at its ADD (a source) does not activate by frames, also after a restart", async () => {
+  const { seen, deps } = standIns(() => Promise.resolve({}));
+  const m = new Migrations(deps, 1);
+  assert.equal(m.isActive(PORT), false);
+  m.watch([{ ...WATCHED, target: false }]);
+  seen.packets = 5;
+  await new Promise((r) => setTimeout(r, 30));
+  assert.deepEqual([seen.activated, seen.asked], [[], []]);
+  await m.stop();
 });
 
 Deno.test("migration: a source port turned inactive by the manager is not taken back by stray frames", async () => {
