@@ -442,6 +442,7 @@ export class Dataplane {
             ofport: i.ofport,
             mac: i.port.mac,
             ...(i.port.family === 4 ? { ipv4: i.port.ip } : {}),
+            ...(i.port.family === 6 ? { ipv6: i.port.ip } : i.port.ip6 ? { ipv6: i.port.ip6 } : {}),
             target: !managerSaysActive(i.port),
           });
           continue;

@@ -17,6 +17,7 @@
  * window it gives.
  */
 import { type Logger, ManagerError, type Port } from "@knitter/common";
+import { parseIp } from "@knitter/common/address";
 import { portKey } from "./port_key.ts";
 
 /** A local port of a claim that is not the active one: what the poll watches. */
@@ -30,9 +31,10 @@ export interface InactivePort {
   /** The flows' cookie: network number << 32 | port number. */
   cookie: bigint;
   ofport: number;
-  /** The claim's MAC and IPv4 address (none on an IPv6-only network), for the announcement. */
+  /** The claim's MAC and addresses, for the announcement. */
   mac: string;
   ipv4?: string;
+  ipv6?: string;
   /**
    * Made inactive: the manager answered the port's ADD `active: false` (a migration's target). Only
    * a target activates by its guest's frames; this survives an agent restart (the attachment keeps
@@ -164,15 +166,21 @@ export class Migrations {
   }
 
   /**
-   * Announces the guest from its new port, once its flows are in: a gratuitous ARP through the
-   * pipeline as if the guest sent it (it floods the network). The guest's own announcement was
+   * Announces the guest from its new port, once its flows are in: a gratuitous ARP (and an
+   * unsolicited neighbour advertisement for its IPv6 address) through the pipeline as if the guest
+   * sent it (it floods the network). The guest's own announcement was
    * dropped as it activated the port; a physnet's learning switches learn the MAC's new place from
    * this one, instead of from the guest's next frame.
    */
   private async announce(p: InactivePort): Promise<void> {
-    if (!p.ipv4 || !this.activated.has(p.key)) return;
-    const packet = gratuitousArp(p.mac, p.ipv4);
-    await this.deps.ofctl(["packet-out", this.deps.bridge, String(p.ofport), "table", packet]);
+    if (!this.activated.has(p.key)) return;
+    const packets = [
+      ...(p.ipv4 ? [gratuitousArp(p.mac, p.ipv4)] : []),
+      ...(p.ipv6 ? [unsolicitedNa(p.mac, p.ipv6)] : []),
+    ];
+    for (const packet of packets) {
+      await this.deps.ofctl(["packet-out", this.deps.bridge, String(p.ofport), "table", packet]);
+    }
   }
 
   private async tell(p: InactivePort): Promise<void> {
@@ -223,6 +231,32 @@ export function gratuitousArp(mac: string, ipv4: string): string {
 /** Whether the manager says a port is its claim's active one (absent: active, as before claims). */
 export function managerSaysActive(p: Port): boolean {
   return p.active !== false;
+}
+
+/**
+ * An unsolicited neighbour advertisement from `mac` for `ipv6` to all nodes (override flag, the
+ * target link-layer address option), as hex.
+ */
+export function unsolicitedNa(mac: string, ipv6: string): string {
+  const m = mac.toLowerCase().replaceAll(":", "");
+  const ip = parseIp(ipv6);
+  if (!ip || ip.family !== 6) throw new Error(`not an IPv6 address: ${ipv6}`);
+  const src = ip.value.toString(16).padStart(32, "0");
+  const dst = "ff020000000000000000000000000001";
+  // Type 136, code 0, checksum, flags (override), target, option 2 (target MAC), length 1.
+  const body = (sum: string) => "8800" + sum + "20000000" + src + "0201" + m;
+  const pseudo = src + dst + "00000020" + "0000003a";
+  const sum = checksum(pseudo + body("0000")).toString(16).padStart(4, "0");
+  const ipv6Header = "60000000" + "0020" + "3a" + "ff" + src + dst;
+  return "333300000001" + m + "86dd" + ipv6Header + body(sum);
+}
+
+/** The Internet checksum of a hex string of whole 16-bit words. */
+function checksum(hex: string): number {
+  let sum = 0;
+  for (let i = 0; i < hex.length; i += 4) sum += parseInt(hex.slice(i, i + 4), 16);
+  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+  return ~sum & 0xffff;
 }
 
 /** A claim by its network and tenant: two ports with this key are one claim's. */

@@ -5,7 +5,14 @@
  */
 import assert from "node:assert/strict";
 import { createLogger, ManagerError, type Port } from "@knitter/common";
-import { carried, claimKey, gratuitousArp, type InactivePort, Migrations } from "./migration.ts";
+import {
+  carried,
+  claimKey,
+  gratuitousArp,
+  type InactivePort,
+  Migrations,
+  unsolicitedNa,
+} from "./migration.ts";
 
 const log = createLogger("migration test", "error");
 
@@ -143,4 +150,27 @@ Deno.test("migration: a source port turned inactive by the manager is not taken 
   assert.deepEqual(seen.activated, [], "the manager is not asked");
   assert.deepEqual(seen.asked, [], "its counters are not even read");
   await m.stop();
+});
+
+Deno.test("migration: the unsolicited neighbour advertisement carries the guest's address and MAC, with a checksum that verifies", () => {
+  const na = unsolicitedNa("02:00:0a:00:00:09", "fd00:1::9");
+  const target = "fd000001000000000000000000000009";
+  assert.equal(na.slice(0, 28), "333300000001" + "02000a000009" + "86dd");
+  const ipv6 = na.slice(28, 108);
+  const icmp = na.slice(108);
+  assert.equal(
+    ipv6.slice(0, 16),
+    "6000000000203aff",
+    "version 6, 32 bytes of ICMPv6, hop limit 255",
+  );
+  assert.equal(ipv6.slice(16, 48), target);
+  assert.equal(icmp.slice(0, 4), "8800", "type 136, code 0");
+  assert.equal(icmp.slice(8, 16), "20000000", "override");
+  assert.equal(icmp.slice(16), target + "0201" + "02000a000009");
+  // The one's complement sum over the pseudo-header and the message, checksum included, is 0xffff.
+  const words = ipv6.slice(16, 80) + "00000020" + "0000003a" + icmp;
+  let sum = 0;
+  for (let i = 0; i < words.length; i += 4) sum += parseInt(words.slice(i, i + 4), 16);
+  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+  assert.equal(sum, 0xffff);
 });
