@@ -38,6 +38,7 @@ import { ipLinks, ovsBridges } from "./interfaces/seams.ts";
 import { Reaper } from "./cni/reaper.ts";
 import { settleAnswered } from "./cni/settle.ts";
 import { RemoteView } from "./dataplane/remote.ts";
+import { Migrations } from "./dataplane/migration.ts";
 import { disableTxChecksumOffload } from "./interfaces/ip_links.ts";
 import { agentApp } from "./server/server.ts";
 import { AgentMetrics } from "./metrics.ts";
@@ -71,6 +72,15 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log,
   );
   const dataplane = new Dataplane(ovs, config, state, remote, log);
+  // Live migration: an inactive port's guest announcing itself here activates it (migration.ts).
+  const migrations = new Migrations({
+    ofctl: (args) => ovs.ofctl(args),
+    bridge: config.bridge,
+    activatePort: (tenant, network, id) => manager.activatePort(tenant, network, id),
+    resync: () => dataplane.sync(),
+    log,
+  });
+  dataplane.migrations = migrations;
   const metrics = new AgentMetrics();
   dataplane.observer = metrics;
   // The node on networks with egress or hostAccess (host_ports.ts).
@@ -302,6 +312,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await reaper.stop();
       await healer.stop();
       await conflicts.stop();
+      await migrations.stop();
       await remote.stop();
       await flowRecords?.stop();
       await probes?.shutdown();

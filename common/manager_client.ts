@@ -133,6 +133,14 @@ export class ManagerClient {
   }
 
   /**
+   * Makes a claim's port the active one (a live migration's target whose guest runs on its node)
+   * and the claim's other port inactive, in one step at the manager; idempotent.
+   */
+  activatePort(tenant: string, network: string, id: string): Promise<Port> {
+    return this.call("POST", `${portPath(tenant, network, id)}/activate`);
+  }
+
+  /**
    * Ports across networks; the manager filters them (by its node index for `node`): those bound
    * to a node, of a pod ("namespace/name"), of a tenant.
    */

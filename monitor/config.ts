@@ -53,6 +53,12 @@ export const MonitorConfigSchema = z.strictObject({
    * on a cluster without their CRD (the watch would never list).
    */
   ipamClaims: z.boolean().default(true),
+  /**
+   * Whether KubeVirt's VirtualMachineInstanceMigrations are followed (kubevirt_migrations.ts): a
+   * migration's target pod's claim ports are activated once it runs the VM; false (the default)
+   * on a cluster without KubeVirt (the watch would never list).
+   */
+  kubevirtMigrations: z.boolean().default(false),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**

@@ -18,6 +18,11 @@ import { checkClusterToken } from "./cluster_check.ts";
 import type { Handlers, InformerHealth } from "./informer.ts";
 import { ipGroupKind } from "./ip_groups.ts";
 import { ipamClaimKind } from "./ipam_claims.ts";
+import {
+  KUBEVIRT_MIGRATION,
+  MigrationActivator,
+  type VmiMigration,
+} from "./kubevirt_migrations.ts";
 import { LabelChanges } from "./label_changes.ts";
 import { PolicyGroups } from "./mnp_groups.ts";
 import { policyLister } from "./mnp_listing.ts";
@@ -174,6 +179,24 @@ export async function startMonitor(
   const claims = followCustomResource(wiring, crContext, ipamClaimKind);
   const resources = [networks, groups, routers, mirrors, ...(config.ipamClaims ? [claims] : [])];
 
+  // KubeVirt's live migrations: the target's claim ports activated once it runs the VM.
+  const activator = new MigrationActivator(manager, log);
+  const { informer: vmMigrations, queue: vmMigrationQueue }: Followed<VmiMigration> = follow<
+    VmiMigration
+  >(wiring, {
+    name: KUBEVIRT_MIGRATION.plural,
+    path:
+      `/apis/${KUBEVIRT_MIGRATION.group}/${KUBEVIRT_MIGRATION.version}/${KUBEVIRT_MIGRATION.plural}`,
+    lister: {
+      list: () => kube.listCustom<VmiMigration>(KUBEVIRT_MIGRATION.plural, KUBEVIRT_MIGRATION),
+      count: () => kube.countCustom(KUBEVIRT_MIGRATION.plural, KUBEVIRT_MIGRATION),
+    },
+    reconcile: (k): Promise<void> => {
+      const [ns, name] = splitKey(k);
+      return activator.reconcile(vmMigrations.get(name, ns));
+    },
+  });
+
   // MultiNetworkPolicies: reconciled per namespace (its tenant's groups and its ports' groups).
   const policyReconciler = new PolicyReconciler(
     kube,
@@ -297,8 +320,16 @@ export async function startMonitor(
     pods,
     ...resources.map((r) => r.informer),
     ...(config.multiNetworkPolicies ? [policies] : []),
+    ...(config.kubevirtMigrations ? [vmMigrations] : []),
   ];
-  const queues = [podQueue, releases, nsQueue, ...resources.map((r) => r.queue), policyQueue];
+  const queues = [
+    podQueue,
+    releases,
+    nsQueue,
+    ...resources.map((r) => r.queue),
+    policyQueue,
+    vmMigrationQueue,
+  ];
   ports.start();
   await Promise.all(informers.map((i) => i.start()));
 

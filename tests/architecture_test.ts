@@ -781,3 +781,34 @@ Deno.test("architecture: the connection guard relays no bytes, and the pinned De
   const { serveOnConnection } = await import("../manager/conn_guard.ts");
   assert.equal(typeof serveOnConnection(), "function");
 });
+
+/**
+ * Live migration in the data plane (agent/PIPELINE.md, "Inactive ports"): the agent decides
+ * whether one of its ports is its claim's active one, and activates one at the manager, in one
+ * place (agent/dataplane/migration.ts); the flows of inactive ports come from the compiler's own
+ * builder (wasm/assembly/inactive.ts) and nowhere else.
+ */
+Deno.test("architecture: one place in the agent decides and changes a port's activity; one builder makes the inactive ports' flows", async () => {
+  const deciders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/\.active\b|activatePort\(/.test(text)) deciders.push(path);
+  }
+  // daemon.ts hands the manager's call to it; remote.ts notices a change of our own port's.
+  assert.deepEqual(deciders.sort(), [
+    "agent/daemon.ts",
+    "agent/dataplane/migration.ts",
+    "agent/dataplane/remote.ts",
+  ]);
+  const builders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    if (/F_INACTIVE_PORT_/.test(await Deno.readTextFile(file))) {
+      builders.push(file.slice(ROOT.length));
+    }
+  }
+  assert.deepEqual(builders.filter((f) => !f.includes("/generated/")), [
+    "wasm/assembly/inactive.ts",
+  ]);
+});

@@ -24,6 +24,8 @@ export interface Engine {
   acl(words: number): number;
   aclErrorArg(i: number): number;
   sampling(probability: number, collectorSet: number): void;
+  inactive(words: number): number;
+  inactiveErrorArg(): number;
   keys(kind: number, count: number): number;
   keyPtr(): number;
 }

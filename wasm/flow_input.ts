@@ -9,6 +9,7 @@
 
 import type { FlowAcl } from "./acl_input.ts";
 import type { FlowSampling } from "./flow_sampling.ts";
+import type { FlowInactivePort } from "./inactive_input.ts";
 
 /** A network with ports on this node. */
 export interface FlowNetwork {
@@ -126,6 +127,8 @@ export interface FlowInput {
   acls?: FlowAcl[];
   /** Flow records' sample actions (flow_sampling.ts); absent: none. */
   sampling?: FlowSampling;
+  /** Local ports of a live migration's other end (inactive_input.ts); absent: none. */
+  inactivePorts?: FlowInactivePort[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

@@ -221,6 +221,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
   switch (f.table) {
     case TABLE.CLASSIFY:
       if (has("tun_id")) return "classifyTunnel";
+      // Only an inactive port's flow matches a source MAC here (PIPELINE.md, "Inactive ports").
+      if (has("dl_src")) return "inactivePort";
       // The host port's flows match ARP or IPv4 and load no reg1 (PIPELINE.md, "Host port").
       if (has("arp") || has("ip")) return "classifyHost";
       return f.actions.some((a) => a.endsWith("->reg1")) ? "classifyLocal" : "classifyPhysnet";
@@ -335,6 +337,10 @@ export function explainHop(
       case "classifyTunnel":
       case "classifyPhysnet":
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
+        break;
+      case "inactivePort":
+        what = `from an inactive port (ofport ${inPort}, a live migration's other end): ` +
+          "counted and dropped until its guest runs here";
         break;
       case "classifyHost":
         what = `from the node (its host port, ofport ${inPort}): ${netLabel}, as from outside`;

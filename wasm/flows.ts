@@ -15,6 +15,7 @@ import { checkShape, flowError, type FlowInput, NETWORK_TYPES } from "./flow_inp
 import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts";
 import { type Engine, engine, putText } from "./flow_engines.ts";
 import { checkSampling } from "./flow_sampling.ts";
+import { checkInactiveShape, inactiveError } from "./inactive_input.ts";
 
 /**
  * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
@@ -131,6 +132,24 @@ function encodeAcls(wasm: Engine, acls: FlowAcl[]): number {
   return words;
 }
 
+/** Writes the inactive ports into the input area (layout at `inactive` in assembly/inactive.ts). */
+function encodeInactive(wasm: Engine, input: FlowInput, words: number): number {
+  const ports = input.inactivePorts!;
+  const blob = ports.map((p) => p.mac).join("");
+  const base = wasm.input(words * 4 + blob.length);
+  const w = new Uint32Array(wasm.memory.buffer, base, words);
+  let i = 0;
+  w[i++] = ports.length;
+  for (const p of ports) {
+    w[i++] = p.ofport;
+    w[i++] = p.network;
+    w[i++] = p.cookie;
+    w[i++] = p.mac.length;
+  }
+  putText(wasm, base + words * 4, blob);
+  return words;
+}
+
 /**
  * Compiles the model into the complete rule set of br-int. Each line is a complete
  * `ovs-ofctl -O OpenFlow13 add-flow` spec in the one canonical form
@@ -174,6 +193,11 @@ function compileWith(wasm: Engine, input: FlowInput): string[] {
       const [i, k, j] = [0, 1, 2].map((n) => wasm.aclErrorArg(n));
       throw aclError(input.acls, rc, i, k, j);
     }
+  }
+  // The inactive ports' flows (assembly/inactive.ts), during a live migration.
+  if (input.inactivePorts && input.inactivePorts.length > 0) {
+    const rc = wasm.inactive(encodeInactive(wasm, input, checkInactiveShape(input)));
+    if (rc !== 0) throw inactiveError(input, wasm.inactiveErrorArg());
   }
   // The lines are ASCII (the compiler writes constants and the numbers and addresses it renders,
   // never input bytes), so the ASCII decoder reads them as they are; in Deno it costs about 6 ms

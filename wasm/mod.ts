@@ -22,6 +22,7 @@ export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export type { FlowSampling } from "./flow_sampling.ts";
 export { SAMPLE_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
+export type { FlowInactivePort } from "./inactive_input.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";

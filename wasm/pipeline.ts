@@ -152,6 +152,7 @@ export const FLOW_KINDS = {
   forwardRemote: { table: TABLE.FORWARD, priority: PRIORITY.REMOTE },
   flood: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD },
   unknownUnicast: { table: TABLE.FORWARD, priority: PRIORITY.UNKNOWN },
+  inactivePort: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
 } as const satisfies Record<string, FlowKind>;
 
 /**

@@ -11,6 +11,7 @@ import {
   compileFlows,
   type FlowConflict,
   flowGateways,
+  type FlowInactivePort,
   type FlowInput,
   type FlowNetwork,
   type FlowRemotePort,
@@ -33,6 +34,13 @@ import { advertisedRoutes } from "../bgp/advertised.ts";
 import type { Advertised } from "../bgp/bird_config.ts";
 import { awaySources, collectorsAtNodes, type MirrorRows, mirrorRows } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
+import {
+  carried,
+  claimKey,
+  type InactivePort,
+  managerSaysActive,
+  type Migrations,
+} from "./migration.ts";
 
 export interface DataplaneConfig {
   nodeName: string;
@@ -98,6 +106,8 @@ export class Dataplane {
   mirrors: MirrorRows | null = null;
   /** The node's BGP speaker and whence it advertises (agent/bgp/); none: no BGP. */
   bgp: { speaker: BgpSpeaker; from: "hosting" | "all" } | null = null;
+  /** This node's side of live migrations (migration.ts); none: inactive ports are only dropped. */
+  migrations: Migrations | null = null;
   /** What the last model says the node advertises, handed to the speaker after its flows. */
   private routes: Advertised | null = null;
   /** Flow records' sample actions (agent/flow_records/); none: off. */
@@ -415,10 +425,39 @@ export class Dataplane {
     const localPorts: FlowInput["localPorts"] = [];
     const sources = { local: [] as Port[], remote: [] as Port[] };
     const hosted: { port: Port; number: number }[] = [];
+    // A live migration's ports (migration.ts): the inactive ones here, the claims active here.
+    const inactivePorts: FlowInactivePort[] = [];
+    const watched: InactivePort[] = [];
+    const localClaims = new Set<string>();
     for (const a of this.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (!i.port || i.ofport === undefined) continue;
         const net = await this.network(networks, i.port);
+        // As the feed has it now: a network's egress and hostAccess change at once.
+        const current = this.remote.port(i.port) ?? i.port;
+        const active = this.migrations?.isActive(current) ?? managerSaysActive(current);
+        if (!active) {
+          inactivePorts.push({
+            ofport: i.ofport,
+            network: net.id,
+            mac: i.port.mac,
+            cookie: i.cookie,
+          });
+          watched.push({
+            tenant: i.tenant,
+            network: i.network,
+            id: i.portId,
+            key: portKey(i.port),
+            cookie: (BigInt(net.id) << 32n) | BigInt(i.cookie),
+            ofport: i.ofport,
+            mac: i.port.mac,
+            ...(i.port.family === 4 ? { ipv4: i.port.ip } : {}),
+            ...(i.port.family === 6 ? { ipv6: i.port.ip } : i.port.ip6 ? { ipv6: i.port.ip6 } : {}),
+            target: !managerSaysActive(i.port),
+          });
+          continue;
+        }
+        if (current.claim !== undefined) localClaims.add(claimKey(current));
         localPorts.push({
           ofport: i.ofport,
           network: net.id,
@@ -427,8 +466,6 @@ export class Dataplane {
           cookie: i.cookie,
         });
         sources.local.push(i.port);
-        // As the feed has it now: a network's egress and hostAccess change at once.
-        const current = this.remote.port(i.port) ?? i.port;
         hosted.push({ port: current, number: net.id });
       }
     }
@@ -446,7 +483,7 @@ export class Dataplane {
     }
     const remotePorts: FlowRemotePort[] = [];
     for (const p of remote) {
-      if (p.node === this.config.nodeName) continue;
+      if (p.node === this.config.nodeName || !carried(p, localClaims)) continue;
       const net = networks.get(p.networkId);
       const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
       // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
@@ -468,6 +505,8 @@ export class Dataplane {
     );
     if (acls.length > 0) model.acls = acls;
     if (this.sampling) model.sampling = this.sampling;
+    if (inactivePorts.length > 0) model.inactivePorts = inactivePorts;
+    this.migrations?.watch(watched);
     this.sources.set(model, sources);
     return model;
   }

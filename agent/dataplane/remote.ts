@@ -131,7 +131,9 @@ export class RemoteView {
       else this.portsByKey.delete(portKey(e.port));
       // Our own port's groups and its network's DSCP and node settings change through the API,
       // not through this agent.
+      // Our own port's activity changes at the manager: a live migration's activation.
       return e.port.node !== this.nodeName || regrouped(before, e.port) ||
+        before?.active !== e.port.active ||
         remarked(before, e.port) || nodeReachChanged(before, e.port);
     }
     if (e.type === "securityGroup") {

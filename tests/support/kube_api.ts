@@ -67,6 +67,15 @@ export const RESOURCES: Record<string, ResourceDef> = {
     statusSubresource: true,
     generation: true,
   },
+  // KubeVirt's live migration (monitor/kubevirt_migrations.ts); its status is KubeVirt's to write.
+  virtualmachineinstancemigrations: {
+    group: "kubevirt.io",
+    version: "v1",
+    kind: "VirtualMachineInstanceMigration",
+    namespaced: true,
+    statusSubresource: false,
+    generation: true,
+  },
 };
 
 // deno-lint-ignore no-explicit-any

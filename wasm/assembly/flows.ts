@@ -16,6 +16,7 @@
 //   output.ts    the lines sorted by (cookie, text), without duplicates, joined by "\n"
 //   layout.ts    the growable buffers and the layout of the model's records
 //   keys.ts      the address rules asked for many texts at once (../flow_keys.ts)
+//   inactive.ts  the flows of inactive ports (a live migration's other end), a third call
 //
 // No managed objects: every array is a growable buffer in linear memory (heap.realloc on the TLSF
 // heap of --runtime minimal), kept from one call to the next. No decorators (see bitmap.ts).
@@ -31,6 +32,7 @@ export { acl, aclErrorArg } from "./acl";
 export { outLen, outPtr } from "./output";
 export { keyPtr, keys } from "./keys";
 export { sampling } from "./sample";
+export { inactive, inactiveErrorArg } from "./inactive";
 
 /**
  * Compiles the model in the input area: `words` u32 words, then the strings. Returns 0 and leaves

@@ -401,6 +401,22 @@ export const scenarios: Record<string, FlowInput> = {
       { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", portMin: 80, portMax: 80 }] },
     ],
   },
+
+  /**
+   * A live migration's target node: the claim's port here (ofport 2) is inactive, its active port
+   * (same MAC and address) is on node 192.168.0.12; a pod here reaches the guest there.
+   */
+  migration_target: {
+    tunnelPort: 100,
+    networks: [{ id: 1, type: "vxlan", segmentId: 5001 }],
+    localPorts: [
+      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+    ],
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:00:00:09", ips: ["10.0.0.9"], nodeIp: "192.168.0.12" },
+    ],
+    inactivePorts: [{ ofport: 2, network: 1, mac: "02:00:0A:00:00:09", cookie: 2 }],
+  },
 };
 
 /**
