@@ -1,0 +1,85 @@
+/**
+ * Floating addresses (service/floating_ips.ts): taken from a pool, bound to a port by its ID and
+ * carried by every port of that ID (so it follows a pod made again elsewhere), one per port,
+ * unbound and kept, released through quarantine.
+ */
+import assert from "node:assert/strict";
+import { must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
+
+const ACME = "tenants/acme/floating-ips";
+const P1 = "tenants/acme/networks/blue/ports/p1";
+const on = (node: string) => ({ pod: { namespace: "acme", name: "web" }, node });
+
+Deno.test("a floating address bound to a port ID is carried by the port, again when it is made anew on another node", async () => {
+  let clock = Date.parse("2026-11-28T00:00:00Z");
+  using t = await testApp({ tenants: ["acme"], quarantineSeconds: 60, clock: () => clock });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/30"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const { cursor } = must(await t.call("GET", "feed"), 200);
+  must(await t.call("PUT", P1, on("worker1")), 201);
+  must(await t.call("PUT", "tenants/acme/networks/blue/ports/p2", on("worker1")), 201);
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  assert.equal(f.address, "203.0.113.1");
+  const bound = must(
+    await t.call("POST", `${ACME}/${f.address}/bind`, { network: "blue", port: "p1" }, TOKEN.acme),
+    200,
+  );
+  assert.deepEqual(bound.port, { network: "blue", id: "p1" });
+  assert.equal(must(await t.call("GET", P1, undefined, TOKEN.acme), 200).floating, f.address);
+
+  // One per port: a second address for p1 is refused; the same bind again is no change.
+  const g = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  mustFail(
+    await t.call("POST", `${ACME}/${g.address}/bind`, { network: "blue", port: "p1" }, TOKEN.acme),
+    409,
+    "in_use",
+    { field: "port" },
+  );
+  mustFail(
+    await t.call("POST", `${ACME}/${f.address}/bind`, { network: "blue", port: "p2" }, TOKEN.acme),
+    409,
+    "in_use",
+  );
+  must(
+    await t.call("POST", `${ACME}/${f.address}/bind`, { network: "blue", port: "p1" }, TOKEN.acme),
+    200,
+  );
+
+  // The pod goes, and comes back on worker2 with the same port ID: the address follows.
+  must(await t.call("DELETE", P1), 204);
+  const again = must(await t.call("PUT", P1, on("worker2")), 201);
+  assert.equal(again.floating, f.address);
+  assert.equal(again.node, "worker2");
+  const feed = must(await t.call("GET", `feed?after=${cursor}&timeout=0`), 200);
+  const last = feed.events.filter((e: { port?: { id: string } }) => e.port?.id === "p1").at(-1);
+  assert.equal(last.port.floating, f.address, "the feed tells worker2");
+
+  // Unbound: the port loses it, the tenant keeps it.
+  const un = must(await t.call("POST", `${ACME}/${f.address}/unbind`, undefined, TOKEN.acme), 200);
+  assert.equal(un.port, undefined);
+  assert.equal(must(await t.call("GET", P1), 200).floating, undefined);
+  const mine = must(await t.call("GET", ACME, undefined, TOKEN.acme), 200);
+  assert.deepEqual(mine.items.map((x: { address: string }) => x.address).sort(), [
+    "203.0.113.1",
+    "203.0.113.2",
+  ]);
+
+  // Released while bound: the port loses it, and the address waits out its quarantine.
+  must(
+    await t.call("POST", `${ACME}/${g.address}/bind`, { network: "blue", port: "p1" }, TOKEN.acme),
+    200,
+  );
+  must(await t.call("DELETE", `${ACME}/${g.address}`, undefined, TOKEN.acme), 204);
+  assert.equal(must(await t.call("GET", P1), 200).floating, undefined);
+  must(await t.call("DELETE", `${ACME}/${f.address}`, undefined, TOKEN.acme), 204);
+  mustFail(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 409, "pool_exhausted");
+  mustFail(
+    await t.call("POST", ACME, { pool: "ext", address: f.address }, TOKEN.acme),
+    409,
+    "address_taken",
+    { message: /quarantine until/ },
+  );
+  clock += 61_000;
+  must(await t.call("POST", ACME, { pool: "ext", address: f.address }, TOKEN.acme), 201);
+  mustFail(await t.call("DELETE", "floating-pools/ext"), 409, "in_use");
+});
