@@ -1,0 +1,236 @@
+/**
+ * Floating addresses end to end (agent/README.md, "Floating addresses"): two simulated nodes whose
+ * agents run BIRD 2, an "external router" netns as their BGP peer with a host behind it
+ * (support/bgp_fabric.ts). A tenant takes an address of the admin's floating pool and binds it to
+ * its pod's port: the node hosting the pod announces the /32, the host reaches the pod by TCP at
+ * the floating address, and the pod's connections out reach the host from the floating address. The
+ * pod is deleted and made again on the other node with the same port ID: the address follows it
+ * (the router learns it from that node alone, and TCP works again). Hostile binds are refused;
+ * unbinding withdraws it, and a released address waits out its quarantine.
+ */
+import assert from "node:assert/strict";
+import { Cleanup } from "../devstack/cleanup.ts";
+import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
+import { type Fabric, HOST, speakBgp, startFabric } from "./support/bgp_fabric.ts";
+import { startCapture } from "./support/capture.ts";
+import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
+import { tcpExchange } from "./support/traffic.ts";
+
+const ACME = "acme-tenant-token-for-the-floating-test";
+const GLOBEX = "globex-tenant-token-for-the-floating-test";
+/** Generous: BGP sessions take a few seconds to come up; speed is the benchmark's. */
+const LEARN_MS = 60_000;
+/** The same container and pod UID on either node: the same port ID (agent/cni/pod_request.ts). */
+const SANDBOX = { containerId: "f100d0000000000000000000000000ab", podUid: "pod-uid-floating-1" };
+const PORT_ID = `${SANDBOX.podUid}-${SANDBOX.containerId}-eth0`;
+
+Deno.test("e2e floating: an external host reaches a pod at its floating address by TCP and the pod reaches it from there; the address follows the pod to another node; hostile binds refused; unbound, withdrawn; released through quarantine", async (t) => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1", "n2"],
+    tokens: [
+      { token: ACME, scope: "tenant", tenant: "acme" },
+      { token: GLOBEX, scope: "tenant", tenant: "globex" },
+    ],
+  });
+  const [n1, n2] = stack.nodes;
+  const [ip1, ip2] = [n1, n2].map((n) => n.sim.underlayIp);
+  const fabric = await startFabric(cleanup, [ip1, ip2]);
+  for (const node of stack.nodes) await speakBgp(cleanup, node);
+  for (const name of ["acme", "globex"]) await api(stack, "POST", "tenants", { name }, 201);
+  await api(stack, "POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/28"] }, 201);
+  for (const [tenant, name] of [["acme", "front"], ["globex", "back"]]) {
+    await api(stack, "POST", `tenants/${tenant}/networks`, {
+      name,
+      cidr: "10.90.0.0/24",
+      gateway: "10.90.0.1",
+    }, 201);
+  }
+  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "ext" }, 201))
+    .address as string;
+  let web = await pod(n1, "web", "acme", "front");
+  // globex's pod with the same address on the same node: it must never get acme's traffic.
+  const other = await pod(n1, "other", "globex", "back", { containerId: "0ther" });
+  assert.equal(other.ip, web.ip, "two tenants, one address: the test's point");
+  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
+    network: "front",
+    port: PORT_ID,
+  }, 200);
+
+  await t.step("the router learns the floating /32 from the pod's node only", async () => {
+    await learns(fabric, new Map([[`${fip}/32`, [ip1]]]));
+  });
+
+  await t.step(
+    "the host reaches the pod by TCP at the floating address (a payload echoed whole), and only that pod",
+    async () => {
+      const cap = await startCapture(cleanup, ns(web), "eth0", `tcp and dst host ${web.ip}`, {
+        count: 1,
+        timeoutMs: 20_000,
+      });
+      const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
+      assert.ok(tcp.ok, `host to ${fip}: ${JSON.stringify(tcp)}`);
+      assert.equal(tcp.received, 100_000);
+      const seen = await cap.done(1000);
+      assert.equal(seen.length, 1, `web saw the connection: ${seen}`);
+      assert.match(seen[0], new RegExp(`${dots(HOST)}\\.\\d+ > ${dots(web.ip)}\\.`));
+      const wrong = await tcpExchange(cleanup, fabric.host, ns(other), fip, 1000, { seconds: 3 });
+      assert.equal(
+        wrong.ok,
+        false,
+        `globex's pod with the same address answered: ${JSON.stringify(wrong)}`,
+      );
+    },
+  );
+
+  await t.step("the pod's connection to the host comes from the floating address", async () => {
+    await pod2host(cleanup, fabric, web, fip);
+  });
+
+  await t.step(
+    "attack: another tenant cannot bind the address, nor the owner bind it to another tenant's port",
+    async () => {
+      const before = await as(
+        stack,
+        ACME,
+        "GET",
+        `tenants/acme/floating-ips/${fip}`,
+        undefined,
+        200,
+      );
+      const theirs = await as(stack, GLOBEX, "POST", `tenants/globex/floating-ips/${fip}/bind`, {
+        network: "back",
+        port: `${other.args.K8S_POD_UID}-0ther-eth0`,
+      }, 404);
+      assert.doesNotMatch(JSON.stringify(theirs), /acme/);
+      await as(stack, GLOBEX, "POST", `tenants/acme/floating-ips/${fip}/unbind`, undefined, 403);
+      const mine =
+        (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "ext" }, 201))
+          .address;
+      await as(stack, ACME, "POST", `tenants/acme/floating-ips/${mine}/bind`, {
+        network: "back",
+        port: `${other.args.K8S_POD_UID}-0ther-eth0`,
+      }, 404);
+      await as(stack, ACME, "DELETE", `tenants/acme/floating-ips/${mine}`, undefined, 204);
+      assert.deepEqual(
+        await as(stack, ACME, "GET", `tenants/acme/floating-ips/${fip}`, undefined, 200),
+        before,
+      );
+    },
+  );
+
+  await t.step(
+    "the pod deleted and made again on the other node with the same port: the address follows",
+    async () => {
+      assert.equal((await web.del()).code, 0, "DEL web on n1");
+      web = await pod(n2, "web", "acme", "front");
+      await learns(fabric, new Map([[`${fip}/32`, [ip2]]]));
+      const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
+      assert.ok(tcp.ok, `host to ${fip} on n2: ${JSON.stringify(tcp)}`);
+      await pod2host(cleanup, fabric, web, fip);
+    },
+  );
+
+  await t.step("unbound: withdrawn and no longer reached; released: in quarantine", async () => {
+    await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/unbind`, undefined, 200);
+    await forgets(fabric, [`${fip}/32`]);
+    const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 3 });
+    assert.equal(tcp.ok, false, `host to the unbound ${fip}: ${JSON.stringify(tcp)}`);
+    await as(stack, ACME, "DELETE", `tenants/acme/floating-ips/${fip}`, undefined, 204);
+    const again = await as(stack, GLOBEX, "POST", "tenants/globex/floating-ips", {
+      pool: "ext",
+      address: fip,
+    }, 409);
+    assert.match(JSON.stringify(again), /quarantine until/);
+  });
+
+  for (const p of [web, other]) assert.equal((await p.del()).code, 0, `DEL ${p.name}`);
+});
+
+/** The pod opens a TCP connection to the host; the host sees it come from `from`. */
+async function pod2host(cleanup: Cleanup, fabric: Fabric, p: Added, from: string) {
+  const cap = await startCapture(cleanup, fabric.host, "eth0", `tcp and dst host ${HOST}`, {
+    count: 1,
+    timeoutMs: 20_000,
+  });
+  const tcp = await tcpExchange(cleanup, ns(p), fabric.host, HOST, 10_000);
+  assert.ok(tcp.ok, `${p.name} to the host: ${JSON.stringify(tcp)}`);
+  const seen = await cap.done(1000);
+  assert.equal(seen.length, 1, `the host saw the connection: ${seen}`);
+  assert.match(seen[0], new RegExp(` ${dots(from)}\\.\\d+ > ${dots(HOST)}\\.`));
+}
+
+const dots = (ip: string) => ip.replaceAll(".", "\\.");
+
+/** Waits until the router has each prefix with exactly these next hops. */
+async function learns(fabric: Fabric, want: Map<string, string[]>): Promise<void> {
+  let last = new Map<string, string[]>();
+  try {
+    await waitFor("the router learns the floating address", async () => {
+      last = await fabric.learned();
+      return [...want].every(([k, hops]) => String(last.get(k)) === String(hops));
+    }, LEARN_MS);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
+  }
+}
+
+async function forgets(fabric: Fabric, prefixes: string[]): Promise<void> {
+  let last = new Map<string, string[]>();
+  try {
+    await waitFor("the router forgets the floating address", async () => {
+      last = await fabric.learned();
+      return prefixes.every((p) => !last.has(p));
+    }, LEARN_MS);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
+  }
+}
+
+interface Added extends Pod {
+  ip: string;
+}
+
+async function pod(
+  node: StackNode,
+  name: string,
+  tenant: string,
+  network: string,
+  sandbox: { containerId: string; podUid?: string } = SANDBOX,
+): Promise<Added> {
+  const p = await makePod(node, name, tenant, knitterList([network], [], "1.0.0"), sandbox);
+  const r = await p.add();
+  assert.equal(r.code, 0, `ADD ${name}: ${JSON.stringify(r.out)} ${r.stderr}`);
+  const [ip] = addressesOf(r.out).map((a) => a.address.split("/")[0]);
+  return Object.assign(p, { ip });
+}
+
+function ns(p: Pod): string {
+  return ipNetnsName(p.netns);
+}
+
+async function api(stack: Stack, method: string, path: string, body: unknown, status: number) {
+  const r = await stack.api(method, path, body);
+  assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
+}
+
+/** A request with a tenant's token: asserts the status, answers the body. */
+async function as(
+  stack: Stack,
+  token: string,
+  method: string,
+  path: string,
+  body: unknown,
+  status: number,
+  // deno-lint-ignore no-explicit-any
+): Promise<any> {
+  const r = await fetch(`${stack.managerUrl}/api/v1/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  assert.equal(r.status, status, `${method} ${path}: ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
