@@ -8,9 +8,13 @@
  *
  * @module
  */
-import type { Logger } from "@knitter/common";
-import type { HostNet } from "./host_nft.ts";
-import type { KernelSeams } from "./host_ports.ts";
+import type { Logger, run } from "@knitter/common";
+import type { FloatingNet } from "./floating_nft.ts";
+
+/** How it runs commands (host_ports.ts's KernelSeams has it; tests give a fake). */
+export interface FloatingSeams {
+  run: typeof run;
+}
 
 /** One binding as the kernel has it: where its address is answered and routed. */
 interface Answered {
@@ -26,14 +30,14 @@ export class FloatingKernel {
   private uplinks: string[] = [];
 
   constructor(
-    private readonly kernel: KernelSeams,
+    private readonly kernel: FloatingSeams,
     private readonly log: Logger,
     /** Answer ARP for the floating addresses on the uplinks (no BGP to announce them). */
     private readonly answerArp: boolean,
   ) {}
 
   /** Makes the kernel's side that of `nets`' bindings, after their rules are in (host_ports.ts). */
-  async reconcile(nets: HostNet[], uplinks: string[]): Promise<void> {
+  async reconcile(nets: FloatingNet[], uplinks: string[]): Promise<void> {
     const wanted = new Map<string, Answered>();
     for (const n of nets) {
       for (const f of n.floating ?? []) wanted.set(f.address, { ...f, port: n.port });

@@ -8,7 +8,6 @@
  *
  * @module
  */
-import type { HostNet } from "./host_nft.ts";
 
 /** One binding here: the floating address and the local pod's IPv4 address it stands for. */
 export interface Floating {
@@ -16,13 +15,22 @@ export interface Floating {
   pod: string;
 }
 
+/** What of a host port's network the rules need (host_nft.ts HostNet has it). */
+export interface FloatingNet {
+  /** The network's node-local number: its conntrack zone and mark. */
+  number: number;
+  /** Its host port. */
+  port: string;
+  floating?: Floating[];
+}
+
 /** Every binding of the networks, each with its network. */
-function bindings(nets: HostNet[]): { n: HostNet; f: Floating }[] {
+function bindings<N extends FloatingNet>(nets: N[]): { n: N; f: Floating }[] {
   return nets.flatMap((n) => (n.floating ?? []).map((f) => ({ n, f })));
 }
 
 /** Whether any network here has a floating address (its pods need the uplinks). */
-export function hasFloating(nets: HostNet[]): boolean {
+export function hasFloating(nets: FloatingNet[]): boolean {
   return bindings(nets).length > 0;
 }
 
@@ -30,17 +38,17 @@ export function hasFloating(nets: HostNet[]): boolean {
  * raw: what comes for a floating address, in its network's zone: new connections in, and the
  * replies of the pod's connections out (the zone is of the original direction: both find theirs).
  */
-export function floatingZoneRules(nets: HostNet[], anyHostPort: string): string[] {
+export function floatingZoneRules(nets: FloatingNet[], anyHostPort: string): string[] {
   return bindings(nets).map(({ n, f }) =>
     `iifname != ${anyHostPort} ip daddr ${f.address} ct original zone set ${n.number}`
   );
 }
 
 /** mangle: a connection that starts towards a floating address is its network's (its mark). */
-export function floatingMarkRules(
-  nets: HostNet[],
+export function floatingMarkRules<N extends FloatingNet>(
+  nets: N[],
   anyHostPort: string,
-  setCtMark: (n: HostNet) => string,
+  setCtMark: (n: N) => string,
 ): string[] {
   return bindings(nets).map(({ n, f }) =>
     `iifname != ${anyHostPort} ip daddr ${f.address} ct state new ${setCtMark(n)}`
@@ -48,7 +56,7 @@ export function floatingMarkRules(
 }
 
 /** nat prerouting: the floating address becomes the pod's. */
-export function floatingDnatRules(nets: HostNet[], anyHostPort: string): string[] {
+export function floatingDnatRules(nets: FloatingNet[], anyHostPort: string): string[] {
   return bindings(nets).map(({ f }) =>
     `iifname != ${anyHostPort} ip daddr ${f.address} dnat to ${f.pod}`
   );
@@ -61,7 +69,7 @@ export function floatingDnatRules(nets: HostNet[], anyHostPort: string): string[
  * addresses (the node's own); never into another network (`kh*` to `kh*` is dropped before).
  */
 export function floatingOutRules(
-  nets: HostNet[],
+  nets: FloatingNet[],
   anyHostPort: string,
   linkLocal: string,
 ): string[] {
@@ -74,7 +82,7 @@ export function floatingOutRules(
  * forward, into the network: to the pod only what came for its floating address, or answers what
  * the pod sent out with it (the connection says which: no other address reaches it this way).
  */
-export function floatingInRules(nets: HostNet[]): string[] {
+export function floatingInRules(nets: FloatingNet[]): string[] {
   return bindings(nets).flatMap(({ n, f }) => [
     `oifname "${n.port}" ip daddr ${f.pod} ct original ip daddr ${f.address} accept`,
     `oifname "${n.port}" ip daddr ${f.pod} ct reply ip daddr ${f.address} accept`,
@@ -82,7 +90,7 @@ export function floatingInRules(nets: HostNet[]): string[] {
 }
 
 /** nat postrouting: the pod's connections out leave with its floating address (before egress). */
-export function floatingSnatRules(nets: HostNet[], anyHostPort: string): string[] {
+export function floatingSnatRules(nets: FloatingNet[], anyHostPort: string): string[] {
   return bindings(nets).map(({ n, f }) =>
     `iifname "${n.port}" ip saddr ${f.pod} oifname != ${anyHostPort} snat to ${f.address}`
   );

@@ -23,7 +23,7 @@ import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { getFloatingPool } from "./floating_pools.ts";
 import { resolveNetwork } from "./network_lookup.ts";
-import { keyId, portKeyId, portView } from "./ports/records.ts";
+import { keyId, portView } from "./ports/mod.ts";
 import { QuotaCharges } from "./quotas.ts";
 import { getTenantEntry } from "./tenants.ts";
 
@@ -282,20 +282,4 @@ export async function deleteFloatingIp(ctx: Ctx, target: FloatingTarget): Promis
     return await unbindIn(ctx, tx, r);
   });
   if (port) await publishOf(ctx, port);
-}
-
-/**
- * A new port's floating address: the one bound to its ID, if any (its commit checks the binding,
- * so a bind or unbind racing the port's creation makes it read again).
- */
-export async function floatingForNewPort(
-  ctx: Ctx,
-  tx: Tx,
-  port: PortRecord,
-): Promise<PortRecord> {
-  const index = await ctx.store.get<{ address: string }>(
-    keys.floatingOfPort(port.networkId, portKeyId(port)),
-  );
-  tx.check(index);
-  return index.value ? { ...port, floating: index.value.address } : port;
 }

@@ -21,7 +21,7 @@ import { claimNewPort } from "./claimed.ts";
 import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
 import { Restart } from "./guards.ts";
 import { macFor } from "../../ipam/derived_mac.ts";
-import { floatingForNewPort } from "../floating_ips.ts";
+import { floatingForNewPort } from "./floating.ts";
 
 /** One port's PUT inside a commit being built. */
 export interface PutStep {

@@ -28,7 +28,7 @@ import {
   type PutResult,
   storeNewPort,
 } from "./records.ts";
-import { floatingForNewPort } from "../floating_ips.ts";
+import { floatingForNewPort } from "./floating.ts";
 
 /** A live migration's source and target. */
 export const MAX_CLAIM_PORTS = 2;
