@@ -83,3 +83,14 @@ Deno.test("a floating address bound to a port ID is carried by the port, again w
   must(await t.call("POST", ACME, { pool: "ext", address: f.address }, TOKEN.acme), 201);
   mustFail(await t.call("DELETE", "floating-pools/ext"), 409, "in_use");
 });
+
+Deno.test("a tenant that holds floating addresses is not deleted (409 naming them); released, it is", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/30"] }), 201);
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  mustFail(await t.call("DELETE", "tenants/acme"), 409, "in_use", {
+    message: /floating addresses 203\.0\.113\.1/,
+  });
+  must(await t.call("DELETE", `${ACME}/${f.address}`, undefined, TOKEN.acme), 204);
+  must(await t.call("DELETE", "tenants/acme"), 204);
+});

@@ -60,11 +60,12 @@ export async function createFloatingIp(
   req: { tenant: string; body: z.infer<typeof FloatingIpCreate> },
 ): Promise<FloatingIpView> {
   const { tenant, body } = req;
-  await getTenantEntry(ctx, tenant);
   const pool = await getFloatingPool(ctx, body.pool);
   const cidrs = pool.cidrs.map((c) => parseCidr(c) as Cidr);
   const asked = body.address === undefined ? undefined : askedAddress(body.address, pool, cidrs);
   const record = await retry(ctx, async (tx) => {
+    // A tenant deleted meanwhile takes nothing.
+    tx.check(await getTenantEntry(ctx, tenant));
     const address = asked ?? await firstFree(ctx, pool.name, cidrs);
     const e = await ctx.store.get<FloatingIpRecord>(keys.floatingIp(address));
     if (e.value) refuseTaken(ctx, e.value);
