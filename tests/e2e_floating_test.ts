@@ -11,7 +11,15 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
-import { type Fabric, HOST, speakBgp, startFabric } from "./support/bgp_fabric.ts";
+import { run } from "@knitter/common";
+import {
+  type Fabric,
+  HOST,
+  HOST_SUBNET,
+  ROUTER,
+  speakBgp,
+  startFabric,
+} from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
@@ -147,6 +155,90 @@ Deno.test("e2e floating: an external host reaches a pod at its floating address 
 
   for (const p of [web, other]) assert.equal((await p.del()).code, 0, `DEL ${p.name}`);
 });
+
+Deno.test("e2e floating without BGP: on a flat external network the hosting node answers ARP for the address; TCP both ways; after a move the other node answers; unbound, no answer", async (t) => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1", "n2"],
+    tokens: [{ token: ACME, scope: "tenant", tenant: "acme" }],
+  });
+  const [n1, n2] = stack.nodes;
+  // The router is on the nodes' LAN (192.0.2.0/24), and so is the pool: it asks ARP for it.
+  const fabric = await startFabric(cleanup, []);
+  for (const node of stack.nodes) {
+    await run(["ip", "-n", node.sim.netns, "route", "add", HOST_SUBNET, "via", ROUTER]);
+  }
+  await api(stack, "POST", "tenants", { name: "acme" }, 201);
+  await api(stack, "POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/29"] }, 201);
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "front",
+    cidr: "10.90.0.0/24",
+    gateway: "10.90.0.1",
+  }, 201);
+  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "lan" }, 201))
+    .address as string;
+  let web = await pod(n1, "web", "acme", "front");
+  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
+    network: "front",
+    port: PORT_ID,
+  }, 200);
+
+  await t.step(
+    "n1 answers ARP for it; the host reaches the pod, the pod the host from it",
+    async () => {
+      await waitFor(
+        "the host reaches the floating address",
+        async () =>
+          (await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 2 })).ok,
+        LEARN_MS,
+      );
+      assert.equal(await arpOwner(fabric, fip), await macOf(n1));
+      const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
+      assert.ok(tcp.ok, `host to ${fip}: ${JSON.stringify(tcp)}`);
+      await pod2host(cleanup, fabric, web, fip);
+    },
+  );
+
+  await t.step(
+    "moved to n2: n2 answers ARP (the router's stale entry flushed: no gratuitous ARP yet)",
+    async () => {
+      assert.equal((await web.del()).code, 0, "DEL web on n1");
+      web = await pod(n2, "web", "acme", "front");
+      await run(["ip", "-n", fabric.router, "neigh", "flush", "dev", "eth0"]);
+      await waitFor(
+        "the host reaches the floating address on n2",
+        async () =>
+          (await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 2 })).ok,
+        LEARN_MS,
+      );
+      assert.equal(await arpOwner(fabric, fip), await macOf(n2));
+      await pod2host(cleanup, fabric, web, fip);
+    },
+  );
+
+  await t.step("unbound: no node answers ARP for it", async () => {
+    await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/unbind`, undefined, 200);
+    await run(["ip", "-n", fabric.router, "neigh", "flush", "dev", "eth0"]);
+    const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 3 });
+    assert.equal(tcp.ok, false, `host to the unbound ${fip}: ${JSON.stringify(tcp)}`);
+    assert.equal(await arpOwner(fabric, fip), undefined);
+  });
+  assert.equal((await web.del()).code, 0, "DEL web");
+});
+
+/** The MAC the router has for `ip` on the LAN (none: not answered). */
+async function arpOwner(fabric: Fabric, ip: string): Promise<string | undefined> {
+  const r = await run(["ip", "-n", fabric.router, "-j", "neigh", "show", "to", ip, "dev", "eth0"]);
+  const entries: { lladdr?: string }[] = JSON.parse(r.stdout || "[]");
+  return entries.find((e) => e.lladdr)?.lladdr;
+}
+
+/** A node's MAC on the LAN (its underlay interface). */
+async function macOf(node: StackNode): Promise<string> {
+  const r = await run(["ip", "-n", node.sim.netns, "-j", "link", "show", "br-phy"]);
+  return JSON.parse(r.stdout)[0].address;
+}
 
 /** The pod opens a TCP connection to the host; the host sees it come from `from`. */
 async function pod2host(cleanup: Cleanup, fabric: Fabric, p: Added, from: string) {

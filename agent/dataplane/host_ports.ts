@@ -298,7 +298,6 @@ export class HostPorts {
     // open without its rules.
     const uplinks = await this.uplinks(specs);
     await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs, uplinks) });
-    await this.floating?.reconcile(specs, uplinks);
     // Before the ports go: the healer must not take their deletion for a loss.
     this.names = specs.map((s) => s.port);
     await this.ovs.delPorts(this.bridge, stale);
@@ -336,6 +335,8 @@ export class HostPorts {
         uplinks,
       });
     }
+    // After the ports are up: the floating addresses are routed to them (floating_kernel.ts).
+    await this.floating?.reconcile(specs.filter((s) => this.done.has(s.port)), uplinks);
     if (failed.length > 0) throw new Error(failed.join("; "));
   }
 
