@@ -187,7 +187,7 @@ export const VERB_FLAGS: Record<string, string[]> = {
   ],
   history: ["at", "from", "to", "all-tenants"],
   activate: ["network"],
-  bind: ["network", "port"],
+  bind: ["network", "port", "claim"],
   unbind: [],
   version: [],
   help: [],

@@ -39,7 +39,7 @@ const SUMMARY: Record<string, [string, string]> = {
     "a claim's port takes the claim's traffic, its other port none (a live migration's target)",
   ],
   bind: [
-    "bind floatingip ADDRESS --network NET --port ID",
+    "bind floatingip ADDRESS --network NET --port ID|--claim NAME",
     "1:1 NAT of a floating address to one of the tenant's ports (it follows the port ID)",
   ],
   unbind: [

@@ -395,8 +395,11 @@ export const RESOURCES: Resource[] = [
     columns: [
       { header: "ADDRESS", value: (o) => o.address },
       { header: "POOL", value: (o) => o.pool },
-      { header: "NETWORK", value: (o) => o.port?.network ?? "" },
-      { header: "PORT", value: (o) => o.port?.id ?? "" },
+      { header: "NETWORK", value: (o) => (o.port ?? o.claim)?.network ?? "" },
+      {
+        header: "PORT",
+        value: (o) => o.port?.id ?? (o.claim ? `claim ${o.claim.name}` : ""),
+      },
       { header: "AGE", value: age },
     ],
     create: {

@@ -88,19 +88,27 @@ export async function activate(c: VerbContext): Promise<void> {
   c.io.out(`port/${name} active: it has claim ${port.claim} (${port.ip})${where}\n`);
 }
 
-/** `bind floatingip ADDRESS --network NET --port ID`: 1:1 NAT to one of the tenant's ports. */
+/**
+ * `bind floatingip ADDRESS --network NET --port ID` (or `--claim NAME`: its active port): 1:1 NAT
+ * to one of the tenant's ports.
+ */
 export async function bind(c: VerbContext): Promise<void> {
   const { r, address } = floatingArg(c, "bind");
-  requireFlagsOf(c.line, ["network", "port"], "bind floatingip");
+  requireFlagsOf(c.line, ["network", "port", "claim"], "bind floatingip");
   const network = str(c.line.flags, "network");
   const port = str(c.line.flags, "port");
-  if (!network || !port) {
-    throw new UsageError("bind floatingip ADDRESS needs --network NET and --port ID (its port)");
+  const claim = str(c.line.flags, "claim");
+  if (!network || (port === undefined) === (claim === undefined)) {
+    throw new UsageError(
+      "bind floatingip ADDRESS needs --network NET and either --port ID or --claim NAME",
+    );
   }
   const path = `${r.item(scopeOf(c, r), address)}/bind`;
-  const obj = await call<Obj>(c, "POST", path, { network, port }, listHint(c, r));
+  const body = port !== undefined ? { network, port } : { network, claim };
+  const obj = await call<Obj>(c, "POST", path, body, listHint(c, r));
   if (c.settings.output === "json") return c.io.out(json(obj));
-  c.io.out(`floatingip/${address} bound to port ${port} of network ${network}\n`);
+  const to = port !== undefined ? `port ${port}` : `claim ${claim}`;
+  c.io.out(`floatingip/${address} bound to ${to} of network ${network}\n`);
 }
 
 /** `unbind floatingip ADDRESS`: off its port, still the tenant's. */

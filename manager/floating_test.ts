@@ -94,3 +94,59 @@ Deno.test("a tenant that holds floating addresses is not deleted (409 naming the
   must(await t.call("DELETE", `${ACME}/${f.address}`, undefined, TOKEN.acme), 204);
   must(await t.call("DELETE", "tenants/acme"), 204);
 });
+
+Deno.test("a floating address bound to a claim is carried by each of its ports (the active one has its traffic) and by a migration's new port; unbound, by none", async () => {
+  using t = await testApp({ tenants: ["acme", "globex"] });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/30"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("POST", "tenants/acme/networks/blue/claims", { name: "vm1" }, TOKEN.acme), 201);
+  const ports = "tenants/acme/networks/blue/ports";
+  must(await t.call("PUT", `${ports}/a`, { claim: "vm1", node: "worker1" }), 201);
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  const bound = must(
+    await t.call(
+      "POST",
+      `${ACME}/${f.address}/bind`,
+      { network: "blue", claim: "vm1" },
+      TOKEN.acme,
+    ),
+    200,
+  );
+  assert.deepEqual(bound.claim, { network: "blue", name: "vm1" });
+  assert.equal(must(await t.call("GET", `${ports}/a`), 200).floating, f.address);
+  // The migration's target, made after the bind: it carries it too (inactive until activated).
+  const b = must(await t.call("PUT", `${ports}/b`, { claim: "vm1", node: "worker2" }), 201);
+  assert.equal(b.floating, f.address);
+  assert.equal(b.active, false);
+  must(await t.call("POST", `${ports}/b/activate`), 200);
+  // A port of the claim bound by its ID as well would have two: refused.
+  const g = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  mustFail(
+    await t.call("POST", `${ACME}/${g.address}/bind`, { network: "blue", port: "b" }, TOKEN.acme),
+    409,
+    "in_use",
+  );
+  // Neither both nor none named.
+  mustFail(
+    await t.call(
+      "POST",
+      `${ACME}/${g.address}/bind`,
+      { network: "blue", port: "b", claim: "vm1" },
+      TOKEN.acme,
+    ),
+    400,
+    "invalid_request",
+  );
+  // Another tenant's claim is not found.
+  must(await t.call("POST", "tenants/globex/networks", net("red", "10.2.0.0/24")), 201);
+  must(await t.call("POST", "tenants/globex/networks/red/claims", { name: "vm1" }), 201);
+  mustFail(
+    await t.call("POST", `${ACME}/${g.address}/bind`, { network: "red", claim: "vm1" }, TOKEN.acme),
+    404,
+    "not_found",
+  );
+  must(await t.call("POST", `${ACME}/${f.address}/unbind`, undefined, TOKEN.acme), 200);
+  for (const id of ["a", "b"]) {
+    assert.equal(must(await t.call("GET", `${ports}/${id}`), 200).floating, undefined, id);
+  }
+});

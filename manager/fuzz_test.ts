@@ -342,7 +342,11 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
   }),
   FloatingIpCreate: fc.record({ pool: PARAM_VALUES.pool, address: opt(PARAM_VALUES.address) })
     .map(clean),
-  FloatingIpBind: fc.record({ network: PARAM_VALUES.network, port: PARAM_VALUES.port }),
+  FloatingIpBind: fc.record({
+    network: PARAM_VALUES.network,
+    port: opt(PARAM_VALUES.port),
+    claim: opt(PARAM_VALUES.claim),
+  }).map(clean),
   PortGroupsUpdate: fc.record({
     networkId: pick("n-1", "", "x".repeat(80)),
     securityGroups: fc.array(PARAM_VALUES.group, { maxLength: 3 }),

@@ -175,8 +175,10 @@ export interface FloatingIpRecord {
   pool: string;
   tenant?: string;
   createdAt: string;
-  /** The port it is bound to: the port's network and ID. */
+  /** The port it is bound to: the port's network and ID (its key's). */
   port?: { network: string; networkId: string; id: string };
+  /** Or the claim it is bound to: its ports carry it, the active one has its traffic. */
+  claim?: { network: string; networkId: string; name: string };
   releasedAt?: string;
   quarantineUntil?: string;
 }
@@ -435,5 +437,12 @@ export const keys = {
     "floating_by_port",
     networkId,
     portKeyId,
+  ],
+  /** The floating address bound to a claim: every port of the claim carries it (the active NATs). */
+  floatingOfClaim: (networkId: string, tenant: string, claim: string): Key => [
+    "floating_by_claim",
+    networkId,
+    tenant,
+    claim,
   ],
 };

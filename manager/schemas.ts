@@ -449,7 +449,10 @@ export const FloatingIpCreate = z.strictObject({
 
 export const FloatingIpBind = z.strictObject({
   network: Name.meta({ description: "the port's network (the tenant's own or a public one)" }),
-  port: PortId.meta({ description: "the port's ID" }),
+  port: PortId.optional().meta({ description: "the port's ID (or claim)" }),
+  claim: ClaimName.optional().meta({
+    description: "a claim instead: its active port has the address (it follows a live migration)",
+  }),
 });
 
 export const FloatingIp = z.object({
@@ -458,7 +461,10 @@ export const FloatingIp = z.object({
   tenant: z.string(),
   createdAt: Timestamp,
   port: z.object({ network: z.string(), id: z.string() }).optional().meta({
-    description: "the port it is bound to; absent: held, unbound",
+    description: "the port it is bound to; absent: held, unbound (or bound to a claim)",
+  }),
+  claim: z.object({ network: z.string(), name: z.string() }).optional().meta({
+    description: "the claim it is bound to",
   }),
 });
 

@@ -21,6 +21,7 @@ import type { FloatingIpBind, FloatingIpCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
+import { claimEntry } from "./claims.ts";
 import { getFloatingPool } from "./floating_pools.ts";
 import { resolveNetwork } from "./network_lookup.ts";
 import { keyId, portView } from "./ports/mod.ts";
@@ -34,6 +35,7 @@ export interface FloatingIpView {
   tenant: string;
   createdAt: string;
   port?: { network: string; id: string };
+  claim?: { network: string; name: string };
 }
 
 /** A request on one of a tenant's floating addresses. */
@@ -51,6 +53,7 @@ function view(r: FloatingIpRecord): FloatingIpView {
     createdAt: r.createdAt,
   };
   if (r.port) out.port = { network: r.port.network, id: r.port.id };
+  if (r.claim) out.claim = { network: r.claim.network, name: r.claim.name };
   return out;
 }
 
@@ -162,9 +165,39 @@ async function heldBy(ctx: Ctx, target: FloatingTarget): Promise<Entry<FloatingI
   return e;
 }
 
+/** What a binding names: a port by its key's ID, or a claim; and the index that keeps it. */
+type Bound =
+  | { kind: "port"; net: NetworkRecord; id: string; asked: string }
+  | { kind: "claim"; net: NetworkRecord; name: string };
+
+function boundOf(net: NetworkRecord, tenant: string, body: z.infer<typeof FloatingIpBind>): Bound {
+  if ((body.port === undefined) === (body.claim === undefined)) {
+    throw invalid(
+      "port",
+      "name the port (port: its ID) or the claim (claim: its name) to bind the address to, one of them",
+    );
+  }
+  return body.port !== undefined
+    ? { kind: "port", net, id: keyId(net.tenant, tenant, body.port), asked: body.port }
+    : { kind: "claim", net, name: body.claim! };
+}
+
+function indexKey(tenant: string, b: Bound) {
+  return b.kind === "port"
+    ? keys.floatingOfPort(b.net.id, b.id)
+    : keys.floatingOfClaim(b.net.id, tenant, b.name);
+}
+
+function sameBinding(r: FloatingIpRecord, b: Bound): boolean {
+  return b.kind === "port"
+    ? r.port?.networkId === b.net.id && r.port.id === b.id
+    : r.claim?.networkId === b.net.id && r.claim.name === b.name;
+}
+
 /**
- * Binds the address to a port of the tenant's, by the port's ID: the port must exist now (on the
- * tenant's network or a public one), have no floating address, and the address no port.
+ * Binds the address to a port of the tenant's, by the port's ID, or to a claim of the tenant's (its
+ * active port has the traffic, through a live migration): the port or claim must exist now (on the
+ * tenant's network or a public one), have no floating address, and the address no binding.
  */
 export async function bindFloatingIp(
   ctx: Ctx,
@@ -172,39 +205,47 @@ export async function bindFloatingIp(
 ): Promise<FloatingIpView> {
   const { tenant, body } = target;
   const net = await resolveNetwork(ctx, { ...target, network: body.network, fresh: true });
-  const id = keyId(net.tenant, tenant, body.port);
-  const { record, port } = await retry(ctx, async (tx) => {
+  const b = boundOf(net, tenant, body);
+  const { record, ports } = await retry(ctx, async (tx) => {
     const e = await heldBy(ctx, target);
     const r = e.value!;
-    if (r.port?.networkId === net.id && r.port.id === id) return { record: r, port: null };
-    if (r.port) {
+    if (sameBinding(r, b)) return { record: r, ports: [] };
+    if (r.port || r.claim) {
+      const what = r.port ? `port "${r.port.id}"` : `claim "${r.claim!.name}"`;
       throw new ApiError(
         "in_use",
-        `${r.address} is bound to port "${r.port.id}" of network "${r.port.network}"; unbind ` +
-          `it first (POST .../floating-ips/${r.address}/unbind)`,
+        `${r.address} is bound to ${what} of network "${(r.port ?? r.claim)!.network}"; ` +
+          `unbind it first (POST .../floating-ips/${r.address}/unbind)`,
       );
     }
-    const pe = await ownPort(ctx, { net, tenant, id: body.port, keyId: id });
-    const index = await ctx.store.get<{ address: string }>(keys.floatingOfPort(net.id, id));
-    if (index.value) {
+    const targets = b.kind === "port"
+      ? [await ownPort(ctx, { net, tenant, id: b.asked, keyId: b.id })]
+      : await claimPortsOf(ctx, tx, { net, tenant, name: b.name });
+    const index = await ctx.store.get<{ address: string }>(indexKey(tenant, b));
+    const taken = index.value?.address ?? targets.find((p) => p.value?.floating)?.value?.floating;
+    if (taken !== undefined) {
       throw new ApiError(
         "in_use",
-        `Port "${body.port}" has floating address ${index.value.address} already (one per ` +
-          `port address); unbind that one first`,
-        "port",
+        `${b.kind === "port" ? `Port "${b.asked}"` : `Claim "${b.name}"`} has floating address ` +
+          `${taken} already (one per port address); unbind that one first`,
+        b.kind,
       );
     }
-    const bound: FloatingIpRecord = {
-      ...r,
-      port: { network: net.name, networkId: net.id, id },
-    };
-    const withFloating: PortRecord = { ...pe.value!, floating: r.address };
+    const bound: FloatingIpRecord = b.kind === "port"
+      ? { ...r, port: { network: net.name, networkId: net.id, id: b.id } }
+      : { ...r, claim: { network: net.name, networkId: net.id, name: b.name } };
     tx.check(e).set(e.key, bound);
     tx.checkAbsent(index.key).set(index.key, { address: r.address });
-    tx.check(pe).set(pe.key, withFloating);
-    return { record: bound, port: withFloating };
+    const changed: PortRecord[] = [];
+    for (const pe of targets) {
+      if (!pe.value) continue;
+      const withFloating: PortRecord = { ...pe.value, floating: r.address };
+      tx.check(pe).set(pe.key, withFloating);
+      changed.push(withFloating);
+    }
+    return { record: bound, ports: changed };
   });
-  if (port) publish(ctx, net, port);
+  for (const port of ports) publish(ctx, net, port);
   return view(record);
 }
 
@@ -223,38 +264,80 @@ async function ownPort(
   return e;
 }
 
+/**
+ * The ports of the tenant's claim on `net` (404 when it has none of that name); the commit checks
+ * the claim, so a port that joins it meanwhile makes the bind read again.
+ */
+async function claimPortsOf(
+  ctx: Ctx,
+  tx: Tx,
+  c: { net: NetworkRecord; tenant: string; name: string },
+): Promise<Entry<PortRecord>[]> {
+  const ce = await claimEntry(ctx, { tenant: c.tenant, networkId: c.net.id, name: c.name });
+  if (!ce.value) {
+    throw notFound(
+      `Tenant "${c.tenant}" has no claim "${c.name}" on network "${c.net.name}": a floating ` +
+        `address binds to one of the tenant's own claims`,
+    );
+  }
+  tx.check(ce);
+  return await ctx.store.getMany<PortRecord>(
+    ce.value.ports.map((id) => keys.port(c.net.id, keyId(c.net.tenant, c.tenant, id))),
+  );
+}
+
 function publish(ctx: Ctx, net: NetworkRecord, port: PortRecord): void {
   ctx.feed.publish({ type: "port", op: "put", port: portView(net, port) });
 }
 
-/** Takes the address off its port; it stays the tenant's. Unbound already: as it is. */
+/** Takes the address off its port or claim; it stays the tenant's. Unbound already: as it is. */
 export async function unbindFloatingIp(
   ctx: Ctx,
   target: FloatingTarget,
 ): Promise<FloatingIpView> {
-  const { record, port } = await retry(ctx, async (tx) => {
+  const { record, ports } = await retry(ctx, async (tx) => {
     const e = await heldBy(ctx, target);
-    const { port: _port, ...rest } = e.value!;
+    const { port: _port, claim: _claim, ...rest } = e.value!;
     tx.check(e).set(e.key, rest);
-    return { record: rest as FloatingIpRecord, port: await unbindIn(ctx, tx, e.value!) };
+    return { record: rest as FloatingIpRecord, ports: await unbindIn(ctx, tx, e.value!) };
   });
-  if (port) await publishOf(ctx, port);
+  for (const port of ports) await publishOf(ctx, port);
   return view(record);
 }
 
 /**
- * Adds the end of `r`'s binding to the commit: the index under the port's ID goes, and the port's
- * record (when a port of that ID exists) loses the address. Answers that port as changed.
+ * Adds the end of `r`'s binding to the commit: its index goes, and the ports that carry it (the
+ * port of that ID, or the claim's) lose the address. Answers those ports as changed.
  */
-async function unbindIn(ctx: Ctx, tx: Tx, r: FloatingIpRecord): Promise<PortRecord | null> {
-  if (!r.port) return null;
-  const index = await ctx.store.get(keys.floatingOfPort(r.port.networkId, r.port.id));
+async function unbindIn(ctx: Ctx, tx: Tx, r: FloatingIpRecord): Promise<PortRecord[]> {
+  const at = r.port ?? r.claim;
+  if (!at || !r.tenant) return [];
+  const index = await ctx.store.get(
+    r.port
+      ? keys.floatingOfPort(r.port.networkId, r.port.id)
+      : keys.floatingOfClaim(r.claim!.networkId, r.tenant, r.claim!.name),
+  );
   if (index.value) tx.check(index).delete(index.key);
-  const pe = await ctx.store.get<PortRecord>(keys.port(r.port.networkId, r.port.id));
-  if (pe.value?.floating !== r.address) return null;
-  const { floating: _f, ...rest } = pe.value;
-  tx.check(pe).set(pe.key, rest);
-  return rest;
+  let portKeys = r.port ? [keys.port(r.port.networkId, r.port.id)] : [];
+  if (r.claim) {
+    const ce = await claimEntry(ctx, {
+      tenant: r.tenant,
+      networkId: r.claim.networkId,
+      name: r.claim.name,
+    });
+    if (ce.value) tx.check(ce);
+    portKeys = (ce.value?.ports ?? []).map((id) =>
+      keys.port(ce.value!.networkId, keyId(ce.value!.networkTenant, ce.value!.tenant, id))
+    );
+  }
+  const changed: PortRecord[] = [];
+  for (const pe of await ctx.store.getMany<PortRecord>(portKeys)) {
+    if (pe.value?.floating !== r.address) continue;
+    const { floating: _f, ...rest } = pe.value;
+    tx.check(pe).set(pe.key, rest);
+    changed.push(rest);
+  }
+  return changed;
 }
 
 /** Tells the feed of a port changed by a binding (its network read for the port's view). */
@@ -265,7 +348,7 @@ async function publishOf(ctx: Ctx, port: PortRecord): Promise<void> {
 
 /** Releases the address: unbound, refunded, and in quarantine for `settings.quarantineMs`. */
 export async function deleteFloatingIp(ctx: Ctx, target: FloatingTarget): Promise<void> {
-  const port = await retry(ctx, async (tx) => {
+  const ports = await retry(ctx, async (tx) => {
     const e = await heldBy(ctx, target);
     const r = e.value!;
     const at = clockMs(ctx);
@@ -282,5 +365,5 @@ export async function deleteFloatingIp(ctx: Ctx, target: FloatingTarget): Promis
     tx.check(e).set(e.key, released).delete(keys.floatingIpOfTenant(target.tenant, r.address));
     return await unbindIn(ctx, tx, r);
   });
-  if (port) await publishOf(ctx, port);
+  for (const port of ports) await publishOf(ctx, port);
 }

@@ -1,6 +1,7 @@
 /**
- * A new port's floating address (../floating_ips.ts): the one bound to its ID, if any. The binding
- * is kept under the port's ID, so a port made again (a pod on another node) carries it.
+ * A new port's floating address (../floating_ips.ts): the one bound to its ID, else the one bound to
+ * its claim, if any. The binding is kept under the port's ID (or claim), so a port made again (a pod
+ * on another node, a live migration's target) carries it.
  */
 import { keys, type PortRecord } from "../../model.ts";
 import type { Tx } from "../../store/tx.ts";
@@ -13,9 +14,14 @@ export async function floatingForNewPort(
   tx: Tx,
   port: PortRecord,
 ): Promise<PortRecord> {
-  const index = await ctx.store.get<{ address: string }>(
-    keys.floatingOfPort(port.networkId, portKeyId(port)),
-  );
-  tx.check(index);
-  return index.value ? { ...port, floating: index.value.address } : port;
+  const byId = keys.floatingOfPort(port.networkId, portKeyId(port));
+  const byClaim = port.claim === undefined
+    ? []
+    : [keys.floatingOfClaim(port.networkId, port.tenant, port.claim)];
+  for (const key of [byId, ...byClaim]) {
+    const index = await ctx.store.get<{ address: string }>(key);
+    tx.check(index);
+    if (index.value) return { ...port, floating: index.value.address };
+  }
+  return port;
 }
