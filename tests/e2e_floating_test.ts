@@ -227,6 +227,52 @@ Deno.test("e2e floating without BGP: on a flat external network the hosting node
   assert.equal((await web.del()).code, 0, "DEL web");
 });
 
+Deno.test("e2e floating: unbinding ends the pod's connections made with the address, also on an egress network (conntrack cleaned: no NAT outlives its binding)", async () => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1"],
+    tokens: [{ token: ACME, scope: "tenant", tenant: "acme" }],
+  });
+  const [n1] = stack.nodes;
+  const fabric = await startFabric(cleanup, []);
+  await run(["ip", "-n", n1.sim.netns, "route", "add", HOST_SUBNET, "via", ROUTER]);
+  await api(stack, "POST", "tenants", { name: "acme" }, 201);
+  await api(stack, "POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/29"] }, 201);
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "front",
+    cidr: "10.90.0.0/24",
+    gateway: "10.90.0.1",
+    egress: true,
+  }, 201);
+  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "lan" }, 201))
+    .address as string;
+  const web = await pod(n1, "web", "acme", "front");
+  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
+    network: "front",
+    port: PORT_ID,
+  }, 200);
+  await waitFor(
+    "the pod reaches the host from the floating address",
+    async () => (await tcpExchange(cleanup, ns(web), fabric.host, HOST, 1000, { seconds: 2 })).ok,
+    LEARN_MS,
+  );
+  // A stream of 10 s from the pod, unbound after 2 s: the rest would leave with the node's address
+  // (egress), which the host's end of the connection does not know.
+  const stream = tcpExchange(cleanup, ns(web), fabric.host, HOST, 200_000, {
+    rate: 20_000,
+    seconds: 15,
+  });
+  await new Promise((r) => setTimeout(r, 2000));
+  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/unbind`, undefined, 200);
+  const r = await stream;
+  assert.equal(r.ok, false, `the stream went on after the unbind: ${JSON.stringify(r)}`);
+  // New connections leave by egress, from the node's address.
+  const tcp = await tcpExchange(cleanup, ns(web), fabric.host, HOST, 1000);
+  assert.ok(tcp.ok, `egress after the unbind: ${JSON.stringify(tcp)}`);
+  assert.equal((await web.del()).code, 0, "DEL web");
+});
+
 /** The MAC the router has for `ip` on the LAN (none: not answered). */
 async function arpOwner(fabric: Fabric, ip: string): Promise<string | undefined> {
   const r = await run(["ip", "-n", fabric.router, "-j", "neigh", "show", "to", ip, "dev", "eth0"]);
