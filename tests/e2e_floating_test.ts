@@ -14,8 +14,10 @@ import { type Stack, type StackNode, startStack, waitFor } from "../devstack/sta
 import { run } from "@knitter/common";
 import {
   type Fabric,
+  forgets,
   HOST,
   HOST_SUBNET,
+  learns,
   ROUTER,
   speakBgp,
   startFabric,
@@ -55,16 +57,10 @@ Deno.test("e2e floating: an external host reaches a pod at its floating address 
       gateway: "10.90.0.1",
     }, 201);
   }
-  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "ext" }, 201))
-    .address as string;
-  let web = await pod(n1, "web", "acme", "front");
+  let { fip, web } = await boundPod(stack, "ext");
   // globex's pod with the same address on the same node: it must never get acme's traffic.
   const other = await pod(n1, "other", "globex", "back", { containerId: "0ther" });
   assert.equal(other.ip, web.ip, "two tenants, one address: the test's point");
-  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
-    network: "front",
-    port: PORT_ID,
-  }, 200);
 
   await t.step("the router learns the floating /32 from the pod's node only", async () => {
     await learns(fabric, new Map([[`${fip}/32`, [ip1]]]));
@@ -158,31 +154,10 @@ Deno.test("e2e floating: an external host reaches a pod at its floating address 
 
 Deno.test("e2e floating without BGP: on a flat external network the hosting node answers ARP for the address; TCP both ways; after a move the other node answers; unbound, no answer", async (t) => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({
-    cleanup,
-    nodes: ["n1", "n2"],
-    tokens: [{ token: ACME, scope: "tenant", tenant: "acme" }],
-  });
+  const world = await flatWorld(cleanup, ["n1", "n2"]);
+  const { stack, fabric, fip } = world;
   const [n1, n2] = stack.nodes;
-  // The router is on the nodes' LAN (192.0.2.0/24), and so is the pool: it asks ARP for it.
-  const fabric = await startFabric(cleanup, []);
-  for (const node of stack.nodes) {
-    await run(["ip", "-n", node.sim.netns, "route", "add", HOST_SUBNET, "via", ROUTER]);
-  }
-  await api(stack, "POST", "tenants", { name: "acme" }, 201);
-  await api(stack, "POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/29"] }, 201);
-  await api(stack, "POST", "tenants/acme/networks", {
-    name: "front",
-    cidr: "10.90.0.0/24",
-    gateway: "10.90.0.1",
-  }, 201);
-  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "lan" }, 201))
-    .address as string;
-  let web = await pod(n1, "web", "acme", "front");
-  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
-    network: "front",
-    port: PORT_ID,
-  }, 200);
+  let web = world.web;
 
   await t.step(
     "n1 answers ARP for it; the host reaches the pod, the pod the host from it",
@@ -229,29 +204,7 @@ Deno.test("e2e floating without BGP: on a flat external network the hosting node
 
 Deno.test("e2e floating: unbinding ends the pod's connections made with the address, also on an egress network (conntrack cleaned: no NAT outlives its binding)", async () => {
   await using cleanup = new Cleanup();
-  const stack = await startStack({
-    cleanup,
-    nodes: ["n1"],
-    tokens: [{ token: ACME, scope: "tenant", tenant: "acme" }],
-  });
-  const [n1] = stack.nodes;
-  const fabric = await startFabric(cleanup, []);
-  await run(["ip", "-n", n1.sim.netns, "route", "add", HOST_SUBNET, "via", ROUTER]);
-  await api(stack, "POST", "tenants", { name: "acme" }, 201);
-  await api(stack, "POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/29"] }, 201);
-  await api(stack, "POST", "tenants/acme/networks", {
-    name: "front",
-    cidr: "10.90.0.0/24",
-    gateway: "10.90.0.1",
-    egress: true,
-  }, 201);
-  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool: "lan" }, 201))
-    .address as string;
-  const web = await pod(n1, "web", "acme", "front");
-  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
-    network: "front",
-    port: PORT_ID,
-  }, 200);
+  const { stack, fabric, fip, web } = await flatWorld(cleanup, ["n1"], { egress: true });
   await waitFor(
     "the pod reaches the host from the floating address",
     async () => (await tcpExchange(cleanup, ns(web), fabric.host, HOST, 1000, { seconds: 2 })).ok,
@@ -272,6 +225,44 @@ Deno.test("e2e floating: unbinding ends the pod's connections made with the addr
   assert.ok(tcp.ok, `egress after the unbind: ${JSON.stringify(tcp)}`);
   assert.equal((await web.del()).code, 0, "DEL web");
 });
+
+/**
+ * No BGP: the router on the nodes' LAN (192.0.2.0/24), the pool "lan" on it too (the router asks
+ * ARP for its addresses), acme's network "front" (with `more`), and its pod web on the first node
+ * with the pool's first address bound.
+ */
+async function flatWorld(cleanup: Cleanup, nodes: string[], more: Record<string, unknown> = {}) {
+  const stack = await startStack({
+    cleanup,
+    nodes,
+    tokens: [{ token: ACME, scope: "tenant", tenant: "acme" }],
+  });
+  const fabric = await startFabric(cleanup, []);
+  for (const node of stack.nodes) {
+    await run(["ip", "-n", node.sim.netns, "route", "add", HOST_SUBNET, "via", ROUTER]);
+  }
+  await api(stack, "POST", "tenants", { name: "acme" }, 201);
+  await api(stack, "POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/29"] }, 201);
+  await api(stack, "POST", "tenants/acme/networks", {
+    name: "front",
+    cidr: "10.90.0.0/24",
+    gateway: "10.90.0.1",
+    ...more,
+  }, 201);
+  return { stack, fabric, ...await boundPod(stack, "lan") };
+}
+
+/** acme takes an address of `pool` and binds it to its pod web, made on the first node. */
+async function boundPod(stack: Stack, pool: string): Promise<{ fip: string; web: Added }> {
+  const fip = (await as(stack, ACME, "POST", "tenants/acme/floating-ips", { pool }, 201))
+    .address as string;
+  const web = await pod(stack.nodes[0], "web", "acme", "front");
+  await as(stack, ACME, "POST", `tenants/acme/floating-ips/${fip}/bind`, {
+    network: "front",
+    port: PORT_ID,
+  }, 200);
+  return { fip, web };
+}
 
 /** The MAC the router has for `ip` on the LAN (none: not answered). */
 async function arpOwner(fabric: Fabric, ip: string): Promise<string | undefined> {
@@ -300,31 +291,6 @@ async function pod2host(cleanup: Cleanup, fabric: Fabric, p: Added, from: string
 }
 
 const dots = (ip: string) => ip.replaceAll(".", "\\.");
-
-/** Waits until the router has each prefix with exactly these next hops. */
-async function learns(fabric: Fabric, want: Map<string, string[]>): Promise<void> {
-  let last = new Map<string, string[]>();
-  try {
-    await waitFor("the router learns the floating address", async () => {
-      last = await fabric.learned();
-      return [...want].every(([k, hops]) => String(last.get(k)) === String(hops));
-    }, LEARN_MS);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
-  }
-}
-
-async function forgets(fabric: Fabric, prefixes: string[]): Promise<void> {
-  let last = new Map<string, string[]>();
-  try {
-    await waitFor("the router forgets the floating address", async () => {
-      last = await fabric.learned();
-      return prefixes.every((p) => !last.has(p));
-    }, LEARN_MS);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
-  }
-}
 
 interface Added extends Pod {
   ip: string;
