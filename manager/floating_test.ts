@@ -150,3 +150,58 @@ Deno.test("a floating address bound to a claim is carried by each of its ports (
     assert.equal(must(await t.call("GET", `${ports}/${id}`), 200).floating, undefined, id);
   }
 });
+
+Deno.test("floating history: each tenant's stints of an address, with what it was bound to and what ended them; never another tenant's", async () => {
+  let clock = Date.parse("2026-11-28T10:00:00Z");
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    historyRetentionDays: 30,
+    clock: () => clock,
+  });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.1/32"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("PUT", P1, on("worker1")), 201);
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  clock += 1000;
+  must(
+    await t.call("POST", `${ACME}/${f.address}/bind`, { network: "blue", port: "p1" }, TOKEN.acme),
+    200,
+  );
+  clock += 1000;
+  must(await t.call("POST", `${ACME}/${f.address}/unbind`, undefined, TOKEN.acme), 200);
+  clock += 1000;
+  must(await t.call("DELETE", `${ACME}/${f.address}`, undefined, TOKEN.acme), 204);
+  clock += 1000;
+  must(await t.call("POST", "tenants/globex/floating-ips", { pool: "ext" }, TOKEN.globex), 201);
+  const h = must(
+    await t.call("GET", `${ACME}/${f.address}/history`, undefined, TOKEN.acme),
+    200,
+  ).items;
+  assert.deepEqual(
+    h.map((s: Record<string, unknown>) => [s.from, s.to, s.ended, s.port]),
+    [
+      ["2026-11-28T10:00:00.000Z", "2026-11-28T10:00:01.000Z", "bound", undefined],
+      ["2026-11-28T10:00:01.000Z", "2026-11-28T10:00:02.000Z", "unbound", {
+        network: "blue",
+        id: "p1",
+      }],
+      ["2026-11-28T10:00:02.000Z", "2026-11-28T10:00:03.000Z", "released", undefined],
+    ],
+  );
+  const theirs = must(
+    await t.call(
+      "GET",
+      `tenants/globex/floating-ips/${f.address}/history`,
+      undefined,
+      TOKEN.globex,
+    ),
+    200,
+  ).items;
+  assert.equal(theirs.length, 1);
+  assert.equal(theirs[0].to, undefined, "globex holds it now");
+  mustFail(
+    await t.call("GET", `tenants/globex/floating-ips/${f.address}/history`, undefined, TOKEN.acme),
+    403,
+    "forbidden",
+  );
+});

@@ -181,6 +181,8 @@ export interface FloatingIpRecord {
   claim?: { network: string; networkId: string; name: string };
   releasedAt?: string;
   quarantineUntil?: string;
+  /** When its open stint of the history began (service/floating_history.ts); absent: none. */
+  stintFrom?: number;
 }
 
 /**
@@ -438,6 +440,15 @@ export const keys = {
     networkId,
     portKeyId,
   ],
+  /** A stint of a floating address: one tenant holding it, bound to one port or claim or none. */
+  floatingStint: (address: string, tenant: string, fromMs: number): Key => [
+    "floating_history",
+    address,
+    tenant,
+    fromMs,
+  ],
+  floatingStints: (address: string, tenant?: string): Key =>
+    tenant === undefined ? ["floating_history", address] : ["floating_history", address, tenant],
   /** The floating address bound to a claim: every port of the claim carries it (the active NATs). */
   floatingOfClaim: (networkId: string, tenant: string, claim: string): Key => [
     "floating_by_claim",

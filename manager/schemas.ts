@@ -468,6 +468,19 @@ export const FloatingIp = z.object({
   }),
 });
 
+export const FloatingStint = z.object({
+  address: z.string(),
+  pool: z.string(),
+  tenant: z.string(),
+  port: z.object({ network: z.string(), id: z.string() }).optional(),
+  claim: z.object({ network: z.string(), name: z.string() }).optional(),
+  from: Timestamp,
+  to: Timestamp.optional().meta({ description: "absent while the stint goes on" }),
+  ended: z.enum(["released", "unbound", "bound"]).optional().meta({
+    description: "what ended it: released, unbound, or bound (to the next stint's port or claim)",
+  }),
+});
+
 // ---- routers
 
 /** A router's static route: `dst` through a pod's address on one of its networks. */

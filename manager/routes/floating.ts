@@ -1,6 +1,7 @@
 /** Floating addresses: the admin's pools, and the tenants' addresses bound to their ports. */
 import * as S from "../schemas.ts";
 import * as ips from "../service/floating_ips.ts";
+import { floatingHistory } from "../service/floating_history.ts";
 import * as pools from "../service/floating_pools.ts";
 import { items, noContent, ok, type Resource, route } from "./route.ts";
 
@@ -91,6 +92,14 @@ export const FLOATING_IPS: Resource = {
     }).handle(async ({ ctx, principal, params }) =>
       ok(await ips.unbindFloatingIp(ctx, { principal, ...params }))
     ),
+    route({
+      method: "GET",
+      path: "/tenants/{tenant}/floating-ips/{address}/history",
+      summary:
+        "Who of the tenant held the floating address when, bound to what (also after releasing it)",
+      access: "owner",
+      ok: { status: 200, schema: S.listOf(S.FloatingStint), description: "oldest first" },
+    }).handle(async ({ ctx, params }) => items(await floatingHistory(ctx, params))),
     route({
       method: "DELETE",
       path: "/tenants/{tenant}/floating-ips/{address}",

@@ -22,6 +22,7 @@ import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { claimEntry } from "./claims.ts";
+import { closeFloatingStint, openFloatingStint } from "./floating_history.ts";
 import { getFloatingPool } from "./floating_pools.ts";
 import { resolveNetwork } from "./network_lookup.ts";
 import { keyId, portView } from "./ports/mod.ts";
@@ -57,6 +58,11 @@ function view(r: FloatingIpRecord): FloatingIpView {
   return out;
 }
 
+/** Now, for a stint that follows the open one: never at its very start (its key is its start). */
+function stintTime(ctx: Ctx, r: FloatingIpRecord): number {
+  return Math.max(clockMs(ctx), (r.stintFrom ?? -1) + 1);
+}
+
 /** Takes an address of the pool: the one asked for, or the pool's first free one. */
 export async function createFloatingIp(
   ctx: Ctx,
@@ -75,7 +81,8 @@ export async function createFloatingIp(
     const charges = new QuotaCharges(ctx, tx);
     await charges.charge(tenant, { floatingIps: 1 });
     charges.flush();
-    const r: FloatingIpRecord = { address, pool: pool.name, tenant, createdAt: now() };
+    const taken: FloatingIpRecord = { address, pool: pool.name, tenant, createdAt: now() };
+    const r = openFloatingStint(ctx, tx, { record: taken, atMs: clockMs(ctx) });
     tx.check(e).set(e.key, r).set(keys.floatingIpOfTenant(tenant, address), { address });
     return r;
   });
@@ -234,7 +241,9 @@ export async function bindFloatingIp(
     const bound: FloatingIpRecord = b.kind === "port"
       ? { ...r, port: { network: net.name, networkId: net.id, id: b.id } }
       : { ...r, claim: { network: net.name, networkId: net.id, name: b.name } };
-    tx.check(e).set(e.key, bound);
+    const at = stintTime(ctx, r);
+    await closeFloatingStint(ctx, tx, { record: r, atMs: at, ended: "bound" });
+    tx.check(e).set(e.key, openFloatingStint(ctx, tx, { record: bound, atMs: at }));
     tx.checkAbsent(index.key).set(index.key, { address: r.address });
     const changed: PortRecord[] = [];
     for (const pe of targets) {
@@ -297,9 +306,14 @@ export async function unbindFloatingIp(
 ): Promise<FloatingIpView> {
   const { record, ports } = await retry(ctx, async (tx) => {
     const e = await heldBy(ctx, target);
-    const { port: _port, claim: _claim, ...rest } = e.value!;
-    tx.check(e).set(e.key, rest);
-    return { record: rest as FloatingIpRecord, ports: await unbindIn(ctx, tx, e.value!) };
+    const r = e.value!;
+    if (!r.port && !r.claim) return { record: r, ports: [] };
+    const { port: _port, claim: _claim, ...rest } = r;
+    const at = stintTime(ctx, r);
+    await closeFloatingStint(ctx, tx, { record: r, atMs: at, ended: "unbound" });
+    const unbound = openFloatingStint(ctx, tx, { record: rest, atMs: at });
+    tx.check(e).set(e.key, unbound);
+    return { record: unbound, ports: await unbindIn(ctx, tx, r) };
   });
   for (const port of ports) await publishOf(ctx, port);
   return view(record);
@@ -351,7 +365,8 @@ export async function deleteFloatingIp(ctx: Ctx, target: FloatingTarget): Promis
   const ports = await retry(ctx, async (tx) => {
     const e = await heldBy(ctx, target);
     const r = e.value!;
-    const at = clockMs(ctx);
+    const at = stintTime(ctx, r);
+    await closeFloatingStint(ctx, tx, { record: r, atMs: at, ended: "released" });
     const released: FloatingIpRecord = {
       address: r.address,
       pool: r.pool,
