@@ -21,8 +21,9 @@ import { traceDeps } from "./dataplane/trace.ts";
 import { mountTraceRoutes } from "./server/trace_routes.ts";
 import { mountCaptureRoutes } from "./server/capture_routes.ts";
 import { Healer } from "./dataplane/healer.ts";
-import { HostPorts } from "./dataplane/host_ports.ts";
+import { HostPorts, KERNEL } from "./dataplane/host_ports.ts";
 import { speakerFor } from "./bgp/bgp_speaker.ts";
+import { FloatingKernel } from "./dataplane/floating_kernel.ts";
 import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
 import { KubePods } from "./kubernetes/kube_pods.ts";
@@ -92,6 +93,8 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     config.egressInterfaces,
     config.underlayIp,
   );
+  // Floating addresses: conntrack cleaned when a binding leaves; ARP answered without BGP.
+  dataplane.hostPorts.floating = new FloatingKernel(KERNEL, log, !config.bgp);
   // Advertised networks announced to the fabric by the node's own BIRD (agent/bgp/).
   const bgp = config.bgp ? speakerFor(config, log) : null;
   if (bgp) {

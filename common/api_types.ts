@@ -95,6 +95,8 @@ export interface Port {
    * absent: active, as every port of older managers.
    */
   active?: false;
+  /** The floating IPv4 address bound to it: 1:1 NAT at its node (manager/README.md). */
+  floating?: string;
 }
 
 /**

@@ -48,6 +48,7 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "an allocation pool (repeatable)",
   },
   exclude: { type: "string", multiple: true, value: "A", help: "never handed out (repeatable)" },
+  "floating-pool": { type: "string", value: "NAME", help: "the floating pool to take it from" },
   public: { type: "boolean", help: "every tenant may attach (admin)" },
   egress: {
     type: "boolean",
@@ -192,6 +193,8 @@ export const VERB_FLAGS: Record<string, string[]> = {
   ],
   history: ["at", "from", "to", "all-tenants"],
   activate: ["network"],
+  bind: ["network", "port", "claim"],
+  unbind: [],
   version: [],
   help: [],
 };

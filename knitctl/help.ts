@@ -39,6 +39,14 @@ const SUMMARY: Record<string, [string, string]> = {
     "activate port ID --network NET",
     "a claim's port takes the claim's traffic, its other port none (a live migration's target)",
   ],
+  bind: [
+    "bind floatingip ADDRESS --network NET --port ID|--claim NAME",
+    "1:1 NAT of a floating address to one of the tenant's ports (it follows the port ID)",
+  ],
+  unbind: [
+    "unbind floatingip ADDRESS",
+    "take a floating address off its port (still the tenant's)",
+  ],
   version: ["version", "print knitctl's version"],
   help: ["help [verb]", "this help, or a verb's"],
 };
@@ -89,7 +97,11 @@ const EXTRA: Record<string, string[]> = {
     "--network, --node and --pod narrow a list of ports; get port ID needs --network.",
     "--network narrows a list of claims; get claim NAME needs --network.",
   ],
-  delete: ["", "delete port ID and delete claim NAME need --network."],
+  delete: [
+    "",
+    "delete port ID and delete claim NAME need --network.",
+    "delete floatingip ADDRESS releases it: in quarantine, then free for any tenant.",
+  ],
   activate: [
     "",
     "For a port bound to a claim (create port ID --claim NAME): in one step it becomes the claim's",

@@ -12,7 +12,7 @@ import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { mainHelp, verbHelp, VERSION } from "./help.ts";
-import { activate, create, get, type Io, remove, usage } from "./verbs.ts";
+import { activate, bind, create, get, type Io, remove, unbind, usage } from "./verbs.ts";
 
 const VERBS = [
   "get",
@@ -27,6 +27,8 @@ const VERBS = [
   "verify",
   "history",
   "activate",
+  "bind",
+  "unbind",
   "version",
   "help",
 ];
@@ -97,6 +99,12 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "activate":
         await activate(c);
+        break;
+      case "bind":
+        await bind(c);
+        break;
+      case "unbind":
+        await unbind(c);
         break;
       case "version":
         io.out(settings.output === "json" ? `{"version":"${VERSION}"}\n` : `knitctl ${VERSION}\n`);

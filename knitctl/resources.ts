@@ -29,6 +29,8 @@ export interface CreateSpec {
   required: Record<string, string>;
   /** PUT to the item's path (idempotent IDs), or POST to the collection. */
   method: "POST" | "PUT";
+  /** The name may be left out (the manager picks it: a floating address); body gets "". */
+  nameOptional?: boolean;
   body(name: string, flags: FlagValues): unknown;
 }
 
@@ -357,6 +359,58 @@ export const RESOURCES: Resource[] = [
       required: { network: "blue" },
       method: "POST",
       body: (name) => ({ name }),
+    },
+  },
+  {
+    plural: "floatingpools",
+    kind: "floatingpool",
+    names: ["floatingpools", "floatingpool"],
+    tenantScoped: false,
+    list: () => `${V1}/floating-pools`,
+    item: (_s, name) => `${V1}/floating-pools/${enc(name)}`,
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "CIDRS", value: (o) => o.cidrs.join(",") },
+      { header: "DESCRIPTION", value: (o) => o.description ?? "", wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["cidr", "description"],
+      required: { cidr: "203.0.113.0/28" },
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        cidrs: [str(f, "cidr")],
+        ...optional("description", str(f, "description")),
+      }),
+    },
+  },
+  {
+    plural: "floatingips",
+    kind: "floatingip",
+    names: ["floatingips", "floatingip", "fip"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "floating-ips"),
+    item: (s, address) => tenantPath(s, `floating-ips/${enc(address)}`),
+    columns: [
+      { header: "ADDRESS", value: (o) => o.address },
+      { header: "POOL", value: (o) => o.pool },
+      { header: "NETWORK", value: (o) => (o.port ?? o.claim)?.network ?? "" },
+      {
+        header: "PORT",
+        value: (o) => o.port?.id ?? (o.claim ? `claim ${o.claim.name}` : ""),
+      },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["floating-pool"],
+      required: { "floating-pool": "ext" },
+      method: "POST",
+      nameOptional: true,
+      body: (address, f) => ({
+        pool: str(f, "floating-pool"),
+        ...optional("address", address || undefined),
+      }),
     },
   },
   {

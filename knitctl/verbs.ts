@@ -44,7 +44,7 @@ export async function get(c: VerbContext): Promise<void> {
 
 export async function create(c: VerbContext): Promise<void> {
   const r = findResource(c.line.args[0], "create");
-  const name = nameArg(c, r, "create", true)!;
+  const name = nameArg(c, r, "create", !r.create.nameOptional) ?? "";
   requireFlagsOf(c.line, r.create.flags, `create ${r.kind}`);
   for (const [flag, example] of Object.entries(r.create.required)) {
     // A repeatable flag's value is a list: given is what counts, not its type.
@@ -55,8 +55,10 @@ export async function create(c: VerbContext): Promise<void> {
   const scope = scopeOf(c, r);
   const body = r.create.body(name, c.line.flags);
   const path = r.create.method === "PUT" ? r.item(scope, name) : r.list(scope, {});
-  const obj = await call(c, r.create.method, path, body);
-  c.io.out(c.settings.output === "json" ? json(obj) : `${r.kind}/${name} created\n`);
+  const obj = await call<Obj>(c, r.create.method, path, body);
+  // A name the manager picked (a floating address) is told.
+  const made = name || obj.address;
+  c.io.out(c.settings.output === "json" ? json(obj) : `${r.kind}/${made} created\n`);
 }
 
 export async function remove(c: VerbContext): Promise<void> {
@@ -84,6 +86,47 @@ export async function activate(c: VerbContext): Promise<void> {
   if (c.settings.output === "json") return c.io.out(json(port));
   const where = port.node ? ` on node ${port.node}` : "";
   c.io.out(`port/${name} active: it has claim ${port.claim} (${port.ip})${where}\n`);
+}
+
+/**
+ * `bind floatingip ADDRESS --network NET --port ID` (or `--claim NAME`: its active port): 1:1 NAT
+ * to one of the tenant's ports.
+ */
+export async function bind(c: VerbContext): Promise<void> {
+  const { r, address } = floatingArg(c, "bind");
+  requireFlagsOf(c.line, ["network", "port", "claim"], "bind floatingip");
+  const network = str(c.line.flags, "network");
+  const port = str(c.line.flags, "port");
+  const claim = str(c.line.flags, "claim");
+  if (!network || (port === undefined) === (claim === undefined)) {
+    throw new UsageError(
+      "bind floatingip ADDRESS needs --network NET and either --port ID or --claim NAME",
+    );
+  }
+  const path = `${r.item(scopeOf(c, r), address)}/bind`;
+  const body = port !== undefined ? { network, port } : { network, claim };
+  const obj = await call<Obj>(c, "POST", path, body, listHint(c, r));
+  if (c.settings.output === "json") return c.io.out(json(obj));
+  const to = port !== undefined ? `port ${port}` : `claim ${claim}`;
+  c.io.out(`floatingip/${address} bound to ${to} of network ${network}\n`);
+}
+
+/** `unbind floatingip ADDRESS`: off its port, still the tenant's. */
+export async function unbind(c: VerbContext): Promise<void> {
+  const { r, address } = floatingArg(c, "unbind");
+  requireFlagsOf(c.line, [], "unbind floatingip");
+  const path = `${r.item(scopeOf(c, r), address)}/unbind`;
+  const obj = await call<Obj>(c, "POST", path, undefined, listHint(c, r));
+  if (c.settings.output === "json") return c.io.out(json(obj));
+  c.io.out(`floatingip/${address} unbound (still the tenant's)\n`);
+}
+
+function floatingArg(c: VerbContext, verb: string): { r: Resource; address: string } {
+  const r = findResource(c.line.args[0], verb);
+  if (r.plural !== "floatingips") {
+    throw new UsageError(`${verb} is for floating addresses (${verb} floatingip ADDRESS)`);
+  }
+  return { r, address: nameArg(c, r, verb, true)! };
 }
 
 export async function usage(c: VerbContext): Promise<void> {
@@ -129,7 +172,7 @@ async function quotaUsage(c: VerbContext): Promise<void> {
   const tenant = c.settings.tenant;
   const q = await call<Obj>(c, "GET", `/api/v1/tenants/${encodeURIComponent(tenant)}/quota`);
   if (c.settings.output === "json") return c.io.out(json(q));
-  const kinds = ["networks", "ports", "addresses", "vlanIds", "vnis"];
+  const kinds = ["networks", "ports", "addresses", "vlanIds", "vnis", "floatingIps"];
   c.io.out(table(
     ["QUOTA", "USED", "LIMIT", "LEFT"],
     kinds.map((k) => {

@@ -203,6 +203,8 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   mirror: mostly(["m1", "m2", "ac-secret-mirror", "gx-secret-mirror"], ["M!"]),
   cluster: mostly(["default", "east"], ["Bad!", "nope"]),
   claim: mostly(["c1", "c2", "ac-secret-claim", "gx-secret-claim"], ["C!", "a..b"]),
+  pool: mostly(["ext", "ext2"], ["P!"]),
+  address: mostly(["203.0.113.1", "203.0.113.2", "203.0.113.9"], ["1.2.3", "999.1.1.1"]),
 };
 /** Tokens of cluster east, which may use acme's networks and never sees globex's. */
 const CLUSTER_TOKENS: TokenConfig[] = [
@@ -293,6 +295,7 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     addresses: opt(int),
     vlanIds: opt(int),
     vnis: opt(int),
+    floatingIps: opt(int),
   }).map(clean),
   NetworkCreate: fc.record({
     name,
@@ -331,6 +334,19 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     claim: opt(PARAM_VALUES.claim),
   }).map(clean),
   ClaimCreate: fc.record({ name: PARAM_VALUES.claim }),
+  FloatingPoolCreate: fc.record({
+    name: PARAM_VALUES.pool,
+    cidrs: fc.array(pick("203.0.113.0/29", "198.51.100.0/30", "10.0.0.0/8", "fd00::/64", "x"), {
+      maxLength: 2,
+    }),
+  }),
+  FloatingIpCreate: fc.record({ pool: PARAM_VALUES.pool, address: opt(PARAM_VALUES.address) })
+    .map(clean),
+  FloatingIpBind: fc.record({
+    network: PARAM_VALUES.network,
+    port: opt(PARAM_VALUES.port),
+    claim: opt(PARAM_VALUES.claim),
+  }).map(clean),
   PortGroupsUpdate: fc.record({
     networkId: pick("n-1", "", "x".repeat(80)),
     securityGroups: fc.array(PARAM_VALUES.group, { maxLength: 3 }),

@@ -151,6 +151,38 @@ export interface PortRecord {
    * its source once the target was activated); absent: active.
    */
   active?: false;
+  /**
+   * The floating address bound to the port's ID (service/floating_ips.ts): 1:1 NAT at its node.
+   * Copied from the binding when the port is made, so it follows the port to any node.
+   */
+  floating?: string;
+}
+
+/** An admin's pool of external IPv4 addresses that tenants take floating addresses from. */
+export interface FloatingPoolRecord {
+  name: string;
+  cidrs: string[];
+  description?: string;
+  createdAt: string;
+}
+
+/**
+ * A floating address: held by a tenant (bound to one of its ports or not), or, released, in
+ * quarantine until `quarantineUntil` (no tenant then).
+ */
+export interface FloatingIpRecord {
+  address: string;
+  pool: string;
+  tenant?: string;
+  createdAt: string;
+  /** The port it is bound to: the port's network and ID (its key's). */
+  port?: { network: string; networkId: string; id: string };
+  /** Or the claim it is bound to: its ports carry it, the active one has its traffic. */
+  claim?: { network: string; networkId: string; name: string };
+  releasedAt?: string;
+  quarantineUntil?: string;
+  /** When its open stint of the history began (service/floating_history.ts); absent: none. */
+  stintFrom?: number;
 }
 
 /**
@@ -396,4 +428,39 @@ export const keys = {
   /** An ended stint, by the time it ended: what pruning deletes once it is past the retention. */
   historyExpiry: (toMs: number, stint: string): Key => ["history_expiry", toMs, stint],
   historyExpiries: (): Key => ["history_expiry"],
+  /** An admin's pool of floating addresses (service/floating_pools.ts). */
+  floatingPool: (name: string): Key => ["floating_pool", name],
+  floatingPools: (): Key => ["floating_pool"],
+  /** A floating address, held or in quarantine, unique across tenants (service/floating_ips.ts). */
+  floatingIp: (address: string): Key => ["floating_ip", address],
+  floatingIps: (): Key => ["floating_ip"],
+  /** The tenant's floating addresses (its listing and its quota count). */
+  floatingIpOfTenant: (tenant: string, address: string): Key => [
+    "floating_ip_by_tenant",
+    tenant,
+    address,
+  ],
+  floatingIpsOfTenant: (tenant: string): Key => ["floating_ip_by_tenant", tenant],
+  /** The floating address bound to a port ID (kept while the port is deleted and made again). */
+  floatingOfPort: (networkId: string, portKeyId: string): Key => [
+    "floating_by_port",
+    networkId,
+    portKeyId,
+  ],
+  /** A stint of a floating address: one tenant holding it, bound to one port or claim or none. */
+  floatingStint: (address: string, tenant: string, fromMs: number): Key => [
+    "floating_history",
+    address,
+    tenant,
+    fromMs,
+  ],
+  floatingStints: (address: string, tenant?: string): Key =>
+    tenant === undefined ? ["floating_history", address] : ["floating_history", address, tenant],
+  /** The floating address bound to a claim: every port of the claim carries it (the active NATs). */
+  floatingOfClaim: (networkId: string, tenant: string, claim: string): Key => [
+    "floating_by_claim",
+    networkId,
+    tenant,
+    claim,
+  ],
 };

@@ -6,6 +6,7 @@
 import { CLAIMS } from "./routes/claims.ts";
 import { CLUSTERS } from "./routes/clusters.ts";
 import { FEED } from "./routes/feed.ts";
+import { FLOATING_IPS, FLOATING_POOLS } from "./routes/floating.ts";
 import { HISTORY } from "./routes/history.ts";
 import { IP_GROUPS } from "./routes/ip_groups.ts";
 import { MIRRORS } from "./routes/mirrors.ts";
@@ -41,6 +42,8 @@ export const RESOURCES: Resource[] = [
   FEED,
   CLAIMS,
   TRACE,
+  FLOATING_POOLS,
+  FLOATING_IPS,
 ];
 
 /** A route as the API serves it: its full path, and its resource's tag. */

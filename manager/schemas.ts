@@ -38,6 +38,10 @@ export const PortId = z.string().regex(
   "must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting and ending alphanumeric",
 );
 const IpText = z.string().min(1).max(64).meta({ description: "an IPv4 or IPv6 address" });
+/** A floating address in a path: a dotted quad. */
+export const FloatingAddress = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, {
+  error: "is not an IPv4 address (a floating address: a dotted quad)",
+});
 const CidrText = z.string().min(1).max(64).meta({ example: "10.1.0.0/24" });
 
 export const NetworkType = z.enum(["vxlan", "vlan", "flat"]);
@@ -126,6 +130,7 @@ export const QuotaSet = z.strictObject({
   }),
   vlanIds: QuotaLimit.optional(),
   vnis: QuotaLimit.optional(),
+  floatingIps: QuotaLimit.optional().meta({ description: "floating addresses held" }),
 }).meta({ description: "the limits; a kind left out is unlimited" });
 
 const QuotaUsageSchema = z.object({
@@ -134,6 +139,7 @@ const QuotaUsageSchema = z.object({
   addresses: z.int(),
   vlanIds: z.int(),
   vnis: z.int(),
+  floatingIps: z.int(),
 });
 
 export const Quota = z.object({
@@ -419,6 +425,62 @@ export const Claim = z.object({
   createdAt: Timestamp,
 });
 
+// ---- floating addresses (service/floating_pools.ts, service/floating_ips.ts)
+
+export const FloatingPoolCreate = z.strictObject({
+  name: Name,
+  cidrs: z.array(CidrText).min(1).max(16).meta({
+    description: "IPv4 CIDRs the fabric routes to the nodes (or a flat external network's)",
+  }),
+  description: z.string().max(1024).optional(),
+});
+
+export const FloatingPool = z.object({
+  name: z.string(),
+  cidrs: z.array(z.string()),
+  description: z.string().optional(),
+  createdAt: Timestamp,
+});
+
+export const FloatingIpCreate = z.strictObject({
+  pool: Name.meta({ description: "the admin's pool to take it from" }),
+  address: IpText.optional().meta({ description: "this one (else the pool's first free one)" }),
+});
+
+export const FloatingIpBind = z.strictObject({
+  network: Name.meta({ description: "the port's network (the tenant's own or a public one)" }),
+  port: PortId.optional().meta({ description: "the port's ID (or claim)" }),
+  claim: ClaimName.optional().meta({
+    description: "a claim instead: its active port has the address (it follows a live migration)",
+  }),
+});
+
+export const FloatingIp = z.object({
+  address: z.string(),
+  pool: z.string(),
+  tenant: z.string(),
+  createdAt: Timestamp,
+  port: z.object({ network: z.string(), id: z.string() }).optional().meta({
+    description: "the port it is bound to; absent: held, unbound (or bound to a claim)",
+  }),
+  claim: z.object({ network: z.string(), name: z.string() }).optional().meta({
+    description: "the claim it is bound to",
+  }),
+});
+
+export const FloatingStint = z.object({
+  address: z.string(),
+  pool: z.string(),
+  tenant: z.string(),
+  port: z.object({ network: z.string(), id: z.string() }).optional(),
+  claim: z.object({ network: z.string(), name: z.string() }).optional(),
+  from: Timestamp,
+  to: Timestamp.optional().meta({ description: "absent while the stint goes on" }),
+  ended: z.enum(["released", "unbound", "bound"]).optional().meta({
+    description: "what ended it: released, unbound, or bound (to the next stint's port or claim)",
+  }),
+});
+
 // ---- routers
 
 /** A router's static route: `dst` through a pod's address on one of its networks. */
@@ -674,6 +736,9 @@ export const Port = z.object({
   }),
   claim: z.string().optional().meta({
     description: "the claim whose address and MAC it has; they stay the claim's when it goes",
+  }),
+  floating: z.string().optional().meta({
+    description: "the floating IPv4 address bound to it: 1:1 NAT at its node",
   }),
   active: z.literal(false).optional().meta({
     description:

@@ -388,7 +388,14 @@ Deno.test("attack: a tenant past its quota is refused with a 403 naming the quot
     await t.call("PUT", "tenants/acme/quota", { ports: 3, networks: 2, vnis: 2, addresses: 10 }),
     200,
   );
-  assert.deepEqual(q.used, { networks: 1, ports: 1, addresses: 1, vlanIds: 0, vnis: 1 });
+  assert.deepEqual(q.used, {
+    networks: 1,
+    ports: 1,
+    addresses: 1,
+    vlanIds: 0,
+    vnis: 1,
+    floatingIps: 0,
+  });
   // Only an admin sets it; the tenant reads its own, no one else's.
   mustFail(
     await t.call("PUT", "tenants/acme/quota", { ports: 1000 }, TOKEN.acme),
@@ -450,7 +457,14 @@ Deno.test("attack: a tenant past its quota is refused with a 403 naming the quot
   must(await t.call("DELETE", `${BLUE}/ports/before`, undefined, TOKEN.acme), 204);
   must(await t.call("PUT", `${BLUE}/ports/more`, {}, TOKEN.acme), 201);
   const used = must(await t.call("GET", "tenants/acme/quota", undefined, TOKEN.acme), 200).used;
-  assert.deepEqual(used, { networks: 2, ports: 3, addresses: 3, vlanIds: 0, vnis: 2 });
+  assert.deepEqual(used, {
+    networks: 2,
+    ports: 3,
+    addresses: 3,
+    vlanIds: 0,
+    vnis: 2,
+    floatingIps: 0,
+  });
   const { checkStore } = await import("./check.ts");
   assert.deepEqual((await checkStore(t.store)).problems, []);
   // Without a quota nothing is limited, and the use is still shown.

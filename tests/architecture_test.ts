@@ -812,3 +812,36 @@ Deno.test("architecture: one place in the agent decides and changes a port's act
     "wasm/assembly/inactive.ts",
   ]);
 });
+
+/**
+ * Floating addresses (issue 29): a binding is kept under the port's ID by one service module and
+ * copied into a new port by one ports module; in the agent, one module writes the 1:1 NAT rules
+ * (nothing else DNATs or SNATs to a fixed address) and one runs conntrack, through run.ts.
+ */
+Deno.test("architecture: floating addresses: one manager module binds, one copies into new ports; one agent module writes NAT to fixed addresses, one runs conntrack", async () => {
+  const binders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/keys\.floatingOfPort\(/.test(await Deno.readTextFile(file))) binders.push(path);
+  }
+  assert.deepEqual(binders.sort(), [
+    "manager/service/floating_ips.ts",
+    "manager/service/ports/floating.ts",
+  ]);
+  const nat: string[] = [];
+  const conntrack: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/\b(dnat|snat) to\b/.test(text)) nat.push(path);
+    if (/\["conntrack"/.test(text)) conntrack.push(path);
+  }
+  assert.deepEqual(nat, ["agent/dataplane/floating_nft.ts"]);
+  assert.deepEqual(conntrack, ["agent/dataplane/floating_kernel.ts"]);
+  assert.doesNotMatch(
+    await Deno.readTextFile(`${ROOT}agent/dataplane/floating_kernel.ts`),
+    /Deno\.Command/,
+  );
+});

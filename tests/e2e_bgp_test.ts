@@ -9,15 +9,13 @@
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
-import { type Stack, type StackNode, startStack, waitFor } from "../devstack/stack.ts";
-import { type Fabric, HOST, speakBgp, startFabric, underlay6 } from "./support/bgp_fabric.ts";
+import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
+import { forgets, HOST, learns, speakBgp, startFabric, underlay6 } from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
 
 const TENANT_TOKEN = "acme-tenant-token-for-the-bgp-test";
-/** Generous: BGP sessions take a few seconds to come up; speed is the benchmark's. */
-const LEARN_MS = 60_000;
 
 Deno.test("e2e bgp: advertised networks learned by an external router with the right next hops, v4 and v6; reached from a host behind it without NAT; not-advertised ones not; withdrawn on PATCH, deletion and agent stop; tenants refused", async (t) => {
   await using cleanup = new Cleanup();
@@ -170,31 +168,6 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
     await forgets(fabric, ["10.80.0.0/24", "fd80:1::/64", `${f1.ip}/32`, `${f2.ip}/32`]);
   });
 });
-
-/** Waits until the router has each prefix with exactly these next hops. */
-async function learns(fabric: Fabric, want: Map<string, string[]>): Promise<void> {
-  let last = new Map<string, string[]>();
-  try {
-    await waitFor("the router learns the advertised routes", async () => {
-      last = await fabric.learned();
-      return [...want].every(([k, hops]) => String(last.get(k)) === String(hops));
-    }, LEARN_MS);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
-  }
-}
-
-async function forgets(fabric: Fabric, prefixes: string[]): Promise<void> {
-  let last = new Map<string, string[]>();
-  try {
-    await waitFor("the router forgets the withdrawn routes", async () => {
-      last = await fabric.learned();
-      return prefixes.every((p) => !last.has(p));
-    }, LEARN_MS);
-  } catch (err) {
-    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
-  }
-}
 
 interface Added extends Pod {
   ip: string;

@@ -4,7 +4,8 @@
  * that host its pods (or from every node, `advertiseFrom: "all"`), and a host route (/32, /128) for
  * each of this node's own pods, so the fabric sends a pod's traffic straight to its node: a node
  * delivers to its local pods only (its host port's flows keep to them), never on through the
- * tunnel.
+ * tunnel. Also the floating address (/32) of each of this node's pods that has one, whatever its
+ * network (the node NATs it: dataplane/floating_nft.ts): it follows the pod from node to node.
  *
  * @module
  */
@@ -25,8 +26,9 @@ export interface AdvertisedInput {
 export function advertisedRoutes(input: AdvertisedInput): Advertised {
   const out = { v4: new Set<string>(), v6: new Set<string>() };
   for (const p of input.local) {
-    if (p.networkAdvertise !== true || !input.ready.has(p.networkId)) continue;
-    addPort(out, p, true);
+    if (!input.ready.has(p.networkId)) continue;
+    if (p.floating !== undefined && p.active !== false) out.v4.add(`${p.floating}/32`);
+    if (p.networkAdvertise === true) addPort(out, p, true);
   }
   if (input.from === "all") {
     for (const p of input.all) if (p.networkAdvertise === true) addPort(out, p, false);

@@ -61,3 +61,21 @@ Deno.test("advertised: from every node, every advertised network's CIDR, host ro
     v6: ["fd00:1::/64", "fd00:1::5/128"],
   });
 });
+
+Deno.test("advertised: a local pod's floating address as a /32, on any network, once its host port is set up; never a claim's inactive port's", () => {
+  const F = port("q", "10.3.0.7", { networkAdvertise: undefined, floating: "203.0.113.5" });
+  const INACTIVE = port("q", "10.3.0.8", {
+    networkAdvertise: undefined,
+    floating: "203.0.113.6",
+    active: false,
+  });
+  const got = advertisedRoutes({
+    local: [F, INACTIVE],
+    ready: new Set(["q"]),
+    all: [F],
+    from: "all",
+  });
+  assert.deepEqual(got, { v4: ["203.0.113.5/32"], v6: [] });
+  const early = advertisedRoutes({ local: [F], ready: new Set(), all: [], from: "hosting" });
+  assert.deepEqual(early, { v4: [], v6: [] });
+});

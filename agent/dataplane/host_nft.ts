@@ -6,6 +6,17 @@
  * @module
  */
 
+import {
+  type Floating,
+  floatingDnatRules,
+  floatingInRules,
+  floatingMarkRules,
+  floatingOutRules,
+  floatingSnatRules,
+  floatingZoneRules,
+  hasFloating,
+} from "./floating_nft.ts";
+
 /** A network the node is on through its host port. */
 export interface HostNet {
   /** The network's node-local number (reg0 in the flows; here its conntrack zone, mark, table). */
@@ -25,6 +36,8 @@ export interface HostNet {
   gateway: string;
   /** The network's IPv4 CIDR. */
   cidr: string;
+  /** Floating addresses bound to its pods here: 1:1 NAT (floating_nft.ts); absent: none. */
+  floating?: Floating[];
 }
 
 /** The table of ours; nothing else of the node's nftables is touched. */
@@ -109,6 +122,9 @@ export function hostRuleset(nets: HostNet[], uplinks: string[] = []): string {
     `table ip ${NFT_TABLE} {`,
     ...chain("raw", "filter hook prerouting priority raw", rawRules(nets)),
     ...chain("mangle", "filter hook prerouting priority mangle", markRules(nets)),
+    ...(hasFloating(nets)
+      ? chain("prerouting", "nat hook prerouting priority dstnat", dnatRules(nets))
+      : []),
     ...chain("input", "filter hook input priority filter", inputRules(nets)),
     ...chain("output", "filter hook output priority filter", outputRules(nets)),
     ...chain("forward", "filter hook forward priority filter", forwardRules(nets, uplinks)),
@@ -145,6 +161,7 @@ function rawRules(nets: HostNet[]): string[] {
     ...nets.filter((n) => n.advertise).map((n) =>
       `iifname != ${ANY_HOST_PORT} ip daddr ${n.cidr} ct original zone set ${n.number}`
     ),
+    ...floatingZoneRules(nets, ANY_HOST_PORT),
   ];
 }
 
@@ -158,11 +175,17 @@ function rawRules(nets: HostNet[]): string[] {
 function markRules(nets: HostNet[]): string[] {
   return [
     ...nets.map((n) => `iifname "${n.port}" ct state new ${setCtMark(n)}`),
+    ...floatingMarkRules(nets, ANY_HOST_PORT, setCtMark),
     ...nets.map((n) => `iifname "${n.port}" ${ctMarkIs(n, "!=")} drop`),
     ...nets.map((n) =>
       `${ctMarkIs(n, "==")} meta mark set meta mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`
     ),
   ];
+}
+
+/** Floating addresses to their pods (floating_nft.ts); nothing else is DNATed here. */
+function dnatRules(nets: HostNet[]): string[] {
+  return floatingDnatRules(nets, ANY_HOST_PORT);
 }
 
 /** The network's number into the conntrack mark's bits of ours, the others kept. */
@@ -221,6 +244,7 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
     ...(advertised.length
       ? [`iifname ${set(advertised.map((n) => n.port))} ct direction reply accept`]
       : []),
+    ...floatingOutRules(nets, ANY_HOST_PORT, LINK_LOCAL),
     `iifname ${ANY_HOST_PORT} drop`,
     ...(egress.length
       ? [`iifname ${set(uplinks)} oifname ${set(egress)} ct direction reply accept`]
@@ -229,6 +253,7 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
       `oifname "${n.port}" ip daddr ${n.cidr} ct direction original ct status dnat accept`
     ),
     ...advertised.map((n) => `oifname "${n.port}" ip daddr ${n.cidr} ct direction original accept`),
+    ...floatingInRules(nets),
     `oifname ${ANY_HOST_PORT} drop`,
   ];
 }
@@ -236,8 +261,10 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
 /** Egress leaves with the node's address on the uplink. */
 function natRules(nets: HostNet[], uplinks: string[]): string[] {
   const egress = nets.filter((n) => n.egress).map((n) => n.port);
-  if (!egress.length || !uplinks.length) return [];
-  return [`iifname ${set(egress)} oifname ${set(uplinks)} masquerade`];
+  // A pod with a floating address leaves with it, not with the node's (the first NAT rule wins).
+  const floating = floatingSnatRules(nets, ANY_HOST_PORT);
+  if (!egress.length || !uplinks.length) return floating;
+  return [...floating, `iifname ${set(egress)} oifname ${set(uplinks)} masquerade`];
 }
 
 /**

@@ -147,6 +147,57 @@ Deno.test("host nft: the gateways' addresses are the node's on host ports only; 
   assert.ok(twice.includes("arp daddr ip { 10.70.0.1 } drop"), twice);
 });
 
+/** Network 5 (no egress, hostAccess nor advertise) with two floating addresses; network 1 has one. */
+const floating: HostNet[] = [
+  { ...nets[0], floating: [{ address: "203.0.113.9", pod: "10.70.0.9" }] },
+  {
+    ...net(5, false, false, 75),
+    floating: [
+      { address: "203.0.113.5", pod: "10.75.0.5" },
+      { address: "203.0.113.6", pod: "10.75.0.6" },
+    ],
+  },
+];
+
+Deno.test("host nft: a floating address is DNATed to its pod in the pod's network's zone and mark; only what came for it, or answers the pod's own, reaches the pod", () => {
+  const text = hostRuleset(floating, UPLINKS);
+  assert.ok(
+    rulesOf(text, "raw").includes('iifname != "kh*" ip daddr 203.0.113.5 ct original zone set 5'),
+  );
+  const mark = rulesOf(text, "mangle");
+  const set5 = 'iifname != "kh*" ip daddr 203.0.113.5 ct state new ct mark set ct mark & ' +
+    "0x0000ffff | 0x00050000";
+  assert.ok(mark.includes(set5), mark.join("\n"));
+  // Before the packet mark follows the connection's (its routing table finds the host port).
+  assert.ok(mark.indexOf(set5) < mark.findIndex((r) => r.startsWith("ct mark & 0xffff0000 ==")));
+  assert.deepEqual(
+    rulesOf(text, "prerouting"),
+    [
+      "type nat hook prerouting priority dstnat; policy accept;",
+      'iifname != "kh*" ip daddr 203.0.113.9 dnat to 10.70.0.9',
+      'iifname != "kh*" ip daddr 203.0.113.5 dnat to 10.75.0.5',
+      'iifname != "kh*" ip daddr 203.0.113.6 dnat to 10.75.0.6',
+    ].slice(1),
+  );
+  const fwd = rulesOf(text, "forward");
+  const into = 'oifname "kh5" ip daddr 10.75.0.5 ct original ip daddr 203.0.113.5 accept';
+  const answers = 'oifname "kh5" ip daddr 10.75.0.5 ct reply ip daddr 203.0.113.5 accept';
+  const out = 'iifname "kh5" ip saddr 10.75.0.5 oifname != "kh*" ip daddr != 169.254.0.0/16 accept';
+  for (const r of [into, answers, out]) assert.ok(fwd.includes(r), `${r}\n${fwd.join("\n")}`);
+  // Never from one host port to another; the network's other pods get nothing of it.
+  assert.ok(fwd.indexOf('iifname "kh*" oifname "kh*" drop') < fwd.indexOf(out));
+  assert.ok(fwd.indexOf(out) < fwd.indexOf('iifname "kh*" drop'));
+  assert.ok(fwd.indexOf(into) < fwd.indexOf('oifname "kh*" drop'));
+  assert.ok(!fwd.some((r) => r.includes("kh5") && r.includes("10.75.0.0/24")), fwd.join("\n"));
+  // Out with the floating address, before the egress network's masquerade.
+  const nat = rulesOf(text, "postrouting");
+  const snat9 = 'iifname "kh1" ip saddr 10.70.0.9 oifname != "kh*" snat to 203.0.113.9';
+  assert.ok(nat.includes(snat9), nat.join("\n"));
+  assert.ok(nat.indexOf(snat9) < nat.findIndex((r) => r.includes("masquerade")));
+  // Without floating addresses: no DNAT chain at all.
+  assert.ok(!hostRuleset(nets, UPLINKS).includes("chain prerouting"));
+});
+
 Deno.test("host nft: nftables accepts the table, applies it atomically and shrinks it to the guard (in a netns of the test)", async () => {
   await using cleanup = new Cleanup();
   const ns = cleanup.name("nft");
@@ -154,12 +205,13 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   await run(["ip", "netns", "add", ns]);
   const nft = (stdin: string) => run(["nft", "-f", "-"], { netns: ns, stdin });
   const advertised = [...nets, net(4, false, false, 74, true)];
-  for (const set of [nets, nets.slice(1), advertised, nets]) {
+  for (const set of [nets, nets.slice(1), advertised, floating, nets]) {
     await nft(hostRuleset(set, UPLINKS));
     const listed = (await run(["nft", "list", "table", "ip", NFT_TABLE], { netns: ns })).stdout;
-    assert.equal(listed.includes('"kh1"'), set.includes(nets[0]));
+    assert.equal(listed.includes('"kh1"'), set.some((n) => n.number === 1));
     assert.match(listed, /chain forward/);
     assert.equal(listed.includes("10.74.0.0/24"), set === advertised);
+    assert.equal(listed.includes("dnat to 10.75.0.5"), set === floating);
   }
   await nft(hostRuleset([]));
   const r = await run(["nft", "list", "ruleset"], { netns: ns });

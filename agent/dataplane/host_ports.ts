@@ -21,6 +21,8 @@ import {
 } from "@knitter/common/address";
 import { gatewayMac } from "@knitter/wasm";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
+import type { Floating } from "./floating_nft.ts";
+import type { FloatingKernel } from "./floating_kernel.ts";
 import {
   HOST_PORT_PREFIX,
   type HostNet,
@@ -61,14 +63,13 @@ export function hostPortSpecs(
     const egress = port.networkEgress === true;
     const hostAccess = port.networkHostAccess === true;
     const advertise = port.networkAdvertise === true;
-    if (!egress && !hostAccess && !advertise) continue;
-    if (out.has(port.networkId) || port.gateway === undefined || port.gateway.includes(":")) {
-      continue;
-    }
+    const floating = floatingOf(port);
+    if (!egress && !hostAccess && !advertise && !floating) continue;
+    if (port.gateway === undefined || port.gateway.includes(":")) continue;
     const parsed = parseIpPrefix(port.address, "required");
     if ("error" in parsed || parsed.ip.family !== 4) continue;
     const prefix = parsed.prefix!;
-    out.set(port.networkId, {
+    const spec = out.get(port.networkId) ?? {
       number,
       port: hostPortName(number),
       egress,
@@ -80,9 +81,23 @@ export function hostPortSpecs(
       prefix,
       cidr: formatCidr(networkOf(parsed.ip, prefix)),
       mtu: port.mtu,
-    });
+    };
+    if (floating) spec.floating = [...spec.floating ?? [], floating];
+    out.set(port.networkId, spec);
   }
+  for (const s of out.values()) s.floating?.sort((a, b) => a.address.localeCompare(b.address));
   return [...out.values()].sort((a, b) => a.number - b.number);
+}
+
+/**
+ * A port's floating binding (the manager's `floating`): its IPv4 address behind the floating one.
+ * A claim's port that does not have the claim's traffic (`active: false`) is not NATed.
+ */
+function floatingOf(port: Port): Floating | undefined {
+  if (port.floating === undefined || port.active === false) return undefined;
+  const parsed = parseIpPrefix(port.address, "required");
+  if ("error" in parsed || parsed.ip.family !== 4) return undefined;
+  return { address: port.floating, pod: port.address.slice(0, port.address.indexOf("/")) };
 }
 
 /**
@@ -126,6 +141,19 @@ export function hasAddress(shown: string, s: HostPortSpec): boolean {
 /** hostAccess and advertised networks: the subnet is in the node's main table. */
 function inMainTable(s: HostNet): boolean {
   return s.hostAccess || s.advertise;
+}
+
+/**
+ * Networks whose pods' connections out are routed by their mark: egress, and floating addresses
+ * (a network that has only those still needs its subnet in its own table for the replies).
+ */
+function ownTable(s: HostNet): boolean {
+  return s.egress || (s.floating?.length ?? 0) > 0;
+}
+
+/** What a host port's device is set up from: not its floating bindings (no blip when they change). */
+function deviceKey(s: HostPortSpec): string {
+  return JSON.stringify({ ...s, floating: undefined, ownTable: ownTable(s) });
 }
 
 /** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
@@ -182,7 +210,7 @@ function subnetOf(text: string): Cidr | null {
   return "error" in p ? null : networkOf(p.ip, p.prefix ?? bitsOf(p.ip.family));
 }
 
-const KERNEL: KernelSeams = {
+export const KERNEL: KernelSeams = {
   run,
   sysctl: (path, value) => Deno.writeTextFile(`/proc/sys/${path.replaceAll(".", "/")}`, value),
 };
@@ -192,6 +220,8 @@ export class HostPorts {
   private applied = "";
   private ofports = new Map<number, number>();
   private names: string[] = [];
+  /** The floating addresses' conntrack and ARP (the daemon sets it: floating_kernel.ts). */
+  floating?: FloatingKernel;
   /** Each host port's spec as its device was last set up: unchanged ones are left alone. */
   private done = new Map<string, string>();
 
@@ -248,7 +278,7 @@ export class HostPorts {
     const wanted = new Set(specs.map((s) => s.port));
     const stale = existing.filter((p) => !wanted.has(p.name)).map((p) => p.name);
     // Only new or changed ports are set up again (an address flushed is a blip for its pods).
-    const changed = specs.filter((s) => this.done.get(s.port) !== JSON.stringify(s));
+    const changed = specs.filter((s) => this.done.get(s.port) !== deviceKey(s));
     // Until their kernel side is set up again, changed and stale ports get no flows.
     for (const s of changed) this.done.delete(s.port);
     for (const name of stale) this.done.delete(name);
@@ -284,7 +314,7 @@ export class HostPorts {
       if (!this.done.has(s.port)) {
         try {
           await this.setUp(s);
-          this.done.set(s.port, JSON.stringify(s));
+          this.done.set(s.port, deviceKey(s));
         } catch (err) {
           failed.push(`${s.port}: ${err instanceof Error ? err.message : String(err)}`);
           continue;
@@ -305,6 +335,8 @@ export class HostPorts {
         uplinks,
       });
     }
+    // After the ports are up: the floating addresses are routed to them (floating_kernel.ts).
+    await this.floating?.reconcile(specs.filter((s) => this.done.has(s.port)), uplinks);
     if (failed.length > 0) throw new Error(failed.join("; "));
   }
 
@@ -361,7 +393,7 @@ export class HostPorts {
       check: false,
     });
     const keep = shown.code === 0 && hasAddress(shown.stdout, s);
-    const lines = [...linkCommands(s, keep), ...(s.egress ? egressRouteCommands(s) : [])];
+    const lines = [...linkCommands(s, keep), ...(ownTable(s) ? egressRouteCommands(s) : [])];
     await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
   }
 
@@ -371,7 +403,7 @@ export class HostPorts {
    * route reaches only its LAN). None: no egress at all (logged).
    */
   private async uplinks(specs: HostPortSpec[]): Promise<string[]> {
-    if (!specs.some((s) => s.egress)) return [];
+    if (!specs.some(ownTable)) return [];
     if (this.egressInterfaces?.length) return this.egressInterfaces;
     const routes = await this.ipJson(["-4", "route", "show", "default"]);
     const devs = routes.flatMap((r) => [r.dev, ...(r.nexthops ?? []).map((h) => h.dev)]);

@@ -164,11 +164,13 @@ function regrouped(before: Port | undefined, after: Port): boolean {
   return groups(before) !== groups(after);
 }
 
-/** Its network's egress, hostAccess or advertise changed (host_ports.ts). */
+/** Its network's egress, hostAccess or advertise, or its floating address or whether it is active, changed (host_ports.ts). */
 function nodeReachChanged(before: Port | undefined, after: Port): boolean {
   return before?.networkEgress !== after.networkEgress ||
     before?.networkHostAccess !== after.networkHostAccess ||
-    before?.networkAdvertise !== after.networkAdvertise;
+    before?.networkAdvertise !== after.networkAdvertise || before?.floating !== after.floating ||
+    // A claim's port that takes or leaves its traffic takes or leaves its floating address's NAT.
+    (after.floating !== undefined && before?.active !== after.active);
 }
 
 /**

@@ -14,6 +14,8 @@ export const PARAMS = {
   port: S.scopedParam(S.PortId),
   cluster: S.Name,
   claim: S.ClaimName,
+  pool: S.Name,
+  address: S.FloatingAddress,
 } satisfies Record<string, z.ZodType<string>>;
 
 export type ParamName = keyof typeof PARAMS;

@@ -15,6 +15,7 @@ import { ApiError } from "../errors.ts";
 import { formatIp } from "@knitter/common/address";
 import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import type { ClaimCreate } from "../schemas.ts";
+import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { pairedIp6 } from "./dual_stack.ts";
@@ -259,4 +260,12 @@ export async function claimsOfNetwork(
     out.push(e.key.slice(-2).join("/"));
   }
   return out;
+}
+
+/** A claim's record as stored, with its version (absent: no such claim), for commits that read it. */
+export function claimEntry(
+  ctx: Ctx,
+  c: { tenant: string; networkId: string; name: string },
+): Promise<Entry<ClaimRecord>> {
+  return ctx.store.get<ClaimRecord>(keys.claim(c.tenant, c.networkId, c.name));
 }

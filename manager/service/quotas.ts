@@ -19,7 +19,14 @@ import { Tx } from "../store/tx.ts";
 import { type Ctx, now } from "./context.ts";
 import { getTenantEntry } from "./tenants.ts";
 
-export const QUOTA_KINDS = ["networks", "ports", "addresses", "vlanIds", "vnis"] as const;
+export const QUOTA_KINDS = [
+  "networks",
+  "ports",
+  "addresses",
+  "vlanIds",
+  "vnis",
+  "floatingIps",
+] as const;
 export type QuotaKind = typeof QUOTA_KINDS[number];
 export type QuotaUsage = Record<QuotaKind, number>;
 export type Limits = Partial<Record<QuotaKind, number>>;
@@ -37,9 +44,17 @@ const WHAT: Record<QuotaKind, string> = {
   addresses: "addresses (ports' and IP groups')",
   vlanIds: "VLAN IDs",
   vnis: "VNIs",
+  floatingIps: "floating addresses",
 };
 
-export const ZERO: QuotaUsage = { networks: 0, ports: 0, addresses: 0, vlanIds: 0, vnis: 0 };
+export const ZERO: QuotaUsage = {
+  networks: 0,
+  ports: 0,
+  addresses: 0,
+  vlanIds: 0,
+  vnis: 0,
+  floatingIps: 0,
+};
 
 /** One tenant's quota in a transaction: the record it used and what the transaction charged. */
 interface Charged {
@@ -137,6 +152,10 @@ export class QuotaCharges {
       await finishCounting(this.ctx.store, tenant);
       entry = await this.ctx.store.get<QuotaRecord>(keys.quota(tenant));
     }
+    // A record counted before a kind existed holds none of it yet.
+    if (entry.value?.used) {
+      entry = { ...entry, value: { ...entry.value, used: { ...ZERO, ...entry.value.used } } };
+    }
     if (entry.value?.used !== null) this.ctx.cache.quotas.set(tenant, entry);
     return entry;
   }
@@ -180,6 +199,7 @@ export async function countUsage(store: Store, tenant: string): Promise<QuotaUsa
     used.addresses += e.value!.addresses.length;
   }
   for await (const _ of store.list(keys.claims(tenant))) used.addresses++;
+  for await (const _ of store.list(keys.floatingIpsOfTenant(tenant))) used.floatingIps++;
   return used;
 }
 
@@ -210,7 +230,7 @@ export async function getQuota(ctx: Ctx, tenant: string): Promise<QuotaView> {
     e = await ctx.store.get<QuotaRecord>(keys.quota(tenant));
   }
   if (!e.value?.used) return { tenant, limits: {}, used: await countUsage(ctx.store, tenant) };
-  return { tenant, limits: e.value.limits, used: e.value.used };
+  return { tenant, limits: e.value.limits, used: { ...ZERO, ...e.value.used } };
 }
 
 /** Sets a tenant's limits (an absent kind is unlimited); a first quota starts the count. */

@@ -93,9 +93,15 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
       keys.claims(name),
       10,
     )).map((c) => `"${c.network}/${c.name}"`);
+    // Its floating addresses: released first (they go through quarantine).
+    const floating = (await listValues<{ address: string }>(
+      ctx.store,
+      keys.floatingIpsOfTenant(name),
+      10,
+    )).map((f) => f.address);
     if (
       t.networks > 0 || t.ipGroups > 0 || secGroups.length > 0 || mirrors.length > 0 ||
-      claims.length > 0
+      claims.length > 0 || floating.length > 0
     ) {
       const nets = (await listValues<{ name: string }>(ctx.store, keys.networks(name), 10))
         .map((n) => `"${n.name}"`);
@@ -107,6 +113,7 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
         secGroups.length ? `security groups ${secGroups.join(", ")}` : "",
         mirrors.length ? `mirrors ${mirrors.join(", ")}` : "",
         claims.length ? `claims ${claims.join(", ")}` : "",
+        floating.length ? `floating addresses ${floating.join(", ")}` : "",
       ].filter(Boolean).join(" and ");
       throw new ApiError(
         "in_use",

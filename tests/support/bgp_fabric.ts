@@ -6,7 +6,7 @@
  */
 import { run } from "@knitter/common";
 import type { Cleanup } from "../../devstack/cleanup.ts";
-import type { StackNode } from "../../devstack/stack.ts";
+import { type StackNode, waitFor } from "../../devstack/stack.ts";
 
 /** The router on the underlay (the stack's nodes are 192.0.2.1, .2, ...), and its IPv6 twin. */
 export const ROUTER = "192.0.2.254";
@@ -125,4 +125,33 @@ export async function speakBgp(cleanup: Cleanup, node: StackNode): Promise<void>
   // Its BIRD goes with the test, whatever happens to the agent.
   cleanup.pidfile(`${node.agentStateDir}/bird.pid`);
   await node.startAgent();
+}
+
+/** Generous: BGP sessions take a few seconds to come up; speed is the benchmarks'. */
+const LEARN_MS = 60_000;
+
+/** Waits until the router has each prefix with exactly these next hops (sorted). */
+export async function learns(fabric: Fabric, want: Map<string, string[]>): Promise<void> {
+  let last = new Map<string, string[]>();
+  try {
+    await waitFor("the router learns the advertised routes", async () => {
+      last = await fabric.learned();
+      return [...want].every(([k, hops]) => String(last.get(k)) === String(hops));
+    }, LEARN_MS);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
+  }
+}
+
+/** Waits until the router has none of the prefixes. */
+export async function forgets(fabric: Fabric, prefixes: string[]): Promise<void> {
+  let last = new Map<string, string[]>();
+  try {
+    await waitFor("the router forgets the withdrawn routes", async () => {
+      last = await fabric.learned();
+      return prefixes.every((p) => !last.has(p));
+    }, LEARN_MS);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}: learned ${JSON.stringify([...last])}`);
+  }
 }

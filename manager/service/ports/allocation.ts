@@ -21,6 +21,7 @@ import { claimNewPort } from "./claimed.ts";
 import { keyId, type PortBody, portRecord, type PutResult, storeNewPort } from "./records.ts";
 import { Restart } from "./guards.ts";
 import { macBlock } from "../../ipam/derived_mac.ts";
+import { floatingForNewPort } from "./floating.ts";
 
 /** One port's PUT inside a commit being built. */
 export interface PutStep {
@@ -126,7 +127,9 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
   }
   const port = portRecord({ net, owner, id, body, ip, index });
   openStint(ctx, tx, { holder: port, net });
-  return { port: storeNewPort(tx, net, port), created: true, changed: true };
+  // A floating address bound to its ID follows it (floating_ips.ts).
+  const stored = await floatingForNewPort(ctx, tx, port);
+  return { port: storeNewPort(tx, net, stored), created: true, changed: true };
 }
 
 /** The address of an IP group the port asks for, or the group's next free one. */

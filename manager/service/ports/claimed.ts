@@ -28,6 +28,7 @@ import {
   type PutResult,
   storeNewPort,
 } from "./records.ts";
+import { floatingForNewPort } from "./floating.ts";
 
 /** A live migration's source and target. */
 export const MAX_CLAIM_PORTS = 2;
@@ -71,7 +72,9 @@ export async function claimNewPort(ctx: Ctx, step: NewPortStep): Promise<PutResu
   if (claim.ports.length > 0) port.active = false;
   tx.check(ce).set(ce.key, { ...claim, ports: [...claim.ports, id] });
   openStint(ctx, tx, { holder: port, net });
-  return { port: storeNewPort(tx, net, port), created: true, changed: true };
+  // A floating address bound to its ID follows it (floating_ips.ts).
+  const stored = await floatingForNewPort(ctx, tx, port);
+  return { port: storeNewPort(tx, net, stored), created: true, changed: true };
 }
 
 /**

@@ -1,0 +1,95 @@
+/**
+ * Floating addresses in the node's kernel, besides the nftables rules (floating_nft.ts): the
+ * connections of a binding that left this node (unbound, released, or moved with its port) are
+ * deleted from conntrack, or their NAT would go on; and, without BGP, the node answers ARP for the
+ * floating addresses of its pods on its uplinks (proxy ARP: a neighbour entry `proxy` on each
+ * uplink, and the address routed to the pod's host port so the kernel answers for it). With BGP the
+ * node announces each /32 instead (bgp/advertised.ts) and answers no ARP for them.
+ *
+ * @module
+ */
+import type { Logger, run } from "@knitter/common";
+import type { FloatingNet } from "./floating_nft.ts";
+
+/** How it runs commands (host_ports.ts's KernelSeams has it; tests give a fake). */
+export interface FloatingSeams {
+  run: typeof run;
+}
+
+/** One binding as the kernel has it: where its address is answered and routed. */
+interface Answered {
+  address: string;
+  pod: string;
+  port: string;
+}
+
+export class FloatingKernel {
+  /** The bindings last applied, by floating address. */
+  private applied = new Map<string, Answered>();
+  /** The uplinks the proxy ARP entries were made on. */
+  private uplinks: string[] = [];
+
+  constructor(
+    private readonly kernel: FloatingSeams,
+    private readonly log: Logger,
+    /** Answer ARP for the floating addresses on the uplinks (no BGP to announce them). */
+    private readonly answerArp: boolean,
+  ) {}
+
+  /** Makes the kernel's side that of `nets`' bindings, after their rules are in (host_ports.ts). */
+  async reconcile(nets: FloatingNet[], uplinks: string[]): Promise<void> {
+    const wanted = new Map<string, Answered>();
+    for (const n of nets) {
+      for (const f of n.floating ?? []) wanted.set(f.address, { ...f, port: n.port });
+    }
+    const uplinksChanged = uplinks.join() !== this.uplinks.join();
+    for (const [address, before] of this.applied) {
+      const now = wanted.get(address);
+      if (now?.pod === before.pod && now.port === before.port && !uplinksChanged) continue;
+      if (this.answerArp) await this.unanswer(before);
+      if (now?.pod !== before.pod || now.port !== before.port) await this.forget(address);
+    }
+    this.uplinks = uplinks;
+    for (const [address, now] of wanted) {
+      const before = this.applied.get(address);
+      if (before?.pod === now.pod && before.port === now.port && !uplinksChanged) continue;
+      if (this.answerArp) await this.answer(now);
+    }
+    this.applied = wanted;
+  }
+
+  /** Deletes the connections made with the address, both ways (none is fine). */
+  private async forget(address: string): Promise<void> {
+    for (const side of ["--orig-dst", "--reply-dst"]) {
+      const r = await this.kernel.run(["conntrack", "-D", side, address], { check: false });
+      // 1: nothing matched; anything else is a failure to report (the NAT may go on).
+      if (r.code > 1) {
+        this.log.error("cannot delete a floating address's connections from conntrack", {
+          address,
+          error: r.stderr.trim(),
+          hint: "is the conntrack tool installed (Debian: conntrack)?",
+        });
+      }
+    }
+  }
+
+  private async answer(a: Answered): Promise<void> {
+    const lines = [
+      `route replace ${a.address}/32 dev ${a.port}`,
+      ...this.uplinks.map((u) => `neigh replace proxy ${a.address} dev ${u}`),
+    ];
+    await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+  }
+
+  private async unanswer(a: Answered): Promise<void> {
+    const lines = [
+      `route del ${a.address}/32 dev ${a.port}`,
+      ...this.uplinks.map((u) => `neigh del proxy ${a.address} dev ${u}`),
+    ];
+    // `-force`: what is gone already (a device deleted with its routes) is no failure.
+    await this.kernel.run(["ip", "-force", "-batch", "-"], {
+      stdin: lines.join("\n") + "\n",
+      check: false,
+    });
+  }
+}

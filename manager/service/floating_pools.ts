@@ -1,0 +1,94 @@
+/**
+ * Floating pools: an admin's external IPv4 ranges (addresses the fabric routes to the nodes, or a
+ * flat external network's), from which tenants take floating addresses (floating_ips.ts). Pools
+ * never overlap one another, so an address has one pool; one is deleted only when no tenant holds
+ * an address of it.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import { type Cidr, cidrsOverlap, formatCidr, parseCidr } from "@knitter/common/address";
+import { ApiError, invalid, notFound } from "../errors.ts";
+import { type FloatingIpRecord, type FloatingPoolRecord, keys } from "../model.ts";
+import type { FloatingPoolCreate } from "../schemas.ts";
+import { Tx } from "../store/tx.ts";
+import { type Ctx, listValues, now } from "./context.ts";
+
+/** The widest pool CIDR: allocation walks a pool's addresses. */
+export const WIDEST_POOL_PREFIX = 16;
+
+export async function createFloatingPool(
+  ctx: Ctx,
+  body: z.infer<typeof FloatingPoolCreate>,
+): Promise<FloatingPoolRecord> {
+  const cidrs = body.cidrs.map(poolCidr);
+  const others = await listValues<FloatingPoolRecord>(ctx.store, keys.floatingPools());
+  for (const other of others) {
+    const clash = cidrs.find((c) => other.cidrs.some((o) => cidrsOverlap(c, parseCidr(o) as Cidr)));
+    if (clash === undefined) continue;
+    throw new ApiError(
+      "conflict",
+      `cidrs: ${formatCidr(clash)} overlaps floating pool "${other.name}": an address has one ` +
+        `pool; choose another range, or add it to that pool's`,
+      "cidrs",
+    );
+  }
+  const record: FloatingPoolRecord = {
+    name: body.name,
+    cidrs: cidrs.map(formatCidr),
+    createdAt: now(),
+  };
+  if (body.description !== undefined) record.description = body.description;
+  const key = keys.floatingPool(body.name);
+  if (!await new Tx().checkAbsent(key).set(key, record).commit(ctx.store)) {
+    throw new ApiError("already_exists", `Floating pool "${body.name}" exists`, "name");
+  }
+  return record;
+}
+
+/** An IPv4 CIDR no wider than a /16, given as its network address. */
+function poolCidr(text: string): Cidr {
+  const c = parseCidr(text);
+  if ("error" in c) throw invalid("cidrs", c.error);
+  if (c.family !== 4) {
+    throw invalid("cidrs", `"${text}" is IPv6: floating addresses are IPv4 (1:1 NAT)`);
+  }
+  if (c.prefix < WIDEST_POOL_PREFIX) {
+    throw invalid(
+      "cidrs",
+      `"${text}" is wider than a /${WIDEST_POOL_PREFIX}; split it into /${WIDEST_POOL_PREFIX}s`,
+    );
+  }
+  return c;
+}
+
+export function listFloatingPools(ctx: Ctx): Promise<FloatingPoolRecord[]> {
+  return listValues<FloatingPoolRecord>(ctx.store, keys.floatingPools());
+}
+
+export async function getFloatingPool(ctx: Ctx, name: string): Promise<FloatingPoolRecord> {
+  const e = await ctx.store.get<FloatingPoolRecord>(keys.floatingPool(name));
+  if (!e.value) throw notFound(`Floating pool "${name}" not found`);
+  return e.value;
+}
+
+/** Deletes a pool whose addresses no tenant holds (its quarantined ones go with it). */
+export async function deleteFloatingPool(ctx: Ctx, name: string): Promise<void> {
+  const e = await ctx.store.get<FloatingPoolRecord>(keys.floatingPool(name));
+  if (!e.value) throw notFound(`Floating pool "${name}" not found`);
+  const tx = new Tx().check(e).delete(e.key);
+  for await (const f of ctx.store.list<FloatingIpRecord>(keys.floatingIps())) {
+    if (f.value!.pool !== name) continue;
+    if (f.value!.tenant !== undefined) {
+      throw new ApiError(
+        "in_use",
+        `Floating pool "${name}" has addresses held by tenants (${f.value!.address} first): ` +
+          `they release them first (DELETE .../floating-ips/{address})`,
+      );
+    }
+    tx.check(f).delete(f.key);
+  }
+  if (!await tx.commit(ctx.store)) {
+    throw new ApiError("store_conflict", `Floating pool "${name}" changed meanwhile; try again`);
+  }
+}
