@@ -12,6 +12,7 @@
 import type { Port } from "@knitter/common";
 import { bitsOf, formatCidr, networkOf, parseIpPrefix } from "@knitter/common/address";
 import type { Advertised } from "./bird_config.ts";
+import { managerSaysActive } from "../dataplane/migration.ts";
 
 export interface AdvertisedInput {
   /** This node's ports, as the feed has them now. */
@@ -27,7 +28,7 @@ export function advertisedRoutes(input: AdvertisedInput): Advertised {
   const out = { v4: new Set<string>(), v6: new Set<string>() };
   for (const p of input.local) {
     if (!input.ready.has(p.networkId)) continue;
-    if (p.floating !== undefined && p.active !== false) out.v4.add(`${p.floating}/32`);
+    if (p.floating !== undefined && managerSaysActive(p)) out.v4.add(`${p.floating}/32`);
     if (p.networkAdvertise === true) addPort(out, p, true);
   }
   if (input.from === "all") {

@@ -23,6 +23,7 @@ import { gatewayMac } from "@knitter/wasm";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import type { Floating } from "./floating_nft.ts";
 import type { FloatingKernel } from "./floating_kernel.ts";
+import { managerSaysActive } from "./migration.ts";
 import {
   HOST_PORT_PREFIX,
   type HostNet,
@@ -94,7 +95,7 @@ export function hostPortSpecs(
  * A claim's port that does not have the claim's traffic (`active: false`) is not NATed.
  */
 function floatingOf(port: Port): Floating | undefined {
-  if (port.floating === undefined || port.active === false) return undefined;
+  if (port.floating === undefined || !managerSaysActive(port)) return undefined;
   const parsed = parseIpPrefix(port.address, "required");
   if ("error" in parsed || parsed.ip.family !== 4) return undefined;
   return { address: port.floating, pod: port.address.slice(0, port.address.indexOf("/")) };
