@@ -189,3 +189,29 @@ export const NETWORK_IMMUTABLE_FIELDS = [
   // Ports made on one node interface would stay there.
   "delegate",
 ] as const;
+
+/** One port of a service: clients reach `port` on the VIP, a backend answers on `targetPort`. */
+export interface ServicePort {
+  name?: string;
+  protocol: "TCP" | "UDP";
+  port: number;
+  targetPort: number;
+}
+
+/**
+ * A tenant's service on one of its networks (manager/README.md, "Services"), as the manager answers
+ * it and announces it on the change feed: a virtual address of the network spread by the sending
+ * node over the backend ports (by ID, on the same network) that are bound to a node.
+ */
+export interface ServiceInfo {
+  name: string;
+  tenant: string;
+  network: string;
+  networkId: string;
+  vip: string;
+  ports: ServicePort[];
+  backends: string[];
+  /** "ClientIP": every connection of one client address goes to the same backend. */
+  sessionAffinity: "None" | "ClientIP";
+  createdAt: string;
+}

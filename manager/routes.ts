@@ -16,6 +16,7 @@ import { QUOTAS } from "./routes/quotas.ts";
 import type { Resource, RouteDef } from "./routes/route.ts";
 import { ROUTERS } from "./routes/routers.ts";
 import { SECURITY_GROUPS } from "./routes/security_groups.ts";
+import { SERVICES } from "./routes/services.ts";
 import { TENANTS } from "./routes/tenants.ts";
 
 export type { Resource, RouteDef } from "./routes/route.ts";
@@ -33,6 +34,7 @@ export const RESOURCES: Resource[] = [
   ROUTERS,
   SECURITY_GROUPS,
   MIRRORS,
+  SERVICES,
   PHYSNETS,
   NODES,
   CLUSTERS,

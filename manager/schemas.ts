@@ -458,6 +458,84 @@ export const Mirror = z.object({
   createdAt: Timestamp,
 });
 
+// ---- services (service/services.ts)
+
+/** Services in one tenant. */
+export const MAX_SERVICES_PER_TENANT = 64;
+/** Ports of one service: one select group each on every node of the network. */
+export const MAX_SERVICE_PORTS = 16;
+/** Backends of one service: one bucket each in each of its groups. */
+export const MAX_SERVICE_BACKENDS = 64;
+
+const PortNumber = z.int().min(1, "must be 1-65535").max(65535, "must be 1-65535");
+
+const ServicePortSpec = z.strictObject({
+  name: Name.optional(),
+  protocol: z.enum(["TCP", "UDP"]).default("TCP"),
+  port: PortNumber.meta({ description: "the port clients reach on the VIP" }),
+  targetPort: PortNumber.optional().meta({
+    description: "the port the backends listen on; absent: the same as port",
+  }),
+});
+
+const ServiceBackends = z.array(scopedParam(PortId)).max(
+  MAX_SERVICE_BACKENDS,
+  `at most ${MAX_SERVICE_BACKENDS} backends`,
+).meta({
+  description:
+    "IDs of the tenant's ports on the network; a port bound to a node is an endpoint (none: the VIP answers nothing)",
+});
+
+export const ServiceUpdate = z.strictObject({
+  ports: z.array(ServicePortSpec).min(1).max(
+    MAX_SERVICE_PORTS,
+    `at most ${MAX_SERVICE_PORTS} ports`,
+  ),
+  backends: ServiceBackends,
+  sessionAffinity: z.enum(["None", "ClientIP"]).default("None").meta({
+    description: "ClientIP: every connection from one client address goes to the same backend",
+  }),
+});
+
+export const ServiceCreate = ServiceUpdate.extend({
+  name: Name,
+  network: Name.meta({ description: "a network of the tenant's own (IPv4)" }),
+  vip: IpText.optional().meta({
+    description: "a free address of the network's pools; absent: one is taken from the pools",
+  }),
+});
+
+const ServiceEndpoint = z.object({
+  port: z.string(),
+  ip: z.string(),
+  node: z.string(),
+});
+
+export const Service = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  network: z.string(),
+  networkId: z.string(),
+  vip: z.string(),
+  ports: z.array(z.object({
+    name: z.string().optional(),
+    protocol: z.enum(["TCP", "UDP"]),
+    port: z.int(),
+    targetPort: z.int(),
+  })),
+  backends: z.array(z.string()),
+  sessionAffinity: z.enum(["None", "ClientIP"]),
+  createdAt: Timestamp,
+  status: z.object({
+    endpoints: z.array(ServiceEndpoint).meta({
+      description: "the backends that are ports bound to a node: where new connections go",
+    }),
+    message: z.string().optional().meta({
+      description: 'why some backends or all are not endpoints (e.g. "no endpoints: ...")',
+    }),
+  }).optional().meta({ description: "answered to the tenant and admins, not on the feed" }),
+});
+
 // ---- ports
 
 export const PortRequest = z.strictObject({
@@ -709,13 +787,14 @@ export const FeedPage = z.object({
   cursor: z.string(),
   events: z.array(z.object({
     seq: z.int(),
-    type: z.enum(["port", "node", "router", "securityGroup", "mirror"]),
+    type: z.enum(["port", "node", "router", "securityGroup", "mirror", "service"]),
     op: z.enum(["put", "delete"]),
     port: Port.optional(),
     node: Node.optional(),
     router: Router.optional(),
     securityGroup: SecurityGroup.optional(),
     mirror: Mirror.optional(),
+    service: Service.optional(),
   })),
 });
 

@@ -219,7 +219,12 @@ class View {
  * The feed events about an object a tenant owns, under its type's key (`{ type: "router", router }`):
  * a cluster's token sees them by seesOwned. A new such event type is added here.
  */
-const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup", "mirror"]);
+const OWNED_EVENTS: ReadonlySet<string> = new Set([
+  "router",
+  "securityGroup",
+  "mirror",
+  "service",
+]);
 
 /** The port, node or mirror a feed event is about (other events pass as they are). */
 function itemOf(e: Loose): Loose {

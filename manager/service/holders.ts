@@ -3,7 +3,7 @@
  * than keeping an address index that every allocation would have to write. A holder of another
  * tenant than the asking one (on a public network) is not named.
  */
-import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import { keys, type NetworkRecord, type PortRecord, type ServiceRecord } from "../model.ts";
 import type { Ctx } from "./context.ts";
 import { readGroup } from "./ip_group_members.ts";
 
@@ -22,6 +22,12 @@ export async function holderOf(
     return a.port
       ? `used by port "${a.port}" (from IP group "${name}")`
       : `held by IP group "${name}" (request it with ipGroup)`;
+  }
+  for await (const e of ctx.store.list(keys.servicesOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const s = (await ctx.store.get<ServiceRecord>(keys.service(tenant, name))).value;
+    if (s?.vip !== ip) continue;
+    return tenant === asker ? `the VIP of service "${name}"` : "held by another tenant";
   }
   for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {
     if (e.value?.ip !== ip) continue;

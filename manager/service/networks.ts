@@ -231,9 +231,14 @@ async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiErr
   for await (const e of ctx.store.list(keys.ipGroupsOfNetwork(net.id), { limit: 5 })) {
     groups.push(`"${e.key.slice(-2).join("/")}"`);
   }
+  const services: string[] = [];
+  for await (const e of ctx.store.list(keys.servicesOfNetwork(net.id), { limit: 5 })) {
+    services.push(`"${e.key.slice(-2).join("/")}"`);
+  }
   const holders = [
     ports.length ? `ports ${ports.join(", ")}` : "",
     groups.length ? `IP groups ${groups.join(", ")}` : "",
+    services.length ? `the VIPs of services ${services.join(", ")}` : "",
   ].filter(Boolean).join(" and ");
   return new ApiError(
     "in_use",
