@@ -35,6 +35,8 @@ import {
 } from "./pipeline.ts";
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
 import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
+import { GROUPS_PER_SERVICE, SERVICE_KINDS, SERVICE_TABLE } from "./service_pipeline.ts";
+import { SERVICE_ERR, SERVICE_PROTOCOLS } from "./service_input.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -128,6 +130,14 @@ function pipelineConstants(): string {
     "u32",
     Object.fromEntries(ND_TYPES.map((t, i) => [String(i), t])),
   );
+  // The service flows (service_pipeline.ts, service_input.ts; assembly/service.ts).
+  group("Service tables (SERVICE_TABLE).", "ST_", "u32", SERVICE_TABLE);
+  group("Each kind of service flow (SERVICE_KINDS).", "SF_", "u32", kinds(SERVICE_KINDS));
+  group("Error codes of the services checks (SERVICE_ERR).", "SE_", "i32", SERVICE_ERR);
+  group("Protocol codes of a service port (SERVICE_PROTOCOLS).", "SPROTO_", "u32", {
+    ...codes(SERVICE_PROTOCOLS),
+  });
+  group("Group ids per service.", "", "u32", { GROUPS_PER_SERVICE });
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

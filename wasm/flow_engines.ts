@@ -23,6 +23,8 @@ export interface Engine {
   outLen(): number;
   acl(words: number): number;
   aclErrorArg(i: number): number;
+  services(words: number): number;
+  serviceErrorArg(i: number): number;
   keys(kind: number, count: number): number;
   keyPtr(): number;
 }

@@ -8,6 +8,7 @@
  */
 
 import type { FlowAcl } from "./acl_input.ts";
+import type { FlowService } from "./service_input.ts";
 
 /** A network with ports on this node. */
 export interface FlowNetwork {
@@ -123,6 +124,8 @@ export interface FlowInput {
   routes?: FlowRoute[];
   /** The rules of the local ports with security groups (acl_input.ts); absent: none has any. */
   acls?: FlowAcl[];
+  /** The services of these networks (service_input.ts); absent: none. */
+  services?: FlowService[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

@@ -14,6 +14,12 @@ import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts"
 import { parseDumpFlows } from "./flows.ts";
 import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
+import {
+  type SERVICE_KINDS,
+  SERVICE_PRIORITY,
+  SERVICE_TABLE,
+  SERVICE_TABLES,
+} from "./service_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
 export interface TraceView {
@@ -208,7 +214,12 @@ function canonical(table: number, head: string, actions: string[]): ParsedFlow {
 }
 
 /** A flow's builder: a kind of pipeline.ts or acl_pipeline.ts, a table's default, or unknown. */
-export type FlowKindName = keyof typeof FLOW_KINDS | keyof typeof ACL_KINDS | "default" | "unknown";
+export type FlowKindName =
+  | keyof typeof FLOW_KINDS
+  | keyof typeof ACL_KINDS
+  | keyof typeof SERVICE_KINDS
+  | "default"
+  | "unknown";
 
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
 export function flowKind(f: ParsedFlow): FlowKindName {
@@ -236,7 +247,12 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
     case TABLE.NEXT_HOP:
       return "nextHop";
+    case SERVICE_TABLE.SERVICE:
+      return f.priority === SERVICE_PRIORITY.NEW ? "serviceNew" : "serviceTracked";
     case TABLE.ARP:
+      if (f.priority === SERVICE_PRIORITY.VIP) return "serviceVip";
+      if (f.priority === SERVICE_PRIORITY.VIP_GUARD) return "serviceVipGuard";
+      if (f.priority === SERVICE_PRIORITY.REPLY) return "serviceReplyLocal";
       if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
       if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
@@ -255,6 +271,7 @@ export function flowKind(f: ParsedFlow): FlowKindName {
         [ACL_PRIORITY.INGRESS_HOOK]: "ingressHook",
         [ACL_PRIORITY.COMMIT]: "aclCommit",
         [ACL_PRIORITY.HOST_COMMIT]: "hostCommit",
+        [SERVICE_PRIORITY.REPLY]: "serviceReplyIn",
         [PRIORITY.EXCEPTION]: "hostGuard",
         [PRIORITY.SPECIFIC]: f.actions.includes("drop")
           ? "gatewayDrop"
@@ -274,7 +291,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
 }
 
 function tableName(id: number): string {
-  return [...FLOW_TABLES, ...ACL_TABLES].find((t) => t.id === id)?.name ?? `table ${id}`;
+  return [...FLOW_TABLES, ...ACL_TABLES, ...SERVICE_TABLES].find((t) => t.id === id)?.name ??
+    `table ${id}`;
 }
 
 /** Packet state while the actions of the matched flows are followed. */

@@ -13,6 +13,7 @@ import {
 } from "./flow_trace.ts";
 import { compileFlows } from "./flows.ts";
 import { ACL_KINDS } from "./acl_pipeline.ts";
+import { SERVICE_KINDS, splitGroups } from "./service_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
 import { scenarios } from "./testdata/scenarios.ts";
@@ -36,8 +37,9 @@ function viewOf(
 Deno.test("flowKind names the builder of every compiled flow, at its table and priority", () => {
   const seen = new Set<string>();
   for (const [name, model] of Object.entries(scenarios)) {
-    // The security group flows have a test of their own (below).
-    for (const line of compileFlows({ ...isolateConflicts(model).input, acls: undefined })) {
+    // The security group and service flows have tests of their own (below).
+    const plain = { ...isolateConflicts(model).input, acls: undefined, services: undefined };
+    for (const line of compileFlows(plain)) {
       const f = parseFlowLine(line);
       const kind = flowKind(f);
       seen.add(kind);
@@ -261,6 +263,27 @@ Deno.test("flowKind names every security group flow as its builder, at that buil
     assert.deepEqual([f.table, f.priority], [k.table, k.priority], line);
   }
   assert.deepEqual([...seen].sort(), [...Object.keys(ACL_KINDS), "default"].sort());
+});
+
+Deno.test("flowKind names every service flow as its builder, at that builder's table and priority", () => {
+  const model = scenarios.services;
+  const plain = new Set(compileFlows({ ...model, services: undefined }));
+  const { flows } = splitGroups(compileFlows(model));
+  const seen = new Set<string>();
+  for (const line of flows.filter((l) => !plain.has(l))) {
+    const f = parseFlowLine(line);
+    const kind = flowKind(f);
+    seen.add(kind);
+    if (kind === "default" || kind === "arpReply" || kind === "nextHop") continue;
+    const k = SERVICE_KINDS[kind as keyof typeof SERVICE_KINDS];
+    assert.ok(k, `${line} is told as "${kind}"`);
+    assert.deepEqual([f.table, f.priority], [k.table, k.priority], line);
+  }
+  // The VIP's ARP answer and the backends' next hops are the builders of any address.
+  assert.deepEqual(
+    [...seen].sort(),
+    [...Object.keys(SERVICE_KINDS), "default", "arpReply", "nextHop"].sort(),
+  );
 });
 
 Deno.test("offline: the first packet of a TCP connection through security groups, allowed and dropped", () => {

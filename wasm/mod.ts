@@ -20,6 +20,8 @@ export type {
 } from "./flow_input.ts";
 export { flowGateways, gatewayMac } from "./flow_input.ts";
 export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
+export type { FlowService, FlowServicePort } from "./service_input.ts";
+export { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
