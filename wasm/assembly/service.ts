@@ -139,17 +139,18 @@ function newFlow(id: u32, vip: u32, code: u32, port: u32, group: u32): void {
   end();
 }
 
-/** Table SERVICE: a connection conntrack knows, translated already: on to NEXT_HOP. */
-function trackedFlows(id: u32): void {
-  for (let k = 0; k < 2; k++) {
-    begin(id, 0, SF_SERVICE_TRACKED_TABLE, SF_SERVICE_TRACKED_PRIORITY, LINE_BOUND);
-    puts(k == 0 ? ",ct_state=+est+trk" : ",ct_state=+rel+trk");
-    puts(",reg0=");
-    putHex(id);
-    puts(",actions=goto_table:");
-    putDec(T_NEXT_HOP);
-    end();
-  }
+/**
+ * Table SERVICE: a connection conntrack knows, translated already: on to NEXT_HOP. Established or
+ * related, and also still new: a SYN sent again before the backend's answer came is `+new` but
+ * committed, and conntrack has translated it (it no longer matches the VIP's NEW flow).
+ */
+function trackedFlow(id: u32): void {
+  begin(id, 0, SF_SERVICE_TRACKED_TABLE, SF_SERVICE_TRACKED_PRIORITY, LINE_BOUND);
+  puts(",ct_state=-inv+trk,reg0=");
+  putHex(id);
+  puts(",actions=goto_table:");
+  putDec(T_NEXT_HOP);
+  end();
 }
 
 /**
@@ -315,7 +316,7 @@ export function services(words: u32): i32 {
     ipv4ToSlot(SLOT, vip);
     arpReply(n, 0, load<u64>(r, S_MAC), SLOT);
     vipGuard(id, vip);
-    trackedFlows(id);
+    trackedFlow(id);
     let live: u32 = 0;
     for (let k: u32 = 0; k < nb; k++) {
       const at = owners + (<usize> (first + k) << 3);
