@@ -18,6 +18,7 @@ import {
   evalPacket,
   evaluate,
   explainHop,
+  flowGroups,
   flowTables,
   gatewayMac,
   portLabel,
@@ -159,9 +160,16 @@ export async function trace(c: AttachContext): Promise<void> {
       const ingress: TraceIngress = from.kind === "port"
         ? { kind: "port", ofport: model.ofports.get(portKey(src))! }
         : from;
-      const matched = evaluate(flowTables(model.lines), evalPacket(model.view, ingress, wire))
-        .matched;
-      hop = explainHop(model.view, ingress, wire, matched, { mode: "offline", target });
+      const walked = evaluate(
+        flowTables(model.lines),
+        evalPacket(model.view, ingress, wire),
+        flowGroups(model.lines),
+      );
+      hop = explainHop(model.view, ingress, wire, walked.matched, {
+        mode: "offline",
+        target,
+        ...(walked.balanced ? { balanced: walked.balanced } : {}),
+      });
     } else {
       hop = await traceOnAgent(socketOf(c, node, hops.length === 0), {
         from,

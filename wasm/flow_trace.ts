@@ -325,7 +325,12 @@ export function explainHop(
   ingress: TraceIngress,
   packet: TracePacket,
   matched: ParsedFlow[],
-  opts: { mode: "live" | "offline"; target?: TraceTarget },
+  opts: {
+    mode: "live" | "offline";
+    target?: TraceTarget;
+    /** The service's select group the walk went through (flow_eval.ts). */
+    balanced?: { group: number; candidates: string[] };
+  },
 ): TraceHop {
   const inPort = ingress.kind === "port"
     ? ingress.ofport
@@ -420,6 +425,32 @@ export function explainHop(
         }: source MAC its gateway's, TTL decremented`;
         break;
       }
+      case "serviceVip":
+        what = `${packet.proto.toUpperCase()} to ${packet.ipDst}:${packet.dstPort}, a service's ` +
+          `VIP on ${netLabel}: through conntrack (NAT), to SERVICE`;
+        break;
+      case "serviceVipGuard":
+        what = `to ${packet.ipDst}, a service's VIP on ${netLabel}, not one of its ports: dropped`;
+        break;
+      case "serviceNew": {
+        const group = f.actions.find((a) => a.startsWith("group:"));
+        what = group
+          ? `a new connection to the service: balanced by select group ${group.slice(6)}${
+            opts.balanced
+              ? ` over ${opts.balanced.candidates.join(", ")} (the switch's hash picks one; ` +
+                `the trace follows ${opts.balanced.candidates[0]})`
+              : ""
+          }`
+          : "a new connection to the service, which has no endpoints: dropped";
+        break;
+      }
+      case "serviceTracked":
+        what = "a connection conntrack knows: already translated to its backend, to NEXT_HOP";
+        break;
+      case "serviceReplyLocal":
+      case "serviceReplyIn":
+        what = `a backend's reply from ${packet.ipSrc}: translated back to the VIP by conntrack`;
+        break;
       case "nextHop": {
         const mac = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
         what = `${packet.ipDst} is a port of ${netLabel}: to its MAC ${mac}`;

@@ -27,7 +27,7 @@ export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./f
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
-export { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";
+export { evaluate, flowGroups, flowTables, parseFlowLine } from "./flow_eval.ts";
 export type {
   TraceHop,
   TraceIngress,
