@@ -9,7 +9,7 @@
  *   service_peer.ts hold ADDR PORT SECONDS    one connection kept for SECONDS, 8 bytes echoed every
  *                                              20 ms; "connected NAME" once it knows its backend
  *
- * count prints {names: {NAME: n}, failures, errors, slowest: {NAME: ms}}; hold prints {name, ok, rounds, error?}. Each
+ * count prints {names: {NAME: n}, failures, errors, slowest: {NAME: ms}, ms (all)}; hold prints {name, ok, rounds, error?}. Each
  * connection attempt, and each echo of hold, gives up after 2 s.
  */
 const [verb, ...args] = Deno.args;
@@ -30,6 +30,7 @@ if (verb === "serve") {
   const slowest: Record<string, number> = {};
   const errors: string[] = [];
   let failures = 0;
+  const began = performance.now();
   for (let i = 0; i < Number(n); i++) {
     try {
       const started = performance.now();
@@ -43,7 +44,8 @@ if (verb === "serve") {
       if (errors.length < 3) errors.push(String(err));
     }
   }
-  console.log(JSON.stringify({ names, failures, errors, slowest }));
+  const ms = Math.round(performance.now() - began);
+  console.log(JSON.stringify({ names, failures, errors, slowest, ms }));
 } else if (verb === "hold") {
   const [addr, port, seconds] = args;
   console.log(JSON.stringify(await hold(addr, Number(port), Number(seconds))));
