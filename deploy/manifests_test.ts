@@ -232,6 +232,8 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "knitter.io|networks,ipgroups,routers,mirrors|get,list,watch,update,patch",
     "knitter.io|networks/status,ipgroups/status,routers/status,mirrors/status|update,patch",
     "k8s.cni.cncf.io|multi-networkpolicies|get,list,watch",
+    "|services|get,list,watch",
+    "discovery.k8s.io|endpointslices|get,list,watch",
   ]);
   assert.equal(
     manifests.filter((m) => /Role$/.test(m.object.kind) && /manager/.test(m.object.metadata.name))

@@ -43,6 +43,11 @@ export const MonitorConfigSchema = z.strictObject({
    * false on a cluster without their CRD (the watch would never list).
    */
   multiNetworkPolicies: z.boolean().default(true),
+  /**
+   * Whether Services annotated `k8s.v1.cni.cncf.io/service-network` (and their EndpointSlices)
+   * are followed and made services of their network at the manager (services.ts).
+   */
+  serviceNetworks: z.boolean().default(true),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**
