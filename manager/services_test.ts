@@ -5,7 +5,17 @@
  * event and the agents' list, the update, the delete that gives the VIP back.
  */
 import assert from "node:assert/strict";
-import { attempt, must, mustFail, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
+import {
+  attempt,
+  CLUSTER_TOKEN,
+  CLUSTER_TOKENS,
+  must,
+  mustFail,
+  net,
+  type TestApp,
+  testApp,
+  TOKEN,
+} from "./test_support.ts";
 import { MAX_SERVICE_BACKENDS, MAX_SERVICE_PORTS, MAX_SERVICES_PER_TENANT } from "./schemas.ts";
 import { checkStore } from "./check.ts";
 
@@ -286,4 +296,43 @@ Deno.test("a service: VIP from the pool, endpoints, on the feed and the agents' 
     ]],
   );
   assert.equal(events[1].service.sessionAffinity, "ClientIP");
+});
+
+Deno.test("a service as a cluster's agent reads it: only its tenants', backends as its ports list names them", async () => {
+  using t = await testApp({ tenants: ["acme", "globex"], tokens: CLUSTER_TOKENS });
+  must(await t.call("POST", "clusters", { name: "east", tenants: ["acme"] }), 201);
+  must(await t.call("POST", `${ACME}/networks`, net("blue", "10.1.0.0/24")), 201);
+  must(await t.call("POST", `${GLOBEX}/networks`, net("green", "10.2.0.0/24")), 201);
+  must(await t.call("PUT", `${GLOBEX}/networks/green/ports/db`, { node: "worker1" }), 201);
+  must(await t.call("PUT", "nodes/n1", { underlayIp: "192.0.2.1" }, CLUSTER_TOKEN.eastN1), 201);
+  const cursor = must(await t.call("GET", "feed", undefined, CLUSTER_TOKEN.eastN1), 200).cursor;
+  must(await t.call("PUT", `${ACME}/networks/blue/ports/web`, {}, CLUSTER_TOKEN.eastN1), 201);
+  // globex's service, in the default cluster: east's tokens never see it.
+  const hidden = { ...svc({ name: "hidden", network: "green", backends: ["db"] }) };
+  must(await t.call("POST", `${GLOBEX}/services`, hidden, TOKEN.globex), 201);
+  // The tenant names its backend by the port's full ID.
+  const made = must(
+    await t.call("POST", `${ACME}/services`, svc({ backends: ["web@east"] }), TOKEN.acme),
+    201,
+  );
+  assert.deepEqual(made.backends, ["web@east"]);
+  // East's agent knows the port as "web", in its ports list, the services list and the feed.
+  const ports = must(await t.call("GET", "ports", undefined, CLUSTER_TOKEN.eastN1), 200).items;
+  assert.deepEqual(ports.map((p: { id: string }) => p.id), ["web"]);
+  const listed = must(await t.call("GET", "services", undefined, CLUSTER_TOKEN.eastN1), 200).items;
+  assert.deepEqual(listed.map((s: { name: string; backends: string[] }) => [s.name, s.backends]), [
+    ["front", ["web"]],
+  ]);
+  const page = must(
+    await t.call("GET", `feed?after=${cursor}&timeout=0`, undefined, CLUSTER_TOKEN.eastN1),
+    200,
+  );
+  const fed = page.events.filter((e: { type: string }) => e.type === "service");
+  assert.deepEqual(
+    fed.map((e: { service: { name: string; backends: string[] } }) => [
+      e.service.name,
+      e.service.backends,
+    ]),
+    [["front", ["web"]]],
+  );
 });
