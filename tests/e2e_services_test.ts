@@ -4,7 +4,8 @@
  * API over backend pods on both nodes, reached by a client pod at its VIP. New connections spread
  * over every backend; with ClientIP affinity one client's all go to one backend; a backend deleted
  * mid-run gets no new connection while the streams to the others go on; the same on a VLAN network;
- * another tenant's pod, on a network of the same addresses, does not reach the VIP.
+ * another tenant's pod, on a network of the same addresses, does not reach the VIP; security
+ * groups check the real backend and its port.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";
@@ -238,6 +239,45 @@ Deno.test("e2e services: a VIP spread over backends on two nodes (VXLAN and VLAN
       assert.equal(c.failures, 3, `globex reached acme's VIP: ${JSON.stringify(c)}`);
       // And acme's client still does.
       assert.equal((await count(vx.client, vx.vip, 5)).failures, 0);
+    },
+  );
+
+  await t.step(
+    "security groups see the real backend: its ingress rule on the target port lets the VIP's connections in, and without it none",
+    async () => {
+      const rule = (port: number) => [
+        { direction: "ingress", protocol: "tcp", ports: String(port), peer: { group: "client" } },
+      ];
+      await api(stack, "POST", "tenants/acme/security-groups", { name: "web", rules: [] }, 201);
+      await api(stack, "POST", "tenants/acme/security-groups", {
+        name: "client",
+        rules: [{ direction: "egress", protocol: "tcp", peer: { group: "web" } }],
+      }, 201);
+      await api(stack, "PUT", "tenants/acme/security-groups/web", { rules: rule(TARGET) }, 200);
+      const setGroups = async (pod: Pod, groups: string[]) => {
+        const id = await portId(stack, pod);
+        await api(stack, "PUT", `tenants/acme/networks/data/ports/${id}`, {
+          securityGroups: groups,
+        }, 200);
+      };
+      await setGroups(vx.client, ["client"]);
+      for (const b of vx.backends.slice(0, 2)) await setGroups(b, ["web"]);
+      await waitFor(
+        "the groups' flows in",
+        async () => (await count(vx.client, vx.vip, 4)).failures === 0,
+        CONVERGE_MS,
+      );
+      const allowed = await count(vx.client, vx.vip, 40);
+      assert.equal(allowed.failures, 0, JSON.stringify(allowed));
+      assert.deepEqual(Object.keys(allowed.names).sort(), names.slice(0, 2).sort());
+      // The rule names the backends' port (8080), not the VIP's (80): on 9090 nothing gets in.
+      await api(stack, "PUT", "tenants/acme/security-groups/web", { rules: rule(9090) }, 200);
+      await waitFor(
+        "the VIP refused by the backends' groups",
+        async () => (await count(vx.client, vx.vip, 2)).failures === 2,
+        CONVERGE_MS,
+      );
+      assert.equal((await count(vx.client, vx.vip, 4)).failures, 4);
     },
   );
 
