@@ -123,6 +123,12 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "a service's backend ports, by ID (repeatable)",
   },
   affinity: { type: "string", value: "A", help: "None (default) | ClientIP, a service's" },
+  selector: {
+    type: "string",
+    multiple: true,
+    value: "K=V",
+    help: "a service's ports by label: all pairs must match (repeatable)",
+  },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
   label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },
   "agent-socket": {

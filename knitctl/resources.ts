@@ -297,7 +297,7 @@ export const RESOURCES: Resource[] = [
       { header: "AGE", value: age },
     ],
     create: {
-      flags: ["network", "vip", "service-port", "backend", "affinity"],
+      flags: ["network", "vip", "service-port", "backend", "selector", "affinity"],
       required: { network: "blue", "service-port": "tcp:80:8080" },
       method: "POST",
       body: (name, f) => ({
@@ -305,6 +305,7 @@ export const RESOURCES: Resource[] = [
         network: str(f, "network"),
         ports: (strs(f, "service-port") ?? []).map((p) => V.servicePort("service-port", p)),
         backends: V.list(strs(f, "backend")),
+        ...(strs(f, "selector") ? { selector: V.labels("selector", strs(f, "selector")!) } : {}),
         ...optional("vip", str(f, "vip")),
         ...optional("sessionAffinity", str(f, "affinity")),
       }),

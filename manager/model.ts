@@ -141,6 +141,8 @@ export interface PortRecord {
   cluster?: string;
   /** The security groups it names, of its own tenant. */
   securityGroups?: string[];
+  /** Set at creation: what a service's selector matches (service/services.ts). */
+  labels?: Record<string, string>;
   /** The node whose token made it (scoped); absent when another token did. Never answered. */
   madeBy?: string;
 }

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MAC_RE } from "@knitter/common/address";
+import { MAX_SERVICE_BACKENDS } from "@knitter/common";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import { BandwidthSchema } from "./bandwidth_schema.ts";
 import { GroupNames, SecurityGroup } from "./security_group_schema.ts";
@@ -465,7 +466,7 @@ export const MAX_SERVICES_PER_TENANT = 64;
 /** Ports of one service: one select group each on every node of the network. */
 export const MAX_SERVICE_PORTS = 16;
 /** Backends of one service: one bucket each in each of its groups. */
-export const MAX_SERVICE_BACKENDS = 64;
+export { MAX_SERVICE_BACKENDS };
 
 const PortNumber = z.int().min(1, "must be 1-65535").max(65535, "must be 1-65535");
 
@@ -491,7 +492,11 @@ export const ServiceUpdate = z.strictObject({
     MAX_SERVICE_PORTS,
     `at most ${MAX_SERVICE_PORTS} ports`,
   ),
-  backends: ServiceBackends,
+  backends: ServiceBackends.default([]),
+  selector: Labels.optional().meta({
+    description:
+      "the tenant's ports of the network whose labels include all of these are backends too (matching none is allowed: no endpoints)",
+  }),
   sessionAffinity: z.enum(["None", "ClientIP"]).default("None").meta({
     description: "ClientIP: every connection from one client address goes to the same backend",
   }),
@@ -524,6 +529,7 @@ export const Service = z.object({
     targetPort: z.int(),
   })),
   backends: z.array(z.string()),
+  selector: z.record(z.string(), z.string()).optional(),
   sessionAffinity: z.enum(["None", "ClientIP"]),
   createdAt: Timestamp,
   status: z.object({
@@ -561,6 +567,10 @@ export const PortRequest = z.strictObject({
   securityGroups: GroupNames.optional().meta({
     description:
       "security groups of the port's tenant; a later PUT may change them ([] for none: its network's)",
+  }),
+  labels: Labels.optional().meta({
+    description:
+      "set when the port is created (later PUTs keep them): what service selectors match",
   }),
 });
 
@@ -670,6 +680,9 @@ export const Port = z.object({
   }),
   networkSecurityGroups: z.array(z.string()).optional().meta({
     description: "its network's default security groups",
+  }),
+  labels: z.record(z.string(), z.string()).optional().meta({
+    description: "set when the port was created: what service selectors match",
   }),
   networkEgress: z.literal(true).optional().meta({
     description: "its network has egress: the agent puts the node on it (source NAT)",

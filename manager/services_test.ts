@@ -336,3 +336,56 @@ Deno.test("a service as a cluster's agent reads it: only its tenants', backends 
     [["front", ["web"]]],
   );
 });
+
+Deno.test("a selector on port labels: the tenant's matching ports of the network bound to a node are endpoints; one matching nothing says so", async () => {
+  using t = await world();
+  const put = (id: string, labels: Record<string, string>, node?: string) =>
+    t.call("PUT", `${ACME}/networks/blue/ports/${id}`, { labels, ...(node ? { node } : {}) });
+  const a = must(await put("app-a", { app: "web", tier: "front" }, "worker1"), 201);
+  assert.deepEqual(a.labels, { app: "web", tier: "front" });
+  must(await put("app-b", { app: "web" }, "worker2"), 201);
+  must(await put("app-c", { app: "web", tier: "front" }), 201); // unbound: no endpoint
+  must(await put("app-d", { app: "db", tier: "front" }, "worker1"), 201);
+  const made = must(
+    await t.call(
+      "POST",
+      `${ACME}/services`,
+      svc({
+        backends: [],
+        selector: { app: "web", tier: "front" },
+      }),
+      TOKEN.acme,
+    ),
+    201,
+  );
+  assert.deepEqual(made.selector, { app: "web", tier: "front" });
+  assert.deepEqual(made.status.endpoints.map((e: { port: string }) => e.port), ["app-a"]);
+  // Named backends and a selector together; then a selector nobody matches.
+  const both = must(
+    await t.call("PUT", `${ACME}/services/front`, {
+      ports: [{ port: 80 }],
+      backends: ["web1"],
+      selector: { app: "web" },
+    }, TOKEN.acme),
+    200,
+  );
+  assert.deepEqual(
+    both.status.endpoints.map((e: { port: string }) => e.port).sort(),
+    ["app-a", "app-b", "web1"],
+  );
+  const none = must(
+    await t.call("PUT", `${ACME}/services/front`, {
+      ports: [{ port: 80 }],
+      selector: { app: "nothing" },
+    }, TOKEN.acme),
+    200,
+  );
+  assert.deepEqual(none.status.endpoints, []);
+  assert.match(none.status.message, /no endpoints: .*selector matches no port bound to a node/);
+  // Labels are checked like a network's.
+  mustFail(
+    await attempt(t)("PUT", `${ACME}/networks/blue/ports/bad`, { labels: { "-x": "1" } }),
+    400,
+    "invalid_request",
+  );
+});

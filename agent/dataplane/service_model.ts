@@ -4,19 +4,33 @@
  * knows. A backend is a port the service names, of its tenant and network, bound to a node: a port
  * deleted or unbound is out of the next compile, without a service change.
  */
-import type { Port, ServiceInfo } from "@knitter/common";
+import { MAX_SERVICE_BACKENDS, type Port, type ServiceInfo } from "@knitter/common";
 import { type FlowNetwork, type FlowService, gatewayMac } from "@knitter/wasm";
 
-/** The ready backends' IPv4 addresses of a service among `ports`. */
+/**
+ * The ready backends' IPv4 addresses of a service among `ports`: the ports it names, or its
+ * selector matches, of its tenant and network, bound to a node; at most MAX_SERVICE_BACKENDS (the
+ * first by address).
+ */
 export function backendIps(s: ServiceInfo, ports: Iterable<Port>): string[] {
   const named = new Set(s.backends);
+  const chosen = (p: Port) =>
+    named.has(p.id) ||
+    (s.selector !== undefined &&
+      Object.entries(s.selector).every(([k, v]) => p.labels?.[k] === v));
   const out: string[] = [];
   for (const p of ports) {
-    if (p.networkId !== s.networkId || p.tenant !== s.tenant || !named.has(p.id)) continue;
+    if (p.networkId !== s.networkId || p.tenant !== s.tenant || !chosen(p)) continue;
     if (p.node === undefined || p.family !== 4) continue;
     out.push(p.ip);
   }
-  return out.sort();
+  return out.sort(byAddress).slice(0, MAX_SERVICE_BACKENDS);
+}
+
+/** Dotted quads in numeric order. */
+function byAddress(a: string, b: string): number {
+  const n = (ip: string) => ip.split(".").reduce((v, x) => v * 256 + Number(x), 0);
+  return n(a) - n(b);
 }
 
 /**

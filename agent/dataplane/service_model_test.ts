@@ -63,3 +63,15 @@ Deno.test("service model: services of the node's own networks only, numbered, wi
   );
   assert.match(s.mac, /^0a:58:[0-9a-f]{2}(:[0-9a-f]{2}){3}$/);
 });
+
+Deno.test("service model: a selector adds the ports whose labels match, of the same tenant and network", () => {
+  const selected = { ...front, backends: ["web-0"], selector: { app: "web" } };
+  const ports = [
+    port("web-0", "10.20.0.3"),
+    port("a", "10.20.0.11", { labels: { app: "web", tier: "x" } }),
+    port("b", "10.20.0.9", { labels: { app: "db" } }),
+    port("c", "10.20.0.12", { labels: { app: "web" }, node: undefined }),
+    port("d", "10.20.0.13", { labels: { app: "web" }, tenant: "globex" }),
+  ];
+  assert.deepEqual(backendIps(selected, ports), ["10.20.0.3", "10.20.0.11"]);
+});

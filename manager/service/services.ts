@@ -87,6 +87,7 @@ export async function createService(
         vipIndex: vip.index,
         ports,
         backends,
+        ...(body.selector ? { selector: body.selector } : {}),
         sessionAffinity: body.sessionAffinity,
         createdAt: now(),
       };
@@ -114,10 +115,12 @@ export async function updateService(
     if (!e.value) return await missingInTenant(ctx, tenant, `Service "${name}"`);
     const { net } = await ownNetwork(ctx, principal, tenant, e.value.network);
     const backends = await checkedBackends(ctx, tx, net, tenant, body.backends);
+    const { selector: _, ...kept } = e.value;
     const record: ServiceRecord = {
-      ...e.value,
+      ...kept,
       ports,
       backends,
+      ...(body.selector ? { selector: body.selector } : {}),
       sessionAffinity: body.sessionAffinity,
     };
     tx.check(e).set(e.key, record);
@@ -231,25 +234,42 @@ export async function listServices(ctx: Ctx, tenant?: string): Promise<ServiceRe
   return await listValues<ServiceRecord>(ctx.store, keys.services(tenant));
 }
 
-/** Which backends are endpoints now, and, when some are not, why. */
+/** Whether a port's labels include every pair of a selector. */
+export function selects(
+  selector: Record<string, string>,
+  labels?: Record<string, string>,
+): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+/**
+ * Which backends are endpoints now (named, or selected: the tenant's ports of the network whose
+ * labels match), and, when some are not, why.
+ */
 export async function serviceStatus(ctx: Ctx, s: ServiceRecord): Promise<ServiceStatus> {
   const endpoints: ServiceEndpoint[] = [];
   const away: string[] = [];
+  const named = new Set(s.backends);
   for (const id of s.backends) {
     const p = (await ctx.store.get<PortRecord>(keys.port(s.networkId, id))).value;
     if (p?.node !== undefined && p.tenant === s.tenant) {
       endpoints.push({ port: id, ip: p.ip, node: p.node });
     } else away.push(`"${id}" (${p ? "bound to no node" : "no such port"})`);
   }
+  if (s.selector) {
+    for (const p of await listValues<PortRecord>(ctx.store, keys.ports(s.networkId))) {
+      if (named.has(p.id) || p.tenant !== s.tenant || !selects(s.selector, p.labels)) continue;
+      if (p.node !== undefined) endpoints.push({ port: p.id, ip: p.ip, node: p.node });
+    }
+  }
   if (endpoints.length === 0) {
     const why = s.backends.length === 0
-      ? "it names no backend"
+      ? s.selector ? "its selector matches no port bound to a node" : "it names no backend"
       : `of its backends, ${away.join(", ")}`;
     return { endpoints, message: `no endpoints: the VIP answers nothing; ${why}` };
   }
   return away.length ? { endpoints, message: `not endpoints: ${away.join(", ")}` } : { endpoints };
 }
-
 export async function deleteService(ctx: Ctx, tenant: string, name: string): Promise<void> {
   const first = await getService(ctx, tenant, name);
   const net = (await ctx.store.get<NetworkRecord>(keys.network(tenant, first.network))).value;
