@@ -117,7 +117,8 @@ export interface Attachment {
 export class AgentState {
   /** Numbering runs one at a time instead of racing on a counter. */
   private readonly numbering = new Mutex();
-  private readonly networkNumbers = new Map<string, number>();
+  /** Node-local numbers of networks and services, by "kind/id" (number). */
+  private readonly numbers = new Map<string, number>();
   /** Records changed in memory and not yet in a commit that has started. */
   private readonly dirty = new Map<string, [containerId: string, ifName: string]>();
   /** The next commit, not started yet: it takes every record dirty when it starts. */
@@ -196,16 +197,31 @@ export class AgentState {
 
   /** The node-local number of a network (by its manager ID), allocated once and kept. */
   networkNumber(networkId: string): Promise<number> {
-    const known = this.networkNumbers.get(networkId);
+    return this.number("network", networkId);
+  }
+
+  /**
+   * The node-local number of a service ("tenant/name"), stable across restarts: its select groups'
+   * ids derive from it (agent/PIPELINE.md, "Services"). Counted apart from the networks' numbers.
+   */
+  serviceNumber(service: string): Promise<number> {
+    return this.number("service", service);
+  }
+
+  /** The stored number of `id` among the things of `kind`, the next one on first use. */
+  private number(kind: "network" | "service", id: string): Promise<number> {
+    const mapKey = `${kind}/${id}`;
+    const known = this.numbers.get(mapKey);
     if (known !== undefined) return Promise.resolve(known);
     return this.numbering.run(async () => {
-      const key = ["network_number", networkId];
+      const key = [`${kind}_number`, id];
+      const counter = ["counter", kind];
       let n = (await this.kv.get<number>(key)).value;
       if (n === null) {
-        n = ((await this.kv.get<number>(NETWORK_COUNTER)).value ?? 0) + 1;
-        await this.kv.atomic().set(NETWORK_COUNTER, n).set(key, n).commit();
+        n = ((await this.kv.get<number>(counter)).value ?? 0) + 1;
+        await this.kv.atomic().set(counter, n).set(key, n).commit();
       }
-      this.networkNumbers.set(networkId, n);
+      this.numbers.set(mapKey, n);
       return n;
     });
   }
@@ -264,7 +280,6 @@ export class AgentState {
 const WRITE_BATCH = 64;
 
 const PORT_COUNTER = ["counter", "port"];
-const NETWORK_COUNTER = ["counter", "network"];
 
 /** Deno KV's limits: a value's serialized size, a key's encoded size. */
 export const MAX_VALUE_BYTES = 65536;

@@ -74,6 +74,8 @@ export interface Port {
   unboundAt?: string;
   /** The security groups the port names (its tenant's); absent: its network's, if any. */
   securityGroups?: string[];
+  /** Labels set when the port was made (a service's selector picks ports by them). */
+  labels?: Record<string, string>;
   /** Its network's default security groups, for a port that names none. */
   networkSecurityGroups?: string[];
   /** Its network's DSCP marking (0..63) of the IP traffic the port sends; absent: none. */
@@ -224,3 +226,37 @@ export const NETWORK_IMMUTABLE_FIELDS = [
   // Ports made on one node interface would stay there.
   "delegate",
 ] as const;
+
+/** One port of a service: clients reach `port` on the VIP, a backend answers on `targetPort`. */
+export interface ServicePort {
+  name?: string;
+  protocol: "TCP" | "UDP";
+  port: number;
+  targetPort: number;
+}
+
+/**
+ * Backends of one service: named, or selected, the nodes balance at most this many (the first by
+ * address); a select group's buckets each.
+ */
+export const MAX_SERVICE_BACKENDS = 64;
+
+/**
+ * A tenant's service on one of its networks (manager/README.md, "Services"), as the manager answers
+ * it and announces it on the change feed: a virtual address of the network spread by the sending
+ * node over the backend ports (by ID, on the same network) that are bound to a node.
+ */
+export interface ServiceInfo {
+  name: string;
+  tenant: string;
+  network: string;
+  networkId: string;
+  vip: string;
+  ports: ServicePort[];
+  backends: string[];
+  /** Ports of the network whose labels include all of these are backends too. */
+  selector?: Record<string, string>;
+  /** "ClientIP": every connection of one client address goes to the same backend. */
+  sessionAffinity: "None" | "ClientIP";
+  createdAt: string;
+}

@@ -9,6 +9,7 @@ import type {
   PodRef,
   Port,
   RouterInfo,
+  ServiceInfo,
 } from "./api_types.ts";
 import type { SecurityGroup } from "./security_groups.ts";
 import { type Clock, retry, systemClock } from "./backoff.ts";
@@ -23,7 +24,8 @@ export type FeedEvent =
   | { seq: number; type: "node"; op: "put" | "delete"; node: NodeInfo }
   | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo }
   | { seq: number; type: "securityGroup"; op: "put" | "delete"; securityGroup: SecurityGroup }
-  | { seq: number; type: "mirror"; op: "put" | "delete"; mirror: MirrorInfo };
+  | { seq: number; type: "mirror"; op: "put" | "delete"; mirror: MirrorInfo }
+  | { seq: number; type: "service"; op: "put" | "delete"; service: ServiceInfo };
 
 export interface PortRequest {
   ip?: string;
@@ -159,6 +161,11 @@ export class ManagerClient {
   /** Every tenant's port mirrors (nodes and admins). */
   async listMirrors(): Promise<MirrorInfo[]> {
     return (await this.call<{ items: MirrorInfo[] }>("GET", "/api/v1/mirrors")).items;
+  }
+
+  /** Every tenant's services (nodes and admins). */
+  async listServices(): Promise<ServiceInfo[]> {
+    return (await this.call<{ items: ServiceInfo[] }>("GET", "/api/v1/services")).items;
   }
 
   async listNodes(): Promise<NodeInfo[]> {

@@ -234,6 +234,9 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
     "k8s.cni.cncf.io|multi-networkpolicies|get,list,watch",
     "k8s.cni.cncf.io|ipamclaims|get,list,watch,update,patch",
     "k8s.cni.cncf.io|ipamclaims/status|update,patch",
+    "kubevirt.io|virtualmachineinstancemigrations|get,list,watch",
+    "|services|get,list,watch",
+    "discovery.k8s.io|endpointslices|get,list,watch",
   ]);
   assert.equal(
     manifests.filter((m) => /Role$/.test(m.object.kind) && /manager/.test(m.object.metadata.name))

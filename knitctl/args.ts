@@ -115,6 +115,26 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "the port a mirror copies to, or an address over GRE, ERSPAN or VXLAN (admin)",
   },
   direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
+  vip: { type: "string", value: "IP", help: "a service's VIP (default: one from the pool)" },
+  "service-port": {
+    type: "string",
+    multiple: true,
+    value: "[tcp|udp:]PORT[:TARGET]",
+    help: "a port of a service, e.g. tcp:80:8080 (repeatable)",
+  },
+  backend: {
+    type: "string",
+    multiple: true,
+    value: "PORT,PORT",
+    help: "a service's backend ports, by ID (repeatable)",
+  },
+  affinity: { type: "string", value: "A", help: "None (default) | ClientIP, a service's" },
+  selector: {
+    type: "string",
+    multiple: true,
+    value: "K=V",
+    help: "a service's ports by label: all pairs must match (repeatable)",
+  },
   "underlay-ip": { type: "string", value: "IP", help: "the node's tunnel endpoint" },
   label: { type: "string", multiple: true, value: "K=V", help: "a label (repeatable)" },
   "agent-socket": {

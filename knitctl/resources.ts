@@ -285,6 +285,41 @@ export const RESOURCES: Resource[] = [
     },
   },
   {
+    plural: "services",
+    kind: "service",
+    names: ["services", "service", "svc"],
+    tenantScoped: true,
+    list: (s) => tenantPath(s, "services"),
+    item: (s, name) => tenantPath(s, `services/${enc(name)}`),
+    columns: [
+      { header: "NAME", value: (o) => o.name },
+      { header: "NETWORK", value: (o) => o.network },
+      { header: "VIP", value: (o) => o.vip },
+      { header: "PORTS", value: (o) => o.ports.map(servicePortText).join(",") },
+      {
+        header: "ENDPOINTS",
+        value: (o) => `${o.status?.endpoints.length ?? 0}/${o.backends.length}`,
+      },
+      { header: "AFFINITY", value: (o) => o.sessionAffinity, wide: true },
+      { header: "STATUS", value: (o) => o.status?.message ?? "", wide: true },
+      { header: "AGE", value: age },
+    ],
+    create: {
+      flags: ["network", "vip", "service-port", "backend", "selector", "affinity"],
+      required: { network: "blue", "service-port": "tcp:80:8080" },
+      method: "POST",
+      body: (name, f) => ({
+        name,
+        network: str(f, "network"),
+        ports: (strs(f, "service-port") ?? []).map((p) => V.servicePort("service-port", p)),
+        backends: V.list(strs(f, "backend")),
+        ...(strs(f, "selector") ? { selector: V.labels("selector", strs(f, "selector")!) } : {}),
+        ...optional("vip", str(f, "vip")),
+        ...optional("sessionAffinity", str(f, "affinity")),
+      }),
+    },
+  },
+  {
     plural: "ports",
     kind: "port",
     names: ["ports", "port"],
@@ -537,6 +572,9 @@ function ipGroupBody(name: string, f: FlagValues): unknown {
     ...(size ? { size: V.integer("size", size, 1, 512) } : { addresses }),
   };
 }
+
+const servicePortText = (p: Obj) =>
+  `${p.protocol.toLowerCase()}:${p.port}${p.targetPort === p.port ? "" : `:${p.targetPort}`}`;
 
 const portText = (p: Obj) =>
   p.remote

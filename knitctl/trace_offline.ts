@@ -12,6 +12,7 @@ import {
   evalPacket,
   evaluate,
   explainHop,
+  flowGroups,
   flowTables,
   gatewayMac,
   portLabel,
@@ -155,9 +156,17 @@ export function offlineHops(model: TraceModel, ask: TraceAsk, target: TraceTarge
     const ingress: TraceIngress = from.kind === "port"
       ? { kind: "port", ofport: m.ofports.get(portKey(ask.src))! }
       : from;
-    const matched = evaluate(flowTables(m.lines), evalPacket(m.view, ingress, packet)).matched;
+    const walked = evaluate(
+      flowTables(m.lines),
+      evalPacket(m.view, ingress, packet),
+      flowGroups(m.lines),
+    );
     return Promise.resolve(
-      explainHop(m.view, ingress, packet, matched, { mode: "offline", target }),
+      explainHop(m.view, ingress, packet, walked.matched, {
+        mode: "offline",
+        target,
+        ...(walked.balanced ? { balanced: walked.balanced } : {}),
+      }),
     );
   };
 }

@@ -131,6 +131,24 @@ export function collector(
 
 /** The key after a remote collector's address, by protocol. */
 const TUNNEL_KEY: Record<string, string> = { erspan: "session", vxlan: "vni" };
+/** "[TCP|UDP:]PORT[:TARGET]" → a service port, e.g. "80", "tcp:80:8080", "udp:53". */
+export function servicePort(
+  flag: string,
+  text: string,
+): { protocol: string; port: number; targetPort?: number } {
+  const m = /^(?:(tcp|udp):)?(\d{1,5})(?::(\d{1,5}))?$/i.exec(text.trim());
+  if (!m) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a service port: use [tcp|udp:]PORT[:TARGET-PORT], e.g. tcp:80:8080`,
+    );
+  }
+  const out: { protocol: string; port: number; targetPort?: number } = {
+    protocol: (m[1] ?? "tcp").toUpperCase(),
+    port: Number(m[2]),
+  };
+  if (m[3] !== undefined) out.targetPort = Number(m[3]);
+  return out;
+}
 
 /** Repeated flags, each maybe a comma-separated list, as one list. */
 export function list(texts: string[] | undefined): string[] {

@@ -19,6 +19,7 @@ import {
   type PhysnetRecord,
   type PortRecord,
   type RouterRecord,
+  type ServiceRecord,
 } from "./model.ts";
 import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./ipam/derived_mac.ts";
@@ -122,6 +123,13 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
     }
     hold(c.index, `claim "${tenant}/${name}" (${c.ip})`);
     claimOf.set(`${tenant}/${name}`, c.index);
+  }
+  for await (const e of store.list(keys.servicesOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const s = (await store.get<ServiceRecord>(keys.service(tenant, name))).value;
+    if (!s) {
+      problems.push(`${where}: index entry of service "${tenant}/${name}" without the service`);
+    } else hold(s.vipIndex, `the VIP of service "${tenant}/${name}" (${s.vip})`);
   }
   let oldShape = 0;
   for (const prefix of [keys.quarantines(net.id), keys.legacyQuarantines(net.id)]) {

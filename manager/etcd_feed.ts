@@ -7,11 +7,12 @@
  * To answer "everything up to now" without waiting, a poll first writes a marker key inside the
  * watched range and reads the watch until the marker's revision: every earlier event is in.
  */
-import type { NodeRecord, PortRecord, SecurityGroupRecord } from "./model.ts";
+import type { NodeRecord, PortRecord, SecurityGroupRecord, ServiceRecord } from "./model.ts";
 import { keys, type MirrorRecord, type NetworkRecord, type RouterRecord } from "./model.ts";
 import { ChangeFeed, type FeedEvent, type FeedPage } from "./feed.ts";
 import { carriedChange, portView } from "./service/ports/mod.ts";
 import { routerView } from "./service/routers.ts";
+import { serviceView } from "./service/services.ts";
 import { groupView } from "./service/security_group_refs.ts";
 import { EtcdError, fromB64, type RawKv, toB64 } from "./store/etcd_client.ts";
 import type { EtcdStore } from "./store/etcd_store.ts";
@@ -169,6 +170,9 @@ export class EtcdFeed extends ChangeFeed {
     }
     if (key[0] === "port_mirror" && key.length === 3) {
       return { seq: rev, type: "mirror", op, mirror: value as MirrorRecord };
+    }
+    if (key[0] === "port_service" && key.length === 3) {
+      return { seq: rev, type: "service", op, service: serviceView(value as ServiceRecord) };
     }
     if (key[0] === "router" && key.length === 3) {
       return { seq: rev, type: "router", op, router: routerView(value as RouterRecord) };

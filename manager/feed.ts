@@ -4,7 +4,7 @@
  * follower resumes from its cursor, and when the cursor is too old or from another epoch it is told
  * to list everything again (410) and continue from the cursor the list gave it.
  */
-import type { MirrorInfo, Port, RouterInfo } from "@knitter/common";
+import type { MirrorInfo, Port, RouterInfo, ServiceInfo } from "@knitter/common";
 import type { SecurityGroup } from "@knitter/common";
 import type { NodeRecord } from "./model.ts";
 
@@ -13,6 +13,7 @@ export type FeedEvent =
   | { seq: number; type: "node"; op: "put" | "delete"; node: NodeRecord }
   | { seq: number; type: "router"; op: "put" | "delete"; router: RouterInfo }
   | { seq: number; type: "mirror"; op: "put" | "delete"; mirror: MirrorInfo }
+  | { seq: number; type: "service"; op: "put" | "delete"; service: ServiceInfo }
   | {
     seq: number;
     type: "securityGroup";

@@ -201,6 +201,7 @@ const PARAM_VALUES: Record<string, fc.Arbitrary<string>> = {
   node: mostly(["worker1", "worker2"], ["node-x", "UPPER", "a..b"]),
   router: mostly(["r1", "ac-secret-router", "gx-secret-router"], ["R!"]),
   mirror: mostly(["m1", "m2", "ac-secret-mirror", "gx-secret-mirror"], ["M!"]),
+  service: mostly(["s1", "s2"], ["S!"]),
   cluster: mostly(["default", "east"], ["Bad!", "nope"]),
   claim: mostly(["c1", "c2", "ac-secret-claim", "gx-secret-claim"], ["C!", "a..b"]),
   pool: mostly(["ext", "ext2"], ["P!"]),
@@ -391,6 +392,22 @@ const BODIES: Record<string, fc.Arbitrary<unknown>> = {
     proto: opt(pick("icmp", "tcp", "udp", "gre")),
     dport: opt(pick(80, 0, 65536, -1)),
   }).map(clean),
+  ServiceCreate: fc.record({
+    name: PARAM_VALUES.service,
+    network: PARAM_VALUES.network,
+    vip: opt(ip),
+    ports: fc.array(
+      fc.record({ protocol: opt(pick("TCP", "UDP", "SCTP")), port: int, targetPort: opt(int) })
+        .map(clean),
+      { maxLength: 3 },
+    ),
+    backends: fc.array(PARAM_VALUES.port, { maxLength: 3 }),
+    sessionAffinity: opt(pick("None", "ClientIP", "Cookie")),
+  }).map(clean),
+  ServiceUpdate: fc.record({
+    ports: fc.array(fc.record({ port: int }), { maxLength: 2 }),
+    backends: fc.array(PARAM_VALUES.port, { maxLength: 3 }),
+  }),
   PhysnetCreate: fc.record({
     name: PARAM_VALUES.physnet,
     vlanRanges: opt(fc.array(fc.record({ start: int, end: int }), { maxLength: 2 })),
@@ -461,6 +478,12 @@ const PLAIN: Record<string, fc.Arbitrary<unknown>> = {
   TraceRequest: fc.record({
     from: pick({ network: "blue", port: "p1" }, { network: "shared", port: "p2" }),
     to: pick({ network: "blue", port: "p3" }, { network: "blue", port: "p1" }),
+  }),
+  ServiceCreate: fc.record({
+    name: pick("s1", "s2"),
+    network: pick("blue", "ac-secret-net", "shared"),
+    ports: pick([{ port: 80 }], [{ protocol: "UDP", port: 53 }]),
+    backends: pick([], ["p1"], ["p1", "p3"]),
   }),
 };
 

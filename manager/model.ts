@@ -9,6 +9,7 @@ import type {
   Route,
   RouterInfo,
   SecurityGroup,
+  ServiceInfo,
 } from "@knitter/common";
 import type { Key } from "./store/store.ts";
 
@@ -142,6 +143,8 @@ export interface PortRecord {
   cluster?: string;
   /** The security groups it names, of its own tenant. */
   securityGroups?: string[];
+  /** Set at creation: what a service's selector matches (service/services.ts). */
+  labels?: Record<string, string>;
   /** The node whose token made it (scoped); absent when another token did. Never answered. */
   madeBy?: string;
   /** The claim whose address and MAC it has (service/claims.ts); they stay the claim's. */
@@ -214,6 +217,13 @@ export type RouterRecord = RouterInfo;
  * sorts between "network" and "secgroup", so the etcd feed's watch covers it (etcd_feed.ts).
  */
 export type MirrorRecord = MirrorInfo;
+
+/**
+ * A tenant's service (service/services.ts): what the API answers without its status, and the pool
+ * index of its VIP. Its key's first part sorts between "port_mirror" and "secgroup", so the etcd
+ * feed's watch covers it (etcd_feed.ts).
+ */
+export type ServiceRecord = ServiceInfo & { vipIndex: number };
 
 export interface NodeRecord {
   /** Its name scoped by its cluster (service/cluster_names.ts). */
@@ -289,6 +299,19 @@ export const keys = {
   mirrorCount: (tenant: string): Key => ["mirror_count", tenant],
   mirrors: (tenant?: string): Key =>
     tenant === undefined ? ["port_mirror"] : ["port_mirror", tenant],
+  service: (tenant: string, name: string): Key => ["port_service", tenant, name],
+  services: (tenant?: string): Key =>
+    tenant === undefined ? ["port_service"] : ["port_service", tenant],
+  /** How many services a tenant has: every create and delete writes it (the cap, serialised). */
+  serviceCount: (tenant: string): Key => ["service_count", tenant],
+  /** The services whose VIP a network's pool holds (check, holders, delete). */
+  serviceOfNetwork: (networkId: string, tenant: string, name: string): Key => [
+    "service_by_network",
+    networkId,
+    tenant,
+    name,
+  ],
+  servicesOfNetwork: (networkId: string): Key => ["service_by_network", networkId],
   securityGroup: (tenant: string, name: string): Key => ["secgroup", tenant, name],
   /** One tenant's security groups; without a tenant, every tenant's. */
   securityGroups: (tenant?: string): Key =>

@@ -18,6 +18,7 @@ import { QUOTAS } from "./routes/quotas.ts";
 import type { Resource, RouteDef } from "./routes/route.ts";
 import { ROUTERS } from "./routes/routers.ts";
 import { SECURITY_GROUPS } from "./routes/security_groups.ts";
+import { SERVICES } from "./routes/services.ts";
 import { TENANTS } from "./routes/tenants.ts";
 import { TRACE } from "./routes/trace.ts";
 
@@ -36,6 +37,7 @@ export const RESOURCES: Resource[] = [
   ROUTERS,
   SECURITY_GROUPS,
   MIRRORS,
+  SERVICES,
   PHYSNETS,
   NODES,
   CLUSTERS,

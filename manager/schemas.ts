@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MAC_RE } from "@knitter/common/address";
+import { MAX_SERVICE_BACKENDS } from "@knitter/common";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import { BandwidthSchema } from "./bandwidth_schema.ts";
 import { GroupNames, SecurityGroup } from "./security_group_schema.ts";
@@ -580,6 +581,89 @@ export const Mirror = z.object({
   createdAt: Timestamp,
 });
 
+// ---- services (service/services.ts)
+
+/** Services in one tenant. */
+export const MAX_SERVICES_PER_TENANT = 64;
+/** Ports of one service: one select group each on every node of the network. */
+export const MAX_SERVICE_PORTS = 16;
+/** Backends of one service: one bucket each in each of its groups. */
+export { MAX_SERVICE_BACKENDS };
+
+const PortNumber = z.int().min(1, "must be 1-65535").max(65535, "must be 1-65535");
+
+const ServicePortSpec = z.strictObject({
+  name: Name.optional(),
+  protocol: z.enum(["TCP", "UDP"]).default("TCP"),
+  port: PortNumber.meta({ description: "the port clients reach on the VIP" }),
+  targetPort: PortNumber.optional().meta({
+    description: "the port the backends listen on; absent: the same as port",
+  }),
+});
+
+const ServiceBackends = z.array(scopedParam(PortId)).max(
+  MAX_SERVICE_BACKENDS,
+  `at most ${MAX_SERVICE_BACKENDS} backends`,
+).meta({
+  description:
+    "IDs of the tenant's ports on the network; a port bound to a node is an endpoint (none: the VIP answers nothing)",
+});
+
+export const ServiceUpdate = z.strictObject({
+  ports: z.array(ServicePortSpec).min(1).max(
+    MAX_SERVICE_PORTS,
+    `at most ${MAX_SERVICE_PORTS} ports`,
+  ),
+  backends: ServiceBackends.default([]),
+  selector: Labels.optional().meta({
+    description:
+      "the tenant's ports of the network whose labels include all of these are backends too (matching none is allowed: no endpoints)",
+  }),
+  sessionAffinity: z.enum(["None", "ClientIP"]).default("None").meta({
+    description: "ClientIP: every connection from one client address goes to the same backend",
+  }),
+});
+
+export const ServiceCreate = ServiceUpdate.extend({
+  name: Name,
+  network: Name.meta({ description: "a network of the tenant's own (IPv4)" }),
+  vip: IpText.optional().meta({
+    description: "a free address of the network's pools; absent: one is taken from the pools",
+  }),
+});
+
+const ServiceEndpoint = z.object({
+  port: z.string(),
+  ip: z.string(),
+  node: z.string(),
+});
+
+export const Service = z.object({
+  name: z.string(),
+  tenant: z.string(),
+  network: z.string(),
+  networkId: z.string(),
+  vip: z.string(),
+  ports: z.array(z.object({
+    name: z.string().optional(),
+    protocol: z.enum(["TCP", "UDP"]),
+    port: z.int(),
+    targetPort: z.int(),
+  })),
+  backends: z.array(z.string()),
+  selector: z.record(z.string(), z.string()).optional(),
+  sessionAffinity: z.enum(["None", "ClientIP"]),
+  createdAt: Timestamp,
+  status: z.object({
+    endpoints: z.array(ServiceEndpoint).meta({
+      description: "the backends that are ports bound to a node: where new connections go",
+    }),
+    message: z.string().optional().meta({
+      description: 'why some backends or all are not endpoints (e.g. "no endpoints: ...")',
+    }),
+  }).optional().meta({ description: "answered to the tenant and admins, not on the feed" }),
+});
+
 // ---- ports
 
 export const PortRequest = z.strictObject({
@@ -609,6 +693,10 @@ export const PortRequest = z.strictObject({
   claim: ClaimName.optional().meta({
     description:
       "bind it to this claim of the port's tenant on the network: it gets the claim's address and MAC, never new ones (no ip, ipGroup or mac with it); a second port of the claim is a live migration's target, made inactive; a third is 409",
+  }),
+  labels: Labels.optional().meta({
+    description:
+      "set when the port is created (later PUTs keep them): what service selectors match",
   }),
 });
 
@@ -718,6 +806,9 @@ export const Port = z.object({
   }),
   networkSecurityGroups: z.array(z.string()).optional().meta({
     description: "its network's default security groups",
+  }),
+  labels: z.record(z.string(), z.string()).optional().meta({
+    description: "set when the port was created: what service selectors match",
   }),
   networkEgress: z.literal(true).optional().meta({
     description: "its network has egress: the agent puts the node on it (source NAT)",
@@ -848,13 +939,14 @@ export const FeedPage = z.object({
   cursor: z.string(),
   events: z.array(z.object({
     seq: z.int(),
-    type: z.enum(["port", "node", "router", "securityGroup", "mirror"]),
+    type: z.enum(["port", "node", "router", "securityGroup", "mirror", "service"]),
     op: z.enum(["put", "delete"]),
     port: Port.optional(),
     node: Node.optional(),
     router: Router.optional(),
     securityGroup: SecurityGroup.optional(),
     mirror: Mirror.optional(),
+    service: Service.optional(),
   })),
 });
 

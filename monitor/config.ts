@@ -59,6 +59,11 @@ export const MonitorConfigSchema = z.strictObject({
    * on a cluster without KubeVirt (the watch would never list).
    */
   kubevirtMigrations: z.boolean().default(false),
+  /**
+   * Whether Services annotated `k8s.v1.cni.cncf.io/service-network` (and their EndpointSlices)
+   * are followed and made services of their network at the manager (services.ts).
+   */
+  serviceNetworks: z.boolean().default(true),
   /** Namespaces whose Network resources may be public (every namespace's pods may attach). */
   publicNamespaces: z.array(z.string()).default(["knitter-system"]),
   /**

@@ -19,6 +19,8 @@ export interface CustomApi {
 }
 
 const KNITTER: CustomApi = { group: GROUP, version: VERSION };
+/** EndpointSlices: read through the custom objects API (a plain list of a group's plural). */
+export const DISCOVERY: CustomApi = { group: "discovery.k8s.io", version: "v1" };
 
 /** The object an event is about, as `kubectl describe` finds it. */
 export interface InvolvedObject {
@@ -80,6 +82,17 @@ export class Kube {
 
   listNamespaces(): Promise<KubeList<PodLike>> {
     return call("list namespaces", () => this.core.listNamespace());
+  }
+
+  /** Every Service (services.ts reads them as its own shape). */
+  listServices<T>(): Promise<KubeList<T>> {
+    return call("list services", () => this.core.listServiceForAllNamespaces());
+  }
+
+  async countServices(): Promise<number | undefined> {
+    return countOf(
+      await call("count services", () => this.core.listServiceForAllNamespaces({ limit: 1 })),
+    );
   }
 
   listCustom<T>(plural: string, api = KNITTER): Promise<KubeList<T>> {

@@ -30,7 +30,13 @@ import { PolicyReconciler } from "./mnp_reconciler.ts";
 import { MNP, type MultiNetworkPolicy } from "./mnp_types.ts";
 import { mirrorKind, namesPod } from "./mirrors.ts";
 import { routerKind } from "./routers.ts";
-import { Kube, loadKubeConfig, type PodLike } from "./kube.ts";
+import {
+  type EndpointSlice,
+  type KubeService,
+  reconcileService,
+  SERVICE_NAME_LABEL,
+} from "./services.ts";
+import { DISCOVERY, Kube, loadKubeConfig, type PodLike } from "./kube.ts";
 import { Tenants } from "./namespaces.ts";
 import { networkKind } from "./networks.ts";
 import { PodTracker } from "./pods.ts";
@@ -273,6 +279,8 @@ export async function startMonitor(
       policyQueue.add(p.tenant);
     }
     if (p.pod) podQueue.add(`${p.pod.namespace}/${p.pod.name}`);
+    // A Service's backends are its ready pods' ports: made, moved or gone.
+    servicesOf(p.tenant);
     // Unbound (or bound elsewhere): the pod it left has one port less in its status. The queue's
     // key is the name, so a pod of another name is queued too (UIDs may be absent on both).
     const left = before?.pod;
@@ -315,12 +323,57 @@ export async function startMonitor(
     }).then(() => (defaultNetwork = undefined), () => {/* stopped */})
     : Promise.resolve();
 
+  // Services on a Knitter network and their EndpointSlices (services.ts): one queue of Services.
+  const { informer: services, queue: serviceQueue }: Followed<KubeService> = follow<KubeService>(
+    wiring,
+    {
+      name: "services",
+      path: "/api/v1/services",
+      lister: { list: () => kube.listServices<KubeService>(), count: () => kube.countServices() },
+      reconcile: (key): Promise<void> =>
+        reconcileService(key, {
+          manager,
+          retryMs,
+          log,
+          src: {
+            service: (ns, name): KubeService | undefined => services.get(name, ns),
+            slices: () => slices.list(),
+            ports,
+          },
+        }),
+    },
+  );
+  const { informer: slices }: Followed<EndpointSlice> = follow<EndpointSlice>(wiring, {
+    name: "endpointslices",
+    path: `/apis/${DISCOVERY.group}/${DISCOVERY.version}/endpointslices`,
+    lister: {
+      list: () => kube.listCustom<EndpointSlice>("endpointslices", DISCOVERY),
+      count: () => kube.countCustom("endpointslices", DISCOVERY),
+    },
+    reconcile: () => Promise.resolve(),
+    handlers: () => {
+      const queueItsService = (e: EndpointSlice) => {
+        const name = e.metadata?.labels?.[SERVICE_NAME_LABEL];
+        if (name) serviceQueue.add(`${e.metadata?.namespace}/${name}`);
+      };
+      return { add: queueItsService, update: queueItsService, delete: queueItsService };
+    },
+  });
+  /** The annotated Services of a namespace: a pod's port there may be a backend. */
+  function servicesOf(namespace: string): void {
+    if (!config.serviceNetworks) return;
+    for (const s of services.list()) {
+      if (s.metadata?.namespace === namespace) serviceQueue.add(`${namespace}/${s.metadata.name}`);
+    }
+  }
+
   const informers = [
     namespaces,
     pods,
     ...resources.map((r) => r.informer),
     ...(config.multiNetworkPolicies ? [policies] : []),
     ...(config.kubevirtMigrations ? [vmMigrations] : []),
+    ...(config.serviceNetworks ? [services, slices] : []),
   ];
   const queues = [
     podQueue,
@@ -329,6 +382,7 @@ export async function startMonitor(
     ...resources.map((r) => r.queue),
     policyQueue,
     vmMigrationQueue,
+    serviceQueue,
   ];
   ports.start();
   await Promise.all(informers.map((i) => i.start()));

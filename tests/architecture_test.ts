@@ -845,3 +845,32 @@ Deno.test("architecture: floating addresses: one manager module binds, one copie
     /Deno\.Command/,
   );
 });
+
+/**
+ * Services (issue 28): select groups are written by one builder (wasm/assembly/service.ts) and go
+ * to the switch through one place (agent/dataplane/ovs.ts, the only OpenFlow 1.5 caller), so that
+ * groups and the flows naming them are always applied in one bundle, in order; and services reach
+ * the agents on the documented feed.
+ */
+Deno.test("architecture: select groups have one builder and one writer, and services are on the feed", async () => {
+  const builders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    if ((await Deno.readTextFile(file)).includes('"group_id="')) {
+      builders.push(file.slice(ROOT.length));
+    }
+  }
+  assert.deepEqual(builders, ["wasm/assembly/service.ts"]);
+  const writers: string[] = [];
+  for (const dir of ["agent", "common", "devstack", "knitctl", "monitor", "manager"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      if (file.endsWith("_test.ts")) continue;
+      const text = await Deno.readTextFile(file);
+      if (/OpenFlow15|add-group|mod-group|del-groups/.test(text)) {
+        writers.push(file.slice(ROOT.length));
+      }
+    }
+  }
+  assert.deepEqual(writers, ["agent/dataplane/ovs.ts"]);
+  const { FeedPage } = await import("../manager/schemas.ts");
+  assert.ok(FeedPage.shape.events.element.shape.type.options.includes("service"));
+});

@@ -33,6 +33,29 @@ async function withManager(fn: (url: string, dir: string) => Promise<void>): Pro
   }
 }
 
+type Run = (args: string[], as?: Record<string, string>) => Promise<ReturnType<typeof expectExit>>;
+
+/**
+ * A manager with tenant acme and its network blue (10.1.0.0/24, gateway 10.1.0.1); `ok` runs
+ * knitctl as acme (or as given) and expects it to succeed.
+ */
+function withAcmeBlue(
+  fn: (k: { env: Record<string, string>; admin: Record<string, string>; ok: Run }) => Promise<void>,
+): Promise<void> {
+  return withManager(async (url) => {
+    const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ACME };
+    const admin = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
+    const ok: Run = async (args, as = env) =>
+      expectExit(await knitctl(args, as), 0, args.join(" "));
+    await ok(["create", "tenant", "acme"], admin);
+    await ok([
+      ...["-t", "acme", "create", "network", "blue", "--cidr", "10.1.0.0/24"],
+      ...["--gateway", "10.1.0.1"],
+    ], admin);
+    await fn({ env, admin, ok });
+  });
+}
+
 Deno.test("knitctl: create, get, usage and delete every resource against a real manager, as tables and as JSON", async () => {
   await withManager(async (url) => {
     const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
@@ -399,16 +422,7 @@ Deno.test("knitctl: clusters: create with what each may use, get as a table and 
 });
 
 Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a table and JSON, refusals, delete", async () => {
-  await withManager(async (url) => {
-    const env = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ACME };
-    const admin = { KNITCTL_SERVER: url, KNITCTL_TOKEN: ADMIN };
-    const ok = async (args: string[], as = env) =>
-      expectExit(await knitctl(args, as), 0, args.join(" "));
-    await ok(["create", "tenant", "acme"], admin);
-    await ok([
-      ...["-t", "acme", "create", "network", "blue", "--cidr", "10.1.0.0/24"],
-      ...["--gateway", "10.1.0.1"],
-    ], admin);
+  await withAcmeBlue(async ({ env, admin, ok }) => {
     // A required flag that may be repeated counts as given (it was refused as missing).
     await ok(["-t", "acme", "create", "router", "r1", "--networks", "blue"]);
     await ok(["-t", "acme", "delete", "router", "r1"]);
@@ -542,6 +556,56 @@ Deno.test("knitctl: claims: create, ports bound with --claim, activate a migrati
     assert.equal(
       (await ok(["delete", "claim", "vm1", "--network", "blue"])).stdout,
       "claim/vm1 deleted\n",
+    );
+  });
+});
+
+Deno.test("knitctl: services: create with ports and backends, get with endpoints, refusals, delete", async () => {
+  await withAcmeBlue(async ({ env, admin, ok }) => {
+    for (const p of ["web1", "web2"]) {
+      await ok(["-t", "acme", "create", "port", p, "--network", "blue", "--node", "w1"], admin);
+    }
+    assert.equal(
+      (await ok([
+        ...["-t", "acme", "create", "service", "front", "--network", "blue", "--vip", "10.1.0.50"],
+        ...["--service-port", "tcp:80:8080", "--service-port", "udp:53"],
+        ...["--backend", "web1,web2", "--affinity", "ClientIP"],
+      ])).stdout,
+      "service/front created\n",
+    );
+    const got = (await ok(["-t", "acme", "get", "service", "front", "-o", "json"])).json();
+    assert.deepEqual(
+      [got.vip, got.ports, got.backends, got.sessionAffinity, got.status.endpoints.length],
+      [
+        "10.1.0.50",
+        [
+          { protocol: "TCP", port: 80, targetPort: 8080 },
+          { protocol: "UDP", port: 53, targetPort: 53 },
+        ],
+        ["web1", "web2"],
+        "ClientIP",
+        2,
+      ],
+    );
+    assert.match(
+      (await ok(["-t", "acme", "get", "services"])).stdout,
+      /^NAME\s+NETWORK\s+VIP\s+PORTS\s+ENDPOINTS\s+AGE\nfront\s+blue\s+10\.1\.0\.50\s+tcp:80:8080,udp:53\s+2\/2\s+\d+s\n$/,
+    );
+    const usage = await knitctl([
+      ...["-t", "acme", "create", "service", "bad", "--network", "blue"],
+      ...["--service-port", "sctp:80"],
+    ], env);
+    expectExit(usage, 2, "a service port of an unknown protocol");
+    assert.match(usage.stderr, /--service-port "sctp:80" is not a service port/);
+    const taken = await knitctl([
+      ...["-t", "acme", "create", "service", "again", "--network", "blue"],
+      ...["--vip", "10.1.0.50", "--service-port", "80"],
+    ], env);
+    expectExit(taken, 1, "a VIP another service holds");
+    assert.match(taken.stderr, /10\.1\.0\.50 of network "blue" is the VIP of service "front"/);
+    assert.equal(
+      (await ok(["-t", "acme", "delete", "service", "front"])).stdout,
+      "service/front deleted\n",
     );
   });
 });

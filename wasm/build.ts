@@ -36,6 +36,8 @@ import {
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
 import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
 import { SAMPLE_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
+import { GROUPS_PER_SERVICE, SERVICE_KINDS, SERVICE_TABLE } from "./service_pipeline.ts";
+import { SERVICE_ERR, SERVICE_PROTOCOLS } from "./service_input.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -132,6 +134,14 @@ function pipelineConstants(): string {
   // Flow records (flow_sampling.ts; assembly/sample.ts).
   group("Observation points of flow records (SAMPLE_POINT).", "SP_", "u32", SAMPLE_POINT);
   group("Observation domain of every sample (flow_sampling.ts).", "", "u32", { SAMPLE_DOMAIN });
+  // The service flows (service_pipeline.ts, service_input.ts; assembly/service.ts).
+  group("Service tables (SERVICE_TABLE).", "ST_", "u32", SERVICE_TABLE);
+  group("Each kind of service flow (SERVICE_KINDS).", "SF_", "u32", kinds(SERVICE_KINDS));
+  group("Error codes of the services checks (SERVICE_ERR).", "SE_", "i32", SERVICE_ERR);
+  group("Protocol codes of a service port (SERVICE_PROTOCOLS).", "SPROTO_", "u32", {
+    ...codes(SERVICE_PROTOCOLS),
+  });
+  group("Group ids per service.", "", "u32", { GROUPS_PER_SERVICE });
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

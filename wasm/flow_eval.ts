@@ -16,6 +16,10 @@
  *   (applied only as far as the trace needs: the ARP and echo replies are reported, not
  *   rewritten); `nw_src` and `nw_dst` match an address or a prefix.
  *
+ * - services (../agent/PIPELINE.md, "Services"): `tp_src`, `group:G` (the groups' lines, given
+ *   to `evaluate`: the first packet of a connection could go to any bucket, so the walk names
+ *   every candidate backend and follows the first: its `nat(dst=…)` rewrites the destination).
+ *
  * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
  * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
  *
@@ -46,11 +50,33 @@ export interface EvalPacket {
   ipSrc: string;
   ipDst: string;
   dstPort?: number;
+  srcPort?: number;
 }
 
 /** The flows a packet matched, in order; registers as the last one left them. */
 export interface EvalResult {
   matched: ParsedFlow[];
+  /** A service's select group the packet went through: its id, every bucket's backend. */
+  balanced?: { group: number; candidates: string[] };
+}
+
+/** A select group as the walk follows it: per bucket, the backend it translates to, the table. */
+interface Bucket {
+  to: string;
+  table: number;
+}
+
+/** The select groups among the compiler's lines (`group_id=…`), by id. */
+export function flowGroups(lines: Iterable<string>): Map<number, Bucket[]> {
+  const groups = new Map<number, Bucket[]>();
+  for (const line of lines) {
+    const id = /^group_id=(\d+),/.exec(line);
+    if (!id) continue;
+    const buckets = [...line.matchAll(/ct\(commit,table=(\d+),[^)]*nat\(dst=([\d.]+:\d+)\)\)/g)]
+      .map((m) => ({ to: m[2], table: Number(m[1]) }));
+    groups.set(Number(id[1]), buckets);
+  }
+  return groups;
 }
 
 /** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
@@ -98,6 +124,8 @@ export function parseFlowLine(line: string): ParsedFlow {
 export function flowTables(lines: Iterable<string>): Map<number, ParsedFlow[]> {
   const tables = new Map<number, ParsedFlow[]>();
   for (const line of lines) {
+    // A service's select group is not a flow (flowGroups reads them).
+    if (line.startsWith("group_id=")) continue;
     const f = parseFlowLine(line);
     const list = tables.get(f.table) ?? [];
     list.push(f);
@@ -182,6 +210,8 @@ function matchesField(s: State, key: string, value: string): boolean {
       return matchesCtState(s, value);
     case "tp_dst":
       return p.dstPort !== undefined && matchesMasked(value, BigInt(p.dstPort));
+    case "tp_src":
+      return p.srcPort !== undefined && matchesMasked(value, BigInt(p.srcPort));
     case "in_port":
       return Number(value) === p.inPort;
     case "tun_id":
@@ -236,10 +266,11 @@ function matches(s: State, f: ParsedFlow): boolean {
 }
 
 /** The next table of a flow's actions, or undefined when the packet leaves the pipeline there. */
-function apply(s: State, f: ParsedFlow): number | undefined {
+function apply(s: State, f: ParsedFlow, balance: (group: number) => number | undefined) {
   let next: number | undefined;
   for (const a of f.actions) {
     if (a.startsWith("goto_table:")) next = Number(a.slice("goto_table:".length));
+    else if (a.startsWith("group:")) next = balance(Number(a.slice("group:".length)));
     else if (a.startsWith("resubmit(,")) next = Number(a.slice("resubmit(,".length, -1));
     else if (a.startsWith("ct(")) {
       // ct(table=N,zone=…) tracks the packet and goes on in table N; ct(commit,…) goes on here.
@@ -274,17 +305,32 @@ function apply(s: State, f: ParsedFlow): number | undefined {
 
 /**
  * Runs `packet` through `tables` (flowTables) from table 0: the flows it matched, in order. A
- * table without a matching flow ends the walk (OpenFlow 1.3's table miss drops).
+ * table without a matching flow ends the walk (OpenFlow 1.3's table miss drops). `groups`
+ * (flowGroups): the services' select groups a `group:G` action goes through.
  */
-export function evaluate(tables: Map<number, ParsedFlow[]>, packet: EvalPacket): EvalResult {
+export function evaluate(
+  tables: Map<number, ParsedFlow[]>,
+  packet: EvalPacket,
+  groups: Map<number, Bucket[]> = new Map(),
+): EvalResult {
   const s: State = { p: { ...packet }, regs: new Map() };
-  const matched: ParsedFlow[] = [];
+  const result: EvalResult = { matched: [] };
+  // The first bucket stands for all: which one the switch picks depends on its hash.
+  const balance = (group: number) => {
+    const buckets = groups.get(group) ?? [];
+    result.balanced = { group, candidates: buckets.map((b) => b.to) };
+    if (buckets.length === 0) return undefined;
+    const [ip, port] = buckets[0].to.split(":");
+    s.p.ipDst = ip;
+    s.p.dstPort = Number(port);
+    return buckets[0].table;
+  };
   let table: number | undefined = 0;
-  while (table !== undefined && matched.length < 64) {
+  while (table !== undefined && result.matched.length < 64) {
     const f = (tables.get(table) ?? []).find((x) => matches(s, x));
     if (!f) break;
-    matched.push(f);
-    table = apply(s, f);
+    result.matched.push(f);
+    table = apply(s, f, balance);
   }
-  return { matched };
+  return result;
 }

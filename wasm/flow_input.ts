@@ -10,6 +10,7 @@
 import type { FlowAcl } from "./acl_input.ts";
 import type { FlowSampling } from "./flow_sampling.ts";
 import type { FlowInactivePort } from "./inactive_input.ts";
+import type { FlowService } from "./service_input.ts";
 
 /** A network with ports on this node. */
 export interface FlowNetwork {
@@ -129,6 +130,8 @@ export interface FlowInput {
   sampling?: FlowSampling;
   /** Local ports of a live migration's other end (inactive_input.ts); absent: none. */
   inactivePorts?: FlowInactivePort[];
+  /** The services of these networks (service_input.ts); absent: none. */
+  services?: FlowService[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

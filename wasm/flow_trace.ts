@@ -14,6 +14,12 @@ import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts"
 import { parseDumpFlows } from "./flows.ts";
 import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
+import {
+  type SERVICE_KINDS,
+  SERVICE_PRIORITY,
+  SERVICE_TABLE,
+  SERVICE_TABLES,
+} from "./service_pipeline.ts";
 
 /** What a node knows that names the numbers in its flows. */
 export interface TraceView {
@@ -208,7 +214,12 @@ function canonical(table: number, head: string, actions: string[]): ParsedFlow {
 }
 
 /** A flow's builder: a kind of pipeline.ts or acl_pipeline.ts, a table's default, or unknown. */
-export type FlowKindName = keyof typeof FLOW_KINDS | keyof typeof ACL_KINDS | "default" | "unknown";
+export type FlowKindName =
+  | keyof typeof FLOW_KINDS
+  | keyof typeof ACL_KINDS
+  | keyof typeof SERVICE_KINDS
+  | "default"
+  | "unknown";
 
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
 export function flowKind(f: ParsedFlow): FlowKindName {
@@ -238,7 +249,12 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
     case TABLE.NEXT_HOP:
       return "nextHop";
+    case SERVICE_TABLE.SERVICE:
+      return f.priority === SERVICE_PRIORITY.NEW ? "serviceNew" : "serviceTracked";
     case TABLE.ARP:
+      if (f.priority === SERVICE_PRIORITY.VIP) return "serviceVip";
+      if (f.priority === SERVICE_PRIORITY.VIP_GUARD) return "serviceVipGuard";
+      if (f.priority === SERVICE_PRIORITY.REPLY) return "serviceReplyLocal";
       if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
       if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
@@ -257,6 +273,7 @@ export function flowKind(f: ParsedFlow): FlowKindName {
         [ACL_PRIORITY.INGRESS_HOOK]: "ingressHook",
         [ACL_PRIORITY.COMMIT]: "aclCommit",
         [ACL_PRIORITY.HOST_COMMIT]: "hostCommit",
+        [SERVICE_PRIORITY.REPLY]: "serviceReplyIn",
         [PRIORITY.EXCEPTION]: "hostGuard",
         [PRIORITY.SPECIFIC]: f.actions.includes("drop")
           ? "gatewayDrop"
@@ -276,7 +293,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
 }
 
 function tableName(id: number): string {
-  return [...FLOW_TABLES, ...ACL_TABLES].find((t) => t.id === id)?.name ?? `table ${id}`;
+  return [...FLOW_TABLES, ...ACL_TABLES, ...SERVICE_TABLES].find((t) => t.id === id)?.name ??
+    `table ${id}`;
 }
 
 /** Packet state while the actions of the matched flows are followed. */
@@ -309,7 +327,12 @@ export function explainHop(
   ingress: TraceIngress,
   packet: TracePacket,
   matched: ParsedFlow[],
-  opts: { mode: "live" | "offline"; target?: TraceTarget },
+  opts: {
+    mode: "live" | "offline";
+    target?: TraceTarget;
+    /** The service's select group the walk went through (flow_eval.ts). */
+    balanced?: { group: number; candidates: string[] };
+  },
 ): TraceHop {
   const inPort = ingress.kind === "port"
     ? ingress.ofport
@@ -408,6 +431,32 @@ export function explainHop(
         }: source MAC its gateway's, TTL decremented`;
         break;
       }
+      case "serviceVip":
+        what = `${packet.proto.toUpperCase()} to ${packet.ipDst}:${packet.dstPort}, a service's ` +
+          `VIP on ${netLabel}: through conntrack (NAT), to SERVICE`;
+        break;
+      case "serviceVipGuard":
+        what = `to ${packet.ipDst}, a service's VIP on ${netLabel}, not one of its ports: dropped`;
+        break;
+      case "serviceNew": {
+        const group = f.actions.find((a) => a.startsWith("group:"));
+        what = group
+          ? `a new connection to the service: balanced by select group ${group.slice(6)}${
+            opts.balanced
+              ? ` over ${opts.balanced.candidates.join(", ")} (the switch's hash picks one; ` +
+                `the trace follows ${opts.balanced.candidates[0]})`
+              : ""
+          }`
+          : "a new connection to the service, which has no endpoints: dropped";
+        break;
+      }
+      case "serviceTracked":
+        what = "a connection conntrack knows: already translated to its backend, to NEXT_HOP";
+        break;
+      case "serviceReplyLocal":
+      case "serviceReplyIn":
+        what = `a backend's reply from ${packet.ipSrc}: translated back to the VIP by conntrack`;
+        break;
       case "nextHop": {
         const mac = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
         what = `${packet.ipDst} is a port of ${netLabel}: to its MAC ${mac}`;

@@ -3,7 +3,7 @@
  * (at that builder's table and priority), and ofproto/trace's printout becomes canonical lines.
  */
 import assert from "node:assert/strict";
-import { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";
+import { evaluate, flowGroups, flowTables, parseFlowLine } from "./flow_eval.ts";
 import {
   evalPacket,
   explainHop,
@@ -13,6 +13,7 @@ import {
 } from "./flow_trace.ts";
 import { compileFlows } from "./flows.ts";
 import { ACL_KINDS } from "./acl_pipeline.ts";
+import { SERVICE_KINDS, splitGroups } from "./service_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 import { FLOW_KINDS, PRIORITY } from "./pipeline.ts";
 import { scenarios } from "./testdata/scenarios.ts";
@@ -36,8 +37,9 @@ function viewOf(
 Deno.test("flowKind names the builder of every compiled flow, at its table and priority", () => {
   const seen = new Set<string>();
   for (const [name, model] of Object.entries(scenarios)) {
-    // The security group flows have a test of their own (below).
-    for (const line of compileFlows({ ...isolateConflicts(model).input, acls: undefined })) {
+    // The security group and service flows have tests of their own (below).
+    const plain = { ...isolateConflicts(model).input, acls: undefined, services: undefined };
+    for (const line of compileFlows(plain)) {
       const f = parseFlowLine(line);
       const kind = flowKind(f);
       seen.add(kind);
@@ -263,6 +265,27 @@ Deno.test("flowKind names every security group flow as its builder, at that buil
   assert.deepEqual([...seen].sort(), [...Object.keys(ACL_KINDS), "default"].sort());
 });
 
+Deno.test("flowKind names every service flow as its builder, at that builder's table and priority", () => {
+  const model = scenarios.services;
+  const plain = new Set(compileFlows({ ...model, services: undefined }));
+  const { flows } = splitGroups(compileFlows(model));
+  const seen = new Set<string>();
+  for (const line of flows.filter((l) => !plain.has(l))) {
+    const f = parseFlowLine(line);
+    const kind = flowKind(f);
+    seen.add(kind);
+    if (kind === "default" || kind === "arpReply" || kind === "nextHop") continue;
+    const k = SERVICE_KINDS[kind as keyof typeof SERVICE_KINDS];
+    assert.ok(k, `${line} is told as "${kind}"`);
+    assert.deepEqual([f.table, f.priority], [k.table, k.priority], line);
+  }
+  // The VIP's ARP answer and the backends' next hops are the builders of any address.
+  assert.deepEqual(
+    [...seen].sort(),
+    [...Object.keys(SERVICE_KINDS), "default", "arpReply", "nextHop"].sort(),
+  );
+});
+
 Deno.test("offline: the first packet of a TCP connection through security groups, allowed and dropped", () => {
   // Pod 1 takes TCP 80 from 10.0.0.0/24; pod 2 opens TCP 443 only; pod 3 has no groups.
   const model = scenarios.security_groups;
@@ -381,4 +404,46 @@ Deno.test("offline: a marked network's packet is said to be marked, and goes on 
   assert.equal(hop.steps[1].kind, "spoofIpv4");
   assert.match(hop.steps[1].what, /are the port's own; marked with DSCP 46$/);
   assert.deepEqual(hop.outcomes.map((o) => o.kind === "local" && o.ofport), [blue.ofport]);
+});
+
+Deno.test("offline: a new connection to a service's VIP names every candidate backend and goes to one", () => {
+  const model = scenarios.services;
+  const lines = compileFlows(model);
+  const view = viewOf(model, () => "acme/data", (ofport) => `acme/pod-${ofport}/eth0`);
+  const client = model.localPorts[0];
+  const ingress = { kind: "port", ofport: client.ofport } as const;
+  const trace = (ipDst: string, dstPort: number) => {
+    const packet = {
+      proto: "tcp",
+      dlSrc: client.mac,
+      dlDst: "0a:58:0a:00:00:64",
+      ipSrc: client.ips[0],
+      ipDst,
+      dstPort,
+    } as const;
+    const walked = evaluate(
+      flowTables(lines),
+      evalPacket(view, ingress, packet),
+      flowGroups(lines),
+    );
+    const hop = explainHop(view, ingress, packet, walked.matched, {
+      mode: "offline",
+      ...(walked.balanced ? { balanced: walked.balanced } : {}),
+    });
+    return { walked, hop };
+  };
+  const { walked, hop } = trace("10.0.0.100", 80);
+  // web: a local backend and a remote one; the address no port has gets no bucket.
+  assert.deepEqual(walked.balanced, { group: 16, candidates: ["10.0.0.3:8080", "10.0.0.4:8080"] });
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind),
+    ["classifyLocal", "spoofIpv4", "serviceVip", "serviceNew", "nextHop", "forwardLocal"],
+  );
+  assert.match(hop.steps[3].what, /select group 16 over 10\.0\.0\.3:8080, 10\.0\.0\.4:8080/);
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+  // Another port of the VIP: dropped; a service without endpoints: dropped at its NEW flow.
+  assert.equal(trace("10.0.0.100", 81).hop.steps.at(-1)!.kind, "serviceVipGuard");
+  const idle = trace("10.0.0.102", 80);
+  assert.equal(idle.hop.steps.at(-1)!.kind, "serviceNew");
+  assert.equal(idle.hop.outcomes[0].kind, "drop");
 });

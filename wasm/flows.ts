@@ -16,6 +16,12 @@ import { aclError, checkAclShape, type FlowAcl, PROTOCOLS } from "./acl_input.ts
 import { type Engine, engine, putText } from "./flow_engines.ts";
 import { checkSampling } from "./flow_sampling.ts";
 import { checkInactiveShape, inactiveError } from "./inactive_input.ts";
+import {
+  checkServiceShape,
+  type FlowService,
+  SERVICE_PROTOCOLS,
+  serviceError,
+} from "./service_input.ts";
 
 /**
  * Writes the model into the WASM input area (layout: `compile` in assembly/flows.ts): `words` u32
@@ -151,6 +157,42 @@ function encodeInactive(wasm: Engine, input: FlowInput, words: number): number {
 }
 
 /**
+ * Writes the services section into the input area (layout at `services` in assembly/service.ts)
+ * and returns its number of words.
+ */
+function encodeServices(wasm: Engine, services: FlowService[]): number {
+  let blob = "";
+  let words = 1;
+  for (const s of services) {
+    words += 7 + 3 * s.ports.length + s.backends.length;
+    blob += s.vip;
+    blob += s.mac;
+    for (const b of s.backends) blob += b;
+  }
+  const base = wasm.input(words * 4 + blob.length);
+  const w = new Uint32Array(wasm.memory.buffer, base, words);
+  let i = 0;
+  w[i++] = services.length;
+  for (const s of services) {
+    w[i++] = s.id;
+    w[i++] = s.network;
+    w[i++] = s.affinity ? 1 : 0;
+    w[i++] = s.ports.length;
+    w[i++] = s.backends.length;
+    w[i++] = s.vip.length;
+    w[i++] = s.mac.length;
+    for (const p of s.ports) {
+      w[i++] = SERVICE_PROTOCOLS.indexOf(p.protocol);
+      w[i++] = p.port;
+      w[i++] = p.targetPort;
+    }
+    for (const b of s.backends) w[i++] = b.length;
+  }
+  putText(wasm, base + words * 4, blob);
+  return words;
+}
+
+/**
  * Compiles the model into the complete rule set of br-int. Each line is a complete
  * `ovs-ofctl -O OpenFlow13 add-flow` spec in the one canonical form
  * `cookie=0x<16 hex>,table=<n>,priority=<p>[,<match>],actions=<actions>`, whose match and actions
@@ -198,6 +240,14 @@ function compileWith(wasm: Engine, input: FlowInput): string[] {
   if (input.inactivePorts && input.inactivePorts.length > 0) {
     const rc = wasm.inactive(encodeInactive(wasm, input, checkInactiveShape(input)));
     if (rc !== 0) throw inactiveError(input, wasm.inactiveErrorArg());
+  }
+  // The service flows and select groups (assembly/service.ts), when the model has services.
+  checkServiceShape(input.services);
+  if (input.services && input.services.length > 0) {
+    const rc = wasm.services(encodeServices(wasm, input.services));
+    if (rc !== 0) {
+      throw serviceError(input.services, rc, wasm.serviceErrorArg(0), wasm.serviceErrorArg(1));
+    }
   }
   // The lines are ASCII (the compiler writes constants and the numbers and addresses it renders,
   // never input bytes), so the ASCII decoder reads them as they are; in Deno it costs about 6 ms

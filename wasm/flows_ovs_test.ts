@@ -14,6 +14,7 @@ import type { FlowInput } from "./flow_input.ts";
 import { TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
+import { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
 
 /** What delete_strict takes of a canonical line: table, priority and match (no cookie, no actions). */
@@ -147,7 +148,7 @@ class PrivateOvs {
     return pod;
   }
 
-  ofctl(args: string[], stdin?: string): Promise<Result> {
+  ofctl(args: string[], stdin?: string, version = "OpenFlow13"): Promise<Result> {
     return run(
       "ip",
       [
@@ -158,7 +159,7 @@ class PrivateOvs {
         `OVS_RUNDIR=${this.dir}`,
         "ovs-ofctl",
         "-O",
-        "OpenFlow13",
+        version,
         ...args,
       ],
       stdin,
@@ -210,10 +211,26 @@ async function stopPid(pid: number): Promise<void> {
   }
 }
 
-/** Replaces the flows of br-int by `lines`; on refusal, names the lines ovs-ofctl rejects. */
-async function load(ovs: PrivateOvs, lines: string[], what: string): Promise<void> {
+/**
+ * Replaces the flows of br-int by `lines`; on refusal, names the lines ovs-ofctl rejects. Select
+ * groups (a model's services) go in first, in one OpenFlow 1.5 bundle with the flows, as the
+ * agent sends them (agent/dataplane/ovs.ts).
+ */
+async function load(ovs: PrivateOvs, all: string[], what: string): Promise<void> {
   const del = await ovs.ofctl(["del-flows", "br-int"]);
   assert.equal(del.code, 0, del.stderr);
+  assert.equal((await ovs.ofctl(["del-groups", "br-int"], undefined, "OpenFlow15")).code, 0);
+  const { flows: lines, groups } = splitGroups(all);
+  if (groups.length > 0) {
+    const bundle = [...groups.map((g) => `group add ${g}`), ...lines.map((l) => `flow add ${l}`)];
+    const r = await ovs.ofctl(["bundle", "br-int", "-"], bundle.join("\n") + "\n", "OpenFlow15");
+    assert.equal(
+      r.code,
+      0,
+      `${what}: ovs-ofctl refused the bundle of groups and flows: ${r.stderr}`,
+    );
+    return;
+  }
   const r = await ovs.ofctl(["--bundle", "add-flows", "br-int", "-"], lines.join("\n") + "\n");
   if (r.code === 0) return;
   const rejected: string[] = [];
@@ -222,6 +239,13 @@ async function load(ovs: PrivateOvs, lines: string[], what: string): Promise<voi
     if (one.code !== 0) rejected.push(`${line}\n    ${one.stderr.trim().split("\n")[0]}`);
   }
   assert.fail(`${what}: ovs-ofctl refused the bundle:\n  ${rejected.join("\n  ") || r.stderr}`);
+}
+
+/** The select groups of br-int, as dump-groups prints them (the compiler's group lines). */
+async function dumpGroups(ovs: PrivateOvs): Promise<string[]> {
+  const r = await ovs.ofctl(["--no-names", "dump-groups", "br-int"], undefined, "OpenFlow15");
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split("\n").map((l) => l.trim()).filter((l) => l.startsWith(GROUP_PREFIX)).sort();
 }
 
 async function dump(ovs: PrivateOvs): Promise<string[]> {
@@ -369,11 +393,13 @@ ovsTest(
 
     const models: [string, FlowInput][] = [...Object.entries(scenarios), ["big", bigModel()]];
     for (const [name, input] of models) {
-      const lines = compileFlows(isolateConflicts(input).input);
-      await load(ovs, lines, name);
+      const compiled = compileFlows(isolateConflicts(input).input);
+      await load(ovs, compiled, name);
+      const { flows: lines, groups } = splitGroups(compiled);
       const back = await dump(ovs);
       assert.equal(back.length, lines.length, `${name}: flow count`);
       assert.deepEqual(back, lines, `${name}: dump-flows differs from the compiled lines`);
+      assert.deepEqual(await dumpGroups(ovs), [...groups].sort(), `${name}: dump-groups differs`);
     }
 
     // Updating in place: from one node state to the next by difference, as the agent's bundle

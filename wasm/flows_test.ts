@@ -11,6 +11,7 @@ import { PRIORITY, TABLE } from "./pipeline.ts";
 import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 import { compileIsolated, isolateConflicts } from "./flow_conflicts.ts";
+import type { FlowService } from "./service_input.ts";
 
 const impls: [string, (input: FlowInput) => string[]][] = [
   ["wasm", compileFlows],
@@ -1145,4 +1146,58 @@ Deno.test("golden: the flows agent/PIPELINE.md shows under DSCP marking are the 
   assert.ok(at >= 0, "PIPELINE.md has no '## DSCP marking' section");
   const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
   assert.deepEqual(block, compileFlows(scenarios.dscp).filter((l) => l.includes("->ip_dscp,")));
+});
+
+// ---- Services (service_input.ts, assembly/service.ts)
+
+Deno.test("services: bad input throws the same error naming the item in both engines, and a model without services keeps its flows", () => {
+  const base = scenarios.services;
+  const bad: [string, (s: FlowService) => void, RegExp][] = [
+    ["unknown network", (s) => s.network = 9, /services\[0\]\.network: 9 is no network/],
+    ["malformed VIP", (s) => s.vip = "10.0.0.300", /services\[0\]\.vip: "10\.0\.0\.300" is not/],
+    ["IPv6 VIP", (s) => s.vip = "fd00::1", /services\[0\]\.vip: "fd00::1" is not a unicast IPv4/],
+    ["VIP of a port", (s) => s.vip = "10.0.0.2", /services\[0\]\.vip: 10\.0\.0\.2 is already/],
+    ["multicast MAC", (s) => s.mac = "01:00:5e:00:00:01", /services\[0\]\.mac: "01:00:5e/],
+    ["bad backend", (s) => s.backends = ["10.0.0.3", "x"], /services\[0\]\.backends\[1\]: "x"/],
+    ["no ports", (s) => s.ports = [], /services\[0\]\.ports: expected an array of 1\.\.16/],
+    ["port 0", (s) => s.ports[0].port = 0, /services\[0\]\.ports\[0\]\.port: expected/],
+    ["SCTP", (s) => (s.ports[0] as { protocol: string }).protocol = "sctp", /protocol: expected/],
+  ];
+  for (const [what, spoil, message] of bad) {
+    const model = structuredClone(base);
+    spoil(model.services![0]);
+    for (const [engine, compile] of impls) {
+      assert.throws(() => compile(model), message, `${engine}: ${what}`);
+    }
+  }
+  const twice = structuredClone(base);
+  twice.services![1].id = twice.services![0].id;
+  for (const [, compile] of impls) {
+    assert.throws(() => compile(twice), /services\[1\]\.id: 1 is listed twice/);
+  }
+  const sameVip = structuredClone(base);
+  sameVip.services![1].vip = sameVip.services![0].vip;
+  for (const [, compile] of impls) {
+    assert.throws(() => compile(sameVip), /services\[1\]\.vip: 10\.0\.0\.100 is already/);
+  }
+  // Without services (or with none) the model compiles to what it did before services.
+  const without = { ...base, services: undefined };
+  assert.deepEqual(compileFlows({ ...base, services: [] }), compileFlows(without));
+  assert.ok(
+    !compileFlows(without).some((l) => l.includes("table=22") || l.startsWith("group_id=")),
+  );
+});
+
+Deno.test("services: random models compile to the same flows and groups in both engines", () => {
+  for (const seed of SEEDS.slice(0, 20)) {
+    const rand = mulberry32(seed);
+    const model = structuredClone(scenarios.services);
+    const addresses = ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.9"];
+    for (const s of model.services!) {
+      if (s.network !== 1) continue;
+      s.backends = addresses.filter(() => rand() < 0.6);
+      s.affinity = rand() < 0.5;
+    }
+    assert.deepEqual(compileFlowsTs(model), compileFlows(model), `seed ${seed}`);
+  }
 });

@@ -23,12 +23,14 @@ export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export type { FlowSampling } from "./flow_sampling.ts";
 export { SAMPLE_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
 export type { FlowInactivePort } from "./inactive_input.ts";
+export type { FlowService, FlowServicePort } from "./service_input.ts";
+export { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
 export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
-export { evaluate, flowTables, parseFlowLine } from "./flow_eval.ts";
+export { evaluate, flowGroups, flowTables, parseFlowLine } from "./flow_eval.ts";
 export type {
   TraceHop,
   TraceIngress,

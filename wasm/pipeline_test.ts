@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 import { ACL_KINDS, ACL_PRIORITY, ACL_TABLES } from "./acl_pipeline.ts";
 import { compileFlows } from "./flows.ts";
+import { SERVICE_KINDS, SERVICE_PRIORITY, SERVICE_TABLES } from "./service_pipeline.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 
 const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
@@ -75,5 +76,21 @@ Deno.test("PIPELINE.md's Security groups flows are those the golden model securi
     new URL("./testdata/security_groups.flows", import.meta.url),
   );
   const plain = new Set(compileFlows({ ...scenarios.security_groups, acls: undefined }));
+  assert.deepEqual(block, golden.split("\n").filter((l) => l && !plain.has(l)));
+});
+
+Deno.test("PIPELINE.md's Services section lists the table, priorities and kinds of service_pipeline.ts, and the flows and groups the golden model services adds", async () => {
+  const tables = rows("service table").map((
+    [id, name, , fallback],
+  ) => [Number(id), name, fallback]);
+  assert.deepEqual(tables, SERVICE_TABLES.map((t) => [t.id, t.name, t.default]));
+  const priorities = rows("service priority").map(([value, name]) => [name, Number(value)]);
+  assert.deepEqual(priorities, Object.entries(SERVICE_PRIORITY));
+  const kinds = rows("service builder").map(([b, table, prio]) => [unquote(b), +table, +prio]);
+  assert.deepEqual(kinds, Object.entries(SERVICE_KINDS).map(([n, k]) => [n, k.table, k.priority]));
+  const at = doc.indexOf("## Services");
+  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+  const golden = await Deno.readTextFile(new URL("./testdata/services.flows", import.meta.url));
+  const plain = new Set(compileFlows({ ...scenarios.services, services: undefined }));
   assert.deepEqual(block, golden.split("\n").filter((l) => l && !plain.has(l)));
 });

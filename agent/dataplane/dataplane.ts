@@ -18,9 +18,11 @@ import {
   type FlowSampling,
   isolateConflicts,
   parseDumpFlows,
+  splitGroups,
 } from "@knitter/wasm";
 import { flowRoutes, Mutex, portIps, routedNetworks } from "@knitter/common";
-import type { Ovs } from "./ovs.ts";
+import { type GroupChanges, groupId, type Ovs } from "./ovs.ts";
+import { flowServices } from "./service_model.ts";
 import type { RemoteView } from "./remote.ts";
 import type { AgentState } from "../state.ts";
 import type { DataplaneObserver } from "../metrics.ts";
@@ -72,6 +74,8 @@ export class Dataplane {
   /** A run that has not started yet: it will see every change made before it starts. */
   private queued: Promise<void> | null = null;
   private installed: Set<string> | null = null;
+  /** The select groups on the switch by id (services); null: not read since the last resync. */
+  private groups: Map<number, string> | null = null;
   /** Counts the runs that changed the switch's flows (a dump taken before one is stale). */
   private applied = 0;
   /** The remote ports the last compile left out (agent/PIPELINE.md, "Conflicting entries"). */
@@ -160,6 +164,7 @@ export class Dataplane {
    */
   resync(): Promise<void> {
     this.replaceNext = true;
+    this.groups = null;
     // The host ports' devices may be new (ovs-vswitchd made them again): set up again.
     this.hostPorts?.invalidate();
     this.mirrors?.forget();
@@ -208,7 +213,7 @@ export class Dataplane {
    * and puts in the set computed now.
    */
   private async compareTo(actual: string[], repair: boolean): Promise<FlowDiff> {
-    const computed = () => this.model().then((input) => this.compile(input));
+    const computed = () => this.model().then((input) => splitGroups(this.compile(input)).flows);
     const wanted = repair && this.installed ? [...this.installed].sort() : await computed();
     const want = new Set(wanted);
     const have = new Set(actual);
@@ -219,7 +224,13 @@ export class Dataplane {
       missing: wanted.filter((l) => !have.has(l)),
       extra: actual.filter((l) => !want.has(l)),
     };
-    if (repair && diff.missing.length + diff.extra.length > 0) await this.replace(await computed());
+    if (repair && diff.missing.length + diff.extra.length > 0) {
+      // The groups as well: flows that name a group a hand deleted would be refused.
+      const { flows, groups } = splitGroups(this.compile(await this.model()));
+      this.groups = null;
+      await this.replace(flows, { groups: await this.groupChanges(groups) });
+      this.groups = groupMap(groups);
+    }
     return diff;
   }
 
@@ -348,7 +359,8 @@ export class Dataplane {
       this.replaceNext = false;
       this.installed = null;
     }
-    const wanted = this.compile(input);
+    const { flows: wanted, groups } = splitGroups(this.compile(input));
+    const changes = await this.groupChanges(groups);
     if (this.installed === null) {
       const known = await this.resumed();
       if (!(known instanceof Set)) {
@@ -356,17 +368,38 @@ export class Dataplane {
         // is unknown, so the table is replaced at once. ovs-ofctl changes only the difference, so
         // flows that are already right stay, with their counters, and traffic never sees a gap.
         // A switch known to have no flow at all just gets them (nothing to read back first).
-        await this.replace(wanted, known === "empty");
+        await this.replace(wanted, { empty: known === "empty", groups: changes });
+        this.groups = groupMap(groups);
         return;
       }
       // A restart onto a switch that has what the journal says: only the difference goes.
       this.installed = known;
-      await this.update(wanted);
+      await this.update(wanted, changes);
+      this.groups = groupMap(groups);
       this.log.info("flows resumed from the journal", { flows: wanted.length });
       await this.afterReplace?.();
       return;
     }
-    await this.update(wanted);
+    await this.update(wanted, changes);
+    this.groups = groupMap(groups);
+  }
+
+  /**
+   * What the switch's select groups need to become `wanted` (read from the switch after a
+   * resync or at the first run). A failed bundle leaves them unknown: read again next time.
+   */
+  private async groupChanges(wanted: string[]): Promise<GroupChanges> {
+    const have = this.groups ?? await this.ovs.dumpGroups(this.config.bridge);
+    this.groups = null;
+    const want = groupMap(wanted);
+    const changes: GroupChanges = { add: [], modify: [], del: [] };
+    for (const [id, line] of want) {
+      const now = have.get(id);
+      if (now === undefined) changes.add.push(line);
+      else if (now !== line) changes.modify.push(line);
+    }
+    for (const id of have.keys()) if (!want.has(id)) changes.del.push(id);
+    return changes;
   }
 
   /** The set on the switch as the journal has it, at a process's first run (flow_journal.ts). */
@@ -377,16 +410,17 @@ export class Dataplane {
   }
 
   /** Bundles the difference between what is installed and `wanted`, journalled around it. */
-  private async update(wanted: string[]): Promise<void> {
+  private async update(wanted: string[], groups: GroupChanges): Promise<void> {
     const installed = this.installed!;
     const want = new Set(wanted);
     const add = wanted.filter((l) => !installed.has(l));
     const del = [...installed].filter((l) => !want.has(l));
-    if (add.length === 0 && del.length === 0) return;
+    const regrouped = groups.add.length + groups.modify.length + groups.del.length > 0;
+    if (add.length === 0 && del.length === 0 && !regrouped) return;
     this.applied++;
     await this.journal?.begin(add, del);
     try {
-      await this.ovs.bundle(this.config.bridge, add, del);
+      await this.ovs.bundle(this.config.bridge, add, del, { groups });
     } catch (err) {
       await this.journal?.end(false, installed);
       throw err;
@@ -406,12 +440,15 @@ export class Dataplane {
    * Makes `wanted` the whole table, atomically; then tells afterReplace. `empty`: the switch was
    * seen with no flow just now.
    */
-  private async replace(wanted: string[], empty = false): Promise<void> {
+  private async replace(
+    wanted: string[],
+    opts: { empty?: boolean; groups?: GroupChanges } = {},
+  ): Promise<void> {
     this.installed = null;
     this.applied++;
     this.mayResume = false;
     await this.journal?.invalidate();
-    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true, empty });
+    await this.ovs.bundle(this.config.bridge, wanted, [], { replaceAll: true, ...opts });
     this.installed = new Set(wanted);
     this.log.info("flows replaced", { flows: wanted.length });
     await this.afterReplace?.();
@@ -498,6 +535,13 @@ export class Dataplane {
       remotePorts,
       routes: flowRoutes(this.remote.routers(), networks, local),
     };
+    // Services of the networks this node's pods are on (PIPELINE.md, "Services").
+    const services = await flowServices(
+      { services: this.remote.services(), ports: remote },
+      { all: networks, local },
+      (key) => this.state.serviceNumber(key),
+    );
+    if (services.length > 0) model.services = services;
     // Security groups (PIPELINE.md): only ports in a group get an entry.
     const acls = aclsOf(
       sources.local.map((port, k) => ({ port, cookie: localPorts[k].cookie })),
@@ -570,6 +614,11 @@ export class Dataplane {
     }
     return net;
   }
+}
+
+/** Group lines by their ids. */
+function groupMap(lines: string[]): Map<number, string> {
+  return new Map(lines.map((line) => [groupId(line)!, line]));
 }
 
 /** Patch port names: short, stable, within the 15-character limit. */

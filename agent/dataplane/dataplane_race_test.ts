@@ -27,6 +27,11 @@ class GatedSwitch {
     return { entered: enteredP, release };
   }
 
+  /** No service, no select group. */
+  dumpGroups(): Promise<Map<number, string>> {
+    return Promise.resolve(new Map());
+  }
+
   async bundle(
     _bridge: string,
     add: string[],

@@ -274,24 +274,66 @@ export class Ovs {
    * table, priority and match count. With `replaceAll`, `add` becomes the whole table (`del` is
    * not needed); with `empty` as well, the caller saw the table without any flow a moment ago, and
    * the flows are added in one bundle without reading the table first (`--bundle add-flows`).
+   *
+   * `groups` (a service's select groups, agent/PIPELINE.md "Services") go in the same bundle, in
+   * OpenFlow 1.5 (which select groups with hash fields need): added and changed before the flows
+   * that name them, deleted after the flows that named them. Replacing the table, the groups are
+   * added or changed first and deleted after it, each in a bundle of its own.
    */
   async bundle(
     bridge: string,
     add: string[],
     del: string[],
-    opts: { replaceAll?: boolean; empty?: boolean } = {},
+    opts: { replaceAll?: boolean; empty?: boolean; groups?: GroupChanges } = {},
   ): Promise<void> {
-    if ([...add, ...del].some((flow) => /[\n\r]/.test(flow))) {
+    const g = opts.groups ?? NO_GROUP_CHANGES;
+    if ([...add, ...del, ...g.add, ...g.modify].some((flow) => /[\n\r]/.test(flow))) {
       throw new Error(`Cannot apply a bundle to "${bridge}": a flow has a line break`);
     }
-    if (opts.replaceAll) return await this.replaceFlows(bridge, add, opts.empty ?? false);
+    if (opts.replaceAll) {
+      await this.groupBundle(bridge, groupLines({ ...g, del: [] }));
+      await this.replaceFlows(bridge, add, opts.empty ?? false);
+      await this.groupBundle(bridge, groupLines({ add: [], modify: [], del: g.del }));
+      return;
+    }
     const lines = [
+      ...groupLines({ ...g, del: [] }),
       ...del.map((flow) => `flow delete_strict ${matchPart(flow)}`),
       ...add.map((flow) => `flow add ${flow.trim()}`),
+      ...groupLines({ add: [], modify: [], del: g.del }),
     ];
     if (lines.length === 0) return;
     try {
-      await this.bundleFile(bridge, lines.join("\n") + "\n");
+      if (hasGroupChanges(g)) await this.ofctl15(["bundle", bridge, "-"], lines.join("\n") + "\n");
+      else await this.bundleFile(bridge, lines.join("\n") + "\n");
+    } catch (err) {
+      throw bundleError(bridge, lines, err);
+    }
+  }
+
+  /** The bridge's select groups by id, as `dump-groups` prints them (the compiler's lines). */
+  async dumpGroups(bridge: string): Promise<Map<number, string>> {
+    const out = await this.ofctl15(["dump-groups", bridge])
+      .catch(fail(`Cannot dump the groups of "${bridge}"`));
+    const groups = new Map<number, string>();
+    for (const raw of out.split("\n")) {
+      const line = raw.trim();
+      const id = groupId(line);
+      if (id !== null) groups.set(id, line);
+    }
+    return groups;
+  }
+
+  /** ovs-ofctl in OpenFlow 1.5: select groups with hash fields (never the waiting process). */
+  private async ofctl15(args: string[], stdin?: string): Promise<string> {
+    const argv = ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", ...args];
+    return (await run(argv, { ...this.ofctlOptions(), stdin })).stdout;
+  }
+
+  private async groupBundle(bridge: string, lines: string[]): Promise<void> {
+    if (lines.length === 0) return;
+    try {
+      await this.ofctl15(["bundle", bridge, "-"], lines.join("\n") + "\n");
     } catch (err) {
       throw bundleError(bridge, lines, err);
     }
@@ -342,6 +384,33 @@ export class Ovs {
       error: typeof row.error === "string" ? row.error : "",
     }]));
   }
+}
+
+/** Select groups a bundle adds and changes (as dump-groups prints them) and deletes (by id). */
+export interface GroupChanges {
+  add: string[];
+  modify: string[];
+  del: number[];
+}
+
+const NO_GROUP_CHANGES: GroupChanges = { add: [], modify: [], del: [] };
+
+function hasGroupChanges(g: GroupChanges): boolean {
+  return g.add.length + g.modify.length + g.del.length > 0;
+}
+
+function groupLines(g: GroupChanges): string[] {
+  return [
+    ...g.add.map((line) => `group add ${line}`),
+    ...g.modify.map((line) => `group modify ${line}`),
+    ...g.del.map((id) => `group delete group_id=${id}`),
+  ];
+}
+
+/** The id of a group line (`group_id=N,…`), or null for any other line. */
+export function groupId(line: string): number | null {
+  const m = /^group_id=(\d+),/.exec(line);
+  return m ? Number(m[1]) : null;
 }
 
 function ofctlArgv(args: string[]): string[] {

@@ -156,6 +156,51 @@ Deno.test("Ovs against a private Open vSwitch", async (t) => {
     assert.deepEqual(await ovs.dumpFlows("br-int"), before);
   });
 
+  await t.step(
+    "select groups go in one bundle with the flows that name them, before them; stale ones after",
+    async () => {
+      const group = (id: number, to: string) =>
+        `group_id=${id},type=select,selection_method=hash,fields(ip_src,nw_proto,tcp_src),` +
+        `bucket=bucket_id:0,actions=ct(commit,table=26,zone=1,nat(dst=${to}:8080))`;
+      const uses = (id: number) => `table=22,priority=100,ip,nw_dst=10.0.0.100,actions=group:${id}`;
+      const before = await ovs.dumpFlows("br-int");
+      // The group and the flow that names it: one bundle (a flow before its group is refused).
+      await ovs.bundle("br-int", [uses(16)], [], {
+        groups: { add: [group(16, "10.0.0.3")], modify: [], del: [] },
+      });
+      assert.deepEqual([...(await ovs.dumpGroups("br-int")).values()], [group(16, "10.0.0.3")]);
+      // A refused bundle changes neither the groups nor the flows.
+      await assert.rejects(
+        ovs.bundle("br-int", ["table=22,priority=100,ip,nw_dst=10.0.0.101,actions=bogus"], [], {
+          groups: { add: [group(17, "10.0.0.4")], modify: [group(16, "10.0.0.9")], del: [] },
+        }),
+        /nothing was applied/,
+      );
+      assert.deepEqual([...(await ovs.dumpGroups("br-int")).keys()], [16]);
+      assert.equal((await ovs.dumpGroups("br-int")).get(16), group(16, "10.0.0.3"));
+      // Changed in place, then gone with the flow that named it, in one bundle.
+      await ovs.bundle("br-int", [], [], {
+        groups: { add: [], modify: [group(16, "10.0.0.4")], del: [] },
+      });
+      assert.equal((await ovs.dumpGroups("br-int")).get(16), group(16, "10.0.0.4"));
+      await ovs.bundle("br-int", [], [uses(16)], { groups: { add: [], modify: [], del: [16] } });
+      assert.deepEqual((await ovs.dumpGroups("br-int")).size, 0);
+      assert.deepEqual(await ovs.dumpFlows("br-int"), before);
+      // Replacing the table: groups first, flows, then the groups no flow names.
+      await ovs.bundle("br-int", [...before.map(denormalize), uses(32)], [], {
+        replaceAll: true,
+        groups: { add: [group(32, "10.0.0.5")], modify: [], del: [] },
+      });
+      assert.deepEqual([...(await ovs.dumpGroups("br-int")).keys()], [32]);
+      await ovs.bundle("br-int", before.map(denormalize), [], {
+        replaceAll: true,
+        groups: { add: [], modify: [], del: [32] },
+      });
+      assert.deepEqual((await ovs.dumpGroups("br-int")).size, 0);
+      assert.deepEqual(await ovs.dumpFlows("br-int"), before);
+    },
+  );
+
   await t.step("bundle with replaceAll makes the table exactly the given flows", async () => {
     await ovs.bundle("br-int", [flowB, "table=2,priority=1,actions=drop"], [], {
       replaceAll: true,
@@ -220,6 +265,11 @@ Deno.test("Ovs against a private Open vSwitch", async (t) => {
     },
   );
 });
+
+/** A dumped flow ("cookie=0x11, priority=10,… actions=…") as a line ovs-ofctl takes back. */
+function denormalize(flow: string): string {
+  return flow.replace(" actions=", ",actions=").replaceAll(", ", ",");
+}
 
 /** Pids of this process's ovs-ofctl children. */
 function ofctlChildren(): number[] {

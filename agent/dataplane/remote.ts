@@ -16,6 +16,7 @@ import {
   type Port,
   type RouterInfo,
   type SecurityGroup,
+  type ServiceInfo,
 } from "@knitter/common";
 import { remarked } from "./dscp_model.ts";
 import { portKey, type PortRef } from "./port_key.ts";
@@ -28,6 +29,8 @@ export class RemoteView {
   private readonly groups = new Map<string, SecurityGroup>();
   /** Every tenant's port mirrors, by "tenant/name". */
   private readonly mirrorsByKey = new Map<string, MirrorInfo>();
+  /** Every tenant's services, by "tenant/name". */
+  private readonly servicesByKey = new Map<string, ServiceInfo>();
   private readonly feed: FeedFollower;
 
   constructor(
@@ -63,6 +66,11 @@ export class RemoteView {
   /** Every tenant's port mirrors (each node realises those whose collector it hosts). */
   mirrors(): Iterable<MirrorInfo> {
     return this.mirrorsByKey.values();
+  }
+
+  /** Every tenant's services (each node balances those of the networks it has ports on). */
+  services(): Iterable<ServiceInfo> {
+    return this.servicesByKey.values();
   }
 
   /** A tenant's security group, if it exists. */
@@ -103,13 +111,16 @@ export class RemoteView {
 
   /** Lists ports, nodes and routers (the follower took a cursor first: nothing is lost meanwhile). */
   private async relist(): Promise<void> {
-    const [ports, nodes, routers, groups, mirrors] = await Promise.all([
+    const [ports, nodes, routers, groups, mirrors, services] = await Promise.all([
       this.manager.listPorts(),
       this.manager.listNodes(),
       unlessMissing(() => this.manager.listRouters()),
       unlessMissing(() => this.manager.listSecurityGroups()),
       unlessMissing(() => this.manager.listMirrors()),
+      unlessMissing(() => this.manager.listServices()),
     ]);
+    this.servicesByKey.clear();
+    for (const s of services) this.servicesByKey.set(`${s.tenant}/${s.name}`, s);
     this.mirrorsByKey.clear();
     for (const m of mirrors) this.mirrorsByKey.set(`${m.tenant}/${m.name}`, m);
     this.routersByKey.clear();
@@ -146,6 +157,12 @@ export class RemoteView {
       const k = `${e.mirror.tenant}/${e.mirror.name}`;
       if (e.op === "put") this.mirrorsByKey.set(k, e.mirror);
       else this.mirrorsByKey.delete(k);
+      return true;
+    }
+    if (e.type === "service") {
+      const k = `${e.service.tenant}/${e.service.name}`;
+      if (e.op === "put") this.servicesByKey.set(k, e.service);
+      else this.servicesByKey.delete(k);
       return true;
     }
     if (e.type === "router") {

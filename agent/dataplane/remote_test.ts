@@ -32,6 +32,7 @@ function manager(
     listRouters: routers,
     listSecurityGroups: () => Promise.resolve([]),
     listMirrors: mirrors,
+    listServices: () => Promise.resolve([]),
     feedCursor: () => Promise.resolve("e:0"),
     feedSince: (_c: string, _t: number, signal?: AbortSignal) => {
       if (!given) {

@@ -177,5 +177,9 @@ export function seenBy(principal: Principal, event: FeedEvent): FeedEvent[] {
     const own = principal.scope === "admin" || principal.tenant === event.mirror.tenant;
     return own ? [event] : [];
   }
+  if (event.type === "service") {
+    const own = principal.scope === "admin" || principal.tenant === event.service.tenant;
+    return own ? [event] : [];
+  }
   return [{ ...event, node: nodeFor(principal, event.node) as typeof event.node }];
 }

@@ -10,6 +10,7 @@ export const PARAMS = {
   group: S.Name,
   router: S.Name,
   mirror: S.Name,
+  service: S.Name,
   node: S.scopedParam(S.NodeName),
   port: S.scopedParam(S.PortId),
   cluster: S.Name,

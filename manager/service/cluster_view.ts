@@ -4,7 +4,13 @@
  * may see (auth.ts seesPort, seesOwned, clustersMeet) and made relative to their cluster again. app.ts runs
  * both around every route; handlers only ever see scoped names.
  */
-import { isRemoteCollector, type MirrorInfo, type MirrorPort, type Port } from "@knitter/common";
+import {
+  isRemoteCollector,
+  type MirrorInfo,
+  type MirrorPort,
+  type Port,
+  type ServiceInfo,
+} from "@knitter/common";
 import type { z } from "zod";
 import {
   type ClusterReach,
@@ -194,6 +200,8 @@ class View {
         collector: isRemoteCollector(c) ? c : port(c),
       };
     }
+    // A service's backends as the agent's port list names them.
+    if (isService(item)) return { ...item, backends: item.backends.map(rel) };
     return item;
   }
 
@@ -219,11 +227,16 @@ class View {
  * The feed events about an object a tenant owns, under its type's key (`{ type: "router", router }`):
  * a cluster's token sees them by seesOwned. A new such event type is added here.
  */
-const OWNED_EVENTS: ReadonlySet<string> = new Set(["router", "securityGroup", "mirror"]);
+const OWNED_EVENTS: ReadonlySet<string> = new Set([
+  "router",
+  "securityGroup",
+  "mirror",
+  "service",
+]);
 
-/** The port, node or mirror a feed event is about (other events pass as they are). */
+/** The port, node, mirror or service a feed event is about (other events pass as they are). */
 function itemOf(e: Loose): Loose {
-  return e.type === "port" || e.type === "node" || e.type === "mirror" ? e[e.type] : undefined;
+  return ["port", "node", "mirror", "service"].includes(e.type) ? e[e.type] : undefined;
 }
 
 /** A port as answered with its conflict marks (service/conflicts.ts, not imported: it imports us). */
@@ -235,6 +248,10 @@ function isPort(x: Loose): x is Port {
 
 function isMirror(x: Loose): x is MirrorInfo {
   return Array.isArray(x?.sources) && typeof x?.collector === "object";
+}
+
+function isService(x: Loose): x is ServiceInfo {
+  return typeof x?.vip === "string" && Array.isArray(x?.backends);
 }
 
 function isNode(x: Loose): x is NodeRecord {

@@ -3,7 +3,13 @@
  * than keeping an address index that every allocation would have to write. A holder of another
  * tenant than the asking one (on a public network) is not named.
  */
-import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import {
+  type ClaimRecord,
+  keys,
+  type NetworkRecord,
+  type PortRecord,
+  type ServiceRecord,
+} from "../model.ts";
 import type { Ctx } from "./context.ts";
 import { readGroup } from "./ip_group_members.ts";
 
@@ -30,6 +36,12 @@ export async function holderOf(
     return tenant === asker
       ? `held by claim "${name}" (bind a port to it with claim)`
       : "held by another tenant";
+  }
+  for await (const e of ctx.store.list(keys.servicesOfNetwork(net.id))) {
+    const [tenant, name] = e.key.slice(-2) as [string, string];
+    const s = (await ctx.store.get<ServiceRecord>(keys.service(tenant, name))).value;
+    if (s?.vip !== ip) continue;
+    return tenant === asker ? `the VIP of service "${name}"` : "held by another tenant";
   }
   for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {
     if (e.value?.ip !== ip) continue;

@@ -127,37 +127,53 @@ async function takeListed(
 ): Promise<IpGroupAddress[]> {
   const out: IpGroupAddress[] = [];
   const seen = new Set<string>();
-  const cidr = cidrOf(net);
   for (const [i, text] of texts.entries()) {
     const f = `${field}[${i}]`;
-    // On a dual-stack network an address may be listed by its IPv6 pair.
-    const value = parseAddrField(f, requestedIp4(net, text, f), cidr).value;
-    const ip = formatIp({ family: net.family, value });
+    const { ip } = requested(net, text, f);
     if (seen.has(ip)) throw invalid(f, `${ip} is listed twice`);
     seen.add(ip);
-    const kept = held.find((a) => a.ip === ip);
-    if (kept) {
-      out.push(kept);
-      continue;
-    }
-    const index = ctx.pools.space(net).indexOf(value);
-    if (index < 0) {
-      throw invalid(f, `${ip} is outside the allocation pools of network "${net.name}"`);
-    }
-    const reserved = ctx.pools.reservedWhy(net, index);
-    if (reserved !== null) {
-      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, f);
-    }
-    const taken = await takeAsked(ctx, tx, { edit, net, index });
-    if (taken !== true) {
-      const who = taken
-        ? `in quarantine until ${taken.until} (released at ${taken.releasedAt})`
-        : await holderOf(ctx, { net, ip, asker: tenant });
-      throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, f);
-    }
-    out.push({ ip, index });
+    out.push(
+      held.find((a) => a.ip === ip) ??
+        await takeAddress(ctx, tx, { edit, net, tenant, text, field: f }),
+    );
   }
   return out;
+}
+
+/** An address of the network that a request names, checked in its CIDR, and its canonical text. */
+function requested(net: NetworkRecord, text: string, field: string) {
+  // On a dual-stack network an address may be listed by its IPv6 pair.
+  const value = parseAddrField(field, requestedIp4(net, text, field), cidrOf(net)).value;
+  return { ip: formatIp({ family: net.family, value }), value };
+}
+
+/**
+ * Takes one address a request names from the network's pool: refused when outside the pools,
+ * reserved, in quarantine or held (naming the holder).
+ */
+export async function takeAddress(
+  ctx: Ctx,
+  tx: Tx,
+  ask: { edit: PoolEdit; net: NetworkRecord; tenant: string; text: string; field: string },
+): Promise<IpGroupAddress> {
+  const { edit, net, tenant, text, field } = ask;
+  const { ip, value } = requested(net, text, field);
+  const index = ctx.pools.space(net).indexOf(value);
+  if (index < 0) {
+    throw invalid(field, `${ip} is outside the allocation pools of network "${net.name}"`);
+  }
+  const reserved = ctx.pools.reservedWhy(net, index);
+  if (reserved !== null) {
+    throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${reserved}`, field);
+  }
+  const taken = await takeAsked(ctx, tx, { edit, net, index });
+  if (taken !== true) {
+    const who = taken
+      ? `in quarantine until ${taken.until} (released at ${taken.releasedAt})`
+      : await holderOf(ctx, { net, ip, asker: tenant });
+    throw new ApiError("address_taken", `${ip} of network "${net.name}" is ${who}`, field);
+  }
+  return { ip, index };
 }
 
 async function takeAny(

@@ -21,6 +21,7 @@ import { resolveNetwork } from "./network_lookup.ts";
 import { listNodes } from "./nodes.ts";
 import { keyId } from "./ports/mod.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
+import { claimName, countOneLess } from "./tenant_counts.ts";
 
 type Body = z.infer<typeof MirrorCreate>;
 type PortRef = { network: string; port: string };
@@ -40,23 +41,14 @@ export async function createMirror(
   const wanted = builtCollector(principal, body);
   const mirror = await retry(ctx, async (tx) => {
     const t = await getTenantEntry(ctx, tenant);
-    const e = await ctx.store.get(keys.mirror(tenant, body.name));
-    if (e.value) {
-      throw new ApiError(
-        "already_exists",
-        `Mirror "${body.name}" already exists in tenant "${tenant}"`,
-        "name",
-      );
-    }
-    const count = await ctx.store.get<number>(keys.mirrorCount(tenant));
-    const had = count.value ?? 0;
-    if (had >= MAX_MIRRORS_PER_TENANT) {
-      throw new ApiError(
-        "quota_exceeded",
-        `Tenant "${tenant}" has ${had} mirrors, the most a tenant may have; delete one first`,
-        "name",
-      );
-    }
+    const e = await claimName(ctx, tx, {
+      key: keys.mirror(tenant, body.name),
+      count: keys.mirrorCount(tenant),
+      most: MAX_MIRRORS_PER_TENANT,
+      tenant,
+      kind: "Mirror",
+      name: body.name,
+    });
     const others = await listValues<MirrorRecord>(ctx.store, keys.mirrors(tenant));
     const sources: Named[] = [];
     for (const [i, ref] of body.sources.entries()) {
@@ -77,7 +69,7 @@ export async function createMirror(
       createdAt: now(),
     };
     // The tenant's version: a mirror is not made while the tenant is being deleted.
-    tx.check(t).check(e).set(e.key, record).check(count).set(count.key, had + 1);
+    tx.check(t).set(e.key, record);
     return record;
   });
   ctx.feed.publish({ type: "mirror", op: "put", mirror });
@@ -274,11 +266,8 @@ export async function deleteMirror(ctx: Ctx, tenant: string, name: string): Prom
     if (!e.value) {
       return await missingInTenant(ctx, tenant, `Mirror "${name}"`);
     }
-    const count = await ctx.store.get<number>(keys.mirrorCount(tenant));
-    const left = (count.value ?? 1) - 1;
-    tx.check(e).delete(e.key).check(count);
-    if (left > 0) tx.set(count.key, left);
-    else tx.delete(count.key);
+    tx.check(e).delete(e.key);
+    await countOneLess(ctx, tx, keys.mirrorCount(tenant));
     return e.value;
   });
   ctx.feed.publish({ type: "mirror", op: "delete", mirror });

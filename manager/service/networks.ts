@@ -240,10 +240,15 @@ async function inUse(ctx: Ctx, net: NetworkRecord, used: number): Promise<ApiErr
     groups.push(`"${e.key.slice(-2).join("/")}"`);
   }
   const claims = (await claimsOfNetwork(ctx, net.id, 5)).map((c) => `"${c}"`);
+  const services: string[] = [];
+  for await (const e of ctx.store.list(keys.servicesOfNetwork(net.id), { limit: 5 })) {
+    services.push(`"${e.key.slice(-2).join("/")}"`);
+  }
   const holders = [
     ports.length ? `ports ${ports.join(", ")}` : "",
     groups.length ? `IP groups ${groups.join(", ")}` : "",
     claims.length ? `claims ${claims.join(", ")}` : "",
+    services.length ? `the VIPs of services ${services.join(", ")}` : "",
   ].filter(Boolean).join(" and ");
   return new ApiError(
     "in_use",

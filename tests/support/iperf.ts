@@ -16,8 +16,14 @@ export interface Stream {
  * Bits per second received over one TCP stream of `seconds` from `s.from` to `s.addr` (a server in
  * `s.to`), the first second (TCP's start) left out.
  */
-export async function iperfRate(cleanup: Cleanup, s: Stream, seconds = 5): Promise<number> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+export async function iperfRate(
+  cleanup: Cleanup,
+  s: Stream,
+  seconds = 5,
+  /** `port`: the server's (default: a random one); `via`: the address the client connects to. */
+  opts: { port?: number; via?: string } = {},
+): Promise<number> {
+  const port = opts.port ?? 20000 + Math.floor(Math.random() * 20000);
   const server = new Deno.Command("ip", {
     args: [
       "netns",
@@ -46,7 +52,18 @@ export async function iperfRate(cleanup: Cleanup, s: Stream, seconds = 5): Promi
       out += value;
     }
     const r = await run(
-      ["iperf3", "-c", s.addr, "-p", `${port}`, "-t", `${seconds + 1}`, "-O", "1", "-J"],
+      [
+        "iperf3",
+        "-c",
+        opts.via ?? s.addr,
+        "-p",
+        `${port}`,
+        "-t",
+        `${seconds + 1}`,
+        "-O",
+        "1",
+        "-J",
+      ],
       { netns: s.from, check: false, timeoutMs: (seconds + 20) * 1000 },
     );
     const report = JSON.parse(r.stdout || "{}");

@@ -49,6 +49,15 @@ export const RESOURCES: Record<string, ResourceDef> = {
   ipgroups: knitter("IPGroup"),
   routers: knitter("Router"),
   mirrors: knitter("Mirror"),
+  services: core("Service", true),
+  endpointslices: {
+    group: "discovery.k8s.io",
+    version: "v1",
+    kind: "EndpointSlice",
+    namespaced: true,
+    statusSubresource: false,
+    generation: false,
+  },
   // The Network Plumbing Working Group's policy for secondary networks (monitor/mnp_types.ts).
   "multi-networkpolicies": {
     group: "k8s.cni.cncf.io",

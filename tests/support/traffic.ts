@@ -106,18 +106,33 @@ async function exchange(
 }
 
 /** Starts the echo server and waits until it listens. */
-export async function serve(
+export function serve(
   cleanup: Cleanup,
   netns: Netns,
   proto: "tcp" | "udp",
   port: number,
   seconds: number,
 ): Promise<{ stop(): Promise<void> }> {
+  return startReady(cleanup, netns, [PEER, "serve", proto, String(port), String(seconds)], {
+    what: `echo server (${proto} ${port})`,
+  });
+}
+
+/**
+ * Runs a Deno script (`script` and its arguments) in `netns` and waits until it prints "ready";
+ * stop() ends it.
+ */
+export async function startReady(
+  cleanup: Cleanup,
+  netns: Netns,
+  script: string[],
+  opts: { what: string },
+): Promise<{ stop(): Promise<void> }> {
   const child = new Deno.Command(inNetns(netns)[0], {
     args: [
       ...inNetns(netns).slice(1),
-      ...[Deno.execPath(), "run", "--quiet", "--allow-net", PEER, "serve", proto],
-      ...[String(port), String(seconds)],
+      ...[Deno.execPath(), "run", "--quiet", "--allow-net"],
+      ...script,
     ],
     stdout: "piped",
     stderr: "piped",
@@ -130,7 +145,7 @@ export async function serve(
     const { value, done } = await reader.read();
     if (done) {
       await child.status;
-      throw new Error(`echo server (${proto} ${port}) in ${netns} ended: ${await stderr}`);
+      throw new Error(`${opts.what} in ${netns} ended: ${await stderr}`);
     }
     out += value;
   }

@@ -149,16 +149,16 @@ let zoneCap: usize = 0;
 let sends: usize = 0;
 let sendsCap: usize = 0;
 
-function idOf(ni: u32): u32 {
+export function idOf(ni: u32): u32 {
   return load<u32>(net(ni), N_ID);
 }
 
-function zone(ni: u32): u32 {
+export function zone(ni: u32): u32 {
   return load<u32>(zoneOf + (<usize> ni << 2));
 }
 
 /** The zone of every network: labels spread along the routes until none gets smaller. */
-function zones(): void {
+export function zones(): void {
   const bytes = <usize> netCount << 2;
   zoneOf = grow(zoneOf, zoneCap, bytes);
   if (zoneCap < bytes) zoneCap = bytes;

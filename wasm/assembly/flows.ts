@@ -29,6 +29,7 @@ import { textRewind } from "./text";
 
 export { errorArg, input } from "./input";
 export { acl, aclErrorArg } from "./acl";
+export { serviceErrorArg, services } from "./service";
 export { outLen, outPtr } from "./output";
 export { keyPtr, keys } from "./keys";
 export { sampling } from "./sample";

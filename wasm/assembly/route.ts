@@ -175,7 +175,7 @@ export function hostExit(n: usize): void {
 }
 
 /** The MAC text of the owner `ref` (a local or a remote port). */
-function hopMac(ref: u32): usize {
+export function hopMac(ref: u32): usize {
   return ref >= REMOTE_REF ? remote(ref - REMOTE_REF) + R_MAC_TEXT : local(ref) + L_MAC_TEXT;
 }
 
@@ -206,7 +206,7 @@ function routeTo(r: usize): void {
 }
 
 /** Routed traffic for a port's address (v4 text slot `ip`): its MAC as the destination. */
-function nextHop(n: usize, port: u32, mac: usize, ip: usize): void {
+export function nextHop(n: usize, port: u32, mac: usize, ip: usize): void {
   begin(load<u32>(n, N_ID), port, F_NEXT_HOP_TABLE, F_NEXT_HOP_PRIORITY, LINE_BOUND);
   puts(",ip,reg0=");
   putNet(n);

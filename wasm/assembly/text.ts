@@ -198,6 +198,18 @@ let textCap: usize = 0;
 
 /** Starts a line of at most `bound` bytes: `cookie=0x…,table=…,priority=…`. */
 export function begin(net: u32, port: u32, table: u32, priority: u32, bound: usize): void {
+  beginLine((<u64> net << <u64> COOKIE_NETWORK_SHIFT) | <u64> port, bound);
+  puts("cookie=0x");
+  putHex16(lineCookie);
+  if (ASC_FEATURE_SIMD) putHeadCached(table, priority);
+  else putHead(table, priority);
+}
+
+/**
+ * Starts a line of at most `bound` bytes that sorts by `sortKey` (a flow's cookie), and writes
+ * nothing: a flow's head is begin's, a select group's text service.ts's own.
+ */
+export function beginLine(sortKey: u64, bound: usize): void {
   const used = wp - textBase;
   if (used + bound + 64 > textCap) {
     textBase = reserve(B_TEXT, used + bound + 64);
@@ -205,11 +217,7 @@ export function begin(net: u32, port: u32, table: u32, priority: u32, bound: usi
     wp = textBase + used;
   }
   lineStart = wp;
-  lineCookie = (<u64> net << <u64> COOKIE_NETWORK_SHIFT) | <u64> port;
-  puts("cookie=0x");
-  putHex16(lineCookie);
-  if (ASC_FEATURE_SIMD) putHeadCached(table, priority);
-  else putHead(table, priority);
+  lineCookie = sortKey;
 }
 
 function putHead(table: u32, priority: u32): void {

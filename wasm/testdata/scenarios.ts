@@ -442,3 +442,64 @@ scenarios.flow_records = {
   ...structuredClone(scenarios.security_groups),
   sampling: { probability: 6553, collectorSetId: 1 },
 };
+
+/**
+ * Services (../../agent/PIPELINE.md, "Services"): on vxlan network 1, "web" (TCP 80 → 8080 and UDP
+ * 53) over a local backend, a remote one and an address no port has (no bucket); "sticky" (TCP 443,
+ * ClientIP affinity) over the remote one; "idle" without backends (its port drops). On vlan network
+ * 2, "db" (TCP 5432) over a local backend, its client on the same node.
+ */
+scenarios.services = {
+  tunnelPort: 100,
+  networks: [
+    { id: 1, type: "vxlan", segmentId: 5001 },
+    { id: 2, type: "vlan", segmentId: 100, physnetPort: 200 },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
+    { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
+    { ofport: 3, network: 2, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 3 },
+    { ofport: 4, network: 2, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], cookie: 4 },
+  ],
+  remotePorts: [
+    { network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], nodeIp: "192.168.0.12" },
+  ],
+  services: [
+    {
+      id: 1,
+      network: 1,
+      vip: "10.0.0.100",
+      mac: "0a:58:0a:00:00:64",
+      ports: [
+        { protocol: "tcp", port: 80, targetPort: 8080 },
+        { protocol: "udp", port: 53, targetPort: 53 },
+      ],
+      backends: ["10.0.0.3", "10.0.0.4", "10.0.0.9"],
+    },
+    {
+      id: 2,
+      network: 1,
+      vip: "10.0.0.101",
+      mac: "0a:58:0a:00:00:65",
+      ports: [{ protocol: "tcp", port: 443, targetPort: 443 }],
+      backends: ["10.0.0.4"],
+      affinity: true,
+    },
+    {
+      id: 3,
+      network: 1,
+      vip: "10.0.0.102",
+      mac: "0a:58:0a:00:00:66",
+      ports: [{ protocol: "tcp", port: 80, targetPort: 80 }],
+      backends: [],
+    },
+    {
+      id: 4,
+      network: 2,
+      vip: "10.1.0.100",
+      mac: "0a:58:0a:01:00:64",
+      ports: [{ protocol: "tcp", port: 5432, targetPort: 5432 }],
+      backends: ["10.1.0.3"],
+    },
+  ],
+};

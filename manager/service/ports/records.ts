@@ -70,6 +70,7 @@ export function portRecord(opts: {
   const { cluster } = unscoped(id);
   if (cluster !== DEFAULT_CLUSTER) port.cluster = cluster;
   if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
+  if (body.labels !== undefined) port.labels = body.labels;
   if (body.byNode !== undefined) port.madeBy = body.byNode;
   return port;
 }

@@ -1,0 +1,350 @@
+// The service flows and select groups (see ../../agent/PIPELINE.md, "Services"): after `compile`
+// (and `acl`), `services` reads the services section of the model from the input area, checks it
+// (errors worded by ../service_input.ts), adds its lines to the records and joins them all again.
+// A select group is a line of its own (`group_id=…`, as `ovs-ofctl -O OpenFlow15 dump-groups`
+// prints it), sorted after every flow by its id.
+// Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
+//
+// Words: service count; per service: id, network id, affinity (0/1), port count, backend count,
+// the length of vip and of mac; per port: protocol (SERVICE_PROTOCOLS), port, targetPort; per
+// backend: the length of its text. The texts follow the words: per service vip, mac, backends.
+
+import {
+  GROUPS_PER_SERVICE,
+  P_DEFAULT,
+  SE_BAD_BACKEND,
+  SE_BAD_MAC,
+  SE_BAD_VIP,
+  SE_DUP_ID,
+  SE_UNKNOWN_NETWORK,
+  SE_VIP_TAKEN,
+  SF_SERVICE_NEW_PRIORITY,
+  SF_SERVICE_NEW_TABLE,
+  SF_SERVICE_REPLY_IN_PRIORITY,
+  SF_SERVICE_REPLY_IN_TABLE,
+  SF_SERVICE_REPLY_LOCAL_PRIORITY,
+  SF_SERVICE_REPLY_LOCAL_TABLE,
+  SF_SERVICE_TRACKED_PRIORITY,
+  SF_SERVICE_TRACKED_TABLE,
+  SF_SERVICE_VIP_GUARD_PRIORITY,
+  SF_SERVICE_VIP_GUARD_TABLE,
+  SF_SERVICE_VIP_PRIORITY,
+  SF_SERVICE_VIP_TABLE,
+  SPROTO_TCP,
+  ST_SERVICE,
+  T_FORWARD,
+  T_NEXT_HOP,
+} from "./generated/pipeline";
+import { parseIpv4, parseMac, unicastIpv4 } from "./address";
+import { findNet, ipv4Owner, local, net, NONE } from "./input";
+import { idOf, zone, zones } from "./acl";
+import { arpReply } from "./arp";
+import { hopMac, nextHop } from "./route";
+import { B_INPUT, buffer, GATEWAY_REF, L_COOKIE, REMOTE_REF } from "./layout";
+import { join } from "./output";
+import {
+  begin,
+  beginLine,
+  end,
+  ipv4ToSlot,
+  LINE_BOUND,
+  putDec,
+  putHex,
+  putIpv4,
+  puts,
+} from "./text";
+
+const ERROR_ARGS = memory.data(2 * 4);
+
+function fail(code: i32, i: u32, k: u32): i32 {
+  store<u32>(ERROR_ARGS, i);
+  store<u32>(ERROR_ARGS, k, 4);
+  return code;
+}
+
+/** Argument i (0..1) of the last services error: service, item. */
+export function serviceErrorArg(i: i32): u32 {
+  return load<u32>(ERROR_ARGS + (<usize> i << 2));
+}
+
+// A text slot for an address the builders of other tables take as a slot (arpReply, nextHop).
+const SLOT = memory.data(16);
+
+// Per service, decoded: network index, VIP, id, MAC; per backend its address and owner (`owners`).
+const S_NET = 0;
+const S_VIP = 4;
+const S_ID = 8;
+const S_MAC = 16; // u64
+const S_SIZE: usize = 24;
+let recs: usize = 0;
+let recsCap: usize = 0;
+let owners: usize = 0; // per backend of all services: address (u32), owner ref (u32)
+let ownersCap: usize = 0;
+
+function grow(ptr: usize, cap: usize, bytes: usize): usize {
+  return cap >= bytes ? ptr : ptr == 0 ? heap.alloc(bytes) : heap.realloc(ptr, bytes);
+}
+
+/** The line's protocol text. */
+function proto(code: u32): string {
+  return code == SPROTO_TCP ? "tcp" : "udp";
+}
+
+/** `tcp,reg0=N,nw_dst=VIP,tp_dst=PORT` (or udp): a service port of network `id`. */
+function vipMatch(id: u32, vip: u32, code: u32, port: u32): void {
+  puts(proto(code));
+  puts(",reg0=");
+  putHex(id);
+  puts(",nw_dst=");
+  putIpv4(vip);
+  puts(",tp_dst=");
+  putDec(port);
+}
+
+/** Table ARP: a service port on the VIP goes through conntrack's NAT, on to SERVICE. */
+function vipFlow(id: u32, ni: u32, vip: u32, code: u32, port: u32): void {
+  begin(id, 0, SF_SERVICE_VIP_TABLE, SF_SERVICE_VIP_PRIORITY, LINE_BOUND);
+  puts(",");
+  vipMatch(id, vip, code, port);
+  puts(",actions=ct(table=");
+  putDec(ST_SERVICE);
+  puts(",zone=");
+  putDec(idOf(zone(ni)));
+  puts(",nat)");
+  end();
+}
+
+/** Table ARP: anything else sent to the VIP is dropped. */
+function vipGuard(id: u32, vip: u32): void {
+  begin(id, 0, SF_SERVICE_VIP_GUARD_TABLE, SF_SERVICE_VIP_GUARD_PRIORITY, LINE_BOUND);
+  puts(",ip,reg0=");
+  putHex(id);
+  puts(",nw_dst=");
+  putIpv4(vip);
+  puts(",actions=drop");
+  end();
+}
+
+/** Table SERVICE: a new connection to the port goes to its group (none: no endpoints, drop). */
+function newFlow(id: u32, vip: u32, code: u32, port: u32, group: u32): void {
+  begin(id, 0, SF_SERVICE_NEW_TABLE, SF_SERVICE_NEW_PRIORITY, LINE_BOUND);
+  puts(",ct_state=+new+trk,");
+  vipMatch(id, vip, code, port);
+  if (group == 0) {
+    puts(",actions=drop");
+  } else {
+    puts(",actions=group:");
+    putDec(group);
+  }
+  end();
+}
+
+/**
+ * Table SERVICE: a connection conntrack knows, translated already: on to NEXT_HOP. Established or
+ * related, and also still new: a SYN sent again before the backend's answer came is `+new` but
+ * committed, and conntrack has translated it (it no longer matches the VIP's NEW flow).
+ */
+function trackedFlow(id: u32): void {
+  begin(id, 0, SF_SERVICE_TRACKED_TABLE, SF_SERVICE_TRACKED_PRIORITY, LINE_BOUND);
+  puts(",ct_state=-inv+trk,reg0=");
+  putHex(id);
+  puts(",actions=goto_table:");
+  putDec(T_NEXT_HOP);
+  end();
+}
+
+/**
+ * A backend's reply from its target port, un-NATed (back to the VIP and port) in the zone of the
+ * client's conntrack entry: from a local backend in ARP, from outside in FORWARD (once: it is
+ * tracked when it comes back).
+ */
+function replyFlows(id: u32, ni: u32, backend: u32, owner: u32, code: u32, target: u32): void {
+  const z = idOf(zone(ni));
+  for (let k = 0; k < 2; k++) {
+    const local = k == 0;
+    if (local && owner >= REMOTE_REF) continue;
+    begin(
+      id,
+      0,
+      local ? SF_SERVICE_REPLY_LOCAL_TABLE : SF_SERVICE_REPLY_IN_TABLE,
+      local ? SF_SERVICE_REPLY_LOCAL_PRIORITY : SF_SERVICE_REPLY_IN_PRIORITY,
+      LINE_BOUND,
+    );
+    puts(local ? "," : ",ct_state=-trk,");
+    puts(proto(code));
+    puts(",reg0=");
+    putHex(id);
+    if (!local) puts(",reg1=0");
+    puts(",nw_src=");
+    putIpv4(backend);
+    puts(",tp_src=");
+    putDec(target);
+    puts(",actions=ct(table=");
+    putDec(T_FORWARD);
+    puts(",zone=");
+    putDec(z);
+    puts(",nat)");
+    end();
+  }
+}
+
+/** The select group of one port: a bucket per backend, DNAT to it, committed, on to NEXT_HOP. */
+function group(
+  g: u32,
+  z: u32,
+  code: u32,
+  affinity: bool,
+  first: u32,
+  count: u32,
+  target: u32,
+): void {
+  beginLine((<u64> 0xffffffff << 32) | <u64> g, 160 + <usize> count * 96);
+  puts("group_id=");
+  putDec(g);
+  // One field prints as `fields=ip_src`, several in parentheses.
+  if (affinity) puts(",type=select,selection_method=hash,fields=ip_src");
+  else {
+    puts(",type=select,selection_method=hash,fields(ip_src,nw_proto,");
+    puts(code == SPROTO_TCP ? "tcp_src)" : "udp_src)");
+  }
+  let b: u32 = 0;
+  for (let k: u32 = 0; k < count; k++) {
+    const at = owners + (<usize> (first + k) << 3);
+    if (load<u32>(at, 4) == NONE) continue;
+    puts(",bucket=bucket_id:");
+    putDec(b++);
+    puts(",actions=ct(commit,table=");
+    putDec(T_NEXT_HOP);
+    puts(",zone=");
+    putDec(z);
+    puts(",nat(dst=");
+    putIpv4(load<u32>(at));
+    puts(":");
+    putDec(target);
+    puts("))");
+  }
+  end();
+}
+
+/** Decodes and checks every service (rc), its backends' addresses and owners into `owners`. */
+function check(count: u32, rd: usize, text: usize): i32 {
+  recs = grow(recs, recsCap, <usize> count * S_SIZE);
+  if (recsCap < <usize> count * S_SIZE) recsCap = <usize> count * S_SIZE;
+  let w = rd;
+  let t = text;
+  let backends: u32 = 0;
+  let bw = rd;
+  for (let i: u32 = 0; i < count; i++) {
+    backends += load<u32>(bw, 16);
+    bw += 28 + (<usize> load<u32>(bw, 12)) * 12 + (<usize> load<u32>(bw, 16) << 2);
+  }
+  owners = grow(owners, ownersCap, (<usize> backends << 3) + 8);
+  if (ownersCap < (<usize> backends << 3) + 8) ownersCap = (<usize> backends << 3) + 8;
+  let o: usize = owners;
+  for (let i: u32 = 0; i < count; i++) {
+    const r = recs + <usize> i * S_SIZE;
+    const id = load<u32>(w);
+    for (let j: u32 = 0; j < i; j++) {
+      if (load<u32>(recs + <usize> j * S_SIZE, S_ID) == id) return fail(SE_DUP_ID, i, 0);
+    }
+    store<u32>(r, id, S_ID);
+    const ni = findNet(load<u32>(w, 4));
+    if (ni == NONE) return fail(SE_UNKNOWN_NETWORK, i, 0);
+    store<u32>(r, ni, S_NET);
+    const ports = load<u32>(w, 12);
+    const nb = load<u32>(w, 16);
+    const vipLen = load<u32>(w, 20);
+    const macLen = load<u32>(w, 24);
+    const vip = parseIpv4(t, vipLen);
+    if (vip < 0 || !unicastIpv4(<u32> vip)) return fail(SE_BAD_VIP, i, 0);
+    if (ipv4Owner(ni, <u32> vip) != NONE) return fail(SE_VIP_TAKEN, i, 0);
+    for (let j: u32 = 0; j < i; j++) {
+      const q = recs + <usize> j * S_SIZE;
+      if (load<u32>(q, S_NET) == ni && load<u32>(q, S_VIP) == <u32> vip) {
+        return fail(SE_VIP_TAKEN, i, 0);
+      }
+    }
+    store<u32>(r, <u32> vip, S_VIP);
+    t += vipLen;
+    const mac = parseMac(t, macLen);
+    if (mac < 0 || (mac >>> 40) & 1) return fail(SE_BAD_MAC, i, 0);
+    t += macLen;
+    store<u64>(r, <u64> mac, S_MAC);
+    w += 28 + <usize> ports * 12;
+    for (let k: u32 = 0; k < nb; k++) {
+      const len = load<u32>(w);
+      w += 4;
+      const v = parseIpv4(t, len);
+      t += len;
+      if (v < 0 || !unicastIpv4(<u32> v)) return fail(SE_BAD_BACKEND, i, k);
+      store<u32>(o, <u32> v);
+      store<u32>(o, ipv4Owner(ni, <u32> v), 4);
+      o += 8;
+    }
+  }
+  return 0;
+}
+
+/**
+ * Adds the lines of the services section in the input area (`words` u32 words, then the texts) to
+ * those of the last `compile` (and `acl`), and joins them all again. Returns 0, or an error code
+ * (arguments: serviceErrorArg).
+ */
+export function services(words: u32): i32 {
+  const rd = buffer(B_INPUT);
+  const count = load<u32>(rd);
+  if (count == 0) return 0;
+  const rc = check(count, rd + 4, rd + (<usize> words << 2));
+  if (rc != 0) return rc;
+  zones();
+  // The table's default: what conntrack finds invalid, or a VIP port without its flow.
+  begin(0, 0, ST_SERVICE, P_DEFAULT, LINE_BOUND);
+  puts(",actions=drop");
+  end();
+  let w = rd + 4;
+  let first: u32 = 0;
+  for (let i: u32 = 0; i < count; i++) {
+    const r = recs + <usize> i * S_SIZE;
+    const ni = load<u32>(r, S_NET);
+    const n = net(ni);
+    const id = load<u32>(n);
+    const vip = load<u32>(r, S_VIP);
+    const sid = load<u32>(w);
+    const affinity = load<u32>(w, 8) != 0;
+    const ports = load<u32>(w, 12);
+    const nb = load<u32>(w, 16);
+    ipv4ToSlot(SLOT, vip);
+    arpReply(n, 0, load<u64>(r, S_MAC), SLOT);
+    vipGuard(id, vip);
+    trackedFlow(id);
+    let live: u32 = 0;
+    for (let k: u32 = 0; k < nb; k++) {
+      const at = owners + (<usize> (first + k) << 3);
+      const owner = load<u32>(at, 4);
+      if (owner == NONE || owner >= GATEWAY_REF) continue;
+      live++;
+      ipv4ToSlot(SLOT, load<u32>(at));
+      nextHop(n, owner >= REMOTE_REF ? 0 : load<u32>(local(owner), L_COOKIE), hopMac(owner), SLOT);
+    }
+    for (let p: u32 = 0; p < ports; p++) {
+      const pw = w + 28 + <usize> p * 12;
+      const code = load<u32>(pw);
+      const port = load<u32>(pw, 4);
+      const target = load<u32>(pw, 8);
+      const g = live == 0 ? 0 : sid * GROUPS_PER_SERVICE + p;
+      vipFlow(id, ni, vip, code, port);
+      newFlow(id, vip, code, port, g);
+      if (g != 0) group(g, idOf(zone(ni)), code, affinity, first, nb, target);
+      for (let k: u32 = 0; k < nb; k++) {
+        const at = owners + (<usize> (first + k) << 3);
+        const owner = load<u32>(at, 4);
+        if (owner == NONE || owner >= GATEWAY_REF) continue;
+        replyFlows(id, ni, load<u32>(at), owner, code, target);
+      }
+    }
+    w += 28 + <usize> ports * 12 + (<usize> nb << 2);
+    first += nb;
+  }
+  join();
+  return 0;
+}

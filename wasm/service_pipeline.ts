@@ -1,0 +1,63 @@
+/**
+ * The service part of the br-int pipeline as data (../agent/PIPELINE.md, "Services"): one table,
+ * the priorities and kinds of its flows, and the select groups. Kept apart from pipeline.ts (which
+ * it extends) so that a node without services has exactly the flows it had before them.
+ *
+ * @module
+ */
+import { TABLE } from "./pipeline.ts";
+
+/** The table a new connection to a service port goes through after conntrack's NAT lookup. */
+export const SERVICE_TABLE = { SERVICE: 22 } as const;
+
+export const SERVICE_TABLES = [
+  {
+    id: SERVICE_TABLE.SERVICE,
+    name: "SERVICE",
+    purpose:
+      "connections to a VIP after conntrack: a new one to its port's select group, a known one " +
+      "(already translated) to NEXT_HOP",
+    default: "drop",
+  },
+] as const;
+
+/** Priorities of the service flows (one meaning each, none shared with PRIORITY's or ACL's). */
+export const SERVICE_PRIORITY = {
+  /** ARP: a service port on a VIP, into conntrack (NAT) and on to SERVICE. */
+  VIP: 130,
+  /** ARP: anything else addressed to a VIP: dropped (a VIP answers its ports only). */
+  VIP_GUARD: 125,
+  /** ARP (from a local backend) and FORWARD (from outside): a backend's reply, un-NATed. */
+  REPLY: 108,
+  /** SERVICE: a new connection to a service port: its select group. */
+  NEW: 100,
+  /** SERVICE: a connection conntrack knows: translated already, to NEXT_HOP. */
+  TRACKED: 90,
+} as const;
+
+/** Table and priority of each kind of service flow, by builder name. */
+export const SERVICE_KINDS = {
+  serviceVip: { table: TABLE.ARP, priority: SERVICE_PRIORITY.VIP },
+  serviceVipGuard: { table: TABLE.ARP, priority: SERVICE_PRIORITY.VIP_GUARD },
+  serviceReplyLocal: { table: TABLE.ARP, priority: SERVICE_PRIORITY.REPLY },
+  serviceReplyIn: { table: TABLE.FORWARD, priority: SERVICE_PRIORITY.REPLY },
+  serviceNew: { table: SERVICE_TABLE.SERVICE, priority: SERVICE_PRIORITY.NEW },
+  serviceTracked: { table: SERVICE_TABLE.SERVICE, priority: SERVICE_PRIORITY.TRACKED },
+} as const;
+
+/**
+ * A service's group ids: its node-local id × this + the index of the port (at most this many
+ * ports per service, the manager's MAX_SERVICE_PORTS).
+ */
+export const GROUPS_PER_SERVICE = 16;
+
+/** How a compiled line that is a select group, not a flow, begins. */
+export const GROUP_PREFIX = "group_id=";
+
+/** Splits the compiler's lines into flows and groups (the groups come last, sorted). */
+export function splitGroups(lines: string[]): { flows: string[]; groups: string[] } {
+  const at = lines.findIndex((l) => l.startsWith(GROUP_PREFIX));
+  return at < 0
+    ? { flows: lines, groups: [] }
+    : { flows: lines.slice(0, at), groups: lines.slice(at) };
+}
