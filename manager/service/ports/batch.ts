@@ -27,15 +27,20 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** Ports per batch, at most: a commit of them takes one fsync. */
-export const MAX_BATCH = 48;
+/**
+ * Ports per batch, at most: a commit of them takes one fsync. Each port's two checks (its absent key
+ * and its floating binding's), with the network's, the pool's, a quota's, a cluster's and room for
+ * the quarantine count's, fill a commit's 100 checks at 46.
+ */
+export const MAX_BATCH = 46;
 
 /**
- * The checks one more port may add: its absent key, its tenant's quota record and its cluster's (on
- * a public network every port may be another tenant's, of another cluster). A batch takes ports
- * while they fit into one commit's checks; the others take the careful path.
+ * The checks one more port may add: its absent key, its floating address binding's (absent or not:
+ * floating.ts), its tenant's quota record and its cluster's (on a public network every port may be
+ * another tenant's, of another cluster). A batch takes ports while they fit into one commit's
+ * checks; the others take the careful path.
  */
-const CHECKS_PER_PORT = 3;
+const CHECKS_PER_PORT = 4;
 
 /** Kept free for the network's quarantine count, which the first port to end a quarantine checks. */
 const COUNT_CHECK = 1;
