@@ -65,12 +65,7 @@ import {
   RT_TO,
 } from "./layout";
 import { join } from "./output";
-import {
-  conjunctionsInit,
-  mergeConjunctions,
-  nextConjunction,
-  putConjunction,
-} from "./conjunction";
+import { conjunctionOf, conjunctionsInit, mergeConjunctions, putConjunction } from "./conjunction";
 import { putSample } from "./sample";
 import {
   actionsEnd,
@@ -108,9 +103,8 @@ let portsCap: usize = 0;
 let marks: usize = 0;
 let marksCap: usize = 0;
 
-function grow(ptr: usize, cap: usize, bytes: usize): usize {
-  return cap >= bytes ? ptr : ptr == 0 ? heap.alloc(bytes) : heap.realloc(ptr, bytes);
-}
+// Rules of all acls (matchPorts counts them), for the conjunctions' table.
+let ruleTotal: u32 = 0;
 
 /** The local port index of each acl, checked: a local port's cookie, at most once. */
 function matchPorts(acls: u32, rd: usize): i32 {
@@ -132,6 +126,7 @@ function matchPorts(acls: u32, rd: usize): i32 {
     store<u8>(marks + li, 1);
     store<u32>(ports + (<usize> i << 2), li);
     const rules = load<u32>(p, 4);
+    ruleTotal += rules;
     p += 8;
     for (let k: u32 = 0; k < rules; k++) {
       const remotes = load<u32>(p, 16);
@@ -364,23 +359,30 @@ function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32, z:
 /**
  * A rule of local port p in one family as a conjunctive match: the port (with the state and
  * protocol) × its peers (`peers` of them in lens/text, 0: anyone) × the blocks of min..max, one
- * flow per value and one for the conjunction, instead of one per combination. Peers and blocks
- * are shared by every rule that names them (conjunction.ts merges equal matches).
+ * flow per value and one for the conjunction, instead of one per combination. Ports with an
+ * equal rule (same words, peers, family and, for ingress, zone) share the conjunction: they add
+ * their port's flow only. Peers and blocks are also shared by every rule that names them
+ * (conjunction.ts merges equal matches).
  */
 function conjunctive(
   p: usize,
   egress: bool,
   proto: string,
   v6: bool,
-  min: u32,
-  max: u32,
+  rule: usize,
   z: u32,
   peers: u32,
-  remotes: u32,
-  lens: usize,
   text: usize,
 ): void {
-  const id = nextConjunction();
+  const min = load<u32>(rule, 8);
+  const max = load<u32>(rule, 12);
+  const remotes = load<u32>(rule, 16);
+  const lens = rule + 20;
+  const listed: u32 = remotes == NONE ? 0 : remotes;
+  let len: usize = 0;
+  for (let j: u32 = 0; j < listed; j++) len += load<u32>(lens + (<usize> j << 2));
+  const found = conjunctionOf(rule, 20 + (<usize> listed << 2), text, len, v6, egress ? 0 : z);
+  const id = found & 0x7fffffff;
   const ranged = !(min == 0 && max == 65535);
   const n: u32 = 1 + (peers > 0 ? 1 : 0) + (ranged ? 1 : 0);
   ruleBegin(p, egress, false);
@@ -389,6 +391,7 @@ function conjunctive(
   putPort(p, egress);
   putConjunction(id, 1, n);
   end();
+  if (found == id) return;
   if (peers > 0) {
     let at = text;
     for (let j: u32 = 0; j < remotes; j++) {
@@ -413,11 +416,18 @@ function conjunctive(
       a += size;
     }
   }
-  ruleBegin(p, egress, false);
+  // Shared by the ports: ingress delivers to the port INGRESS_ACL's hook put in reg7.
+  ruleBegin(p, egress, true);
   puts(",conj_id=");
   putDec(id);
   puts(v6 ? ",ipv6" : ",ip");
-  putAllow(p, egress, z);
+  if (egress) {
+    putAllow(p, egress, z);
+  } else {
+    puts(",actions=ct(commit,zone=");
+    putDec(z);
+    puts("),output:NXM_NX_REG7[0..15]");
+  }
   end();
 }
 
@@ -552,11 +562,12 @@ export function acl(words: u32): i32 {
   const rd = buffer(B_INPUT);
   const count = load<u32>(rd);
   if (count == 0) return 0;
+  ruleTotal = 0;
   let rc = matchPorts(count, rd + 4);
   if (rc != 0) return rc;
   shared();
   zones();
-  conjunctionsInit();
+  conjunctionsInit(ruleTotal);
   let w = rd + 4;
   let text = rd + (<usize> words << 2);
   for (let i: u32 = 0; i < count; i++) {
@@ -571,6 +582,7 @@ export function acl(words: u32): i32 {
     const rules = load<u32>(w, 4);
     w += 8;
     for (let k: u32 = 0; k < rules; k++) {
+      const rule = w;
       const egress = load<u32>(w) == 1;
       const proto = load<u32>(w, 4);
       const min = load<u32>(w, 8);
@@ -596,8 +608,7 @@ export function acl(words: u32): i32 {
         if (peers == 0) continue;
         // One combination: its line as it is; more: a conjunction of the dimensions.
         if ((peers == NONE ? 1 : peers) * blockCount(min, max) > 1) {
-          const n = peers == NONE ? 0 : peers;
-          conjunctive(p, egress, name, v6, min, max, z, n, remotes, lens, text);
+          conjunctive(p, egress, name, v6, rule, z, peers == NONE ? 0 : peers, text);
           continue;
         }
         if (remotes == NONE) {

@@ -10,12 +10,89 @@ import { putc, putDec, puts } from "./text";
 // Ids of one compile, from 1 in the order of the acls and their rules (0 is no conjunction).
 let next: u32 = 1;
 
-export function conjunctionsInit(): void {
-  next = 1;
+// The conjunctions of one compile by what makes them equal (a rule's words and peers' text, its
+// family, and for ingress its zone): ports with the same rule share one. An open-addressing table
+// of (hash, index) slots over records of REC bytes: rule words, their bytes, text, its length,
+// family and zone, id.
+const REC: usize = 32;
+let slots: usize = 0;
+let slotCap: u32 = 0;
+let recs: usize = 0;
+let recCap: usize = 0;
+let count: u32 = 0;
+
+/** `ptr`, or a new or larger allocation when its `have` bytes are fewer than `want`. */
+export function grow(ptr: usize, have: usize, want: usize): usize {
+  return have >= want ? ptr : ptr == 0 ? heap.alloc(want) : heap.realloc(ptr, want);
 }
 
-export function nextConjunction(): u32 {
-  return next++;
+/** Starts a compile whose acls have `rules` rules in all. */
+export function conjunctionsInit(rules: u32): void {
+  next = 1;
+  count = 0;
+  let cap: u32 = 16;
+  while (cap < rules * 4) cap <<= 1;
+  const bytes = <usize> cap << 3;
+  slots = grow(slots, <usize> slotCap << 3, bytes);
+  if (slotCap < cap) slotCap = cap;
+  memory.fill(slots, 0, <usize> slotCap << 3);
+  const need = <usize> rules * 2 * REC;
+  recs = grow(recs, recCap, need);
+  if (recCap < need) recCap = need;
+}
+
+function fnv(h: u32, p: usize, n: usize): u32 {
+  for (let i: usize = 0; i < n; i++) h = (h ^ <u32> load<u8>(p + i)) * 16777619;
+  return h;
+}
+
+/**
+ * The id of the conjunction of a rule (its `bytes` of words at `rule`, `len` bytes of peers' text
+ * at `text`) in family `v6` and zone `zone`: the id of an equal one, or a new id with the high bit
+ * set (the caller writes its shared flows then).
+ */
+export function conjunctionOf(
+  rule: usize,
+  bytes: usize,
+  text: usize,
+  len: usize,
+  v6: bool,
+  zone: u32,
+): u32 {
+  let h = fnv(fnv(2166136261, rule, bytes), text, len);
+  h = (h ^ (v6 ? 1 : 0)) * 16777619;
+  h = (h ^ zone) * 16777619;
+  if (h == 0) h = 1;
+  const mask = slotCap - 1;
+  let i = h & mask;
+  while (true) {
+    const slot = slots + (<usize> i << 3);
+    const sh = load<u32>(slot);
+    if (sh == 0) break;
+    if (sh == h) {
+      const r = recs + <usize> load<u32>(slot, 4) * REC;
+      if (
+        <usize> load<u32>(r, 4) == bytes && <usize> load<u32>(r, 12) == len &&
+        load<u32>(r, 16) == (v6 ? 1 : 0) && load<u32>(r, 20) == zone &&
+        memory.compare(<usize> load<u32>(r), rule, bytes) == 0 &&
+        memory.compare(<usize> load<u32>(r, 8), text, len) == 0
+      ) return load<u32>(r, 24);
+    }
+    i = (i + 1) & mask;
+  }
+  const slot = slots + (<usize> i << 3);
+  store<u32>(slot, h);
+  store<u32>(slot, count, 4);
+  const r = recs + <usize> count * REC;
+  store<u32>(r, <u32> rule);
+  store<u32>(r, <u32> bytes, 4);
+  store<u32>(r, <u32> text, 8);
+  store<u32>(r, <u32> len, 12);
+  store<u32>(r, v6 ? 1 : 0, 16);
+  store<u32>(r, zone, 20);
+  store<u32>(r, next, 24);
+  count++;
+  return next++ | 0x80000000;
 }
 
 /** `,actions=conjunction(id,k/n)`. */
