@@ -65,7 +65,13 @@ import {
   RT_TO,
 } from "./layout";
 import { join } from "./output";
-import { conjunctionOf, conjunctionsInit, mergeConjunctions, putConjunction } from "./conjunction";
+import {
+  conjunctionOf,
+  conjunctionsInit,
+  grow,
+  mergeConjunctions,
+  putConjunction,
+} from "./conjunction";
 import { putSample } from "./sample";
 import {
   actionsEnd,
