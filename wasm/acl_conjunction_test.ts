@@ -102,6 +102,21 @@ Deno.test("acl conjunctions: one flow per match, every conjunction with all its 
   assert.equal(ids.size, dims.size);
 });
 
+Deno.test("acl conjunctions: a change to one port's rules rewrites that port's flows only (ids stay)", () => {
+  const before = groupedNode(200, 10);
+  const after = structuredClone(before);
+  // Port 0 (cookie 1) no longer allows ping; its group's other ports still do.
+  after.acls![0].rules = after.acls![0].rules.filter((r) => r.protocol !== "icmp");
+  const a = new Set(compileFlows(before));
+  const b = new Set(compileFlows(after));
+  const changed = [...a].filter((l) => !b.has(l)).concat([...b].filter((l) => !a.has(l)));
+  assert.deepEqual(
+    changed,
+    [...a].filter((l) => l.startsWith("cookie=0x0000000100000001,") && l.includes(",icmp,")),
+    changed.join("\n"),
+  );
+});
+
 /** Whether IPv4 `ip` is in `cidr` (an address or a.b.c.d/n); IPv6 peers never hold. */
 function inPeer(cidr: string, ip: string): boolean {
   if (cidr.includes(":")) return false;

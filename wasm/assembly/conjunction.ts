@@ -7,8 +7,11 @@
 import { outLen, outPtr, truncateOut } from "./output";
 import { putc, putDec, puts } from "./text";
 
-// Ids of one compile, from 1 in the order of the acls and their rules (0 is no conjunction).
-let next: u32 = 1;
+// A conjunction's id is the hash of what makes it (31 bits, not 0), the next free one when another
+// has it: a rule keeps its id from one compile to the next, so that a change rewrites the flows of
+// the rules it changed only. `ids` is an open-addressing set of the ids taken (0: free).
+let ids: usize = 0;
+let idCap: u32 = 0;
 
 // The conjunctions of one compile by what makes them equal (a rule's words and peers' text, its
 // family, and for ingress its zone): ports with the same rule share one. An open-addressing table
@@ -28,7 +31,6 @@ export function grow(ptr: usize, have: usize, want: usize): usize {
 
 /** Starts a compile whose acls have `rules` rules in all. */
 export function conjunctionsInit(rules: u32): void {
-  next = 1;
   count = 0;
   let cap: u32 = 16;
   while (cap < rules * 4) cap <<= 1;
@@ -36,6 +38,9 @@ export function conjunctionsInit(rules: u32): void {
   slots = grow(slots, <usize> slotCap << 3, bytes);
   if (slotCap < cap) slotCap = cap;
   memory.fill(slots, 0, <usize> slotCap << 3);
+  ids = grow(ids, <usize> idCap << 2, <usize> cap << 2);
+  if (idCap < cap) idCap = cap;
+  memory.fill(ids, 0, <usize> idCap << 2);
   const need = <usize> rules * 2 * REC;
   recs = grow(recs, recCap, need);
   if (recCap < need) recCap = need;
@@ -44,6 +49,32 @@ export function conjunctionsInit(rules: u32): void {
 function fnv(h: u32, p: usize, n: usize): u32 {
   for (let i: usize = 0; i < n; i++) h = (h ^ <u32> load<u8>(p + i)) * 16777619;
   return h;
+}
+
+/** Takes the id `h` stands for (31 bits, not 0), or the next one not taken. */
+function freeId(h: u32): u32 {
+  let id = h & 0x7fffffff;
+  const mask = idCap - 1;
+  while (true) {
+    if (id == 0) id = 1;
+    let i = (id * 2654435761) & mask;
+    let taken = false;
+    while (true) {
+      const at = ids + (<usize> i << 2);
+      const v = load<u32>(at);
+      if (v == 0) break;
+      if (v == id) {
+        taken = true;
+        break;
+      }
+      i = (i + 1) & mask;
+    }
+    if (!taken) {
+      store<u32>(ids + (<usize> i << 2), id);
+      return id;
+    }
+    id = (id + 1) & 0x7fffffff;
+  }
 }
 
 /**
@@ -90,9 +121,10 @@ export function conjunctionOf(
   store<u32>(r, <u32> len, 12);
   store<u32>(r, v6 ? 1 : 0, 16);
   store<u32>(r, zone, 20);
-  store<u32>(r, next, 24);
+  const id = freeId(h);
+  store<u32>(r, id, 24);
   count++;
-  return next++ | 0x80000000;
+  return id | 0x80000000;
 }
 
 /** `,actions=conjunction(id,k/n)`. */
@@ -135,7 +167,7 @@ function actionsAt(p: usize, len: usize): usize {
  * dropped, as Open vSwitch would keep only one flow of that match.
  */
 export function mergeConjunctions(): void {
-  if (next == 1) return;
+  if (count == 0) return;
   const out = outPtr();
   const end = out + <usize> outLen();
   let r = out;
