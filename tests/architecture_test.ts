@@ -874,3 +874,25 @@ Deno.test("architecture: select groups have one builder and one writer, and serv
   const { FeedPage } = await import("../manager/schemas.ts");
   assert.ok(FeedPage.shape.events.element.shape.type.options.includes("service"));
 });
+
+/**
+ * Security group rules are conjunctive matches (issue 32): one module of the flow compiler writes
+ * the `conjunction(…)` action and merges the lines that share a match (Open vSwitch keeps one flow
+ * per match and priority), acl.ts is its only caller, and the offline evaluator completes
+ * conjunctions, so that knitctl trace reads what the compiler emits.
+ */
+Deno.test("architecture: conjunction actions are written by wasm/assembly/conjunction.ts only, for acl.ts, and the evaluator reads them", async () => {
+  const writers: string[] = [];
+  const users: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    const path = file.slice(ROOT.length);
+    const text = await Deno.readTextFile(file);
+    if (text.includes('"conjunction(')) writers.push(path);
+    if (/from "\.\/conjunction"/.test(text)) users.push(path);
+  }
+  assert.deepEqual(writers, ["wasm/assembly/conjunction.ts"]);
+  assert.deepEqual(users, ["wasm/assembly/acl.ts"]);
+  const evaluator = await Deno.readTextFile(`${ROOT}wasm/flow_eval.ts`);
+  assert.match(evaluator, /conjunction\\\(/, "flow_eval.ts reads conjunction actions");
+  assert.match(evaluator, /case "conj_id":/, "flow_eval.ts matches conj_id");
+});

@@ -24,6 +24,7 @@ import {
   podBook,
 } from "./support/pods.ts";
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
+import { waitForPeer } from "./support/flows.ts";
 
 const CIDR = "10.60.0.0/24";
 const WEB = 8080;
@@ -93,7 +94,7 @@ Deno.test("e2e security groups: rules by group, CIDR and network, both direction
   await setGroups(stack, c1, ["client"]);
   await setGroups(stack, c2, ["client"]);
   // n1 knows c2's group through the feed: web's rules name its address.
-  await untilFlow(n1, "table=51", `nw_src=${ip.c2},tp_dst=${WEB}`);
+  await waitForPeer(n1, "table=51", `nw_src=${ip.c2}`, WEB);
   await untilFlow(n2, "table=50", `nw_dst=${ip.web}`);
 
   await t.step(
@@ -170,7 +171,7 @@ Deno.test("e2e security groups: rules by group, CIDR and network, both direction
         `the running stream completed: ${JSON.stringify(r)}`,
       );
       await api(stack, "PUT", "tenants/acme/security-groups/web", { rules: WEB_RULES }, 200);
-      await untilFlow(n1, "table=51", `nw_src=${ip.c1},tp_dst=${WEB}`);
+      await waitForPeer(n1, "table=51", `nw_src=${ip.c1}`, WEB);
       assert.ok((await tcp(c1, web, WEB)).ok, "allowed again, on the same node");
       assert.ok((await tcp(c1, web2, WEB)).ok, "and across nodes");
     },
@@ -216,7 +217,7 @@ Deno.test("e2e security groups on IPv6: neighbour discovery passes, TCP by group
     tcpExchange(cleanup, ns(from), ns(to), book.ips[to.name], 64_000, { port: WEB, ...opts });
   await setGroups(stack, a, ["six"]);
   await setGroups(stack, b, ["six"]);
-  await untilFlow(n1, "table=51", `ipv6_src=${book.ips.a},tp_dst=${WEB}`);
+  await waitForPeer(n1, "table=51", `ipv6_src=${book.ips.a}`, WEB);
   // Fresh neighbour tables: every exchange below resolves its peer through the ACL tables first.
   for (const p of pods) await run(["ip", "-n", ns(p), "neigh", "flush", "dev", "eth0"]);
   assert.ok((await tcp(a, b)).ok, "a -> b TCP (group six), after neighbour discovery");

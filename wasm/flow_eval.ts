@@ -8,7 +8,11 @@
  *   `vlan_tci` (value/mask), `dl_vlan`, `dl_src`, `dl_dst` (value/mask), `nw_src`, `nw_dst`,
  *   `arp_spa`, `arp_tpa`, `arp_sha`, `arp_op`, `reg0`, `reg1`, `icmp_type`, `icmp_code`,
  *   `ipv6_src`, `ipv6_dst`, `nd_*`; and of the security groups: `ct_state`, `reg6`, `reg7`
- *   (value/mask), `tp_dst` (value/mask), `tcp6`, `udp6`;
+ *   (value/mask), `tp_dst` (value/mask), `tcp6`, `udp6`, `conj_id`;
+ * - conjunctive matches: the flows with `conjunction(id,k/n)` actions at one priority complete
+ *   conjunction `id` when a flow of each of its n dimensions matches; the flow of `conj_id=id` is
+ *   then the table's match (a plain flow of the same or a higher priority comes first, as both
+ *   allow the same here);
  * - actions: `goto_table`, `resubmit(,N)`, `ct(table=N,…)` (the packet, the first of its
  *   connection, is then `+trk+new`), `ct(commit,…)`, `output`, `IN_PORT`, `drop`, `set_field`
  *   (registers, `tun_id`, `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`,
@@ -143,6 +147,8 @@ interface State {
    * connection, so it is always `+trk+new` (never `+est`, `+rel` or `+inv`).
    */
   tracked?: boolean;
+  /** The conjunction being looked up (0: none), as Open vSwitch sets conj_id. */
+  conjId: number;
 }
 
 /** Whether a `ct_state` value (`+new+trk`) holds for the first packet of a connection. */
@@ -214,6 +220,8 @@ function matchesField(s: State, key: string, value: string): boolean {
       return p.srcPort !== undefined && matchesMasked(value, BigInt(p.srcPort));
     case "in_port":
       return Number(value) === p.inPort;
+    case "conj_id":
+      return Number(value) === s.conjId;
     case "tun_id":
       return p.tunId !== undefined && num(value) === BigInt(p.tunId);
     case "vlan_tci": {
@@ -265,6 +273,53 @@ function matches(s: State, f: ParsedFlow): boolean {
   return f.match.every(([key, value]) => matchesField(s, key, value));
 }
 
+/** A flow's `conjunction(id,k/n)` actions as [id, k, n]; none for a plain flow. */
+function conjunctions(f: ParsedFlow): [number, number, number][] {
+  const out: [number, number, number][] = [];
+  for (const a of f.actions) {
+    const m = /^conjunction\((\d+),(\d+)\/(\d+)\)$/.exec(a);
+    if (m) out.push([Number(m[1]), Number(m[2]), Number(m[3])]);
+  }
+  return out;
+}
+
+/**
+ * The conjunction the packet completes at the highest priority above `floor`: the smallest id of
+ * those whose every dimension has a matching flow at that priority; undefined when none does.
+ */
+function completed(s: State, flows: ParsedFlow[], floor: number): number | undefined {
+  const byPriority = new Map<number, Map<number, { n: number; dims: Set<number> }>>();
+  for (const f of flows) {
+    if (f.priority <= floor) break;
+    const conj = conjunctions(f);
+    if (conj.length === 0 || !matches(s, f)) continue;
+    const ids = byPriority.get(f.priority) ?? new Map();
+    byPriority.set(f.priority, ids);
+    for (const [id, k, n] of conj) {
+      const c = ids.get(id) ?? { n, dims: new Set<number>() };
+      c.dims.add(k);
+      ids.set(id, c);
+    }
+  }
+  for (const ids of byPriority.values()) {
+    const done = [...ids].filter(([, c]) => c.dims.size === c.n).map(([id]) => id);
+    if (done.length) return Math.min(...done);
+  }
+  return undefined;
+}
+
+/** The flow of a table the packet matches, conjunctive matches included. */
+function lookup(s: State, flows: ParsedFlow[]): ParsedFlow | undefined {
+  const plain = (f: ParsedFlow) => conjunctions(f).length === 0 && matches(s, f);
+  const hard = flows.find(plain);
+  const id = completed(s, flows, hard?.priority ?? -1);
+  if (id === undefined) return hard;
+  s.conjId = id;
+  const f = flows.find((x) => x.match.some(([k]) => k === "conj_id") && plain(x));
+  s.conjId = 0;
+  return f ?? hard;
+}
+
 /** The next table of a flow's actions, or undefined when the packet leaves the pipeline there. */
 function apply(s: State, f: ParsedFlow, balance: (group: number) => number | undefined) {
   let next: number | undefined;
@@ -313,7 +368,7 @@ export function evaluate(
   packet: EvalPacket,
   groups: Map<number, Bucket[]> = new Map(),
 ): EvalResult {
-  const s: State = { p: { ...packet }, regs: new Map() };
+  const s: State = { p: { ...packet }, regs: new Map(), conjId: 0 };
   const result: EvalResult = { matched: [] };
   // The first bucket stands for all: which one the switch picks depends on its hash.
   const balance = (group: number) => {
@@ -327,7 +382,7 @@ export function evaluate(
   };
   let table: number | undefined = 0;
   while (table !== undefined && result.matched.length < 64) {
-    const f = (tables.get(table) ?? []).find((x) => matches(s, x));
+    const f = lookup(s, tables.get(table) ?? []);
     if (!f) break;
     result.matched.push(f);
     table = apply(s, f, balance);

@@ -16,6 +16,8 @@ import { mulberry32 } from "./mulberry32.ts";
 import { scenarios } from "./testdata/scenarios.ts";
 import { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 import { isolateConflicts } from "./flow_conflicts.ts";
+import { type EvalPacket, evaluate, flowTables } from "./flow_eval.ts";
+import { parseOfprotoTrace } from "./flow_trace.ts";
 
 /** What delete_strict takes of a canonical line: table, priority and match (no cookie, no actions). */
 function flowKey(line: string): string {
@@ -326,6 +328,23 @@ function ovsTest(name: string, body: (ovs: PrivateOvs) => Promise<void>): void {
   });
 }
 
+/** Internal ports pod1..pod3 at ofports 1..3 of br-int. */
+async function addInternalPods(ovs: PrivateOvs): Promise<void> {
+  for (let i = 1; i <= 3; i++) {
+    await ovs.vsctl([
+      "add-port",
+      "br-int",
+      `pod${i}`,
+      "--",
+      "set",
+      "interface",
+      `pod${i}`,
+      "type=internal",
+      `ofport_request=${i}`,
+    ]);
+  }
+}
+
 ovsTest(
   "ovs: ovs-ofctl accepts every compiled line and dumps back the same flows",
   async (ovs) => {
@@ -373,19 +392,7 @@ ovsTest(
       "options:peer=int-phys",
     ]);
     // A few pod-like internal ports; flows may name ofports that do not exist (yet) too.
-    for (let i = 1; i <= 3; i++) {
-      await ovs.vsctl([
-        "add-port",
-        "br-int",
-        `pod${i}`,
-        "--",
-        "set",
-        "interface",
-        `pod${i}`,
-        "type=internal",
-        `ofport_request=${i}`,
-      ]);
-    }
+    await addInternalPods(ovs);
     const ports = await ovs.vsctl(["--columns=name,ofport", "list", "interface"]);
     for (const [name, ofport] of [["vxlan0", 100], ["int-phys", 200], ["pod1", 1]] as const) {
       assert.match(ports, new RegExp(`name\\s+: "?${name}"?\\s+ofport\\s+: ${ofport}`), name);
@@ -533,5 +540,64 @@ ovsTest(
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     assert.ok(!hits.some((h) => h.endsWith("=0")), `ARP flows not hit: ${hits.join(", ")}`);
+  },
+);
+
+/** The ofproto/trace flow of a packet of the offline evaluator's (the first of its connection). */
+function traceFlow(p: EvalPacket): string {
+  const l4 = p.proto === "icmp" ? "icmp_type=8,icmp_code=0" : `${p.proto}_dst=${p.dstPort}`;
+  return `in_port=${p.inPort},${p.proto},dl_src=${p.dlSrc},dl_dst=${p.dlDst},` +
+    `nw_src=${p.ipSrc},nw_dst=${p.ipDst},${l4}`;
+}
+
+ovsTest(
+  "ovs: conjunctive security group flows match in Open vSwitch as the offline evaluator says",
+  async (ovs) => {
+    await addInternalPods(ovs);
+    const model = scenarios.security_groups_conjunctions;
+    const lines = compileFlows(model);
+    await load(ovs, lines, "security_groups_conjunctions");
+    const tables = flowTables(lines);
+    const ports = model.localPorts;
+    let delivered = 0;
+    let conjunctions = 0;
+    for (const a of ports) {
+      for (const b of ports) {
+        if (a === b) continue;
+        for (const proto of ["tcp", "udp", "icmp"] as const) {
+          for (const dstPort of proto === "icmp" ? [0] : [22, 53, 54, 79, 80, 81, 82]) {
+            const packet: EvalPacket = {
+              proto,
+              inPort: a.ofport,
+              dlSrc: a.mac,
+              dlDst: b.mac,
+              ipSrc: a.ips[0],
+              ipDst: b.ips[0],
+              dstPort: proto === "icmp" ? undefined : dstPort,
+            };
+            // Each ct(table=…) recirculates: the egress and the ingress ACL see a new connection.
+            const trace = await ovs.appctl([
+              "ofproto/trace",
+              "br-int",
+              traceFlow(packet),
+              "--ct-next",
+              "trk,new",
+              "--ct-next",
+              "trk,new",
+            ]);
+            const inOvs = parseOfprotoTrace(trace, "br-int").map((f) => f.line);
+            const offline = evaluate(tables, packet).matched.map((f) => f.line);
+            assert.deepEqual(inOvs, offline, `${traceFlow(packet)}\n${trace}`);
+            // Delivered: by the port's number, or through reg7 (a conjunction's shared flow).
+            const out = [`output:${b.ofport}`, "output:NXM_NX_REG7[0..15]"];
+            if (offline.some((l) => out.some((o) => l.endsWith(o)))) delivered++;
+            if (offline.some((l) => l.includes("conj_id="))) conjunctions++;
+          }
+        }
+      }
+    }
+    // Both answers occur, and conjunctions decide some of them.
+    assert.ok(delivered > 0 && delivered < 6 * 15, `${delivered} delivered`);
+    assert.ok(conjunctions > 0, "no packet went through a conjunction");
   },
 );

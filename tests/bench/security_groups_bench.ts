@@ -5,9 +5,10 @@
  * rounds); and iperf3 throughput between two pods with groups against two without, on one node.
  *
  *   deno run -A tests/bench/security_groups_bench.ts [--quick]     (as root; also part of bench:cni)
+ *   deno run -A tests/bench/security_groups_bench.ts --compile     (flows and compile only, both engines)
  */
 import type { Port, SecurityGroup } from "@knitter/common";
-import { compileFlows, type FlowInput } from "@knitter/wasm";
+import { compileFlows, compileFlowsTs, type FlowInput } from "@knitter/wasm";
 import { aclsOf } from "../../agent/dataplane/acl_model.ts";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import type { Stack } from "../../devstack/stack.ts";
@@ -79,6 +80,7 @@ export function policyCompileFigures(
   localPorts = 1000,
   groups = 100,
   runs = 9,
+  compile: (input: FlowInput) => string[] = compileFlows,
 ): PolicyCompileFigures {
   const model = nodeModel(localPorts);
   const { locals, remotes } = portsOf(model, groups);
@@ -102,9 +104,9 @@ export function policyCompileFigures(
   let counts = [0, 0];
   // The first run warms the engines up and is not counted.
   for (let r = 0; r <= runs; r++) {
-    const [plain, tPlain] = timed(() => compileFlows(model));
+    const [plain, tPlain] = timed(() => compile(model));
     const [acls, tResolve] = timed(() => aclsOf(pairs, view));
-    const [guarded, tGuarded] = timed(() => compileFlows({ ...model, acls }));
+    const [guarded, tGuarded] = timed(() => compile({ ...model, acls }));
     counts = [plain.length, guarded.length];
     if (r === 0) continue;
     without.push(tPlain);
@@ -244,7 +246,37 @@ export function policyMarkdown(c: PolicyCompileFigures, a?: PolicyAddFigures): s
   return rows.join("\n");
 }
 
-if (import.meta.main) {
+/**
+ * Flows per port and compile time with groups of 20 (ports / 10 groups) at 1,000 and 10,000 local
+ * ports, in both engines (WASM, and the same source as JavaScript): docs/benchmarks.md's table.
+ */
+export function conjunctionMarkdown(runs = 9): string {
+  const rows = [
+    "| local + remote ports, groups of 20 | engine | flows per local port with groups | without | ratio | compile with groups, median of " +
+    `${runs} | without |`,
+    "| --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  const ms = (x: number) => `${x.toFixed(1)} ms`;
+  for (const ports of [1000, 10000]) {
+    for (const [name, engine] of [["WASM", compileFlows], ["JS build", compileFlowsTs]] as const) {
+      const c = policyCompileFigures(ports, ports / 10, runs, engine);
+      rows.push(
+        `| ${ports.toLocaleString("en-US")} + ${ports.toLocaleString("en-US")} | ${name} | **${
+          (c.flowsWith / ports).toFixed(2)
+        }** (${c.flowsWith.toLocaleString("en-US")}) | ${(c.flowsWithout / ports).toFixed(2)} | ${
+          (c.flowsWith / c.flowsWithout).toFixed(2)
+        }× | **${ms(c.compileWithMs)}** (+ ${ms(c.resolveMs)} aclsOf) | ${
+          ms(c.compileWithoutMs)
+        } |`,
+      );
+    }
+  }
+  return rows.join("\n");
+}
+
+if (import.meta.main && Deno.args.includes("--compile")) {
+  console.log(conjunctionMarkdown());
+} else if (import.meta.main) {
   const quick = Deno.args.includes("--quick");
   const compile = policyCompileFigures();
   await using cleanup = new Cleanup();

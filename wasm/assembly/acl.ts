@@ -65,6 +65,13 @@ import {
   RT_TO,
 } from "./layout";
 import { join } from "./output";
+import {
+  conjunctionOf,
+  conjunctionsInit,
+  grow,
+  mergeConjunctions,
+  putConjunction,
+} from "./conjunction";
 import { putSample } from "./sample";
 import {
   actionsEnd,
@@ -102,9 +109,8 @@ let portsCap: usize = 0;
 let marks: usize = 0;
 let marksCap: usize = 0;
 
-function grow(ptr: usize, cap: usize, bytes: usize): usize {
-  return cap >= bytes ? ptr : ptr == 0 ? heap.alloc(bytes) : heap.realloc(ptr, bytes);
-}
+// Rules of all acls (matchPorts counts them), for the conjunctions' table.
+let ruleTotal: u32 = 0;
 
 /** The local port index of each acl, checked: a local port's cookie, at most once. */
 function matchPorts(acls: u32, rd: usize): i32 {
@@ -126,6 +132,7 @@ function matchPorts(acls: u32, rd: usize): i32 {
     store<u8>(marks + li, 1);
     store<u32>(ports + (<usize> i << 2), li);
     const rules = load<u32>(p, 4);
+    ruleTotal += rules;
     p += 8;
     for (let k: u32 = 0; k < rules; k++) {
       const remotes = load<u32>(p, 16);
@@ -268,62 +275,189 @@ function protocol(proto: u32, v6: bool): string | null {
   return null;
 }
 
+/** The size of the port block that starts at `a` (the largest aligned one up to `max`). */
+function blockSize(a: u32, max: u32): u32 {
+  let size: u32 = 1;
+  while (a % (size * 2) == 0 && a + size * 2 - 1 <= max) size *= 2;
+  return size;
+}
+
+/** How many prefix blocks cover min..max (1 for a rule without ports). */
+function blockCount(min: u32, max: u32): u32 {
+  if (min == 0 && max == 65535) return 1;
+  let n: u32 = 0;
+  for (let a = min; a <= max; a += blockSize(a, max)) n++;
+  return n;
+}
+
+/** `,tp_dst=…` of the block of `size` ports at `a`. */
+function putBlock(a: u32, size: u32): void {
+  puts(",tp_dst=");
+  if (size == 1) {
+    putDec(a);
+  } else {
+    putHex(a);
+    putc(47);
+    putHex(0x10000 - size);
+  }
+}
+
+/** The match of local port p in a rule table. Out: the port alone (reg1), as a route may have
+ * changed the network (reg0) already. */
+function putPort(p: usize, egress: bool): void {
+  if (egress) {
+    puts(",reg1=");
+    putHex(load<u32>(p, L_COOKIE));
+  } else {
+    puts(",reg0=");
+    putHex(load<u32>(net(load<u32>(p, L_NET)), N_ID));
+    puts(",reg7=");
+    putHex(load<u32>(p, L_OFPORT));
+  }
+}
+
+/** What a rule that allows a new connection does: on to FORWARD, or committed and delivered. */
+function putAllow(p: usize, egress: bool, z: u32): void {
+  if (egress) {
+    puts(",actions=set_field:");
+    putHex(AS_NEW_ALLOWED);
+    puts("->reg6,resubmit(,");
+    putDec(T_FORWARD);
+    putc(41);
+  } else {
+    puts(",actions=ct(commit,zone=");
+    putDec(z);
+    puts("),output:");
+    putDec(load<u32>(p, L_OFPORT));
+  }
+}
+
+function ruleBegin(p: usize, egress: bool, shared: bool): void {
+  begin(
+    shared ? 0 : load<u32>(net(load<u32>(p, L_NET)), N_ID),
+    shared ? 0 : load<u32>(p, L_COOKIE),
+    egress ? AF_EGRESS_RULE_TABLE : AF_INGRESS_RULE_TABLE,
+    egress ? AF_EGRESS_RULE_PRIORITY : AF_INGRESS_RULE_PRIORITY,
+    LINE_BOUND,
+  );
+}
+
 /** One rule line of local port p for the remote parsed last, per port block. */
 function ruleLines(p: usize, egress: bool, proto: string, min: u32, max: u32, z: u32): void {
+  const all = min == 0 && max == 65535;
   let a = min;
   while (true) {
-    let size: u32 = 1;
-    if (!(min == 0 && max == 65535)) {
-      while (a % (size * 2) == 0 && a + size * 2 - 1 <= max) size *= 2;
-    }
-    const netId = load<u32>(net(load<u32>(p, L_NET)), N_ID);
-    begin(
-      netId,
-      load<u32>(p, L_COOKIE),
-      egress ? AF_EGRESS_RULE_TABLE : AF_INGRESS_RULE_TABLE,
-      egress ? AF_EGRESS_RULE_PRIORITY : AF_INGRESS_RULE_PRIORITY,
-      LINE_BOUND,
-    );
+    const size = all ? 1 : blockSize(a, max);
+    ruleBegin(p, egress, false);
     puts(",ct_state=+new+trk,");
     puts(proto);
-    // Out: the port alone (reg1), as a route may have changed the network (reg0) already.
-    if (egress) {
-      puts(",reg1=");
-      putHex(load<u32>(p, L_COOKIE));
-    } else {
-      puts(",reg0=");
-      putHex(netId);
-      puts(",reg7=");
-      putHex(load<u32>(p, L_OFPORT));
-    }
+    putPort(p, egress);
     putRemote(egress);
-    if (!(min == 0 && max == 65535)) {
-      puts(",tp_dst=");
-      if (size == 1) {
-        putDec(a);
-      } else {
-        putHex(a);
-        putc(47);
-        putHex(0x10000 - size);
-      }
-    }
-    if (egress) {
-      puts(",actions=set_field:");
-      putHex(AS_NEW_ALLOWED);
-      puts("->reg6,resubmit(,");
-      putDec(T_FORWARD);
-      putc(41);
-    } else {
-      puts(",actions=ct(commit,zone=");
-      putDec(z);
-      puts("),output:");
-      putDec(load<u32>(p, L_OFPORT));
-    }
+    if (!all) putBlock(a, size);
+    putAllow(p, egress, z);
     end();
-    if (min == 0 && max == 65535) return;
+    if (all) return;
     a += size;
     if (a > max) return;
   }
+}
+
+/**
+ * A rule of local port p in one family as a conjunctive match: the port (with the state and
+ * protocol) × its peers (`peers` of them in lens/text, 0: anyone) × the blocks of min..max, one
+ * flow per value and one for the conjunction, instead of one per combination. Ports with an
+ * equal rule (same words, peers, family and, for ingress, zone) share the conjunction: they add
+ * their port's flow only. Peers and blocks are also shared by every rule that names them
+ * (conjunction.ts merges equal matches).
+ */
+function conjunctive(
+  p: usize,
+  egress: bool,
+  proto: string,
+  v6: bool,
+  rule: usize,
+  z: u32,
+  peers: u32,
+  text: usize,
+): void {
+  const min = load<u32>(rule, 8);
+  const max = load<u32>(rule, 12);
+  const remotes = load<u32>(rule, 16);
+  const lens = rule + 20;
+  const listed: u32 = remotes == NONE ? 0 : remotes;
+  let len: usize = 0;
+  for (let j: u32 = 0; j < listed; j++) len += load<u32>(lens + (<usize> j << 2));
+  const found = conjunctionOf(rule, 20 + (<usize> listed << 2), text, len, v6, egress ? 0 : z);
+  const id = found & 0x7fffffff;
+  const ranged = !(min == 0 && max == 65535);
+  const n: u32 = 1 + (peers > 0 ? 1 : 0) + (ranged ? 1 : 0);
+  ruleBegin(p, egress, false);
+  puts(",ct_state=+new+trk,");
+  puts(proto);
+  putPort(p, egress);
+  putConjunction(id, 1, n);
+  end();
+  if (found == id) return;
+  if (peers > 0) {
+    let at = text;
+    for (let j: u32 = 0; j < remotes; j++) {
+      at = remoteAt(at, lens, j);
+      if (rV6 != v6) continue;
+      ruleBegin(p, egress, true);
+      puts(v6 ? ",ipv6" : ",ip");
+      putRemote(egress);
+      putConjunction(id, 2, n);
+      end();
+    }
+  }
+  if (ranged) {
+    for (let a = min; a <= max;) {
+      const size = blockSize(a, max);
+      ruleBegin(p, egress, true);
+      putc(44);
+      puts(proto);
+      putBlock(a, size);
+      putConjunction(id, n, n);
+      end();
+      a += size;
+    }
+  }
+  // Shared by the ports: ingress delivers to the port INGRESS_ACL's hook put in reg7.
+  ruleBegin(p, egress, true);
+  puts(",conj_id=");
+  putDec(id);
+  puts(v6 ? ",ipv6" : ",ip");
+  if (egress) {
+    putAllow(p, egress, z);
+  } else {
+    puts(",actions=ct(commit,zone=");
+    putDec(z);
+    puts("),output:NXM_NX_REG7[0..15]");
+  }
+  end();
+}
+
+/** Parses remote j of a rule (lengths at `lens`, its text at `at`); returns where the next starts. */
+function remoteAt(at: usize, lens: usize, j: u32): usize {
+  const len = load<u32>(lens + (<usize> j << 2));
+  parseRemote(at, len);
+  return at + len;
+}
+
+/**
+ * The peers of a rule in one family: how many, or NONE when one of them is anyone (a /0), so
+ * that the rule needs no peer match.
+ */
+function familyPeers(remotes: u32, lens: usize, text: usize, v6: bool): u32 {
+  let n: u32 = 0;
+  let at = text;
+  for (let j: u32 = 0; j < remotes; j++) {
+    at = remoteAt(at, lens, j);
+    if (rV6 != v6) continue;
+    if (rPrefix == 0) return NONE;
+    n++;
+  }
+  return n;
 }
 
 /** The FORWARD hooks of local port p in one family. */
@@ -434,10 +568,12 @@ export function acl(words: u32): i32 {
   const rd = buffer(B_INPUT);
   const count = load<u32>(rd);
   if (count == 0) return 0;
+  ruleTotal = 0;
   let rc = matchPorts(count, rd + 4);
   if (rc != 0) return rc;
   shared();
   zones();
+  conjunctionsInit(ruleTotal);
   let w = rd + 4;
   let text = rd + (<usize> words << 2);
   for (let i: u32 = 0; i < count; i++) {
@@ -452,6 +588,7 @@ export function acl(words: u32): i32 {
     const rules = load<u32>(w, 4);
     w += 8;
     for (let k: u32 = 0; k < rules; k++) {
+      const rule = w;
       const egress = load<u32>(w) == 1;
       const proto = load<u32>(w, 4);
       const min = load<u32>(w, 8);
@@ -473,6 +610,13 @@ export function acl(words: u32): i32 {
         const v6 = f == 1;
         const name = protocol(proto, v6);
         if (!(v6 ? has6 : has4) || name === null) continue;
+        const peers = remotes == NONE ? NONE : familyPeers(remotes, lens, text, v6);
+        if (peers == 0) continue;
+        // One combination: its line as it is; more: a conjunction of the dimensions.
+        if ((peers == NONE ? 1 : peers) * blockCount(min, max) > 1) {
+          conjunctive(p, egress, name, v6, rule, z, peers == NONE ? 0 : peers, text);
+          continue;
+        }
         if (remotes == NONE) {
           rPrefix = 0;
           ruleLines(p, egress, name, min, max, z);
@@ -501,5 +645,6 @@ export function acl(words: u32): i32 {
     if (f & 1 && hostPort != 0) hostCommit(idOf(ni), hostPort, idOf(zi));
   }
   join();
+  mergeConjunctions();
   return 0;
 }

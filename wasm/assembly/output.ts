@@ -137,3 +137,8 @@ export function join(): void {
   }
   outLength = <u32> (o - out);
 }
+
+/** Shortens the output of the last compile to `len` bytes (conjunction.ts merges lines in place). */
+export function truncateOut(len: u32): void {
+  outLength = len;
+}

@@ -7,18 +7,37 @@
  *
  * @module
  */
+import type { FlowAclRule } from "../acl_input.ts";
 import type { FlowInput } from "../flow_input.ts";
+
+/** A group's rules: TCP 80-81 and ping from its members (two local ports, one remote), all out. */
+const GROUP_WEB: FlowAclRule[] = [
+  {
+    direction: "ingress",
+    protocol: "tcp",
+    portMin: 80,
+    portMax: 81,
+    remote: ["10.0.0.2", "10.0.0.3", "10.0.0.5"],
+  },
+  { direction: "ingress", protocol: "icmp", remote: ["10.0.0.2", "10.0.0.3", "10.0.0.5"] },
+  { direction: "egress", protocol: "any" },
+];
+
+/** Three pods of network 1 on the node, 10.0.0.2-4 at ofports 1-3. */
+const THREE_PODS: FlowInput["localPorts"] = [1, 2, 3].map((i) => ({
+  ofport: i,
+  network: 1,
+  mac: `02:00:0a:00:00:0${i + 1}`,
+  ips: [`10.0.0.${i + 1}`],
+  cookie: i,
+}));
 
 export const scenarios: Record<string, FlowInput> = {
   /** One vxlan network, three pods on one node, nobody elsewhere. */
   vxlan_one_node: {
     tunnelPort: 100,
     networks: [{ id: 1, type: "vxlan", segmentId: 5001 }],
-    localPorts: [
-      { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2"], cookie: 1 },
-      { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3"], cookie: 2 },
-      { ofport: 3, network: 1, mac: "02:00:0a:00:00:04", ips: ["10.0.0.4"], cookie: 3 },
-    ],
+    localPorts: THREE_PODS,
     remotePorts: [],
   },
 
@@ -317,6 +336,44 @@ export const scenarios: Record<string, FlowInput> = {
         ],
       },
       { cookie: 2, rules: [{ direction: "egress", protocol: "tcp", portMin: 443, portMax: 443 }] },
+    ],
+  },
+  // Security group rules as conjunctive matches: ports 1 and 2 in a group whose members (1, 2 and
+  // the remote 10.0.0.5) may reach TCP 80-81 and ping: each peer is one flow for every rule that
+  // names it, each block of ports one. Port 3 allows all TCP in (a plain flow of its port's match,
+  // which leaves out its SSH-from-the-group conjunction) and DNS from 10.0.0.6 (port × blocks).
+  security_groups_conjunctions: {
+    tunnelPort: 100,
+    networks: [{ id: 1, type: "vxlan", segmentId: 5001 }],
+    localPorts: THREE_PODS,
+    remotePorts: [
+      { network: 1, mac: "02:00:0a:00:00:05", ips: ["10.0.0.5"], nodeIp: "192.168.0.12" },
+      { network: 1, mac: "02:00:0a:00:00:06", ips: ["10.0.0.6"], nodeIp: "192.168.0.12" },
+    ],
+    acls: [
+      { cookie: 1, rules: GROUP_WEB },
+      { cookie: 2, rules: GROUP_WEB },
+      {
+        cookie: 3,
+        rules: [
+          { direction: "ingress", protocol: "tcp" },
+          {
+            direction: "ingress",
+            protocol: "tcp",
+            portMin: 22,
+            portMax: 22,
+            remote: ["10.0.0.2", "10.0.0.5"],
+          },
+          {
+            direction: "ingress",
+            protocol: "udp",
+            portMin: 53,
+            portMax: 54,
+            remote: ["10.0.0.6"],
+          },
+          { direction: "egress", protocol: "any" },
+        ],
+      },
     ],
   },
   // Security groups on routed traffic: red (3) and blue (2) joined by routes share conntrack zone
