@@ -205,6 +205,11 @@ export async function convergenceFigures(
   });
 }
 
+/** About 2,500 followers a process, at least one. */
+export function followerProcesses(followers: number): number {
+  return Math.max(1, Math.ceil(followers / 2500));
+}
+
 export function convergenceTable(runs: ConvergenceFigures[]): string {
   const ms = (x: number) => x.toFixed(1);
   const mib = (x: number) => x.toFixed(0);
@@ -258,8 +263,7 @@ if (import.meta.main) {
   const runs: ConvergenceFigures[] = [];
   for (const nodes of (values.nodes ?? ["1000", "200"]).map(Number)) {
     const clusters = Number(values.clusters);
-    // About 2,500 followers a process, at least one.
-    const procs = Number(values.procs ?? Math.ceil((clusters * nodes) / 2500));
+    const procs = Number(values.procs ?? followerProcesses(clusters * nodes));
     console.error(`convergence: ${clusters} × ${nodes} followers in ${procs} processes`);
     runs.push(
       await convergenceFigures({
