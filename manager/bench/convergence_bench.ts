@@ -47,6 +47,9 @@ export interface ConvergenceFigures {
   rssPeakMiB: number;
   /** (waiting − set up) / followers. */
   perFollowerKiB: number;
+  /** CPU time while the ports were made and delivered (s): the manager's, the followers'. */
+  managerCpuS: number;
+  followersCpuS: number;
   load: number[];
 }
 
@@ -55,6 +58,7 @@ const now = () => performance.timeOrigin + performance.now();
 
 /** A child process of followers; `heard` is called for each port one of them hears of. */
 interface FollowerProcess {
+  pid: number;
   ready: Promise<void>;
   stop(): Promise<void>;
 }
@@ -83,6 +87,7 @@ function startFollowers(
     }
   })();
   return {
+    pid: child.pid,
     ready: Promise.race([
       ready,
       child.status.then((s) => {
@@ -95,6 +100,13 @@ function startFollowers(
       await reading;
     },
   };
+}
+
+/** User and system CPU time a process has used (s; clock ticks of 1/100 s, as Linux counts them). */
+function cpuSeconds(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /** Waits until the manager counts `n` node requests in progress: every long poll is waiting. */
@@ -154,6 +166,11 @@ export async function convergenceFigures(
       await allWaiting(m, followers);
       const rssWaitingMiB = memoryMiB(pid, "VmRSS");
 
+      const cpuOf = () => ({
+        manager: cpuSeconds(pid),
+        followers: children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0),
+      });
+      const cpuBefore = cpuOf();
       const converged: number[] = [];
       let missing = 0;
       for (let k = 0; k < ports; k++) {
@@ -178,6 +195,7 @@ export async function convergenceFigures(
         await new Promise((r) => setTimeout(r, 20));
       }
       const rssPeakMiB = memoryMiB(pid, "VmHWM");
+      const cpuAfter = cpuOf();
       converged.sort((a, b) => a - b);
       one.sort((a, b) => a - b);
       return {
@@ -196,6 +214,8 @@ export async function convergenceFigures(
         rssWaitingMiB,
         rssPeakMiB,
         perFollowerKiB: (rssWaitingMiB - rssSetUpMiB) * 1024 / followers,
+        managerCpuS: cpuAfter.manager - cpuBefore.manager,
+        followersCpuS: cpuAfter.followers - cpuBefore.followers,
         load: Deno.loadavg(),
       };
     } finally {
@@ -242,6 +262,10 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       (f) => `${mib(f.rssSetUpMiB)} / ${mib(f.rssWaitingMiB)} / ${mib(f.rssPeakMiB)} MiB`,
     ),
     row("per waiting follower", (f) => `**${f.perFollowerKiB.toFixed(1)} KiB**`),
+    row(
+      "CPU while the ports went out: manager / follower processes",
+      (f) => `${f.managerCpuS.toFixed(1)} / ${f.followersCpuS.toFixed(1)} s`,
+    ),
     row(
       "machine load (1, 5, 15 min) at the end",
       (f) => f.load.map((x) => x.toFixed(2)).join(", "),
