@@ -5,6 +5,7 @@ import { METRICS_CONTENT_TYPE } from "@knitter/common/metrics";
 import { authorize, describe, type Principal, type TokenTable } from "./auth.ts";
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
+import { EncodedJson } from "./encoded_json.ts";
 import { openApiDocument } from "./openapi.ts";
 import { API_BASE, type Resource, RESOURCES, type RouteDef, ROUTES } from "./routes.ts";
 import { checkParams } from "./routes/params.ts";
@@ -270,6 +271,10 @@ async function serveAdmitted(
     scope: (request) => scopeRequest(principal, request),
   });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
+  // Already filtered for this principal and encoded (a shared feed page).
+  if (reply.body instanceof EncodedJson) {
+    return c.body(reply.body.bytes, reply.status as 200, { "content-type": "application/json" });
+  }
   return c.json(await viewFor(ctx, principal, reply.body), reply.status as 200);
 }
 

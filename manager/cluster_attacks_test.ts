@@ -12,6 +12,7 @@ import {
   must,
   mustFail,
   net,
+  type Reply,
   type TestApp,
   testApp,
   TOKEN,
@@ -739,4 +740,24 @@ Deno.test("attack: a cluster's monitor reads no address history, not even its ow
   mustFail(await attempt(t)("GET", HISTORY, undefined, TOK.eastMon), 403, "forbidden");
   assert.equal(must(await t.call("GET", HISTORY), 200).items.length, 1);
   assert.equal(must(await t.call("GET", HISTORY, undefined, TOKEN.acme), 200).items.length, 1);
+});
+
+Deno.test("attack: followers of two clusters asking from one cursor at once never share a page", async () => {
+  using t = await world();
+  const cursors = {
+    east: must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor,
+    west: must(await t.call("GET", "feed", undefined, TOK.westN1), 200).cursor,
+  };
+  must(await t.call("PUT", `${RED}/ports/g1`, { node: "n1" }, TOK.westN1), 201);
+  must(await t.call("PUT", `${BLUE}/ports/b1`, { node: "n1" }, TOK.westN1), 201);
+  // Both read the same events after the same position: each page is made for its own cluster.
+  const [east, west, eastAgain] = await Promise.all([
+    t.call("GET", `feed?after=${cursors.east}&timeout=0`, undefined, TOK.eastN1),
+    t.call("GET", `feed?after=${cursors.west}&timeout=0`, undefined, TOK.westN1),
+    t.call("GET", `feed?after=${cursors.east}&timeout=0`, undefined, TOK.eastN1),
+  ]);
+  const ids = (r: Reply) => must(r, 200).events.map((e: { port: { id: string } }) => e.port.id);
+  assert.deepEqual(ids(east), ["b1@west"]);
+  assert.deepEqual(ids(eastAgain), ["b1@west"]);
+  assert.deepEqual(ids(west), ["g1", "b1"]);
 });

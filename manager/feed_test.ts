@@ -110,3 +110,23 @@ Deno.test("feed: close answers waiting followers at once, and later ones without
   assert.ok(later !== "expired");
   assert.equal(later.cursor, feed.cursor());
 });
+
+Deno.test("feed: a follower whose events were dropped while it waited is told to list again", async () => {
+  const feed = new ChangeFeed(2);
+  const waiting = feed.since(feed.cursor(), 30_000);
+  // Three events at once, more than the feed keeps: the first is gone when the follower reads.
+  for (let i = 0; i < 3; i++) feed.publish({ type: "node", op: "put", node: node(`d${i}`) });
+  assert.equal(await waiting, "expired");
+});
+
+Deno.test("feed: thousands of waiting followers are all answered, in order of waiting", async () => {
+  const feed = new ChangeFeed();
+  const answered: number[] = [];
+  const waiting = Array.from(
+    { length: 1000 },
+    (_, i) => feed.since(feed.cursor(), 30_000).then(() => answered.push(i)),
+  );
+  feed.publish({ type: "node", op: "put", node: node("many") });
+  await Promise.all(waiting);
+  assert.deepEqual(answered, [...answered.keys()]);
+});

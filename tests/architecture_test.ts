@@ -896,3 +896,26 @@ Deno.test("architecture: conjunction actions are written by wasm/assembly/conjun
   assert.match(evaluator, /conjunction\\\(/, "flow_eval.ts reads conjunction actions");
   assert.match(evaluator, /case "conj_id":/, "flow_eval.ts matches conj_id");
 });
+
+/**
+ * Issue 32, feed fan-out: a change wakes every waiting follower at once, so what each of them costs
+ * is multiplied by thousands. The API's feed is read in one place (service/cluster_view.ts
+ * feedFor), which makes each page once per view and cursor through feed_pages.ts and answers its
+ * encoded bytes; the feed finds a follower's events by position, never by scanning its buffer.
+ */
+Deno.test("architecture: the API's feed pages are made once per view (feed_pages.ts), and the feed scans no buffer per follower", async () => {
+  const readers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path.includes("/bench/")) continue;
+    if (/\bfeed\.since\(/.test(await Deno.readTextFile(file))) readers.push(path);
+  }
+  assert.deepEqual(readers.sort(), [
+    "manager/console/console.ts",
+    "manager/service/cluster_view.ts",
+  ]);
+  const view = await Deno.readTextFile(`${ROOT}manager/service/cluster_view.ts`);
+  assert.match(view, /pagesOf\(ctx\)\.answer\(/);
+  const feed = await Deno.readTextFile(`${ROOT}manager/feed.ts`);
+  assert.doesNotMatch(feed, /this\.events\.(filter|find|map)\(/);
+});

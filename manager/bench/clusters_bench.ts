@@ -40,7 +40,7 @@ export interface ClusterFeedFigures {
 
 const WAIT_MS = 30_000;
 
-interface Manager {
+export interface Manager {
   url: string;
   call(method: string, path: string, token?: string, body?: unknown): Promise<unknown>;
 }
@@ -87,7 +87,7 @@ class Follower {
   }
 }
 
-function managerOf(url: string): Manager {
+export function managerOf(url: string): Manager {
   return {
     url,
     async call(method, path, token = ADMIN_TOKEN, body) {
@@ -103,16 +103,27 @@ function managerOf(url: string): Manager {
   };
 }
 
-function memoryMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+export function memoryMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);
   const kb = Number(status.match(new RegExp(`${field}:\\s+(\\d+)`))?.[1]);
   return kb / 1024;
 }
 
-const tokenOf = (c: number, i: number) => `bench-node-c${c}-n${i}-0123456789abcdef`;
+export const tokenOf = (c: number, i: number) => `bench-node-c${c}-n${i}-0123456789abcdef`;
+
+/** The admin's token and one node token per node of each cluster, for the manager's config. */
+export function tokenTable(clusters: number, nodes: number): Record<string, string>[] {
+  const tokens: Record<string, string>[] = [{ token: ADMIN_TOKEN, scope: "admin" }];
+  for (let c = 0; c < clusters; c++) {
+    for (let i = 0; i < nodes; i++) {
+      tokens.push({ token: tokenOf(c, i), scope: "node", node: `n${i}`, cluster: `c${c}` });
+    }
+  }
+  return tokens;
+}
 
 /** Clusters c0..c(C-1), each allowed tenant "shared" (network "wide") and its own tenant t{c}. */
-async function setUp(m: Manager, clusters: number, nodes: number): Promise<void> {
+export async function setUp(m: Manager, clusters: number, nodes: number): Promise<void> {
   await m.call("POST", "tenants", ADMIN_TOKEN, { name: "shared" });
   await m.call("POST", "tenants/shared/networks", ADMIN_TOKEN, {
     name: "wide",
@@ -127,7 +138,7 @@ async function setUp(m: Manager, clusters: number, nodes: number): Promise<void>
     await m.call("POST", "clusters", ADMIN_TOKEN, { name: `c${c}`, tenants: ["shared", `t${c}`] });
     for (let i = 0; i < nodes; i++) {
       await m.call("PUT", `nodes/n${i}`, tokenOf(c, i), {
-        underlayIp: `10.255.${c}.${i % 250 + 1}`,
+        underlayIp: `10.${200 + c}.${Math.floor(i / 250)}.${i % 250 + 1}`,
       });
     }
   }
@@ -137,16 +148,10 @@ export async function clusterFeedFigures(
   opts: { clusters: number; nodes: number; ports: number },
 ): Promise<ClusterFeedFigures> {
   const { clusters, nodes, ports } = opts;
-  const tokens = [{ token: ADMIN_TOKEN, scope: "admin" }];
-  for (let c = 0; c < clusters; c++) {
-    for (let i = 0; i < nodes; i++) {
-      tokens.push(
-        { token: tokenOf(c, i), scope: "node", node: `n${i}`, cluster: `c${c}` } as never,
-      );
-    }
-  }
   return await withTempDir(async (dir) => {
-    const spawned = await spawnManager(dir, `${dir}/manager.kv`, { tokens });
+    const spawned = await spawnManager(dir, `${dir}/manager.kv`, {
+      tokens: tokenTable(clusters, nodes),
+    });
     try {
       const m = managerOf(spawned.url);
       await waitUp(m);
@@ -228,7 +233,7 @@ export async function clusterFeedFigures(
   });
 }
 
-async function waitUp(m: Manager): Promise<void> {
+export async function waitUp(m: Manager): Promise<void> {
   for (let i = 0; i < 3000; i++) {
     try {
       const r = await fetch(`${m.url}/readyz`);

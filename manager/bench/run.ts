@@ -6,6 +6,7 @@
  */
 import { bitmapFigures } from "./bitmap_bench.ts";
 import { clusterFeedFigures, clusterFeedTable } from "./clusters_bench.ts";
+import { convergenceFigures, convergenceTable, followerProcesses } from "./convergence_bench.ts";
 import { fairnessFigures, fairnessTable, VICTIM_INTERVAL_MS } from "./fairness_bench.ts";
 import { guardFigures, guardTable } from "./guard_bench.ts";
 import { historyFigures, historyTable } from "./history_bench.ts";
@@ -53,6 +54,24 @@ const clusterFeed = await clusterFeedFigures({
   nodes: clusterNodes,
   ports: quick ? 20 : 100,
 });
+const followerSizes = quick ? [100] : [1000, 200];
+log(
+  `5 clusters × ${
+    followerSizes.join(", ")
+  } nodes following the feed from child processes (manager/bench/convergence_bench.ts)`,
+);
+const convergence = [];
+for (const nodes of followerSizes) {
+  convergence.push(
+    await convergenceFigures({
+      clusters: 5,
+      nodes,
+      ports: quick ? 20 : 100,
+      procs: followerProcesses(nodes * 5),
+      guard: true,
+    }),
+  );
+}
 
 console.log(`### Manager (${new Date().toISOString().slice(0, 10)}; ${machine()})
 
@@ -102,6 +121,10 @@ ${clusterFeedTable(clusterFeed)}
 #### The slow-client protection's cost (${guardRounds} rounds each, alternating)
 
 ${guardTable(guard)}
+
+#### Convergence at thousands of followers (issue 32)
+
+${convergenceTable(convergence)}
 
 #### Fairness between tenants (${fairness.requests} requests of the victim per phase, one every ${VICTIM_INTERVAL_MS} ms)
 

@@ -25,6 +25,8 @@ import { keys, type NetworkRecord, type NodeRecord, type PortRecord } from "../m
 import type { Ctx } from "./context.ts";
 import type { PortConflict } from "../schemas.ts";
 import type { FeedPage } from "../feed.ts";
+import { EncodedJson } from "../encoded_json.ts";
+import { FeedPages } from "../feed_pages.ts";
 import { listClusters, reachOf } from "./clusters.ts";
 import {
   DEFAULT_CLUSTER,
@@ -113,16 +115,16 @@ export function cursorFor(p: Principal, cursor: string): string {
 }
 
 /**
- * The feed after `after` as `p` sees it. A cluster's token is not answered a page it sees nothing
- * of: it waits on for the rest of its timeout instead, so that a port of one cluster's network
- * does not wake every other cluster's agents for nothing. Its cursor expires when its cluster
- * changed since the cursor was given: what it may see changed, so it lists again.
+ * The feed after `after` as `p` sees it, encoded. A cluster's token is not answered a page it sees
+ * nothing of: it waits on for the rest of its timeout instead, so that a port of one cluster's
+ * network does not wake every other cluster's agents for nothing. Its cursor expires when its
+ * cluster changed since the cursor was given: what it may see changed, so it lists again.
  */
 export async function feedFor(
   ctx: Ctx,
   p: Principal,
   poll: { after: string; timeoutMs: number },
-): Promise<FeedPage | "expired"> {
+): Promise<EncodedJson | "expired"> {
   const { timeoutMs } = poll;
   let after = poll.after;
   if (ofCluster(p)) {
@@ -134,15 +136,34 @@ export async function feedFor(
   for (;;) {
     const page = await ctx.feed.since(after, Math.max(0, deadline - performance.now()));
     if (page === "expired") return page;
-    if (!ofCluster(p)) return page;
-    const view = new View(ctx, p);
-    const events = [];
-    for (const e of page.events) if (await view.seesEvent(e)) events.push(e);
-    const done = events.length > 0 || page.events.length === 0 ||
-      performance.now() >= deadline;
-    if (done) return { ...page, cursor: cursorFor(p, page.cursor), events };
+    const answer = await pagesOf(ctx).answer(viewKey(p), after, page, () => seenPage(ctx, p, page));
+    const done = answer.events > 0 || page.events.length === 0 || performance.now() >= deadline;
+    if (done) return answer;
     after = page.cursor;
   }
+}
+
+/** The page as `p` reads it: the events it may see, in its names, with its cursor. */
+async function seenPage(ctx: Ctx, p: Principal, page: FeedPage): Promise<EncodedJson> {
+  if (!ofCluster(p)) return EncodedJson.of(page);
+  const events = await new View(ctx, p).events(page.events);
+  return EncodedJson.of({ cursor: cursorFor(p, page.cursor), events });
+}
+
+/**
+ * What makes two principals read a feed page alike: a cluster's token reads it by its scope and
+ * its cluster's reach (not by its node), every other token reads it whole.
+ */
+function viewKey(p: Principal): string {
+  return ofCluster(p) ? `${p.scope}|${p.cluster}|${JSON.stringify(p.reach)}` : "whole";
+}
+
+const PAGES = new WeakMap<object, FeedPages>();
+
+function pagesOf(ctx: Ctx): FeedPages {
+  let pages = PAGES.get(ctx.feed);
+  if (!pages) PAGES.set(ctx.feed, pages = new FeedPages());
+  return pages;
 }
 
 class View {

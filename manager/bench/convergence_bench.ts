@@ -1,0 +1,303 @@
+/**
+ * Convergence at scale (issue 32): the clusters benchmark's world (clusters_bench.ts: C clusters of
+ * N registered nodes, ports made one at a time, alternately on a network every cluster may use and
+ * on one of the port's own cluster) with 5,000 followers, which run in a few child processes of
+ * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
+ * loop with the process that times them. Each follower is a node with its own token.
+ *
+ * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
+ * delivery), and to the last of them (the port converged). Clocks: both sides read
+ * performance.timeOrigin + performance.now(), the same wall clock on one machine. Memory: the
+ * manager's VmRSS set up, with every follower's long poll waiting (the manager's in-flight gauge
+ * counts them all), and its peak (VmHWM) at the end; per waiting follower the difference of the
+ * first two over the followers.
+ *
+ *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
+ *     [--ports 100] [--procs 2] [--no-guard]
+ */
+import { parseArgs } from "node:util";
+import {
+  type Manager,
+  managerOf,
+  memoryMiB,
+  setUp,
+  tokenOf,
+  tokenTable,
+  waitUp,
+} from "./clusters_bench.ts";
+import { linesOf } from "./lines.ts";
+import { ADMIN_TOKEN, percentile, spawnManager, withTempDir } from "./support.ts";
+
+export interface ConvergenceFigures {
+  followers: number;
+  guard: boolean;
+  clusters: number;
+  procs: number;
+  ports: number;
+  /** Per port: until every node that needs it has it (ms). */
+  convergedP50Ms: number;
+  convergedP99Ms: number;
+  /** Per delivery: one node getting one port (ms). */
+  deliveryP50Ms: number;
+  deliveryP99Ms: number;
+  missing: number;
+  leaked: number;
+  rssSetUpMiB: number;
+  rssWaitingMiB: number;
+  rssPeakMiB: number;
+  /** (waiting − set up) / followers. */
+  perFollowerKiB: number;
+  /** CPU time while the ports were made and delivered (s): the manager's, the followers'. */
+  managerCpuS: number;
+  followersCpuS: number;
+  load: number[];
+}
+
+const WAIT_MS = 30_000;
+const now = () => performance.timeOrigin + performance.now();
+
+/** A child process of followers; `heard` is called for each port one of them hears of. */
+interface FollowerProcess {
+  pid: number;
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+function startFollowers(
+  url: string,
+  tokens: string[],
+  offset: number,
+  heard: (follower: number, id: string, at: number) => void,
+): FollowerProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-net", new URL("./feed_followers.ts", import.meta.url).pathname],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens }) + "\n"));
+  let isReady!: () => void;
+  const ready = new Promise<void>((r) => isReady = r);
+  const reading = (async () => {
+    for await (const line of linesOf(child.stdout)) {
+      if (line === "ready") isReady();
+      const [word, i, id, at] = line.split(" ");
+      if (word === "heard") heard(offset + Number(i), id, Number(at));
+    }
+  })();
+  return {
+    pid: child.pid,
+    ready: Promise.race([
+      ready,
+      child.status.then((s) => {
+        throw new Error(`feed followers exited (${s.code}) before they were ready`);
+      }),
+    ]),
+    async stop() {
+      await writer.close();
+      await child.status;
+      await reading;
+    },
+  };
+}
+
+/** User and system CPU time a process has used (s; clock ticks of 1/100 s, as Linux counts them). */
+function cpuSeconds(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Waits until the manager counts `n` node requests in progress: every long poll is waiting. */
+async function allWaiting(m: Manager, n: number): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${m.url}/metrics`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    const text = await r.text();
+    const got = Number(text.match(/in_flight_requests\{principal="node"\} (\d+)/)?.[1] ?? 0);
+    if (got >= n) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the manager never had ${n} long polls waiting`);
+}
+
+export async function convergenceFigures(
+  opts: { clusters: number; nodes: number; ports: number; procs: number; guard: boolean },
+): Promise<ConvergenceFigures> {
+  const { clusters, nodes, ports, procs, guard } = opts;
+  const followers = clusters * nodes;
+  return await withTempDir(async (dir) => {
+    // One address opens every follower's connection: its budget of new ones is lifted.
+    const spawned = await spawnManager(dir, `${dir}/manager.kv`, {
+      tokens: tokenTable(clusters, nodes),
+      // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
+      limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
+    });
+    const children: FollowerProcess[] = [];
+    try {
+      const m = managerOf(spawned.url);
+      await waitUp(m);
+      await setUp(m, clusters, nodes);
+      const pid = spawned.child.pid;
+      const rssSetUpMiB = memoryMiB(pid, "VmRSS");
+
+      const clusterOf = (f: number) => Math.floor(f / nodes);
+      const pending = new Map<string, { need: Set<number>; t0: number; done: () => void }>();
+      const one: number[] = [];
+      let leaked = 0;
+      const heard = (f: number, id: string, at: number) => {
+        const p = pending.get(id);
+        if (!p) return;
+        if (!p.need.delete(f)) {
+          leaked++;
+          return;
+        }
+        one.push(at - p.t0);
+        if (p.need.size === 0) p.done();
+      };
+      const tokens = Array.from({ length: followers }, (_, f) => tokenOf(clusterOf(f), f % nodes));
+      const share = Math.ceil(followers / procs);
+      for (let at = 0; at < followers; at += share) {
+        children.push(startFollowers(m.url, tokens.slice(at, at + share), at, heard));
+      }
+      await Promise.all(children.map((c) => c.ready));
+      await allWaiting(m, followers);
+      const rssWaitingMiB = memoryMiB(pid, "VmRSS");
+
+      const cpuOf = () => ({
+        manager: cpuSeconds(pid),
+        followers: children.reduce((sum, c) => sum + cpuSeconds(c.pid), 0),
+      });
+      const cpuBefore = cpuOf();
+      const converged: number[] = [];
+      let missing = 0;
+      for (let k = 0; k < ports; k++) {
+        const c = k % clusters;
+        const node = (k * 7) % nodes;
+        const wide = k % 2 === 0;
+        const id = `cp-${k}`;
+        const need = new Set<number>();
+        for (let f = 0; f < followers; f++) if (wide || clusterOf(f) === c) need.add(f);
+        let done!: () => void;
+        const arrived = new Promise<void>((r) => done = r);
+        const t0 = now();
+        pending.set(id, { need, t0, done });
+        const path = wide ? `tenants/shared/networks/wide` : `tenants/t${c}/networks/local`;
+        await m.call("PUT", `${path}/ports/${id}`, tokenOf(c, node), { node: `n${node}` });
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), WAIT_MS));
+        if ((await Promise.race([arrived, late])) === "late") missing += need.size;
+        else converged.push(now() - t0);
+        clearTimeout(timer);
+        // Late deliveries of this port must still count as leaks if they go to the wrong node.
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const rssPeakMiB = memoryMiB(pid, "VmHWM");
+      const cpuAfter = cpuOf();
+      converged.sort((a, b) => a - b);
+      one.sort((a, b) => a - b);
+      return {
+        followers,
+        guard,
+        clusters,
+        procs: children.length,
+        ports,
+        convergedP50Ms: percentile(converged, 50),
+        convergedP99Ms: percentile(converged, 99),
+        deliveryP50Ms: percentile(one, 50),
+        deliveryP99Ms: percentile(one, 99),
+        missing,
+        leaked,
+        rssSetUpMiB,
+        rssWaitingMiB,
+        rssPeakMiB,
+        perFollowerKiB: (rssWaitingMiB - rssSetUpMiB) * 1024 / followers,
+        managerCpuS: cpuAfter.manager - cpuBefore.manager,
+        followersCpuS: cpuAfter.followers - cpuBefore.followers,
+        load: Deno.loadavg(),
+      };
+    } finally {
+      await Promise.all(children.map((c) => c.stop()));
+      await spawned.stop();
+    }
+  });
+}
+
+/** About 2,500 followers a process, at least one. */
+export function followerProcesses(followers: number): number {
+  return Math.max(1, Math.ceil(followers / 2500));
+}
+
+export function convergenceTable(runs: ConvergenceFigures[]): string {
+  const ms = (x: number) => x.toFixed(1);
+  const mib = (x: number) => x.toFixed(0);
+  const row = (what: string, cell: (f: ConvergenceFigures) => string) =>
+    `| ${what} | ${runs.map(cell).join(" | ")} |`;
+  return [
+    row(
+      "followers (clusters × nodes, follower processes)",
+      (f) =>
+        `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
+          f.guard ? "" : ", no connection guard"
+        }`,
+    ),
+    `|---|${runs.map(() => "---").join("|")}|`,
+    row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
+    row(
+      "port made → every node that needs it has it: p50 / p99",
+      (f) => `**${ms(f.convergedP50Ms)} / ${ms(f.convergedP99Ms)} ms**`,
+    ),
+    row(
+      "port made → one node has it: p50 / p99",
+      (f) => `${ms(f.deliveryP50Ms)} / ${ms(f.deliveryP99Ms)} ms`,
+    ),
+    row(
+      `deliveries missing after ${WAIT_MS / 1000} s / to a cluster that may not see it`,
+      (f) => `${f.missing} / ${f.leaked}`,
+    ),
+    row(
+      "manager VmRSS: set up / all polls waiting / peak (VmHWM)",
+      (f) => `${mib(f.rssSetUpMiB)} / ${mib(f.rssWaitingMiB)} / ${mib(f.rssPeakMiB)} MiB`,
+    ),
+    row("per waiting follower", (f) => `**${f.perFollowerKiB.toFixed(1)} KiB**`),
+    row(
+      "CPU while the ports went out: manager / follower processes",
+      (f) => `${f.managerCpuS.toFixed(1)} / ${f.followersCpuS.toFixed(1)} s`,
+    ),
+    row(
+      "machine load (1, 5, 15 min) at the end",
+      (f) => f.load.map((x) => x.toFixed(2)).join(", "),
+    ),
+  ].join("\n");
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      clusters: { type: "string", default: "5" },
+      nodes: { type: "string", multiple: true },
+      ports: { type: "string", default: "100" },
+      procs: { type: "string" },
+      "no-guard": { type: "boolean", default: false },
+    },
+  });
+  const runs: ConvergenceFigures[] = [];
+  for (const nodes of (values.nodes ?? ["1000", "200"]).map(Number)) {
+    const clusters = Number(values.clusters);
+    const procs = Number(values.procs ?? followerProcesses(clusters * nodes));
+    console.error(`convergence: ${clusters} × ${nodes} followers in ${procs} processes`);
+    runs.push(
+      await convergenceFigures({
+        clusters,
+        nodes,
+        ports: Number(values.ports),
+        procs,
+        guard: !values["no-guard"],
+      }),
+    );
+  }
+  console.log(convergenceTable(runs));
+}
