@@ -231,6 +231,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
   }
   switch (f.table) {
     case TABLE.CLASSIFY:
+      // A filtered mirror's copy, above the port's classification (PIPELINE.md, "Filtered mirrors").
+      if (f.priority === PRIORITY.MIRROR) return "mirrorOut";
       if (has("tun_id")) return "classifyTunnel";
       // Only an inactive port's flow matches a source MAC here (PIPELINE.md, "Inactive ports").
       if (has("dl_src")) return "inactivePort";
@@ -361,6 +363,12 @@ export function explainHop(
       case "classifyPhysnet":
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
         break;
+      case "mirrorOut": {
+        const copy = f.actions.find((a) => a.startsWith("clone(output:"))?.slice(13, -1);
+        what = `from ${ingressWords(view, ingress)}: ${netLabel}; a filtered mirror copies it ` +
+          `to ofport ${copy}`;
+        break;
+      }
       case "inactivePort":
         what = `from an inactive port (ofport ${inPort}, a live migration's other end): ` +
           "counted and dropped until its guest runs here";
