@@ -58,7 +58,7 @@ function rule(p: usize, w: usize): void {
   let a = min;
   while (true) {
     const size = all ? 1 : blockSize(a, max);
-    copyLine(p, w, a, all ? 0 : size);
+    mirrorOut(p, w, a, all ? 0 : size);
     if (all) return;
     a += size;
     if (a > max) return;
@@ -69,7 +69,7 @@ function rule(p: usize, w: usize): void {
  * `PROTO,in_port=S,vlan_tci=…[,nw_dst=R][,tp_dst=B],actions=clone(output:N),<the port's
  * classification>`; block size 0: every port.
  */
-function copyLine(p: usize, w: usize, a: u32, size: u32): void {
+function mirrorOut(p: usize, w: usize, a: u32, size: u32): void {
   const n = net(load<u32>(p, L_NET));
   begin(
     load<u32>(n, N_ID),
