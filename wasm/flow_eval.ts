@@ -84,7 +84,7 @@ export function flowGroups(lines: Iterable<string>): Map<number, Bucket[]> {
 }
 
 /** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
-function parts(text: string): string[] {
+export function parts(text: string): string[] {
   if (text === "") return [];
   const out: string[] = [];
   let depth = 0;
