@@ -2,12 +2,14 @@
  * Filtered port mirrors end to end (issue 30) on real Open vSwitch (userspace datapath), two
  * simulated nodes: a mirror of a pod on n1 filtered to TCP port 5001 copies the stream it sends to
  * 5001 (on a pod on n2) byte for byte into the collector pod on n1, and nothing of its stream to
- * 5002; it is flows of the compiler (no Mirror row); deleted, the copies stop.
+ * 5002; it is flows of the compiler (no Mirror row), made again by the agent when ovs-vswitchd
+ * restarts with no flows; deleted, the copies stop.
  */
 import assert from "node:assert/strict";
 import { Ovs } from "../agent/dataplane/ovs.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { startStack, waitFor } from "../devstack/stack.ts";
+import { startVswitchd, stopVswitchd } from "../devstack/sim_node.ts";
 import { mirrorRows, streamSeen as seenAt, type Tap } from "./support/mirror_stream.ts";
 import {
   addressOf,
@@ -94,6 +96,29 @@ Deno.test("e2e filtered mirror: TCP to port 5001 is copied byte for byte to the 
     const seen = await streamSeen(NOT_COPIED, false);
     assert.deepEqual([seen.out.length, seen.back.length], [0, 0]);
   });
+
+  await t.step(
+    "ovs-vswitchd killed and started again: the agent puts the copy flow back",
+    async () => {
+      await stopVswitchd(n1.sim, { kill: true });
+      // Until the killed process has let its pidfile go, a new one refuses to start ("already running").
+      await waitFor(
+        "ovs-vswitchd started again",
+        () =>
+          startVswitchd(n1.sim).then(() => true, (err) => {
+            if (/already running/.test(String(err?.message))) return false;
+            throw err;
+          }),
+        10_000,
+      );
+      await waitFor("the copy flow back on n1", async () => {
+        return (await copyFlows().catch(() => [])).length === 1;
+      }, 15_000);
+      const seen = await streamSeen(COPIED, true);
+      assert.deepEqual(seen.out, payload, "after the restart, byte for byte");
+      assert.equal((await streamSeen(NOT_COPIED, false)).out.length, 0);
+    },
+  );
 
   await t.step("the mirror deleted: its flow goes, nothing copied", async () => {
     await api(stack, "DELETE", "tenants/acme/mirrors/only5001", undefined, 204);
