@@ -166,8 +166,19 @@ export interface MirrorInfo {
   tenant: string;
   sources: MirrorPort[];
   direction: "in" | "out" | "both";
+  /** Copy only what matches one of these rules (direction "out"); absent: everything. */
+  filter?: MirrorFilterRule[];
   collector: MirrorPort | MirrorRemote;
   createdAt: string;
+}
+
+/** A rule of a mirror's filter: what the pod sends, by protocol, destination port, remote CIDR. */
+export interface MirrorFilterRule {
+  protocol: "tcp" | "udp" | "icmp" | "any";
+  /** "5001" or "5000-5003" (tcp, udp). */
+  ports?: string;
+  /** IPv4 CIDR, canonical. */
+  remote?: string;
 }
 
 /** Whether a mirror's collector is a remote address rather than a port. */

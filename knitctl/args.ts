@@ -115,6 +115,12 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "the port a mirror copies to, or an address over GRE, ERSPAN or VXLAN (admin)",
   },
   direction: { type: "string", value: "D", help: "in | out | both (default), the pod's view" },
+  match: {
+    type: "string",
+    multiple: true,
+    value: "PROTO[:PORTS][:CIDR]",
+    help: "copy only what the pods send that matches (repeatable; with --direction out)",
+  },
   vip: { type: "string", value: "IP", help: "a service's VIP (default: one from the pool)" },
   "service-port": {
     type: "string",

@@ -273,7 +273,7 @@ export const RESOURCES: Resource[] = [
       { header: "AGE", value: age },
     ],
     create: {
-      flags: ["source", "collector", "direction"],
+      flags: ["source", "collector", "direction", "match"],
       required: { source: "blue/web-0-eth1", collector: "taps/tap-0-eth1" },
       method: "POST",
       body: (name, f) => ({
@@ -281,6 +281,9 @@ export const RESOURCES: Resource[] = [
         sources: V.list(strs(f, "source")).map((s) => V.portRef("source", s)),
         collector: V.collector("collector", str(f, "collector") ?? ""),
         ...optional("direction", str(f, "direction")),
+        ...(strs(f, "match")
+          ? { filter: strs(f, "match")!.map((m) => V.mirrorMatch("match", m)) }
+          : {}),
       }),
     },
   },

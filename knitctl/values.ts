@@ -68,6 +68,24 @@ export function securityRule(flag: string, text: string): Record<string, unknown
   return rule;
 }
 
+/**
+ * "PROTO[:PORTS][:CIDR]" → a rule of a mirror's filter: tcp:5001, udp:5000-5003:10.9.0.0/16,
+ * icmp, any::10.0.0.0/8. The manager checks the values.
+ */
+export function mirrorMatch(flag: string, text: string): Record<string, unknown> {
+  const [protocol, ports, remote, ...more] = text.split(":");
+  if (!protocol || more.length > 0 || (ports ?? "").includes("/")) {
+    throw new UsageError(
+      `--${flag} "${text}" is not a match: use PROTO[:PORTS][:CIDR], e.g. tcp:5001 or udp:5000-5003:10.9.0.0/16`,
+    );
+  }
+  return {
+    protocol,
+    ...(ports ? { ports } : {}),
+    ...(remote ? { remote } : {}),
+  };
+}
+
 /** A rule as knitctl's --rule writes it. */
 export function formatRule(r: {
   direction: string;

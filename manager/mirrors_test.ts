@@ -274,12 +274,6 @@ Deno.test("bad input: unknown port, direction, self as collector, filter, twice:
   );
   mustFail(await post(mirror({ sources: [] })), 400, "invalid_request", { field: "sources" });
   mustFail(
-    await post(mirror({ filter: { protocol: "tcp", port: "80" } })),
-    400,
-    "invalid_request",
-    { field: "filter", message: /not supported yet/ },
-  );
-  mustFail(
     await post(mirror({ sources: [{ network: "blue", port: "far" }] })),
     409,
     "conflict",
@@ -491,4 +485,113 @@ Deno.test("attack: the console's live view shows a tenant its own mirrors only",
   assert.deepEqual(seenBy({ scope: "tenant", tenant: "globex" }, event), []);
   assert.deepEqual(seenBy({ scope: "tenant", tenant: "acme" }, event), [event]);
   assert.deepEqual(seenBy({ scope: "admin" }, event), [event]);
+});
+
+// ---- filtered mirrors
+
+const filtered = (more: Record<string, unknown> = {}) =>
+  mirror({ direction: "out", filter: [{ protocol: "tcp", ports: "5001" }], ...more });
+
+Deno.test("attack: a tenant cannot filter-mirror another tenant's port, whatever its filter names", async () => {
+  using t = await world();
+  const req = attempt(t);
+  // acme's mirror of globex's port on the public network, filtered to globex's own network.
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, {
+      ...filtered({ filter: [{ protocol: "any", remote: "10.2.0.0/24" }] }),
+      sources: [{ network: "shared", port: "gpub" }],
+    }, TOKEN.acme),
+    404,
+    "not_found",
+    { field: "sources[0]" },
+  );
+  // globex's port as the collector of a filtered mirror.
+  mustFail(
+    await req("POST", `${ACME}/mirrors`, {
+      ...filtered(),
+      sources: [{ network: "shared", port: "pub" }],
+      collector: { network: "shared", port: "gpub" },
+    }, TOKEN.acme),
+    404,
+    "not_found",
+    { field: "collector" },
+  );
+  assert.deepEqual(
+    must(await t.call("GET", `${ACME}/mirrors`, undefined, TOKEN.acme), 200).items,
+    [],
+  );
+});
+
+Deno.test("attack: a filter naming another tenant's addresses is kept to the tenant's own source ports", async () => {
+  using t = await world();
+  // 10.2.0.0/24 is globex's network: the rule narrows what acme's web sends there, nothing more.
+  const m = must(
+    await t.call(
+      "POST",
+      `${ACME}/mirrors`,
+      filtered({ filter: [{ protocol: "any", remote: "10.2.0.0/24" }] }),
+      TOKEN.acme,
+    ),
+    201,
+  );
+  assert.deepEqual(m.filter, [{ protocol: "any", remote: "10.2.0.0/24" }]);
+  assert.deepEqual(m.sources.map((s: { id: string }) => s.id), ["web"]);
+});
+
+Deno.test("filtered mirror: created with its rules, read back, on the agents' list", async () => {
+  using t = await world();
+  const rules = [
+    { protocol: "tcp", ports: "5001" },
+    { protocol: "udp", ports: "5000-5003", remote: "10.9.0.0/16" },
+    { protocol: "icmp" },
+  ];
+  const created = must(
+    await t.call("POST", `${ACME}/mirrors`, filtered({ filter: rules }), TOKEN.acme),
+    201,
+  );
+  assert.deepEqual(created.filter, rules);
+  assert.equal(created.direction, "out");
+  assert.deepEqual(
+    must(await t.call("GET", `${ACME}/mirrors/m1`, undefined, TOKEN.acme), 200),
+    created,
+  );
+  assert.deepEqual(must(await t.call("GET", "mirrors", undefined, TOKEN.worker1), 200).items, [
+    created,
+  ]);
+});
+
+Deno.test("bad input: a filter's rules are checked, each refusal names its field, nothing is made", async () => {
+  using t = await world();
+  const req = attempt(t);
+  const post = (body: unknown) => req("POST", `${ACME}/mirrors`, body, TOKEN.acme);
+  const cases: [Record<string, unknown>, string, RegExp][] = [
+    [filtered({ direction: "both" }), "direction", /copies what the pods send.*"out"/],
+    [filtered({ direction: "in" }), "direction", /copies what the pods send.*"out"/],
+    [filtered({ filter: [{ protocol: "icmp", ports: "80" }] }), "filter[0].ports", /tcp and udp/],
+    [filtered({ filter: [{ protocol: "tcp", ports: "90-80" }] }), "filter[0].ports", /90-80/],
+    [filtered({ filter: [{ protocol: "tcp", ports: "70000" }] }), "filter[0].ports", /65535/],
+    [
+      filtered({ filter: [{ protocol: "tcp", remote: "10.1.0.1/24" }] }),
+      "filter[0].remote",
+      /host bits/,
+    ],
+    [filtered({ filter: [{ protocol: "tcp", remote: "fd00::/64" }] }), "filter[0].remote", /IPv4/],
+    [filtered({ filter: [] }), "filter", /./],
+    [filtered({ filter: Array(5).fill({ protocol: "icmp" }) }), "filter", /./],
+    [filtered({ filter: [{ protocol: "sctp" }] }), "filter[0].protocol", /./],
+  ];
+  for (const [body, field, message] of cases) {
+    mustFail(await post(body), 400, "invalid_request", { field, message });
+  }
+  const admin = (body: unknown) => req("POST", `${ACME}/mirrors`, body);
+  mustFail(
+    await admin(filtered({ collector: { remote: { ip: "192.0.2.250", protocol: "gre" } } })),
+    400,
+    "invalid_request",
+    { field: "filter", message: /collector port/ },
+  );
+  assert.deepEqual(
+    must(await t.call("GET", `${ACME}/mirrors`, undefined, TOKEN.acme), 200).items,
+    [],
+  );
 });

@@ -7,7 +7,7 @@ import { MAC_RE } from "@knitter/common/address";
 import { MAX_SERVICE_BACKENDS } from "@knitter/common";
 import { PLAIN_IFNAME_RE, PLAIN_IFNAME_RULE } from "@knitter/plugin/contract";
 import { BandwidthSchema } from "./bandwidth_schema.ts";
-import { GroupNames, SecurityGroup } from "./security_group_schema.ts";
+import { GroupNames, PortRange, SecurityGroup } from "./security_group_schema.ts";
 
 export {
   SecurityGroup,
@@ -520,6 +520,19 @@ export const Router = z.object({
 export const MAX_MIRRORS_PER_TENANT = 64;
 /** Source ports of one mirror. */
 export const MAX_MIRROR_SOURCES = 16;
+/** Rules of one mirror's filter: each is a flow per source port and port block on the node. */
+export const MAX_MIRROR_FILTER_RULES = 4;
+
+const MirrorFilterRule = z.strictObject({
+  protocol: z.enum(["tcp", "udp", "icmp", "any"]),
+  ports: PortRange.optional().meta({
+    description: "tcp and udp only: the destination port or range the pod sends to; absent: any",
+  }),
+  remote: z.string().min(1).max(64).optional().meta({
+    description: "the IPv4 CIDR the pod sends to; absent: any",
+    example: "10.1.0.0/24",
+  }),
+});
 
 const MirrorPortRef = z.strictObject({
   network: Name.meta({ description: "the network of the port (the tenant's own, or public)" }),
@@ -551,8 +564,9 @@ export const MirrorCreate = z.strictObject({
   direction: z.enum(["in", "out", "both"]).default("both").meta({
     description: 'the pod\'s point of view: "out" is what it sends, "in" what it receives',
   }),
-  filter: z.record(z.string(), z.unknown()).optional().meta({
-    description: "a security-rule-like match: not supported yet (refused with 400)",
+  filter: z.array(MirrorFilterRule).min(1).max(MAX_MIRROR_FILTER_RULES).optional().meta({
+    description:
+      "copy only what matches one of these rules (direction out, a collector port): what the pod sends, by protocol, destination port and remote CIDR",
   }),
   collector: z.union([MirrorPortRef, RemoteCollector]).meta({
     description:
@@ -567,6 +581,7 @@ export const Mirror = z.object({
   tenant: z.string(),
   sources: z.array(MirrorPort),
   direction: z.enum(["in", "out", "both"]),
+  filter: z.array(MirrorFilterRule).optional(),
   collector: z.union([
     MirrorPort,
     z.object({

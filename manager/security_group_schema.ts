@@ -17,7 +17,8 @@ const GroupName = z.string().regex(
   "must be a lowercase DNS label (a-z, 0-9, '-', 1-63)",
 );
 
-const PortRange = z.string().regex(
+/** A port or range as a rule gives it (a mirror filter's rule too: schemas.ts). */
+export const PortRange = z.string().regex(
   /^[0-9]{1,5}(-[0-9]{1,5})?$/,
   'must be a port ("80") or a range ("8000-8100")',
 );

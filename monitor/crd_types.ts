@@ -4,7 +4,14 @@
  * NetworkCreate, IpGroupCreate / IpGroupUpdate, RouterCreate / RouterUpdate; a Mirror names pods
  * where MirrorCreate names ports).
  */
-import type { Bandwidth, Dns, NetworkDelegate, Route, Usage } from "@knitter/common";
+import type {
+  Bandwidth,
+  Dns,
+  MirrorFilterRule,
+  NetworkDelegate,
+  Route,
+  Usage,
+} from "@knitter/common";
 
 export const GROUP = "knitter.io";
 export const VERSION = "v1alpha1";
@@ -160,6 +167,8 @@ export interface MirrorSpec {
   sources: MirrorEndpoint[];
   /** The pod's point of view: "out" is what it sends, "in" what it receives. */
   direction?: "in" | "out" | "both";
+  /** Copy only what the pods send that matches one rule (the manager's filter). */
+  filter?: MirrorFilterRule[];
   /** A port of the namespace's, or a remote address (an admin's: config remoteMirrorNamespaces). */
   collector: MirrorEndpoint & { remote?: RemoteSpec };
 }

@@ -9,7 +9,13 @@ import { type ManagerClient, ManagerError, type MirrorInfo, type Port } from "@k
 import type { MirrorPorts } from "./mirrors.ts";
 
 type Ref = { network: string; port: string };
-type Body = { name: string; sources: Ref[]; direction: MirrorInfo["direction"]; collector: Ref };
+type Body = {
+  name: string;
+  sources: Ref[];
+  direction: MirrorInfo["direction"];
+  filter?: MirrorInfo["filter"];
+  collector: Ref;
+};
 
 export class MirrorManagerFake implements MirrorPorts {
   readonly mirrors = new Map<string, MirrorInfo>();
@@ -90,6 +96,15 @@ export class MirrorManagerFake implements MirrorPorts {
       tenant,
       sources: body.sources.map((s, i) => own(s, `sources[${i}]`)),
       direction: body.direction,
+      // Kept canonical, as the manager does: a range of one port is that port.
+      ...(body.filter
+        ? {
+          filter: body.filter.map((r) => ({
+            ...r,
+            ...(r.ports ? { ports: r.ports.replace(/^(\d+)-\1$/, "$1") } : {}),
+          })),
+        }
+        : {}),
       collector: "remote" in body.collector
         ? body.collector as unknown as MirrorInfo["collector"]
         : own(body.collector, "collector"),

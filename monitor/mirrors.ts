@@ -8,7 +8,13 @@
  * namespace is one of the config's remoteMirrorNamespaces (and then the manager allows it to an
  * admin token only).
  */
-import { isRemoteCollector, type MirrorInfo, type MirrorPort, type Port } from "@knitter/common";
+import {
+  isRemoteCollector,
+  type MirrorFilterRule,
+  type MirrorInfo,
+  type MirrorPort,
+  type Port,
+} from "@knitter/common";
 import type { CrKind } from "./cr_reconciler.ts";
 import {
   type MirrorEndpoint,
@@ -36,6 +42,7 @@ type Remote = { remote: RemoteSpec };
 interface Wanted {
   sources: MirrorPortStatus[];
   direction: "in" | "out" | "both";
+  filter?: MirrorFilterRule[];
   collector: MirrorPortStatus | Remote;
 }
 
@@ -124,6 +131,7 @@ function body(cr: MirrorResource, want: Wanted): Record<string, unknown> {
     name: cr.metadata.name,
     sources: want.sources.map(ref),
     direction: want.direction,
+    ...(want.filter ? { filter: want.filter } : {}),
     collector: "remote" in collector ? collector : ref(collector),
   };
 }
@@ -137,6 +145,7 @@ function wanted(cr: MirrorResource, ports: MirrorPorts): Wanted {
   return {
     sources: cr.spec.sources.map((e, i) => resolve(namespace, e, `sources[${i}]`, ports)),
     direction: cr.spec.direction ?? "both",
+    ...(cr.spec.filter ? { filter: cr.spec.filter } : {}),
     collector: cr.spec.collector.remote
       ? { remote: remoteOf(cr.spec.collector.remote) }
       : resolve(namespace, cr.spec.collector, "collector", ports),
@@ -213,9 +222,20 @@ function same(have: MirrorInfo, want: Wanted): boolean {
     "remote" in p ? JSON.stringify(p) : `${p.network}/${p.port}`;
   const haveKey = (p: MirrorInfo["collector"]) =>
     isRemoteCollector(p) ? JSON.stringify(p) : `${p.network}/${p.id}`;
-  return have.direction === want.direction && haveKey(have.collector) === key(want.collector) &&
+  return have.direction === want.direction && filterKey(have.filter) === filterKey(want.filter) &&
+    haveKey(have.collector) === key(want.collector) &&
     have.sources.map(haveKey).join(" ") === want.sources.map(key).join(" ");
 }
+
+/** A filter as the manager keeps it (a range "80-80" is "80"), to compare a spec with a record. */
+const filterKey = (rules: MirrorFilterRule[] | undefined) =>
+  JSON.stringify(
+    rules?.map((r) => {
+      const [a, b = a] = r.ports?.split("-").map(Number) ?? [];
+      const ports = a === undefined ? undefined : a === b ? String(a) : `${a}-${b}`;
+      return [r.protocol, ports, r.remote];
+    }),
+  );
 
 /** The mirror's ports, with the pods and interfaces they are; none now: the last status's. */
 function fields(

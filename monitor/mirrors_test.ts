@@ -199,3 +199,33 @@ Deno.test("mirror kind: a mirror of the same name not made by the resource is le
   assert.equal(now().status!.createdAt, rest.createdAt);
   assert.ok(!m.requests.some((r) => r.startsWith("DELETE") || r.startsWith("POST")));
 });
+
+Deno.test("mirror kind: a filter reaches the manager; the record's canonical form is no change; another filter replaces it", async () => {
+  const { kube, m, reconciler, now, ready, put } = setup();
+  m.addPort("acme", "web", "eth0", "pods", "w1");
+  m.addPort("acme", "sniffer", "eth0", "pods", "s1");
+  const spec = (ports: string): MirrorSpec => ({
+    sources: [{ pod: "web" }],
+    direction: "out",
+    filter: [{ protocol: "tcp", ports }, { protocol: "icmp", remote: "10.9.0.0/16" }],
+    collector: { pod: "sniffer" },
+  });
+  put(spec("5001-5001"));
+  await reconciler.reconcile(now());
+  assert.equal(ready().status, "True", ready().message);
+  assert.deepEqual(m.mirrors.get("acme/tap")?.filter, [
+    { protocol: "tcp", ports: "5001" },
+    { protocol: "icmp", remote: "10.9.0.0/16" },
+  ]);
+  // "5001-5001" is kept as "5001": the same filter, so the manager is asked nothing but the GET.
+  const before = m.requests.length;
+  await reconciler.reconcile(now());
+  assert.deepEqual(m.requests.slice(before), ["GET /api/v1/tenants/acme/mirrors/tap"]);
+  kube.put("mirrors", {
+    ...now(),
+    metadata: { ...now().metadata, generation: 2 },
+    spec: spec("5002"),
+  });
+  await reconciler.reconcile(now());
+  assert.equal(m.mirrors.get("acme/tap")?.filter?.[0].ports, "5002");
+});

@@ -919,3 +919,23 @@ Deno.test("architecture: the API's feed pages are made once per view (feed_pages
   const feed = await Deno.readTextFile(`${ROOT}manager/feed.ts`);
   assert.doesNotMatch(feed, /this\.events\.(filter|find|map)\(/);
 });
+
+/**
+ * Filtered port mirrors (issue 30): the compiler's copies (`clone(output:N)`) are written by one
+ * builder, wasm/assembly/mirror.ts, and only the agent's dataplane/mirrors.ts turns mirrors into
+ * its input (`mirrorFilters`), so a copy is always what mirror.ts matches: the source port itself.
+ */
+Deno.test("architecture: one builder writes a mirror's copies, one agent module feeds it", async () => {
+  const cloners: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    if (/"[^"]*clone\(/.test(await Deno.readTextFile(file))) cloners.push(file.slice(ROOT.length));
+  }
+  assert.deepEqual(cloners, ["wasm/assembly/mirror.ts"]);
+  const feeders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    if (/FlowMirrorFilter\b/.test(await Deno.readTextFile(file))) feeders.push(path);
+  }
+  assert.deepEqual(feeders, ["agent/dataplane/mirrors.ts"]);
+});

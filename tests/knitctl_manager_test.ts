@@ -490,6 +490,35 @@ Deno.test("knitctl: mirrors (and routers): create from repeated flags, get as a 
       (await ok(["-t", "acme", "delete", "mirror", "m1"])).stdout,
       "mirror/m1 deleted\n",
     );
+    // A filtered mirror: --match rules, what the pods send.
+    await ok([
+      ...[
+        "-t",
+        "acme",
+        "create",
+        "mirror",
+        "f1",
+        "--source",
+        "blue/web",
+        "--collector",
+        "blue/tap",
+      ],
+      ...["--direction", "out", "--match", "tcp:5001", "--match", "udp:5000-5003:10.9.0.0/16"],
+    ]);
+    assert.deepEqual(
+      (await ok(["-t", "acme", "get", "mirror", "f1", "-o", "json"])).json().filter,
+      [
+        { protocol: "tcp", ports: "5001" },
+        { protocol: "udp", ports: "5000-5003", remote: "10.9.0.0/16" },
+      ],
+    );
+    const bad = await knitctl([
+      ...["-t", "acme", "create", "mirror", "f2", "--source", "blue/db", "--collector", "blue/tap"],
+      ...["--direction", "out", "--match", "tcp:1:2:3"],
+    ], env);
+    expectExit(bad, 2, "a match of four parts");
+    assert.match(bad.stderr, /--match "tcp:1:2:3" is not a match: use PROTO\[:PORTS\]\[:CIDR\]/);
+    await ok(["-t", "acme", "delete", "mirror", "f1"]);
     assert.deepEqual((await ok(["-t", "acme", "get", "mirrors", "-o", "json"])).json(), {
       items: [],
     });

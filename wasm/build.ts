@@ -38,6 +38,7 @@ import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
 import { SAMPLE_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
 import { GROUPS_PER_SERVICE, SERVICE_KINDS, SERVICE_TABLE } from "./service_pipeline.ts";
 import { SERVICE_ERR, SERVICE_PROTOCOLS } from "./service_input.ts";
+import { MIRROR_PROTOCOLS } from "./mirror_input.ts";
 
 const here = new URL(".", import.meta.url);
 const sourceDir = new URL("assembly/", here);
@@ -142,6 +143,10 @@ function pipelineConstants(): string {
     ...codes(SERVICE_PROTOCOLS),
   });
   group("Group ids per service.", "", "u32", { GROUPS_PER_SERVICE });
+  // Filtered mirrors (mirror_input.ts; assembly/mirror.ts).
+  group("Protocol codes of a mirror rule (MIRROR_PROTOCOLS).", "MPROTO_", "u32", {
+    ...codes(MIRROR_PROTOCOLS),
+  });
   lines.push("// Match and action texts (MATCH, ARP_REPLY_ACTIONS, the defaults of FLOW_TABLES).");
   // Laid out as deno fmt would (line width 100), so that the file passes fmt:check.
   const text = (name: string, value: string) => {

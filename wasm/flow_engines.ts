@@ -26,6 +26,8 @@ export interface Engine {
   sampling(probability: number, collectorSet: number): void;
   inactive(words: number): number;
   inactiveErrorArg(): number;
+  mirrors(words: number): number;
+  mirrorErrorArg(): number;
   services(words: number): number;
   serviceErrorArg(i: number): number;
   keys(kind: number, count: number): number;

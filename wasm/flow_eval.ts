@@ -84,7 +84,7 @@ export function flowGroups(lines: Iterable<string>): Map<number, Bucket[]> {
 }
 
 /** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
-function parts(text: string): string[] {
+export function parts(text: string): string[] {
   if (text === "") return [];
   const out: string[] = [];
   let depth = 0;
@@ -350,7 +350,8 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
     } else if (a === "pop_vlan") s.p.vlan = undefined;
     else if (
       !(a.startsWith("output:") || a.startsWith("push_vlan:") || a.startsWith("move:") ||
-        a === "IN_PORT" || a === "drop" || a === "dec_ttl" || a.startsWith("sample("))
+        a === "IN_PORT" || a === "drop" || a === "dec_ttl" || a.startsWith("sample(") ||
+        a.startsWith("clone("))
     ) {
       throw new Error(`The offline evaluator does not know the action "${a}"`);
     }

@@ -10,6 +10,7 @@
 import type { FlowAcl } from "./acl_input.ts";
 import type { FlowSampling } from "./flow_sampling.ts";
 import type { FlowInactivePort } from "./inactive_input.ts";
+import type { FlowMirrorFilter } from "./mirror_input.ts";
 import type { FlowService } from "./service_input.ts";
 
 /** A network with ports on this node. */
@@ -132,6 +133,8 @@ export interface FlowInput {
   inactivePorts?: FlowInactivePort[];
   /** The services of these networks (service_input.ts); absent: none. */
   services?: FlowService[];
+  /** The rules of filtered mirrors on local ports (mirror_input.ts); absent: none. */
+  mirrorFilters?: FlowMirrorFilter[];
 }
 
 /** Highest ofport OVS assigns (OFPP_MAX is 0xff00). */

@@ -10,7 +10,7 @@
  * @module
  */
 import { GATEWAY_MAC_PREFIX } from "./flow_input.ts";
-import { type EvalPacket, type ParsedFlow, parseFlowLine } from "./flow_eval.ts";
+import { type EvalPacket, type ParsedFlow, parseFlowLine, parts } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
 import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
@@ -155,6 +155,8 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
   const flows: ParsedFlow[] = [];
   let inBridge = false;
   let current: { table: number; head: string; actions: string[] } | null = null;
+  // ofproto/trace prints what a `clone(...)` does inside on the lines after it: not the flow's.
+  let inClone = 0;
   const close = () => {
     if (current) flows.push(canonical(current.table, current.head, current.actions));
     current = null;
@@ -188,7 +190,13 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     // ofproto/trace prints "drop" after a ct action (the pass ends or the packet is untracked
     // there); the flow has no such action.
     if (a === "drop" && current.actions.at(-1)?.startsWith("ct(")) continue;
-    if (/^[a-zA-Z_]+[:(]?/.test(a) && !a.includes(" ")) current.actions.push(a);
+    if (!/^[a-zA-Z_]+[:(]?/.test(a) || a.includes(" ")) continue;
+    if (inClone > 0) {
+      inClone--;
+      continue;
+    }
+    current.actions.push(a);
+    if (a.startsWith("clone(")) inClone = parts(a.slice("clone(".length, -1)).length;
   }
   close();
   return flows;
@@ -231,6 +239,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
   }
   switch (f.table) {
     case TABLE.CLASSIFY:
+      // A filtered mirror's copy, above the port's classification (PIPELINE.md, "Filtered mirrors").
+      if (f.priority === PRIORITY.MIRROR) return "mirrorOut";
       if (has("tun_id")) return "classifyTunnel";
       // Only an inactive port's flow matches a source MAC here (PIPELINE.md, "Inactive ports").
       if (has("dl_src")) return "inactivePort";
@@ -361,6 +371,12 @@ export function explainHop(
       case "classifyPhysnet":
         what = `from ${ingressWords(view, ingress)}: ${netLabel}`;
         break;
+      case "mirrorOut": {
+        const copy = f.actions.find((a) => a.startsWith("clone(output:"))?.slice(13, -1);
+        what = `from ${ingressWords(view, ingress)}: ${netLabel}; a filtered mirror copies it ` +
+          `to ofport ${copy}`;
+        break;
+      }
       case "inactivePort":
         what = `from an inactive port (ofport ${inPort}, a live migration's other end): ` +
           "counted and dropped until its guest runs here";

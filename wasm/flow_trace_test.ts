@@ -447,3 +447,28 @@ Deno.test("offline: a new connection to a service's VIP names every candidate ba
   assert.equal(idle.hop.steps.at(-1)!.kind, "serviceNew");
   assert.equal(idle.hop.outcomes[0].kind, "drop");
 });
+
+Deno.test("parseOfprotoTrace reads a filtered mirror's clone as its one action, not the copy's output too", () => {
+  // As Open vSwitch 3 prints it: the clone, then what it does inside, then the flow's other actions.
+  const text = `Flow: tcp,in_port=1,vlan_tci=0x0000,nw_src=10.0.0.2,nw_dst=10.0.0.3,tp_dst=5001
+
+bridge("br-int")
+----------------
+ 0. tcp,in_port=1,vlan_tci=0x0000/0x1fff,tp_dst=5001, priority 101, cookie 0x100000001
+    clone(output:3)
+    output:3
+    set_field:0x1->reg0
+    set_field:0x1->reg1
+    goto_table:10
+10. priority 100
+    output:2
+
+Final flow: unchanged
+Datapath actions: 4,3`;
+  const [mirror] = parseOfprotoTrace(text, "br-int");
+  assert.equal(
+    mirror.line,
+    "cookie=0x0000000100000001,table=0,priority=101,tcp,in_port=1,vlan_tci=0x0000/0x1fff,tp_dst=5001,actions=clone(output:3),set_field:0x1->reg0,set_field:0x1->reg1,goto_table:10",
+  );
+  assert.equal(flowKind(mirror), "mirrorOut");
+});

@@ -17,6 +17,13 @@ import { type Engine, engine, putText } from "./flow_engines.ts";
 import { checkSampling } from "./flow_sampling.ts";
 import { checkInactiveShape, inactiveError } from "./inactive_input.ts";
 import {
+  checkMirrorShape,
+  type FlowMirrorFilter,
+  MIRROR_PROTOCOLS,
+  mirrorError,
+  parseMirrorRemote,
+} from "./mirror_input.ts";
+import {
   checkServiceShape,
   type FlowService,
   SERVICE_PROTOCOLS,
@@ -156,6 +163,25 @@ function encodeInactive(wasm: Engine, input: FlowInput, words: number): number {
   return words;
 }
 
+/** Writes the mirror rules into the input area (layout at `mirrors` in assembly/mirror.ts). */
+function encodeMirrors(wasm: Engine, filters: FlowMirrorFilter[], words: number): number {
+  const base = wasm.input(words * 4);
+  const w = new Uint32Array(wasm.memory.buffer, base, words);
+  let i = 0;
+  w[i++] = filters.length;
+  for (const f of filters) {
+    const remote = f.remote === undefined ? { v4: 0, prefix: 0 } : parseMirrorRemote(f.remote)!;
+    w[i++] = f.source;
+    w[i++] = f.output;
+    w[i++] = MIRROR_PROTOCOLS.indexOf(f.protocol);
+    w[i++] = f.portMin ?? 0;
+    w[i++] = f.portMax ?? 65535;
+    w[i++] = remote.v4;
+    w[i++] = remote.prefix;
+  }
+  return words;
+}
+
 /**
  * Writes the services section into the input area (layout at `services` in assembly/service.ts)
  * and returns its number of words.
@@ -248,6 +274,12 @@ function compileWith(wasm: Engine, input: FlowInput): string[] {
     if (rc !== 0) {
       throw serviceError(input.services, rc, wasm.serviceErrorArg(0), wasm.serviceErrorArg(1));
     }
+  }
+  // The filtered mirrors' copies (assembly/mirror.ts), when a mirror has a filter.
+  const mirrorWords = checkMirrorShape(input.mirrorFilters);
+  if (input.mirrorFilters && input.mirrorFilters.length > 0) {
+    const rc = wasm.mirrors(encodeMirrors(wasm, input.mirrorFilters, mirrorWords));
+    if (rc !== 0) throw mirrorError(input.mirrorFilters, wasm.mirrorErrorArg());
   }
   // The lines are ASCII (the compiler writes constants and the numbers and addresses it renders,
   // never input bytes), so the ASCII decoder reads them as they are; in Deno it costs about 6 ms

@@ -23,6 +23,7 @@ export type { FlowAcl, FlowAclRule } from "./acl_input.ts";
 export type { FlowSampling } from "./flow_sampling.ts";
 export { SAMPLE_DOMAIN, SAMPLE_POINT, sampleProbability } from "./flow_sampling.ts";
 export type { FlowInactivePort } from "./inactive_input.ts";
+export type { FlowMirrorFilter } from "./mirror_input.ts";
 export type { FlowService, FlowServicePort } from "./service_input.ts";
 export { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";

@@ -91,6 +91,8 @@ export const PRIORITY = {
   EXCEPTION: 110,
   /** Network-wide drops of what EXCEPTION did not allow (ND). */
   GUARD: 105,
+  /** A filtered mirror's copy of what a local port sends, before its classification (CLASSIFY). */
+  MIRROR: 101,
   /** One port or endpoint: classification, spoof allowances, ARP replies, local unicast. */
   SPECIFIC: 100,
   /** Flooding of traffic from outside (tunnel, physnet) to local ports only. */
@@ -153,6 +155,7 @@ export const FLOW_KINDS = {
   flood: { table: TABLE.FORWARD, priority: PRIORITY.FLOOD },
   unknownUnicast: { table: TABLE.FORWARD, priority: PRIORITY.UNKNOWN },
   inactivePort: { table: TABLE.CLASSIFY, priority: PRIORITY.SPECIFIC },
+  mirrorOut: { table: TABLE.CLASSIFY, priority: PRIORITY.MIRROR },
 } as const satisfies Record<string, FlowKind>;
 
 /**

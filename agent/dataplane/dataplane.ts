@@ -34,7 +34,13 @@ import { type HostPorts, hostPortSpecs } from "./host_ports.ts";
 import type { BgpSpeaker } from "../bgp/bgp_speaker.ts";
 import { advertisedRoutes } from "../bgp/advertised.ts";
 import type { Advertised } from "../bgp/bird_config.ts";
-import { awaySources, collectorsAtNodes, type MirrorRows, mirrorRows } from "./mirrors.ts";
+import {
+  awaySources,
+  collectorsAtNodes,
+  mirrorFilters,
+  type MirrorRows,
+  mirrorRows,
+} from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
 import {
   carried,
@@ -466,6 +472,8 @@ export class Dataplane {
     const inactivePorts: FlowInactivePort[] = [];
     const watched: InactivePort[] = [];
     const localClaims = new Set<string>();
+    // The active local ports' ofports, by port key: a filtered mirror's sources and collector.
+    const ofports = new Map<string, number>();
     for (const a of this.state.attachmentsView()) {
       for (const i of a.interfaces) {
         if (!i.port || i.ofport === undefined) continue;
@@ -502,6 +510,7 @@ export class Dataplane {
           ips: portIps(i.port),
           cookie: i.cookie,
         });
+        ofports.set(portKey(i.port), i.ofport);
         sources.local.push(i.port);
         hosted.push({ port: current, number: net.id });
       }
@@ -550,6 +559,9 @@ export class Dataplane {
     if (acls.length > 0) model.acls = acls;
     if (this.sampling) model.sampling = this.sampling;
     if (inactivePorts.length > 0) model.inactivePorts = inactivePorts;
+    // Filtered mirrors are copied by flows (mirrors.ts; PIPELINE.md, "Filtered mirrors").
+    const rules = this.mirrors ? mirrorFilters(this.remote.mirrors(), ofports) : [];
+    if (rules.length > 0) model.mirrorFilters = rules;
     this.migrations?.watch(watched);
     this.sources.set(model, sources);
     return model;

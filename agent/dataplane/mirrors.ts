@@ -8,14 +8,19 @@
  * (GRE, ERSPAN or VXLAN: mirror_tunnels.ts).
  * Since the rows live in ovsdb-server, they outlast an agent or ovs-vswitchd restart; the next sync
  * checks them.
+ * A filtered mirror is no row (a row copies everything): its rules go into the flow compiler's
+ * input (`mirrorFilters`), as flows that copy what a local source sends and matches a rule to the
+ * collector's port (agent/PIPELINE.md, "Filtered mirrors").
  */
 import {
   isRemoteCollector,
   type Logger,
+  type MirrorFilterRule,
   type MirrorInfo,
   type MirrorPort,
   Mutex,
 } from "@knitter/common";
+import type { FlowMirrorFilter } from "@knitter/wasm";
 import { insertPort, type Op, type OvsdbClient } from "./ovsdb.ts";
 import { portKey } from "./port_key.ts";
 import {
@@ -59,7 +64,7 @@ export function mirrorRows(
   const out: MirrorRow[] = [];
   for (const m of mirrors) {
     const c = m.collector;
-    if (atNode(c, nodeIps)) continue;
+    if (m.filter || atNode(c, nodeIps)) continue;
     const tunnel = isRemoteCollector(c) ? tunnelOf(c) : undefined;
     const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
     const output = tunnel ? tunnel.name : local.get(key(c as MirrorPort));
@@ -75,6 +80,48 @@ export function mirrorRows(
     });
   }
   return out;
+}
+
+/**
+ * The compiler's rules of the filtered mirrors whose collector port is here (`ofports`: active
+ * local ports' ofports by "tenant/networkId/portId"): per local source and rule, what it sends
+ * that the rule matches goes to the collector's ofport. Keyed by the mirror's tenant, so a port
+ * of another tenant with the same ID is never a source nor the collector.
+ */
+export function mirrorFilters(
+  mirrors: Iterable<MirrorInfo>,
+  ofports: Map<string, number>,
+): FlowMirrorFilter[] {
+  const out: FlowMirrorFilter[] = [];
+  // Two mirrors' equal rules on one source would be two flows of one match: the first is kept.
+  const seen = new Set<string>();
+  for (const m of mirrors) {
+    if (!m.filter || isRemoteCollector(m.collector)) continue;
+    const key = (p: MirrorPort) => portKey({ ...p, tenant: m.tenant });
+    const output = ofports.get(key(m.collector));
+    if (output === undefined) continue;
+    for (const s of m.sources) {
+      const source = ofports.get(key(s));
+      if (source === undefined) continue;
+      for (const r of m.filter) {
+        const match = ruleMatch(r);
+        const id = JSON.stringify({ source, ...match });
+        if (!seen.has(id)) out.push({ source, output, ...match });
+        seen.add(id);
+      }
+    }
+  }
+  return out;
+}
+
+/** A rule as the compiler reads it: "5000-5003" as portMin and portMax. */
+function ruleMatch(r: MirrorFilterRule): Omit<FlowMirrorFilter, "source" | "output"> {
+  const [min, max = min] = r.ports?.split("-").map(Number) ?? [];
+  return {
+    protocol: r.protocol,
+    ...(min === undefined ? {} : { portMin: min, portMax: max }),
+    ...(r.remote === undefined ? {} : { remote: r.remote }),
+  };
 }
 
 /**

@@ -5,12 +5,18 @@
  * record, checks it and announces it on the change feed. Every port a mirror names is a port of the
  * mirror's tenant, whoever asks (an admin too): copies go to the collector port's interface only
  * (OVS outputs them to that port, they are never forwarded into its network), or, when an admin
- * says so, to an address over GRE, ERSPAN or VXLAN. Filters are refused until they are built
- * (manager/README.md, "Port mirrors").
+ * says so, to an address over GRE, ERSPAN or VXLAN. A filter narrows what the sources send
+ * ("out") to a collector port: the agents compile it into flows that match the source port itself
+ * (agent/PIPELINE.md, "Filtered mirrors"), so a rule never reaches another port's packets.
  */
 import type { z } from "zod";
-import { parseIp } from "@knitter/common/address";
-import { isRemoteCollector, type MirrorPort, type MirrorRemote } from "@knitter/common";
+import { formatCidr, parseCidr, parseIp } from "@knitter/common/address";
+import {
+  isRemoteCollector,
+  type MirrorFilterRule,
+  type MirrorPort,
+  type MirrorRemote,
+} from "@knitter/common";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid } from "../errors.ts";
 import { keys, type MirrorRecord, type PortRecord } from "../model.ts";
@@ -22,6 +28,7 @@ import { listNodes } from "./nodes.ts";
 import { keyId } from "./ports/mod.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 import { claimName, countOneLess } from "./tenant_counts.ts";
+import { checkedPorts } from "./security_groups.ts";
 
 type Body = z.infer<typeof MirrorCreate>;
 type PortRef = { network: string; port: string };
@@ -39,6 +46,7 @@ export async function createMirror(
 ): Promise<MirrorRecord> {
   const { principal, tenant, body } = req;
   const wanted = builtCollector(principal, body);
+  const filter = body.filter && checkedFilter(body);
   const mirror = await retry(ctx, async (tx) => {
     const t = await getTenantEntry(ctx, tenant);
     const e = await claimName(ctx, tx, {
@@ -65,6 +73,7 @@ export async function createMirror(
       tenant,
       sources: sources.map((s) => s.ref),
       direction: body.direction,
+      ...(filter ? { filter } : {}),
       collector: "remote" in collector ? collector : collector.ref,
       createdAt: now(),
     };
@@ -77,16 +86,42 @@ export async function createMirror(
 }
 
 /**
- * The collector: a port, or an admin's remote address over GRE, ERSPAN or VXLAN. Filters are
- * refused: the API describes them, the dataplane does not build them yet.
+ * A filter's rules, canonical. A filter copies what the sources send ("out") to a collector port:
+ * what a pod receives, and copies over a tunnel, are not filtered by the dataplane yet.
  */
-function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemote {
-  if (body.filter !== undefined) {
+function checkedFilter(body: Body): MirrorFilterRule[] {
+  if (body.direction !== "out") {
     throw invalid(
-      "filter",
-      "Filtered mirrors are not supported yet: leave out filter to mirror all of the ports' traffic (and filter in the collector, e.g. with a tcpdump expression)",
+      "direction",
+      `A filter copies what the pods send: give direction "out" (not "${body.direction}"), or leave out filter to copy both directions`,
     );
   }
+  if ("remote" in body.collector) {
+    throw invalid(
+      "filter",
+      "A filtered mirror copies to a collector port ({ network, port }) only; a remote collector takes unfiltered copies (filter there, e.g. with a capture filter)",
+    );
+  }
+  return body.filter!.map((r, i) => {
+    const rule: MirrorFilterRule = { protocol: r.protocol };
+    if (r.ports !== undefined) rule.ports = checkedPorts(`filter[${i}].ports`, r.protocol, r.ports);
+    if (r.remote !== undefined) rule.remote = checkedRemote(`filter[${i}].remote`, r.remote);
+    return rule;
+  });
+}
+
+/** A rule's remote: an IPv4 CIDR without host bits (the flows match IPv4). */
+function checkedRemote(field: string, text: string): string {
+  const cidr = parseCidr(text);
+  if ("error" in cidr) throw invalid(field, `"${text}": ${cidr.error}`);
+  if (cidr.family !== 4) {
+    throw invalid(field, `"${text}" is IPv6: a filter matches IPv4 only, e.g. 10.1.0.0/24`);
+  }
+  return formatCidr(cidr);
+}
+
+/** The collector: a port, or an admin's remote address over GRE, ERSPAN or VXLAN. */
+function builtCollector(principal: Principal, body: Body): PortRef | MirrorRemote {
   if (!("remote" in body.collector)) return body.collector;
   const { ip, protocol, session, vni } = body.collector.remote;
   if (principal.scope !== "admin") {

@@ -50,7 +50,8 @@ async function checkedRules(
   return out;
 }
 
-function checkedPorts(field: string, protocol: string, ports: string): string {
+/** A rule's ports, canonical ("80", "8000-8100"); a mirror filter's too (mirrors.ts). */
+export function checkedPorts(field: string, protocol: string, ports: string): string {
   if (protocol !== "tcp" && protocol !== "udp") {
     throw invalid(field, `ports apply to tcp and udp only, not to ${protocol}; leave them out`);
   }

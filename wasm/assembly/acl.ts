@@ -276,7 +276,7 @@ function protocol(proto: u32, v6: bool): string | null {
 }
 
 /** The size of the port block that starts at `a` (the largest aligned one up to `max`). */
-function blockSize(a: u32, max: u32): u32 {
+export function blockSize(a: u32, max: u32): u32 {
   let size: u32 = 1;
   while (a % (size * 2) == 0 && a + size * 2 - 1 <= max) size *= 2;
   return size;
@@ -291,7 +291,7 @@ function blockCount(min: u32, max: u32): u32 {
 }
 
 /** `,tp_dst=…` of the block of `size` ports at `a`. */
-function putBlock(a: u32, size: u32): void {
+export function putBlock(a: u32, size: u32): void {
   puts(",tp_dst=");
   if (size == 1) {
     putDec(a);

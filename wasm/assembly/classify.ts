@@ -35,6 +35,12 @@ export function classifyLocal(n: usize, p: usize): void {
   putc(44);
   puts(M_UNTAGGED);
   puts(",actions=");
+  classifyLocalActions(n, p);
+  end();
+}
+
+/** What every packet of local port p does first (a filtered mirror's flow too: mirror.ts). */
+export function classifyLocalActions(n: usize, p: usize): void {
   // Flow records: what a local pod sends, sampled once, as it enters (../flow_sampling.ts).
   putSample(SAMPLE_DOMAIN, SP_SENT);
   puts("set_field:");
@@ -43,7 +49,6 @@ export function classifyLocal(n: usize, p: usize): void {
   putHex(load<u32>(p, L_COOKIE));
   puts("->reg1,goto_table:");
   putDec(T_SPOOF);
-  end();
 }
 
 export function classifyTunnel(n: usize): void {

@@ -17,6 +17,7 @@
 //   layout.ts    the growable buffers and the layout of the model's records
 //   keys.ts      the address rules asked for many texts at once (../flow_keys.ts)
 //   inactive.ts  the flows of inactive ports (a live migration's other end), a third call
+//   mirror.ts    the flows of filtered mirrors (copies of what a local port sends), a call too
 //
 // No managed objects: every array is a growable buffer in linear memory (heap.realloc on the TLSF
 // heap of --runtime minimal), kept from one call to the next. No decorators (see bitmap.ts).
@@ -34,6 +35,7 @@ export { outLen, outPtr } from "./output";
 export { keyPtr, keys } from "./keys";
 export { sampling } from "./sample";
 export { inactive, inactiveErrorArg } from "./inactive";
+export { mirrorErrorArg, mirrors } from "./mirror";
 
 /**
  * Compiles the model in the input area: `words` u32 words, then the strings. Returns 0 and leaves

@@ -240,6 +240,12 @@ export function localByCookie(cookie: u32): u32 {
   return owner(key0(H_COOKIE, 0), <u64> cookie);
 }
 
+/** The index of the local port with `ofport`, or NONE (mirror.ts, after a compile). */
+export function localByOfport(ofport: u32): u32 {
+  const i = owner(key0(H_OFPORT, 0), <u64> ofport);
+  return i < REMOTE_REF ? i : NONE;
+}
+
 /** The record of local port i (acl.ts). */
 export function localRecord(i: u32): usize {
   return local(i);

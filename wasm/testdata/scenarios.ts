@@ -560,3 +560,25 @@ scenarios.services = {
     },
   ],
 };
+
+/**
+ * Filtered mirrors (../../agent/PIPELINE.md, "Filtered mirrors"): of the three pods of
+ * vxlan_one_node, what pod 1 (ofport 1) sends over TCP to port 5001 is copied to the collector
+ * pod (ofport 3), and what pod 2 sends over UDP to ports 5000-5003 of 10.0.0.0/24 and its ICMP
+ * to any address to a mirror tunnel port (ofport 900). The rest of their traffic is not copied.
+ */
+scenarios.mirror_filters = {
+  ...structuredClone(scenarios.vxlan_one_node),
+  mirrorFilters: [
+    { source: 1, output: 3, protocol: "tcp", portMin: 5001, portMax: 5001 },
+    {
+      source: 2,
+      output: 900,
+      protocol: "udp",
+      portMin: 5000,
+      portMax: 5003,
+      remote: "10.0.0.0/24",
+    },
+    { source: 2, output: 900, protocol: "icmp" },
+  ],
+};
