@@ -1,7 +1,7 @@
 /**
  * The services section of the flow compiler's input (agent/PIPELINE.md, "Services"): the services
- * of the networks this node has pods on, with their backends resolved against the ports the feed
- * knows. A backend is a port the service names, of its tenant and network, bound to a node: a port
+ * of the networks this node has pods on (and of those a router joins to them), with their backends
+ * resolved against the ports the feed knows. A backend is a port the service names, of its tenant and network, bound to a node: a port
  * deleted or unbound is out of the next compile, without a service change.
  */
 import { MAX_SERVICE_BACKENDS, type Port, type ServiceInfo } from "@knitter/common";
@@ -35,7 +35,7 @@ function byAddress(a: string, b: string): number {
 
 /**
  * The flow model's services: those of `networks` whose manager IDs are in `local` (networks a pod
- * of this node is on), numbered by `number` (stable per "tenant/name").
+ * of this node is on, or a router joins to one), numbered by `number` (stable per "tenant/name").
  */
 export async function flowServices(
   view: { services: Iterable<ServiceInfo>; ports: Iterable<Port> },
