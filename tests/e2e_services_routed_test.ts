@@ -13,6 +13,9 @@ import { type StackNode, startStack } from "../devstack/stack.ts";
 import { knitterList, makePod, podBook } from "./support/pods.ts";
 import { startReady } from "./support/traffic.ts";
 import { api } from "./support/stack_api.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
+import { expectExit } from "../knitctl/test_support.ts";
+import type { TraceReport } from "../knitctl/trace.ts";
 import {
   assertSpread,
   bucketsAre,
@@ -83,6 +86,27 @@ Deno.test("e2e services routed: a client on another network behind the tenant's 
       },
     );
   }
+
+  await t.step(
+    "knitctl trace --offline from red on n1 to the VIP names the group and every candidate",
+    async () => {
+      const ctl = await knitctlOn(stack);
+      const args = ["trace", "--offline", "--src", book.ips[far.name], "-t", "acme", "--dst", vip];
+      const r = expectExit(
+        await ctl([...args, "--proto", "tcp", "--dport", "80", "-o", "json"]),
+        0,
+        args.join(" "),
+      ).json() as TraceReport;
+      const steps = r.hops[0].steps;
+      assert.deepEqual(
+        steps.slice(2, 6).map((s) => s.kind),
+        ["routeIn", "routeTo", "serviceVipRouted", "serviceNew"],
+        JSON.stringify(steps),
+      );
+      const candidates = [...ips].sort().map((ip) => `${ip}:${TARGET}`).join(", ");
+      assert.ok(steps[5].what.includes(`over ${candidates} `), steps[5].what);
+    },
+  );
 
   await t.step(
     "green (on no router) and globex (no router, the same CIDRs) do not reach the VIP",
