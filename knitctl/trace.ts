@@ -11,6 +11,7 @@ import {
   type NodeInfo,
   type Port,
   type SecurityGroup,
+  type ServiceInfo,
 } from "@knitter/common";
 import { parseIp, parseMac } from "@knitter/common/address";
 import type { RouterInfo } from "@knitter/common";
@@ -67,8 +68,9 @@ export async function trace(c: AttachContext): Promise<void> {
   let nodes: NodeInfo[];
   let network: WhatIfNetwork | undefined;
   let groups: SecurityGroup[];
+  let services: ServiceInfo[];
   try {
-    [ports, nodes, groups, network] = await Promise.all([
+    [ports, nodes, groups, network, services] = await Promise.all([
       client.listPorts(),
       client.listNodes(),
       offline ? securityGroups(client, c.settings.tenant) : [],
@@ -80,6 +82,7 @@ export async function trace(c: AttachContext): Promise<void> {
           }`,
         )
         : undefined,
+      offline ? servicesOf(client, c.settings.tenant) : [],
     ]);
   } catch (err) {
     throw explainManagerError(err, `knitctl -t ${c.settings.tenant} get networks`);
@@ -90,7 +93,7 @@ export async function trace(c: AttachContext): Promise<void> {
     ? { src: whatIfPort(c, whatIf, network), hypothetical: true }
     : source(c, ports);
   const routers = await tenantRouters(c, src.networkTenant);
-  const model: TraceModel = { ports, nodes, routers, groups };
+  const model: TraceModel = { ports, nodes, routers, groups, services };
   const srcMac = str(f, "src-mac");
   const ask: TraceAsk = {
     src,
@@ -276,12 +279,27 @@ function isMac(text: string): boolean {
 }
 
 /** The groups the offline model needs: every tenant's (admin), else the tenant's own. */
-async function securityGroups(client: ManagerClient, tenant: string): Promise<SecurityGroup[]> {
+function securityGroups(client: ManagerClient, tenant: string): Promise<SecurityGroup[]> {
+  return everyOrOwn(client, () => client.listSecurityGroups(), tenant, "security-groups");
+}
+
+/** The services the offline model needs: every tenant's (admin), else the tenant's own. */
+function servicesOf(client: ManagerClient, tenant: string): Promise<ServiceInfo[]> {
+  return everyOrOwn(client, () => client.listServices(), tenant, "services");
+}
+
+/** Every tenant's items (`every`), or, where the token may not list them all, the tenant's own. */
+async function everyOrOwn<T>(
+  client: ManagerClient,
+  every: () => Promise<T[]>,
+  tenant: string,
+  collection: string,
+): Promise<T[]> {
   try {
-    return await client.listSecurityGroups();
+    return await every();
   } catch (err) {
     if (!(err instanceof ManagerError && err.status === 403)) throw err;
-    const path = `/api/v1/tenants/${encodeURIComponent(tenant)}/security-groups`;
-    return (await client.request<{ items: SecurityGroup[] }>("GET", path)).items;
+    const path = `/api/v1/tenants/${encodeURIComponent(tenant)}/${collection}`;
+    return (await client.request<{ items: T[] }>("GET", path)).items;
   }
 }

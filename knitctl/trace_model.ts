@@ -6,9 +6,10 @@
  * here: they are numbered in order (ports from 1, the tunnel 100, physnet ports from 200), so an
  * offline trace names the same flows and outcomes as a live one with other numbers.
  */
-import type { NodeInfo, Port, RouterInfo, SecurityGroup } from "@knitter/common";
+import type { NodeInfo, Port, RouterInfo, SecurityGroup, ServiceInfo } from "@knitter/common";
 import { flowRoutes, portIps, routedNetworks } from "@knitter/common";
 import { aclsOf } from "@knitter/agent/acl_model";
+import { flowService } from "@knitter/agent/service_model";
 import {
   compileFlows,
   flowGateways,
@@ -42,7 +43,8 @@ export function portKey(p: Pick<Port, "networkId" | "id" | "tenant">): string {
  * The flows and names of `node` from the manager's ports, nodes and routers: as the agent models
  * it, the networks a router connects to one with pods here are the node's too (their ports are
  * remote), and the routes leave the local ones. The security groups its ports are in become their
- * flows as the agent resolves them (agent/dataplane/acl_model.ts).
+ * flows as the agent resolves them (agent/dataplane/acl_model.ts), and the services of the node's
+ * networks their VIPs' balancing (agent/dataplane/service_model.ts), numbered in order.
  */
 export function offlineNode(
   node: string,
@@ -50,6 +52,7 @@ export function offlineNode(
   nodes: NodeInfo[],
   routers: RouterInfo[] = [],
   groups: SecurityGroup[] = [],
+  services: ServiceInfo[] = [],
 ): OfflineNode {
   const local = ports.filter((p) => p.node === node).sort((a, b) =>
     portKey(a) < portKey(b) ? -1 : 1
@@ -143,6 +146,12 @@ export function offlineNode(
     port: () => undefined,
   });
   if (acls.length > 0) model.acls = acls;
+  const modelled = services.filter((s) => networkNo.has(s.networkId));
+  if (modelled.length > 0) {
+    model.services = modelled.map((s, i) =>
+      flowService(s, networkNo.get(s.networkId)!, i + 1, ports)
+    );
+  }
   return {
     view,
     lines: compileFlows(isolateConflicts(model).input),

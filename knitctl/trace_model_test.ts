@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import type { NodeInfo, Port } from "@knitter/common";
+import type { NodeInfo, Port, ServiceInfo } from "@knitter/common";
 import { offlineNode, portKey } from "./trace_model.ts";
+import { offlineTrace } from "./trace_offline.ts";
 
 function port(over: Partial<Port>): Port {
   return {
@@ -16,6 +17,18 @@ const nodes = [{ name: "n1", underlayIp: "192.0.2.1" }, {
   name: "n2",
   underlayIp: "192.0.2.2",
 }] as NodeInfo[];
+
+/** A router of acme joining red (nr, 10.1.0.0/24) and blue (nb, 10.2.0.0/24). */
+const router = {
+  name: "r",
+  tenant: "acme",
+  networks: [
+    { name: "red", id: "nr", cidr: "10.1.0.0/24", gateway: "10.1.0.1" },
+    { name: "blue", id: "nb", cidr: "10.2.0.0/24", gateway: "10.2.0.1" },
+  ],
+  routes: [],
+  createdAt: "2026-01-01T00:00:00Z",
+};
 
 Deno.test("offline model: the node's ports are local, same-network ports elsewhere remote", () => {
   const ports = [
@@ -93,16 +106,6 @@ Deno.test("offline model: a router brings its other networks in, and the routes 
     port({ id: "b", ...net("nb", "blue", 2, 5002), ip: "10.2.0.2", mac: "02:00:00:00:02:02" }),
     port({ id: "g", ...net("ng", "green", 3, 5003), ip: "10.3.0.2", mac: "02:00:00:00:03:02" }),
   ].map((p, i) => ({ ...p, address: `${p.ip}/24`, node: i === 0 ? "n1" : "n2" }));
-  const router = {
-    name: "r",
-    tenant: "acme",
-    networks: [
-      { name: "red", id: "nr", cidr: "10.1.0.0/24", gateway: "10.1.0.1" },
-      { name: "blue", id: "nb", cidr: "10.2.0.0/24", gateway: "10.2.0.1" },
-    ],
-    routes: [],
-    createdAt: "2026-01-01T00:00:00Z",
-  };
   const m = offlineNode("n1", ports, nodes, [router]);
   // blue (on the router) is modelled here, green (on none) is not.
   assert.deepEqual(m.view.networks.map((n) => n.label), ["acme/red", "acme/blue"]);
@@ -172,4 +175,52 @@ Deno.test("offline model: two tenants' ports of one ID on a public network are t
   assert.equal(m.view.localPorts.length, 2);
   const [acme, globex] = ports.map((p) => m.ofports.get(portKey(p)));
   assert.ok(acme !== undefined && globex !== undefined && acme !== globex, `${acme} ${globex}`);
+});
+
+Deno.test("offline trace: a pod routed to a service's VIP on another network names its group and every candidate", async () => {
+  const blue = {
+    network: "blue",
+    networkId: "nb",
+    segmentId: 5002,
+    gateway: "10.2.0.1",
+    node: "n2",
+  };
+  const ports = [
+    port({
+      id: "c",
+      network: "red",
+      networkId: "nr",
+      gateway: "10.1.0.1",
+      node: "n1",
+      ip: "10.1.0.2",
+    }),
+    port({ id: "b1", ...blue, ip: "10.2.0.3" }),
+    port({ id: "b2", ...blue, ip: "10.2.0.4" }),
+  ].map((p, i) => ({
+    ...p,
+    family: 4,
+    address: `${p.ip}/24`,
+    mac: `02:00:00:00:00:0${i + 2}`,
+  })) as Port[];
+  const service = {
+    tenant: "acme",
+    name: "front",
+    networkId: "nb",
+    vip: "10.2.0.100",
+    ports: [{ protocol: "TCP", port: 80, targetPort: 8080 }],
+    backends: ["b1", "b2"],
+  } as unknown as ServiceInfo;
+  const ask = { src: ports[0], dst: "10.2.0.100", proto: "tcp", dport: 80 } as const;
+  const model = { ports, nodes, routers: [router], groups: [], services: [service] };
+  const r = await offlineTrace(model, ask);
+  const first = r.hops[0];
+  assert.deepEqual(first.node, "n1");
+  const kinds = first.steps.map((s) => s.kind);
+  assert.deepEqual(kinds.slice(2, 5), ["routeIn", "routeTo", "serviceVipRouted"]);
+  const balanced = first.steps.find((s) => s.kind === "serviceNew")!;
+  assert.match(balanced.what, /select group \d+ over 10\.2\.0\.3:8080, 10\.2\.0\.4:8080/);
+  // Without the service (as before), nothing on n1 takes the VIP.
+  const without = await offlineTrace({ ...model, services: [] }, ask);
+  assert.ok(!without.hops[0].steps.some((s) => s.kind === "serviceNew"), JSON.stringify(without));
+  assert.equal(without.delivered, false);
 });

@@ -6,7 +6,7 @@
  * from the flow compiler (trace_model.ts) and the offline evaluator runs them; live, the hops come
  * from the nodes' agents instead, and the rest is the same.
  */
-import type { NodeInfo, Port, RouterInfo, SecurityGroup } from "@knitter/common";
+import type { NodeInfo, Port, RouterInfo, SecurityGroup, ServiceInfo } from "@knitter/common";
 import { cidrContains, networkOf, parseIp, parseIpPrefix } from "@knitter/common/address";
 import {
   evalPacket,
@@ -22,6 +22,7 @@ import {
   type TraceTarget,
 } from "@knitter/wasm";
 import { type OfflineNode, offlineNode, portKey } from "./trace_model.ts";
+import { serviceMac } from "@knitter/agent/service_model";
 
 /** A node is visited once; a packet never needs more hops than this here. */
 const MAX_HOPS = 4;
@@ -32,6 +33,8 @@ export interface TraceModel {
   nodes: NodeInfo[];
   routers: RouterInfo[];
   groups: SecurityGroup[];
+  /** The services the caller may see: their VIPs balance as on the nodes. */
+  services?: ServiceInfo[];
 }
 
 /** What is traced: from a port (perhaps one not bound yet) to an IPv4 address. */
@@ -79,6 +82,11 @@ export function tracePlan(
   const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
     all.find((p) => p.ip === to && p.node && p.networkTenant === src.networkTenant) ??
     all.find((p) => p.ip === to && p.node);
+  // No port has it: a service's VIP, of its network first, then of the tenant's.
+  const service = owner
+    ? undefined
+    : model.services?.find((s) => s.vip === to && s.networkId === src.networkId) ??
+      model.services?.find((s) => s.vip === to && s.tenant === src.networkTenant);
   const target: TraceTarget = {
     ip: to,
     ...(owner
@@ -89,6 +97,13 @@ export function tracePlan(
           ...(owner.node ? { node: owner.node } : {}),
         },
       }
+      : service
+      ? {
+        owner: {
+          label: `service ${service.tenant}/${service.name}`,
+          network: `${service.tenant}/${service.network}`,
+        },
+      }
       : {}),
   };
   // Nobody has the address: the pod's ARP request for it is what goes out.
@@ -96,17 +111,20 @@ export function tracePlan(
   // which routes it; otherwise the trace sends to the owner's MAC, to show where it is stopped.
   const viaGateway = offSubnet(src, to) &&
     model.routers.some((r) => r.networks.some((n) => n.id === src.networkId));
+  const known = owner !== undefined || service !== undefined;
   const packet: TracePacket = {
-    proto: owner || viaGateway ? ask.proto : "arp",
+    proto: known || viaGateway ? ask.proto : "arp",
     dlSrc: ask.srcMac ?? src.mac,
     dlDst: viaGateway
       ? gatewayMac(src.networkId)
       : owner
       ? owner.mac.toLowerCase()
+      : service
+      ? serviceMac(service)
       : "ff:ff:ff:ff:ff:ff",
     ipSrc: ask.srcIp ?? src.ip,
     ipDst: to,
-    ...(owner && ask.dport !== undefined ? { dstPort: ask.dport } : {}),
+    ...(known && ask.dport !== undefined ? { dstPort: ask.dport } : {}),
   };
   return { packet, target, ports: all };
 }
@@ -152,7 +170,10 @@ export function offlineHops(model: TraceModel, ask: TraceAsk, target: TraceTarge
   const nodes = new Map<string, OfflineNode>();
   return (node, from, packet) => {
     const m = nodes.get(node) ??
-      nodes.set(node, offlineNode(node, all, model.nodes, model.routers, model.groups)).get(node)!;
+      nodes.set(
+        node,
+        offlineNode(node, all, model.nodes, model.routers, model.groups, model.services),
+      ).get(node)!;
     const ingress: TraceIngress = from.kind === "port"
       ? { kind: "port", ofport: m.ofports.get(portKey(ask.src))! }
       : from;

@@ -939,3 +939,25 @@ Deno.test("architecture: one builder writes a mirror's copies, one agent module 
   }
   assert.deepEqual(feeders, ["agent/dataplane/mirrors.ts"]);
 });
+
+/**
+ * Issue 28, a VIP through a router: the agent and `knitctl trace --offline` must model a service
+ * alike (its MAC, ports and backends), or the offline trace names flows no node has. One function
+ * makes a service's compiler entry (agent/dataplane/service_model.ts flowService); knitctl calls it,
+ * and only that file derives a service's MAC.
+ */
+Deno.test("architecture: a service's flow model and MAC are made in agent/dataplane/service_model.ts only, for the agent and the offline trace", async () => {
+  const makers: string[] = [];
+  const callers: string[] = [];
+  for (const dir of ["agent", "knitctl", "manager", "wasm"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (isTest(path) || isBench(path)) continue;
+      const text = await Deno.readTextFile(file);
+      if (/gatewayMac\(\s*\[\s*"service"/.test(text)) makers.push(path);
+      if (/\bflowService\(/.test(text)) callers.push(path);
+    }
+  }
+  assert.deepEqual(makers, ["agent/dataplane/service_model.ts"]);
+  assert.deepEqual(callers.sort(), ["agent/dataplane/service_model.ts", "knitctl/trace_model.ts"]);
+});

@@ -258,13 +258,14 @@ export function flowKind(f: ParsedFlow): FlowKindName {
     case TABLE.ROUTE:
       return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
     case TABLE.NEXT_HOP:
-      return "nextHop";
+      return f.priority === SERVICE_PRIORITY.VIP ? "serviceVipRouted" : "nextHop";
     case SERVICE_TABLE.SERVICE:
       return f.priority === SERVICE_PRIORITY.NEW ? "serviceNew" : "serviceTracked";
     case TABLE.ARP:
       if (f.priority === SERVICE_PRIORITY.VIP) return "serviceVip";
       if (f.priority === SERVICE_PRIORITY.VIP_GUARD) return "serviceVipGuard";
       if (f.priority === SERVICE_PRIORITY.REPLY) return "serviceReplyLocal";
+      if (f.priority === SERVICE_PRIORITY.REPLY_ROUTED) return "serviceReplyRouted";
       if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
       if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
@@ -451,6 +452,10 @@ export function explainHop(
         what = `${packet.proto.toUpperCase()} to ${packet.ipDst}:${packet.dstPort}, a service's ` +
           `VIP on ${netLabel}: through conntrack (NAT), to SERVICE`;
         break;
+      case "serviceVipRouted":
+        what = `${packet.proto.toUpperCase()} to ${packet.ipDst}:${packet.dstPort}, a service's ` +
+          `VIP on ${netLabel}, routed there: through conntrack (NAT), to SERVICE`;
+        break;
       case "serviceVipGuard":
         what = `to ${packet.ipDst}, a service's VIP on ${netLabel}, not one of its ports: dropped`;
         break;
@@ -472,6 +477,10 @@ export function explainHop(
       case "serviceReplyLocal":
       case "serviceReplyIn":
         what = `a backend's reply from ${packet.ipSrc}: translated back to the VIP by conntrack`;
+        break;
+      case "serviceReplyRouted":
+        what = `a backend's reply from ${packet.ipSrc} to its gateway: translated back to the ` +
+          "VIP by conntrack, to ROUTE";
         break;
       case "nextHop": {
         const mac = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);

@@ -266,11 +266,13 @@ Deno.test("flowKind names every security group flow as its builder, at that buil
 });
 
 Deno.test("flowKind names every service flow as its builder, at that builder's table and priority", () => {
-  const model = scenarios.services;
-  const plain = new Set(compileFlows({ ...model, services: undefined }));
-  const { flows } = splitGroups(compileFlows(model));
   const seen = new Set<string>();
-  for (const line of flows.filter((l) => !plain.has(l))) {
+  // The routed model has the flows of a VIP a router reaches.
+  const added = [scenarios.services, scenarios.services_routed].flatMap((model) => {
+    const plain = new Set(compileFlows({ ...model, services: undefined }));
+    return splitGroups(compileFlows(model)).flows.filter((l) => !plain.has(l));
+  });
+  for (const line of added) {
     const f = parseFlowLine(line);
     const kind = flowKind(f);
     seen.add(kind);
@@ -406,32 +408,41 @@ Deno.test("offline: a marked network's packet is said to be marked, and goes on 
   assert.deepEqual(hop.outcomes.map((o) => o.kind === "local" && o.ofport), [blue.ofport]);
 });
 
-Deno.test("offline: a new connection to a service's VIP names every candidate backend and goes to one", () => {
-  const model = scenarios.services;
+/**
+ * The offline walk of a TCP packet local port `from` (1-based) of `model` sends from `ports[0]` to
+ * `ipDst:ports[1]` (MAC `dlDst`), through the services' groups, and the hop told of it.
+ */
+function walkTcp(
+  model: FlowInput,
+  from: number,
+  dlDst: string,
+  ipDst: string,
+  ports: [number, number],
+) {
   const lines = compileFlows(model);
-  const view = viewOf(model, () => "acme/data", (ofport) => `acme/pod-${ofport}/eth0`);
-  const client = model.localPorts[0];
-  const ingress = { kind: "port", ofport: client.ofport } as const;
-  const trace = (ipDst: string, dstPort: number) => {
-    const packet = {
-      proto: "tcp",
-      dlSrc: client.mac,
-      dlDst: "0a:58:0a:00:00:64",
-      ipSrc: client.ips[0],
-      ipDst,
-      dstPort,
-    } as const;
-    const walked = evaluate(
-      flowTables(lines),
-      evalPacket(view, ingress, packet),
-      flowGroups(lines),
-    );
-    const hop = explainHop(view, ingress, packet, walked.matched, {
-      mode: "offline",
-      ...(walked.balanced ? { balanced: walked.balanced } : {}),
-    });
-    return { walked, hop };
-  };
+  const view = viewOf(model, () => "acme/app", (ofport) => `acme/pod-${ofport}/eth0`);
+  const port = model.localPorts[from - 1];
+  const ingress = { kind: "port", ofport: port.ofport } as const;
+  const packet = {
+    proto: "tcp",
+    dlSrc: port.mac,
+    dlDst,
+    ipSrc: port.ips[0],
+    ipDst,
+    srcPort: ports[0],
+    dstPort: ports[1],
+  } as const;
+  const walked = evaluate(flowTables(lines), evalPacket(view, ingress, packet), flowGroups(lines));
+  const hop = explainHop(view, ingress, packet, walked.matched, {
+    mode: "offline",
+    ...(walked.balanced ? { balanced: walked.balanced } : {}),
+  });
+  return { walked, hop };
+}
+
+Deno.test("offline: a new connection to a service's VIP names every candidate backend and goes to one", () => {
+  const trace = (ipDst: string, dstPort: number) =>
+    walkTcp(scenarios.services, 1, "0a:58:0a:00:00:64", ipDst, [40000, dstPort]);
   const { walked, hop } = trace("10.0.0.100", 80);
   // web: a local backend and a remote one; the address no port has gets no bucket.
   assert.deepEqual(walked.balanced, { group: 16, candidates: ["10.0.0.3:8080", "10.0.0.4:8080"] });
@@ -471,4 +482,42 @@ Datapath actions: 4,3`;
     "cookie=0x0000000100000001,table=0,priority=101,tcp,in_port=1,vlan_tci=0x0000/0x1fff,tp_dst=5001,actions=clone(output:3),set_field:0x1->reg0,set_field:0x1->reg1,goto_table:10",
   );
   assert.equal(flowKind(mirror), "mirrorOut");
+});
+
+Deno.test("offline: a pod routed to a service's VIP on another network is balanced there, and the reply is routed back", () => {
+  const walk = (from: number, dlDst: string, ipDst: string, ports: [number, number]) =>
+    walkTcp(scenarios.services_routed, from, dlDst, ipDst, ports);
+  // The client on red sends to its gateway; the router takes it onto blue, where the VIP balances.
+  const { walked, hop } = walk(1, "0a:58:0a:01:00:01", "10.2.0.100", [40000, 80]);
+  assert.deepEqual(walked.balanced, { group: 16, candidates: ["10.2.0.3:8080", "10.2.0.4:8080"] });
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind),
+    [
+      "classifyLocal",
+      "spoofIpv4",
+      "routeIn",
+      "routeTo",
+      "serviceVipRouted",
+      "serviceNew",
+      "nextHop",
+      "forwardLocal",
+    ],
+  );
+  assert.match(hop.steps[5].what, /select group 16 over 10\.2\.0\.3:8080, 10\.2\.0\.4:8080/);
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+  // Another port of the VIP finds no next hop: dropped.
+  const other = walk(1, "0a:58:0a:01:00:01", "10.2.0.100", [40000, 81]);
+  assert.equal(other.walked.balanced, undefined);
+  assert.equal(other.hop.outcomes[0].kind, "drop");
+  // The local backend's reply to its gateway is un-NATed, then routed back onto red.
+  const reply = walk(2, "0a:58:0a:02:00:01", "10.1.0.2", [8080, 40000]);
+  assert.deepEqual(
+    reply.hop.steps.map((s) => s.kind),
+    ["classifyLocal", "spoofIpv4", "serviceReplyRouted", "routeTo", "nextHop", "forwardLocal"],
+  );
+  assert.deepEqual(reply.hop.outcomes, [{ kind: "local", ofport: 1, port: "acme/pod-1/eth0" }]);
+  // Green is on no router: its pod never reaches the VIP's balancing.
+  const green = walk(3, "0a:58:0a:03:00:01", "10.2.0.100", [40000, 80]);
+  assert.equal(green.walked.balanced, undefined);
+  assert.ok(!green.hop.outcomes.some((o) => o.kind === "local"));
 });

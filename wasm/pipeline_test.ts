@@ -71,12 +71,7 @@ Deno.test("PIPELINE.md's Security groups section lists the tables, priorities an
 
 Deno.test("PIPELINE.md's Security groups flows are those the golden model security_groups adds", async () => {
   const at = doc.indexOf("## Security groups");
-  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
-  const golden = await Deno.readTextFile(
-    new URL("./testdata/security_groups.flows", import.meta.url),
-  );
-  const plain = new Set(compileFlows({ ...scenarios.security_groups, acls: undefined }));
-  assert.deepEqual(block, golden.split("\n").filter((l) => l && !plain.has(l)));
+  assert.deepEqual(codeBlock(at), await addedFlows("security_groups", "acls"));
 });
 
 Deno.test("PIPELINE.md's Services section lists the table, priorities and kinds of service_pipeline.ts, and the flows and groups the golden model services adds", async () => {
@@ -89,8 +84,22 @@ Deno.test("PIPELINE.md's Services section lists the table, priorities and kinds 
   const kinds = rows("service builder").map(([b, table, prio]) => [unquote(b), +table, +prio]);
   assert.deepEqual(kinds, Object.entries(SERVICE_KINDS).map(([n, k]) => [n, k.table, k.priority]));
   const at = doc.indexOf("## Services");
-  const block = doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
-  const golden = await Deno.readTextFile(new URL("./testdata/services.flows", import.meta.url));
-  const plain = new Set(compileFlows({ ...scenarios.services, services: undefined }));
-  assert.deepEqual(block, golden.split("\n").filter((l) => l && !plain.has(l)));
+  assert.deepEqual(codeBlock(at), await addedFlows("services", "services"));
 });
+
+Deno.test("PIPELINE.md's Services section shows the flows and groups the golden model services_routed adds", async () => {
+  const at = doc.indexOf("The flows and groups the golden model `services_routed` adds");
+  assert.deepEqual(codeBlock(at), await addedFlows("services_routed", "services"));
+});
+
+/** The lines of the first text block of PIPELINE.md after offset `at`. */
+function codeBlock(at: number): string[] {
+  return doc.slice(at).match(/```text\n([\s\S]*?)```/)![1].split("\n").filter(Boolean);
+}
+
+/** The golden lines of model `name` that its `section` adds (those it has not without it). */
+async function addedFlows(name: string, section: "acls" | "services"): Promise<string[]> {
+  const golden = await Deno.readTextFile(new URL(`./testdata/${name}.flows`, import.meta.url));
+  const plain = new Set(compileFlows({ ...scenarios[name], [section]: undefined }));
+  return golden.split("\n").filter((l) => l && !plain.has(l));
+}

@@ -23,10 +23,18 @@ export const SERVICE_TABLES = [
 
 /** Priorities of the service flows (one meaning each, none shared with PRIORITY's or ACL's). */
 export const SERVICE_PRIORITY = {
-  /** ARP: a service port on a VIP, into conntrack (NAT) and on to SERVICE. */
+  /**
+   * ARP (from a client of the VIP's network) and NEXT_HOP (routed from another network): a service
+   * port on a VIP, into conntrack (NAT) and on to SERVICE.
+   */
   VIP: 130,
   /** ARP: anything else addressed to a VIP: dropped (a VIP answers its ports only). */
   VIP_GUARD: 125,
+  /**
+   * ARP: a local backend's reply to its gateway (to a routed client), un-NATed, then routed (above
+   * REPLY, which would send it to FORWARD, past the router).
+   */
+  REPLY_ROUTED: 109,
   /** ARP (from a local backend) and FORWARD (from outside): a backend's reply, un-NATed. */
   REPLY: 108,
   /** SERVICE: a new connection to a service port: its select group. */
@@ -43,6 +51,8 @@ export const SERVICE_KINDS = {
   serviceReplyIn: { table: TABLE.FORWARD, priority: SERVICE_PRIORITY.REPLY },
   serviceNew: { table: SERVICE_TABLE.SERVICE, priority: SERVICE_PRIORITY.NEW },
   serviceTracked: { table: SERVICE_TABLE.SERVICE, priority: SERVICE_PRIORITY.TRACKED },
+  serviceVipRouted: { table: TABLE.NEXT_HOP, priority: SERVICE_PRIORITY.VIP },
+  serviceReplyRouted: { table: TABLE.ARP, priority: SERVICE_PRIORITY.REPLY_ROUTED },
 } as const;
 
 /**

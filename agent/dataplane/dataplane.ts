@@ -544,10 +544,11 @@ export class Dataplane {
       remotePorts,
       routes: flowRoutes(this.remote.routers(), networks, local),
     };
-    // Services of the networks this node's pods are on (PIPELINE.md, "Services").
+    // Services of the networks this node's pods are on, and of those a router joins to them: a
+    // routed client's node balances for the VIP (PIPELINE.md, "Services", "Through a router").
     const services = await flowServices(
       { services: this.remote.services(), ports: remote },
-      { all: networks, local },
+      { all: networks, local: new Set(networks.keys()) },
       (key) => this.state.serviceNumber(key),
     );
     if (services.length > 0) model.services = services;

@@ -1,7 +1,7 @@
 /**
  * The services section of the flow compiler's input (agent/PIPELINE.md, "Services"): the services
- * of the networks this node has pods on, with their backends resolved against the ports the feed
- * knows. A backend is a port the service names, of its tenant and network, bound to a node: a port
+ * of the networks this node has pods on (and of those a router joins to them), with their backends
+ * resolved against the ports the feed knows. A backend is a port the service names, of its tenant and network, bound to a node: a port
  * deleted or unbound is out of the next compile, without a service change.
  */
 import { MAX_SERVICE_BACKENDS, type Port, type ServiceInfo } from "@knitter/common";
@@ -35,7 +35,7 @@ function byAddress(a: string, b: string): number {
 
 /**
  * The flow model's services: those of `networks` whose manager IDs are in `local` (networks a pod
- * of this node is on), numbered by `number` (stable per "tenant/name").
+ * of this node is on, or a router joins to one), numbered by `number` (stable per "tenant/name").
  */
 export async function flowServices(
   view: { services: Iterable<ServiceInfo>; ports: Iterable<Port> },
@@ -47,21 +47,34 @@ export async function flowServices(
   for (const s of view.services) {
     const net = networks.all.get(s.networkId);
     if (!net || !networks.local.has(s.networkId)) continue;
-    const key = `${s.tenant}/${s.name}`;
-    out.push({
-      id: await number(key),
-      network: net.id,
-      vip: s.vip,
-      // A MAC of its own, the same on every node (the gateway MAC's rule, on the service's name).
-      mac: gatewayMac(["service", s.networkId, key].join("/")),
-      ports: s.ports.map((p) => ({
-        protocol: p.protocol === "UDP" ? "udp" : "tcp",
-        port: p.port,
-        targetPort: p.targetPort,
-      })),
-      backends: backendIps(s, ports),
-      affinity: s.sessionAffinity === "ClientIP",
-    });
+    out.push(flowService(s, net.id, await number(`${s.tenant}/${s.name}`), ports));
   }
   return out.sort((a, b) => a.id - b.id);
+}
+
+/** A service's MAC, the same on every node (the gateway MAC's rule, on the service's name). */
+export function serviceMac(s: Pick<ServiceInfo, "tenant" | "name" | "networkId">): string {
+  return gatewayMac(["service", s.networkId, `${s.tenant}/${s.name}`].join("/"));
+}
+
+/** Service `s` as the compiler takes it: on network number `network`, as number `id`. */
+export function flowService(
+  s: ServiceInfo,
+  network: number,
+  id: number,
+  ports: Iterable<Port>,
+): FlowService {
+  return {
+    id,
+    network,
+    vip: s.vip,
+    mac: serviceMac(s),
+    ports: s.ports.map((p) => ({
+      protocol: p.protocol === "UDP" ? "udp" : "tcp",
+      port: p.port,
+      targetPort: p.targetPort,
+    })),
+    backends: backendIps(s, ports),
+    affinity: s.sessionAffinity === "ClientIP",
+  };
 }

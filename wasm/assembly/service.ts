@@ -24,23 +24,39 @@ import {
   SF_SERVICE_REPLY_IN_TABLE,
   SF_SERVICE_REPLY_LOCAL_PRIORITY,
   SF_SERVICE_REPLY_LOCAL_TABLE,
+  SF_SERVICE_REPLY_ROUTED_PRIORITY,
+  SF_SERVICE_REPLY_ROUTED_TABLE,
   SF_SERVICE_TRACKED_PRIORITY,
   SF_SERVICE_TRACKED_TABLE,
   SF_SERVICE_VIP_GUARD_PRIORITY,
   SF_SERVICE_VIP_GUARD_TABLE,
   SF_SERVICE_VIP_PRIORITY,
+  SF_SERVICE_VIP_ROUTED_PRIORITY,
+  SF_SERVICE_VIP_ROUTED_TABLE,
   SF_SERVICE_VIP_TABLE,
   SPROTO_TCP,
   ST_SERVICE,
   T_FORWARD,
   T_NEXT_HOP,
+  T_ROUTE,
 } from "./generated/pipeline";
 import { parseIpv4, parseMac, unicastIpv4 } from "./address";
 import { findNet, ipv4Owner, local, net, NONE } from "./input";
 import { idOf, zone, zones } from "./acl";
 import { arpReply } from "./arp";
-import { hopMac, nextHop } from "./route";
-import { B_INPUT, buffer, GATEWAY_REF, L_COOKIE, REMOTE_REF } from "./layout";
+import { hopMac, nextHop, route, routeCount } from "./route";
+import {
+  B_INPUT,
+  buffer,
+  GATEWAY_REF,
+  L_COOKIE,
+  N_GW_MAC_TEXT,
+  N_ID,
+  REMOTE_REF,
+  RT_FROM,
+  RT_STATIC,
+  RT_TO,
+} from "./layout";
 import { join } from "./output";
 import {
   begin,
@@ -51,6 +67,7 @@ import {
   putDec,
   putHex,
   putIpv4,
+  putMac,
   puts,
 } from "./text";
 
@@ -101,9 +118,19 @@ function vipMatch(id: u32, vip: u32, code: u32, port: u32): void {
   putDec(port);
 }
 
-/** Table ARP: a service port on the VIP goes through conntrack's NAT, on to SERVICE. */
-function vipFlow(id: u32, ni: u32, vip: u32, code: u32, port: u32): void {
-  begin(id, 0, SF_SERVICE_VIP_TABLE, SF_SERVICE_VIP_PRIORITY, LINE_BOUND);
+/**
+ * A service port on the VIP goes through conntrack's NAT, on to SERVICE: in table ARP from a client
+ * of the VIP's network, in NEXT_HOP (`routed`) from one a router joins to it (a routed packet never
+ * passes the VIP network's ARP table).
+ */
+function vipFlow(id: u32, ni: u32, vip: u32, code: u32, port: u32, routed: bool): void {
+  begin(
+    id,
+    0,
+    routed ? SF_SERVICE_VIP_ROUTED_TABLE : SF_SERVICE_VIP_TABLE,
+    routed ? SF_SERVICE_VIP_ROUTED_PRIORITY : SF_SERVICE_VIP_PRIORITY,
+    LINE_BOUND,
+  );
   puts(",");
   vipMatch(id, vip, code, port);
   puts(",actions=ct(table=");
@@ -154,38 +181,114 @@ function trackedFlow(id: u32): void {
 }
 
 /**
- * A backend's reply from its target port, un-NATed (back to the VIP and port) in the zone of the
- * client's conntrack entry: from a local backend in ARP, from outside in FORWARD (once: it is
- * tracked when it comes back).
+ * A backend's reply from its target port (of network `id`), un-NATed (back to the VIP and port) in
+ * zone `z`, the client's conntrack entry's: from a local backend in ARP, from outside in FORWARD
+ * (once: it is tracked when it comes back), there on network `to` (the client's: `id`, or one a
+ * router joins to it, where the routed reply arrives).
  */
-function replyFlows(id: u32, ni: u32, backend: u32, owner: u32, code: u32, target: u32): void {
-  const z = idOf(zone(ni));
-  for (let k = 0; k < 2; k++) {
-    const local = k == 0;
-    if (local && owner >= REMOTE_REF) continue;
-    begin(
-      id,
-      0,
-      local ? SF_SERVICE_REPLY_LOCAL_TABLE : SF_SERVICE_REPLY_IN_TABLE,
-      local ? SF_SERVICE_REPLY_LOCAL_PRIORITY : SF_SERVICE_REPLY_IN_PRIORITY,
-      LINE_BOUND,
-    );
-    puts(local ? "," : ",ct_state=-trk,");
-    puts(proto(code));
-    puts(",reg0=");
-    putHex(id);
-    if (!local) puts(",reg1=0");
-    puts(",nw_src=");
-    putIpv4(backend);
-    puts(",tp_src=");
-    putDec(target);
-    puts(",actions=ct(table=");
-    putDec(T_FORWARD);
-    puts(",zone=");
-    putDec(z);
-    puts(",nat)");
-    end();
+function replyFlow(
+  id: u32,
+  to: u32,
+  z: u32,
+  local: bool,
+  backend: u32,
+  code: u32,
+  target: u32,
+): void {
+  begin(
+    id,
+    0,
+    local ? SF_SERVICE_REPLY_LOCAL_TABLE : SF_SERVICE_REPLY_IN_TABLE,
+    local ? SF_SERVICE_REPLY_LOCAL_PRIORITY : SF_SERVICE_REPLY_IN_PRIORITY,
+    LINE_BOUND,
+  );
+  puts(local ? "," : ",ct_state=-trk,");
+  replyMatch(to, 0, backend, code, target, !local);
+  puts(",actions=ct(table=");
+  putDec(T_FORWARD);
+  puts(",zone=");
+  putDec(z);
+  puts(",nat)");
+  end();
+}
+
+/**
+ * `tcp,reg0=N[,reg1=0][,dl_dst=MAC],nw_src=B,tp_src=TARGET` (or udp): a backend's reply (`mac`, a
+ * MAC text, or 0 for none).
+ */
+function replyMatch(
+  id: u32,
+  mac: usize,
+  backend: u32,
+  code: u32,
+  target: u32,
+  outside: bool,
+): void {
+  puts(proto(code));
+  puts(",reg0=");
+  putHex(id);
+  if (outside) puts(",reg1=0");
+  if (mac != 0) {
+    puts(",dl_dst=");
+    putMac(mac);
   }
+  puts(",nw_src=");
+  putIpv4(backend);
+  puts(",tp_src=");
+  putDec(target);
+}
+
+/** Every reply flow of one backend and port: its own network's, and the routed clients'. */
+function replyFlows(n: usize, ni: u32, backend: u32, owner: u32, code: u32, target: u32): void {
+  const id = load<u32>(n, N_ID);
+  const z = idOf(zone(ni));
+  if (owner < REMOTE_REF) {
+    replyFlow(id, id, z, true, backend, code, target);
+    if (routedFrom(ni)) replyRouted(n, z, backend, code, target);
+  }
+  replyFlow(id, id, z, false, backend, code, target);
+  for (let i: u32 = 0; i < routeCount; i++) {
+    const r = route(i);
+    const from = load<u32>(r, RT_FROM);
+    if (load<u32>(r, RT_TO) != ni || load<u32>(r, RT_STATIC) != 0 || from == ni) continue;
+    replyFlow(id, load<u32>(net(from), N_ID), z, false, backend, code, target);
+  }
+}
+
+/**
+ * ARP: a local backend's reply sent to its gateway (a client a router joins): un-NATed in zone `z`,
+ * then on to ROUTE, as `routeIn` would send it (REPLY would send it to FORWARD, past the router).
+ */
+function replyRouted(n: usize, z: u32, backend: u32, code: u32, target: u32): void {
+  const id = load<u32>(n, N_ID);
+  begin(id, 0, SF_SERVICE_REPLY_ROUTED_TABLE, SF_SERVICE_REPLY_ROUTED_PRIORITY, LINE_BOUND);
+  puts(",");
+  replyMatch(id, n + N_GW_MAC_TEXT, backend, code, target, false);
+  puts(",actions=ct(table=");
+  putDec(T_ROUTE);
+  puts(",zone=");
+  putDec(z);
+  puts(",nat)");
+  end();
+}
+
+/** Whether a route leaves network `ni` (its gateway's IPv4 goes to ROUTE: `routeIn`). */
+function routedFrom(ni: u32): bool {
+  for (let i: u32 = 0; i < routeCount; i++) {
+    if (load<u32>(route(i), RT_FROM) == ni) return true;
+  }
+  return false;
+}
+
+/** Whether a connected route from another network goes to network `ni` (ROUTE → NEXT_HOP). */
+function routedTo(ni: u32): bool {
+  for (let i: u32 = 0; i < routeCount; i++) {
+    const r = route(i);
+    if (load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && load<u32>(r, RT_FROM) != ni) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** The select group of one port: a bucket per backend, DNAT to it, committed, on to NEXT_HOP. */
@@ -317,6 +420,7 @@ export function services(words: u32): i32 {
     arpReply(n, 0, load<u64>(r, S_MAC), SLOT);
     vipGuard(id, vip);
     trackedFlow(id);
+    const routed = routedTo(ni);
     let live: u32 = 0;
     for (let k: u32 = 0; k < nb; k++) {
       const at = owners + (<usize> (first + k) << 3);
@@ -332,14 +436,15 @@ export function services(words: u32): i32 {
       const port = load<u32>(pw, 4);
       const target = load<u32>(pw, 8);
       const g = live == 0 ? 0 : sid * GROUPS_PER_SERVICE + p;
-      vipFlow(id, ni, vip, code, port);
+      vipFlow(id, ni, vip, code, port, false);
+      if (routed) vipFlow(id, ni, vip, code, port, true);
       newFlow(id, vip, code, port, g);
       if (g != 0) group(g, idOf(zone(ni)), code, affinity, first, nb, target);
       for (let k: u32 = 0; k < nb; k++) {
         const at = owners + (<usize> (first + k) << 3);
         const owner = load<u32>(at, 4);
         if (owner == NONE || owner >= GATEWAY_REF) continue;
-        replyFlows(id, ni, load<u32>(at), owner, code, target);
+        replyFlows(n, ni, load<u32>(at), owner, code, target);
       }
     }
     w += 28 + <usize> ports * 12 + (<usize> nb << 2);

@@ -582,3 +582,40 @@ scenarios.mirror_filters = {
     { source: 2, output: 900, protocol: "icmp" },
   ],
 };
+
+/**
+ * A service behind a router (../../agent/PIPELINE.md, "Services"): a router connects red (vxlan 1,
+ * the client 10.1.0.2 on this node) and blue (vxlan 2, the service "api" on 10.2.0.100, TCP 80 →
+ * 8080, over a local backend 10.2.0.3 and a remote one 10.2.0.4); green (vxlan 3, a local pod) is
+ * on no router.
+ */
+scenarios.services_routed = {
+  tunnelPort: 100,
+  networks: [
+    { id: 1, type: "vxlan", segmentId: 5001, gateway: "10.1.0.1", gatewayMac: "0a:58:0a:01:00:01" },
+    { id: 2, type: "vxlan", segmentId: 5002, gateway: "10.2.0.1", gatewayMac: "0a:58:0a:02:00:01" },
+    { id: 3, type: "vxlan", segmentId: 5003, gateway: "10.3.0.1", gatewayMac: "0a:58:0a:03:00:01" },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2"], cookie: 1 },
+    { ofport: 2, network: 2, mac: "02:00:0a:02:00:03", ips: ["10.2.0.3"], cookie: 2 },
+    { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2"], cookie: 3 },
+  ],
+  remotePorts: [
+    { network: 2, mac: "02:00:0a:02:00:04", ips: ["10.2.0.4"], nodeIp: "192.168.0.12" },
+  ],
+  routes: [
+    { from: 1, to: 2, dst: "10.2.0.0/24" },
+    { from: 2, to: 1, dst: "10.1.0.0/24" },
+  ],
+  services: [
+    {
+      id: 1,
+      network: 2,
+      vip: "10.2.0.100",
+      mac: "0a:58:0a:02:00:64",
+      ports: [{ protocol: "tcp", port: 80, targetPort: 8080 }],
+      backends: ["10.2.0.3", "10.2.0.4"],
+    },
+  ],
+};
