@@ -4,7 +4,7 @@
  * unbound and kept, released through quarantine.
  */
 import assert from "node:assert/strict";
-import { must, mustFail, net, testApp, TOKEN } from "./test_support.ts";
+import { must, mustFail, net, testApp, TOKEN, watchedStore } from "./test_support.ts";
 
 const ACME = "tenants/acme/floating-ips";
 const P1 = "tenants/acme/networks/blue/ports/p1";
@@ -204,4 +204,27 @@ Deno.test("floating history: each tenant's stints of an address, with what it wa
     403,
     "forbidden",
   );
+});
+
+Deno.test("new ports of a network where no floating address was ever bound look for no binding; once one was, each new port does", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/30"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const checked: string[] = [];
+  t.ctx.store = watchedStore(t.ctx.store, {
+    commit: (checks) => checked.push(...checks.map((c) => String(c.key[0]))),
+  });
+  const put = async (id: string) =>
+    must(await t.call("PUT", `tenants/acme/networks/blue/ports/${id}`, on("worker1")), 201);
+  await Promise.all(["a", "b", "c"].map(put));
+  assert.equal(checked.filter((k) => k === "floating_by_port").length, 0);
+  assert.ok(checked.includes("floating_marked"), "the network's marker is checked instead");
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  must(
+    await t.call("POST", `${ACME}/${f.address}/bind`, { network: "blue", port: "a" }, TOKEN.acme),
+    200,
+  );
+  checked.length = 0;
+  await put("d");
+  assert.equal(checked.filter((k) => k === "floating_by_port").length, 1);
 });

@@ -464,6 +464,11 @@ export const keys = {
     address,
   ],
   floatingIpsOfTenant: (tenant: string): Key => ["floating_ip_by_tenant", tenant],
+  /**
+   * Set by every binding of a floating address on the network: a new port of a network without it
+   * reads no binding (ports/floating.ts), and a bind racing the port's commit makes it try again.
+   */
+  floatingMarked: (networkId: string): Key => ["floating_marked", networkId],
   /** The floating address bound to a port ID (kept while the port is deleted and made again). */
   floatingOfPort: (networkId: string, portKeyId: string): Key => [
     "floating_by_port",

@@ -245,6 +245,7 @@ export async function bindFloatingIp(
     await closeFloatingStint(ctx, tx, { record: r, atMs: at, ended: "bound" });
     tx.check(e).set(e.key, openFloatingStint(ctx, tx, { record: bound, atMs: at }));
     tx.checkAbsent(index.key).set(index.key, { address: r.address });
+    tx.set(keys.floatingMarked(net.id), { address: r.address });
     const changed: PortRecord[] = [];
     for (const pe of targets) {
       if (!pe.value) continue;

@@ -14,6 +14,7 @@ export async function floatingForNewPort(
   tx: Tx,
   port: PortRecord,
 ): Promise<PortRecord> {
+  if (!await everBound(ctx, tx, port.networkId)) return port;
   const byId = keys.floatingOfPort(port.networkId, portKeyId(port));
   const byClaim = port.claim === undefined
     ? []
@@ -24,4 +25,25 @@ export async function floatingForNewPort(
     if (index.value) return { ...port, floating: index.value.address };
   }
   return port;
+}
+
+/** Per commit: whether each network has had a binding (read and checked once per commit). */
+const marks = new WeakMap<Tx, Map<string, Promise<boolean>>>();
+
+/**
+ * Whether a floating address was ever bound on the network (its marker, checked in the commit): a
+ * batch of new ports on a network without one reads one key, not one per port.
+ */
+function everBound(ctx: Ctx, tx: Tx, networkId: string): Promise<boolean> {
+  const known = marks.get(tx) ?? new Map<string, Promise<boolean>>();
+  marks.set(tx, known);
+  let mark = known.get(networkId);
+  if (!mark) {
+    mark = ctx.store.get(keys.floatingMarked(networkId)).then((e) => {
+      tx.check(e);
+      return e.value !== null;
+    });
+    known.set(networkId, mark);
+  }
+  return mark;
 }
