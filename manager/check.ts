@@ -38,12 +38,17 @@ export interface CheckReport {
   problems: string[];
 }
 
-export async function checkStore(store: Store): Promise<CheckReport> {
+/** `clock`: the manager's clock (ms), which says which quarantines are over; tests move it. */
+export async function checkStore(
+  store: Store,
+  opts: { clock?: () => number } = {},
+): Promise<CheckReport> {
+  const now = (opts.clock ?? Date.now)();
   const problems: string[] = [];
   const networks = await values<NetworkRecord>(store, keys.networks());
   const byId = new Map(networks.map((n) => [n.id, n]));
   let ports = 0;
-  for (const net of networks) ports += await checkNetwork(store, net, problems);
+  for (const net of networks) ports += await checkNetwork(store, net, now, problems);
   for (const p of await values<PortRecord>(store, keys.ports())) {
     if (!byId.has(p.networkId)) {
       problems.push(`port "${p.id}" names network ${p.networkId}, which does not exist`);
@@ -88,7 +93,12 @@ async function checkConflictReports(store: Store, problems: string[]): Promise<v
   for (const m of await miscountedHeads(store)) problems.push(`conflict report of ${m}`);
 }
 
-async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]): Promise<number> {
+async function checkNetwork(
+  store: Store,
+  net: NetworkRecord,
+  now: number,
+  problems: string[],
+): Promise<number> {
   const where = `network "${net.tenant}/${net.name}"`;
   const holders = new Map<number, string>();
   const hold = (index: number, who: string) => {
@@ -138,8 +148,8 @@ async function checkNetwork(store: Store, net: NetworkRecord, problems: string[]
       if (e.key[0] === keys.legacyQuarantines(net.id)[0]) oldShape++;
     }
   }
-  const listed = await listQuarantine(store, net.id, Date.now());
-  const countWrong = await countProblem(store, net.id, { ...listed, now: Date.now() });
+  const listed = await listQuarantine(store, net.id, now);
+  const countWrong = await countProblem(store, net.id, { ...listed, now });
   if (countWrong) problems.push(`${where}: ${countWrong}`);
   let oldMacs = 0;
   for await (const e of store.list(keys.macQuarantines(net.id))) if (e.key.length === 3) oldMacs++;

@@ -63,7 +63,7 @@ const SECRETS = {
 };
 
 /** The test app, with the manager's clock in the test's hand (quarantine, history). */
-type World = TestApp & { advance(ms: number): void };
+type World = TestApp & { advance(ms: number): void; clock(): number };
 
 const QUARANTINE_S = 60;
 
@@ -78,7 +78,7 @@ async function world(): Promise<World> {
       clock: () => now,
       tokens: CLUSTER_TOKENS,
     }),
-    { advance: (ms: number) => now += ms },
+    { advance: (ms: number) => now += ms, clock: () => now },
   );
   const ok = async (method: string, path: string, body?: unknown, token?: string) =>
     must(await t.call(method, path, body, token), method === "POST" ? 201 : 200);
@@ -683,7 +683,7 @@ async function act(t: World, a: Action): Promise<void> {
 async function step(t: World, c: Command | Action, seen: Set<string>): Promise<void> {
   if (!("op" in c)) {
     await act(t, c);
-    assert.deepEqual((await checkStore(t.store)).problems, [], `after ${JSON.stringify(c)}`);
+    assert.deepEqual((await checkStore(t.store, t)).problems, [], `after ${JSON.stringify(c)}`);
     return;
   }
   const before = await dump(t.store);
@@ -692,7 +692,7 @@ async function step(t: World, c: Command | Action, seen: Set<string>): Promise<v
   if (r.status >= 400) {
     assert.deepEqual(await dump(t.store), before, `${what}: an error answer changed the store`);
   }
-  const report = await checkStore(t.store);
+  const report = await checkStore(t.store, t);
   assert.deepEqual(report.problems, [], `${what}: the store is inconsistent`);
 }
 
@@ -780,7 +780,7 @@ Deno.test("fuzz: requests racing each other leave a consistent store", async () 
         for (const round of rounds) {
           const answers = await Promise.all(round.map((c) => send(t, c)));
           round.forEach((c, i) => judge(t, c, answers[i], seen));
-          const report = await checkStore(t.store);
+          const report = await checkStore(t.store, t);
           assert.deepEqual(report.problems, [], `after ${round.length} racing requests`);
         }
       },
