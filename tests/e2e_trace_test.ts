@@ -17,6 +17,7 @@ import type { VerifyReport } from "../knitctl/verify.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { addressOf, knitterList, makePod, pings, type Pod } from "./support/pods.ts";
 import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
+import { Ovs } from "../agent/dataplane/ovs.ts";
 
 interface Added {
   pod: Pod;
@@ -324,6 +325,33 @@ Deno.test("e2e trace and verify: allowed and dropped packets on vxlan, vlan and 
       assert.deepEqual(j.manager.stateOnly.map((s) => s.portId), [portId(v1)]);
       assert.deepEqual(j.manager.managerOnly.map((p) => p.id), ["ghost-1"]);
       expectExit(await ctl(["verify", "node", "n2"]), 0, "n2 is untouched");
+    },
+  );
+
+  await t.step(
+    "verify: a service's select group changed by hand is listed, its computed line and the hand's",
+    async () => {
+      const made = await stack.api("POST", "tenants/acme/services", {
+        name: "front",
+        network: "blue",
+        ports: [{ protocol: "TCP", port: 80, targetPort: 8080 }],
+        backends: [portId(b2)],
+      });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      const ovs = new Ovs(n1.sim.ovs);
+      const bucket = `nat(dst=${b2.ip}:8080)`;
+      let computed: string | undefined;
+      for (let i = 0; i < 100 && !computed; i++) {
+        computed = [...(await ovs.dumpGroups("br-int")).values()].find((g) => g.includes(bucket));
+        if (!computed) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(computed, `n1 has the service's group with ${bucket}`);
+      // The bucket pointed elsewhere by hand: a backend nobody asked for.
+      const tampered = computed.replace(bucket, "nat(dst=10.10.0.99:8080)");
+      await ovs.bundle("br-int", [], [], { groups: { add: [], modify: [tampered], del: [] } });
+      const j = (await ctl(["verify", "node", "n1", "-o", "json"])).json() as VerifyReport;
+      assert.ok(j.flows.missing.includes(computed), JSON.stringify(j.flows));
+      assert.ok(j.flows.extra.includes(tampered), JSON.stringify(j.flows));
     },
   );
 

@@ -59,11 +59,12 @@ export interface DataplaneConfig {
 }
 
 /** The bridge's flows against the computed set, as canonical lines (agent/PIPELINE.md). */
+/** Flows and select groups (`group_id=…` lines) alike. */
 export interface FlowDiff {
   bridge: string;
-  /** Flows the model computes. */
+  /** Flows and groups the model computes. */
   computed: number;
-  /** Flows on the bridge. */
+  /** Flows and groups on the bridge. */
   installed: number;
   /** Computed but not on the bridge (deleted or changed by hand, or lost). */
   missing: string[];
@@ -219,20 +220,25 @@ export class Dataplane {
    * and puts in the set computed now.
    */
   private async compareTo(actual: string[], repair: boolean): Promise<FlowDiff> {
-    const computed = () => this.model().then((input) => splitGroups(this.compile(input)).flows);
-    const wanted = repair && this.installed ? [...this.installed].sort() : await computed();
-    const want = new Set(wanted);
-    const have = new Set(actual);
+    const computed = async () => splitGroups(this.compile(await this.model()));
+    const installed = repair ? this.installed : null;
+    const now = installed && this.groups ? null : await computed();
+    const wanted = installed ? [...installed].sort() : now!.flows;
+    // Select groups are compared as lines too: a bucket changed by hand is drift like a flow.
+    const wantedGroups = installed && this.groups ? [...this.groups.values()] : now!.groups;
+    const actualGroups = [...(await this.ovs.dumpGroups(this.config.bridge)).values()];
+    const want = new Set([...wanted, ...wantedGroups]);
+    const have = new Set([...actual, ...actualGroups]);
     const diff: FlowDiff = {
       bridge: this.config.bridge,
-      computed: wanted.length,
-      installed: actual.length,
-      missing: wanted.filter((l) => !have.has(l)),
-      extra: actual.filter((l) => !want.has(l)),
+      computed: wanted.length + wantedGroups.length,
+      installed: actual.length + actualGroups.length,
+      missing: [...wanted, ...wantedGroups].filter((l) => !have.has(l)),
+      extra: [...actual, ...actualGroups].filter((l) => !want.has(l)),
     };
     if (repair && diff.missing.length + diff.extra.length > 0) {
       // The groups as well: flows that name a group a hand deleted would be refused.
-      const { flows, groups } = splitGroups(this.compile(await this.model()));
+      const { flows, groups } = await computed();
       this.groups = null;
       await this.replace(flows, { groups: await this.groupChanges(groups) });
       this.groups = groupMap(groups);
