@@ -94,6 +94,21 @@ Deno.test("e2e services: a VIP spread over backends on two nodes (VXLAN and VLAN
   );
 
   await t.step(
+    "VXLAN: a backend connecting to its own service (hairpin) is answered by every backend, itself too, which sees the VIP as the client",
+    async () => {
+      const [self] = vx.backends;
+      const c = await count(self, vx.vip, 60);
+      assert.equal(c.failures, 0, JSON.stringify(c));
+      assert.ok((c.names[self.name] ?? 0) > 0, `itself among the backends: ${JSON.stringify(c)}`);
+      assert.deepEqual(c.seenAs[self.name], [vx.vip], JSON.stringify(c));
+      // The others see the pod's own address: no source NAT where none is needed.
+      for (const b of vx.backends.slice(1)) {
+        assert.deepEqual(c.seenAs[b.name], [book.ips[self.name]], JSON.stringify(c));
+      }
+    },
+  );
+
+  await t.step(
     "VXLAN: with ClientIP affinity every connection of the client goes to one backend",
     async () => {
       await api(stack, "PUT", "tenants/acme/services/xfront", {

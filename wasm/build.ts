@@ -36,7 +36,12 @@ import {
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
 import { ACL_ERR, PROTOCOLS } from "./acl_input.ts";
 import { SAMPLE_DOMAIN, SAMPLE_POINT } from "./flow_sampling.ts";
-import { GROUPS_PER_SERVICE, SERVICE_KINDS, SERVICE_TABLE } from "./service_pipeline.ts";
+import {
+  GROUPS_PER_SERVICE,
+  HAIRPIN_ZONE_BASE,
+  SERVICE_KINDS,
+  SERVICE_TABLE,
+} from "./service_pipeline.ts";
 import { SERVICE_ERR, SERVICE_PROTOCOLS } from "./service_input.ts";
 import { MIRROR_PROTOCOLS } from "./mirror_input.ts";
 
@@ -143,6 +148,7 @@ function pipelineConstants(): string {
     ...codes(SERVICE_PROTOCOLS),
   });
   group("Group ids per service.", "", "u32", { GROUPS_PER_SERVICE });
+  group("The hairpin zones' base.", "", "u32", { HAIRPIN_ZONE_BASE });
   // Filtered mirrors (mirror_input.ts; assembly/mirror.ts).
   group("Protocol codes of a mirror rule (MIRROR_PROTOCOLS).", "MPROTO_", "u32", {
     ...codes(MIRROR_PROTOCOLS),

@@ -22,7 +22,9 @@
  *
  * - services (../agent/PIPELINE.md, "Services"): `tp_src`, `group:G` (the groups' lines, given
  *   to `evaluate`: the first packet of a connection could go to any bucket, so the walk names
- *   every candidate backend and follows the first: its `nat(dst=…)` rewrites the destination).
+ *   every candidate backend and follows the first: its `nat(dst=…)` rewrites the destination);
+ *   a hairpin's `ct_zone`, `ct_nw_dst` (the destination before that rewrite) and
+ *   `ct(…,nat(src=…))`, which rewrites the source.
  *
  * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
  * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
@@ -147,6 +149,10 @@ interface State {
    * connection, so it is always `+trk+new` (never `+est`, `+rel` or `+inv`).
    */
   tracked?: boolean;
+  /** The zone of the last `ct(…)` (ct_zone). */
+  zone?: number;
+  /** The destination before a bucket's `nat(dst=…)` (ct_nw_dst: the connection's original one). */
+  originalDst?: string;
   /** The conjunction being looked up (0: none), as Open vSwitch sets conj_id. */
   conjId: number;
 }
@@ -214,6 +220,10 @@ function matchesField(s: State, key: string, value: string): boolean {
       return false;
     case "ct_state":
       return matchesCtState(s, value);
+    case "ct_zone":
+      return s.zone === Number(value);
+    case "ct_nw_dst":
+      return s.tracked === true && (s.originalDst ?? p.ipDst) === value;
     case "tp_dst":
       return p.dstPort !== undefined && matchesMasked(value, BigInt(p.dstPort));
     case "tp_src":
@@ -332,8 +342,12 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
       const table = /table=(\d+)/.exec(a);
       if (table) {
         s.tracked = true;
+        s.zone = Number(/zone=(\d+)/.exec(a)?.[1] ?? 0);
         next = Number(table[1]);
       }
+      // A hairpin's source NAT (to the VIP): FORWARD's flows after it see the new source.
+      const snat = /nat\(src=([\d.]+)\)/.exec(a);
+      if (snat) s.p.ipSrc = snat[1];
     } else if (a.startsWith("set_field:")) {
       const [value, field] = a.slice("set_field:".length).split("->");
       if (["reg0", "reg1", "reg6", "reg7"].includes(field)) s.regs.set(field, num(value));
@@ -377,6 +391,7 @@ export function evaluate(
     result.balanced = { group, candidates: buckets.map((b) => b.to) };
     if (buckets.length === 0) return undefined;
     const [ip, port] = buckets[0].to.split(":");
+    s.originalDst = s.p.ipDst;
     s.p.ipDst = ip;
     s.p.dstPort = Number(port);
     return buckets[0].table;

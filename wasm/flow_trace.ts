@@ -258,10 +258,15 @@ export function flowKind(f: ParsedFlow): FlowKindName {
     case TABLE.ROUTE:
       return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
     case TABLE.NEXT_HOP:
+      if (f.priority === SERVICE_PRIORITY.HAIRPIN) return "hairpinSnat";
       return f.priority === SERVICE_PRIORITY.VIP ? "serviceVipRouted" : "nextHop";
     case SERVICE_TABLE.SERVICE:
       return f.priority === SERVICE_PRIORITY.NEW ? "serviceNew" : "serviceTracked";
+    case SERVICE_TABLE.HAIRPIN:
+      if (f.priority === SERVICE_PRIORITY.HAIRPIN_UNDO) return "hairpinUndo";
+      return f.priority === SERVICE_PRIORITY.HAIRPIN_DELIVER ? "hairpinDeliver" : "hairpinAgain";
     case TABLE.ARP:
+      if (f.priority === SERVICE_PRIORITY.HAIRPIN_REPLY) return "hairpinReply";
       if (f.priority === SERVICE_PRIORITY.VIP) return "serviceVip";
       if (f.priority === SERVICE_PRIORITY.VIP_GUARD) return "serviceVipGuard";
       if (f.priority === SERVICE_PRIORITY.REPLY) return "serviceReplyLocal";
@@ -478,6 +483,23 @@ export function explainHop(
       case "serviceReplyIn":
         what = `a backend's reply from ${packet.ipSrc}: translated back to the VIP by conntrack`;
         break;
+      case "hairpinReply":
+        what = `from a backend to its service's VIP ${packet.ipDst}: first through the ` +
+          "hairpin zone (a reply of a connection to itself is un-NATed there), to HAIRPIN";
+        break;
+      case "hairpinAgain":
+        what = "not a hairpin reply: back to ARP, to the VIP's own flows";
+        break;
+      case "hairpinSnat":
+        what = "balanced to the backend that opened it (hairpin): source-NATed to the VIP, to " +
+          "HAIRPIN";
+        break;
+      case "hairpinUndo":
+        what = "a hairpin reply, un-SNATed: un-DNATed in the network's zone, to HAIRPIN";
+        break;
+      case "hairpinDeliver":
+        what = "from the VIP to the backend itself: back out of the port it came in on";
+        break;
       case "serviceReplyRouted":
         what = `a backend's reply from ${packet.ipSrc} to its gateway: translated back to the ` +
           "VIP by conntrack, to ROUTE";
@@ -577,7 +599,11 @@ export function explainHop(
   for (const f of matched) {
     for (const a of f.actions) {
       follow(outs, a);
-      if (a === "IN_PORT") outcomes.push({ kind: "reply", ofport: inPort });
+      if (a === "IN_PORT" && flowKind(f) === "hairpinDeliver") {
+        // A hairpin: the connection is delivered to the port that opened it.
+        const lp = localOf(inPort);
+        outcomes.push({ kind: "local", ofport: inPort, ...(lp ? { port: lp.label } : {}) });
+      } else if (a === "IN_PORT") outcomes.push({ kind: "reply", ofport: inPort });
       if (!a.startsWith("output:")) continue;
       const to = a.slice("output:".length);
       const port = to === ACL_REG.OUTPORT_FIELD ? outs.reg7 ?? -1 : Number(to);

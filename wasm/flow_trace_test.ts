@@ -521,3 +521,29 @@ Deno.test("offline: a pod routed to a service's VIP on another network is balanc
   assert.equal(green.walked.balanced, undefined);
   assert.ok(!green.hop.outcomes.some((o) => o.kind === "local"));
 });
+
+Deno.test("offline: a backend's connection to its own VIP (hairpin) is source-NATed to the VIP and sent back out of its port", () => {
+  // pod-2 (10.0.0.3, ofport 2) is the first backend of web: the walk follows that bucket.
+  const { walked, hop } = walkTcp(
+    scenarios.services,
+    2,
+    "0a:58:0a:00:00:64",
+    "10.0.0.100",
+    [40000, 80],
+  );
+  assert.equal(walked.balanced?.candidates[0], "10.0.0.3:8080");
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind),
+    [
+      "classifyLocal",
+      "spoofIpv4",
+      "hairpinReply",
+      "hairpinAgain",
+      "serviceVip",
+      "serviceNew",
+      "hairpinSnat",
+      "hairpinDeliver",
+    ],
+  );
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+});

@@ -7,8 +7,18 @@
  */
 import { TABLE } from "./pipeline.ts";
 
-/** The table a new connection to a service port goes through after conntrack's NAT lookup. */
-export const SERVICE_TABLE = { SERVICE: 22 } as const;
+/**
+ * SERVICE: the table a new connection to a service port goes through after conntrack's NAT lookup;
+ * HAIRPIN: a backend's connection to its own service, source-NATed to the VIP (and its replies).
+ */
+export const SERVICE_TABLE = { SERVICE: 22, HAIRPIN: 23 } as const;
+
+/**
+ * A network's hairpin connections are source-NATed in conntrack zone this + the network's zone: a
+ * connection that is NATed twice needs a second zone (its first, the network's, holds the DNAT).
+ * Networks whose zone is not below it get no hairpin flows (PIPELINE.md, "Services").
+ */
+export const HAIRPIN_ZONE_BASE = 0x8000;
 
 export const SERVICE_TABLES = [
   {
@@ -19,10 +29,26 @@ export const SERVICE_TABLES = [
       "(already translated) to NEXT_HOP",
     default: "drop",
   },
+  {
+    id: SERVICE_TABLE.HAIRPIN,
+    name: "HAIRPIN",
+    purpose:
+      "a backend's connection to its own VIP after its source NAT (delivered back to it), and its " +
+      "replies after their un-NAT",
+    default: "drop",
+  },
 ] as const;
 
 /** Priorities of the service flows (one meaning each, none shared with PRIORITY's or ACL's). */
 export const SERVICE_PRIORITY = {
+  /** NEXT_HOP: a connection translated to the backend that opened it: source NAT to the VIP. */
+  HAIRPIN: 135,
+  /** HAIRPIN: a reply in the hairpin zone (un-SNATed): un-DNATed in the network's zone. */
+  HAIRPIN_UNDO: 133,
+  /** HAIRPIN: from the VIP to a local backend (both NATs done): back out of the port it came in. */
+  HAIRPIN_DELIVER: 132,
+  /** ARP: a local backend's packet to a VIP of its network: first the hairpin zone's un-SNAT. */
+  HAIRPIN_REPLY: 131,
   /**
    * ARP (from a client of the VIP's network) and NEXT_HOP (routed from another network): a service
    * port on a VIP, into conntrack (NAT) and on to SERVICE.
@@ -41,6 +67,8 @@ export const SERVICE_PRIORITY = {
   NEW: 100,
   /** SERVICE: a connection conntrack knows: translated already, to NEXT_HOP. */
   TRACKED: 90,
+  /** HAIRPIN: not a hairpin reply after all: back to ARP, on to the VIP's own flows. */
+  HAIRPIN_AGAIN: 87,
 } as const;
 
 /** Table and priority of each kind of service flow, by builder name. */
@@ -53,6 +81,11 @@ export const SERVICE_KINDS = {
   serviceTracked: { table: SERVICE_TABLE.SERVICE, priority: SERVICE_PRIORITY.TRACKED },
   serviceVipRouted: { table: TABLE.NEXT_HOP, priority: SERVICE_PRIORITY.VIP },
   serviceReplyRouted: { table: TABLE.ARP, priority: SERVICE_PRIORITY.REPLY_ROUTED },
+  hairpinSnat: { table: TABLE.NEXT_HOP, priority: SERVICE_PRIORITY.HAIRPIN },
+  hairpinReply: { table: TABLE.ARP, priority: SERVICE_PRIORITY.HAIRPIN_REPLY },
+  hairpinUndo: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_UNDO },
+  hairpinDeliver: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_DELIVER },
+  hairpinAgain: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_AGAIN },
 } as const;
 
 /**

@@ -16,7 +16,13 @@ export const TARGET = 8080;
 /** How long flows may take to reach a node (a bound for the wait, not a measure). */
 export const CONVERGE_MS = 15_000;
 
-export type Counts = { names: Record<string, number>; failures: number; errors: string[] };
+export type Counts = {
+  names: Record<string, number>;
+  failures: number;
+  errors: string[];
+  /** Per backend, the client addresses it saw. */
+  seenAs: Record<string, string[]>;
+};
 
 /** N connections from `client` to addr:80, each telling which backend answered. */
 export async function count(client: Pod, addr: string, n: number): Promise<Counts> {

@@ -1,15 +1,16 @@
 /**
  * The ends of a service check (tests/e2e_services_test.ts), run inside pods' netns:
  *
- *   service_peer.ts serve PORT NAME SECONDS   a backend: to each TCP connection its NAME and a
- *                                              newline, then an echo of what arrives; "ready" once
- *                                              listening
+ *   service_peer.ts serve PORT NAME SECONDS   a backend: to each TCP connection its NAME, the
+ *                                              client address it sees and a newline, then an echo
+ *                                              of what arrives; "ready" once listening
  *   service_peer.ts count ADDR PORT N         N connections one after the other, each reading the
  *                                              first line (the backend's name) and closing
  *   service_peer.ts hold ADDR PORT SECONDS    one connection kept for SECONDS, 8 bytes echoed every
  *                                              20 ms; "connected NAME" once it knows its backend
  *
- * count prints {names: {NAME: n}, failures, errors, slowest: {NAME: ms}, ms (all)}; hold prints {name, ok, rounds, error?}. Each
+ * count prints {names: {NAME: n}, failures, errors, slowest: {NAME: ms}, ms (all), seenAs:
+ * {NAME: [client addresses]}}; hold prints {name, ok, rounds, error?}. Each
  * connection attempt, and each echo of hold, gives up after 2 s.
  */
 const [verb, ...args] = Deno.args;
@@ -20,14 +21,15 @@ if (verb === "serve") {
   setTimeout(() => Deno.exit(0), Number(seconds) * 1000);
   const listener = Deno.listen({ hostname: "0.0.0.0", port: Number(port), transport: "tcp" });
   console.log("ready");
-  const hello = new TextEncoder().encode(`${name}\n`);
   for await (const conn of listener) {
+    const hello = new TextEncoder().encode(`${name} ${conn.remoteAddr.hostname}\n`);
     conn.write(hello).then(() => conn.readable.pipeTo(conn.writable)).catch(() => {});
   }
 } else if (verb === "count") {
   const [addr, port, n] = args;
   const names: Record<string, number> = {};
   const slowest: Record<string, number> = {};
+  const seenAs: Record<string, string[]> = {};
   const errors: string[] = [];
   let failures = 0;
   const began = performance.now();
@@ -35,9 +37,10 @@ if (verb === "serve") {
     try {
       const started = performance.now();
       const conn = await connect(addr, Number(port));
-      const name = await firstLine(conn);
+      const [name, client] = (await firstLine(conn)).split(" ");
       conn.close();
       names[name] = (names[name] ?? 0) + 1;
+      seenAs[name] = [...new Set([...(seenAs[name] ?? []), client])];
       slowest[name] = Math.max(slowest[name] ?? 0, Math.round(performance.now() - started));
     } catch (err) {
       failures++;
@@ -45,7 +48,7 @@ if (verb === "serve") {
     }
   }
   const ms = Math.round(performance.now() - began);
-  console.log(JSON.stringify({ names, failures, errors, slowest, ms }));
+  console.log(JSON.stringify({ names, failures, errors, slowest, ms, seenAs }));
   // A connect given up on is still pending in the runtime (the kernel retries for minutes).
   Deno.exit(0);
 } else if (verb === "hold") {
@@ -103,7 +106,7 @@ async function hold(addr: string, port: number, seconds: number) {
   let rounds = 0;
   try {
     const conn = await connect(addr, port);
-    name = await firstLine(conn);
+    name = (await firstLine(conn)).split(" ")[0];
     console.log(`connected ${name}`);
     const end = Date.now() + seconds * 1000;
     while (Date.now() < end) {

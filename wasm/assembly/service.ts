@@ -35,13 +35,15 @@ import {
   SF_SERVICE_VIP_ROUTED_TABLE,
   SF_SERVICE_VIP_TABLE,
   SPROTO_TCP,
+  ST_HAIRPIN,
   ST_SERVICE,
   T_FORWARD,
   T_NEXT_HOP,
   T_ROUTE,
 } from "./generated/pipeline";
 import { parseIpv4, parseMac, unicastIpv4 } from "./address";
-import { findNet, ipv4Owner, local, net, NONE } from "./input";
+import { findNet, ipv4Owner, local, net, netCount, NONE } from "./input";
+import { hairpinBackend, hairpinNetwork, hairpinZoneFits } from "./hairpin";
 import { idOf, zone, zones } from "./acl";
 import { arpReply } from "./arp";
 import { hopMac, nextHop, route, routeCount } from "./route";
@@ -97,6 +99,8 @@ let recs: usize = 0;
 let recsCap: usize = 0;
 let owners: usize = 0; // per backend of all services: address (u32), owner ref (u32)
 let ownersCap: usize = 0;
+let hairpinned: usize = 0; // per network: 1 once its hairpin flows are in
+let hairpinnedCap: usize = 0;
 
 function grow(ptr: usize, cap: usize, bytes: usize): usize {
   return cap >= bytes ? ptr : ptr == 0 ? heap.alloc(bytes) : heap.realloc(ptr, bytes);
@@ -404,6 +408,12 @@ export function services(words: u32): i32 {
   begin(0, 0, ST_SERVICE, P_DEFAULT, LINE_BOUND);
   puts(",actions=drop");
   end();
+  begin(0, 0, ST_HAIRPIN, P_DEFAULT, LINE_BOUND);
+  puts(",actions=drop");
+  end();
+  hairpinned = grow(hairpinned, hairpinnedCap, <usize> netCount + 1);
+  if (hairpinnedCap < <usize> netCount + 1) hairpinnedCap = <usize> netCount + 1;
+  memory.fill(hairpinned, 0, <usize> netCount);
   let w = rd + 4;
   let first: u32 = 0;
   for (let i: u32 = 0; i < count; i++) {
@@ -429,6 +439,12 @@ export function services(words: u32): i32 {
       live++;
       ipv4ToSlot(SLOT, load<u32>(at));
       nextHop(n, owner >= REMOTE_REF ? 0 : load<u32>(local(owner), L_COOKIE), hopMac(owner), SLOT);
+      const z = idOf(zone(ni));
+      if (owner >= REMOTE_REF || !hairpinZoneFits(z)) continue;
+      hairpinBackend(id, z, local(owner), load<u32>(at), vip);
+      if (load<u8>(hairpinned + ni) != 0) continue;
+      store<u8>(hairpinned + ni, 1);
+      hairpinNetwork(id, z);
     }
     for (let p: u32 = 0; p < ports; p++) {
       const pw = w + 28 + <usize> p * 12;
