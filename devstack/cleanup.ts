@@ -3,6 +3,7 @@
  * `await using cleanup = new Cleanup();` or `try { ... } finally { await cleanup.cleanup(); }`.
  */
 import { run } from "@knitter/common";
+import { dropLease, takeLease } from "./lease.ts";
 
 export class Cleanup implements AsyncDisposable {
   /** Prefix of every name this test makes, unique per Cleanup: "kt-" + 4 random hex digits. */
@@ -13,8 +14,13 @@ export class Cleanup implements AsyncDisposable {
   private netnses: string[] = [];
   private dirs: string[] = [];
 
+  /** Whether this Cleanup holds the lease of its prefix (stale.ts): one made without a prefix. */
+  private readonly leased: boolean;
+
   constructor(prefix?: string) {
     this.prefix = prefix ?? `kt-${randomHex(4)}`;
+    this.leased = prefix === undefined;
+    if (this.leased) takeLease(this.prefix);
   }
 
   /** A name unique to this test, e.g. "kt-a1b2-n1". */
@@ -75,6 +81,7 @@ export class Cleanup implements AsyncDisposable {
     for (const dir of this.dirs.splice(0).reverse()) {
       await attempt(() => Deno.remove(dir, { recursive: true }).catch(ignoreNotFound));
     }
+    if (errors.length === 0 && this.leased) await dropLease(this.prefix);
     if (errors.length === 1) throw errors[0];
     if (errors.length > 1) throw new AggregateError(errors, `cleanup of ${this.prefix} failed`);
   }

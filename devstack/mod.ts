@@ -7,3 +7,4 @@
 export * from "./cleanup.ts";
 export * from "./sim_node.ts";
 export * from "./stack.ts";
+export { sweepStale } from "./stale.ts";

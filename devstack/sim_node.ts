@@ -8,6 +8,7 @@
  *
  * Everything is registered with a {@link Cleanup}, so it goes away even when a test fails.
  */
+import { sweepStaleOnce } from "./stale.ts";
 import { run } from "@knitter/common";
 import { Ovs, type OvsTarget } from "@knitter/agent/ovs";
 import { Cleanup, readPidfile, stopPid } from "./cleanup.ts";
@@ -57,6 +58,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<SimNode> {
   if (!/^[a-z0-9]{1,12}$/.test(opts.name)) {
     throw new Error(`Bad sim node name "${opts.name}": use [a-z0-9], at most 12 characters`);
   }
+  await sweepStaleOnce();
   const own = new Cleanup(opts.cleanup.prefix);
   opts.cleanup.defer(() => own.cleanup());
   const netns = own.name(opts.name);

@@ -3,6 +3,7 @@
  * a private Open vSwitch and an agent process), joined by an underlay and optionally by physnet
  * segments. Everything is registered with a Cleanup, so a failing test leaves nothing behind.
  */
+import { sweepStaleOnce } from "./stale.ts";
 import { run } from "@knitter/common";
 import { type Cleanup, stopPid } from "./cleanup.ts";
 import {
@@ -97,6 +98,7 @@ export interface Stack {
 }
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
+  await sweepStaleOnce();
   const { cleanup } = opts;
   let dir: string;
   if (opts.dir) {

@@ -58,6 +58,7 @@ export const NEEDS_SYSTEM = [
   "agent/interfaces/tx_checksum_test.ts",
   "common/run_test.ts",
   "devstack/sim_node_test.ts",
+  "devstack/stale_test.ts",
   "manager/conflicts_scale_test.ts",
   "manager/quarantine_count_test.ts",
   "manager/quarantine_expiry_test.ts",
