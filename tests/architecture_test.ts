@@ -976,3 +976,20 @@ Deno.test("architecture: a floating address's gratuitous ARP is sent by agent/da
   }
   assert.deepEqual(senders, ["agent/dataplane/floating_kernel.ts"]);
 });
+
+/**
+ * Issue 29, a router's advertise: one module turns it into its networks' own flag and withdraws it
+ * (manager/service/router_advertise.ts), so every other reader of a network's `advertise` (the
+ * overlap checks, the ports' view, the agents) sees a router's networks as any advertised one.
+ */
+Deno.test("architecture: a network's advertisedBy is written by manager/service/router_advertise.ts only", async () => {
+  const writers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/advertisedBy:\s*change\.|\.advertisedBy\s*=[^=]/.test(await Deno.readTextFile(file))) {
+      writers.push(path);
+    }
+  }
+  assert.deepEqual(writers, ["manager/service/router_advertise.ts"]);
+});
