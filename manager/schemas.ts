@@ -444,6 +444,15 @@ export const FloatingPool = z.object({
   cidrs: z.array(z.string()),
   description: z.string().optional(),
   createdAt: Timestamp,
+  usage: z.object({
+    total: z.int(),
+    held: z.int(),
+    quarantined: z.int(),
+    free: z.int(),
+  }).optional().meta({
+    description:
+      "in the list, for an admin only (it counts every tenant's): addresses a tenant may get, held by tenants, in quarantine, free",
+  }),
 });
 
 export const FloatingIpCreate = z.strictObject({
