@@ -30,6 +30,12 @@ function garpArgv(address: string, uplink: string): string[] {
   return ["arping", "-q", "-U", "-S", address, "-i", uplink, "-c", "3", "-W", "0.5", address];
 }
 
+/**
+ * At most this many `arping` at once: an agent that starts answers (and announces) every binding
+ * of the node again, and a node may have hundreds.
+ */
+export const MAX_GARP_SENDERS = 8;
+
 /** One binding as the kernel has it: where its address is answered and routed. */
 interface Answered {
   address: string;
@@ -42,8 +48,9 @@ export class FloatingKernel {
   private applied = new Map<string, Answered>();
   /** The uplinks the proxy ARP entries were made on. */
   private uplinks: string[] = [];
-  /** Gratuitous ARPs being sent (not waited for: the next change need not wait for them). */
-  private sending = new Set<Promise<void>>();
+  /** Gratuitous ARPs to send, and those sending them (not waited for by the next change). */
+  private garps: { address: string; uplink: string }[] = [];
+  private senders = new Set<Promise<void>>();
 
   constructor(
     private readonly kernel: FloatingSeams,
@@ -75,16 +82,24 @@ export class FloatingKernel {
     this.applied = wanted;
   }
 
-  /** Resolves once the gratuitous ARPs sent so far are out (or failed and logged). */
+  /** Resolves once the gratuitous ARPs asked for so far are out (or failed and logged). */
   async announced(): Promise<void> {
-    await Promise.all(this.sending);
+    while (this.senders.size > 0) await Promise.all(this.senders);
   }
 
-  /** Gratuitous ARP for `address` on every uplink, in the background. */
+  /** Gratuitous ARP for `address` on every uplink, in the background, in order. */
   private announce(address: string): void {
-    for (const uplink of this.uplinks) {
-      const sent = this.sendGarp(address, uplink).finally(() => this.sending.delete(sent));
-      this.sending.add(sent);
+    for (const uplink of this.uplinks) this.garps.push({ address, uplink });
+    while (this.senders.size < MAX_GARP_SENDERS && this.garps.length > 0) {
+      const sender: Promise<void> = this.drain().finally(() => this.senders.delete(sender));
+      this.senders.add(sender);
+    }
+  }
+
+  /** One sender: sends what is queued until nothing is. */
+  private async drain(): Promise<void> {
+    for (let next = this.garps.shift(); next; next = this.garps.shift()) {
+      await this.sendGarp(next.address, next.uplink);
     }
   }
 

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { createLogger, type Logger, type Port } from "@knitter/common";
-import { FloatingKernel } from "./floating_kernel.ts";
+import { FloatingKernel, MAX_GARP_SENDERS } from "./floating_kernel.ts";
 import type { KernelSeams } from "./host_ports.ts";
 import { hostPortSpecs } from "./host_ports.ts";
 import type { HostNet } from "./host_nft.ts";
@@ -98,6 +98,37 @@ Deno.test("floating kernel: a gratuitous ARP that cannot be sent is logged with 
   assert.match(lines[0], /203\.0\.113\.5/);
   assert.match(lines[0], /No such device/);
   assert.match(lines[0], /arping/);
+});
+
+Deno.test("floating kernel: a node that answers many addresses at once (an agent start) runs at most a few arping at a time, and announces every one", async () => {
+  const calls: string[] = [];
+  let running = 0;
+  let most = 0;
+  const base = seams(calls);
+  const k = new FloatingKernel(
+    {
+      ...base,
+      run: async (argv, opts) => {
+        if (argv[0] !== "arping") return await base.run(argv, opts);
+        running++;
+        most = Math.max(most, running);
+        await new Promise((r) => setTimeout(r, 1));
+        running--;
+        return await base.run(argv, opts);
+      },
+    },
+    createLogger("test", "error"),
+    true,
+  );
+  const floating = Array.from({ length: 40 }, (_, i) => ({
+    address: `203.0.113.${i + 1}`,
+    pod: `10.75.0.${i + 1}`,
+  }));
+  await k.reconcile([net(floating)], ["eth0"]);
+  await k.announced();
+  assert.equal(most, MAX_GARP_SENDERS);
+  const announced = calls.filter((c) => c.startsWith("arping")).map((c) => c.split(" ").at(-1));
+  assert.deepEqual(announced.sort(), floating.map((f) => f.address).sort());
 });
 
 Deno.test("floating kernel: with BGP no ARP is answered, and connections are still deleted when a binding goes", async () => {
