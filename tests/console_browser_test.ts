@@ -45,6 +45,7 @@ async function withConsole(fn: (env: Env) => Promise<void>): Promise<void> {
       { token: GLOBEX, scope: "tenant", tenant: "globex" },
     ],
     vniRanges: ["5000-5999"],
+    bgp: { advertisableRanges: ["10.0.0.0/8"] },
     // Released addresses stay in quarantine through the test: the bars show them.
     quarantineSeconds: 600,
     logLevel: "error",
@@ -921,3 +922,34 @@ async function usageOf(page: Page, selector: string): Promise<(string | null)[]>
     ["total", "used", "quarantined", "free"].map((k) => el.getAttribute(`data-${k}`)),
   );
 }
+
+Deno.test("console: networks advertised to the fabric are tagged, with the router that advertises them; so is the router", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    for (const [name, cidr] of [["blue", "10.1.0.0/24"], ["green", "10.2.0.0/24"]]) {
+      await api("POST", "tenants/acme/networks", {
+        token: ACME,
+        body: { name, cidr, gateway: cidr.replace("0/24", "1") },
+      });
+    }
+    await api("PATCH", "tenants/acme/networks/blue", { body: { advertise: true } });
+    await api("POST", "tenants/acme/routers", {
+      body: { name: "edge", networks: ["green"], advertise: true },
+    });
+    const page = await logIn(env, ACME);
+    const tags = (network: string) =>
+      texts(page, `#networks tr.network[data-network="${network}"] .tag`);
+    assert.deepEqual(await tags("blue"), ["advertised"]);
+    assert.deepEqual(await tags("green"), ["advertised by edge"]);
+    assert.deepEqual(await texts(page, '#routers tr.router[data-router="edge"] .tag'), [
+      "advertised",
+    ]);
+    // The router deleted: green is withdrawn, and the page follows.
+    await api("DELETE", "tenants/acme/routers/edge", { token: ACME });
+    await page.locator('#routers tr.router[data-router="edge"]').waitFor({ state: "detached" });
+    await page.locator('#networks tr.network[data-network="green"] .tag').waitFor({
+      state: "detached",
+    });
+  });
+});
