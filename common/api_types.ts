@@ -139,6 +139,8 @@ export interface RouterInfo {
   routes: { dst: string; via: string }[];
   description?: string;
   createdAt: string;
+  /** Every network it connects is advertised to the fabric by BGP (the admin's); absent: off. */
+  advertise?: boolean;
 }
 
 /** A port a mirror names: its network (name and the manager's ID) and the port's ID. */

@@ -67,6 +67,7 @@ const PACKAGES: Record<string, string> = {
   nft: "nftables",
   bird: "bird2",
   birdc: "bird2",
+  arping: "arping",
 };
 
 const decoder = new TextDecoder();

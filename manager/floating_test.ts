@@ -228,3 +228,42 @@ Deno.test("new ports of a network where no floating address was ever bound look 
   await put("d");
   assert.equal(checked.filter((k) => k === "floating_by_port").length, 1);
 });
+
+Deno.test("floating pools: an admin's list says each pool's usage (held, in quarantine, free); a tenant's has no usage (it counts other tenants')", async () => {
+  let clock = Date.parse("2026-11-28T00:00:00Z");
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    quarantineSeconds: 60,
+    clock: () => clock,
+  });
+  // A /29 less its two ends and a /32: 7 addresses a tenant may get.
+  must(
+    await t.call("POST", "floating-pools", {
+      name: "ext",
+      cidrs: ["203.0.113.0/29", "198.51.100.9/32"],
+    }),
+    201,
+  );
+  must(await t.call("POST", "floating-pools", { name: "lan", cidrs: ["192.0.2.200/30"] }), 201);
+  for (const tenant of ["acme", "acme", "globex"] as const) {
+    must(
+      await t.call("POST", `tenants/${tenant}/floating-ips`, { pool: "ext" }, TOKEN[tenant]),
+      201,
+    );
+  }
+  must(await t.call("DELETE", `${ACME}/203.0.113.1`, undefined, TOKEN.acme), 204);
+  const usage = async () =>
+    Object.fromEntries(
+      must(await t.call("GET", "floating-pools", undefined, TOKEN.admin), 200).items.map(
+        (p: { name: string; usage: unknown }) => [p.name, p.usage],
+      ),
+    );
+  assert.deepEqual(await usage(), {
+    ext: { total: 7, held: 2, quarantined: 1, free: 4 },
+    lan: { total: 2, held: 0, quarantined: 0, free: 2 },
+  });
+  clock += 61_000;
+  assert.deepEqual((await usage()).ext, { total: 7, held: 2, quarantined: 0, free: 5 });
+  const theirs = must(await t.call("GET", "floating-pools", undefined, TOKEN.acme), 200).items;
+  assert.deepEqual(theirs.map((p: { usage?: unknown }) => p.usage), [undefined, undefined]);
+});

@@ -77,6 +77,8 @@ export interface NetworkRecord {
   hostAccess?: boolean;
   /** Its CIDRs are advertised to the fabric by BGP (service/advertise.ts). */
   advertise?: boolean;
+  /** The router whose `advertise` turned it on (service/router_advertise.ts); absent: its own. */
+  advertisedBy?: string;
 }
 
 export interface PhysnetRecord {

@@ -328,6 +328,9 @@ export const Network = z.object({
   egress: z.boolean().meta({ description: "its pods reach the outside through the node (SNAT)" }),
   hostAccess: z.boolean().meta({ description: "the node reaches its pods on this network" }),
   advertise: z.boolean().meta({ description: "its CIDRs are advertised to the fabric by BGP" }),
+  advertisedBy: z.string().optional().meta({
+    description: "the router whose advertise advertises it (absent: its own setting)",
+  }),
   dataPlane: z.literal("external").optional().meta({
     description: "another plugin's interfaces carry it (the knitter IPAM); absent: Open vSwitch",
   }),
@@ -441,6 +444,15 @@ export const FloatingPool = z.object({
   cidrs: z.array(z.string()),
   description: z.string().optional(),
   createdAt: Timestamp,
+  usage: z.object({
+    total: z.int(),
+    held: z.int(),
+    quarantined: z.int(),
+    free: z.int(),
+  }).optional().meta({
+    description:
+      "in the list, for an admin only (it counts every tenant's): addresses a tenant may get, held by tenants, in quarantine, free",
+  }),
 });
 
 export const FloatingIpCreate = z.strictObject({
@@ -496,6 +508,10 @@ export const RouterUpdate = z.strictObject({
   }),
   routes: z.array(StaticRoute).max(64).optional(),
   description: z.string().max(256).optional(),
+  advertise: z.boolean().optional().meta({
+    description:
+      "every network the router connects is advertised to the fabric by BGP, as if each had its own advertise (the same checks, all or none), and those attached later; detaching a network, turning it off or deleting the router withdraws them; only an admin turns it on; absent: unchanged (off for a new router)",
+  }),
 });
 
 export const RouterCreate = RouterUpdate.extend({ name: Name });
@@ -512,6 +528,9 @@ export const Router = z.object({
   routes: z.array(z.object({ dst: z.string(), via: z.string() })),
   description: z.string().optional(),
   createdAt: Timestamp,
+  advertise: z.boolean().meta({
+    description: "every network it connects is advertised to the fabric by BGP",
+  }),
 });
 
 // ---- mirrors

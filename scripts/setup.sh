@@ -10,7 +10,7 @@ DENO_VERSION=2.9.6
 # (CONTAINERS_CONF), so nothing is written to /etc/containers here. chromium is the real browser
 # the web console's test drives headless (tests/console_browser_test.ts). gcc and libc6-dev build the
 # CNI plugin, a static C program (plugin/build.ts).
-DEBIAN_PACKAGES=(gcc libc6-dev iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation)
+DEBIAN_PACKAGES=(gcc libc6-dev iproute2 ethtool socat openssl openvswitch-switch iputils-ping iperf3 util-linux containernetworking-plugins iptables tcpdump etcd-server etcd-client podman runc conmon busybox-static tar chromium fonts-liberation arping)
 # prometheus (promtool with it) is for tests/prometheus*_test.ts, which run their own on a free
 # port. It comes without its Recommends (node exporter, smartmontools, ipmi: daemons of their own),
 # and its service is neither started (policy-rc.d below) nor enabled: nothing listens on 9090.

@@ -961,3 +961,35 @@ Deno.test("architecture: a service's flow model and MAC are made in agent/datapl
   assert.deepEqual(makers, ["agent/dataplane/service_model.ts"]);
   assert.deepEqual(callers.sort(), ["agent/dataplane/service_model.ts", "knitctl/trace_model.ts"]);
 });
+
+/**
+ * Issue 29, a floating address that moves without BGP: the node that starts answering ARP for it
+ * announces it by gratuitous ARP, from the one module that answers ARP for floating addresses
+ * (agent/dataplane/floating_kernel.ts), through the one runner; nothing else in the agent sends it.
+ */
+Deno.test("architecture: a floating address's gratuitous ARP is sent by agent/dataplane/floating_kernel.ts only, through run.ts", async () => {
+  const senders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/"arping"/.test(await Deno.readTextFile(file))) senders.push(path);
+  }
+  assert.deepEqual(senders, ["agent/dataplane/floating_kernel.ts"]);
+});
+
+/**
+ * Issue 29, a router's advertise: one module turns it into its networks' own flag and withdraws it
+ * (manager/service/router_advertise.ts), so every other reader of a network's `advertise` (the
+ * overlap checks, the ports' view, the agents) sees a router's networks as any advertised one.
+ */
+Deno.test("architecture: a network's advertisedBy is written by manager/service/router_advertise.ts only", async () => {
+  const writers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/advertisedBy:\s*change\.|\.advertisedBy\s*=[^=]/.test(await Deno.readTextFile(file))) {
+      writers.push(path);
+    }
+  }
+  assert.deepEqual(writers, ["manager/service/router_advertise.ts"]);
+});

@@ -45,6 +45,7 @@ async function withConsole(fn: (env: Env) => Promise<void>): Promise<void> {
       { token: GLOBEX, scope: "tenant", tenant: "globex" },
     ],
     vniRanges: ["5000-5999"],
+    bgp: { advertisableRanges: ["10.0.0.0/8"] },
     // Released addresses stay in quarantine through the test: the bars show them.
     quarantineSeconds: 600,
     logLevel: "error",
@@ -79,6 +80,7 @@ const TENANT_VIEWS = [
   "Trace",
   "Metrics",
   "Topology",
+  "Floating addresses",
 ];
 
 /** The one pod's diagram and the tenant's whole picture in the topology section. */
@@ -806,5 +808,148 @@ Deno.test("console: a trace between two ports started from the page, shown step 
     assert.deepEqual(await texts(theirs, "#trace-from option"), [
       "pod globex/vault eth0 on globex/secret (10.10.0.1, node n1)",
     ]);
+  });
+});
+
+Deno.test("console: a tenant sees its own floating addresses (pool, port or claim, node), following a move live; an admin sees every tenant's and the pools with their usage", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    for (const name of ["acme", "globex"]) await api("POST", "tenants", { body: { name } });
+    await api("PUT", "nodes/n1", { body: { underlayIp: "192.0.2.1" } });
+    await api("PUT", "nodes/n2", { body: { underlayIp: "192.0.2.2" } });
+    await api("POST", "floating-pools", { body: { name: "ext", cidrs: ["203.0.113.0/29"] } });
+    await api("POST", "floating-pools", { body: { name: "lan", cidrs: ["192.0.2.200/30"] } });
+    await api("POST", "tenants/acme/networks", {
+      token: ACME,
+      body: { name: "blue", cidr: "10.1.0.0/24" },
+    });
+    await api("POST", "tenants/globex/networks", {
+      token: GLOBEX,
+      body: { name: "secret", cidr: "10.1.0.0/24" },
+    });
+    const port = (tenant: string, net: string, id: string, node: string) =>
+      api("PUT", `tenants/${tenant}/networks/${net}/ports/${id}`, {
+        body: { node, pod: { namespace: tenant, name: id }, interface: "eth0" },
+      });
+    await port("acme", "blue", "web", "n1");
+    await port("globex", "secret", "spy", "n1");
+    await api("POST", "tenants/acme/networks/blue/claims", { token: ACME, body: { name: "vm1" } });
+    const take = async (tenant: string, token: string, pool: string) =>
+      (await api("POST", `tenants/${tenant}/floating-ips`, { token, body: { pool } })).address;
+    const bind = (tenant: string, token: string, address: string, body: unknown) =>
+      api("POST", `tenants/${tenant}/floating-ips/${address}/bind`, { token, body, status: 200 });
+    const web = await take("acme", ACME, "ext");
+    const held = await take("acme", ACME, "ext");
+    const theirs = await take("globex", GLOBEX, "ext");
+    const released = await take("acme", ACME, "ext");
+    await api("DELETE", `tenants/acme/floating-ips/${released}`, { token: ACME });
+    const vm = await take("acme", ACME, "lan");
+    await bind("acme", ACME, web, { network: "blue", port: "web" });
+    await bind("acme", ACME, vm, { network: "blue", claim: "vm1" });
+    await bind("globex", GLOBEX, theirs, { network: "secret", port: "spy" });
+
+    const page = await logIn(env, ACME);
+    const row = (address: string) => `#floating tr.floating-ip[data-address="${address}"]`;
+    assert.deepEqual(
+      await attrs(page, "#floating tr.floating-ip", "data-address"),
+      [
+        vm,
+        web,
+        held,
+      ].sort((a, b) => a.localeCompare(b, "en", { numeric: true })),
+    );
+    assert.deepEqual(await texts(page, `${row(web)} td`), [
+      "acme",
+      web,
+      "ext",
+      "port blue/web",
+      "n1",
+    ]);
+    assert.deepEqual(await texts(page, `${row(held)} td`), [
+      "acme",
+      held,
+      "ext",
+      "unbound",
+      "none",
+    ]);
+    assert.deepEqual(await texts(page, `${row(vm)} td`), [
+      "acme",
+      vm,
+      "lan",
+      "claim blue/vm1",
+      "none",
+    ]);
+    // A tenant sees no pools' usage (it counts other tenants') and nothing of globex's.
+    assert.equal(await page.locator("#floating tr.floating-pool").count(), 0);
+    const body = await bodyText(page);
+    for (const word of ["globex", "spy", theirs, released]) {
+      assert.ok(!body.includes(word), `the tenant's page shows "${word}"`);
+    }
+
+    // The pod moves to n2 (deleted, made again with the same port ID): the row follows, live.
+    await page.evaluate(() => Object.assign(globalThis, { consoleMarker: "no reload" }));
+    await api("DELETE", "tenants/acme/networks/blue/ports/web");
+    await port("acme", "blue", "web", "n2");
+    await page.locator(`${row(web)} td.node`, { hasText: "n2" }).waitFor();
+    assert.equal(await page.evaluate(() => Reflect.get(globalThis, "consoleMarker")), "no reload");
+
+    // An admin: every tenant's addresses, and the pools with what is held, quarantined and free.
+    await page.click("#logout");
+    await submitToken(page, ADMIN);
+    assert.deepEqual(await texts(page, `${row(theirs)} td`), [
+      "globex",
+      theirs,
+      "ext",
+      "port secret/spy",
+      "n1",
+    ]);
+    assert.deepEqual(await attrs(page, "#floating tr.floating-pool", "data-pool"), ["ext", "lan"]);
+    const usage = (pool: string) => `#floating tr.floating-pool[data-pool="${pool}"] .usage`;
+    // ext: a /29 less its two ends; web, held and globex's held, the released one in quarantine.
+    assert.deepEqual(await usageOf(page, usage("ext")), ["6", "3", "1", "2"]);
+    assert.deepEqual(await usageOf(page, usage("lan")), ["2", "1", "0", "1"]);
+    assert.equal(
+      await page.locator(`${usage("ext")} .bar`).getAttribute("aria-label"),
+      "3 used, 1 quarantined, 2 free of 6",
+    );
+  });
+});
+
+/** A usage bar's total, used, quarantined and free, as it carries them. */
+async function usageOf(page: Page, selector: string): Promise<(string | null)[]> {
+  const el = page.locator(selector);
+  return await Promise.all(
+    ["total", "used", "quarantined", "free"].map((k) => el.getAttribute(`data-${k}`)),
+  );
+}
+
+Deno.test("console: networks advertised to the fabric are tagged, with the router that advertises them; so is the router", async () => {
+  await withConsole(async (env) => {
+    const { api } = env;
+    await api("POST", "tenants", { body: { name: "acme" } });
+    for (const [name, cidr] of [["blue", "10.1.0.0/24"], ["green", "10.2.0.0/24"]]) {
+      await api("POST", "tenants/acme/networks", {
+        token: ACME,
+        body: { name, cidr, gateway: cidr.replace("0/24", "1") },
+      });
+    }
+    await api("PATCH", "tenants/acme/networks/blue", { body: { advertise: true } });
+    await api("POST", "tenants/acme/routers", {
+      body: { name: "edge", networks: ["green"], advertise: true },
+    });
+    const page = await logIn(env, ACME);
+    const tags = (network: string) =>
+      texts(page, `#networks tr.network[data-network="${network}"] .tag`);
+    assert.deepEqual(await tags("blue"), ["advertised"]);
+    assert.deepEqual(await tags("green"), ["advertised by edge"]);
+    assert.deepEqual(await texts(page, '#routers tr.router[data-router="edge"] .tag'), [
+      "advertised",
+    ]);
+    // The router deleted: green is withdrawn, and the page follows.
+    await api("DELETE", "tenants/acme/routers/edge", { token: ACME });
+    await page.locator('#routers tr.router[data-router="edge"]').waitFor({ state: "detached" });
+    await page.locator('#networks tr.network[data-network="green"] .tag').waitFor({
+      state: "detached",
+    });
   });
 });

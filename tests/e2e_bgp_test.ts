@@ -169,6 +169,85 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
   });
 });
 
+Deno.test("e2e bgp: a router the admin advertises: its networks learned, one attached later too; detached and deleted: withdrawn; a tenant refused", async (t) => {
+  await using cleanup = new Cleanup();
+  const stack = await startStack({
+    cleanup,
+    nodes: ["n1", "n2"],
+    manager: { bgp: { advertisableRanges: ["10.80.0.0/12"] } },
+    tokens: [{ token: TENANT_TOKEN, scope: "tenant", tenant: "acme" }],
+  });
+  const [n1, n2] = stack.nodes;
+  const [ip1, ip2] = [n1, n2].map((n) => n.sim.underlayIp);
+  const fabric = await startFabric(cleanup, [ip1, ip2]);
+  for (const node of stack.nodes) await speakBgp(cleanup, node);
+  await api(stack, "POST", "tenants", { name: "acme" }, 201);
+  const nets = [["a", "10.84"], ["b", "10.85"], ["c", "10.86"]];
+  for (const [name, prefix] of nets) {
+    await api(stack, "POST", "tenants/acme/networks", {
+      name,
+      cidr: `${prefix}.0.0/24`,
+      gateway: `${prefix}.0.1`,
+    }, 201);
+  }
+  const pa = await pod(n1, "pa", "acme", "a");
+  const pb = await pod(n2, "pb", "acme", "b");
+  const router = "tenants/acme/routers/edge";
+
+  await t.step(
+    "attack: a tenant cannot make an advertised router: 403, nothing learned",
+    async () => {
+      const r = await asTenant(stack, "POST", "tenants/acme/routers", {
+        name: "edge",
+        networks: ["a", "c"],
+        advertise: true,
+      });
+      assert.equal(r.status, 403, r.text);
+      assert.deepEqual(
+        [...(await fabric.learned()).keys()].filter((k) => k.startsWith("10.8")),
+        [],
+      );
+    },
+  );
+
+  await t.step("the admin makes it advertised: its network is learned and reached", async () => {
+    await api(stack, "POST", "tenants/acme/routers", {
+      name: "edge",
+      networks: ["a"],
+      advertise: true,
+    }, 201);
+    await learns(fabric, new Map([["10.84.0.0/24", [ip1]], [`${pa.ip}/32`, [ip1]]]));
+    const tcp = await tcpExchange(cleanup, fabric.host, ns(pa), pa.ip, 10_000);
+    assert.ok(tcp.ok, `host to pa: ${JSON.stringify(tcp)}`);
+  });
+
+  await t.step("the tenant attaches b: learned; detaches it: withdrawn", async () => {
+    const on = await asTenant(stack, "PUT", router, { networks: ["a", "b"] });
+    assert.equal(on.status, 200, on.text);
+    await learns(fabric, new Map([["10.85.0.0/24", [ip2]], [`${pb.ip}/32`, [ip2]]]));
+    const off = await asTenant(stack, "PUT", router, { networks: ["a"] });
+    assert.equal(off.status, 200, off.text);
+    await forgets(fabric, ["10.85.0.0/24", `${pb.ip}/32`]);
+    await learns(fabric, new Map([["10.84.0.0/24", [ip1]]]));
+  });
+
+  await t.step("the router deleted: its networks withdrawn", async () => {
+    await api(stack, "DELETE", router, undefined, 204);
+    await forgets(fabric, ["10.84.0.0/24", `${pa.ip}/32`]);
+  });
+  for (const p of [pa, pb]) assert.equal((await p.del()).code, 0, `DEL ${p.name}`);
+});
+
+/** A request with the tenant's token: its status and body text. */
+async function asTenant(stack: Stack, method: string, path: string, body: unknown) {
+  const r = await fetch(`${stack.managerUrl}/api/v1/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TENANT_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, text: await r.text() };
+}
+
 interface Added extends Pod {
   ip: string;
   ip6?: string;

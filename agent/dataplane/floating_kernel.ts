@@ -3,8 +3,12 @@
  * connections of a binding that left this node (unbound, released, or moved with its port) are
  * deleted from conntrack, or their NAT would go on; and, without BGP, the node answers ARP for the
  * floating addresses of its pods on its uplinks (proxy ARP: a neighbour entry `proxy` on each
- * uplink, and the address routed to the pod's host port so the kernel answers for it). With BGP the
- * node announces each /32 instead (bgp/advertised.ts) and answers no ARP for them.
+ * uplink, and the address routed to the pod's host port so the kernel answers for it), and when it
+ * starts answering for one (a bind, or the port moved here from another node) it says so at once:
+ * gratuitous ARP on each uplink (`arping -U`, the address as sender with the uplink's MAC), so that
+ * switches and hosts that still have the old node's MAC cached for it update their caches now and
+ * not when their entry goes stale (tens of seconds). With BGP the node announces each /32 instead
+ * (bgp/advertised.ts) and answers no ARP for them.
  *
  * @module
  */
@@ -15,6 +19,22 @@ import type { FloatingNet } from "./floating_nft.ts";
 export interface FloatingSeams {
   run: typeof run;
 }
+
+/**
+ * The gratuitous ARP for an address on an uplink: several (one may be lost, and a neighbour ignores
+ * a change within its `locktime`, 1 s by default, of the last), half a second apart. Debian's
+ * `arping` (Thomas Habets'): it sends from any address (`-S`), where iputils' binds to it first
+ * and so needs the address to be the node's own.
+ */
+function garpArgv(address: string, uplink: string): string[] {
+  return ["arping", "-q", "-U", "-S", address, "-i", uplink, "-c", "3", "-W", "0.5", address];
+}
+
+/**
+ * At most this many `arping` at once: an agent that starts answers (and announces) every binding
+ * of the node again, and a node may have hundreds.
+ */
+export const MAX_GARP_SENDERS = 8;
 
 /** One binding as the kernel has it: where its address is answered and routed. */
 interface Answered {
@@ -28,6 +48,9 @@ export class FloatingKernel {
   private applied = new Map<string, Answered>();
   /** The uplinks the proxy ARP entries were made on. */
   private uplinks: string[] = [];
+  /** Gratuitous ARPs to send, and those sending them (not waited for by the next change). */
+  private garps: { address: string; uplink: string }[] = [];
+  private senders = new Set<Promise<void>>();
 
   constructor(
     private readonly kernel: FloatingSeams,
@@ -54,8 +77,49 @@ export class FloatingKernel {
       const before = this.applied.get(address);
       if (before?.pod === now.pod && before.port === now.port && !uplinksChanged) continue;
       if (this.answerArp) await this.answer(now);
+      if (this.answerArp) this.announce(now.address);
     }
     this.applied = wanted;
+  }
+
+  /** Resolves once the gratuitous ARPs asked for so far are out (or failed and logged). */
+  async announced(): Promise<void> {
+    while (this.senders.size > 0) await Promise.all(this.senders);
+  }
+
+  /** Gratuitous ARP for `address` on every uplink, in the background, in order. */
+  private announce(address: string): void {
+    for (const uplink of this.uplinks) this.garps.push({ address, uplink });
+    while (this.senders.size < MAX_GARP_SENDERS && this.garps.length > 0) {
+      const sender: Promise<void> = this.drain().finally(() => this.senders.delete(sender));
+      this.senders.add(sender);
+    }
+  }
+
+  /** One sender: sends what is queued until nothing is. */
+  private async drain(): Promise<void> {
+    for (let next = this.garps.shift(); next; next = this.garps.shift()) {
+      await this.sendGarp(next.address, next.uplink);
+    }
+  }
+
+  private async sendGarp(address: string, uplink: string): Promise<void> {
+    let error: string;
+    try {
+      const r = await this.kernel.run(garpArgv(address, uplink), { check: false });
+      // Exit 1 is "no reply", what an unsolicited ARP expects; errors say so on stderr.
+      if (r.code <= 1 && r.stderr.trim() === "") return;
+      error = r.stderr.trim() || `exit ${r.code}`;
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+    }
+    this.log.error("cannot send gratuitous ARP for a floating address that moved here", {
+      address,
+      uplink,
+      error,
+      hint: "neighbours with the old node's MAC cached reach it only when their entry goes " +
+        "stale; is arping installed (Debian: arping)?",
+    });
   }
 
   /** Deletes the connections made with the address, both ways (none is fine). */

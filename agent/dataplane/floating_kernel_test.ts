@@ -4,21 +4,24 @@
  * the uplinks, and stops when they go.
  */
 import assert from "node:assert/strict";
-import { createLogger, type Port } from "@knitter/common";
-import { FloatingKernel } from "./floating_kernel.ts";
+import { createLogger, type Logger, type Port } from "@knitter/common";
+import { FloatingKernel, MAX_GARP_SENDERS } from "./floating_kernel.ts";
 import type { KernelSeams } from "./host_ports.ts";
 import { hostPortSpecs } from "./host_ports.ts";
 import type { HostNet } from "./host_nft.ts";
 
-function seams(calls: string[]): KernelSeams {
+const GARP_ETH0 = "arping -q -U -S 203.0.113.5 -i eth0 -c 3 -W 0.5 203.0.113.5";
+
+/** `stderr` of a command by its name (none: it succeeds). */
+function seams(calls: string[], stderr: Record<string, string> = {}): KernelSeams {
   return {
     run: (argv, opts) => {
       calls.push(
         [...argv, ...(opts?.stdin ? [opts.stdin.trim().replaceAll("\n", "; ")] : [])].join(" "),
       );
-      // conntrack -D answers 1 when nothing matched.
-      const code = argv[0] === "conntrack" ? 1 : 0;
-      return Promise.resolve({ argv, code, stdout: "", stderr: "", ms: 0 });
+      // conntrack -D answers 1 when nothing matched, arping -U when nothing replied.
+      const code = argv[0] === "conntrack" || argv[0] === "arping" ? 1 : 0;
+      return Promise.resolve({ argv, code, stdout: "", stderr: stderr[argv[0]] ?? "", ms: 0 });
     },
     sysctl: () => Promise.resolve(),
   };
@@ -41,6 +44,7 @@ Deno.test("floating kernel: ARP answered on the uplinks without BGP; a binding t
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
   assert.deepEqual(calls, [
     "ip -batch - route replace 203.0.113.5/32 dev kh5; neigh replace proxy 203.0.113.5 dev eth0",
+    GARP_ETH0,
   ]);
   calls.length = 0;
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
@@ -52,6 +56,7 @@ Deno.test("floating kernel: ARP answered on the uplinks without BGP; a binding t
     "conntrack -D --orig-dst 203.0.113.5",
     "conntrack -D --reply-dst 203.0.113.5",
     "ip -batch - route replace 203.0.113.5/32 dev kh5; neigh replace proxy 203.0.113.5 dev eth0",
+    GARP_ETH0,
   ]);
   calls.length = 0;
   await k.reconcile([], []);
@@ -60,6 +65,70 @@ Deno.test("floating kernel: ARP answered on the uplinks without BGP; a binding t
     "conntrack -D --orig-dst 203.0.113.5",
     "conntrack -D --reply-dst 203.0.113.5",
   ]);
+});
+
+Deno.test("floating kernel: a binding that comes to the node (bound, or moved here) is announced by gratuitous ARP on every uplink, once; one that stays or leaves is not", async () => {
+  const calls: string[] = [];
+  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true);
+  const bound = [net([{ address: "203.0.113.5", pod: "10.75.0.5" }])];
+  await k.reconcile(bound, ["eth0", "eth1"]);
+  await k.announced();
+  assert.deepEqual(calls.filter((c) => c.startsWith("arping")), [
+    GARP_ETH0,
+    GARP_ETH0.replace("eth0", "eth1"),
+  ]);
+  calls.length = 0;
+  await k.reconcile(bound, ["eth0", "eth1"]);
+  await k.reconcile([], ["eth0", "eth1"]);
+  assert.deepEqual(calls.filter((c) => c.startsWith("arping")), [], "stayed, then left");
+});
+
+Deno.test("floating kernel: a gratuitous ARP that cannot be sent is logged with what to do, and the address is still answered", async () => {
+  const calls: string[] = [];
+  const lines: string[] = [];
+  const keep = (msg: string, fields?: Record<string, unknown>) =>
+    lines.push(JSON.stringify({ msg, ...fields }));
+  const log: Logger = { debug: keep, info: keep, warn: keep, error: keep };
+  const k = new FloatingKernel(seams(calls, { arping: "libnet_init: No such device" }), log, true);
+  await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
+  await k.announced();
+  assert.equal(calls[0].startsWith("ip -batch - route replace 203.0.113.5/32"), true);
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0], /cannot send gratuitous ARP/);
+  assert.match(lines[0], /203\.0\.113\.5/);
+  assert.match(lines[0], /No such device/);
+  assert.match(lines[0], /arping/);
+});
+
+Deno.test("floating kernel: a node that answers many addresses at once (an agent start) runs at most a few arping at a time, and announces every one", async () => {
+  const calls: string[] = [];
+  let running = 0;
+  let most = 0;
+  const base = seams(calls);
+  const k = new FloatingKernel(
+    {
+      ...base,
+      run: async (argv, opts) => {
+        if (argv[0] !== "arping") return await base.run(argv, opts);
+        running++;
+        most = Math.max(most, running);
+        await new Promise((r) => setTimeout(r, 1));
+        running--;
+        return await base.run(argv, opts);
+      },
+    },
+    createLogger("test", "error"),
+    true,
+  );
+  const floating = Array.from({ length: 40 }, (_, i) => ({
+    address: `203.0.113.${i + 1}`,
+    pod: `10.75.0.${i + 1}`,
+  }));
+  await k.reconcile([net(floating)], ["eth0"]);
+  await k.announced();
+  assert.equal(most, MAX_GARP_SENDERS);
+  const announced = calls.filter((c) => c.startsWith("arping")).map((c) => c.split(" ").at(-1));
+  assert.deepEqual(announced.sort(), floating.map((f) => f.address).sort());
 });
 
 Deno.test("floating kernel: with BGP no ARP is answered, and connections are still deleted when a binding goes", async () => {

@@ -27,6 +27,7 @@ import SECURITY_GROUPS_JS from "./static/security_groups.js" with { type: "text"
 import CLUSTERS_JS from "./static/clusters.js" with { type: "text" };
 import TRACE_JS from "./static/trace.js" with { type: "text" };
 import CHARTS_JS from "./static/charts.js" with { type: "text" };
+import FLOATING_JS from "./static/floating.js" with { type: "text" };
 
 /**
  * Only the console's own files run and load: no inline script or style, no other origin, no
@@ -67,6 +68,7 @@ const FILES: Record<string, string> = {
   "clusters.js": CLUSTERS_JS,
   "trace.js": TRACE_JS,
   "charts.js": CHARTS_JS,
+  "floating.js": FLOATING_JS,
 };
 
 function mediaType(name: string): string {

@@ -14,7 +14,13 @@ export const FLOATING_POOLS: Resource = {
       summary: "List the floating pools (their ranges; what tenants take addresses from)",
       access: "any",
       ok: { status: 200, schema: S.listOf(S.FloatingPool), description: "the pools" },
-    }).handle(async ({ ctx }) => items(await pools.listFloatingPools(ctx))),
+    }).handle(async ({ ctx, principal }) =>
+      items(
+        principal.scope === "admin"
+          ? await pools.listFloatingPoolsWithUsage(ctx)
+          : await pools.listFloatingPools(ctx),
+      )
+    ),
     route({
       method: "POST",
       path: "/floating-pools",

@@ -23,8 +23,13 @@ export const ROUTERS: Resource = {
       access: "tenant",
       ok: { status: 201, schema: S.Router, description: "created" },
     }).body(S.RouterCreate)
-      .handle(async ({ ctx, params, body }) =>
-        ok(routers.routerView(await routers.createRouter(ctx, params.tenant, body)), 201)
+      .handle(async ({ ctx, params, body, principal }) =>
+        ok(
+          routers.routerView(
+            await routers.createRouter(ctx, { tenant: params.tenant, body, principal }),
+          ),
+          201,
+        )
       ),
     route({
       method: "GET",
@@ -42,10 +47,15 @@ export const ROUTERS: Resource = {
       access: "tenant",
       ok: { status: 200, schema: S.Router, description: "updated" },
     }).body(S.RouterUpdate)
-      .handle(async ({ ctx, params, body }) =>
+      .handle(async ({ ctx, params, body, principal }) =>
         ok(
           routers.routerView(
-            await routers.updateRouter(ctx, { tenant: params.tenant, name: params.router, body }),
+            await routers.updateRouter(ctx, {
+              tenant: params.tenant,
+              name: params.router,
+              body,
+              principal,
+            }),
           ),
         )
       ),

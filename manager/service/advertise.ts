@@ -90,3 +90,27 @@ export async function checkAdvertiseOn(ctx: Ctx, net: AdvertisedNet): Promise<vo
   checkAdvertisable(ctx, net);
   await checkAdvertiseOverlap(ctx, net);
 }
+
+/**
+ * A network the router advertised keeps it while the router does: turning it off on the network
+ * is refused (409, naming the router); turning it on makes it the network's own (kept when it
+ * leaves the router).
+ */
+export function checkNetworkAdvertiseChange(
+  net: NetworkRecord,
+  want: { advertise?: boolean },
+): void {
+  if (want.advertise !== false || net.advertisedBy === undefined) return;
+  throw new ApiError(
+    "conflict",
+    `advertise: network "${net.name}" is advertised by its router "${net.advertisedBy}", for ` +
+      `every network the router connects; take the network off the router, or have the admin ` +
+      `turn the router's advertise off`,
+    "advertise",
+  );
+}
+
+/** The network's advertise as the network's own from now on, when it was asked for on it. */
+export function ownAdvertise(record: NetworkRecord, want: { advertise?: boolean }): void {
+  if (want.advertise === true) delete record.advertisedBy;
+}

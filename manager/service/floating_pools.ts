@@ -12,7 +12,7 @@ import { ApiError, invalid, notFound } from "../errors.ts";
 import { type FloatingIpRecord, type FloatingPoolRecord, keys } from "../model.ts";
 import type { FloatingPoolCreate } from "../schemas.ts";
 import { Tx } from "../store/tx.ts";
-import { type Ctx, listValues, now } from "./context.ts";
+import { clockMs, type Ctx, listValues, now } from "./context.ts";
 
 /** The widest pool CIDR: allocation walks a pool's addresses. */
 export const WIDEST_POOL_PREFIX = 16;
@@ -64,6 +64,41 @@ function poolCidr(text: string): Cidr {
 
 export function listFloatingPools(ctx: Ctx): Promise<FloatingPoolRecord[]> {
   return listValues<FloatingPoolRecord>(ctx.store, keys.floatingPools());
+}
+
+/** How a pool's addresses are used: held by tenants, in quarantine, free. */
+export interface FloatingPoolUsage {
+  total: number;
+  held: number;
+  quarantined: number;
+  free: number;
+}
+
+/**
+ * The pools with their usage (the admin's view: it counts every tenant's addresses). Total: the
+ * addresses a tenant may get (floating_ips.ts, not a CIDR's network or broadcast address).
+ */
+export async function listFloatingPoolsWithUsage(
+  ctx: Ctx,
+): Promise<(FloatingPoolRecord & { usage: FloatingPoolUsage })[]> {
+  const counts = new Map<string, { held: number; quarantined: number }>();
+  const at = clockMs(ctx);
+  for (const r of await listValues<FloatingIpRecord>(ctx.store, keys.floatingIps())) {
+    const c = counts.get(r.pool) ?? { held: 0, quarantined: 0 };
+    if (r.tenant !== undefined) c.held++;
+    else if (Date.parse(r.quarantineUntil!) > at) c.quarantined++;
+    counts.set(r.pool, c);
+  }
+  return (await listFloatingPools(ctx)).map((p) => {
+    const total = p.cidrs.reduce((n, c) => n + usableCount(parseCidr(c) as Cidr), 0);
+    const { held, quarantined } = counts.get(p.name) ?? { held: 0, quarantined: 0 };
+    return { ...p, usage: { total, held, quarantined, free: total - held - quarantined } };
+  });
+}
+
+/** The addresses of a CIDR a tenant may get: all of a /31 or /32, else less the two ends. */
+function usableCount(c: Cidr): number {
+  return Number(c.prefix >= 31 ? c.size : c.size - 2n);
 }
 
 export async function getFloatingPool(ctx: Ctx, name: string): Promise<FloatingPoolRecord> {

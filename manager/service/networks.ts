@@ -34,7 +34,12 @@ import {
   segmentDelta,
   segmentLock,
 } from "./network_segments.ts";
-import { checkAdvertiseAllowed, checkAdvertiseOn } from "./advertise.ts";
+import {
+  checkAdvertiseAllowed,
+  checkAdvertiseOn,
+  checkNetworkAdvertiseChange,
+  ownAdvertise,
+} from "./advertise.ts";
 import {
   checkNodeReach,
   checkNodeReachAllowed,
@@ -351,6 +356,7 @@ export async function updateNetwork(
       checkNodeReach(net, body);
       checkNodeReachAllowed(principal, body, net);
       checkAdvertiseAllowed(principal, body, net);
+      checkNetworkAdvertiseChange(net, body);
       const turnsOn = (f: "egress" | "hostAccess" | "advertise") =>
         body[f] === true && net[f] !== true;
       if (turnsOn("advertise")) await checkAdvertiseOn(ctx, net);
@@ -365,6 +371,7 @@ export async function updateNetwork(
         });
       }
       storedNodeReach(updated, body);
+      ownAdvertise(updated, body);
       republish = carriedChange(net, updated);
       tx.check(e).set(e.key, updated);
       return updated;
@@ -410,7 +417,7 @@ function sameValue(field: string, want: unknown, have: unknown): boolean {
   return JSON.stringify(want) === JSON.stringify(have);
 }
 
-async function republishPorts(ctx: Ctx, net: NetworkRecord): Promise<void> {
+export async function republishPorts(ctx: Ctx, net: NetworkRecord): Promise<void> {
   for (const p of await listValues<PortRecord>(ctx.store, keys.ports(net.id))) {
     ctx.feed.publish({ type: "port", op: "put", port: portView(net, p) });
   }

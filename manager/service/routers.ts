@@ -20,8 +20,15 @@ import { ApiError, invalid, notFound } from "../errors.ts";
 import { keys, type NetworkRecord, type RouterRecord } from "../model.ts";
 import type { RouterCreate, RouterUpdate } from "../schemas.ts";
 import type { Tx } from "../store/tx.ts";
+import type { Principal } from "../auth.ts";
 import { type Ctx, listValues, now, retry } from "./context.ts";
 import { cidrOf } from "./network_fields.ts";
+import { networkChecks } from "./node_reach.ts";
+import {
+  advertiseByRouter,
+  checkRouterAdvertiseAllowed,
+  publishAdvertised,
+} from "./router_advertise.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 
 /** What a router says, as the API and the feed carry it. */
@@ -32,6 +39,7 @@ export function routerView(r: RouterRecord): RouterInfo {
     networks: r.networks,
     routes: r.routes,
     createdAt: r.createdAt,
+    advertise: r.advertise === true,
   };
   if (r.description !== undefined) view.description = r.description;
   return view;
@@ -155,15 +163,18 @@ async function index(
   }
 }
 
-/** The record a body makes, after every check; throws on the first failed one. */
+/**
+ * The record a body makes, after every check, and the networks its advertise changed; throws on
+ * the first failed check.
+ */
 async function build(
   ctx: Ctx,
   tx: Tx,
-  tenant: string,
-  name: string,
-  body: Body,
+  req: { tenant: string; name: string; body: Body; principal?: Principal },
   before: RouterRecord | null,
-): Promise<RouterRecord> {
+): Promise<{ record: RouterRecord; advertised: NetworkRecord[] }> {
+  const { tenant, name, body } = req;
+  checkRouterAdvertiseAllowed(req.principal, body, before ?? {});
   const t = await getTenantEntry(ctx, tenant);
   const refs = await connected(ctx, tenant, body);
   const nets = refs.map((r) => r.net);
@@ -172,6 +183,14 @@ async function build(
   tx.check(t);
   for (const r of refs) tx.check({ key: keys.network(tenant, r.net.name), version: r.version });
   await index(ctx, tx, tenant, name, nets, before);
+  const advertise = body.advertise ?? before?.advertise === true;
+  const advertised = await advertiseByRouter(ctx, tx, {
+    tenant,
+    router: name,
+    advertise,
+    nets: refs,
+    before,
+  });
   const record: RouterRecord = {
     name,
     tenant,
@@ -181,27 +200,32 @@ async function build(
   };
   const description = body.description ?? before?.description;
   if (description !== undefined) record.description = description;
-  return record;
+  if (advertise) record.advertise = true;
+  return { record, advertised };
 }
 
 export async function createRouter(
   ctx: Ctx,
-  tenant: string,
-  body: z.infer<typeof RouterCreate>,
+  req: { tenant: string; body: z.infer<typeof RouterCreate>; principal?: Principal },
 ): Promise<RouterRecord> {
-  const router = await retry(ctx, async (tx) => {
-    const e = await ctx.store.get(keys.router(tenant, body.name));
-    if (e.value) {
-      throw new ApiError(
-        "already_exists",
-        `Router "${body.name}" already exists in tenant "${tenant}"`,
-        "name",
-      );
-    }
-    const record = await build(ctx, tx, tenant, body.name, body, null);
-    tx.check(e).set(e.key, record);
-    return record;
-  });
+  const { tenant, body, principal } = req;
+  // One at a time with the other checks that read every network (its advertise's overlap).
+  const { router, advertised } = await networkChecks(ctx).run(() =>
+    retry(ctx, async (tx) => {
+      const e = await ctx.store.get(keys.router(tenant, body.name));
+      if (e.value) {
+        throw new ApiError(
+          "already_exists",
+          `Router "${body.name}" already exists in tenant "${tenant}"`,
+          "name",
+        );
+      }
+      const built = await build(ctx, tx, { tenant, name: body.name, body, principal }, null);
+      tx.check(e).set(e.key, built.record);
+      return { router: built.record, advertised: built.advertised };
+    })
+  );
+  await publishAdvertised(ctx, advertised);
   ctx.feed.publish({ type: "router", op: "put", router: routerView(router) });
   return router;
 }
@@ -209,30 +233,36 @@ export async function createRouter(
 /** Replaces what a router connects and routes. */
 export async function updateRouter(
   ctx: Ctx,
-  req: { tenant: string; name: string; body: Body },
+  req: { tenant: string; name: string; body: Body; principal?: Principal },
 ): Promise<RouterRecord> {
-  const { tenant, name, body } = req;
-  const router = await retry(ctx, async (tx) => {
-    const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
-    if (!e.value) throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
-    const record = await build(ctx, tx, tenant, name, body, e.value);
-    tx.check(e).set(e.key, record);
-    return record;
-  });
+  const { tenant, name } = req;
+  const { router, advertised } = await networkChecks(ctx).run(() =>
+    retry(ctx, async (tx) => {
+      const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
+      if (!e.value) throw notFound(`Router "${name}" does not exist in tenant "${tenant}"`);
+      const built = await build(ctx, tx, req, e.value);
+      tx.check(e).set(e.key, built.record);
+      return { router: built.record, advertised: built.advertised };
+    })
+  );
+  await publishAdvertised(ctx, advertised);
   ctx.feed.publish({ type: "router", op: "put", router: routerView(router) });
   return router;
 }
 
 export async function deleteRouter(ctx: Ctx, tenant: string, name: string): Promise<void> {
-  const router = await retry(ctx, async (tx) => {
+  const { router, advertised } = await retry(ctx, async (tx) => {
     const e = await ctx.store.get<RouterRecord>(keys.router(tenant, name));
     if (!e.value) {
       return await missingInTenant(ctx, tenant, `Router "${name}"`);
     }
     tx.check(e).delete(e.key);
     for (const n of e.value.networks) tx.delete(keys.routerOfNetwork(n.id));
-    return e.value;
+    // Its networks are withdrawn with it.
+    const change = { tenant, router: name, advertise: false, nets: [], before: e.value };
+    return { router: e.value, advertised: await advertiseByRouter(ctx, tx, change) };
   });
+  await publishAdvertised(ctx, advertised);
   ctx.feed.publish({ type: "router", op: "delete", router: routerView(router) });
 }
 

@@ -100,13 +100,17 @@ export async function loadAll(session, minutes = 60) {
     get("/api/v1/ports").then((r) => r.items),
     get("/api/v1/nodes").then((r) => r.items),
   ]);
-  const [lists, routers, securityGroups, infra, charts] = await Promise.all([
-    perTenant(tenants, "networks"),
-    perTenant(tenants, "routers"),
-    perTenant(tenants, "security-groups"),
-    session.scope === "admin" ? loadInfra(nodes) : null,
-    loadCharts(minutes),
-  ]);
+  const [lists, routers, securityGroups, infra, charts, floatingIps, floatingPools] = await Promise
+    .all([
+      perTenant(tenants, "networks"),
+      perTenant(tenants, "routers"),
+      perTenant(tenants, "security-groups"),
+      session.scope === "admin" ? loadInfra(nodes) : null,
+      loadCharts(minutes),
+      perTenant(tenants, "floating-ips"),
+      // An admin's list has each pool's usage; a tenant sees its own addresses only.
+      session.scope === "admin" ? get("/api/v1/floating-pools").then((r) => r.items) : null,
+    ]);
   // A public network is listed under every tenant: keep one of each.
   const networks = new Map();
   for (const n of lists) networks.set(`${n.tenant}/${n.name}`, n);
@@ -119,5 +123,7 @@ export async function loadAll(session, minutes = 60) {
     securityGroups,
     infra,
     charts,
+    floatingIps,
+    floatingPools,
   };
 }

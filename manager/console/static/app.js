@@ -9,6 +9,7 @@ import { securityGroupsView } from "./security_groups.js";
 import { clustersView } from "./clusters.js";
 import { traceView } from "./trace.js";
 import { chartsView } from "./charts.js";
+import { floatingView } from "./floating.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -95,6 +96,11 @@ const VIEWS = [
         chosenTenant: state.tenant,
         onChooseTenant: choose("tenant"),
       }),
+  ],
+  [
+    "floating",
+    "Floating addresses",
+    (data) => floatingView(data.floatingIps, data.floatingPools, data.ports),
   ],
 ];
 

@@ -37,7 +37,12 @@ export function routersView(routers) {
           "tr",
           { class: "router", "data-tenant": r.tenant, "data-router": r.name },
           h("td", null, r.tenant),
-          h("td", { class: "name" }, r.name),
+          h(
+            "td",
+            { class: "name" },
+            r.name,
+            r.advertise && h("span", { class: "tag" }, "advertised"),
+          ),
           h("td", null, networkList(r)),
           h("td", null, routeList(r)),
           h("td", { class: "description" }, r.description ?? ""),

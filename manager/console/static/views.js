@@ -127,6 +127,7 @@ export function networksView(networks) {
               ["public", n.public],
               ["egress", n.egress],
               ["host access", n.hostAccess],
+              [n.advertisedBy ? `advertised by ${n.advertisedBy}` : "advertised", n.advertise],
               ["external data plane", n.dataPlane === "external"],
             ]
               .filter(([, on]) => on)
