@@ -235,3 +235,23 @@ export const ND_REPLY_ACTIONS = [
  * as the pod set them; dump-flows prints `mod_nw_tos` the same way.
  */
 export const DSCP_MARK = { BEFORE: "set_field:", AFTER: "->ip_dscp," } as const;
+
+/**
+ * Why a flow hands a packet to the agent's router slow path (../agent/punt/, PIPELINE.md "Router
+ * errors"): the `controller` action's flows load one of these into the low 8 bits of reg5 (a
+ * too-big packet the egress MTU into its high 16). A TTL that runs out needs none: `dec_ttl` sends
+ * it up with its own reason (invalid TTL). The flow's cookie names the network whose gateway answers.
+ */
+export const PUNT = {
+  /** A routed packet no route takes: destination unreachable (net; ICMPv6 no route). */
+  UNREACHABLE: 1,
+  /** A packet for the gateway's own address that nothing answers: port unreachable. */
+  GATEWAY: 2,
+  /** A routed packet larger than the egress network's MTU: fragmentation needed / too big. */
+  TOO_BIG: 3,
+  /** A router solicitation on a network that sends router advertisements. */
+  SOLICIT: 4,
+} as const;
+
+/** The register of {@link PUNT}, as flows write it. */
+export const PUNT_REGISTER = "reg5";

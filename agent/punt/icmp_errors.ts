@@ -1,7 +1,7 @@
 /**
  * The ICMP and ICMPv6 errors the distributed router sends back to a pod (agent/PIPELINE.md,
  * "Router errors"): time exceeded, destination unreachable (no route), fragmentation needed /
- * packet too big. Each is built from the frame that was punted, as the gateway of the pod's network
+ * packet too big, and port unreachable from the gateway's own address. Each is built from the frame that was punted, as the gateway of the pod's network
  * would send it: from the gateway's MAC and address to the pod's. What must never be answered
  * (RFC 1812 section 4.3.2.7, RFC 4443 section 2.4 e) is not: errors about errors, about fragments
  * but the first, about packets to or from a broadcast, multicast or unspecified address.
@@ -20,7 +20,7 @@ import {
   PROTO_ICMPV6,
 } from "./frames.ts";
 
-export type RouterError = "timeExceeded" | "unreachable" | "tooBig";
+export type RouterError = "timeExceeded" | "unreachable" | "portUnreachable" | "tooBig";
 
 /** The gateway that answers: its MAC and its address of the packet's family. */
 export interface Answerer {
@@ -32,6 +32,8 @@ export interface Answerer {
 const CODES: Record<RouterError, { v4: [number, number]; v6: [number, number] }> = {
   timeExceeded: { v4: [11, 0], v6: [3, 0] },
   unreachable: { v4: [3, 0], v6: [1, 0] },
+  /** What the gateway's own address answers to anything it does not serve. */
+  portUnreachable: { v4: [3, 3], v6: [1, 4] },
   tooBig: { v4: [3, 4], v6: [2, 0] },
 };
 

@@ -1,0 +1,190 @@
+/**
+ * The distributed router's slow path (agent/README.md, "Router errors"): the packets the flows hand
+ * up (agent/PIPELINE.md, "Router errors") come in over one OpenFlow connection to the bridge, and
+ * the answer the network's gateway owes goes back out of the port the packet came in on: ICMP and
+ * ICMPv6 errors (time exceeded, unreachable, too big) and router advertisements. Budgets per port
+ * and for the node keep a pod that floods from costing others their answers or the agent its CPU
+ * (the switch's own limit, in OVSDB, comes first: punt_controller.ts). The connection is made
+ * again whenever ovs-vswitchd closes it.
+ * @module
+ */
+import { type Logger, sleep, TokenBuckets } from "@knitter/common";
+import { PUNT } from "@knitter/wasm";
+import { OpenFlowConn, type PacketIn, REASON_INVALID_TTL } from "./openflow.ts";
+import { parseIpFrame } from "./frames.ts";
+import { type RouterError, routerError } from "./icmp_errors.ts";
+import { type AdvertSettings, routerAdvert } from "./router_advert.ts";
+
+/** What answering for a network takes: its gateway, and its advertisement when it sends them. */
+export interface PuntNetwork {
+  gatewayMac: Uint8Array;
+  gateway4?: Uint8Array;
+  gateway6?: Uint8Array;
+  advert?: AdvertSettings;
+}
+
+export interface SlowPathLimits {
+  /** Answers per second for one port (in_port), and how many it may save up. */
+  perPort: number;
+  perPortBurst: number;
+  /** Answers per second for the whole node. */
+  total: number;
+  totalBurst: number;
+}
+
+/** RFC 4443 section 2.4 f suggests about 10 per second per source; a node answers 200 in all. */
+export const SLOW_PATH_LIMITS: SlowPathLimits = {
+  perPort: 10,
+  perPortBurst: 10,
+  total: 200,
+  totalBurst: 100,
+};
+
+export interface SlowPathConfig {
+  /** The switch's unix socket of this connection (punt_controller.ts). */
+  socket: string;
+  /** The network with node-local number `id`, as the last flow sync knew it. */
+  network: (id: number) => PuntNetwork | undefined;
+  log: Logger;
+  limits?: SlowPathLimits;
+  /** How long to wait before connecting again. */
+  retryMs?: number;
+  /** Milliseconds (tests move their own). */
+  now?: () => number;
+}
+
+/** What the slow path did, for metrics and tests. */
+export interface SlowPathCounts {
+  answered: number;
+  /** Over a budget: not answered. */
+  limited: number;
+  /** Nothing may or can be answered (an error about an error, an unknown network). */
+  ignored: number;
+  connects: number;
+}
+
+const NETWORK_SHIFT = 32n;
+
+export class RouterSlowPath {
+  readonly counts: SlowPathCounts = { answered: 0, limited: 0, ignored: 0, connects: 0 };
+  private readonly perPort: TokenBuckets<number>;
+  private readonly total: TokenBuckets<number>;
+  private conn: OpenFlowConn | null = null;
+  private readonly stopping = new AbortController();
+  private running: Promise<void> | null = null;
+
+  constructor(private readonly config: SlowPathConfig) {
+    const l = config.limits ?? SLOW_PATH_LIMITS;
+    const now = config.now;
+    this.perPort = new TokenBuckets(l.perPort, l.perPortBurst, now);
+    this.total = new TokenBuckets(l.total, l.totalBurst, now);
+  }
+
+  /** Whether the connection is up. */
+  get connected(): boolean {
+    return this.conn !== null;
+  }
+
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.conn?.close();
+    await this.running;
+  }
+
+  /** Sends `frame` out of `port` now (unsolicited advertisements); false when not connected. */
+  async send(frame: Uint8Array, port: number): Promise<boolean> {
+    if (!this.conn) return false;
+    await this.conn.packetOut(frame, port);
+    return true;
+  }
+
+  /** The answer to a packet-in, or null: none owed, or over a budget. */
+  answer(pin: PacketIn): Uint8Array | null {
+    const frame = this.build(pin);
+    if (!frame) {
+      this.counts.ignored++;
+      return null;
+    }
+    // The port's budget first: a flooding port spends its own, not the node's.
+    if (!this.perPort.take(pin.inPort) || !this.total.take(0)) {
+      this.counts.limited++;
+      return null;
+    }
+    this.counts.answered++;
+    return frame;
+  }
+
+  private build(pin: PacketIn): Uint8Array | null {
+    const net = this.config.network(Number(pin.cookie >> NETWORK_SHIFT));
+    if (!net) return null;
+    if (pin.reason !== REASON_INVALID_TTL && (pin.regs[5] & 0xff) === PUNT.SOLICIT) {
+      return net.advert ? solicited(net.advert, pin.frame) : null;
+    }
+    const frame = parseIpFrame(pin.frame);
+    if (!frame) return null;
+    const kind = errorKind(pin);
+    if (!kind) return null;
+    const ip = frame.family === 4 ? net.gateway4 : net.gateway6;
+    if (!ip) return null;
+    return routerError(kind, frame, { mac: net.gatewayMac, ip }, pin.regs[5] >>> 16);
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping.signal.aborted) {
+      try {
+        this.conn = await OpenFlowConn.open(this.config.socket);
+      } catch {
+        await sleep(this.config.retryMs ?? 200, this.stopping.signal);
+        continue;
+      }
+      this.counts.connects++;
+      this.config.log.info("router slow path connected", { socket: this.config.socket });
+      try {
+        await this.serve(this.conn);
+      } catch (err) {
+        if (!this.stopping.signal.aborted) {
+          this.config.log.warn("router slow path connection failed", {
+            error: (err as Error).message,
+          });
+        }
+      }
+      this.conn.close();
+      this.conn = null;
+    }
+  }
+
+  private async serve(conn: OpenFlowConn): Promise<void> {
+    for (;;) {
+      const pin = await conn.packetIn();
+      if (!pin) return;
+      const out = this.answer(pin);
+      if (out) await conn.packetOut(out, pin.inPort);
+    }
+  }
+}
+
+/** The error a packet-in asks for. */
+function errorKind(pin: PacketIn): RouterError | null {
+  if (pin.reason === REASON_INVALID_TTL) return "timeExceeded";
+  switch (pin.regs[5] & 0xff) {
+    case PUNT.UNREACHABLE:
+      return "unreachable";
+    case PUNT.GATEWAY:
+      return "portUnreachable";
+    case PUNT.TOO_BIG:
+      return "tooBig";
+  }
+  return null;
+}
+
+/** The advertisement answering a solicitation: to the pod, or to all when it sent from `::`. */
+function solicited(advert: AdvertSettings, frame: Uint8Array): Uint8Array | null {
+  const f = parseIpFrame(frame);
+  if (!f || f.family !== 6) return null;
+  const unspecified = f.src.every((b) => b === 0);
+  return routerAdvert(advert, unspecified ? undefined : { mac: f.ethSrc, ip: f.src });
+}
