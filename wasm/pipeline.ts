@@ -76,6 +76,11 @@ export const FLOW_TABLES = [
 /** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
 export const PRIORITY = {
   /**
+   * The gateway's own address in ROUTE, above every route: what the gateway does not answer
+   * itself (it answers pings) gets "port unreachable" from the router's slow path.
+   */
+  SELF: 1100,
+  /**
    * A route in ROUTE: this plus twice its prefix length, plus one for a static route (the longest
    * prefix wins; a static route wins over a connected network of the same length).
    */
@@ -107,6 +112,8 @@ export const PRIORITY = {
   FLOOD: 50,
   /** Unknown unicast from a local port (vlan and flat networks: to the physnet). */
   UNKNOWN: 10,
+  /** What no route takes in ROUTE: "unreachable" from the router's slow path, above the drop. */
+  UNROUTED: 1,
   /** Table default. */
   DEFAULT: 0,
 } as const;
@@ -144,6 +151,8 @@ export const FLOW_KINDS = {
   routeIn: { table: TABLE.ARP, priority: PRIORITY.ROUTED },
   routeTo: { table: TABLE.ROUTE, priority: PRIORITY.ROUTE },
   hostExit: { table: TABLE.ROUTE, priority: PRIORITY.HOST },
+  routeMiss: { table: TABLE.ROUTE, priority: PRIORITY.UNROUTED },
+  gatewaySelf: { table: TABLE.ROUTE, priority: PRIORITY.SELF },
   nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
@@ -255,3 +264,6 @@ export const PUNT = {
 
 /** The register of {@link PUNT}, as flows write it. */
 export const PUNT_REGISTER = "reg5";
+
+/** The action that hands a packet up, as dump-flows prints it (the whole frame). */
+export const PUNT_ACTION = "CONTROLLER:65535";

@@ -42,6 +42,9 @@ import {
   mirrorRows,
 } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
+import type { PuntNetwork } from "../punt/router_slow_path.ts";
+import { puntNetworks } from "../punt/punt_networks.ts";
+import { ensureSlowPathController } from "../punt/punt_controller.ts";
 import {
   carried,
   claimKey,
@@ -122,6 +125,13 @@ export class Dataplane {
   private routes: Advertised | null = null;
   /** Flow records' sample actions (agent/flow_records/); none: off. */
   sampling: FlowSampling | null = null;
+  /**
+   * The router's slow path answers ICMP errors (agent/punt/): prepare() makes its socket the
+   * bridge's controller. Off: the punts go nowhere (dropped).
+   */
+  slowPath = false;
+  /** The gateways the slow path answers as, from the last model (punt_networks.ts). */
+  private punts = new Map<number, PuntNetwork>();
 
   constructor(
     private readonly ovs: Ovs,
@@ -133,6 +143,11 @@ export class Dataplane {
 
   get bridge(): string {
     return this.config.bridge;
+  }
+
+  /** The network with node-local number `id` as the router's slow path answers for it. */
+  puntNetwork(id: number): PuntNetwork | undefined {
+    return this.punts.get(id);
   }
 
   /** The flows this process installed (canonical lines); null until the first sync. */
@@ -246,6 +261,7 @@ export class Dataplane {
     // secure: with no flow installed the bridge drops, it never falls back to learning.
     await this.ovs.ensureBridge(bridge, { datapathType, failMode: "secure" });
     await this.ovs.ensureVxlanPort(bridge, tunnel.port, tunnel.ofport);
+    if (this.slowPath) await ensureSlowPathController(this.ovs, bridge);
     for (const [i, m] of this.config.bridgeMappings.entries()) {
       await this.ovs.ensureBridge(m.bridge, { datapathType, failMode: "standalone" });
       if (m.uplink) await this.ovs.addPorts(m.bridge, [{ name: m.uplink }]);
@@ -565,6 +581,7 @@ export class Dataplane {
     if (rules.length > 0) model.mirrorFilters = rules;
     this.migrations?.watch(watched);
     this.sources.set(model, sources);
+    this.punts = puntNetworks(model);
     return model;
   }
 

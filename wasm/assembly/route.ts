@@ -23,6 +23,7 @@ import {
 } from "./generated/pipeline";
 import { parseIpv4, unicastIpv4 } from "./address";
 import { spoofHead, spoofIpActions } from "./spoof";
+import { gatewaySelf, routeMiss } from "./slow_path";
 import {
   bytes,
   fail,
@@ -49,6 +50,7 @@ import {
   N_GW_MAC_TEXT,
   N_GW_SLOT,
   N_GW_V6,
+  N_HOST_PORT,
   N_ID,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
@@ -179,7 +181,7 @@ export function hopMac(ref: u32): usize {
   return ref >= REMOTE_REF ? remote(ref - REMOTE_REF) + R_MAC_TEXT : local(ref) + L_MAC_TEXT;
 }
 
-/** One route: onto the destination network, from its gateway MAC, TTL decremented. */
+/** One route: TTL decremented, onto the destination network, from its gateway MAC. */
 function routeTo(r: usize): void {
   const from = net(load<u32>(r, RT_FROM));
   const to = net(load<u32>(r, RT_TO));
@@ -189,7 +191,8 @@ function routeTo(r: usize): void {
   puts(",ip,reg0=");
   putNet(from);
   putCidr(",nw_dst=", r);
-  puts(",actions=set_field:");
+  // dec_ttl first: a packet whose TTL runs out goes up to the slow path as the pod sent it.
+  puts(",actions=dec_ttl,set_field:");
   putMac(to + N_GW_MAC_TEXT);
   puts("->eth_src,");
   const hop = load<u32>(r, RT_HOP);
@@ -200,7 +203,7 @@ function routeTo(r: usize): void {
   }
   puts("set_field:");
   putNet(to);
-  puts("->reg0,dec_ttl,goto_table:");
+  puts("->reg0,goto_table:");
   putDec(isStatic != 0 ? T_FORWARD : T_NEXT_HOP);
   end();
 }
@@ -255,7 +258,13 @@ function nextHops(n: usize): void {
 export function routeFlows(): void {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    routeIn(net(load<u32>(r, RT_FROM)));
+    const from = net(load<u32>(r, RT_FROM));
+    routeIn(from);
+    // With a host port, hostExit takes what no route does, and the node its gateway's address.
+    if (load<u32>(from, N_HOST_PORT) == 0) {
+      routeMiss(from);
+      gatewaySelf(from);
+    }
     const hop = load<u32>(r, RT_HOP);
     const isStatic = load<u32>(r, RT_STATIC) != 0;
     if (isStatic && hop == NONE) continue;

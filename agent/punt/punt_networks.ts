@@ -1,0 +1,25 @@
+/**
+ * What the slow path answers with, per network of the flow model: the gateway's MAC and addresses
+ * (the same the flows answer ARP, ND and ping with).
+ * @module
+ */
+import type { FlowInput } from "@knitter/wasm";
+import { ipBytes, macBytes } from "./frames.ts";
+import type { PuntNetwork } from "./router_slow_path.ts";
+
+/** The networks of `model` that have a gateway, by node-local number. */
+export function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
+  const out = new Map<number, PuntNetwork>();
+  for (const n of model.networks) {
+    if (!n.gateway || !n.gatewayMac) continue;
+    const gateways = [n.gateway, ...(n.gateway6 ? [n.gateway6] : [])];
+    const v4 = gateways.find((g) => !g.includes(":"));
+    const v6 = gateways.find((g) => g.includes(":"));
+    out.set(n.id, {
+      gatewayMac: macBytes(n.gatewayMac),
+      ...(v4 ? { gateway4: ipBytes(v4) } : {}),
+      ...(v6 ? { gateway6: ipBytes(v6) } : {}),
+    });
+  }
+  return out;
+}
