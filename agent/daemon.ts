@@ -116,7 +116,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   dataplane.slowPath = true;
   const slowPath = new RouterSlowPath({
     socket: slowPathSocket(config.bridge, config.ovs.rundir),
-    network: (id) => dataplane.puntNetwork(id),
+    port: (ofport) => dataplane.puntPort(ofport),
     log,
   });
   await dataplane.prepare();

@@ -33,6 +33,7 @@ import {
   PRIORITY,
   PUNT,
   PUNT_ACTION,
+  PUNT_LARGER_BIT,
   PUNT_REGISTER,
   TABLE,
 } from "./pipeline.ts";
@@ -166,6 +167,7 @@ function pipelineConstants(): string {
   for (const [name, value] of Object.entries(DSCP_MARK)) text(`DSCP_${name}`, value);
   text("PUNT_REGISTER", PUNT_REGISTER);
   text("PUNT_ACTION", PUNT_ACTION);
+  text("PUNT_LARGER_BIT", PUNT_LARGER_BIT);
   return lines.join("\n") + "\n";
 }
 

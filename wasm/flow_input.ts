@@ -13,6 +13,10 @@ import type { FlowInactivePort } from "./inactive_input.ts";
 import type { FlowMirrorFilter } from "./mirror_input.ts";
 import type { FlowService } from "./service_input.ts";
 
+/** The MTUs a route may check: IPv4's minimum (RFC 791) to the largest a jumbo frame carries. */
+export const MIN_ROUTE_MTU = 68;
+export const MAX_ROUTE_MTU = 65000;
+
 /** A network with ports on this node. */
 export interface FlowNetwork {
   /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
@@ -114,6 +118,11 @@ export interface FlowRoute {
   dst: string;
   /** The next hop's IPv4 address, a port of `to`; absent: `dst` is `to`'s own subnet. */
   via?: string;
+  /**
+   * `to`'s MTU when it is smaller than `from`'s: a routed packet larger than that goes to the
+   * router's slow path ("fragmentation needed", ../agent/PIPELINE.md "Router errors").
+   */
+  mtu?: number;
 }
 
 /** What the compiler needs to know about the node. */
@@ -290,7 +299,7 @@ export function checkShape(input: FlowInput): number {
     str(p.nodeIp, `${path}.nodeIp`);
   }
   const routes = list(input.routes ?? [], "routes") as FlowRoute[];
-  words += 1 + 4 * routes.length;
+  words += 1 + 5 * routes.length;
   for (let i = 0; i < routes.length; i++) {
     const r = routes[i];
     const path = `routes[${i}]`;
@@ -299,6 +308,7 @@ export function checkShape(input: FlowInput): number {
     int(r.to, 1, MAX_NETWORK_ID, `${path}.to`);
     str(r.dst, `${path}.dst`);
     if (r.via !== undefined) str(r.via, `${path}.via`);
+    if (r.mtu !== undefined) int(r.mtu, MIN_ROUTE_MTU, MAX_ROUTE_MTU, `${path}.mtu`);
   }
   return words;
 }

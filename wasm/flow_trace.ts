@@ -288,6 +288,7 @@ export function flowKind(f: ParsedFlow): FlowKindName {
         [ACL_PRIORITY.HOST_COMMIT]: "hostCommit",
         [SERVICE_PRIORITY.REPLY]: "serviceReplyIn",
         [PRIORITY.EXCEPTION]: "hostGuard",
+        [PRIORITY.OVERSIZE]: "tooBig",
         [PRIORITY.SPECIFIC]: f.actions.includes("drop")
           ? "gatewayDrop"
           : value("dl_dst")?.startsWith(GATEWAY_MAC_PREFIX)
@@ -393,6 +394,10 @@ export function explainHop(
       case "routeMiss":
         what = `no route of ${netLabel}'s router covers ${packet.ipDst}: to the slow path, ` +
           "which answers ICMP net unreachable from the gateway";
+        break;
+      case "tooBig":
+        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ICMP ` +
+          "fragmentation needed with that MTU";
         break;
       case "gatewaySelf":
         what = `to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ping: to the ` +

@@ -107,6 +107,7 @@ function encode(wasm: Engine, input: FlowInput, words: number): void {
     w[i++] = r.to;
     w[i++] = r.dst.length;
     w[i++] = r.via === undefined ? 0 : r.via.length + 1;
+    w[i++] = r.mtu ?? 0;
   }
   putText(wasm, base + words * 4, blob);
 }

@@ -90,6 +90,11 @@ export const PRIORITY = {
    * node (egress, replies to the node), below every route (a /0 route is 1000).
    */
   HOST: 500,
+  /**
+   * A routed packet larger than its destination network's MTU, in FORWARD: to the slow path
+   * ("fragmentation needed"), above every other flow there (a router checks the size first).
+   */
+  OVERSIZE: 140,
   /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
   GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
@@ -153,6 +158,7 @@ export const FLOW_KINDS = {
   hostExit: { table: TABLE.ROUTE, priority: PRIORITY.HOST },
   routeMiss: { table: TABLE.ROUTE, priority: PRIORITY.UNROUTED },
   gatewaySelf: { table: TABLE.ROUTE, priority: PRIORITY.SELF },
+  tooBig: { table: TABLE.FORWARD, priority: PRIORITY.OVERSIZE },
   nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
@@ -264,6 +270,9 @@ export const PUNT = {
 
 /** The register of {@link PUNT}, as flows write it. */
 export const PUNT_REGISTER = "reg5";
+
+/** The bit of the punt register where a route's `check_pkt_larger` puts its answer. */
+export const PUNT_LARGER_BIT = "NXM_NX_REG5[0]";
 
 /** The action that hands a packet up, as dump-flows prints it (the whole frame). */
 export const PUNT_ACTION = "CONTROLLER:65535";

@@ -42,8 +42,9 @@ import {
   mirrorRows,
 } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
-import type { PuntNetwork } from "../punt/router_slow_path.ts";
-import { puntNetworks } from "../punt/punt_networks.ts";
+import type { PuntPort } from "../punt/router_slow_path.ts";
+import { puntPorts } from "../punt/punt_networks.ts";
+import { withMtuChecks } from "../punt/route_mtu.ts";
 import { ensureSlowPathController } from "../punt/punt_controller.ts";
 import {
   carried,
@@ -130,8 +131,10 @@ export class Dataplane {
    * bridge's controller. Off: the punts go nowhere (dropped).
    */
   slowPath = false;
-  /** The gateways the slow path answers as, from the last model (punt_networks.ts). */
-  private punts = new Map<number, PuntNetwork>();
+  /** The ports the slow path answers, from the last model (punt_networks.ts). */
+  private punts = new Map<number, PuntPort>();
+  /** The MTU of each network of the model, by node-local number (its ports say it). */
+  private readonly mtus = new Map<number, number>();
 
   constructor(
     private readonly ovs: Ovs,
@@ -145,9 +148,9 @@ export class Dataplane {
     return this.config.bridge;
   }
 
-  /** The network with node-local number `id` as the router's slow path answers for it. */
-  puntNetwork(id: number): PuntNetwork | undefined {
-    return this.punts.get(id);
+  /** The pod port with this ofport as the router's slow path answers it. */
+  puntPort(ofport: number): PuntPort | undefined {
+    return this.punts.get(ofport);
   }
 
   /** The flows this process installed (canonical lines); null until the first sync. */
@@ -558,7 +561,8 @@ export class Dataplane {
       networks: [...networks.values()],
       localPorts,
       remotePorts,
-      routes: flowRoutes(this.remote.routers(), networks, local),
+      // A route into a smaller MTU checks the size (the slow path answers "too big").
+      routes: withMtuChecks(flowRoutes(this.remote.routers(), networks, local), this.mtus),
     };
     // Services of the networks this node's pods are on, and of those a router joins to them: a
     // routed client's node balances for the VIP (PIPELINE.md, "Services", "Through a router").
@@ -581,7 +585,7 @@ export class Dataplane {
     if (rules.length > 0) model.mirrorFilters = rules;
     this.migrations?.watch(watched);
     this.sources.set(model, sources);
-    this.punts = puntNetworks(model);
+    this.punts = puntPorts(model);
     return model;
   }
 
@@ -626,6 +630,7 @@ export class Dataplane {
       physnet?: string;
       gateway?: string;
       gateway6?: string;
+      mtu?: number;
     } & DscpSource,
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
@@ -641,6 +646,7 @@ export class Dataplane {
         if (ofport !== undefined) net.physnetPort = ofport;
       }
       networks.set(port.networkId, net);
+      if (port.mtu !== undefined) this.mtus.set(net.id, port.mtu);
     }
     return net;
   }

@@ -1,14 +1,14 @@
 /**
- * What the slow path answers with, per network of the flow model: the gateway's MAC and addresses
- * (the same the flows answer ARP, ND and ping with).
+ * What the slow path answers with, per pod port of the flow model: the port's MAC, and its
+ * network's gateway MAC and addresses (the same the flows answer ARP, ND and ping with).
  * @module
  */
 import type { FlowInput } from "@knitter/wasm";
 import { ipBytes, macBytes } from "./frames.ts";
-import type { PuntNetwork } from "./router_slow_path.ts";
+import type { PuntNetwork, PuntPort } from "./router_slow_path.ts";
 
 /** The networks of `model` that have a gateway, by node-local number. */
-export function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
+function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
   const out = new Map<number, PuntNetwork>();
   for (const n of model.networks) {
     if (!n.gateway || !n.gatewayMac) continue;
@@ -20,6 +20,17 @@ export function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
       ...(v4 ? { gateway4: ipBytes(v4) } : {}),
       ...(v6 ? { gateway6: ipBytes(v6) } : {}),
     });
+  }
+  return out;
+}
+
+/** The local ports of `model` on a network with a gateway, by ofport. */
+export function puntPorts(model: FlowInput): Map<number, PuntPort> {
+  const networks = puntNetworks(model);
+  const out = new Map<number, PuntPort>();
+  for (const p of model.localPorts) {
+    const network = networks.get(p.network);
+    if (network) out.set(p.ofport, { mac: macBytes(p.mac), network });
   }
   return out;
 }

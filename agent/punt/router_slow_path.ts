@@ -1,7 +1,7 @@
 /**
  * The distributed router's slow path (agent/README.md, "Router errors"): the packets the flows hand
  * up (agent/PIPELINE.md, "Router errors") come in over one OpenFlow connection to the bridge, and
- * the answer the network's gateway owes goes back out of the port the packet came in on: ICMP and
+ * the answer the gateway of the port's network owes goes back out of the port it came in on: ICMP and
  * ICMPv6 errors (time exceeded, unreachable, too big) and router advertisements. Budgets per port
  * and for the node keep a pod that floods from costing others their answers or the agent its CPU
  * (the switch's own limit, in OVSDB, comes first: punt_controller.ts). The connection is made
@@ -21,6 +21,15 @@ export interface PuntNetwork {
   gateway4?: Uint8Array;
   gateway6?: Uint8Array;
   advert?: AdvertSettings;
+}
+
+/**
+ * A pod port of this node: the packets it sends are answered by its network's gateway, to its MAC
+ * (a routed packet may be punted after its source MAC was rewritten).
+ */
+export interface PuntPort {
+  mac: Uint8Array;
+  network: PuntNetwork;
 }
 
 export interface SlowPathLimits {
@@ -43,8 +52,8 @@ export const SLOW_PATH_LIMITS: SlowPathLimits = {
 export interface SlowPathConfig {
   /** The switch's unix socket of this connection (punt_controller.ts). */
   socket: string;
-  /** The network with node-local number `id`, as the last flow sync knew it. */
-  network: (id: number) => PuntNetwork | undefined;
+  /** The pod port with this ofport, as the last flow sync knew it. */
+  port: (ofport: number) => PuntPort | undefined;
   log: Logger;
   limits?: SlowPathLimits;
   /** How long to wait before connecting again. */
@@ -58,12 +67,10 @@ export interface SlowPathCounts {
   answered: number;
   /** Over a budget: not answered. */
   limited: number;
-  /** Nothing may or can be answered (an error about an error, an unknown network). */
+  /** Nothing may or can be answered (an error about an error, an unknown port). */
   ignored: number;
   connects: number;
 }
-
-const NETWORK_SHIFT = 32n;
 
 export class RouterSlowPath {
   readonly counts: SlowPathCounts = { answered: 0, limited: 0, ignored: 0, connects: 0 };
@@ -119,12 +126,13 @@ export class RouterSlowPath {
   }
 
   private build(pin: PacketIn): Uint8Array | null {
-    const net = this.config.network(Number(pin.cookie >> NETWORK_SHIFT));
-    if (!net) return null;
+    const port = this.config.port(pin.inPort);
+    if (!port) return null;
+    const net = port.network;
     if (pin.reason !== REASON_INVALID_TTL && (pin.regs[5] & 0xff) === PUNT.SOLICIT) {
       return net.advert ? solicited(net.advert, pin.frame) : null;
     }
-    const frame = parseIpFrame(pin.frame);
+    const frame = parseIpFrame(fromPort(pin.frame, port.mac));
     if (!frame) return null;
     const kind = errorKind(pin);
     if (!kind) return null;
@@ -165,6 +173,13 @@ export class RouterSlowPath {
       if (out) await conn.packetOut(out, pin.inPort);
     }
   }
+}
+
+/** The frame with the port's MAC as its source again (a route rewrites it before some punts). */
+function fromPort(frame: Uint8Array, mac: Uint8Array): Uint8Array {
+  const copy = frame.slice();
+  copy.set(mac, 6);
+  return copy;
 }
 
 /** The error a packet-in asks for. */

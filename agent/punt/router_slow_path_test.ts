@@ -65,8 +65,13 @@ Deno.test("router slow path: time exceeded and unreachable answered through the 
     socket,
     log: silent,
     retryMs: 50,
-    network: (id) =>
-      id === 7 ? { gatewayMac: macBytes(GW_MAC), gateway4: ipBytes("10.9.0.1") } : undefined,
+    port: (ofport) =>
+      ofport === 1
+        ? {
+          mac: macBytes(POD_MAC),
+          network: { gatewayMac: macBytes(GW_MAC), gateway4: ipBytes("10.9.0.1") },
+        }
+        : undefined,
   });
   cleanup.defer(() => slow.stop());
   slow.start();

@@ -12,6 +12,11 @@ import { RouterSlowPath } from "./router_slow_path.ts";
 const GW_MAC = macBytes("0a:58:00:00:00:01");
 const silent = { debug() {}, info() {}, warn() {}, error() {} };
 
+/** The MAC of the pod on `ofport`. */
+function podMac(ofport: number): Uint8Array {
+  return Uint8Array.from([2, 0, 0, 0, 0, ofport]);
+}
+
 function punt(inPort: number, reason = REASON_INVALID_TTL, reg5 = 0): PacketIn {
   const packet = ipv4Packet(
     ipBytes(`10.9.0.${inPort + 1}`),
@@ -25,7 +30,7 @@ function punt(inPort: number, reason = REASON_INVALID_TTL, reg5 = 0): PacketIn {
     cookie: 7n << 32n,
     inPort,
     regs: [0, 0, 0, 0, 0, reg5, 0, 0],
-    frame: ethernet(GW_MAC, macBytes(`02:00:00:00:00:0${inPort}`), 0x0800, packet),
+    frame: ethernet(GW_MAC, podMac(inPort), 0x0800, packet),
   };
 }
 
@@ -35,7 +40,14 @@ function slowPath(now: () => number) {
     log: silent,
     now,
     limits: { perPort: 10, perPortBurst: 10, total: 50, totalBurst: 30 },
-    network: (id) => id === 7 ? { gatewayMac: GW_MAC, gateway4: ipBytes("10.9.0.1") } : undefined,
+    // Ports 1..99 are pods of one network.
+    port: (ofport) =>
+      ofport < 100
+        ? {
+          mac: podMac(ofport),
+          network: { gatewayMac: GW_MAC, gateway4: ipBytes("10.9.0.1") },
+        }
+        : undefined,
   });
 }
 
@@ -64,7 +76,7 @@ Deno.test("slow path budgets: a flooding port spends its own budget, another por
 
 Deno.test("slow path: what is not owed is not answered (unknown network, no reason, error about an error)", () => {
   const slow = slowPath(() => 0);
-  assert.equal(slow.answer({ ...punt(1), cookie: 8n << 32n }), null, "a network it does not know");
+  assert.equal(slow.answer({ ...punt(1), inPort: 100 }), null, "a port it does not know");
   assert.equal(
     slow.answer(punt(1, REASON_ACTION, 0)),
     null,
@@ -75,7 +87,11 @@ Deno.test("slow path: what is not owed is not answered (unknown network, no reas
   assert.deepEqual([unreachable[14 + 20], unreachable[14 + 21]], [3, 0], "net unreachable");
   const port = slow.answer(punt(2, REASON_ACTION, PUNT.GATEWAY))!;
   assert.deepEqual([port[14 + 20], port[14 + 21]], [3, 3], "port unreachable");
-  const big = slow.answer(punt(3, REASON_ACTION, PUNT.TOO_BIG | (1400 << 16)))!;
+  // Punted after the route rewrote its source MAC: answered to the pod's MAC all the same.
+  const routed = punt(3, REASON_ACTION, PUNT.TOO_BIG | (1400 << 16));
+  routed.frame.set(GW_MAC, 6);
+  const big = slow.answer(routed)!;
+  assert.deepEqual(big.subarray(0, 6), podMac(3));
   assert.deepEqual([big[14 + 20], big[14 + 21], (big[14 + 26] << 8) | big[14 + 27]], [3, 4, 1400]);
   const answer = { ...punt(4), frame: slow.answer(punt(4))! };
   assert.equal(slow.answer(answer), null, "an error about an error");

@@ -103,10 +103,11 @@ export const V4_SLOT: usize = 16;
 export const V6_SLOT: usize = 48;
 
 // Route, 24 bytes (route.ts): the networks (indexes), the CIDR, whether static, the next hop.
-export const ROUTE_SIZE: usize = 24;
+export const ROUTE_SIZE: usize = 28;
 export const RT_FROM = 0;
 export const RT_TO = 4;
 export const RT_BASE = 8;
 export const RT_PREFIX = 12;
 export const RT_STATIC = 16; // 1: a static route (via)
 export const RT_HOP = 20; // the next hop's owner ref (REMOTE_REF…), or NONE while it has none
+export const RT_MTU = 24; // the destination's MTU to check (0: none)

@@ -23,7 +23,7 @@ import {
 } from "./generated/pipeline";
 import { parseIpv4, unicastIpv4 } from "./address";
 import { spoofHead, spoofIpActions } from "./spoof";
-import { gatewaySelf, routeMiss } from "./slow_path";
+import { checkLarger, gatewaySelf, routeMiss, tooBig } from "./slow_path";
 import {
   bytes,
   fail,
@@ -65,6 +65,7 @@ import {
   RT_BASE,
   RT_FROM,
   RT_HOP,
+  RT_MTU,
   RT_PREFIX,
   RT_STATIC,
   RT_TO,
@@ -121,6 +122,7 @@ export function parseRoutes(): i32 {
     const to = routed(word());
     const dstLen = word();
     const viaLen = word();
+    const mtu = word();
     const dst = bytes(dstLen);
     const via = viaLen > 0 ? bytes(viaLen - 1) : 0;
     if (from == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 0, 0, 0);
@@ -133,6 +135,7 @@ export function parseRoutes(): i32 {
     store<u32>(r, <u32> (cidr >>> 32), RT_PREFIX);
     store<u32>(r, viaLen > 0 ? 1 : 0, RT_STATIC);
     store<u32>(r, NONE, RT_HOP);
+    store<u32>(r, mtu, RT_MTU);
     if (viaLen == 0) continue;
     const hop = parseIpv4(via, viaLen - 1);
     if (hop < 0 || !unicastIpv4(<u32> hop)) return fail(E_BAD_ROUTE_VIA, K_ROUTE, i, 0, 0, 0);
@@ -192,7 +195,11 @@ function routeTo(r: usize): void {
   putNet(from);
   putCidr(",nw_dst=", r);
   // dec_ttl first: a packet whose TTL runs out goes up to the slow path as the pod sent it.
-  puts(",actions=dec_ttl,set_field:");
+  puts(",actions=dec_ttl,");
+  // Larger than the destination's MTU: marked for FORWARD's tooBig (slow_path.ts).
+  const mtu = load<u32>(r, RT_MTU);
+  if (mtu != 0) checkLarger(mtu);
+  puts("set_field:");
   putMac(to + N_GW_MAC_TEXT);
   puts("->eth_src,");
   const hop = load<u32>(r, RT_HOP);
@@ -270,6 +277,7 @@ export function routeFlows(): void {
     if (isStatic && hop == NONE) continue;
     routeTo(r);
     if (isStatic && hop < REMOTE_REF) spoofRouted(r, local(hop));
+    if (load<u32>(r, RT_MTU) != 0) tooBig(net(load<u32>(r, RT_TO)), load<u32>(r, RT_MTU));
     if (isStatic) continue;
     // A network's next hops once, though several routes go to it.
     let first = true;

@@ -8,14 +8,21 @@ import {
   F_GATEWAY_SELF_TABLE,
   F_ROUTE_MISS_PRIORITY,
   F_ROUTE_MISS_TABLE,
+  F_TOO_BIG_PRIORITY,
+  F_TOO_BIG_TABLE,
   PUNT_ACTION,
   PUNT_GATEWAY,
+  PUNT_LARGER_BIT,
   PUNT_REGISTER,
+  PUNT_TOO_BIG,
   PUNT_UNREACHABLE,
 } from "./generated/pipeline";
 import { v4Slot } from "./input";
 import { N_GW_SLOT, N_ID, V4_SLOT } from "./layout";
-import { begin, end, LINE_BOUND, putHex, putNet, puts, putSlot } from "./text";
+import { begin, end, LINE_BOUND, putDec, putHex, putNet, puts, putSlot } from "./text";
+
+/** Ethernet's header: check_pkt_larger counts it, an MTU does not. */
+const ETH_HEADER: u32 = 14;
 
 /** `set_field:WHY->reg5,CONTROLLER:65535`: the reason, then up to the agent. */
 function punt(why: u32): void {
@@ -46,5 +53,32 @@ export function gatewaySelf(n: usize): void {
   putSlot(v4Slot(load<u32>(n, N_GW_SLOT) - 1), V4_SLOT);
   puts(",actions=");
   punt(PUNT_GATEWAY);
+  end();
+}
+
+/**
+ * In a route's actions: bit 0 of reg5 says whether the packet is larger than the destination's
+ * `mtu` (FORWARD's tooBig then hands it up).
+ */
+export function checkLarger(mtu: u32): void {
+  puts("check_pkt_larger(");
+  putDec(mtu + ETH_HEADER);
+  puts(")->");
+  puts(PUNT_LARGER_BIT);
+  puts(",");
+}
+
+/**
+ * A routed packet into network `n` larger than its `mtu` (marked by checkLarger): to the slow path,
+ * which answers "fragmentation needed" / "packet too big" with the MTU.
+ */
+export function tooBig(n: usize, mtu: u32): void {
+  begin(load<u32>(n, N_ID), 0, F_TOO_BIG_TABLE, F_TOO_BIG_PRIORITY, LINE_BOUND);
+  puts(",ip,reg0=");
+  putNet(n);
+  puts(",");
+  puts(PUNT_REGISTER);
+  puts("=0x1/0x1,actions=");
+  punt((mtu << 16) | PUNT_TOO_BIG);
   end();
 }

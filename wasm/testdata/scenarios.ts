@@ -262,7 +262,8 @@ export const scenarios: Record<string, FlowInput> = {
       { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
     ],
     routes: [
-      { from: 1, to: 2, dst: "10.2.0.0/24" },
+      // net-2's MTU is smaller: what is larger goes to the slow path.
+      { from: 1, to: 2, dst: "10.2.0.0/24", mtu: 1400 },
       { from: 2, to: 1, dst: "10.1.0.0/24" },
       { from: 1, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },
       { from: 2, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },
