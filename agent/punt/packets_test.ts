@@ -3,10 +3,10 @@
  * (every header decoded, every checksum checked), and the cases where no error may be sent.
  */
 import assert from "node:assert/strict";
+import { run } from "@knitter/common";
 import { ethernet, ipBytes, ipv4Packet, macBytes, parseIpFrame } from "./frames.ts";
 import { routerError } from "./icmp_errors.ts";
 import { routerAdvert } from "./router_advert.ts";
-import { tcpdumpRead } from "./tcpdump_read.ts";
 
 const POD_MAC = macBytes("02:00:0a:3d:00:02");
 const GW_MAC = macBytes("0a:58:12:34:56:78");
@@ -168,3 +168,38 @@ Deno.test("router advertisement: prefix with SLAAC's A flag, M/O, MTU, from the 
   assert.match(text[1], /Flags \[managed\]/);
   assert.match(text[1], /Flags \[onlink\], valid/);
 });
+
+// ---- The yardstick: tcpdump (`-r -vv -nn`) decodes every header and checks every checksum.
+
+/** tcpdump's text for each frame (one entry per frame, its continuation lines joined). */
+export async function tcpdumpRead(frames: Uint8Array[]): Promise<string[]> {
+  const file = await Deno.makeTempFile({ suffix: ".pcap" });
+  try {
+    await Deno.writeFile(file, pcap(frames));
+    const r = await run(["tcpdump", "-r", file, "-vv", "-nn", "-t"]);
+    return r.stdout.split(/\n(?=\S)/).map((s) => s.replace(/\s*\n\s*/g, " ").trim())
+      .filter((s) => s.length > 0);
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+/** A pcap file (little-endian, microseconds, Ethernet) of the frames. */
+function pcap(frames: Uint8Array[]): Uint8Array {
+  const size = 24 + frames.reduce((n, f) => n + 16 + f.length, 0);
+  const out = new Uint8Array(size);
+  const v = new DataView(out.buffer);
+  v.setUint32(0, 0xa1b2c3d4, true);
+  v.setUint16(4, 2, true);
+  v.setUint16(6, 4, true);
+  v.setUint32(16, 65535, true);
+  v.setUint32(20, 1, true);
+  let at = 24;
+  for (const f of frames) {
+    v.setUint32(at + 8, f.length, true);
+    v.setUint32(at + 12, f.length, true);
+    out.set(f, at + 16);
+    at += 16 + f.length;
+  }
+  return out;
+}
