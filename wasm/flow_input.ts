@@ -49,6 +49,12 @@ export interface FlowNetwork {
    * the IPv4 gateway address, so it needs an IPv4 `gateway`. None: the node is not on the network.
    */
   hostPort?: number;
+  /**
+   * The gateway sends router advertisements (../agent/PIPELINE.md, "Router advertisements"): the
+   * pods' solicitations go to the agent, the pods' own advertisements are dropped, and the
+   * gateway's link-local address (from its MAC) is answered. Needs an IPv6 gateway.
+   */
+  routerAdvertisements?: boolean;
 }
 
 /**
@@ -252,6 +258,18 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   if (n.gateway6 !== undefined) str(n.gateway6, `${path}.gateway6`);
   if (n.dscp !== undefined) int(n.dscp, 0, MAX_DSCP, `${path}.dscp`);
   if (n.hostPort !== undefined) checkHostPort(n, path);
+  if (n.routerAdvertisements !== undefined) checkAdvertising(n, path);
+}
+
+/** Advertisements come from an IPv6 gateway. */
+function checkAdvertising(n: FlowNetwork, path: string): void {
+  if (typeof n.routerAdvertisements !== "boolean") {
+    fail(`${path}.routerAdvertisements`, "a boolean", n.routerAdvertisements);
+  }
+  const v6 = [n.gateway, n.gateway6].some((g) => typeof g === "string" && g.includes(":"));
+  if (n.routerAdvertisements && !v6) {
+    fail(`${path}.routerAdvertisements`, "a network with an IPv6 gateway", n.gateway ?? "none");
+  }
 }
 
 /** A host port answers as the gateway on IPv4 only (IPv6 egress is not done yet). */
@@ -272,7 +290,7 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 9 * networks.length + 5 * locals.length + 4 * remotes.length;
+  let words = 5 + 10 * networks.length + 5 * locals.length + 4 * remotes.length;
   for (let i = 0; i < networks.length; i++) {
     checkNetwork(networks[i], `networks[${i}]`);
     if (networks[i].hostPort === input.tunnelPort) {

@@ -270,7 +270,10 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       if (f.priority === SERVICE_PRIORITY.REPLY_ROUTED) return "serviceReplyRouted";
       if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
-      if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
+      if (f.priority === PRIORITY.GATEWAY) {
+        return value("icmp_type") === "136" ? "gatewayLinkGuard" : "gatewayNd";
+      }
+      if (f.priority === PRIORITY.SOLICIT) return "raSolicit";
       if (f.priority === PRIORITY.SPECIFIC) {
         return has("icmp") || has("icmp6") ? "gatewayPing" : "arpReply";
       }

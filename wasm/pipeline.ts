@@ -95,6 +95,8 @@ export const PRIORITY = {
    * ("fragmentation needed"), above every other flow there (a router checks the size first).
    */
   OVERSIZE: 140,
+  /** A router solicitation in ARP: to the slow path (the gateway's advertisement answers it). */
+  SOLICIT: 122,
   /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
   GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
@@ -159,6 +161,8 @@ export const FLOW_KINDS = {
   routeMiss: { table: TABLE.ROUTE, priority: PRIORITY.UNROUTED },
   gatewaySelf: { table: TABLE.ROUTE, priority: PRIORITY.SELF },
   tooBig: { table: TABLE.FORWARD, priority: PRIORITY.OVERSIZE },
+  raSolicit: { table: TABLE.ARP, priority: PRIORITY.SOLICIT },
+  gatewayLinkGuard: { table: TABLE.ARP, priority: PRIORITY.GATEWAY },
   nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },

@@ -6,6 +6,8 @@
 import {
   F_GATEWAY_SELF_PRIORITY,
   F_GATEWAY_SELF_TABLE,
+  F_RA_SOLICIT_PRIORITY,
+  F_RA_SOLICIT_TABLE,
   F_ROUTE_MISS_PRIORITY,
   F_ROUTE_MISS_TABLE,
   F_TOO_BIG_PRIORITY,
@@ -14,6 +16,7 @@ import {
   PUNT_GATEWAY,
   PUNT_LARGER_BIT,
   PUNT_REGISTER,
+  PUNT_SOLICIT,
   PUNT_TOO_BIG,
   PUNT_UNREACHABLE,
 } from "./generated/pipeline";
@@ -80,5 +83,18 @@ export function tooBig(n: usize, mtu: u32): void {
   puts(PUNT_REGISTER);
   puts("=0x1/0x1,actions=");
   punt((mtu << 16) | PUNT_TOO_BIG);
+  end();
+}
+
+/**
+ * A router solicitation from a pod of network `n`, whose gateway advertises: to the slow path,
+ * which answers with the network's router advertisement.
+ */
+export function raSolicit(n: usize): void {
+  begin(load<u32>(n, N_ID), 0, F_RA_SOLICIT_TABLE, F_RA_SOLICIT_PRIORITY, LINE_BOUND);
+  puts(",icmp6,reg0=");
+  putNet(n);
+  puts(",icmp_type=133,icmp_code=0,actions=");
+  punt(PUNT_SOLICIT);
   end();
 }
