@@ -1,4 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
+import type { RouterAdvertisements } from "@knitter/common";
 import type {
   Bandwidth,
   Dns,
@@ -77,6 +78,8 @@ export interface NetworkRecord {
   hostAccess?: boolean;
   /** Its CIDRs are advertised to the fabric by BGP (service/advertise.ts). */
   advertise?: boolean;
+  /** Its IPv6 gateway sends router advertisements, so set (agent/PIPELINE.md); absent: none. */
+  ipv6RouterAdvertisements?: RouterAdvertisements;
 }
 
 export interface PhysnetRecord {
