@@ -117,6 +117,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   const slowPath = new RouterSlowPath({
     socket: slowPathSocket(config.bridge, config.ovs.rundir),
     port: (ofport) => dataplane.puntPort(ofport),
+    ports: () => dataplane.puntPortsNow(),
     log,
   });
   await dataplane.prepare();

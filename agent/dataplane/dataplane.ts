@@ -45,6 +45,8 @@ import { portKey } from "./port_key.ts";
 import type { PuntPort } from "../punt/router_slow_path.ts";
 import { puntPorts } from "../punt/punt_networks.ts";
 import { withMtuChecks } from "../punt/route_mtu.ts";
+import { advertOf, slaacIps } from "../punt/slaac.ts";
+import type { AdvertSettings } from "../punt/router_advert.ts";
 import { ensureSlowPathController } from "../punt/punt_controller.ts";
 import {
   carried,
@@ -135,6 +137,8 @@ export class Dataplane {
   private punts = new Map<number, PuntPort>();
   /** The MTU of each network of the model, by node-local number (its ports say it). */
   private readonly mtus = new Map<number, number>();
+  /** The router advertisement of each network whose gateway sends them, by node-local number. */
+  private readonly adverts = new Map<number, AdvertSettings>();
 
   constructor(
     private readonly ovs: Ovs,
@@ -151,6 +155,11 @@ export class Dataplane {
   /** The pod port with this ofport as the router's slow path answers it. */
   puntPort(ofport: number): PuntPort | undefined {
     return this.punts.get(ofport);
+  }
+
+  /** Every pod port the router's slow path answers, by ofport. */
+  puntPortsNow(): Iterable<[number, PuntPort]> {
+    return this.punts.entries();
   }
 
   /** The flows this process installed (canonical lines); null until the first sync. */
@@ -526,7 +535,8 @@ export class Dataplane {
           ofport: i.ofport,
           network: net.id,
           mac: i.port.mac,
-          ips: portIps(i.port),
+          // With SLAAC, the address the pod makes from its MAC is its own too.
+          ips: [...portIps(i.port), ...slaacIps(current)],
           cookie: i.cookie,
         });
         ofports.set(portKey(i.port), i.ofport);
@@ -553,7 +563,12 @@ export class Dataplane {
       const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
       // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
       if (!net || !nodeIp) continue;
-      remotePorts.push({ network: net.id, mac: p.mac, ips: portIps(p), nodeIp });
+      remotePorts.push({
+        network: net.id,
+        mac: p.mac,
+        ips: [...portIps(p), ...slaacIps(p)],
+        nodeIp,
+      });
       sources.remote.push(p);
     }
     const model: FlowInput = {
@@ -585,7 +600,7 @@ export class Dataplane {
     if (rules.length > 0) model.mirrorFilters = rules;
     this.migrations?.watch(watched);
     this.sources.set(model, sources);
-    this.punts = puntPorts(model);
+    this.punts = puntPorts(model, this.adverts);
     return model;
   }
 
@@ -631,6 +646,10 @@ export class Dataplane {
       gateway?: string;
       gateway6?: string;
       mtu?: number;
+      networkRouterAdvertisements?: Port["networkRouterAdvertisements"];
+      address?: string;
+      address6?: string;
+      mac?: string;
     } & DscpSource,
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
@@ -647,8 +666,21 @@ export class Dataplane {
       }
       networks.set(port.networkId, net);
       if (port.mtu !== undefined) this.mtus.set(net.id, port.mtu);
+      this.advertising(net, port);
     }
     return net;
+  }
+
+  /**
+   * A network whose IPv6 gateway sends router advertisements (PIPELINE.md): the flows punt its
+   * pods' solicitations, and the slow path answers with the advertisement kept here.
+   */
+  private advertising(net: FlowNetwork, port: Parameters<typeof advertOf>[0]): void {
+    const v6 = [net.gateway, net.gateway6].some((g) => g?.includes(":"));
+    const advert = v6 && net.gatewayMac ? advertOf(port, net.gatewayMac) : undefined;
+    if (!advert) return;
+    net.routerAdvertisements = true;
+    this.adverts.set(net.id, advert);
   }
 }
 

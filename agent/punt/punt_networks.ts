@@ -6,9 +6,13 @@
 import type { FlowInput } from "@knitter/wasm";
 import { ipBytes, macBytes } from "./frames.ts";
 import type { PuntNetwork, PuntPort } from "./router_slow_path.ts";
+import type { AdvertSettings } from "./router_advert.ts";
 
-/** The networks of `model` that have a gateway, by node-local number. */
-function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
+/** The networks of `model` that have a gateway, by node-local number, with their advertisements. */
+function puntNetworks(
+  model: FlowInput,
+  adverts: Map<number, AdvertSettings>,
+): Map<number, PuntNetwork> {
   const out = new Map<number, PuntNetwork>();
   for (const n of model.networks) {
     if (!n.gateway || !n.gatewayMac) continue;
@@ -19,14 +23,18 @@ function puntNetworks(model: FlowInput): Map<number, PuntNetwork> {
       gatewayMac: macBytes(n.gatewayMac),
       ...(v4 ? { gateway4: ipBytes(v4) } : {}),
       ...(v6 ? { gateway6: ipBytes(v6) } : {}),
+      ...(adverts.has(n.id) ? { advert: adverts.get(n.id) } : {}),
     });
   }
   return out;
 }
 
 /** The local ports of `model` on a network with a gateway, by ofport. */
-export function puntPorts(model: FlowInput): Map<number, PuntPort> {
-  const networks = puntNetworks(model);
+export function puntPorts(
+  model: FlowInput,
+  adverts = new Map<number, AdvertSettings>(),
+): Map<number, PuntPort> {
+  const networks = puntNetworks(model, adverts);
   const out = new Map<number, PuntPort>();
   for (const p of model.localPorts) {
     const network = networks.get(p.network);

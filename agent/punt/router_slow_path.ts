@@ -54,6 +54,10 @@ export interface SlowPathConfig {
   socket: string;
   /** The pod port with this ofport, as the last flow sync knew it. */
   port: (ofport: number) => PuntPort | undefined;
+  /** Every pod port by ofport: those of advertising networks get unsolicited advertisements. */
+  ports?: () => Iterable<[number, PuntPort]>;
+  /** How often the unsolicited advertisements go out (RFC 4861 allows 4 s to 1800 s). */
+  advertIntervalMs?: number;
   log: Logger;
   limits?: SlowPathLimits;
   /** How long to wait before connecting again. */
@@ -72,6 +76,9 @@ export interface SlowPathCounts {
   connects: number;
 }
 
+/** Unsolicited advertisements once a minute: the router lifetime (1800 s) outlasts many misses. */
+export const ADVERT_INTERVAL_MS = 60_000;
+
 export class RouterSlowPath {
   readonly counts: SlowPathCounts = { answered: 0, limited: 0, ignored: 0, connects: 0 };
   private readonly perPort: TokenBuckets<number>;
@@ -79,6 +86,7 @@ export class RouterSlowPath {
   private conn: OpenFlowConn | null = null;
   private readonly stopping = new AbortController();
   private running: Promise<void> | null = null;
+  private advertTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly config: SlowPathConfig) {
     const l = config.limits ?? SLOW_PATH_LIMITS;
@@ -94,10 +102,26 @@ export class RouterSlowPath {
 
   start(): void {
     this.running ??= this.loop();
+    const every = this.config.advertIntervalMs ?? ADVERT_INTERVAL_MS;
+    this.advertTimer ??= setInterval(() => void this.advertise().catch(() => {}), every);
+  }
+
+  /**
+   * An unsolicited advertisement to every pod port of an advertising network (RFC 4861 section
+   * 6.2.4: to all nodes); answers how many were sent (none while not connected).
+   */
+  async advertise(): Promise<number> {
+    let sent = 0;
+    for (const [ofport, port] of this.config.ports?.() ?? []) {
+      const advert = port.network.advert;
+      if (advert && await this.send(routerAdvert(advert), ofport)) sent++;
+    }
+    return sent;
   }
 
   async stop(): Promise<void> {
     this.stopping.abort();
+    clearInterval(this.advertTimer);
     this.conn?.close();
     await this.running;
   }
@@ -151,6 +175,8 @@ export class RouterSlowPath {
       }
       this.counts.connects++;
       this.config.log.info("router slow path connected", { socket: this.config.socket });
+      // The pods hear of their router at once, not only at the next interval.
+      await this.advertise().catch(() => {});
       try {
         await this.serve(this.conn);
       } catch (err) {
