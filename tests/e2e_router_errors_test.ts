@@ -83,6 +83,14 @@ Deno.test("e2e router errors: traceroute shows the router's hop, TTL exceeded an
     },
   );
 
+  await t.step("without DF, a packet larger than small's MTU goes on in fragments", async () => {
+    // The small pod reassembles and answers; red's kernel learns no smaller MTU.
+    const r = await sh(red, `ping -n -c 1 -W 2 -M dont -s 1400 ${small.ip}`);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout, /Frag needed/);
+    assert.doesNotMatch((await sh(red, `ip route get ${small.ip}`)).stdout, /mtu/);
+  });
+
   await t.step(
     "PMTU: a DF packet larger than small's MTU gets fragmentation needed; TCP adapts",
     async () => {

@@ -1,9 +1,10 @@
 /**
  * A small OpenFlow 1.3 client of one bridge, enough for the router's slow path (agent/README.md,
- * "Router errors"): HELLO, ECHO, SET_CONFIG (packet-ins of whole frames), SET_ASYNC (which packet-ins), PACKET_IN (with the
- * registers the punting flow set, OVS's "pipeline fields" in the match) and PACKET_OUT. Framing
- * and fields per the OpenFlow 1.3.5 specification (ofp_header, ofp_packet_in, ofp_packet_out,
- * OXM TLVs), registers as Open vSwitch encodes them (NXM_NX_REGn, class 0x0001).
+ * "Router errors"): HELLO, ECHO, SET_CONFIG (packet-ins of whole frames), SET_ASYNC (which
+ * packet-ins), PACKET_IN (with the registers the punting flow set, Open vSwitch's "pipeline
+ * fields" in the match) and PACKET_OUT (output, set_field of a register, Nicira's resubmit).
+ * Framing and fields per the OpenFlow 1.3.5 specification (ofp_header, ofp_packet_in,
+ * ofp_packet_out, OXM TLVs), registers as Open vSwitch encodes them (NXM_NX_REGn, class 0x0001).
  * @module
  */
 
@@ -27,6 +28,12 @@ const OXM_BASIC = 0x8000;
 const OXM_IN_PORT = 0;
 const NXM_1 = 0x0001;
 const ACTION_OUTPUT = 0;
+const ACTION_SET_FIELD = 25;
+const ACTION_EXPERIMENTER = 0xffff;
+const NICIRA = 0x00002320;
+const NXAST_RESUBMIT_TABLE = 14;
+/** OpenFlow 1.0's IN_PORT, as Nicira's resubmit spells "the packet's own in_port". */
+const OFPP10_IN_PORT = 0xfff8;
 
 /** A packet the switch sent up, with the registers the flows set (zero ones are left out). */
 export interface PacketIn {
@@ -96,17 +103,28 @@ export class OpenFlowConn {
   }
 
   /** Sends `frame` out of `port` (an ofport, or a reserved port such as IN_PORT). */
-  async packetOut(frame: Uint8Array, port: number, inPort = PORT_CONTROLLER): Promise<void> {
-    const body = new Uint8Array(16 + 16 + frame.length);
+  packetOut(frame: Uint8Array, port: number): Promise<void> {
+    return this.packetOutActions(frame, [outputAction(port)]);
+  }
+
+  /** Runs `actions` (outputAction, setRegAction, resubmitAction) on `frame`, as from `inPort`. */
+  async packetOutActions(
+    frame: Uint8Array,
+    actions: Uint8Array[],
+    inPort = PORT_CONTROLLER,
+  ): Promise<void> {
+    const length = actions.reduce((n, a) => n + a.length, 0);
+    const body = new Uint8Array(16 + length + frame.length);
     const v = new DataView(body.buffer);
     v.setUint32(0, NO_BUFFER);
     v.setUint32(4, inPort);
-    v.setUint16(8, 16); // actions_len
-    v.setUint16(16, ACTION_OUTPUT);
-    v.setUint16(18, 16);
-    v.setUint32(20, port);
-    v.setUint16(24, 0); // max_len: only for output to the controller
-    body.set(frame, 32);
+    v.setUint16(8, length);
+    let at = 16;
+    for (const a of actions) {
+      body.set(a, at);
+      at += a.length;
+    }
+    body.set(frame, at);
     await this.send(T_PACKET_OUT, body);
   }
 
@@ -151,6 +169,40 @@ export class OpenFlowConn {
       this.buf = joined;
     }
   }
+}
+
+/** OFPAT_OUTPUT to `port`. */
+export function outputAction(port: number): Uint8Array {
+  const a = new Uint8Array(16);
+  const v = new DataView(a.buffer);
+  v.setUint16(0, ACTION_OUTPUT);
+  v.setUint16(2, 16);
+  v.setUint32(4, port);
+  return a; // max_len 0: only output to the controller reads it
+}
+
+/** OFPAT_SET_FIELD of register `reg` (NXM_NX_REGn) to `value`. */
+export function setRegAction(reg: number, value: number): Uint8Array {
+  const a = new Uint8Array(16);
+  const v = new DataView(a.buffer);
+  v.setUint16(0, ACTION_SET_FIELD);
+  v.setUint16(2, 16);
+  v.setUint32(4, (NXM_1 << 16) | (reg << 9) | 4);
+  v.setUint32(8, value);
+  return a;
+}
+
+/** Open vSwitch's resubmit(,table) (NXAST_RESUBMIT_TABLE), from the packet's own in_port. */
+export function resubmitAction(table: number): Uint8Array {
+  const a = new Uint8Array(16);
+  const v = new DataView(a.buffer);
+  v.setUint16(0, ACTION_EXPERIMENTER);
+  v.setUint16(2, 16);
+  v.setUint32(4, NICIRA);
+  v.setUint16(8, NXAST_RESUBMIT_TABLE);
+  v.setUint16(10, OFPP10_IN_PORT);
+  a[12] = table;
+  return a;
 }
 
 /** ofp_packet_in: header, buffer_id, total_len, reason, table_id, cookie, match, pad, frame. */

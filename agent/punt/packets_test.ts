@@ -7,6 +7,7 @@ import { run } from "@knitter/common";
 import { ethernet, ipBytes, ipv4Packet, macBytes, parseIpFrame } from "./frames.ts";
 import { routerError } from "./icmp_errors.ts";
 import { routerAdvert } from "./router_advert.ts";
+import { fragment } from "./fragment.ts";
 
 const POD_MAC = macBytes("02:00:0a:3d:00:02");
 const GW_MAC = macBytes("0a:58:12:34:56:78");
@@ -167,6 +168,20 @@ Deno.test("router advertisement: prefix with SLAAC's A flag, M/O, MTU, from the 
   assert.match(text[1], /> fe80::ff:fe3d:2: \[icmp6 sum ok\]/);
   assert.match(text[1], /Flags \[managed\]/);
   assert.match(text[1], /Flags \[onlink\], valid/);
+});
+
+Deno.test("fragments: each fits the MTU, offsets in 8-byte units, MF on all but the last, checksums right", async () => {
+  const probe = parseIpFrame(udp4(64, 1400))!;
+  const pieces = fragment(probe.packet, 1300)!;
+  assert.deepEqual(pieces.map((p) => p.length), [1300, 148]);
+  const text = await tcpdumpRead(pieces.map((p) => ethernet(POD_MAC, GW_MAC, 0x0800, p)));
+  assert.match(text[0], /id 0, offset 0, flags \[\+\], proto UDP \(17\), length 1300\)/);
+  assert.match(text[1], /offset 1280, flags \[none\], proto UDP \(17\), length 148\)/);
+  for (const line of text) assert.doesNotMatch(line, /bad|wrong/i);
+  // A fragment cut again keeps its place: its pieces start at its own offset, MF stays on.
+  const first = fragment(pieces[0], 700)!;
+  assert.deepEqual(first.map((p) => ((p[6] << 8) | p[7]).toString(16)), ["2000", "2055"]);
+  assert.equal(fragment(probe.packet, 20), null, "no room for 8 bytes of payload");
 });
 
 // ---- The yardstick: tcpdump (`-r -vv -nn`) decodes every header and checks every checksum.

@@ -9,9 +9,16 @@
  * @module
  */
 import { type Logger, sleep, TokenBuckets } from "@knitter/common";
-import { PUNT } from "@knitter/wasm";
-import { OpenFlowConn, type PacketIn, REASON_INVALID_TTL } from "./openflow.ts";
-import { parseIpFrame } from "./frames.ts";
+import { PUNT, TABLE } from "@knitter/wasm";
+import {
+  OpenFlowConn,
+  type PacketIn,
+  REASON_INVALID_TTL,
+  resubmitAction,
+  setRegAction,
+} from "./openflow.ts";
+import { ETH_IPV4, ethernet, parseIpFrame } from "./frames.ts";
+import { dontFragment, fragment } from "./fragment.ts";
 import { type RouterError, routerError } from "./icmp_errors.ts";
 import { type AdvertSettings, routerAdvert } from "./router_advert.ts";
 
@@ -39,6 +46,9 @@ export interface SlowPathLimits {
   /** Answers per second for the whole node. */
   total: number;
   totalBurst: number;
+  /** Packets per second one port may have fragmented (each cut into pieces), and the node. */
+  fragmentsPerPort: number;
+  fragmentsTotal: number;
 }
 
 /** RFC 4443 section 2.4 f suggests about 10 per second per source; a node answers 200 in all. */
@@ -47,6 +57,8 @@ export const SLOW_PATH_LIMITS: SlowPathLimits = {
   perPortBurst: 10,
   total: 200,
   totalBurst: 100,
+  fragmentsPerPort: 200,
+  fragmentsTotal: 2000,
 };
 
 export interface SlowPathConfig {
@@ -73,6 +85,8 @@ export interface SlowPathCounts {
   limited: number;
   /** Nothing may or can be answered (an error about an error, an unknown port). */
   ignored: number;
+  /** Packets without DF larger than the next network's MTU, sent on in fragments. */
+  fragmented: number;
   connects: number;
 }
 
@@ -80,9 +94,17 @@ export interface SlowPathCounts {
 export const ADVERT_INTERVAL_MS = 60_000;
 
 export class RouterSlowPath {
-  readonly counts: SlowPathCounts = { answered: 0, limited: 0, ignored: 0, connects: 0 };
+  readonly counts: SlowPathCounts = {
+    answered: 0,
+    limited: 0,
+    ignored: 0,
+    fragmented: 0,
+    connects: 0,
+  };
   private readonly perPort: TokenBuckets<number>;
   private readonly total: TokenBuckets<number>;
+  private readonly fragmentsPerPort: TokenBuckets<number>;
+  private readonly fragmentsTotal: TokenBuckets<number>;
   private conn: OpenFlowConn | null = null;
   private readonly stopping = new AbortController();
   private running: Promise<void> | null = null;
@@ -93,6 +115,9 @@ export class RouterSlowPath {
     const now = config.now;
     this.perPort = new TokenBuckets(l.perPort, l.perPortBurst, now);
     this.total = new TokenBuckets(l.total, l.totalBurst, now);
+    // A second's worth of burst: fragmenting is forwarding, a stream's pace.
+    this.fragmentsPerPort = new TokenBuckets(l.fragmentsPerPort, l.fragmentsPerPort, now);
+    this.fragmentsTotal = new TokenBuckets(l.fragmentsTotal, l.fragmentsTotal, now);
   }
 
   /** Whether the connection is up. */
@@ -131,6 +156,24 @@ export class RouterSlowPath {
     if (!this.conn) return false;
     await this.conn.packetOut(frame, port);
     return true;
+  }
+
+  /**
+   * A routed IPv4 packet without DF, larger than the next network's MTU, as the fragments that go on
+   * through FORWARD in its place ([] over a budget); null for any other packet-in.
+   */
+  fragments(pin: PacketIn): Uint8Array[] | null {
+    if (pin.reason === REASON_INVALID_TTL || (pin.regs[5] & 0xff) !== PUNT.TOO_BIG) return null;
+    const f = parseIpFrame(pin.frame);
+    if (!f || f.family !== 4 || dontFragment(f.packet)) return null;
+    if (!this.fragmentsPerPort.take(pin.inPort) || !this.fragmentsTotal.take(0)) {
+      this.counts.limited++;
+      return [];
+    }
+    const pieces = fragment(f.packet, pin.regs[5] >>> 16);
+    if (!pieces) return null;
+    this.counts.fragmented++;
+    return pieces.map((p) => ethernet(f.ethDst, f.ethSrc, ETH_IPV4, p));
   }
 
   /** The answer to a packet-in, or null: none owed, or over a budget. */
@@ -195,9 +238,28 @@ export class RouterSlowPath {
     for (;;) {
       const pin = await conn.packetIn();
       if (!pin) return;
+      const pieces = this.fragments(pin);
+      if (pieces) {
+        await this.forward(conn, pin, pieces);
+        continue;
+      }
       const out = this.answer(pin);
       if (out) await conn.packetOut(out, pin.inPort);
     }
+  }
+
+  /**
+   * The fragments on through FORWARD, as the punted packet would have gone (its network and
+   * source port in reg0 and reg1, from its own port): its frame is already addressed to the next
+   * hop, and no fragment is larger than the MTU, so none is punted again.
+   */
+  private async forward(conn: OpenFlowConn, pin: PacketIn, pieces: Uint8Array[]): Promise<void> {
+    const actions = [
+      setRegAction(0, pin.regs[0]),
+      setRegAction(1, pin.regs[1]),
+      resubmitAction(TABLE.FORWARD),
+    ];
+    for (const p of pieces) await conn.packetOutActions(p, actions, pin.inPort);
   }
 }
 

@@ -39,7 +39,14 @@ function slowPath(now: () => number) {
     socket: "/nonexistent",
     log: silent,
     now,
-    limits: { perPort: 10, perPortBurst: 10, total: 50, totalBurst: 30 },
+    limits: {
+      perPort: 10,
+      perPortBurst: 10,
+      total: 50,
+      totalBurst: 30,
+      fragmentsPerPort: 100,
+      fragmentsTotal: 1000,
+    },
     // Ports 1..99 are pods of one network.
     port: (ofport) =>
       ofport < 100
@@ -96,4 +103,24 @@ Deno.test("slow path: what is not owed is not answered (unknown network, no reas
   const answer = { ...punt(4), frame: slow.answer(punt(4))! };
   assert.equal(slow.answer(answer), null, "an error about an error");
   assert.equal(slow.counts.ignored, 3);
+});
+
+Deno.test("slow path: too big without DF is cut into fragments that go on; with DF it is answered", () => {
+  const slow = slowPath(() => 0);
+  const big = (df: boolean) => {
+    const packet = ipv4Packet(ipBytes("10.9.0.2"), ipBytes("10.9.1.5"), 17, new Uint8Array(1400));
+    packet[6] = df ? 0x40 : 0;
+    const frame = ethernet(macBytes("02:00:00:00:01:05"), GW_MAC, 0x0800, packet);
+    return { ...punt(1, REASON_ACTION, PUNT.TOO_BIG | (1300 << 16)), frame };
+  };
+  const pieces = slow.fragments(big(false));
+  assert.ok(pieces);
+  // 1420 bytes of IP: 20 + 1280, then 20 + 120; addressed as the punted frame was.
+  assert.deepEqual(pieces.map((p) => p.length - 14), [1300, 140]);
+  assert.deepEqual(pieces[0].subarray(0, 12), big(false).frame.subarray(0, 12));
+  assert.equal(slow.fragments(big(true)), null, "DF: not cut");
+  const answer = slow.answer(big(true))!;
+  assert.deepEqual([answer[14 + 20], answer[14 + 21]], [3, 4], "DF: fragmentation needed");
+  assert.equal(slow.fragments(punt(1)), null, "a TTL that ran out is no fragmenting");
+  assert.equal(slow.counts.fragmented, 1);
 });
