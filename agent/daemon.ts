@@ -218,6 +218,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     conflicts: () => dataplane.conflicts,
     healer: healer.stats,
     feedLastAliveMsAgo: () => remote.feedHealth().lastAliveMsAgo,
+    slowPath: slowPath.counts,
     ...(bgp && { bgp }),
   });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.

@@ -135,6 +135,9 @@ Deno.test("e2e router errors: traceroute shows the router's hop, TTL exceeded an
         stderr: "piped",
       }).spawn();
       cleanup.pid(flood.pid);
+      // The agent's CPU time over the flood, for the record (a figure, not an assertion).
+      const cpuBefore = await cpuSeconds(n1.agentPid);
+      const wallBefore = performance.now();
       const flooded = flood.output();
       let ended = false;
       flooded.finally(() => ended = true);
@@ -151,6 +154,9 @@ Deno.test("e2e router errors: traceroute shows the router's hop, TTL exceeded an
         await new Promise((resolve) => setTimeout(resolve, 300));
       }
       const out = new TextDecoder().decode((await flooded).stdout);
+      const cpu = (await cpuSeconds(n1.agentPid)) - cpuBefore;
+      const wall = (performance.now() - wallBefore) / 1000;
+      console.log(`agent CPU during the flood: ${cpu.toFixed(2)} s in ${wall.toFixed(1)} s`);
       // The flooder got its port's budget of answers (a burst of 10, then 10 a second), far fewer
       // than it sent; ping says how long it ran.
       const sum = (re: RegExp) => [...out.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
@@ -165,6 +171,13 @@ Deno.test("e2e router errors: traceroute shows the router's hop, TTL exceeded an
     },
   );
 });
+
+/** User and system CPU seconds of process `pid` so far (/proc/PID/stat, clock ticks of 1/100 s). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 /** The address of each hop, in order (`*` where none answered). */
 function traceHops(out: string): string[] {
