@@ -21,6 +21,8 @@ import { traceDeps } from "./dataplane/trace.ts";
 import { mountTraceRoutes } from "./server/trace_routes.ts";
 import { mountCaptureRoutes } from "./server/capture_routes.ts";
 import { Healer } from "./dataplane/healer.ts";
+import { RouterSlowPath } from "./punt/router_slow_path.ts";
+import { slowPathSocket } from "./punt/punt_controller.ts";
 import { HostPorts, KERNEL } from "./dataplane/host_ports.ts";
 import { speakerFor } from "./bgp/bgp_speaker.ts";
 import { FloatingKernel } from "./dataplane/floating_kernel.ts";
@@ -110,7 +112,16 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     log.error("flow sync failed", { error: String((err as Error)?.message ?? err) });
   }
 
+  // ICMP errors of the distributed router, answered by the agent (agent/punt/).
+  dataplane.slowPath = true;
+  const slowPath = new RouterSlowPath({
+    socket: slowPathSocket(config.bridge, config.ovs.rundir),
+    port: (ofport) => dataplane.puntPort(ofport),
+    ports: () => dataplane.puntPortsNow(),
+    log,
+  });
   await dataplane.prepare();
+  slowPath.start();
   // Flow records (flow_records/): OVS samples to this agent, records to the collectors.
   const flowRecords = await startFlowRecords(config, ovs, dataplane, state, remote, log);
   let notReady: string | null = "not registered with the manager yet";
@@ -207,6 +218,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     conflicts: () => dataplane.conflicts,
     healer: healer.stats,
     feedLastAliveMsAgo: () => remote.feedHealth().lastAliveMsAgo,
+    slowPath: slowPath.counts,
     ...(bgp && { bgp }),
   });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
@@ -314,6 +326,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       await reapplied;
       await reaper.stop();
       await healer.stop();
+      await slowPath.stop();
       await conflicts.stop();
       await migrations.stop();
       await remote.stop();

@@ -31,6 +31,9 @@ export interface HealerStats {
   lastRepair?: { at: string; missing: number; extra: number };
 }
 
+/** What became of the packets the flows hand to the router's slow path. */
+const PUNT_OUTCOMES = ["answered", "fragmented", "limited", "ignored"] as const;
+
 /** The CNI commands the agent answers (the contract's); anything else is counted as `other`. */
 const KNOWN_COMMANDS: ReadonlySet<string> = new Set(CNI_COMMANDS);
 
@@ -43,6 +46,8 @@ export interface AgentMetricSources {
   healer: HealerStats;
   /** Milliseconds since the manager's change feed last answered; undefined before it started. */
   feedLastAliveMsAgo?(): number | undefined;
+  /** What the router's slow path did (punt/router_slow_path.ts); absent: not running. */
+  slowPath?: Readonly<Record<(typeof PUNT_OUTCOMES)[number], number>>;
   /** The BGP sessions (agent/bgp/bgp_speaker.ts), and the prefixes advertised; absent: no BGP. */
   bgp?: {
     sessions(): Promise<{ name: string; established: boolean }[]>;
@@ -97,6 +102,7 @@ export class AgentMetrics implements DataplaneObserver {
       registers,
     });
     this.readAtScrape();
+    this.readSlowPath();
     this.startAtZero();
   }
 
@@ -235,6 +241,22 @@ export class AgentMetrics implements DataplaneObserver {
           { labels: { what: "ovsdb" }, value: s.ovsdbReconnects ?? 0 },
           { labels: { what: "openflow" }, value: s.vswitchdReturns ?? 0 },
         ];
+      },
+    });
+  }
+
+  private readSlowPath(): void {
+    totalsCounter(this.registry, {
+      name: "knitter_agent_router_punts_total",
+      help: "Packets the flows handed to the router's slow path, by outcome: answered (an ICMP " +
+        "error or a router advertisement), fragmented (sent on in fragments), limited (over a " +
+        "budget: dropped), ignored (nothing owed, e.g. an error about an error).",
+      labelNames: ["outcome"] as const,
+      read: () => {
+        const counts = this.sources?.slowPath;
+        return counts
+          ? PUNT_OUTCOMES.map((outcome) => ({ labels: { outcome }, value: counts[outcome] }))
+          : [];
       },
     });
   }

@@ -21,6 +21,7 @@ const EXPECTED: Record<string, string> = {
   knitter_agent_drifted_flows_total: "counter",
   knitter_agent_ovs_replays_total: "counter",
   knitter_agent_ovs_reconnects_total: "counter",
+  knitter_agent_router_punts_total: "counter",
 };
 
 function conflict(mac: string, reason: FlowConflict["reason"]): FlowConflict {
@@ -63,6 +64,7 @@ Deno.test("agent metrics: CNI calls by command and code, flow syncs, conflicts c
     conflicts: () => conflicts,
     healer,
     feedLastAliveMsAgo: () => 1500,
+    slowPath: { answered: 7, fragmented: 2, limited: 990, ignored: 1 },
   });
   m.cniCall("ADD", 0.2);
   m.cniCall("ADD", 3, 11);
@@ -115,6 +117,8 @@ Deno.test("agent metrics: CNI calls by command and code, flow syncs, conflicts c
   assert.equal(one("knitter_agent_ovs_replays_total"), 2);
   assert.equal(one("knitter_agent_ovs_reconnects_total", { what: "ovsdb" }), 4);
   assert.equal(one("knitter_agent_ovs_reconnects_total", { what: "openflow" }), 1);
+  assert.equal(one("knitter_agent_router_punts_total", { outcome: "answered" }), 7);
+  assert.equal(one("knitter_agent_router_punts_total", { outcome: "limited" }), 990);
 });
 
 Deno.test("agent metrics: before the parts are connected, the feed lag is unknown (NaN), totals 0, no tables", async () => {

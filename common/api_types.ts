@@ -86,6 +86,8 @@ export interface Port {
   networkHostAccess?: true;
   /** Its network is advertised to the fabric by BGP (the node is on it); absent: off. */
   networkAdvertise?: true;
+  /** Its network's gateway sends IPv6 router advertisements, so set; absent: none. */
+  networkRouterAdvertisements?: RouterAdvertisements;
   /** Its network's data plane is another plugin's (the knitter IPAM); absent: Open vSwitch. */
   networkDataPlane?: "external";
   /** How the agent makes the interface for a pod's annotation (manager/schemas.ts Delegate). */
@@ -211,6 +213,17 @@ export interface ExtraInterfaceView {
   tenant?: string;
   portId?: string;
   routes: Route[];
+}
+
+/**
+ * A network's IPv6 router advertisements (agent/PIPELINE.md, "Router advertisements"): `slaac`
+ * lets the pods make their own address from the /64 prefix (the A flag), `managed` and
+ * `otherConfig` are the M and O flags (addresses, or other settings, from DHCPv6).
+ */
+export interface RouterAdvertisements {
+  slaac: boolean;
+  managed: boolean;
+  otherConfig: boolean;
 }
 
 /** A network's fields that `PATCH` may change: ports allocated afterwards get the new values. */

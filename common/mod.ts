@@ -23,3 +23,4 @@ export * from "./port_addresses.ts";
 export * from "./security_groups.ts";
 export * from "./status_writer.ts";
 export * from "./work_queue.ts";
+export * from "./token_buckets.ts";

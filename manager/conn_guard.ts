@@ -27,6 +27,7 @@
  * tools keep their connections open and never come near it.
  */
 import { holdOffMs } from "./fairness.ts";
+import { TokenBuckets } from "@knitter/common";
 
 /** The longest a throttled connection goes unread. */
 export const HOLD_OFF_MAX_MS = 1000;
@@ -64,36 +65,6 @@ export interface GuardOptions {
   onSlowClient?: (what: { remote: string; reason: string }) => void;
   /** A connection closed at once, its address over its budget of new connections. */
   onRefusedConnection?: () => void;
-}
-
-/** Each client address's budget of new connections (token buckets). */
-class ConnectionBudget {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-
-  constructor(private readonly perSecond: number, private readonly burst: number) {}
-
-  /** Takes one for `address`; false when it has none left. */
-  take(address: string): boolean {
-    if (this.perSecond <= 0) return true;
-    const now = performance.now();
-    const b = this.buckets.get(address) ?? { tokens: this.burst, at: now };
-    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
-    b.at = now;
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
-    this.buckets.set(address, b);
-    if (this.buckets.size > 10_000) this.forgetFull(now);
-    return true;
-  }
-
-  /** Buckets that have filled up again are what new ones would be. */
-  private forgetFull(now: number): void {
-    for (const [address, b] of this.buckets) {
-      if (b.tokens + ((now - b.at) / 1000) * this.perSecond >= this.burst) {
-        this.buckets.delete(address);
-      }
-    }
-  }
 }
 
 type Handler = (
@@ -264,7 +235,8 @@ export function serveGuarded(
     });
   };
 
-  const budget = new ConnectionBudget(limits.connectionsPerSecond, limits.connectionBurst);
+  // Each client address's budget of new connections.
+  const budget = new TokenBuckets<string>(limits.connectionsPerSecond, limits.connectionBurst);
   const accepting = (async () => {
     for (;;) {
       let c: Deno.Conn;

@@ -1,4 +1,5 @@
 /** What the manager stores, and under which keys. API shapes derive from these in schemas.ts. */
+import type { RouterAdvertisements } from "@knitter/common";
 import type {
   Bandwidth,
   Dns,
@@ -79,6 +80,8 @@ export interface NetworkRecord {
   advertise?: boolean;
   /** The router whose `advertise` turned it on (service/router_advertise.ts); absent: its own. */
   advertisedBy?: string;
+  /** Its IPv6 gateway sends router advertisements, so set (agent/PIPELINE.md); absent: none. */
+  ipv6RouterAdvertisements?: RouterAdvertisements;
 }
 
 export interface PhysnetRecord {

@@ -169,6 +169,17 @@ export const Labels = z.record(
  * A network's DSCP marking: the six DSCP bits every IPv4 and IPv6 packet its pods send carries
  * (agent/PIPELINE.md, "DSCP marking"); e.g. 46 (EF) for a data plane.
  */
+/** A network's IPv6 router advertisements (common/api_types.ts RouterAdvertisements). */
+const RouterAdvertisementsSchema = z.strictObject({
+  slaac: z.boolean().default(true).meta({
+    description: "the A flag: the pods make their own address from the network's /64 prefix",
+  }),
+  managed: z.boolean().default(false).meta({ description: "the M flag: addresses from DHCPv6" }),
+  otherConfig: z.boolean().default(false).meta({
+    description: "the O flag: other settings (DNS) from DHCPv6",
+  }),
+});
+
 const Dscp = z.int({ error: "dscp must be an integer, the DSCP code point 0..63 (e.g. 46 for EF)" })
   .min(0, "dscp must be 0..63 (the six DSCP bits; e.g. 46 for EF)")
   .max(63, "dscp must be 0..63 (the six DSCP bits; e.g. 46 for EF, not the TOS byte 184)")
@@ -219,6 +230,10 @@ export const NetworkCreate = z.strictObject({
   hostAccess: z.boolean().default(false).meta({
     description:
       "the node reaches the network's pods on it (kubelet probes, hostPort through the portmap plugin); needs an IPv4 gateway and a cidr no other hostAccess or egress network overlaps; only an admin (or a cluster monitor) turns it on",
+  }),
+  ipv6RouterAdvertisements: RouterAdvertisementsSchema.optional().meta({
+    description:
+      "its IPv6 gateway answers the pods' router solicitations and advertises itself, the prefix (slaac: the pods make their address from it; needs a /64) and the M/O flags (agent/PIPELINE.md, Router advertisements); needs an IPv6 subnet with a gateway; fixed at creation",
   }),
   advertise: z.boolean().default(false).meta({
     description:
@@ -330,6 +345,9 @@ export const Network = z.object({
   advertise: z.boolean().meta({ description: "its CIDRs are advertised to the fabric by BGP" }),
   advertisedBy: z.string().optional().meta({
     description: "the router whose advertise advertises it (absent: its own setting)",
+  }),
+  ipv6RouterAdvertisements: RouterAdvertisementsSchema.optional().meta({
+    description: "its IPv6 gateway sends router advertisements, so set",
   }),
   dataPlane: z.literal("external").optional().meta({
     description: "another plugin's interfaces carry it (the knitter IPAM); absent: Open vSwitch",
@@ -852,6 +870,9 @@ export const Port = z.object({
   }),
   networkAdvertise: z.literal(true).optional().meta({
     description: "its network is advertised to the fabric by BGP: the agent puts the node on it",
+  }),
+  networkRouterAdvertisements: RouterAdvertisementsSchema.optional().meta({
+    description: "its network's gateway sends IPv6 router advertisements, so set",
   }),
   networkDataPlane: z.literal("external").optional().meta({
     description: "another plugin's interface has the port (the knitter IPAM): no agent adds flows",

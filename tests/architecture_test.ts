@@ -993,3 +993,26 @@ Deno.test("architecture: a network's advertisedBy is written by manager/service/
   }
   assert.deepEqual(writers, ["manager/service/router_advertise.ts"]);
 });
+
+/**
+ * Issue 29, router errors: a flow hands a packet to the agent's slow path only through
+ * wasm/assembly/slow_path.ts (the punt action and its reason register), and only the slow path
+ * (agent/punt/router_slow_path.ts) holds the agent's OpenFlow connection, so every packet-in has a
+ * reason it knows and every answer goes through its budgets.
+ */
+Deno.test("architecture: punts are written by wasm/assembly/slow_path.ts only, and only the router's slow path speaks OpenFlow packet-in/out", async () => {
+  const punters: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    const path = file.slice(ROOT.length);
+    if (path.includes("/generated/")) continue;
+    if (/\bPUNT_ACTION\b|CONTROLLER/.test(await Deno.readTextFile(file))) punters.push(path);
+  }
+  assert.deepEqual(punters, ["wasm/assembly/slow_path.ts"]);
+  const speakers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/\bOpenFlowConn\b/.test(await Deno.readTextFile(file))) speakers.push(path);
+  }
+  assert.deepEqual(speakers.sort(), ["agent/punt/openflow.ts", "agent/punt/router_slow_path.ts"]);
+});

@@ -53,6 +53,7 @@ export const NEEDS_SYSTEM = [
   "agent/dataplane/ovsdb_test.ts",
   "agent/dataplane/trace_test.ts",
   "agent/interfaces/ip_links_test.ts",
+  "agent/punt/router_slow_path_test.ts",
   "agent/interfaces/link_deleter_test.ts",
   "agent/interfaces/shaper_test.ts",
   "agent/interfaces/tx_checksum_test.ts",

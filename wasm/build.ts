@@ -31,6 +31,10 @@ import {
   MATCH,
   ND_REPLY_ACTIONS,
   PRIORITY,
+  PUNT,
+  PUNT_ACTION,
+  PUNT_LARGER_BIT,
+  PUNT_REGISTER,
   TABLE,
 } from "./pipeline.ts";
 import { ACL_KINDS, ACL_PRIORITY, ACL_STATE, ACL_TABLE, ND_TYPES } from "./acl_pipeline.ts";
@@ -124,6 +128,7 @@ function pipelineConstants(): string {
     kinds(FLOW_KINDS),
   );
   group("Cookie layout.", "", "u32", { COOKIE_NETWORK_SHIFT });
+  group("Why a flow hands a packet to the slow path (PUNT).", "PUNT_", "u32", PUNT);
   // The security group flows (acl_pipeline.ts, acl_input.ts; assembly/acl.ts).
   group("Security group tables (ACL_TABLE).", "AT_", "u32", ACL_TABLE);
   group("Security group priorities (ACL_PRIORITY).", "AP_", "u32", ACL_PRIORITY);
@@ -166,6 +171,9 @@ function pipelineConstants(): string {
   text("ND_REPLY_ACTIONS", ND_REPLY_ACTIONS);
   for (const [name, value] of Object.entries(GATEWAY_PING)) text(`G_${name}`, value);
   for (const [name, value] of Object.entries(DSCP_MARK)) text(`DSCP_${name}`, value);
+  text("PUNT_REGISTER", PUNT_REGISTER);
+  text("PUNT_ACTION", PUNT_ACTION);
+  text("PUNT_LARGER_BIT", PUNT_LARGER_BIT);
   return lines.join("\n") + "\n";
 }
 

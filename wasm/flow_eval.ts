@@ -16,7 +16,9 @@
  * - actions: `goto_table`, `resubmit(,N)`, `ct(table=N,…)` (the packet, the first of its
  *   connection, is then `+trk+new`), `ct(commit,…)`, `output`, `IN_PORT`, `drop`, `set_field`
  *   (registers, `tun_id`, `tun_dst`, `vlan_vid`, `arp_op`, the gateway's echo reply: `eth_src`,
- *   `ip_src`, `icmp_type`, a route's `eth_dst`, a network's `ip_dscp`), `push_vlan`, `pop_vlan`, `dec_ttl`, `move`
+ *   `ip_src`, `icmp_type`, a route's `eth_dst`, a network's `ip_dscp`, the slow path's reason in
+ *   `reg5`, which also matches), `check_pkt_larger` (a traced packet is never larger), `push_vlan`, `pop_vlan`, `dec_ttl`, `move`, `CONTROLLER:65535` (the packet goes to
+ *   the agent's slow path, and no further here)
  *   (applied only as far as the trace needs: the ARP and echo replies are reported, not
  *   rewritten); `nw_src` and `nw_dst` match an address or a prefix.
  *
@@ -31,6 +33,8 @@
  *
  * @module
  */
+
+import { PUNT_ACTION, PUNT_REGISTER } from "./pipeline.ts";
 
 /** One canonical flow line, taken apart. */
 export interface ParsedFlow {
@@ -262,6 +266,7 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "reg1":
     case "reg6":
     case "reg7":
+    case PUNT_REGISTER:
       return matchesMasked(value, s.regs.get(key) ?? 0n);
     case "icmp_type":
       // An ICMP packet of a trace is an echo request (ping); under icmp6 this is never reached.
@@ -357,14 +362,26 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
       else if (field === "eth_dst") s.p.dlDst = value;
       // ip_dscp (a network's marking): no flow of the pipeline matches on it.
       else if (
-        !["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type", "ip_dscp"].includes(field)
+        ![
+          "xreg1",
+          "tun_dst",
+          "arp_op",
+          "eth_src",
+          "ip_src",
+          "icmp_type",
+          "ip_dscp",
+          PUNT_REGISTER,
+        ].includes(field)
       ) {
         throw new Error(`The offline evaluator does not know set_field to "${field}"`);
       }
     } else if (a === "pop_vlan") s.p.vlan = undefined;
     else if (
       !(a.startsWith("output:") || a.startsWith("push_vlan:") || a.startsWith("move:") ||
-        a === "IN_PORT" || a === "drop" || a === "dec_ttl" || a.startsWith("sample(") ||
+        a === "IN_PORT" || a === "drop" || a === "dec_ttl" || a === PUNT_ACTION ||
+        // A traced packet is never larger than an MTU: the bit stays 0.
+        a.startsWith("check_pkt_larger(") ||
+        a.startsWith("sample(") ||
         a.startsWith("clone("))
     ) {
       throw new Error(`The offline evaluator does not know the action "${a}"`);

@@ -13,6 +13,10 @@ import type { FlowInactivePort } from "./inactive_input.ts";
 import type { FlowMirrorFilter } from "./mirror_input.ts";
 import type { FlowService } from "./service_input.ts";
 
+/** The MTUs a route may check: IPv4's minimum (RFC 791) to the largest a jumbo frame carries. */
+export const MIN_ROUTE_MTU = 68;
+export const MAX_ROUTE_MTU = 65000;
+
 /** A network with ports on this node. */
 export interface FlowNetwork {
   /** Node-local network number 1..65535 (the agent assigns it); in reg0 and the cookie. */
@@ -45,6 +49,12 @@ export interface FlowNetwork {
    * the IPv4 gateway address, so it needs an IPv4 `gateway`. None: the node is not on the network.
    */
   hostPort?: number;
+  /**
+   * The gateway sends router advertisements (../agent/PIPELINE.md, "Router advertisements"): the
+   * pods' solicitations go to the agent, the pods' own advertisements are dropped, and the
+   * gateway's link-local address (from its MAC) is answered. Needs an IPv6 gateway.
+   */
+  routerAdvertisements?: boolean;
 }
 
 /**
@@ -114,6 +124,11 @@ export interface FlowRoute {
   dst: string;
   /** The next hop's IPv4 address, a port of `to`; absent: `dst` is `to`'s own subnet. */
   via?: string;
+  /**
+   * `to`'s MTU when it is smaller than `from`'s: a routed packet larger than that goes to the
+   * router's slow path ("fragmentation needed", ../agent/PIPELINE.md "Router errors").
+   */
+  mtu?: number;
 }
 
 /** What the compiler needs to know about the node. */
@@ -243,6 +258,18 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   if (n.gateway6 !== undefined) str(n.gateway6, `${path}.gateway6`);
   if (n.dscp !== undefined) int(n.dscp, 0, MAX_DSCP, `${path}.dscp`);
   if (n.hostPort !== undefined) checkHostPort(n, path);
+  if (n.routerAdvertisements !== undefined) checkAdvertising(n, path);
+}
+
+/** Advertisements come from an IPv6 gateway. */
+function checkAdvertising(n: FlowNetwork, path: string): void {
+  if (typeof n.routerAdvertisements !== "boolean") {
+    fail(`${path}.routerAdvertisements`, "a boolean", n.routerAdvertisements);
+  }
+  const v6 = [n.gateway, n.gateway6].some((g) => typeof g === "string" && g.includes(":"));
+  if (n.routerAdvertisements && !v6) {
+    fail(`${path}.routerAdvertisements`, "a network with an IPv6 gateway", n.gateway ?? "none");
+  }
 }
 
 /** A host port answers as the gateway on IPv4 only (IPv6 egress is not done yet). */
@@ -263,7 +290,7 @@ export function checkShape(input: FlowInput): number {
   const networks = list(input.networks, "networks") as FlowNetwork[];
   const locals = list(input.localPorts, "localPorts") as FlowLocalPort[];
   const remotes = list(input.remotePorts, "remotePorts") as FlowRemotePort[];
-  let words = 5 + 9 * networks.length + 5 * locals.length + 4 * remotes.length;
+  let words = 5 + 10 * networks.length + 5 * locals.length + 4 * remotes.length;
   for (let i = 0; i < networks.length; i++) {
     checkNetwork(networks[i], `networks[${i}]`);
     if (networks[i].hostPort === input.tunnelPort) {
@@ -290,7 +317,7 @@ export function checkShape(input: FlowInput): number {
     str(p.nodeIp, `${path}.nodeIp`);
   }
   const routes = list(input.routes ?? [], "routes") as FlowRoute[];
-  words += 1 + 4 * routes.length;
+  words += 1 + 5 * routes.length;
   for (let i = 0; i < routes.length; i++) {
     const r = routes[i];
     const path = `routes[${i}]`;
@@ -299,6 +326,7 @@ export function checkShape(input: FlowInput): number {
     int(r.to, 1, MAX_NETWORK_ID, `${path}.to`);
     str(r.dst, `${path}.dst`);
     if (r.via !== undefined) str(r.via, `${path}.via`);
+    if (r.mtu !== undefined) int(r.mtu, MIN_ROUTE_MTU, MAX_ROUTE_MTU, `${path}.mtu`);
   }
   return words;
 }

@@ -256,7 +256,9 @@ export function flowKind(f: ParsedFlow): FlowKindName {
         ? "spoofIpv4"
         : "spoofRouted";
     case TABLE.ROUTE:
-      return f.priority === PRIORITY.HOST ? "hostExit" : "routeTo";
+      if (f.priority === PRIORITY.HOST) return "hostExit";
+      if (f.priority === PRIORITY.UNROUTED) return "routeMiss";
+      return f.priority === PRIORITY.SELF ? "gatewaySelf" : "routeTo";
     case TABLE.NEXT_HOP:
       if (f.priority === SERVICE_PRIORITY.HAIRPIN) return "hairpinSnat";
       return f.priority === SERVICE_PRIORITY.VIP ? "serviceVipRouted" : "nextHop";
@@ -273,7 +275,10 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       if (f.priority === SERVICE_PRIORITY.REPLY_ROUTED) return "serviceReplyRouted";
       if (f.priority === PRIORITY.ROUTED) return "routeIn";
       if (f.priority === PRIORITY.GUARD) return "ndGuard";
-      if (f.priority === PRIORITY.GATEWAY) return "gatewayNd";
+      if (f.priority === PRIORITY.GATEWAY) {
+        return value("icmp_type") === "136" ? "gatewayLinkGuard" : "gatewayNd";
+      }
+      if (f.priority === PRIORITY.SOLICIT) return "raSolicit";
       if (f.priority === PRIORITY.SPECIFIC) {
         return has("icmp") || has("icmp6") ? "gatewayPing" : "arpReply";
       }
@@ -291,6 +296,7 @@ export function flowKind(f: ParsedFlow): FlowKindName {
         [ACL_PRIORITY.HOST_COMMIT]: "hostCommit",
         [SERVICE_PRIORITY.REPLY]: "serviceReplyIn",
         [PRIORITY.EXCEPTION]: "hostGuard",
+        [PRIORITY.OVERSIZE]: "tooBig",
         [PRIORITY.SPECIFIC]: f.actions.includes("drop")
           ? "gatewayDrop"
           : value("dl_dst")?.startsWith(GATEWAY_MAC_PREFIX)
@@ -392,6 +398,18 @@ export function explainHop(
         break;
       case "hostExit":
         what = `IPv4 to the gateway MAC of ${netLabel} that no route takes: to the node`;
+        break;
+      case "routeMiss":
+        what = `no route of ${netLabel}'s router covers ${packet.ipDst}: to the slow path, ` +
+          "which answers ICMP net unreachable from the gateway";
+        break;
+      case "tooBig":
+        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ICMP ` +
+          "fragmentation needed with that MTU";
+        break;
+      case "gatewaySelf":
+        what = `to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ping: to the ` +
+          "slow path, which answers ICMP port unreachable";
         break;
       case "forwardHost": {
         const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
@@ -735,8 +753,15 @@ function dropReason(
       `addressed to the gateway of ${netLabel} (MAC ${packet.dlDst}), which answers only ARP and ping: no router connects ${netLabel}`,
     );
   }
+  if (kind === "gatewaySelf") {
+    return drop(
+      "gateway",
+      `addressed to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ARP and ping: the sender gets ICMP port unreachable`,
+    );
+  }
   if (last.table === TABLE.ROUTE) {
-    return drop("no_route", `no route of ${netLabel}'s router covers ${packet.ipDst}`);
+    const answered = kind === "routeMiss" ? ": the sender gets ICMP net unreachable" : "";
+    return drop("no_route", `no route of ${netLabel}'s router covers ${packet.ipDst}${answered}`);
   }
   if (last.table === TABLE.NEXT_HOP) {
     return drop("no_port", `routed into ${netLabel}, where no port has address ${packet.ipDst}`);

@@ -185,10 +185,14 @@ Deno.test("offline: routed traffic is told step by step; a network no router con
     "forwardLocal",
   ]);
   assert.match(viaCnf.steps[3].what, /through the next hop 02:00:0a:02:00:09/);
-  // green is on no router: dropped in ROUTE, saying so.
+  // green is on no router: handed to the slow path in ROUTE (net unreachable), saying so.
   const isolated = trace(green.ips[0]);
-  assert.equal(isolated.steps.at(-1)?.kind, "default");
+  assert.equal(isolated.steps.at(-1)?.kind, "routeMiss");
   assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
+  assert.match(
+    isolated.outcomes[0].kind === "drop" ? isolated.outcomes[0].reason : "",
+    /the sender gets ICMP net unreachable/,
+  );
 });
 
 Deno.test("offline: a pod's IPv4 out goes to the node's host port; the node's ARP and IPv4 reach local pods only", () => {

@@ -85,6 +85,7 @@ function encode(wasm: Engine, input: FlowInput, words: number): void {
     // One more than the DSCP, so that 0 says "no marking" (and DSCP 0 still clears a pod's own).
     w[i++] = n.dscp === undefined ? 0 : n.dscp + 1;
     w[i++] = n.hostPort ?? 0;
+    w[i++] = n.routerAdvertisements ? 1 : 0;
   }
   for (const p of input.localPorts) {
     w[i++] = p.ofport;
@@ -107,6 +108,7 @@ function encode(wasm: Engine, input: FlowInput, words: number): void {
     w[i++] = r.to;
     w[i++] = r.dst.length;
     w[i++] = r.via === undefined ? 0 : r.via.length + 1;
+    w[i++] = r.mtu ?? 0;
   }
   putText(wasm, base + words * 4, blob);
 }

@@ -29,7 +29,7 @@ export { GROUP_PREFIX, splitGroups } from "./service_pipeline.ts";
 export { compileFlows, compileFlowsTs, parseDumpFlows } from "./flows.ts";
 export type { Collision, ConflictReason, FlowConflict, IsolatedInput } from "./flow_conflicts.ts";
 export { compileIsolated, CONFLICT_REASONS, isolateConflicts } from "./flow_conflicts.ts";
-export { FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+export { FLOW_TABLES, PRIORITY, PUNT, PUNT_REGISTER, TABLE } from "./pipeline.ts";
 export type { EvalPacket, ParsedFlow } from "./flow_eval.ts";
 export { evaluate, flowGroups, flowTables, parseFlowLine } from "./flow_eval.ts";
 export type {

@@ -76,6 +76,11 @@ export const FLOW_TABLES = [
 /** Priorities, one meaning each across every table (see ../agent/PIPELINE.md). */
 export const PRIORITY = {
   /**
+   * The gateway's own address in ROUTE, above every route: what the gateway does not answer
+   * itself (it answers pings) gets "port unreachable" from the router's slow path.
+   */
+  SELF: 1100,
+  /**
    * A route in ROUTE: this plus twice its prefix length, plus one for a static route (the longest
    * prefix wins; a static route wins over a connected network of the same length).
    */
@@ -85,6 +90,13 @@ export const PRIORITY = {
    * node (egress, replies to the node), below every route (a /0 route is 1000).
    */
   HOST: 500,
+  /**
+   * A routed packet larger than its destination network's MTU, in FORWARD: to the slow path
+   * ("fragmentation needed"), above every other flow there (a router checks the size first).
+   */
+  OVERSIZE: 140,
+  /** A router solicitation in ARP: to the slow path (the gateway's advertisement answers it). */
+  SOLICIT: 122,
   /** The gateway's answer to neighbour solicitations for its address, before EXCEPTION's vetting. */
   GATEWAY: 120,
   /** Exceptions to a specific flow: the owner's own ARP requests, vetted ND. */
@@ -107,6 +119,8 @@ export const PRIORITY = {
   FLOOD: 50,
   /** Unknown unicast from a local port (vlan and flat networks: to the physnet). */
   UNKNOWN: 10,
+  /** What no route takes in ROUTE: "unreachable" from the router's slow path, above the drop. */
+  UNROUTED: 1,
   /** Table default. */
   DEFAULT: 0,
 } as const;
@@ -144,6 +158,11 @@ export const FLOW_KINDS = {
   routeIn: { table: TABLE.ARP, priority: PRIORITY.ROUTED },
   routeTo: { table: TABLE.ROUTE, priority: PRIORITY.ROUTE },
   hostExit: { table: TABLE.ROUTE, priority: PRIORITY.HOST },
+  routeMiss: { table: TABLE.ROUTE, priority: PRIORITY.UNROUTED },
+  gatewaySelf: { table: TABLE.ROUTE, priority: PRIORITY.SELF },
+  tooBig: { table: TABLE.FORWARD, priority: PRIORITY.OVERSIZE },
+  raSolicit: { table: TABLE.ARP, priority: PRIORITY.SOLICIT },
+  gatewayLinkGuard: { table: TABLE.ARP, priority: PRIORITY.GATEWAY },
   nextHop: { table: TABLE.NEXT_HOP, priority: PRIORITY.SPECIFIC },
   forwardLocal: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
   gatewayDrop: { table: TABLE.FORWARD, priority: PRIORITY.SPECIFIC },
@@ -235,3 +254,29 @@ export const ND_REPLY_ACTIONS = [
  * as the pod set them; dump-flows prints `mod_nw_tos` the same way.
  */
 export const DSCP_MARK = { BEFORE: "set_field:", AFTER: "->ip_dscp," } as const;
+
+/**
+ * Why a flow hands a packet to the agent's router slow path (../agent/punt/, PIPELINE.md "Router
+ * errors"): the `controller` action's flows load one of these into the low 8 bits of reg5 (a
+ * too-big packet the egress MTU into its high 16). A TTL that runs out needs none: `dec_ttl` sends
+ * it up with its own reason (invalid TTL). The flow's cookie names the network whose gateway answers.
+ */
+export const PUNT = {
+  /** A routed packet no route takes: destination unreachable (net; ICMPv6 no route). */
+  UNREACHABLE: 1,
+  /** A packet for the gateway's own address that nothing answers: port unreachable. */
+  GATEWAY: 2,
+  /** A routed packet larger than the egress network's MTU: fragmentation needed / too big. */
+  TOO_BIG: 3,
+  /** A router solicitation on a network that sends router advertisements. */
+  SOLICIT: 4,
+} as const;
+
+/** The register of {@link PUNT}, as flows write it. */
+export const PUNT_REGISTER = "reg5";
+
+/** The bit of the punt register where a route's `check_pkt_larger` puts its answer. */
+export const PUNT_LARGER_BIT = "NXM_NX_REG5[0]";
+
+/** The action that hands a packet up, as dump-flows prints it (the whole frame). */
+export const PUNT_ACTION = "CONTROLLER:65535";

@@ -42,6 +42,12 @@ import {
   mirrorRows,
 } from "./mirrors.ts";
 import { portKey } from "./port_key.ts";
+import type { PuntPort } from "../punt/router_slow_path.ts";
+import { puntPorts } from "../punt/punt_networks.ts";
+import { withMtuChecks } from "../punt/route_mtu.ts";
+import { advertOf, slaacIps } from "../punt/slaac.ts";
+import type { AdvertSettings } from "../punt/router_advert.ts";
+import { ensureSlowPathController } from "../punt/punt_controller.ts";
 import {
   carried,
   claimKey,
@@ -123,6 +129,17 @@ export class Dataplane {
   private routes: Advertised | null = null;
   /** Flow records' sample actions (agent/flow_records/); none: off. */
   sampling: FlowSampling | null = null;
+  /**
+   * The router's slow path answers ICMP errors (agent/punt/): prepare() makes its socket the
+   * bridge's controller. Off: the punts go nowhere (dropped).
+   */
+  slowPath = false;
+  /** The ports the slow path answers, from the last model (punt_networks.ts). */
+  private punts = new Map<number, PuntPort>();
+  /** The MTU of each network of the model, by node-local number (its ports say it). */
+  private readonly mtus = new Map<number, number>();
+  /** The router advertisement of each network whose gateway sends them, by node-local number. */
+  private readonly adverts = new Map<number, AdvertSettings>();
 
   constructor(
     private readonly ovs: Ovs,
@@ -134,6 +151,16 @@ export class Dataplane {
 
   get bridge(): string {
     return this.config.bridge;
+  }
+
+  /** The pod port with this ofport as the router's slow path answers it. */
+  puntPort(ofport: number): PuntPort | undefined {
+    return this.punts.get(ofport);
+  }
+
+  /** Every pod port the router's slow path answers, by ofport. */
+  puntPortsNow(): Iterable<[number, PuntPort]> {
+    return this.punts.entries();
   }
 
   /** The flows this process installed (canonical lines); null until the first sync. */
@@ -252,6 +279,7 @@ export class Dataplane {
     // secure: with no flow installed the bridge drops, it never falls back to learning.
     await this.ovs.ensureBridge(bridge, { datapathType, failMode: "secure" });
     await this.ovs.ensureVxlanPort(bridge, tunnel.port, tunnel.ofport);
+    if (this.slowPath) await ensureSlowPathController(this.ovs, bridge);
     for (const [i, m] of this.config.bridgeMappings.entries()) {
       await this.ovs.ensureBridge(m.bridge, { datapathType, failMode: "standalone" });
       if (m.uplink) await this.ovs.addPorts(m.bridge, [{ name: m.uplink }]);
@@ -513,7 +541,8 @@ export class Dataplane {
           ofport: i.ofport,
           network: net.id,
           mac: i.port.mac,
-          ips: portIps(i.port),
+          // With SLAAC, the address the pod makes from its MAC is its own too.
+          ips: [...portIps(i.port), ...slaacIps(current)],
           cookie: i.cookie,
         });
         ofports.set(portKey(i.port), i.ofport);
@@ -540,7 +569,12 @@ export class Dataplane {
       const nodeIp = p.node ? this.remote.nodeIp(p.node) : undefined;
       // Only networks present here matter; a port on a node with no known endpoint cannot be reached.
       if (!net || !nodeIp) continue;
-      remotePorts.push({ network: net.id, mac: p.mac, ips: portIps(p), nodeIp });
+      remotePorts.push({
+        network: net.id,
+        mac: p.mac,
+        ips: [...portIps(p), ...slaacIps(p)],
+        nodeIp,
+      });
       sources.remote.push(p);
     }
     const model: FlowInput = {
@@ -548,7 +582,8 @@ export class Dataplane {
       networks: [...networks.values()],
       localPorts,
       remotePorts,
-      routes: flowRoutes(this.remote.routers(), networks, local),
+      // A route into a smaller MTU checks the size (the slow path answers "too big").
+      routes: withMtuChecks(flowRoutes(this.remote.routers(), networks, local), this.mtus),
     };
     // Services of the networks this node's pods are on, and of those a router joins to them: a
     // routed client's node balances for the VIP (PIPELINE.md, "Services", "Through a router").
@@ -571,6 +606,7 @@ export class Dataplane {
     if (rules.length > 0) model.mirrorFilters = rules;
     this.migrations?.watch(watched);
     this.sources.set(model, sources);
+    this.punts = puntPorts(model, this.adverts);
     return model;
   }
 
@@ -615,6 +651,11 @@ export class Dataplane {
       physnet?: string;
       gateway?: string;
       gateway6?: string;
+      mtu?: number;
+      networkRouterAdvertisements?: Port["networkRouterAdvertisements"];
+      address?: string;
+      address6?: string;
+      mac?: string;
     } & DscpSource,
   ): Promise<FlowNetwork> {
     let net = networks.get(port.networkId);
@@ -630,8 +671,22 @@ export class Dataplane {
         if (ofport !== undefined) net.physnetPort = ofport;
       }
       networks.set(port.networkId, net);
+      if (port.mtu !== undefined) this.mtus.set(net.id, port.mtu);
+      this.advertising(net, port);
     }
     return net;
+  }
+
+  /**
+   * A network whose IPv6 gateway sends router advertisements (PIPELINE.md): the flows punt its
+   * pods' solicitations, and the slow path answers with the advertisement kept here.
+   */
+  private advertising(net: FlowNetwork, port: Parameters<typeof advertOf>[0]): void {
+    const v6 = [net.gateway, net.gateway6].some((g) => g?.includes(":"));
+    const advert = v6 && net.gatewayMac ? advertOf(port, net.gatewayMac) : undefined;
+    if (!advert) return;
+    net.routerAdvertisements = true;
+    this.adverts.set(net.id, advert);
   }
 }
 

@@ -33,6 +33,11 @@ export interface PodInterfaceSpec {
    * the pod's kernel left to the "hardware", so TCP and UDP would arrive corrupt (ICMP would not).
    */
   softwareChecksums?: boolean;
+  /**
+   * Its network's gateway sends router advertisements (agent/PIPELINE.md): the pod takes them
+   * (its SLAAC address, its default route through the gateway). Otherwise they are turned off.
+   */
+  acceptRouterAdvertisements?: boolean;
 }
 
 export interface PodInterfaceState {
@@ -74,7 +79,7 @@ export async function createPodInterface(
       // Before the ADD answers: no TCP or UDP leaves the pod until its processes run.
       if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
       // A netns the runtime did not name: what the batch could not fork goes through nsenter.
-      if (!netnsName(spec.netns) && hasIpv6(spec)) {
+      if (!netnsName(spec.netns) && ignoresAdverts(spec)) {
         await ignoreRouterAdvertisements(spec.netns, spec.ifName);
       }
       return indexes;
@@ -189,8 +194,9 @@ function ignoreRaLabel(ifName: string): string {
   return `turn off router advertisements on ${ifName}`;
 }
 
-function hasIpv6(spec: PodInterfaceSpec): boolean {
-  return spec.addresses.some((a) => a.includes(":"));
+/** An IPv6 interface takes no router advertisements unless its network's gateway sends them. */
+function ignoresAdverts(spec: PodInterfaceSpec): boolean {
+  return spec.addresses.some((a) => a.includes(":")) && !spec.acceptRouterAdvertisements;
 }
 
 /** What the pod's interface looks like now, for CNI CHECK; null when it (or the netns) is gone. */
@@ -241,7 +247,7 @@ function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
         `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
     },
     // Before the link is up, so that no advertisement is taken in between.
-    ...(name && hasIpv6(spec)
+    ...(name && ignoresAdverts(spec)
       ? [{
         label: ignoreRaLabel(dev),
         command: `netns exec ${name} sysctl -qw ${acceptRaOff(dev)}`,

@@ -380,6 +380,7 @@ export class Wiring {
         addresses: portAddresses(ported.port),
         routes,
         softwareChecksums: this.d.flows.softwareChecksums,
+        ...(ported.port.networkRouterAdvertisements ? { acceptRouterAdvertisements: true } : {}),
       }, k === 0 ? req.batch : undefined);
       made.links.add(i.hostIfName);
     }

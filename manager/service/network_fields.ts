@@ -17,6 +17,7 @@ import {
   parseIp,
 } from "@knitter/common/address";
 import type { NetworkRecord } from "../model.ts";
+import type { RouterAdvertisements } from "@knitter/common";
 import type { NetworkCreateBody } from "../schemas.ts";
 import { defaultIpv6Pool, subnet6Spec } from "./dual_stack.ts";
 
@@ -134,6 +135,9 @@ export function networkFields(
       dns: body.dns ?? {},
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
       ...(body.dscp !== undefined ? { dscp: body.dscp } : {}),
+      ...(body.ipv6RouterAdvertisements
+        ? { ipv6RouterAdvertisements: advertising(body, cidr, subnet6) }
+        : {}),
       ...(body.dataPlane === "external" ? { dataPlane: "external" as const } : {}),
       ...(body.delegate ? { delegate: body.delegate } : {}),
       physnet: body.physnet,
@@ -154,6 +158,7 @@ const FLOWS_ONLY = [
   "hostAccess",
   "bandwidth",
   "advertise",
+  "ipv6RouterAdvertisements",
 ] as const;
 
 /**
@@ -288,4 +293,33 @@ export function cidrOf(net: Pick<NetworkRecord, "id" | "cidr">): Cidr {
   const c = parseCidr(net.cidr);
   if ("error" in c) throw new Error(`stored network ${net.id} has a bad CIDR: ${c.error}`);
   return c;
+}
+
+/**
+ * A network's router advertisements, checked: they come from its IPv6 gateway, and SLAAC makes an
+ * address from a /64 prefix only (RFC 4862).
+ */
+function advertising(
+  body: NetworkCreateBody,
+  cidr: Cidr,
+  subnet6: { cidr6: Cidr; gateway6?: Ip } | undefined,
+): RouterAdvertisements {
+  const ra = body.ipv6RouterAdvertisements!;
+  const v6 = cidr.family === 6 ? cidr : subnet6?.cidr6;
+  const gateway = cidr.family === 6 ? body.gateway : subnet6?.gateway6;
+  if (!v6 || gateway === undefined) {
+    throw invalid(
+      "ipv6RouterAdvertisements",
+      "router advertisements come from the network's IPv6 gateway: give the network an IPv6 cidr (or cidr6) and its gateway (gateway or gateway6)",
+    );
+  }
+  if (ra.slaac && v6.prefix !== 64) {
+    throw invalid(
+      "ipv6RouterAdvertisements",
+      `slaac makes a pod's address from a /64 prefix, and ${
+        formatCidr(v6)
+      } is a /${v6.prefix}: use a /64, or set slaac to false`,
+    );
+  }
+  return { slaac: ra.slaac, managed: ra.managed, otherConfig: ra.otherConfig };
 }

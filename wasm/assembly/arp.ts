@@ -9,6 +9,8 @@ import {
   F_ARP_REPLY_SHARED_PRIORITY,
   F_ARP_REPLY_SHARED_TABLE,
   F_ARP_REPLY_TABLE,
+  F_GATEWAY_LINK_GUARD_PRIORITY,
+  F_GATEWAY_LINK_GUARD_TABLE,
   F_GATEWAY_ND_PRIORITY,
   F_GATEWAY_ND_TABLE,
   F_GATEWAY_PING_PRIORITY,
@@ -33,7 +35,18 @@ import {
   T_FORWARD,
 } from "./generated/pipeline";
 import { L_COOKIE, L_MAC_TEXT, N_GW_MAC, N_GW_MAC_TEXT, N_ID, V4_SLOT, V6_SLOT } from "./layout";
-import { begin, end, LINE_BOUND, putDec, putHex, putMac, putNet, puts, putSlot } from "./text";
+import {
+  begin,
+  end,
+  LINE_BOUND,
+  putDec,
+  putHex,
+  putHexDigits,
+  putMac,
+  putNet,
+  puts,
+  putSlot,
+} from "./text";
 
 function regs(n: usize, p: usize, proto: string): void {
   puts(proto);
@@ -149,18 +162,62 @@ export function gatewayPing(n: usize, ip: usize, v6: bool): void {
   end();
 }
 
-/** A neighbour solicitation for the IPv6 gateway (text slot `ip`): on to the shared reply. */
-export function gatewayNd(n: usize, ip: usize): void {
+/**
+ * A neighbour solicitation for the IPv6 gateway (text slot `ip`; with `linkLocal`, the gateway's
+ * link-local address instead, which its router advertisements come from): on to the shared reply.
+ */
+export function gatewayNd(n: usize, ip: usize, linkLocal: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_GATEWAY_ND_TABLE, F_GATEWAY_ND_PRIORITY, LINE_BOUND);
   puts(",icmp6,reg0=");
   putNet(n);
   puts(",icmp_type=135,icmp_code=0,nd_target=");
-  putSlot(ip, V6_SLOT);
+  if (linkLocal) putLinkLocal(load<u64>(n, N_GW_MAC));
+  else putSlot(ip, V6_SLOT);
   puts(",actions=set_field:");
   putHex(load<u64>(n, N_GW_MAC));
   puts("->xreg1,set_field:136->icmpv6_type,goto_table:");
   putDec(T_ARP_REPLY);
   end();
+}
+
+/**
+ * No pod may advertise the gateway's link-local address (which its router advertisements come
+ * from) as its own: above ndAdvert's allowance of every link-local target.
+ */
+export function gatewayLinkGuard(n: usize): void {
+  begin(
+    load<u32>(n, N_ID),
+    0,
+    F_GATEWAY_LINK_GUARD_TABLE,
+    F_GATEWAY_LINK_GUARD_PRIORITY,
+    LINE_BOUND,
+  );
+  puts(",icmp6,reg0=");
+  putNet(n);
+  puts(",icmp_type=136,icmp_code=0,nd_target=");
+  putLinkLocal(load<u64>(n, N_GW_MAC));
+  puts(",actions=drop");
+  end();
+}
+
+/**
+ * The link-local address of `mac` (modified EUI-64, RFC 4291 appendix A) as inet_ntop prints it:
+ * `fe80::` and four groups (a gateway MAC's first group, 0x0858, is never 0).
+ */
+function putLinkLocal(mac: u64): void {
+  puts("fe80::");
+  putHexDigits(((macByte(mac, 0) ^ 2) << 8) | macByte(mac, 1));
+  puts(":");
+  putHexDigits((macByte(mac, 2) << 8) | 0xff);
+  puts(":");
+  putHexDigits(0xfe00 | macByte(mac, 3));
+  puts(":");
+  putHexDigits((macByte(mac, 4) << 8) | macByte(mac, 5));
+}
+
+/** Byte `k` (0 first) of a MAC held as a 48-bit number. */
+function macByte(mac: u64, k: u32): u32 {
+  return <u32> (mac >>> <u64> (40 - 8 * k)) & 0xff;
 }
 
 /** The shared neighbour advertisement (ND_REPLY_ACTIONS of ../pipeline.ts). */

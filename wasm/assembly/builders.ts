@@ -23,6 +23,7 @@ import {
   arpOwner,
   arpReply,
   arpReplyShared,
+  gatewayLinkGuard,
   gatewayNd,
   gatewayPing,
   ndAdvert,
@@ -52,6 +53,7 @@ import {
   L_V4_FIRST,
   L_V6_COUNT,
   L_V6_FIRST,
+  N_ADVERTS,
   N_GW6_SLOT,
   N_GW_MAC,
   N_GW_SLOT,
@@ -67,6 +69,7 @@ import {
   R_V4_FIRST,
 } from "./layout";
 import { hostExit, routeFlows, routeIn } from "./route";
+import { raSolicit } from "./slow_path";
 import { spoofArp, spoofDad, spoofIpv4, spoofIpv6 } from "./spoof";
 import { begin, end, LINE_BOUND, putDec, puts } from "./text";
 
@@ -151,6 +154,14 @@ function networkFlows(n: usize): void {
   }
   ndGuard(n, 135);
   ndGuard(n, 136);
+  // The gateway advertises: solicitations to the slow path, no pod may advertise, and the
+  // advertisements' source (the gateway's link-local address) is answered.
+  if (load<u32>(n, N_ADVERTS) != 0) {
+    raSolicit(n);
+    ndGuard(n, 134);
+    gatewayNd(n, 0, true);
+    gatewayLinkGuard(n);
+  }
   if (!vxlan) unknownUnicast(n);
   // With a host port, what reaches the gateway MAC goes to the node: IPv4 through ROUTE (routes
   // first, hostExit below them), ARP replies and the rest straight.

@@ -53,6 +53,7 @@ import {
   L_V6_COUNT,
   L_V6_FIRST,
   LOCAL_SIZE,
+  N_ADVERTS,
   N_DSCP,
   N_GW6_SLOT,
   N_GW_MAC,
@@ -344,7 +345,9 @@ function parseNetworks(): i32 {
     const gw6Len = word();
     const dscp = word();
     const hostPort = word();
+    const adverts = word();
     memory.fill(n, 0, NET_SIZE);
+    store<u32>(n, adverts, N_ADVERTS);
     store<u32>(n, dscp, N_DSCP);
     store<u32>(n, hostPort, N_HOST_PORT);
     store<u32>(n, id, N_ID);

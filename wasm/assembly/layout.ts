@@ -53,7 +53,7 @@ export function reserve(id: i32, bytes: usize): usize {
 }
 
 // Network, 96 bytes; its gateway as a v4 text slot, a number and the MAC's 17 characters.
-export const NET_SIZE: usize = 96;
+export const NET_SIZE: usize = 104;
 
 export const N_ID = 0;
 export const N_TYPE = 4;
@@ -72,6 +72,7 @@ export const N_GW_MAC_TEXT = 64; // 17 characters
 export const N_GW6_SLOT = 84; // 1 + index into the v6 texts of a dual-stack network's IPv6 gateway
 export const N_DSCP = 88; // 1 + the DSCP its pods' IP traffic is marked with; 0: no marking
 export const N_HOST_PORT = 92; // ofport of the network's host port; 0: none
+export const N_ADVERTS = 96; // 1: the gateway sends router advertisements
 
 // Local port, 64 bytes; the MAC as its 17 characters and as a number (what ARP replies stash).
 export const LOCAL_SIZE: usize = 64;
@@ -103,10 +104,11 @@ export const V4_SLOT: usize = 16;
 export const V6_SLOT: usize = 48;
 
 // Route, 24 bytes (route.ts): the networks (indexes), the CIDR, whether static, the next hop.
-export const ROUTE_SIZE: usize = 24;
+export const ROUTE_SIZE: usize = 28;
 export const RT_FROM = 0;
 export const RT_TO = 4;
 export const RT_BASE = 8;
 export const RT_PREFIX = 12;
 export const RT_STATIC = 16; // 1: a static route (via)
 export const RT_HOP = 20; // the next hop's owner ref (REMOTE_REF…), or NONE while it has none
+export const RT_MTU = 24; // the destination's MTU to check (0: none)

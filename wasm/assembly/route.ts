@@ -23,6 +23,7 @@ import {
 } from "./generated/pipeline";
 import { parseIpv4, unicastIpv4 } from "./address";
 import { spoofHead, spoofIpActions } from "./spoof";
+import { checkLarger, gatewaySelf, routeMiss, tooBig } from "./slow_path";
 import {
   bytes,
   fail,
@@ -49,6 +50,7 @@ import {
   N_GW_MAC_TEXT,
   N_GW_SLOT,
   N_GW_V6,
+  N_HOST_PORT,
   N_ID,
   N_LOCAL_COUNT,
   N_LOCAL_FIRST,
@@ -63,6 +65,7 @@ import {
   RT_BASE,
   RT_FROM,
   RT_HOP,
+  RT_MTU,
   RT_PREFIX,
   RT_STATIC,
   RT_TO,
@@ -119,6 +122,7 @@ export function parseRoutes(): i32 {
     const to = routed(word());
     const dstLen = word();
     const viaLen = word();
+    const mtu = word();
     const dst = bytes(dstLen);
     const via = viaLen > 0 ? bytes(viaLen - 1) : 0;
     if (from == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 0, 0, 0);
@@ -131,6 +135,7 @@ export function parseRoutes(): i32 {
     store<u32>(r, <u32> (cidr >>> 32), RT_PREFIX);
     store<u32>(r, viaLen > 0 ? 1 : 0, RT_STATIC);
     store<u32>(r, NONE, RT_HOP);
+    store<u32>(r, mtu, RT_MTU);
     if (viaLen == 0) continue;
     const hop = parseIpv4(via, viaLen - 1);
     if (hop < 0 || !unicastIpv4(<u32> hop)) return fail(E_BAD_ROUTE_VIA, K_ROUTE, i, 0, 0, 0);
@@ -179,7 +184,7 @@ export function hopMac(ref: u32): usize {
   return ref >= REMOTE_REF ? remote(ref - REMOTE_REF) + R_MAC_TEXT : local(ref) + L_MAC_TEXT;
 }
 
-/** One route: onto the destination network, from its gateway MAC, TTL decremented. */
+/** One route: TTL decremented, onto the destination network, from its gateway MAC. */
 function routeTo(r: usize): void {
   const from = net(load<u32>(r, RT_FROM));
   const to = net(load<u32>(r, RT_TO));
@@ -189,7 +194,12 @@ function routeTo(r: usize): void {
   puts(",ip,reg0=");
   putNet(from);
   putCidr(",nw_dst=", r);
-  puts(",actions=set_field:");
+  // dec_ttl first: a packet whose TTL runs out goes up to the slow path as the pod sent it.
+  puts(",actions=dec_ttl,");
+  // Larger than the destination's MTU: marked for FORWARD's tooBig (slow_path.ts).
+  const mtu = load<u32>(r, RT_MTU);
+  if (mtu != 0) checkLarger(mtu);
+  puts("set_field:");
   putMac(to + N_GW_MAC_TEXT);
   puts("->eth_src,");
   const hop = load<u32>(r, RT_HOP);
@@ -200,7 +210,7 @@ function routeTo(r: usize): void {
   }
   puts("set_field:");
   putNet(to);
-  puts("->reg0,dec_ttl,goto_table:");
+  puts("->reg0,goto_table:");
   putDec(isStatic != 0 ? T_FORWARD : T_NEXT_HOP);
   end();
 }
@@ -255,12 +265,19 @@ function nextHops(n: usize): void {
 export function routeFlows(): void {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    routeIn(net(load<u32>(r, RT_FROM)));
+    const from = net(load<u32>(r, RT_FROM));
+    routeIn(from);
+    // With a host port, hostExit takes what no route does, and the node its gateway's address.
+    if (load<u32>(from, N_HOST_PORT) == 0) {
+      routeMiss(from);
+      gatewaySelf(from);
+    }
     const hop = load<u32>(r, RT_HOP);
     const isStatic = load<u32>(r, RT_STATIC) != 0;
     if (isStatic && hop == NONE) continue;
     routeTo(r);
     if (isStatic && hop < REMOTE_REF) spoofRouted(r, local(hop));
+    if (load<u32>(r, RT_MTU) != 0) tooBig(net(load<u32>(r, RT_TO)), load<u32>(r, RT_MTU));
     if (isStatic) continue;
     // A network's next hops once, though several routes go to it.
     let first = true;

@@ -54,6 +54,13 @@ function hexChar(v: u32): u32 {
   return <u32> load<u16>(changetype<usize>(HEX_DIGITS) + (<usize> (v & 15) << 1));
 }
 
+/** The hex digits of `v` without leading zeros and without `0x` (an IPv6 group). */
+export function putHexDigits(v: u32): void {
+  for (let shift = (31 - <i32> clz(v | 1)) & ~3; shift >= 0; shift -= 4) {
+    putc(hexChar(v >>> <u32> shift));
+  }
+}
+
 /** `0x` and the hex digits without leading zeros. */
 export function putHex(v: u64): void {
   putc(48);

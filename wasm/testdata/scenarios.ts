@@ -187,6 +187,35 @@ export const scenarios: Record<string, FlowInput> = {
    * Dual stack: a network with an IPv4 and an IPv6 gateway (one gateway MAC), its ports with an
    * address of each family, here and on another node; both gateways answered, both addresses vetted.
    */
+  /**
+   * An IPv6 network whose gateway sends router advertisements (PIPELINE.md, "Router
+   * advertisements"): solicitations punted, the pods' own advertisements dropped, the gateway's
+   * link-local address answered.
+   */
+  router_adverts: {
+    tunnelPort: 100,
+    networks: [
+      {
+        id: 3,
+        type: "vxlan",
+        segmentId: 5008,
+        gateway: "fd00:8::1",
+        gatewayMac: "0a:58:12:34:56:00",
+        routerAdvertisements: true,
+      },
+    ],
+    localPorts: [
+      {
+        ofport: 1,
+        network: 3,
+        mac: "02:00:0a:08:00:02",
+        ips: ["fd00:8::2", "fd00:8::ff:fe08:2"],
+        cookie: 1,
+      },
+    ],
+    remotePorts: [],
+  },
+
   dual_stack: {
     tunnelPort: 100,
     networks: [
@@ -262,7 +291,8 @@ export const scenarios: Record<string, FlowInput> = {
       { network: 1, mac: "02:00:0a:01:00:03", ips: ["10.1.0.3"], nodeIp: "192.168.0.12" },
     ],
     routes: [
-      { from: 1, to: 2, dst: "10.2.0.0/24" },
+      // net-2's MTU is smaller: what is larger goes to the slow path.
+      { from: 1, to: 2, dst: "10.2.0.0/24", mtu: 1400 },
       { from: 2, to: 1, dst: "10.1.0.0/24" },
       { from: 1, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },
       { from: 2, to: 2, dst: "10.9.0.0/16", via: "10.2.0.9" },

@@ -123,6 +123,9 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   if (net.egress === true) view.networkEgress = true;
   if (net.hostAccess === true) view.networkHostAccess = true;
   if (net.advertise === true) view.networkAdvertise = true;
+  if (net.ipv6RouterAdvertisements) {
+    view.networkRouterAdvertisements = net.ipv6RouterAdvertisements;
+  }
   if (net.dataPlane === "external") view.networkDataPlane = "external";
   if (net.delegate !== undefined) view.networkDelegate = net.delegate;
   return view;
