@@ -12,7 +12,7 @@
 import { GATEWAY_MAC_PREFIX } from "./flow_input.ts";
 import { type EvalPacket, type ParsedFlow, parseFlowLine, parts } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
-import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { type FLOW_KINDS, FLOW_TABLES, MATCH, PRIORITY, TABLE } from "./pipeline.ts";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 import {
   type SERVICE_KINDS,
@@ -229,6 +229,11 @@ export type FlowKindName =
   | "default"
   | "unknown";
 
+/** Whether a flow matches IPv6 (a route's flows are of one family). */
+function v6Flow(f: ParsedFlow): boolean {
+  return f.match.some(([key]) => key === "ipv6");
+}
+
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
 export function flowKind(f: ParsedFlow): FlowKindName {
   const has = (k: string) => f.match.some(([key]) => key === k);
@@ -250,7 +255,13 @@ export function flowKind(f: ParsedFlow): FlowKindName {
     case TABLE.SPOOF:
       if (has("arp")) return "spoofArp";
       if (has("icmp6")) return "spoofDad";
-      if (has("ipv6")) return "spoofIpv6";
+      // An IPv6 static route's destination: a prefix other than link-local's, or none for ::/0.
+      if (has("ipv6")) {
+        const src = value("ipv6_src");
+        return src === undefined || (src.includes("/") && src !== MATCH.LINK_LOCAL)
+          ? "spoofRouted"
+          : "spoofIpv6";
+      }
       // A static route's destination is a prefix (or none for /0); a port's own address is not.
       return value("nw_src")?.includes(".") && !value("nw_src")!.includes("/")
         ? "spoofIpv4"
@@ -434,18 +445,21 @@ export function explainHop(
         break;
       case "spoofRouted":
         what = `source ${packet.ipSrc}: the port is the next hop of a static route for ${
-          f.match.find(([k]) => k === "nw_src")?.[1] ?? "every address"
+          f.match.find(([k]) => k === "nw_src" || k === "ipv6_src")?.[1] ?? "every address"
         }, so it may send from there`;
         break;
       case "routeIn":
-        what = `IPv4 to the gateway MAC of ${netLabel}: routed (a router connects it)`;
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} to the gateway MAC of ${netLabel}: routed (a ` +
+          "router connects it)";
         break;
       case "routeTo": {
-        const dst = f.match.find(([k]) => k === "nw_dst")?.[1] ?? "0.0.0.0/0";
+        const v6 = v6Flow(f);
+        const dst = f.match.find(([k]) => k === "nw_dst" || k === "ipv6_dst")?.[1] ??
+          (v6 ? "::/0" : "0.0.0.0/0");
         const hop = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
         what = `route ${dst} into ${netLabel}${
           hop ? ` through the next hop ${hop}` : ""
-        }: source MAC its gateway's, TTL decremented`;
+        }: source MAC its gateway's, ${v6 ? "hop limit" : "TTL"} decremented`;
         break;
       }
       case "serviceVip":

@@ -853,6 +853,28 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     (m) => routed(m, { from: 1, to: 2, dst: "10.7.0.0/24", via }),
     `routes[0].via: ${JSON.stringify(via)} is not a unicast IPv4 address`,
   ]),
+  // IPv6 routes: networks with an IPv6 gateway (4 here), a CIDR and a next hop of that family.
+  ...([
+    [{ from: 1, to: 4 }, "routes[0].from: network 1 is not here or has no IPv6 gateway"],
+    [{ from: 4, to: 2 }, "routes[0].to: network 2 is not here or has no IPv6 gateway"],
+  ] as const).map(([r, message]): [string, (m: Loose) => unknown, string] => [
+    `an IPv6 route ${JSON.stringify(r)}`,
+    (m) => routed(m, { ...r, dst: "fd00:7::/64" }),
+    message,
+  ]),
+  ...["fd00:7::1/64", "fd00::/129", "fd00::/064", "fd00::", "fd00::/", "fd00::/6x", "fd00:7:/64"]
+    .map((dst): [string, (m: Loose) => unknown, string] => [
+      `an IPv6 route to ${JSON.stringify(dst)}`,
+      (m) => routed(m, { from: 4, to: 4, dst }),
+      `routes[0].dst: ${JSON.stringify(dst)} is not an IPv6 CIDR without host bits (x:x::/n)`,
+    ]),
+  ...["10.0.0.2", "ff02::1", "::1", "fd00::g", ""].map((
+    via,
+  ): [string, (m: Loose) => unknown, string] => [
+    `an IPv6 route via ${JSON.stringify(via)}`,
+    (m) => routed(m, { from: 4, to: 4, dst: "fd00:7::/64", via }),
+    `routes[0].via: ${JSON.stringify(via)} is not a unicast IPv6 address`,
+  ]),
   [
     "gateway without its MAC",
     (m) => (m.networks[1].gateway = "10.0.0.254"),
