@@ -42,7 +42,8 @@ export interface FlowNetwork {
   /**
    * Ofport on br-int of the network's host port: the node's own interface on the network (egress,
    * the node reaching its pods; ../agent/PIPELINE.md, "Host port"). It has the gateway MAC and
-   * the IPv4 gateway address, so it needs an IPv4 `gateway`. None: the node is not on the network.
+   * the IPv4 gateway address, so it needs an IPv4 `gateway`; with `gateway6`, the IPv6 gateway too
+   * (its IPv6 flows). None: the node is not on the network.
    */
   hostPort?: number;
 }
@@ -246,7 +247,10 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   if (n.hostPort !== undefined) checkHostPort(n, path);
 }
 
-/** A host port answers as the gateway on IPv4 only (IPv6 egress is not done yet). */
+/**
+ * A host port answers as the IPv4 gateway, and as a dual-stack network's IPv6 one (gateway6): an
+ * IPv6-only network has none yet.
+ */
 function checkHostPort(n: FlowNetwork, path: string): void {
   int(n.hostPort, 1, MAX_OFPORT, `${path}.hostPort`);
   if (typeof n.gateway !== "string" || n.gateway.includes(":")) {

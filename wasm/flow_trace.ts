@@ -249,8 +249,8 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       if (has("tun_id")) return "classifyTunnel";
       // Only an inactive port's flow matches a source MAC here (PIPELINE.md, "Inactive ports").
       if (has("dl_src")) return "inactivePort";
-      // The host port's flows match ARP or IPv4 and load no reg1 (PIPELINE.md, "Host port").
-      if (has("arp") || has("ip")) return "classifyHost";
+      // The host port's flows match ARP, IPv4 or IPv6 and load no reg1 (PIPELINE.md, "Host port").
+      if (has("arp") || has("ip") || has("ipv6")) return "classifyHost";
       return f.actions.some((a) => a.endsWith("->reg1")) ? "classifyLocal" : "classifyPhysnet";
     case TABLE.SPOOF:
       if (has("arp")) return "spoofArp";

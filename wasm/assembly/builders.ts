@@ -122,9 +122,12 @@ function networkFlows(n: usize): void {
   if (vxlan) classifyTunnel(n);
   else classifyPhysnet(n);
   const hostPort = load<u32>(n, N_HOST_PORT);
+  // A dual-stack network's host port has its IPv6 gateway too (gw6 below).
+  const gw6 = load<u32>(n, N_GW6_SLOT);
   if (hostPort != 0) {
-    classifyHost(n, false);
-    classifyHost(n, true);
+    classifyHost(n, ",arp,in_port=");
+    classifyHost(n, ",ip,in_port=");
+    if (gw6 != 0) classifyHost(n, ",ipv6,in_port=");
   }
   const rFirst = load<u32>(n, N_REMOTE_FIRST);
   const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
@@ -144,7 +147,6 @@ function networkFlows(n: usize): void {
     gatewayPing(n, v6Slot(gw - 1), true);
     gatewayNd(n, v6Slot(gw - 1));
   }
-  const gw6 = load<u32>(n, N_GW6_SLOT);
   if (gw6 != 0) {
     gatewayPing(n, v6Slot(gw6 - 1), true);
     gatewayNd(n, v6Slot(gw6 - 1));
@@ -152,11 +154,15 @@ function networkFlows(n: usize): void {
   ndGuard(n, 135);
   ndGuard(n, 136);
   if (!vxlan) unknownUnicast(n);
-  // With a host port, what reaches the gateway MAC goes to the node: IPv4 through ROUTE (routes
-  // first, hostExit below them), ARP replies and the rest straight.
+  // With a host port, what reaches the gateway MAC goes to the node: IP through ROUTE (routes
+  // first, hostExit below them), ARP replies, neighbour advertisements and the rest straight.
   if (gw != 0 && hostPort != 0) {
     routeIn(n);
     hostExit(n);
+    if (gw6 != 0) {
+      routeIn(n, true);
+      hostExit(n, true);
+    }
     forwardHost(n);
     hostGuard(n);
   } else if (gw != 0) gatewayDrop(n);

@@ -177,10 +177,13 @@ export function routeIn(n: usize, v6: bool = false): void {
   end();
 }
 
-/** IPv4 to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends it. */
-export function hostExit(n: usize): void {
+/**
+ * IPv4 (IPv6: `v6`) to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends
+ * it.
+ */
+export function hostExit(n: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_HOST_EXIT_TABLE, F_HOST_EXIT_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
   puts(",actions=goto_table:");
   putDec(T_FORWARD);

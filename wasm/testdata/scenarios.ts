@@ -677,3 +677,38 @@ scenarios.routing6 = {
     { from: 1, to: 2, dst: "::/0", via: "fd00:2::77" },
   ],
 };
+
+/**
+ * A dual-stack network's host port (../../agent/PIPELINE.md, "Host port"): red (1, vxlan, IPv4 and
+ * IPv6 gateways) has host port 50 and a pod with security groups (IPv4 and IPv6 from the node are
+ * committed past its ingress rules); the host port carries IPv6 (neighbour discovery, egress) as it
+ * does IPv4.
+ */
+scenarios.host_ports6 = {
+  tunnelPort: 100,
+  networks: [
+    {
+      id: 1,
+      type: "vxlan",
+      segmentId: 5001,
+      gateway: "10.1.0.1",
+      gatewayMac: "0a:58:0a:01:00:01",
+      gateway6: "fd00:1::1",
+      hostPort: 50,
+    },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2", "fd00:1::2"], cookie: 1 },
+  ],
+  remotePorts: [
+    {
+      network: 1,
+      mac: "02:00:0a:01:00:03",
+      ips: ["10.1.0.3", "fd00:1::3"],
+      nodeIp: "192.168.0.12",
+    },
+  ],
+  acls: [
+    { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", portMin: 80, portMax: 80 }] },
+  ],
+};
