@@ -161,3 +161,48 @@ Deno.test("node reach: a cluster's monitor turns them on as the admin's delegate
   const other = await attempt(t)("PATCH", "tenants/globex/networks/red", { egress: true }, monitor);
   assert.ok(other.status === 403 || other.status === 404, JSON.stringify(other));
 });
+
+Deno.test("node reach: a dual-stack network's IPv6 subnet overlaps no other hostAccess network's either (the node routes both families in its main table)", async () => {
+  using t = await world();
+  const dual = (name: string, third: number, cidr6: string, more = {}) =>
+    net(name, `10.${third}.0.0/24`, {
+      gateway: `10.${third}.0.1`,
+      cidr6,
+      gateway6: cidr6.replace("::/64", "::1").replace("::/48", "::1"),
+      ...more,
+    });
+  must(
+    await t.call("POST", NETS, dual("red6", 5, "fd00:5::/64", { hostAccess: true }), TOKEN.admin),
+    201,
+  );
+  // Other IPv4 subnets, an IPv6 subnet around red6's: refused, naming the setting.
+  const refused = mustFail(
+    await attempt(t)(
+      "POST",
+      "tenants/globex/networks",
+      dual("wide6", 6, "fd00:5::/48", { hostAccess: true }),
+    ),
+    409,
+    "conflict",
+    { field: "hostAccess", message: /fd00:5::\/48 overlaps a network of another tenant/ },
+  );
+  assert.doesNotMatch(refused, /acme|red6/);
+  // Turned on later, the same.
+  must(await t.call("POST", "tenants/globex/networks", dual("wide6", 6, "fd00:5::/48")), 201);
+  mustFail(
+    await attempt(t)("PATCH", "tenants/globex/networks/wide6", { egress: true }),
+    409,
+    "conflict",
+    { field: "egress" },
+  );
+  // Disjoint IPv6 subnets are fine.
+  must(
+    await t.call(
+      "POST",
+      "tenants/initech/networks",
+      dual("apart6", 7, "fd00:7::/64", { hostAccess: true }),
+      TOKEN.admin,
+    ),
+    201,
+  );
+});
