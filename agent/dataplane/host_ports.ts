@@ -130,10 +130,24 @@ export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
     ...(keepAddress ? [] : [
       `addr flush dev ${s.port}`,
       `addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`,
-      // No duplicate address detection: the address is the network's gateway, no pod's.
-      ...(s.v6 ? [`addr add ${s.v6.gateway}/${s.v6.prefix} dev ${s.port} nodad${noPrefix}`] : []),
+      // No duplicate address detection: the address is the network's gateway, no pod's. A
+      // link-local address too (the flush took the kernel's): the kernel solicits a pod's
+      // address from it when it forwards to the pod (egress replies, advertised traffic).
+      ...(s.v6
+        ? [
+          `addr add ${s.v6.gateway}/${s.v6.prefix} dev ${s.port} nodad${noPrefix}`,
+          `addr add ${linkLocalOf(s.mac)}/64 dev ${s.port} nodad`,
+        ]
+        : []),
     ]),
   ];
+}
+
+/** The EUI-64 link-local address of a MAC (RFC 4291, appendix A). */
+export function linkLocalOf(mac: string): string {
+  const b = mac.split(":").map((x) => parseInt(x, 16));
+  const words = [(b[0] ^ 2) << 8 | b[1], b[2] << 8 | 0xff, 0xfe00 | b[3], b[4] << 8 | b[5]];
+  return `fe80::${words.map((w) => w.toString(16)).join(":")}`;
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   hostPortSpecs,
   type KernelSeams,
   linkCommands,
+  linkLocalOf,
 } from "./host_ports.ts";
 import { MAX_MARKED } from "./host_nft.ts";
 
@@ -108,7 +109,9 @@ Deno.test("host ports: a dual-stack network's port has its IPv6 gateway too, wit
     "addr flush dev kh3",
     "addr add 10.1.0.1/24 dev kh3 noprefixroute",
     "addr add fd00:1::1/64 dev kh3 nodad noprefixroute",
+    `addr add ${linkLocalOf(gatewayMac("a"))}/64 dev kh3 nodad`,
   ]);
+  assert.equal(linkLocalOf("0a:58:0a:01:00:05"), "fe80::858:aff:fe01:5");
   // Replies to the pods' IPv6 connections out find the network's own table by their mark too.
   assert.deepEqual(egressRouteCommands(egress, true), [
     "route replace fd00:1::/64 dev kh3 src fd00:1::1 table 1802371075",
