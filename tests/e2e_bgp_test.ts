@@ -10,7 +10,15 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
-import { forgets, HOST, learns, speakBgp, startFabric, underlay6 } from "./support/bgp_fabric.ts";
+import {
+  forgets,
+  HOST,
+  HOST6,
+  learns,
+  speakBgp,
+  startFabric,
+  underlay6,
+} from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
@@ -75,6 +83,23 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
         const seen = await cap.done(1000);
         assert.equal(seen.length, 1, `${p.name} saw the host's address: ${seen}`);
         assert.match(seen[0], new RegExp(`${HOST.replaceAll(".", "\\.")}\\.\\d+ > ${p.ip}\\.`));
+      }
+    },
+  );
+
+  await t.step(
+    "the host behind the router reaches each pod over IPv6 TCP too, and the pod sees the host's own address",
+    async () => {
+      for (const p of [f1, f2]) {
+        const cap = await startCapture(cleanup, ns(p), "eth0", `tcp and src host ${HOST6}`, {
+          count: 1,
+          timeoutMs: 20_000,
+        });
+        const tcp = await tcpExchange(cleanup, fabric.host, ns(p), p.ip6!, 100_000);
+        assert.ok(tcp.ok, `host to ${p.name} over IPv6: ${JSON.stringify(tcp)}`);
+        const seen = await cap.done(1000);
+        assert.equal(seen.length, 1, `${p.name} saw the host's address: ${seen}`);
+        assert.ok(seen[0].includes(`${HOST6}.`) && seen[0].includes(`> ${p.ip6}.`), seen[0]);
       }
     },
   );
