@@ -16,6 +16,9 @@ import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./supp
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
 import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
 import { api } from "./support/stack_api.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
+import { expectExit } from "../knitctl/test_support.ts";
+import type { TraceReport } from "../knitctl/trace.ts";
 
 const RED6 = "fd00:81::/64";
 const BLUE6 = "fd00:82::/64";
@@ -68,6 +71,39 @@ Deno.test("e2e IPv6 routing: a router connects IPv6 subnets across nodes (TCP, U
         const udp = await udpExchange(cleanup, to.ns, red.ns, red.ip, [64, 1200, 1400]);
         assert.ok(udp.ok, `UDP ${to.name} -> ${red.name}: ${JSON.stringify(udp)}`);
       }
+    },
+  );
+
+  await t.step(
+    "knitctl trace, live and offline, follows the routed IPv6 packet to the other node",
+    async () => {
+      const ctl = await knitctlOn(stack);
+      for (const mode of [[], ["--offline"]]) {
+        for (const proto of ["tcp", "udp", "icmp"]) {
+          const args = ["trace", ...mode, "--src", red.ip, "-t", "acme", "--dst", blueFar.ip];
+          const ask = [...args, "--proto", proto, "-o", "json"];
+          const r = expectExit(await ctl(ask), 0, ask.join(" ")).json() as TraceReport;
+          const seen = JSON.stringify(
+            r.hops.map((h) => [h.node, h.steps.map((s) => s.kind), h.outcomes]),
+          );
+          assert.deepEqual(r.hops.map((h) => h.node), ["n1", "n2"], `${mode} ${proto}: ${seen}`);
+          const kinds = r.hops[0].steps.map((s) => s.kind);
+          assert.deepEqual(
+            kinds.slice(1),
+            ["spoofIpv6", "routeIn", "routeTo", "nextHop", "forwardRemote"],
+            `${mode} ${proto}: ${kinds}`,
+          );
+          assert.equal(r.packet.ipSrc, red.ip, "the source's IPv6 address");
+          assert.ok(r.delivered, `${mode} ${proto}: ${r.result}`);
+          assert.equal(r.result, "delivered on n2 to acme/blue-2/eth0");
+        }
+      }
+      // Into green, on no router: stopped in ROUTE, saying so.
+      const args = ["trace", "--offline", "--src", red.ip, "-t", "acme", "--dst", green.ip];
+      const r = expectExit(await ctl([...args, "-o", "json"]), 0, args.join(" "))
+        .json() as TraceReport;
+      assert.equal(r.delivered, false, r.result);
+      assert.match(r.result, /no route/, r.result);
     },
   );
 

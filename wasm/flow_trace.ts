@@ -94,7 +94,10 @@ export interface TraceHop {
   outcomes: TraceOutcome[];
 }
 
-/** The packet a trace follows, with how it enters the node. */
+/**
+ * The packet a trace follows, with how it enters the node: IPv4 or IPv6 by its addresses (`icmp`
+ * is ICMPv6 between IPv6 addresses), or ARP.
+ */
 export interface TracePacket {
   proto: "tcp" | "udp" | "icmp" | "arp";
   dlSrc: string;
@@ -122,8 +125,9 @@ export function evalPacket(view: TraceView, ingress: TraceIngress, p: TracePacke
 
 /** The flow text `ovs-appctl ofproto/trace BRIDGE FLOW` takes for a packet. */
 export function ofprotoFlow(p: EvalPacket): string {
+  const v6 = p.proto !== "arp" && p.ipDst.includes(":");
   const head = [
-    p.proto,
+    v6 ? `${p.proto}6` : p.proto,
     `in_port=${p.inPort}`,
     ...(p.tunId !== undefined ? [`tun_id=0x${p.tunId.toString(16)}`] : []),
     p.vlan !== undefined ? `dl_vlan=${p.vlan}` : "vlan_tci=0",
@@ -136,13 +140,15 @@ export function ofprotoFlow(p: EvalPacket): string {
   }
   // An ICMP packet of a trace is an echo request (ping), as the offline evaluator assumes.
   const l4 = p.proto === "icmp"
-    ? ["icmp_type=8", "icmp_code=0"]
+    ? (v6 ? ["icmpv6_type=128", "icmpv6_code=0"] : ["icmp_type=8", "icmp_code=0"])
     : p.dstPort !== undefined
     ? [`${p.proto}_dst=${p.dstPort}`]
     : [];
-  // A pod's TTL (Linux sends 64): without one the packet would arrive with TTL 0, and a route's
-  // dec_ttl would drop it.
-  return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, "nw_ttl=64", ...l4].join(",");
+  const addrs = v6 ? ["ipv6_src", "ipv6_dst"] : ["nw_src", "nw_dst"];
+  // A pod's TTL or hop limit (Linux sends 64): without one the packet would arrive with 0, and a
+  // route's dec_ttl would drop it.
+  return [...head, `${addrs[0]}=${p.ipSrc}`, `${addrs[1]}=${p.ipDst}`, "nw_ttl=64", ...l4]
+    .join(",");
 }
 
 const TABLE_LINE = /^\s*(\d+)\. (.*)$/;
@@ -397,7 +403,8 @@ export function explainHop(
         what = `from the node (its host port, ofport ${inPort}): ${netLabel}, as from outside`;
         break;
       case "hostExit":
-        what = `IPv4 to the gateway MAC of ${netLabel} that no route takes: to the node`;
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} to the gateway MAC of ${netLabel} that no route ` +
+          "takes: to the node";
         break;
       case "forwardHost": {
         const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
@@ -410,7 +417,8 @@ export function explainHop(
           "pods reach the node";
         break;
       case "hostCommit":
-        what = "IPv4 from the node: committed, past the ingress rules (the node reaches its pods)";
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} from the node: committed, past the ingress rules ` +
+          "(the node reaches its pods)";
         break;
       case "spoofIpv4":
         what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
@@ -545,6 +553,9 @@ export function explainHop(
         what = "neighbour discovery the port may not send: dropped";
         break;
       case "spoofIpv6":
+        what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
+          dscpWords(f);
+        break;
       case "spoofDad":
         what = "IPv6 from the port's own MAC and addresses";
         break;
