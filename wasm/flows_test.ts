@@ -90,6 +90,25 @@ Deno.test("golden: every flow agent/PIPELINE.md shows under Host port is one the
   for (const line of block) assert.ok(golden.has(line), line);
 });
 
+/** The flow lines agent/PIPELINE.md shows in its section `heading`. */
+async function documentedFlows(heading: string): Promise<string[]> {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf(heading);
+  const section = doc.slice(at, doc.indexOf("\n## ", at + 1));
+  return section.split("\n").filter((line) => line.startsWith("cookie="));
+}
+
+Deno.test("golden: every flow agent/PIPELINE.md shows under Routing (IPv6) and Host port (IPv6) is one routing6 or host_ports6 compiles", async () => {
+  const routing = await documentedFlows("## Routing");
+  assert.ok(routing.some((l) => l.includes("ipv6_dst=")), "the Routing section shows IPv6 routes");
+  const routed = new Set(compileFlows(scenarios.routing6));
+  for (const line of routing) assert.ok(routed.has(line), line);
+  const host = (await documentedFlows("## Host port")).filter((l) => l.includes("ipv6"));
+  assert.equal(host.length, 4, "the Host port section shows the IPv6 flows");
+  const golden = new Set(compileFlows(scenarios.host_ports6));
+  for (const line of host) assert.ok(golden.has(line), line);
+});
+
 // ---- Random models.
 
 function hex(v: number, width: number): string {
