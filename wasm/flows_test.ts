@@ -261,6 +261,44 @@ function randomRoutes(
       routes.push({ from: from.id, to: to.id, dst, via });
     }
   }
+  return [...routes, ...randomRoutes6(rand, networks, [...locals, ...remotes])];
+}
+
+/**
+ * Routes between the networks with an IPv6 gateway (their gateway's /64; a dual-stack network's
+ * gateway6): connected ones and static ones through an IPv6 address of a port of `to`, or one no
+ * port has.
+ */
+function randomRoutes6(
+  rand: () => number,
+  networks: FlowNetwork[],
+  ports: (FlowLocalPort | FlowRemotePort)[],
+): FlowRoute[] {
+  const gateway6 = (n: FlowNetwork) => n.gateway?.includes(":") ? n.gateway : n.gateway6;
+  const routed = networks.filter((n) => gateway6(n) !== undefined);
+  const routes: FlowRoute[] = [];
+  if (routed.length === 0 || rand() < 0.3) return routes;
+  const pick = <T>(list: T[]): T => list[Math.floor(rand() * list.length)];
+  const subnet = (n: FlowNetwork) => gateway6(n)!.replace(/::[0-9a-f]+$/, "::/64");
+  for (const from of routed) {
+    for (const to of routed) {
+      if (from !== to && rand() < 0.7) routes.push({ from: from.id, to: to.id, dst: subnet(to) });
+    }
+    if (rand() < 0.5) {
+      const to = pick(routed);
+      const v6 = ports.filter((p) => p.network === to.id)
+        .flatMap((p) => p.ips.filter((ip) => ip.includes(":")));
+      const via = v6.length > 0 && rand() < 0.8 ? pick(v6) : "fd00:fa::9";
+      const n = () => (1 + Math.floor(rand() * 0xfff)).toString(16);
+      const dst = pick(["::/0", "fd00::/8", `fd00:${n()}::/32`, `fd00:${n()}:${n()}::/48`]);
+      routes.push({
+        from: from.id,
+        to: to.id,
+        dst: rand() < 0.2 ? `fd00:${n()}::${n()}/128` : dst,
+        via,
+      });
+    }
+  }
   return routes;
 }
 
@@ -303,6 +341,7 @@ Deno.test("property: WASM and TS give the same lines on random models", () => {
 
 Deno.test("property: WASM and TS give the same lines on random models with routes and security groups", () => {
   let mixed = 0;
+  let routed6 = 0;
   for (const seed of SEEDS) {
     const rand = mulberry32(seed);
     for (let round = 0; round < 30; round++) {
@@ -310,10 +349,13 @@ Deno.test("property: WASM and TS give the same lines on random models with route
       input.acls = randomAcls(rand, input.localPorts);
       if (input.routes?.length && input.acls?.length) mixed++;
       const where = `seed ${seed} round ${round} (${input.routes?.length ?? 0} routes)`;
-      assert.deepEqual(compileFlows(input), compileFlowsTs(input), where);
+      const lines = compileFlows(input);
+      assert.deepEqual(lines, compileFlowsTs(input), where);
+      if (lines.some((l) => l.includes("ipv6_dst=") && l.includes("dec_ttl"))) routed6++;
     }
   }
   assert.ok(mixed >= SEEDS.length * 5, `${mixed} models had both routes and groups`);
+  assert.ok(routed6 >= SEEDS.length * 3, `${routed6} models routed IPv6`);
 });
 
 /** Rules for about half of the local ports, with peers of both families, some none. */
