@@ -57,18 +57,42 @@ Deno.test("e2e egress IPv6: masqueraded to the node for egress networks only, th
   await network(stack, "globex", "out", 90, { egress: true });
   await network(stack, "acme", "web", 91, { hostAccess: true });
   await network(stack, "acme", "quiet", 92, {});
+  // IPv6 only: egress, and hostAccess.
+  await create(stack, "tenants/acme/networks", {
+    name: "out6",
+    cidr: "fd00:93::/64",
+    gateway: "fd00:93::1",
+    egress: true,
+  });
+  await create(stack, "tenants/acme/networks", {
+    name: "web6",
+    cidr: "fd00:94::/64",
+    gateway: "fd00:94::1",
+    hostAccess: true,
+  });
 
   const acmeOut = await pod(n1, "aout", "acme", { name: "out", ip: "10.90.0.10" });
   const globexOut = await pod(n1, "gout", "globex", { name: "out", ip: "10.90.0.10" });
   const quiet = await pod(n1, "quiet", "acme", "quiet");
   const web = await pod(n1, "web", "acme", "web");
   const acmeOut2 = await pod(n2, "aout2", "acme", "out");
+  const only6 = await pod(n1, "only6", "acme", "out6");
+  const web6 = await pod(n1, "web6", "acme", "web6");
 
   await t.step(
     "an egress network's pod reaches the external host over IPv6 (TCP, UDP, ping), as its node",
     async () => {
       await egressWorks(cleanup, acmeOut, ext, NODE6[0]);
       await egressWorks(cleanup, acmeOut2, ext, NODE6[1]);
+    },
+  );
+
+  await t.step(
+    "an IPv6-only network's pod reaches the external host too; the node probes an IPv6-only hostAccess pod",
+    async () => {
+      await egressWorks(cleanup, only6, ext, NODE6[0]);
+      const probe = await tcpExchange(cleanup, n1.sim.netns, ns(web6), web6.ip6, 1000);
+      assert.ok(probe.ok, `n1 to ${web6.ip6}: ${JSON.stringify(probe)}`);
     },
   );
 

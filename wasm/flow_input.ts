@@ -42,8 +42,8 @@ export interface FlowNetwork {
   /**
    * Ofport on br-int of the network's host port: the node's own interface on the network (egress,
    * the node reaching its pods; ../agent/PIPELINE.md, "Host port"). It has the gateway MAC and
-   * the IPv4 gateway address, so it needs an IPv4 `gateway`; with `gateway6`, the IPv6 gateway too
-   * (its IPv6 flows). None: the node is not on the network.
+   * the gateway's address (IPv4 or IPv6), so it needs a `gateway`; with `gateway6`, the IPv6
+   * gateway too (its IPv6 flows). None: the node is not on the network.
    */
   hostPort?: number;
 }
@@ -247,15 +247,10 @@ function checkNetwork(n: FlowNetwork, path: string): void {
   if (n.hostPort !== undefined) checkHostPort(n, path);
 }
 
-/**
- * A host port answers as the IPv4 gateway, and as a dual-stack network's IPv6 one (gateway6): an
- * IPv6-only network has none yet.
- */
+/** A host port answers as the network's gateways (IPv4, IPv6 or both): it needs one. */
 function checkHostPort(n: FlowNetwork, path: string): void {
   int(n.hostPort, 1, MAX_OFPORT, `${path}.hostPort`);
-  if (typeof n.gateway !== "string" || n.gateway.includes(":")) {
-    fail(`${path}.hostPort`, "a network with an IPv4 gateway", n.gateway ?? "no gateway");
-  }
+  if (typeof n.gateway !== "string") fail(`${path}.hostPort`, "a network with a gateway", "none");
 }
 
 /**

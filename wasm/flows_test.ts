@@ -197,9 +197,9 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
   };
   const localPorts: FlowLocalPort[] = [];
   const ofports = new Set([tunnelPort, ...physnets]);
-  // Host ports (the node on the network) on some networks with an IPv4 gateway.
+  // Host ports (the node on the network) on some networks with a gateway (IPv4 or IPv6).
   for (const [i, n] of networks.entries()) {
-    if (n.gateway === undefined || n.gateway.includes(":") || rand() < 0.5) continue;
+    if (n.gateway === undefined || rand() < 0.5) continue;
     n.hostPort = 300 + i;
     ofports.add(n.hostPort);
   }

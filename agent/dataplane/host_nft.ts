@@ -32,17 +32,29 @@ export interface HostNet {
    * reach its pods, routed, without NAT.
    */
   advertise: boolean;
-  /** The gateway's IPv4 address: the node's on the network, and nowhere else. */
-  gateway: string;
-  /** The network's IPv4 CIDR. */
-  cidr: string;
   /**
-   * A dual-stack network's IPv6 side, when it has an IPv6 gateway: the host port has that address
-   * too, and the table's IPv6 twin (`table ip6`) the same rules for it.
+   * The gateway's IPv4 address: the node's on the network, and nowhere else (absent on an
+   * IPv6-only network).
+   */
+  gateway?: string;
+  /** The network's IPv4 CIDR (absent on an IPv6-only network). */
+  cidr?: string;
+  /**
+   * The network's IPv6 side, when it has an IPv6 gateway (a dual-stack network's, or an
+   * IPv6-only network's): the host port has that address too, and the table's IPv6 twin
+   * (`table ip6`) the same rules for it.
    */
   v6?: { gateway: string; cidr: string };
   /** Floating addresses bound to its pods here: 1:1 NAT (floating_nft.ts); absent: none. */
   floating?: Floating[];
+}
+
+/** A network as one family's table sees it: that family's gateway and CIDR. */
+type FamilyNet = HostNet & { gateway: string; cidr: string };
+
+/** The networks with an IPv4 side. */
+function v4Nets(nets: HostNet[]): FamilyNet[] {
+  return nets.filter((n): n is FamilyNet => n.gateway !== undefined && n.cidr !== undefined);
 }
 
 /** The table of ours; nothing else of the node's nftables is touched. */
@@ -105,7 +117,7 @@ function set(names: string[]): string {
 }
 
 /** The gateways' addresses, each once (two egress networks may share one). */
-function gateways(nets: HostNet[]): string {
+function gateways(nets: FamilyNet[]): string {
   return `{ ${[...new Set(nets.map((n) => n.gateway))].join(", ")} }`;
 }
 
@@ -147,7 +159,7 @@ const V6: Family = {
 };
 
 /** The IPv6 side of the networks that have one, as networks of the IPv6 table (no floating). */
-function v6Nets(nets: HostNet[]): HostNet[] {
+function v6Nets(nets: HostNet[]): FamilyNet[] {
   return nets.flatMap((n) =>
     n.v6 ? [{ ...n, gateway: n.v6.gateway, cidr: n.v6.cidr, floating: undefined }] : []
   );
@@ -164,11 +176,11 @@ export function hostRuleset(nets: HostNet[], uplinks: string[] = [], uplinks6 = 
   const head = `table ip ${NFT_TABLE} {}\ndelete table ip ${NFT_TABLE}\n` +
     `table arp ${NFT_TABLE} {}\ndelete table arp ${NFT_TABLE}\n` +
     `table ip6 ${NFT_TABLE} {}\ndelete table ip6 ${NFT_TABLE}\n`;
-  const six = v6Nets(nets);
+  const [four, six] = [v4Nets(nets), v6Nets(nets)];
   const lines = [
-    ...ipTable(nets, uplinks, V4),
+    ...ipTable(four, uplinks, V4),
     `table arp ${NFT_TABLE} {`,
-    ...chain("input", "filter hook input priority filter", arpRules(nets)),
+    ...chain("input", "filter hook input priority filter", arpRules(four)),
     "}",
     ...(six.length > 0 ? ipTable(six, uplinks6, V6) : []),
   ];
@@ -176,7 +188,7 @@ export function hostRuleset(nets: HostNet[], uplinks: string[] = [], uplinks6 = 
 }
 
 /** The table of one family (`ip` or `ip6`). */
-function ipTable(nets: HostNet[], uplinks: string[], fam: Family): string[] {
+function ipTable(nets: FamilyNet[], uplinks: string[], fam: Family): string[] {
   return [
     `table ${fam.name} ${NFT_TABLE} {`,
     ...chain("raw", "filter hook prerouting priority raw", rawRules(nets, fam)),
@@ -208,7 +220,7 @@ function chain(name: string, hook: string, rules: string[]): string[] {
  * packet from a host port is also matched against the reply direction of every other connection
  * (markRules stops that).
  */
-function rawRules(nets: HostNet[], fam: Family): string[] {
+function rawRules(nets: FamilyNet[], fam: Family): string[] {
   return [
     `iifname "${POD_VETHS}" drop`,
     ...nets.map((n) => `iifname "${n.port}" ct original zone set ${n.number}`),
@@ -262,7 +274,7 @@ function intoRules(nets: HostNet[]): string[] {
  * Pods never open connections to the node itself; replies to the node's own (probes) pass. The
  * gateways' addresses are the node's on the networks only: not reached from anywhere else.
  */
-function inputRules(nets: HostNet[], fam: Family): string[] {
+function inputRules(nets: FamilyNet[], fam: Family): string[] {
   return [
     ...fam.neighbours,
     `iifname ${ANY_HOST_PORT} ct state established,related ct direction reply accept`,
@@ -285,7 +297,7 @@ function outputRules(nets: HostNet[], fam: Family): string[] {
  * the host ports: no other network's pods). Established connections get no pass of their own:
  * a network whose egress is turned off is cut off at once.
  */
-function forwardRules(nets: HostNet[], uplinks: string[], fam: Family): string[] {
+function forwardRules(nets: FamilyNet[], uplinks: string[], fam: Family): string[] {
   const egress = uplinks.length ? nets.filter((n) => n.egress).map((n) => n.port) : [];
   const access = nets.filter((n) => n.hostAccess);
   const advertised = nets.filter((n) => n.advertise);
@@ -334,7 +346,7 @@ function natRules(nets: HostNet[], uplinks: string[]): string[] {
  * The pods' veths shut; the gateways' addresses are answered for only on host ports (never on the
  * underlay, where a tenant's gateway could take the address of the LAN's router).
  */
-function arpRules(nets: HostNet[]): string[] {
+function arpRules(nets: FamilyNet[]): string[] {
   return [
     `iifname "${POD_VETHS}" drop`,
     ...(nets.length

@@ -240,6 +240,20 @@ Deno.test("host nft: a dual-stack network's IPv6 side gets the IPv4 rules' twin 
   assert.ok(input[0].includes("nd-neighbor-solicit"), input.join("\n"));
   // IPv6 egress may leave through interfaces of its own.
   assert.ok(hostRuleset(six, UPLINKS, ["eth6"]).includes('oifname { "eth6" } masquerade'));
+  // An IPv6-only network: in the ip6 table only, no IPv4 rule names its port.
+  const only6: HostNet = {
+    number: 9,
+    port: hostPortName(9),
+    egress: true,
+    hostAccess: false,
+    advertise: false,
+    v6: { gateway: "fd00:79::1", cidr: "fd00:79::/64" },
+  };
+  const mixed = hostRuleset([...nets, only6], UPLINKS);
+  assert.ok(!tableOf6(mixed, "ip").includes('"kh9"'), tableOf6(mixed, "ip"));
+  assert.ok(!tableOf6(mixed, "arp").includes("fd00"), tableOf6(mixed, "arp"));
+  assert.ok(tableOf6(mixed, "ip6").includes('iifname "kh9" ct original zone set 9'));
+  assert.equal(tableOf6(mixed, "ip"), tableOf6(hostRuleset(nets, UPLINKS), "ip"));
   // Without an IPv6 side anywhere: no ip6 table, only its deletion.
   assert.equal(tableOf6(hostRuleset(nets, UPLINKS), "ip6"), "");
   assert.ok(hostRuleset(nets, UPLINKS).includes(`delete table ip6 ${NFT_TABLE}`));
@@ -252,7 +266,11 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   await run(["ip", "netns", "add", ns]);
   const nft = (stdin: string) => run(["nft", "-f", "-"], { netns: ns, stdin });
   const advertised = [...nets, net(4, false, false, 74, true)];
-  const six = [dual(net(1, true, false, 70), 70), dual(net(4, false, true, 74, true), 74)];
+  const six = [
+    dual(net(1, true, false, 70), 70),
+    dual(net(4, false, true, 74, true), 74),
+    { ...dual(net(5, true, true, 75), 75), gateway: undefined, cidr: undefined },
+  ];
   for (const set of [nets, nets.slice(1), advertised, floating, six, nets]) {
     await nft(hostRuleset(set, UPLINKS));
     const listed = (await run(["nft", "list", "table", "ip", NFT_TABLE], { netns: ns })).stdout;

@@ -44,20 +44,23 @@ export interface HostPortSpec extends HostNet {
   networkId: string;
   /** The network's gateway MAC (the same as its flows answer with). */
   mac: string;
-  /** The gateway's IPv4 address and the network's prefix length. */
-  gateway: string;
-  prefix: number;
-  /** The network's CIDR (routed to the port). */
-  cidr: string;
+  /** The gateway's IPv4 address and the network's prefix length (none: IPv6 only). */
+  gateway?: string;
+  prefix?: number;
+  /** The network's IPv4 CIDR (routed to the port). */
+  cidr?: string;
   mtu: number;
-  /** A dual-stack network's IPv6 gateway, prefix length and subnet: the port's too. */
-  v6?: { gateway: string; prefix: number; cidr: string };
+  /** The network's IPv6 gateway, prefix length and subnet (dual stack, or IPv6 only). */
+  v6?: Side;
 }
+
+/** A gateway and the subnet it is on, of one family. */
+type Side = { gateway: string; prefix: number; cidr: string };
 
 /**
  * The host ports the local ports' networks need: one per network whose port says egress or
- * hostAccess or advertise and that has an IPv4 gateway (the manager refuses the settings otherwise);
- * a dual-stack network's IPv6 gateway, when its ports have one, is the port's too.
+ * hostAccess or advertise and that has a gateway: its IPv4 gateway, and its IPv6 one (a
+ * dual-stack network's gateway6, an IPv6-only network's gateway) when its ports have one.
  */
 export function hostPortSpecs(
   ports: { port: Port; number: number }[],
@@ -69,10 +72,9 @@ export function hostPortSpecs(
     const advertise = port.networkAdvertise === true;
     const floating = floatingOf(port);
     if (!egress && !hostAccess && !advertise && !floating) continue;
-    if (port.gateway === undefined || port.gateway.includes(":")) continue;
-    const parsed = parseIpPrefix(port.address, "required");
-    if ("error" in parsed || parsed.ip.family !== 4) continue;
-    const prefix = parsed.prefix!;
+    const v4 = sideOf(port.address, port.gateway, 4);
+    const v6 = sideOf(port.address6, port.gateway6, 6) ?? sideOf(port.address, port.gateway, 6);
+    if (!v4 && !v6) continue;
     const spec = out.get(port.networkId) ?? {
       number,
       port: hostPortName(number),
@@ -81,11 +83,9 @@ export function hostPortSpecs(
       advertise,
       networkId: port.networkId,
       mac: gatewayMac(port.networkId),
-      gateway: port.gateway,
-      prefix,
-      cidr: formatCidr(networkOf(parsed.ip, prefix)),
+      ...v4,
       mtu: port.mtu,
-      ...v6Side(port),
+      ...(v6 ? { v6 } : {}),
     };
     if (floating) spec.floating = [...spec.floating ?? [], floating];
     out.set(port.networkId, spec);
@@ -94,15 +94,15 @@ export function hostPortSpecs(
   return [...out.values()].sort((a, b) => a.number - b.number);
 }
 
-/** A dual-stack port's IPv6 gateway and subnet, for its network's host port (none: IPv4 only). */
-function v6Side(port: Port): Pick<HostPortSpec, "v6"> {
-  if (port.gateway6 === undefined || port.address6 === undefined) return {};
-  const parsed = parseIpPrefix(port.address6, "required");
-  if ("error" in parsed || parsed.ip.family !== 6) return {};
+/** A port's address and gateway of `family`: the host port's side of it (none without both). */
+function sideOf(address: string | undefined, gateway: string | undefined, family: 4 | 6) {
+  if (address === undefined || gateway === undefined) return undefined;
+  const parsed = parseIpPrefix(address, "required");
+  if ("error" in parsed || parsed.ip.family !== family) return undefined;
+  if (gateway.includes(":") !== (family === 6)) return undefined;
   const prefix = parsed.prefix!;
-  return {
-    v6: { gateway: port.gateway6, prefix, cidr: formatCidr(networkOf(parsed.ip, prefix)) },
-  };
+  const side: Side = { gateway, prefix, cidr: formatCidr(networkOf(parsed.ip, prefix)) };
+  return side;
 }
 
 /**
@@ -129,7 +129,9 @@ export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
     `link set dev ${s.port} address ${s.mac} mtu ${s.mtu} up`,
     ...(keepAddress ? [] : [
       `addr flush dev ${s.port}`,
-      `addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`,
+      ...(s.gateway !== undefined
+        ? [`addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`]
+        : []),
       // No duplicate address detection: the address is the network's gateway, no pod's. A
       // link-local address too (the flush took the kernel's): the kernel solicits a pod's
       // address from it when it forwards to the pod (egress replies, advertised traffic).
@@ -165,12 +167,8 @@ export function hasAddress(shown: string, s: HostPortSpec): boolean {
   const info = links[0]?.addr_info ?? [];
   const v6 = info.filter((a) => a.family === "inet6" && a.scope === "global");
   const want6 = s.v6 ? [{ local: s.v6.gateway, prefix: s.v6.prefix }] : [];
-  return only(
-    info.filter((a) => a.family === "inet"),
-    [{ local: s.gateway, prefix: s.prefix }],
-    s,
-  ) &&
-    only(v6, want6, s);
+  const want4 = s.gateway !== undefined ? [{ local: s.gateway, prefix: s.prefix! }] : [];
+  return only(info.filter((a) => a.family === "inet"), want4, s) && only(v6, want6, s);
 }
 
 /** An address as `ip -j addr show` says it. */
@@ -215,7 +213,7 @@ function deviceKey(s: HostPortSpec): string {
  */
 export function egressRouteCommands(s: HostPortSpec, v6 = false): string[] {
   const side = v6 ? s.v6 : s;
-  if (!side) return [];
+  if (side?.cidr === undefined) return [];
   const table = tableOf(s.number);
   const mark = `0x${markOf(s.number).toString(16)}/0x${MARK_MASK.toString(16)}`;
   return [
@@ -424,7 +422,12 @@ export class HostPorts {
     const clear: HostPortSpec[] = [];
     const v6Clash = await this.v6Clash(specs);
     for (const s of specs.map(v6Clash)) {
-      const clash = [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(s.cidr, c));
+      // An IPv6-only network whose IPv6 side clashed (logged) has nothing left to put on the port.
+      if (s.cidr === undefined && s.v6 === undefined) continue;
+      const cidr = s.cidr;
+      const clash = cidr === undefined
+        ? undefined
+        : [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(cidr, c));
       if (s.number > MAX_MARKED) {
         this.log.error("a network's node-local number is beyond the marks' bits: no host port", {
           network: s.networkId,

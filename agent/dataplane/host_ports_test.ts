@@ -6,6 +6,7 @@ import { createLogger } from "@knitter/common";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
   egressRouteCommands,
+  hasAddress,
   HostPorts,
   hostPortSpecs,
   type KernelSeams,
@@ -125,6 +126,39 @@ Deno.test("host ports: a dual-stack network's port has its IPv6 gateway too, wit
   const [v4] = hostPortSpecs([{ port: port("a", { networkEgress: true }), number: 3 }]);
   assert.equal(v4.v6, undefined);
   assert.deepEqual(egressRouteCommands(v4, true), []);
+});
+
+Deno.test("host ports: an IPv6-only network's port has its IPv6 gateway alone (no IPv4 address, no IPv4 route)", () => {
+  const six = {
+    ip: "fd00:6::5",
+    address: "fd00:6::5/64",
+    family: 6 as const,
+    gateway: "fd00:6::1",
+  };
+  const [egress] = hostPortSpecs([{ port: port("a", { networkEgress: true, ...six }), number: 3 }]);
+  assert.deepEqual(
+    [egress.gateway, egress.cidr, egress.v6],
+    [undefined, undefined, { gateway: "fd00:6::1", prefix: 64, cidr: "fd00:6::/64" }],
+  );
+  assert.deepEqual(linkCommands(egress), [
+    `link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
+    "addr flush dev kh3",
+    "addr add fd00:6::1/64 dev kh3 nodad noprefixroute",
+    `addr add ${linkLocalOf(gatewayMac("a"))}/64 dev kh3 nodad`,
+  ]);
+  assert.deepEqual(egressRouteCommands(egress), []);
+  assert.equal(
+    egressRouteCommands(egress, true)[0],
+    "route replace fd00:6::/64 dev kh3 src fd00:6::1 table 1802371075",
+  );
+  // Its address shown as the port has it, with nothing of IPv4: kept over a restart.
+  const shown = JSON.stringify([{
+    addr_info: [
+      { family: "inet6", local: "fd00:6::1", prefixlen: 64, scope: "global", noprefixroute: true },
+      { family: "inet6", local: linkLocalOf(gatewayMac("a")), prefixlen: 64, scope: "link" },
+    ],
+  }]);
+  assert.ok(hasAddress(shown, egress));
 });
 
 Deno.test("host ports: a dual-stack port is set up with IPv6 on (no RA, no redirects), IPv6 forwarding, and its IPv6 routes", async () => {

@@ -2,9 +2,9 @@
  * A network's two settings that involve the node (agent/README.md, "Egress and the node"): `egress`
  * (its pods reach what lies outside through the node, with source NAT to the node's address) and
  * `hostAccess` (the node reaches its pods on the network: kubelet probes, hostPort). Both put the
- * node on the network with the gateway's IPv4 address, so both need one, and a dual-stack network's
- * IPv6 gateway too (its IPv6 side works the same way); a hostAccess network's subnets are routed in
- * the node's main table, so two of them must never overlap, in either family.
+ * node on the network with the gateway's address (IPv4, IPv6, or a dual-stack network's both), so
+ * both need a gateway; a hostAccess network's subnets are routed in the node's main table, so two
+ * of them must never overlap, in either family.
  *
  * @module
  */
@@ -25,22 +25,19 @@ export interface NodeReach {
 }
 
 /**
- * Each setting needs an IPv4 gateway: the node takes its address on the network (and a dual-stack
- * network's IPv6 gateway with it); an IPv6-only network cannot have them yet.
+ * Each setting needs a gateway: the node takes its address on the network (IPv4 or IPv6, and a
+ * dual-stack network's IPv6 gateway beside its IPv4 one).
  */
 export function checkNodeReach(
   net: Pick<NetworkRecord, "name" | "cidr" | "gateway">,
   want: NodeReach,
 ): void {
   for (const field of ["egress", "hostAccess", "advertise"] as const) {
-    if (want[field] !== true) continue;
-    if (net.gateway !== undefined && !net.gateway.includes(":")) continue;
+    if (want[field] !== true || net.gateway !== undefined) continue;
     throw invalid(
       field,
-      `network "${net.name}" (${net.cidr}) has no IPv4 gateway; the node joins the network with ` +
-        `the gateway's IPv4 address, and a dual-stack network's IPv6 gateway beside it (an ` +
-        `IPv6-only network is not supported yet): give the network an IPv4 cidr and gateway ` +
-        `(cidr6 and gateway6 for its IPv6 side), or leave ${field} off`,
+      `network "${net.name}" (${net.cidr}) has no gateway; the node joins the network with the ` +
+        `gateway's address: give the network a gateway, or leave ${field} off`,
     );
   }
 }

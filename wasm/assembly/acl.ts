@@ -60,6 +60,7 @@ import {
   L_V4_COUNT,
   L_V6_COUNT,
   N_GW6_SLOT,
+  N_GW_V6,
   N_HOST_PORT,
   N_ID,
   RT_FROM,
@@ -646,9 +647,11 @@ export function acl(words: u32): i32 {
     if (f & 1) commit(idOf(ni), idOf(zi), false);
     if (f & 2) commit(idOf(ni), idOf(zi), true);
     const hostPort = load<u32>(net(ni), N_HOST_PORT);
-    if (f & 1 && hostPort != 0) hostCommit(idOf(ni), hostPort, idOf(zi), false);
-    // A dual-stack network's host port carries IPv6 too (builders.ts).
-    const v6Host = hostPort != 0 && load<u32>(net(ni), N_GW6_SLOT) != 0;
+    // A host port carries the families the network has gateways of (builders.ts).
+    const n = net(ni);
+    const gw6 = load<u32>(n, N_GW_V6) != 0;
+    if (f & 1 && hostPort != 0 && !gw6) hostCommit(idOf(ni), hostPort, idOf(zi), false);
+    const v6Host = hostPort != 0 && (gw6 || load<u32>(n, N_GW6_SLOT) != 0);
     if (f & 2 && v6Host) hostCommit(idOf(ni), hostPort, idOf(zi), true);
   }
   join();

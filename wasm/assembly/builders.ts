@@ -122,13 +122,17 @@ function networkFlows(n: usize): void {
   if (vxlan) classifyTunnel(n);
   else classifyPhysnet(n);
   const hostPort = load<u32>(n, N_HOST_PORT);
-  // A dual-stack network's host port has its IPv6 gateway too (gw6 below).
+  // A host port carries each family the network has a gateway of: IPv4 (`gw`, unless it is
+  // IPv6), IPv6 (a dual-stack network's `gw6`, or an IPv6-only network's `gw`).
+  const gw = load<u32>(n, N_GW_SLOT);
   const gw6 = load<u32>(n, N_GW6_SLOT);
-  if (hostPort != 0) {
+  const hostV4 = hostPort != 0 && gw != 0 && load<u32>(n, N_GW_V6) == 0;
+  const hostV6 = hostPort != 0 && (gw6 != 0 || load<u32>(n, N_GW_V6) != 0);
+  if (hostV4) {
     classifyHost(n, ",arp,in_port=");
     classifyHost(n, ",ip,in_port=");
-    if (gw6 != 0) classifyHost(n, ",ipv6,in_port=");
   }
+  if (hostV6) classifyHost(n, ",ipv6,in_port=");
   const rFirst = load<u32>(n, N_REMOTE_FIRST);
   const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
   for (let i = rFirst; i < rLast; i++) {
@@ -139,7 +143,6 @@ function networkFlows(n: usize): void {
     for (let k = v4; k < v4End; k++) arpReply(n, 0, mac, v4Slot(k));
   }
   // The gateway is answered like a port of the network (arpReply), and answers pings.
-  const gw = load<u32>(n, N_GW_SLOT);
   if (gw != 0 && load<u32>(n, N_GW_V6) == 0) {
     arpReply(n, 0, load<u64>(n, N_GW_MAC), v4Slot(gw - 1));
     gatewayPing(n, v4Slot(gw - 1), false);
@@ -157,9 +160,11 @@ function networkFlows(n: usize): void {
   // With a host port, what reaches the gateway MAC goes to the node: IP through ROUTE (routes
   // first, hostExit below them), ARP replies, neighbour advertisements and the rest straight.
   if (gw != 0 && hostPort != 0) {
-    routeIn(n);
-    hostExit(n);
-    if (gw6 != 0) {
+    if (hostV4) {
+      routeIn(n);
+      hostExit(n);
+    }
+    if (hostV6) {
       routeIn(n, true);
       hostExit(n, true);
     }

@@ -679,10 +679,10 @@ scenarios.routing6 = {
 };
 
 /**
- * A dual-stack network's host port (../../agent/PIPELINE.md, "Host port"): red (1, vxlan, IPv4 and
- * IPv6 gateways) has host port 50 and a pod with security groups (IPv4 and IPv6 from the node are
+ * Host ports and IPv6 (../../agent/PIPELINE.md, "Host port"): red (1, vxlan, IPv4 and IPv6
+ * gateways) has host port 50 and a pod with security groups (IPv4 and IPv6 from the node are
  * committed past its ingress rules); the host port carries IPv6 (neighbour discovery, egress) as it
- * does IPv4.
+ * does IPv4. blue (2, vlan, IPv6 only) has host port 51: IPv6 alone, no ARP or IPv4 from it.
  */
 scenarios.host_ports6 = {
   tunnelPort: 100,
@@ -696,9 +696,19 @@ scenarios.host_ports6 = {
       gateway6: "fd00:1::1",
       hostPort: 50,
     },
+    {
+      id: 2,
+      type: "vlan",
+      segmentId: 300,
+      physnetPort: 200,
+      gateway: "fd00:2::1",
+      gatewayMac: "0a:58:0a:02:00:01",
+      hostPort: 51,
+    },
   ],
   localPorts: [
     { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2", "fd00:1::2"], cookie: 1 },
+    { ofport: 2, network: 2, mac: "02:00:0a:02:00:02", ips: ["fd00:2::2"], cookie: 2 },
   ],
   remotePorts: [
     {
