@@ -104,6 +104,28 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
     },
   );
 
+  await t.step(
+    "an IPv6-only advertised network: learned from the node of its pod, reached from the host over TCP",
+    async () => {
+      await api(stack, "POST", "tenants/acme/networks", {
+        name: "front6",
+        cidr: "fd80:2::/64",
+        gateway: "fd80:2::1",
+        advertise: true,
+      }, 201);
+      const p = await pod(n1, "f6", "acme", "front6");
+      await learns(
+        fabric,
+        new Map([["fd80:2::/64", [underlay6(ip1)]], [`${p.ip}/128`, [underlay6(ip1)]]]),
+      );
+      const tcp = await tcpExchange(cleanup, fabric.host, ns(p), p.ip, 100_000);
+      assert.ok(tcp.ok, `host to the IPv6-only ${p.name}: ${JSON.stringify(tcp)}`);
+      assert.equal((await p.del()).code, 0, "DEL f6");
+      await api(stack, "DELETE", "tenants/acme/networks/front6", undefined, 204);
+      await forgets(fabric, ["fd80:2::/64", `${p.ip}/128`]);
+    },
+  );
+
   await t.step("a network not advertised is neither learned nor reached", async () => {
     const learned = await fabric.learned();
     assert.deepEqual([...learned.keys()].filter((k) => k.startsWith("10.81.")), []);
