@@ -135,8 +135,18 @@ export type NetworkDelegate =
 export interface RouterInfo {
   name: string;
   tenant: string;
-  /** The networks it connects: name, the manager's network ID, subnet and gateway. */
-  networks: { name: string; id: string; cidr: string; gateway: string }[];
+  /**
+   * The networks it connects: name, the manager's network ID, subnet and gateway (IPv4, or an
+   * IPv6-only network's), and a dual-stack network's IPv6 subnet and gateway: routed too.
+   */
+  networks: {
+    name: string;
+    id: string;
+    cidr: string;
+    gateway: string;
+    cidr6?: string;
+    gateway6?: string;
+  }[];
   /** Static routes: traffic for `dst` goes to the port with address `via` on a connected network. */
   routes: { dst: string; via: string }[];
   description?: string;

@@ -13,7 +13,7 @@ import {
   type SecurityGroup,
   type ServiceInfo,
 } from "@knitter/common";
-import { parseIp, parseMac } from "@knitter/common/address";
+import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import type { RouterInfo } from "@knitter/common";
 import { requireFlagsOf, str, VERB_FLAGS } from "./args.ts";
 import { DEFAULT_AGENT_SOCKET, traceOnAgent } from "./agent_client.ts";
@@ -45,10 +45,12 @@ export async function trace(c: AttachContext): Promise<void> {
   }
   const f = c.line.flags;
   const offline = f.offline === true;
-  const to = str(f, "dst");
-  if (!to || !isIpv4(to)) {
-    throw new UsageError("trace needs --dst IP, the destination's IPv4 address");
+  const dst = str(f, "dst");
+  if (!dst || !isIp(dst)) {
+    throw new UsageError("trace needs --dst IP, the destination's IPv4 or IPv6 address");
   }
+  // Canonical, as the ports and the flows spell addresses.
+  const to = canonicalIp(dst);
   const proto = str(f, "proto") ?? "icmp";
   if (!["tcp", "udp", "icmp"].includes(proto)) {
     throw new UsageError(`--proto "${proto}" must be tcp, udp or icmp`);
@@ -57,9 +59,16 @@ export async function trace(c: AttachContext): Promise<void> {
   if (dport !== undefined && proto === "icmp") {
     throw new UsageError("--dport goes with --proto tcp or udp");
   }
-  for (const [flag, ok] of [["src-ip", isIpv4], ["src-mac", isMac], ["mac", isMac]] as const) {
+  for (const [flag, ok] of [["src-ip", isIp], ["src-mac", isMac], ["mac", isMac]] as const) {
     const v = str(f, flag);
     if (v !== undefined && !ok(v)) throw new UsageError(`--${flag} "${v}" is malformed`);
+  }
+  // A packet is of one family: its source's is the destination's.
+  for (const flag of ["src-ip", "ip"]) {
+    const v = str(f, flag);
+    if (v !== undefined && isIp(v) && isIpv4(v) !== isIpv4(to)) {
+      throw new UsageError(`--${flag} "${v}" is not of --dst ${to}'s family`);
+    }
   }
 
   const whatIf = str(f, "src") === undefined && offline ? whatIfArgs(c) : undefined;
@@ -101,7 +110,7 @@ export async function trace(c: AttachContext): Promise<void> {
     dst: to,
     proto: proto as TraceAsk["proto"],
     ...(dport !== undefined ? { dport: V.integer("dport", dport, 0, 65535) } : {}),
-    ...(str(f, "src-ip") !== undefined ? { srcIp: str(f, "src-ip") } : {}),
+    ...(str(f, "src-ip") !== undefined ? { srcIp: canonicalIp(str(f, "src-ip")!) } : {}),
     ...(srcMac !== undefined ? { srcMac: parseMac(srcMac)! } : {}),
   };
   const { packet, target } = tracePlan(model, ask);
@@ -156,8 +165,9 @@ function source(c: AttachContext, ports: Port[]): { src: Port; hypothetical: boo
   }
   const parts = from.split("/");
   let found: Port[];
-  if (isIpv4(from)) {
-    found = ports.filter((p) => p.ip === from && p.node);
+  if (isIp(from)) {
+    const ip = canonicalIp(from);
+    found = ports.filter((p) => (p.ip === ip || p.ip6 === ip) && p.node);
     if (found.length > 1 && str(f, "tenant") !== undefined) {
       found = found.filter((p) => p.tenant === c.settings.tenant);
     }
@@ -165,7 +175,7 @@ function source(c: AttachContext, ports: Port[]): { src: Port; hypothetical: boo
     const [tenant, network, id] = parts;
     found = ports.filter((p) => p.tenant === tenant && p.network === network && p.id === id);
   } else {
-    throw new UsageError(`--src "${from}" must be TENANT/NETWORK/PORT or an IPv4 address`);
+    throw new UsageError(`--src "${from}" must be TENANT/NETWORK/PORT or an IP address`);
   }
   if (found.length === 0) {
     throw new UsageError(`No port ${from} bound to a node: "knitctl get ports" lists them`);
@@ -198,12 +208,12 @@ function whatIfArgs(c: AttachContext): { node: string; network: string; ip: stri
   const node = str(f, "node");
   const network = str(f, "network");
   const ip = str(f, "ip");
-  if (!node || !network || !ip || !isIpv4(ip)) {
+  if (!node || !network || !ip || !isIp(ip)) {
     throw new UsageError(
       "trace --offline of a pod that does not exist yet needs --node NAME, --network NAME (-t TENANT) and --ip IP (or --src for an existing one)",
     );
   }
-  return { node, network, ip };
+  return { node, network, ip: canonicalIp(ip) };
 }
 
 /** The port a pod on `network` would get, as if bound to the node now. */
@@ -222,8 +232,8 @@ function whatIfPort(
     ...(net.segmentId !== undefined ? { segmentId: net.segmentId } : {}),
     ...(net.physnet !== undefined ? { physnet: net.physnet } : {}),
     ip: w.ip,
-    address: `${w.ip}/32`,
-    family: 4,
+    address: `${w.ip}/${isIpv4(w.ip) ? 32 : 128}`,
+    family: isIpv4(w.ip) ? 4 : 6,
     mac: parseMac(str(c.line.flags, "mac") ?? "") ?? "02:00:00:00:ff:01",
     mtu: net.mtu,
     routes: [],
@@ -272,6 +282,14 @@ function render(r: TraceReport): string {
 
 function isIpv4(text: string): boolean {
   return parseIp(text)?.family === 4;
+}
+
+function isIp(text: string): boolean {
+  return parseIp(text) !== null;
+}
+
+function canonicalIp(text: string): string {
+  return formatIp(parseIp(text)!);
 }
 
 function isMac(text: string): boolean {

@@ -78,10 +78,12 @@ export function tracePlan(
 ): { packet: TracePacket; target: TraceTarget; ports: Port[] } {
   const { src, dst: to } = ask;
   const all = ask.hypothetical ? [...model.ports, src] : model.ports;
+  // A port has the address as its own (IPv4, or an IPv6-only port's IPv6) or its IPv6 (ip6).
+  const has = (p: Port) => p.ip === to || p.ip6 === to;
   // On its own network first, then the tenant's (a router may connect it), then anyone's.
-  const owner = all.find((p) => p.ip === to && p.networkId === src.networkId) ??
-    all.find((p) => p.ip === to && p.node && p.networkTenant === src.networkTenant) ??
-    all.find((p) => p.ip === to && p.node);
+  const owner = all.find((p) => has(p) && p.networkId === src.networkId) ??
+    all.find((p) => has(p) && p.node && p.networkTenant === src.networkTenant) ??
+    all.find((p) => has(p) && p.node);
   // No port has it: a service's VIP, of its network first, then of the tenant's.
   const service = owner
     ? undefined
@@ -122,7 +124,7 @@ export function tracePlan(
       : service
       ? serviceMac(service)
       : "ff:ff:ff:ff:ff:ff",
-    ipSrc: ask.srcIp ?? src.ip,
+    ipSrc: ask.srcIp ?? sourceIp(src, to),
     ipDst: to,
     ...(known && ask.dport !== undefined ? { dstPort: ask.dport } : {}),
   };
@@ -210,11 +212,29 @@ export function sourceOf(ask: TraceAsk): TraceReport["source"] {
   };
 }
 
-/** Whether `to` lies off the source port's subnet, with a gateway to send it to. */
+/**
+ * The source's address and gateway of `to`'s family: a dual-stack port's IPv6 ones for an IPv6
+ * destination (address6, gateway6), else its own.
+ */
+function sideOf(src: Port, to: string): { address?: string; gateway?: string } {
+  const v6 = to.includes(":");
+  if (v6 === src.address.includes(":")) return { address: src.address, gateway: src.gateway };
+  return v6 ? { address: src.address6, gateway: src.gateway6 } : {};
+}
+
+/** The source address of a packet to `to`: the port's of that family (its own when it has none). */
+function sourceIp(src: Port, to: string): string {
+  const address = sideOf(src, to).address;
+  return address === undefined ? src.ip : address.slice(0, address.indexOf("/"));
+}
+
+/** Whether `to` lies off the source port's subnet of its family, with a gateway to send it to. */
 function offSubnet(src: Port, to: string): boolean {
-  const own = parseIpPrefix(src.address, "required");
+  const side = sideOf(src, to);
+  if (side.address === undefined || side.gateway === undefined) return false;
+  const own = parseIpPrefix(side.address, "required");
   const ip = parseIp(to);
-  if ("error" in own || !ip || own.prefix === undefined || src.gateway === undefined) return false;
+  if ("error" in own || !ip || own.prefix === undefined) return false;
   return !cidrContains(networkOf(own.ip, own.prefix), ip);
 }
 

@@ -118,14 +118,14 @@ Deno.test("advertise: with no advertisable ranges configured nothing is advertis
   );
 });
 
-Deno.test("advertise: needs an IPv4 gateway (the node's host port), and Knitter's own data plane", async () => {
+Deno.test("advertise: needs a gateway (the node's host port), and Knitter's own data plane", async () => {
   using t = await world();
   must(await t.call("POST", ACME, net("bare", "10.3.0.0/24"), TOKEN.acme), 201);
   mustFail(
     await attempt(t)("PATCH", `${ACME}/bare`, { advertise: true }, TOKEN.admin),
     400,
     "invalid_request",
-    { field: "advertise", message: /no IPv4 gateway/ },
+    { field: "advertise", message: /no gateway/ },
   );
   mustFail(
     await attempt(t)(

@@ -60,26 +60,25 @@ Deno.test("node reach: only an admin turns egress or hostAccess on (the node's a
   assert.deepEqual([blue.egress, blue.hostAccess], [false, false]);
 });
 
-Deno.test("node reach: both need an IPv4 gateway, with an error that says what to do", async () => {
+Deno.test("node reach: both need a gateway, with an error that says what to do; an IPv6-only network's will do", async () => {
   using t = await world();
   must(await t.call("POST", NETS, net("bare", "10.3.0.0/24"), TOKEN.acme), 201);
   mustFail(
     await attempt(t)("PATCH", `${NETS}/bare`, { egress: true }, TOKEN.admin),
     400,
     "invalid_request",
-    { field: "egress", message: /has no IPv4 gateway.*give the network an IPv4 cidr and gateway/ },
+    { field: "egress", message: /has no gateway.*give the network a gateway/ },
   );
-  mustFail(
-    await attempt(t)(
+  const six = must(
+    await t.call(
       "POST",
       NETS,
-      net("six", "fd00:6::/64", { gateway: "fd00:6::1", hostAccess: true }),
+      net("six", "fd00:6::/64", { gateway: "fd00:6::1", hostAccess: true, egress: true }),
       TOKEN.admin,
     ),
-    400,
-    "invalid_request",
-    { field: "hostAccess", message: /no IPv4 gateway/ },
+    201,
   );
+  assert.deepEqual([six.egress, six.hostAccess], [true, true]);
 });
 
 Deno.test("node reach: hostAccess networks overlap neither each other nor egress networks, and another tenant's is not named", async () => {
@@ -160,4 +159,49 @@ Deno.test("node reach: a cluster's monitor turns them on as the admin's delegate
   assert.deepEqual([on.egress, on.hostAccess], [true, true]);
   const other = await attempt(t)("PATCH", "tenants/globex/networks/red", { egress: true }, monitor);
   assert.ok(other.status === 403 || other.status === 404, JSON.stringify(other));
+});
+
+Deno.test("node reach: a dual-stack network's IPv6 subnet overlaps no other hostAccess network's either (the node routes both families in its main table)", async () => {
+  using t = await world();
+  const dual = (name: string, third: number, cidr6: string, more = {}) =>
+    net(name, `10.${third}.0.0/24`, {
+      gateway: `10.${third}.0.1`,
+      cidr6,
+      gateway6: cidr6.replace("::/64", "::1").replace("::/48", "::1"),
+      ...more,
+    });
+  must(
+    await t.call("POST", NETS, dual("red6", 5, "fd00:5::/64", { hostAccess: true }), TOKEN.admin),
+    201,
+  );
+  // Other IPv4 subnets, an IPv6 subnet around red6's: refused, naming the setting.
+  const refused = mustFail(
+    await attempt(t)(
+      "POST",
+      "tenants/globex/networks",
+      dual("wide6", 6, "fd00:5::/48", { hostAccess: true }),
+    ),
+    409,
+    "conflict",
+    { field: "hostAccess", message: /fd00:5::\/48 overlaps a network of another tenant/ },
+  );
+  assert.doesNotMatch(refused, /acme|red6/);
+  // Turned on later, the same.
+  must(await t.call("POST", "tenants/globex/networks", dual("wide6", 6, "fd00:5::/48")), 201);
+  mustFail(
+    await attempt(t)("PATCH", "tenants/globex/networks/wide6", { egress: true }),
+    409,
+    "conflict",
+    { field: "egress" },
+  );
+  // Disjoint IPv6 subnets are fine.
+  must(
+    await t.call(
+      "POST",
+      "tenants/initech/networks",
+      dual("apart6", 7, "fd00:7::/64", { hostAccess: true }),
+      TOKEN.admin,
+    ),
+    201,
+  );
 });

@@ -161,13 +161,13 @@ Deno.test("attack: a network already on one router cannot be taken by another (4
   );
 });
 
-Deno.test("a network without an IPv4 gateway and malformed static routes are refused with the field", async () => {
+Deno.test("a network without a gateway and malformed static routes are refused with the field", async () => {
   using t = await world();
   const req = attempt(t);
   const post = (body: unknown) => req("POST", `${ACME}/routers`, body, TOKEN.acme);
   mustFail(await post({ name: "r", networks: ["red", "nogw"] }), 400, "invalid_request", {
     field: "networks[1]",
-    message: /no IPv4 gateway/,
+    message: /no gateway/,
   });
   mustFail(await post({ name: "r", networks: ["red", "red"] }), 400, "invalid_request", {
     field: "networks[1]",
@@ -181,7 +181,8 @@ Deno.test("a network without an IPv4 gateway and malformed static routes are ref
   const cases: [string, string, string, RegExp][] = [
     ["10.7.0.0/33", "10.1.0.5", "routes[0].dst", /./],
     ["10.7.0.1/24", "10.1.0.5", "routes[0].dst", /host bits/],
-    ["fd00::/64", "10.1.0.5", "routes[0].dst", /not IPv4/],
+    ["fd00::/64", "10.1.0.5", "routes[0].via", /10.1.0.5 is IPv4 but dst fd00::\/64 is IPv6/],
+    ["10.7.0.0/24", "fd00::5", "routes[0].via", /fd00::5 is IPv6 but dst 10.7.0.0\/24 is IPv4/],
     ["10.7.0.0/24", "10.8.0.5", "routes[0].via", /not an address in a connected network/],
     ["10.7.0.0/24", "10.1.0.1", "routes[0].via", /gateway of network "red"/],
     ["10.1.0.0/16", "10.1.0.5", "routes[0].via", /lead to itself/],
@@ -261,4 +262,115 @@ Deno.test("a router: created, listed, replaced and deleted; each change on the f
   assert.deepEqual(await routerProblems(), [
     `router "acme/again" connects network ${red}, which is not indexed as its`,
   ]);
+});
+
+/**
+ * IPv6: acme's red6 (dual stack: 10.4.0.0/24 and fd00:4::/64) and blue6 (IPv6 only, fd00:5::/64);
+ * globex's v6 has the same IPv6 CIDR as blue6.
+ */
+async function world6(): Promise<TestApp> {
+  const t = await world();
+  const nets: [string, ReturnType<typeof net>][] = [
+    [
+      ACME,
+      net("red6", "10.4.0.0/24", {
+        gateway: "10.4.0.1",
+        cidr6: "fd00:4::/64",
+        gateway6: "fd00:4::1",
+      }),
+    ],
+    [ACME, net("blue6", "fd00:5::/64", { gateway: "fd00:5::1" })],
+    [GLOBEX, net("v6", "fd00:5::/64", { gateway: "fd00:5::1" })],
+  ];
+  for (const [tenant, body] of nets) must(await t.call("POST", `${tenant}/networks`, body), 201);
+  return t;
+}
+
+Deno.test("attack: an IPv6 static route cannot lead into another tenant's network (400), nor can its network be named", async () => {
+  using t = await world6();
+  const req = attempt(t);
+  const post = (body: unknown) => req("POST", `${ACME}/routers`, body, TOKEN.acme);
+  // fd00:6::9 is in no network of acme's router (globex could own it): refused, nothing changed.
+  mustFail(
+    await post({
+      name: "r",
+      networks: ["red6", "blue6"],
+      routes: [{ dst: "fd00:9::/48", via: "fd00:6::9" }],
+    }),
+    400,
+    "invalid_request",
+    { field: "routes[0].via", message: /not an address in a connected network/ },
+  );
+  // globex's v6 has blue6's very CIDR: only acme's blue6 is ever the one a route names.
+  mustFail(await post({ name: "r", networks: ["red6", "v6"] }), 404, "not_found", {
+    field: "networks[1]",
+  });
+  const made = must(
+    await t.call("POST", `${ACME}/routers`, {
+      name: "r",
+      networks: ["red6", "blue6"],
+      routes: [{ dst: "fd00:9::/48", via: "fd00:5::9" }],
+    }, TOKEN.acme),
+    201,
+  );
+  assert.deepEqual(made.routes, [{ dst: "fd00:9::/48", via: "fd00:5::9" }]);
+});
+
+Deno.test("attack: IPv6 subnets that overlap are refused (409), per family", async () => {
+  using t = await world6();
+  // A record with an IPv6 CIDR around blue6's, as an older manager could have left it.
+  const blue6 = (await t.store.get<NetworkRecord>(keys.network("acme", "blue6"))).value!;
+  const wide6 = { ...blue6, id: crypto.randomUUID(), name: "wide6", cidr: "fd00::/16" };
+  await t.store.commit([], [{ type: "set", key: keys.network("acme", "wide6"), value: wide6 }]);
+  const req = attempt(t);
+  mustFail(
+    await req("POST", `${ACME}/routers`, { name: "r", networks: ["red6", "wide6"] }, TOKEN.acme),
+    409,
+    "conflict",
+    { field: "networks[1]", message: /"red6" \(fd00:4::\/64\) and "wide6" \(fd00::\/16\) overlap/ },
+  );
+  // IPv4 and IPv6 subnets never overlap: red (10.1.0.0/24) and blue6 (fd00:5::/64) join.
+  must(
+    await t.call("POST", `${ACME}/routers`, { name: "r", networks: ["red", "blue6"] }, TOKEN.acme),
+    201,
+  );
+});
+
+Deno.test("an IPv6 router: a dual-stack network's IPv6 side and an IPv6-only network, its record and static routes", async () => {
+  using t = await world6();
+  const router = must(
+    await t.call("POST", `${ACME}/routers`, {
+      name: "r",
+      networks: ["red6", "blue6", "blue"],
+      routes: [{ dst: "FD00:9::/48", via: "fd00:5::9" }, { dst: "10.9.0.0/16", via: "10.2.0.9" }],
+    }, TOKEN.acme),
+    201,
+  );
+  assert.deepEqual(
+    (router.networks as Record<string, string>[]).map((n) => [n.name, n.cidr, n.cidr6]),
+    [["red6", "10.4.0.0/24", "fd00:4::/64"], ["blue6", "fd00:5::/64", undefined], [
+      "blue",
+      "10.2.0.0/24",
+      undefined,
+    ]],
+  );
+  assert.equal((router.networks as Record<string, string>[])[0].gateway6, "fd00:4::1");
+  // Canonical, as the agents' flows compare them.
+  assert.deepEqual(router.routes, [
+    { dst: "fd00:9::/48", via: "fd00:5::9" },
+    { dst: "10.9.0.0/16", via: "10.2.0.9" },
+  ]);
+  const req = attempt(t);
+  const put = (routes: unknown) =>
+    req("PUT", `${ACME}/routers/r`, { networks: ["red6", "blue6"], routes }, TOKEN.acme);
+  const cases: [unknown, RegExp][] = [
+    [[{ dst: "fd00:9::/48", via: "fd00:5::1" }], /gateway of network "blue6", the router itself/],
+    [[{ dst: "fd00:9::/48", via: "fd00:4::1" }], /gateway of network "red6", the router itself/],
+    [[{ dst: "fd00:5::/56", via: "fd00:5::9" }], /lies inside fd00:5::\/56/],
+    [[{ dst: "fd00:9::/48", via: "10.4.0.9" }], /is IPv4 but dst fd00:9::\/48 is IPv6/],
+  ];
+  for (const [routes, message] of cases) {
+    mustFail(await put(routes), 400, "invalid_request", { field: "routes[0].via", message });
+  }
+  await checkStore(t.store);
 });

@@ -516,13 +516,16 @@ export const FloatingStint = z.object({
 
 /** A router's static route: `dst` through a pod's address on one of its networks. */
 const StaticRoute = z.strictObject({
-  dst: CidrText.meta({ description: "an IPv4 destination CIDR" }),
-  via: IpText.meta({ description: "the next hop: a port's address on a connected network" }),
+  dst: CidrText.meta({ description: "an IPv4 or IPv6 destination CIDR" }),
+  via: IpText.meta({
+    description: "the next hop, of dst's family: a port's address on a connected network",
+  }),
 });
 
 export const RouterUpdate = z.strictObject({
   networks: z.array(Name).min(1).max(16).meta({
-    description: "the tenant's own private networks with an IPv4 gateway, CIDRs disjoint",
+    description: "the tenant's own private networks with a gateway (IPv4, IPv6 or both), CIDRs " +
+      "disjoint per family",
   }),
   routes: z.array(StaticRoute).max(64).optional(),
   description: z.string().max(256).optional(),
@@ -542,6 +545,8 @@ export const Router = z.object({
     id: z.string(),
     cidr: z.string(),
     gateway: z.string(),
+    cidr6: z.string().optional().meta({ description: "a dual-stack network's IPv6 subnet" }),
+    gateway6: z.string().optional().meta({ description: "its IPv6 gateway: routed too" }),
   })),
   routes: z.array(z.object({ dst: z.string(), via: z.string() })),
   description: z.string().optional(),

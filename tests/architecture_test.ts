@@ -1016,3 +1016,35 @@ Deno.test("architecture: punts are written by wasm/assembly/slow_path.ts only, a
   }
   assert.deepEqual(speakers.sort(), ["agent/punt/openflow.ts", "agent/punt/router_slow_path.ts"]);
 });
+
+/**
+ * Issue 29, IPv6 routing: a router's routes of both families are made by one function
+ * (common/router_routes.ts flowRoutes: the IPv4 and IPv6 subnets a router joins, its static routes
+ * by their next hop's family), for the agent's flows and knitctl's offline trace alike, so the
+ * trace never names a route no node has; and one compiler module moves a packet into another
+ * network (`dec_ttl` with the new reg0), wasm/assembly/route.ts, for both families (route6.ts only
+ * parses and spells IPv6's), so isolation has one place to look at.
+ */
+Deno.test("architecture: routes of both families come from common/router_routes.ts only, and only wasm/assembly/route.ts routes a packet into another network", async () => {
+  const callers: string[] = [];
+  for (const dir of ["agent", "knitctl", "manager", "monitor", "common"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (isTest(path) || isBench(path)) continue;
+      if (/\bflowRoutes\(/.test(await Deno.readTextFile(file))) callers.push(path);
+    }
+  }
+  assert.deepEqual(callers.sort(), [
+    "agent/dataplane/dataplane.ts",
+    "common/router_routes.ts",
+    "knitctl/trace_model.ts",
+  ]);
+  const routers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}wasm/assembly`)) {
+    // A string that writes the action (a comment may name it).
+    if (/"[^"\n]*dec_ttl/.test(await Deno.readTextFile(file))) {
+      routers.push(file.slice(ROOT.length));
+    }
+  }
+  assert.deepEqual(routers, ["wasm/assembly/route.ts"]);
+});

@@ -10,7 +10,15 @@
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
 import { type Stack, type StackNode, startStack } from "../devstack/stack.ts";
-import { forgets, HOST, learns, speakBgp, startFabric, underlay6 } from "./support/bgp_fabric.ts";
+import {
+  forgets,
+  HOST,
+  HOST6,
+  learns,
+  speakBgp,
+  startFabric,
+  underlay6,
+} from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
@@ -76,6 +84,45 @@ Deno.test("e2e bgp: advertised networks learned by an external router with the r
         assert.equal(seen.length, 1, `${p.name} saw the host's address: ${seen}`);
         assert.match(seen[0], new RegExp(`${HOST.replaceAll(".", "\\.")}\\.\\d+ > ${p.ip}\\.`));
       }
+    },
+  );
+
+  await t.step(
+    "the host behind the router reaches each pod over IPv6 TCP too, and the pod sees the host's own address",
+    async () => {
+      for (const p of [f1, f2]) {
+        const cap = await startCapture(cleanup, ns(p), "eth0", `tcp and src host ${HOST6}`, {
+          count: 1,
+          timeoutMs: 20_000,
+        });
+        const tcp = await tcpExchange(cleanup, fabric.host, ns(p), p.ip6!, 100_000);
+        assert.ok(tcp.ok, `host to ${p.name} over IPv6: ${JSON.stringify(tcp)}`);
+        const seen = await cap.done(1000);
+        assert.equal(seen.length, 1, `${p.name} saw the host's address: ${seen}`);
+        assert.ok(seen[0].includes(`${HOST6}.`) && seen[0].includes(`> ${p.ip6}.`), seen[0]);
+      }
+    },
+  );
+
+  await t.step(
+    "an IPv6-only advertised network: learned from the node of its pod, reached from the host over TCP",
+    async () => {
+      await api(stack, "POST", "tenants/acme/networks", {
+        name: "front6",
+        cidr: "fd80:2::/64",
+        gateway: "fd80:2::1",
+        advertise: true,
+      }, 201);
+      const p = await pod(n1, "f6", "acme", "front6");
+      await learns(
+        fabric,
+        new Map([["fd80:2::/64", [underlay6(ip1)]], [`${p.ip}/128`, [underlay6(ip1)]]]),
+      );
+      const tcp = await tcpExchange(cleanup, fabric.host, ns(p), p.ip, 100_000);
+      assert.ok(tcp.ok, `host to the IPv6-only ${p.name}: ${JSON.stringify(tcp)}`);
+      assert.equal((await p.del()).code, 0, "DEL f6");
+      await api(stack, "DELETE", "tenants/acme/networks/front6", undefined, 204);
+      await forgets(fabric, ["fd80:2::/64", `${p.ip}/128`]);
     },
   );
 

@@ -28,8 +28,10 @@
  *   a hairpin's `ct_zone`, `ct_nw_dst` (the destination before that rewrite) and
  *   `ct(…,nat(src=…))`, which rewrites the source.
  *
- * Packets are IPv4 (TCP, UDP, ICMP echo requests) or ARP: IPv6 matches never hold. A field it does not know
- * throws, so a pipeline that grows a new match cannot be evaluated wrongly in silence.
+ * Packets are IPv4 or IPv6 (TCP, UDP, ICMP or ICMPv6 echo requests, by the family of their
+ * addresses) or ARP; neighbour discovery is never traced (`nd_*` matches never hold). A field it
+ * does not know throws, so a pipeline that grows a new match cannot be evaluated wrongly in
+ * silence.
  *
  * @module
  */
@@ -48,7 +50,10 @@ export interface ParsedFlow {
   actions: string[];
 }
 
-/** A packet as the trace builds it: IPv4 (TCP, UDP, ICMP) or an ARP request. */
+/**
+ * A packet as the trace builds it: IPv4 or IPv6 (TCP, UDP, ICMP: its addresses say which) or an
+ * ARP request.
+ */
 export interface EvalPacket {
   proto: "tcp" | "udp" | "icmp" | "arp";
   inPort: number;
@@ -205,23 +210,47 @@ function inCidr(value: string, ip: string): boolean {
   return Math.floor(ipv4Num(base) / size) === Math.floor(ipv4Num(ip) / size);
 }
 
+/** An IPv6 address as a number (RFC 4291 text: `::`, and a dotted IPv4 tail). */
+export function ipv6Num(text: string): bigint {
+  const [head, tail] = text.includes("::") ? text.split("::") : [text, undefined];
+  const groups = (part: string | undefined) =>
+    (part ? part.split(":") : []).flatMap((g) =>
+      g.includes(".") ? [ipv4Num(g) >>> 16, ipv4Num(g) & 0xffff] : [parseInt(g, 16)]
+    );
+  const h = groups(head);
+  const t = groups(tail);
+  const words = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill(0), ...t];
+  return words.reduce((v, w) => (v << 16n) | BigInt(w), 0n);
+}
+
+/** Whether IPv6 `ip` is `value`: an address, or `x:x::/n` (a route's or a peer's prefix). */
+function inCidr6(value: string, ip: string): boolean {
+  const [base, bits] = value.split("/");
+  const drop = 128n - BigInt(bits ?? 128);
+  return ipv6Num(base) >> drop === ipv6Num(ip) >> drop;
+}
+
 function matchesField(s: State, key: string, value: string): boolean {
   const p = s.p;
   const isIp = p.proto !== "arp";
+  // The family of an IP packet is its addresses'.
+  const v6 = isIp && p.ipDst.includes(":");
   switch (key) {
     case "ip":
-      return isIp;
+      return isIp && !v6;
     case "arp":
       return !isIp;
     case "tcp":
     case "udp":
     case "icmp":
-      return p.proto === key;
+      return !v6 && p.proto === key;
     case "ipv6":
+      return v6;
     case "icmp6":
+      return v6 && p.proto === "icmp";
     case "tcp6":
     case "udp6":
-      return false;
+      return v6 && p.proto === key.slice(0, 3);
     case "ct_state":
       return matchesCtState(s, value);
     case "ct_zone":
@@ -251,9 +280,9 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "dl_dst":
       return matchesMac(value, p.dlDst);
     case "nw_src":
-      return isIp && inCidr(value, p.ipSrc);
+      return isIp && !v6 && inCidr(value, p.ipSrc);
     case "nw_dst":
-      return isIp && inCidr(value, p.ipDst);
+      return isIp && !v6 && inCidr(value, p.ipDst);
     case "arp_spa":
       return !isIp && value === p.ipSrc;
     case "arp_tpa":
@@ -269,16 +298,18 @@ function matchesField(s: State, key: string, value: string): boolean {
     case PUNT_REGISTER:
       return matchesMasked(value, s.regs.get(key) ?? 0n);
     case "icmp_type":
-      // An ICMP packet of a trace is an echo request (ping); under icmp6 this is never reached.
-      return p.proto === "icmp" && Number(value) === 8;
+      // An ICMP packet of a trace is an echo request (ping): type 8, or 128 under icmp6.
+      return p.proto === "icmp" && Number(value) === (v6 ? 128 : 8);
     case "icmp_code":
       return p.proto === "icmp" && Number(value) === 0;
     case "ipv6_src":
+      return v6 && inCidr6(value, p.ipSrc);
     case "ipv6_dst":
+      return v6 && inCidr6(value, p.ipDst);
     case "nd_sll":
     case "nd_tll":
     case "nd_target":
-      // Only under icmp6 or ipv6, which never hold for an IPv4 or ARP packet.
+      // Only under neighbour discovery (icmp_type 135, 136), which a trace never sends.
       return false;
   }
   throw new Error(`The offline evaluator does not know the match field "${key}"`);
@@ -363,14 +394,10 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
       // ip_dscp (a network's marking): no flow of the pipeline matches on it.
       else if (
         ![
-          "xreg1",
-          "tun_dst",
-          "arp_op",
-          "eth_src",
-          "ip_src",
-          "icmp_type",
-          "ip_dscp",
+          ...["xreg1", "tun_dst", "arp_op", "eth_src", "ip_src", "icmp_type", "ip_dscp"],
           PUNT_REGISTER,
+          // The gateway's ICMPv6 echo reply, reported, not rewritten.
+          ...["ipv6_src", "icmpv6_type"],
         ].includes(field)
       ) {
         throw new Error(`The offline evaluator does not know set_field to "${field}"`);

@@ -46,7 +46,8 @@ export interface FlowNetwork {
   /**
    * Ofport on br-int of the network's host port: the node's own interface on the network (egress,
    * the node reaching its pods; ../agent/PIPELINE.md, "Host port"). It has the gateway MAC and
-   * the IPv4 gateway address, so it needs an IPv4 `gateway`. None: the node is not on the network.
+   * the gateway's address (IPv4 or IPv6), so it needs a `gateway`; with `gateway6`, the IPv6
+   * gateway too (its IPv6 flows). None: the node is not on the network.
    */
   hostPort?: number;
   /**
@@ -112,17 +113,18 @@ export interface FlowRemotePort {
 }
 
 /**
- * A route from one network to another (../agent/PIPELINE.md, "Routing"): IPv4 that a port of
- * `from` sends to its gateway with a destination in `dst` goes to network `to`: to the port that
- * has the destination address (a connected network), or to the port with address `via` (a static
- * route; none of `to`'s ports has it yet: the route waits). Both networks need an IPv4 gateway.
+ * A route from one network to another (../agent/PIPELINE.md, "Routing"): IP of `dst`'s family that
+ * a port of `from` sends to its gateway with a destination in `dst` goes to network `to`: to the
+ * port that has the destination address (a connected network), or to the port with address `via`
+ * (a static route; none of `to`'s ports has it yet: the route waits). Both networks need a gateway
+ * of that family (an IPv6 one: `gateway`, or a dual-stack network's `gateway6`).
  */
 export interface FlowRoute {
   from: number;
   to: number;
-  /** IPv4 CIDR without host bits (`10.2.0.0/24`). */
+  /** IPv4 or IPv6 CIDR without host bits (`10.2.0.0/24`, `fd00:2::/64`). */
   dst: string;
-  /** The next hop's IPv4 address, a port of `to`; absent: `dst` is `to`'s own subnet. */
+  /** The next hop's address (of dst's family), a port of `to`; absent: `dst` is `to`'s subnet. */
   via?: string;
   /**
    * `to`'s MTU when it is smaller than `from`'s: a routed packet larger than that goes to the
@@ -272,12 +274,10 @@ function checkAdvertising(n: FlowNetwork, path: string): void {
   }
 }
 
-/** A host port answers as the gateway on IPv4 only (IPv6 egress is not done yet). */
+/** A host port answers as the network's gateways (IPv4, IPv6 or both): it needs one. */
 function checkHostPort(n: FlowNetwork, path: string): void {
   int(n.hostPort, 1, MAX_OFPORT, `${path}.hostPort`);
-  if (typeof n.gateway !== "string" || n.gateway.includes(":")) {
-    fail(`${path}.hostPort`, "a network with an IPv4 gateway", n.gateway ?? "no gateway");
-  }
+  if (typeof n.gateway !== "string") fail(`${path}.hostPort`, "a network with a gateway", "none");
 }
 
 /**
@@ -338,18 +338,25 @@ function itemName(kind: number, index: number): string {
   return `${KIND_NAMES[kind]}[${index}]`;
 }
 
-/** The errors of a route (kind ROUTE); `sub` 0 names `from`, 1 `to`. */
+/**
+ * The errors of a route (kind ROUTE); `sub` 0 names `from`, 1 `to`. A `dst` with a colon is an
+ * IPv6 route, checked against IPv6 gateways and a via of its family.
+ */
 function routeError(route: FlowRoute, at: string, code: number, sub: number): Error {
+  const family = route.dst.includes(":") ? "IPv6" : "IPv4";
   if (code === ERR.ROUTE_NETWORK) {
     const [field, id] = sub === 0 ? ["from", route.from] : ["to", route.to];
-    return new Error(`${at}.${field}: network ${id} is not here or has no IPv4 gateway`);
+    return new Error(`${at}.${field}: network ${id} is not here or has no ${family} gateway`);
   }
   if (code === ERR.BAD_ROUTE_DST) {
+    const form = family === "IPv6" ? "x:x::/n" : "a.b.c.d/n";
     return new Error(
-      `${at}.dst: ${JSON.stringify(route.dst)} is not an IPv4 CIDR without host bits (a.b.c.d/n)`,
+      `${at}.dst: ${
+        JSON.stringify(route.dst)
+      } is not an ${family} CIDR without host bits (${form})`,
     );
   }
-  return new Error(`${at}.via: ${JSON.stringify(route.via)} is not a unicast IPv4 address`);
+  return new Error(`${at}.via: ${JSON.stringify(route.via)} is not a unicast ${family} address`);
 }
 
 function portOf(input: FlowInput, kind: number, index: number): FlowLocalPort | FlowRemotePort {

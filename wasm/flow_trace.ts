@@ -12,7 +12,7 @@
 import { GATEWAY_MAC_PREFIX } from "./flow_input.ts";
 import { type EvalPacket, type ParsedFlow, parseFlowLine, parts } from "./flow_eval.ts";
 import { parseDumpFlows } from "./flows.ts";
-import { type FLOW_KINDS, FLOW_TABLES, PRIORITY, TABLE } from "./pipeline.ts";
+import { type FLOW_KINDS, FLOW_TABLES, MATCH, PRIORITY, TABLE } from "./pipeline.ts";
 import { type ACL_KINDS, ACL_PRIORITY, ACL_REG, ACL_TABLE, ACL_TABLES } from "./acl_pipeline.ts";
 import {
   type SERVICE_KINDS,
@@ -94,7 +94,10 @@ export interface TraceHop {
   outcomes: TraceOutcome[];
 }
 
-/** The packet a trace follows, with how it enters the node. */
+/**
+ * The packet a trace follows, with how it enters the node: IPv4 or IPv6 by its addresses (`icmp`
+ * is ICMPv6 between IPv6 addresses), or ARP.
+ */
 export interface TracePacket {
   proto: "tcp" | "udp" | "icmp" | "arp";
   dlSrc: string;
@@ -122,8 +125,9 @@ export function evalPacket(view: TraceView, ingress: TraceIngress, p: TracePacke
 
 /** The flow text `ovs-appctl ofproto/trace BRIDGE FLOW` takes for a packet. */
 export function ofprotoFlow(p: EvalPacket): string {
+  const v6 = p.proto !== "arp" && p.ipDst.includes(":");
   const head = [
-    p.proto,
+    v6 ? `${p.proto}6` : p.proto,
     `in_port=${p.inPort}`,
     ...(p.tunId !== undefined ? [`tun_id=0x${p.tunId.toString(16)}`] : []),
     p.vlan !== undefined ? `dl_vlan=${p.vlan}` : "vlan_tci=0",
@@ -136,13 +140,15 @@ export function ofprotoFlow(p: EvalPacket): string {
   }
   // An ICMP packet of a trace is an echo request (ping), as the offline evaluator assumes.
   const l4 = p.proto === "icmp"
-    ? ["icmp_type=8", "icmp_code=0"]
+    ? (v6 ? ["icmpv6_type=128", "icmpv6_code=0"] : ["icmp_type=8", "icmp_code=0"])
     : p.dstPort !== undefined
     ? [`${p.proto}_dst=${p.dstPort}`]
     : [];
-  // A pod's TTL (Linux sends 64): without one the packet would arrive with TTL 0, and a route's
-  // dec_ttl would drop it.
-  return [...head, `nw_src=${p.ipSrc}`, `nw_dst=${p.ipDst}`, "nw_ttl=64", ...l4].join(",");
+  const addrs = v6 ? ["ipv6_src", "ipv6_dst"] : ["nw_src", "nw_dst"];
+  // A pod's TTL or hop limit (Linux sends 64): without one the packet would arrive with 0, and a
+  // route's dec_ttl would drop it.
+  return [...head, `${addrs[0]}=${p.ipSrc}`, `${addrs[1]}=${p.ipDst}`, "nw_ttl=64", ...l4]
+    .join(",");
 }
 
 const TABLE_LINE = /^\s*(\d+)\. (.*)$/;
@@ -229,6 +235,11 @@ export type FlowKindName =
   | "default"
   | "unknown";
 
+/** Whether a flow matches IPv6 (a route's flows are of one family). */
+function v6Flow(f: ParsedFlow): boolean {
+  return f.match.some(([key]) => key === "ipv6");
+}
+
 /** The builder that makes a flow (the names of PIPELINE.md's "Flow kinds"). */
 export function flowKind(f: ParsedFlow): FlowKindName {
   const has = (k: string) => f.match.some(([key]) => key === k);
@@ -244,13 +255,19 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       if (has("tun_id")) return "classifyTunnel";
       // Only an inactive port's flow matches a source MAC here (PIPELINE.md, "Inactive ports").
       if (has("dl_src")) return "inactivePort";
-      // The host port's flows match ARP or IPv4 and load no reg1 (PIPELINE.md, "Host port").
-      if (has("arp") || has("ip")) return "classifyHost";
+      // The host port's flows match ARP, IPv4 or IPv6 and load no reg1 (PIPELINE.md, "Host port").
+      if (has("arp") || has("ip") || has("ipv6")) return "classifyHost";
       return f.actions.some((a) => a.endsWith("->reg1")) ? "classifyLocal" : "classifyPhysnet";
     case TABLE.SPOOF:
       if (has("arp")) return "spoofArp";
       if (has("icmp6")) return "spoofDad";
-      if (has("ipv6")) return "spoofIpv6";
+      // An IPv6 static route's destination: a prefix other than link-local's, or none for ::/0.
+      if (has("ipv6")) {
+        const src = value("ipv6_src");
+        return src === undefined || (src.includes("/") && src !== MATCH.LINK_LOCAL)
+          ? "spoofRouted"
+          : "spoofIpv6";
+      }
       // A static route's destination is a prefix (or none for /0); a port's own address is not.
       return value("nw_src")?.includes(".") && !value("nw_src")!.includes("/")
         ? "spoofIpv4"
@@ -397,7 +414,8 @@ export function explainHop(
         what = `from the node (its host port, ofport ${inPort}): ${netLabel}, as from outside`;
         break;
       case "hostExit":
-        what = `IPv4 to the gateway MAC of ${netLabel} that no route takes: to the node`;
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} to the gateway MAC of ${netLabel} that no route ` +
+          "takes: to the node";
         break;
       case "routeMiss":
         what = `no route of ${netLabel}'s router covers ${packet.ipDst}: to the slow path, ` +
@@ -422,7 +440,8 @@ export function explainHop(
           "pods reach the node";
         break;
       case "hostCommit":
-        what = "IPv4 from the node: committed, past the ingress rules (the node reaches its pods)";
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} from the node: committed, past the ingress rules ` +
+          "(the node reaches its pods)";
         break;
       case "spoofIpv4":
         what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
@@ -457,18 +476,21 @@ export function explainHop(
         break;
       case "spoofRouted":
         what = `source ${packet.ipSrc}: the port is the next hop of a static route for ${
-          f.match.find(([k]) => k === "nw_src")?.[1] ?? "every address"
+          f.match.find(([k]) => k === "nw_src" || k === "ipv6_src")?.[1] ?? "every address"
         }, so it may send from there`;
         break;
       case "routeIn":
-        what = `IPv4 to the gateway MAC of ${netLabel}: routed (a router connects it)`;
+        what = `${v6Flow(f) ? "IPv6" : "IPv4"} to the gateway MAC of ${netLabel}: routed (a ` +
+          "router connects it)";
         break;
       case "routeTo": {
-        const dst = f.match.find(([k]) => k === "nw_dst")?.[1] ?? "0.0.0.0/0";
+        const v6 = v6Flow(f);
+        const dst = f.match.find(([k]) => k === "nw_dst" || k === "ipv6_dst")?.[1] ??
+          (v6 ? "::/0" : "0.0.0.0/0");
         const hop = f.actions.find((a) => a.endsWith("->eth_dst"))?.slice(10, -9);
         what = `route ${dst} into ${netLabel}${
           hop ? ` through the next hop ${hop}` : ""
-        }: source MAC its gateway's, TTL decremented`;
+        }: source MAC its gateway's, ${v6 ? "hop limit" : "TTL"} decremented`;
         break;
       }
       case "serviceVip":
@@ -571,6 +593,9 @@ export function explainHop(
         what = "neighbour discovery the port may not send: dropped";
         break;
       case "spoofIpv6":
+        what = `source MAC ${packet.dlSrc} and address ${packet.ipSrc} are the port's own` +
+          dscpWords(f);
+        break;
       case "spoofDad":
         what = "IPv6 from the port's own MAC and addresses";
         break;

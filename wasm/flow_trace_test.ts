@@ -8,6 +8,7 @@ import {
   evalPacket,
   explainHop,
   flowKind,
+  ofprotoFlow,
   parseOfprotoTrace,
   type TraceView,
 } from "./flow_trace.ts";
@@ -50,7 +51,7 @@ Deno.test("flowKind names the builder of every compiled flow, at its table and p
       const k = FLOW_KINDS[kind as keyof typeof FLOW_KINDS];
       assert.ok(k, `${name}: ${line} is told as "${kind}"`);
       // A route's priority is the kind's plus twice its prefix length (plus one if static).
-      const priority = kind === "routeTo" && f.priority - k.priority <= 65
+      const priority = kind === "routeTo" && f.priority - k.priority <= 2 * 128 + 1
         ? k.priority
         : f.priority;
       assert.deepEqual([f.table, priority], [k.table, k.priority], `${name}: ${line}`);
@@ -192,6 +193,76 @@ Deno.test("offline: routed traffic is told step by step; a network no router con
   assert.match(
     isolated.outcomes[0].kind === "drop" ? isolated.outcomes[0].reason : "",
     /the sender gets ICMP net unreachable/,
+  );
+});
+
+Deno.test("offline: routed IPv6 is told step by step like IPv4 (the hop limit); a network no router connects is not reached", () => {
+  const model = scenarios.routing6;
+  const tables = flowTables(compileFlows(model));
+  const view = viewOf(model, (id) => `acme/net-${id}`);
+  const [red, cnf, green] = model.localPorts;
+  const ingress = { kind: "port", ofport: red.ofport } as const;
+  const trace = (ipDst: string, proto: "tcp" | "udp" | "icmp" = "tcp") => {
+    const packet = {
+      proto,
+      dlSrc: red.mac,
+      dlDst: model.networks[0].gatewayMac!,
+      // red's address of the destination's family.
+      ipSrc: red.ips[ipDst.includes(":") ? 1 : 0],
+      ipDst,
+      ...(proto === "icmp" ? {} : { dstPort: 80 }),
+    } as const;
+    const matched = evaluate(tables, evalPacket(view, ingress, packet)).matched;
+    return explainHop(view, ingress, packet, matched, { mode: "offline" });
+  };
+  // red's pod to blue's CNF on this node: into ROUTE, onto blue, to the port's MAC, out of its port.
+  for (const proto of ["tcp", "udp", "icmp"] as const) {
+    const routed = trace(cnf.ips[0], proto);
+    assert.deepEqual(routed.steps.map((s) => s.kind), [
+      "classifyLocal",
+      "spoofIpv6",
+      "routeIn",
+      "routeTo",
+      "nextHop",
+      "forwardLocal",
+    ], proto);
+    assert.match(routed.steps[2].what, /IPv6 to the gateway MAC of network acme\/net-1: routed/);
+    assert.match(routed.steps[3].what, /route fd00:2::\/64 into network acme\/net-2.*hop limit/);
+    assert.deepEqual(routed.outcomes.map((o) => o.kind === "local" && o.ofport), [cnf.ofport]);
+  }
+  // A static route goes straight to its next hop (the CNF), the /128 too.
+  for (const dst of ["fd00:9:0:1::1", "fd00:9:1::5"]) {
+    const viaCnf = trace(dst);
+    assert.deepEqual(viaCnf.steps.map((s) => s.kind).slice(2), [
+      "routeIn",
+      "routeTo",
+      "forwardLocal",
+    ]);
+    assert.match(viaCnf.steps[3].what, /through the next hop 02:00:0a:02:00:09/);
+  }
+  // green is on no router: red's ::/0 waits for its next hop, so nothing covers green's address.
+  const isolated = trace(green.ips[1]);
+  assert.equal(isolated.steps.at(-1)?.kind, "default");
+  assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
+  // Nobody's IPv4 is routed: red's IPv4 to the gateway MAC is dropped there.
+  const v4 = trace("10.3.0.2");
+  assert.equal(v4.outcomes[0].kind === "drop" && v4.outcomes[0].code, "gateway");
+});
+
+Deno.test("ofprotoFlow: an IPv6 packet is tcp6/udp6/icmp6 with ipv6 addresses and a hop limit", () => {
+  const base = { inPort: 1, dlSrc: "02:00:00:00:00:01", dlDst: "0a:58:00:00:00:01" };
+  assert.equal(
+    ofprotoFlow({ ...base, proto: "tcp", ipSrc: "fd00:1::2", ipDst: "fd00:2::9", dstPort: 80 }),
+    "tcp6,in_port=1,vlan_tci=0,dl_src=02:00:00:00:00:01,dl_dst=0a:58:00:00:00:01," +
+      "ipv6_src=fd00:1::2,ipv6_dst=fd00:2::9,nw_ttl=64,tcp_dst=80",
+  );
+  assert.match(
+    ofprotoFlow({ ...base, proto: "icmp", ipSrc: "fd00:1::2", ipDst: "fd00:2::9" }),
+    /^icmp6,.*,icmpv6_type=128,icmpv6_code=0$/,
+  );
+  assert.match(
+    ofprotoFlow({ ...base, proto: "icmp", ipSrc: "10.0.0.2", ipDst: "10.0.1.2" }),
+    /^icmp,.*nw_src=10\.0\.0\.2,nw_dst=10\.0\.1\.2,nw_ttl=64,icmp_type=8,icmp_code=0$/,
   );
 });
 

@@ -90,6 +90,25 @@ Deno.test("golden: every flow agent/PIPELINE.md shows under Host port is one the
   for (const line of block) assert.ok(golden.has(line), line);
 });
 
+/** The flow lines agent/PIPELINE.md shows in its section `heading`. */
+async function documentedFlows(heading: string): Promise<string[]> {
+  const doc = await Deno.readTextFile(new URL("../agent/PIPELINE.md", import.meta.url));
+  const at = doc.indexOf(heading);
+  const section = doc.slice(at, doc.indexOf("\n## ", at + 1));
+  return section.split("\n").filter((line) => line.startsWith("cookie="));
+}
+
+Deno.test("golden: every flow agent/PIPELINE.md shows under Routing (IPv6) and Host port (IPv6) is one routing6 or host_ports6 compiles", async () => {
+  const routing = await documentedFlows("## Routing");
+  assert.ok(routing.some((l) => l.includes("ipv6_dst=")), "the Routing section shows IPv6 routes");
+  const routed = new Set(compileFlows(scenarios.routing6));
+  for (const line of routing) assert.ok(routed.has(line), line);
+  const host = (await documentedFlows("## Host port")).filter((l) => l.includes("ipv6"));
+  assert.equal(host.length, 4, "the Host port section shows the IPv6 flows");
+  const golden = new Set(compileFlows(scenarios.host_ports6));
+  for (const line of host) assert.ok(golden.has(line), line);
+});
+
 // ---- Random models.
 
 function hex(v: number, width: number): string {
@@ -178,9 +197,9 @@ function randomModel(rand: () => number, maxPorts: number): FlowInput {
   };
   const localPorts: FlowLocalPort[] = [];
   const ofports = new Set([tunnelPort, ...physnets]);
-  // Host ports (the node on the network) on some networks with an IPv4 gateway.
+  // Host ports (the node on the network) on some networks with a gateway (IPv4 or IPv6).
   for (const [i, n] of networks.entries()) {
-    if (n.gateway === undefined || n.gateway.includes(":") || rand() < 0.5) continue;
+    if (n.gateway === undefined || rand() < 0.5) continue;
     n.hostPort = 300 + i;
     ofports.add(n.hostPort);
   }
@@ -242,6 +261,44 @@ function randomRoutes(
       routes.push({ from: from.id, to: to.id, dst, via });
     }
   }
+  return [...routes, ...randomRoutes6(rand, networks, [...locals, ...remotes])];
+}
+
+/**
+ * Routes between the networks with an IPv6 gateway (their gateway's /64; a dual-stack network's
+ * gateway6): connected ones and static ones through an IPv6 address of a port of `to`, or one no
+ * port has.
+ */
+function randomRoutes6(
+  rand: () => number,
+  networks: FlowNetwork[],
+  ports: (FlowLocalPort | FlowRemotePort)[],
+): FlowRoute[] {
+  const gateway6 = (n: FlowNetwork) => n.gateway?.includes(":") ? n.gateway : n.gateway6;
+  const routed = networks.filter((n) => gateway6(n) !== undefined);
+  const routes: FlowRoute[] = [];
+  if (routed.length === 0 || rand() < 0.3) return routes;
+  const pick = <T>(list: T[]): T => list[Math.floor(rand() * list.length)];
+  const subnet = (n: FlowNetwork) => gateway6(n)!.replace(/::[0-9a-f]+$/, "::/64");
+  for (const from of routed) {
+    for (const to of routed) {
+      if (from !== to && rand() < 0.7) routes.push({ from: from.id, to: to.id, dst: subnet(to) });
+    }
+    if (rand() < 0.5) {
+      const to = pick(routed);
+      const v6 = ports.filter((p) => p.network === to.id)
+        .flatMap((p) => p.ips.filter((ip) => ip.includes(":")));
+      const via = v6.length > 0 && rand() < 0.8 ? pick(v6) : "fd00:fa::9";
+      const n = () => (1 + Math.floor(rand() * 0xfff)).toString(16);
+      const dst = pick(["::/0", "fd00::/8", `fd00:${n()}::/32`, `fd00:${n()}:${n()}::/48`]);
+      routes.push({
+        from: from.id,
+        to: to.id,
+        dst: rand() < 0.2 ? `fd00:${n()}::${n()}/128` : dst,
+        via,
+      });
+    }
+  }
   return routes;
 }
 
@@ -284,6 +341,7 @@ Deno.test("property: WASM and TS give the same lines on random models", () => {
 
 Deno.test("property: WASM and TS give the same lines on random models with routes and security groups", () => {
   let mixed = 0;
+  let routed6 = 0;
   for (const seed of SEEDS) {
     const rand = mulberry32(seed);
     for (let round = 0; round < 30; round++) {
@@ -291,10 +349,13 @@ Deno.test("property: WASM and TS give the same lines on random models with route
       input.acls = randomAcls(rand, input.localPorts);
       if (input.routes?.length && input.acls?.length) mixed++;
       const where = `seed ${seed} round ${round} (${input.routes?.length ?? 0} routes)`;
-      assert.deepEqual(compileFlows(input), compileFlowsTs(input), where);
+      const lines = compileFlows(input);
+      assert.deepEqual(lines, compileFlowsTs(input), where);
+      if (lines.some((l) => l.includes("ipv6_dst=") && l.includes("dec_ttl"))) routed6++;
     }
   }
   assert.ok(mixed >= SEEDS.length * 5, `${mixed} models had both routes and groups`);
+  assert.ok(routed6 >= SEEDS.length * 3, `${routed6} models routed IPv6`);
 });
 
 /** Rules for about half of the local ports, with peers of both families, some none. */
@@ -852,6 +913,28 @@ const badCases: [string, (m: Loose) => unknown, string][] = [
     `a route via ${JSON.stringify(via)}`,
     (m) => routed(m, { from: 1, to: 2, dst: "10.7.0.0/24", via }),
     `routes[0].via: ${JSON.stringify(via)} is not a unicast IPv4 address`,
+  ]),
+  // IPv6 routes: networks with an IPv6 gateway (4 here), a CIDR and a next hop of that family.
+  ...([
+    [{ from: 1, to: 4 }, "routes[0].from: network 1 is not here or has no IPv6 gateway"],
+    [{ from: 4, to: 2 }, "routes[0].to: network 2 is not here or has no IPv6 gateway"],
+  ] as const).map(([r, message]): [string, (m: Loose) => unknown, string] => [
+    `an IPv6 route ${JSON.stringify(r)}`,
+    (m) => routed(m, { ...r, dst: "fd00:7::/64" }),
+    message,
+  ]),
+  ...["fd00:7::1/64", "fd00::/129", "fd00::/064", "fd00::", "fd00::/", "fd00::/6x", "fd00:7:/64"]
+    .map((dst): [string, (m: Loose) => unknown, string] => [
+      `an IPv6 route to ${JSON.stringify(dst)}`,
+      (m) => routed(m, { from: 4, to: 4, dst }),
+      `routes[0].dst: ${JSON.stringify(dst)} is not an IPv6 CIDR without host bits (x:x::/n)`,
+    ]),
+  ...["10.0.0.2", "ff02::1", "::1", "fd00::g", ""].map((
+    via,
+  ): [string, (m: Loose) => unknown, string] => [
+    `an IPv6 route via ${JSON.stringify(via)}`,
+    (m) => routed(m, { from: 4, to: 4, dst: "fd00:7::/64", via }),
+    `routes[0].via: ${JSON.stringify(via)} is not a unicast IPv6 address`,
   ]),
   [
     "gateway without its MAC",

@@ -32,12 +32,29 @@ export interface HostNet {
    * reach its pods, routed, without NAT.
    */
   advertise: boolean;
-  /** The gateway's IPv4 address: the node's on the network, and nowhere else. */
-  gateway: string;
-  /** The network's IPv4 CIDR. */
-  cidr: string;
+  /**
+   * The gateway's IPv4 address: the node's on the network, and nowhere else (absent on an
+   * IPv6-only network).
+   */
+  gateway?: string;
+  /** The network's IPv4 CIDR (absent on an IPv6-only network). */
+  cidr?: string;
+  /**
+   * The network's IPv6 side, when it has an IPv6 gateway (a dual-stack network's, or an
+   * IPv6-only network's): the host port has that address too, and the table's IPv6 twin
+   * (`table ip6`) the same rules for it.
+   */
+  v6?: { gateway: string; cidr: string };
   /** Floating addresses bound to its pods here: 1:1 NAT (floating_nft.ts); absent: none. */
   floating?: Floating[];
+}
+
+/** A network as one family's table sees it: that family's gateway and CIDR. */
+type FamilyNet = HostNet & { gateway: string; cidr: string };
+
+/** The networks with an IPv4 side. */
+function v4Nets(nets: HostNet[]): FamilyNet[] {
+  return nets.filter((n): n is FamilyNet => n.gateway !== undefined && n.cidr !== undefined);
 }
 
 /** The table of ours; nothing else of the node's nftables is touched. */
@@ -100,7 +117,7 @@ function set(names: string[]): string {
 }
 
 /** The gateways' addresses, each once (two egress networks may share one). */
-function gateways(nets: HostNet[]): string {
+function gateways(nets: FamilyNet[]): string {
   return `{ ${[...new Set(nets.map((n) => n.gateway))].join(", ")} }`;
 }
 
@@ -110,31 +127,81 @@ const ANY_HOST_PORT = `"${HOST_PORT_PREFIX}*"`;
 /** Link-local addresses: the node's own (cloud metadata and the like), never a pod's way out. */
 export const LINK_LOCAL = "169.254.0.0/16";
 
+/** IPv6's link-local addresses: never a pod's way out either. */
+export const LINK_LOCAL6 = "fe80::/10";
+
+/** What the IPv4 table and its IPv6 twin spell differently. */
+interface Family {
+  /** The table's family, and the address keyword of its rules. */
+  name: "ip" | "ip6";
+  redirect: string;
+  linkLocal: string;
+  /**
+   * Neighbour discovery between the node and the pods: untracked by conntrack (no mark, no
+   * state), so let through before the rules that need either (IPv6 only: ARP has a table).
+   */
+  neighbours: string[];
+}
+
+const V4: Family = {
+  name: "ip",
+  redirect: "icmp type redirect",
+  linkLocal: LINK_LOCAL,
+  neighbours: [],
+};
+const V6: Family = {
+  name: "ip6",
+  redirect: "icmpv6 type nd-redirect",
+  linkLocal: LINK_LOCAL6,
+  neighbours: [
+    `iifname ${ANY_HOST_PORT} icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept`,
+  ],
+};
+
+/** The IPv6 side of the networks that have one, as networks of the IPv6 table (no floating). */
+function v6Nets(nets: HostNet[]): FamilyNet[] {
+  return nets.flatMap((n) =>
+    n.v6 ? [{ ...n, gateway: n.v6.gateway, cidr: n.v6.cidr, floating: undefined }] : []
+  );
+}
+
 /**
  * The whole table as `nft -f` text: created if missing, emptied and filled in one transaction (no
- * moment without rules). `uplinks` are the interfaces egress leaves through (host_ports.ts). With
- * no host port the table still closes every `kh*` port and the pods' veths.
+ * moment without rules). `uplinks` are the interfaces egress leaves through (host_ports.ts),
+ * `uplinks6` those of IPv6 egress. With no host port the table still closes every `kh*` port and
+ * the pods' veths. The networks with an IPv6 side get the same rules for it in an `ip6` table of
+ * the same name (none without one: their host ports have no IPv6).
  */
-export function hostRuleset(nets: HostNet[], uplinks: string[] = []): string {
+export function hostRuleset(nets: HostNet[], uplinks: string[] = [], uplinks6 = uplinks): string {
   const head = `table ip ${NFT_TABLE} {}\ndelete table ip ${NFT_TABLE}\n` +
-    `table arp ${NFT_TABLE} {}\ndelete table arp ${NFT_TABLE}\n`;
+    `table arp ${NFT_TABLE} {}\ndelete table arp ${NFT_TABLE}\n` +
+    `table ip6 ${NFT_TABLE} {}\ndelete table ip6 ${NFT_TABLE}\n`;
+  const [four, six] = [v4Nets(nets), v6Nets(nets)];
   const lines = [
-    `table ip ${NFT_TABLE} {`,
-    ...chain("raw", "filter hook prerouting priority raw", rawRules(nets)),
-    ...chain("mangle", "filter hook prerouting priority mangle", markRules(nets)),
+    ...ipTable(four, uplinks, V4),
+    `table arp ${NFT_TABLE} {`,
+    ...chain("input", "filter hook input priority filter", arpRules(four)),
+    "}",
+    ...(six.length > 0 ? ipTable(six, uplinks6, V6) : []),
+  ];
+  return head + lines.join("\n") + "\n";
+}
+
+/** The table of one family (`ip` or `ip6`). */
+function ipTable(nets: FamilyNet[], uplinks: string[], fam: Family): string[] {
+  return [
+    `table ${fam.name} ${NFT_TABLE} {`,
+    ...chain("raw", "filter hook prerouting priority raw", rawRules(nets, fam)),
+    ...chain("mangle", "filter hook prerouting priority mangle", markRules(nets, fam)),
     ...(hasFloating(nets)
       ? chain("prerouting", "nat hook prerouting priority dstnat", dnatRules(nets))
       : []),
-    ...chain("input", "filter hook input priority filter", inputRules(nets)),
-    ...chain("output", "filter hook output priority filter", outputRules(nets)),
-    ...chain("forward", "filter hook forward priority filter", forwardRules(nets, uplinks)),
+    ...chain("input", "filter hook input priority filter", inputRules(nets, fam)),
+    ...chain("output", "filter hook output priority filter", outputRules(nets, fam)),
+    ...chain("forward", "filter hook forward priority filter", forwardRules(nets, uplinks, fam)),
     ...chain("postrouting", "nat hook postrouting priority srcnat", natRules(nets, uplinks)),
     "}",
-    `table arp ${NFT_TABLE} {`,
-    ...chain("input", "filter hook input priority filter", arpRules(nets)),
-    "}",
   ];
-  return head + lines.join("\n") + "\n";
 }
 
 function chain(name: string, hook: string, rules: string[]): string[] {
@@ -153,13 +220,13 @@ function chain(name: string, hook: string, rules: string[]): string[] {
  * packet from a host port is also matched against the reply direction of every other connection
  * (markRules stops that).
  */
-function rawRules(nets: HostNet[]): string[] {
+function rawRules(nets: FamilyNet[], fam: Family): string[] {
   return [
     `iifname "${POD_VETHS}" drop`,
     ...nets.map((n) => `iifname "${n.port}" ct original zone set ${n.number}`),
     // What the fabric sends to an advertised network (their CIDRs never overlap: the manager).
     ...nets.filter((n) => n.advertise).map((n) =>
-      `iifname != ${ANY_HOST_PORT} ip daddr ${n.cidr} ct original zone set ${n.number}`
+      `iifname != ${ANY_HOST_PORT} ${fam.name} daddr ${n.cidr} ct original zone set ${n.number}`
     ),
     ...floatingZoneRules(nets, ANY_HOST_PORT),
   ];
@@ -172,8 +239,9 @@ function rawRules(nets: HostNet[]): string[] {
  * connection (its reply direction, see rawRules), or the node's own, is dropped. The packet mark
  * follows the connection's: replies find the network's routing table.
  */
-function markRules(nets: HostNet[]): string[] {
+function markRules(nets: HostNet[], fam: Family): string[] {
   return [
+    ...fam.neighbours,
     ...nets.map((n) => `iifname "${n.port}" ct state new ${setCtMark(n)}`),
     ...floatingMarkRules(nets, ANY_HOST_PORT, setCtMark),
     ...nets.map((n) => `iifname "${n.port}" ${ctMarkIs(n, "!=")} drop`),
@@ -206,17 +274,18 @@ function intoRules(nets: HostNet[]): string[] {
  * Pods never open connections to the node itself; replies to the node's own (probes) pass. The
  * gateways' addresses are the node's on the networks only: not reached from anywhere else.
  */
-function inputRules(nets: HostNet[]): string[] {
+function inputRules(nets: FamilyNet[], fam: Family): string[] {
   return [
+    ...fam.neighbours,
     `iifname ${ANY_HOST_PORT} ct state established,related ct direction reply accept`,
     `iifname ${ANY_HOST_PORT} drop`,
-    ...(nets.length ? [`iifname != "lo" ip daddr ${gateways(nets)} drop`] : []),
+    ...(nets.length ? [`iifname != "lo" ${fam.name} daddr ${gateways(nets)} drop`] : []),
   ];
 }
 
 /** The node tells pods of no other way (a redirect would send them past the flows). */
-function outputRules(nets: HostNet[]): string[] {
-  return [...intoRules(nets), `oifname ${ANY_HOST_PORT} icmp type redirect drop`];
+function outputRules(nets: HostNet[], fam: Family): string[] {
+  return [...intoRules(nets), `oifname ${ANY_HOST_PORT} ${fam.redirect} drop`];
 }
 
 /**
@@ -228,7 +297,7 @@ function outputRules(nets: HostNet[]): string[] {
  * the host ports: no other network's pods). Established connections get no pass of their own:
  * a network whose egress is turned off is cut off at once.
  */
-function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
+function forwardRules(nets: FamilyNet[], uplinks: string[], fam: Family): string[] {
   const egress = uplinks.length ? nets.filter((n) => n.egress).map((n) => n.port) : [];
   const access = nets.filter((n) => n.hostAccess);
   const advertised = nets.filter((n) => n.advertise);
@@ -236,7 +305,11 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
     `iifname ${ANY_HOST_PORT} oifname ${ANY_HOST_PORT} drop`,
     ...intoRules(nets),
     ...(egress.length
-      ? [`iifname ${set(egress)} oifname ${set(uplinks)} ip daddr != ${LINK_LOCAL} accept`]
+      ? [
+        `iifname ${set(egress)} oifname ${
+          set(uplinks)
+        } ${fam.name} daddr != ${fam.linkLocal} accept`,
+      ]
       : []),
     ...(access.length
       ? [`iifname ${set(access.map((n) => n.port))} ct direction reply ct status dnat accept`]
@@ -250,9 +323,11 @@ function forwardRules(nets: HostNet[], uplinks: string[]): string[] {
       ? [`iifname ${set(uplinks)} oifname ${set(egress)} ct direction reply accept`]
       : []),
     ...access.map((n) =>
-      `oifname "${n.port}" ip daddr ${n.cidr} ct direction original ct status dnat accept`
+      `oifname "${n.port}" ${fam.name} daddr ${n.cidr} ct direction original ct status dnat accept`
     ),
-    ...advertised.map((n) => `oifname "${n.port}" ip daddr ${n.cidr} ct direction original accept`),
+    ...advertised.map((n) =>
+      `oifname "${n.port}" ${fam.name} daddr ${n.cidr} ct direction original accept`
+    ),
     ...floatingInRules(nets),
     `oifname ${ANY_HOST_PORT} drop`,
   ];
@@ -271,7 +346,7 @@ function natRules(nets: HostNet[], uplinks: string[]): string[] {
  * The pods' veths shut; the gateways' addresses are answered for only on host ports (never on the
  * underlay, where a tenant's gateway could take the address of the LAN's router).
  */
-function arpRules(nets: HostNet[]): string[] {
+function arpRules(nets: FamilyNet[]): string[] {
   return [
     `iifname "${POD_VETHS}" drop`,
     ...(nets.length

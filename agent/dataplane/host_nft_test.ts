@@ -198,6 +198,67 @@ Deno.test("host nft: a floating address is DNATed to its pod in the pod's networ
   assert.ok(!hostRuleset(nets, UPLINKS).includes("chain prerouting"));
 });
 
+/** The text of one table (`ip`, `ip6`, `arp`) of a ruleset. */
+function tableOf6(text: string, family: string): string {
+  const start = text.indexOf(`table ${family} ${NFT_TABLE} {\n`);
+  if (start < 0) return "";
+  return text.slice(start, text.indexOf("\n}", start));
+}
+
+const dual = (n: HostNet, third: number): HostNet => ({
+  ...n,
+  v6: { gateway: `fd00:${third}::1`, cidr: `fd00:${third}::/64` },
+});
+
+Deno.test("host nft: a dual-stack network's IPv6 side gets the IPv4 rules' twin in an ip6 table, neighbour discovery let through; an IPv4-only node has none", () => {
+  const six = [
+    dual(net(1, true, false, 70), 70),
+    net(2, false, true, 71),
+    dual(net(7, true, true, 73), 73),
+  ];
+  const text = hostRuleset(six, UPLINKS);
+  const v6 = tableOf6(text, "ip6");
+  // The IPv4 table is the one it was without the IPv6 sides.
+  assert.equal(tableOf6(text, "ip"), tableOf6(hostRuleset(nets, UPLINKS), "ip"));
+  for (
+    const rule of [
+      'iifname "kh1" ct original zone set 1',
+      'iifname { "kh1", "kh7" } oifname { "eth0" } ip6 daddr != fe80::/10 accept',
+      'iifname { "kh1", "kh7" } oifname { "eth0" } masquerade',
+      'oifname "kh7" ip6 daddr fd00:73::/64 ct direction original ct status dnat accept',
+      'iifname != "lo" ip6 daddr { fd00:70::1, fd00:73::1 } drop',
+      'oifname "kh*" icmpv6 type nd-redirect drop',
+      'iifname "kh*" icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept',
+    ]
+  ) assert.ok(v6.includes(rule), `${rule}\n${v6}`);
+  // kh2 has no IPv6 side: not in the ip6 table.
+  assert.ok(!v6.includes('"kh2"'), v6);
+  // Neighbour discovery (untracked: no mark) passes before the mark's drop, in mangle and input.
+  const mangle = rulesOf(v6, "mangle");
+  assert.ok(mangle[0].includes("nd-neighbor-solicit"), mangle.join("\n"));
+  const input = rulesOf(v6, "input");
+  assert.ok(input[0].includes("nd-neighbor-solicit"), input.join("\n"));
+  // IPv6 egress may leave through interfaces of its own.
+  assert.ok(hostRuleset(six, UPLINKS, ["eth6"]).includes('oifname { "eth6" } masquerade'));
+  // An IPv6-only network: in the ip6 table only, no IPv4 rule names its port.
+  const only6: HostNet = {
+    number: 9,
+    port: hostPortName(9),
+    egress: true,
+    hostAccess: false,
+    advertise: false,
+    v6: { gateway: "fd00:79::1", cidr: "fd00:79::/64" },
+  };
+  const mixed = hostRuleset([...nets, only6], UPLINKS);
+  assert.ok(!tableOf6(mixed, "ip").includes('"kh9"'), tableOf6(mixed, "ip"));
+  assert.ok(!tableOf6(mixed, "arp").includes("fd00"), tableOf6(mixed, "arp"));
+  assert.ok(tableOf6(mixed, "ip6").includes('iifname "kh9" ct original zone set 9'));
+  assert.equal(tableOf6(mixed, "ip"), tableOf6(hostRuleset(nets, UPLINKS), "ip"));
+  // Without an IPv6 side anywhere: no ip6 table, only its deletion.
+  assert.equal(tableOf6(hostRuleset(nets, UPLINKS), "ip6"), "");
+  assert.ok(hostRuleset(nets, UPLINKS).includes(`delete table ip6 ${NFT_TABLE}`));
+});
+
 Deno.test("host nft: nftables accepts the table, applies it atomically and shrinks it to the guard (in a netns of the test)", async () => {
   await using cleanup = new Cleanup();
   const ns = cleanup.name("nft");
@@ -205,12 +266,22 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   await run(["ip", "netns", "add", ns]);
   const nft = (stdin: string) => run(["nft", "-f", "-"], { netns: ns, stdin });
   const advertised = [...nets, net(4, false, false, 74, true)];
-  for (const set of [nets, nets.slice(1), advertised, floating, nets]) {
+  const six = [
+    dual(net(1, true, false, 70), 70),
+    dual(net(4, false, true, 74, true), 74),
+    { ...dual(net(5, true, true, 75), 75), gateway: undefined, cidr: undefined },
+  ];
+  for (const set of [nets, nets.slice(1), advertised, floating, six, nets]) {
     await nft(hostRuleset(set, UPLINKS));
     const listed = (await run(["nft", "list", "table", "ip", NFT_TABLE], { netns: ns })).stdout;
+    const listed6 = await run(["nft", "list", "table", "ip6", NFT_TABLE], {
+      netns: ns,
+      check: false,
+    });
+    assert.equal(listed6.stdout.includes("fd00:74::/64"), set === six, listed6.stdout);
     assert.equal(listed.includes('"kh1"'), set.some((n) => n.number === 1));
     assert.match(listed, /chain forward/);
-    assert.equal(listed.includes("10.74.0.0/24"), set === advertised);
+    assert.equal(listed.includes("10.74.0.0/24"), set === advertised || set === six);
     assert.equal(listed.includes("dnat to 10.75.0.5"), set === floating);
   }
   await nft(hostRuleset([]));

@@ -44,17 +44,23 @@ export interface HostPortSpec extends HostNet {
   networkId: string;
   /** The network's gateway MAC (the same as its flows answer with). */
   mac: string;
-  /** The gateway's IPv4 address and the network's prefix length. */
-  gateway: string;
-  prefix: number;
-  /** The network's CIDR (routed to the port). */
-  cidr: string;
+  /** The gateway's IPv4 address and the network's prefix length (none: IPv6 only). */
+  gateway?: string;
+  prefix?: number;
+  /** The network's IPv4 CIDR (routed to the port). */
+  cidr?: string;
   mtu: number;
+  /** The network's IPv6 gateway, prefix length and subnet (dual stack, or IPv6 only). */
+  v6?: Side;
 }
+
+/** A gateway and the subnet it is on, of one family. */
+type Side = { gateway: string; prefix: number; cidr: string };
 
 /**
  * The host ports the local ports' networks need: one per network whose port says egress or
- * hostAccess or advertise and that has an IPv4 gateway (the manager refuses the settings otherwise).
+ * hostAccess or advertise and that has a gateway: its IPv4 gateway, and its IPv6 one (a
+ * dual-stack network's gateway6, an IPv6-only network's gateway) when its ports have one.
  */
 export function hostPortSpecs(
   ports: { port: Port; number: number }[],
@@ -66,10 +72,9 @@ export function hostPortSpecs(
     const advertise = port.networkAdvertise === true;
     const floating = floatingOf(port);
     if (!egress && !hostAccess && !advertise && !floating) continue;
-    if (port.gateway === undefined || port.gateway.includes(":")) continue;
-    const parsed = parseIpPrefix(port.address, "required");
-    if ("error" in parsed || parsed.ip.family !== 4) continue;
-    const prefix = parsed.prefix!;
+    const v4 = sideOf(port.address, port.gateway, 4);
+    const v6 = sideOf(port.address6, port.gateway6, 6) ?? sideOf(port.address, port.gateway, 6);
+    if (!v4 && !v6) continue;
     const spec = out.get(port.networkId) ?? {
       number,
       port: hostPortName(number),
@@ -78,16 +83,26 @@ export function hostPortSpecs(
       advertise,
       networkId: port.networkId,
       mac: gatewayMac(port.networkId),
-      gateway: port.gateway,
-      prefix,
-      cidr: formatCidr(networkOf(parsed.ip, prefix)),
+      ...v4,
       mtu: port.mtu,
+      ...(v6 ? { v6 } : {}),
     };
     if (floating) spec.floating = [...spec.floating ?? [], floating];
     out.set(port.networkId, spec);
   }
   for (const s of out.values()) s.floating?.sort((a, b) => a.address.localeCompare(b.address));
   return [...out.values()].sort((a, b) => a.number - b.number);
+}
+
+/** A port's address and gateway of `family`: the host port's side of it (none without both). */
+function sideOf(address: string | undefined, gateway: string | undefined, family: 4 | 6) {
+  if (address === undefined || gateway === undefined) return undefined;
+  const parsed = parseIpPrefix(address, "required");
+  if ("error" in parsed || parsed.ip.family !== family) return undefined;
+  if (gateway.includes(":") !== (family === 6)) return undefined;
+  const prefix = parsed.prefix!;
+  const side: Side = { gateway, prefix, cidr: formatCidr(networkOf(parsed.ip, prefix)) };
+  return side;
 }
 
 /**
@@ -114,29 +129,64 @@ export function linkCommands(s: HostPortSpec, keepAddress = false): string[] {
     `link set dev ${s.port} address ${s.mac} mtu ${s.mtu} up`,
     ...(keepAddress ? [] : [
       `addr flush dev ${s.port}`,
-      `addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`,
+      ...(s.gateway !== undefined
+        ? [`addr add ${s.gateway}/${s.prefix} dev ${s.port}${noPrefix}`]
+        : []),
+      // No duplicate address detection: the address is the network's gateway, no pod's. A
+      // link-local address too (the flush took the kernel's): the kernel solicits a pod's
+      // address from it when it forwards to the pod (egress replies, advertised traffic).
+      ...(s.v6
+        ? [
+          `addr add ${s.v6.gateway}/${s.v6.prefix} dev ${s.port} nodad${noPrefix}`,
+          `addr add ${linkLocalOf(s.mac)}/64 dev ${s.port} nodad`,
+        ]
+        : []),
     ]),
   ];
 }
 
+/** The EUI-64 link-local address of a MAC (RFC 4291, appendix A). */
+export function linkLocalOf(mac: string): string {
+  const b = mac.split(":").map((x) => parseInt(x, 16));
+  const words = [(b[0] ^ 2) << 8 | b[1], b[2] << 8 | 0xff, 0xfe00 | b[3], b[4] << 8 | b[5]];
+  return `fe80::${words.map((w) => w.toString(16)).join(":")}`;
+}
+
 /**
  * Whether `ip -j addr show` of the port says it has the spec's address and nothing else of IPv4,
- * with the prefix route as the spec wants it (noprefixroute without hostAccess or advertise).
+ * with the prefix route as the spec wants it (noprefixroute without hostAccess or advertise), and
+ * of global IPv6 exactly the spec's IPv6 gateway (or none).
  */
 export function hasAddress(shown: string, s: HostPortSpec): boolean {
-  let links: { addr_info?: { family: string; local: string; prefixlen: number }[] }[];
+  let links: { addr_info?: Shown[] }[];
   try {
     links = JSON.parse(shown);
   } catch {
     return false;
   }
-  const v4 = (links[0]?.addr_info ?? []).filter((a) => a.family === "inet") as {
-    local: string;
-    prefixlen: number;
-    noprefixroute?: boolean;
-  }[];
-  return v4.length === 1 && v4[0].local === s.gateway && v4[0].prefixlen === s.prefix &&
-    (v4[0].noprefixroute === true) === !inMainTable(s);
+  const info = links[0]?.addr_info ?? [];
+  const v6 = info.filter((a) => a.family === "inet6" && a.scope === "global");
+  const want6 = s.v6 ? [{ local: s.v6.gateway, prefix: s.v6.prefix }] : [];
+  const want4 = s.gateway !== undefined ? [{ local: s.gateway, prefix: s.prefix! }] : [];
+  return only(info.filter((a) => a.family === "inet"), want4, s) && only(v6, want6, s);
+}
+
+/** An address as `ip -j addr show` says it. */
+interface Shown {
+  family: string;
+  local: string;
+  prefixlen: number;
+  scope?: string;
+  noprefixroute?: boolean;
+}
+
+/** Whether the shown addresses are exactly those wanted, with the prefix route as `s` wants it. */
+function only(shown: Shown[], want: { local: string; prefix: number }[], s: HostNet): boolean {
+  return shown.length === want.length &&
+    want.every((w, i) =>
+      shown[i].local === w.local && shown[i].prefixlen === w.prefix &&
+      (shown[i].noprefixroute === true) === !inMainTable(s)
+    );
 }
 
 /** hostAccess and advertised networks: the subnet is in the node's main table. */
@@ -157,12 +207,17 @@ function deviceKey(s: HostPortSpec): string {
   return JSON.stringify({ ...s, floating: undefined, ownTable: ownTable(s) });
 }
 
-/** The routing of an egress network's replies: its subnet in a table chosen by its mark. */
-export function egressRouteCommands(s: HostPortSpec): string[] {
+/**
+ * The routing of an egress network's replies: its subnet in a table chosen by its mark; of IPv6
+ * (`v6`: `ip -6 -batch` lines), its IPv6 subnet, if it has one.
+ */
+export function egressRouteCommands(s: HostPortSpec, v6 = false): string[] {
+  const side = v6 ? s.v6 : s;
+  if (side?.cidr === undefined) return [];
   const table = tableOf(s.number);
   const mark = `0x${markOf(s.number).toString(16)}/0x${MARK_MASK.toString(16)}`;
   return [
-    `route replace ${s.cidr} dev ${s.port} src ${s.gateway} table ${table}`,
+    `route replace ${side.cidr} dev ${s.port} src ${side.gateway} table ${table}`,
     `rule add pref ${RULE_PRIORITY} fwmark ${mark} lookup ${table}`,
   ];
 }
@@ -298,7 +353,8 @@ export class HostPorts {
     // The table first: a port it does not know of yet is closed (`kh*`), so no port is ever
     // open without its rules.
     const uplinks = await this.uplinks(specs);
-    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs, uplinks) });
+    const uplinks6 = await this.uplinks6(specs, uplinks);
+    await this.kernel.run(["nft", "-f", "-"], { stdin: hostRuleset(specs, uplinks, uplinks6) });
     // Before the ports go: the healer must not take their deletion for a loss.
     this.names = specs.map((s) => s.port);
     await this.ovs.delPorts(this.bridge, stale);
@@ -309,6 +365,13 @@ export class HostPorts {
       // of the packet they answer: routed back to its network, not by the main table to another
       // network with the same addresses, or out to the LAN.
       await this.kernel.sysctl("net.ipv4.fwmark_reflect", "1");
+    }
+    if (specs.some((s) => s.v6)) {
+      // The same for IPv6. Forwarding on makes the node's own interfaces ignore router
+      // advertisements (accept_ra 1): a node that takes its IPv6 default route from them needs
+      // accept_ra 2 on its uplink (agent/README.md, "Egress and the node").
+      await this.kernel.sysctl("net.ipv6.conf.all.forwarding", "1");
+      await this.kernel.sysctl("net.ipv6.fwmark_reflect", "1");
     }
     const failed: string[] = [];
     for (const s of specs) {
@@ -357,8 +420,14 @@ export class HostPorts {
       .filter((r) => !ours(r.dev) && typeof r.dst === "string" && r.dst !== "default")
       .map((r) => String(r.dst));
     const clear: HostPortSpec[] = [];
-    for (const s of specs) {
-      const clash = [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(s.cidr, c));
+    const v6Clash = await this.v6Clash(specs);
+    for (const s of specs.map(v6Clash)) {
+      // An IPv6-only network whose IPv6 side clashed (logged) has nothing left to put on the port.
+      if (s.cidr === undefined && s.v6 === undefined) continue;
+      const cidr = s.cidr;
+      const clash = cidr === undefined
+        ? undefined
+        : [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(cidr, c));
       if (s.number > MAX_MARKED) {
         this.log.error("a network's node-local number is beyond the marks' bits: no host port", {
           network: s.networkId,
@@ -378,11 +447,45 @@ export class HostPorts {
     return clear;
   }
 
+  /**
+   * What takes a network's IPv6 side off its host port: an IPv6 subnet that overlaps the node's own
+   * IPv6 addresses or (hostAccess, advertise) its main routes (link-local and multicast aside), as
+   * clearOfNode does for IPv4. Logged; the IPv4 side stays.
+   */
+  private async v6Clash(specs: HostPortSpec[]): Promise<(s: HostPortSpec) => HostPortSpec> {
+    if (!specs.some((s) => s.v6)) return (s) => s;
+    const own = (text: string) => !text.startsWith("fe80:") && !text.startsWith("ff");
+    const addrs = (await this.ipJson(["-6", "addr", "show"])).flatMap((l) =>
+      ours(l.ifname) ? [] : (l.addr_info ?? []).map((a) => `${a.local}/${a.prefixlen}`)
+    ).filter(own);
+    const routes = (await this.ipJson(["-6", "route", "show", "table", "main"]))
+      .filter((r) => !ours(r.dev) && typeof r.dst === "string" && r.dst !== "default")
+      .map((r) => String(r.dst)).filter(own);
+    return (s) => {
+      if (!s.v6) return s;
+      const cidr = s.v6.cidr;
+      const clash = [...addrs, ...(inMainTable(s) ? routes : [])].find((c) => overlaps(cidr, c));
+      if (clash === undefined) return s;
+      this.log.error("a network's IPv6 CIDR overlaps the node's own: no IPv6 on its host port", {
+        network: s.networkId,
+        cidr,
+        node: clash,
+        hint: "give the network an IPv6 CIDR apart from the node's addresses and routes",
+      });
+      return { ...s, v6: undefined };
+    };
+  }
+
   /** One host port's device, sysctls, address and routing. */
   private async setUp(s: HostPortSpec): Promise<void> {
-    // No IPv6 on the host port: egress, hostAccess and advertised traffic in are IPv4 (the flows
-    // drop the rest).
-    await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, "1");
+    // IPv6 on the host port only for a dual-stack network's IPv6 gateway (the flows drop the rest
+    // of IPv6 elsewhere); no router advertisements or redirects taken from pods either way.
+    await this.kernel.sysctl(`net.ipv6.conf.${s.port}.disable_ipv6`, s.v6 ? "0" : "1");
+    if (s.v6) {
+      for (const name of ["accept_ra", "accept_redirects"]) {
+        await this.kernel.sysctl(`net.ipv6.conf.${s.port}.${name}`, "0");
+      }
+    }
     // Reverse path checks of what pods send follow the mark (egress: the subnet is only in
     // the network's own table).
     await this.kernel.sysctl(`net.ipv4.conf.${s.port}.src_valid_mark`, "1");
@@ -396,6 +499,10 @@ export class HostPorts {
     const keep = shown.code === 0 && hasAddress(shown.stdout, s);
     const lines = [...linkCommands(s, keep), ...(ownTable(s) ? egressRouteCommands(s) : [])];
     await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+    const lines6 = ownTable(s) ? egressRouteCommands(s, true) : [];
+    if (lines6.length > 0) {
+      await this.kernel.run(["ip", "-6", "-batch", "-"], { stdin: lines6.join("\n") + "\n" });
+    }
   }
 
   /**
@@ -421,6 +528,19 @@ export class HostPorts {
     return found;
   }
 
+  /**
+   * The interfaces IPv6 egress leaves through: the agent's `egressInterfaces`, else those of the
+   * node's IPv6 default routes, else IPv4's (`uplinks`).
+   */
+  private async uplinks6(specs: HostPortSpec[], uplinks: string[]): Promise<string[]> {
+    if (!specs.some((s) => s.v6 && ownTable(s))) return [];
+    if (this.egressInterfaces?.length) return this.egressInterfaces;
+    const routes = await this.ipJson(["-6", "route", "show", "default"]);
+    const devs = routes.flatMap((r) => [r.dev, ...(r.nexthops ?? []).map((h) => h.dev)]);
+    const found = [...new Set(devs.filter((d): d is string => typeof d === "string"))];
+    return found.length > 0 ? found : uplinks;
+  }
+
   private async ipJson(args: string[]): Promise<IpJson[]> {
     const r = await this.kernel.run(["ip", "-j", ...args], { check: false });
     try {
@@ -431,15 +551,20 @@ export class HostPorts {
     }
   }
 
-  /** Deletes every policy routing rule of network number `n` (none is fine), by its table. */
+  /**
+   * Deletes every policy routing rule of network number `n` (none is fine), by its table, of IPv4
+   * and IPv6.
+   */
   private async deleteRules(n: number): Promise<void> {
     const table = String(tableOf(n));
-    for (let i = 0; i < 8; i++) {
-      const r = await this.kernel.run(
-        ["ip", "rule", "del", "pref", String(RULE_PRIORITY), "lookup", table],
-        { check: false },
-      );
-      if (r.code !== 0) return;
+    for (const family of [[], ["-6"]]) {
+      for (let i = 0; i < 8; i++) {
+        const r = await this.kernel.run(
+          ["ip", ...family, "rule", "del", "pref", String(RULE_PRIORITY), "lookup", table],
+          { check: false },
+        );
+        if (r.code !== 0) break;
+      }
     }
   }
 }

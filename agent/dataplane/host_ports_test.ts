@@ -6,10 +6,12 @@ import { createLogger } from "@knitter/common";
 import type { Ovs, OvsPortSpec } from "./ovs.ts";
 import {
   egressRouteCommands,
+  hasAddress,
   HostPorts,
   hostPortSpecs,
   type KernelSeams,
   linkCommands,
+  linkLocalOf,
 } from "./host_ports.ts";
 import { MAX_MARKED } from "./host_nft.ts";
 
@@ -97,9 +99,93 @@ Deno.test("host ports: egress alone keeps the subnet out of the main table, in t
   assert.equal(linkCommands(access)[2], "addr add 10.1.0.1/24 dev kh3");
 });
 
+Deno.test("host ports: a dual-stack network's port has its IPv6 gateway too, without DAD, its IPv6 subnet routed as the IPv4 one", () => {
+  const dual = { address6: "fd00:1::5/64", ip6: "fd00:1::5", gateway6: "fd00:1::1" };
+  const [egress] = hostPortSpecs([
+    { port: port("a", { networkEgress: true, ...dual }), number: 3 },
+  ]);
+  assert.deepEqual(egress.v6, { gateway: "fd00:1::1", prefix: 64, cidr: "fd00:1::/64" });
+  assert.deepEqual(linkCommands(egress), [
+    `link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
+    "addr flush dev kh3",
+    "addr add 10.1.0.1/24 dev kh3 noprefixroute",
+    "addr add fd00:1::1/64 dev kh3 nodad noprefixroute",
+    `addr add ${linkLocalOf(gatewayMac("a"))}/64 dev kh3 nodad`,
+  ]);
+  assert.equal(linkLocalOf("0a:58:0a:01:00:05"), "fe80::858:aff:fe01:5");
+  // Replies to the pods' IPv6 connections out find the network's own table by their mark too.
+  assert.deepEqual(egressRouteCommands(egress, true), [
+    "route replace fd00:1::/64 dev kh3 src fd00:1::1 table 1802371075",
+    "rule add pref 2000 fwmark 0x30000/0xffff0000 lookup 1802371075",
+  ]);
+  const [access] = hostPortSpecs([
+    { port: port("a", { networkHostAccess: true, ...dual }), number: 3 },
+  ]);
+  assert.equal(linkCommands(access)[3], "addr add fd00:1::1/64 dev kh3 nodad");
+  // A port of an IPv4-only network: no IPv6 side, no IPv6 routes.
+  const [v4] = hostPortSpecs([{ port: port("a", { networkEgress: true }), number: 3 }]);
+  assert.equal(v4.v6, undefined);
+  assert.deepEqual(egressRouteCommands(v4, true), []);
+});
+
+Deno.test("host ports: an IPv6-only network's port has its IPv6 gateway alone (no IPv4 address, no IPv4 route)", () => {
+  const six = {
+    ip: "fd00:6::5",
+    address: "fd00:6::5/64",
+    family: 6 as const,
+    gateway: "fd00:6::1",
+  };
+  const [egress] = hostPortSpecs([{ port: port("a", { networkEgress: true, ...six }), number: 3 }]);
+  assert.deepEqual(
+    [egress.gateway, egress.cidr, egress.v6],
+    [undefined, undefined, { gateway: "fd00:6::1", prefix: 64, cidr: "fd00:6::/64" }],
+  );
+  assert.deepEqual(linkCommands(egress), [
+    `link set dev kh3 address ${gatewayMac("a")} mtu 1450 up`,
+    "addr flush dev kh3",
+    "addr add fd00:6::1/64 dev kh3 nodad noprefixroute",
+    `addr add ${linkLocalOf(gatewayMac("a"))}/64 dev kh3 nodad`,
+  ]);
+  assert.deepEqual(egressRouteCommands(egress), []);
+  assert.equal(
+    egressRouteCommands(egress, true)[0],
+    "route replace fd00:6::/64 dev kh3 src fd00:6::1 table 1802371075",
+  );
+  // Its address shown as the port has it, with nothing of IPv4: kept over a restart.
+  const shown = JSON.stringify([{
+    addr_info: [
+      { family: "inet6", local: "fd00:6::1", prefixlen: 64, scope: "global", noprefixroute: true },
+      { family: "inet6", local: linkLocalOf(gatewayMac("a")), prefixlen: 64, scope: "link" },
+    ],
+  }]);
+  assert.ok(hasAddress(shown, egress));
+});
+
+Deno.test("host ports: a dual-stack port is set up with IPv6 on (no RA, no redirects), IPv6 forwarding, and its IPv6 routes", async () => {
+  const w = world();
+  const dual = { address6: "fd00:1::5/64", ip6: "fd00:1::5", gateway6: "fd00:1::1" };
+  const specs = hostPortSpecs([{ port: port("a", { networkEgress: true, ...dual }), number: 3 }]);
+  await w.host.reconcile(specs);
+  const calls = w.calls.filter(kernelChange);
+  for (
+    const want of [
+      "sysctl net.ipv6.conf.all.forwarding=1",
+      "sysctl net.ipv6.fwmark_reflect=1",
+      "sysctl net.ipv6.conf.kh3.disable_ipv6=0",
+      "sysctl net.ipv6.conf.kh3.accept_ra=0",
+      "sysctl net.ipv6.conf.kh3.accept_redirects=0",
+      "ip -6 -batch: route replace fd00:1::/64 dev kh3 src fd00:1::1 table 1802371075",
+    ]
+  ) assert.ok(calls.includes(want), `${want}\n${calls.join("\n")}`);
+  // An IPv4-only node turns no IPv6 forwarding on.
+  const v4 = world();
+  await v4.host.reconcile(hostPortSpecs([{ port: port("a", { networkEgress: true }), number: 3 }]));
+  assert.ok(!v4.calls.some((c) => c.includes("ipv6.conf.all")), v4.calls.join("\n"));
+});
+
 /** What changes the kernel (not the rules' removal, which may find none, nor `ip -j` reads). */
 function kernelChange(call: string): boolean {
-  return !call.startsWith("ip rule") && !call.startsWith("ip -j");
+  return !/^ip (-6 )?rule/.test(call) && !call.startsWith("ip -j");
 }
 
 /** The sysctls of one host port, in order. */
@@ -144,8 +230,8 @@ function world() {
         ? `nft ${opts?.stdin?.includes("ct original zone") ? "table" : "guard"}`
         : argv.slice(0, 3).join(" ") + (opts?.stdin ? `: ${opts.stdin.trim().split("\n")[0]}` : "");
       calls.push(what);
-      // `ip rule del` fails once there is no rule left.
-      const code = argv[1] === "rule" ? 1 : 0;
+      // `ip rule del` (`ip -6 rule del`) fails once there is no rule left.
+      const code = argv.slice(1, 3).includes("rule") ? 1 : 0;
       return Promise.resolve({ argv, code, stdout: "", stderr: "", ms: 0 });
     },
     sysctl: (path, value) => {

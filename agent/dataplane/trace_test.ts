@@ -310,3 +310,87 @@ Deno.test("trace: through security groups, live (ct followed as +trk+new) and of
     await ovs.close();
   }
 });
+
+/** IPv6 routing (golden model routing6): red (1, dual stack) and blue (2, IPv6 only) joined. */
+const routed6 = scenarios.routing6;
+const routed6View: TraceView = {
+  node: "n1",
+  tunnelPort: 100,
+  networks: routed6.networks.map((n) => ({
+    ...n,
+    label: ["acme/red", "acme/blue", "acme/green"][n.id - 1],
+    ...(n.physnetPort !== undefined ? { physnet: "phys1" } : {}),
+  })),
+  localPorts: routed6.localPorts.map((p) => ({ ...p, label: `acme/r${p.ofport}` })),
+  remotePorts: [{ ...routed6.remotePorts[0], node: "n2", label: "acme/far" }],
+};
+
+/** From red's pod (fd00:1::2) to `ipDst` through red's gateway MAC (routed) or to `dlDst`. */
+function v6Case(
+  name: string,
+  packet: Partial<TracePacket> & { ipDst: string },
+  expect: string,
+): Case {
+  const red = routed6.localPorts[0];
+  return {
+    name,
+    ingress: { kind: "port", ofport: red.ofport },
+    packet: {
+      proto: "tcp",
+      dlSrc: red.mac,
+      ipSrc: red.ips[1],
+      dlDst: routed6.networks[0].gatewayMac!,
+      dstPort: 80,
+      ...packet,
+    },
+    expect,
+  };
+}
+
+Deno.test("trace: routed IPv6, live (ofproto/trace) and offline say the same, allowed and dropped", async () => {
+  await using cleanup = new Cleanup();
+  const node = await startSimNode({ name: "r6", cleanup });
+  const ovs = new Ovs(node.ovs);
+  try {
+    await ovs.ensureBridge("br-int", { datapathType: "netdev", failMode: "secure" });
+    await ovs.ensureVxlanPort("br-int", "vxlan0", 100);
+    await ovs.ensureBridge("brp0", { datapathType: "netdev", failMode: "standalone" });
+    await ovs.ensurePatchPair("br-int", "pi-phys1", "brp0", "pp-phys1", 200);
+    await ovs.addPorts(
+      "br-int",
+      routed6.localPorts.map((p) => ({
+        name: `r6${p.ofport}`,
+        type: "internal",
+        ofportRequest: p.ofport,
+      })),
+    );
+    await liveMatchesOffline(ovs, compileFlows(routed6), routed6View, [
+      v6Case("TCP routed into blue, to the CNF here", { ipDst: "fd00:2::9" }, "local"),
+      v6Case("UDP through the static route's next hop", {
+        proto: "udp",
+        ipDst: "fd00:9::1",
+        dstPort: 53,
+      }, "local"),
+      v6Case("ICMPv6 echo to red's IPv6 gateway: answered", {
+        proto: "icmp",
+        ipDst: "fd00:1::1",
+        dstPort: undefined,
+      }, "reply"),
+      v6Case("TCP to red's remote port, not routed: the tunnel", {
+        ipDst: "fd00:1::3",
+        dlDst: "02:00:0a:01:00:03",
+      }, "tunnel"),
+      v6Case("TCP to green, on no router", { ipDst: "fd00:3::2" }, "drop:no_route"),
+      v6Case("TCP routed into blue, where no port has the address", {
+        ipDst: "fd00:2::77",
+      }, "drop:no_port"),
+      v6Case(
+        "TCP from another address",
+        { ipSrc: "fd00:1::99", ipDst: "fd00:2::9" },
+        "drop:spoofed_ip",
+      ),
+    ]);
+  } finally {
+    await ovs.close();
+  }
+});

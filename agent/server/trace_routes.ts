@@ -7,7 +7,7 @@
  */
 import type { Hono } from "hono";
 import { z } from "zod";
-import { parseIp, parseMac } from "@knitter/common/address";
+import { formatIp, parseIp, parseMac } from "@knitter/common/address";
 import {
   NodeInspector,
   type TraceDeps,
@@ -19,7 +19,9 @@ import { jsonBody } from "./json_body.ts";
 /** A MAC as the rest of knitter reads it (common/address.ts), canonical once parsed. */
 const Mac = z.string().max(64).refine((s) => parseMac(s) !== null, "a MAC xx:xx:xx:xx:xx:xx")
   .transform((s) => parseMac(s)!);
-const Ipv4 = z.string().max(64).refine((s) => parseIp(s)?.family === 4, "an IPv4 address");
+/** An IPv4 or IPv6 address, canonical once parsed (as the flows spell it). */
+const Ip = z.string().max(64).refine((s) => parseIp(s) !== null, "an IPv4 or IPv6 address")
+  .transform((s) => formatIp(parseIp(s)!));
 
 const TraceBody = z.strictObject({
   from: z.discriminatedUnion("kind", [
@@ -39,10 +41,16 @@ const TraceBody = z.strictObject({
     proto: z.enum(["tcp", "udp", "icmp", "arp"]),
     dlSrc: Mac,
     dlDst: Mac,
-    ipSrc: Ipv4,
-    ipDst: Ipv4,
+    ipSrc: Ip,
+    ipDst: Ip,
     dstPort: z.int().min(0).max(65535).optional(),
-  }),
+  }).refine(
+    // One family: the packet's (ARP is IPv4's).
+    (p) =>
+      p.ipSrc.includes(":") === p.ipDst.includes(":") &&
+      (p.proto !== "arp" || !p.ipDst.includes(":")),
+    { message: "ipSrc and ipDst of one family (IPv4 for ARP)", path: ["ipDst"] },
+  ),
   target: z.strictObject({
     ip: z.string().max(64),
     owner: z.strictObject({

@@ -31,8 +31,8 @@ export function checkAdvertiseAllowed(
   );
 }
 
-/** The network's CIDRs as advertised: IPv4, and IPv6 when it has one. */
-function cidrsOf(net: Pick<NetworkRecord, "cidr" | "cidr6">): Cidr[] {
+/** The network's CIDRs as advertised: IPv4, and IPv6 when it has one (node_reach.ts too). */
+export function cidrsOf(net: Pick<NetworkRecord, "cidr" | "cidr6">): Cidr[] {
   return [net.cidr, net.cidr6].filter((c): c is string => c !== undefined)
     .map((c) => parseCidr(c) as Cidr);
 }

@@ -149,6 +149,7 @@ export async function createNetwork(
         tenant,
         name: body.name,
         cidr: spec.record.cidr,
+        cidr6: spec.record.cidr6,
         type: body.type,
         physnet: body.physnet,
       },

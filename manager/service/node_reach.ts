@@ -2,12 +2,14 @@
  * A network's two settings that involve the node (agent/README.md, "Egress and the node"): `egress`
  * (its pods reach what lies outside through the node, with source NAT to the node's address) and
  * `hostAccess` (the node reaches its pods on the network: kubelet probes, hostPort). Both put the
- * node on the network with the gateway's IPv4 address, so both need one; and a hostAccess network's
- * subnet is routed in the node's main table, so two of them must never overlap.
+ * node on the network with the gateway's address (IPv4, IPv6, or a dual-stack network's both), so
+ * both need a gateway; a hostAccess network's subnets are routed in the node's main table, so two
+ * of them must never overlap, in either family.
  *
  * @module
  */
-import { type Cidr, cidrsOverlap, parseCidr } from "@knitter/common/address";
+import { cidrsOverlap, formatCidr } from "@knitter/common/address";
+import { cidrsOf } from "./advertise.ts";
 import { ApiError, invalid } from "../errors.ts";
 import { keys, type NetworkRecord } from "../model.ts";
 import { type Ctx, listValues } from "./context.ts";
@@ -22,19 +24,20 @@ export interface NodeReach {
   advertise?: boolean;
 }
 
-/** Each setting needs an IPv4 gateway: the node takes its address on the network. */
+/**
+ * Each setting needs a gateway: the node takes its address on the network (IPv4 or IPv6, and a
+ * dual-stack network's IPv6 gateway beside its IPv4 one).
+ */
 export function checkNodeReach(
   net: Pick<NetworkRecord, "name" | "cidr" | "gateway">,
   want: NodeReach,
 ): void {
   for (const field of ["egress", "hostAccess", "advertise"] as const) {
-    if (want[field] !== true) continue;
-    if (net.gateway !== undefined && !net.gateway.includes(":")) continue;
+    if (want[field] !== true || net.gateway !== undefined) continue;
     throw invalid(
       field,
-      `network "${net.name}" (${net.cidr}) has no IPv4 gateway; the node joins the network with ` +
-        `the gateway's IPv4 address (IPv6 is not supported yet): give the network an IPv4 cidr ` +
-        `and gateway, or leave ${field} off`,
+      `network "${net.name}" (${net.cidr}) has no gateway; the node joins the network with the ` +
+        `gateway's address: give the network a gateway, or leave ${field} off`,
     );
   }
 }
@@ -63,7 +66,17 @@ export function checkNodeReachAllowed(
 }
 
 /** What of a network the overlap rule reads. */
-type ReachNet = Pick<NetworkRecord, "id" | "tenant" | "name" | "cidr" | "type" | "physnet">;
+type ReachNet =
+  & Pick<NetworkRecord, "id" | "tenant" | "name" | "cidr" | "type" | "physnet">
+  & Partial<Pick<NetworkRecord, "cidr6">>;
+
+/** The first of `a`'s subnets (IPv4, and a dual-stack one's IPv6) that overlaps one of `b`'s. */
+function overlapOf(
+  a: Pick<NetworkRecord, "cidr" | "cidr6">,
+  b: Pick<NetworkRecord, "cidr" | "cidr6">,
+) {
+  return cidrsOf(a).find((x) => cidrsOf(b).some((y) => cidrsOverlap(x, y)));
+}
 
 /**
  * Whether a network with `a`'s settings and one with `b`'s may not overlap: the node routes every
@@ -101,16 +114,16 @@ export async function checkNodeReachOverlap(
 ): Promise<void> {
   const { want, clusters } = asked;
   if (want.egress !== true && !inMainTable(want)) return;
-  const mine = parseCidr(net.cidr) as Cidr;
   for (const other of await listValues<NetworkRecord>(ctx.store, keys.networks())) {
     if (other.id === net.id || !clashes(want, other)) continue;
-    if (!cidrsOverlap(mine, parseCidr(other.cidr) as Cidr)) continue;
+    const mine = overlapOf(net, other);
+    if (mine === undefined) continue;
     if (!clusters.some((c) => mayUse(c, net) && mayUse(c, other))) continue;
     const field = reachField(want);
     // A tenant's own networks never overlap (checkOverlap): the other one is another tenant's.
     throw new ApiError(
       "conflict",
-      `${field}: ${net.cidr} overlaps a network of another tenant that has ` +
+      `${field}: ${formatCidr(mine)} overlaps a network of another tenant that has ` +
         `${reachField(other)} and runs in a cluster with this ` +
         `one; the node routes every hostAccess subnet in one table, beside the egress networks' ` +
         `own, so they must not overlap: choose another cidr, or leave ${field} off`,
@@ -131,7 +144,7 @@ export async function checkClusterNodeReach(ctx: Ctx, reach: ClusterReach): Prom
   for (const [i, a] of reaching.entries()) {
     for (const b of reaching.slice(i + 1)) {
       if (!clashes(a, b) && !clashes(b, a)) continue;
-      if (!cidrsOverlap(parseCidr(a.cidr) as Cidr, parseCidr(b.cidr) as Cidr)) continue;
+      if (overlapOf(a, b) === undefined) continue;
       throw new ApiError(
         "conflict",
         `Cluster "${reach.name}" would run networks ${describeReach(a)} and ${

@@ -2,13 +2,16 @@
  * Routers: a tenant's choice to route between some of its own networks (agent/PIPELINE.md,
  * "Routing"). The agents compute the flows on every node; the manager keeps the record, checks it
  * and announces it on the change feed. A router connects only networks of its own tenant that are
- * private and have an IPv4 gateway, whose CIDRs do not overlap (a destination address must name
- * one network); a network is on one router at most. A static route sends a destination to an
- * address of a port on one of them (a pod that routes or filters: a CNF).
+ * private and have a gateway, whose CIDRs do not overlap within a family (a destination address
+ * must name one network); a network is on one router at most. It routes IPv4 between the networks'
+ * IPv4 subnets and IPv6 between their IPv6 ones (an IPv6-only network's cidr, a dual-stack one's
+ * cidr6 with its gateway6). A static route sends a destination to an address of its family of a
+ * port on one of them (a pod that routes or filters: a CNF).
  */
 import type { z } from "zod";
 import type { RouterInfo } from "@knitter/common";
 import {
+  type Cidr,
   cidrContains,
   cidrsOverlap,
   formatCidr,
@@ -77,10 +80,10 @@ async function connected(ctx: Ctx, tenant: string, body: Body) {
         `network "${name}" has the external data plane: its pods' interfaces are another plugin's and never reach Knitter's flows, where a router is; connect networks with the Open vSwitch data plane`,
       );
     }
-    if (net.family !== 4 || net.gateway === undefined) {
+    if (net.gateway === undefined) {
       throw invalid(
         field,
-        `network "${name}" has no IPv4 gateway: pods reach a router through their gateway, and routing covers IPv4 networks; give the network a gateway (or connect another)`,
+        `network "${name}" has no gateway: pods reach a router through their gateway; give the network a gateway (or connect another)`,
       );
     }
     out.push({ net, version: e.version! });
@@ -88,14 +91,33 @@ async function connected(ctx: Ctx, tenant: string, body: Body) {
   for (let j = 0; j < out.length; j++) {
     for (let i = 0; i < j; i++) {
       const [a, b] = [out[i].net, out[j].net];
-      if (cidrsOverlap(cidrOf(a), cidrOf(b))) {
+      const clash = routedSubnets(a).flatMap((x) =>
+        routedSubnets(b).filter((y) =>
+          cidrsOverlap(x.cidr, y.cidr)
+        ).map((y) => [x.text, y.text])
+      )[0];
+      if (clash) {
         throw new ApiError(
           "conflict",
-          `Networks "${a.name}" (${a.cidr}) and "${b.name}" (${b.cidr}) overlap: a router could not tell their addresses apart; connect networks whose CIDRs are disjoint`,
+          `Networks "${a.name}" (${clash[0]}) and "${b.name}" (${
+            clash[1]
+          }) overlap: a router could not tell their addresses apart; connect networks whose CIDRs are disjoint in each family`,
           `networks[${j}]`,
         );
       }
     }
+  }
+  return out;
+}
+
+/**
+ * The subnets a router routes of a network, with their gateways: its cidr with its gateway, and a
+ * dual-stack network's cidr6 with its gateway6 (without one, its IPv6 side is not routed).
+ */
+function routedSubnets(n: NetworkRecord): { cidr: Cidr; text: string; gateway: string }[] {
+  const out = [{ cidr: cidrOf(n), text: n.cidr, gateway: n.gateway! }];
+  if (n.cidr6 !== undefined && n.gateway6 !== undefined) {
+    out.push({ cidr: parseCidr(n.cidr6) as Cidr, text: n.cidr6, gateway: n.gateway6 });
   }
   return out;
 }
@@ -107,19 +129,23 @@ function staticRoutes(body: Body, nets: NetworkRecord[]): RouterRecord["routes"]
     const field = `routes[${i}]`;
     const dst = parseCidr(r.dst);
     if ("error" in dst) throw invalid(`${field}.dst`, dst.error);
-    if (dst.family !== 4) {
-      throw invalid(`${field}.dst`, `${r.dst} is not IPv4; routing covers IPv4`);
-    }
     const text = formatCidr(dst);
     if (seen.has(text)) throw invalid(`${field}.dst`, `${text} is routed twice`);
     seen.add(text);
     const via = parseIp(r.via);
-    const on = via && nets.find((n) => cidrContains(cidrOf(n), via));
+    if (via && via.family !== dst.family) {
+      throw invalid(
+        `${field}.via`,
+        `${r.via} is IPv${via.family} but dst ${text} is IPv${dst.family}: the next hop of a route is an address of its destination's family`,
+      );
+    }
+    const subnets = nets.flatMap((n) => routedSubnets(n).map((s) => ({ ...s, net: n })));
+    const on = via && subnets.find((s) => cidrContains(s.cidr, via));
     if (!via || !on) {
       throw invalid(
         `${field}.via`,
         `${r.via} is not an address in a connected network (${
-          nets.map((n) => n.cidr).join(", ")
+          subnets.map((s) => s.text).join(", ")
         }); the next hop is a pod's address on one of them`,
       );
     }
@@ -127,7 +153,7 @@ function staticRoutes(body: Body, nets: NetworkRecord[]): RouterRecord["routes"]
     if (hop === on.gateway) {
       throw invalid(
         `${field}.via`,
-        `${hop} is the gateway of network "${on.name}", the router itself`,
+        `${hop} is the gateway of network "${on.net.name}", the router itself`,
       );
     }
     if (cidrContains(dst, via)) {
@@ -135,6 +161,21 @@ function staticRoutes(body: Body, nets: NetworkRecord[]): RouterRecord["routes"]
     }
     return { dst: text, via: hop };
   });
+}
+
+/** A connected network as the router names it: its subnets and gateways. */
+function routerNetwork(n: NetworkRecord): RouterRecord["networks"][number] {
+  const out: RouterRecord["networks"][number] = {
+    name: n.name,
+    id: n.id,
+    cidr: n.cidr,
+    gateway: n.gateway!,
+  };
+  if (n.cidr6 !== undefined && n.gateway6 !== undefined) {
+    out.cidr6 = n.cidr6;
+    out.gateway6 = n.gateway6;
+  }
+  return out;
 }
 
 /** Claims each connected network for the router (one router per network), releases the rest. */
@@ -194,7 +235,7 @@ async function build(
   const record: RouterRecord = {
     name,
     tenant,
-    networks: nets.map((n) => ({ name: n.name, id: n.id, cidr: n.cidr, gateway: n.gateway! })),
+    networks: nets.map(routerNetwork),
     routes,
     createdAt: before?.createdAt ?? now(),
   };

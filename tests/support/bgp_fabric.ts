@@ -14,6 +14,9 @@ export const ROUTER6 = "fd99::fe";
 /** The host behind the router, on a subnet no node has a route to but through the router. */
 export const HOST = "198.51.100.2";
 export const HOST_SUBNET = "198.51.100.0/24";
+/** The host's IPv6 address, on a subnet of its own behind the router too. */
+export const HOST6 = "fd98::2";
+export const HOST6_SUBNET = "fd98::/64";
 export const ROUTER_ASN = 65000;
 export const NODE_ASN = 65001;
 
@@ -50,14 +53,17 @@ export async function startFabric(cleanup: Cleanup, nodeIps: string[]): Promise<
       "link set lo up",
       `link add eth1 type veth peer name eth0 netns ${host}`,
       "addr add 198.51.100.1/24 dev eth1",
+      "addr add fd98::1/64 dev eth1 nodad",
       "link set eth1 up",
     ].join("\n") + "\n",
   });
   await run(["ip", "-n", host, "-batch", "-"], {
-    stdin: `addr add ${HOST}/24 dev eth0\nlink set eth0 up\nlink set lo up\n` +
-      "route add default via 198.51.100.1\n",
+    stdin: `addr add ${HOST}/24 dev eth0\naddr add ${HOST6}/64 dev eth0 nodad\n` +
+      "link set eth0 up\nlink set lo up\nroute add default via 198.51.100.1\n" +
+      "route add ::/0 via fd98::1\n",
   });
   await run(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+  await run(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
   // Whole checksums on the wire: the nodes' Open vSwitch (userspace) reads frames as they are.
   for (const ns of [router, host]) {
     await run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]);
@@ -111,7 +117,7 @@ export async function speakBgp(cleanup: Cleanup, node: StackNode): Promise<void>
   const ip = node.sim.underlayIp;
   await run(["ip", "-n", node.sim.netns, "-batch", "-"], {
     stdin: `addr add ${underlay6(ip)}/64 dev br-phy nodad\n` +
-      `route add ${HOST_SUBNET} via ${ROUTER}\n`,
+      `route add ${HOST_SUBNET} via ${ROUTER}\nroute add ${HOST6_SUBNET} via ${ROUTER6}\n`,
   });
   await node.stopAgent();
   const config = JSON.parse(await Deno.readTextFile(node.agentConfig));

@@ -59,6 +59,8 @@ import {
   L_OFPORT,
   L_V4_COUNT,
   L_V6_COUNT,
+  N_GW6_SLOT,
+  N_GW_V6,
   N_HOST_PORT,
   N_ID,
   RT_FROM,
@@ -508,10 +510,13 @@ function commit(id: u32, z: u32, v6: bool): void {
   end();
 }
 
-/** IPv4 from the node through network `id`'s host port: committed in zone `z`, past the rules. */
-function hostCommit(id: u32, hostPort: u32, z: u32): void {
+/**
+ * IPv4 (IPv6: `v6`) from the node through network `id`'s host port: committed in zone `z`, past
+ * the rules.
+ */
+function hostCommit(id: u32, hostPort: u32, z: u32, v6: bool): void {
   begin(id, 0, AF_HOST_COMMIT_TABLE, AF_HOST_COMMIT_PRIORITY, LINE_BOUND);
-  puts(",ip,reg6=");
+  puts(v6 ? ",ipv6,reg6=" : ",ip,reg6=");
   putDec(AS_UNTRACKED);
   puts(",in_port=");
   putDec(hostPort);
@@ -642,7 +647,12 @@ export function acl(words: u32): i32 {
     if (f & 1) commit(idOf(ni), idOf(zi), false);
     if (f & 2) commit(idOf(ni), idOf(zi), true);
     const hostPort = load<u32>(net(ni), N_HOST_PORT);
-    if (f & 1 && hostPort != 0) hostCommit(idOf(ni), hostPort, idOf(zi));
+    // A host port carries the families the network has gateways of (builders.ts).
+    const n = net(ni);
+    const gw6 = load<u32>(n, N_GW_V6) != 0;
+    if (f & 1 && hostPort != 0 && !gw6) hostCommit(idOf(ni), hostPort, idOf(zi), false);
+    const v6Host = hostPort != 0 && (gw6 || load<u32>(n, N_GW6_SLOT) != 0);
+    if (f & 2 && v6Host) hostCommit(idOf(ni), hostPort, idOf(zi), true);
   }
   join();
   mergeConjunctions();

@@ -125,10 +125,17 @@ function networkFlows(n: usize): void {
   if (vxlan) classifyTunnel(n);
   else classifyPhysnet(n);
   const hostPort = load<u32>(n, N_HOST_PORT);
-  if (hostPort != 0) {
-    classifyHost(n, false);
-    classifyHost(n, true);
+  // A host port carries each family the network has a gateway of: IPv4 (`gw`, unless it is
+  // IPv6), IPv6 (a dual-stack network's `gw6`, or an IPv6-only network's `gw`).
+  const gw = load<u32>(n, N_GW_SLOT);
+  const gw6 = load<u32>(n, N_GW6_SLOT);
+  const hostV4 = hostPort != 0 && gw != 0 && load<u32>(n, N_GW_V6) == 0;
+  const hostV6 = hostPort != 0 && (gw6 != 0 || load<u32>(n, N_GW_V6) != 0);
+  if (hostV4) {
+    classifyHost(n, ",arp,in_port=");
+    classifyHost(n, ",ip,in_port=");
   }
+  if (hostV6) classifyHost(n, ",ipv6,in_port=");
   const rFirst = load<u32>(n, N_REMOTE_FIRST);
   const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
   for (let i = rFirst; i < rLast; i++) {
@@ -139,7 +146,6 @@ function networkFlows(n: usize): void {
     for (let k = v4; k < v4End; k++) arpReply(n, 0, mac, v4Slot(k));
   }
   // The gateway is answered like a port of the network (arpReply), and answers pings.
-  const gw = load<u32>(n, N_GW_SLOT);
   if (gw != 0 && load<u32>(n, N_GW_V6) == 0) {
     arpReply(n, 0, load<u64>(n, N_GW_MAC), v4Slot(gw - 1));
     gatewayPing(n, v4Slot(gw - 1), false);
@@ -147,7 +153,6 @@ function networkFlows(n: usize): void {
     gatewayPing(n, v6Slot(gw - 1), true);
     gatewayNd(n, v6Slot(gw - 1));
   }
-  const gw6 = load<u32>(n, N_GW6_SLOT);
   if (gw6 != 0) {
     gatewayPing(n, v6Slot(gw6 - 1), true);
     gatewayNd(n, v6Slot(gw6 - 1));
@@ -163,11 +168,17 @@ function networkFlows(n: usize): void {
     gatewayLinkGuard(n);
   }
   if (!vxlan) unknownUnicast(n);
-  // With a host port, what reaches the gateway MAC goes to the node: IPv4 through ROUTE (routes
-  // first, hostExit below them), ARP replies and the rest straight.
+  // With a host port, what reaches the gateway MAC goes to the node: IP through ROUTE (routes
+  // first, hostExit below them), ARP replies, neighbour advertisements and the rest straight.
   if (gw != 0 && hostPort != 0) {
-    routeIn(n);
-    hostExit(n);
+    if (hostV4) {
+      routeIn(n);
+      hostExit(n);
+    }
+    if (hostV6) {
+      routeIn(n, true);
+      hostExit(n, true);
+    }
     forwardHost(n);
     hostGuard(n);
   } else if (gw != 0) gatewayDrop(n);

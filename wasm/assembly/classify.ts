@@ -86,9 +86,9 @@ export function classifyPhysnet(n: usize): void {
 }
 
 /** ARP (`ip` false) or IPv4 from the network's host port: into the network as from outside. */
-export function classifyHost(n: usize, ip: bool): void {
+export function classifyHost(n: usize, proto: string): void {
   begin(load<u32>(n, N_ID), 0, F_CLASSIFY_HOST_TABLE, F_CLASSIFY_HOST_PRIORITY, LINE_BOUND);
-  puts(ip ? ",ip,in_port=" : ",arp,in_port=");
+  puts(proto);
   putDec(load<u32>(n, N_HOST_PORT));
   puts(",actions=set_field:");
   putNet(n);

@@ -76,6 +76,8 @@ import {
   R_NODE_TEXT,
   R_V4_COUNT,
   R_V4_FIRST,
+  R_V6_COUNT,
+  R_V6_FIRST,
   REMOTE_REF,
   REMOTE_SIZE,
   reserve,
@@ -274,9 +276,9 @@ let v6Count: u32 = 0;
 
 /**
  * Parses the `count` addresses of port `ref` (kind, index) from the blob, claims them in network
- * `ni` and appends new ones to the pools; remote ports keep no IPv6 (`keepV6` false).
+ * `ni` and appends new ones to the pools.
  */
-function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6: bool): i32 {
+function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32): i32 {
   for (let k: u32 = 0; k < count; k++) {
     const len = word();
     const p = blob;
@@ -293,7 +295,6 @@ function addresses(kind: u32, index: u32, ref: u32, ni: u32, count: u32, keepV6:
       const other = claimIpv6(ni, ref);
       if (other == ref) continue;
       if (other != NONE) return fail(E_DUP_IP, kind, index, k, refKind(other), refIndex(other));
-      if (!keepV6) continue;
       ipv6ToSlot(v6Slot(v6Count++));
     } else {
       const v = parseIpv4(p, len);
@@ -391,13 +392,21 @@ function parseGateway6(n: usize, i: u32, len: u32): i32 {
   return 0;
 }
 
+/** Words `first`..`first + 3` of the IPv6 address just parsed, as one number. */
+function v6Half(first: i32): u64 {
+  return (<u64> wordAt(first) << 48) | (<u64> wordAt(first + 1) << 32) |
+    (<u64> wordAt(first + 2) << 16) | <u64> wordAt(first + 3);
+}
+
 /** Claims the IPv6 address just parsed for `ref` in network `net`: the claimant it had before. */
 function claimIpv6(net: u32, ref: u32): u32 {
-  const hi = (<u64> wordAt(0) << 48) | (<u64> wordAt(1) << 32) | (<u64> wordAt(2) << 16) |
-    <u64> wordAt(3);
-  const lo = (<u64> wordAt(4) << 48) | (<u64> wordAt(5) << 32) | (<u64> wordAt(6) << 16) |
-    <u64> wordAt(7);
-  return claim(key0(H_IP6, net), hi, lo, ref);
+  return claim(key0(H_IP6, net), v6Half(0), v6Half(4), ref);
+}
+
+/** The owner (see REMOTE_REF) of the IPv6 address just parsed in network `ni`, or NONE. */
+export function ipv6Owner(ni: u32): u32 {
+  const found = find(key0(H_IP6, ni), v6Half(0), v6Half(4));
+  return found == 0 ? NONE : load<u32>(found, 24);
 }
 
 /** The IPv6 gateway just parsed, of network index i: claimed, written as text; its v6 slot count. */
@@ -472,7 +481,7 @@ function parseLocals(count: u32): i32 {
     if (rc != 0) return rc;
     const v4 = v4Count;
     const v6 = v6Count;
-    rc = addresses(K_LOCAL, i, i, ni, ips, true);
+    rc = addresses(K_LOCAL, i, i, ni, ips);
     if (rc != 0) return rc;
     store<u32>(p, v4, L_V4_FIRST);
     store<u32>(p, v4Count - v4, L_V4_COUNT);
@@ -509,10 +518,13 @@ function parseRemotes(count: u32): i32 {
     store<u32>(r, <u32> node, R_NODE);
     ipv4ToSlot(r + R_NODE_TEXT, <u32> node);
     const v4 = v4Count;
-    rc = addresses(K_REMOTE, i, ref, ni, ips, false);
+    const v6 = v6Count;
+    rc = addresses(K_REMOTE, i, ref, ni, ips);
     if (rc != 0) return rc;
     store<u32>(r, v4, R_V4_FIRST);
     store<u32>(r, v4Count - v4, R_V4_COUNT);
+    store<u32>(r, v6, R_V6_FIRST);
+    store<u32>(r, v6Count - v6, R_V6_COUNT);
     store<u64>(buffer(B_REMOTE_ORDER) + (<usize> i << 3), (<u64> ni << 32) | <u64> i);
     if (load<u32>(net(ni), N_TYPE) == VXLAN) {
       store<u64>(buffer(B_NODES) + (<usize> (nodeCount++) << 3), (<u64> ni << 32) | <u64> node);

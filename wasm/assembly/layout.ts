@@ -87,8 +87,8 @@ export const L_V6_COUNT = 24;
 export const L_MAC_TEXT = 32;
 export const L_MAC = 56;
 
-// Remote port, 64 bytes; the node IP as text slot, the MAC as its 17 characters and a number.
-export const REMOTE_SIZE: usize = 64;
+// Remote port, 72 bytes; the node IP as text slot, the MAC as its 17 characters and a number.
+export const REMOTE_SIZE: usize = 72;
 
 export const R_NET = 0;
 export const R_V4_FIRST = 4;
@@ -97,14 +97,17 @@ export const R_NODE = 12;
 export const R_NODE_TEXT = 16; // 16-byte text slot (see putSlot)
 export const R_MAC_TEXT = 32;
 export const R_MAC = 56;
+export const R_V6_FIRST = 64; // its IPv6 addresses: the next hops of IPv6 routes (route6.ts)
+export const R_V6_COUNT = 68;
 
 // Address texts: slots of a length byte and the characters (IPv4 16 bytes, IPv6 48 bytes).
 export const V4_SLOT: usize = 16;
 
 export const V6_SLOT: usize = 48;
 
-// Route, 24 bytes (route.ts): the networks (indexes), the CIDR, whether static, the next hop.
-export const ROUTE_SIZE: usize = 28;
+// Route, 80 bytes (route.ts): the networks (indexes), the CIDR, whether static, the next hop, the
+// MTU to check; an IPv6 route (route6.ts) has its destination as a v6 text slot instead of RT_BASE.
+export const ROUTE_SIZE: usize = 80;
 export const RT_FROM = 0;
 export const RT_TO = 4;
 export const RT_BASE = 8;
@@ -112,3 +115,5 @@ export const RT_PREFIX = 12;
 export const RT_STATIC = 16; // 1: a static route (via)
 export const RT_HOP = 20; // the next hop's owner ref (REMOTE_REF…), or NONE while it has none
 export const RT_MTU = 24; // the destination's MTU to check (0: none)
+export const RT_V6 = 28; // 1: an IPv6 route
+export const RT_DST6 = 32; // an IPv6 route's destination base, a v6 text slot (48 bytes)

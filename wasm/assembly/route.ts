@@ -1,5 +1,6 @@
 // Routing (see ../../agent/PIPELINE.md, "Routing"): the routes decoded and
-// checked after the rest of the model (decode in input.ts), and the builders of their flows.
+// checked after the rest of the model (decode in input.ts), and the builders of their flows, for
+// IPv4 and, with route6.ts's checks and matches, IPv6.
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import {
@@ -22,6 +23,7 @@ import {
   T_ROUTE,
 } from "./generated/pipeline";
 import { parseIpv4, unicastIpv4 } from "./address";
+import { isIpv6Text, parseRoute6, putCidr6 } from "./route6";
 import { spoofHead, spoofIpActions } from "./spoof";
 import { checkLarger, gatewaySelf, routeMiss, tooBig } from "./slow_path";
 import {
@@ -36,6 +38,7 @@ import {
   remote,
   remoteAt,
   v4Slot,
+  v6Slot,
   word,
 } from "./input";
 import {
@@ -45,8 +48,8 @@ import {
   L_COOKIE,
   L_MAC_TEXT,
   L_NET,
-  L_V4_COUNT,
   L_V4_FIRST,
+  L_V6_FIRST,
   N_GW_MAC_TEXT,
   N_GW_SLOT,
   N_GW_V6,
@@ -57,8 +60,8 @@ import {
   N_REMOTE_COUNT,
   N_REMOTE_FIRST,
   R_MAC_TEXT,
-  R_V4_COUNT,
   R_V4_FIRST,
+  R_V6_FIRST,
   REMOTE_REF,
   reserve,
   ROUTE_SIZE,
@@ -69,7 +72,9 @@ import {
   RT_PREFIX,
   RT_STATIC,
   RT_TO,
+  RT_V6,
   V4_SLOT,
+  V6_SLOT,
 } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putIpv4, putMac, putNet, puts, putSlot } from "./text";
 
@@ -118,13 +123,20 @@ export function parseRoutes(): i32 {
   reserve(B_ROUTES, <usize> routeCount * ROUTE_SIZE);
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    const from = routed(word());
-    const to = routed(word());
+    const fromId = word();
+    const toId = word();
     const dstLen = word();
     const viaLen = word();
     const mtu = word();
     const dst = bytes(dstLen);
     const via = viaLen > 0 ? bytes(viaLen - 1) : 0;
+    if (isIpv6Text(dst, dstLen)) {
+      const rc = parseRoute6(r, i, fromId, toId, dst, dstLen, via, viaLen);
+      if (rc != 0) return rc;
+      continue;
+    }
+    const from = routed(fromId);
+    const to = routed(toId);
     if (from == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 0, 0, 0);
     if (to == NONE) return fail(E_ROUTE_NETWORK, K_ROUTE, i, 1, 0, 0);
     const cidr = parseCidr4(dst, dstLen);
@@ -136,6 +148,7 @@ export function parseRoutes(): i32 {
     store<u32>(r, viaLen > 0 ? 1 : 0, RT_STATIC);
     store<u32>(r, NONE, RT_HOP);
     store<u32>(r, mtu, RT_MTU);
+    store<u32>(r, 0, RT_V6);
     if (viaLen == 0) continue;
     const hop = parseIpv4(via, viaLen - 1);
     if (hop < 0 || !unicastIpv4(<u32> hop)) return fail(E_BAD_ROUTE_VIA, K_ROUTE, i, 0, 0, 0);
@@ -157,10 +170,10 @@ function putCidr(field: string, r: usize): void {
   putDec(prefix);
 }
 
-/** IPv4 a local port of a routed network sent to its gateway MAC: to ROUTE. */
-export function routeIn(n: usize): void {
+/** IPv4 (IPv6: `v6`) a local port of a routed network sent to its gateway MAC: to ROUTE. */
+export function routeIn(n: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_ROUTE_IN_TABLE, F_ROUTE_IN_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
   puts(",dl_dst=");
   putMac(n + N_GW_MAC_TEXT);
@@ -169,10 +182,13 @@ export function routeIn(n: usize): void {
   end();
 }
 
-/** IPv4 to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends it. */
-export function hostExit(n: usize): void {
+/**
+ * IPv4 (IPv6: `v6`) to the gateway MAC that no route takes: on to FORWARD, where forwardHost sends
+ * it.
+ */
+export function hostExit(n: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_HOST_EXIT_TABLE, F_HOST_EXIT_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
   puts(",actions=goto_table:");
   putDec(T_FORWARD);
@@ -191,9 +207,11 @@ function routeTo(r: usize): void {
   const isStatic = load<u32>(r, RT_STATIC);
   const priority = F_ROUTE_TO_PRIORITY + 2 * load<u32>(r, RT_PREFIX) + isStatic;
   begin(load<u32>(from, N_ID), 0, F_ROUTE_TO_TABLE, priority, LINE_BOUND);
-  puts(",ip,reg0=");
+  const v6 = load<u32>(r, RT_V6) != 0;
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(from);
-  putCidr(",nw_dst=", r);
+  if (v6) putCidr6(",ipv6_dst=", r);
+  else putCidr(",nw_dst=", r);
   // dec_ttl first: a packet whose TTL runs out goes up to the slow path as the pod sent it.
   puts(",actions=dec_ttl,");
   // Larger than the destination's MTU: marked for FORWARD's tooBig (slow_path.ts).
@@ -215,13 +233,13 @@ function routeTo(r: usize): void {
   end();
 }
 
-/** Routed traffic for a port's address (v4 text slot `ip`): its MAC as the destination. */
-export function nextHop(n: usize, port: u32, mac: usize, ip: usize): void {
+/** Routed traffic for a port's address (v4 text slot `ip`; `v6`: a v6 one): its MAC as eth_dst. */
+export function nextHop(n: usize, port: u32, mac: usize, ip: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), port, F_NEXT_HOP_TABLE, F_NEXT_HOP_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
-  puts(",nw_dst=");
-  putSlot(ip, V4_SLOT);
+  puts(v6 ? ",ipv6_dst=" : ",nw_dst=");
+  putSlot(ip, v6 ? V6_SLOT : V4_SLOT);
   puts(",actions=set_field:");
   putMac(mac);
   puts("->eth_dst,goto_table:");
@@ -232,29 +250,42 @@ export function nextHop(n: usize, port: u32, mac: usize, ip: usize): void {
 /** A static route's next hop on this node may send from the route's destination. */
 function spoofRouted(r: usize, p: usize): void {
   const n = net(load<u32>(p, L_NET));
-  spoofHead(n, p, F_SPOOF_ROUTED_TABLE, F_SPOOF_ROUTED_PRIORITY, ",ip,in_port=");
-  putCidr(",nw_src=", r);
+  const v6 = load<u32>(r, RT_V6) != 0;
+  spoofHead(
+    n,
+    p,
+    F_SPOOF_ROUTED_TABLE,
+    F_SPOOF_ROUTED_PRIORITY,
+    v6 ? ",ipv6,in_port=" : ",ip,in_port=",
+  );
+  if (v6) putCidr6(",ipv6_src=", r);
+  else putCidr(",nw_src=", r);
   spoofIpActions(n);
   end();
 }
 
-/** Every port address of network `n`, local and remote: a next hop each. */
-function nextHops(n: usize): void {
+/** The addresses of one family (field `first`, its count after it) of a port p: a next hop each. */
+function portHops(n: usize, port: u32, p: usize, mac: usize, first: usize, v6: bool): void {
+  const a = load<u32>(p + first);
+  const last = a + load<u32>(p + first + 4);
+  for (let k = a; k < last; k++) nextHop(n, port, mac, v6 ? v6Slot(k) : v4Slot(k), v6);
+}
+
+/** Every port address of network `n` of one family, local and remote: a next hop each. */
+function nextHops(n: usize, v6: bool): void {
   const lFirst = load<u32>(n, N_LOCAL_FIRST);
   const lLast = lFirst + load<u32>(n, N_LOCAL_COUNT);
+  const lf: usize = v6 ? L_V6_FIRST : L_V4_FIRST;
   for (let i = lFirst; i < lLast; i++) {
     const p = localAt(i);
-    const v4 = load<u32>(p, L_V4_FIRST);
-    const v4End = v4 + load<u32>(p, L_V4_COUNT);
-    for (let k = v4; k < v4End; k++) nextHop(n, load<u32>(p, L_COOKIE), p + L_MAC_TEXT, v4Slot(k));
+    portHops(n, load<u32>(p, L_COOKIE), p, p + L_MAC_TEXT, lf, v6);
   }
   const rFirst = load<u32>(n, N_REMOTE_FIRST);
   const rLast = rFirst + load<u32>(n, N_REMOTE_COUNT);
+  const rf: usize = v6 ? R_V6_FIRST : R_V4_FIRST;
   for (let i = rFirst; i < rLast; i++) {
     const p = remoteAt(i);
-    const v4 = load<u32>(p, R_V4_FIRST);
-    const v4End = v4 + load<u32>(p, R_V4_COUNT);
-    for (let k = v4; k < v4End; k++) nextHop(n, 0, p + R_MAC_TEXT, v4Slot(k));
+    portHops(n, 0, p, p + R_MAC_TEXT, rf, v6);
   }
 }
 
@@ -265,10 +296,12 @@ function nextHops(n: usize): void {
 export function routeFlows(): void {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
+    const v6 = load<u32>(r, RT_V6);
     const from = net(load<u32>(r, RT_FROM));
-    routeIn(from);
+    routeIn(from, v6 != 0);
     // With a host port, hostExit takes what no route does, and the node its gateway's address.
-    if (load<u32>(from, N_HOST_PORT) == 0) {
+    // (IPv4: the slow path's IPv6 punts of a route are not in yet.)
+    if (v6 == 0 && load<u32>(from, N_HOST_PORT) == 0 && load<u32>(from, N_GW_V6) == 0) {
       routeMiss(from);
       gatewaySelf(from);
     }
@@ -279,12 +312,13 @@ export function routeFlows(): void {
     if (isStatic && hop < REMOTE_REF) spoofRouted(r, local(hop));
     if (load<u32>(r, RT_MTU) != 0) tooBig(net(load<u32>(r, RT_TO)), load<u32>(r, RT_MTU));
     if (isStatic) continue;
-    // A network's next hops once, though several routes go to it.
+    // A network's next hops of a family once, though several routes go to it.
     let first = true;
     for (let k: u32 = 0; k < i; k++) {
       const o = route(k);
-      if (load<u32>(o, RT_STATIC) == 0 && load<u32>(o, RT_TO) == load<u32>(r, RT_TO)) first = false;
+      const same = load<u32>(o, RT_TO) == load<u32>(r, RT_TO) && load<u32>(o, RT_V6) == v6;
+      if (load<u32>(o, RT_STATIC) == 0 && same) first = false;
     }
-    if (first) nextHops(net(load<u32>(r, RT_TO)));
+    if (first) nextHops(net(load<u32>(r, RT_TO)), v6 != 0);
   }
 }

@@ -58,6 +58,7 @@ import {
   RT_FROM,
   RT_STATIC,
   RT_TO,
+  RT_V6,
 } from "./layout";
 import { join } from "./output";
 import {
@@ -254,7 +255,7 @@ function replyFlows(n: usize, ni: u32, backend: u32, owner: u32, code: u32, targ
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
     const from = load<u32>(r, RT_FROM);
-    if (load<u32>(r, RT_TO) != ni || load<u32>(r, RT_STATIC) != 0 || from == ni) continue;
+    if (!connectedV4(r, ni) || from == ni) continue;
     replyFlow(id, load<u32>(net(from), N_ID), z, false, backend, code, target);
   }
 }
@@ -279,7 +280,7 @@ function replyRouted(n: usize, z: u32, backend: u32, code: u32, target: u32): vo
 /** Whether a route leaves network `ni` (its gateway's IPv4 goes to ROUTE: `routeIn`). */
 function routedFrom(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
-    if (load<u32>(route(i), RT_FROM) == ni) return true;
+    if (load<u32>(route(i), RT_FROM) == ni && load<u32>(route(i), RT_V6) == 0) return true;
   }
   return false;
 }
@@ -288,11 +289,14 @@ function routedFrom(ni: u32): bool {
 function routedTo(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    if (load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && load<u32>(r, RT_FROM) != ni) {
-      return true;
-    }
+    if (connectedV4(r, ni) && load<u32>(r, RT_FROM) != ni) return true;
   }
   return false;
+}
+
+/** Whether route r is an IPv4 route to network `ni`'s own subnet (VIPs are IPv4). */
+function connectedV4(r: usize, ni: u32): bool {
+  return load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && load<u32>(r, RT_V6) == 0;
 }
 
 /** The select group of one port: a bucket per backend, DNAT to it, committed, on to NEXT_HOP. */

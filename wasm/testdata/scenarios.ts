@@ -649,3 +649,106 @@ scenarios.services_routed = {
     },
   ],
 };
+
+/**
+ * IPv6 routing (../../agent/PIPELINE.md, "Routing"): a router connects red (vxlan 1, dual stack: a
+ * local and a remote port with an address of each family) and blue (vlan 2, IPv6 only, a local
+ * CNF fd00:2::9), with static IPv6 routes through the CNF (a /48, a /128) and one through an
+ * address no port has yet (it waits); green (vxlan 3, dual stack) is on no router. Red's IPv4 has
+ * no other network to go to: only IPv6 is routed.
+ */
+scenarios.routing6 = {
+  tunnelPort: 100,
+  networks: [
+    {
+      id: 1,
+      type: "vxlan",
+      segmentId: 5001,
+      gateway: "10.1.0.1",
+      gatewayMac: "0a:58:0a:01:00:01",
+      gateway6: "fd00:1::1",
+    },
+    {
+      id: 2,
+      type: "vlan",
+      segmentId: 300,
+      physnetPort: 200,
+      gateway: "fd00:2::1",
+      gatewayMac: "0a:58:0a:02:00:01",
+    },
+    {
+      id: 3,
+      type: "vxlan",
+      segmentId: 5003,
+      gateway: "10.3.0.1",
+      gatewayMac: "0a:58:0a:03:00:01",
+      gateway6: "fd00:3::1",
+    },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2", "fd00:1::2"], cookie: 1 },
+    { ofport: 2, network: 2, mac: "02:00:0a:02:00:09", ips: ["fd00:2::9"], cookie: 2 },
+    { ofport: 3, network: 3, mac: "02:00:0a:03:00:02", ips: ["10.3.0.2", "fd00:3::2"], cookie: 3 },
+  ],
+  remotePorts: [
+    {
+      network: 1,
+      mac: "02:00:0a:01:00:03",
+      ips: ["10.1.0.3", "fd00:1::3"],
+      nodeIp: "192.168.0.12",
+    },
+  ],
+  routes: [
+    { from: 1, to: 2, dst: "fd00:2::/64" },
+    { from: 2, to: 1, dst: "fd00:1::/64" },
+    { from: 1, to: 2, dst: "fd00:9::/48", via: "fd00:2::9" },
+    { from: 2, to: 2, dst: "fd00:9::/48", via: "fd00:2::9" },
+    { from: 1, to: 2, dst: "fd00:9:1::5/128", via: "fd00:2::9" },
+    { from: 1, to: 2, dst: "::/0", via: "fd00:2::77" },
+  ],
+};
+
+/**
+ * Host ports and IPv6 (../../agent/PIPELINE.md, "Host port"): red (1, vxlan, IPv4 and IPv6
+ * gateways) has host port 50 and a pod with security groups (IPv4 and IPv6 from the node are
+ * committed past its ingress rules); the host port carries IPv6 (neighbour discovery, egress) as it
+ * does IPv4. blue (2, vlan, IPv6 only) has host port 51: IPv6 alone, no ARP or IPv4 from it.
+ */
+scenarios.host_ports6 = {
+  tunnelPort: 100,
+  networks: [
+    {
+      id: 1,
+      type: "vxlan",
+      segmentId: 5001,
+      gateway: "10.1.0.1",
+      gatewayMac: "0a:58:0a:01:00:01",
+      gateway6: "fd00:1::1",
+      hostPort: 50,
+    },
+    {
+      id: 2,
+      type: "vlan",
+      segmentId: 300,
+      physnetPort: 200,
+      gateway: "fd00:2::1",
+      gatewayMac: "0a:58:0a:02:00:01",
+      hostPort: 51,
+    },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:01:00:02", ips: ["10.1.0.2", "fd00:1::2"], cookie: 1 },
+    { ofport: 2, network: 2, mac: "02:00:0a:02:00:02", ips: ["fd00:2::2"], cookie: 2 },
+  ],
+  remotePorts: [
+    {
+      network: 1,
+      mac: "02:00:0a:01:00:03",
+      ips: ["10.1.0.3", "fd00:1::3"],
+      nodeIp: "192.168.0.12",
+    },
+  ],
+  acls: [
+    { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", portMin: 80, portMax: 80 }] },
+  ],
+};
