@@ -4,9 +4,14 @@
  * in ONE exec: `ip -n POD -batch -` creates the pair with the host end placed in the agent's netns,
  * then addresses, link up and routes. Tx checksum offload goes off afterwards by ioctl, not exec
  * (tx_checksum.ts).
+ *
+ * A CNI ADD splits this in two (wiring.ts): the pair is made while the manager is still asked for
+ * the port ({@link createPodPair}: no MAC or address known yet, the pod end down), and once the
+ * manager has answered one more batch gives the pod end its MAC, MTU, addresses and routes
+ * ({@link configurePodInterface}).
  */
 import { createHash } from "node:crypto";
-import { CommandError, run, start, type StartedCommand } from "@knitter/common";
+import { CommandError, run, type RunResult, start, type StartedCommand } from "@knitter/common";
 import { isIp, isIpPrefix, isMac } from "@knitter/common/address";
 import { isIfName } from "@knitter/plugin/contract";
 import { LinkDeleter } from "./link_deleter.ts";
@@ -64,26 +69,129 @@ export async function createPodInterface(
 ): Promise<{ hostIfIndex: number; podIfIndex: number }> {
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
-  const hostNetns = spec.hostNetns ?? ownNetns();
-  const steps = buildSteps(spec, hostNetns);
+  const steps = [pairStep(spec, spec.hostNetns ?? ownNetns(), spec.mac), ...setupSteps(spec)];
   const result = await (batch ?? await startPodBatch(spec.netns))
     .finish(steps.map((s) => s.command).join("\n") + "\n");
-  if (result.code === 0) {
-    const indexes = parseIndexes(result.stdout, where);
-    try {
-      // Before the ADD answers: no TCP or UDP leaves the pod until its processes run.
-      if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
-      // A netns the runtime did not name: what the batch could not fork goes through nsenter.
-      if (!netnsName(spec.netns) && hasIpv6(spec)) {
-        await ignoreRouterAdvertisements(spec.netns, spec.ifName);
-      }
-      return indexes;
-    } catch (err) {
-      await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
-      throw new Error(`Cannot create ${where}: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  if (result.code !== 0) await creationFailed(spec, steps, result);
+  const indexes = parseIndexes(result.stdout, where);
+  await afterCreation(spec, async () => {
+    await offloadOff(spec);
+    await raOffOutsideBatch(spec);
+  });
+  return indexes;
+}
 
+/** What {@link createPodPair} makes the pair with: names, the MTU expected, the checksums. */
+export type PodPairSpec = Pick<
+  PodInterfaceSpec,
+  "netns" | "ifName" | "hostIfName" | "mtu" | "hostNetns" | "softwareChecksums"
+>;
+
+/**
+ * Makes the veth pair alone, both ends with `spec.mtu`, the pod end down with the kernel's MAC and
+ * its tx checksum offload off when asked: what an ADD can make before the manager has answered.
+ * {@link configurePodInterface} completes it. On a failure nothing of it is left, and a name that
+ * is taken already is InterfaceExistsError.
+ */
+export async function createPodPair(spec: PodPairSpec, batch?: StartedCommand): Promise<void> {
+  validatePair(spec);
+  const steps = [pairStep(spec, spec.hostNetns ?? ownNetns())];
+  const result = await (batch ?? await startPodBatch(spec.netns))
+    .finish(steps.map((s) => s.command).join("\n") + "\n");
+  if (result.code !== 0) await creationFailed(spec, steps, result);
+  await afterCreation(spec, () => offloadOff(spec));
+}
+
+/**
+ * Completes a pair {@link createPodPair} made with MTU `madeMtu`: the pod end's MAC and MTU, its
+ * addresses, link up, routes, and the host end's MTU when it is not `madeMtu`. A failure is thrown
+ * naming the step; the pair stays, for the caller's undo.
+ */
+export async function configurePodInterface(
+  spec: PodInterfaceSpec,
+  madeMtu: number,
+  batch?: StartedCommand,
+): Promise<void> {
+  const where = `${spec.ifName} in ${spec.netns}`;
+  validate(spec);
+  const steps = [
+    {
+      label: `set the MAC and MTU of ${spec.ifName}`,
+      command: `link set dev ${spec.ifName} address ${spec.mac} mtu ${spec.mtu}`,
+    },
+    ...setupSteps(spec),
+  ];
+  const [result] = await Promise.all([
+    (batch ?? await startPodBatch(spec.netns))
+      .finish(steps.map((s) => s.command).join("\n") + "\n"),
+    spec.mtu === madeMtu ? undefined : setHostMtu(spec),
+  ]);
+  if (result.code !== 0) {
+    const failed = failedStep(result.stderr);
+    const step = failed === undefined ? undefined : steps[failed - 1];
+    await requireNetns(spec.netns, `Cannot configure ${where}`);
+    const why = step ? `step "${step.label}" failed` : "ip failed";
+    throw new Error(`Cannot configure ${where}: ${why}: ${result.stderr}`, {
+      cause: new CommandError(result),
+    });
+  }
+  try {
+    await raOffOutsideBatch(spec);
+  } catch (err) {
+    throw new Error(`Cannot configure ${where}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The host end's MTU, when the pair was made with another (the network's was not known yet). */
+async function setHostMtu(spec: PodInterfaceSpec): Promise<void> {
+  const ip = spec.hostNetns
+    ? await ipIn(spec.hostNetns, ["link", "set", "dev", spec.hostIfName, "mtu", `${spec.mtu}`])
+    : { argv: ["ip", "link", "set", "dev", spec.hostIfName, "mtu", `${spec.mtu}`] };
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
+  if (result.code === 0) return;
+  throw new Error(
+    `Cannot configure ${spec.ifName} in ${spec.netns}: step "set the MTU of ${spec.hostIfName} to ${spec.mtu}" failed: ${result.stderr}`,
+    { cause: new CommandError(result) },
+  );
+}
+
+/** Work on a pair just made, after its batch; on a failure the pair goes again, and it is thrown. */
+async function afterCreation(spec: PodPairSpec, work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * Tx checksum offload off on the pod end when asked, before the ADD answers: no TCP or UDP
+ * leaves the pod until its processes run.
+ */
+async function offloadOff(spec: PodPairSpec): Promise<void> {
+  if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
+}
+
+/** A netns the runtime did not name: what the batch could not fork goes through nsenter. */
+async function raOffOutsideBatch(spec: PodInterfaceSpec): Promise<void> {
+  if (!netnsName(spec.netns) && hasIpv6(spec)) {
+    await ignoreRouterAdvertisements(spec.netns, spec.ifName);
+  }
+}
+
+/**
+ * A batch that creates the pair (line 1) failed: what it made goes, and the error says why, a
+ * taken name as InterfaceExistsError.
+ */
+async function creationFailed(
+  spec: PodPairSpec,
+  steps: Step[],
+  result: RunResult,
+): Promise<never> {
+  const where = `${spec.ifName} in ${spec.netns}`;
   const failed = failedStep(result.stderr);
   const step = failed === undefined ? undefined : steps[failed - 1];
   // Line 1 is the creation itself: when it fails nothing was made, and what exists is not ours.
@@ -227,19 +335,23 @@ interface Step {
   command: string;
 }
 
-/** One `ip -batch` line per step, run inside the pod's netns. */
-function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
+/** The batch line that creates the pair; the pod end gets `mac` when it is given. */
+function pairStep(spec: PodPairSpec, hostNetns: string, mac?: string): Step {
+  const { ifName: dev, mtu } = spec;
+  return {
+    label: `create veth ${spec.hostIfName} <-> ${dev}`,
+    // The host end is the primary, so it can be created up: "up" on the peer is refused.
+    command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
+      `type veth peer name ${dev}${mac ? ` address ${mac}` : ""} mtu ${mtu}`,
+  };
+}
+
+/** The batch lines, in the pod's netns, that set a made pod end up: addresses, up, routes. */
+function setupSteps(spec: PodInterfaceSpec): Step[] {
   const dev = spec.ifName;
-  const mtu = spec.mtu;
   // A named netns (what runtimes make) lets the batch itself fork sysctl in it: no nsenter exec.
   const name = netnsName(spec.netns);
   return [
-    {
-      label: `create veth ${spec.hostIfName} <-> ${dev}`,
-      // The host end is the primary, so it can be created up: "up" on the peer is refused.
-      command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
-        `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
-    },
     // Before the link is up, so that no advertisement is taken in between.
     ...(name && hasIpv6(spec)
       ? [{
@@ -268,23 +380,32 @@ function routeCommand(route: { dst: string; via?: string }, dev: string): string
 
 /** Also keeps every value a single token: they become words of `ip -batch` lines. */
 function validate(spec: PodInterfaceSpec): void {
-  const bad = (what: string) => {
-    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
-  };
-  if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
-  if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  validatePair(spec);
+  const bad = invalid(spec);
   if (!isMac(spec.mac.toLowerCase())) bad(`invalid MAC "${spec.mac}"`);
-  if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
-    bad(`invalid MTU ${spec.mtu}`);
-  }
   for (const addr of spec.addresses) if (!isIpPrefix(addr)) bad(`invalid address "${addr}"`);
   for (const route of spec.routes) {
     if (route.dst !== "default" && !isIpPrefix(route.dst)) bad(`invalid route "${route.dst}"`);
     if (route.via !== undefined && !isIp(route.via)) bad(`invalid gateway "${route.via}"`);
   }
+}
+
+function validatePair(spec: PodPairSpec): void {
+  const bad = invalid(spec);
+  if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
+  if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
+    bad(`invalid MTU ${spec.mtu}`);
+  }
   for (const path of [spec.netns, spec.hostNetns ?? ""]) {
     if (/\s/.test(path)) bad(`netns path "${path}" has whitespace`);
   }
+}
+
+function invalid(spec: Pick<PodPairSpec, "ifName" | "netns">): (what: string) => never {
+  return (what) => {
+    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
+  };
 }
 
 /**

@@ -3,7 +3,9 @@ import { run } from "@knitter/common";
 import { isIfName } from "@knitter/plugin/contract";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import {
+  configurePodInterface,
   createPodInterface,
+  createPodPair,
   deletePodInterface,
   hostIfName,
   InterfaceExistsError,
@@ -191,6 +193,55 @@ Deno.test("hostIfName is deterministic, 15 characters, per container and interfa
   assert.equal(a, hostIfName("9a1f0c0ffee", "eth0"));
   assert.notEqual(a, hostIfName("9a1f0c0ffee", "eth1"));
   assert.ok(isIfName(a));
+});
+
+Deno.test("createPodPair then configurePodInterface: the same interface as createPodInterface, the host end's MTU corrected", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [pod] } = await setup(cleanup);
+  const s = spec(host, pod, { softwareChecksums: true });
+  // Made before the manager's answer: the network's MTU guessed (1500), no MAC, no address.
+  await createPodPair({ ...s, mtu: 1500 });
+  const early = await podInterfaceState(pod, "eth1");
+  assert.notEqual(early?.mac, s.mac);
+  assert.deepEqual([early?.mtu, early?.addresses, early?.up], [1500, [], false]);
+
+  await configurePodInterface(s, 1500);
+  assert.deepEqual(await podInterfaceState(pod, "eth1"), {
+    mac: "02:00:0a:01:00:05",
+    mtu: 1450,
+    addresses: ["10.1.0.5/24", "2001:db8:1::5/64"],
+    up: true,
+  });
+  const hostEnd = await run(["ip", "-json", "link", "show", "dev", s.hostIfName], { netns: host });
+  const [h] = JSON.parse(hostEnd.stdout) as { mtu: number; flags: string[] }[];
+  assert.deepEqual([h.mtu, h.flags.includes("UP")], [1450, true]);
+  const v6 = await run(["ip", "-6", "route", "show", "default"], { netns: pod });
+  assert.match(v6.stdout, /^default via 2001:db8:1::1 dev eth1/m);
+  const tx = (await run(["ethtool", "-k", "eth1"], { netns: pod })).stdout;
+  assert.match(tx, /^tx-checksumming: off/m);
+  const ra = await run(["sysctl", "-n", "net/ipv6/conf/eth1/accept_ra"], { netns: pod });
+  assert.equal(ra.stdout.trim(), "0");
+});
+
+Deno.test("createPodPair refuses a taken name and leaves it; a failed configure names its step and leaves the pair for the caller's undo", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [pod] } = await setup(cleanup);
+  await createPodInterface(spec(host, pod));
+  await assert.rejects(
+    createPodPair(spec(host, pod, { hostIfName: hostIfName("other", "eth1") })),
+    (e) => e instanceof InterfaceExistsError && e.side === "pod",
+  );
+  assert.equal((await podInterfaceState(pod, "eth1"))?.mac, "02:00:0a:01:00:05");
+
+  const s = ipv4Only(host, pod);
+  await createPodPair(s);
+  await assert.rejects(
+    configurePodInterface({ ...s, routes: [{ dst: "10.20.0.0/16", via: "10.77.0.1" }] }, s.mtu),
+    /Cannot configure eth2 in .*: step "add route 10\.20\.0\.0\/16 via 10\.77\.0\.1" failed/,
+  );
+  assert.ok((await links(host)).includes(s.hostIfName), "the pair stays for the caller's undo");
+  assert.equal(await deletePodInterface(s.hostIfName, undefined, host), true);
+  assert.deepEqual(await links(pod), ["lo", "eth1"]);
 });
 
 Deno.test("createPodInterface timing", async () => {

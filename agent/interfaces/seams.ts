@@ -7,11 +7,14 @@
  */
 import type { EffectiveBandwidth, ManagerClient, StartedCommand } from "@knitter/common";
 import {
+  configurePodInterface,
   createPodInterface,
+  createPodPair,
   deletePodInterface,
   type PodInterfaceSpec,
   type PodInterfaceState,
   podInterfaceState,
+  type PodPairSpec,
   startPodBatch,
 } from "./ip_links.ts";
 import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
@@ -28,6 +31,16 @@ export interface Links {
    * failure nothing of it is left, and a name that is taken already is InterfaceExistsError.
    */
   create(spec: PodInterfaceSpec, batch?: StartedCommand): Promise<void>;
+  /**
+   * Makes the veth pair alone (ip_links.ts createPodPair), for `configure` to complete once the
+   * manager has answered. On a failure nothing of it is left, as for create.
+   */
+  createPair(spec: PodPairSpec, batch?: StartedCommand): Promise<void>;
+  /**
+   * Completes a pair createPair made with MTU `madeMtu`: MAC, MTU, addresses, routes. A failure
+   * leaves the pair, for the caller to remove.
+   */
+  configure(spec: PodInterfaceSpec, madeMtu: number, batch?: StartedCommand): Promise<void>;
   /**
    * Deletes the veth by its host end; with `pod`, a pod end alone only when it has `pod.mac`.
    * Idempotent: false when there was nothing to delete.
@@ -113,6 +126,8 @@ export const ipLinks: Links = {
   async create(spec, batch) {
     await createPodInterface(spec, batch);
   },
+  createPair: createPodPair,
+  configure: configurePodInterface,
   remove: (hostIfName, pod) => deletePodInterface(hostIfName, pod),
   state: podInterfaceState,
 };

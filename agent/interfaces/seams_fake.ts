@@ -7,7 +7,7 @@
  */
 import type { EffectiveBandwidth, Port, PortRequest, StartedCommand } from "@knitter/common";
 import { ManagerError, ManagerUnavailableError } from "@knitter/common";
-import { InterfaceExistsError, type PodInterfaceSpec } from "./ip_links.ts";
+import { InterfaceExistsError, type PodInterfaceSpec, type PodPairSpec } from "./ip_links.ts";
 import type { OvsPortSpec } from "../dataplane/ovs.ts";
 import type {
   AttachmentStore,
@@ -27,6 +27,7 @@ export type FakeStep =
   | "manager.putPort"
   | "manager.deletePort"
   | "links.create"
+  | "links.configure"
   | "links.remove"
   | "switch.add"
   | "switch.remove"
@@ -67,6 +68,8 @@ export class FakeWorld implements Flows {
   flowSyncs = 0;
   readonly bridge = "br-int";
   softwareChecksums = false;
+  /** The MTU each pair made alone (createPair) was made with, until it is configured. */
+  private readonly pairMtus = new Map<string, number>();
   private nextOfport = 1000;
   private nextIp = 2;
   private readonly failures = new Map<FakeStep, { nth: number; seen: number; how?: PortFailure }>();
@@ -140,27 +143,32 @@ export class FakeWorld implements Flows {
   readonly links: Links = {
     startBatch: () => Promise.resolve(fakeBatch()),
     create: (spec: PodInterfaceSpec) =>
+      this.step("links.create", spec.hostIfName, () => this.makeVeth(spec)),
+    // The pair alone: a "links.create" step like create, its pod end with the kernel's MAC, down.
+    createPair: (spec: PodPairSpec) =>
       this.step("links.create", spec.hostIfName, () => {
-        const key = `${spec.netns}/${spec.ifName}`;
-        if (this.podEnds.has(key)) {
-          throw new InterfaceExistsError("pod", `${spec.ifName} already exists in ${spec.netns}`);
+        this.makeVeth({ ...spec, mac: KERNEL_MAC, addresses: [], routes: [] });
+        this.pairMtus.set(spec.hostIfName, spec.mtu);
+      }),
+    configure: (spec: PodInterfaceSpec, madeMtu: number) =>
+      this.step("links.configure", spec.hostIfName, () => {
+        const end = this.podEnds.get(`${spec.netns}/${spec.ifName}`);
+        if (end?.hostIfName !== spec.hostIfName) throw new Error(`no veth ${spec.hostIfName}`);
+        if (this.pairMtus.get(spec.hostIfName) !== madeMtu) {
+          throw new Error("not the MTU it was made with");
         }
-        if (this.hostEnds.has(spec.hostIfName)) {
-          throw new InterfaceExistsError("host", `${spec.hostIfName} is taken on the node`);
-        }
-        this.podEnds.set(key, {
+        Object.assign(end, {
           mac: spec.mac,
           mtu: spec.mtu,
           addresses: [...spec.addresses],
           routes: spec.routes.map((r) => ({ ...r })),
-          hostIfName: spec.hostIfName,
-          ...(spec.softwareChecksums ? { softwareChecksums: true } : {}),
         });
-        this.hostEnds.set(spec.hostIfName, key);
+        this.pairMtus.delete(spec.hostIfName);
       }),
     remove: (hostIfName, pod) =>
       this.step("links.remove", hostIfName, () => {
         const key = this.hostEnds.get(hostIfName);
+        this.pairMtus.delete(hostIfName);
         if (key) {
           this.limits.delete(hostIfName);
           this.hostEnds.delete(hostIfName);
@@ -295,6 +303,26 @@ export class FakeWorld implements Flows {
     portNumbers: (count) => Promise.resolve(Array.from({ length: count }, (_, i) => i + 1)),
   };
 
+  /** A veth as the kernel makes it; a name taken is InterfaceExistsError. */
+  private makeVeth(spec: Omit<PodInterfaceSpec, "hostNetns">): void {
+    const key = `${spec.netns}/${spec.ifName}`;
+    if (this.podEnds.has(key)) {
+      throw new InterfaceExistsError("pod", `${spec.ifName} already exists in ${spec.netns}`);
+    }
+    if (this.hostEnds.has(spec.hostIfName)) {
+      throw new InterfaceExistsError("host", `${spec.hostIfName} is taken on the node`);
+    }
+    this.podEnds.set(key, {
+      mac: spec.mac,
+      mtu: spec.mtu,
+      addresses: [...spec.addresses],
+      routes: spec.routes.map((r) => ({ ...r })),
+      hostIfName: spec.hostIfName,
+      ...(spec.softwareChecksums ? { softwareChecksums: true } : {}),
+    });
+    this.hostEnds.set(spec.hostIfName, key);
+  }
+
   private addPorts(bridge: string, ports: OvsPortSpec[]): Map<string, number> {
     let on = this.switchPorts.get(bridge);
     if (!on) this.switchPorts.set(bridge, on = new Map());
@@ -351,6 +379,9 @@ function dualStack(ip: string): Pick<Port, "ip6" | "address6" | "gateway6"> {
   const ip6 = `fd00::${Number(ip.split(".")[3]).toString(16)}`;
   return { ip6, address6: `${ip6}/64`, gateway6: "fd00::1" };
 }
+
+/** The MAC the kernel gives a veth's pod end made without one. */
+export const KERNEL_MAC = "fe:00:00:00:00:01";
 
 function fakeBatch(): StartedCommand {
   return {

@@ -64,8 +64,6 @@ export interface WireRequest {
   shape(i: PortedInterface): { mtu: number; routes: Route[] };
   /** Whose the port on the switch is. */
   externalIds(a: Attachment, i: AttachedInterface): Record<string, string>;
-  /** An `ip -batch` in the netns started early (Links.startBatch), for the first interface. */
-  batch?: StartedCommand;
   /** Last changes to the record before it is stored as ready (the CNI result). */
   complete?(a: Attachment): void;
 }
@@ -131,6 +129,14 @@ export class UndoJournal {
     return j;
   }
 
+  /** How many of `a`'s interfaces (a prefix) have anything made: a port asked for, a pair. */
+  named(a: Attachment): number {
+    return Math.max(
+      this.asked,
+      a.interfaces.findLastIndex((i) => this.links.has(i.hostIfName)) + 1,
+    );
+  }
+
   plug(bridge: string, name: string): void {
     let names = this.plugged.get(bridge);
     if (!names) this.plugged.set(bridge, names = new Set());
@@ -138,8 +144,19 @@ export class UndoJournal {
   }
 }
 
+/** The `ip -batch` processes started for an attachment's first interface. */
+interface Batches {
+  pair: StartedCommand;
+  setup: StartedCommand;
+}
+
+/** What a pair is made with when its network has had no interface here yet (the kernel's default). */
+const DEFAULT_MTU = 1500;
+
 export class Wiring {
   private readonly shaper: Shaper;
+  /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
+  private readonly mtus = new Map<string, number>();
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -152,37 +169,39 @@ export class Wiring {
 
   /**
    * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
-   * to undo), the manager's ports, the ofports, then the record, the veths and their switch ports,
-   * and the flow sync alongside (the agent picks the ofports, so the flows need not wait for the
-   * ports). The record ends "ready". On a failure what was made is undone, the record too, and the
-   * failure thrown; when that undo fails as well the record stays, for unwire to finish.
+   * to undo by the names it holds), then the manager's ports and, while they are asked for, the
+   * veth pairs (their MAC and addresses are the manager's to give), then the ofports, the record
+   * with the result, the pairs configured and plugged, and the flow sync alongside (the agent
+   * picks the ofports, so the flows need not wait for the ports). The record ends "ready". On a
+   * failure what was made is undone, the record too, and the failure thrown; when that undo fails
+   * as well the record stays, for unwire to finish. A pair made while the manager is asked is
+   * named by the record already: a crash leaves nothing DEL (or the reaper) does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
-    await this.d.state.putAttachment(a);
     const made = new UndoJournal();
+    const written = this.d.state.putAttachment(a);
+    // The `ip` processes start while the record is written: the first interface's pair and setup.
+    const batches = a.ipam ? undefined : this.startBatches(a.netns);
+    try {
+      await written;
+    } catch (err) {
+      await abandon(batches);
+      throw err;
+    }
     made.record = true;
     try {
-      for (const [k, i] of a.interfaces.entries()) {
-        made.asked = k + 1;
-        try {
-          i.port = await this.d.manager.putPort(
-            i.tenant,
-            i.network,
-            i.portId,
-            req.portRequest(i, k),
-          );
-        } catch (err) {
-          // Refused (the manager answered no), or never sent: nothing was made or changed there.
-          if (refusedOrNotSent(err)) made.asked = k;
-          throw req.refused?.(err, k) ?? err;
-        }
-        // No record write here: port IDs are derived, so the record already names what to release.
-        const ported = i as PortedInterface;
-        if (!a.ipam) this.requirePhysnet(ported.port);
-        req.accept?.(ported, k);
-        if (!a.ipam) i.limits = limitsOf(ported);
+      // Made while the manager is asked, only once the record names them.
+      const pairs = batches && this.makePairs(a, made, batches);
+      // Its failure is seen when it is waited for, after the manager's answer.
+      pairs?.catch(() => {});
+      try {
+        await this.askPorts(a, req, made);
+      } catch (err) {
+        // Nothing is undone while a pair is still being made.
+        await pairs?.catch(() => {});
+        throw err;
       }
-      if (a.ipam) return await this.complete(a, req);
+      if (a.ipam || !pairs) return await this.complete(a, req);
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
@@ -191,20 +210,78 @@ export class Wiring {
       a.status = "building";
       await allDone([
         this.d.state.putAttachment(a),
-        this.makeInterfaces(a, req, made),
+        this.makeInterfaces(a, req, made, pairs, batches),
         this.d.flows.sync(),
       ]);
     } catch (err) {
-      // Interfaces past those asked for have nothing anywhere: the record need not name them, and
-      // undoing them would ask a manager that is not answering.
-      a.interfaces = a.interfaces.slice(0, made.asked);
+      // Interfaces past those asked for and with no pair made have nothing anywhere: the record
+      // need not name them (undo asks the manager only for the ports it asked for).
+      a.interfaces = a.interfaces.slice(0, made.named(a));
       await this.rollback(() => this.unwire(a, `rollback of a failed ${req.what}`, { made }), {
         container: a.containerId,
         netns: a.netns,
       });
       throw err;
+    } finally {
+      await abandon(batches);
     }
     this.readyAfterAnswer(a);
+  }
+
+  /** Asks the manager for each interface's port, in turn, and checks what it answers. */
+  private async askPorts(a: Attachment, req: WireRequest, made: UndoJournal): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
+      made.asked = k + 1;
+      try {
+        i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, req.portRequest(i, k));
+      } catch (err) {
+        // Refused (the manager answered no), or never sent: nothing was made or changed there.
+        if (refusedOrNotSent(err)) made.asked = k;
+        throw req.refused?.(err, k) ?? err;
+      }
+      // No record write here: port IDs are derived, so the record already names what to release.
+      const ported = i as PortedInterface;
+      if (!a.ipam) this.requirePhysnet(ported.port);
+      req.accept?.(ported, k);
+      if (!a.ipam) i.limits = limitsOf(ported);
+    }
+  }
+
+  /** Two `ip -batch` processes in the netns, waiting for their lines: a pair's, then its setup's. */
+  private startBatches(netns: string): Promise<Batches> {
+    const pair = this.d.links.startBatch(netns);
+    const setup = this.d.links.startBatch(netns);
+    const both = Promise.all([pair, setup]).then(([pair, setup]) => ({ pair, setup }));
+    // One that failed to start: the other is not left waiting.
+    both.catch(async () => {
+      for (const r of await Promise.allSettled([pair, setup])) {
+        if (r.status === "fulfilled") await r.value.abandon();
+      }
+    });
+    return both;
+  }
+
+  /**
+   * The veth pairs, before the manager's answer, each noted in `made` once made; made with the MTU
+   * its network had last here (configure corrects it when the manager says otherwise).
+   */
+  private async makePairs(a: Attachment, made: UndoJournal, batches: Promise<Batches>) {
+    const mtus: number[] = [];
+    for (const [k, i] of a.interfaces.entries()) {
+      const mtu = this.mtus.get(networkKey(i)) ?? DEFAULT_MTU;
+      await this.d.links.createPair({
+        netns: a.netns,
+        ifName: i.ifName,
+        hostIfName: i.hostIfName,
+        mtu,
+        softwareChecksums: this.d.flows.softwareChecksums,
+      }, k === 0 ? (await batches).pair : undefined);
+      // A pair that failed left nothing (createPair), and a crash meanwhile leaves a record that
+      // names it.
+      made.links.add(i.hostIfName);
+      mtus.push(mtu);
+    }
+    return mtus;
   }
 
   /**
@@ -366,23 +443,18 @@ export class Wiring {
     return this.d.bridges.delPorts(bridge, names);
   }
 
-  /** Creates the interfaces in their netns, then plugs their host ends into the bridge. */
-  private async makeInterfaces(a: Attachment, req: WireRequest, made: UndoJournal): Promise<void> {
-    for (const [k, i] of a.interfaces.entries()) {
-      const ported = i as PortedInterface;
-      const { mtu, routes } = req.shape(ported);
-      await this.d.links.create({
-        netns: a.netns,
-        ifName: i.ifName,
-        hostIfName: i.hostIfName,
-        mac: ported.port.mac,
-        mtu,
-        addresses: portAddresses(ported.port),
-        routes,
-        softwareChecksums: this.d.flows.softwareChecksums,
-      }, k === 0 ? req.batch : undefined);
-      made.links.add(i.hostIfName);
-    }
+  /**
+   * Completes the pairs (`pairs`: the MTU each was made with) as the manager's ports say, and plugs
+   * their host ends into the bridge meanwhile: a switch port needs the host end only.
+   */
+  private async makeInterfaces(
+    a: Attachment,
+    req: WireRequest,
+    made: UndoJournal,
+    pairs: Promise<number[]>,
+    batches: Promise<Batches>,
+  ): Promise<void> {
+    const madeMtus = await pairs;
     const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
       name: i.hostIfName,
       ofportRequest: i.ofport,
@@ -391,8 +463,40 @@ export class Wiring {
     }));
     for (const s of specs) made.plug(this.bridge, s.name);
     // The limits need the veths only, not their switch ports (which leave the host end's qdisc
-    // alone: keepQdisc): both at once.
-    await allDone([this.d.ports.add(specs), this.limit(a, made)]);
+    // alone: keepQdisc): all at once.
+    await allDone([
+      this.configure(a, req, madeMtus, batches),
+      this.d.ports.add(specs),
+      this.limit(a, made),
+    ]);
+  }
+
+  /** Each pair's pod end as its port says: MAC, MTU, addresses, routes. */
+  private async configure(
+    a: Attachment,
+    req: WireRequest,
+    madeMtus: number[],
+    batches: Promise<Batches>,
+  ): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
+      const ported = i as PortedInterface;
+      const { mtu, routes } = req.shape(ported);
+      this.mtus.set(networkKey(i), mtu);
+      await this.d.links.configure(
+        {
+          netns: a.netns,
+          ifName: i.ifName,
+          hostIfName: i.hostIfName,
+          mac: ported.port.mac,
+          mtu,
+          addresses: portAddresses(ported.port),
+          routes,
+          softwareChecksums: this.d.flows.softwareChecksums,
+        },
+        madeMtus[k],
+        k === 0 ? (await batches).setup : undefined,
+      );
+    }
   }
 
   /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */
@@ -452,6 +556,16 @@ export function limitsOf(i: PortedInterface): AttachedInterface["limits"] {
     { from: `network "${i.port.network}"`, bandwidth: i.port.networkBandwidth },
   ]);
   return isLimited(limits) ? limits : undefined;
+}
+
+function networkKey(i: AttachedInterface): string {
+  return `${i.tenant}/${i.network}`;
+}
+
+/** Ends the batches not used (finish makes abandon a no-op). */
+async function abandon(batches: Promise<Batches> | undefined): Promise<void> {
+  const b = await batches?.catch(() => undefined);
+  await Promise.all([b?.pair.abandon(), b?.setup.abandon()]);
 }
 
 function refusedOrNotSent(err: unknown): boolean {

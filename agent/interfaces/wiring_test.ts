@@ -68,29 +68,29 @@ const BOTH_PORTS = ["manager.deletePort uid-c1-eth0", "manager.deletePort uid-c1
 const CASES: Case[] = [
   { name: "the first record write: nothing made", step: "state.put", undo: [] },
   {
-    name: "the first port refused: only the record",
+    name: "the first port refused: the veths made meanwhile, the record",
     step: "manager.putPort",
-    undo: ["state.delete c1/eth0"],
+    undo: [...ALL_LINKS, "state.delete c1/eth0"],
   },
   {
-    name: "the second port refused: the first port",
+    name: "the second port refused: the veths, the first port",
     step: "manager.putPort",
     nth: 2,
-    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [...ALL_LINKS, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
-    name: "the second port's request never sent: the first port",
+    name: "the second port's request never sent: the veths, the first port",
     step: "manager.putPort",
     nth: 2,
     how: "not sent",
-    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [...ALL_LINKS, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
-    name: "the second port's answer lost: both ports (the manager may have made it)",
+    name: "the second port's answer lost: the veths, both ports (the manager may have made it)",
     step: "manager.putPort",
     nth: 2,
     how: "answer lost",
-    undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the first veth: the ports, no veth, no switch port",
@@ -102,6 +102,11 @@ const CASES: Case[] = [
     step: "links.create",
     nth: 2,
     undo: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the first veth's setup (its switch port added meanwhile): everything",
+    step: "links.configure",
+    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the switch (its rows stay): switch ports, veths, ports",
@@ -212,6 +217,7 @@ Deno.test("a rollback unbinds a stable port whose PUT answer was lost, never rel
   world.failAt("manager.putPort", 1, "answer lost");
   await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
   assert.deepEqual(undone(world.calls), [
+    "links.remove knhost0",
     "manager.unbindPort stable:t:p-eth0",
     "state.delete c1/eth0",
   ]);
@@ -269,7 +275,11 @@ Deno.test("a port on a physnet this node does not map is refused and released", 
   });
   const before = world.snapshot();
   await assert.rejects(wiring.wire(attachment(["uid-c1-eth0"]), request()), PhysnetNotMappedError);
-  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(undone(world.calls), [
+    "links.remove knhost0",
+    "manager.deletePort uid-c1-eth0",
+    "state.delete c1/eth0",
+  ]);
   assert.deepEqual(world.snapshot(), before);
   world.physnets.set("phys9", 7);
   await wiring.wire(attachment(["uid-c1-eth0"]), request());
@@ -283,7 +293,11 @@ Deno.test("an accept hook's refusal releases the port", async () => {
     throw new Error("MTU too big");
   };
   await assert.rejects(wiring.wire(attachment(), request({ accept: refuse })), /MTU too big/);
-  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(undone(world.calls), [
+    ...ALL_LINKS,
+    "manager.deletePort uid-c1-eth0",
+    "state.delete c1/eth0",
+  ]);
   assert.deepEqual(world.snapshot(), before);
 });
 
@@ -344,4 +358,47 @@ Deno.test("wire answers without waiting for the ready write: it lands after, and
   await held;
   await Promise.resolve();
   assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "ready");
+});
+
+Deno.test("a port refused while the veths are still being made: the rollback waits for them, and leaves nothing", async () => {
+  const { world, wiring } = setup();
+  const before = world.snapshot();
+  // The pairs are made while the manager is asked; here both outlast its refusal.
+  const createPair = world.links.createPair;
+  let refused = () => {};
+  const answered = new Promise<void>((resolve) => (refused = resolve));
+  world.links.createPair = async (spec, batch) => {
+    await answered;
+    return await createPair(spec, batch);
+  };
+  const put = world.manager.putPort;
+  world.manager.putPort = async (...args) => {
+    try {
+      world.failAt("manager.putPort");
+      return await put(...args);
+    } finally {
+      setTimeout(refused, 0);
+    }
+  };
+  await assert.rejects(wiring.wire(attachment(), request()), /address taken/);
+  assert.deepEqual(undone(world.calls), [...ALL_LINKS, "state.delete c1/eth0"]);
+  assert.deepEqual(world.snapshot(), before, "no veth made after the rollback is left");
+});
+
+Deno.test("a pair is made with the MTU its network's interfaces got last; setup corrects one the manager contradicts", async () => {
+  const { world, wiring } = setup();
+  const made: number[] = [];
+  const configured: [number, number][] = [];
+  const { createPair, configure } = world.links;
+  world.links.createPair = (spec, batch) => (made.push(spec.mtu), createPair(spec, batch));
+  world.links.configure = (spec, madeMtu, batch) => (
+    configured.push([madeMtu, spec.mtu]), configure(spec, madeMtu, batch)
+  );
+  await wiring.wire(attachment(["uid-c1-eth0"]), request());
+  const next = { ...attachment(["uid-c2-eth0"]), containerId: "c2", netns: "/var/run/netns/pod2" };
+  next.interfaces[0].hostIfName = "knnext0";
+  await wiring.wire(next, request());
+  assert.deepEqual(made, [1500, 1450], "the network's MTU once one of its interfaces had it");
+  assert.deepEqual(configured, [[1500, 1450], [1450, 1450]]);
+  assert.equal(world.podEnds.get(`${NETNS}/eth0`)?.mtu, 1450);
 });
