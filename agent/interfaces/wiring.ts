@@ -144,9 +144,12 @@ export class UndoJournal {
   }
 }
 
-/** The `ip -batch` processes started for an attachment's first interface. */
+/**
+ * The `ip -batch` processes started for an attachment's first interface: its pair's (when made
+ * before the manager's answer), and the one that makes or completes it after.
+ */
 interface Batches {
-  pair: StartedCommand;
+  pair?: StartedCommand;
   setup: StartedCommand;
 }
 
@@ -157,6 +160,8 @@ export class Wiring {
   private readonly shaper: Shaper;
   /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
   private readonly mtus = new Map<string, number>();
+  /** Wirings under way: only one alone makes its pairs early (see wire). */
+  private wiring = 0;
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -178,10 +183,24 @@ export class Wiring {
    * named by the record already: a crash leaves nothing DEL (or the reaper) does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
+    this.wiring++;
+    try {
+      await this.wireOne(a, req, this.wiring === 1);
+    } finally {
+      this.wiring--;
+    }
+  }
+
+  /**
+   * `early`: the pairs are made while the manager is asked. That costs an `ip` process more, which
+   * pays when the node waits for nothing else; beside other wirings (a burst of ADDs) the cores
+   * have other work, and each interface is made in one `ip` process after the manager's answer.
+   */
+  private async wireOne(a: Attachment, req: WireRequest, early: boolean): Promise<void> {
     const made = new UndoJournal();
     const written = this.d.state.putAttachment(a);
-    // The `ip` processes start while the record is written: the first interface's pair and setup.
-    const batches = a.ipam ? undefined : this.startBatches(a.netns);
+    // The `ip` processes start while the record is written.
+    const batches = a.ipam ? undefined : this.startBatches(a.netns, early);
     try {
       await written;
     } catch (err) {
@@ -191,7 +210,7 @@ export class Wiring {
     made.record = true;
     try {
       // Made while the manager is asked, only once the record names them.
-      const pairs = batches && this.makePairs(a, made, batches);
+      const pairs = early && batches ? this.makePairs(a, made, batches) : undefined;
       // Its failure is seen when it is waited for, after the manager's answer.
       pairs?.catch(() => {});
       try {
@@ -201,7 +220,7 @@ export class Wiring {
         await pairs?.catch(() => {});
         throw err;
       }
-      if (a.ipam || !pairs) return await this.complete(a, req);
+      if (a.ipam || !batches) return await this.complete(a, req);
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
@@ -247,15 +266,15 @@ export class Wiring {
     }
   }
 
-  /** Two `ip -batch` processes in the netns, waiting for their lines: a pair's, then its setup's. */
-  private startBatches(netns: string): Promise<Batches> {
-    const pair = this.d.links.startBatch(netns);
+  /** `ip -batch` processes in the netns, waiting for their lines: a pair's (`early`), a setup's. */
+  private startBatches(netns: string, early: boolean): Promise<Batches> {
+    const pair = early ? this.d.links.startBatch(netns) : undefined;
     const setup = this.d.links.startBatch(netns);
     const both = Promise.all([pair, setup]).then(([pair, setup]) => ({ pair, setup }));
     // One that failed to start: the other is not left waiting.
     both.catch(async () => {
       for (const r of await Promise.allSettled([pair, setup])) {
-        if (r.status === "fulfilled") await r.value.abandon();
+        if (r.status === "fulfilled") await r.value?.abandon();
       }
     });
     return both;
@@ -444,17 +463,20 @@ export class Wiring {
   }
 
   /**
-   * Completes the pairs (`pairs`: the MTU each was made with) as the manager's ports say, and plugs
-   * their host ends into the bridge meanwhile: a switch port needs the host end only.
+   * Completes the pairs made early (`pairs`: the MTU each was made with) as the manager's ports say,
+   * and plugs their host ends into the bridge meanwhile (a switch port needs the host end only);
+   * without, makes each interface whole first.
    */
   private async makeInterfaces(
     a: Attachment,
     req: WireRequest,
     made: UndoJournal,
-    pairs: Promise<number[]>,
+    pairs: Promise<number[]> | undefined,
     batches: Promise<Batches>,
   ): Promise<void> {
-    const madeMtus = await pairs;
+    let completed = Promise.resolve();
+    if (pairs) completed = this.configure(a, req, await pairs, batches);
+    else await this.makeWhole(a, req, made, batches);
     const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
       name: i.hostIfName,
       ofportRequest: i.ofport,
@@ -464,14 +486,10 @@ export class Wiring {
     for (const s of specs) made.plug(this.bridge, s.name);
     // The limits need the veths only, not their switch ports (which leave the host end's qdisc
     // alone: keepQdisc): all at once.
-    await allDone([
-      this.configure(a, req, madeMtus, batches),
-      this.d.ports.add(specs),
-      this.limit(a, made),
-    ]);
+    await allDone([completed, this.d.ports.add(specs), this.limit(a, made)]);
   }
 
-  /** Each pair's pod end as its port says: MAC, MTU, addresses, routes. */
+  /** Completes each pair (made with `madeMtus`) as its port says: MAC, MTU, addresses, routes. */
   private async configure(
     a: Attachment,
     req: WireRequest,
@@ -479,24 +497,45 @@ export class Wiring {
     batches: Promise<Batches>,
   ): Promise<void> {
     for (const [k, i] of a.interfaces.entries()) {
-      const ported = i as PortedInterface;
-      const { mtu, routes } = req.shape(ported);
-      this.mtus.set(networkKey(i), mtu);
       await this.d.links.configure(
-        {
-          netns: a.netns,
-          ifName: i.ifName,
-          hostIfName: i.hostIfName,
-          mac: ported.port.mac,
-          mtu,
-          addresses: portAddresses(ported.port),
-          routes,
-          softwareChecksums: this.d.flows.softwareChecksums,
-        },
+        this.podEnd(a, req, i),
         madeMtus[k],
         k === 0 ? (await batches).setup : undefined,
       );
     }
+  }
+
+  /** Each interface made whole, in one `ip` process each. */
+  private async makeWhole(
+    a: Attachment,
+    req: WireRequest,
+    made: UndoJournal,
+    batches: Promise<Batches>,
+  ): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
+      await this.d.links.create(
+        this.podEnd(a, req, i),
+        k === 0 ? (await batches).setup : undefined,
+      );
+      made.links.add(i.hostIfName);
+    }
+  }
+
+  /** What an interface's pod end is, from its port: MAC, MTU, addresses, routes. */
+  private podEnd(a: Attachment, req: WireRequest, i: AttachedInterface): PodInterfaceSpec {
+    const ported = i as PortedInterface;
+    const { mtu, routes } = req.shape(ported);
+    this.mtus.set(networkKey(i), mtu);
+    return {
+      netns: a.netns,
+      ifName: i.ifName,
+      hostIfName: i.hostIfName,
+      mac: ported.port.mac,
+      mtu,
+      addresses: portAddresses(ported.port),
+      routes,
+      softwareChecksums: this.d.flows.softwareChecksums,
+    };
   }
 
   /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */
@@ -565,7 +604,7 @@ function networkKey(i: AttachedInterface): string {
 /** Ends the batches not used (finish makes abandon a no-op). */
 async function abandon(batches: Promise<Batches> | undefined): Promise<void> {
   const b = await batches?.catch(() => undefined);
-  await Promise.all([b?.pair.abandon(), b?.setup.abandon()]);
+  await Promise.all([b?.pair?.abandon(), b?.setup.abandon()]);
 }
 
 function refusedOrNotSent(err: unknown): boolean {

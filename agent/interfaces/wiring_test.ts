@@ -59,24 +59,34 @@ interface Case {
   step: FakeStep;
   nth?: number;
   how?: PortFailure;
-  /** Exactly the undo calls expected, in order. */
+  /** Exactly the undo calls expected, in order, of a wiring alone (its pairs made early). */
   undo: string[];
+  /** The same beside another wiring (each interface made whole after the manager's answer). */
+  whole?: string[];
 }
 
 const ALL_LINKS = ["links.remove knhost0", "links.remove knhost1"];
 const BOTH_PORTS = ["manager.deletePort uid-c1-eth0", "manager.deletePort uid-c1-net1"];
+const EVERYTHING = [
+  "switch.remove knhost0,knhost1",
+  ...ALL_LINKS,
+  ...BOTH_PORTS,
+  "state.delete c1/eth0",
+];
 const CASES: Case[] = [
-  { name: "the first record write: nothing made", step: "state.put", undo: [] },
+  { name: "the first record write: nothing made", step: "state.put", undo: [], whole: [] },
   {
     name: "the first port refused: the veths made meanwhile, the record",
     step: "manager.putPort",
     undo: [...ALL_LINKS, "state.delete c1/eth0"],
+    whole: ["state.delete c1/eth0"],
   },
   {
     name: "the second port refused: the veths, the first port",
     step: "manager.putPort",
     nth: 2,
     undo: [...ALL_LINKS, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    whole: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
     name: "the second port's request never sent: the veths, the first port",
@@ -84,6 +94,7 @@ const CASES: Case[] = [
     nth: 2,
     how: "not sent",
     undo: [...ALL_LINKS, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    whole: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
     name: "the second port's answer lost: the veths, both ports (the manager may have made it)",
@@ -91,54 +102,92 @@ const CASES: Case[] = [
     nth: 2,
     how: "answer lost",
     undo: [...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+    whole: [...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the first veth: the ports, no veth, no switch port",
     step: "links.create",
     undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+    whole: [...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the second veth: the first veth and the ports",
     step: "links.create",
     nth: 2,
     undo: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
+    whole: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the first veth's setup (its switch port added meanwhile): everything",
     step: "links.configure",
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: EVERYTHING,
   },
   {
     name: "the switch (its rows stay): switch ports, veths, ports",
     step: "switch.add",
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: EVERYTHING,
+    whole: EVERYTHING,
   },
-  {
-    name: "the flow sync: everything",
-    step: "flows.sync",
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
-  },
+  { name: "the flow sync: everything", step: "flows.sync", undo: EVERYTHING, whole: EVERYTHING },
   {
     name: "the record write with the ofports: everything",
     step: "state.put",
     nth: 2,
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: EVERYTHING,
+    whole: EVERYTHING,
   },
 ];
 
+/**
+ * Another pod's wiring, held at its manager's answer (its pair made) until `done`: the wiring
+ * under test runs beside it.
+ */
+async function besideAnother(world: FakeWorld, wiring: Wiring) {
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const put = world.manager.putPort;
+  world.manager.putPort = async (...args) => {
+    if (args[2] === "uid-c0-eth0") await gate;
+    return await put(...args);
+  };
+  const other = { ...attachment(["uid-c0-eth0"]), containerId: "c0", netns: "/var/run/netns/c0" };
+  other.interfaces[0].hostIfName = "knother0";
+  const wired = wiring.wire(other, request());
+  // Alone when it started, it makes its pair while its port is asked for.
+  while (!world.calls.includes("links.create knother0")) await Promise.resolve();
+  return {
+    /** Lets the other wiring finish, then undoes it. */
+    async done() {
+      release();
+      await wired;
+      await wiring.unwire((await world.state.getAttachment("c0", "eth0"))!, "DEL");
+    },
+  };
+}
+
 for (const c of CASES) {
-  Deno.test(`wire fails at ${c.step} #${c.nth ?? 1} (${c.name}) and undoes exactly that`, async () => {
-    const { world, wiring } = setup();
-    // Not knitter's: another plugin's interface in another netns, another node's port.
-    world.addForeign("/var/run/netns/other", "eth0");
-    await world.manager.putPort("t", "net0", "someone-else", { node: "n2" });
-    world.calls.length = 0;
-    const before = world.snapshot();
-    world.failAt(c.step, c.nth, c.how);
-    await assert.rejects(wiring.wire(attachment(), request()));
-    assert.deepEqual(undone(world.calls), c.undo);
-    assert.deepEqual(world.snapshot(), before, "nothing made is left, nothing else changed");
-  });
+  for (const alone of [true, false]) {
+    const undo = alone ? c.undo : c.whole;
+    if (!undo) continue;
+    const how = alone ? "alone" : "beside another wiring";
+    Deno.test(`wire ${how} fails at ${c.step} #${c.nth ?? 1} (${c.name}) and undoes exactly that`, async () => {
+      const { world, wiring } = setup();
+      // Not knitter's: another plugin's interface in another netns, another node's port.
+      world.addForeign("/var/run/netns/other", "eth0");
+      await world.manager.putPort("t", "net0", "someone-else", { node: "n2" });
+      const before = world.snapshot();
+      const other = alone ? undefined : await besideAnother(world, wiring);
+      world.calls.length = 0;
+      world.failAt(c.step, c.nth, c.how);
+      await assert.rejects(wiring.wire(attachment(), request()));
+      assert.deepEqual(undone(world.calls), undo);
+      if (!alone) {
+        assert.ok(!world.calls.some((c) => c.startsWith("links.configure")), "made whole");
+      }
+      await other?.done();
+      assert.deepEqual(world.snapshot(), before, "nothing made is left, nothing else changed");
+    });
+  }
 }
 
 Deno.test("wire answers with everything made when the ready write after it fails: the record stays building, with its result, for the next start", async () => {
