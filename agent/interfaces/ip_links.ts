@@ -69,7 +69,11 @@ export async function createPodInterface(
 ): Promise<{ hostIfIndex: number; podIfIndex: number }> {
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
-  const steps = [pairStep(spec, spec.hostNetns ?? ownNetns(), spec.mac), ...setupSteps(spec)];
+  const steps = [
+    pairStep(spec, spec.hostNetns ?? ownNetns(), spec.mac),
+    ...setupSteps(spec, { label: `set ${spec.ifName} up`, attributes: "up" }),
+    { label: `read ${spec.ifName}`, command: `link show dev ${spec.ifName}` },
+  ];
   const result = await (batch ?? await startPodBatch(spec.netns))
     .finish(steps.map((s) => s.command).join("\n") + "\n");
   if (result.code !== 0) await creationFailed(spec, steps, result);
@@ -114,13 +118,11 @@ export async function configurePodInterface(
 ): Promise<void> {
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
-  const steps = [
-    {
-      label: `set the MAC and MTU of ${spec.ifName}`,
-      command: `link set dev ${spec.ifName} address ${spec.mac} mtu ${spec.mtu}`,
-    },
-    ...setupSteps(spec),
-  ];
+  // The MAC and MTU go with "up": one change of the link fewer.
+  const steps = setupSteps(spec, {
+    label: `set the MAC and MTU of ${spec.ifName} and set it up`,
+    attributes: `address ${spec.mac} mtu ${spec.mtu} up`,
+  });
   const [result] = await Promise.all([
     (batch ?? await startPodBatch(spec.netns))
       .finish(steps.map((s) => s.command).join("\n") + "\n"),
@@ -346,8 +348,11 @@ function pairStep(spec: PodPairSpec, hostNetns: string, mac?: string): Step {
   };
 }
 
-/** The batch lines, in the pod's netns, that set a made pod end up: addresses, up, routes. */
-function setupSteps(spec: PodInterfaceSpec): Step[] {
+/**
+ * The batch lines, in the pod's netns, that set a made pod end up: addresses, the link's
+ * `up.attributes` (up, and what else changes with it), routes.
+ */
+function setupSteps(spec: PodInterfaceSpec, up: { label: string; attributes: string }): Step[] {
   const dev = spec.ifName;
   // A named netns (what runtimes make) lets the batch itself fork sysctl in it: no nsenter exec.
   const name = netnsName(spec.netns);
@@ -363,12 +368,11 @@ function setupSteps(spec: PodInterfaceSpec): Step[] {
       label: `add address ${addr}`,
       command: `addr add ${addr} dev ${dev}${addr.includes(":") ? " nodad" : ""}`,
     })),
-    { label: `set ${dev} up`, command: `link set dev ${dev} up` },
+    { label: up.label, command: `link set dev ${dev} ${up.attributes}` },
     ...spec.routes.map((route) => ({
       label: `add route ${route.dst}${route.via ? ` via ${route.via}` : ""}`,
       command: routeCommand(route, dev),
     })),
-    { label: `read ${dev}`, command: `link show dev ${dev}` },
   ];
 }
 
