@@ -6,7 +6,7 @@
  *
  * The window is made exact: the manager is stopped (SIGSTOP) so that the PUT hangs, the agent is
  * killed once the pod's veth exists, and the manager goes on (SIGCONT) after, taking the PUT
- * already sent. One pod at a time: an ADD makes its pair early only when no other is under way.
+ * already sent. One pod at a time, each with an agent restart of its own.
  */
 import assert from "node:assert/strict";
 import { run } from "@knitter/common";

@@ -5,10 +5,10 @@
  * then addresses, link up and routes. Tx checksum offload goes off afterwards by ioctl, not exec
  * (tx_checksum.ts).
  *
- * A CNI ADD splits this in two (wiring.ts): the pair is made while the manager is still asked for
- * the port ({@link createPodPair}: no MAC or address known yet, the pod end down), and once the
- * manager has answered one more batch gives the pod end its MAC, MTU, addresses and routes
- * ({@link configurePodInterface}).
+ * A CNI ADD sends the batch its first line early (wiring.ts): the pair is made while the manager is
+ * still asked for the port ({@link sendPodPair}: no MAC or address known yet, the pod end down),
+ * and once the manager has answered the rest of the batch gives the pod end its MAC, MTU,
+ * addresses and routes ({@link completePodInterface}).
  */
 import { createHash } from "node:crypto";
 import { CommandError, run, type RunResult, start, type StartedCommand } from "@knitter/common";
@@ -85,63 +85,50 @@ export async function createPodInterface(
   return indexes;
 }
 
-/** What {@link createPodPair} makes the pair with: names, the MTU expected, the checksums. */
+/** What {@link sendPodPair} makes the pair with: names, the MTU expected. */
 export type PodPairSpec = Pick<
   PodInterfaceSpec,
-  "netns" | "ifName" | "hostIfName" | "mtu" | "hostNetns" | "softwareChecksums"
+  "netns" | "ifName" | "hostIfName" | "mtu" | "hostNetns"
 >;
 
 /**
- * Makes the veth pair alone, both ends with `spec.mtu`, the pod end down with the kernel's MAC and
- * its tx checksum offload off when asked: what an ADD can make before the manager has answered.
- * {@link configurePodInterface} completes it. On a failure nothing of it is left, and a name that
- * is taken already is InterfaceExistsError.
+ * Sends `batch` (from {@link startPodBatch}) the line that makes the veth pair, ahead of the rest:
+ * `ip` makes it at once (both ends with `spec.mtu`, the pod end down with the kernel's MAC) while
+ * the caller waits for the pod's addresses. {@link completePodInterface} sends the rest, and says
+ * whether the pair was made; a batch abandoned instead may have made it or not.
  */
-export async function createPodPair(spec: PodPairSpec, batch?: StartedCommand): Promise<void> {
+export async function sendPodPair(spec: PodPairSpec, batch: StartedCommand): Promise<void> {
   validatePair(spec);
-  const steps = [pairStep(spec, spec.hostNetns ?? ownNetns())];
-  const result = await (batch ?? await startPodBatch(spec.netns))
-    .finish(steps.map((s) => s.command).join("\n") + "\n");
-  if (result.code !== 0) await creationFailed(spec, steps, result);
-  await afterCreation(spec, () => offloadOff(spec));
+  await batch.send(pairStep(spec, spec.hostNetns ?? ownNetns()).command + "\n");
 }
 
 /**
- * Completes a pair {@link createPodPair} made with MTU `madeMtu`: the pod end's MAC and MTU, its
- * addresses, link up, routes, and the host end's MTU when it is not `madeMtu`. A failure is thrown
- * naming the step; the pair stays, for the caller's undo.
+ * Completes the interface whose pair {@link sendPodPair} sent to `batch` with MTU `madeMtu`: the
+ * pod end's MAC and MTU, addresses, link up, routes, the host end's MTU when it is not `madeMtu`,
+ * then as {@link createPodInterface}: checksums, and on any failure nothing of it is left (a name
+ * that was taken already is InterfaceExistsError).
  */
-export async function configurePodInterface(
+export async function completePodInterface(
   spec: PodInterfaceSpec,
   madeMtu: number,
-  batch?: StartedCommand,
+  batch: StartedCommand,
 ): Promise<void> {
-  const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
-  // The MAC and MTU go with "up": one change of the link fewer.
-  const steps = setupSteps(spec, {
-    label: `set the MAC and MTU of ${spec.ifName} and set it up`,
-    attributes: `address ${spec.mac} mtu ${spec.mtu} up`,
-  });
-  const [result] = await Promise.all([
-    (batch ?? await startPodBatch(spec.netns))
-      .finish(steps.map((s) => s.command).join("\n") + "\n"),
-    spec.mtu === madeMtu ? undefined : setHostMtu(spec),
-  ]);
-  if (result.code !== 0) {
-    const failed = failedStep(result.stderr);
-    const step = failed === undefined ? undefined : steps[failed - 1];
-    await requireNetns(spec.netns, `Cannot configure ${where}`);
-    const why = step ? `step "${step.label}" failed` : "ip failed";
-    throw new Error(`Cannot configure ${where}: ${why}: ${result.stderr}`, {
-      cause: new CommandError(result),
-    });
-  }
-  try {
+  const steps = [
+    pairStep({ ...spec, mtu: madeMtu }, spec.hostNetns ?? ownNetns()),
+    // The MAC and MTU go with "up": one change of the link fewer.
+    ...setupSteps(spec, {
+      label: `set the MAC and MTU of ${spec.ifName} and set it up`,
+      attributes: `address ${spec.mac} mtu ${spec.mtu} up`,
+    }),
+  ];
+  const result = await batch.finish(steps.slice(1).map((s) => s.command).join("\n") + "\n");
+  if (result.code !== 0) await creationFailed(spec, steps, result);
+  await afterCreation(spec, async () => {
+    if (spec.mtu !== madeMtu) await setHostMtu(spec);
+    await offloadOff(spec);
     await raOffOutsideBatch(spec);
-  } catch (err) {
-    throw new Error(`Cannot configure ${where}: ${(err as Error).message}`, { cause: err });
-  }
+  });
 }
 
 /** The host end's MTU, when the pair was made with another (the network's was not known yet). */
@@ -152,7 +139,7 @@ async function setHostMtu(spec: PodInterfaceSpec): Promise<void> {
   const result = await run(ip.argv, { netns: ip.netns, check: false });
   if (result.code === 0) return;
   throw new Error(
-    `Cannot configure ${spec.ifName} in ${spec.netns}: step "set the MTU of ${spec.hostIfName} to ${spec.mtu}" failed: ${result.stderr}`,
+    `step "set the MTU of ${spec.hostIfName} to ${spec.mtu}" failed: ${result.stderr}`,
     { cause: new CommandError(result) },
   );
 }
@@ -173,7 +160,7 @@ async function afterCreation(spec: PodPairSpec, work: () => Promise<void>): Prom
  * Tx checksum offload off on the pod end when asked, before the ADD answers: no TCP or UDP
  * leaves the pod until its processes run.
  */
-async function offloadOff(spec: PodPairSpec): Promise<void> {
+async function offloadOff(spec: PodInterfaceSpec): Promise<void> {
   if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
 }
 

@@ -3,14 +3,15 @@ import { run } from "@knitter/common";
 import { isIfName } from "@knitter/plugin/contract";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import {
-  configurePodInterface,
+  completePodInterface,
   createPodInterface,
-  createPodPair,
   deletePodInterface,
   hostIfName,
   InterfaceExistsError,
   type PodInterfaceSpec,
   podInterfaceState,
+  sendPodPair,
+  startPodBatch,
 } from "./ip_links.ts";
 
 /** A "host" netns (standing in for the agent's own) and a pod netns; never the test's netns. */
@@ -195,17 +196,21 @@ Deno.test("hostIfName is deterministic, 15 characters, per container and interfa
   assert.ok(isIfName(a));
 });
 
-Deno.test("createPodPair then configurePodInterface: the same interface as createPodInterface, the host end's MTU corrected", async () => {
+Deno.test("sendPodPair makes the pair before the rest is sent; completePodInterface makes it what createPodInterface makes, the host end's MTU corrected", async () => {
   await using cleanup = new Cleanup();
   const { host, pods: [pod] } = await setup(cleanup);
   const s = spec(host, pod, { softwareChecksums: true });
-  // Made before the manager's answer: the network's MTU guessed (1500), no MAC, no address.
-  await createPodPair({ ...s, mtu: 1500 });
+  const batch = await startPodBatch(pod);
+  // Sent before the manager's answer: the network's MTU guessed (1500), no MAC, no address.
+  await sendPodPair({ ...s, mtu: 1500 }, batch);
+  for (let i = 0; i < 200 && !(await podInterfaceState(pod, "eth1")); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
   const early = await podInterfaceState(pod, "eth1");
   assert.notEqual(early?.mac, s.mac);
   assert.deepEqual([early?.mtu, early?.addresses, early?.up], [1500, [], false]);
 
-  await configurePodInterface(s, 1500);
+  await completePodInterface(s, 1500, batch);
   assert.deepEqual(await podInterfaceState(pod, "eth1"), {
     mac: "02:00:0a:01:00:05",
     mtu: 1450,
@@ -223,24 +228,31 @@ Deno.test("createPodPair then configurePodInterface: the same interface as creat
   assert.equal(ra.stdout.trim(), "0");
 });
 
-Deno.test("createPodPair refuses a taken name and leaves it; a failed configure names its step and leaves the pair for the caller's undo", async () => {
+Deno.test("completePodInterface after sendPodPair: a taken name is InterfaceExistsError and stays; a later step that fails names itself and leaves no veth", async () => {
   await using cleanup = new Cleanup();
   const { host, pods: [pod] } = await setup(cleanup);
   await createPodInterface(spec(host, pod));
+  const taken = spec(host, pod, { hostIfName: hostIfName("other", "eth1") });
+  const first = await startPodBatch(pod);
+  await sendPodPair(taken, first);
   await assert.rejects(
-    createPodPair(spec(host, pod, { hostIfName: hostIfName("other", "eth1") })),
+    completePodInterface(taken, taken.mtu, first),
     (e) => e instanceof InterfaceExistsError && e.side === "pod",
   );
   assert.equal((await podInterfaceState(pod, "eth1"))?.mac, "02:00:0a:01:00:05");
 
   const s = ipv4Only(host, pod);
-  await createPodPair(s);
+  const second = await startPodBatch(pod);
+  await sendPodPair(s, second);
   await assert.rejects(
-    configurePodInterface({ ...s, routes: [{ dst: "10.20.0.0/16", via: "10.77.0.1" }] }, s.mtu),
-    /Cannot configure eth2 in .*: step "add route 10\.20\.0\.0\/16 via 10\.77\.0\.1" failed/,
+    completePodInterface(
+      { ...s, routes: [{ dst: "10.20.0.0/16", via: "10.77.0.1" }] },
+      s.mtu,
+      second,
+    ),
+    /Cannot create eth2 in .*: step "add route 10\.20\.0\.0\/16 via 10\.77\.0\.1" failed/,
   );
-  assert.ok((await links(host)).includes(s.hostIfName), "the pair stays for the caller's undo");
-  assert.equal(await deletePodInterface(s.hostIfName, undefined, host), true);
+  assert.deepEqual((await links(host)).sort(), ["lo", hostIfName("c0ffee", "eth1")].sort());
   assert.deepEqual(await links(pod), ["lo", "eth1"]);
 });
 

@@ -7,14 +7,14 @@
  */
 import type { EffectiveBandwidth, ManagerClient, StartedCommand } from "@knitter/common";
 import {
-  configurePodInterface,
+  completePodInterface,
   createPodInterface,
-  createPodPair,
   deletePodInterface,
   type PodInterfaceSpec,
   type PodInterfaceState,
   podInterfaceState,
   type PodPairSpec,
+  sendPodPair,
   startPodBatch,
 } from "./ip_links.ts";
 import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
@@ -32,15 +32,16 @@ export interface Links {
    */
   create(spec: PodInterfaceSpec, batch?: StartedCommand): Promise<void>;
   /**
-   * Makes the veth pair alone (ip_links.ts createPodPair), for `configure` to complete once the
-   * manager has answered. On a failure nothing of it is left, as for create.
+   * Sends a batch the line that makes the veth pair (ip_links.ts sendPodPair), ahead of the rest:
+   * `complete` sends the rest and says whether it was made; `abandon` the batch instead and it
+   * may have been made or not.
    */
-  createPair(spec: PodPairSpec, batch?: StartedCommand): Promise<void>;
+  sendPair(spec: PodPairSpec, batch: StartedCommand): Promise<void>;
   /**
-   * Completes a pair createPair made with MTU `madeMtu`: MAC, MTU, addresses, routes. A failure
-   * leaves the pair, for the caller to remove.
+   * Completes the interface whose pair was sent to `batch` with MTU `madeMtu`: MAC, MTU,
+   * addresses, routes, checksums. On a failure nothing of it is left, as for create.
    */
-  configure(spec: PodInterfaceSpec, madeMtu: number, batch?: StartedCommand): Promise<void>;
+  complete(spec: PodInterfaceSpec, madeMtu: number, batch: StartedCommand): Promise<void>;
   /**
    * Deletes the veth by its host end; with `pod`, a pod end alone only when it has `pod.mac`.
    * Idempotent: false when there was nothing to delete.
@@ -126,8 +127,8 @@ export const ipLinks: Links = {
   async create(spec, batch) {
     await createPodInterface(spec, batch);
   },
-  createPair: createPodPair,
-  configure: configurePodInterface,
+  sendPair: sendPodPair,
+  complete: completePodInterface,
   remove: (hostIfName, pod) => deletePodInterface(hostIfName, pod),
   state: podInterfaceState,
 };

@@ -144,15 +144,6 @@ export class UndoJournal {
   }
 }
 
-/**
- * The `ip -batch` processes started for an attachment's first interface: its pair's (when made
- * before the manager's answer), and the one that makes or completes it after.
- */
-interface Batches {
-  pair?: StartedCommand;
-  setup: StartedCommand;
-}
-
 /** What a pair is made with when its network has had no interface here yet (the kernel's default). */
 const DEFAULT_MTU = 1500;
 
@@ -160,8 +151,6 @@ export class Wiring {
   private readonly shaper: Shaper;
   /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
   private readonly mtus = new Map<string, number>();
-  /** Wirings under way: only one alone makes its pairs early (see wire). */
-  private wiring = 0;
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -175,52 +164,38 @@ export class Wiring {
   /**
    * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
    * to undo by the names it holds), then the manager's ports and, while they are asked for, the
-   * veth pairs (their MAC and addresses are the manager's to give), then the ofports, the record
-   * with the result, the pairs configured and plugged, and the flow sync alongside (the agent
-   * picks the ofports, so the flows need not wait for the ports). The record ends "ready". On a
-   * failure what was made is undone, the record too, and the failure thrown; when that undo fails
-   * as well the record stays, for unwire to finish. A pair made while the manager is asked is
-   * named by the record already: a crash leaves nothing DEL (or the reaper) does not find.
+   * first interface's veth pair (its MAC and addresses are the manager's to give), then the
+   * ofports, the record with the result, the veths completed and plugged, and the flow sync
+   * alongside (the agent picks the ofports, so the flows need not wait for the ports). The record
+   * ends "ready". On a failure what was made is undone, the record too, and the failure thrown;
+   * when that undo fails as well the record stays, for unwire to finish. The pair made while the
+   * manager is asked is named by the record already: a crash leaves nothing DEL (or the reaper)
+   * does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
-    this.wiring++;
-    try {
-      await this.wireOne(a, req, this.wiring === 1);
-    } finally {
-      this.wiring--;
-    }
-  }
-
-  /**
-   * `early`: the pairs are made while the manager is asked. That costs an `ip` process more, which
-   * pays when the node waits for nothing else; beside other wirings (a burst of ADDs) the cores
-   * have other work, and each interface is made in one `ip` process after the manager's answer.
-   */
-  private async wireOne(a: Attachment, req: WireRequest, early: boolean): Promise<void> {
     const made = new UndoJournal();
     const written = this.d.state.putAttachment(a);
-    // The `ip` processes start while the record is written.
-    const batches = a.ipam ? undefined : this.startBatches(a.netns, early);
+    // The first interface's `ip` starts while the record is written.
+    const batch = a.ipam ? undefined : this.d.links.startBatch(a.netns);
+    batch?.catch(() => {});
     try {
       await written;
     } catch (err) {
-      await abandon(batches);
+      await abandon(batch);
       throw err;
     }
     made.record = true;
     try {
-      // Made while the manager is asked, only once the record names them.
-      const pairs = early && batches ? this.makePairs(a, made, batches) : undefined;
-      // Its failure is seen when it is waited for, after the manager's answer.
-      pairs?.catch(() => {});
+      // Made while the manager is asked, only once the record names it.
+      const madeMtu = batch && await this.sendPair(a, made, await batch);
       try {
         await this.askPorts(a, req, made);
       } catch (err) {
-        // Nothing is undone while a pair is still being made.
-        await pairs?.catch(() => {});
+        // Nothing is undone while `ip` may still be making the pair.
+        await abandon(batch);
         throw err;
       }
-      if (a.ipam || !batches) return await this.complete(a, req);
+      if (a.ipam || !batch || madeMtu === undefined) return await this.complete(a, req);
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
@@ -229,7 +204,7 @@ export class Wiring {
       a.status = "building";
       await allDone([
         this.d.state.putAttachment(a),
-        this.makeInterfaces(a, req, made, pairs, batches),
+        this.makeInterfaces(a, req, made, { batch: await batch, madeMtu }),
         this.d.flows.sync(),
       ]);
     } catch (err) {
@@ -242,7 +217,7 @@ export class Wiring {
       });
       throw err;
     } finally {
-      await abandon(batches);
+      await abandon(batch);
     }
     this.readyAfterAnswer(a);
   }
@@ -266,41 +241,20 @@ export class Wiring {
     }
   }
 
-  /** `ip -batch` processes in the netns, waiting for their lines: a pair's (`early`), a setup's. */
-  private startBatches(netns: string, early: boolean): Promise<Batches> {
-    const pair = early ? this.d.links.startBatch(netns) : undefined;
-    const setup = this.d.links.startBatch(netns);
-    const both = Promise.all([pair, setup]).then(([pair, setup]) => ({ pair, setup }));
-    // One that failed to start: the other is not left waiting.
-    both.catch(async () => {
-      for (const r of await Promise.allSettled([pair, setup])) {
-        if (r.status === "fulfilled") await r.value?.abandon();
-      }
-    });
-    return both;
-  }
-
   /**
-   * The veth pairs, before the manager's answer, each noted in `made` once made; made with the MTU
-   * its network had last here (configure corrects it when the manager says otherwise).
+   * Sends the first interface's pair to its `ip` (the rest follows the manager's answer), with the
+   * MTU its network's interfaces got last here; answers that MTU. Noted in `made` as it is sent:
+   * whether `ip` made it is known only at the end, and undoing a veth that is not there is no error.
    */
-  private async makePairs(a: Attachment, made: UndoJournal, batches: Promise<Batches>) {
-    const mtus: number[] = [];
-    for (const [k, i] of a.interfaces.entries()) {
-      const mtu = this.mtus.get(networkKey(i)) ?? DEFAULT_MTU;
-      await this.d.links.createPair({
-        netns: a.netns,
-        ifName: i.ifName,
-        hostIfName: i.hostIfName,
-        mtu,
-        softwareChecksums: this.d.flows.softwareChecksums,
-      }, k === 0 ? (await batches).pair : undefined);
-      // A pair that failed left nothing (createPair), and a crash meanwhile leaves a record that
-      // names it.
-      made.links.add(i.hostIfName);
-      mtus.push(mtu);
-    }
-    return mtus;
+  private async sendPair(a: Attachment, made: UndoJournal, batch: StartedCommand) {
+    const i = a.interfaces[0];
+    const mtu = this.mtus.get(networkKey(i)) ?? DEFAULT_MTU;
+    made.links.add(i.hostIfName);
+    await this.d.links.sendPair(
+      { netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName, mtu },
+      batch,
+    );
+    return mtu;
   }
 
   /**
@@ -463,20 +417,21 @@ export class Wiring {
   }
 
   /**
-   * Completes the pairs made early (`pairs`: the MTU each was made with) as the manager's ports say,
-   * and plugs their host ends into the bridge meanwhile (a switch port needs the host end only);
-   * without, makes each interface whole first.
+   * Completes the first interface (its pair sent to `early.batch` with MTU `early.madeMtu`) and
+   * makes the others whole, as their ports say; then plugs their host ends into the bridge.
    */
   private async makeInterfaces(
     a: Attachment,
     req: WireRequest,
     made: UndoJournal,
-    pairs: Promise<number[]> | undefined,
-    batches: Promise<Batches>,
+    early: { batch: StartedCommand; madeMtu: number },
   ): Promise<void> {
-    let completed = Promise.resolve();
-    if (pairs) completed = this.configure(a, req, await pairs, batches);
-    else await this.makeWhole(a, req, made, batches);
+    for (const [k, i] of a.interfaces.entries()) {
+      const spec = this.podEnd(a, req, i);
+      if (k === 0) await this.d.links.complete(spec, early.madeMtu, early.batch);
+      else await this.d.links.create(spec);
+      made.links.add(i.hostIfName);
+    }
     const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
       name: i.hostIfName,
       ofportRequest: i.ofport,
@@ -485,40 +440,8 @@ export class Wiring {
     }));
     for (const s of specs) made.plug(this.bridge, s.name);
     // The limits need the veths only, not their switch ports (which leave the host end's qdisc
-    // alone: keepQdisc): all at once.
-    await allDone([completed, this.d.ports.add(specs), this.limit(a, made)]);
-  }
-
-  /** Completes each pair (made with `madeMtus`) as its port says: MAC, MTU, addresses, routes. */
-  private async configure(
-    a: Attachment,
-    req: WireRequest,
-    madeMtus: number[],
-    batches: Promise<Batches>,
-  ): Promise<void> {
-    for (const [k, i] of a.interfaces.entries()) {
-      await this.d.links.configure(
-        this.podEnd(a, req, i),
-        madeMtus[k],
-        k === 0 ? (await batches).setup : undefined,
-      );
-    }
-  }
-
-  /** Each interface made whole, in one `ip` process each. */
-  private async makeWhole(
-    a: Attachment,
-    req: WireRequest,
-    made: UndoJournal,
-    batches: Promise<Batches>,
-  ): Promise<void> {
-    for (const [k, i] of a.interfaces.entries()) {
-      await this.d.links.create(
-        this.podEnd(a, req, i),
-        k === 0 ? (await batches).setup : undefined,
-      );
-      made.links.add(i.hostIfName);
-    }
+    // alone: keepQdisc): both at once.
+    await allDone([this.d.ports.add(specs), this.limit(a, made)]);
   }
 
   /** What an interface's pod end is, from its port: MAC, MTU, addresses, routes. */
@@ -601,10 +524,9 @@ function networkKey(i: AttachedInterface): string {
   return `${i.tenant}/${i.network}`;
 }
 
-/** Ends the batches not used (finish makes abandon a no-op). */
-async function abandon(batches: Promise<Batches> | undefined): Promise<void> {
-  const b = await batches?.catch(() => undefined);
-  await Promise.all([b?.pair?.abandon(), b?.setup.abandon()]);
+/** Ends a batch not finished (after finish, abandon does nothing). */
+async function abandon(batch: Promise<StartedCommand> | undefined): Promise<void> {
+  await (await batch?.catch(() => undefined))?.abandon();
 }
 
 function refusedOrNotSent(err: unknown): boolean {
