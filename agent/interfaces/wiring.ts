@@ -176,7 +176,9 @@ export class Wiring {
     const made = new UndoJournal();
     const written = this.d.state.putAttachment(a);
     // The first interface's `ip` starts while the record is written.
-    const batch = a.ipam ? undefined : this.d.links.startBatch(a.netns);
+    const batch = a.ipam || a.interfaces.length === 0
+      ? undefined
+      : this.d.links.startBatch(a.netns);
     batch?.catch(() => {});
     try {
       await written;
