@@ -101,6 +101,12 @@ export async function run(argv: string[], options: RunOptions = {}): Promise<Run
 export interface StartedCommand {
   /** The command as executed, including any netns prefix. */
   readonly argv: string[];
+  /**
+   * Writes `text` to its input and leaves the input open: a command that reads line by line (an
+   * `ip -batch`) starts on those lines while the rest is not known yet. A command that has exited
+   * already is not an error here: its exit says why, in finish().
+   */
+  send(text: string): Promise<void>;
   /** Writes `stdin`, closes it and waits for the exit; fails as {@link run} does. */
   finish(stdin: string): Promise<RunResult>;
   /** Kills the command (its input is not needed after all) and waits for it. Idempotent. */
@@ -124,14 +130,32 @@ export function start(
   const output = child.output();
   output.catch(() => {}); // awaited in finish() or abandon(); never an unhandled rejection
   let used = false;
+  let writer: WritableStreamDefaultWriter<Uint8Array> | undefined;
+  // Set once the command stopped reading: the rest of its input goes nowhere.
+  let broken = false;
+  const write = async (text: string, close: boolean) => {
+    if (broken) return;
+    writer ??= child.stdin.getWriter();
+    try {
+      if (text) await writer.write(new TextEncoder().encode(text));
+      if (close) await writer.close();
+    } catch (err) {
+      if (!(err instanceof Deno.errors.BrokenPipe)) throw err;
+      broken = true;
+    }
+  };
   return {
     argv: full,
+    send(text: string): Promise<void> {
+      if (used) throw new Error(`${quote(full)} was already finished or abandoned`);
+      return write(text, false);
+    },
     async finish(stdin: string): Promise<RunResult> {
       if (used) throw new Error(`${quote(full)} was already finished or abandoned`);
       used = true;
       // Its ms is the wait from here: the time spent waiting for input is nobody's cost.
       const fed = performance.now();
-      const [out] = await Promise.all([output, feed(child.stdin, stdin)]);
+      const [out] = await Promise.all([output, write(stdin, true)]);
       return check(settle(full, out, fed), argv[0], options);
     },
     async abandon(): Promise<void> {

@@ -136,6 +136,29 @@ Deno.test("start runs the command at once and feeds it later; its ms is the wait
   }
 });
 
+Deno.test("send gives a started command lines it works on before the rest comes; a command that has exited is no error until finish", async () => {
+  const marker = await Deno.makeTempFile();
+  try {
+    // Each line is run as it arrives (as ip -batch does), the input staying open.
+    const cmd = start(["sh", "-c", `while read l; do echo "$l" >> ${marker}; done; echo done`]);
+    await cmd.send("first\n");
+    for (let i = 0; i < 200 && (await Deno.readTextFile(marker)) === ""; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(await Deno.readTextFile(marker), "first\n", "run before the input ends");
+    const result = await cmd.finish("second\n");
+    assert.equal(await Deno.readTextFile(marker), "first\nsecond\n");
+    assert.equal(result.stdout, "done\n");
+    assert.throws(() => cmd.send("late"), /already finished or abandoned/);
+  } finally {
+    await Deno.remove(marker);
+  }
+  const gone = start(["sh", "-c", "exit 3"], { check: false });
+  await new Promise((r) => setTimeout(r, 100));
+  await gone.send("nobody reads this\n");
+  assert.equal((await gone.finish("")).code, 3);
+});
+
 Deno.test("a started command fails like run: CommandError with stderr, or check: false", async () => {
   const script = "cat >/dev/null; echo 'Command failed -:2' >&2; exit 1";
   const err = await failure(start(["sh", "-c", script]).finish("a\nb\n"));

@@ -1048,3 +1048,26 @@ Deno.test("architecture: routes of both families come from common/router_routes.
   }
   assert.deepEqual(routers, ["wasm/assembly/route.ts"]);
 });
+
+/**
+ * Issue 25, the ADD's veth made while the manager is asked: a pod's pair exists before its port
+ * does, so only the record written first lets DEL or the reaper find it after a crash. Only the
+ * wiring sends a pair ahead (Links.sendPair), and its `wire` sends it only after the first record
+ * write has landed.
+ */
+Deno.test("architecture: a veth pair is made before the manager's answer by the wiring only, after the record landed", async () => {
+  const makers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path) || path.endsWith("_fake.ts")) continue;
+    if (/\.sendPair\(/.test(await Deno.readTextFile(file))) makers.push(path);
+  }
+  assert.deepEqual(makers, ["agent/interfaces/wiring.ts"]);
+  const wiring = await Deno.readTextFile(`${ROOT}agent/interfaces/wiring.ts`);
+  const wire = wiring.slice(
+    wiring.indexOf("  async wire("),
+    wiring.indexOf("  private async askPorts("),
+  );
+  const landed = wire.indexOf("await written;");
+  assert.ok(landed > 0 && landed < wire.indexOf("this.sendPair("), "the pair after the record");
+});

@@ -3,7 +3,7 @@
  * that a failure (or a crash) can always be undone; DEL undoes exactly that and succeeds when it
  * is already undone; CHECK compares the pod with what ADD recorded.
  */
-import type { Logger, Port, StartedCommand } from "@knitter/common";
+import type { Logger, Port } from "@knitter/common";
 import { portAddresses } from "@knitter/common";
 import { ManagerError, Mutex } from "@knitter/common";
 import { CNI_CODE, CniError, type CniResult } from "@knitter/plugin/contract";
@@ -200,17 +200,10 @@ export class Attacher {
     const pod = await this.namespaces.pod(req.netns ?? "");
     // Knitter as another plugin's IPAM: the port of one interface, nothing made here.
     if (isIpamCall(req.config)) return await this.addIpam(req, pod);
-    // The first interface's `ip` starts now and waits for its lines, while the journal and the
-    // manager are waited for.
-    const batch = await this.d.links.startBatch(pod.path);
-    try {
-      return await this.addWith(req, pod, batch);
-    } finally {
-      await batch.abandon();
-    }
+    return await this.addWith(req, pod);
   }
 
-  private async addWith(req: CniRequest, pod: PodNetns, batch: StartedCommand): Promise<CniResult> {
+  private async addWith(req: CniRequest, pod: PodNetns): Promise<CniResult> {
     const netns = pod.path;
     const want = podRequest(req, this.d.defaults);
     const delegated = this.d.delegates ? await this.d.delegates.split(req, want) : [];
@@ -274,7 +267,6 @@ export class Attacher {
         },
         shape: (i) => ({ mtu: i.port.mtu, routes: podRoutes(i) }),
         externalIds,
-        batch,
         complete: (a) => {
           a.result = cniResult(
             netns,

@@ -144,18 +144,17 @@ export class Ovs {
     const spare = this.spares.get(bridge);
     this.spares.delete(bridge);
     const cmd = spare ?? start(ofctlArgv(args), this.ofctlOptions());
-    try {
-      await cmd.finish(text).catch((err) => {
-        // A waiting process someone killed never saw the input: a fresh one does the same work.
-        if (!spare || !(err instanceof CommandError) || err.result.code <= 128) throw err;
-        return start(ofctlArgv(args), this.ofctlOptions()).finish(text);
-      });
-    } finally {
-      // The next one starts once this one is done, so it does not compete with it for the CPU.
-      if (this.prestart && !this.closed && !this.spares.has(bridge)) {
-        this.spares.set(bridge, start(ofctlArgv(args), this.ofctlOptions()));
-      }
+    const done = cmd.finish(text);
+    // The next one starts while this one talks to the switch: the exec blocks the event loop for a
+    // moment, and here nobody waits for it (once this bundle is done, its caller would).
+    if (this.prestart && !this.closed && !this.spares.has(bridge)) {
+      this.spares.set(bridge, start(ofctlArgv(args), this.ofctlOptions()));
     }
+    await done.catch((err) => {
+      // A waiting process someone killed never saw the input: a fresh one does the same work.
+      if (!spare || !(err instanceof CommandError) || err.result.code <= 128) throw err;
+      return start(ofctlArgv(args), this.ofctlOptions()).finish(text);
+    });
   }
 
   private ofctlOptions(): RunOptions {

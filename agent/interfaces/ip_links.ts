@@ -4,9 +4,14 @@
  * in ONE exec: `ip -n POD -batch -` creates the pair with the host end placed in the agent's netns,
  * then addresses, link up and routes. Tx checksum offload goes off afterwards by ioctl, not exec
  * (tx_checksum.ts).
+ *
+ * A CNI ADD sends the batch its first line early (wiring.ts): the pair is made while the manager is
+ * still asked for the port ({@link sendPodPair}: no MAC or address known yet, the pod end down),
+ * and once the manager has answered the rest of the batch gives the pod end its MAC, MTU,
+ * addresses and routes ({@link completePodInterface}).
  */
 import { createHash } from "node:crypto";
-import { CommandError, run, start, type StartedCommand } from "@knitter/common";
+import { CommandError, run, type RunResult, start, type StartedCommand } from "@knitter/common";
 import { isIp, isIpPrefix, isMac } from "@knitter/common/address";
 import { isIfName } from "@knitter/plugin/contract";
 import { LinkDeleter } from "./link_deleter.ts";
@@ -69,26 +74,118 @@ export async function createPodInterface(
 ): Promise<{ hostIfIndex: number; podIfIndex: number }> {
   const where = `${spec.ifName} in ${spec.netns}`;
   validate(spec);
-  const hostNetns = spec.hostNetns ?? ownNetns();
-  const steps = buildSteps(spec, hostNetns);
+  const steps = [
+    pairStep(spec, spec.hostNetns ?? ownNetns(), spec.mac),
+    ...setupSteps(spec, { label: `set ${spec.ifName} up`, attributes: "up" }),
+    { label: `read ${spec.ifName}`, command: `link show dev ${spec.ifName}` },
+  ];
   const result = await (batch ?? await startPodBatch(spec.netns))
     .finish(steps.map((s) => s.command).join("\n") + "\n");
-  if (result.code === 0) {
-    const indexes = parseIndexes(result.stdout, where);
-    try {
-      // Before the ADD answers: no TCP or UDP leaves the pod until its processes run.
-      if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
-      // A netns the runtime did not name: what the batch could not fork goes through nsenter.
-      if (!netnsName(spec.netns) && ignoresAdverts(spec)) {
-        await ignoreRouterAdvertisements(spec.netns, spec.ifName);
-      }
-      return indexes;
-    } catch (err) {
-      await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
-      throw new Error(`Cannot create ${where}: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  if (result.code !== 0) await creationFailed(spec, steps, result);
+  const indexes = parseIndexes(result.stdout, where);
+  await afterCreation(spec, async () => {
+    await offloadOff(spec);
+    await raOffOutsideBatch(spec);
+  });
+  return indexes;
+}
 
+/** What {@link sendPodPair} makes the pair with: names, the MTU expected. */
+export type PodPairSpec = Pick<
+  PodInterfaceSpec,
+  "netns" | "ifName" | "hostIfName" | "mtu" | "hostNetns"
+>;
+
+/**
+ * Sends `batch` (from {@link startPodBatch}) the line that makes the veth pair, ahead of the rest:
+ * `ip` makes it at once (both ends with `spec.mtu`, the pod end down with the kernel's MAC) while
+ * the caller waits for the pod's addresses. {@link completePodInterface} sends the rest, and says
+ * whether the pair was made; a batch abandoned instead may have made it or not.
+ */
+export async function sendPodPair(spec: PodPairSpec, batch: StartedCommand): Promise<void> {
+  validatePair(spec);
+  await batch.send(pairStep(spec, spec.hostNetns ?? ownNetns()).command + "\n");
+}
+
+/**
+ * Completes the interface whose pair {@link sendPodPair} sent to `batch` with MTU `madeMtu`: the
+ * pod end's MAC and MTU, addresses, link up, routes, the host end's MTU when it is not `madeMtu`,
+ * then as {@link createPodInterface}: checksums, and on any failure nothing of it is left (a name
+ * that was taken already is InterfaceExistsError).
+ */
+export async function completePodInterface(
+  spec: PodInterfaceSpec,
+  madeMtu: number,
+  batch: StartedCommand,
+): Promise<void> {
+  validate(spec);
+  const steps = [
+    pairStep({ ...spec, mtu: madeMtu }, spec.hostNetns ?? ownNetns()),
+    // The MAC and MTU go with "up": one change of the link fewer.
+    ...setupSteps(spec, {
+      label: `set the MAC and MTU of ${spec.ifName} and set it up`,
+      attributes: `address ${spec.mac} mtu ${spec.mtu} up`,
+    }),
+  ];
+  const result = await batch.finish(steps.slice(1).map((s) => s.command).join("\n") + "\n");
+  if (result.code !== 0) await creationFailed(spec, steps, result);
+  await afterCreation(spec, async () => {
+    if (spec.mtu !== madeMtu) await setHostMtu(spec);
+    await offloadOff(spec);
+    await raOffOutsideBatch(spec);
+  });
+}
+
+/** The host end's MTU, when the pair was made with another (the network's was not known yet). */
+async function setHostMtu(spec: PodInterfaceSpec): Promise<void> {
+  const ip = spec.hostNetns
+    ? await ipIn(spec.hostNetns, ["link", "set", "dev", spec.hostIfName, "mtu", `${spec.mtu}`])
+    : { argv: ["ip", "link", "set", "dev", spec.hostIfName, "mtu", `${spec.mtu}`] };
+  const result = await run(ip.argv, { netns: ip.netns, check: false });
+  if (result.code === 0) return;
+  throw new Error(
+    `step "set the MTU of ${spec.hostIfName} to ${spec.mtu}" failed: ${result.stderr}`,
+    { cause: new CommandError(result) },
+  );
+}
+
+/** Work on a pair just made, after its batch; on a failure the pair goes again, and it is thrown. */
+async function afterCreation(spec: PodPairSpec, work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    await deleteHostEnd(spec.hostIfName, spec.hostNetns).catch(() => {});
+    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * Tx checksum offload off on the pod end when asked, before the ADD answers: no TCP or UDP
+ * leaves the pod until its processes run.
+ */
+async function offloadOff(spec: PodInterfaceSpec): Promise<void> {
+  if (spec.softwareChecksums) await disableTxChecksumOffload(spec.netns, spec.ifName);
+}
+
+/** A netns the runtime did not name: what the batch could not fork goes through nsenter. */
+async function raOffOutsideBatch(spec: PodInterfaceSpec): Promise<void> {
+  if (!netnsName(spec.netns) && ignoresAdverts(spec)) {
+    await ignoreRouterAdvertisements(spec.netns, spec.ifName);
+  }
+}
+
+/**
+ * A batch that creates the pair (line 1) failed: what it made goes, and the error says why, a
+ * taken name as InterfaceExistsError.
+ */
+async function creationFailed(
+  spec: PodPairSpec,
+  steps: Step[],
+  result: RunResult,
+): Promise<never> {
+  const where = `${spec.ifName} in ${spec.netns}`;
   const failed = failedStep(result.stderr);
   const step = failed === undefined ? undefined : steps[failed - 1];
   // Line 1 is the creation itself: when it fails nothing was made, and what exists is not ours.
@@ -233,19 +330,26 @@ interface Step {
   command: string;
 }
 
-/** One `ip -batch` line per step, run inside the pod's netns. */
-function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
+/** The batch line that creates the pair; the pod end gets `mac` when it is given. */
+function pairStep(spec: PodPairSpec, hostNetns: string, mac?: string): Step {
+  const { ifName: dev, mtu } = spec;
+  return {
+    label: `create veth ${spec.hostIfName} <-> ${dev}`,
+    // The host end is the primary, so it can be created up: "up" on the peer is refused.
+    command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
+      `type veth peer name ${dev}${mac ? ` address ${mac}` : ""} mtu ${mtu}`,
+  };
+}
+
+/**
+ * The batch lines, in the pod's netns, that set a made pod end up: addresses, the link's
+ * `up.attributes` (up, and what else changes with it), routes.
+ */
+function setupSteps(spec: PodInterfaceSpec, up: { label: string; attributes: string }): Step[] {
   const dev = spec.ifName;
-  const mtu = spec.mtu;
   // A named netns (what runtimes make) lets the batch itself fork sysctl in it: no nsenter exec.
   const name = netnsName(spec.netns);
   return [
-    {
-      label: `create veth ${spec.hostIfName} <-> ${dev}`,
-      // The host end is the primary, so it can be created up: "up" on the peer is refused.
-      command: `link add name ${spec.hostIfName} mtu ${mtu} up netns ${hostNetns} ` +
-        `type veth peer name ${dev} address ${spec.mac} mtu ${mtu}`,
-    },
     // Before the link is up, so that no advertisement is taken in between.
     ...(name && ignoresAdverts(spec)
       ? [{
@@ -257,12 +361,11 @@ function buildSteps(spec: PodInterfaceSpec, hostNetns: string): Step[] {
       label: `add address ${addr}`,
       command: `addr add ${addr} dev ${dev}${addr.includes(":") ? " nodad" : ""}`,
     })),
-    { label: `set ${dev} up`, command: `link set dev ${dev} up` },
+    { label: up.label, command: `link set dev ${dev} ${up.attributes}` },
     ...spec.routes.map((route) => ({
       label: `add route ${route.dst}${route.via ? ` via ${route.via}` : ""}`,
       command: routeCommand(route, dev),
     })),
-    { label: `read ${dev}`, command: `link show dev ${dev}` },
   ];
 }
 
@@ -274,23 +377,32 @@ function routeCommand(route: { dst: string; via?: string }, dev: string): string
 
 /** Also keeps every value a single token: they become words of `ip -batch` lines. */
 function validate(spec: PodInterfaceSpec): void {
-  const bad = (what: string) => {
-    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
-  };
-  if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
-  if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  validatePair(spec);
+  const bad = invalid(spec);
   if (!isMac(spec.mac.toLowerCase())) bad(`invalid MAC "${spec.mac}"`);
-  if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
-    bad(`invalid MTU ${spec.mtu}`);
-  }
   for (const addr of spec.addresses) if (!isIpPrefix(addr)) bad(`invalid address "${addr}"`);
   for (const route of spec.routes) {
     if (route.dst !== "default" && !isIpPrefix(route.dst)) bad(`invalid route "${route.dst}"`);
     if (route.via !== undefined && !isIp(route.via)) bad(`invalid gateway "${route.via}"`);
   }
+}
+
+function validatePair(spec: PodPairSpec): void {
+  const bad = invalid(spec);
+  if (!isIfName(spec.ifName)) bad(`invalid interface name "${spec.ifName}"`);
+  if (!isIfName(spec.hostIfName)) bad(`invalid host interface name "${spec.hostIfName}"`);
+  if (!Number.isInteger(spec.mtu) || spec.mtu < 68 || spec.mtu > 65535) {
+    bad(`invalid MTU ${spec.mtu}`);
+  }
   for (const path of [spec.netns, spec.hostNetns ?? ""]) {
     if (/\s/.test(path)) bad(`netns path "${path}" has whitespace`);
   }
+}
+
+function invalid(spec: Pick<PodPairSpec, "ifName" | "netns">): (what: string) => never {
+  return (what) => {
+    throw new Error(`Cannot create ${spec.ifName} in ${spec.netns}: ${what}`);
+  };
 }
 
 /**

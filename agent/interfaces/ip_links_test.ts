@@ -3,12 +3,15 @@ import { run } from "@knitter/common";
 import { isIfName } from "@knitter/plugin/contract";
 import { Cleanup } from "../../devstack/cleanup.ts";
 import {
+  completePodInterface,
   createPodInterface,
   deletePodInterface,
   hostIfName,
   InterfaceExistsError,
   type PodInterfaceSpec,
   podInterfaceState,
+  sendPodPair,
+  startPodBatch,
 } from "./ip_links.ts";
 
 /** A "host" netns (standing in for the agent's own) and a pod netns; never the test's netns. */
@@ -191,6 +194,66 @@ Deno.test("hostIfName is deterministic, 15 characters, per container and interfa
   assert.equal(a, hostIfName("9a1f0c0ffee", "eth0"));
   assert.notEqual(a, hostIfName("9a1f0c0ffee", "eth1"));
   assert.ok(isIfName(a));
+});
+
+Deno.test("sendPodPair makes the pair before the rest is sent; completePodInterface makes it what createPodInterface makes, the host end's MTU corrected", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [pod] } = await setup(cleanup);
+  const s = spec(host, pod, { softwareChecksums: true });
+  const batch = await startPodBatch(pod);
+  // Sent before the manager's answer: the network's MTU guessed (1500), no MAC, no address.
+  await sendPodPair({ ...s, mtu: 1500 }, batch);
+  for (let i = 0; i < 200 && !(await podInterfaceState(pod, "eth1")); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const early = await podInterfaceState(pod, "eth1");
+  assert.notEqual(early?.mac, s.mac);
+  assert.deepEqual([early?.mtu, early?.addresses, early?.up], [1500, [], false]);
+
+  await completePodInterface(s, 1500, batch);
+  assert.deepEqual(await podInterfaceState(pod, "eth1"), {
+    mac: "02:00:0a:01:00:05",
+    mtu: 1450,
+    addresses: ["10.1.0.5/24", "2001:db8:1::5/64"],
+    up: true,
+  });
+  const hostEnd = await run(["ip", "-json", "link", "show", "dev", s.hostIfName], { netns: host });
+  const [h] = JSON.parse(hostEnd.stdout) as { mtu: number; flags: string[] }[];
+  assert.deepEqual([h.mtu, h.flags.includes("UP")], [1450, true]);
+  const v6 = await run(["ip", "-6", "route", "show", "default"], { netns: pod });
+  assert.match(v6.stdout, /^default via 2001:db8:1::1 dev eth1/m);
+  const tx = (await run(["ethtool", "-k", "eth1"], { netns: pod })).stdout;
+  assert.match(tx, /^tx-checksumming: off/m);
+  const ra = await run(["sysctl", "-n", "net/ipv6/conf/eth1/accept_ra"], { netns: pod });
+  assert.equal(ra.stdout.trim(), "0");
+});
+
+Deno.test("completePodInterface after sendPodPair: a taken name is InterfaceExistsError and stays; a later step that fails names itself and leaves no veth", async () => {
+  await using cleanup = new Cleanup();
+  const { host, pods: [pod] } = await setup(cleanup);
+  await createPodInterface(spec(host, pod));
+  const taken = spec(host, pod, { hostIfName: hostIfName("other", "eth1") });
+  const first = await startPodBatch(pod);
+  await sendPodPair(taken, first);
+  await assert.rejects(
+    completePodInterface(taken, taken.mtu, first),
+    (e) => e instanceof InterfaceExistsError && e.side === "pod",
+  );
+  assert.equal((await podInterfaceState(pod, "eth1"))?.mac, "02:00:0a:01:00:05");
+
+  const s = ipv4Only(host, pod);
+  const second = await startPodBatch(pod);
+  await sendPodPair(s, second);
+  await assert.rejects(
+    completePodInterface(
+      { ...s, routes: [{ dst: "10.20.0.0/16", via: "10.77.0.1" }] },
+      s.mtu,
+      second,
+    ),
+    /Cannot create eth2 in .*: step "add route 10\.20\.0\.0\/16 via 10\.77\.0\.1" failed/,
+  );
+  assert.deepEqual((await links(host)).sort(), ["lo", hostIfName("c0ffee", "eth1")].sort());
+  assert.deepEqual(await links(pod), ["lo", "eth1"]);
 });
 
 Deno.test("createPodInterface timing", async () => {

@@ -7,11 +7,14 @@
  */
 import type { EffectiveBandwidth, ManagerClient, StartedCommand } from "@knitter/common";
 import {
+  completePodInterface,
   createPodInterface,
   deletePodInterface,
   type PodInterfaceSpec,
   type PodInterfaceState,
   podInterfaceState,
+  type PodPairSpec,
+  sendPodPair,
   startPodBatch,
 } from "./ip_links.ts";
 import { netnsIdNow, type PodNetns, podNetns } from "./netns.ts";
@@ -28,6 +31,17 @@ export interface Links {
    * failure nothing of it is left, and a name that is taken already is InterfaceExistsError.
    */
   create(spec: PodInterfaceSpec, batch?: StartedCommand): Promise<void>;
+  /**
+   * Sends a batch the line that makes the veth pair (ip_links.ts sendPodPair), ahead of the rest:
+   * `complete` sends the rest and says whether it was made; `abandon` the batch instead and it
+   * may have been made or not.
+   */
+  sendPair(spec: PodPairSpec, batch: StartedCommand): Promise<void>;
+  /**
+   * Completes the interface whose pair was sent to `batch` with MTU `madeMtu`: MAC, MTU,
+   * addresses, routes, checksums. On a failure nothing of it is left, as for create.
+   */
+  complete(spec: PodInterfaceSpec, madeMtu: number, batch: StartedCommand): Promise<void>;
   /**
    * Deletes the veth by its host end; with `pod`, a pod end alone only when it has `pod.mac`.
    * Idempotent: false when there was nothing to delete.
@@ -113,6 +127,8 @@ export const ipLinks: Links = {
   async create(spec, batch) {
     await createPodInterface(spec, batch);
   },
+  sendPair: sendPodPair,
+  complete: completePodInterface,
   remove: (hostIfName, pod) => deletePodInterface(hostIfName, pod),
   state: podInterfaceState,
 };

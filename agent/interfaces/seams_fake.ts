@@ -5,9 +5,15 @@
  * what its real counterpart may leave behind (a switch port added with an error stays, a port the
  * manager allocated before the answer was lost stays), so a test sees whether the undo finds it.
  */
-import type { EffectiveBandwidth, Port, PortRequest, StartedCommand } from "@knitter/common";
+import type {
+  EffectiveBandwidth,
+  Port,
+  PortRequest,
+  RunResult,
+  StartedCommand,
+} from "@knitter/common";
 import { ManagerError, ManagerUnavailableError } from "@knitter/common";
-import { InterfaceExistsError, type PodInterfaceSpec } from "./ip_links.ts";
+import { InterfaceExistsError, type PodInterfaceSpec, type PodPairSpec } from "./ip_links.ts";
 import type { OvsPortSpec } from "../dataplane/ovs.ts";
 import type {
   AttachmentStore,
@@ -27,6 +33,7 @@ export type FakeStep =
   | "manager.putPort"
   | "manager.deletePort"
   | "links.create"
+  | "links.configure"
   | "links.remove"
   | "switch.add"
   | "switch.remove"
@@ -138,35 +145,43 @@ export class FakeWorld implements Flows {
   }
 
   readonly links: Links = {
-    startBatch: () => Promise.resolve(fakeBatch()),
+    startBatch: () => Promise.resolve(new FakeBatch(this.calls)),
     create: (spec: PodInterfaceSpec) =>
-      this.step("links.create", spec.hostIfName, () => {
-        const key = `${spec.netns}/${spec.ifName}`;
-        if (this.podEnds.has(key)) {
-          throw new InterfaceExistsError("pod", `${spec.ifName} already exists in ${spec.netns}`);
-        }
-        if (this.hostEnds.has(spec.hostIfName)) {
-          throw new InterfaceExistsError("host", `${spec.hostIfName} is taken on the node`);
-        }
-        this.podEnds.set(key, {
+      this.step("links.create", spec.hostIfName, () => this.makeVeth(spec)),
+    // A "links.create" step like create, done (or failed) when the batch ends, as `ip` reports it
+    // then: the pod end with the kernel's MAC, down.
+    sendPair: (spec: PodPairSpec, batch) => {
+      const b = batch as FakeBatch;
+      const make = () => this.makeVeth({ ...spec, mac: KERNEL_MAC, addresses: [], routes: [] });
+      this.step("links.create", spec.hostIfName, () => {}).then(
+        () => b.atEnd(make),
+        (err) =>
+          b.atEnd(() => {
+            throw err;
+          }),
+      );
+      return Promise.resolve();
+    },
+    // A failing step leaves nothing of the interface, as completePodInterface deletes the host end.
+    complete: async (spec: PodInterfaceSpec, madeMtu: number, batch) => {
+      const b = batch as FakeBatch;
+      await b.finish();
+      if (b.failed) throw b.failed;
+      await this.step("links.configure", spec.hostIfName, () => {
+        const end = this.podEnds.get(`${spec.netns}/${spec.ifName}`)!;
+        if (end.mtu !== madeMtu) throw new Error("not the MTU it was made with");
+        Object.assign(end, {
           mac: spec.mac,
           mtu: spec.mtu,
           addresses: [...spec.addresses],
           routes: spec.routes.map((r) => ({ ...r })),
-          hostIfName: spec.hostIfName,
           ...(spec.softwareChecksums ? { softwareChecksums: true } : {}),
         });
-        this.hostEnds.set(spec.hostIfName, key);
-      }),
+      }, () => this.dropVeth(spec.hostIfName));
+    },
     remove: (hostIfName, pod) =>
       this.step("links.remove", hostIfName, () => {
-        const key = this.hostEnds.get(hostIfName);
-        if (key) {
-          this.limits.delete(hostIfName);
-          this.hostEnds.delete(hostIfName);
-          this.podEnds.delete(key);
-          return true;
-        }
+        if (this.dropVeth(hostIfName)) return true;
         if (!pod?.mac) return false;
         const podKey = `${pod.netns}/${pod.ifName}`;
         const end = this.podEnds.get(podKey);
@@ -295,6 +310,36 @@ export class FakeWorld implements Flows {
     portNumbers: (count) => Promise.resolve(Array.from({ length: count }, (_, i) => i + 1)),
   };
 
+  /** Deletes a veth by its host end; false when there is none. */
+  private dropVeth(hostIfName: string): boolean {
+    const key = this.hostEnds.get(hostIfName);
+    if (!key) return false;
+    this.limits.delete(hostIfName);
+    this.hostEnds.delete(hostIfName);
+    this.podEnds.delete(key);
+    return true;
+  }
+
+  /** A veth as the kernel makes it; a name taken is InterfaceExistsError. */
+  private makeVeth(spec: Omit<PodInterfaceSpec, "hostNetns">): void {
+    const key = `${spec.netns}/${spec.ifName}`;
+    if (this.podEnds.has(key)) {
+      throw new InterfaceExistsError("pod", `${spec.ifName} already exists in ${spec.netns}`);
+    }
+    if (this.hostEnds.has(spec.hostIfName)) {
+      throw new InterfaceExistsError("host", `${spec.hostIfName} is taken on the node`);
+    }
+    this.podEnds.set(key, {
+      mac: spec.mac,
+      mtu: spec.mtu,
+      addresses: [...spec.addresses],
+      routes: spec.routes.map((r) => ({ ...r })),
+      hostIfName: spec.hostIfName,
+      ...(spec.softwareChecksums ? { softwareChecksums: true } : {}),
+    });
+    this.hostEnds.set(spec.hostIfName, key);
+  }
+
   private addPorts(bridge: string, ports: OvsPortSpec[]): Map<string, number> {
     let on = this.switchPorts.get(bridge);
     if (!on) this.switchPorts.set(bridge, on = new Map());
@@ -352,10 +397,50 @@ function dualStack(ip: string): Pick<Port, "ip6" | "address6" | "gateway6"> {
   return { ip6, address6: `${ip6}/64`, gateway6: "fd00::1" };
 }
 
-function fakeBatch(): StartedCommand {
-  return {
-    argv: ["fake"],
-    finish: () => Promise.resolve({ code: 0, stdout: "", stderr: "" } as never),
-    abandon: () => Promise.resolve(),
-  };
+/** The MAC the kernel gives a veth's pod end made without one. */
+const KERNEL_MAC = "fe:00:00:00:00:01";
+
+/**
+ * An `ip -batch` waiting for its lines: what was sent to it happens when it ends (finish, or
+ * abandon: a killed `ip` may have run them, and the fake takes the worse case), noted in `calls`.
+ */
+class FakeBatch implements StartedCommand {
+  readonly argv = ["fake"];
+  /** What a line sent early failed with, once the batch ended. */
+  failed?: unknown;
+  private readonly pending: (() => void)[] = [];
+  private ended = false;
+
+  constructor(private readonly calls: string[]) {}
+
+  atEnd(fn: () => void): void {
+    this.pending.push(fn);
+  }
+
+  send(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  finish(): Promise<RunResult> {
+    this.end("finish");
+    return Promise.resolve({ code: 0, stdout: "", stderr: "" } as RunResult);
+  }
+
+  abandon(): Promise<void> {
+    this.end("abandon");
+    return Promise.resolve();
+  }
+
+  private end(how: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.calls.push(`batch.${how}`);
+    for (const fn of this.pending.splice(0)) {
+      try {
+        fn();
+      } catch (err) {
+        this.failed = err;
+      }
+    }
+  }
 }

@@ -64,8 +64,6 @@ export interface WireRequest {
   shape(i: PortedInterface): { mtu: number; routes: Route[] };
   /** Whose the port on the switch is. */
   externalIds(a: Attachment, i: AttachedInterface): Record<string, string>;
-  /** An `ip -batch` in the netns started early (Links.startBatch), for the first interface. */
-  batch?: StartedCommand;
   /** Last changes to the record before it is stored as ready (the CNI result). */
   complete?(a: Attachment): void;
 }
@@ -131,6 +129,14 @@ export class UndoJournal {
     return j;
   }
 
+  /** How many of `a`'s interfaces (a prefix) have anything made: a port asked for, a pair. */
+  named(a: Attachment): number {
+    return Math.max(
+      this.asked,
+      a.interfaces.findLastIndex((i) => this.links.has(i.hostIfName)) + 1,
+    );
+  }
+
   plug(bridge: string, name: string): void {
     let names = this.plugged.get(bridge);
     if (!names) this.plugged.set(bridge, names = new Set());
@@ -138,8 +144,13 @@ export class UndoJournal {
   }
 }
 
+/** What a pair is made with when its network has had no interface here yet (the kernel's default). */
+const DEFAULT_MTU = 1500;
+
 export class Wiring {
   private readonly shaper: Shaper;
+  /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
+  private readonly mtus = new Map<string, number>();
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -152,37 +163,41 @@ export class Wiring {
 
   /**
    * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
-   * to undo), the manager's ports, the ofports, then the record, the veths and their switch ports,
-   * and the flow sync alongside (the agent picks the ofports, so the flows need not wait for the
-   * ports). The record ends "ready". On a failure what was made is undone, the record too, and the
-   * failure thrown; when that undo fails as well the record stays, for unwire to finish.
+   * to undo by the names it holds), then the manager's ports and, while they are asked for, the
+   * first interface's veth pair (its MAC and addresses are the manager's to give), then the
+   * ofports, the record with the result, the veths completed and plugged, and the flow sync
+   * alongside (the agent picks the ofports, so the flows need not wait for the ports). The record
+   * ends "ready". On a failure what was made is undone, the record too, and the failure thrown;
+   * when that undo fails as well the record stays, for unwire to finish. The pair made while the
+   * manager is asked is named by the record already: a crash leaves nothing DEL (or the reaper)
+   * does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
-    await this.d.state.putAttachment(a);
     const made = new UndoJournal();
+    const written = this.d.state.putAttachment(a);
+    // The first interface's `ip` starts while the record is written.
+    const batch = a.ipam || a.interfaces.length === 0
+      ? undefined
+      : this.d.links.startBatch(a.netns);
+    batch?.catch(() => {});
+    try {
+      await written;
+    } catch (err) {
+      await abandon(batch);
+      throw err;
+    }
     made.record = true;
     try {
-      for (const [k, i] of a.interfaces.entries()) {
-        made.asked = k + 1;
-        try {
-          i.port = await this.d.manager.putPort(
-            i.tenant,
-            i.network,
-            i.portId,
-            req.portRequest(i, k),
-          );
-        } catch (err) {
-          // Refused (the manager answered no), or never sent: nothing was made or changed there.
-          if (refusedOrNotSent(err)) made.asked = k;
-          throw req.refused?.(err, k) ?? err;
-        }
-        // No record write here: port IDs are derived, so the record already names what to release.
-        const ported = i as PortedInterface;
-        if (!a.ipam) this.requirePhysnet(ported.port);
-        req.accept?.(ported, k);
-        if (!a.ipam) i.limits = limitsOf(ported);
+      // Made while the manager is asked, only once the record names it.
+      const madeMtu = batch && await this.sendPair(a, made, await batch);
+      try {
+        await this.askPorts(a, req, made);
+      } catch (err) {
+        // Nothing is undone while `ip` may still be making the pair.
+        await abandon(batch);
+        throw err;
       }
-      if (a.ipam) return await this.complete(a, req);
+      if (a.ipam || !batch || madeMtu === undefined) return await this.complete(a, req);
       for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
@@ -191,20 +206,57 @@ export class Wiring {
       a.status = "building";
       await allDone([
         this.d.state.putAttachment(a),
-        this.makeInterfaces(a, req, made),
+        this.makeInterfaces(a, req, made, { batch: await batch, madeMtu }),
         this.d.flows.sync(),
       ]);
     } catch (err) {
-      // Interfaces past those asked for have nothing anywhere: the record need not name them, and
-      // undoing them would ask a manager that is not answering.
-      a.interfaces = a.interfaces.slice(0, made.asked);
+      // Interfaces past those asked for and with no pair made have nothing anywhere: the record
+      // need not name them (undo asks the manager only for the ports it asked for).
+      a.interfaces = a.interfaces.slice(0, made.named(a));
       await this.rollback(() => this.unwire(a, `rollback of a failed ${req.what}`, { made }), {
         container: a.containerId,
         netns: a.netns,
       });
       throw err;
+    } finally {
+      await abandon(batch);
     }
     this.readyAfterAnswer(a);
+  }
+
+  /** Asks the manager for each interface's port, in turn, and checks what it answers. */
+  private async askPorts(a: Attachment, req: WireRequest, made: UndoJournal): Promise<void> {
+    for (const [k, i] of a.interfaces.entries()) {
+      made.asked = k + 1;
+      try {
+        i.port = await this.d.manager.putPort(i.tenant, i.network, i.portId, req.portRequest(i, k));
+      } catch (err) {
+        // Refused (the manager answered no), or never sent: nothing was made or changed there.
+        if (refusedOrNotSent(err)) made.asked = k;
+        throw req.refused?.(err, k) ?? err;
+      }
+      // No record write here: port IDs are derived, so the record already names what to release.
+      const ported = i as PortedInterface;
+      if (!a.ipam) this.requirePhysnet(ported.port);
+      req.accept?.(ported, k);
+      if (!a.ipam) i.limits = limitsOf(ported);
+    }
+  }
+
+  /**
+   * Sends the first interface's pair to its `ip` (the rest follows the manager's answer), with the
+   * MTU its network's interfaces got last here; answers that MTU. Noted in `made` as it is sent:
+   * whether `ip` made it is known only at the end, and undoing a veth that is not there is no error.
+   */
+  private async sendPair(a: Attachment, made: UndoJournal, batch: StartedCommand) {
+    const i = a.interfaces[0];
+    const mtu = this.mtus.get(networkKey(i)) ?? DEFAULT_MTU;
+    made.links.add(i.hostIfName);
+    await this.d.links.sendPair(
+      { netns: a.netns, ifName: i.ifName, hostIfName: i.hostIfName, mtu },
+      batch,
+    );
+    return mtu;
   }
 
   /**
@@ -366,22 +418,20 @@ export class Wiring {
     return this.d.bridges.delPorts(bridge, names);
   }
 
-  /** Creates the interfaces in their netns, then plugs their host ends into the bridge. */
-  private async makeInterfaces(a: Attachment, req: WireRequest, made: UndoJournal): Promise<void> {
+  /**
+   * Completes the first interface (its pair sent to `early.batch` with MTU `early.madeMtu`) and
+   * makes the others whole, as their ports say; then plugs their host ends into the bridge.
+   */
+  private async makeInterfaces(
+    a: Attachment,
+    req: WireRequest,
+    made: UndoJournal,
+    early: { batch: StartedCommand; madeMtu: number },
+  ): Promise<void> {
     for (const [k, i] of a.interfaces.entries()) {
-      const ported = i as PortedInterface;
-      const { mtu, routes } = req.shape(ported);
-      await this.d.links.create({
-        netns: a.netns,
-        ifName: i.ifName,
-        hostIfName: i.hostIfName,
-        mac: ported.port.mac,
-        mtu,
-        addresses: portAddresses(ported.port),
-        routes,
-        softwareChecksums: this.d.flows.softwareChecksums,
-        ...(ported.port.networkRouterAdvertisements ? { acceptRouterAdvertisements: true } : {}),
-      }, k === 0 ? req.batch : undefined);
+      const spec = this.podEnd(a, req, i);
+      if (k === 0) await this.d.links.complete(spec, early.madeMtu, early.batch);
+      else await this.d.links.create(spec);
       made.links.add(i.hostIfName);
     }
     const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
@@ -394,6 +444,24 @@ export class Wiring {
     // The limits need the veths only, not their switch ports (which leave the host end's qdisc
     // alone: keepQdisc): both at once.
     await allDone([this.d.ports.add(specs), this.limit(a, made)]);
+  }
+
+  /** What an interface's pod end is, from its port: MAC, MTU, addresses, routes. */
+  private podEnd(a: Attachment, req: WireRequest, i: AttachedInterface): PodInterfaceSpec {
+    const ported = i as PortedInterface;
+    const { mtu, routes } = req.shape(ported);
+    this.mtus.set(networkKey(i), mtu);
+    return {
+      netns: a.netns,
+      ifName: i.ifName,
+      hostIfName: i.hostIfName,
+      mac: ported.port.mac,
+      mtu,
+      addresses: portAddresses(ported.port),
+      routes,
+      softwareChecksums: this.d.flows.softwareChecksums,
+      ...(ported.port.networkRouterAdvertisements ? { acceptRouterAdvertisements: true } : {}),
+    };
   }
 
   /** Applies each interface's bandwidth limits to its veth, noting it in `made` first. */
@@ -453,6 +521,15 @@ export function limitsOf(i: PortedInterface): AttachedInterface["limits"] {
     { from: `network "${i.port.network}"`, bandwidth: i.port.networkBandwidth },
   ]);
   return isLimited(limits) ? limits : undefined;
+}
+
+function networkKey(i: AttachedInterface): string {
+  return `${i.tenant}/${i.network}`;
+}
+
+/** Ends a batch not finished (after finish, abandon does nothing). */
+async function abandon(batch: Promise<StartedCommand> | undefined): Promise<void> {
+  await (await batch?.catch(() => undefined))?.abandon();
 }
 
 function refusedOrNotSent(err: unknown): boolean {

@@ -65,59 +65,65 @@ interface Case {
 
 const ALL_LINKS = ["links.remove knhost0", "links.remove knhost1"];
 const BOTH_PORTS = ["manager.deletePort uid-c1-eth0", "manager.deletePort uid-c1-net1"];
+const EVERYTHING = [
+  "switch.remove knhost0,knhost1",
+  ...ALL_LINKS,
+  ...BOTH_PORTS,
+  "state.delete c1/eth0",
+];
+/** The first interface's veth, sent to `ip` while the ports are asked for. */
+const FIRST_LINK = "links.remove knhost0";
 const CASES: Case[] = [
   { name: "the first record write: nothing made", step: "state.put", undo: [] },
   {
-    name: "the first port refused: only the record",
+    name: "the first port refused: the first veth (made meanwhile), the record",
     step: "manager.putPort",
-    undo: ["state.delete c1/eth0"],
+    undo: [FIRST_LINK, "state.delete c1/eth0"],
   },
   {
-    name: "the second port refused: the first port",
+    name: "the second port refused: the first veth, the first port",
     step: "manager.putPort",
     nth: 2,
-    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
-    name: "the second port's request never sent: the first port",
+    name: "the second port's request never sent: the first veth, the first port",
     step: "manager.putPort",
     nth: 2,
     how: "not sent",
-    undo: ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
-    name: "the second port's answer lost: both ports (the manager may have made it)",
+    name:
+      "the second port's answer lost: the first veth, both ports (the manager may have made it)",
     step: "manager.putPort",
     nth: 2,
     how: "answer lost",
-    undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
-    name: "the first veth: the ports, no veth, no switch port",
+    name: "the first veth (ip says so at its end): the ports, no switch port",
     step: "links.create",
-    undo: [...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
+  },
+  {
+    name: "the first veth's setup (which deletes it): the ports, no switch port",
+    step: "links.configure",
+    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the second veth: the first veth and the ports",
     step: "links.create",
     nth: 2,
-    undo: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
-  {
-    name: "the switch (its rows stay): switch ports, veths, ports",
-    step: "switch.add",
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
-  },
-  {
-    name: "the flow sync: everything",
-    step: "flows.sync",
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
-  },
+  { name: "the switch (its rows stay): everything", step: "switch.add", undo: EVERYTHING },
+  { name: "the flow sync: everything", step: "flows.sync", undo: EVERYTHING },
   {
     name: "the record write with the ofports: everything",
     step: "state.put",
     nth: 2,
-    undo: ["switch.remove knhost0,knhost1", ...ALL_LINKS, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: EVERYTHING,
   },
 ];
 
@@ -200,6 +206,7 @@ Deno.test("a rollback unbinds a stable port bound to its pod instead of releasin
   world.failAt("links.create");
   await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
   assert.deepEqual(undone(world.calls), [
+    "links.remove knhost0",
     "manager.unbindPort stable:t:p-eth0",
     "state.delete c1/eth0",
   ]);
@@ -212,6 +219,7 @@ Deno.test("a rollback unbinds a stable port whose PUT answer was lost, never rel
   world.failAt("manager.putPort", 1, "answer lost");
   await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
   assert.deepEqual(undone(world.calls), [
+    "links.remove knhost0",
     "manager.unbindPort stable:t:p-eth0",
     "state.delete c1/eth0",
   ]);
@@ -269,7 +277,11 @@ Deno.test("a port on a physnet this node does not map is refused and released", 
   });
   const before = world.snapshot();
   await assert.rejects(wiring.wire(attachment(["uid-c1-eth0"]), request()), PhysnetNotMappedError);
-  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(undone(world.calls), [
+    "links.remove knhost0",
+    "manager.deletePort uid-c1-eth0",
+    "state.delete c1/eth0",
+  ]);
   assert.deepEqual(world.snapshot(), before);
   world.physnets.set("phys9", 7);
   await wiring.wire(attachment(["uid-c1-eth0"]), request());
@@ -283,7 +295,11 @@ Deno.test("an accept hook's refusal releases the port", async () => {
     throw new Error("MTU too big");
   };
   await assert.rejects(wiring.wire(attachment(), request({ accept: refuse })), /MTU too big/);
-  assert.deepEqual(undone(world.calls), ["manager.deletePort uid-c1-eth0", "state.delete c1/eth0"]);
+  assert.deepEqual(undone(world.calls), [
+    FIRST_LINK,
+    "manager.deletePort uid-c1-eth0",
+    "state.delete c1/eth0",
+  ]);
   assert.deepEqual(world.snapshot(), before);
 });
 
@@ -344,4 +360,33 @@ Deno.test("wire answers without waiting for the ready write: it lands after, and
   await held;
   await Promise.resolve();
   assert.equal((await world.state.getAttachment("c1", "eth0"))?.status, "ready");
+});
+
+Deno.test("a port refused while ip may still be making the first veth: the rollback ends ip first, and leaves nothing", async () => {
+  const { world, wiring } = setup();
+  const before = world.snapshot();
+  world.failAt("manager.putPort");
+  await assert.rejects(wiring.wire(attachment(), request()), /address taken/);
+  // The fake's ip makes what it was sent when it ends: an undo before that would miss the veth.
+  const order = world.calls.filter((c) => /^(batch\.|links\.remove)/.test(c));
+  assert.deepEqual(order, ["batch.abandon", "links.remove knhost0"]);
+  assert.deepEqual(world.snapshot(), before, "no veth made after the rollback is left");
+});
+
+Deno.test("a pair is made with the MTU its network's interfaces got last; setup corrects one the manager contradicts", async () => {
+  const { world, wiring } = setup();
+  const made: number[] = [];
+  const completed: [number, number][] = [];
+  const { sendPair, complete } = world.links;
+  world.links.sendPair = (spec, batch) => (made.push(spec.mtu), sendPair(spec, batch));
+  world.links.complete = (spec, madeMtu, batch) => (
+    completed.push([madeMtu, spec.mtu]), complete(spec, madeMtu, batch)
+  );
+  await wiring.wire(attachment(["uid-c1-eth0"]), request());
+  const next = { ...attachment(["uid-c2-eth0"]), containerId: "c2", netns: "/var/run/netns/pod2" };
+  next.interfaces[0].hostIfName = "knnext0";
+  await wiring.wire(next, request());
+  assert.deepEqual(made, [1500, 1450], "the network's MTU once one of its interfaces had it");
+  assert.deepEqual(completed, [[1500, 1450], [1450, 1450]]);
+  assert.equal(world.podEnds.get(`${NETNS}/eth0`)?.mtu, 1450);
 });

@@ -84,7 +84,7 @@ function phaseOf(e: TraceEvent): string | null {
     return `manager: ${w}`;
   }
   if (/\bip (-n \S+ )?-json -batch -/.test(w)) {
-    return "ip -batch in the pod netns (ip -n): veth, address, routes";
+    return "ip -batch in the pod netns (ip -n): MAC, addresses, routes (the veth pair sent before)";
   }
   if (w.includes("ovs-vsctl") && w.includes("add-port")) {
     return "ovs-vsctl add-port (one transaction, waits for ovs-vswitchd)";
