@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { ApiError } from "./errors.ts";
 import { checkStore } from "./check.ts";
 import { testApp } from "./test_support.ts";
+import { createContext } from "./server.ts";
 import type { Store } from "./store/store.ts";
 import { createNetwork } from "./service/networks.ts";
 import { deletePort, putPort } from "./service/ports/mod.ts";
@@ -137,3 +138,21 @@ async function setLimitKeepingShares(store: Store, limits: Record<string, number
     { type: "set", key: e.key, value: { ...e.value, limits } },
   ]);
 }
+
+Deno.test("quota: two managers on one store racing on a tenant's networks hand out exactly the room left", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  const other = createContext(t.ctx.store, { vniRanges: ["5000-5999"], underlayMtu: 1500 });
+  await tenantWithNetworks(t.ctx);
+  for (const n of NETWORKS) await put(t.ctx, n, "first");
+  await setQuota(t.ctx, "acme", { ports: 20 });
+  // Both learn the quota and take room for their lanes before the race.
+  await put(other, "n0", "warm-a");
+  await put(t.ctx, "n1", "warm-b");
+  const tries = await Promise.allSettled(
+    Array.from({ length: 64 }, (_, i) => put(i % 2 ? other : t.ctx, NETWORKS[i % 8], `p${i}`)),
+  );
+  assert.equal(tries.filter((r) => r.status === "fulfilled").length, 10);
+  assert.equal((await getQuota(t.ctx, "acme")).used.ports, 20);
+  assert.deepEqual((await checkStore(t.store)).problems, []);
+  other.feed.close();
+});
