@@ -9,7 +9,7 @@ import { checkStore } from "./check.ts";
 import { testApp } from "./test_support.ts";
 import { createContext } from "./server.ts";
 import type { Store } from "./store/store.ts";
-import { createNetwork } from "./service/networks.ts";
+import { createNetwork, deleteNetwork } from "./service/networks.ts";
 import { deletePort, putPort } from "./service/ports/mod.ts";
 import { getQuota, setQuota } from "./service/quotas.ts";
 import { MAX_SOURCES, readShares } from "./service/quota_shares.ts";
@@ -155,4 +155,22 @@ Deno.test("quota: two managers on one store racing on a tenant's networks hand o
   assert.equal((await getQuota(t.ctx, "acme")).used.ports, 20);
   assert.deepEqual((await checkStore(t.store)).problems, []);
   other.feed.close();
+});
+
+Deno.test("quota: the share of a network deleted goes when room is taken from it", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  await tenantWithNetworks(t.ctx, names(3));
+  const n0 = (await t.store.get<{ id: string }>(["network", "acme", "n0"])).value!.id;
+  await setQuota(t.ctx, "acme", { ports: 100 });
+  await put(t.ctx, "n0", "a");
+  await put(t.ctx, "n1", "b");
+  await deletePort(t.ctx, { principal: ADMIN, tenant: "acme", network: "n0", id: "a" });
+  await deleteNetwork(t.ctx, { principal: ADMIN, tenant: "acme", network: "n0" });
+  const lanes = async () => (await readShares(t.store, "acme")).map((s) => s.key.at(-1));
+  assert.ok((await lanes()).includes(n0), "its share, with room, outlives the network");
+  // n2's first port takes room from the richest share: the deleted network's, all of it.
+  await put(t.ctx, "n2", "c");
+  assert.ok(!(await lanes()).includes(n0), "its share went");
+  assert.equal((await getQuota(t.ctx, "acme")).used.ports, 2);
+  assert.deepEqual((await checkStore(t.store)).problems, []);
 });

@@ -8,7 +8,8 @@
  * A share without room rebalances: the commit reads the quota record and every share afresh,
  * refuses when the tenant's whole use would pass the limit (so the refusal is exact, decided on the
  * store's records), and otherwise takes room from the shares with the most to spare (half of each
- * one's, or what it still needs), at most {@link MAX_SOURCES} of them, each rewritten with a check.
+ * one's, or what it still needs; all of a share that uses nothing, which goes), at most
+ * {@link MAX_SOURCES} of them, each rewritten with a check.
  * Room spread thinner than that is first collected into the "" share by commits of its own. New
  * limits and a finished count give the room to the "" share; a share made by a release (use below
  * zero, no allowance) keeps the sum within the limit.
@@ -68,6 +69,13 @@ export function roomToFirst(limits: Limits, used: QuotaUsage[]): Limits[] {
 export interface Taken {
   entry: Entry<QuotaShare>;
   allowance: Limits;
+  /** It used nothing (a network deleted, or all its ports gone): deleted, all its room taken. */
+  drop: boolean;
+}
+
+/** A lane's share that uses nothing: its key goes when room is taken from it. */
+function idle(e: Entry<QuotaShare>): boolean {
+  return e.key.at(-1) !== "" && QUOTA_KINDS.every((k) => (e.value?.used[k] ?? 0) === 0);
 }
 
 /**
@@ -90,24 +98,25 @@ export function gather(
   for (const entry of richest) {
     if (from.length === MAX_SOURCES || kinds.every((k) => (left[k] ?? 0) <= 0)) break;
     const allowance = { ...entry.value!.allowance };
+    const drop = idle(entry);
     let took = false;
     for (const k of kinds) {
       const has = spare(entry.value, k);
-      const take = Math.min(has, Math.max(Math.ceil(has / 2), left[k] ?? 0));
+      const take = drop ? has : Math.min(has, Math.max(Math.ceil(has / 2), left[k] ?? 0));
       if (take <= 0) continue;
       allowance[k] = allowance[k]! - take;
       taken[k] = (taken[k] ?? 0) + take;
       left[k] = (left[k] ?? 0) - take;
       took = true;
     }
-    if (took) from.push({ entry, allowance });
+    if (took) from.push({ entry, allowance, drop });
   }
   return kinds.every((k) => (left[k] ?? 0) <= 0) ? { from, taken } : null;
 }
 
 /**
  * Moves the spare room of the tenant's lanes into its "" share, in commits of COLLECT_BATCH shares
- * (each whole on its own), so that a rebalance finds it in one place.
+ * (each whole on its own), so that a rebalance finds it in one place; shares that use nothing go.
  */
 export async function collectSpare(store: Store, tenant: string, limits: Limits): Promise<void> {
   for (let attempt = 0; attempt < 16; attempt++) {
@@ -129,7 +138,9 @@ export async function collectSpare(store: Store, tenant: string, limits: Limits)
         allowance[k] = (allowance[k] ?? 0) - has;
         into.allowance[k] = (into.allowance[k] ?? 0) + has;
       }
-      tx.check(e).set(e.key, { ...e.value!, allowance });
+      tx.check(e);
+      if (idle(e)) tx.delete(e.key);
+      else tx.set(e.key, { ...e.value!, allowance });
     }
     tx.set(common.key, into);
     if (await tx.commit(store) && rich.length < COLLECT_BATCH) return;

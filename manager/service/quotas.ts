@@ -114,7 +114,8 @@ export class QuotaCharges {
       if (!r.share) continue;
       const b = r.rebalance;
       for (const o of b?.others ?? []) {
-        this.write(o.entry, { ...o.entry.value!, allowance: o.allowance });
+        if (o.drop) this.drop(o.entry);
+        else this.write(o.entry, { ...o.entry.value!, allowance: o.allowance });
       }
       if (!b && QUOTA_KINDS.every((k) => r.delta[k] === 0)) continue;
       const was = r.share.value ?? { allowance: {}, used: ZERO };
@@ -122,6 +123,11 @@ export class QuotaCharges {
       for (const k of QUOTA_KINDS) used[k] = (was.used[k] ?? 0) + r.delta[k];
       this.write(r.share, { allowance: b?.own ?? was.allowance, used });
     }
+  }
+
+  private drop(e: Entry<QuotaShare>): void {
+    this.tx.delete(e.key);
+    this.tx.onCommit(() => this.ctx.cache.quotaShares.delete(shareId(e.key)));
   }
 
   private write(e: Entry<QuotaShare>, value: QuotaShare): void {
