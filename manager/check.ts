@@ -25,6 +25,7 @@ import { VLAN_SPACE, VNI_SPACE } from "./service/context.ts";
 import { macFor } from "./ipam/derived_mac.ts";
 import { withMembers } from "./service/ip_group_members.ts";
 import { countUsage, QUOTA_KINDS, type QuotaRecord } from "./service/quotas.ts";
+import { readShares, sumUsed } from "./service/quota_shares.ts";
 import { networkFields } from "./service/network_fields.ts";
 import type { Key, Store } from "./store/store.ts";
 import { networkIdsWithLeftovers } from "./service/network_leftovers.ts";
@@ -67,8 +68,9 @@ export async function checkStore(
   await checkRouters(store, byId, problems);
   for await (const e of store.list<QuotaRecord>(["quota"])) {
     const tenant = e.key.at(-1) as string;
-    const used = e.value?.used;
-    if (!used) continue; // being counted: whoever comes next finishes it
+    // Being counted (or counted by an older manager): whoever comes next counts it.
+    if (!e.value?.shares) continue;
+    const used = sumUsed((await readShares(store, tenant)).map((s) => s.value));
     const actual = await countUsage(store, tenant);
     for (const k of QUOTA_KINDS) {
       if (used[k] !== actual[k]) {

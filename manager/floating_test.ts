@@ -5,6 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { must, mustFail, net, testApp, TOKEN, watchedStore } from "./test_support.ts";
+import { createContext } from "./server.ts";
+import { bindFloatingIp } from "./service/floating_ips.ts";
 
 const ACME = "tenants/acme/floating-ips";
 const P1 = "tenants/acme/networks/blue/ports/p1";
@@ -266,4 +268,24 @@ Deno.test("floating pools: an admin's list says each pool's usage (held, in quar
   assert.deepEqual((await usage()).ext, { total: 7, held: 2, quarantined: 0, free: 5 });
   const theirs = must(await t.call("GET", "floating-pools", undefined, TOKEN.acme), 200).items;
   assert.deepEqual(theirs.map((p: { usage?: unknown }) => p.usage), [undefined, undefined]);
+});
+
+Deno.test("a manager that remembers a network without bindings still gives a new port the address another replica bound to its ID", async () => {
+  using t = await testApp({ tenants: ["acme"] });
+  const replica = createContext(t.ctx.store, { vniRanges: ["5000-5999"], underlayMtu: 1500 });
+  must(await t.call("POST", "floating-pools", { name: "ext", cidrs: ["203.0.113.0/30"] }), 201);
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  // This manager learns that no address was ever bound on blue; the other binds one meanwhile.
+  must(await t.call("PUT", P1, on("worker1")), 201);
+  const f = must(await t.call("POST", ACME, { pool: "ext" }, TOKEN.acme), 201);
+  await bindFloatingIp(replica, {
+    principal: { scope: "admin" },
+    tenant: "acme",
+    address: f.address,
+    body: { network: "blue", port: "p1" },
+  });
+  must(await t.call("DELETE", P1), 204);
+  const again = must(await t.call("PUT", P1, on("worker2")), 201);
+  assert.equal(again.floating, f.address);
+  replica.feed.close();
 });

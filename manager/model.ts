@@ -410,6 +410,9 @@ export const keys = {
   ): Key => ["segment_owner", type, physnet, id],
   /** A tenant's quota and use (service/quotas.ts); absent: no limits, nothing counted. */
   quota: (tenant: string): Key => ["quota", tenant],
+  /** A share of a counted tenant's use and room, one per lane (a network's ID, "" the rest). */
+  quotaShare: (tenant: string, lane: string): Key => ["quota_share", tenant, lane],
+  quotaShares: (tenant: string): Key => ["quota_share", tenant],
   cluster: (name: string): Key => ["cluster", name],
   clusters: (): Key => ["cluster"],
   node: (name: string): Key => ["node", name],

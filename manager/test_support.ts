@@ -226,8 +226,9 @@ export function net(name: string, cidr: string, more: Record<string, unknown> = 
   return { name, cidr, ...more };
 }
 
-/** What a watched store tells before each listing and commit (a throw fails the call). */
+/** What a watched store tells before each read, listing and commit (a throw fails the call). */
 export interface StoreWatch {
+  get?(keys: Key[]): void;
   list?(prefix: Key, options?: ListOptions): void;
   commit?(checks: Check[], mutations: Mutation[]): void;
 }
@@ -235,8 +236,14 @@ export interface StoreWatch {
 /** `store`, telling `watch` of each listing and commit. */
 export function watchedStore(store: Store, watch: StoreWatch): Store {
   return {
-    get: (key) => store.get(key),
-    getMany: (k) => store.getMany(k),
+    get: (key) => {
+      watch.get?.([key]);
+      return store.get(key);
+    },
+    getMany: (k) => {
+      watch.get?.(k);
+      return store.getMany(k);
+    },
     list: (prefix, options) => {
       watch.list?.(prefix, options);
       return store.list(prefix, options);

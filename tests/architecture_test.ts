@@ -1071,3 +1071,22 @@ Deno.test("architecture: a veth pair is made before the manager's answer by the 
   const landed = wire.indexOf("await written;");
   assert.ok(landed > 0 && landed < wire.indexOf("this.sendPair("), "the pair after the record");
 });
+
+Deno.test("architecture: a tenant's quota use is written by service/quotas.ts and quota_shares.ts only, and ports charge their network's share", async () => {
+  const writers: string[] = [];
+  const laneless: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/keys\.quota(Share|Shares)?\(/.test(text)) writers.push(path);
+    // A port's commit charges its network's lane: ports of two networks write no common key.
+    if (path.startsWith(PORTS_DIR) && /new QuotaCharges\(ctx, tx\)/.test(text)) laneless.push(path);
+  }
+  assert.deepEqual(writers.sort(), [
+    "manager/service/quota_shares.ts",
+    "manager/service/quotas.ts",
+    "manager/service/tenants.ts",
+  ]);
+  assert.deepEqual(laneless, []);
+});

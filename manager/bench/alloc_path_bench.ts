@@ -1,9 +1,11 @@
 /**
  * The allocation path (issue 32): port allocations with the address history on, in process
- * (sequential, alternating slice by slice with the raw Deno KV commit, its yardstick; and from 16
- * callers on one network), and over HTTP (16 clients, a manager process with the connection guard on). Each round
- * runs in its own process; with `--base DIR` (another checkout of the project, e.g. main's code)
- * the rounds of the two trees alternate, so that the older code is measured in the same run.
+ * (sequential, alternating slice by slice with the raw Deno KV commit, its yardstick, and with raw
+ * commits shaped like an allocation's, its ceiling; and from 16 callers on one network), and over
+ * HTTP (16 clients, a manager process with the connection guard on). Each round runs in its own
+ * process; with `--base DIR` (another checkout of the project, e.g. main's code) the rounds of the
+ * two trees alternate, so that the older code is measured in the same run (copy this file into
+ * DIR's manager/bench/ first: each tree's rounds run its own copy).
  *
  *   deno run -A manager/bench/alloc_path_bench.ts [--rounds 3] [--n 3000] [--http 6000] [--base DIR]
  */
@@ -15,6 +17,8 @@ import { benchContext, percentile, spawnManager, waitReady, withTempDir } from "
 
 interface Round {
   raw: number;
+  /** Raw commits shaped like an allocation's: what the commit alone allows (shapedCommit). */
+  shaped: number;
   seq: number;
   conc: number;
   http: number;
@@ -28,33 +32,80 @@ const HISTORY_DAYS = 30;
 const SLICE = 250;
 
 /**
- * Sequential raw Deno KV commits and sequential allocations, alternating slice by slice on two
- * files of the same directory, so that both see the same disk and the same neighbours.
+ * Sequential raw Deno KV commits, raw commits shaped like an allocation's and sequential
+ * allocations, alternating slice by slice on files of the same directory, so that all see the same
+ * disk and the same neighbours.
  */
-async function sequential(dir: string, n: number): Promise<{ raw: number; seq: number }> {
+async function sequential(
+  dir: string,
+  n: number,
+): Promise<{ raw: number; shaped: number; seq: number }> {
   const kv = await Deno.openKv(`${dir}/raw.kv`);
+  const shapedKv = await Deno.openKv(`${dir}/shaped.kv`);
   const ctx = await benchContext(`${dir}/seq.kv`, { historyRetentionDays: HISTORY_DAYS });
-  let rawMs = 0;
-  let seqMs = 0;
+  const ms = { raw: 0, shaped: 0, seq: 0 };
+  const timed = async (which: keyof typeof ms, at: number, one: (i: number) => Promise<void>) => {
+    const t = performance.now();
+    for (let i = at; i < at + SLICE; i++) await one(i);
+    ms[which] += performance.now() - t;
+  };
   try {
     for (let at = 0; at < n; at += SLICE) {
-      let t = performance.now();
-      for (let i = at; i < at + SLICE; i++) {
+      await timed("raw", at, async (i) => {
         const r = await kv.atomic().check({ key: ["k", i], versionstamp: null })
           .set(["k", i], { i }).commit();
         if (!r.ok) throw new Error("raw commit failed");
-      }
-      rawMs += performance.now() - t;
-      t = performance.now();
-      for (let i = at; i < at + SLICE; i++) await putPort(ctx, port(i));
-      seqMs += performance.now() - t;
+      });
+      await timed("shaped", at, (i) => shapedCommit(shapedKv, i));
+      await timed("seq", at, async (i) => {
+        await putPort(ctx, port(i));
+      });
     }
   } finally {
     kv.close();
+    shapedKv.close();
     ctx.store.close();
   }
   const done = Math.ceil(n / SLICE) * SLICE;
-  return { raw: done / (rawMs / 1000), seq: done / (seqMs / 1000) };
+  const perSecond = (t: number) => done / (t / 1000);
+  return { raw: perSecond(ms.raw), shaped: perSecond(ms.shaped), seq: perSecond(ms.seq) };
+}
+
+const SHAPED_NET = "78a01333-3f02-4cd5-8749-39fe0cb7903a";
+
+/**
+ * A raw commit with what one plain allocation commits (manager/README.md, "IPAM"): six checks
+ * (pool head, network, cluster, quota, floating marker, the port's absence) and five writes (port
+ * record, node index, history stint, pool chunk and head), values of the same shapes and sizes. No
+ * manager code runs: the allocation's ceiling on this store.
+ */
+async function shapedCommit(kv: Deno.Kv, i: number): Promise<void> {
+  const ip = `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`;
+  const at = new Date().toISOString();
+  const common = { tenant: "bench", network: "big", networkTenant: "bench", networkId: SHAPED_NET };
+  const held = { ip, mac: "02:b8:7e:00:00:02", node: "n1", interface: "eth0" };
+  const op = kv.atomic();
+  for (const key of [["head"], ["network"], ["cluster"], ["quota"], ["marker"]]) {
+    op.check({ key, versionstamp: null });
+  }
+  op.check({ key: ["port", SHAPED_NET, `p-${i}`], versionstamp: null })
+    .set(["history", "ip", ip, "bench", SHAPED_NET, Date.now(), "4c7e2a22"], {
+      ...common,
+      port: `p-${i}`,
+      ...held,
+      from: at,
+    })
+    .set(["port", SHAPED_NET, `p-${i}`], {
+      id: `p-${i}`,
+      ...common,
+      ...held,
+      index: i,
+      createdAt: at,
+    })
+    .set(["port_by_node", "n1", SHAPED_NET, `p-${i}`], true)
+    .set(["ipam", SHAPED_NET, "chunk", i >> 12], new Uint8Array(512))
+    .set(["ipam", SHAPED_NET, "head"], { cursor: i + 1, used: i + 1, chunkUsed: { 0: i + 1 } });
+  if (!(await op.commit()).ok) throw new Error("shaped commit failed");
 }
 
 function port(i: number) {
@@ -81,10 +132,10 @@ async function concurrent(dir: string, n: number): Promise<number> {
 /** One round in this process: the figures of this tree's code. */
 async function round(n: number, httpRequests: number): Promise<Round> {
   return await withTempDir(async (dir) => {
-    const { raw, seq } = await sequential(dir, n);
+    const { raw, shaped, seq } = await sequential(dir, n);
     const conc = await concurrent(dir, n);
     const h = await httpAllocations(16, httpRequests, { historyRetentionDays: HISTORY_DAYS });
-    return { raw, seq, conc, http: h.perSecond, httpP99: h.p99Ms, httpErrors: h.errors };
+    return { raw, shaped, seq, conc, http: h.perSecond, httpP99: h.p99Ms, httpErrors: h.errors };
   });
 }
 
@@ -174,6 +225,9 @@ function summary(name: string, rs: Round[]): string {
   const each = (pick: (r: Round) => number) => rs.map((r) => f(pick(r))).join(", ");
   return [
     `| ${name}: raw KV commit, sequential | ${f(m((r) => r.raw))}/s (${each((r) => r.raw)}) |`,
+    `| ${name}: raw commit shaped like an allocation, sequential | ${f(m((r) => r.shaped))}/s = ${
+      f(m((r) => r.shaped / r.raw) * 100)
+    } % of raw (${each((r) => (r.shaped / r.raw) * 100)} %) |`,
     `| ${name}: allocation in process, sequential, history on | ${f(m((r) => r.seq))}/s = **${
       f(m((r) => r.seq / r.raw) * 100)
     } %** of raw (${each((r) => (r.seq / r.raw) * 100)} %) |`,

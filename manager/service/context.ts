@@ -59,6 +59,8 @@ export interface ResolveCache {
    * commit checks the version it used (quotas.ts), so a stale one costs a retry, never a wrong count.
    */
   quotas: Map<string, Entry<unknown>>;
+  /** "tenant/lane" → that share of a counted tenant's use (quota_shares.ts), as with quotas. */
+  quotaShares: Map<string, Entry<unknown>>;
   /**
    * Cluster name → its record as last read (value null: none), for new ports' placement: every
    * port's commit checks the version it used (clusters.ts portCluster), as with quotas.
@@ -72,6 +74,7 @@ export function newResolveCache(): ResolveCache {
     publics: new Map(),
     tenants: new Set(),
     quotas: new Map(),
+    quotaShares: new Map(),
     clusters: new Map(),
   };
 }

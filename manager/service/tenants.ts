@@ -5,6 +5,7 @@ import { keys, type TenantRecord } from "../model.ts";
 import type { TenantCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import { clockMs, type Ctx, listValues, retry } from "./context.ts";
+import { readShares } from "./quota_shares.ts";
 
 export async function createTenant(
   ctx: Ctx,
@@ -120,8 +121,9 @@ export async function deleteTenant(ctx: Ctx, name: string): Promise<void> {
         `Cannot delete tenant "${name}": it still owns ${owned}; delete them first`,
       );
     }
-    // Its quota goes with it (nothing is counted: it holds nothing).
+    // Its quota and its shares go with it (nothing is counted: it holds nothing).
     tx.check(e).delete(e.key).delete(keys.quota(name));
+    for (const s of await readShares(ctx.store, name)) tx.delete(s.key);
   });
   ctx.cache.tenants.delete(name);
   ctx.cache.quotas.delete(name);

@@ -128,7 +128,7 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
   const port = portRecord({ net, owner, id, body, ip, index });
   openStint(ctx, tx, { holder: port, net });
   // A floating address bound to its ID follows it (floating_ips.ts).
-  const stored = await floatingForNewPort(ctx, tx, port);
+  const stored = await floatingForNewPort(ctx, tx, { net, port });
   return { port: storeNewPort(tx, net, stored), created: true, changed: true };
 }
 

@@ -11,6 +11,7 @@ import { COMMIT_LIMITS, type Entry } from "../../store/store.ts";
 import type { Ctx } from "../context.ts";
 import type { NetworkRef } from "../network_lookup.ts";
 import { QuotaCharges } from "../quotas.ts";
+import { MAX_SOURCES } from "../quota_shares.ts";
 import { buildPut } from "./allocation.ts";
 import { keyId, type PortBody, type PutResult } from "./records.ts";
 import { checkNetwork, Restart } from "./guards.ts";
@@ -29,18 +30,20 @@ interface Pending {
 
 /**
  * Ports per batch, at most: a commit of them takes one fsync. Each port's two checks (its absent key
- * and its floating binding's), with the network's, the pool's, a quota's, a cluster's and room for
- * the quarantine count's, fill a commit's 100 checks at 46.
+ * and, on a network where one was ever bound, its floating binding's), with the network's, the
+ * pool's, the floating marker's, a quota's record and share, a cluster's and room for the
+ * quarantine count's, fill a commit's 100 checks at 46.
  */
 export const MAX_BATCH = 46;
 
 /**
  * The checks one more port may add: its absent key, its floating address binding's (absent or not:
- * floating.ts), its tenant's quota record and its cluster's (on a public network every port may be
- * another tenant's, of another cluster). A batch takes ports while they fit into one commit's
- * checks; the others take the careful path.
+ * floating.ts), its tenant's quota record and share, and the shares a rebalance takes room from
+ * (../quota_shares.ts), and its cluster's (on a public network every port may be another tenant's,
+ * of another cluster). A batch takes ports while they fit into one commit's checks; the others take
+ * the careful path.
  */
-const CHECKS_PER_PORT = 4;
+const CHECKS_PER_PORT = 5 + MAX_SOURCES;
 
 /** Kept free for the network's quarantine count, which the first port to end a quarantine checks. */
 const COUNT_CHECK = 1;
@@ -80,7 +83,7 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
     try {
       const edit = await pool.edit(tx);
       checkNetwork(tx, ref);
-      const charges = new QuotaCharges(ctx, tx);
+      const charges = new QuotaCharges(ctx, tx, ref.net.id);
       const clusters = new Set<string>();
       for (const p of batch) {
         if (tx.checks.length + CHECKS_PER_PORT + COUNT_CHECK > COMMIT_LIMITS.checks) {

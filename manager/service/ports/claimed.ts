@@ -73,7 +73,7 @@ export async function claimNewPort(ctx: Ctx, step: NewPortStep): Promise<PutResu
   tx.check(ce).set(ce.key, { ...claim, ports: [...claim.ports, id] });
   openStint(ctx, tx, { holder: port, net });
   // A floating address bound to its ID follows it (floating_ips.ts).
-  const stored = await floatingForNewPort(ctx, tx, port);
+  const stored = await floatingForNewPort(ctx, tx, { net, port });
   return { port: storeNewPort(tx, net, stored), created: true, changed: true };
 }
 

@@ -3,7 +3,8 @@
  * its claim, if any. The binding is kept under the port's ID (or claim), so a port made again (a pod
  * on another node, a live migration's target) carries it.
  */
-import { keys, type PortRecord } from "../../model.ts";
+import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import type { Entry } from "../../store/store.ts";
 import type { Tx } from "../../store/tx.ts";
 import type { Ctx } from "../context.ts";
 import { portKeyId } from "./records.ts";
@@ -12,9 +13,10 @@ import { portKeyId } from "./records.ts";
 export async function floatingForNewPort(
   ctx: Ctx,
   tx: Tx,
-  port: PortRecord,
+  made: { net: NetworkRecord; port: PortRecord },
 ): Promise<PortRecord> {
-  if (!await everBound(ctx, tx, port.networkId)) return port;
+  const { net, port } = made;
+  if (!await everBound(ctx, tx, net)) return port;
   const byId = keys.floatingOfPort(port.networkId, portKeyId(port));
   const byClaim = port.claim === undefined
     ? []
@@ -27,23 +29,36 @@ export async function floatingForNewPort(
   return port;
 }
 
-/** Per commit: whether each network has had a binding (read and checked once per commit). */
+/** Per commit: whether each network has had a binding (checked once per commit). */
 const marks = new WeakMap<Tx, Map<string, Promise<boolean>>>();
 
 /**
  * Whether a floating address was ever bound on the network (its marker, checked in the commit): a
- * batch of new ports on a network without one reads one key, not one per port.
+ * batch of new ports on a network without one reads no binding key per port.
  */
-function everBound(ctx: Ctx, tx: Tx, networkId: string): Promise<boolean> {
+function everBound(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<boolean> {
   const known = marks.get(tx) ?? new Map<string, Promise<boolean>>();
   marks.set(tx, known);
-  let mark = known.get(networkId);
+  let mark = known.get(net.id);
   if (!mark) {
-    mark = ctx.store.get(keys.floatingMarked(networkId)).then((e) => {
-      tx.check(e);
-      return e.value !== null;
-    });
-    known.set(networkId, mark);
+    mark = markerOf(ctx, tx, net).then((e) => e.value !== null);
+    known.set(net.id, mark);
   }
   return mark;
+}
+
+/**
+ * The network's marker as this process last read it, checked in the commit: an allocation reads
+ * nothing for it (issue 32). A bind since (here or on another replica) fails the commit on the
+ * check, which forgets the remembered entry, and the retry reads the store.
+ */
+async function markerOf(ctx: Ctx, tx: Tx, net: NetworkRecord): Promise<Entry<unknown>> {
+  const memo = ctx.pools.perNetwork(net, "floating-marker", () => ({
+    known: undefined as Entry<unknown> | undefined,
+  }));
+  const e = memo.known ?? await ctx.store.get(keys.floatingMarked(net.id));
+  memo.known = e;
+  tx.check(e);
+  tx.onAbort(() => memo.known = undefined);
+  return e;
 }

@@ -86,7 +86,7 @@ async function carefulPut(
           const edit = await pool.edit(tx);
           checkNetwork(tx, ref);
           for (const g of guards) tx.check(g);
-          const charges = new QuotaCharges(ctx, tx);
+          const charges = new QuotaCharges(ctx, tx, ref.net.id);
           const r = await buildPut(ctx, {
             tx,
             edit,

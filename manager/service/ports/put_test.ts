@@ -5,8 +5,10 @@
  */
 import assert from "node:assert/strict";
 import { ApiError } from "../../errors.ts";
-import { unchanged } from "../../test_support.ts";
+import { unchanged, watchedStore } from "../../test_support.ts";
+import type { Key } from "../../store/store.ts";
 import { createNetwork, deleteNetwork } from "../networks.ts";
+import { setQuota } from "../quotas.ts";
 import { deletePort, getPort, putPort } from "./mod.ts";
 import { ADMIN, portsTest } from "./test_support.ts";
 
@@ -138,4 +140,24 @@ Deno.test("put: a pool this manager saw full is read again before a PUT is refus
   const c = await putPort(p.ctx, p.put("c"));
   assert.equal(c.created, true);
   assert.equal(c.port.ip, a.port.ip);
+});
+
+Deno.test("put: a new port's allocation reads nothing once its network, cluster, quota and floating marker are known: one commit each", async () => {
+  // A clock that stands still: the quarantine sweep trusts its last look for a second (quarantine.ts).
+  const at = Date.parse("2026-11-29T00:00:00Z");
+  await using p = await portsTest("10.1.0.0/24", { historyRetentionDays: 30, clock: () => at });
+  await setQuota(p.ctx, "acme", { ports: 10 });
+  await putPort(p.ctx, p.put("first", { node: "n1" }));
+  const read: Key[] = [];
+  let commits = 0;
+  p.ctx.store = watchedStore(p.ctx.store, {
+    get: (keys) => read.push(...keys),
+    list: (prefix) => read.push(prefix),
+    commit: () => commits++,
+  });
+  for (const id of ["a", "b", "c"]) {
+    assert.equal((await putPort(p.ctx, p.put(id, { node: "n1" }))).created, true);
+  }
+  assert.deepEqual(read.map((k) => k.join("/")), [], "what the allocations read");
+  assert.equal(commits, 3);
 });

@@ -29,7 +29,7 @@ export async function deletePort(ctx: Ctx, target: PortTarget): Promise<void> {
       tx.check(e).delete(e.key);
       writeIndexes(tx, port, "delete");
       await closeStint(ctx, tx, { holder: port, ended: "released", net });
-      const charges = new QuotaCharges(ctx, tx);
+      const charges = new QuotaCharges(ctx, tx, net.id);
       if (port.claim !== undefined) {
         const left = await leaveClaim(ctx, tx, { net, port });
         if (left) {
