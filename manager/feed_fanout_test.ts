@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { startManager } from "./mod.ts";
+import { feedLines } from "./test_support.ts";
 
 const ADMIN = "fanout-test-admin-token-0123456789";
 const node = (i: number) => `fanout-test-node-${i}-token-0123456789`;
@@ -85,6 +86,48 @@ Deno.test("feed fan-out: a follower that stops reading its answers does not keep
   } finally {
     slow?.close();
     await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed stream through the connection guard: it outlives the idle and header timeouts, and the manager's shutdown ends it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-stream-test-" });
+  const m = await startManager({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [{ token: ADMIN, scope: "admin" }, { token: node(0), scope: "node", node: "n0" }],
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    logLevel: "error",
+    // Far shorter than the stream's quiet spells (a heartbeat a second).
+    limits: { headerTimeoutMs: 200, idleTimeoutMs: 200 },
+  });
+  let stopped = false;
+  try {
+    await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
+    await call(m.url, "POST", "tenants/acme/networks", ADMIN, {
+      name: "blue",
+      cidr: "10.1.0.0/24",
+    });
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const res = await fetch(`${m.url}/api/v1/feed?after=${cursor}&timeout=1&stream=ndjson`, {
+      headers: { authorization: `Bearer ${node(0)}` },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+    const lines = feedLines(res);
+    const first = await lines.next();
+    // Two heartbeats: more than the idle timeout passes with no request in progress but this one.
+    assert.deepEqual(await lines.next(), { cursor: first.cursor, events: [] });
+    assert.deepEqual(await lines.next(), { cursor: first.cursor, events: [] });
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n0" });
+    const page = await lines.next();
+    assert.deepEqual(page.events.map((e: { port: { id: string } }) => e.port.id), [made.id]);
+    await m.shutdown();
+    stopped = true;
+    assert.equal(await lines.next(), undefined, "the stream ended with the manager");
+  } finally {
+    if (!stopped) await m.shutdown();
     await Deno.remove(dir, { recursive: true });
   }
 });
