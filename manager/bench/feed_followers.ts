@@ -24,6 +24,8 @@ interface Page {
 }
 
 const encoder = new TextEncoder();
+/** Bytes a stream's read takes at most (a page of one port is under 1 KB). */
+const READ_BYTES = 16 * 1024;
 let out: string[] = [];
 let writing = Promise.resolve();
 
@@ -101,7 +103,14 @@ async function stream(
     const decoder = new TextDecoder();
     let rest = "";
     let first = true;
-    for await (const bytes of r.body!) {
+    // Read into one buffer of its own, not a fresh 64 KiB one a read (the default reader's).
+    const reader = r.body!.getReader({ mode: "byob" });
+    let buffer = new Uint8Array(READ_BYTES);
+    for (;;) {
+      const { done, value } = await reader.read(buffer);
+      if (done || !value) break;
+      const bytes = value;
+      buffer = new Uint8Array(value.buffer);
       rest += decoder.decode(bytes, { stream: true });
       for (let at = rest.indexOf("\n"); at >= 0; at = rest.indexOf("\n")) {
         heard(index, JSON.parse(rest.slice(0, at)));
