@@ -41,21 +41,27 @@ export class FeedStream {
   /** Called once when it ends, whatever the reason (its group forgets it). */
   onEnd: () => void = () => {};
 
-  constructor() {
+  /** `first`: its first line, queued now, which may be larger than the bound by itself. */
+  constructor(first: Uint8Array) {
     this.ended = new Promise((resolve) => (this.markEnded = resolve));
+    const highWaterMark = MAX_BUFFERED_BYTES + first.length;
     this.body = new ReadableStream<Uint8Array>({
       start: (controller) => {
         this.controller = controller;
       },
       cancel: () => this.finish(),
-    }, new ByteLengthQueuingStrategy({ highWaterMark: MAX_BUFFERED_BYTES }));
+    }, new ByteLengthQueuingStrategy({ highWaterMark }));
+    this.controller.enqueue(first);
   }
 
   get isOpen(): boolean {
     return this.open;
   }
 
-  /** Queues `line`; a follower already behind by more than MAX_BUFFERED_BYTES is cut off instead. */
+  /**
+   * Queues `line`; a follower already behind by more than MAX_BUFFERED_BYTES (beyond its first
+   * line, a catch-up page that may be larger) is cut off instead.
+   */
   write(line: Uint8Array): void {
     if (!this.open) return;
     if ((this.controller.desiredSize ?? 0) < 0) {
@@ -132,8 +138,7 @@ export class FeedStreams {
    * ends at `cursor`), then every page after `cursor` its view sees.
    */
   open(view: StreamView, cursor: string, first: EncodedJson): FeedStream {
-    const stream = new FeedStream();
-    stream.write(lineOf(first));
+    const stream = new FeedStream(lineOf(first));
     this.join(stream, view, cursor);
     return stream;
   }

@@ -133,3 +133,34 @@ Deno.test("feed stream: a follower that stops reading is cut off, and the others
   assert.equal(streams.size, 2);
   feed.close();
 });
+
+Deno.test("feed stream: a first page larger than the bound (a long catch-up) is not cut when the next change comes", async () => {
+  const feed = new ChangeFeed();
+  const streams = new FeedStreams(feed, new FeedPages());
+  const view = {
+    key: "whole",
+    heartbeatMs: 60_000,
+    render: (page: { cursor: string; events: unknown[] }) => Promise.resolve(EncodedJson.of(page)),
+    lapsed: () => Promise.resolve(undefined),
+  };
+  const start = feed.cursor();
+  const big = { cursor: start, events: [{ note: "x".repeat(2 * MAX_BUFFERED_BYTES) }] };
+  const stream = streams.open(view, start, EncodedJson.of(big));
+  const other = feedLines(
+    new Response(streams.open(view, start, EncodedJson.of({ cursor: start, events: [] })).body),
+  );
+  await other.next();
+  const labels = {};
+  feed.publish({
+    type: "node",
+    op: "put",
+    node: { name: "n1", underlayIp: "192.0.2.1", labels, registeredAt: "", updatedAt: "" },
+  });
+  // The other stream has the change: it was written to both, the big first page still unread.
+  assert.equal((await other.next()).events[0].node.name, "n1");
+  const lines = feedLines(new Response(stream.body));
+  assert.equal((await lines.next()).events[0].note.length, 2 * MAX_BUFFERED_BYTES);
+  assert.equal((await lines.next()).events[0].node.name, "n1");
+  assert.equal(stream.isOpen, true);
+  feed.close();
+});
