@@ -17,7 +17,7 @@ import { Backoff, type BackoffOptions, type Clock, systemClock } from "./backoff
 import type { Logger } from "./log.ts";
 import { type FeedEvent, ManagerUnavailableError } from "./manager_client.ts";
 
-/** The two calls of the manager's API a follower makes (ManagerClient has them). */
+/** The calls of the manager's API a follower makes (ManagerClient has them). */
 export interface FeedSource {
   feedCursor(signal?: AbortSignal): Promise<string>;
   feedSince(
@@ -25,6 +25,13 @@ export interface FeedSource {
     timeoutS: number,
     signal?: AbortSignal,
   ): Promise<{ cursor: string; events: FeedEvent[] } | "expired">;
+  /** The feed as one streamed answer (ManagerClient.feedStream); absent: long polls only. */
+  feedStream?(
+    cursor: string,
+    heartbeatS: number,
+    page: (page: { cursor: string; events: FeedEvent[] }) => void,
+    signal?: AbortSignal,
+  ): Promise<"ended" | "expired" | "unsupported">;
 }
 
 export interface FeedFollowerOptions {
@@ -42,6 +49,11 @@ export interface FeedFollowerOptions {
   waitSeconds?: number;
   /** How much longer than that a poll may take before it is abandoned as hung (default 15 s). */
   hangMs?: number;
+  /**
+   * Follow one streamed answer (a page a line, an empty one every `waitSeconds`) instead of a
+   * long poll a page, when the source can; a manager that predates streams is long-polled.
+   */
+  stream?: boolean;
   /** Between failed attempts (default 200 ms doubling to 5 s, less up to 20% at random). */
   backoff?: BackoffOptions;
   clock?: Clock;
@@ -78,6 +90,8 @@ export class FeedFollower {
   errors = 0;
   lists = 0;
   hung = 0;
+  /** Whether the feed is followed by a stream now (false: long polls). */
+  streaming: boolean;
 
   constructor(private readonly o: FeedFollowerOptions) {
     this.waitS = o.waitSeconds ?? 25;
@@ -86,6 +100,7 @@ export class FeedFollower {
     this.backoff = new Backoff({ firstMs: 200, maxMs: 5000, jitter: 0.2, ...o.backoff });
     this.lastAlive = this.clock.now();
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
+    this.streaming = (o.stream ?? false) && o.source.feedStream !== undefined;
   }
 
   /**
@@ -159,6 +174,10 @@ export class FeedFollower {
     while (!signal.aborted) {
       try {
         if (this.cursor === undefined) await this.list();
+        if (this.streaming) {
+          await this.followStream(signal);
+          continue;
+        }
         const page = await this.bounded(
           (s) => this.o.source.feedSince(this.cursor!, this.waitS, s),
           signal,
@@ -183,6 +202,68 @@ export class FeedFollower {
         } else this.o.log.warn("change feed failed; resuming", fields);
         await this.clock.sleep(wait, signal);
       }
+    }
+  }
+
+  /**
+   * Follows one stream until it ends: each page applied as it comes. The manager writes a line at
+   * least every `waitSeconds`; a stream silent for longer than the hang deadline is abandoned
+   * (HungError). An expired cursor is listed again; a manager without streams is long-polled from
+   * then on; a stream that ended before its first page counts as a failed attempt (backoff).
+   */
+  private async followStream(stop: AbortSignal): Promise<void> {
+    const mine = new AbortController();
+    const onStop = () => mine.abort(stop.reason);
+    stop.addEventListener("abort", onStop, { once: true });
+    let heard = this.clock.now();
+    let pages = 0;
+    let late = false;
+    const watchdog = (async () => {
+      while (!mine.signal.aborted) {
+        await this.clock.sleep(heard + this.deadlineMs - this.clock.now(), mine.signal);
+        if (mine.signal.aborted) return;
+        if (this.clock.now() - heard >= this.deadlineMs) {
+          late = true;
+          mine.abort(new HungError(`no line within ${Math.round(this.deadlineMs / 1000)} s`));
+        }
+      }
+    })();
+    try {
+      const outcome = await this.o.source.feedStream!(this.cursor!, this.waitS, (page) => {
+        heard = this.clock.now();
+        pages++;
+        this.alive();
+        this.backoff.reset();
+        if (page.events.length > 0) this.o.apply(page.events);
+        this.cursor = page.cursor;
+      }, mine.signal);
+      if (outcome === "expired") {
+        this.o.log.info("change feed expired (410); listing again", { what: this.o.what });
+        this.cursor = undefined;
+      } else if (outcome === "unsupported") {
+        this.o.log.info("the manager does not stream its feed; long-polling it", {
+          what: this.o.what,
+        });
+        this.streaming = false;
+      } else if (pages === 0) {
+        throw new ManagerUnavailableError(
+          "the manager ended the feed stream before its first page",
+        );
+      }
+    } catch (err) {
+      if (late) {
+        this.hung++;
+        throw new HungError(
+          `${this.o.what}: the manager's feed stream was silent for ${
+            Math.round(this.deadlineMs / 1000)
+          } s; it was abandoned`,
+        );
+      }
+      throw err;
+    } finally {
+      stop.removeEventListener("abort", onStop);
+      if (!mine.signal.aborted) mine.abort();
+      await watchdog;
     }
   }
 

@@ -58,7 +58,7 @@ function put(seq: number, id: string): FeedEvent {
 
 const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-function follower(feed: FakeFeed, clock: FakeClock) {
+function follower(feed: FakeFeed, clock: FakeClock, stream = false) {
   const applied: string[] = [];
   let lists = 0;
   let listFails: Error | undefined;
@@ -77,6 +77,7 @@ function follower(feed: FakeFeed, clock: FakeClock) {
     backoff: { jitter: 0 },
     clock,
     log: quiet,
+    stream,
   });
   return {
     f,
@@ -221,4 +222,111 @@ Deno.test("FeedFollower.stop() ends a backoff wait at once", async () => {
   assert.equal(clock.sleeping, 1);
   await f.stop();
   assert.equal(feed.open, 0);
+});
+
+type Outcome = "ended" | "expired" | "unsupported";
+
+/** A manager that streams its feed: each stream's pages and end given by hand. */
+class StreamingFeed extends FakeFeed {
+  private stream?: {
+    page: (p: { cursor: string; events: FeedEvent[] }) => void;
+    end: (o: Outcome | Error) => void;
+  };
+
+  feedStream(
+    cursor: string,
+    _heartbeatS: number,
+    page: (p: { cursor: string; events: FeedEvent[] }) => void,
+    signal?: AbortSignal,
+  ): Promise<Outcome> {
+    this.calls.push(`stream ${cursor}`);
+    return new Promise((resolve, reject) => {
+      const end = (o: Outcome | Error) => {
+        this.stream = undefined;
+        if (o instanceof Error) reject(o);
+        else resolve(o);
+      };
+      this.stream = { page, end };
+      signal?.addEventListener("abort", () => end(signal.reason), { once: true });
+    });
+  }
+
+  async line(page: { cursor: string; events: FeedEvent[] }): Promise<void> {
+    this.stream!.page(page);
+    await settle();
+  }
+
+  async end(o: Outcome | Error): Promise<void> {
+    this.stream!.end(o);
+    await settle();
+  }
+
+  get streaming(): boolean {
+    return this.stream !== undefined;
+  }
+}
+
+Deno.test("FeedFollower streaming: one stream carries every page; when the manager ends it, the next resumes from the last cursor", async () => {
+  const feed = new StreamingFeed();
+  const clock = new FakeClock();
+  const { f, applied } = follower(feed, clock, true);
+  await f.start();
+  await settle();
+  assert.deepEqual(feed.calls, ["cursor", "list", "stream e1:0"]);
+  await feed.line({ cursor: "e1:0", events: [] });
+  await feed.line({ cursor: "e1:2", events: [put(1, "a"), put(2, "b")] });
+  await feed.line({ cursor: "e1:3", events: [put(3, "c")] });
+  assert.deepEqual(applied, ["1", "2", "3"]);
+  await feed.end("ended");
+  assert.deepEqual(feed.calls.slice(3), ["stream e1:3"], "resumed at once, from the last cursor");
+  await feed.end("expired");
+  assert.deepEqual(feed.calls.slice(4), ["cursor", "list", "stream e1:0"], "expired: listed again");
+  await f.stop();
+  assert.equal(feed.streaming, false);
+});
+
+Deno.test("FeedFollower streaming: a manager without streams is long-polled from then on", async () => {
+  const feed = new StreamingFeed();
+  const clock = new FakeClock();
+  const { f, applied } = follower(feed, clock, true);
+  await f.start();
+  await settle();
+  await feed.end("unsupported");
+  assert.deepEqual(feed.calls, ["cursor", "list", "stream e1:0", "since e1:0"]);
+  await feed.answer({ cursor: "e1:1", events: [put(1, "a")] });
+  assert.deepEqual(applied, ["1"]);
+  assert.equal(f.streaming, false);
+  await f.stop();
+});
+
+Deno.test("FeedFollower streaming: a stream silent past the hang deadline is abandoned, and a new one opened after the backoff", async () => {
+  const feed = new StreamingFeed();
+  const clock = new FakeClock();
+  const { f } = follower(feed, clock, true);
+  await f.start();
+  await settle();
+  await feed.line({ cursor: "e1:0", events: [] });
+  await clock.advance(29_999);
+  assert.equal(feed.streaming, true);
+  await clock.advance(1);
+  assert.equal(feed.streaming, false, "25 s + 5 s without a line: abandoned");
+  assert.equal(f.health().hung, 1);
+  await clock.advance(200);
+  assert.deepEqual(feed.calls.slice(2), ["stream e1:0", "stream e1:0"]);
+  await f.stop();
+});
+
+Deno.test("FeedFollower streaming: a stream that breaks off is resumed after the backoff, its pages kept", async () => {
+  const feed = new StreamingFeed();
+  const clock = new FakeClock();
+  const { f, applied } = follower(feed, clock, true);
+  await f.start();
+  await settle();
+  await feed.line({ cursor: "e1:1", events: [put(1, "a")] });
+  await feed.end(new ManagerUnavailableError("broke off"));
+  assert.equal(feed.streaming, false);
+  await clock.advance(200);
+  assert.deepEqual(feed.calls.slice(2), ["stream e1:0", "stream e1:1"]);
+  assert.deepEqual(applied, ["1"]);
+  await f.stop();
 });

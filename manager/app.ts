@@ -6,6 +6,7 @@ import { authorize, describe, type Principal, type TokenTable } from "./auth.ts"
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
 import { EncodedJson } from "./encoded_json.ts";
+import { FeedStream } from "./feed_streams.ts";
 import { openApiDocument } from "./openapi.ts";
 import { API_BASE, type Resource, RESOURCES, type RouteDef, ROUTES } from "./routes.ts";
 import { checkParams } from "./routes/params.ts";
@@ -240,13 +241,21 @@ async function serve(
   // Before anything else the request costs: a caller over its budget is refused here.
   const admission = guard.fairness.admit(caller, kind);
   const endCall = kind === "call" ? guard.turns.call() : undefined;
+  let streamed: FeedStream | undefined;
   try {
-    return await serveAdmitted(c, route, ctx, tokens, guard, caller);
+    const res = await serveAdmitted(c, route, ctx, tokens, guard, caller);
+    streamed = STREAMED.get(res);
+    return res;
   } finally {
     endCall?.();
-    admission.release();
+    // A streamed feed holds its place among its caller's requests until it ends.
+    if (streamed) streamed.ended.then(() => admission.release());
+    else admission.release();
   }
 }
+
+/** The feed streams answered (feed_streams.ts), by their answer. */
+const STREAMED = new WeakMap<Response, FeedStream>();
 
 async function serveAdmitted(
   c: Context,
@@ -271,6 +280,14 @@ async function serveAdmitted(
     scope: (request) => scopeRequest(principal, request),
   });
   if (reply.body === undefined) return c.body(null, reply.status as 204);
+  if (reply.body instanceof FeedStream) {
+    const res = new Response(reply.body.body, {
+      status: reply.status,
+      headers: { "content-type": "application/x-ndjson", "cache-control": "no-store" },
+    });
+    STREAMED.set(res, reply.body);
+    return res;
+  }
   // Already filtered for this principal and encoded (a shared feed page).
   if (reply.body instanceof EncodedJson) {
     return c.body(reply.body.bytes, reply.status as 200, { "content-type": "application/json" });

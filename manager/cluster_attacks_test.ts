@@ -13,6 +13,7 @@ import {
   mustFail,
   net,
   type Reply,
+  streamFeed,
   type TestApp,
   testApp,
   TOKEN,
@@ -760,4 +761,68 @@ Deno.test("attack: followers of two clusters asking from one cursor at once neve
   assert.deepEqual(ids(east), ["b1@west"]);
   assert.deepEqual(ids(eastAgain), ["b1@west"]);
   assert.deepEqual(ids(west), ["g1", "b1"]);
+});
+
+// ---- issue 32: the same, streamed (feed_streams.ts)
+
+Deno.test("attack: east's agent streaming the feed gets none of globex's ports or groups; west's stream does", async () => {
+  using t = await world();
+  const cursors = {
+    east: must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor,
+    west: must(await t.call("GET", "feed", undefined, TOK.westN1), 200).cursor,
+  };
+  const east = await streamFeed(t, TOK.eastN1, cursors.east);
+  const west = await streamFeed(t, TOK.westN1, cursors.west);
+  assert.deepEqual((await east.next()).events, []);
+  assert.deepEqual((await west.next()).events, []);
+  // globex's things first (only west may see them), then a port of blue (both clusters').
+  must(await t.call("PUT", `${RED}/ports/g1`, { node: "n1" }, TOK.westN1), 201);
+  must(await t.call("POST", "tenants/globex/security-groups", { name: "vault", rules: [] }), 201);
+  must(await t.call("PUT", `${BLUE}/ports/b1`, { node: "n1" }, TOK.westN1), 201);
+
+  const eastPage = await east.next();
+  const text = JSON.stringify(eastPage);
+  for (const leak of ["g1", "vault", "globex", "10.2.0."]) {
+    assert.ok(!text.includes(leak), `east's stream names ${leak}: ${text}`);
+  }
+  assert.deepEqual(
+    eastPage.events.map((e: { port: { id: string; node: string } }) =>
+      `${e.port.id} ${e.port.node}`
+    ),
+    ["b1@west n1@west"],
+  );
+  const westSeen: string[] = [];
+  while (!westSeen.includes("port b1")) {
+    for (const e of (await west.next()).events) {
+      westSeen.push(`${e.type} ${e[e.type].id ?? e[e.type].name}`);
+    }
+  }
+  assert.deepEqual(westSeen, ["port g1", "securityGroup vault", "port b1"]);
+  await east.cancel();
+  await west.cancel();
+});
+
+Deno.test("clusters: a change of what a cluster may use ends its agents' streams with feed_expired; west's streams go on", async () => {
+  using t = await world();
+  const east = await streamFeed(
+    t,
+    TOK.eastN1,
+    must(await t.call("GET", "feed", undefined, TOK.eastN1), 200).cursor,
+  );
+  const west = await streamFeed(
+    t,
+    TOK.westN1,
+    must(await t.call("GET", "feed", undefined, TOK.westN1), 200).cursor,
+  );
+  await east.next();
+  await west.next();
+  must(await t.call("PATCH", "clusters/east", { tenants: ["acme", "globex"] }), 200);
+  must(await t.call("PUT", `${BLUE}/ports/b1`, { node: "n1" }, TOK.westN1), 201);
+  const last = await east.next();
+  assert.equal(last.error.code, "feed_expired");
+  assert.match(last.error.message, /cluster "east" may use changed/);
+  assert.equal(await east.next(), undefined, "the stream ends after its error line");
+  const page = await west.next();
+  assert.deepEqual(page.events.map((e: { port: { id: string } }) => e.port.id), ["b1"]);
+  await west.cancel();
 });

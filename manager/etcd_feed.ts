@@ -43,6 +43,7 @@ export class EtcdFeed extends ChangeFeed {
   override publish(): void {}
 
   override close(): void {
+    super.close();
     this.closedFeed = true;
     for (const stop of this.stops) stop.abort();
   }

@@ -76,6 +76,11 @@ export class ChangeFeed {
     this.waiters.clear();
   }
 
+  /** Whether close() was called: waits end at once, and streams end (feed_streams.ts). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** Where a follower that has just listed everything continues from. */
   cursor(): string {
     return `${this.epoch}:${this.seq}`;

@@ -1,10 +1,11 @@
 /**
  * Issue 32, feed fan-out through a real manager (its HTTP server and connection guard on loopback):
- * a follower that stops reading its answers holds its own connection only; every other follower
- * still gets the next change.
+ * a follower that stops reading its answers holds its own connection only, and a streaming one is
+ * cut off once far behind; every other follower still gets the next change.
  */
 import assert from "node:assert/strict";
 import { startManager } from "./mod.ts";
+import { feedLines } from "./test_support.ts";
 
 const ADMIN = "fanout-test-admin-token-0123456789";
 const node = (i: number) => `fanout-test-node-${i}-token-0123456789`;
@@ -26,6 +27,26 @@ async function call(url: string, method: string, path: string, token: string, bo
   return text ? JSON.parse(text) : null;
 }
 
+/** A manager on loopback with the admin's token and FOLLOWERS + 1 node tokens (n0, n1, …). */
+function managerIn(dir: string, limits?: { headerTimeoutMs: number; idleTimeoutMs: number }) {
+  return startManager({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [
+      { token: ADMIN, scope: "admin" },
+      ...Array.from({ length: FOLLOWERS + 1 }, (_, i) => ({
+        token: node(i),
+        scope: "node" as const,
+        node: `n${i}`,
+      })),
+    ],
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    logLevel: "error",
+    ...(limits ? { limits } : {}),
+  });
+}
+
 /** Sends `count` feed requests on one connection, pipelined, and reads none of the answers. */
 async function stopReading(url: string, token: string, after: string, count: number) {
   const { hostname, port } = new URL(url);
@@ -39,21 +60,7 @@ async function stopReading(url: string, token: string, after: string, count: num
 
 Deno.test("feed fan-out: a follower that stops reading its answers does not keep the others from the next change", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-fanout-test-" });
-  const tokens = [
-    { token: ADMIN, scope: "admin" as const },
-    ...Array.from(
-      { length: FOLLOWERS + 1 },
-      (_, i) => ({ token: node(i), scope: "node" as const, node: `n${i}` }),
-    ),
-  ];
-  const m = await startManager({
-    listen: { hostname: "127.0.0.1", port: 0 },
-    store: { path: `${dir}/manager.kv` },
-    tokens,
-    vniRanges: ["5000-5999"],
-    underlayMtu: 1500,
-    logLevel: "error",
-  });
+  const m = await managerIn(dir);
   let slow: Deno.Conn | undefined;
   try {
     await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
@@ -88,3 +95,122 @@ Deno.test("feed fan-out: a follower that stops reading its answers does not keep
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("feed stream through the connection guard: it outlives the idle and header timeouts, and the manager's shutdown ends it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-stream-test-" });
+  // Far shorter than the stream's quiet spells (a heartbeat a second).
+  const m = await managerIn(dir, { headerTimeoutMs: 200, idleTimeoutMs: 200 });
+  let stopped = false;
+  try {
+    await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
+    await call(m.url, "POST", "tenants/acme/networks", ADMIN, {
+      name: "blue",
+      cidr: "10.1.0.0/24",
+    });
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const res = await fetch(`${m.url}/api/v1/feed?after=${cursor}&timeout=1&stream=ndjson`, {
+      headers: { authorization: `Bearer ${node(0)}` },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+    const lines = feedLines(res);
+    const first = await lines.next();
+    // Two heartbeats: more than the idle timeout passes with no request in progress but this one.
+    assert.deepEqual(await lines.next(), { cursor: first.cursor, events: [] });
+    assert.deepEqual(await lines.next(), { cursor: first.cursor, events: [] });
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n0" });
+    const page = await lines.next();
+    assert.deepEqual(page.events.map((e: { port: { id: string } }) => e.port.id), [made.id]);
+    await m.shutdown();
+    stopped = true;
+    assert.equal(await lines.next(), undefined, "the stream ended with the manager");
+  } finally {
+    if (!stopped) await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A group's rules, about 5 KB of feed event: `round` makes each update differ. */
+function bulkyRules(round: number) {
+  return Array.from({ length: 64 }, (_, i) => ({
+    direction: "ingress",
+    protocol: "tcp",
+    ports: String(1000 + i),
+    peer: { cidr: `10.${round % 250}.${i}.0/24` },
+  }));
+}
+
+Deno.test("feed stream: a follower that stops reading is cut off once far behind, while the other streams get every change", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-stream-cut-test-" });
+  const m = await managerIn(dir);
+  let slow: Deno.Conn | undefined;
+  try {
+    await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
+    await call(m.url, "POST", "tenants/acme/security-groups", ADMIN, { name: "big" });
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    // The slow follower asks for its stream and never reads a byte of it.
+    const { hostname, port } = new URL(m.url);
+    slow = await Deno.connect({ hostname, port: Number(port) });
+    const ask = `GET /api/v1/feed?after=${cursor}&stream=ndjson HTTP/1.1\r\nhost: ${hostname}\r\n` +
+      `authorization: Bearer ${node(0)}\r\n\r\n`;
+    await slow.write(new TextEncoder().encode(ask));
+    const fast = await Promise.all(Array.from({ length: FOLLOWERS }, async (_, i) => {
+      const res = await fetch(`${m.url}/api/v1/feed?after=${cursor}&stream=ndjson`, {
+        headers: { authorization: `Bearer ${node(i + 1)}` },
+      });
+      const lines = feedLines(res);
+      await lines.next();
+      return lines;
+    }));
+    const streaming = async () => {
+      const r = await fetch(`${m.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } });
+      return Number((await r.text()).match(/in_flight_requests\{principal="node"\} (\d+)/)?.[1]);
+    };
+    while ((await streaming()) < FOLLOWERS + 1) await new Promise((r) => setTimeout(r, 10));
+
+    // Changes until the manager lets the slow stream go (its bound, and the socket's buffers).
+    let rounds = 0;
+    for (; (await streaming()) > FOLLOWERS; rounds++) {
+      assert.ok(rounds < 4000, "the slow follower was never cut off");
+      await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, {
+        rules: bulkyRules(rounds),
+      });
+      for (const lines of fast) {
+        const page = await lines.next();
+        assert.deepEqual(page.events.map((e: { type: string }) => e.type), ["securityGroup"]);
+        assert.equal(page.events[0].securityGroup.rules[0].peer.cidr, `10.${rounds % 250}.0.0/24`);
+      }
+    }
+    assert.ok(rounds > 100, `cut after ${rounds} changes: only once far behind`);
+    // What the slow follower gets is what was sent before the cut, then the end: no last chunk.
+    const tail = await readToEnd(slow);
+    assert.ok(!tail.endsWith("\r\n0\r\n\r\n"), "the stream was cut, not ended cleanly");
+    // The others go on.
+    await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, { rules: [] });
+    for (const lines of fast) {
+      assert.deepEqual((await lines.next()).events[0].securityGroup.rules, []);
+    }
+    for (const lines of fast) await lines.cancel();
+  } finally {
+    slow?.close();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** The last bytes a connection delivers before its end (or a reset), as text. */
+async function readToEnd(conn: Deno.Conn): Promise<string> {
+  const buffer = new Uint8Array(64 * 1024);
+  let tail = "";
+  for (;;) {
+    let n: number | null;
+    try {
+      n = await conn.read(buffer);
+    } catch {
+      break; // reset: the manager aborted the answer
+    }
+    if (n === null) break;
+    tail = (tail + new TextDecoder().decode(buffer.subarray(0, n))).slice(-16);
+  }
+  return tail;
+}

@@ -555,6 +555,8 @@ const QUERY_VALUES: Record<string, fc.Arbitrary<string>> = {
   after: pick("00000000:0", "zz", "ffffffff:99999999999"),
   // Never a wait: the feed's long poll would only slow the run down.
   timeout: pick("0", "", "61", "99999999999", "-1", "1e3"),
+  // A stream: the cursors above are never current (410), so none stays open to hold the run.
+  stream: pick("ndjson", "sse", ""),
   // The address history's query (service/history.ts).
   ip: pick("10.200.0.2", "10.200.0.3", "10.1.0.2", "fd00::2", "10.1.0.300", ""),
   mac: pick("02:5e:c0:00:00:01", "02-5E-C0-00-00-02", "02:00:00:00:00:01", "zz", ""),

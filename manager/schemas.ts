@@ -992,7 +992,14 @@ export const FeedQuery = z.strictObject({
   timeout: z.string().regex(/^\d{1,9}$/, "must be a whole number of seconds").optional()
     .transform((v) => (v === undefined ? 25 : Number(v)))
     .pipe(z.int().min(0).max(60, "must be at most 60 seconds"))
-    .meta({ description: "seconds to wait for the first event (0-60, default 25)" }),
+    .meta({
+      description:
+        "seconds to wait for the first event (0-60, default 25); streamed, the longest a stream goes without a line (at least 1)",
+    }),
+  stream: z.enum(["ndjson"]).optional().meta({
+    description:
+      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). Needs 'after'.",
+  }),
 });
 
 export const FeedPage = z.object({

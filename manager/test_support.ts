@@ -270,3 +270,50 @@ export function failCommitsFrom(t: TestApp, n: number): () => void {
   });
   return () => t.ctx.store = store;
 }
+
+/** A streamed feed as a test reads it: each line parsed, in order. */
+export interface FeedLines {
+  status: number;
+  // deno-lint-ignore no-explicit-any
+  next(): Promise<any>;
+  /** The follower goes away (its answer is cancelled). */
+  cancel(): Promise<void>;
+}
+
+/** Opens `GET /api/v1/feed?after=…&stream=ndjson` on the test app as `token`. */
+export async function streamFeed(
+  t: TestApp,
+  token: string,
+  after: string,
+  timeoutS = 25,
+): Promise<FeedLines> {
+  const res = await t.app.request(
+    `/api/v1/feed?after=${after}&timeout=${timeoutS}&stream=ndjson`,
+    { headers: { authorization: `Bearer ${token}` } },
+  );
+  return feedLines(res);
+}
+
+/** The lines of a streamed feed's answer (an error answer is one line: its body). */
+export function feedLines(res: Response): FeedLines {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = "";
+  const next = async () => {
+    for (;;) {
+      const at = rest.indexOf("\n");
+      if (at >= 0) {
+        const line = rest.slice(0, at);
+        rest = rest.slice(at + 1);
+        return JSON.parse(line);
+      }
+      const { done, value } = await reader.read();
+      if (done) {
+        const last = rest;
+        rest = "";
+        return last ? JSON.parse(last) : undefined;
+      }
+      rest += value;
+    }
+  };
+  return { status: res.status, next, cancel: () => reader.cancel() };
+}

@@ -912,6 +912,7 @@ Deno.test("architecture: the API's feed pages are made once per view (feed_pages
   }
   assert.deepEqual(readers.sort(), [
     "manager/console/console.ts",
+    "manager/feed_streams.ts",
     "manager/service/cluster_view.ts",
   ]);
   const view = await Deno.readTextFile(`${ROOT}manager/service/cluster_view.ts`);
@@ -1089,4 +1090,25 @@ Deno.test("architecture: a tenant's quota use is written by service/quotas.ts an
     "manager/service/tenants.ts",
   ]);
   assert.deepEqual(laneless, []);
+});
+
+/**
+ * The streamed feed (issue 32): a waiting stream costs an entry in its group's set, not a wait of
+ * its own. feed_streams.ts waits on the feed once, in a group's pump, makes each page once
+ * (FeedPages) and writes the same bytes to the group's streams; nothing else in the manager makes
+ * a streamed answer.
+ */
+Deno.test("architecture: feed streams wait once per group and share each page's bytes; only feed_streams.ts streams an answer", async () => {
+  const streamers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts") || path.includes("/bench/")) continue;
+    if (/new ReadableStream\b/.test(await Deno.readTextFile(file))) streamers.push(path);
+  }
+  assert.deepEqual(streamers, ["manager/feed_streams.ts"]);
+  const streams = await Deno.readTextFile(`${ROOT}manager/feed_streams.ts`);
+  assert.equal(streams.match(/\.since\(/g)?.length, 1, "one wait on the feed: the group's");
+  assert.match(streams, /this\.feed\.since\(group\.cursor, [^)]*group\.signal\)/);
+  assert.match(streams, /this\.pages\.answer\(/);
+  assert.doesNotMatch(streams, /setTimeout|setInterval/, "no timer per stream");
 });

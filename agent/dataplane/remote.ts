@@ -2,8 +2,9 @@
  * What the agent knows of the rest of the cluster: every port, every node's tunnel endpoint and
  * every router,
  * listed once and then followed through the manager's change feed with the shared follower
- * (common/feed_follower.ts): an expired feed (a manager restart) is listed again, a failed one
- * resumed with backoff, a hung poll abandoned. Nothing here is ever guessed.
+ * (common/feed_follower.ts), streamed (long-polled from a manager that does not stream): an
+ * expired feed (a manager restart) is listed again, a failed one resumed with backoff, a hung
+ * stream or poll abandoned. Nothing here is ever guessed.
  */
 import {
   type FeedEvent,
@@ -50,6 +51,9 @@ export class RemoteView {
       },
       // The agent's flows wait on it: come back sooner than the monitor does.
       backoff: { firstMs: 100, maxMs: 5000 },
+      // One streamed answer instead of a request a page: the manager writes each page once for
+      // every node of a cluster (issue 32); a manager without streams is long-polled.
+      stream: true,
       log,
     });
   }

@@ -3,7 +3,8 @@
  * N registered nodes, ports made one at a time, alternately on a network every cluster may use and
  * on one of the port's own cluster) with 5,000 followers, which run in a few child processes of
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
- * loop with the process that times them. Each follower is a node with its own token.
+ * loop with the process that times them. Each follower is a node with its own token, and streams
+ * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -31,6 +32,7 @@ import { ADMIN_TOKEN, percentile, spawnManager, withTempDir } from "./support.ts
 export interface ConvergenceFigures {
   followers: number;
   guard: boolean;
+  poll: boolean;
   clusters: number;
   procs: number;
   ports: number;
@@ -66,6 +68,7 @@ interface FollowerProcess {
 function startFollowers(
   url: string,
   tokens: string[],
+  poll: boolean,
   offset: number,
   heard: (follower: number, id: string, at: number) => void,
 ): FollowerProcess {
@@ -76,7 +79,7 @@ function startFollowers(
     stderr: "inherit",
   }).spawn();
   const writer = child.stdin.getWriter();
-  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens }) + "\n"));
+  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, poll }) + "\n"));
   let isReady!: () => void;
   const ready = new Promise<void>((r) => isReady = r);
   const reading = (async () => {
@@ -124,9 +127,17 @@ async function allWaiting(m: Manager, n: number): Promise<void> {
 }
 
 export async function convergenceFigures(
-  opts: { clusters: number; nodes: number; ports: number; procs: number; guard: boolean },
+  opts: {
+    clusters: number;
+    nodes: number;
+    ports: number;
+    procs: number;
+    guard: boolean;
+    poll?: boolean;
+  },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
+  const poll = opts.poll ?? false;
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
@@ -160,7 +171,7 @@ export async function convergenceFigures(
       const tokens = Array.from({ length: followers }, (_, f) => tokenOf(clusterOf(f), f % nodes));
       const share = Math.ceil(followers / procs);
       for (let at = 0; at < followers; at += share) {
-        children.push(startFollowers(m.url, tokens.slice(at, at + share), at, heard));
+        children.push(startFollowers(m.url, tokens.slice(at, at + share), poll, at, heard));
       }
       await Promise.all(children.map((c) => c.ready));
       await allWaiting(m, followers);
@@ -201,6 +212,7 @@ export async function convergenceFigures(
       return {
         followers,
         guard,
+        poll,
         clusters,
         procs: children.length,
         ports,
@@ -241,7 +253,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
           f.guard ? "" : ", no connection guard"
-        }`,
+        }${f.poll ? ", long polls" : ", streams"}`,
     ),
     `|---|${runs.map(() => "---").join("|")}|`,
     row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
@@ -258,7 +270,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       (f) => `${f.missing} / ${f.leaked}`,
     ),
     row(
-      "manager VmRSS: set up / all polls waiting / peak (VmHWM)",
+      "manager VmRSS: set up / all followers waiting / peak (VmHWM)",
       (f) => `${mib(f.rssSetUpMiB)} / ${mib(f.rssWaitingMiB)} / ${mib(f.rssPeakMiB)} MiB`,
     ),
     row("per waiting follower", (f) => `**${f.perFollowerKiB.toFixed(1)} KiB**`),
@@ -282,6 +294,7 @@ if (import.meta.main) {
       ports: { type: "string", default: "100" },
       procs: { type: "string" },
       "no-guard": { type: "boolean", default: false },
+      poll: { type: "boolean", default: false },
     },
   });
   const runs: ConvergenceFigures[] = [];
@@ -296,6 +309,7 @@ if (import.meta.main) {
         ports: Number(values.ports),
         procs,
         guard: !values["no-guard"],
+        poll: values.poll,
       }),
     );
   }

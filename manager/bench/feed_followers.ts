@@ -1,20 +1,31 @@
 /**
  * Light feed followers in a process of their own (convergence_bench.ts starts a few): each one a
- * node with its own token, long-polling `GET /api/v1/feed` as the agent's RemoteView does. Their
- * JSON parsing runs here, not in the process that measures.
+ * node with its own token, following `GET /api/v1/feed` as the agent's RemoteView does: streamed
+ * (`stream=ndjson`, one answer a follower, a page a line), or long-polled (`poll`). Their JSON
+ * parsing runs here, not in the process that measures.
  *
- * Reads one JSON line from stdin: { url, tokens: string[] } (follower i is tokens[i]). Writes
- * "ready" once every follower has its first cursor and its first long poll sent, then one line per
- * port it hears of: "heard <i> <bare port ID> <epoch ms>". Stops when stdin closes.
+ * Reads one JSON line from stdin: { url, tokens: string[], poll?: boolean } (follower i is
+ * tokens[i]). Writes "ready" once every follower has its first cursor and its stream open (its
+ * first line read) or its first long poll sent, then one line per port it hears of:
+ * "heard <i> <bare port ID> <epoch ms>". Stops when stdin closes.
  */
 import { linesOf } from "./lines.ts";
 
 interface Setup {
   url: string;
   tokens: string[];
+  poll?: boolean;
+}
+
+interface Page {
+  cursor: string;
+  events: { type: string; op: string; port: { id: string } }[];
+  error?: { code: string; message: string };
 }
 
 const encoder = new TextEncoder();
+/** Bytes a stream's read takes at most (a page of one port is under 1 KB). */
+const READ_BYTES = 16 * 1024;
 let out: string[] = [];
 let writing = Promise.resolve();
 
@@ -56,13 +67,7 @@ async function follow(
       const r = await asked;
       const page = await r.json();
       if (!r.ok) throw new Error(`feed: ${r.status} ${JSON.stringify(page)}`);
-      const at = performance.timeOrigin + performance.now();
-      cursor = page.cursor;
-      for (const e of page.events) {
-        if (e.type === "port" && e.op === "put") {
-          say(`heard ${index} ${e.port.id.split("@")[0]} ${at}`);
-        }
-      }
+      cursor = heard(index, page);
     } catch (err) {
       if (signal.aborted) return;
       throw err;
@@ -70,23 +75,77 @@ async function follow(
   }
 }
 
+/** Says the ports a page puts; its cursor. */
+function heard(index: number, page: Page): string {
+  const at = performance.timeOrigin + performance.now();
+  if (page.error) throw new Error(`feed stream: ${page.error.code}: ${page.error.message}`);
+  for (const e of page.events) {
+    if (e.type === "port" && e.op === "put") say(`heard ${index} ${e.port.id.split("@")[0]} ${at}`);
+  }
+  return page.cursor;
+}
+
+/** Follows one stream, its lines as they come; `open` once its first line is in. */
+async function stream(
+  url: string,
+  token: string,
+  index: number,
+  cursor: string,
+  signal: AbortSignal,
+  open: () => void,
+): Promise<void> {
+  try {
+    const r = await fetch(`${url}/api/v1/feed?after=${cursor}&timeout=25&stream=ndjson`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal,
+    });
+    if (!r.ok) throw new Error(`feed: ${r.status} ${await r.text()}`);
+    const decoder = new TextDecoder();
+    let rest = "";
+    let first = true;
+    // Read into one buffer of its own, not a fresh 64 KiB one a read (the default reader's).
+    const reader = r.body!.getReader({ mode: "byob" });
+    let buffer = new Uint8Array(READ_BYTES);
+    for (;;) {
+      const { done, value } = await reader.read(buffer);
+      if (done || !value) break;
+      const bytes = value;
+      buffer = new Uint8Array(value.buffer);
+      rest += decoder.decode(bytes, { stream: true });
+      for (let at = rest.indexOf("\n"); at >= 0; at = rest.indexOf("\n")) {
+        heard(index, JSON.parse(rest.slice(0, at)));
+        rest = rest.slice(at + 1);
+        if (first) open();
+        first = false;
+      }
+    }
+    if (!signal.aborted) throw new Error("feed stream: the manager ended it");
+  } catch (err) {
+    if (signal.aborted) return;
+    throw err;
+  }
+}
+
 async function main(): Promise<void> {
   const lines = linesOf(Deno.stdin.readable);
   const first = await lines.next();
   if (first.done) return;
-  const { url, tokens } = JSON.parse(first.value) as Setup;
+  const { url, tokens, poll } = JSON.parse(first.value) as Setup;
   const stop = new AbortController();
   const cursors = await Promise.all(tokens.map((t) => firstCursor(url, t)));
   let waiting = 0;
+  const follower = poll ? follow : stream;
   const followed = tokens.map((t, i) =>
-    follow(url, t, i, cursors[i], stop.signal, () => {
+    follower(url, t, i, cursors[i], stop.signal, () => {
       if (++waiting === tokens.length) say("ready");
     })
   );
   while (!(await lines.next()).done) { /* until stdin closes */ }
   stop.abort();
-  await Promise.all(followed);
+  // Streams aborted in thousands may be slow to settle; what was heard is written, then we go.
+  await Promise.race([Promise.all(followed), new Promise((r) => setTimeout(r, 1000))]);
   await writing;
+  Deno.exit(0);
 }
 
 if (import.meta.main) await main();

@@ -1,7 +1,10 @@
-/** The change feed: port, node, router and security group changes, long-polled from a cursor. */
+/**
+ * The change feed: port, node, router and security group changes from a cursor, long-polled (a
+ * page an answer) or streamed (`stream=ndjson`: one answer, a page a line, feed_streams.ts).
+ */
 import { ApiError } from "../errors.ts";
 import * as S from "../schemas.ts";
-import { cursorFor, feedFor } from "../service/cluster_view.ts";
+import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
 
 export const FEED: Resource = {
@@ -10,7 +13,8 @@ export const FEED: Resource = {
     route({
       method: "GET",
       path: "/feed",
-      summary: "Follow port and node changes: long-poll from a cursor; 410 means list again",
+      summary:
+        "Follow port and node changes: long-poll from a cursor, or stream pages (stream=ndjson); 410 means list again",
       access: "infra",
       ok: {
         status: 200,
@@ -22,10 +26,13 @@ export const FEED: Resource = {
         if (query.after === undefined) {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
-        const page = await feedFor(ctx, principal, {
-          after: query.after,
-          timeoutMs: query.timeout * 1000,
-        });
+        const page = query.stream === "ndjson"
+          ? await feedStreamFor(ctx, principal, {
+            after: query.after,
+            // A stream never spins: at most one empty page a second.
+            heartbeatMs: Math.max(1, query.timeout) * 1000,
+          })
+          : await feedFor(ctx, principal, { after: query.after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {
           throw new ApiError(
             "feed_expired",

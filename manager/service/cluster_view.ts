@@ -27,6 +27,7 @@ import type { PortConflict } from "../schemas.ts";
 import type { FeedPage } from "../feed.ts";
 import { EncodedJson } from "../encoded_json.ts";
 import { FeedPages } from "../feed_pages.ts";
+import { errorLine, type FeedStream, FeedStreams, type StreamView } from "../feed_streams.ts";
 import { listClusters, reachOf } from "./clusters.ts";
 import {
   DEFAULT_CLUSTER,
@@ -126,12 +127,8 @@ export async function feedFor(
   poll: { after: string; timeoutMs: number },
 ): Promise<EncodedJson | "expired"> {
   const { timeoutMs } = poll;
-  let after = poll.after;
-  if (ofCluster(p)) {
-    const [epoch, seq, stamp] = after.split(":");
-    if (cursorFor(p, `${epoch}:${seq}`) !== `${epoch}:${seq}:${stamp}`) return "expired";
-    after = `${epoch}:${seq}`;
-  }
+  let after = feedCursorOf(p, poll.after);
+  if (after === undefined) return "expired";
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const page = await ctx.feed.since(after, Math.max(0, deadline - performance.now()));
@@ -141,6 +138,60 @@ export async function feedFor(
     if (done) return answer;
     after = page.cursor;
   }
+}
+
+/**
+ * The feed after `after` streamed as `p` sees it (feed_streams.ts): first the page after the
+ * cursor (empty too: it tells the follower the stream is open), then each page its view sees as it
+ * comes, or an empty one every `heartbeatMs`. The stream ends with a feed_expired line when the
+ * cursor expires or what the token's cluster may use changes (as feedFor's cursors expire).
+ */
+export async function feedStreamFor(
+  ctx: Ctx,
+  p: Principal,
+  poll: { after: string; heartbeatMs: number },
+): Promise<FeedStream | "expired"> {
+  const after = feedCursorOf(p, poll.after);
+  if (after === undefined) return "expired";
+  const page = await ctx.feed.since(after, 0);
+  if (page === "expired") return page;
+  const key = viewKey(p);
+  const first = await pagesOf(ctx).answer(key, after, page, () => seenPage(ctx, p, page));
+  const view: StreamView = {
+    key,
+    heartbeatMs: poll.heartbeatMs,
+    render: (next) => seenPage(ctx, p, next),
+    lapsed: () => lapsedReach(ctx, p),
+  };
+  return streamsOf(ctx).open(view, page.cursor, first);
+}
+
+/** The feed's own cursor in a cursor given to `p`; undefined when its cluster changed since. */
+function feedCursorOf(p: Principal, given: string): string | undefined {
+  if (!ofCluster(p)) return given;
+  const [epoch, seq, stamp] = given.split(":");
+  if (cursorFor(p, `${epoch}:${seq}`) !== `${epoch}:${seq}:${stamp}`) return undefined;
+  return `${epoch}:${seq}`;
+}
+
+/**
+ * Why a stream of `p` must end now: its cluster changed what it may use (it lists again, as a
+ * long-poll's cursor would expire), or is gone. Read at each page and heartbeat.
+ */
+async function lapsedReach(ctx: Ctx, p: Principal): Promise<Uint8Array | undefined> {
+  if (!ofCluster(p)) return undefined;
+  try {
+    const reach = await reachOf(ctx, p.cluster);
+    if (JSON.stringify(reach) === JSON.stringify(p.reach)) return undefined;
+  } catch (err) {
+    return errorLine(err);
+  }
+  return errorLine(
+    new ApiError(
+      "feed_expired",
+      `What cluster "${p.cluster}" may use changed: take a new cursor (the feed without 'after'), list ports and nodes again, then follow from that cursor`,
+    ),
+  );
 }
 
 /** The page as `p` reads it: the events it may see, in its names, with its cursor. */
@@ -164,6 +215,15 @@ function pagesOf(ctx: Ctx): FeedPages {
   let pages = PAGES.get(ctx.feed);
   if (!pages) PAGES.set(ctx.feed, pages = new FeedPages());
   return pages;
+}
+
+const STREAMS = new WeakMap<object, FeedStreams>();
+
+/** The feed's streams (one hub per feed, sharing its pages with the long-polls). */
+export function streamsOf(ctx: Ctx): FeedStreams {
+  let streams = STREAMS.get(ctx.feed);
+  if (!streams) STREAMS.set(ctx.feed, streams = new FeedStreams(ctx.feed, pagesOf(ctx)));
+  return streams;
 }
 
 class View {
