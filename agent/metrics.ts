@@ -15,6 +15,7 @@ import {
 } from "@knitter/common/metrics";
 import { CNI_COMMANDS } from "@knitter/plugin/contract";
 import { CONFLICT_REASONS, FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
+import { NODE_KEYS, PREFIX } from "./bgp/node_keys.ts";
 
 /** What the healer did since the agent started. */
 export interface HealerStats {
@@ -47,6 +48,8 @@ export interface AgentMetricSources {
   bgp?: {
     sessions(): Promise<{ name: string; established: boolean }[]>;
     advertised: { v4: string[]; v6: string[] };
+    /** The Node's BGP keys that are wrong now (agent/bgp/node_keys.ts); absent: not followed. */
+    configErrors?(): readonly { key: string }[];
   };
 }
 
@@ -185,6 +188,17 @@ export class AgentMetrics implements DataplaneObserver {
           labels: { peer: s.name },
           value: s.established ? 1 : 0,
         })),
+    });
+    readGauge(r, {
+      name: "knitter_agent_bgp_invalid_keys",
+      help: "1 while the Node's BGP key is wrong (its value is not applied: the last good " +
+        "settings stay; the agent's log and a Warning Event on the Node say why), by key.",
+      labelNames: ["key"] as const,
+      read: () => {
+        const by = new Map(Object.keys(NODE_KEYS).map((k) => [PREFIX + k, 0]));
+        for (const e of this.sources?.bgp?.configErrors?.() ?? []) by.set(e.key, 1);
+        return [...by].map(([key, value]) => ({ labels: { key }, value }));
+      },
     });
     readGauge(r, {
       name: "knitter_agent_bgp_advertised_prefixes",
