@@ -16,7 +16,7 @@ export function bgpSettings(
 ): { settings: BirdSettings } | { missing: string } {
   const bgp = config.bgp!;
   const dir = stateDirOf(config);
-  const nextHop = node.nextHop ?? bgp.nextHop ?? config.underlayIp;
+  const hop4 = node.nextHop ?? bgp.nextHop ?? config.underlayIp;
   const localAsn = node.localAsn ?? bgp.localAsn;
   const peers = node.peers ?? bgp.peers ?? [];
   if (peers.length > 0 && localAsn === undefined) {
@@ -29,10 +29,10 @@ export function bgpSettings(
   return {
     settings: {
       ...(localAsn !== undefined && { localAsn }),
-      routerId: node.routerId ?? bgp.routerId ?? nextHop,
+      routerId: node.routerId ?? bgp.routerId ?? hop4,
       peers,
       communities: node.communities ?? bgp.communities,
-      nextHop,
+      nextHop: hop4,
       logFile: `${dir}/bird.log`,
       ...(nextHop6 !== undefined && { nextHop6 }),
     },
