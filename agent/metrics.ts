@@ -180,8 +180,8 @@ export class AgentMetrics implements DataplaneObserver {
     });
     readGauge(r, {
       name: "knitter_agent_bgp_established_sessions",
-      help: "BGP sessions established, by peer (1 or 0; the protocol name: peer1 is the first " +
-        "of bgp.peers), as BIRD's `show protocols` says.",
+      help: "BGP sessions established, by peer (1 or 0; BIRD's protocol name, after the peer's " +
+        "address: peer_192_0_2_1), as BIRD's `show protocols` says.",
       labelNames: ["peer"] as const,
       read: async () =>
         (await this.sources?.bgp?.sessions() ?? []).map((s) => ({

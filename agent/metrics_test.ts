@@ -163,8 +163,8 @@ Deno.test("agent metrics: each BGP session's state by peer, the prefixes adverti
     healer,
     bgp: {
       sessions: () =>
-        Promise.resolve([{ name: "peer1", established: up }, {
-          name: "peer2",
+        Promise.resolve([{ name: "peer_192_0_2_1", established: up }, {
+          name: "peer_192_0_2_2",
           established: false,
         }]),
       advertised: { v4: ["10.1.0.0/24", "10.1.0.5/32"], v6: ["fd00:1::/64"] },
@@ -173,8 +173,8 @@ Deno.test("agent metrics: each BGP session's state by peer, the prefixes adverti
   });
   let f = parseExposition(await m.render());
   const one = (name: string, labels: Record<string, string>) => samplesOf(f, name, labels)[0].value;
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 1);
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer2" }), 0);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_1" }), 1);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_2" }), 0);
   assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "4" }), 2);
   assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "6" }), 1);
   // A Node's bad BGP key: 1 while it is wrong; every known key exported from the start.
@@ -183,6 +183,6 @@ Deno.test("agent metrics: each BGP session's state by peer, the prefixes adverti
   up = false;
   invalid = [];
   f = parseExposition(await m.render());
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 0);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_1" }), 0);
   assert.equal(one("knitter_agent_bgp_invalid_keys", { key: "bgp.knitter.io/asn" }), 0);
 });
