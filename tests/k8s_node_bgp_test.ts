@@ -175,8 +175,14 @@ Deno.test("stand-in API server: bad input: a bad key on the Node keeps the last 
     assert.match(t.follower.errors[0].key, /^bgp\.knitter\.io\/(asn|peers|router-id)$/);
     await t.speaker.settled();
     assert.equal(await t.birdConf(), good, `${what}: BIRD keeps the last good settings`);
+    // The Node changes for another reason (kubelet's status, a label): the error is not raised
+    // again; the watch hands the changes over in order, so by the fix this one was seen.
+    t.editNode((m) => m.labels["example.com/touched"] = what.replaceAll(" ", "-"));
     t.editNode(restore);
     await eventually(`${what} fixed`, () => t.follower.errors.length === 0 || undefined);
+    const raised = t.api.list("events", "default").filter((e) => message.test(e.message));
+    assert.equal(raised.length, 1, `${what}: one Event`);
+    assert.equal(t.logged.filter((l) => message.test(l)).length, 1, `${what}: logged once`);
   }
   assert.equal(await t.birdConf(), good);
 });

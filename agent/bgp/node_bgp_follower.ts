@@ -2,8 +2,8 @@
  * The node's BGP settings follow its Node object (agent/README.md, "BGP advertisement"): each
  * version the watch sees (kubernetes/node_watch.ts) is read (node_keys.ts), merged over the config
  * file's `bgp` section (bgp_settings.ts) and handed to the speaker, which reloads BIRD when they
- * changed. Bad keys never take the node down: the last good settings stay, and the error is logged,
- * raised as a Warning Event on the Node (once per distinct error) and kept for the metric.
+ * changed. Bad keys never take the node down: the last good settings stay, and the error is logged
+ * and raised as a Warning Event on the Node (once per distinct error) and kept for the metric.
  *
  * @module
  */
@@ -87,12 +87,14 @@ export class NodeBgpFollower {
     const message = `The BGP settings of node ${this.d.nodeName} are not applied: ${what}. ` +
       "The last good settings stay until the keys are fixed or removed " +
       "(agent/README.md, BGP advertisement).";
+    // The Node changes for other reasons too (its status): each error is told once.
+    if (message === this.raised) return;
+    this.raised = message;
     this.d.log.error("BGP: the Node's keys are wrong; the last good settings stay", {
       node: this.d.nodeName,
       errors: what,
     });
-    if (message === this.raised || node === null) return;
-    this.raised = message;
+    if (node === null) return;
     this.d.warn(node, INVALID, message).catch((err) =>
       this.d.log.warn("BGP: cannot raise the Event on the Node", {
         error: String((err as Error)?.message ?? err),
