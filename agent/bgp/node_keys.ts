@@ -145,7 +145,7 @@ function check(spec: KeySpec, text: string): { value: unknown } | { error: strin
   try {
     raw = spec.read(text);
   } catch (err) {
-    return { error: `${shown} ${(err as Error).message}; write e.g. ${spec.example}` };
+    return { error: `${shown} ${(err as Error).message}` };
   }
   const r = spec.schema.safeParse(raw);
   if (r.success) return { value: r.data };

@@ -67,6 +67,7 @@ Deno.test("node keys: bad input: each bad key named, what is wrong, what to writ
     assert.equal(r.errors.length, 1, JSON.stringify([labels, annotations, r]));
     const e = r.errors[0];
     assert.match(`${e.key}: ${e.message}`, message);
+    assert.ok((e.message.match(/write e\.g\./g) ?? []).length <= 1, e.message);
     assert.deepEqual(r.values, {}, "a bad key sets nothing");
   }
 });
