@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { CLUSTER_NAME } from "@knitter/common";
-import { isIp, parseIp } from "@knitter/common/address";
+import { formatIp, isIp, parseIp } from "@knitter/common/address";
 import {
   commaList,
   DaemonConfigError,
@@ -21,9 +21,10 @@ const BridgeMapping = z.strictObject({
   uplink: z.string().min(1).max(15).optional(),
 });
 
-const Ipv4 = z.string().refine((t) => parseIp(t)?.family === 4, "must be an IPv4 address");
-const Ipv6 = z.string().refine((t) => parseIp(t)?.family === 6, "must be an IPv6 address");
-const Asn = z.int().min(1).max(4294967295);
+/* The BGP values, shared with the Node's keys (bgp/node_keys.ts): one check for both sources. */
+export const Ipv4 = z.string().refine((t) => parseIp(t)?.family === 4, "must be an IPv4 address");
+export const Ipv6 = z.string().refine((t) => parseIp(t)?.family === 6, "must be an IPv6 address");
+export const Asn = z.int().min(1).max(4294967295);
 
 /** A BGP neighbour (agent/bgp/bird_config.ts). */
 const BgpPeer = z.strictObject({
@@ -35,20 +36,43 @@ const BgpPeer = z.strictObject({
     .regex(/^[^"\\\n]*$/, 'must hold no ", \\ or line break').optional(),
 });
 
+/** Peers, each address once (BIRD's protocol is named after it: bird_config.ts peerName). */
+const peerList = <T extends z.ZodType<{ address: string }>>(peer: T) =>
+  z.array(peer).min(1, "name at least one peer").refine(
+    (ps) => new Set(ps.map((p) => canonical(p.address))).size === ps.length,
+    "each peer address once",
+  );
+
+function canonical(address: string): string {
+  const ip = parseIp(address);
+  return ip ? formatIp(ip) : address;
+}
+
+export const BgpPeers = peerList(BgpPeer);
+/** A Node's peers: no password, which everyone who may read Nodes would read. */
+export const NodeBgpPeers = peerList(BgpPeer.omit({ password: true }));
+
+/** Standard communities ("ASN:VALUE", each 0-65535). */
+export const Communities = z.array(
+  z.string().regex(/^\d{1,5}:\d{1,5}$/, 'must look like "65000:100"')
+    .refine((c) => c.split(":").every((n) => Number(n) <= 65535), "each half is 0-65535"),
+);
+
 /**
  * BGP advertisement (agent/README.md, "BGP advertisement"): the agent's own BIRD 2 announces the
  * advertised networks of the manager to `peers`. Absent: no BGP.
  */
 const Bgp = z.strictObject({
-  localAsn: Asn,
+  /**
+   * The node's ASN and its peers; in Kubernetes mode either may be left to the Node's keys
+   * (bgp/node_keys.ts), which override every field they set.
+   */
+  localAsn: Asn.optional(),
   /** BIRD's router ID; absent: the IPv4 next hop. */
   routerId: Ipv4.optional(),
-  peers: z.array(BgpPeer).min(1, "name at least one peer"),
+  peers: BgpPeers.optional(),
   /** Standard communities added to every route, "ASN:VALUE" (each 0-65535). */
-  communities: z.array(
-    z.string().regex(/^\d{1,5}:\d{1,5}$/, 'must look like "65000:100"')
-      .refine((c) => c.split(":").every((n) => Number(n) <= 65535), "each half is 0-65535"),
-  ).default([]),
+  communities: Communities.default([]),
   /** The IPv4 next hop the peers send to; absent: underlayIp. */
   nextHop: Ipv4.optional(),
   /** The IPv6 next hop; absent: IPv6 CIDRs are not advertised. */
@@ -212,7 +236,16 @@ const SPEC: DaemonConfigSpec<AgentConfig> = {
     },
   },
   finish: (config) => {
-    if (!config.bgp || config.bgp.nextHop || parseIp(config.underlayIp)?.family === 4) return;
+    if (!config.bgp) return;
+    if (!config.kubernetes && (config.bgp.localAsn === undefined || !config.bgp.peers)) {
+      throw new DaemonConfigError(
+        `bgp: ${config.bgp.localAsn === undefined ? "localAsn" : "peers"} is missing`,
+        "outside Kubernetes mode the file is the only source of the node's ASN and peers",
+        "set bgp.localAsn and bgp.peers, or run in Kubernetes mode and give them with the " +
+          "Node's keys bgp.knitter.io/asn and bgp.knitter.io/peers (agent/README.md)",
+      );
+    }
+    if (config.bgp.nextHop || parseIp(config.underlayIp)?.family === 4) return;
     throw new DaemonConfigError(
       `bgp: no IPv4 next hop: underlayIp ${config.underlayIp} is not IPv4`,
       "IPv4 routes need an IPv4 next hop, and BIRD an IPv4 router ID",

@@ -24,7 +24,7 @@ import { Healer } from "./dataplane/healer.ts";
 import { RouterSlowPath } from "./punt/router_slow_path.ts";
 import { slowPathSocket } from "./punt/punt_controller.ts";
 import { HostPorts, KERNEL } from "./dataplane/host_ports.ts";
-import { speakerFor } from "./bgp/bgp_speaker.ts";
+import { startBgp } from "./bgp/start_bgp.ts";
 import { FloatingKernel } from "./dataplane/floating_kernel.ts";
 import { KubePodNetworks } from "./kubernetes/kube_attacher.ts";
 import { StablePortsClient } from "./kubernetes/kube_manager.ts";
@@ -97,12 +97,10 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   );
   // Floating addresses: conntrack cleaned when a binding leaves; ARP answered without BGP.
   dataplane.hostPorts.floating = new FloatingKernel(KERNEL, log, !config.bgp);
-  // Advertised networks announced to the fabric by the node's own BIRD (agent/bgp/).
-  const bgp = config.bgp ? speakerFor(config, log) : null;
-  if (bgp) {
-    await bgp.start();
-    dataplane.bgp = { speaker: bgp, from: config.bgp!.advertiseFrom };
-  }
+  // Advertised networks announced to the fabric by the node's own BIRD (agent/bgp/), with the
+  // settings of the config file and, in Kubernetes mode, of the Node's keys.
+  const bgp = config.bgp ? await startBgp(config, pods, log) : null;
+  if (bgp) dataplane.bgp = { speaker: bgp.speaker, from: config.bgp!.advertiseFrom };
   // The remote ports the flows leave out go to the manager, into those ports' status.
   const conflicts = new ConflictReporter(manager, config.nodeName, log);
   dataplane.onConflicts = (ports) => conflicts.set(ports);
@@ -219,7 +217,15 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     healer: healer.stats,
     feedLastAliveMsAgo: () => remote.feedHealth().lastAliveMsAgo,
     slowPath: slowPath.counts,
-    ...(bgp && { bgp }),
+    ...(bgp && {
+      bgp: {
+        sessions: () => bgp.speaker.sessions(),
+        get advertised() {
+          return bgp.speaker.advertised;
+        },
+        configErrors: bgp.configErrors,
+      },
+    }),
   });
   // Attachments whose netns is gone without a DEL (reaper.ts): at start, then on a timer.
   const reaper = new Reaper({

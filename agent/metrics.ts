@@ -15,6 +15,7 @@ import {
 } from "@knitter/common/metrics";
 import { CNI_COMMANDS } from "@knitter/plugin/contract";
 import { CONFLICT_REASONS, FLOW_TABLES, type FlowConflict } from "@knitter/wasm";
+import { NODE_KEYS, PREFIX } from "./bgp/node_keys.ts";
 
 /** What the healer did since the agent started. */
 export interface HealerStats {
@@ -52,6 +53,8 @@ export interface AgentMetricSources {
   bgp?: {
     sessions(): Promise<{ name: string; established: boolean }[]>;
     advertised: { v4: string[]; v6: string[] };
+    /** The Node's BGP keys that are wrong now (agent/bgp/node_keys.ts); absent: not followed. */
+    configErrors?(): readonly { key: string }[];
   };
 }
 
@@ -183,14 +186,25 @@ export class AgentMetrics implements DataplaneObserver {
     });
     readGauge(r, {
       name: "knitter_agent_bgp_established_sessions",
-      help: "BGP sessions established, by peer (1 or 0; the protocol name: peer1 is the first " +
-        "of bgp.peers), as BIRD's `show protocols` says.",
+      help: "BGP sessions established, by peer (1 or 0; BIRD's protocol name, after the peer's " +
+        "address: peer_192_0_2_1), as BIRD's `show protocols` says.",
       labelNames: ["peer"] as const,
       read: async () =>
         (await this.sources?.bgp?.sessions() ?? []).map((s) => ({
           labels: { peer: s.name },
           value: s.established ? 1 : 0,
         })),
+    });
+    readGauge(r, {
+      name: "knitter_agent_bgp_invalid_keys",
+      help: "1 while the Node's BGP key is wrong (its value is not applied: the last good " +
+        "settings stay; the agent's log and a Warning Event on the Node say why), by key.",
+      labelNames: ["key"] as const,
+      read: () => {
+        const by = new Map(Object.keys(NODE_KEYS).map((k) => [PREFIX + k, 0]));
+        for (const e of this.sources?.bgp?.configErrors?.() ?? []) by.set(e.key, 1);
+        return [...by].map(([key, value]) => ({ labels: { key }, value }));
+      },
     });
     readGauge(r, {
       name: "knitter_agent_bgp_advertised_prefixes",

@@ -16,6 +16,7 @@ const EXPECTED: Record<string, string> = {
   knitter_agent_feed_lag_seconds: "gauge",
   knitter_agent_bgp_established_sessions: "gauge",
   knitter_agent_bgp_advertised_prefixes: "gauge",
+  knitter_agent_bgp_invalid_keys: "gauge",
   knitter_agent_flow_checks_total: "counter",
   knitter_agent_drift_repairs_total: "counter",
   knitter_agent_drifted_flows_total: "counter",
@@ -148,7 +149,7 @@ Deno.test("agent metrics: before any call, every CNI command's time, both flow s
   }
 });
 
-Deno.test("agent metrics: each BGP session's state by peer, and the prefixes advertised by family, read when scraped", async () => {
+Deno.test("agent metrics: each BGP session's state by peer, the prefixes advertised by family and the Node's invalid BGP keys, read when scraped", async () => {
   const m = new AgentMetrics();
   const healer: HealerStats = {
     heals: 0,
@@ -159,26 +160,33 @@ Deno.test("agent metrics: each BGP session's state by peer, and the prefixes adv
     ovsdbReconnects: 0,
   };
   let up = true;
+  let invalid = [{ key: "bgp.knitter.io/asn" }];
   m.connect({
     installedFlows: () => null,
     conflicts: () => [],
     healer,
     bgp: {
       sessions: () =>
-        Promise.resolve([{ name: "peer1", established: up }, {
-          name: "peer2",
+        Promise.resolve([{ name: "peer_192_0_2_1", established: up }, {
+          name: "peer_192_0_2_2",
           established: false,
         }]),
       advertised: { v4: ["10.1.0.0/24", "10.1.0.5/32"], v6: ["fd00:1::/64"] },
+      configErrors: () => invalid,
     },
   });
   let f = parseExposition(await m.render());
   const one = (name: string, labels: Record<string, string>) => samplesOf(f, name, labels)[0].value;
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 1);
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer2" }), 0);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_1" }), 1);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_2" }), 0);
   assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "4" }), 2);
   assert.equal(one("knitter_agent_bgp_advertised_prefixes", { family: "6" }), 1);
+  // A Node's bad BGP key: 1 while it is wrong; every known key exported from the start.
+  assert.equal(one("knitter_agent_bgp_invalid_keys", { key: "bgp.knitter.io/asn" }), 1);
+  assert.equal(one("knitter_agent_bgp_invalid_keys", { key: "bgp.knitter.io/peers" }), 0);
   up = false;
+  invalid = [];
   f = parseExposition(await m.render());
-  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer1" }), 0);
+  assert.equal(one("knitter_agent_bgp_established_sessions", { peer: "peer_192_0_2_1" }), 0);
+  assert.equal(one("knitter_agent_bgp_invalid_keys", { key: "bgp.knitter.io/asn" }), 0);
 });

@@ -224,7 +224,11 @@ Deno.test("RBAC: no wildcards, and each component gets exactly what it needs", (
       assert.ok(!rule.nonResourceURLs, `${where(m)} grants non-resource URLs`);
     }
   }
-  assert.deepEqual(rules("knitter-agent"), ["|pods|get,list,watch", "|events|create"]);
+  assert.deepEqual(rules("knitter-agent"), [
+    "|pods|get,list,watch",
+    "|events|create",
+    "|nodes|get,list,watch",
+  ]);
   assert.deepEqual(rules("knitter-monitor"), [
     "|pods|get,list,watch,patch",
     "|namespaces|get,list,watch",

@@ -189,6 +189,12 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     value: "TENANT/NAME",
     help: "another tenant's network the cluster may use (repeatable)",
   },
+  advertise: {
+    type: "string",
+    value: "true|false",
+    help:
+      "advertised to the fabric by BGP (a router: every network it connects; admin turns it on)",
+  },
   "allow-physnet": {
     type: "string",
     multiple: true,
@@ -199,11 +205,12 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
 
 const TARGET = ["agent-socket", "node", "netns", "pid", "pod", "ifname"];
 
-/** Flags each verb takes besides the global ones; create's depend on the resource. */
+/** Flags each verb takes besides the global ones; create's and update's depend on the resource. */
 export const VERB_FLAGS: Record<string, string[]> = {
   get: ["network", "node", "pod"],
   create: [],
   delete: ["network"],
+  update: [],
   usage: [],
   attach: [...TARGET, "network", "bridge", "vlan", "ip", "mac", "mtu", "route-gw", "route-intf"],
   detach: TARGET,

@@ -7,6 +7,10 @@ export const VERSION = "0.1.0";
 const SUMMARY: Record<string, [string, string]> = {
   get: ["get <resource> [name] [flags]", "list resources as a table, or show one"],
   create: ["create <resource> <name> [flags]", "create a resource"],
+  update: [
+    "update network|router <name> --advertise=true|false",
+    "change a resource: whether it is advertised to the fabric by BGP (admin turns it on)",
+  ],
   delete: ["delete <resource> <name> [flags]", "delete a resource"],
   usage: [
     "usage networks|physnets [name] | quota",
@@ -83,6 +87,11 @@ export function verbHelp(verb: string): string {
       out.push(`  ${r.kind}:${r.create.flags.length ? "" : " none"}`);
       out.push(...flagLines(VERB_FLAGS_SPEC, r.create.flags, req).map((l) => `  ${l}`));
     }
+  } else if (verb === "update") {
+    out.push("Flags by resource:");
+    for (const r of RESOURCES.filter((r) => r.update)) {
+      out.push(`  ${r.kind}:`, ...flagLines(VERB_FLAGS_SPEC, r.update!.flags).map((l) => `  ${l}`));
+    }
   } else if (VERB_FLAGS[verb].length) {
     out.push("Flags:", ...flagLines(VERB_FLAGS_SPEC, VERB_FLAGS[verb]));
   }
@@ -96,6 +105,14 @@ const EXTRA: Record<string, string[]> = {
     "",
     "--network, --node and --pod narrow a list of ports; get port ID needs --network.",
     "--network narrows a list of claims; get claim NAME needs --network.",
+  ],
+  update: [
+    "",
+    "A network's advertise is PATCHed. A router is replaced whole by the API: knitctl reads it and",
+    "sends it back with the change (a change someone makes between the two is overwritten).",
+    "Only an admin turns advertise on; a tenant may turn it off.",
+    "",
+    "Example: knitctl -t acme update router edge --advertise=true",
   ],
   delete: [
     "",

@@ -12,11 +12,12 @@ import { history } from "./history.ts";
 import { type Env, resolveSettings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { mainHelp, verbHelp, VERSION } from "./help.ts";
-import { activate, bind, create, get, type Io, remove, unbind, usage } from "./verbs.ts";
+import { activate, bind, create, get, type Io, remove, unbind, update, usage } from "./verbs.ts";
 
 const VERBS = [
   "get",
   "create",
+  "update",
   "delete",
   "usage",
   "attach",
@@ -69,6 +70,9 @@ export async function main(argv: string[], opts: MainOptions = {}): Promise<numb
         break;
       case "create":
         await create(c);
+        break;
+      case "update":
+        await update(c);
         break;
       case "delete":
         await remove(c);

@@ -34,6 +34,18 @@ export interface CreateSpec {
   body(name: string, flags: FlagValues): unknown;
 }
 
+/** `update`: the fields a command line changes in an existing object. */
+export interface UpdateSpec {
+  flags: string[];
+  /** The fields the command line changes (checked before any request). */
+  changes(flags: FlagValues): Record<string, unknown>;
+  /**
+   * The API replaces the object whole (PUT): what is sent back of it as it was read (GET) beside
+   * the changes; absent: the changes alone are PATCHed.
+   */
+  keep?(current: Obj): Record<string, unknown>;
+}
+
 export interface Resource {
   /** Plural, as printed in messages. */
   plural: string;
@@ -47,6 +59,8 @@ export interface Resource {
   item(scope: Scope, name: string): string;
   columns: Column[];
   create: CreateSpec;
+  /** What `update` may change; absent: nothing (update says so). */
+  update?: UpdateSpec;
   /** Has a usage figure (total/used/free). */
   usage?: boolean;
 }
@@ -114,6 +128,7 @@ export const RESOURCES: Resource[] = [
       { header: "ID", value: (o) => o.id, wide: true },
       { header: "EGRESS", value: (o) => String(o.egress === true), wide: true },
       { header: "HOSTACCESS", value: (o) => String(o.hostAccess === true), wide: true },
+      { header: "ADVERTISE", value: advertiseText, wide: true },
       { header: "DSCP", value: (o) => o.dscp === undefined ? "" : String(o.dscp), wide: true },
       { header: "DATAPLANE", value: (o) => o.dataPlane ?? "ovs", wide: true },
       { header: "DELEGATE", value: (o) => delegateText(o.delegate), wide: true },
@@ -148,6 +163,7 @@ export const RESOURCES: Resource[] = [
       method: "POST",
       body: networkBody,
     },
+    update: { flags: ["advertise"], changes: advertiseFlag },
   },
   {
     plural: "physnets",
@@ -219,6 +235,7 @@ export const RESOURCES: Resource[] = [
         header: "ROUTES",
         value: (o) => o.routes.map((r: Obj) => `${r.dst} via ${r.via}`).join(","),
       },
+      { header: "ADVERTISE", value: (o) => String(o.advertise === true) },
       { header: "CIDRS", value: (o) => o.networks.map((n: Obj) => n.cidr).join(","), wide: true },
       { header: "AGE", value: age },
     ],
@@ -231,6 +248,16 @@ export const RESOURCES: Resource[] = [
         networks: V.list(strs(f, "networks")),
         ...listed("routes", strs(f, "route")?.map((r) => V.gatewayRoute("route", r))),
         ...optional("description", str(f, "description")),
+      }),
+    },
+    // The API replaces a router whole: what it connects and routes is sent back as it was read.
+    update: {
+      flags: ["advertise"],
+      changes: advertiseFlag,
+      keep: (r) => ({
+        networks: r.networks.map((n: Obj) => n.name),
+        routes: r.routes,
+        ...optional("description", r.description),
       }),
     },
   },
@@ -603,6 +630,20 @@ function optional(key: string, value: string | undefined): Record<string, string
 
 function listed<T>(key: string, values: T[] | undefined): Record<string, T[]> {
   return values && values.length ? { [key]: values } : {};
+}
+
+/** `--advertise=true|false`, the only field update changes (absent: update asks for it). */
+function advertiseFlag(f: FlagValues): { advertise: boolean } {
+  const text = str(f, "advertise");
+  if (text === undefined) {
+    throw new UsageError("update needs --advertise=true or --advertise=false");
+  }
+  return { advertise: V.boolean("advertise", text) };
+}
+
+/** A network's advertise: true, false, or "router/NAME" when its router advertises it. */
+function advertiseText(o: Obj): string {
+  return o.advertisedBy ? `router/${o.advertisedBy}` : String(o.advertise === true);
 }
 
 /** "5m", "3h", "2d": how long ago, as kubectl shows ages. */

@@ -27,6 +27,14 @@ export function vlanRange(flag: string, text: string): { start: number; end: num
   return { start: nums[0], end: nums[nums.length - 1] };
 }
 
+/** "true" or "false" → the boolean. */
+export function boolean(flag: string, text: string): boolean {
+  if (text === "true" || text === "false") return text === "true";
+  throw new UsageError(
+    `--${flag} "${text}" is not true or false: use --${flag}=true or --${flag}=false`,
+  );
+}
+
 /** "DST[,VIA]" → {dst, via?}. */
 export function route(flag: string, text: string): { dst: string; via?: string } {
   const [dst, via, extra] = text.split(",").map((s) => s.trim());

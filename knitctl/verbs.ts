@@ -1,11 +1,14 @@
-/** The manager's verbs: get, create, delete, usage. Each is one request and one printout. */
+/**
+ * The manager's verbs: get, create, update, delete, usage. Each is one request and one printout
+ * (update of a router: a read, then the whole router sent back changed).
+ */
 import { ManagerClient } from "@knitter/common";
 import { type CommandLine, requireFlagsOf, str } from "./args.ts";
 import type { Settings } from "./config.ts";
 import { UsageError } from "./errors.ts";
 import { explainManagerError } from "./failures.ts";
 import { json, objectTable, table } from "./output.ts";
-import { findResource, type Resource, type Scope } from "./resources.ts";
+import { findResource, type Resource, RESOURCES, type Scope } from "./resources.ts";
 
 export interface Io {
   out(text: string): void;
@@ -59,6 +62,30 @@ export async function create(c: VerbContext): Promise<void> {
   // A name the manager picked (a floating address) is told.
   const made = name || obj.address;
   c.io.out(c.settings.output === "json" ? json(obj) : `${r.kind}/${made} created\n`);
+}
+
+/**
+ * `update network|router NAME --advertise=true|false`: a network is PATCHed; a router, which the
+ * API replaces whole, is read and sent back with the change.
+ */
+export async function update(c: VerbContext): Promise<void> {
+  const r = findResource(c.line.args[0], "update");
+  if (!r.update) {
+    const can = RESOURCES.filter((x) => x.update).map((x) => x.kind).join(", ");
+    throw new UsageError(`update is for ${can}, not ${r.plural}`);
+  }
+  const name = nameArg(c, r, "update", true)!;
+  requireFlagsOf(c.line, r.update.flags, `update ${r.kind}`);
+  const changes = r.update.changes(c.line.flags);
+  const path = r.item(scopeOf(c, r), name);
+  const keep = r.update.keep;
+  const obj = keep
+    ? await call<Obj>(c, "PUT", path, {
+      ...keep(await call<Obj>(c, "GET", path, undefined, listHint(c, r))),
+      ...changes,
+    }, listHint(c, r))
+    : await call<Obj>(c, "PATCH", path, changes, listHint(c, r));
+  c.io.out(c.settings.output === "json" ? json(obj) : `${r.kind}/${name} updated\n`);
 }
 
 export async function remove(c: VerbContext): Promise<void> {

@@ -1112,3 +1112,34 @@ Deno.test("architecture: feed streams wait once per group and share each page's 
   assert.match(streams, /this\.pages\.answer\(/);
   assert.doesNotMatch(streams, /setTimeout|setInterval/, "no timer per stream");
 });
+
+/**
+ * Per-node BGP settings (issue 29): a Node's `bgp.knitter.io/` keys are parsed in one module
+ * (agent/bgp/node_keys.ts) with the config file's own schemas, so the two sources are checked
+ * alike; the agent's Kubernetes client never writes a Node (it reads its own; RBAC: read only,
+ * deploy/manifests_test.ts); and the node's pods and its Node are followed by one list-and-watch
+ * loop (agent/kubernetes/list_watch.ts), so both get the same answer to 410, cuts and dead watches.
+ */
+Deno.test("architecture: the Node's BGP keys are parsed in one place with the config's schemas; the agent never writes a Node; one list-and-watch loop", async () => {
+  const prefixed: string[] = [];
+  const loops: string[] = [];
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (path.endsWith("_test.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (text.includes('"bgp.knitter.io/"')) prefixed.push(path);
+    if (/new Backoff\(/.test(text) && path.startsWith("agent/kubernetes/")) loops.push(path);
+  }
+  assert.deepEqual(prefixed, ["agent/bgp/node_keys.ts"]);
+  assert.deepEqual(loops, ["agent/kubernetes/list_watch.ts"]);
+  const keys = await Deno.readTextFile(`${ROOT}agent/bgp/node_keys.ts`);
+  assert.match(keys, /import \{[^}]*NodeBgpPeers[^}]*\} from "\.\.\/config\.ts"/);
+  assert.doesNotMatch(keys, /z\.(int|number|array|strictObject)\(/, "no schema of its own");
+  const client = await Deno.readTextFile(`${ROOT}agent/kubernetes/kube_pods.ts`);
+  for (const m of client.matchAll(/this\.call(?:<[^>]*>)?\(\s*"(\w+)",\s*`([^`]*)`/g)) {
+    if (m[1] !== "GET") assert.doesNotMatch(m[2], /nodes/, `${m[1]} ${m[2]}: a write to a Node`);
+  }
+  for (const w of ["agent/kubernetes/node_pod_watch.ts", "agent/kubernetes/node_watch.ts"]) {
+    assert.match(await Deno.readTextFile(`${ROOT}${w}`), /extends ListWatch</, w);
+  }
+});

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { DaemonConfigError } from "@knitter/common/daemon_config";
 import { loadAgentConfig } from "../config.ts";
 import { speakerFor } from "./bgp_speaker.ts";
+import { bgpSettings } from "./bgp_settings.ts";
 import { createLogger } from "@knitter/common";
 
 const BASE = {
@@ -35,10 +36,12 @@ const PEER = { address: "192.0.2.1", asn: 65000 };
 Deno.test("bgp config: the next hop and router ID default to the underlay address, BIRD's files to the state directory", async () => {
   const config = await load({ localAsn: 65001, peers: [PEER] });
   assert.equal(config.bgp!.advertiseFrom, "hosting");
-  const speaker = speakerFor(config, createLogger("test", "error"));
+  const made = bgpSettings(config);
+  assert.ok("settings" in made);
+  const speaker = speakerFor(config, made.settings, createLogger("test", "error"));
   assert.deepEqual(speaker.advertised, { v4: [], v6: [] });
-  // What BIRD is given, through the speaker's settings.
-  const s = (speaker as unknown as { settings: Record<string, unknown> }).settings;
+  // What BIRD is given.
+  const s = speaker.current;
   assert.equal(s.nextHop, "192.0.2.11");
   assert.equal(s.routerId, "192.0.2.11");
   assert.equal(s.nextHop6, undefined);
@@ -63,4 +66,22 @@ Deno.test("bgp config: mistakes are refused, naming the field", async () => {
     /no IPv4 next hop.*set bgp\.nextHop/s,
     { underlayIp: "fd99::11" },
   );
+  await refused(
+    { localAsn: 65001, peers: [PEER, { ...PEER, asn: 65002 }] },
+    /each peer address once/,
+  );
+  // Outside Kubernetes mode the file is the only source of the ASN and the peers.
+  await refused({ peers: [PEER] }, /localAsn is missing.*bgp\.knitter\.io\/asn/s);
+  await refused({ localAsn: 65001 }, /peers is missing/);
+});
+
+Deno.test("bgp config: in Kubernetes mode the ASN and peers may be left to the Node's keys", async () => {
+  const config = await load({}, { kubernetes: {} });
+  const made = bgpSettings(config);
+  assert.ok("settings" in made);
+  assert.deepEqual(made.settings.peers, [], "no peers yet: BIRD runs without sessions");
+  const asn = bgpSettings(config, { localAsn: 65010 });
+  assert.ok("settings" in asn && asn.settings.localAsn === 65010);
+  const noAsn = bgpSettings(config, { peers: [PEER] });
+  assert.ok("missing" in noAsn && /no ASN.*bgp\.knitter\.io\/asn/.test(noAsn.missing));
 });

@@ -11,6 +11,7 @@
 import { type Logger, run } from "@knitter/common";
 import type { AgentConfig } from "../config.ts";
 import { type Advertised, birdConfig, type BirdSettings, peerName } from "./bird_config.ts";
+import { stateDirOf } from "./bgp_settings.ts";
 
 /** Where BIRD and its files are. */
 export interface BirdPaths {
@@ -61,7 +62,7 @@ export class BgpSpeaker {
   private watch: ReturnType<typeof setInterval> | undefined;
 
   constructor(
-    private readonly settings: BirdSettings,
+    private settings: BirdSettings,
     private readonly paths: BirdPaths,
     private readonly log: Logger,
     private readonly seams: SpeakerSeams = NODE,
@@ -99,6 +100,20 @@ export class BgpSpeaker {
       this.applied = "";
       await this.apply();
     });
+  }
+
+  /**
+   * Speaks with these settings from now on (the Node's keys changed): BIRD reloads its
+   * configuration, and only the sessions whose settings changed start again.
+   */
+  configure(settings: BirdSettings): void {
+    this.settings = settings;
+    this.chain = this.chain.then(() => this.apply());
+  }
+
+  /** What BIRD is told now (peers, ASN, next hops). */
+  get current(): BirdSettings {
+    return this.settings;
   }
 
   /** Advertises `routes` from now on; applied in order, the latest wins (see settled). */
@@ -152,6 +167,7 @@ export class BgpSpeaker {
       this.log.info("BGP: advertised", {
         v4: this.wanted.v4.length,
         v6: this.settings.nextHop6 === undefined ? 0 : this.wanted.v6.length,
+        peers: this.settings.peers.length,
       });
     } catch (err) {
       this.applied = "";
@@ -227,15 +243,16 @@ export class BgpSpeaker {
 }
 
 /**
- * The BGP lines of `birdc show protocols`: "peer1  BGP  ---  up  23:16:34.872  Established".
- * `peers` are the configured addresses, by position (peerName).
+ * The BGP lines of `birdc show protocols`:
+ * "peer_192_0_2_1  BGP  ---  up  23:16:34.872  Established". `peers` are the configured
+ * addresses (peerName).
  */
 export function parseProtocols(text: string, peers: string[]): BgpSession[] {
   const out: BgpSession[] = [];
   for (const line of text.split("\n")) {
     const cols = line.trim().split(/\s+/);
     if (cols.length < 4 || cols[1] !== "BGP") continue;
-    const i = peers.findIndex((_, k) => peerName(k) === cols[0]);
+    const i = peers.findIndex((p) => peerName(p) === cols[0]);
     if (i < 0) continue;
     const info = cols.slice(5).join(" ");
     out.push({
@@ -250,27 +267,27 @@ export function parseProtocols(text: string, peers: string[]): BgpSession[] {
 }
 
 /**
- * The speaker of an agent's `bgp` section: BIRD's files in the state directory unless named, the
- * next hop and router ID from the underlay address unless given.
+ * The speaker of an agent's `bgp` section with the settings given (bgp_settings.ts): BIRD's files
+ * in the state directory unless named.
  */
-export function speakerFor(config: AgentConfig, log: Logger): BgpSpeaker {
+export function speakerFor(
+  config: AgentConfig,
+  settings: BirdSettings,
+  log: Logger,
+  seams: SpeakerSeams = NODE,
+): BgpSpeaker {
   const bgp = config.bgp!;
-  const dir = config.stateDir === ":memory:" ? "/run/knitter" : config.stateDir;
-  const hop4 = bgp.nextHop ?? config.underlayIp;
-  const settings: BirdSettings = {
-    localAsn: bgp.localAsn,
-    routerId: bgp.routerId ?? hop4,
-    peers: bgp.peers,
-    communities: bgp.communities,
-    nextHop: hop4,
-    logFile: `${dir}/bird.log`,
-    ...(bgp.nextHop6 !== undefined && { nextHop6: bgp.nextHop6 }),
-  };
-  return new BgpSpeaker(settings, {
-    bird: bgp.bird,
-    birdc: bgp.birdc,
-    configFile: bgp.configFile ?? `${dir}/bird.conf`,
-    controlSocket: bgp.controlSocket ?? `${dir}/bird.ctl`,
-    pidFile: `${dir}/bird.pid`,
-  }, log);
+  const dir = stateDirOf(config);
+  return new BgpSpeaker(
+    settings,
+    {
+      bird: bgp.bird,
+      birdc: bgp.birdc,
+      configFile: bgp.configFile ?? `${dir}/bird.conf`,
+      controlSocket: bgp.controlSocket ?? `${dir}/bird.ctl`,
+      pidFile: `${dir}/bird.pid`,
+    },
+    log,
+    seams,
+  );
 }

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { formatIp, parseIp } from "@knitter/common/address";
 
 /** A BGP neighbour of the node (the agent's `bgp.peers`). */
 export interface BgpPeer {
@@ -19,7 +20,8 @@ export interface BgpPeer {
 
 /** What the node says to its peers. */
 export interface BirdSettings {
-  localAsn: number;
+  /** The node's ASN; needed when there are peers (bgp_settings.ts sees to it). */
+  localAsn?: number;
   /** BIRD's router ID: an IPv4 address. */
   routerId: string;
   peers: BgpPeer[];
@@ -58,7 +60,7 @@ export function birdConfig(s: BirdSettings, routes: Advertised): string {
     ...staticProtocol("knitter4", "ipv4", routes.v4),
     ...(v6 ? staticProtocol("knitter6", "ipv6", routes.v6) : []),
     ...exportFilter(s.communities),
-    ...s.peers.flatMap((p, i) => bgpProtocol(s, p, i)),
+    ...s.peers.flatMap((p) => bgpProtocol(s, p)),
   ].join("\n");
 }
 
@@ -85,9 +87,10 @@ function exportFilter(communities: string[]): string[] {
   ];
 }
 
-function bgpProtocol(s: BirdSettings, p: BgpPeer, i: number): string[] {
+function bgpProtocol(s: BirdSettings, p: BgpPeer): string[] {
+  if (s.localAsn === undefined) throw new Error(`BGP peer ${p.address} without a local ASN`);
   return [
-    `protocol bgp ${peerName(i)} {`,
+    `protocol bgp ${peerName(p.address)} {`,
     `  local as ${s.localAsn};`,
     `  neighbor ${p.address} as ${p.asn};`,
     ...(p.holdTime !== undefined ? [`  hold time ${p.holdTime};`] : []),
@@ -111,7 +114,11 @@ function bgpProtocol(s: BirdSettings, p: BgpPeer, i: number): string[] {
   ];
 }
 
-/** The BGP protocol of the i-th peer, as `birdc show protocols` names it. */
-export function peerName(i: number): string {
-  return `peer${i + 1}`;
+/**
+ * The BGP protocol of a peer, as `birdc show protocols` names it: after its address, so that a
+ * reload (`birdc configure`) keeps the session of a peer still there whatever the others do.
+ */
+export function peerName(address: string): string {
+  const ip = parseIp(address);
+  return `peer_${(ip ? formatIp(ip) : address).replace(/[.:]/g, "_")}`;
 }

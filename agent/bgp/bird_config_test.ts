@@ -27,7 +27,7 @@ Deno.test("bird config: without an IPv6 next hop no IPv6 is advertised; nothing 
   const text = birdConfig(v4only, ROUTES);
   assert.ok(!text.includes("ipv6") && !text.includes("fd00"), text);
   const empty = birdConfig(SETTINGS, { v4: [], v6: [] });
-  assert.ok(empty.includes("protocol bgp peer2 {"), empty);
+  assert.ok(empty.includes("protocol bgp peer_192_0_2_2 {"), empty);
   assert.ok(!empty.includes("route "), empty);
 });
 

@@ -1,7 +1,8 @@
 /**
  * The agent's view of Kubernetes: it reads the pod a CNI ADD is for (annotations, UID, owner),
- * lists and watches its own node's pods (for hot-plug, node_pod_watch.ts) and records events on
- * them, with the node's own credentials. The kubeconfig (or the service account)
+ * lists and watches its own node's pods (for hot-plug, node_pod_watch.ts) and its own Node object
+ * (for its BGP settings, node_watch.ts), and records events on them, with the node's own
+ * credentials. The kubeconfig (or the service account)
  * is read by the client library; the two calls go through Deno's fetch, which can also reach the
  * API through a unix socket (a node-local `kubectl proxy --unix-socket`), as the manager's client
  * does for the manager.
@@ -18,19 +19,43 @@ export interface NodePod {
   deleting: boolean;
 }
 
-/** One line of a watch: a pod changed, a bookmark, or the server's ERROR (410: list again). */
-export type PodWatchEvent =
-  | { type: "ADDED" | "MODIFIED" | "DELETED"; pod: NodePod; resourceVersion: string }
+/** The Node object of this node: what its BGP settings are read from (node_watch.ts). */
+export interface NodeObject {
+  name: string;
+  uid: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+/** One line of a watch: an object changed, a bookmark, or the server's ERROR (410: list again). */
+export type WatchEvent<T> =
+  | { type: "ADDED" | "MODIFIED" | "DELETED"; object: T; resourceVersion: string }
   | { type: "BOOKMARK"; resourceVersion: string }
   | { type: "ERROR"; code: number; message: string };
 
-interface PodObject {
+export type PodWatchEvent = WatchEvent<NodePod>;
+
+/** A list (or watch) of one kind, from the API server's objects. */
+export interface Listed<T> {
+  items: T[];
+  resourceVersion: string;
+}
+
+/** How long a watch lasts, where it is told to stop, and who is told each line. */
+export interface WatchOptions<T> {
+  timeoutSeconds: number;
+  signal: AbortSignal;
+  onEvent: (e: WatchEvent<T>) => void;
+}
+
+interface ApiObject {
   metadata: {
-    namespace: string;
+    namespace?: string;
     name: string;
     uid: string;
     resourceVersion?: string;
     deletionTimestamp?: string;
+    labels?: Record<string, string>;
     annotations?: Record<string, string>;
   };
 }
@@ -73,11 +98,8 @@ export class KubePods {
 
   /** The pods scheduled on `node`, and the list's resourceVersion to watch from. */
   async listOnNode(node: string): Promise<{ pods: NodePod[]; resourceVersion: string }> {
-    const list = await this.call<{ metadata: { resourceVersion: string }; items: PodObject[] }>(
-      "GET",
-      `/api/v1/pods?fieldSelector=${enc(`spec.nodeName=${node}`)}`,
-    );
-    return { pods: list.items.map(nodePodOf), resourceVersion: list.metadata.resourceVersion };
+    const list = await this.list("pods", `spec.nodeName=${node}`, nodePodOf);
+    return { pods: list.items, resourceVersion: list.resourceVersion };
   }
 
   /**
@@ -85,23 +107,62 @@ export class KubePods {
    * the watch after `timeoutSeconds`. Each line is handed to `onEvent`; the promise settles when
    * the watch ends (cleanly, or with the error that cut it, `signal` included).
    */
-  async watchOnNode(
-    node: string,
+  watchOnNode(node: string, resourceVersion: string, opts: WatchOptions<NodePod>): Promise<void> {
+    return this.watch("pods", `spec.nodeName=${node}`, resourceVersion, opts, nodePodOf);
+  }
+
+  /** This node's Node object by name (none when it does not exist), to watch from. */
+  listNode(name: string): Promise<Listed<NodeObject>> {
+    return this.list("nodes", `metadata.name=${name}`, nodeObjectOf);
+  }
+
+  /** Watches this node's Node object by name, as watchOnNode does its pods. */
+  watchNode(name: string, resourceVersion: string, opts: WatchOptions<NodeObject>): Promise<void> {
+    return this.watch("nodes", `metadata.name=${name}`, resourceVersion, opts, nodeObjectOf);
+  }
+
+  /** A Warning event on the Node, as `kubectl describe node` shows it (namespace default). */
+  async warnNode(node: NodeObject, reason: string, message: string): Promise<void> {
+    await this.postEvent("default", { kind: "Node", name: node.name, uid: node.uid }, {
+      type: "Warning",
+      reason,
+      message,
+      host: node.name,
+    });
+  }
+
+  /** A cluster-wide list of `resource` by field selector, converted by `of`. */
+  private async list<T>(
+    resource: string,
+    fields: string,
+    of: (o: ApiObject) => T,
+  ): Promise<Listed<T>> {
+    const list = await this.call<{ metadata: { resourceVersion: string }; items: ApiObject[] }>(
+      "GET",
+      `/api/v1/${resource}?fieldSelector=${enc(fields)}`,
+    );
+    return { items: list.items.map(of), resourceVersion: list.metadata.resourceVersion };
+  }
+
+  private async watch<T>(
+    resource: string,
+    fields: string,
     resourceVersion: string,
-    opts: { timeoutSeconds: number; signal: AbortSignal; onEvent: (e: PodWatchEvent) => void },
+    opts: WatchOptions<T>,
+    of: (o: ApiObject) => T,
   ): Promise<void> {
     const q = new URLSearchParams({
-      fieldSelector: `spec.nodeName=${node}`,
+      fieldSelector: fields,
       watch: "1",
       resourceVersion,
       allowWatchBookmarks: "true",
       timeoutSeconds: String(opts.timeoutSeconds),
     });
-    const res = await this.send("GET", `/api/v1/pods?${q}`, undefined, opts.signal);
-    if (!res.ok) throw await apiError(res, "GET", "/api/v1/pods?watch");
+    const res = await this.send("GET", `/api/v1/${resource}?${q}`, undefined, opts.signal);
+    if (!res.ok) throw await apiError(res, "GET", `/api/v1/${resource}?watch`);
     const lines = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(splitLines());
     for await (const line of lines) {
-      if (line.trim() !== "") opts.onEvent(watchEventOf(JSON.parse(line)));
+      if (line.trim() !== "") opts.onEvent(watchEventOf(JSON.parse(line), of));
     }
   }
 
@@ -123,19 +184,32 @@ export class KubePods {
     message: string,
     node: string,
   ): Promise<void> {
-    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-    await this.call("POST", `/api/v1/namespaces/${enc(pod.namespace)}/events`, {
-      metadata: { generateName: `${pod.name}.`, namespace: pod.namespace },
-      involvedObject: { apiVersion: "v1", kind: "Pod", ...pod },
+    await this.postEvent(pod.namespace, { kind: "Pod", ...pod }, {
       type,
       reason,
-      message: message.slice(0, 1024),
+      message,
+      host: node,
+    });
+  }
+
+  private async postEvent(
+    namespace: string,
+    involved: { kind: string; name: string; namespace?: string; uid?: string },
+    e: { type: "Normal" | "Warning"; reason: string; message: string; host: string },
+  ): Promise<void> {
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    await this.call("POST", `/api/v1/namespaces/${enc(namespace)}/events`, {
+      metadata: { generateName: `${involved.name}.`, namespace },
+      involvedObject: { apiVersion: "v1", ...involved },
+      type: e.type,
+      reason: e.reason,
+      message: e.message.slice(0, 1024),
       count: 1,
       firstTimestamp: now,
       lastTimestamp: now,
-      source: { component: "knitter-agent", host: node },
+      source: { component: "knitter-agent", host: e.host },
       reportingComponent: "knitter.io/agent",
-      reportingInstance: node,
+      reportingInstance: e.host,
     });
   }
 
@@ -187,10 +261,10 @@ async function apiError(res: Response, method: string, path: string): Promise<Ku
   return new KubeApiError(res.status, `${method} ${path}: ${res.status} ${message}`);
 }
 
-function nodePodOf(o: PodObject): NodePod {
+function nodePodOf(o: ApiObject): NodePod {
   const m = o.metadata;
   return {
-    namespace: m.namespace,
+    namespace: m.namespace ?? "",
     name: m.name,
     uid: m.uid,
     annotations: m.annotations ?? {},
@@ -198,10 +272,15 @@ function nodePodOf(o: PodObject): NodePod {
   };
 }
 
-function watchEventOf(line: {
-  type: string;
-  object: PodObject & { code?: number; message?: string };
-}): PodWatchEvent {
+function nodeObjectOf(o: ApiObject): NodeObject {
+  const m = o.metadata;
+  return { name: m.name, uid: m.uid, labels: m.labels ?? {}, annotations: m.annotations ?? {} };
+}
+
+function watchEventOf<T>(
+  line: { type: string; object: ApiObject & { code?: number; message?: string } },
+  of: (o: ApiObject) => T,
+): WatchEvent<T> {
   const { type, object } = line;
   if (type === "ERROR") {
     return { type, code: object.code ?? 0, message: object.message ?? "watch error" };
@@ -209,7 +288,7 @@ function watchEventOf(line: {
   const resourceVersion = object.metadata?.resourceVersion ?? "";
   if (type === "BOOKMARK") return { type, resourceVersion };
   if (type === "ADDED" || type === "MODIFIED" || type === "DELETED") {
-    return { type, pod: nodePodOf(object), resourceVersion };
+    return { type, object: of(object), resourceVersion };
   }
   return { type: "ERROR", code: 0, message: `a watch event of unknown type "${type}"` };
 }

@@ -1,7 +1,7 @@
 /**
  * A stand-in Kubernetes API server for tests: real HTTP on loopback, the real wire protocol, so that
  * the monitor and the agent run through the real `@kubernetes/client-node` against it. It keeps
- * namespaces, pods, events and Knitter's two custom resources in memory and serves what the
+ * namespaces, nodes, pods, events and Knitter's two custom resources in memory and serves what the
  * components use: list with a resourceVersion, watch streams (ADDED / MODIFIED / DELETED / BOOKMARK,
  * an ERROR with 410 Gone for a resourceVersion older than the bounded history), GET, POST, PUT,
  * PATCH (merge and strategic merge of maps) of objects and of the status subresource, DELETE with
@@ -43,6 +43,7 @@ const knitter = (kind: string): ResourceDef => ({
 /** What the stand-in serves, by plural name. */
 export const RESOURCES: Record<string, ResourceDef> = {
   namespaces: core("Namespace", false),
+  nodes: core("Node", false, true),
   pods: core("Pod", true, true),
   events: core("Event", true),
   networks: knitter("Network"),

@@ -4,10 +4,11 @@ import { startManager } from "../../manager/mod.ts";
 import type { RunningManager } from "../../manager/server.ts";
 import type { Cleanup } from "../../devstack/cleanup.ts";
 
-/** Starts it; `cleanup` shuts it down. */
+/** Starts it (`more`: further settings of the manager's); `cleanup` shuts it down. */
 export async function startLoopbackManager(
   cleanup: Cleanup,
   tokens: TokenConfig[],
+  more: Record<string, unknown> = {},
 ): Promise<RunningManager> {
   const dir = await cleanup.tempDir();
   const manager = await startManager(ConfigSchema.parse({
@@ -16,6 +17,7 @@ export async function startLoopbackManager(
     tokens,
     vniRanges: ["5000-5999"],
     logLevel: "error",
+    ...more,
   }));
   cleanup.defer(() => manager.shutdown());
   return manager;
