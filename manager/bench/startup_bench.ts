@@ -2,7 +2,7 @@
  * Time from process start to a ready manager (and to its first allocation) on a full store, on a
  * Deno KV file and on etcd.
  *
- *   deno run -A manager/bench/startup_bench.ts [--ports 1000000 --ports 100000] [--etcd N]...
+ *   deno run -A manager/bench/startup_bench.ts [--ports N] [--public N] [--etcd N] [--etcd-public N]...
  *
  * The store is filled by port_fill.ts (one port through the allocation path, the rest its copies in
  * commits of 330: port, node index and address-history stint each, history on as the manager's
@@ -24,14 +24,25 @@ import { fillPorts } from "./port_fill.ts";
 import {
   ADMIN_TOKEN,
   benchContextOn,
+  publicNetwork,
   type Spawned,
   spawnManager,
   waitReady,
   withTempDir,
 } from "./support.ts";
 
+/** Where the ports are: "own", a tenant's own network; "public", another tenant's public one. */
+export type Layout = "own" | "public";
+
+/** The tenant and network of each layout's ports. */
+const LAYOUTS: Record<Layout, { tenant: string; network: string }> = {
+  own: { tenant: "bench", network: "big" },
+  public: { tenant: "other", network: "shared" },
+};
+
 export interface StartupFigures {
   store: "Deno KV file" | "etcd";
+  layout: Layout;
   ports: number;
   fillSeconds: number;
   readyMs: number;
@@ -58,14 +69,19 @@ interface Backend {
 }
 
 /** Fills a store with `ports`, closes it, starts a manager on it and measures. */
-async function measure(dir: string, backend: Backend, ports: number): Promise<StartupFigures> {
+async function measure(
+  dir: string,
+  backend: Backend,
+  size: { ports: number; layout: Layout },
+): Promise<StartupFigures> {
+  const { ports, layout } = size;
   const store = await backend.open();
   const ctx = await benchContextOn(store, { historyRetentionDays: DEFAULT_HISTORY_RETENTION_DAYS });
+  if (layout === "public") await publicNetwork(ctx);
   const fillStart = performance.now();
   let shown = 0;
   await fillPorts(ctx, {
-    tenant: "bench",
-    network: "big",
+    ...LAYOUTS[layout],
     count: ports,
     nodes: NODES,
     progress: (done) => {
@@ -77,13 +93,14 @@ async function measure(dir: string, backend: Backend, ports: number): Promise<St
   const fillSeconds = seconds(fillStart);
   ctx.feed.close();
   store.close();
-  const started = await startAndAllocate(dir, backend.section);
+  const started = await startAndAllocate(dir, backend.section, layout);
   const readStart = performance.now();
   const read = await backend.readPorts();
   const rawReadMs = performance.now() - readStart;
   if (read !== ports + 1) throw new Error(`read ${read} port records, not ${ports + 1}`);
   return {
     store: backend.store,
+    layout,
     ports,
     fillSeconds,
     ...started,
@@ -96,12 +113,14 @@ async function measure(dir: string, backend: Backend, ports: number): Promise<St
 async function startAndAllocate(
   dir: string,
   section: Backend["section"],
+  layout: Layout,
 ): Promise<Pick<StartupFigures, "readyMs" | "firstAllocationMs" | "rssMiB">> {
+  const { tenant, network } = LAYOUTS[layout];
   const since = performance.now();
   const m = await spawnManager(dir, section);
   try {
     const readyMs = await waitReady(m.url, since);
-    const r = await fetch(`${m.url}/api/v1/tenants/bench/networks/big/ports/after-restart`, {
+    const r = await fetch(`${m.url}/api/v1/tenants/${tenant}/networks/${network}/ports/after`, {
       method: "PUT",
       headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
       body: "{}",
@@ -199,47 +218,73 @@ async function etcdRead(
 }
 
 /** Start to ready on a Deno KV file of `ports` ports (and 0: the empty store's start). */
-export async function startupWithPorts(ports: number): Promise<StartupFigures> {
-  return await withTempDir((dir) => measure(dir, kvBackend(`${dir}/startup.kv`), ports));
+export async function startupWithPorts(
+  ports: number,
+  layout: Layout = "own",
+): Promise<StartupFigures> {
+  return await withTempDir((dir) =>
+    measure(dir, kvBackend(`${dir}/startup.kv`), { ports, layout })
+  );
 }
 
 /** The same on one etcd member (its database quota raised for millions of keys). */
-export async function startupOnEtcd(ports: number): Promise<StartupFigures> {
+export async function startupOnEtcd(
+  ports: number,
+  layout: Layout = "own",
+): Promise<StartupFigures> {
   return await withTempDir(async (dir) => {
     await using etcd = await startEtcd({ flags: [`--quota-backend-bytes=${8 * 2 ** 30}`] });
-    return await measure(dir, etcdBackend(etcd.endpoints, `startup-${ports}/`), ports);
+    return await measure(dir, etcdBackend(etcd.endpoints, "startup/"), { ports, layout });
   });
 }
+
+const WHERE: Record<Layout, string> = {
+  own: "the tenant's network",
+  public: "another tenant's public network",
+};
 
 function table(rows: StartupFigures[]): string {
   const f = (x: number, d = 0) => x.toLocaleString("en-US", { maximumFractionDigits: d });
   const lines = [
-    "| store | ports | keys | fill | start → ready | → first allocation | RSS after | raw read of every port record |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| store | ports on | ports | keys | fill | start → ready | → first allocation | RSS after | raw read of every port record |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const r of rows) {
     lines.push(
-      `| ${r.store} | ${f(r.ports)} | ${f(r.keys)} | ${f(r.fillSeconds, 1)} s | **${
-        f(r.readyMs)
-      } ms** | ${f(r.firstAllocationMs)} ms | ${f(r.rssMiB)} MiB | ${f(r.rawReadMs)} ms |`,
+      `| ${r.store} | ${WHERE[r.layout]} | ${f(r.ports)} | ${f(r.keys)} | ${
+        f(r.fillSeconds, 1)
+      } s | **${f(r.readyMs)} ms** | ${f(r.firstAllocationMs)} ms | ${f(r.rssMiB)} MiB | ${
+        f(r.rawReadMs)
+      } ms |`,
     );
   }
   return lines.join("\n");
 }
 
+/** The runs each flag asks for: `--ports N` and `--public N` on Deno KV, `--etcd N` and `--etcd-public N`. */
+const FLAGS: Record<string, { etcd: boolean; layout: Layout }> = {
+  "--ports": { etcd: false, layout: "own" },
+  "--public": { etcd: false, layout: "public" },
+  "--etcd": { etcd: true, layout: "own" },
+  "--etcd-public": { etcd: true, layout: "public" },
+};
+
 if (import.meta.main) {
-  const sizes = (flag: string) =>
-    Deno.args.flatMap((a, i) => Deno.args[i - 1] === flag ? [Number(a)] : []);
-  const kv = sizes("--ports");
-  const etcd = sizes("--etcd");
+  const asked = Deno.args.flatMap((a, i) => {
+    const run = FLAGS[Deno.args[i - 1]];
+    return run ? [{ ...run, ports: Number(a) }] : [];
+  });
+  const runs = asked.length ? asked : [
+    { etcd: false, layout: "own" as const, ports: 1_000_000 },
+    { etcd: false, layout: "public" as const, ports: 1_000_000 },
+    { etcd: false, layout: "own" as const, ports: 100_000 },
+    { etcd: false, layout: "own" as const, ports: 0 },
+  ];
   const rows: StartupFigures[] = [];
-  for (const n of kv.length || etcd.length ? kv : [1_000_000, 100_000, 0]) {
-    console.error(`bench: start to ready, Deno KV file, ${n} ports`);
-    rows.push(await startupWithPorts(n));
-  }
-  for (const n of etcd) {
-    console.error(`bench: start to ready, etcd (--max-txn-ops=${MAX_TXN_OPS}), ${n} ports`);
-    rows.push(await startupOnEtcd(n));
+  for (const { etcd, layout, ports } of runs) {
+    const store = etcd ? `etcd (--max-txn-ops=${MAX_TXN_OPS})` : "Deno KV file";
+    console.error(`bench: start to ready, ${store}, ${ports} ports on ${WHERE[layout]}`);
+    rows.push(await (etcd ? startupOnEtcd : startupWithPorts)(ports, layout));
   }
   console.log(table(rows));
 }

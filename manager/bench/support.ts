@@ -130,3 +130,13 @@ export async function waitReady(url: string, since: number, timeoutMs = 30_000):
     await new Promise((r) => setTimeout(r, 2));
   }
 }
+
+/** Tenant "other" and a public network "shared" (100.64.0.0/10) of tenant "bench" it may use. */
+export async function publicNetwork(ctx: Ctx): Promise<void> {
+  await createTenant(ctx, { name: "other" });
+  await createNetwork(ctx, {
+    principal: { scope: "admin" },
+    tenant: "bench",
+    body: { name: "shared", type: "vxlan", cidr: "100.64.0.0/10", public: true },
+  });
+}
