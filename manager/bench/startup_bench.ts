@@ -4,15 +4,18 @@
  *
  *   deno run -A manager/bench/startup_bench.ts [--ports N] [--public N] [--etcd N] [--etcd-public N]...
  *
- * The store is filled by port_fill.ts (one port through the allocation path, the rest its copies in
- * commits of 330: port, node index and address-history stint each, history on as the manager's
- * default), closed, and a manager process spawned on it: the time from the spawn to `/readyz`
- * answering 200, and to a port's PUT answering 201; then the manager's VmRSS. Yardsticks of the
- * same run: a manager spawned on an empty store (what a start costs without ports), and the time
- * to read every port record straight from the store (Deno KV's own `list` in the bench process;
- * etcd's range API in pages of 10,000), what a start that read its ports would take at least.
+ * The store is prepared as a manager's first start leaves it (server.ts prepareStore), then filled
+ * by port_fill.ts (one port through the allocation path, the rest its copies in commits of
+ * hundreds: port, node index, address-history stint each, history on as the manager's default),
+ * closed, and a manager process spawned on it: the time from the spawn to `/readyz` answering
+ * 200, and to a port's PUT answering 201; then the manager's VmRSS. Yardsticks of the same run: a
+ * manager spawned on an empty store (what a start costs without ports), and the time to read every
+ * port record straight from the store (Deno KV's own `list` in the bench process; etcd's range
+ * API in pages of 10,000), what a start that read its ports would take at least.
  */
+import { createLogger } from "@knitter/common";
 import { DEFAULT_HISTORY_RETENTION_DAYS } from "../config.ts";
+import { prepareStore } from "../server.ts";
 import { MAX_TXN_OPS, startEtcd } from "../store/etcd_test_support.ts";
 import { type EtcdStore, openEtcdStore } from "../store/etcd_store.ts";
 import { fromB64, type RawKv, toB64 } from "../store/etcd_client.ts";
@@ -77,6 +80,8 @@ async function measure(
   const { ports, layout } = size;
   const store = await backend.open();
   const ctx = await benchContextOn(store, { historyRetentionDays: DEFAULT_HISTORY_RETENTION_DAYS });
+  // As a manager running all along leaves it: its first start prepared the store (server.ts).
+  await prepareStore(ctx, createLogger("manager", "warn"));
   if (layout === "public") await publicNetwork(ctx);
   const fillStart = performance.now();
   let shown = 0;
