@@ -2,7 +2,7 @@
  * Time from process start to a ready manager (and to its first allocation) on a full store, on a
  * Deno KV file and on etcd.
  *
- *   deno run -A manager/bench/startup_bench.ts [--ports N] [--public N] [--etcd N] [--etcd-public N]...
+ *   deno run -A manager/bench/startup_bench.ts [--ports N] [--public N] [--etcd N] [--etcd-public N]... [--starts 5]
  *
  * The store is prepared as a manager's first start leaves it (server.ts prepareStore), then filled
  * by port_fill.ts (one port through the allocation path, the rest its copies in commits of
@@ -27,6 +27,7 @@ import { fillPorts } from "./port_fill.ts";
 import {
   ADMIN_TOKEN,
   benchContextOn,
+  percentile,
   publicNetwork,
   type Spawned,
   spawnManager,
@@ -48,13 +49,23 @@ export interface StartupFigures {
   layout: Layout;
   ports: number;
   fillSeconds: number;
+  /** Medians over the starts (each a manager process of its own, the stores' starts alternating). */
   readyMs: number;
   firstAllocationMs: number;
-  /** The manager's VmRSS once the first allocation is in. */
+  /** Each start's time to ready, in order. */
+  readyEachMs: number[];
+  /** The manager's VmRSS once the first allocation is in, at most over the starts. */
   rssMiB: number;
   /** Every port record read straight from the store, and how many keys the store holds. */
   rawReadMs: number;
   keys: number;
+}
+
+/** What one start of a manager on a filled store measured. */
+interface Start {
+  readyMs: number;
+  firstAllocationMs: number;
+  rssMiB: number;
 }
 
 /** Ports spread over this many nodes (each with its node index key). */
@@ -71,12 +82,16 @@ interface Backend {
   countKeys(): Promise<number>;
 }
 
-/** Fills a store with `ports`, closes it, starts a manager on it and measures. */
-async function measure(
-  dir: string,
-  backend: Backend,
-  size: { ports: number; layout: Layout },
-): Promise<StartupFigures> {
+/** A filled store, closed, ready for managers to start on. */
+interface Filled {
+  backend: Backend;
+  layout: Layout;
+  ports: number;
+  fillSeconds: number;
+}
+
+/** Prepares and fills a store with `ports`, and closes it. */
+async function fill(backend: Backend, size: { ports: number; layout: Layout }): Promise<Filled> {
   const { ports, layout } = size;
   const store = await backend.open();
   const ctx = await benchContextOn(store, { historyRetentionDays: DEFAULT_HISTORY_RETENTION_DAYS });
@@ -98,34 +113,57 @@ async function measure(
   const fillSeconds = seconds(fillStart);
   ctx.feed.close();
   store.close();
-  const started = await startAndAllocate(dir, backend.section, layout);
-  const readStart = performance.now();
-  const read = await backend.readPorts();
-  const rawReadMs = performance.now() - readStart;
-  if (read !== ports + 1) throw new Error(`read ${read} port records, not ${ports + 1}`);
-  return {
-    store: backend.store,
-    layout,
-    ports,
-    fillSeconds,
-    ...started,
-    rawReadMs,
-    keys: await backend.countKeys(),
-  };
+  return { backend, layout, ports, fillSeconds };
 }
 
-/** Spawns a manager on the store: ready, a first allocation, its RSS. */
-async function startAndAllocate(
-  dir: string,
-  section: Backend["section"],
-  layout: Layout,
-): Promise<Pick<StartupFigures, "readyMs" | "firstAllocationMs" | "rssMiB">> {
-  const { tenant, network } = LAYOUTS[layout];
+/**
+ * Starts a manager `rounds` times on each filled store, the stores taking turns (the machine's
+ * load falls on all alike), then reads each store's port records straight from it.
+ */
+async function measure(dir: string, filled: Filled[], rounds: number): Promise<StartupFigures[]> {
+  const starts: Start[][] = filled.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, f] of filled.entries()) {
+      starts[i].push(await startAndAllocate(dir, f, `after-${round}`));
+    }
+  }
+  const out: StartupFigures[] = [];
+  for (const [i, f] of filled.entries()) {
+    const readStart = performance.now();
+    const read = await f.backend.readPorts();
+    const rawReadMs = performance.now() - readStart;
+    if (read !== f.ports + rounds) {
+      throw new Error(`read ${read} port records, not ${f.ports + rounds}`);
+    }
+    const s = starts[i];
+    out.push({
+      store: f.backend.store,
+      layout: f.layout,
+      ports: f.ports,
+      fillSeconds: f.fillSeconds,
+      readyMs: median(s.map((x) => x.readyMs)),
+      firstAllocationMs: median(s.map((x) => x.firstAllocationMs)),
+      readyEachMs: s.map((x) => x.readyMs),
+      rssMiB: Math.max(...s.map((x) => x.rssMiB)),
+      rawReadMs,
+      keys: await f.backend.countKeys(),
+    });
+  }
+  return out;
+}
+
+function median(xs: number[]): number {
+  return percentile([...xs].sort((a, b) => a - b), 50);
+}
+
+/** Spawns a manager on the store: ready, a first allocation (port `id`), its RSS. */
+async function startAndAllocate(dir: string, filled: Filled, id: string): Promise<Start> {
+  const { tenant, network } = LAYOUTS[filled.layout];
   const since = performance.now();
-  const m = await spawnManager(dir, section);
+  const m = await spawnManager(dir, filled.backend.section);
   try {
     const readyMs = await waitReady(m.url, since);
-    const r = await fetch(`${m.url}/api/v1/tenants/${tenant}/networks/${network}/ports/after`, {
+    const r = await fetch(`${m.url}/api/v1/tenants/${tenant}/networks/${network}/ports/${id}`, {
       method: "PUT",
       headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
       body: "{}",
@@ -222,25 +260,43 @@ async function etcdRead(
   }
 }
 
-/** Start to ready on a Deno KV file of `ports` ports (and 0: the empty store's start). */
-export async function startupWithPorts(
-  ports: number,
-  layout: Layout = "own",
-): Promise<StartupFigures> {
-  return await withTempDir((dir) =>
-    measure(dir, kvBackend(`${dir}/startup.kv`), { ports, layout })
-  );
+/** A run: which backend, where the ports are, how many. */
+export interface Run {
+  etcd: boolean;
+  layout: Layout;
+  ports: number;
 }
 
-/** The same on one etcd member (its database quota raised for millions of keys). */
-export async function startupOnEtcd(
-  ports: number,
-  layout: Layout = "own",
-): Promise<StartupFigures> {
+/**
+ * Fills a store per run (Deno KV files in one directory, etcd prefixes on one etcd member with its
+ * database quota raised for millions of keys), then starts managers on them by turns.
+ */
+export async function startupFigures(runs: Run[], rounds: number): Promise<StartupFigures[]> {
   return await withTempDir(async (dir) => {
-    await using etcd = await startEtcd({ flags: [`--quota-backend-bytes=${8 * 2 ** 30}`] });
-    return await measure(dir, etcdBackend(etcd.endpoints, "startup/"), { ports, layout });
+    const etcd = runs.some((r) => r.etcd)
+      ? await startEtcd({ flags: [`--quota-backend-bytes=${8 * 2 ** 30}`] })
+      : undefined;
+    try {
+      const filled: Filled[] = [];
+      for (const [i, run] of runs.entries()) {
+        const where = run.etcd ? `etcd (--max-txn-ops=${MAX_TXN_OPS})` : "Deno KV file";
+        console.error(`bench: ${where}, ${run.ports} ports on ${WHERE[run.layout]}`);
+        const backend = run.etcd
+          ? etcdBackend(etcd!.endpoints, `startup-${i}/`)
+          : kvBackend(`${dir}/startup-${i}.kv`);
+        filled.push(await fill(backend, run));
+      }
+      console.error(`bench: ${rounds} starts on each store, by turns`);
+      return await measure(dir, filled, rounds);
+    } finally {
+      await etcd?.stop();
+    }
   });
+}
+
+/** Start to ready on a Deno KV file of `ports` ports, one start (`deno task bench`). */
+export async function startupWithPorts(ports: number): Promise<StartupFigures> {
+  return (await startupFigures([{ etcd: false, layout: "own", ports }], 1))[0];
 }
 
 const WHERE: Record<Layout, string> = {
@@ -251,16 +307,17 @@ const WHERE: Record<Layout, string> = {
 function table(rows: StartupFigures[]): string {
   const f = (x: number, d = 0) => x.toLocaleString("en-US", { maximumFractionDigits: d });
   const lines = [
-    "| store | ports on | ports | keys | fill | start → ready | → first allocation | RSS after | raw read of every port record |",
+    "| store | ports on | ports | keys | fill | start → ready, median (each) | → first allocation | RSS after, max | raw read of every port record |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const r of rows) {
+    const each = r.readyEachMs.map((x) => f(x)).join(", ");
     lines.push(
       `| ${r.store} | ${WHERE[r.layout]} | ${f(r.ports)} | ${f(r.keys)} | ${
         f(r.fillSeconds, 1)
-      } s | **${f(r.readyMs)} ms** | ${f(r.firstAllocationMs)} ms | ${f(r.rssMiB)} MiB | ${
-        f(r.rawReadMs)
-      } ms |`,
+      } s | **${f(r.readyMs)} ms** (${each}) | ${f(r.firstAllocationMs)} ms | ${
+        f(r.rssMiB)
+      } MiB | ${f(r.rawReadMs)} ms |`,
     );
   }
   return lines.join("\n");
@@ -275,21 +332,17 @@ const FLAGS: Record<string, { etcd: boolean; layout: Layout }> = {
 };
 
 if (import.meta.main) {
-  const asked = Deno.args.flatMap((a, i) => {
+  const asked: Run[] = Deno.args.flatMap((a, i) => {
     const run = FLAGS[Deno.args[i - 1]];
     return run ? [{ ...run, ports: Number(a) }] : [];
   });
-  const runs = asked.length ? asked : [
-    { etcd: false, layout: "own" as const, ports: 1_000_000 },
-    { etcd: false, layout: "public" as const, ports: 1_000_000 },
-    { etcd: false, layout: "own" as const, ports: 100_000 },
-    { etcd: false, layout: "own" as const, ports: 0 },
+  const at = Deno.args.indexOf("--starts");
+  const rounds = at >= 0 ? Number(Deno.args[at + 1]) : 5;
+  const runs: Run[] = asked.length ? asked : [
+    { etcd: false, layout: "own", ports: 1_000_000 },
+    { etcd: false, layout: "public", ports: 1_000_000 },
+    { etcd: false, layout: "own", ports: 100_000 },
+    { etcd: false, layout: "own", ports: 0 },
   ];
-  const rows: StartupFigures[] = [];
-  for (const { etcd, layout, ports } of runs) {
-    const store = etcd ? `etcd (--max-txn-ops=${MAX_TXN_OPS})` : "Deno KV file";
-    console.error(`bench: start to ready, ${store}, ${ports} ports on ${WHERE[layout]}`);
-    rows.push(await (etcd ? startupOnEtcd : startupWithPorts)(ports, layout));
-  }
-  console.log(table(rows));
+  console.log(table(await startupFigures(runs, rounds)));
 }
