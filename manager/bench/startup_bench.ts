@@ -124,11 +124,16 @@ async function measure(dir: string, filled: Filled[], rounds: number): Promise<S
   const starts: Start[][] = filled.map(() => []);
   for (let round = 0; round < rounds; round++) {
     for (const [i, f] of filled.entries()) {
-      starts[i].push(await startAndAllocate(dir, f, `after-${round}`));
+      const start = await startAndAllocate(dir, f, `after-${round}`);
+      starts[i].push(start);
+      console.error(
+        `  ${f.backend.store}, ${f.ports} ports: ready in ${start.readyMs.toFixed(0)} ms`,
+      );
     }
   }
   const out: StartupFigures[] = [];
   for (const [i, f] of filled.entries()) {
+    console.error(`bench: every port record of ${f.ports} read straight from the store`);
     const readStart = performance.now();
     const read = await f.backend.readPorts();
     const rawReadMs = performance.now() - readStart;
@@ -218,9 +223,25 @@ function etcdBackend(endpoints: string[], prefix: string): Backend {
     store: "etcd",
     open,
     section: { etcd: { endpoints, prefix } },
-    readPorts: () => etcdRead(open, PORTS_PREFIX, false),
-    countKeys: () => etcdRead(open, [], true),
+    readPorts: () => etcdRead(open, PORTS_PREFIX),
+    countKeys: () => etcdCount(open),
   };
+}
+
+/** The keys under the store's prefix, counted by etcd (one walk of its index). */
+async function etcdCount(open: () => Promise<EtcdStore>): Promise<number> {
+  const store = await open();
+  try {
+    const range = prefixRange([]);
+    const res = await store.client.call("/v3/kv/range", {
+      key: toB64(concat(store.prefix, range.start)),
+      range_end: toB64(concat(store.prefix, range.end)),
+      count_only: true,
+    }) as { count?: string };
+    return Number(res.count ?? 0);
+  } finally {
+    store.close();
+  }
 }
 
 /** Keys read from etcd's range API in pages of this many. */
@@ -231,11 +252,7 @@ const ETCD_PAGE = 10_000;
  * Not the store's own list: etcd 3.4 walks the rest of a range's index for every page it answers,
  * so the store's pages of 500 take minutes over hundreds of thousands of keys (docs/benchmarks.md).
  */
-async function etcdRead(
-  open: () => Promise<EtcdStore>,
-  prefix: string[],
-  keysOnly: boolean,
-): Promise<number> {
+async function etcdRead(open: () => Promise<EtcdStore>, prefix: string[]): Promise<number> {
   const store = await open();
   try {
     const range = prefixRange(prefix);
@@ -247,10 +264,9 @@ async function etcdRead(
         key: toB64(from),
         range_end: end,
         limit: String(ETCD_PAGE),
-        keys_only: keysOnly,
       }) as { kvs?: RawKv[]; more?: boolean };
       const kvs = res.kvs ?? [];
-      if (!keysOnly) { for (const kv of kvs) decodeValue(fromB64(kv.value)); }
+      for (const kv of kvs) decodeValue(fromB64(kv.value));
       n += kvs.length;
       if (!res.more || kvs.length === 0) return n;
       from = concat(fromB64(kvs[kvs.length - 1].key), [0]);
