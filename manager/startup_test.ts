@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { createLogger } from "@knitter/common";
 import { prepareStore } from "./server.ts";
 import { repairStore } from "./repair.ts";
+import { checkStore } from "./check.ts";
 import { must, net, type TestApp, testApp, TOKEN } from "./test_support.ts";
 import type { Key, Store } from "./store/store.ts";
 
@@ -64,6 +65,8 @@ Deno.test("a restart reads none of the ports, their indexes or history before it
   t.ctx.store = countingStore(t.store, read);
   await prepareStore(t.ctx, log);
   assert.deepEqual(perPort(read), []);
+  // The upgrade's marker is a key `check` knows.
+  assert.deepEqual((await checkStore(t.store)).problems, []);
   // And the ports are all there, found by node too.
   const mine = must(await t.call("GET", "ports?node=worker1", undefined, TOKEN.worker1), 200);
   assert.equal(mine.items.length, 2 * PORTS);
