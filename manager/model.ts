@@ -499,4 +499,6 @@ export const keys = {
     tenant,
     claim,
   ],
+  /** Written once an upgrade step that scans is done (service/upgrade.ts): later starts skip it. */
+  upgraded: (step: string): Key => ["upgraded", step],
 };

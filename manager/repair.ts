@@ -11,7 +11,10 @@
  * - what a network that no longer exists left behind (its delete interrupted before its follow-up
  *   commits: quarantine records, pool chunks) is deleted;
  * - entries of a node's conflict report that its head does not name (a report's write or drop
- *   interrupted) are deleted (service/conflict_records.ts).
+ *   interrupted) are deleted (service/conflict_records.ts);
+ * - ports of a tenant on another tenant's (public) network that a manager older than tenant-scoped
+ *   keys stored under their bare ID move to "tenant/id", also after a start's upgrade ran and
+ *   marked the store done (service/upgrade.ts): a replica not yet upgraded may have written some.
  */
 import { keys, type NetworkRecord } from "./model.ts";
 import {
@@ -23,6 +26,7 @@ import {
 import { countProblem, recount } from "./service/quarantine_count.ts";
 import { dropLeftovers, networkIdsWithLeftovers } from "./service/network_leftovers.ts";
 import { dropStray, strayGenerations } from "./service/conflict_records.ts";
+import { moveForeignPortKeys } from "./service/upgrade.ts";
 import type { Entry, Store } from "./store/store.ts";
 import { Tx } from "./store/tx.ts";
 
@@ -56,6 +60,10 @@ export async function repairStore(store: Store): Promise<string[]> {
     if (alive.has(id)) continue;
     await dropLeftovers(store, id);
     done.push(`deleted the leftovers of network ${id}, which does not exist`);
+  }
+  const { moved } = await moveForeignPortKeys(store);
+  if (moved > 0) {
+    done.push(`moved ${moved} port(s) of tenants on public networks to tenant-scoped keys`);
   }
   for (const g of await strayGenerations(store)) {
     if (await dropStray(store, g)) {

@@ -1,5 +1,5 @@
 /** Wires a configuration into a running manager: store, services, HTTP(S) server. */
-import { createLogger, serveUnix } from "@knitter/common";
+import { createLogger, type Logger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
 import { serveDirect, serveGuarded } from "./conn_guard.ts";
 import { TokenTable } from "./auth.ts";
@@ -53,6 +53,17 @@ export function createContext(
   };
 }
 
+/**
+ * What a start writes or mends before serving: a handful of keys, none per port, so that a start on
+ * a million ports is as quick as on none (startup_test.ts, bench/startup_bench.ts).
+ */
+export async function prepareStore(ctx: Ctx, log: Logger): Promise<void> {
+  await ensureTenant(ctx, ADMIN_TENANT);
+  if (await ensureDefaultCluster(ctx)) log.info("the default cluster recorded (clusters are new)");
+  const moved = await scopeForeignPortKeys(ctx);
+  if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });
+}
+
 export interface RunningManager {
   url: string;
   finished: Promise<void>;
@@ -67,10 +78,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     quarantineSeconds: config.quarantineSeconds ?? DEFAULT_QUARANTINE_SECONDS,
     historyRetentionDays: config.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS,
   });
-  await ensureTenant(ctx, ADMIN_TENANT);
-  if (await ensureDefaultCluster(ctx)) log.info("the default cluster recorded (clusters are new)");
-  const moved = await scopeForeignPortKeys(ctx);
-  if (moved > 0) log.info("ports on public networks moved to tenant-scoped keys", { moved });
+  await prepareStore(ctx, log);
   const limits = config.limits ?? {};
   const app = createApp({
     ctx,

@@ -1143,3 +1143,37 @@ Deno.test("architecture: the Node's BGP keys are parsed in one place with the co
     assert.match(await Deno.readTextFile(`${ROOT}${w}`), /extends ListWatch</, w);
   }
 });
+
+/**
+ * Issue 32, a start on a million ports: what a manager awaits before it serves (manager/server.ts
+ * prepareStore) reads a handful of keys, none per port; manager/startup_test.ts proves it of these
+ * steps. An upgrade step of manager/service/upgrade.ts among them scans the store only until its
+ * marker (`keys.upgraded`) says it was done: its first read is the marker.
+ */
+const START_STEPS = ["ensureTenant", "ensureDefaultCluster", "scopeForeignPortKeys"];
+
+Deno.test("architecture: a manager's start awaits only steps that read nothing per port, and an upgrade step reads its marker first", async () => {
+  const server = await Deno.readTextFile(`${ROOT}manager/server.ts`);
+  const from = server.indexOf("export async function prepareStore(");
+  assert.ok(from >= 0, "manager/server.ts defines prepareStore");
+  const body = server.slice(from, server.indexOf("\n}\n", from));
+  const steps = [...body.matchAll(/await (\w+)\(/g)].map((m) => m[1]);
+  assert.deepEqual(
+    steps,
+    START_STEPS,
+    "a new step before serving: prove in manager/startup_test.ts that it reads nothing per port, then name it here",
+  );
+  assert.doesNotMatch(server, /\.list\(/, "manager/server.ts lists no prefix itself");
+  const upgrade = await Deno.readTextFile(`${ROOT}manager/service/upgrade.ts`);
+  const markers = [...upgrade.matchAll(/const (\w+) = keys\.upgraded\(/g)].map((m) => m[1]);
+  const unmarked: string[] = [];
+  for (const m of upgrade.matchAll(/export async function (\w+)\(ctx[^{]*\{\n\s*(.*)\n/g)) {
+    const [, name, first] = m;
+    if (!START_STEPS.includes(name)) continue;
+    if (!markers.some((k) => first.startsWith(`if ((await ctx.store.get(${k})).value) return`))) {
+      unmarked.push(`${name}: its first line is "${first}", not its marker's read`);
+    }
+  }
+  assert.deepEqual(unmarked, []);
+  assert.ok(upgrade.includes("export async function scopeForeignPortKeys(ctx"), "steps were read");
+});

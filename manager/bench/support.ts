@@ -4,6 +4,7 @@ import { openKvStore } from "../store/kv_store.ts";
 import { createNetwork } from "../service/networks.ts";
 import { createTenant } from "../service/tenants.ts";
 import type { Ctx } from "../service/context.ts";
+import type { Store } from "../store/store.ts";
 
 export const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -30,7 +31,14 @@ export async function benchContext(
   path: string,
   more: { historyRetentionDays?: number } = {},
 ): Promise<Ctx> {
-  const store = await openKvStore(path);
+  return await benchContextOn(await openKvStore(path), more);
+}
+
+/** As benchContext, on a store already open (etcd). */
+export async function benchContextOn(
+  store: Store,
+  more: { historyRetentionDays?: number } = {},
+): Promise<Ctx> {
   const ctx = createContext(store, { vniRanges: ["5000-16777215"], underlayMtu: 1500, ...more });
   await createTenant(ctx, { name: "bench" });
   await createNetwork(ctx, {
@@ -121,4 +129,14 @@ export async function waitReady(url: string, since: number, timeoutMs = 30_000):
     }
     await new Promise((r) => setTimeout(r, 2));
   }
+}
+
+/** Tenant "other" and a public network "shared" (100.64.0.0/10) of tenant "bench" it may use. */
+export async function publicNetwork(ctx: Ctx): Promise<void> {
+  await createTenant(ctx, { name: "other" });
+  await createNetwork(ctx, {
+    principal: { scope: "admin" },
+    tenant: "bench",
+    body: { name: "shared", type: "vxlan", cidr: "100.64.0.0/10", public: true },
+  });
 }
