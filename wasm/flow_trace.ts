@@ -163,6 +163,12 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
   let current: { table: number; head: string; actions: string[] } | null = null;
   // ofproto/trace prints what a `clone(...)` does inside on the lines after it: not the flow's.
   let inClone = 0;
+  // After a route's `check_pkt_larger`, ofproto/trace follows the larger branch first: the flow's
+  // other actions at its indentation, then that branch's flows nested there; then the branch of a
+  // packet that fits repeats the actions and goes on at the top. A traced packet fits (as the
+  // offline evaluator has it): from the first nested flow to the next flow at the top, skipped.
+  let larger: number | undefined;
+  let inLarger = false;
   const close = () => {
     if (current) flows.push(canonical(current.table, current.head, current.actions));
     current = null;
@@ -181,9 +187,18 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) {
       close();
       inBridge = false;
+      larger = undefined;
+      inLarger = false;
       continue;
     }
     const t = TABLE_LINE.exec(raw);
+    const indent = raw.length - raw.trimStart().length;
+    if (larger !== undefined && t && indent >= larger) inLarger = true;
+    if (inLarger && !(t && indent < larger!)) continue;
+    if (t) {
+      larger = undefined;
+      inLarger = false;
+    }
     if (t && !/^No match/.test(t[2])) {
       close();
       current = { table: Number(t[1]), head: t[2], actions: [] };
@@ -203,6 +218,7 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     }
     current.actions.push(a);
     if (a.startsWith("clone(")) inClone = parts(a.slice("clone(".length, -1)).length;
+    if (a.startsWith("check_pkt_larger(")) larger = indent;
   }
   close();
   return flows;

@@ -559,6 +559,35 @@ Datapath actions: 4,3`;
   assert.equal(flowKind(mirror), "mirrorOut");
 });
 
+Deno.test("parseOfprotoTrace follows a route's size check as a packet that fits, not the larger branch", () => {
+  // As Open vSwitch 3 prints it: check_pkt_larger's larger branch nested below it (its flows'
+  // table lines at the action's own indentation), then the flow's other actions.
+  const text = `bridge("br-int")
+----------------
+25. ipv6,reg0=0x1,ipv6_dst=fd00:2::/64, priority 1128, cookie 0x100000000
+    dec_ttl
+    check_pkt_larger(1414)->NXM_NX_REG5[0]
+    set_field:0x2->reg0
+    goto_table:26
+    26. ipv6,reg0=0x2,ipv6_dst=fd00:2::9, priority 100, cookie 0x200000002
+            set_field:02:00:0a:02:00:09->eth_dst
+            goto_table:30
+        30. ipv6,reg0=0x2,reg5=0x1/0x1, priority 140, cookie 0x200000000
+            set_field:0x5780003->reg5
+            CONTROLLER:65535
+    set_field:0x2->reg0
+    goto_table:26
+26. ipv6,reg0=0x2,ipv6_dst=fd00:2::9, priority 100, cookie 0x200000002
+    set_field:02:00:0a:02:00:09->eth_dst
+    goto_table:30
+
+Final flow: unchanged`;
+  assert.deepEqual(parseOfprotoTrace(text, "br-int").map((f) => f.line), [
+    "cookie=0x0000000100000000,table=25,priority=1128,ipv6,reg0=0x1,ipv6_dst=fd00:2::/64,actions=dec_ttl,check_pkt_larger(1414)->NXM_NX_REG5[0],set_field:0x2->reg0,goto_table:26",
+    "cookie=0x0000000200000002,table=26,priority=100,ipv6,reg0=0x2,ipv6_dst=fd00:2::9,actions=set_field:02:00:0a:02:00:09->eth_dst,goto_table:30",
+  ]);
+});
+
 Deno.test("offline: a pod routed to a service's VIP on another network is balanced there, and the reply is routed back", () => {
   const walk = (from: number, dlDst: string, ipDst: string, ports: [number, number]) =>
     walkTcp(scenarios.services_routed, from, dlDst, ipDst, ports);
