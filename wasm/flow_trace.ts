@@ -251,6 +251,17 @@ export type FlowKindName =
   | "default"
   | "unknown";
 
+/** What the router's slow path answers a punted packet with, per flow kind and family. */
+const SLOW_PATH_ANSWERS = {
+  routeMiss: { v4: "ICMP net unreachable", v6: "ICMPv6 no route" },
+  tooBig: { v4: "ICMP fragmentation needed", v6: "ICMPv6 packet too big" },
+  gatewaySelf: { v4: "ICMP port unreachable", v6: "ICMPv6 port unreachable" },
+} as const;
+
+function slowPathAnswer(kind: keyof typeof SLOW_PATH_ANSWERS, v6: boolean): string {
+  return SLOW_PATH_ANSWERS[kind][v6 ? "v6" : "v4"];
+}
+
 /** Whether a flow matches IPv6 (a route's flows are of one family). */
 function v6Flow(f: ParsedFlow): boolean {
   return f.match.some(([key]) => key === "ipv6");
@@ -435,15 +446,15 @@ export function explainHop(
         break;
       case "routeMiss":
         what = `no route of ${netLabel}'s router covers ${packet.ipDst}: to the slow path, ` +
-          "which answers ICMP net unreachable from the gateway";
+          `which answers ${slowPathAnswer(kind, v6Flow(f))} from the gateway`;
         break;
       case "tooBig":
-        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ICMP ` +
-          "fragmentation needed with that MTU";
+        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ` +
+          `${slowPathAnswer(kind, v6Flow(f))} with that MTU`;
         break;
       case "gatewaySelf":
         what = `to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ping: to the ` +
-          "slow path, which answers ICMP port unreachable";
+          `slow path, which answers ${slowPathAnswer(kind, v6Flow(f))}`;
         break;
       case "forwardHost": {
         const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
@@ -795,13 +806,18 @@ function dropReason(
     );
   }
   if (kind === "gatewaySelf") {
+    const v6 = packet.ipDst.includes(":");
     return drop(
       "gateway",
-      `addressed to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ARP and ping: the sender gets ICMP port unreachable`,
+      `addressed to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ${
+        v6 ? "ND" : "ARP"
+      } and ping: the sender gets ${slowPathAnswer(kind, v6)}`,
     );
   }
   if (last.table === TABLE.ROUTE) {
-    const answered = kind === "routeMiss" ? ": the sender gets ICMP net unreachable" : "";
+    const answered = kind === "routeMiss"
+      ? `: the sender gets ${slowPathAnswer(kind, packet.ipDst.includes(":"))}`
+      : "";
     return drop("no_route", `no route of ${netLabel}'s router covers ${packet.ipDst}${answered}`);
   }
   if (last.table === TABLE.NEXT_HOP) {

@@ -240,10 +240,24 @@ Deno.test("offline: routed IPv6 is told step by step like IPv4 (the hop limit); 
     ]);
     assert.match(viaCnf.steps[3].what, /through the next hop 02:00:0a:02:00:09/);
   }
-  // green is on no router: red's ::/0 waits for its next hop, so nothing covers green's address.
+  // green is on no router: red's ::/0 waits for its next hop, so nothing covers green's address:
+  // handed to the slow path in ROUTE (ICMPv6 no route), saying so.
   const isolated = trace(green.ips[1]);
-  assert.equal(isolated.steps.at(-1)?.kind, "default");
+  assert.equal(isolated.steps.at(-1)?.kind, "routeMiss");
+  assert.match(isolated.steps.at(-1)!.what, /answers ICMPv6 no route from the gateway/);
   assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
+  assert.match(
+    isolated.outcomes[0].kind === "drop" ? isolated.outcomes[0].reason : "",
+    /the sender gets ICMPv6 no route/,
+  );
+  // TCP to red's IPv6 gateway (its gateway6): port unreachable from the slow path.
+  const self = trace(model.networks[0].gateway6!);
+  assert.equal(self.steps.at(-1)?.kind, "gatewaySelf");
+  assert.equal(self.outcomes[0].kind === "drop" && self.outcomes[0].code, "gateway");
+  assert.match(
+    self.outcomes[0].kind === "drop" ? self.outcomes[0].reason : "",
+    /answers only ND and ping: the sender gets ICMPv6 port unreachable/,
+  );
   // Nobody's IPv4 is routed: red's IPv4 to the gateway MAC is dropped there.
   const v4 = trace("10.3.0.2");
   assert.equal(v4.outcomes[0].kind === "drop" && v4.outcomes[0].code, "gateway");
