@@ -1177,3 +1177,23 @@ Deno.test("architecture: a manager's start awaits only steps that read nothing p
   assert.deepEqual(unmarked, []);
   assert.ok(upgrade.includes("export async function scopeForeignPortKeys(ctx"), "steps were read");
 });
+
+/**
+ * Issue 29, the router's IPv6 errors: the slow path's punts are one builder per reason for both
+ * families (wasm/assembly/slow_path.ts), and route.ts hands each the family of the route it serves,
+ * so no family's routes go without their errors; a route's MTU is the one the encoding carries, for
+ * either family (route.ts and route6.ts store no constant), so a size check is never dropped.
+ */
+Deno.test("architecture: route.ts calls every punt builder with the route's family, and routes of both families keep their encoded MTU", async () => {
+  const route = await Deno.readTextFile(`${ROOT}wasm/assembly/route.ts`);
+  for (const builder of ["routeMiss", "gatewaySelf", "tooBig"]) {
+    const calls = [...route.matchAll(new RegExp(`\\b${builder}\\(([^;]*)\\);`, "g"))];
+    assert.ok(calls.length > 0, `route.ts calls ${builder}`);
+    for (const [call, args] of calls) assert.match(args, /\bv6\b/, `${call}: with the family`);
+  }
+  for (const file of ["route.ts", "route6.ts"]) {
+    const text = await Deno.readTextFile(`${ROOT}wasm/assembly/${file}`);
+    const stores = [...text.matchAll(/store<u32>\(r, ([^,]+), RT_MTU\)/g)].map((m) => m[1]);
+    assert.deepEqual(stores, ["mtu"], `${file}: the route's MTU as encoded`);
+  }
+});

@@ -127,8 +127,9 @@ export interface FlowRoute {
   /** The next hop's address (of dst's family), a port of `to`; absent: `dst` is `to`'s subnet. */
   via?: string;
   /**
-   * `to`'s MTU when it is smaller than `from`'s: a routed packet larger than that goes to the
-   * router's slow path ("fragmentation needed", ../agent/PIPELINE.md "Router errors").
+   * `to`'s MTU when it is smaller than `from`'s, for routes of either family: a routed packet
+   * larger than that goes to the router's slow path ("fragmentation needed", IPv6's "packet too
+   * big", ../agent/PIPELINE.md "Router errors").
    */
   mtu?: number;
 }

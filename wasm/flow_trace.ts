@@ -163,6 +163,12 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
   let current: { table: number; head: string; actions: string[] } | null = null;
   // ofproto/trace prints what a `clone(...)` does inside on the lines after it: not the flow's.
   let inClone = 0;
+  // After a route's `check_pkt_larger`, ofproto/trace follows the larger branch first: the flow's
+  // other actions at its indentation, then that branch's flows nested there; then the branch of a
+  // packet that fits repeats the actions and goes on at the top. A traced packet fits (as the
+  // offline evaluator has it): from the first nested flow to the next flow at the top, skipped.
+  let larger: number | undefined;
+  let inLarger = false;
   const close = () => {
     if (current) flows.push(canonical(current.table, current.head, current.actions));
     current = null;
@@ -181,9 +187,18 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     if (/^(Final flow|Megaflow|Datapath actions):/.test(raw)) {
       close();
       inBridge = false;
+      larger = undefined;
+      inLarger = false;
       continue;
     }
     const t = TABLE_LINE.exec(raw);
+    const indent = raw.length - raw.trimStart().length;
+    if (larger !== undefined && t && indent >= larger) inLarger = true;
+    if (inLarger && !(t && indent < larger!)) continue;
+    if (t) {
+      larger = undefined;
+      inLarger = false;
+    }
     if (t && !/^No match/.test(t[2])) {
       close();
       current = { table: Number(t[1]), head: t[2], actions: [] };
@@ -203,6 +218,7 @@ export function parseOfprotoTrace(text: string, bridge: string): ParsedFlow[] {
     }
     current.actions.push(a);
     if (a.startsWith("clone(")) inClone = parts(a.slice("clone(".length, -1)).length;
+    if (a.startsWith("check_pkt_larger(")) larger = indent;
   }
   close();
   return flows;
@@ -234,6 +250,17 @@ export type FlowKindName =
   | keyof typeof SERVICE_KINDS
   | "default"
   | "unknown";
+
+/** What the router's slow path answers a punted packet with, per flow kind and family. */
+const SLOW_PATH_ANSWERS = {
+  routeMiss: { v4: "ICMP net unreachable", v6: "ICMPv6 no route" },
+  tooBig: { v4: "ICMP fragmentation needed", v6: "ICMPv6 packet too big" },
+  gatewaySelf: { v4: "ICMP port unreachable", v6: "ICMPv6 port unreachable" },
+} as const;
+
+function slowPathAnswer(kind: keyof typeof SLOW_PATH_ANSWERS, v6: boolean): string {
+  return SLOW_PATH_ANSWERS[kind][v6 ? "v6" : "v4"];
+}
 
 /** Whether a flow matches IPv6 (a route's flows are of one family). */
 function v6Flow(f: ParsedFlow): boolean {
@@ -419,15 +446,15 @@ export function explainHop(
         break;
       case "routeMiss":
         what = `no route of ${netLabel}'s router covers ${packet.ipDst}: to the slow path, ` +
-          "which answers ICMP net unreachable from the gateway";
+          `which answers ${slowPathAnswer(kind, v6Flow(f))} from the gateway`;
         break;
       case "tooBig":
-        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ICMP ` +
-          "fragmentation needed with that MTU";
+        what = `larger than the MTU of ${netLabel}: to the slow path, which answers ` +
+          `${slowPathAnswer(kind, v6Flow(f))} with that MTU`;
         break;
       case "gatewaySelf":
         what = `to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ping: to the ` +
-          "slow path, which answers ICMP port unreachable";
+          `slow path, which answers ${slowPathAnswer(kind, v6Flow(f))}`;
         break;
       case "forwardHost": {
         const port = Number(f.actions.find((a) => a.startsWith("output:"))?.slice(7));
@@ -779,13 +806,18 @@ function dropReason(
     );
   }
   if (kind === "gatewaySelf") {
+    const v6 = packet.ipDst.includes(":");
     return drop(
       "gateway",
-      `addressed to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ARP and ping: the sender gets ICMP port unreachable`,
+      `addressed to ${packet.ipDst}, the gateway of ${netLabel}, which answers only ${
+        v6 ? "ND" : "ARP"
+      } and ping: the sender gets ${slowPathAnswer(kind, v6)}`,
     );
   }
   if (last.table === TABLE.ROUTE) {
-    const answered = kind === "routeMiss" ? ": the sender gets ICMP net unreachable" : "";
+    const answered = kind === "routeMiss"
+      ? `: the sender gets ${slowPathAnswer(kind, packet.ipDst.includes(":"))}`
+      : "";
     return drop("no_route", `no route of ${netLabel}'s router covers ${packet.ipDst}${answered}`);
   }
   if (last.table === TABLE.NEXT_HOP) {

@@ -240,10 +240,24 @@ Deno.test("offline: routed IPv6 is told step by step like IPv4 (the hop limit); 
     ]);
     assert.match(viaCnf.steps[3].what, /through the next hop 02:00:0a:02:00:09/);
   }
-  // green is on no router: red's ::/0 waits for its next hop, so nothing covers green's address.
+  // green is on no router: red's ::/0 waits for its next hop, so nothing covers green's address:
+  // handed to the slow path in ROUTE (ICMPv6 no route), saying so.
   const isolated = trace(green.ips[1]);
-  assert.equal(isolated.steps.at(-1)?.kind, "default");
+  assert.equal(isolated.steps.at(-1)?.kind, "routeMiss");
+  assert.match(isolated.steps.at(-1)!.what, /answers ICMPv6 no route from the gateway/);
   assert.equal(isolated.outcomes[0].kind === "drop" && isolated.outcomes[0].code, "no_route");
+  assert.match(
+    isolated.outcomes[0].kind === "drop" ? isolated.outcomes[0].reason : "",
+    /the sender gets ICMPv6 no route/,
+  );
+  // TCP to red's IPv6 gateway (its gateway6): port unreachable from the slow path.
+  const self = trace(model.networks[0].gateway6!);
+  assert.equal(self.steps.at(-1)?.kind, "gatewaySelf");
+  assert.equal(self.outcomes[0].kind === "drop" && self.outcomes[0].code, "gateway");
+  assert.match(
+    self.outcomes[0].kind === "drop" ? self.outcomes[0].reason : "",
+    /answers only ND and ping: the sender gets ICMPv6 port unreachable/,
+  );
   // Nobody's IPv4 is routed: red's IPv4 to the gateway MAC is dropped there.
   const v4 = trace("10.3.0.2");
   assert.equal(v4.outcomes[0].kind === "drop" && v4.outcomes[0].code, "gateway");
@@ -557,6 +571,35 @@ Datapath actions: 4,3`;
     "cookie=0x0000000100000001,table=0,priority=101,tcp,in_port=1,vlan_tci=0x0000/0x1fff,tp_dst=5001,actions=clone(output:3),set_field:0x1->reg0,set_field:0x1->reg1,goto_table:10",
   );
   assert.equal(flowKind(mirror), "mirrorOut");
+});
+
+Deno.test("parseOfprotoTrace follows a route's size check as a packet that fits, not the larger branch", () => {
+  // As Open vSwitch 3 prints it: check_pkt_larger's larger branch nested below it (its flows'
+  // table lines at the action's own indentation), then the flow's other actions.
+  const text = `bridge("br-int")
+----------------
+25. ipv6,reg0=0x1,ipv6_dst=fd00:2::/64, priority 1128, cookie 0x100000000
+    dec_ttl
+    check_pkt_larger(1414)->NXM_NX_REG5[0]
+    set_field:0x2->reg0
+    goto_table:26
+    26. ipv6,reg0=0x2,ipv6_dst=fd00:2::9, priority 100, cookie 0x200000002
+            set_field:02:00:0a:02:00:09->eth_dst
+            goto_table:30
+        30. ipv6,reg0=0x2,reg5=0x1/0x1, priority 140, cookie 0x200000000
+            set_field:0x5780003->reg5
+            CONTROLLER:65535
+    set_field:0x2->reg0
+    goto_table:26
+26. ipv6,reg0=0x2,ipv6_dst=fd00:2::9, priority 100, cookie 0x200000002
+    set_field:02:00:0a:02:00:09->eth_dst
+    goto_table:30
+
+Final flow: unchanged`;
+  assert.deepEqual(parseOfprotoTrace(text, "br-int").map((f) => f.line), [
+    "cookie=0x0000000100000000,table=25,priority=1128,ipv6,reg0=0x1,ipv6_dst=fd00:2::/64,actions=dec_ttl,check_pkt_larger(1414)->NXM_NX_REG5[0],set_field:0x2->reg0,goto_table:26",
+    "cookie=0x0000000200000002,table=26,priority=100,ipv6,reg0=0x2,ipv6_dst=fd00:2::9,actions=set_field:02:00:0a:02:00:09->eth_dst,goto_table:30",
+  ]);
 });
 
 Deno.test("offline: a pod routed to a service's VIP on another network is balanced there, and the reply is routed back", () => {

@@ -381,6 +381,7 @@ Deno.test("trace: routed IPv6, live (ofproto/trace) and offline say the same, al
         dlDst: "02:00:0a:01:00:03",
       }, "tunnel"),
       v6Case("TCP to green, on no router", { ipDst: "fd00:3::2" }, "drop:no_route"),
+      v6Case("TCP to red's IPv6 gateway: port unreachable", { ipDst: "fd00:1::1" }, "drop:gateway"),
       v6Case("TCP routed into blue, where no port has the address", {
         ipDst: "fd00:2::77",
       }, "drop:no_port"),

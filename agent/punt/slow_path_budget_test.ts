@@ -5,7 +5,15 @@
  */
 import assert from "node:assert/strict";
 import { PUNT } from "@knitter/wasm";
-import { ethernet, ipBytes, ipv4Packet, macBytes } from "./frames.ts";
+import {
+  ETH_IPV6,
+  ethernet,
+  icmpv6Packet,
+  ipBytes,
+  ipv4Packet,
+  macBytes,
+  parseIpFrame,
+} from "./frames.ts";
 import { type PacketIn, REASON_ACTION, REASON_INVALID_TTL } from "./openflow.ts";
 import { RouterSlowPath } from "./router_slow_path.ts";
 
@@ -123,4 +131,46 @@ Deno.test("slow path: too big without DF is cut into fragments that go on; with 
   assert.deepEqual([answer[14 + 20], answer[14 + 21]], [3, 4], "DF: fragmentation needed");
   assert.equal(slow.fragments(punt(1)), null, "a TTL that ran out is no fragmenting");
   assert.equal(slow.counts.fragmented, 1);
+});
+
+Deno.test("slow path: IPv6 punts of every reason are answered with ICMPv6 from the network's IPv6 gateway; too big is never cut", () => {
+  const gateway6 = ipBytes("fd00:9::1");
+  const slow = new RouterSlowPath({
+    socket: "/nonexistent",
+    log: silent,
+    // A dual-stack network: its gateway6 answers IPv6.
+    port: (ofport) => ({
+      mac: podMac(ofport),
+      network: { gatewayMac: GW_MAC, gateway4: ipBytes("10.9.0.1"), gateway6 },
+    }),
+  });
+  // An echo request of 1400 bytes from the pod to beyond the router, as the route punts it.
+  const echo = new Uint8Array(8 + 1400);
+  echo[0] = 128;
+  const packet = icmpv6Packet(ipBytes("fd00:9::2"), ipBytes("fd00:7::5"), 1, echo);
+  const pin = (reason: number, reg5: number): PacketIn => ({
+    ...punt(1, reason, reg5),
+    frame: ethernet(GW_MAC, podMac(1), ETH_IPV6, packet),
+  });
+  const cases: [PacketIn, number, number][] = [
+    [pin(REASON_INVALID_TTL, 0), 3, 0], // time exceeded
+    [pin(REASON_ACTION, PUNT.UNREACHABLE), 1, 0], // destination unreachable: no route
+    [pin(REASON_ACTION, PUNT.GATEWAY), 1, 4], // port unreachable
+    [pin(REASON_ACTION, PUNT.TOO_BIG | (1300 << 16)), 2, 0], // packet too big
+  ];
+  for (const [p, type, code] of cases) {
+    assert.equal(slow.fragments(p), null, "IPv6 is never fragmented by a router");
+    const f = parseIpFrame(slow.answer(p)!);
+    assert.ok(f && f.family === 6, `type ${type}: an IPv6 answer`);
+    assert.deepEqual(f.src, gateway6, "from the IPv6 gateway");
+    assert.deepEqual(f.ethDst, podMac(1), "to the pod");
+    assert.deepEqual([f.packet[40], f.packet[41]], [type, code]);
+    if (type === 2) {
+      assert.equal(
+        new DataView(f.packet.buffer, f.packet.byteOffset).getUint32(44),
+        1300,
+        "the MTU",
+      );
+    }
+  }
 });

@@ -131,7 +131,7 @@ export function parseRoutes(): i32 {
     const dst = bytes(dstLen);
     const via = viaLen > 0 ? bytes(viaLen - 1) : 0;
     if (isIpv6Text(dst, dstLen)) {
-      const rc = parseRoute6(r, i, fromId, toId, dst, dstLen, via, viaLen);
+      const rc = parseRoute6(r, i, fromId, toId, dst, dstLen, via, viaLen, mtu);
       if (rc != 0) return rc;
       continue;
     }
@@ -300,17 +300,16 @@ export function routeFlows(): void {
     const from = net(load<u32>(r, RT_FROM));
     routeIn(from, v6 != 0);
     // With a host port, hostExit takes what no route does, and the node its gateway's address.
-    // (IPv4: the slow path's IPv6 punts of a route are not in yet.)
-    if (v6 == 0 && load<u32>(from, N_HOST_PORT) == 0 && load<u32>(from, N_GW_V6) == 0) {
-      routeMiss(from);
-      gatewaySelf(from);
+    if (load<u32>(from, N_HOST_PORT) == 0) {
+      routeMiss(from, v6 != 0);
+      gatewaySelf(from, v6 != 0);
     }
     const hop = load<u32>(r, RT_HOP);
     const isStatic = load<u32>(r, RT_STATIC) != 0;
     if (isStatic && hop == NONE) continue;
     routeTo(r);
     if (isStatic && hop < REMOTE_REF) spoofRouted(r, local(hop));
-    if (load<u32>(r, RT_MTU) != 0) tooBig(net(load<u32>(r, RT_TO)), load<u32>(r, RT_MTU));
+    if (load<u32>(r, RT_MTU) != 0) tooBig(net(load<u32>(r, RT_TO)), load<u32>(r, RT_MTU), v6 != 0);
     if (isStatic) continue;
     // A network's next hops of a family once, though several routes go to it.
     let first = true;

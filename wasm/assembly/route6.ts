@@ -80,8 +80,8 @@ function parseCidr6(r: usize, p: usize, len: u32): bool {
 
 /**
  * Route i (record r) of IPv6: `from`/`to` network ids, its dst (len bytes at dst) and via
- * (`viaWord` is 1 + its length, as encoded; 0: a connected route). Checked as route.ts checks an
- * IPv4 one.
+ * (`viaWord` is 1 + its length, as encoded; 0: a connected route), the MTU it checks (0: none).
+ * Checked as route.ts checks an IPv4 one.
  */
 export function parseRoute6(
   r: usize,
@@ -92,6 +92,7 @@ export function parseRoute6(
   dstLen: u32,
   via: usize,
   viaWord: u32,
+  mtu: u32,
 ): i32 {
   const from = routed6(fromId);
   const to = routed6(toId);
@@ -101,7 +102,8 @@ export function parseRoute6(
   store<u32>(r, from, RT_FROM);
   store<u32>(r, to, RT_TO);
   store<u32>(r, 1, RT_V6);
-  store<u32>(r, 0, RT_MTU); // no size check for IPv6 routes yet (packet too big: slow_path.ts)
+  // Its destination's MTU when smaller (else 0): larger packets get "packet too big" (slow_path.ts).
+  store<u32>(r, mtu, RT_MTU);
   store<u32>(r, viaWord > 0 ? 1 : 0, RT_STATIC);
   store<u32>(r, NONE, RT_HOP);
   if (viaWord == 0) return 0;

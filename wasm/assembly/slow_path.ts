@@ -20,8 +20,8 @@ import {
   PUNT_TOO_BIG,
   PUNT_UNREACHABLE,
 } from "./generated/pipeline";
-import { v4Slot } from "./input";
-import { N_GW_SLOT, N_ID, V4_SLOT } from "./layout";
+import { v4Slot, v6Slot } from "./input";
+import { N_GW6_SLOT, N_GW_SLOT, N_GW_V6, N_ID, V4_SLOT, V6_SLOT } from "./layout";
 import { begin, end, LINE_BOUND, putDec, putHex, putNet, puts, putSlot } from "./text";
 
 /** Ethernet's header: check_pkt_larger counts it, an MTU does not. */
@@ -37,26 +37,42 @@ function punt(why: u32): void {
   puts(PUNT_ACTION);
 }
 
-/** IPv4 of a routed network that no route takes: destination unreachable. */
-export function routeMiss(n: usize): void {
+/**
+ * IPv4 (IPv6: `v6`) of a routed network that no route takes: destination unreachable (ICMPv6: no
+ * route).
+ */
+export function routeMiss(n: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_ROUTE_MISS_TABLE, F_ROUTE_MISS_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
   puts(",actions=");
   punt(PUNT_UNREACHABLE);
   end();
 }
 
-/** IPv4 to the gateway's own address that it does not answer (not a ping): port unreachable. */
-export function gatewaySelf(n: usize): void {
+/**
+ * IPv4 (IPv6: `v6`) to the gateway's own address of that family that it does not answer (not a
+ * ping, nor ND): port unreachable.
+ */
+export function gatewaySelf(n: usize, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_GATEWAY_SELF_TABLE, F_GATEWAY_SELF_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
-  puts(",nw_dst=");
-  putSlot(v4Slot(load<u32>(n, N_GW_SLOT) - 1), V4_SLOT);
+  if (v6) {
+    puts(",ipv6_dst=");
+    putSlot(v6Slot(gateway6(n) - 1), V6_SLOT);
+  } else {
+    puts(",nw_dst=");
+    putSlot(v4Slot(load<u32>(n, N_GW_SLOT) - 1), V4_SLOT);
+  }
   puts(",actions=");
   punt(PUNT_GATEWAY);
   end();
+}
+
+/** 1 + the v6 text index of network n's IPv6 gateway: an IPv6-only one's, or dual stack's gateway6. */
+function gateway6(n: usize): u32 {
+  return load<u32>(n, N_GW_V6) != 0 ? load<u32>(n, N_GW_SLOT) : load<u32>(n, N_GW6_SLOT);
 }
 
 /**
@@ -72,12 +88,13 @@ export function checkLarger(mtu: u32): void {
 }
 
 /**
- * A routed packet into network `n` larger than its `mtu` (marked by checkLarger): to the slow path,
- * which answers "fragmentation needed" / "packet too big" with the MTU.
+ * A routed IPv4 (IPv6: `v6`) packet into network `n` larger than its `mtu` (marked by
+ * checkLarger): to the slow path, which answers "fragmentation needed" / "packet too big" with the
+ * MTU (or fragments an IPv4 one without DF; an IPv6 router never fragments).
  */
-export function tooBig(n: usize, mtu: u32): void {
+export function tooBig(n: usize, mtu: u32, v6: bool = false): void {
   begin(load<u32>(n, N_ID), 0, F_TOO_BIG_TABLE, F_TOO_BIG_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putNet(n);
   puts(",");
   puts(PUNT_REGISTER);

@@ -699,7 +699,7 @@ scenarios.routing6 = {
     },
   ],
   routes: [
-    { from: 1, to: 2, dst: "fd00:2::/64" },
+    { from: 1, to: 2, dst: "fd00:2::/64", mtu: 1400 },
     { from: 2, to: 1, dst: "fd00:1::/64" },
     { from: 1, to: 2, dst: "fd00:9::/48", via: "fd00:2::9" },
     { from: 2, to: 2, dst: "fd00:9::/48", via: "fd00:2::9" },
