@@ -21,14 +21,21 @@ export interface FloatingSeams {
 }
 
 /**
- * The gratuitous ARP for an address on an uplink: several (one may be lost, and a neighbour ignores
- * a change within its `locktime`, 1 s by default, of the last), half a second apart. Debian's
- * `arping` (Thomas Habets'): it sends from any address (`-S`), where iputils' binds to it first
- * and so needs the address to be the node's own.
+ * One gratuitous ARP for an address on an uplink. Debian's `arping` (Thomas Habets'): it sends from
+ * any address (`-S`), where iputils' binds to it first and so needs the address to be the node's
+ * own.
  */
 function garpArgv(address: string, uplink: string): string[] {
-  return ["arping", "-q", "-U", "-S", address, "-i", uplink, "-c", "3", "-W", "0.5", address];
+  return ["arping", "-q", "-U", "-S", address, "-i", uplink, "-c", "1", address];
 }
+
+/**
+ * Rounds of gratuitous ARP per address and uplink (one may be lost, and a neighbour ignores a
+ * change within its `locktime`, 1 s by default, of the last), each its own `arping`, so that an
+ * address the node stops answering meanwhile is announced no more.
+ */
+export const GARP_ROUNDS = 3;
+const GARP_GAP_MS = 500;
 
 /**
  * At most this many `arping` at once: an agent that starts answers (and announces) every binding
@@ -51,13 +58,20 @@ export class FloatingKernel {
   /** Gratuitous ARPs to send, and those sending them (not waited for by the next change). */
   private garps: { address: string; uplink: string }[] = [];
   private senders = new Set<Promise<void>>();
+  /** The addresses whose ARP this node answers now: only those are announced. */
+  private answering = new Set<string>();
+  private readonly gapMs: number;
 
   constructor(
     private readonly kernel: FloatingSeams,
     private readonly log: Logger,
     /** Answer ARP for the floating addresses on the uplinks (no BGP to announce them). */
     private readonly answerArp: boolean,
-  ) {}
+    /** `gapMs`: between two rounds of gratuitous ARP (tests shorten it). */
+    opts: { gapMs?: number } = {},
+  ) {
+    this.gapMs = opts.gapMs ?? GARP_GAP_MS;
+  }
 
   /** Makes the kernel's side that of `nets`' bindings, after their rules are in (host_ports.ts). */
   async reconcile(nets: FloatingNet[], uplinks: string[]): Promise<void> {
@@ -96,19 +110,25 @@ export class FloatingKernel {
     }
   }
 
-  /** One sender: sends what is queued until nothing is. */
+  /** One sender: sends what is queued until nothing is, each in rounds while still answered. */
   private async drain(): Promise<void> {
     for (let next = this.garps.shift(); next; next = this.garps.shift()) {
-      await this.sendGarp(next.address, next.uplink);
+      for (let round = 0; round < GARP_ROUNDS && this.answering.has(next.address); round++) {
+        if (round > 0) await new Promise((r) => setTimeout(r, this.gapMs));
+        // One that cannot be sent is logged once: the next rounds would fail alike.
+        if (!this.answering.has(next.address)) break;
+        if (!await this.sendGarp(next.address, next.uplink)) break;
+      }
     }
   }
 
-  private async sendGarp(address: string, uplink: string): Promise<void> {
+  /** Sends one; false when it could not (logged). */
+  private async sendGarp(address: string, uplink: string): Promise<boolean> {
     let error: string;
     try {
       const r = await this.kernel.run(garpArgv(address, uplink), { check: false });
       // Exit 1 is "no reply", what an unsolicited ARP expects; errors say so on stderr.
-      if (r.code <= 1 && r.stderr.trim() === "") return;
+      if (r.code <= 1 && r.stderr.trim() === "") return true;
       error = r.stderr.trim() || `exit ${r.code}`;
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
@@ -120,6 +140,7 @@ export class FloatingKernel {
       hint: "neighbours with the old node's MAC cached reach it only when their entry goes " +
         "stale; is arping installed (Debian: arping)?",
     });
+    return false;
   }
 
   /** Deletes the connections made with the address, both ways (none is fine). */
@@ -138,6 +159,7 @@ export class FloatingKernel {
   }
 
   private async answer(a: Answered): Promise<void> {
+    this.answering.add(a.address);
     const lines = [
       `route replace ${a.address}/32 dev ${a.port}`,
       ...this.uplinks.map((u) => `neigh replace proxy ${a.address} dev ${u}`),
@@ -146,6 +168,9 @@ export class FloatingKernel {
   }
 
   private async unanswer(a: Answered): Promise<void> {
+    // Announced no more from now: a round under way ends, none is sent after it.
+    this.answering.delete(a.address);
+    this.garps = this.garps.filter((g) => g.address !== a.address);
     const lines = [
       `route del ${a.address}/32 dev ${a.port}`,
       ...this.uplinks.map((u) => `neigh del proxy ${a.address} dev ${u}`),

@@ -5,12 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { createLogger, type Logger, type Port } from "@knitter/common";
-import { FloatingKernel, MAX_GARP_SENDERS } from "./floating_kernel.ts";
+import { FloatingKernel, GARP_ROUNDS, MAX_GARP_SENDERS } from "./floating_kernel.ts";
 import type { KernelSeams } from "./host_ports.ts";
 import { hostPortSpecs } from "./host_ports.ts";
 import type { HostNet } from "./host_nft.ts";
 
-const GARP_ETH0 = "arping -q -U -S 203.0.113.5 -i eth0 -c 3 -W 0.5 203.0.113.5";
+const GARP_ETH0 = "arping -q -U -S 203.0.113.5 -i eth0 -c 1 203.0.113.5";
+/** Every round of an announcement. */
+const rounds = (line: string) => Array<string>(GARP_ROUNDS).fill(line);
+/** Rounds 1 ms apart. */
+const QUICK = { gapMs: 1 };
 
 /** `stderr` of a command by its name (none: it succeeds). */
 function seams(calls: string[], stderr: Record<string, string> = {}): KernelSeams {
@@ -40,23 +44,25 @@ const net = (floating: HostNet["floating"]): HostNet => ({
 
 Deno.test("floating kernel: ARP answered on the uplinks without BGP; a binding that goes or moves loses its connections and its answer", async () => {
   const calls: string[] = [];
-  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true);
+  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true, QUICK);
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
+  await k.announced();
   assert.deepEqual(calls, [
     "ip -batch - route replace 203.0.113.5/32 dev kh5; neigh replace proxy 203.0.113.5 dev eth0",
-    GARP_ETH0,
+    ...rounds(GARP_ETH0),
   ]);
   calls.length = 0;
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
   assert.deepEqual(calls, [], "nothing changed: nothing done");
   // Bound to another pod: the old connections go, the answer is made again.
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.6" }])], ["eth0"]);
+  await k.announced();
   assert.deepEqual(calls, [
     "ip -force -batch - route del 203.0.113.5/32 dev kh5; neigh del proxy 203.0.113.5 dev eth0",
     "conntrack -D --orig-dst 203.0.113.5",
     "conntrack -D --reply-dst 203.0.113.5",
     "ip -batch - route replace 203.0.113.5/32 dev kh5; neigh replace proxy 203.0.113.5 dev eth0",
-    GARP_ETH0,
+    ...rounds(GARP_ETH0),
   ]);
   calls.length = 0;
   await k.reconcile([], []);
@@ -69,13 +75,13 @@ Deno.test("floating kernel: ARP answered on the uplinks without BGP; a binding t
 
 Deno.test("floating kernel: a binding that comes to the node (bound, or moved here) is announced by gratuitous ARP on every uplink, once; one that stays or leaves is not", async () => {
   const calls: string[] = [];
-  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true);
+  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true, QUICK);
   const bound = [net([{ address: "203.0.113.5", pod: "10.75.0.5" }])];
   await k.reconcile(bound, ["eth0", "eth1"]);
   await k.announced();
-  assert.deepEqual(calls.filter((c) => c.startsWith("arping")), [
-    GARP_ETH0,
-    GARP_ETH0.replace("eth0", "eth1"),
+  assert.deepEqual(calls.filter((c) => c.startsWith("arping")).sort(), [
+    ...rounds(GARP_ETH0),
+    ...rounds(GARP_ETH0.replace("eth0", "eth1")),
   ]);
   calls.length = 0;
   await k.reconcile(bound, ["eth0", "eth1"]);
@@ -89,7 +95,12 @@ Deno.test("floating kernel: a gratuitous ARP that cannot be sent is logged with 
   const keep = (msg: string, fields?: Record<string, unknown>) =>
     lines.push(JSON.stringify({ msg, ...fields }));
   const log: Logger = { debug: keep, info: keep, warn: keep, error: keep };
-  const k = new FloatingKernel(seams(calls, { arping: "libnet_init: No such device" }), log, true);
+  const k = new FloatingKernel(
+    seams(calls, { arping: "libnet_init: No such device" }),
+    log,
+    true,
+    QUICK,
+  );
   await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
   await k.announced();
   assert.equal(calls[0].startsWith("ip -batch - route replace 203.0.113.5/32"), true);
@@ -119,6 +130,7 @@ Deno.test("floating kernel: a node that answers many addresses at once (an agent
     },
     createLogger("test", "error"),
     true,
+    QUICK,
   );
   const floating = Array.from({ length: 40 }, (_, i) => ({
     address: `203.0.113.${i + 1}`,
@@ -128,7 +140,7 @@ Deno.test("floating kernel: a node that answers many addresses at once (an agent
   await k.announced();
   assert.equal(most, MAX_GARP_SENDERS);
   const announced = calls.filter((c) => c.startsWith("arping")).map((c) => c.split(" ").at(-1));
-  assert.deepEqual(announced.sort(), floating.map((f) => f.address).sort());
+  assert.deepEqual(announced.sort(), floating.flatMap((f) => rounds(f.address)).sort());
 });
 
 Deno.test("floating kernel: with BGP no ARP is answered, and connections are still deleted when a binding goes", async () => {
@@ -177,4 +189,20 @@ Deno.test("host ports: a network whose pods have floating addresses gets a host 
     { address: "203.0.113.6", pod: "10.75.0.6" },
   ]);
   assert.deepEqual(hostPortSpecs([{ port: port("10.75.0.7"), number: 5 }]), []);
+});
+
+Deno.test("floating kernel: an address unbound while it is being announced gets no gratuitous ARP once it is no longer answered", async () => {
+  const calls: string[] = [];
+  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true, { gapMs: 20 });
+  await k.reconcile([net([{ address: "203.0.113.5", pod: "10.75.0.5" }])], ["eth0"]);
+  // Unbound at once (the pod deleted right after its move): the other rounds are not sent.
+  await k.reconcile([net([])], ["eth0"]);
+  const unanswered = calls.length;
+  await k.announced();
+  const after = calls.slice(unanswered).filter((c) => c.startsWith("arping"));
+  assert.deepEqual(after, [], "a gratuitous ARP after the node stopped answering");
+  assert.ok(
+    calls.every((c) => !c.startsWith("arping") || c.includes(" -c 1 ")),
+    `each round is one arping of its own, so the next can be called off: ${calls.join("\n")}`,
+  );
 });
