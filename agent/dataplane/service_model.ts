@@ -46,10 +46,19 @@ export async function flowServices(
   const ports = [...view.ports];
   for (const s of view.services) {
     const net = networks.all.get(s.networkId);
-    if (!net || !networks.local.has(s.networkId)) continue;
+    if (!net || !networks.local.has(s.networkId) || balancedVip(s) === undefined) continue;
     out.push(flowService(s, net.id, await number(`${s.tenant}/${s.name}`), ports));
   }
   return out.sort((a, b) => a.id - b.id);
+}
+
+/**
+ * The VIP the flows balance: the service's IPv4 one (the compiler has no IPv6 service flows yet,
+ * PIPELINE.md "Services"), whichever family is first; none for an IPv6-only service, which is then
+ * left out of the compile rather than failing it for the node's every network.
+ */
+export function balancedVip(s: Pick<ServiceInfo, "vip" | "vips">): string | undefined {
+  return (s.vips ?? [s.vip]).find((v) => !v.includes(":"));
 }
 
 /** A service's MAC, the same on every node (the gateway MAC's rule, on the service's name). */
@@ -67,7 +76,7 @@ export function flowService(
   return {
     id,
     network,
-    vip: s.vip,
+    vip: balancedVip(s) ?? s.vip,
     mac: serviceMac(s),
     ports: s.ports.map((p) => ({
       protocol: p.protocol === "UDP" ? "udp" : "tcp",

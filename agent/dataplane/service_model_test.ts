@@ -75,3 +75,32 @@ Deno.test("service model: a selector adds the ports whose labels match, of the s
   ];
   assert.deepEqual(backendIps(selected, ports), ["10.20.0.3", "10.20.0.11"]);
 });
+
+Deno.test("service model: the flows balance a service's IPv4 VIP; an IPv6-only service stays out of the compile", async () => {
+  const networks = new Map<string, FlowNetwork>([
+    ["n-data", { id: 3, type: "vxlan", segmentId: 5001 }],
+  ]);
+  // A dual-stack service whose first family is IPv6, and one on IPv6 only.
+  const dual: ServiceInfo = {
+    ...front,
+    name: "dual",
+    vip: "fd00:20::50",
+    vips: ["fd00:20::50", "10.20.0.50"],
+    ipFamilies: ["IPv6", "IPv4"],
+    ipFamilyPolicy: "RequireDualStack",
+  };
+  const six: ServiceInfo = {
+    ...front,
+    name: "six",
+    vip: "fd00:20::60",
+    vips: ["fd00:20::60"],
+    ipFamilies: ["IPv6"],
+  };
+  let n = 0;
+  const services = await flowServices(
+    { services: [dual, six], ports: [port("web-1", "10.20.0.4", { ip6: "fd00:20::4" })] },
+    { all: networks, local: new Set(["n-data"]) },
+    () => Promise.resolve(++n),
+  );
+  assert.deepEqual(services.map((s) => [s.vip, s.backends]), [["10.20.0.50", ["10.20.0.4"]]]);
+});
