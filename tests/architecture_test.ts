@@ -1071,3 +1071,30 @@ Deno.test("architecture: a veth pair is made before the manager's answer by the 
   const landed = wire.indexOf("await written;");
   assert.ok(landed > 0 && landed < wire.indexOf("this.sendPair("), "the pair after the record");
 });
+
+/**
+ * Issue 29's IPv6 services: a service has a VIP per family, and the flows balance only the ones
+ * the compiler has flows for. Only agent/dataplane/service_model.ts (`balancedVip`) reads a
+ * service's VIP for the data plane or a trace, so no node is handed a VIP its compiler refuses
+ * (which would fail the node's whole compile); only manager/service/service_families.ts chooses a
+ * service's families.
+ */
+Deno.test("architecture: a service's VIP reaches the flows through balancedVip only, its families are chosen in service_families.ts only", async () => {
+  const readers: string[] = [];
+  // The compiler's own `vip` (a FlowService's, in wasm/) is what balancedVip gave it.
+  for (const dir of ["agent", "knitctl"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (isTest(path)) continue;
+      if (/\b(s|service|svc)\.vips?\b/.test(await Deno.readTextFile(file))) readers.push(path);
+    }
+  }
+  assert.deepEqual(readers, ["agent/dataplane/service_model.ts"]);
+  const choosers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/"RequireDualStack"/.test(await Deno.readTextFile(file))) choosers.push(path);
+  }
+  assert.deepEqual(choosers.sort(), ["manager/schemas.ts", "manager/service/service_families.ts"]);
+});
