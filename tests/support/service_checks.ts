@@ -8,7 +8,8 @@ import { run } from "@knitter/common";
 import { type Stack, type StackNode, waitFor } from "../../devstack/stack.ts";
 import { Ovs } from "../../agent/dataplane/ovs.ts";
 import { ipNetnsName, type Pod } from "./pods.ts";
-import { inNetns } from "./traffic.ts";
+import { inNetns, startReady } from "./traffic.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 import { api } from "./stack_api.ts";
 
 export const PEER = new URL("./service_peer.ts", import.meta.url).pathname;
@@ -61,6 +62,15 @@ export function hold(client: Pod, addr: string, seconds: number) {
 
 export function ns(p: Pod): string {
   return ipNetnsName(p.netns);
+}
+
+/** Each backend serves its name on TARGET until the test ends. */
+export async function serveBackends(cleanup: Cleanup, backends: Pod[]): Promise<void> {
+  for (const b of backends) {
+    const script = [PEER, "serve", String(TARGET), b.name, "600"];
+    const server = await startReady(cleanup, ns(b), script, { what: `backend ${b.name}` });
+    cleanup.defer(() => server.stop());
+  }
 }
 
 /** The select groups of a node's br-int, as dumped. */
