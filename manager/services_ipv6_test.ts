@@ -264,11 +264,14 @@ Deno.test("a dual-stack network's service: IPv4 only by default, both when asked
   assert.deepEqual(six.vips, ["fd00:5::77", "10.5.0.119"]);
   assert.deepEqual(six.ipFamilyPolicy, "RequireDualStack");
   // The pair is held with it: no port takes 10.5.0.119.
-  mustFail(
-    await attempt(t)("PUT", `${ACME}/networks/dual/ports/late`, { ip: "10.5.0.119" }, TOKEN.acme),
-    409,
-    "address_taken",
-  );
+  for (const ip of ["10.5.0.119", "fd00:5::77"]) {
+    mustFail(
+      await attempt(t)("PUT", `${ACME}/networks/dual/ports/late`, { ip }, TOKEN.acme),
+      409,
+      "address_taken",
+      { message: /the VIP of service "six"/ },
+    );
+  }
   // An update keeps the families and VIPs.
   const upd = must(
     await t.call("PUT", `${ACME}/services/six`, {
