@@ -87,11 +87,18 @@ export function flowGroups(lines: Iterable<string>): Map<number, Bucket[]> {
   for (const line of lines) {
     const id = /^group_id=(\d+),/.exec(line);
     if (!id) continue;
-    const buckets = [...line.matchAll(/ct\(commit,table=(\d+),[^)]*nat\(dst=([\d.]+:\d+)\)\)/g)]
-      .map((m) => ({ to: m[2], table: Number(m[1]) }));
+    // An IPv6 backend in brackets: `nat(dst=[fd00::3]:8080)`.
+    const bucket = /ct\(commit,table=(\d+),[^)]*nat\(dst=([\d.]+:\d+|\[[\da-f:.]+\]:\d+)\)\)/g;
+    const buckets = [...line.matchAll(bucket)].map((m) => ({ to: m[2], table: Number(m[1]) }));
     groups.set(Number(id[1]), buckets);
   }
   return groups;
+}
+
+/** A bucket's `ADDR:PORT` or `[ADDR6]:PORT`. */
+function backendOf(to: string): { ip: string; port: number } {
+  const at = to.lastIndexOf(":");
+  return { ip: to.slice(0, at).replace(/^\[|\]$/g, ""), port: Number(to.slice(at + 1)) };
 }
 
 /** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
@@ -434,10 +441,10 @@ export function evaluate(
     const buckets = groups.get(group) ?? [];
     result.balanced = { group, candidates: buckets.map((b) => b.to) };
     if (buckets.length === 0) return undefined;
-    const [ip, port] = buckets[0].to.split(":");
+    const { ip, port } = backendOf(buckets[0].to);
     s.originalDst = s.p.ipDst;
     s.p.ipDst = ip;
-    s.p.dstPort = Number(port);
+    s.p.dstPort = port;
     return buckets[0].table;
   };
   let table: number | undefined = 0;
