@@ -1073,15 +1073,15 @@ Deno.test("architecture: a veth pair is made before the manager's answer by the 
 });
 
 /**
- * Issue 29's IPv6 services: a service has a VIP per family, and the flows balance only the ones
- * the compiler has flows for. Only agent/dataplane/service_model.ts (`balancedVip`) reads a
- * service's VIP for the data plane or a trace, so no node is handed a VIP its compiler refuses
- * (which would fail the node's whole compile); only manager/service/service_families.ts chooses a
- * service's families.
+ * Issue 29's IPv6 services: a service has a VIP per family, each a compiler service of its own
+ * with the backends' addresses of its family. Only agent/dataplane/service_model.ts
+ * (`serviceVips`) reads a service's VIPs for the data plane or a trace, so every reader splits
+ * them the same way (a VIP handed with backends of another family fails the node's whole
+ * compile); only manager/service/service_families.ts chooses a service's families.
  */
-Deno.test("architecture: a service's VIP reaches the flows through balancedVip only, its families are chosen in service_families.ts only", async () => {
+Deno.test("architecture: a service's VIPs reach the flows through serviceVips only, its families are chosen in service_families.ts only", async () => {
   const readers: string[] = [];
-  // The compiler's own `vip` (a FlowService's, in wasm/) is what balancedVip gave it.
+  // The compiler's own `vip` (a FlowService's, in wasm/) is one serviceVips gave.
   for (const dir of ["agent", "knitctl"]) {
     for await (const file of tsFiles(`${ROOT}${dir}`)) {
       const path = file.slice(ROOT.length);

@@ -1,72 +1,129 @@
 /**
- * Services on IPv6 networks, end to end, as far as the nodes balance them today (agent/PIPELINE.md,
- * "Services", "Not covered"): two simulated nodes with real Open vSwitch; an IPv6-only network's
- * service (an IPv6 VIP the compiler has no flows for) must not break its node's flows, and a
- * dual-stack network's service with both families keeps its IPv4 VIP balanced over backends on
- * both nodes while its status says the IPv6 VIP answers nothing yet.
+ * Services on IPv6, end to end (issue 29 for issue 28's services; agent/PIPELINE.md, "Services"):
+ * two simulated nodes with real Open vSwitch (userspace datapath, conntrack NAT of IPv6, select
+ * groups). On an IPv6-only network, a VIP from its pool spread over three backends, one on the other
+ * node; with ClientIP affinity one client's connections go to one backend; another tenant's pod on
+ * a network of the same addresses does not reach it. On a dual-stack network, a service with both
+ * families answers on both VIPs.
  */
 import assert from "node:assert/strict";
 import { Cleanup } from "../devstack/cleanup.ts";
-import { type StackNode, startStack } from "../devstack/stack.ts";
+import { type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import { knitterList, makePod, podBook } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
-import { bucketsAre, count, portId, serveBackends, TARGET } from "./support/service_checks.ts";
+import {
+  assertSpread,
+  CONVERGE_MS,
+  count,
+  groups,
+  portId,
+  serveBackends,
+  TARGET,
+} from "./support/service_checks.ts";
 
-Deno.test("e2e IPv6 services: an IPv6-only service leaves the node's flows whole; a dual-stack service's IPv4 VIP is balanced over both nodes", async () => {
+/** Waits until a group of the node's br-int has `n` IPv6 buckets in `prefix` (and `also`). */
+function bucketsIn(node: StackNode, prefix: string, n: number, also = "") {
+  return waitFor(`${node.name}'s group over ${n} backends in ${prefix}`, async () => {
+    return (await groups(node)).some((g) =>
+      g.includes(also) && g.split(`nat(dst=[${prefix}`).length - 1 === n
+    );
+  }, CONVERGE_MS);
+}
+
+Deno.test("e2e IPv6 services: an IPv6 VIP spread over backends on two nodes, affinity, another tenant kept out; a dual-stack service on both VIPs", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"] });
   const [n1, n2] = stack.nodes;
-  await api(stack, "POST", "tenants", { name: "acme" }, 201);
-  const network = (body: Record<string, unknown>) =>
-    api(stack, "POST", "tenants/acme/networks", body, 201);
-  await network({ name: "six", cidr: "fd00:72::/120", gateway: "fd00:72::1" });
-  await network({
+  for (const name of ["acme", "globex"]) await api(stack, "POST", "tenants", { name }, 201);
+  const network = (tenant: string, body: Record<string, unknown>) =>
+    api(stack, "POST", `tenants/${tenant}/networks`, body, 201);
+  await network("acme", { name: "six", cidr: "fd00:72::/120", gateway: "fd00:72::1" });
+  await network("acme", {
     name: "dual",
     cidr: "10.73.0.0/24",
     gateway: "10.73.0.1",
     cidr6: "fd00:73::/64",
     gateway6: "fd00:73::1",
   });
+  // Another tenant, the same addresses.
+  await network("globex", { name: "six", cidr: "fd00:72::/120", gateway: "fd00:72::1" });
 
   const book = podBook();
-  const pod = async (node: StackNode, name: string, net: string) => {
-    const p = await makePod(node, name, "acme", knitterList([net]));
+  const pod = async (node: StackNode, name: string, net: string, tenant = "acme") => {
+    const p = await makePod(node, name, tenant, knitterList([net]));
     await book.add(p);
     return p;
   };
-  // n1 has a pod on the IPv6-only network: its service is of a network of n1's.
-  const lone = await pod(n1, "v6b", "six");
-  await api(stack, "POST", "tenants/acme/services", {
-    name: "six",
-    network: "six",
-    ports: [{ protocol: "TCP", port: 80, targetPort: TARGET }],
-    backends: [await portId(stack, lone)],
-  }, 201);
-
-  const client = await pod(n1, "dc", "dual");
-  const backends = [await pod(n1, "db1", "dual"), await pod(n2, "db2", "dual")];
-  await serveBackends(cleanup, backends);
+  const client = await pod(n1, "c6", "six");
+  const backends = [
+    await pod(n1, "s1", "six"),
+    await pod(n1, "s2", "six"),
+    await pod(n2, "s3", "six"),
+  ];
+  await serveBackends(cleanup, backends, "::");
+  const ids = await Promise.all(backends.map((b) => portId(stack, b)));
+  const body = { ports: [{ protocol: "TCP", port: 80, targetPort: TARGET }], backends: ids };
   const made = await api(stack, "POST", "tenants/acme/services", {
     name: "front",
-    network: "dual",
-    ipFamilies: ["IPv4", "IPv6"],
-    ports: [{ protocol: "TCP", port: 80, targetPort: TARGET }],
-    backends: await Promise.all(backends.map((b) => portId(stack, b))),
+    network: "six",
+    ...body,
   }, 201);
-  assert.match(made.vips[0], /^10\.73\.0\.\d+$/);
-  assert.match(made.vips[1], /^fd00:73::[0-9a-f]+$/);
-  assert.match(made.status.message, /is held but answers nothing yet/);
-  // Two endpoints per family.
-  assert.equal(made.status.endpoints.length, 4);
+  const vip = made.vip as string;
+  assert.match(vip, /^fd00:72::[0-9a-f]+$/);
+  assert.equal(made.status.endpoints.length, 3);
+  await bucketsIn(n1, "fd00:72::", 3);
+  const names = backends.map((b) => b.name);
 
-  // n1 compiles the IPv4 VIP's groups though it also has the IPv6-only service.
-  const ips = backends.map((b) => book.ips[b.name]);
-  await bucketsAre(n1, ips);
-  // Two backends: each gets between 30 % and 70 % of the connections, none fails.
-  const c = await count(client, made.vip, 200);
-  assert.equal(c.failures, 0, JSON.stringify(c));
-  for (const b of backends) {
-    const share = (c.names[b.name] ?? 0) / 200;
-    assert.ok(share >= 0.3 && share <= 0.7, `${b.name} got ${c.names[b.name]} of 200`);
-  }
+  await t.step(
+    "200 IPv6 connections to the VIP spread over the 3 backends (one on the other node)",
+    async () => {
+      const c = await count(client, vip, 200);
+      assertSpread(c, names, 200, "ipv6");
+      // No source NAT: every backend sees the client's own address.
+      for (const b of names) assert.deepEqual(c.seenAs[b], [book.ips[client.name]], b);
+    },
+  );
+
+  await t.step(
+    "with ClientIP affinity every connection of the client goes to one backend",
+    async () => {
+      await api(stack, "PUT", "tenants/acme/services/front", {
+        ...body,
+        sessionAffinity: "ClientIP",
+      }, 200);
+      await bucketsIn(n1, "fd00:72::", 3, "fields=ipv6_src");
+      const c = await count(client, vip, 60);
+      assert.equal(c.failures, 0, JSON.stringify(c));
+      assert.deepEqual(Object.values(c.names), [60], `one backend: ${JSON.stringify(c)}`);
+    },
+  );
+
+  await t.step(
+    "another tenant's pod on a network of the same addresses does not reach the VIP",
+    async () => {
+      const stranger = await pod(n1, "g6", "six", "globex");
+      const c = await count(stranger, vip, 3);
+      assert.equal(c.failures, 3, JSON.stringify(c));
+    },
+  );
+
+  await t.step("a dual-stack service answers on its IPv4 and its IPv6 VIP", async () => {
+    const dc = await pod(n1, "dc", "dual");
+    const dualBackends = [await pod(n1, "d1", "dual"), await pod(n2, "d2", "dual")];
+    await serveBackends(cleanup, dualBackends, "::");
+    const both = await api(stack, "POST", "tenants/acme/services", {
+      name: "both",
+      network: "dual",
+      ipFamilies: ["IPv4", "IPv6"],
+      ports: [{ protocol: "TCP", port: 80, targetPort: TARGET }],
+      backends: await Promise.all(dualBackends.map((b) => portId(stack, b))),
+    }, 201);
+    assert.equal(both.status.endpoints.length, 4);
+    await bucketsIn(n1, "fd00:73::", 2);
+    for (const v of both.vips as string[]) {
+      const c = await count(dc, v, 100);
+      assert.equal(c.failures, 0, `${v}: ${JSON.stringify(c)}`);
+      assert.deepEqual(Object.keys(c.names).sort(), ["d1", "d2"], `${v}: ${JSON.stringify(c)}`);
+    }
+  });
 });

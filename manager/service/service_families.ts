@@ -109,17 +109,3 @@ export function recordFamilies(
   };
 }
 
-/**
- * The families whose VIPs the nodes' flows balance so far (agent/PIPELINE.md, "Services"): a VIP of
- * another family is held, and the status says it answers nothing yet.
- */
-export const BALANCED_FAMILIES: readonly IpFamily[] = ["IPv4"];
-
-/** What a service's status says of its VIPs the nodes do not balance, if any. */
-export function unbalancedNote(f: Pick<Families, "ipFamilies"> & { vips: string[] }) {
-  const held = f.vips.filter((_, i) => !BALANCED_FAMILIES.includes(f.ipFamilies[i]));
-  if (held.length === 0) return undefined;
-  return `the VIP ${held.join(", ")} is held but answers nothing yet: the nodes' flows balance ${
-    BALANCED_FAMILIES.join(" and ")
-  } VIPs only`;
-}

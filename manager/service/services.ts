@@ -27,7 +27,6 @@ import {
   type Families,
   familyOf,
   recordFamilies,
-  unbalancedNote,
   vipsOf,
 } from "./service_families.ts";
 
@@ -263,14 +262,6 @@ export function selects(
  * not, why.
  */
 export async function serviceStatus(ctx: Ctx, s: ServiceRecord): Promise<ServiceStatus> {
-  const status = await endpointStatus(ctx, s);
-  const note = unbalancedNote(recordFamilies(s));
-  if (note === undefined) return status;
-  return { ...status, message: status.message ? `${status.message}; ${note}` : note };
-}
-
-/** Which backends are endpoints, and why some are not. */
-async function endpointStatus(ctx: Ctx, s: ServiceRecord): Promise<ServiceStatus> {
   const { ipFamilies } = recordFamilies(s);
   const endpoints: ServiceEndpoint[] = [];
   const away: string[] = [];

@@ -64,10 +64,14 @@ export function ns(p: Pod): string {
   return ipNetnsName(p.netns);
 }
 
-/** Each backend serves its name on TARGET until the test ends. */
-export async function serveBackends(cleanup: Cleanup, backends: Pod[]): Promise<void> {
+/** Each backend serves its name on TARGET until the test ends (on `host`: "::" for IPv6 too). */
+export async function serveBackends(
+  cleanup: Cleanup,
+  backends: Pod[],
+  host = "0.0.0.0",
+): Promise<void> {
   for (const b of backends) {
-    const script = [PEER, "serve", String(TARGET), b.name, "600"];
+    const script = [PEER, "serve", String(TARGET), b.name, "600", host];
     const server = await startReady(cleanup, ns(b), script, { what: `backend ${b.name}` });
     cleanup.defer(() => server.stop());
   }
