@@ -2,7 +2,7 @@
  * Services on IPv6, end to end (issue 29 for issue 28's services; agent/PIPELINE.md, "Services"):
  * two simulated nodes with real Open vSwitch (userspace datapath, conntrack NAT of IPv6, select
  * groups). On an IPv6-only network, a VIP from its pool spread over three backends, one on the other
- * node; with ClientIP affinity one client's connections go to one backend; another tenant's pod on
+ * node; a backend reaching its own VIP (hairpin) sees the VIP as the client; with ClientIP affinity one client's connections go to one backend; another tenant's pod on
  * a network of the same addresses does not reach it. On a dual-stack network, a service with both
  * families answers on both VIPs.
  */
@@ -81,6 +81,20 @@ Deno.test("e2e IPv6 services: an IPv6 VIP spread over backends on two nodes, aff
       assertSpread(c, names, 200, "ipv6");
       // No source NAT: every backend sees the client's own address.
       for (const b of names) assert.deepEqual(c.seenAs[b], [book.ips[client.name]], b);
+    },
+  );
+
+  await t.step(
+    "a backend connecting to its own IPv6 VIP (hairpin) is answered by every backend, itself too, which sees the VIP as the client",
+    async () => {
+      const [self] = backends;
+      const c = await count(self, vip, 60);
+      assert.equal(c.failures, 0, JSON.stringify(c));
+      assert.ok((c.names[self.name] ?? 0) > 0, `itself among the backends: ${JSON.stringify(c)}`);
+      assert.deepEqual(c.seenAs[self.name], [vip], JSON.stringify(c));
+      for (const b of backends.slice(1)) {
+        assert.deepEqual(c.seenAs[b.name], [book.ips[self.name]], JSON.stringify(c));
+      }
     },
   );
 

@@ -25,7 +25,7 @@
  * - services (../agent/PIPELINE.md, "Services"): `tp_src`, `group:G` (the groups' lines, given
  *   to `evaluate`: the first packet of a connection could go to any bucket, so the walk names
  *   every candidate backend and follows the first: its `nat(dst=…)` rewrites the destination);
- *   a hairpin's `ct_zone`, `ct_nw_dst` (the destination before that rewrite) and
+ *   a hairpin's `ct_zone`, `ct_nw_dst` or `ct_ipv6_dst` (the destination before that rewrite) and
  *   `ct(…,nat(src=…))`, which rewrites the source.
  *
  * Packets are IPv4 or IPv6 (TCP, UDP, ICMP or ICMPv6 echo requests, by the family of their
@@ -263,6 +263,7 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "ct_zone":
       return s.zone === Number(value);
     case "ct_nw_dst":
+    case "ct_ipv6_dst":
       return s.tracked === true && (s.originalDst ?? p.ipDst) === value;
     case "tp_dst":
       return p.dstPort !== undefined && matchesMasked(value, BigInt(p.dstPort));
@@ -389,7 +390,7 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
         next = Number(table[1]);
       }
       // A hairpin's source NAT (to the VIP): FORWARD's flows after it see the new source.
-      const snat = /nat\(src=([\d.]+)\)/.exec(a);
+      const snat = /nat\(src=\[?([\da-f:.]+)\]?\)/.exec(a);
       if (snat) s.p.ipSrc = snat[1];
     } else if (a.startsWith("set_field:")) {
       const [value, field] = a.slice("set_field:".length).split("->");

@@ -644,3 +644,16 @@ Deno.test("offline: a new IPv6 connection to a service's IPv6 VIP names every ca
   // Another port of the IPv6 VIP: dropped by its guard.
   assert.equal(trace("fd00::100", 81).hop.steps.at(-1)!.kind, "serviceVipGuard");
 });
+
+Deno.test("offline: a backend's IPv6 connection to its own IPv6 VIP (hairpin) is source-NATed to the VIP and sent back out of its port", () => {
+  const model = structuredClone(scenarios.services6);
+  // pod-2 (fd00::3, ofport 2) speaks IPv6; it is the first backend of web's IPv6 VIP.
+  model.localPorts[1].ips = ["fd00::3", "10.0.0.3"];
+  const { walked, hop } = walkTcp(model, 2, "0a:58:0a:00:00:64", "fd00::100", [40000, 80]);
+  assert.equal(walked.balanced?.candidates[0], "[fd00::3]:8080");
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind).filter((k) => k.startsWith("hairpin") || k.startsWith("service")),
+    ["hairpinReply", "hairpinAgain", "serviceVip", "serviceNew", "hairpinSnat", "hairpinDeliver"],
+  );
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+});

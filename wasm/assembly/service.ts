@@ -65,6 +65,7 @@ import {
   V6_SLOT,
 } from "./layout";
 import { join } from "./output";
+import { C_OWNER, C_TEXT6, CELL, putCell, putNatCell } from "./service_cell";
 import {
   begin,
   beginLine,
@@ -96,15 +97,12 @@ export function serviceErrorArg(i: i32): u32 {
 // A text slot for an address the builders of other tables take as a slot (arpReply, nextHop).
 const SLOT = memory.data(16);
 
-// Per service, decoded: network index, id, MAC, its VIP as an address cell; per backend an address
-// cell (`owners`). A cell: the IPv4 address (u32), the owner (u32), the IPv6 text (a V6_SLOT).
+// Per service, decoded: network index, id, MAC, its VIP as an address cell (service_cell.ts); per
+// backend an address cell (`owners`).
 const S_NET = 0;
 const S_ID = 8;
 const S_MAC = 16; // u64
 const S_VIP: usize = 24; // a cell
-const CELL: usize = 8 + V6_SLOT;
-const C_OWNER = 4;
-const C_TEXT6: usize = 8;
 const S_V6 = 4;
 const S_SIZE: usize = S_VIP + CELL;
 
@@ -129,8 +127,7 @@ function proto(code: u32): string {
 
 /** The address of a cell, in the family of the service being written. */
 function putAddr(cell: usize): void {
-  if (v6) putSlot(cell + C_TEXT6, V6_SLOT);
-  else putIpv4(load<u32>(cell));
+  putCell(cell, v6);
 }
 
 /** `tcp,reg0=N,nw_dst=VIP,tp_dst=PORT` (or udp; tcp6, udp6 and ipv6_dst): a service port. */
@@ -376,9 +373,9 @@ function group(
     puts(",zone=");
     putDec(z);
     // An IPv6 address in brackets, as ovs-ofctl prints it: `nat(dst=[fd00::3]:8080)`.
-    puts(v6 ? ",nat(dst=[" : ",nat(dst=");
-    putAddr(at);
-    puts(v6 ? "]:" : ":");
+    puts(",nat(dst=");
+    putNatCell(at, v6);
+    puts(":");
     putDec(target);
     puts("))");
   }
@@ -546,12 +543,14 @@ export function services(words: u32): i32 {
         nextHop(n, cookie, hopMac(owner), SLOT);
       }
       const z = idOf(zone(ni));
-      // No hairpin for an IPv6 VIP (PIPELINE.md, "Services", "Not covered").
-      if (v6 || owner >= REMOTE_REF || !hairpinZoneFits(z)) continue;
-      hairpinBackend(id, z, local(owner), load<u32>(at), load<u32>(vip));
-      if (load<u8>(hairpinned + ni) != 0) continue;
-      store<u8>(hairpinned + ni, 1);
-      hairpinNetwork(id, z);
+      if (owner >= REMOTE_REF || !hairpinZoneFits(z)) continue;
+      hairpinBackend(id, z, local(owner), at, vip, v6);
+      // Once per network and family: bit 1 IPv4, bit 2 IPv6.
+      const bit: u8 = v6 ? 2 : 1;
+      const had = load<u8>(hairpinned + ni);
+      if ((had & bit) != 0) continue;
+      store<u8>(hairpinned + ni, had | bit);
+      hairpinNetwork(id, z, v6);
     }
     for (let p: u32 = 0; p < ports; p++) {
       const pw = w + 28 + <usize> p * 12;
