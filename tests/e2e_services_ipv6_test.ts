@@ -3,7 +3,8 @@
  * two simulated nodes with real Open vSwitch (userspace datapath, conntrack NAT of IPv6, select
  * groups). On an IPv6-only network, a VIP from its pool spread over three backends, one on the other
  * node; a backend reaching its own VIP (hairpin) sees the VIP as the client; with ClientIP affinity one client's connections go to one backend; another tenant's pod on
- * a network of the same addresses does not reach it. On a dual-stack network, a service with both
+ * a network of the same addresses does not reach it; UDP datagrams of 1,200 bytes are spread and
+ * echoed intact. On a dual-stack network, a service with both
  * families answers on both VIPs.
  */
 import assert from "node:assert/strict";
@@ -15,9 +16,11 @@ import {
   assertSpread,
   CONVERGE_MS,
   count,
+  countUdp,
   groups,
   portId,
   serveBackends,
+  serveUdpBackends,
   TARGET,
 } from "./support/service_checks.ts";
 
@@ -61,8 +64,15 @@ Deno.test("e2e IPv6 services: an IPv6 VIP spread over backends on two nodes, aff
     await pod(n2, "s3", "six"),
   ];
   await serveBackends(cleanup, backends, "::");
+  await serveUdpBackends(cleanup, backends);
   const ids = await Promise.all(backends.map((b) => portId(stack, b)));
-  const body = { ports: [{ protocol: "TCP", port: 80, targetPort: TARGET }], backends: ids };
+  const body = {
+    ports: [
+      { protocol: "TCP", port: 80, targetPort: TARGET },
+      { protocol: "UDP", port: 53, targetPort: TARGET },
+    ],
+    backends: ids,
+  };
   const made = await api(stack, "POST", "tenants/acme/services", {
     name: "front",
     network: "six",
@@ -80,6 +90,15 @@ Deno.test("e2e IPv6 services: an IPv6 VIP spread over backends on two nodes, aff
       const c = await count(client, vip, 200);
       assertSpread(c, names, 200, "ipv6");
       // No source NAT: every backend sees the client's own address.
+      for (const b of names) assert.deepEqual(c.seenAs[b], [book.ips[client.name]], b);
+    },
+  );
+
+  await t.step(
+    "UDP over IPv6: 150 exchanges of 1,200 bytes, each from a new source port, spread over the 3 backends and echoed intact",
+    async () => {
+      const c = await countUdp(client, vip, 150, 1200);
+      assertSpread(c, names, 150, "udp6");
       for (const b of names) assert.deepEqual(c.seenAs[b], [book.ips[client.name]], b);
     },
   );
