@@ -12,6 +12,9 @@ import { Cleanup } from "../devstack/cleanup.ts";
 import { type StackNode, startStack, waitFor } from "../devstack/stack.ts";
 import { knitterList, makePod, podBook } from "./support/pods.ts";
 import { api } from "./support/stack_api.ts";
+import { knitctlOn } from "./support/knitctl_stack.ts";
+import { expectExit } from "../knitctl/test_support.ts";
+import type { TraceReport } from "../knitctl/trace.ts";
 import {
   assertSpread,
   CONVERGE_MS,
@@ -100,6 +103,34 @@ Deno.test("e2e IPv6 services: an IPv6 VIP spread over backends on two nodes, aff
       const c = await countUdp(client, vip, 150, 1200);
       assertSpread(c, names, 150, "udp6");
       for (const b of names) assert.deepEqual(c.seenAs[b], [book.ips[client.name]], b);
+    },
+  );
+
+  await t.step(
+    "through the tenant's IPv6 router: clients on another IPv6 network on both nodes reach the VIP, spread over the backends; knitctl trace names the candidates",
+    async () => {
+      await network("acme", { name: "six2", cidr: "fd00:74::/120", gateway: "fd00:74::1" });
+      await api(stack, "POST", "tenants/acme/routers", {
+        name: "planes",
+        networks: ["six", "six2"],
+      }, 201);
+      for (const node of [n1, n2]) {
+        const routed = await pod(node, `r6${node.name}`, "six2");
+        await bucketsIn(node, "fd00:72::", 3);
+        assertSpread(await count(routed, vip, 150), names, 150, `routed on ${node.name}`);
+      }
+      const ctl = await knitctlOn(stack);
+      const from = book.ips[`r6${n1.name}`];
+      const args = ["trace", "--offline", "--src", from, "-t", "acme", "--dst", vip];
+      const r = expectExit(
+        await ctl([...args, "--proto", "tcp", "--dport", "80", "-o", "json"]),
+        0,
+        args.join(" "),
+      ).json() as TraceReport;
+      const kinds = r.hops[0].steps.map((s) => s.kind);
+      assert.ok(kinds.includes("serviceVipRouted") && kinds.includes("serviceNew"), kinds.join());
+      const news = r.hops[0].steps.find((s) => s.kind === "serviceNew")!;
+      for (const b of names) assert.ok(news.what.includes(`[${book.ips[b]}]:${TARGET}`), news.what);
     },
   );
 

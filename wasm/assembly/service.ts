@@ -278,23 +278,19 @@ function replyMatch(
   putDec(target);
 }
 
-/**
- * Every reply flow of one backend and port: its own network's, and the routed clients' (IPv4: the
- * routes that join networks to a VIP's are IPv4 ones here).
- */
+/** Every reply flow of one backend and port: its own network's, and the routed clients'. */
 function replyFlows(n: usize, ni: u32, backend: usize, owner: u32, code: u32, target: u32): void {
   const id = load<u32>(n, N_ID);
   const z = idOf(zone(ni));
   if (owner < REMOTE_REF) {
     replyFlow(id, id, z, true, backend, code, target);
-    if (!v6 && routedFrom(ni)) replyRouted(n, z, backend, code, target);
+    if (routedFrom(ni)) replyRouted(n, z, backend, code, target);
   }
   replyFlow(id, id, z, false, backend, code, target);
-  if (v6) return;
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
     const from = load<u32>(r, RT_FROM);
-    if (!connectedV4(r, ni) || from == ni) continue;
+    if (!connected(r, ni) || from == ni) continue;
     replyFlow(id, load<u32>(net(from), N_ID), z, false, backend, code, target);
   }
 }
@@ -316,10 +312,10 @@ function replyRouted(n: usize, z: u32, backend: usize, code: u32, target: u32): 
   end();
 }
 
-/** Whether a route leaves network `ni` (its gateway's IPv4 goes to ROUTE: `routeIn`). */
+/** Whether a route of the VIP's family leaves network `ni` (its gateway goes to ROUTE). */
 function routedFrom(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
-    if (load<u32>(route(i), RT_FROM) == ni && load<u32>(route(i), RT_V6) == 0) return true;
+    if (load<u32>(route(i), RT_FROM) == ni && ofFamily(route(i))) return true;
   }
   return false;
 }
@@ -328,14 +324,19 @@ function routedFrom(ni: u32): bool {
 function routedTo(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    if (connectedV4(r, ni) && load<u32>(r, RT_FROM) != ni) return true;
+    if (connected(r, ni) && load<u32>(r, RT_FROM) != ni) return true;
   }
   return false;
 }
 
-/** Whether route r is an IPv4 route to network `ni`'s own subnet (VIPs are IPv4). */
-function connectedV4(r: usize, ni: u32): bool {
-  return load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && load<u32>(r, RT_V6) == 0;
+/** Whether route r is of the family of the service being written (its VIP's). */
+function ofFamily(r: usize): bool {
+  return (load<u32>(r, RT_V6) != 0) == v6;
+}
+
+/** Whether route r is one of the VIP's family to network `ni`'s own subnet. */
+function connected(r: usize, ni: u32): bool {
+  return load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && ofFamily(r);
 }
 
 /** The select group of one port: a bucket per backend, DNAT to it, committed, on to NEXT_HOP. */
@@ -528,8 +529,7 @@ export function services(words: u32): i32 {
     }
     vipGuard(id, vip);
     trackedFlow(id);
-    // Routers join networks to an IPv4 VIP's here; an IPv6 one is reached on its network only.
-    const routed = !v6 && routedTo(ni);
+    const routed = routedTo(ni);
     let live: u32 = 0;
     for (let k: u32 = 0; k < nb; k++) {
       const at = cell(first + k);

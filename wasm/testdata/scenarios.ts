@@ -828,3 +828,26 @@ scenarios.services6 = {
     },
   ],
 };
+
+/**
+ * IPv6 VIPs behind a router (../../agent/PIPELINE.md, "Services"): services6 with network 2's IPv6
+ * gateway and a router joining its IPv6 subnet and network 1's: the client on network 1 reaches
+ * "six" (fd00:2::100) through the router, and network 2's pods reach "web"'s IPv6 VIP.
+ */
+scenarios.services6_routed = {
+  ...structuredClone(scenarios.services6),
+  networks: [
+    structuredClone(scenarios.services6.networks[0]),
+    {
+      id: 2,
+      type: "vxlan",
+      segmentId: 5002,
+      gateway: "fd00:2::1",
+      gatewayMac: "0a:58:0a:02:00:01",
+    },
+  ],
+  routes: [
+    { from: 1, to: 2, dst: "fd00:2::/64" },
+    { from: 2, to: 1, dst: "fd00::/64" },
+  ],
+};
