@@ -108,4 +108,3 @@ export function recordFamilies(
     ipFamilyPolicy: s.ipFamilyPolicy ?? "SingleStack",
   };
 }
-

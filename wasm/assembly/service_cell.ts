@@ -3,7 +3,7 @@
 // Part of the AssemblyScript flow compiler (flows.ts is the entry); built by ../build.ts.
 
 import { V6_SLOT } from "./layout";
-import { putIpv4, putSlot, puts } from "./text";
+import { putIpv4, puts, putSlot } from "./text";
 
 // A cell: the IPv4 address (u32), the owner (u32), the IPv6 text (a V6_SLOT).
 export const C_OWNER = 4;
