@@ -271,6 +271,12 @@ export interface ServicePort {
   targetPort: number;
 }
 
+/** A service's address family, as Kubernetes names it. */
+export type IpFamily = "IPv4" | "IPv6";
+
+/** How many families a service has, as Kubernetes' `ipFamilyPolicy`. */
+export type IpFamilyPolicy = "SingleStack" | "PreferDualStack" | "RequireDualStack";
+
 /**
  * Backends of one service: named, or selected, the nodes balance at most this many (the first by
  * address); a select group's buckets each.
@@ -287,7 +293,17 @@ export interface ServiceInfo {
   tenant: string;
   network: string;
   networkId: string;
+  /** The VIP of the first family (`vips[0]`). */
   vip: string;
+  /**
+   * One VIP per family, in `ipFamilies`' order; a dual-stack network's IPv6 VIP is its IPv4 VIP's
+   * pair. Absent in records made before services had IPv6: `[vip]`.
+   */
+  vips?: string[];
+  /** Absent in records made before: the family of `vip`. */
+  ipFamilies?: IpFamily[];
+  /** Absent in records made before: "SingleStack". */
+  ipFamilyPolicy?: IpFamilyPolicy;
   ports: ServicePort[];
   backends: string[];
   /** Ports of the network whose labels include all of these are backends too. */

@@ -135,6 +135,17 @@ export const VERB_FLAGS_SPEC: Record<string, FlagSpec> = {
     help: "a service's backend ports, by ID (repeatable)",
   },
   affinity: { type: "string", value: "A", help: "None (default) | ClientIP, a service's" },
+  "ip-families": {
+    type: "string",
+    value: "F[,F]",
+    help:
+      "a service's VIP families, the first the primary: IPv4, IPv6 (default: the network's own)",
+  },
+  "ip-family-policy": {
+    type: "string",
+    value: "P",
+    help: "SingleStack (default) | PreferDualStack | RequireDualStack, a service's",
+  },
   selector: {
     type: "string",
     multiple: true,

@@ -324,7 +324,7 @@ export const RESOURCES: Resource[] = [
     columns: [
       { header: "NAME", value: (o) => o.name },
       { header: "NETWORK", value: (o) => o.network },
-      { header: "VIP", value: (o) => o.vip },
+      { header: "VIP", value: (o) => (o.vips ?? [o.vip]).join(",") },
       { header: "PORTS", value: (o) => o.ports.map(servicePortText).join(",") },
       {
         header: "ENDPOINTS",
@@ -335,7 +335,16 @@ export const RESOURCES: Resource[] = [
       { header: "AGE", value: age },
     ],
     create: {
-      flags: ["network", "vip", "service-port", "backend", "selector", "affinity"],
+      flags: [
+        "network",
+        "vip",
+        "service-port",
+        "backend",
+        "selector",
+        "affinity",
+        "ip-families",
+        "ip-family-policy",
+      ],
       required: { network: "blue", "service-port": "tcp:80:8080" },
       method: "POST",
       body: (name, f) => ({
@@ -346,6 +355,8 @@ export const RESOURCES: Resource[] = [
         ...(strs(f, "selector") ? { selector: V.labels("selector", strs(f, "selector")!) } : {}),
         ...optional("vip", str(f, "vip")),
         ...optional("sessionAffinity", str(f, "affinity")),
+        ...(str(f, "ip-families") ? { ipFamilies: V.list([str(f, "ip-families")!]) } : {}),
+        ...optional("ipFamilyPolicy", str(f, "ip-family-policy")),
       }),
     },
   },

@@ -185,3 +185,30 @@ Deno.test("README's create flags table: one row per resource that takes flags, n
   );
   assert.deepEqual(documented, taken);
 });
+
+Deno.test("create service: --ip-families and --ip-family-policy become ipFamilies and ipFamilyPolicy", () => {
+  const service = findResource("svc", "create");
+  const f = parseCommandLine([
+    ...["create", "service", "front", "--network", "dual", "--service-port", "tcp:80"],
+    ...["--ip-families", "IPv6,IPv4", "--ip-family-policy", "RequireDualStack"],
+  ]).flags;
+  assert.deepEqual(service.create.body("front", f), {
+    name: "front",
+    network: "dual",
+    ports: [{ protocol: "TCP", port: 80 }],
+    backends: [],
+    ipFamilies: ["IPv6", "IPv4"],
+    ipFamilyPolicy: "RequireDualStack",
+  });
+  const plain = parseCommandLine([
+    "create",
+    "service",
+    "s",
+    "--network",
+    "n",
+    "--service-port",
+    "80",
+  ]);
+  const body = service.create.body("s", plain.flags) as Record<string, unknown>;
+  assert.equal("ipFamilies" in body || "ipFamilyPolicy" in body, false);
+});

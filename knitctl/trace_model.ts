@@ -9,7 +9,7 @@
 import type { NodeInfo, Port, RouterInfo, SecurityGroup, ServiceInfo } from "@knitter/common";
 import { flowRoutes, portIps, routedNetworks } from "@knitter/common";
 import { aclsOf } from "@knitter/agent/acl_model";
-import { flowService } from "@knitter/agent/service_model";
+import { flowService, serviceVips } from "@knitter/agent/service_model";
 import {
   compileFlows,
   flowGateways,
@@ -146,10 +146,13 @@ export function offlineNode(
     port: () => undefined,
   });
   if (acls.length > 0) model.acls = acls;
-  const modelled = services.filter((s) => networkNo.has(s.networkId));
+  // One compiler service per VIP (a dual-stack service has two), numbered in order.
+  const modelled = services.filter((s) => networkNo.has(s.networkId)).flatMap((s) =>
+    serviceVips(s).map(({ vip }) => ({ s, vip }))
+  );
   if (modelled.length > 0) {
-    model.services = modelled.map((s, i) =>
-      flowService(s, networkNo.get(s.networkId)!, i + 1, ports)
+    model.services = modelled.map(({ s, vip }, i) =>
+      flowService(s, networkNo.get(s.networkId)!, i + 1, ports, vip)
     );
   }
   return {

@@ -7,6 +7,7 @@
  * from the nodes' agents instead, and the rest is the same.
  */
 import type { NodeInfo, Port, RouterInfo, SecurityGroup, ServiceInfo } from "@knitter/common";
+import { serviceVips } from "@knitter/agent/service_model";
 import { cidrContains, networkOf, parseIp, parseIpPrefix } from "@knitter/common/address";
 import {
   evalPacket,
@@ -84,11 +85,12 @@ export function tracePlan(
   const owner = all.find((p) => has(p) && p.networkId === src.networkId) ??
     all.find((p) => has(p) && p.node && p.networkTenant === src.networkTenant) ??
     all.find((p) => has(p) && p.node);
-  // No port has it: a service's VIP, of its network first, then of the tenant's.
+  // No port has it: a service's VIP (of either family), of its network first, then the tenant's.
+  const isVip = (s: ServiceInfo) => serviceVips(s).some((v) => v.vip === to);
   const service = owner
     ? undefined
-    : model.services?.find((s) => s.vip === to && s.networkId === src.networkId) ??
-      model.services?.find((s) => s.vip === to && s.tenant === src.networkTenant);
+    : model.services?.find((s) => isVip(s) && s.networkId === src.networkId) ??
+      model.services?.find((s) => isVip(s) && s.tenant === src.networkTenant);
   const target: TraceTarget = {
     ip: to,
     ...(owner

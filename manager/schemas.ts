@@ -681,11 +681,26 @@ export const ServiceUpdate = z.strictObject({
   }),
 });
 
+const IpFamilyEnum = z.enum(["IPv4", "IPv6"]);
+const IpFamilyPolicyEnum = z.enum(["SingleStack", "PreferDualStack", "RequireDualStack"]);
+
 export const ServiceCreate = ServiceUpdate.extend({
   name: Name,
-  network: Name.meta({ description: "a network of the tenant's own (IPv4)" }),
+  network: Name.meta({ description: "a network of the tenant's own (IPv4, IPv6 or dual-stack)" }),
   vip: IpText.optional().meta({
-    description: "a free address of the network's pools; absent: one is taken from the pools",
+    description:
+      "a free address of the network's pools, of the first family of ipFamilies; absent: one is taken from the pools",
+  }),
+  ipFamilies: z.array(IpFamilyEnum).min(1).max(2).refine(
+    (f) => new Set(f).size === f.length,
+    "each family at most once",
+  ).optional().meta({
+    description:
+      "the VIPs' families, the first the primary one (vip); absent: the network's own (\"IPv4\" on a dual-stack network)",
+  }),
+  ipFamilyPolicy: IpFamilyPolicyEnum.optional().meta({
+    description:
+      "SingleStack (default; RequireDualStack when ipFamilies has two): one VIP; PreferDualStack: one per family of the network; RequireDualStack: both, on a dual-stack network only",
   }),
 });
 
@@ -700,7 +715,12 @@ export const Service = z.object({
   tenant: z.string(),
   network: z.string(),
   networkId: z.string(),
-  vip: z.string(),
+  vip: z.string().meta({ description: "the VIP of the first family: vips[0]" }),
+  vips: z.array(z.string()).meta({
+    description: "one VIP per family, in ipFamilies' order (dual-stack: the IPv4 VIP's pair)",
+  }),
+  ipFamilies: z.array(IpFamilyEnum),
+  ipFamilyPolicy: IpFamilyPolicyEnum,
   ports: z.array(z.object({
     name: z.string().optional(),
     protocol: z.enum(["TCP", "UDP"]),
@@ -713,7 +733,8 @@ export const Service = z.object({
   createdAt: Timestamp,
   status: z.object({
     endpoints: z.array(ServiceEndpoint).meta({
-      description: "the backends that are ports bound to a node: where new connections go",
+      description:
+        "the backends that are ports bound to a node: where new connections go; one per backend and family of the service (its address of that family)",
     }),
     message: z.string().optional().meta({
       description: 'why some backends or all are not endpoints (e.g. "no endpoints: ...")',

@@ -6,8 +6,18 @@
  * the pods its EndpointSlices list as ready. The manager's service follows the Service and its
  * slices (PUT), and goes when the annotation or the Service goes. The name is the link: a manager
  * service of that name on another network is replaced (the Service is what asks for it).
+ *
+ * The Service's `ipFamilyPolicy` is carried (a dual-stack network's service then has both VIPs);
+ * its `ipFamilies` are not: the API server fills them from the cluster's service CIDRs, which say
+ * nothing of the Knitter network's families. A policy change replaces the service (new VIPs).
  */
-import { type ManagerClient, ManagerError, type Port, type ServicePort } from "@knitter/common";
+import {
+  type IpFamilyPolicy,
+  type ManagerClient,
+  ManagerError,
+  type Port,
+  type ServicePort,
+} from "@knitter/common";
 import type { Logger } from "@knitter/common";
 import { managerRecord, tenantPath } from "./resources.ts";
 import { Requeue } from "./work_queue.ts";
@@ -29,6 +39,7 @@ export interface KubeService {
   spec?: {
     ports?: { protocol?: string; port: number; targetPort?: number | string }[];
     sessionAffinity?: string;
+    ipFamilyPolicy?: string;
   };
 }
 
@@ -47,6 +58,15 @@ interface ManagerService {
   ports: ServicePort[];
   backends: string[];
   sessionAffinity: "None" | "ClientIP";
+  ipFamilyPolicy?: IpFamilyPolicy;
+}
+
+const POLICIES: readonly IpFamilyPolicy[] = ["SingleStack", "PreferDualStack", "RequireDualStack"];
+
+/** The Service's ipFamilyPolicy the manager takes (absent or unknown: SingleStack). */
+export function familyPolicy(s: KubeService): IpFamilyPolicy {
+  const p = s.spec?.ipFamilyPolicy as IpFamilyPolicy | undefined;
+  return p !== undefined && POLICIES.includes(p) ? p : "SingleStack";
 }
 
 export interface ServiceSources {
@@ -124,16 +144,24 @@ export async function reconcileService(
     backends: readyBackends(namespace, name, network, src),
     sessionAffinity: svc.spec?.sessionAffinity === "ClientIP" ? "ClientIP" : "None",
   };
-  if (have && same(have, want)) return;
+  const ipFamilyPolicy = familyPolicy(svc);
+  const kept = have?.network === network &&
+    (have.ipFamilyPolicy ?? "SingleStack") === ipFamilyPolicy;
+  if (kept && same(have, want)) return;
   const { network: _, ...body } = want;
   try {
-    if (have && have.network === network) {
+    if (kept) {
       await manager.request("PUT", path, body);
       log.info("service updated", { service: key, backends: want.backends.length });
       return;
     }
     if (have) await manager.request("DELETE", path);
-    await manager.request("POST", tenantPath("services", namespace), { name, network, ...body });
+    await manager.request("POST", tenantPath("services", namespace), {
+      name,
+      network,
+      ipFamilyPolicy,
+      ...body,
+    });
     log.info("service created", { service: key, network, backends: want.backends.length });
   } catch (err) {
     if (!(err instanceof ManagerError) || err.status >= 500) throw err;

@@ -1197,3 +1197,30 @@ Deno.test("architecture: route.ts calls every punt builder with the route's fami
     assert.deepEqual(stores, ["mtu"], `${file}: the route's MTU as encoded`);
   }
 });
+
+/**
+ * Issue 29's IPv6 services: a service has a VIP per family, each a compiler service of its own
+ * with the backends' addresses of its family. Only agent/dataplane/service_model.ts
+ * (`serviceVips`) reads a service's VIPs for the data plane or a trace, so every reader splits
+ * them the same way (a VIP handed with backends of another family fails the node's whole
+ * compile); only manager/service/service_families.ts chooses a service's families.
+ */
+Deno.test("architecture: a service's VIPs reach the flows through serviceVips only, its families are chosen in service_families.ts only", async () => {
+  const readers: string[] = [];
+  // The compiler's own `vip` (a FlowService's, in wasm/) is one serviceVips gave.
+  for (const dir of ["agent", "knitctl"]) {
+    for await (const file of tsFiles(`${ROOT}${dir}`)) {
+      const path = file.slice(ROOT.length);
+      if (isTest(path)) continue;
+      if (/\b(s|service|svc)\.vips?\b/.test(await Deno.readTextFile(file))) readers.push(path);
+    }
+  }
+  assert.deepEqual(readers, ["agent/dataplane/service_model.ts"]);
+  const choosers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/"RequireDualStack"/.test(await Deno.readTextFile(file))) choosers.push(path);
+  }
+  assert.deepEqual(choosers.sort(), ["manager/schemas.ts", "manager/service/service_families.ts"]);
+});

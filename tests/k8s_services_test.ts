@@ -106,3 +106,51 @@ Deno.test("stand-in API server: an annotated Service and its EndpointSlices beco
       (await k.stack.api("GET", "tenants/acme/services/front")).status === 404 || undefined,
   );
 });
+
+Deno.test("stand-in API server: a Service's ipFamilyPolicy is carried: PreferDualStack on a dual-stack network has both VIPs, an IPv6-only network's Service an IPv6 VIP", async () => {
+  await using cleanup = new Cleanup();
+  const k = await startKubeCluster({ cleanup, nodes: [], monitor: { resyncSeconds: 3600 } });
+  await k.startMonitor();
+  k.namespace("acme");
+  assert.ok([200, 201].includes((await k.stack.api("PUT", "tenants/acme")).status));
+  for (
+    const body of [
+      { name: "dual", cidr: "10.91.0.0/24", cidr6: "fd00:91::/64" },
+      { name: "six", cidr: "fd00:92::/120" },
+    ]
+  ) {
+    const made = await k.stack.api("POST", "tenants/acme/networks", body);
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+  }
+  // As the API server fills them on a single-stack IPv4 cluster: its ipFamilies say nothing of
+  // the Knitter network's.
+  const service = (name: string, network: string, ipFamilyPolicy: string) =>
+    k.api.create("services", {
+      metadata: { name, namespace: "acme", annotations: { [SERVICE_NETWORK_ANNOTATION]: network } },
+      spec: { ports: [{ protocol: "TCP", port: 80 }], ipFamilies: ["IPv4"], ipFamilyPolicy },
+    });
+  service("both", "dual", "PreferDualStack");
+  service("v6", "six", "SingleStack");
+  const at = (name: string) =>
+    eventually(`acme/${name} at the manager`, async () => {
+      const r = await k.stack.api("GET", `tenants/acme/services/${name}`);
+      return r.status === 200 ? r.body : undefined;
+    });
+  const both = await at("both");
+  assert.deepEqual(both.ipFamilies, ["IPv4", "IPv6"]);
+  assert.match(both.vips[0], /^10\.91\.0\.\d+$/);
+  assert.match(both.vips[1], /^fd00:91::[0-9a-f]+$/);
+  const v6 = await at("v6");
+  assert.deepEqual(v6.vips, [v6.vip]);
+  assert.match(v6.vip, /^fd00:92::[0-9a-f]+$/);
+
+  // A policy back to SingleStack replaces the service: one VIP, IPv4.
+  k.api.update("services", "acme", "both", (o) => {
+    o.spec.ipFamilyPolicy = "SingleStack";
+  });
+  const single = await eventually("acme/both with one VIP", async () => {
+    const r = await k.stack.api("GET", "tenants/acme/services/both");
+    return r.status === 200 && r.body.vips.length === 1 ? r.body : undefined;
+  });
+  assert.deepEqual(single.ipFamilies, ["IPv4"]);
+});

@@ -25,7 +25,7 @@
  * - services (../agent/PIPELINE.md, "Services"): `tp_src`, `group:G` (the groups' lines, given
  *   to `evaluate`: the first packet of a connection could go to any bucket, so the walk names
  *   every candidate backend and follows the first: its `nat(dst=…)` rewrites the destination);
- *   a hairpin's `ct_zone`, `ct_nw_dst` (the destination before that rewrite) and
+ *   a hairpin's `ct_zone`, `ct_nw_dst` or `ct_ipv6_dst` (the destination before that rewrite) and
  *   `ct(…,nat(src=…))`, which rewrites the source.
  *
  * Packets are IPv4 or IPv6 (TCP, UDP, ICMP or ICMPv6 echo requests, by the family of their
@@ -87,11 +87,18 @@ export function flowGroups(lines: Iterable<string>): Map<number, Bucket[]> {
   for (const line of lines) {
     const id = /^group_id=(\d+),/.exec(line);
     if (!id) continue;
-    const buckets = [...line.matchAll(/ct\(commit,table=(\d+),[^)]*nat\(dst=([\d.]+:\d+)\)\)/g)]
-      .map((m) => ({ to: m[2], table: Number(m[1]) }));
+    // An IPv6 backend in brackets: `nat(dst=[fd00::3]:8080)`.
+    const bucket = /ct\(commit,table=(\d+),[^)]*nat\(dst=([\d.]+:\d+|\[[\da-f:.]+\]:\d+)\)\)/g;
+    const buckets = [...line.matchAll(bucket)].map((m) => ({ to: m[2], table: Number(m[1]) }));
     groups.set(Number(id[1]), buckets);
   }
   return groups;
+}
+
+/** A bucket's `ADDR:PORT` or `[ADDR6]:PORT`. */
+function backendOf(to: string): { ip: string; port: number } {
+  const at = to.lastIndexOf(":");
+  return { ip: to.slice(0, at).replace(/^\[|\]$/g, ""), port: Number(to.slice(at + 1)) };
 }
 
 /** Splits a line at top-level commas (`ct(table=50,zone=…)` and `resubmit(,30)` keep theirs). */
@@ -256,6 +263,7 @@ function matchesField(s: State, key: string, value: string): boolean {
     case "ct_zone":
       return s.zone === Number(value);
     case "ct_nw_dst":
+    case "ct_ipv6_dst":
       return s.tracked === true && (s.originalDst ?? p.ipDst) === value;
     case "tp_dst":
       return p.dstPort !== undefined && matchesMasked(value, BigInt(p.dstPort));
@@ -382,7 +390,7 @@ function apply(s: State, f: ParsedFlow, balance: (group: number) => number | und
         next = Number(table[1]);
       }
       // A hairpin's source NAT (to the VIP): FORWARD's flows after it see the new source.
-      const snat = /nat\(src=([\d.]+)\)/.exec(a);
+      const snat = /nat\(src=\[?([\da-f:.]+)\]?\)/.exec(a);
       if (snat) s.p.ipSrc = snat[1];
     } else if (a.startsWith("set_field:")) {
       const [value, field] = a.slice("set_field:".length).split("->");
@@ -434,10 +442,10 @@ export function evaluate(
     const buckets = groups.get(group) ?? [];
     result.balanced = { group, candidates: buckets.map((b) => b.to) };
     if (buckets.length === 0) return undefined;
-    const [ip, port] = buckets[0].to.split(":");
+    const { ip, port } = backendOf(buckets[0].to);
     s.originalDst = s.p.ipDst;
     s.p.ipDst = ip;
-    s.p.dstPort = Number(port);
+    s.p.dstPort = port;
     return buckets[0].table;
   };
   let table: number | undefined = 0;

@@ -313,7 +313,7 @@ export function flowKind(f: ParsedFlow): FlowKindName {
       return f.priority === SERVICE_PRIORITY.HAIRPIN_DELIVER ? "hairpinDeliver" : "hairpinAgain";
     case TABLE.ARP:
       if (f.priority === SERVICE_PRIORITY.HAIRPIN_REPLY) return "hairpinReply";
-      if (f.priority === SERVICE_PRIORITY.VIP) return "serviceVip";
+      if (f.priority === SERVICE_PRIORITY.VIP) return has("icmp6") ? "serviceNd" : "serviceVip";
       if (f.priority === SERVICE_PRIORITY.VIP_GUARD) return "serviceVipGuard";
       if (f.priority === SERVICE_PRIORITY.REPLY) return "serviceReplyLocal";
       if (f.priority === SERVICE_PRIORITY.REPLY_ROUTED) return "serviceReplyRouted";

@@ -356,8 +356,9 @@ Deno.test("flowKind names every security group flow as its builder, at that buil
 
 Deno.test("flowKind names every service flow as its builder, at that builder's table and priority", () => {
   const seen = new Set<string>();
-  // The routed model has the flows of a VIP a router reaches.
-  const added = [scenarios.services, scenarios.services_routed].flatMap((model) => {
+  // The routed model has the flows of a VIP a router reaches; services6 an IPv6 VIP's.
+  const models = [scenarios.services, scenarios.services_routed, scenarios.services6];
+  const added = models.flatMap((model) => {
     const plain = new Set(compileFlows({ ...model, services: undefined }));
     return splitGroups(compileFlows(model)).flows.filter((l) => !plain.has(l));
   });
@@ -662,6 +663,40 @@ Deno.test("offline: a backend's connection to its own VIP (hairpin) is source-NA
       "hairpinSnat",
       "hairpinDeliver",
     ],
+  );
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+});
+
+Deno.test("offline: a new IPv6 connection to a service's IPv6 VIP names every candidate backend and goes to one", () => {
+  const model = structuredClone(scenarios.services6);
+  // Pod 1 speaks from its IPv6 address.
+  model.localPorts[0].ips = ["fd00::2", "10.0.0.2"];
+  const trace = (ipDst: string, dstPort: number) =>
+    walkTcp(model, 1, "0a:58:0a:00:00:64", ipDst, [40000, dstPort]);
+  const { walked, hop } = trace("fd00::100", 80);
+  assert.deepEqual(walked.balanced, {
+    group: 32,
+    candidates: ["[fd00::3]:8080", "[fd00::4]:8080"],
+  });
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind).filter((k) => k.startsWith("service") || k === "nextHop"),
+    ["serviceVip", "serviceNew", "nextHop"],
+  );
+  assert.match(hop.steps.find((s) => s.kind === "serviceNew")!.what, /\[fd00::3\]:8080/);
+  assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
+  // Another port of the IPv6 VIP: dropped by its guard.
+  assert.equal(trace("fd00::100", 81).hop.steps.at(-1)!.kind, "serviceVipGuard");
+});
+
+Deno.test("offline: a backend's IPv6 connection to its own IPv6 VIP (hairpin) is source-NATed to the VIP and sent back out of its port", () => {
+  const model = structuredClone(scenarios.services6);
+  // pod-2 (fd00::3, ofport 2) speaks IPv6; it is the first backend of web's IPv6 VIP.
+  model.localPorts[1].ips = ["fd00::3", "10.0.0.3"];
+  const { walked, hop } = walkTcp(model, 2, "0a:58:0a:00:00:64", "fd00::100", [40000, 80]);
+  assert.equal(walked.balanced?.candidates[0], "[fd00::3]:8080");
+  assert.deepEqual(
+    hop.steps.map((s) => s.kind).filter((k) => k.startsWith("hairpin") || k.startsWith("service")),
+    ["hairpinReply", "hairpinAgain", "serviceVip", "serviceNew", "hairpinSnat", "hairpinDeliver"],
   );
   assert.deepEqual(hop.outcomes, [{ kind: "local", ofport: 2, port: "acme/pod-2/eth0" }]);
 });

@@ -1238,7 +1238,16 @@ Deno.test("services: bad input throws the same error naming the item in both eng
   const bad: [string, (s: FlowService) => void, RegExp][] = [
     ["unknown network", (s) => s.network = 9, /services\[0\]\.network: 9 is no network/],
     ["malformed VIP", (s) => s.vip = "10.0.0.300", /services\[0\]\.vip: "10\.0\.0\.300" is not/],
-    ["IPv6 VIP", (s) => s.vip = "fd00::1", /services\[0\]\.vip: "fd00::1" is not a unicast IPv4/],
+    [
+      "multicast IPv6 VIP",
+      (s) => s.vip = "ff02::1",
+      /services\[0\]\.vip: "ff02::1" is not a unicast/,
+    ],
+    [
+      "IPv4 backend of an IPv6 VIP",
+      (s) => s.vip = "fd00::1",
+      /services\[0\]\.backends\[0\]: "10\.0\.0\.3" is not a unicast address of the VIP's family/,
+    ],
     ["VIP of a port", (s) => s.vip = "10.0.0.2", /services\[0\]\.vip: 10\.0\.0\.2 is already/],
     ["multicast MAC", (s) => s.mac = "01:00:5e:00:00:01", /services\[0\]\.mac: "01:00:5e/],
     ["bad backend", (s) => s.backends = ["10.0.0.3", "x"], /services\[0\]\.backends\[1\]: "x"/],

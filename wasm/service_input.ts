@@ -17,13 +17,14 @@ export interface FlowService {
   id: number;
   /** Network id (of `networks[]`). */
   network: number;
+  /** IPv4 or IPv6: the service's flows match that family. */
   vip: string;
   /** The MAC ARP requests for the VIP are answered with. */
   mac: string;
   ports: FlowServicePort[];
   /**
-   * IPv4 addresses of the backends; one that no port of the network has in the model (left out as
-   * a conflict, not known yet) gets no bucket.
+   * Addresses of the backends, of the VIP's family (an IPv6 VIP: IPv6 backends); one that no port
+   * of the network has in the model (left out as a conflict, not known yet) gets no bucket.
    */
   backends: string[];
   /** Every connection of one client address to the same backend. */
@@ -58,7 +59,9 @@ export function serviceError(services: FlowService[], code: number, i: number, k
     case SERVICE_ERR.UNKNOWN_NETWORK:
       return new Error(`${at}.network: ${s?.network} is no network of the model`);
     case SERVICE_ERR.BAD_VIP:
-      return new Error(`${at}.vip: ${JSON.stringify(s?.vip)} is not a unicast IPv4 address`);
+      return new Error(
+        `${at}.vip: ${JSON.stringify(s?.vip)} is not a unicast IPv4 or IPv6 address`,
+      );
     case SERVICE_ERR.VIP_TAKEN:
       return new Error(
         `${at}.vip: ${s?.vip} is already an address of network ${s?.network} (a port, the gateway or another service)`,
@@ -67,7 +70,9 @@ export function serviceError(services: FlowService[], code: number, i: number, k
       return new Error(`${at}.mac: ${JSON.stringify(s?.mac)} is not a unicast MAC address`);
     case SERVICE_ERR.BAD_BACKEND:
       return new Error(
-        `${at}.backends[${k}]: ${JSON.stringify(s?.backends[k])} is not a unicast IPv4 address`,
+        `${at}.backends[${k}]: ${
+          JSON.stringify(s?.backends[k])
+        } is not a unicast address of the VIP's family`,
       );
     case SERVICE_ERR.DUP_ID:
       return new Error(`${at}.id: ${s?.id} is listed twice`);

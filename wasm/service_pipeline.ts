@@ -86,6 +86,8 @@ export const SERVICE_KINDS = {
   hairpinUndo: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_UNDO },
   hairpinDeliver: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_DELIVER },
   hairpinAgain: { table: SERVICE_TABLE.HAIRPIN, priority: SERVICE_PRIORITY.HAIRPIN_AGAIN },
+  /** ARP: a neighbour solicitation for an IPv6 VIP, answered (above VIP_GUARD: NUD is unicast). */
+  serviceNd: { table: TABLE.ARP, priority: SERVICE_PRIORITY.VIP },
 } as const;
 
 /**

@@ -75,3 +75,46 @@ Deno.test("service model: a selector adds the ports whose labels match, of the s
   ];
   assert.deepEqual(backendIps(selected, ports), ["10.20.0.3", "10.20.0.11"]);
 });
+
+Deno.test("service model: a VIP per family, each over the backends' addresses of its family", async () => {
+  const networks = new Map<string, FlowNetwork>([
+    ["n-data", { id: 3, type: "vxlan", segmentId: 5001 }],
+  ]);
+  // A dual-stack service whose first family is IPv6, and one on IPv6 only.
+  const dual: ServiceInfo = {
+    ...front,
+    name: "dual",
+    vip: "fd00:20::50",
+    vips: ["fd00:20::50", "10.20.0.50"],
+    ipFamilies: ["IPv6", "IPv4"],
+    ipFamilyPolicy: "RequireDualStack",
+  };
+  const six: ServiceInfo = {
+    ...front,
+    name: "six",
+    vip: "fd00:20::60",
+    vips: ["fd00:20::60"],
+    ipFamilies: ["IPv6"],
+  };
+  const keys: string[] = [];
+  const services = await flowServices(
+    {
+      services: [dual, six],
+      ports: [
+        port("web-1", "10.20.0.4", { ip6: "fd00:20::4" }),
+        port("web-0", "10.20.0.3"), // no IPv6 address: a backend of the IPv4 VIP only
+        port("web-2", "fd00:20::5", { family: 6 }),
+      ],
+    },
+    { all: networks, local: new Set(["n-data"]) },
+    (key) => Promise.resolve(keys.push(key)),
+  );
+  // The IPv4 VIP keeps the number of "tenant/name", as before services had IPv6.
+  assert.deepEqual(keys, ["acme/dual/IPv6", "acme/dual", "acme/six/IPv6"]);
+  assert.deepEqual(services.map((s) => [s.id, s.vip, s.backends]), [
+    [1, "fd00:20::50", ["fd00:20::4", "fd00:20::5"]],
+    [2, "10.20.0.50", ["10.20.0.3", "10.20.0.4"]],
+    [3, "fd00:20::60", ["fd00:20::4", "fd00:20::5"]],
+  ]);
+  assert.equal(services[0].mac, services[1].mac);
+});

@@ -40,7 +40,8 @@ export async function holderOf(
   for await (const e of ctx.store.list(keys.servicesOfNetwork(net.id))) {
     const [tenant, name] = e.key.slice(-2) as [string, string];
     const s = (await ctx.store.get<ServiceRecord>(keys.service(tenant, name))).value;
-    if (s?.vip !== ip) continue;
+    // `ip` is the pool's address: a dual-stack service's IPv4 VIP, whichever family is first.
+    if (!s || !(s.vips ?? [s.vip]).includes(ip)) continue;
     return tenant === asker ? `the VIP of service "${name}"` : "held by another tenant";
   }
   for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {

@@ -21,6 +21,14 @@ import { resolveNetworkRef } from "./network_lookup.ts";
 import { sweepQuarantine } from "./quarantine.ts";
 import { getTenantEntry, missingInTenant } from "./tenants.ts";
 import { claimName, countOneLess } from "./tenant_counts.ts";
+import {
+  checkVipFamily,
+  chosenFamilies,
+  type Families,
+  familyOf,
+  recordFamilies,
+  vipsOf,
+} from "./service_families.ts";
 
 type Create = z.infer<typeof ServiceCreate>;
 type Update = z.infer<typeof ServiceUpdate>;
@@ -32,9 +40,13 @@ export interface ServiceEndpoint {
   node: string;
 }
 
-/** The record as the API answers it: without the pool index, with its endpoints when read. */
+/**
+ * The record as the API answers it: without the pool index, with its families (also of a record
+ * stored before services had several) and its endpoints when read.
+ */
 export function serviceView(s: ServiceRecord, status?: ServiceStatus) {
-  const { vipIndex: _, ...view } = s;
+  const { vipIndex: _, ...rest } = s;
+  const view = { ...rest, ...recordFamilies(s) };
   return status ? { ...view, status } : view;
 }
 
@@ -50,6 +62,8 @@ export async function createService(
   const { principal, tenant, body } = req;
   const ports = checkedPorts(body.ports);
   const first = await ownNetwork(ctx, principal, tenant, body.network);
+  const families = chosenFamilies(first.net, body);
+  if (body.vip !== undefined) checkVipFamily(first.net, families.ipFamilies, body.vip);
   const pool = ctx.pools.addresses(first.net);
   const service = await pool.exclusive(() =>
     retry(ctx, async (tx, attempt) => {
@@ -83,7 +97,7 @@ export async function createService(
         tenant,
         network: net.name,
         networkId: net.id,
-        vip: vip.ip,
+        ...vipFields(net, families, vip.ip),
         vipIndex: vip.index,
         ports,
         backends,
@@ -101,6 +115,12 @@ export async function createService(
   ctx.metrics.allocations.inc({ kind: "ip" }, 1);
   ctx.feed.publish({ type: "service", op: "put", service: serviceView(service) });
   return service;
+}
+
+/** The VIP fields of a record whose pool address is `ip`. */
+function vipFields(net: NetworkRecord, families: Families, ip: string) {
+  const vips = vipsOf(net, families.ipFamilies, ip);
+  return { vip: vips[0], vips, ...families };
 }
 
 /** Replaces a service's ports, backends and affinity; its network and VIP stay. */
@@ -131,7 +151,7 @@ export async function updateService(
 }
 
 /**
- * The tenant's own IPv4 network a request names. Another tenant's network is refused, public or
+ * The tenant's own network a request names (IPv4, IPv6 or dual-stack). Another tenant's network is refused, public or
  * private alike (a private one answers as missing, as its existence must not leak): a service
  * spreads its clients over the backends of one tenant.
  */
@@ -142,12 +162,6 @@ async function ownNetwork(ctx: Ctx, principal: Principal, tenant: string, networ
       "forbidden",
       `Network "${network}" belongs to tenant "${ref.net.tenant}": a service is on a network of its own tenant`,
       "network",
-    );
-  }
-  if (ref.net.family !== 4) {
-    throw invalid(
-      "network",
-      `Network "${network}" is IPv6: services have IPv4 virtual addresses only (a dual-stack network's IPv4 side works)`,
     );
   }
   if (ref.net.dataPlane === "external") {
@@ -244,22 +258,30 @@ export function selects(
 
 /**
  * Which backends are endpoints now (named, or selected: the tenant's ports of the network whose
- * labels match), and, when some are not, why.
+ * labels match), one per family of the service that the port has an address of, and, when some are
+ * not, why.
  */
 export async function serviceStatus(ctx: Ctx, s: ServiceRecord): Promise<ServiceStatus> {
+  const { ipFamilies } = recordFamilies(s);
   const endpoints: ServiceEndpoint[] = [];
   const away: string[] = [];
+  const add = (p: PortRecord & { node: string }) => {
+    for (const f of ipFamilies) {
+      const ip = addressOf(p, f);
+      if (ip !== undefined) endpoints.push({ port: p.id, ip, node: p.node });
+      else away.push(`"${p.id}" is no endpoint of the ${f} VIP: it has no ${f} address`);
+    }
+  };
   const named = new Set(s.backends);
   for (const id of s.backends) {
     const p = (await ctx.store.get<PortRecord>(keys.port(s.networkId, id))).value;
-    if (p?.node !== undefined && p.tenant === s.tenant) {
-      endpoints.push({ port: id, ip: p.ip, node: p.node });
-    } else away.push(`"${id}" (${p ? "bound to no node" : "no such port"})`);
+    if (p?.node !== undefined && p.tenant === s.tenant) add(p as PortRecord & { node: string });
+    else away.push(`"${id}" (${p ? "bound to no node" : "no such port"})`);
   }
   if (s.selector) {
     for (const p of await listValues<PortRecord>(ctx.store, keys.ports(s.networkId))) {
       if (named.has(p.id) || p.tenant !== s.tenant || !selects(s.selector, p.labels)) continue;
-      if (p.node !== undefined) endpoints.push({ port: p.id, ip: p.ip, node: p.node });
+      if (p.node !== undefined) add(p as PortRecord & { node: string });
     }
   }
   if (endpoints.length === 0) {
@@ -270,6 +292,13 @@ export async function serviceStatus(ctx: Ctx, s: ServiceRecord): Promise<Service
   }
   return away.length ? { endpoints, message: `not endpoints: ${away.join(", ")}` } : { endpoints };
 }
+
+/** A port's address of family `f`, if it has one. */
+function addressOf(p: Pick<PortRecord, "ip" | "ip6">, f: "IPv4" | "IPv6"): string | undefined {
+  if (familyOf(p.ip) === f) return p.ip;
+  return f === "IPv6" ? p.ip6 : undefined;
+}
+
 export async function deleteService(ctx: Ctx, tenant: string, name: string): Promise<void> {
   const first = await getService(ctx, tenant, name);
   const net = (await ctx.store.get<NetworkRecord>(keys.network(tenant, first.network))).value;

@@ -8,10 +8,12 @@ import { run } from "@knitter/common";
 import { type Stack, type StackNode, waitFor } from "../../devstack/stack.ts";
 import { Ovs } from "../../agent/dataplane/ovs.ts";
 import { ipNetnsName, type Pod } from "./pods.ts";
-import { inNetns } from "./traffic.ts";
+import { inNetns, startReady } from "./traffic.ts";
+import type { Cleanup } from "../../devstack/cleanup.ts";
 import { api } from "./stack_api.ts";
 
 export const PEER = new URL("./service_peer.ts", import.meta.url).pathname;
+export const UDP_PEER = new URL("./service_udp_peer.ts", import.meta.url).pathname;
 export const TARGET = 8080;
 /** How long flows may take to reach a node (a bound for the wait, not a measure). */
 export const CONVERGE_MS = 15_000;
@@ -32,6 +34,33 @@ export async function count(client: Pod, addr: string, n: number): Promise<Count
     { check: false },
   );
   return JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}");
+}
+
+/**
+ * N UDP exchanges of `size` random bytes from `client` to addr:53, each from a new source port,
+ * each telling which backend answered and whether the bytes came back intact.
+ */
+export async function countUdp(
+  client: Pod,
+  addr: string,
+  n: number,
+  size: number,
+): Promise<Counts> {
+  const r = await run(
+    [...inNetns(ns(client)), Deno.execPath(), "run", "--quiet", "--allow-net", UDP_PEER, "count"]
+      .concat([addr, "53", String(n), String(size)]),
+    { check: false },
+  );
+  return JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}");
+}
+
+/** Each backend answers UDP on TARGET (IPv4 and IPv6) until the test ends. */
+export async function serveUdpBackends(cleanup: Cleanup, backends: Pod[]): Promise<void> {
+  for (const b of backends) {
+    const script = [UDP_PEER, "serve", String(TARGET), b.name, "600"];
+    const server = await startReady(cleanup, ns(b), script, { what: `UDP backend ${b.name}` });
+    cleanup.defer(() => server.stop());
+  }
 }
 
 /** A long connection from `client` to addr:80; `name` once it knows its backend. */
@@ -61,6 +90,19 @@ export function hold(client: Pod, addr: string, seconds: number) {
 
 export function ns(p: Pod): string {
   return ipNetnsName(p.netns);
+}
+
+/** Each backend serves its name on TARGET until the test ends (on `host`: "::" for IPv6 too). */
+export async function serveBackends(
+  cleanup: Cleanup,
+  backends: Pod[],
+  host = "0.0.0.0",
+): Promise<void> {
+  for (const b of backends) {
+    const script = [PEER, "serve", String(TARGET), b.name, "600", host];
+    const server = await startReady(cleanup, ns(b), script, { what: `backend ${b.name}` });
+    cleanup.defer(() => server.stop());
+  }
 }
 
 /** The select groups of a node's br-int, as dumped. */

@@ -1,9 +1,11 @@
 /**
  * The ends of a service check (tests/e2e_services_test.ts), run inside pods' netns:
  *
- *   service_peer.ts serve PORT NAME SECONDS   a backend: to each TCP connection its NAME, the
+ *   service_peer.ts serve PORT NAME SECONDS [HOST]
+ *                                              a backend: to each TCP connection its NAME, the
  *                                              client address it sees and a newline, then an echo
- *                                              of what arrives; "ready" once listening
+ *                                              of what arrives; "ready" once listening (on HOST,
+ *                                              default 0.0.0.0; "::" for IPv6 too)
  *   service_peer.ts count ADDR PORT N         N connections one after the other, each reading the
  *                                              first line (the backend's name) and closing
  *   service_peer.ts hold ADDR PORT SECONDS    one connection kept for SECONDS, 8 bytes echoed every
@@ -17,9 +19,9 @@ const [verb, ...args] = Deno.args;
 const CONNECT_MS = 2000;
 
 if (verb === "serve") {
-  const [port, name, seconds] = args;
+  const [port, name, seconds, hostname = "0.0.0.0"] = args;
   setTimeout(() => Deno.exit(0), Number(seconds) * 1000);
-  const listener = Deno.listen({ hostname: "0.0.0.0", port: Number(port), transport: "tcp" });
+  const listener = Deno.listen({ hostname, port: Number(port), transport: "tcp" });
   console.log("ready");
   for await (const conn of listener) {
     const hello = new TextEncoder().encode(`${name} ${conn.remoteAddr.hostname}\n`);

@@ -21,7 +21,8 @@ import {
   ST_HAIRPIN,
   T_ARP,
 } from "./generated/pipeline";
-import { begin, end, LINE_BOUND, putDec, putHex, putIpv4, putMac, puts } from "./text";
+import { begin, end, LINE_BOUND, putDec, putHex, putMac, puts } from "./text";
+import { putCell } from "./service_cell";
 import { L_COOKIE, L_MAC_TEXT } from "./layout";
 
 /** Whether a network of conntrack zone `z` can have hairpin flows (its hairpin zone fits). */
@@ -35,37 +36,51 @@ function zoneOf(z: u32): void {
 }
 
 /**
- * The flows of one local backend (port record `lp`, address `backend`) of a service on `vip` of
- * network `id` in zone `z`: its connections translated to itself are source-NATed to the VIP;
- * what it sends to the VIP first meets the hairpin zone (a reply there is un-SNATed); what comes
- * from the VIP to it, both NATs done, goes back out of its port.
+ * The flows of one local backend (port record `lp`, address cell `backend`) of a service on `vip`
+ * (a cell) of network `id` in zone `z`, IPv6 ones if `v6`: its connections translated to itself are
+ * source-NATed to the VIP; what it sends to the VIP first meets the hairpin zone (a reply there is
+ * un-SNATed); what comes from the VIP to it, both NATs done, goes back out of its port.
  */
-export function hairpinBackend(id: u32, z: u32, lp: usize, backend: u32, vip: u32): void {
+export function hairpinBackend(
+  id: u32,
+  z: u32,
+  lp: usize,
+  backend: usize,
+  vip: usize,
+  v6: bool,
+): void {
   const cookie = load<u32>(lp, L_COOKIE);
+  const ip = v6 ? ",ipv6" : ",ip";
+  const src = v6 ? ",ipv6_src=" : ",nw_src=";
+  const dst = v6 ? ",ipv6_dst=" : ",nw_dst=";
   begin(id, cookie, SF_HAIRPIN_SNAT_TABLE, SF_HAIRPIN_SNAT_PRIORITY, LINE_BOUND);
-  puts(",ct_state=-inv+trk,ct_nw_dst=");
-  putIpv4(vip);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ct_state=-inv+trk,ct_ipv6_dst=" : ",ct_state=-inv+trk,ct_nw_dst=");
+  putCell(vip, v6);
+  puts(ip);
+  puts(",reg0=");
   putHex(id);
-  puts(",nw_src=");
-  putIpv4(backend);
-  puts(",nw_dst=");
-  putIpv4(backend);
+  puts(src);
+  putCell(backend, v6);
+  puts(dst);
+  putCell(backend, v6);
   puts(",actions=ct(commit,table=");
   putDec(ST_HAIRPIN);
   zoneOf(z);
+  // Without a port ovs-ofctl prints an IPv6 address bare: `nat(src=fd00::100)`.
   puts(",nat(src=");
-  putIpv4(vip);
+  putCell(vip, v6);
   puts("))");
   end();
 
   begin(id, cookie, SF_HAIRPIN_REPLY_TABLE, SF_HAIRPIN_REPLY_PRIORITY, LINE_BOUND);
-  puts(",ct_state=-trk,ip,reg0=");
+  puts(",ct_state=-trk");
+  puts(ip);
+  puts(",reg0=");
   putHex(id);
-  puts(",nw_src=");
-  putIpv4(backend);
-  puts(",nw_dst=");
-  putIpv4(vip);
+  puts(src);
+  putCell(backend, v6);
+  puts(dst);
+  putCell(vip, v6);
   puts(",actions=ct(table=");
   putDec(ST_HAIRPIN);
   zoneOf(z);
@@ -73,12 +88,13 @@ export function hairpinBackend(id: u32, z: u32, lp: usize, backend: u32, vip: u3
   end();
 
   begin(id, cookie, SF_HAIRPIN_DELIVER_TABLE, SF_HAIRPIN_DELIVER_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(ip);
+  puts(",reg0=");
   putHex(id);
-  puts(",nw_src=");
-  putIpv4(vip);
-  puts(",nw_dst=");
-  putIpv4(backend);
+  puts(src);
+  putCell(vip, v6);
+  puts(dst);
+  putCell(backend, v6);
   puts(",actions=set_field:");
   putMac(lp + L_MAC_TEXT);
   puts("->eth_dst,IN_PORT");
@@ -90,11 +106,11 @@ export function hairpinBackend(id: u32, z: u32, lp: usize, backend: u32, vip: u3
  * un-DNATed in the network's; anything else that met the hairpin zone (a new connection to the
  * VIP) goes back to ARP, where it now is tracked and takes the VIP's own flows.
  */
-export function hairpinNetwork(id: u32, z: u32): void {
+export function hairpinNetwork(id: u32, z: u32, v6: bool): void {
   begin(id, 0, SF_HAIRPIN_UNDO_TABLE, SF_HAIRPIN_UNDO_PRIORITY, LINE_BOUND);
   puts(",ct_state=+rpl+trk,ct_zone=");
   putDec(HAIRPIN_ZONE_BASE + z);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putHex(id);
   puts(",actions=ct(table=");
   putDec(ST_HAIRPIN);
@@ -106,7 +122,7 @@ export function hairpinNetwork(id: u32, z: u32): void {
   begin(id, 0, SF_HAIRPIN_AGAIN_TABLE, SF_HAIRPIN_AGAIN_PRIORITY, LINE_BOUND);
   puts(",ct_state=-rpl+trk,ct_zone=");
   putDec(HAIRPIN_ZONE_BASE + z);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putHex(id);
   puts(",actions=resubmit(,");
   putDec(T_ARP);

@@ -18,6 +18,8 @@ import {
   SE_DUP_ID,
   SE_UNKNOWN_NETWORK,
   SE_VIP_TAKEN,
+  SF_SERVICE_ND_PRIORITY,
+  SF_SERVICE_ND_TABLE,
   SF_SERVICE_NEW_PRIORITY,
   SF_SERVICE_NEW_TABLE,
   SF_SERVICE_REPLY_IN_PRIORITY,
@@ -37,15 +39,16 @@ import {
   SPROTO_TCP,
   ST_HAIRPIN,
   ST_SERVICE,
+  T_ARP_REPLY,
   T_FORWARD,
   T_NEXT_HOP,
   T_ROUTE,
 } from "./generated/pipeline";
-import { parseIpv4, parseMac, unicastIpv4 } from "./address";
-import { findNet, ipv4Owner, local, net, netCount, NONE } from "./input";
+import { parseIpv4, parseIpv6, parseMac, unicastIpv4, unicastIpv6 } from "./address";
+import { findNet, ipv4Owner, ipv6Owner, local, net, netCount, NONE, v6Gateways } from "./input";
 import { hairpinBackend, hairpinNetwork, hairpinZoneFits } from "./hairpin";
 import { idOf, zone, zones } from "./acl";
-import { arpReply } from "./arp";
+import { arpReply, ndReplyShared } from "./arp";
 import { hopMac, nextHop, route, routeCount } from "./route";
 import {
   B_INPUT,
@@ -59,19 +62,23 @@ import {
   RT_STATIC,
   RT_TO,
   RT_V6,
+  V6_SLOT,
 } from "./layout";
 import { join } from "./output";
+import { C_OWNER, C_TEXT6, CELL, putCell, putNatCell } from "./service_cell";
 import {
   begin,
   beginLine,
   end,
   ipv4ToSlot,
+  ipv6ToSlot,
   LINE_BOUND,
   putDec,
   putHex,
   putIpv4,
   putMac,
   puts,
+  putSlot,
 } from "./text";
 
 const ERROR_ARGS = memory.data(2 * 4);
@@ -90,12 +97,17 @@ export function serviceErrorArg(i: i32): u32 {
 // A text slot for an address the builders of other tables take as a slot (arpReply, nextHop).
 const SLOT = memory.data(16);
 
-// Per service, decoded: network index, VIP, id, MAC; per backend its address and owner (`owners`).
+// Per service, decoded: network index, id, MAC, its VIP as an address cell (service_cell.ts); per
+// backend an address cell (`owners`).
 const S_NET = 0;
-const S_VIP = 4;
 const S_ID = 8;
 const S_MAC = 16; // u64
-const S_SIZE: usize = 24;
+const S_VIP: usize = 24; // a cell
+const S_V6 = 4;
+const S_SIZE: usize = S_VIP + CELL;
+
+// Whether the service being written has an IPv6 VIP (and backends): its lines match ipv6 fields.
+let v6 = false;
 let recs: usize = 0;
 let recsCap: usize = 0;
 let owners: usize = 0; // per backend of all services: address (u32), owner ref (u32)
@@ -109,18 +121,41 @@ function grow(ptr: usize, cap: usize, bytes: usize): usize {
 
 /** The line's protocol text. */
 function proto(code: u32): string {
+  if (v6) return code == SPROTO_TCP ? "tcp6" : "udp6";
   return code == SPROTO_TCP ? "tcp" : "udp";
 }
 
-/** `tcp,reg0=N,nw_dst=VIP,tp_dst=PORT` (or udp): a service port of network `id`. */
-function vipMatch(id: u32, vip: u32, code: u32, port: u32): void {
+/** The address of a cell, in the family of the service being written. */
+function putAddr(cell: usize): void {
+  putCell(cell, v6);
+}
+
+/** `tcp,reg0=N,nw_dst=VIP,tp_dst=PORT` (or udp; tcp6, udp6 and ipv6_dst): a service port. */
+function vipMatch(id: u32, vip: usize, code: u32, port: u32): void {
   puts(proto(code));
   puts(",reg0=");
   putHex(id);
-  puts(",nw_dst=");
-  putIpv4(vip);
+  puts(v6 ? ",ipv6_dst=" : ",nw_dst=");
+  putAddr(vip);
   puts(",tp_dst=");
   putDec(port);
+}
+
+/**
+ * Table ARP: a neighbour solicitation for an IPv6 VIP is answered with its MAC (through the shared
+ * advertisement, as the gateway's), above the VIP's guard: unreachability detection asks unicast.
+ */
+function vipNd(n: usize, vip: usize, mac: u64): void {
+  begin(load<u32>(n, N_ID), 0, SF_SERVICE_ND_TABLE, SF_SERVICE_ND_PRIORITY, LINE_BOUND);
+  puts(",icmp6,reg0=");
+  putHex(load<u32>(n, N_ID));
+  puts(",icmp_type=135,icmp_code=0,nd_target=");
+  putSlot(vip + C_TEXT6, V6_SLOT);
+  puts(",actions=set_field:");
+  putHex(mac);
+  puts("->xreg1,set_field:136->icmpv6_type,goto_table:");
+  putDec(T_ARP_REPLY);
+  end();
 }
 
 /**
@@ -128,7 +163,7 @@ function vipMatch(id: u32, vip: u32, code: u32, port: u32): void {
  * of the VIP's network, in NEXT_HOP (`routed`) from one a router joins to it (a routed packet never
  * passes the VIP network's ARP table).
  */
-function vipFlow(id: u32, ni: u32, vip: u32, code: u32, port: u32, routed: bool): void {
+function vipFlow(id: u32, ni: u32, vip: usize, code: u32, port: u32, routed: bool): void {
   begin(
     id,
     0,
@@ -147,18 +182,18 @@ function vipFlow(id: u32, ni: u32, vip: u32, code: u32, port: u32, routed: bool)
 }
 
 /** Table ARP: anything else sent to the VIP is dropped. */
-function vipGuard(id: u32, vip: u32): void {
+function vipGuard(id: u32, vip: usize): void {
   begin(id, 0, SF_SERVICE_VIP_GUARD_TABLE, SF_SERVICE_VIP_GUARD_PRIORITY, LINE_BOUND);
-  puts(",ip,reg0=");
+  puts(v6 ? ",ipv6,reg0=" : ",ip,reg0=");
   putHex(id);
-  puts(",nw_dst=");
-  putIpv4(vip);
+  puts(v6 ? ",ipv6_dst=" : ",nw_dst=");
+  putAddr(vip);
   puts(",actions=drop");
   end();
 }
 
 /** Table SERVICE: a new connection to the port goes to its group (none: no endpoints, drop). */
-function newFlow(id: u32, vip: u32, code: u32, port: u32, group: u32): void {
+function newFlow(id: u32, vip: usize, code: u32, port: u32, group: u32): void {
   begin(id, 0, SF_SERVICE_NEW_TABLE, SF_SERVICE_NEW_PRIORITY, LINE_BOUND);
   puts(",ct_state=+new+trk,");
   vipMatch(id, vip, code, port);
@@ -196,7 +231,7 @@ function replyFlow(
   to: u32,
   z: u32,
   local: bool,
-  backend: u32,
+  backend: usize,
   code: u32,
   target: u32,
 ): void {
@@ -224,7 +259,7 @@ function replyFlow(
 function replyMatch(
   id: u32,
   mac: usize,
-  backend: u32,
+  backend: usize,
   code: u32,
   target: u32,
   outside: bool,
@@ -237,14 +272,14 @@ function replyMatch(
     puts(",dl_dst=");
     putMac(mac);
   }
-  puts(",nw_src=");
-  putIpv4(backend);
+  puts(v6 ? ",ipv6_src=" : ",nw_src=");
+  putAddr(backend);
   puts(",tp_src=");
   putDec(target);
 }
 
 /** Every reply flow of one backend and port: its own network's, and the routed clients'. */
-function replyFlows(n: usize, ni: u32, backend: u32, owner: u32, code: u32, target: u32): void {
+function replyFlows(n: usize, ni: u32, backend: usize, owner: u32, code: u32, target: u32): void {
   const id = load<u32>(n, N_ID);
   const z = idOf(zone(ni));
   if (owner < REMOTE_REF) {
@@ -255,7 +290,7 @@ function replyFlows(n: usize, ni: u32, backend: u32, owner: u32, code: u32, targ
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
     const from = load<u32>(r, RT_FROM);
-    if (!connectedV4(r, ni) || from == ni) continue;
+    if (!connected(r, ni) || from == ni) continue;
     replyFlow(id, load<u32>(net(from), N_ID), z, false, backend, code, target);
   }
 }
@@ -264,7 +299,7 @@ function replyFlows(n: usize, ni: u32, backend: u32, owner: u32, code: u32, targ
  * ARP: a local backend's reply sent to its gateway (a client a router joins): un-NATed in zone `z`,
  * then on to ROUTE, as `routeIn` would send it (REPLY would send it to FORWARD, past the router).
  */
-function replyRouted(n: usize, z: u32, backend: u32, code: u32, target: u32): void {
+function replyRouted(n: usize, z: u32, backend: usize, code: u32, target: u32): void {
   const id = load<u32>(n, N_ID);
   begin(id, 0, SF_SERVICE_REPLY_ROUTED_TABLE, SF_SERVICE_REPLY_ROUTED_PRIORITY, LINE_BOUND);
   puts(",");
@@ -277,10 +312,10 @@ function replyRouted(n: usize, z: u32, backend: u32, code: u32, target: u32): vo
   end();
 }
 
-/** Whether a route leaves network `ni` (its gateway's IPv4 goes to ROUTE: `routeIn`). */
+/** Whether a route of the VIP's family leaves network `ni` (its gateway goes to ROUTE). */
 function routedFrom(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
-    if (load<u32>(route(i), RT_FROM) == ni && load<u32>(route(i), RT_V6) == 0) return true;
+    if (load<u32>(route(i), RT_FROM) == ni && ofFamily(route(i))) return true;
   }
   return false;
 }
@@ -289,14 +324,19 @@ function routedFrom(ni: u32): bool {
 function routedTo(ni: u32): bool {
   for (let i: u32 = 0; i < routeCount; i++) {
     const r = route(i);
-    if (connectedV4(r, ni) && load<u32>(r, RT_FROM) != ni) return true;
+    if (connected(r, ni) && load<u32>(r, RT_FROM) != ni) return true;
   }
   return false;
 }
 
-/** Whether route r is an IPv4 route to network `ni`'s own subnet (VIPs are IPv4). */
-function connectedV4(r: usize, ni: u32): bool {
-  return load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && load<u32>(r, RT_V6) == 0;
+/** Whether route r is of the family of the service being written (its VIP's). */
+function ofFamily(r: usize): bool {
+  return (load<u32>(r, RT_V6) != 0) == v6;
+}
+
+/** Whether route r is one of the VIP's family to network `ni`'s own subnet. */
+function connected(r: usize, ni: u32): bool {
+  return load<u32>(r, RT_TO) == ni && load<u32>(r, RT_STATIC) == 0 && ofFamily(r);
 }
 
 /** The select group of one port: a bucket per backend, DNAT to it, committed, on to NEXT_HOP. */
@@ -309,32 +349,75 @@ function group(
   count: u32,
   target: u32,
 ): void {
-  beginLine((<u64> 0xffffffff << 32) | <u64> g, 160 + <usize> count * 96);
+  beginLine((<u64> 0xffffffff << 32) | <u64> g, 160 + <usize> count * 128);
   puts("group_id=");
   putDec(g);
   // One field prints as `fields=ip_src`, several in parentheses.
-  if (affinity) puts(",type=select,selection_method=hash,fields=ip_src");
-  else {
-    puts(",type=select,selection_method=hash,fields(ip_src,nw_proto,");
+  const src = v6 ? "ipv6_src" : "ip_src";
+  if (affinity) {
+    puts(",type=select,selection_method=hash,fields=");
+    puts(src);
+  } else {
+    puts(",type=select,selection_method=hash,fields(");
+    puts(src);
+    puts(",nw_proto,");
     puts(code == SPROTO_TCP ? "tcp_src)" : "udp_src)");
   }
   let b: u32 = 0;
   for (let k: u32 = 0; k < count; k++) {
-    const at = owners + (<usize> (first + k) << 3);
-    if (load<u32>(at, 4) == NONE) continue;
+    const at = cell(first + k);
+    if (load<u32>(at, C_OWNER) == NONE) continue;
     puts(",bucket=bucket_id:");
     putDec(b++);
     puts(",actions=ct(commit,table=");
     putDec(T_NEXT_HOP);
     puts(",zone=");
     putDec(z);
+    // An IPv6 address in brackets, as ovs-ofctl prints it: `nat(dst=[fd00::3]:8080)`.
     puts(",nat(dst=");
-    putIpv4(load<u32>(at));
+    putNatCell(at, v6);
     puts(":");
     putDec(target);
     puts("))");
   }
   end();
+}
+
+/** Not an address: the cell readers' answer for a malformed or non-unicast one. */
+const BAD: u32 = 0xfffffffe;
+
+function hasColon(p: usize, len: u32): bool {
+  for (let i: u32 = 0; i < len; i++) if (load<u8>(p + i) == 58) return true;
+  return false;
+}
+
+/** Fills `cell` with the IPv4 address of text `p`: its owner in network `ni` (NONE), or BAD. */
+function ipv4Cell(cell: usize, p: usize, len: u32, ni: u32): u32 {
+  const v = parseIpv4(p, len);
+  if (v < 0 || !unicastIpv4(<u32> v)) return BAD;
+  store<u32>(cell, <u32> v);
+  return ipv4Owner(ni, <u32> v);
+}
+
+/** Fills `cell` with the IPv6 address of text `p` (as OVS prints it): its owner, or BAD. */
+function ipv6Cell(cell: usize, p: usize, len: u32, ni: u32): u32 {
+  if (!parseIpv6(p, len) || !unicastIpv6()) return BAD;
+  store<u32>(cell, 0);
+  ipv6ToSlot(cell + C_TEXT6);
+  return ipv6Owner(ni);
+}
+
+/** Whether two cells hold one address (IPv6: the same text, as both are printed one way). */
+function sameCell(a: usize, b: usize, six: bool): bool {
+  if (!six) return load<u32>(a) == load<u32>(b);
+  const len = <usize> load<u8>(a + C_TEXT6);
+  if (len != <usize> load<u8>(b + C_TEXT6)) return false;
+  return memory.compare(a + C_TEXT6 + 1, b + C_TEXT6 + 1, len) == 0;
+}
+
+/** Backend cell `i` of all services. */
+function cell(i: u32): usize {
+  return owners + <usize> i * CELL;
 }
 
 /** Decodes and checks every service (rc), its backends' addresses and owners into `owners`. */
@@ -349,8 +432,9 @@ function check(count: u32, rd: usize, text: usize): i32 {
     backends += load<u32>(bw, 16);
     bw += 28 + (<usize> load<u32>(bw, 12)) * 12 + (<usize> load<u32>(bw, 16) << 2);
   }
-  owners = grow(owners, ownersCap, (<usize> backends << 3) + 8);
-  if (ownersCap < (<usize> backends << 3) + 8) ownersCap = (<usize> backends << 3) + 8;
+  const bytes = <usize> (backends + 1) * CELL;
+  owners = grow(owners, ownersCap, bytes);
+  if (ownersCap < bytes) ownersCap = bytes;
   let o: usize = owners;
   for (let i: u32 = 0; i < count; i++) {
     const r = recs + <usize> i * S_SIZE;
@@ -366,16 +450,18 @@ function check(count: u32, rd: usize, text: usize): i32 {
     const nb = load<u32>(w, 16);
     const vipLen = load<u32>(w, 20);
     const macLen = load<u32>(w, 24);
-    const vip = parseIpv4(t, vipLen);
-    if (vip < 0 || !unicastIpv4(<u32> vip)) return fail(SE_BAD_VIP, i, 0);
-    if (ipv4Owner(ni, <u32> vip) != NONE) return fail(SE_VIP_TAKEN, i, 0);
+    // The VIP's family is its text's: a colon is IPv6.
+    const six = hasColon(t, vipLen);
+    const owner = six ? ipv6Cell(r + S_VIP, t, vipLen, ni) : ipv4Cell(r + S_VIP, t, vipLen, ni);
+    if (owner == BAD) return fail(SE_BAD_VIP, i, 0);
+    if (owner != NONE) return fail(SE_VIP_TAKEN, i, 0);
+    store<u32>(r, six ? 1 : 0, S_V6);
     for (let j: u32 = 0; j < i; j++) {
       const q = recs + <usize> j * S_SIZE;
-      if (load<u32>(q, S_NET) == ni && load<u32>(q, S_VIP) == <u32> vip) {
+      if (load<u32>(q, S_NET) == ni && sameCell(q + S_VIP, r + S_VIP, six)) {
         return fail(SE_VIP_TAKEN, i, 0);
       }
     }
-    store<u32>(r, <u32> vip, S_VIP);
     t += vipLen;
     const mac = parseMac(t, macLen);
     if (mac < 0 || (mac >>> 40) & 1) return fail(SE_BAD_MAC, i, 0);
@@ -385,12 +471,12 @@ function check(count: u32, rd: usize, text: usize): i32 {
     for (let k: u32 = 0; k < nb; k++) {
       const len = load<u32>(w);
       w += 4;
-      const v = parseIpv4(t, len);
+      // A backend of the VIP's family.
+      const owner = six ? ipv6Cell(o, t, len, ni) : ipv4Cell(o, t, len, ni);
       t += len;
-      if (v < 0 || !unicastIpv4(<u32> v)) return fail(SE_BAD_BACKEND, i, k);
-      store<u32>(o, <u32> v);
-      store<u32>(o, ipv4Owner(ni, <u32> v), 4);
-      o += 8;
+      if (owner == BAD) return fail(SE_BAD_BACKEND, i, k);
+      store<u32>(o, owner, C_OWNER);
+      o += CELL;
     }
   }
   return 0;
@@ -418,6 +504,8 @@ export function services(words: u32): i32 {
   hairpinned = grow(hairpinned, hairpinnedCap, <usize> netCount + 1);
   if (hairpinnedCap < <usize> netCount + 1) hairpinnedCap = <usize> netCount + 1;
   memory.fill(hairpinned, 0, <usize> netCount);
+  // The advertisement an IPv6 VIP's answer goes through, unless a gateway's brought it already.
+  let nd = v6Gateways;
   let w = rd + 4;
   let first: u32 = 0;
   for (let i: u32 = 0; i < count; i++) {
@@ -425,30 +513,44 @@ export function services(words: u32): i32 {
     const ni = load<u32>(r, S_NET);
     const n = net(ni);
     const id = load<u32>(n);
-    const vip = load<u32>(r, S_VIP);
+    const vip = r + S_VIP;
+    v6 = load<u32>(r, S_V6) != 0;
     const sid = load<u32>(w);
     const affinity = load<u32>(w, 8) != 0;
     const ports = load<u32>(w, 12);
     const nb = load<u32>(w, 16);
-    ipv4ToSlot(SLOT, vip);
-    arpReply(n, 0, load<u64>(r, S_MAC), SLOT);
+    if (v6) {
+      vipNd(n, vip, load<u64>(r, S_MAC));
+      if (!nd) ndReplyShared();
+      nd = true;
+    } else {
+      ipv4ToSlot(SLOT, load<u32>(vip));
+      arpReply(n, 0, load<u64>(r, S_MAC), SLOT);
+    }
     vipGuard(id, vip);
     trackedFlow(id);
     const routed = routedTo(ni);
     let live: u32 = 0;
     for (let k: u32 = 0; k < nb; k++) {
-      const at = owners + (<usize> (first + k) << 3);
-      const owner = load<u32>(at, 4);
+      const at = cell(first + k);
+      const owner = load<u32>(at, C_OWNER);
       if (owner == NONE || owner >= GATEWAY_REF) continue;
       live++;
-      ipv4ToSlot(SLOT, load<u32>(at));
-      nextHop(n, owner >= REMOTE_REF ? 0 : load<u32>(local(owner), L_COOKIE), hopMac(owner), SLOT);
+      const cookie = owner >= REMOTE_REF ? 0 : load<u32>(local(owner), L_COOKIE);
+      if (v6) nextHop(n, cookie, hopMac(owner), at + C_TEXT6, true);
+      else {
+        ipv4ToSlot(SLOT, load<u32>(at));
+        nextHop(n, cookie, hopMac(owner), SLOT);
+      }
       const z = idOf(zone(ni));
       if (owner >= REMOTE_REF || !hairpinZoneFits(z)) continue;
-      hairpinBackend(id, z, local(owner), load<u32>(at), vip);
-      if (load<u8>(hairpinned + ni) != 0) continue;
-      store<u8>(hairpinned + ni, 1);
-      hairpinNetwork(id, z);
+      hairpinBackend(id, z, local(owner), at, vip, v6);
+      // Once per network and family: bit 1 IPv4, bit 2 IPv6.
+      const bit: u8 = v6 ? 2 : 1;
+      const had = load<u8>(hairpinned + ni);
+      if ((had & bit) != 0) continue;
+      store<u8>(hairpinned + ni, had | bit);
+      hairpinNetwork(id, z, v6);
     }
     for (let p: u32 = 0; p < ports; p++) {
       const pw = w + 28 + <usize> p * 12;
@@ -461,15 +563,16 @@ export function services(words: u32): i32 {
       newFlow(id, vip, code, port, g);
       if (g != 0) group(g, idOf(zone(ni)), code, affinity, first, nb, target);
       for (let k: u32 = 0; k < nb; k++) {
-        const at = owners + (<usize> (first + k) << 3);
-        const owner = load<u32>(at, 4);
+        const at = cell(first + k);
+        const owner = load<u32>(at, C_OWNER);
         if (owner == NONE || owner >= GATEWAY_REF) continue;
-        replyFlows(n, ni, load<u32>(at), owner, code, target);
+        replyFlows(n, ni, at, owner, code, target);
       }
     }
     w += 28 + <usize> ports * 12 + (<usize> nb << 2);
     first += nb;
   }
+  v6 = false;
   join();
   return 0;
 }

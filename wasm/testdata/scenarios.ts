@@ -9,6 +9,7 @@
  */
 import type { FlowAclRule } from "../acl_input.ts";
 import type { FlowInput } from "../flow_input.ts";
+import type { FlowServicePort } from "../service_input.ts";
 
 /** A group's rules: TCP 80-81 and ping from its members (two local ports, one remote), all out. */
 const GROUP_WEB: FlowAclRule[] = [
@@ -750,5 +751,103 @@ scenarios.host_ports6 = {
   ],
   acls: [
     { cookie: 1, rules: [{ direction: "ingress", protocol: "tcp", portMin: 80, portMax: 80 }] },
+  ],
+};
+
+/**
+ * Services on IPv6 (../../agent/PIPELINE.md, "Services"): a dual-stack service on dual-stack vxlan
+ * network 1 is two services of the model, one per family: "web" on 10.0.0.100 and fd00::100 (TCP 80
+ * → 8080, UDP 53) over a local backend and a remote one; "pin" on fd00::101 (TCP 443, ClientIP
+ * affinity) over the remote one. On IPv6-only vxlan network 2, without a gateway, "six" on
+ * fd00:2::100 (TCP 80) over a local backend.
+ */
+const webPorts: FlowServicePort[] = [
+  { protocol: "tcp", port: 80, targetPort: 8080 },
+  { protocol: "udp", port: 53, targetPort: 53 },
+];
+scenarios.services6 = {
+  tunnelPort: 100,
+  networks: [
+    {
+      id: 1,
+      type: "vxlan",
+      segmentId: 5001,
+      gateway: "10.0.0.1",
+      gatewayMac: "0a:58:0a:00:00:01",
+      gateway6: "fd00::1",
+    },
+    { id: 2, type: "vxlan", segmentId: 5002 },
+  ],
+  localPorts: [
+    { ofport: 1, network: 1, mac: "02:00:0a:00:00:02", ips: ["10.0.0.2", "fd00::2"], cookie: 1 },
+    { ofport: 2, network: 1, mac: "02:00:0a:00:00:03", ips: ["10.0.0.3", "fd00::3"], cookie: 2 },
+    { ofport: 3, network: 2, mac: "02:00:0a:02:00:02", ips: ["fd00:2::2"], cookie: 3 },
+    { ofport: 4, network: 2, mac: "02:00:0a:02:00:03", ips: ["fd00:2::3"], cookie: 4 },
+  ],
+  remotePorts: [
+    {
+      network: 1,
+      mac: "02:00:0a:00:00:04",
+      ips: ["10.0.0.4", "fd00::4"],
+      nodeIp: "192.168.0.12",
+    },
+  ],
+  services: [
+    {
+      id: 1,
+      network: 1,
+      vip: "10.0.0.100",
+      mac: "0a:58:0a:00:00:64",
+      ports: structuredClone(webPorts),
+      backends: ["10.0.0.3", "10.0.0.4"],
+    },
+    {
+      id: 2,
+      network: 1,
+      vip: "fd00::100",
+      mac: "0a:58:0a:00:00:64",
+      ports: structuredClone(webPorts),
+      backends: ["fd00::3", "fd00::4"],
+    },
+    {
+      id: 3,
+      network: 1,
+      vip: "fd00::101",
+      mac: "0a:58:0a:00:00:65",
+      ports: [{ protocol: "tcp", port: 443, targetPort: 443 }],
+      backends: ["fd00::4"],
+      affinity: true,
+    },
+    {
+      id: 4,
+      network: 2,
+      vip: "fd00:2::100",
+      mac: "0a:58:0a:02:00:64",
+      ports: [{ protocol: "tcp", port: 80, targetPort: 80 }],
+      backends: ["fd00:2::3"],
+    },
+  ],
+};
+
+/**
+ * IPv6 VIPs behind a router (../../agent/PIPELINE.md, "Services"): services6 with network 2's IPv6
+ * gateway and a router joining its IPv6 subnet and network 1's: the client on network 1 reaches
+ * "six" (fd00:2::100) through the router, and network 2's pods reach "web"'s IPv6 VIP.
+ */
+scenarios.services6_routed = {
+  ...structuredClone(scenarios.services6),
+  networks: [
+    structuredClone(scenarios.services6.networks[0]),
+    {
+      id: 2,
+      type: "vxlan",
+      segmentId: 5002,
+      gateway: "fd00:2::1",
+      gatewayMac: "0a:58:0a:02:00:01",
+    },
+  ],
+  routes: [
+    { from: 1, to: 2, dst: "fd00:2::/64" },
+    { from: 2, to: 1, dst: "fd00::/64" },
   ],
 };
