@@ -92,9 +92,12 @@ Deno.test("console: pool usage and CNI ADD latency over time from a real Prometh
   };
   const hasPoints = (c: { series: { points: unknown[] }[] }) =>
     c.series.length > 0 && c.series.every((s) => s.points.length > 0);
-  await waitFor("samples of the pools and of the ADDs", async () => {
+  // A scrape may fall between the two ADDs on front: wait for one after both.
+  const frontNow = (c: { series: { name: string; points: [number, number][] }[] }) =>
+    c.series.find((s) => s.name === "acme/front")?.points.at(-1)?.[1];
+  await waitFor("samples of the pools (after every ADD) and of the ADDs", async () => {
     const [pools, cni] = [await chart("pools", stack.adminToken), await chart("cni-add", ACME)];
-    return hasPoints(pools) && pools.series.length >= 3 && hasPoints(cni);
+    return hasPoints(pools) && pools.series.length >= 3 && frontNow(pools) === 2 && hasPoints(cni);
   }, 60_000);
   const pools = await chart("pools", ACME);
   assert.deepEqual(pools.series.map((s: { name: string }) => s.name), ["acme/back", "acme/front"]);
