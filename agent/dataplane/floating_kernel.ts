@@ -14,9 +14,9 @@
  * answers neighbour solicitations for it on its IPv6 uplinks (proxy NDP: `proxy_ndp` on the uplink,
  * and a `proxy` neighbour entry; the kernel needs no route for it, unlike proxy ARP), with BGP it
  * announces a /128. No unsolicited neighbour advertisement is sent when one moves here: no Debian
- * tool sends one for an address that is not the node's own, so neighbours that cached the old
- * node's MAC find the new one when their entry goes stale (neighbour unreachability detection,
- * some seconds).
+ * tool sends one for an address that is not the node's own; a neighbour that cached the old node's
+ * MAC reaches the pod through the old node while it is up (it routes the address on to the LAN),
+ * and finds the new one when neighbour unreachability detection fails its entry.
  *
  * @module
  */
