@@ -225,3 +225,43 @@ Deno.test("an IPv6 floating address binds to the port's IPv6 side (floating6), b
     "released",
   ]);
 });
+
+Deno.test("an IPv6 floating address bound to a dual-stack claim is carried by its ports and by a migration's new port; a claim without an IPv6 address refuses it (400)", async () => {
+  using t = await world();
+  must(await t.call("POST", "tenants/acme/networks/blue/claims", { name: "vm1" }, TOKEN.acme), 201);
+  must(
+    await t.call("POST", "tenants/acme/networks/plain/claims", { name: "old" }, TOKEN.acme),
+    201,
+  );
+  const ports = "tenants/acme/networks/blue/ports";
+  must(await t.call("PUT", `${ports}/a`, { claim: "vm1", node: "worker1" }), 201);
+  const six = must(await t.call("POST", ACME, { pool: "ext6" }, TOKEN.acme), 201);
+  mustFail(
+    await attempt(t)(
+      "POST",
+      `${ACME}/${six.address}/bind`,
+      { network: "plain", claim: "old" },
+      TOKEN.acme,
+    ),
+    400,
+    "invalid_request",
+    { field: "claim", message: /Claim "old" .*no IPv6 address/ },
+  );
+  must(
+    await t.call(
+      "POST",
+      `${ACME}/${six.address}/bind`,
+      { network: "blue", claim: "vm1" },
+      TOKEN.acme,
+    ),
+    200,
+  );
+  assert.equal(must(await t.call("GET", `${ports}/a`), 200).floating6, six.address);
+  const b = must(await t.call("PUT", `${ports}/b`, { claim: "vm1", node: "worker2" }), 201);
+  assert.equal(b.floating6, six.address);
+  assert.equal(b.floating, undefined);
+  must(await t.call("POST", `${ACME}/${six.address}/unbind`, undefined, TOKEN.acme), 200);
+  for (const id of ["a", "b"]) {
+    assert.equal(must(await t.call("GET", `${ports}/${id}`), 200).floating6, undefined);
+  }
+});
