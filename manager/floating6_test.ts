@@ -194,6 +194,12 @@ Deno.test("an IPv6 floating address binds to the port's IPv6 side (floating6), b
   assert.equal(port.node, "worker2");
   assert.equal(port.floating6, six.address);
   assert.equal(port.floating, four.address);
+  // Any spelling of the address names it.
+  const spelled = "2001:DB8:F:0:0:0:0:1";
+  assert.equal(
+    must(await t.call("GET", `${ACME}/${spelled}`, undefined, TOKEN.acme), 200).address,
+    six.address,
+  );
   // Unbound: the IPv6 side only.
   must(await t.call("POST", `${ACME}/${six.address}/unbind`, undefined, TOKEN.acme), 200);
   port = must(await t.call("GET", p1, undefined, TOKEN.acme), 200);
@@ -216,7 +222,7 @@ Deno.test("an IPv6 floating address binds to the port's IPv6 side (floating6), b
     { message: /quarantine/ },
   );
   const history = must(
-    await t.call("GET", `${ACME}/${six.address}/history`, undefined, TOKEN.acme),
+    await t.call("GET", `${ACME}/${spelled}/history`, undefined, TOKEN.acme),
     200,
   );
   assert.deepEqual(history.items.map((s: { ended?: string }) => s.ended), [

@@ -31,7 +31,7 @@ import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { claimEntry } from "./claims.ts";
 import { closeFloatingStint, openFloatingStint } from "./floating_history.ts";
-import { getFloatingPool, usableIn } from "./floating_pools.ts";
+import { getFloatingPool, storedAddress, usableIn } from "./floating_pools.ts";
 import { resolveNetwork } from "./network_lookup.ts";
 import { keyId, portView } from "./ports/mod.ts";
 import { QuotaCharges } from "./quotas.ts";
@@ -168,7 +168,9 @@ export async function getFloatingIp(ctx: Ctx, target: FloatingTarget): Promise<F
 
 /** The tenant's own address, or 404 (another tenant's is not found either). */
 async function heldBy(ctx: Ctx, target: FloatingTarget): Promise<Entry<FloatingIpRecord>> {
-  const e = await ctx.store.get<FloatingIpRecord>(keys.floatingIp(target.address));
+  const e = await ctx.store.get<FloatingIpRecord>(
+    keys.floatingIp(storedAddress(target.address)),
+  );
   if (e.value?.tenant !== target.tenant) {
     throw notFound(
       `Tenant "${target.tenant}" holds no floating address ${target.address}; take one with ` +

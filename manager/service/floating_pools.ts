@@ -12,7 +12,9 @@ import {
   cidrContains,
   cidrsOverlap,
   formatCidr,
+  formatIp,
   parseCidr,
+  parseIp,
 } from "@knitter/common/address";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { type FloatingIpRecord, type FloatingPoolRecord, keys } from "../model.ts";
@@ -75,6 +77,15 @@ export function usableIn(c: Cidr, value: bigint): boolean {
   if (!cidrContains(c, { family: c.family, value })) return false;
   if (c.prefix >= RESERVED_FROM[c.family]) return true;
   return value !== c.base && (c.family === 6 || value !== c.base + c.size - 1n);
+}
+
+/**
+ * An address of a path as the store keeps it (an IPv6 one has many spellings: `2001:DB8::0:1` is
+ * `2001:db8::1`); anything else as it is (not found).
+ */
+export function storedAddress(text: string): string {
+  const ip = parseIp(text);
+  return ip ? formatIp(ip) : text;
 }
 
 /** The prefix length from which a CIDR keeps no address off (see usableIn). */
