@@ -101,6 +101,8 @@ export interface Port {
   active?: false;
   /** The floating IPv4 address bound to it: 1:1 NAT at its node (manager/README.md). */
   floating?: string;
+  /** The floating IPv6 address bound to its IPv6 address (`address6`): 1:1 NAT at its node. */
+  floating6?: string;
 }
 
 /**

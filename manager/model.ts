@@ -164,9 +164,14 @@ export interface PortRecord {
    * Copied from the binding when the port is made, so it follows the port to any node.
    */
   floating?: string;
+  /** The same for its IPv6 address (`ip6`): the IPv6 floating address bound to the port's ID. */
+  floating6?: string;
 }
 
-/** An admin's pool of external IPv4 addresses that tenants take floating addresses from. */
+/** The port field that carries a floating address of each family (service/floating_ips.ts). */
+export const FLOATING_FIELD = { 4: "floating", 6: "floating6" } as const;
+
+/** An admin's pool of external addresses (IPv4 or IPv6) that tenants take floating addresses from. */
 export interface FloatingPoolRecord {
   name: string;
   cidrs: string[];
@@ -477,9 +482,12 @@ export const keys = {
    * reads no binding (ports/floating.ts), and a bind racing the port's commit makes it try again.
    */
   floatingMarked: (networkId: string): Key => ["floating_marked", networkId],
-  /** The floating address bound to a port ID (kept while the port is deleted and made again). */
-  floatingOfPort: (networkId: string, portKeyId: string): Key => [
-    "floating_by_port",
+  /**
+   * The floating address bound to a port ID (kept while the port is deleted and made again), one
+   * per family of the port's addresses.
+   */
+  floatingOfPort: (networkId: string, portKeyId: string, family: 4 | 6 = 4): Key => [
+    family === 4 ? "floating_by_port" : "floating6_by_port",
     networkId,
     portKeyId,
   ],
@@ -493,8 +501,8 @@ export const keys = {
   floatingStints: (address: string, tenant?: string): Key =>
     tenant === undefined ? ["floating_history", address] : ["floating_history", address, tenant],
   /** The floating address bound to a claim: every port of the claim carries it (the active NATs). */
-  floatingOfClaim: (networkId: string, tenant: string, claim: string): Key => [
-    "floating_by_claim",
+  floatingOfClaim: (networkId: string, tenant: string, claim: string, family: 4 | 6 = 4): Key => [
+    family === 4 ? "floating_by_claim" : "floating6_by_claim",
     networkId,
     tenant,
     claim,

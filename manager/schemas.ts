@@ -39,9 +39,9 @@ export const PortId = z.string().regex(
   "must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting and ending alphanumeric",
 );
 const IpText = z.string().min(1).max(64).meta({ description: "an IPv4 or IPv6 address" });
-/** A floating address in a path: a dotted quad. */
-export const FloatingAddress = z.string().regex(/^\d{1,3}(\.\d{1,3}){3}$/, {
-  error: "is not an IPv4 address (a floating address: a dotted quad)",
+/** A floating address in a path: a dotted quad, or an IPv6 address (hex groups and colons). */
+export const FloatingAddress = z.string().regex(/^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]{2,39})$/, {
+  error: "is not an IPv4 or IPv6 address (a floating address: a dotted quad, or hex and colons)",
 });
 const CidrText = z.string().min(1).max(64).meta({ example: "10.1.0.0/24" });
 
@@ -452,7 +452,8 @@ export const Claim = z.object({
 export const FloatingPoolCreate = z.strictObject({
   name: Name,
   cidrs: z.array(CidrText).min(1).max(16).meta({
-    description: "IPv4 CIDRs the fabric routes to the nodes (or a flat external network's)",
+    description:
+      "CIDRs the fabric routes to the nodes (or a flat external network's), all IPv4 (each a /16 at the widest) or all IPv6 (each a /112 at the widest)",
   }),
   description: z.string().max(1024).optional(),
 });
@@ -911,6 +912,9 @@ export const Port = z.object({
   }),
   floating: z.string().optional().meta({
     description: "the floating IPv4 address bound to it: 1:1 NAT at its node",
+  }),
+  floating6: z.string().optional().meta({
+    description: "the floating IPv6 address bound to its IPv6 address: 1:1 NAT at its node",
   }),
   active: z.literal(false).optional().meta({
     description:

@@ -1224,3 +1224,24 @@ Deno.test("architecture: a service's VIPs reach the flows through serviceVips on
   }
   assert.deepEqual(choosers.sort(), ["manager/schemas.ts", "manager/service/service_families.ts"]);
 });
+
+/**
+ * IPv6 floating addresses (issue 29): the manager decides which port field a floating address of
+ * each family goes to in one table (model.ts FLOATING_FIELD), used by the one module that binds and
+ * the one that copies into new ports; the agent's NAT rules name no address family of their own
+ * (each takes its table's, so no IPv4 match lands in the ip6 table or the other way round).
+ */
+Deno.test("architecture: IPv6 floating: one table maps a family to its port field, used by the binder and the copier only; the floating NAT rules take their table's family", async () => {
+  const users: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/FLOATING_FIELD\[/.test(await Deno.readTextFile(file))) users.push(path);
+  }
+  assert.deepEqual(users.sort(), [
+    "manager/service/floating_ips.ts",
+    "manager/service/ports/floating.ts",
+  ]);
+  const rules = await Deno.readTextFile(`${ROOT}agent/dataplane/floating_nft.ts`);
+  assert.doesNotMatch(rules, /\bip6? [sd]addr\b/);
+});

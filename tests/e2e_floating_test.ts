@@ -23,16 +23,24 @@ import {
   startFabric,
 } from "./support/bgp_fabric.ts";
 import { startCapture } from "./support/capture.ts";
+import {
+  LEARN_MS,
+  macOf,
+  neighbourOwner,
+  oneSandbox,
+  podToHost,
+  proxies,
+  untilHostReaches,
+} from "./support/floating_lan.ts";
 import { addressesOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
 import { tcpExchange } from "./support/traffic.ts";
 
 const ACME = "acme-tenant-token-for-the-floating-test";
 const GLOBEX = "globex-tenant-token-for-the-floating-test";
-/** Generous: BGP sessions take a few seconds to come up; speed is the benchmark's. */
-const LEARN_MS = 60_000;
-/** The same container and pod UID on either node: the same port ID (agent/cni/pod_request.ts). */
-const SANDBOX = { containerId: "f100d0000000000000000000000000ab", podUid: "pod-uid-floating-1" };
-const PORT_ID = `${SANDBOX.podUid}-${SANDBOX.containerId}-eth0`;
+const { sandbox: SANDBOX, portId: PORT_ID } = oneSandbox(
+  "f100d0000000000000000000000000ab",
+  "pod-uid-floating-1",
+);
 
 Deno.test("e2e floating: an external host reaches a pod at its floating address by TCP and the pod reaches it from there; the address follows the pod to another node; hostile binds refused; unbound, withdrawn; released through quarantine", async (t) => {
   await using cleanup = new Cleanup();
@@ -89,7 +97,7 @@ Deno.test("e2e floating: an external host reaches a pod at its floating address 
   );
 
   await t.step("the pod's connection to the host comes from the floating address", async () => {
-    await pod2host(cleanup, fabric, web, fip);
+    await podToHost(cleanup, fabric, ns(web), { host: HOST, from: fip });
   });
 
   await t.step(
@@ -132,7 +140,7 @@ Deno.test("e2e floating: an external host reaches a pod at its floating address 
       await learns(fabric, new Map([[`${fip}/32`, [ip2]]]));
       const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
       assert.ok(tcp.ok, `host to ${fip} on n2: ${JSON.stringify(tcp)}`);
-      await pod2host(cleanup, fabric, web, fip);
+      await podToHost(cleanup, fabric, ns(web), { host: HOST, from: fip });
     },
   );
 
@@ -162,16 +170,11 @@ Deno.test("e2e floating without BGP: on a flat external network the hosting node
   await t.step(
     "n1 answers ARP for it; the host reaches the pod, the pod the host from it",
     async () => {
-      await waitFor(
-        "the host reaches the floating address",
-        async () =>
-          (await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 2 })).ok,
-        LEARN_MS,
-      );
-      assert.equal(await arpOwner(fabric, fip), await macOf(n1));
+      await untilHostReaches(cleanup, fabric, ns(web), fip);
+      assert.equal(await neighbourOwner(fabric, fip), await macOf(n1));
       const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
       assert.ok(tcp.ok, `host to ${fip}: ${JSON.stringify(tcp)}`);
-      await pod2host(cleanup, fabric, web, fip);
+      await podToHost(cleanup, fabric, ns(web), { host: HOST, from: fip });
     },
   );
 
@@ -181,17 +184,17 @@ Deno.test("e2e floating without BGP: on a flat external network the hosting node
       // A neighbour that keeps what it learned (as switches and hosts of an external network may
       // for minutes): n1's MAC stays valid for it until something tells it otherwise.
       await keepNeighbours(cleanup, fabric, web, fip);
-      assert.equal(await arpOwner(fabric, fip), await macOf(n1));
+      assert.equal(await neighbourOwner(fabric, fip), await macOf(n1));
       assert.equal((await web.del()).code, 0, "DEL web on n1");
       web = await pod(n2, "web", "acme", "front");
       await waitFor(
         "the router's entry for the address names n2",
-        async () => await arpOwner(fabric, fip) === await macOf(n2),
+        async () => await neighbourOwner(fabric, fip) === await macOf(n2),
         LEARN_MS,
       );
       const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 100_000);
       assert.ok(tcp.ok, `host to ${fip} on n2: ${JSON.stringify(tcp)}`);
-      await pod2host(cleanup, fabric, web, fip);
+      await podToHost(cleanup, fabric, ns(web), { host: HOST, from: fip });
     },
   );
 
@@ -206,7 +209,7 @@ Deno.test("e2e floating without BGP: on a flat external network the hosting node
     await run(["ip", "-n", fabric.router, "neigh", "flush", "dev", "eth0"]);
     const tcp = await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 3 });
     assert.equal(tcp.ok, false, `host to the unbound ${fip}: ${JSON.stringify(tcp)}`);
-    assert.equal(await arpOwner(fabric, fip), undefined);
+    assert.equal(await neighbourOwner(fabric, fip), undefined);
   });
   assert.equal((await web.del()).code, 0, "DEL web");
 });
@@ -292,38 +295,6 @@ async function keepNeighbours(
     async () => (await tcpExchange(cleanup, fabric.host, ns(web), fip, 1000, { seconds: 2 })).ok,
     LEARN_MS,
   );
-}
-
-/** The MAC the router has for `ip` on the LAN (none: not answered). */
-async function arpOwner(fabric: Fabric, ip: string): Promise<string | undefined> {
-  const r = await run(["ip", "-n", fabric.router, "-j", "neigh", "show", "to", ip, "dev", "eth0"]);
-  const entries: { lladdr?: string }[] = JSON.parse(r.stdout || "[]");
-  return entries.find((e) => e.lladdr)?.lladdr;
-}
-
-/** Whether a node has a proxy ARP entry for `ip`. */
-async function proxies(node: StackNode, ip: string): Promise<boolean> {
-  const r = await run(["ip", "-n", node.sim.netns, "neigh", "show", "proxy", "to", ip]);
-  return r.stdout.trim() !== "";
-}
-
-/** A node's MAC on the LAN (its underlay interface). */
-async function macOf(node: StackNode): Promise<string> {
-  const r = await run(["ip", "-n", node.sim.netns, "-j", "link", "show", "br-phy"]);
-  return JSON.parse(r.stdout)[0].address;
-}
-
-/** The pod opens a TCP connection to the host; the host sees it come from `from`. */
-async function pod2host(cleanup: Cleanup, fabric: Fabric, p: Added, from: string) {
-  const cap = await startCapture(cleanup, fabric.host, "eth0", `tcp and dst host ${HOST}`, {
-    count: 1,
-    timeoutMs: 20_000,
-  });
-  const tcp = await tcpExchange(cleanup, ns(p), fabric.host, HOST, 10_000);
-  assert.ok(tcp.ok, `${p.name} to the host: ${JSON.stringify(tcp)}`);
-  const seen = await cap.done(1000);
-  assert.equal(seen.length, 1, `the host saw the connection: ${seen}`);
-  assert.match(seen[0], new RegExp(` ${dots(from)}\\.\\d+ > ${dots(HOST)}\\.`));
 }
 
 const dots = (ip: string) => ip.replaceAll(".", "\\.");

@@ -62,6 +62,16 @@ Deno.test("advertised: from every node, every advertised network's CIDR, host ro
   });
 });
 
+/** What a node with network q ready advertises for a port and a claim's inactive port. */
+function routesOfActive(active: Port, inactive: Port) {
+  return advertisedRoutes({
+    local: [active, inactive],
+    ready: new Set(["q"]),
+    all: [active],
+    from: "all",
+  });
+}
+
 Deno.test("advertised: a local pod's floating address as a /32, on any network, once its host port is set up; never a claim's inactive port's", () => {
   const F = port("q", "10.3.0.7", { networkAdvertise: undefined, floating: "203.0.113.5" });
   const INACTIVE = port("q", "10.3.0.8", {
@@ -69,13 +79,25 @@ Deno.test("advertised: a local pod's floating address as a /32, on any network, 
     floating: "203.0.113.6",
     active: false,
   });
-  const got = advertisedRoutes({
-    local: [F, INACTIVE],
-    ready: new Set(["q"]),
-    all: [F],
-    from: "all",
-  });
+  const got = routesOfActive(F, INACTIVE);
   assert.deepEqual(got, { v4: ["203.0.113.5/32"], v6: [] });
   const early = advertisedRoutes({ local: [F], ready: new Set(), all: [], from: "hosting" });
   assert.deepEqual(early, { v4: [], v6: [] });
+});
+
+Deno.test("advertised: a local pod's IPv6 floating address as a /128 beside its IPv4 one's /32; never a claim's inactive port's", () => {
+  const F = port("q", "10.3.0.7", {
+    networkAdvertise: undefined,
+    address6: "fd00:3::7/64",
+    floating: "203.0.113.5",
+    floating6: "2001:db8:f::5",
+  });
+  const INACTIVE = port("q", "10.3.0.8", {
+    networkAdvertise: undefined,
+    address6: "fd00:3::8/64",
+    floating6: "2001:db8:f::6",
+    active: false,
+  });
+  const got = routesOfActive(F, INACTIVE);
+  assert.deepEqual(got, { v4: ["203.0.113.5/32"], v6: ["2001:db8:f::5/128"] });
 });

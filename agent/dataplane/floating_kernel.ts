@@ -10,14 +10,23 @@
  * not when their entry goes stale (tens of seconds). With BGP the node announces each /32 instead
  * (bgp/advertised.ts) and answers no ARP for them.
  *
+ * An IPv6 floating address (`floating6`) is the same with neighbour discovery: without BGP the node
+ * answers neighbour solicitations for it on its IPv6 uplinks (proxy NDP: `proxy_ndp` on the uplink,
+ * and a `proxy` neighbour entry; the kernel needs no route for it, unlike proxy ARP), with BGP it
+ * announces a /128. No unsolicited neighbour advertisement is sent when one moves here: no Debian
+ * tool sends one for an address that is not the node's own; a neighbour that cached the old node's
+ * MAC reaches the pod through the old node while it is up (it routes the address on to the LAN),
+ * and finds the new one when neighbour unreachability detection fails its entry.
+ *
  * @module
  */
 import type { Logger, run } from "@knitter/common";
 import type { FloatingNet } from "./floating_nft.ts";
 
-/** How it runs commands (host_ports.ts's KernelSeams has it; tests give a fake). */
+/** How it runs commands and sets sysctls (host_ports.ts's KernelSeams has it; tests give a fake). */
 export interface FloatingSeams {
   run: typeof run;
+  sysctl(path: string, value: string): Promise<void>;
 }
 
 /**
@@ -48,13 +57,15 @@ interface Answered {
   address: string;
   pod: string;
   port: string;
+  family: 4 | 6;
 }
 
 export class FloatingKernel {
   /** The bindings last applied, by floating address. */
   private applied = new Map<string, Answered>();
-  /** The uplinks the proxy ARP entries were made on. */
+  /** The uplinks the proxy ARP entries were made on, and the proxy NDP entries. */
   private uplinks: string[] = [];
+  private uplinks6: string[] = [];
   /** Gratuitous ARPs to send, and those sending them (not waited for by the next change). */
   private garps: { address: string; uplink: string }[] = [];
   private senders = new Set<Promise<void>>();
@@ -73,25 +84,35 @@ export class FloatingKernel {
     this.gapMs = opts.gapMs ?? GARP_GAP_MS;
   }
 
-  /** Makes the kernel's side that of `nets`' bindings, after their rules are in (host_ports.ts). */
-  async reconcile(nets: FloatingNet[], uplinks: string[]): Promise<void> {
+  /**
+   * Makes the kernel's side that of `nets`' bindings, after their rules are in (host_ports.ts):
+   * IPv4 ones answered on `uplinks`, IPv6 ones (`floating6`) on `uplinks6`.
+   */
+  async reconcile(
+    nets: (FloatingNet & { floating6?: FloatingNet["floating"] })[],
+    uplinks: string[],
+    uplinks6: string[] = uplinks,
+  ): Promise<void> {
     const wanted = new Map<string, Answered>();
     for (const n of nets) {
-      for (const f of n.floating ?? []) wanted.set(f.address, { ...f, port: n.port });
+      for (const f of n.floating ?? []) wanted.set(f.address, { ...f, port: n.port, family: 4 });
+      for (const f of n.floating6 ?? []) wanted.set(f.address, { ...f, port: n.port, family: 6 });
     }
-    const uplinksChanged = uplinks.join() !== this.uplinks.join();
+    const uplinksChanged = uplinks.join() !== this.uplinks.join() ||
+      uplinks6.join() !== this.uplinks6.join();
     for (const [address, before] of this.applied) {
       const now = wanted.get(address);
       if (now?.pod === before.pod && now.port === before.port && !uplinksChanged) continue;
       if (this.answerArp) await this.unanswer(before);
-      if (now?.pod !== before.pod || now.port !== before.port) await this.forget(address);
+      if (now?.pod !== before.pod || now.port !== before.port) await this.forget(before);
     }
     this.uplinks = uplinks;
+    this.uplinks6 = uplinks6;
     for (const [address, now] of wanted) {
       const before = this.applied.get(address);
       if (before?.pod === now.pod && before.port === now.port && !uplinksChanged) continue;
       if (this.answerArp) await this.answer(now);
-      if (this.answerArp) this.announce(now.address);
+      if (this.answerArp && now.family === 4) this.announce(now.address);
     }
     this.applied = wanted;
   }
@@ -144,9 +165,12 @@ export class FloatingKernel {
   }
 
   /** Deletes the connections made with the address, both ways (none is fine). */
-  private async forget(address: string): Promise<void> {
+  private async forget(a: Answered): Promise<void> {
+    const { address } = a;
+    const family = a.family === 6 ? ["-f", "ipv6"] : [];
     for (const side of ["--orig-dst", "--reply-dst"]) {
-      const r = await this.kernel.run(["conntrack", "-D", side, address], { check: false });
+      const argv = ["conntrack", "-D", ...family, side, address];
+      const r = await this.kernel.run(argv, { check: false });
       // 1: nothing matched; anything else is a failure to report (the NAT may go on).
       if (r.code > 1) {
         this.log.error("cannot delete a floating address's connections from conntrack", {
@@ -160,24 +184,33 @@ export class FloatingKernel {
 
   private async answer(a: Answered): Promise<void> {
     this.answering.add(a.address);
+    if (a.family === 6) {
+      for (const u of this.uplinks6) await this.kernel.sysctl(`net.ipv6.conf.${u}.proxy_ndp`, "1");
+    }
+    await this.kernel.run(["ip", "-batch", "-"], { stdin: this.answerLines(a, "replace") });
+  }
+
+  /**
+   * The `ip -batch` lines that make (`replace`) or delete (`del`) the answer for a binding: proxy
+   * ARP on the uplinks, with the route the kernel checks before it answers; or proxy NDP on the
+   * IPv6 uplinks.
+   */
+  private answerLines(a: Answered, op: "replace" | "del"): string {
+    const uplinks = a.family === 4 ? this.uplinks : this.uplinks6;
     const lines = [
-      `route replace ${a.address}/32 dev ${a.port}`,
-      ...this.uplinks.map((u) => `neigh replace proxy ${a.address} dev ${u}`),
+      ...(a.family === 4 ? [`route ${op} ${a.address}/32 dev ${a.port}`] : []),
+      ...uplinks.map((u) => `neigh ${op} proxy ${a.address} dev ${u}`),
     ];
-    await this.kernel.run(["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+    return lines.join("\n") + "\n";
   }
 
   private async unanswer(a: Answered): Promise<void> {
     // Announced no more from now: a round under way ends, none is sent after it.
     this.answering.delete(a.address);
     this.garps = this.garps.filter((g) => g.address !== a.address);
-    const lines = [
-      `route del ${a.address}/32 dev ${a.port}`,
-      ...this.uplinks.map((u) => `neigh del proxy ${a.address} dev ${u}`),
-    ];
     // `-force`: what is gone already (a device deleted with its routes) is no failure.
     await this.kernel.run(["ip", "-force", "-batch", "-"], {
-      stdin: lines.join("\n") + "\n",
+      stdin: this.answerLines(a, "del"),
       check: false,
     });
   }

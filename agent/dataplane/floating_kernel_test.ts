@@ -27,7 +27,10 @@ function seams(calls: string[], stderr: Record<string, string> = {}): KernelSeam
       const code = argv[0] === "conntrack" || argv[0] === "arping" ? 1 : 0;
       return Promise.resolve({ argv, code, stdout: "", stderr: stderr[argv[0]] ?? "", ms: 0 });
     },
-    sysctl: () => Promise.resolve(),
+    sysctl: (path, value) => {
+      calls.push(`sysctl ${path}=${value}`);
+      return Promise.resolve();
+    },
   };
 }
 
@@ -205,4 +208,68 @@ Deno.test("floating kernel: an address unbound while it is being announced gets 
     calls.every((c) => !c.startsWith("arping") || c.includes(" -c 1 ")),
     `each round is one arping of its own, so the next can be called off: ${calls.join("\n")}`,
   );
+});
+
+Deno.test("floating kernel: without BGP an IPv6 floating address is answered by proxy NDP on the IPv6 uplinks (no route, no ARP); unbound or moved, it is answered no more and its connections go", async () => {
+  const calls: string[] = [];
+  const k = new FloatingKernel(seams(calls), createLogger("test", "error"), true, QUICK);
+  const six = (pod: string): HostNet => ({
+    ...net(undefined),
+    v6: { gateway: "fd00:75::1", cidr: "fd00:75::/64" },
+    floating6: [{ address: "2001:db8:f::5", pod }],
+  });
+  await k.reconcile([six("fd00:75::5")], ["eth0"], ["eth1"]);
+  await k.announced();
+  assert.deepEqual(calls, [
+    "sysctl net.ipv6.conf.eth1.proxy_ndp=1",
+    "ip -batch - neigh replace proxy 2001:db8:f::5 dev eth1",
+  ]);
+  calls.length = 0;
+  await k.reconcile([six("fd00:75::5")], ["eth0"], ["eth1"]);
+  assert.deepEqual(calls, [], "nothing changed: nothing done");
+  await k.reconcile([six("fd00:75::6")], ["eth0"], ["eth1"]);
+  assert.deepEqual(calls, [
+    "ip -force -batch - neigh del proxy 2001:db8:f::5 dev eth1",
+    "conntrack -D -f ipv6 --orig-dst 2001:db8:f::5",
+    "conntrack -D -f ipv6 --reply-dst 2001:db8:f::5",
+    "sysctl net.ipv6.conf.eth1.proxy_ndp=1",
+    "ip -batch - neigh replace proxy 2001:db8:f::5 dev eth1",
+  ]);
+  calls.length = 0;
+  await k.reconcile([], [], []);
+  assert.deepEqual(calls, [
+    "ip -force -batch - neigh del proxy 2001:db8:f::5 dev eth1",
+    "conntrack -D -f ipv6 --orig-dst 2001:db8:f::5",
+    "conntrack -D -f ipv6 --reply-dst 2001:db8:f::5",
+  ]);
+});
+
+Deno.test("host ports: a dual-stack port's IPv6 floating address stands for its IPv6 address (floating6), beside its IPv4 one", () => {
+  const specs = hostPortSpecs([{
+    port: {
+      tenant: "acme",
+      network: "n",
+      networkTenant: "acme",
+      networkId: "n",
+      type: "vxlan",
+      family: 4,
+      gateway: "10.75.0.1",
+      gateway6: "fd00:75::1",
+      mtu: 1450,
+      routes: [],
+      dns: {},
+      createdAt: "2026-11-28T00:00:00Z",
+      id: "p",
+      ip: "10.75.0.5",
+      address: "10.75.0.5/24",
+      address6: "fd00:75::5/64",
+      mac: "02:00:00:00:00:01",
+      floating: "203.0.113.5",
+      floating6: "2001:db8:f::5",
+    },
+    number: 5,
+  }]);
+  assert.equal(specs.length, 1);
+  assert.deepEqual(specs[0].floating, [{ address: "203.0.113.5", pod: "10.75.0.5" }]);
+  assert.deepEqual(specs[0].floating6, [{ address: "2001:db8:f::5", pod: "fd00:75::5" }]);
 });

@@ -4,12 +4,15 @@
  * but the host ports is DNATed to the pod, in its network's conntrack zone and with its mark (so
  * its routing table finds the host port, and two tenants' pods with one address stay apart); the
  * pod's own connections out of the uplinks leave with the floating address as their source instead
- * of the node's. Pure: host_nft.ts puts these lines into its chains.
+ * of the node's. The same for IPv6 in the `ip6` table: an IPv6 floating address stands for the
+ * pod's IPv6 address (host_nft.ts hands the IPv6 bindings, `floating6`, to its IPv6 table as
+ * `floating`; `fam` is the table's address keyword). Pure: host_nft.ts puts these lines into its
+ * chains.
  *
  * @module
  */
 
-/** One binding here: the floating address and the local pod's IPv4 address it stands for. */
+/** One binding here: the floating address and the local pod's address it stands for (one family). */
 export interface Floating {
   address: string;
   pod: string;
@@ -23,6 +26,9 @@ export interface FloatingNet {
   port: string;
   floating?: Floating[];
 }
+
+/** The address keyword of the table the rules go to. */
+export type Fam = "ip" | "ip6";
 
 /** Every binding of the networks, each with its network. */
 function bindings<N extends FloatingNet>(nets: N[]): { n: N; f: Floating }[] {
@@ -38,9 +44,9 @@ export function hasFloating(nets: FloatingNet[]): boolean {
  * raw: what comes for a floating address, in its network's zone: new connections in, and the
  * replies of the pod's connections out (the zone is of the original direction: both find theirs).
  */
-export function floatingZoneRules(nets: FloatingNet[], anyHostPort: string): string[] {
+export function floatingZoneRules(nets: FloatingNet[], anyHostPort: string, fam: Fam): string[] {
   return bindings(nets).map(({ n, f }) =>
-    `iifname != ${anyHostPort} ip daddr ${f.address} ct original zone set ${n.number}`
+    `iifname != ${anyHostPort} ${fam} daddr ${f.address} ct original zone set ${n.number}`
   );
 }
 
@@ -49,16 +55,17 @@ export function floatingMarkRules<N extends FloatingNet>(
   nets: N[],
   anyHostPort: string,
   setCtMark: (n: N) => string,
+  fam: Fam,
 ): string[] {
   return bindings(nets).map(({ n, f }) =>
-    `iifname != ${anyHostPort} ip daddr ${f.address} ct state new ${setCtMark(n)}`
+    `iifname != ${anyHostPort} ${fam} daddr ${f.address} ct state new ${setCtMark(n)}`
   );
 }
 
 /** nat prerouting: the floating address becomes the pod's. */
-export function floatingDnatRules(nets: FloatingNet[], anyHostPort: string): string[] {
+export function floatingDnatRules(nets: FloatingNet[], anyHostPort: string, fam: Fam): string[] {
   return bindings(nets).map(({ f }) =>
-    `iifname != ${anyHostPort} ip daddr ${f.address} dnat to ${f.pod}`
+    `iifname != ${anyHostPort} ${fam} daddr ${f.address} dnat to ${f.pod}`
   );
 }
 
@@ -71,10 +78,11 @@ export function floatingDnatRules(nets: FloatingNet[], anyHostPort: string): str
 export function floatingOutRules(
   nets: FloatingNet[],
   anyHostPort: string,
-  linkLocal: string,
+  out: { fam: Fam; linkLocal: string },
 ): string[] {
+  const { fam, linkLocal } = out;
   return bindings(nets).map(({ n, f }) =>
-    `iifname "${n.port}" ip saddr ${f.pod} oifname != ${anyHostPort} ip daddr != ${linkLocal} accept`
+    `iifname "${n.port}" ${fam} saddr ${f.pod} oifname != ${anyHostPort} ${fam} daddr != ${linkLocal} accept`
   );
 }
 
@@ -82,16 +90,16 @@ export function floatingOutRules(
  * forward, into the network: to the pod only what came for its floating address, or answers what
  * the pod sent out with it (the connection says which: no other address reaches it this way).
  */
-export function floatingInRules(nets: FloatingNet[]): string[] {
+export function floatingInRules(nets: FloatingNet[], fam: Fam): string[] {
   return bindings(nets).flatMap(({ n, f }) => [
-    `oifname "${n.port}" ip daddr ${f.pod} ct original ip daddr ${f.address} accept`,
-    `oifname "${n.port}" ip daddr ${f.pod} ct reply ip daddr ${f.address} accept`,
+    `oifname "${n.port}" ${fam} daddr ${f.pod} ct original ${fam} daddr ${f.address} accept`,
+    `oifname "${n.port}" ${fam} daddr ${f.pod} ct reply ${fam} daddr ${f.address} accept`,
   ]);
 }
 
 /** nat postrouting: the pod's connections out leave with its floating address (before egress). */
-export function floatingSnatRules(nets: FloatingNet[], anyHostPort: string): string[] {
+export function floatingSnatRules(nets: FloatingNet[], anyHostPort: string, fam: Fam): string[] {
   return bindings(nets).map(({ n, f }) =>
-    `iifname "${n.port}" ip saddr ${f.pod} oifname != ${anyHostPort} snat to ${f.address}`
+    `iifname "${n.port}" ${fam} saddr ${f.pod} oifname != ${anyHostPort} snat to ${f.address}`
   );
 }

@@ -47,6 +47,8 @@ export interface HostNet {
   v6?: { gateway: string; cidr: string };
   /** Floating addresses bound to its pods here: 1:1 NAT (floating_nft.ts); absent: none. */
   floating?: Floating[];
+  /** The IPv6 ones, bound to its pods' IPv6 addresses (in the ip6 table); absent: none. */
+  floating6?: Floating[];
 }
 
 /** A network as one family's table sees it: that family's gateway and CIDR. */
@@ -158,10 +160,10 @@ const V6: Family = {
   ],
 };
 
-/** The IPv6 side of the networks that have one, as networks of the IPv6 table (no floating). */
+/** The IPv6 side of the networks that have one, as networks of the IPv6 table (its bindings). */
 function v6Nets(nets: HostNet[]): FamilyNet[] {
   return nets.flatMap((n) =>
-    n.v6 ? [{ ...n, gateway: n.v6.gateway, cidr: n.v6.cidr, floating: undefined }] : []
+    n.v6 ? [{ ...n, gateway: n.v6.gateway, cidr: n.v6.cidr, floating: n.floating6 }] : []
   );
 }
 
@@ -194,12 +196,12 @@ function ipTable(nets: FamilyNet[], uplinks: string[], fam: Family): string[] {
     ...chain("raw", "filter hook prerouting priority raw", rawRules(nets, fam)),
     ...chain("mangle", "filter hook prerouting priority mangle", markRules(nets, fam)),
     ...(hasFloating(nets)
-      ? chain("prerouting", "nat hook prerouting priority dstnat", dnatRules(nets))
+      ? chain("prerouting", "nat hook prerouting priority dstnat", dnatRules(nets, fam))
       : []),
     ...chain("input", "filter hook input priority filter", inputRules(nets, fam)),
     ...chain("output", "filter hook output priority filter", outputRules(nets, fam)),
     ...chain("forward", "filter hook forward priority filter", forwardRules(nets, uplinks, fam)),
-    ...chain("postrouting", "nat hook postrouting priority srcnat", natRules(nets, uplinks)),
+    ...chain("postrouting", "nat hook postrouting priority srcnat", natRules(nets, uplinks, fam)),
     "}",
   ];
 }
@@ -228,7 +230,7 @@ function rawRules(nets: FamilyNet[], fam: Family): string[] {
     ...nets.filter((n) => n.advertise).map((n) =>
       `iifname != ${ANY_HOST_PORT} ${fam.name} daddr ${n.cidr} ct original zone set ${n.number}`
     ),
-    ...floatingZoneRules(nets, ANY_HOST_PORT),
+    ...floatingZoneRules(nets, ANY_HOST_PORT, fam.name),
   ];
 }
 
@@ -243,7 +245,7 @@ function markRules(nets: HostNet[], fam: Family): string[] {
   return [
     ...fam.neighbours,
     ...nets.map((n) => `iifname "${n.port}" ct state new ${setCtMark(n)}`),
-    ...floatingMarkRules(nets, ANY_HOST_PORT, setCtMark),
+    ...floatingMarkRules(nets, ANY_HOST_PORT, setCtMark, fam.name),
     ...nets.map((n) => `iifname "${n.port}" ${ctMarkIs(n, "!=")} drop`),
     ...nets.map((n) =>
       `${ctMarkIs(n, "==")} meta mark set meta mark & ${hex(MARK_KEEP)} | ${hex(markOf(n.number))}`
@@ -252,8 +254,8 @@ function markRules(nets: HostNet[], fam: Family): string[] {
 }
 
 /** Floating addresses to their pods (floating_nft.ts); nothing else is DNATed here. */
-function dnatRules(nets: HostNet[]): string[] {
-  return floatingDnatRules(nets, ANY_HOST_PORT);
+function dnatRules(nets: HostNet[], fam: Family): string[] {
+  return floatingDnatRules(nets, ANY_HOST_PORT, fam.name);
 }
 
 /** The network's number into the conntrack mark's bits of ours, the others kept. */
@@ -317,7 +319,7 @@ function forwardRules(nets: FamilyNet[], uplinks: string[], fam: Family): string
     ...(advertised.length
       ? [`iifname ${set(advertised.map((n) => n.port))} ct direction reply accept`]
       : []),
-    ...floatingOutRules(nets, ANY_HOST_PORT, LINK_LOCAL),
+    ...floatingOutRules(nets, ANY_HOST_PORT, { fam: fam.name, linkLocal: fam.linkLocal }),
     `iifname ${ANY_HOST_PORT} drop`,
     ...(egress.length
       ? [`iifname ${set(uplinks)} oifname ${set(egress)} ct direction reply accept`]
@@ -328,16 +330,16 @@ function forwardRules(nets: FamilyNet[], uplinks: string[], fam: Family): string
     ...advertised.map((n) =>
       `oifname "${n.port}" ${fam.name} daddr ${n.cidr} ct direction original accept`
     ),
-    ...floatingInRules(nets),
+    ...floatingInRules(nets, fam.name),
     `oifname ${ANY_HOST_PORT} drop`,
   ];
 }
 
 /** Egress leaves with the node's address on the uplink. */
-function natRules(nets: HostNet[], uplinks: string[]): string[] {
+function natRules(nets: HostNet[], uplinks: string[], fam: Family): string[] {
   const egress = nets.filter((n) => n.egress).map((n) => n.port);
   // A pod with a floating address leaves with it, not with the node's (the first NAT rule wins).
-  const floating = floatingSnatRules(nets, ANY_HOST_PORT);
+  const floating = floatingSnatRules(nets, ANY_HOST_PORT, fam.name);
   if (!egress.length || !uplinks.length) return floating;
   return [...floating, `iifname ${set(egress)} oifname ${set(uplinks)} masquerade`];
 }

@@ -289,3 +289,55 @@ Deno.test("host nft: nftables accepts the table, applies it atomically and shrin
   assert.ok(!r.stdout.includes("zone set"), r.stdout);
   assert.match(r.stdout, /table arp knitter/);
 });
+
+/** Network 6, dual stack, its pod with an IPv4 and an IPv6 floating address. */
+const floating6: HostNet[] = [{
+  ...dual(net(6, false, false, 76), 76),
+  floating: [{ address: "203.0.113.7", pod: "10.76.0.7" }],
+  floating6: [{ address: "2001:db8:f::7", pod: "fd00:76::7" }],
+}];
+
+Deno.test("host nft: an IPv6 floating address is DNATed to the pod's IPv6 address in the ip6 table, in its network's zone and mark, and the pod leaves with it; the IPv4 one stays in the ip table", () => {
+  const text = hostRuleset(floating6, UPLINKS);
+  const six = tableOf6(text, "ip6");
+  const four = tableOf6(text, "ip");
+  assert.ok(
+    rulesOf(six, "raw").includes('iifname != "kh*" ip6 daddr 2001:db8:f::7 ct original zone set 6'),
+    six,
+  );
+  assert.ok(
+    rulesOf(six, "mangle").includes(
+      'iifname != "kh*" ip6 daddr 2001:db8:f::7 ct state new ct mark set ct mark & 0x0000ffff | 0x00060000',
+    ),
+  );
+  assert.deepEqual(rulesOf(six, "prerouting"), [
+    'iifname != "kh*" ip6 daddr 2001:db8:f::7 dnat to fd00:76::7',
+  ]);
+  const fwd = rulesOf(six, "forward");
+  for (
+    const r of [
+      'oifname "kh6" ip6 daddr fd00:76::7 ct original ip6 daddr 2001:db8:f::7 accept',
+      'oifname "kh6" ip6 daddr fd00:76::7 ct reply ip6 daddr 2001:db8:f::7 accept',
+      'iifname "kh6" ip6 saddr fd00:76::7 oifname != "kh*" ip6 daddr != fe80::/10 accept',
+    ]
+  ) assert.ok(fwd.includes(r), `${r}\n${fwd.join("\n")}`);
+  assert.ok(
+    rulesOf(six, "postrouting").includes(
+      'iifname "kh6" ip6 saddr fd00:76::7 oifname != "kh*" snat to 2001:db8:f::7',
+    ),
+  );
+  // Each family's bindings in its own table only.
+  assert.ok(!six.includes("203.0.113.7") && four.includes("dnat to 10.76.0.7"), six);
+  assert.ok(!four.includes("2001:db8:f::7"), four);
+});
+
+Deno.test("host nft: nftables accepts an IPv6 floating address's rules (in a netns of the test)", async () => {
+  await using cleanup = new Cleanup();
+  const ns = cleanup.name("nft6");
+  cleanup.netns(ns);
+  await run(["ip", "netns", "add", ns]);
+  await run(["nft", "-f", "-"], { netns: ns, stdin: hostRuleset(floating6, UPLINKS) });
+  const listed = (await run(["nft", "list", "table", "ip6", NFT_TABLE], { netns: ns })).stdout;
+  assert.match(listed, /ip6 daddr 2001:db8:f::7 dnat to fd00:76::7/);
+  assert.match(listed, /snat to 2001:db8:f::7/);
+});

@@ -70,8 +70,9 @@ export function hostPortSpecs(
     const egress = port.networkEgress === true;
     const hostAccess = port.networkHostAccess === true;
     const advertise = port.networkAdvertise === true;
-    const floating = floatingOf(port);
-    if (!egress && !hostAccess && !advertise && !floating) continue;
+    const floating = floatingOf(port, 4);
+    const floating6 = floatingOf(port, 6);
+    if (!egress && !hostAccess && !advertise && !floating && !floating6) continue;
     const v4 = sideOf(port.address, port.gateway, 4);
     const v6 = sideOf(port.address6, port.gateway6, 6) ?? sideOf(port.address, port.gateway, 6);
     if (!v4 && !v6) continue;
@@ -88,9 +89,14 @@ export function hostPortSpecs(
       ...(v6 ? { v6 } : {}),
     };
     if (floating) spec.floating = [...spec.floating ?? [], floating];
+    if (floating6 && spec.v6) spec.floating6 = [...spec.floating6 ?? [], floating6];
     out.set(port.networkId, spec);
   }
-  for (const s of out.values()) s.floating?.sort((a, b) => a.address.localeCompare(b.address));
+  for (const s of out.values()) {
+    for (const list of [s.floating, s.floating6]) {
+      list?.sort((a, b) => a.address.localeCompare(b.address));
+    }
+  }
   return [...out.values()].sort((a, b) => a.number - b.number);
 }
 
@@ -106,14 +112,18 @@ function sideOf(address: string | undefined, gateway: string | undefined, family
 }
 
 /**
- * A port's floating binding (the manager's `floating`): its IPv4 address behind the floating one.
- * A claim's port that does not have the claim's traffic (`active: false`) is not NATed.
+ * A port's floating binding of `family` (the manager's `floating`, `floating6`): its address of
+ * that family behind the floating one. A claim's port that does not have the claim's traffic
+ * (`active: false`) is not NATed.
  */
-function floatingOf(port: Port): Floating | undefined {
-  if (port.floating === undefined || !managerSaysActive(port)) return undefined;
-  const parsed = parseIpPrefix(port.address, "required");
-  if ("error" in parsed || parsed.ip.family !== 4) return undefined;
-  return { address: port.floating, pod: port.address.slice(0, port.address.indexOf("/")) };
+function floatingOf(port: Port, family: 4 | 6): Floating | undefined {
+  const [address, own] = family === 4
+    ? [port.floating, port.address]
+    : [port.floating6, port.address6];
+  if (address === undefined || own === undefined || !managerSaysActive(port)) return undefined;
+  const parsed = parseIpPrefix(own, "required");
+  if ("error" in parsed || parsed.ip.family !== family) return undefined;
+  return { address, pod: own.slice(0, own.indexOf("/")) };
 }
 
 /**
@@ -199,12 +209,12 @@ function inMainTable(s: HostNet): boolean {
  * (a network that has only those still needs its subnet in its own table for the replies).
  */
 function ownTable(s: HostNet): boolean {
-  return s.egress || (s.floating?.length ?? 0) > 0;
+  return s.egress || (s.floating?.length ?? 0) > 0 || (s.floating6?.length ?? 0) > 0;
 }
 
 /** What a host port's device is set up from: not its floating bindings (no blip when they change). */
 function deviceKey(s: HostPortSpec): string {
-  return JSON.stringify({ ...s, floating: undefined, ownTable: ownTable(s) });
+  return JSON.stringify({ ...s, floating: undefined, floating6: undefined, ownTable: ownTable(s) });
 }
 
 /**
@@ -400,7 +410,7 @@ export class HostPorts {
       });
     }
     // After the ports are up: the floating addresses are routed to them (floating_kernel.ts).
-    await this.floating?.reconcile(specs.filter((s) => this.done.has(s.port)), uplinks);
+    await this.floating?.reconcile(specs.filter((s) => this.done.has(s.port)), uplinks, uplinks6);
     if (failed.length > 0) throw new Error(failed.join("; "));
   }
 

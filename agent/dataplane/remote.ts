@@ -190,8 +190,9 @@ function nodeReachChanged(before: Port | undefined, after: Port): boolean {
   return before?.networkEgress !== after.networkEgress ||
     before?.networkHostAccess !== after.networkHostAccess ||
     before?.networkAdvertise !== after.networkAdvertise || before?.floating !== after.floating ||
+    before?.floating6 !== after.floating6 ||
     // A claim's port that takes or leaves its traffic takes or leaves its floating address's NAT.
-    (after.floating !== undefined && before?.active !== after.active);
+    ((after.floating ?? after.floating6) !== undefined && before?.active !== after.active);
 }
 
 /**

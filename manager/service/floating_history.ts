@@ -10,6 +10,7 @@
 import { type FloatingIpRecord, keys } from "../model.ts";
 import type { Tx } from "../store/tx.ts";
 import { type Ctx, listValues } from "./context.ts";
+import { storedAddress } from "./floating_pools.ts";
 import { type Ended, keepingHistory } from "./history.ts";
 
 /** One stint, as stored and answered. */
@@ -64,5 +65,8 @@ export function floatingHistory(
   ctx: Ctx,
   q: { tenant: string; address: string },
 ): Promise<FloatingStint[]> {
-  return listValues<FloatingStint>(ctx.store, keys.floatingStints(q.address, q.tenant));
+  return listValues<FloatingStint>(
+    ctx.store,
+    keys.floatingStints(storedAddress(q.address), q.tenant),
+  );
 }

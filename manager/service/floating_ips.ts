@@ -1,8 +1,10 @@
 /**
  * Floating addresses: a tenant takes an address of an admin's floating pool (floating_pools.ts),
- * charged to its `floatingIps` quota, and binds it to one of its own ports by the port's ID (one per
- * port). The binding is kept under the port's ID and copied into the port's record whenever a port
- * of that ID is made, so it follows the port: a pod deleted and made again on another node with the
+ * charged to its `floatingIps` quota, and binds it to one of its own ports by the port's ID, one
+ * per address of the port: an IPv4 one to the port's IPv4 address (`floating`), one of an IPv6 pool
+ * to its IPv6 address (`floating6`; a port without one is a 400). The binding is kept under the
+ * port's ID and copied into the port's record whenever a port of that ID is made, so it follows the
+ * port: a pod deleted and made again on another node with the
  * same port ID carries it there, and the feed tells that node (agent/README.md, "Floating
  * addresses": 1:1 NAT both ways). Unbinding keeps the address the tenant's; releasing it (DELETE)
  * puts it in quarantine for `settings.quarantineMs`, as a port's address.
@@ -13,17 +15,23 @@
  * @module
  */
 import type { z } from "zod";
-import { type Cidr, cidrContains, formatIp, parseCidr, parseIp } from "@knitter/common/address";
+import { type Cidr, formatCidr, formatIp, parseCidr, parseIp } from "@knitter/common/address";
 import type { Principal } from "../auth.ts";
 import { ApiError, invalid, notFound } from "../errors.ts";
-import { type FloatingIpRecord, keys, type NetworkRecord, type PortRecord } from "../model.ts";
+import {
+  FLOATING_FIELD,
+  type FloatingIpRecord,
+  keys,
+  type NetworkRecord,
+  type PortRecord,
+} from "../model.ts";
 import type { FloatingIpBind, FloatingIpCreate } from "../schemas.ts";
 import type { Entry } from "../store/store.ts";
 import type { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now, retry } from "./context.ts";
 import { claimEntry } from "./claims.ts";
 import { closeFloatingStint, openFloatingStint } from "./floating_history.ts";
-import { getFloatingPool } from "./floating_pools.ts";
+import { getFloatingPool, storedAddress, usableIn } from "./floating_pools.ts";
 import { resolveNetwork } from "./network_lookup.ts";
 import { keyId, portView } from "./ports/mod.ts";
 import { QuotaCharges } from "./quotas.ts";
@@ -89,26 +97,24 @@ export async function createFloatingIp(
   return view(record);
 }
 
+/** The address asked for, as the pool's family writes it (a pool is of one family). */
 function askedAddress(text: string, pool: { name: string }, cidrs: Cidr[]): string {
   const ip = parseIp(text);
-  if (!ip || ip.family !== 4) throw invalid("address", `"${text}" is not an IPv4 address`);
-  if (!cidrs.some((c) => usable(c, ip.value))) {
+  const family = cidrs[0].family;
+  if (!ip || ip.family !== family) {
     throw invalid(
       "address",
-      `${text} is outside floating pool "${pool.name}" (${cidrs.map(cidrText).join(", ")}): ` +
+      `"${text}" is not an IPv${family} address: floating pool "${pool.name}" is IPv${family}`,
+    );
+  }
+  if (!cidrs.some((c) => usableIn(c, ip.value))) {
+    throw invalid(
+      "address",
+      `${text} is outside floating pool "${pool.name}" (${cidrs.map(formatCidr).join(", ")}): ` +
         `ask for one of its addresses, or leave address out for the first free one`,
     );
   }
   return formatIp(ip);
-}
-
-const cidrText = (c: Cidr) => `${formatIp({ family: 4, value: c.base })}/${c.prefix}`;
-
-/** In the CIDR, and not its network or broadcast address (kept off in a /30 or wider). */
-function usable(c: Cidr, value: bigint): boolean {
-  if (!cidrContains(c, { family: 4, value })) return false;
-  if (c.prefix >= 31) return true;
-  return value !== c.base && value !== c.base + c.size - 1n;
 }
 
 /** 409 for an address held, or in quarantine; one past its quarantine is free again. */
@@ -134,8 +140,8 @@ async function firstFree(ctx: Ctx, pool: string, cidrs: Cidr[]): Promise<string>
   }
   for (const c of cidrs) {
     for (let v = c.base; v < c.base + c.size; v++) {
-      const address = formatIp({ family: 4, value: v });
-      if (usable(c, v) && !taken.has(address)) return address;
+      const address = formatIp({ family: c.family, value: v });
+      if (usableIn(c, v) && !taken.has(address)) return address;
     }
   }
   throw new ApiError(
@@ -162,7 +168,9 @@ export async function getFloatingIp(ctx: Ctx, target: FloatingTarget): Promise<F
 
 /** The tenant's own address, or 404 (another tenant's is not found either). */
 async function heldBy(ctx: Ctx, target: FloatingTarget): Promise<Entry<FloatingIpRecord>> {
-  const e = await ctx.store.get<FloatingIpRecord>(keys.floatingIp(target.address));
+  const e = await ctx.store.get<FloatingIpRecord>(
+    keys.floatingIp(storedAddress(target.address)),
+  );
   if (e.value?.tenant !== target.tenant) {
     throw notFound(
       `Tenant "${target.tenant}" holds no floating address ${target.address}; take one with ` +
@@ -189,10 +197,26 @@ function boundOf(net: NetworkRecord, tenant: string, body: z.infer<typeof Floati
     : { kind: "claim", net, name: body.claim! };
 }
 
-function indexKey(tenant: string, b: Bound) {
+function indexKey(tenant: string, b: Bound, family: 4 | 6) {
   return b.kind === "port"
-    ? keys.floatingOfPort(b.net.id, b.id)
-    : keys.floatingOfClaim(b.net.id, tenant, b.name);
+    ? keys.floatingOfPort(b.net.id, b.id, family)
+    : keys.floatingOfClaim(b.net.id, tenant, b.name, family);
+}
+
+/** The family of a floating address (as stored: one of its pool's). */
+function familyOf(address: string): 4 | 6 {
+  return address.includes(":") ? 6 : 4;
+}
+
+/** 400 when the port or claim has no address of the floating address's family to stand for. */
+function refuseFamily(b: Bound, address: string, hasIp6: boolean): void {
+  if (familyOf(address) === 4 || hasIp6) return;
+  const what = b.kind === "port" ? `Port "${b.asked}"` : `Claim "${b.name}"`;
+  throw invalid(
+    b.kind,
+    `${address} is IPv6 and ${what} of network "${b.net.name}" has no IPv6 address (its network ` +
+      `has no cidr6): bind an address of an IPv4 pool, or use a port of a dual-stack network`,
+  );
 }
 
 function sameBinding(r: FloatingIpRecord, b: Bound): boolean {
@@ -225,11 +249,14 @@ export async function bindFloatingIp(
           `unbind it first (POST .../floating-ips/${r.address}/unbind)`,
       );
     }
-    const targets = b.kind === "port"
-      ? [await ownPort(ctx, { net, tenant, id: b.asked, keyId: b.id })]
+    const { targets, hasIp6 } = b.kind === "port"
+      ? await ownPortTarget(ctx, { net, tenant, id: b.asked, keyId: b.id })
       : await claimPortsOf(ctx, tx, { net, tenant, name: b.name });
-    const index = await ctx.store.get<{ address: string }>(indexKey(tenant, b));
-    const taken = index.value?.address ?? targets.find((p) => p.value?.floating)?.value?.floating;
+    refuseFamily(b, r.address, hasIp6);
+    const family = familyOf(r.address);
+    const field = FLOATING_FIELD[family];
+    const index = await ctx.store.get<{ address: string }>(indexKey(tenant, b, family));
+    const taken = index.value?.address ?? targets.find((p) => p.value?.[field])?.value?.[field];
     if (taken !== undefined) {
       throw new ApiError(
         "in_use",
@@ -249,7 +276,7 @@ export async function bindFloatingIp(
     const changed: PortRecord[] = [];
     for (const pe of targets) {
       if (!pe.value) continue;
-      const withFloating: PortRecord = { ...pe.value, floating: r.address };
+      const withFloating: PortRecord = { ...pe.value, [field]: r.address };
       tx.check(pe).set(pe.key, withFloating);
       changed.push(withFloating);
     }
@@ -257,6 +284,15 @@ export async function bindFloatingIp(
   });
   for (const port of ports) publish(ctx, net, port);
   return view(record);
+}
+
+/** The tenant's port of that ID on `net` as a bind's target, and whether it has an IPv6 address. */
+async function ownPortTarget(
+  ctx: Ctx,
+  p: { net: NetworkRecord; tenant: string; id: string; keyId: string },
+): Promise<{ targets: Entry<PortRecord>[]; hasIp6: boolean }> {
+  const e = await ownPort(ctx, p);
+  return { targets: [e], hasIp6: e.value!.ip6 !== undefined };
 }
 
 /** The tenant's port of that ID on `net`, or 404 (another tenant's is not found either). */
@@ -282,7 +318,7 @@ async function claimPortsOf(
   ctx: Ctx,
   tx: Tx,
   c: { net: NetworkRecord; tenant: string; name: string },
-): Promise<Entry<PortRecord>[]> {
+): Promise<{ targets: Entry<PortRecord>[]; hasIp6: boolean }> {
   const ce = await claimEntry(ctx, { tenant: c.tenant, networkId: c.net.id, name: c.name });
   if (!ce.value) {
     throw notFound(
@@ -291,9 +327,10 @@ async function claimPortsOf(
     );
   }
   tx.check(ce);
-  return await ctx.store.getMany<PortRecord>(
+  const targets = await ctx.store.getMany<PortRecord>(
     ce.value.ports.map((id) => keys.port(c.net.id, keyId(c.net.tenant, c.tenant, id))),
   );
+  return { targets, hasIp6: ce.value.ip6 !== undefined };
 }
 
 function publish(ctx: Ctx, net: NetworkRecord, port: PortRecord): void {
@@ -327,10 +364,12 @@ export async function unbindFloatingIp(
 async function unbindIn(ctx: Ctx, tx: Tx, r: FloatingIpRecord): Promise<PortRecord[]> {
   const at = r.port ?? r.claim;
   if (!at || !r.tenant) return [];
+  const family = familyOf(r.address);
+  const field = FLOATING_FIELD[family];
   const index = await ctx.store.get(
     r.port
-      ? keys.floatingOfPort(r.port.networkId, r.port.id)
-      : keys.floatingOfClaim(r.claim!.networkId, r.tenant, r.claim!.name),
+      ? keys.floatingOfPort(r.port.networkId, r.port.id, family)
+      : keys.floatingOfClaim(r.claim!.networkId, r.tenant, r.claim!.name, family),
   );
   if (index.value) tx.check(index).delete(index.key);
   let portKeys = r.port ? [keys.port(r.port.networkId, r.port.id)] : [];
@@ -347,8 +386,9 @@ async function unbindIn(ctx: Ctx, tx: Tx, r: FloatingIpRecord): Promise<PortReco
   }
   const changed: PortRecord[] = [];
   for (const pe of await ctx.store.getMany<PortRecord>(portKeys)) {
-    if (pe.value?.floating !== r.address) continue;
-    const { floating: _f, ...rest } = pe.value;
+    if (pe.value?.[field] !== r.address) continue;
+    const rest = { ...pe.value };
+    delete rest[field];
     tx.check(pe).set(pe.key, rest);
     changed.push(rest);
   }

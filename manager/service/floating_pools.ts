@@ -1,27 +1,38 @@
 /**
- * Floating pools: an admin's external IPv4 ranges (addresses the fabric routes to the nodes, or a
- * flat external network's), from which tenants take floating addresses (floating_ips.ts). Pools
- * never overlap one another, so an address has one pool; one is deleted only when no tenant holds
- * an address of it.
+ * Floating pools: an admin's external ranges, IPv4 or IPv6 (addresses the fabric routes to the
+ * nodes, or a flat external network's), from which tenants take floating addresses
+ * (floating_ips.ts). A pool is of one family; pools never overlap one another, so an address has
+ * one pool; one is deleted only when no tenant holds an address of it.
  *
  * @module
  */
 import type { z } from "zod";
-import { type Cidr, cidrsOverlap, formatCidr, parseCidr } from "@knitter/common/address";
+import {
+  type Cidr,
+  cidrContains,
+  cidrsOverlap,
+  formatCidr,
+  formatIp,
+  parseCidr,
+  parseIp,
+} from "@knitter/common/address";
 import { ApiError, invalid, notFound } from "../errors.ts";
 import { type FloatingIpRecord, type FloatingPoolRecord, keys } from "../model.ts";
 import type { FloatingPoolCreate } from "../schemas.ts";
 import { Tx } from "../store/tx.ts";
 import { clockMs, type Ctx, listValues, now } from "./context.ts";
 
-/** The widest pool CIDR: allocation walks a pool's addresses. */
-export const WIDEST_POOL_PREFIX = 16;
+/** The widest pool CIDR per family (as many addresses each): allocation walks a pool's addresses. */
+export const WIDEST_POOL_PREFIX = { 4: 16, 6: 112 } as const;
 
 export async function createFloatingPool(
   ctx: Ctx,
   body: z.infer<typeof FloatingPoolCreate>,
 ): Promise<FloatingPoolRecord> {
   const cidrs = body.cidrs.map(poolCidr);
+  if (cidrs.some((c) => c.family !== cidrs[0].family)) {
+    throw invalid("cidrs", "mixes IPv4 and IPv6: a pool is of one family; make one pool of each");
+  }
   const others = await listValues<FloatingPoolRecord>(ctx.store, keys.floatingPools());
   for (const other of others) {
     const clash = cidrs.find((c) => other.cidrs.some((o) => cidrsOverlap(c, parseCidr(o) as Cidr)));
@@ -46,21 +57,39 @@ export async function createFloatingPool(
   return record;
 }
 
-/** An IPv4 CIDR no wider than a /16, given as its network address. */
+/** A CIDR no wider than its family's widest (a /16, a /112), given as its network address. */
 function poolCidr(text: string): Cidr {
   const c = parseCidr(text);
   if ("error" in c) throw invalid("cidrs", c.error);
-  if (c.family !== 4) {
-    throw invalid("cidrs", `"${text}" is IPv6: floating addresses are IPv4 (1:1 NAT)`);
-  }
-  if (c.prefix < WIDEST_POOL_PREFIX) {
-    throw invalid(
-      "cidrs",
-      `"${text}" is wider than a /${WIDEST_POOL_PREFIX}; split it into /${WIDEST_POOL_PREFIX}s`,
-    );
+  const widest = WIDEST_POOL_PREFIX[c.family];
+  if (c.prefix < widest) {
+    throw invalid("cidrs", `"${text}" is wider than a /${widest}; split it into /${widest}s`);
   }
   return c;
 }
+
+/**
+ * Whether a tenant may get `value` of the CIDR: in it, and not an address that is no one's (IPv4:
+ * a network or broadcast address, kept off in a /30 or wider; IPv6: the subnet-router anycast
+ * address, kept off in a /126 or wider).
+ */
+export function usableIn(c: Cidr, value: bigint): boolean {
+  if (!cidrContains(c, { family: c.family, value })) return false;
+  if (c.prefix >= RESERVED_FROM[c.family]) return true;
+  return value !== c.base && (c.family === 6 || value !== c.base + c.size - 1n);
+}
+
+/**
+ * An address of a path as the store keeps it (an IPv6 one has many spellings: `2001:DB8::0:1` is
+ * `2001:db8::1`); anything else as it is (not found).
+ */
+export function storedAddress(text: string): string {
+  const ip = parseIp(text);
+  return ip ? formatIp(ip) : text;
+}
+
+/** The prefix length from which a CIDR keeps no address off (see usableIn). */
+const RESERVED_FROM = { 4: 31, 6: 127 } as const;
 
 export function listFloatingPools(ctx: Ctx): Promise<FloatingPoolRecord[]> {
   return listValues<FloatingPoolRecord>(ctx.store, keys.floatingPools());
@@ -96,9 +125,10 @@ export async function listFloatingPoolsWithUsage(
   });
 }
 
-/** The addresses of a CIDR a tenant may get: all of a /31 or /32, else less the two ends. */
+/** The addresses of a CIDR a tenant may get (usableIn): all, or less the one or two kept off. */
 function usableCount(c: Cidr): number {
-  return Number(c.prefix >= 31 ? c.size : c.size - 2n);
+  if (c.prefix >= RESERVED_FROM[c.family]) return Number(c.size);
+  return Number(c.size - (c.family === 4 ? 2n : 1n));
 }
 
 export async function getFloatingPool(ctx: Ctx, name: string): Promise<FloatingPoolRecord> {

@@ -15,3 +15,21 @@ export async function api(
   assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
   return r.body;
 }
+
+/** `method path` with a tenant's `token`; asserts the status, answers the body (none: undefined). */
+export async function tenantApi(
+  stack: Stack,
+  token: string,
+  req: { method: string; path: string; body?: unknown },
+  status: number,
+  // deno-lint-ignore no-explicit-any
+): Promise<any> {
+  const r = await fetch(`${stack.managerUrl}/api/v1/${req.path}`, {
+    method: req.method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: req.body === undefined ? undefined : JSON.stringify(req.body),
+  });
+  const text = await r.text();
+  assert.equal(r.status, status, `${req.method} ${req.path}: ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}

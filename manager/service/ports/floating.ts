@@ -1,9 +1,9 @@
 /**
- * A new port's floating address (../floating_ips.ts): the one bound to its ID, else the one bound to
- * its claim, if any. The binding is kept under the port's ID (or claim), so a port made again (a pod
+ * A new port's floating addresses (../floating_ips.ts), one per family of its addresses: the one
+ * bound to its ID, else the one bound to its claim, if any. The binding is kept under the port's ID (or claim), so a port made again (a pod
  * on another node, a live migration's target) carries it.
  */
-import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
+import { FLOATING_FIELD, keys, type NetworkRecord, type PortRecord } from "../../model.ts";
 import type { Entry } from "../../store/store.ts";
 import type { Tx } from "../../store/tx.ts";
 import type { Ctx } from "../context.ts";
@@ -17,16 +17,31 @@ export async function floatingForNewPort(
 ): Promise<PortRecord> {
   const { net, port } = made;
   if (!await everBound(ctx, tx, net)) return port;
-  const byId = keys.floatingOfPort(port.networkId, portKeyId(port));
+  let out = port;
+  for (const family of port.ip6 === undefined ? [4 as const] : [4 as const, 6 as const]) {
+    const address = await boundTo(ctx, tx, { port, family });
+    if (address !== undefined) out = { ...out, [FLOATING_FIELD[family]]: address };
+  }
+  return out;
+}
+
+/** The floating address of `family` bound to the port's ID, else to its claim (each checked). */
+async function boundTo(
+  ctx: Ctx,
+  tx: Tx,
+  at: { port: PortRecord; family: 4 | 6 },
+): Promise<string | undefined> {
+  const { port, family } = at;
+  const byId = keys.floatingOfPort(port.networkId, portKeyId(port), family);
   const byClaim = port.claim === undefined
     ? []
-    : [keys.floatingOfClaim(port.networkId, port.tenant, port.claim)];
+    : [keys.floatingOfClaim(port.networkId, port.tenant, port.claim, family)];
   for (const key of [byId, ...byClaim]) {
     const index = await ctx.store.get<{ address: string }>(key);
     tx.check(index);
-    if (index.value) return { ...port, floating: index.value.address };
+    if (index.value) return index.value.address;
   }
-  return port;
+  return undefined;
 }
 
 /** Per commit: whether each network has had a binding (checked once per commit). */
