@@ -11,54 +11,40 @@ import assert from "node:assert/strict";
 import { run } from "@knitter/common";
 import { startCapture } from "./support/capture.ts";
 import { Cleanup } from "../devstack/cleanup.ts";
-import { addressOf, ipNetnsName, knitterList, makePod, type Pod } from "./support/pods.ts";
+import { addressOf, ipNetnsName, knitterList, makePod } from "./support/pods.ts";
 import { tcpExchange, udpExchange } from "./support/traffic.ts";
 import { knitctlOn } from "./support/knitctl_stack.ts";
 import { expectExit } from "../knitctl/test_support.ts";
 import type { TraceReport } from "../knitctl/trace.ts";
-import { type Stack, startStack, waitFor } from "../devstack/stack.ts";
+import { startStack, waitFor } from "../devstack/stack.ts";
 import { api } from "./support/stack_api.ts";
+import {
+  type Added,
+  ping as pingFamily,
+  reachRouted,
+  routedWorld,
+} from "./support/routed_world.ts";
+
+const FAMILY = 4;
 
 Deno.test("e2e routing: a tenant's router connects its planes across nodes (TCP, UDP, ping, TTL); other networks and tenants stay apart; static routes through a CNF pod", async (t) => {
   await using cleanup = new Cleanup();
   const stack = await startStack({ cleanup, nodes: ["n1", "n2"], physnets: ["phys1"] });
-  const [n1, n2] = stack.nodes;
-  await api(stack, "POST", "physnets", { name: "phys1", vlanRanges: [{ start: 100, end: 199 }] });
-  for (const name of ["acme", "globex"]) await api(stack, "POST", "tenants", { name });
   const nets = (tenant: string) => [
     { name: "red", cidr: "10.61.0.0/24", gateway: "10.61.0.1" },
     { name: "blue", type: "vlan", physnet: "phys1", cidr: "10.62.0.0/24", gateway: "10.62.0.1" },
     ...(tenant === "acme" ? [{ name: "green", cidr: "10.63.0.0/24", gateway: "10.63.0.1" }] : []),
   ];
-  for (const tenant of ["acme", "globex"]) {
-    for (const body of nets(tenant)) await api(stack, "POST", `tenants/${tenant}/networks`, body);
-  }
-  const planes = { name: "planes", networks: ["red", "blue"] };
-  await api(stack, "POST", "tenants/acme/routers", planes);
-  // globex routes its own red and blue, with the very same CIDRs.
-  await api(stack, "POST", "tenants/globex/routers", planes);
-
-  // red on n1 only: n2 gets red's flows for the routed traffic alone.
-  const red = await pod(n1, "red-1", "acme", ["red"]);
-  const blueFar = await pod(n2, "blue-2", "acme", ["blue"]);
-  const blueNear = await pod(n1, "blue-1", "acme", ["blue"]);
-  const green = await pod(n2, "green-2", "acme", ["green"]);
-  const globexRed = await pod(n1, "gred-1", "globex", ["red"]);
-  const globexBlue = await pod(n2, "gblue-2", "globex", ["blue"]);
+  const { n1, red, blueFar, blueNear, green, globexRed, globexBlue } = await routedWorld(
+    stack,
+    nets,
+    FAMILY,
+  );
 
   await t.step(
     "red reaches blue on the other node and on its own: ping one TTL less, TCP, UDP",
     async () => {
-      for (const to of [blueFar, blueNear]) {
-        await waitFor(`${red.name} -> ${to.name}`, async () => (await ping(red, to.ip)).ok, 20_000);
-        // 64 from the pod, less one for the route on the sending node (the reply is routed too).
-        assert.deepEqual(await ping(red, to.ip), { ok: true, ttl: 63 }, to.name);
-        assert.deepEqual(await ping(to, red.ip), { ok: true, ttl: 63 }, `${to.name} back`);
-        const tcp = await tcpExchange(cleanup, red.ns, to.ns, to.ip, 256 * 1024);
-        assert.ok(tcp.ok, `TCP ${red.name} -> ${to.name}: ${JSON.stringify(tcp)}`);
-        const udp = await udpExchange(cleanup, to.ns, red.ns, red.ip, [64, 1200, 1400]);
-        assert.ok(udp.ok, `UDP ${to.name} -> ${red.name}: ${JSON.stringify(udp)}`);
-      }
+      for (const to of [blueFar, blueNear]) await reachRouted(cleanup, red, to, FAMILY);
     },
   );
 
@@ -169,31 +155,7 @@ Deno.test("e2e routing: a tenant's router connects its planes across nodes (TCP,
   );
 });
 
-interface Added {
-  name: string;
-  pod: Pod;
-  ns: string;
-  ip: string;
-}
-
-async function pod(
-  node: Stack["nodes"][number],
-  name: string,
-  tenant: string,
-  networks: string[],
-): Promise<Added> {
-  const p = await makePod(node, name, tenant, knitterList(networks));
-  const r = await p.add();
-  assert.equal(r.code, 0, `ADD ${name}: ${JSON.stringify(r.out)} ${r.stderr}`);
-  return { name, pod: p, ns: ipNetnsName(p.netns), ip: addressOf(r.out) };
-}
-
-/** Three pings: whether one came back, and the TTL the replies arrived with. */
-async function ping(from: Added, ip: string): Promise<{ ok: boolean; ttl?: number }> {
-  const r = await run(
-    ["ip", "netns", "exec", from.ns, "ping", "-c", "3", "-i", "0.2", "-W", "1", ip],
-    { check: false },
-  );
-  const ttl = /ttl=(\d+)/.exec(r.stdout)?.[1];
-  return r.code === 0 && ttl ? { ok: true, ttl: Number(ttl) } : { ok: false };
+/** Three pings of the test's family (routed_world.ts). */
+function ping(from: Added, ip: string) {
+  return pingFamily(from, ip, FAMILY);
 }
