@@ -371,3 +371,41 @@ Deno.test("dual stack attack: a node's conflict report names a port's IPv6 addre
 function fieldsOf(record: Record<string, unknown>): string[] {
   return Object.keys(record).filter((k) => record[k] !== undefined).sort();
 }
+
+Deno.test("dual stack: an MTU below IPv6's minimum of 1280 is refused on a network with IPv6, naming mtu", async () => {
+  using t = await world();
+  const req = attempt(t);
+  for (
+    const [name, cidr, extra] of [
+      ["small6", "fd00:7::/64", {}],
+      ["smalldual", "10.7.0.0/24", { cidr6: "fd00:8::/64" }],
+    ] as const
+  ) {
+    mustFail(
+      await req("POST", "tenants/acme/networks", net(name, cidr, { ...extra, mtu: 1200 })),
+      400,
+      "invalid_request",
+      { field: "mtu", message: /1200 .*below 1280.*IPv6/ },
+    );
+  }
+  // The network as it would become is checked on a change too, and the record stays as it was.
+  mustFail(
+    await req("PATCH", DUAL, { mtu: 1279 }),
+    400,
+    "invalid_request",
+    { field: "mtu", message: /1279 .*below 1280/ },
+  );
+  assert.equal(must(await t.call("GET", DUAL), 200).mtu, 1450);
+  // IPv4 alone has no such floor.
+  must(await t.call("POST", "tenants/acme/networks", net("v4", "10.8.0.0/24", { mtu: 1200 })), 201);
+});
+
+Deno.test("dual stack: a VXLAN network with IPv6 on a 1280-byte underlay is refused with the MTU it would get and what to do", async () => {
+  using t = await testApp({ tenants: ["acme"], underlayMtu: 1280 });
+  mustFail(
+    await attempt(t)("POST", "tenants/acme/networks", net("v6", "fd00:9::/64")),
+    400,
+    "invalid_request",
+    { field: "mtu", message: /1230 .*below 1280.*underlay/ },
+  );
+});

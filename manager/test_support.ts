@@ -94,13 +94,15 @@ export interface TestAppOptions {
   advertisableRanges?: string[];
   /** The console's Prometheus (console/metrics_proxy.ts); none when absent. */
   prometheusUrl?: string;
+  /** The manager's underlayMtu; 1500 when absent. */
+  underlayMtu?: number;
 }
 
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
   const store = options.store ?? await openTestStore(options.path);
   const ctx = createContext(store, {
     vniRanges: options.vniRanges ?? ["5000-5999"],
-    underlayMtu: 1500,
+    underlayMtu: options.underlayMtu ?? 1500,
     quarantineSeconds: options.quarantineSeconds ?? 0,
     historyRetentionDays: options.historyRetentionDays ?? 0,
     bgp: { advertisableRanges: options.advertisableRanges ?? [] },

@@ -113,6 +113,8 @@ export function networkFields(
 
   checkSegmentFields(body);
   refuseFlowsOnly(body.dataPlane, body);
+  const mtu = body.mtu ?? (body.type === "vxlan" ? underlayMtu - VXLAN_OVERHEAD : underlayMtu);
+  if (family === 6 || subnet6) checkIpv6Mtu(mtu, body.mtu === undefined);
 
   const format = (value: bigint) => formatIp({ family, value });
   return {
@@ -130,7 +132,7 @@ export function networkFields(
       allocationPools: pools.map((p) => ({ start: format(p.start), end: format(p.end) })),
       excludes,
       public: body.public,
-      mtu: body.mtu ?? (body.type === "vxlan" ? underlayMtu - VXLAN_OVERHEAD : underlayMtu),
+      mtu,
       routes,
       dns: body.dns ?? {},
       ...(body.bandwidth ? { bandwidth: body.bandwidth } : {}),
@@ -148,6 +150,29 @@ export function networkFields(
       reservedRanges: reserved,
     },
   };
+}
+
+/** The least MTU a link may have for IPv6 (RFC 8200); Linux drops IPv6 from a smaller link. */
+export const IPV6_MIN_MTU = 1280;
+
+/**
+ * Refuses an MTU a pod's IPv6 address cannot live with: the kernel would take IPv6 off the pod's
+ * interface, and the ADD would fail on a node instead of here.
+ */
+function checkIpv6Mtu(mtu: number, derived: boolean): void {
+  if (mtu >= IPV6_MIN_MTU) return;
+  throw invalid(
+    "mtu",
+    derived
+      ? `the network's MTU would be ${mtu} (the underlay's ${
+        mtu + VXLAN_OVERHEAD
+      } less VXLAN's ${VXLAN_OVERHEAD}), below ${IPV6_MIN_MTU}, the least IPv6 allows: ` +
+        `give the manager an underlayMtu of at least ${
+          IPV6_MIN_MTU + VXLAN_OVERHEAD
+        }, or make the network type vlan`
+      : `${mtu} is below ${IPV6_MIN_MTU}, the least IPv6 allows on a link: a network with IPv6 ` +
+        `needs an mtu of at least ${IPV6_MIN_MTU}`,
+  );
 }
 
 /** What only Knitter's flows carry out, which another plugin's interfaces never pass through. */
