@@ -133,8 +133,11 @@ function refusal(cluster: string, e: Entry<ClusterRecord>): "deleting" | "absent
 /** What a cluster's record (as portCluster read it) lets in; the default one is implied. */
 export function reachIn(e: Entry<ClusterRecord>): ClusterReach | null {
   if (e.value) return e.value;
-  return e.key.at(-1) === DEFAULT_CLUSTER ? defaultCluster(new Date(0).toISOString()) : null;
+  return e.key.at(-1) === DEFAULT_CLUSTER ? IMPLIED_DEFAULT : null;
 }
+
+/** The default cluster as implied before it is written: made once, read on every allocation. */
+const IMPLIED_DEFAULT: ClusterReach = Object.freeze(defaultCluster(new Date(0).toISOString()));
 
 export async function listClusters(ctx: Ctx): Promise<ClusterRecord[]> {
   const all = await listValues<ClusterRecord>(ctx.store, keys.clusters());

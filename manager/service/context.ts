@@ -120,6 +120,8 @@ export class PoolRegistry {
   private readonly pools = new Map<string, BitmapPool>();
   private readonly spaces = new Map<string, IndexSpace>();
   private readonly extras = new Map<string, unknown>();
+  /** The address pools by network ID: the same objects as in `pools`, found without a key. */
+  private readonly addressPools = new Map<string, BitmapPool>();
 
   constructor(private readonly store: Store) {}
 
@@ -138,6 +140,7 @@ export class PoolRegistry {
     const id = JSON.stringify(prefix);
     this.pools.get(id)?.invalidate();
     this.pools.delete(id);
+    if (prefix[0] === keys.ipam("")[0]) this.addressPools.delete(String(prefix[1]));
   }
 
   /** Drops a deleted network's pool, index space and per-network helpers. */
@@ -159,7 +162,12 @@ export class PoolRegistry {
   }
 
   addresses(net: NetworkRecord): BitmapPool {
-    return this.get(keys.ipam(net.id), net.poolSize);
+    // Asked several times per allocation: by network ID, without encoding the pool's key.
+    const known = this.addressPools.get(net.id);
+    if (known?.size === net.poolSize) return known;
+    const pool = this.get(keys.ipam(net.id), net.poolSize);
+    this.addressPools.set(net.id, pool);
+    return pool;
   }
 
   vni(): BitmapPool {

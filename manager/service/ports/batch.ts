@@ -135,8 +135,9 @@ async function commitBatch(ctx: Ctx, ref: NetworkRef, batch: Pending[]): Promise
 
 /** The cluster record the port depends on, checked once per commit. */
 function checkCluster(tx: Tx, { guard }: Pending, seen: Set<string>): void {
-  if (seen.has(JSON.stringify(guard.key))) return;
-  seen.add(JSON.stringify(guard.key));
+  const key = JSON.stringify(guard.key);
+  if (seen.has(key)) return;
+  seen.add(key);
   tx.check(guard);
 }
 
