@@ -27,13 +27,6 @@ export class GroupCommit<T> {
     this.draining = true;
     try {
       while (this.queue.length > 0) {
-        if (this.queue.length === 1) {
-          // A lone request (sequential callers): its own batch, with nothing to sort out.
-          const batch = this.queue;
-          this.queue = [];
-          await this.run(batch);
-          continue;
-        }
         const batch: T[] = [];
         const rest: T[] = [];
         const keys = new Set<string>();
