@@ -1,9 +1,8 @@
 /**
  * Address history in a store an older manager wrote (manager/testdata/history_v1_fixture.ts: the
- * code that stored every open holding under its address, main at 1492a33). Today's code answers
- * live holdings from the port record (issue 32): the older store's open holdings must still be
- * answered once each, the same as that code answered them, and end when their ports are released
- * or bound again.
+ * code of main at 1492a33, which stores every open holding under its address). Whatever a later
+ * manager changes in how it keeps holdings, the older store's open holdings must be answered once
+ * each, the same as that code answered them, and end when their ports are released or bound again.
  */
 import assert from "node:assert/strict";
 import { checkStore } from "./check.ts";

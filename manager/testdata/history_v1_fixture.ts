@@ -1,7 +1,7 @@
 /**
  * Writes `history_v1.jsonl` (a store export) and `history_v1_answers.json` (what that code's
- * history answered), made by the code that stored every open holding under its address (main at
- * 1492a33, before issue 32's allocation path answered live holdings from the port record). Run in
+ * history answered), made by the code that stores every open holding under its address (main at
+ * 1492a33). Run in
  * such a checkout, with this file copied into its manager/testdata/:
  *
  *   deno run -A manager/testdata/history_v1_fixture.ts
