@@ -25,6 +25,12 @@
  * client address has a budget of them (a token bucket, `connectionsPerSecond` and
  * `connectionBurst`), beyond which a connection is closed as soon as it is accepted. Agents and
  * tools keep their connections open and never come near it.
+ *
+ * A WebSocket does not work through the guard: Deno's server on one connection ends when the
+ * connection's HTTP part does, which an upgrade is, and closing that server closes every socket
+ * upgraded on it (Deno 2.9.6: the socket reads its end at once, close code 1005, whether the server
+ * is closed gracefully or not; conn_guard_test.ts pins it). The guard marks the requests it serves
+ * (servedPerConnection) so that a route that would upgrade refuses instead (feed_sockets.ts).
  */
 import { holdOffMs } from "./fairness.ts";
 import { TokenBuckets } from "@knitter/common";
@@ -107,6 +113,14 @@ export function serveOnConnection(): ServeOnConnection {
     );
   }
   return serve as ServeOnConnection;
+}
+
+/** The requests handed to the handler by the guard's servers on one connection. */
+const PER_CONNECTION = new WeakSet<Request>();
+
+/** Whether `req` came through the guard (on which a WebSocket upgrade cannot live). */
+export function servedPerConnection(req: Request): boolean {
+  return PER_CONNECTION.has(req);
 }
 
 /** What the guard knows of one accepted connection. */
@@ -208,6 +222,7 @@ export function serveGuarded(
     } catch { /* not TCP */ }
     const watch = async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
       w.began();
+      PER_CONNECTION.add(req);
       info.completed.catch(() => {}).finally(() => w.ended());
       const held = w.released();
       if (held) await held;

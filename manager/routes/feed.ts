@@ -1,11 +1,14 @@
 /**
  * The change feed: port, node, router and security group changes from a cursor, long-polled (a
- * page an answer) or streamed (`stream=ndjson`: one answer, a page a line, feed_streams.ts).
+ * page an answer) or streamed (`stream=ndjson`: one answer, a page a line, feed_streams.ts;
+ * `stream=websocket`: a WebSocket, a page a message, feed_sockets.ts).
  */
 import { ApiError } from "../errors.ts";
 import * as S from "../schemas.ts";
 import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
+import { FeedStream } from "../feed_streams.ts";
+import { FeedSocket } from "../feed_sockets.ts";
 
 export const FEED: Resource = {
   tag: "feed",
@@ -14,7 +17,7 @@ export const FEED: Resource = {
       method: "GET",
       path: "/feed",
       summary:
-        "Follow port and node changes: long-poll from a cursor, or stream pages (stream=ndjson); 410 means list again",
+        "Follow port and node changes: long-poll from a cursor, or stream pages (stream=ndjson, or stream=websocket with a WebSocket handshake); 410 means list again",
       access: "infra",
       ok: {
         status: 200,
@@ -26,12 +29,12 @@ export const FEED: Resource = {
         if (query.after === undefined) {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
+        // A stream never spins: at most one empty page a second.
+        const streamed = { after: query.after, heartbeatMs: Math.max(1, query.timeout) * 1000 };
         const page = query.stream === "ndjson"
-          ? await feedStreamFor(ctx, principal, {
-            after: query.after,
-            // A stream never spins: at most one empty page a second.
-            heartbeatMs: Math.max(1, query.timeout) * 1000,
-          })
+          ? await feedStreamFor(ctx, principal, streamed, (first) => new FeedStream(first))
+          : query.stream === "websocket"
+          ? await feedStreamFor(ctx, principal, streamed, (first) => new FeedSocket(first))
           : await feedFor(ctx, principal, { after: query.after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {
           throw new ApiError(
