@@ -4,7 +4,9 @@
  * on one of the port's own cluster) with 5,000 followers, which run in a few child processes of
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
  * loop with the process that times them. Each follower is a node with its own token, and streams
- * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream).
+ * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream; `--ws`:
+ * follows it over a WebSocket, which needs the manager without its connection guard, where Deno
+ * keeps upgraded sockets: feed_sockets.ts).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -14,7 +16,7 @@
  * first two over the followers.
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
- *     [--ports 100] [--procs 2] [--no-guard]
+ *     [--ports 100] [--procs 2] [--no-guard] [--poll | --ws]
  */
 import { parseArgs } from "node:util";
 import {
@@ -28,11 +30,12 @@ import {
 } from "./clusters_bench.ts";
 import { linesOf } from "./lines.ts";
 import { ADMIN_TOKEN, percentile, spawnManager, withTempDir } from "./support.ts";
+import type { Transport } from "./feed_followers.ts";
 
 export interface ConvergenceFigures {
   followers: number;
   guard: boolean;
-  poll: boolean;
+  transport: Transport;
   clusters: number;
   procs: number;
   ports: number;
@@ -68,7 +71,7 @@ interface FollowerProcess {
 function startFollowers(
   url: string,
   tokens: string[],
-  poll: boolean,
+  transport: Transport,
   offset: number,
   heard: (follower: number, id: string, at: number) => void,
 ): FollowerProcess {
@@ -79,7 +82,7 @@ function startFollowers(
     stderr: "inherit",
   }).spawn();
   const writer = child.stdin.getWriter();
-  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, poll }) + "\n"));
+  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, transport }) + "\n"));
   let isReady!: () => void;
   const ready = new Promise<void>((r) => isReady = r);
   const reading = (async () => {
@@ -133,11 +136,16 @@ export async function convergenceFigures(
     ports: number;
     procs: number;
     guard: boolean;
-    poll?: boolean;
+    transport?: Transport;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
-  const poll = opts.poll ?? false;
+  const transport = opts.transport ?? "stream";
+  if (transport === "ws" && guard) {
+    throw new Error(
+      "the manager refuses WebSockets behind its connection guard (feed_sockets.ts): run --ws with --no-guard",
+    );
+  }
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
@@ -171,7 +179,7 @@ export async function convergenceFigures(
       const tokens = Array.from({ length: followers }, (_, f) => tokenOf(clusterOf(f), f % nodes));
       const share = Math.ceil(followers / procs);
       for (let at = 0; at < followers; at += share) {
-        children.push(startFollowers(m.url, tokens.slice(at, at + share), poll, at, heard));
+        children.push(startFollowers(m.url, tokens.slice(at, at + share), transport, at, heard));
       }
       await Promise.all(children.map((c) => c.ready));
       await allWaiting(m, followers);
@@ -212,7 +220,7 @@ export async function convergenceFigures(
       return {
         followers,
         guard,
-        poll,
+        transport,
         clusters,
         procs: children.length,
         ports,
@@ -237,6 +245,12 @@ export async function convergenceFigures(
   });
 }
 
+const TRANSPORT_NAMES: Record<Transport, string> = {
+  poll: "long polls",
+  stream: "streams",
+  ws: "WebSockets",
+};
+
 /** About 2,500 followers a process, at least one. */
 export function followerProcesses(followers: number): number {
   return Math.max(1, Math.ceil(followers / 2500));
@@ -253,7 +267,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
           f.guard ? "" : ", no connection guard"
-        }${f.poll ? ", long polls" : ", streams"}`,
+        }, ${TRANSPORT_NAMES[f.transport]}`,
     ),
     `|---|${runs.map(() => "---").join("|")}|`,
     row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
@@ -295,8 +309,10 @@ if (import.meta.main) {
       procs: { type: "string" },
       "no-guard": { type: "boolean", default: false },
       poll: { type: "boolean", default: false },
+      ws: { type: "boolean", default: false },
     },
   });
+  const transport: Transport = values.ws ? "ws" : values.poll ? "poll" : "stream";
   const runs: ConvergenceFigures[] = [];
   for (const nodes of (values.nodes ?? ["1000", "200"]).map(Number)) {
     const clusters = Number(values.clusters);
@@ -309,7 +325,7 @@ if (import.meta.main) {
         ports: Number(values.ports),
         procs,
         guard: !values["no-guard"],
-        poll: values.poll,
+        transport,
       }),
     );
   }
