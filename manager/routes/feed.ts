@@ -7,8 +7,14 @@ import { ApiError } from "../errors.ts";
 import * as S from "../schemas.ts";
 import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
-import { FeedStream } from "../feed_streams.ts";
+import { type FeedSink, FeedStream } from "../feed_streams.ts";
 import { FeedSocket } from "../feed_sockets.ts";
+
+/** How a streamed follower's pages go, by its `stream` parameter. */
+const SINKS: Record<"ndjson" | "websocket", (first: Uint8Array) => FeedSink> = {
+  ndjson: (first) => new FeedStream(first),
+  websocket: (first) => new FeedSocket(first),
+};
 
 export const FEED: Resource = {
   tag: "feed",
@@ -30,11 +36,13 @@ export const FEED: Resource = {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
         // A stream never spins: at most one empty page a second.
-        const streamed = { after: query.after, heartbeatMs: Math.max(1, query.timeout) * 1000 };
-        const page = query.stream === "ndjson"
-          ? await feedStreamFor(ctx, principal, streamed, (first) => new FeedStream(first))
-          : query.stream === "websocket"
-          ? await feedStreamFor(ctx, principal, streamed, (first) => new FeedSocket(first))
+        const heartbeatMs = Math.max(1, query.timeout) * 1000;
+        const page = query.stream
+          ? await feedStreamFor(ctx, principal, {
+            after: query.after,
+            heartbeatMs,
+            sinkOf: SINKS[query.stream],
+          })
           : await feedFor(ctx, principal, { after: query.after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {
           throw new ApiError(

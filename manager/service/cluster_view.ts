@@ -149,8 +149,12 @@ export async function feedFor(
 export async function feedStreamFor<S extends FeedSink>(
   ctx: Ctx,
   p: Principal,
-  poll: { after: string; heartbeatMs: number },
-  sinkOf: (first: Uint8Array) => S,
+  poll: {
+    after: string;
+    heartbeatMs: number;
+    /** The follower's sink (a stream, a socket), with its first line queued. */
+    sinkOf: (first: Uint8Array) => S;
+  },
 ): Promise<S | "expired"> {
   const after = feedCursorOf(p, poll.after);
   if (after === undefined) return "expired";
@@ -164,7 +168,7 @@ export async function feedStreamFor<S extends FeedSink>(
     render: (next) => seenPage(ctx, p, next),
     lapsed: () => lapsedReach(ctx, p),
   };
-  const sink = sinkOf(lineOf(first));
+  const sink = poll.sinkOf(lineOf(first));
   streamsOf(ctx).join(sink, view, page.cursor);
   return sink;
 }
