@@ -46,8 +46,17 @@ function say(line: string): void {
   });
 }
 
+/**
+ * Asks the first cursors on connections that close after their answer: a follower's connection to
+ * the manager is then its stream, socket or poll alone (a socket never reuses a pooled one).
+ */
+const NO_POOL = Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
+
 async function firstCursor(url: string, token: string): Promise<string> {
-  const r = await fetch(`${url}/api/v1/feed`, { headers: { authorization: `Bearer ${token}` } });
+  const r = await fetch(`${url}/api/v1/feed`, {
+    headers: { authorization: `Bearer ${token}` },
+    client: NO_POOL,
+  });
   const page = await r.json();
   if (!r.ok) throw new Error(`feed: ${r.status} ${JSON.stringify(page)}`);
   return page.cursor;
