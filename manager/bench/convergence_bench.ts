@@ -16,7 +16,11 @@
  * first two over the followers.
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
- *     [--ports 100] [--procs 2] [--no-guard] [--poll | --ws]
+ *     [--ports 100] [--procs 2] [--no-guard] [--poll | --ws] [--semi-space MiB]
+ *
+ * `--semi-space N` starts the manager with V8's young generation bounded (DENO_V8_FLAGS
+ * --max-semi-space-size=N): V8 grows it to 16 MiB a semi-space under the load of thousands of
+ * connections, and keeps what it grew.
  */
 import { parseArgs } from "node:util";
 import {
@@ -36,6 +40,7 @@ export interface ConvergenceFigures {
   followers: number;
   guard: boolean;
   transport: Transport;
+  semiSpaceMiB?: number;
   clusters: number;
   procs: number;
   ports: number;
@@ -137,6 +142,8 @@ export async function convergenceFigures(
     procs: number;
     guard: boolean;
     transport?: Transport;
+    /** The manager's V8 young generation, bounded (MiB a semi-space); default: V8's own. */
+    semiSpaceMiB?: number;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
@@ -149,11 +156,15 @@ export async function convergenceFigures(
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
-    const spawned = await spawnManager(dir, `${dir}/manager.kv`, {
-      tokens: tokenTable(clusters, nodes),
-      // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
-      limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
-    });
+    const spawned = await withV8Flags(
+      opts.semiSpaceMiB ? [`--max-semi-space-size=${opts.semiSpaceMiB}`] : [],
+      () =>
+        spawnManager(dir, `${dir}/manager.kv`, {
+          tokens: tokenTable(clusters, nodes),
+          // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
+          limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
+        }),
+    );
     const children: FollowerProcess[] = [];
     try {
       const m = managerOf(spawned.url);
@@ -221,6 +232,7 @@ export async function convergenceFigures(
         followers,
         guard,
         transport,
+        semiSpaceMiB: opts.semiSpaceMiB,
         clusters,
         procs: children.length,
         ports,
@@ -251,6 +263,19 @@ const TRANSPORT_NAMES: Record<Transport, string> = {
   ws: "WebSockets",
 };
 
+/** Runs `start` (which spawns a process) with DENO_V8_FLAGS set to `flags`, for that process only. */
+async function withV8Flags<T>(flags: string[], start: () => Promise<T>): Promise<T> {
+  if (flags.length === 0) return await start();
+  const before = Deno.env.get("DENO_V8_FLAGS");
+  Deno.env.set("DENO_V8_FLAGS", flags.join(","));
+  try {
+    return await start();
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_V8_FLAGS");
+    else Deno.env.set("DENO_V8_FLAGS", before);
+  }
+}
+
 /** About 2,500 followers a process, at least one. */
 export function followerProcesses(followers: number): number {
   return Math.max(1, Math.ceil(followers / 2500));
@@ -267,7 +292,9 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
           f.guard ? "" : ", no connection guard"
-        }, ${TRANSPORT_NAMES[f.transport]}`,
+        }, ${TRANSPORT_NAMES[f.transport]}${
+          f.semiSpaceMiB ? `, manager's semi-space ${f.semiSpaceMiB} MiB` : ""
+        }`,
     ),
     `|---|${runs.map(() => "---").join("|")}|`,
     row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
@@ -310,6 +337,7 @@ if (import.meta.main) {
       "no-guard": { type: "boolean", default: false },
       poll: { type: "boolean", default: false },
       ws: { type: "boolean", default: false },
+      "semi-space": { type: "string" },
     },
   });
   const transport: Transport = values.ws ? "ws" : values.poll ? "poll" : "stream";
@@ -326,6 +354,7 @@ if (import.meta.main) {
         procs,
         guard: !values["no-guard"],
         transport,
+        semiSpaceMiB: values["semi-space"] ? Number(values["semi-space"]) : undefined,
       }),
     );
   }
