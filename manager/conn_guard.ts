@@ -26,11 +26,15 @@
  * `connectionBurst`), beyond which a connection is closed as soon as it is accepted. Agents and
  * tools keep their connections open and never come near it.
  *
- * A WebSocket does not work through the guard: Deno's server on one connection ends when the
- * connection's HTTP part does, which an upgrade is, and closing that server closes every socket
- * upgraded on it (Deno 2.9.6: the socket reads its end at once, close code 1005, whether the server
- * is closed gracefully or not; conn_guard_test.ts pins it). The guard marks the requests it serves
- * (servedPerConnection) so that a route that would upgrade refuses instead (feed_sockets.ts).
+ * A WebSocket does not work through the guard by default: Deno's server on one connection ends
+ * when the connection's HTTP part does, which an upgrade is, and closing that server closes every
+ * socket upgraded on it (Deno 2.9.6: the socket reads its end at once, close code 1005, whether the
+ * server is closed gracefully or not; conn_guard_test.ts pins it). The guard marks the requests it
+ * serves so (servedPerConnection), and a route that would upgrade refuses instead (feed_sockets.ts).
+ * With `feedSockets` the guard serves each connection with Deno's older server on one connection
+ * (`Deno.serveHttp`), on which an upgraded socket lives on: the feed's sockets go through the guard,
+ * and every request costs more of the server's CPU (about twice the newer server's time a request
+ * with an empty handler, docs/benchmarks.md).
  */
 import { holdOffMs } from "./fairness.ts";
 import { TokenBuckets } from "@knitter/common";
@@ -47,6 +51,8 @@ export interface GuardLimits {
   connectionsPerSecond: number;
   /** New connections at once from one address after a quiet while. */
   connectionBurst: number;
+  /** Serve connections with Deno's older server, on which WebSockets outlive their upgrade. */
+  feedSockets: boolean;
 }
 
 export const DEFAULT_GUARD: GuardLimits = {
@@ -54,6 +60,7 @@ export const DEFAULT_GUARD: GuardLimits = {
   idleTimeoutMs: 120_000,
   connectionsPerSecond: 200,
   connectionBurst: 2000,
+  feedSockets: false,
 };
 
 export interface GuardedServer {
@@ -115,10 +122,90 @@ export function serveOnConnection(): ServeOnConnection {
   return serve as ServeOnConnection;
 }
 
+/**
+ * Deno's older HTTP server on one connection (`Deno.serveHttp`, still in Deno 2.9.6), in the shape
+ * of serveOnConnection's: a socket upgraded on it outlives the connection's HTTP part. Its
+ * `completed` settles once the answer is sent (a streamed body's end included); its shutdown closes
+ * the connection once the requests in progress are answered (at once when idle).
+ */
+export function serveLegacyOnConnection(): ServeOnConnection {
+  const serveHttp = (Deno as unknown as { serveHttp?: (conn: Deno.Conn) => LegacyConn }).serveHttp;
+  if (typeof serveHttp !== "function") {
+    throw new Error(
+      `This Deno (${Deno.version.deno}) has no Deno.serveHttp, which limits.feedSockets needs: run the manager with the Deno in .tools (make setup), or without limits.feedSockets`,
+    );
+  }
+  return (conn, _signal, handler, onError) => {
+    const http = serveHttp(conn);
+    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
+    let active = 0;
+    let closing = false;
+    const close = () => {
+      try {
+        http.close();
+      } catch { /* closed */ }
+    };
+    const answer = async (event: LegacyRequestEvent) => {
+      active++;
+      const sent = Promise.withResolvers<void>();
+      sent.promise.catch(() => {});
+      const info = { remoteAddr, completed: sent.promise } as Deno.ServeHandlerInfo<Deno.NetAddr>;
+      try {
+        let res: Response;
+        try {
+          res = await handler(event.request, info);
+        } catch (err) {
+          res = onError(err);
+        }
+        await event.respondWith(res);
+        sent.resolve();
+      } catch (err) {
+        sent.reject(err); // the client went mid-answer
+      } finally {
+        active--;
+        if (closing && active === 0) close();
+      }
+    };
+    // Ends when the client closes, the guard closes it, or the connection is upgraded (the socket
+    // lives on, no longer the server's).
+    const finished = (async () => {
+      for (;;) {
+        let event: LegacyRequestEvent | null;
+        try {
+          event = await http.nextRequest();
+        } catch {
+          return; // the connection went
+        }
+        if (!event) return;
+        answer(event);
+      }
+    })();
+    return {
+      finished,
+      shutdown() {
+        closing = true;
+        if (active === 0) close();
+        return finished;
+      },
+    };
+  };
+}
+
+/** What `Deno.serveHttp` answers (Deno's older per-connection server). */
+interface LegacyConn {
+  nextRequest(): Promise<LegacyRequestEvent | null>;
+  close(): void;
+}
+
+interface LegacyRequestEvent {
+  readonly request: Request;
+  respondWith(r: Response): Promise<void>;
+}
+
 /** The requests handed to the handler by the guard's servers on one connection. */
 const PER_CONNECTION = new WeakSet<Request>();
 
-/** Whether `req` came through the guard (on which a WebSocket upgrade cannot live). */
+/** Whether `req` came through the guard's newer server (on which a WebSocket cannot live). */
 export function servedPerConnection(req: Request): boolean {
   return PER_CONNECTION.has(req);
 }
@@ -203,8 +290,10 @@ export function serveGuarded(
   options: GuardOptions,
   handler: Handler,
 ): Promise<GuardedServer> {
-  const serve = serveOnConnection();
   const limits = { ...DEFAULT_GUARD, ...options.limits };
+  const serve = limits.feedSockets ? serveLegacyOnConnection() : serveOnConnection();
+  // On the newer server a socket dies with its upgrade: routes that would upgrade refuse.
+  const marks = !limits.feedSockets;
   const watched = new Set<Watched>();
   const listener: Deno.Listener = options.tls
     ? Deno.listenTls({ hostname: options.hostname, port: options.port, ...options.tls })
@@ -222,7 +311,7 @@ export function serveGuarded(
     } catch { /* not TCP */ }
     const watch = async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
       w.began();
-      PER_CONNECTION.add(req);
+      if (marks) PER_CONNECTION.add(req);
       info.completed.catch(() => {}).finally(() => w.ended());
       const held = w.released();
       if (held) await held;

@@ -155,3 +155,54 @@ Deno.test("Deno's server on one connection closes a WebSocket upgraded on it at 
   // If Deno keeps the socket one day, this fails: WebSockets may then go through the guard.
   assert.equal(messages, 0, "the socket outlived its upgrade: let the feed's sockets through");
 });
+
+Deno.test("with feedSockets (Deno's older server on each connection), a WebSocket through the guard outlives the idle timeout while it carries pages; silent connections and the address's budget are still cut", async () => {
+  let refused = 0;
+  const server = await serveGuarded(
+    {
+      hostname: "127.0.0.1",
+      port: 0,
+      limits: {
+        headerTimeoutMs: 150,
+        idleTimeoutMs: 150,
+        connectionsPerSecond: 0.01,
+        connectionBurst: 2,
+        feedSockets: true,
+      },
+      onRefusedConnection: () => refused++,
+    },
+    (req) => {
+      assert.equal(servedPerConnection(req), false, "sockets live here: nothing to refuse");
+      const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: 0 });
+      socket.onopen = () => {
+        const timer = setInterval(() => socket.readyState === 1 && socket.send("page"), 20);
+        socket.onclose = () => clearInterval(timer);
+      };
+      return Promise.resolve(response);
+    },
+  );
+  const ws = new WebSocket(`ws://127.0.0.1:${server.addr.port}/`);
+  let messages = 0;
+  ws.onmessage = () => messages++;
+  const closed = new Promise((r) => (ws.onclose = r));
+  const silent = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  try {
+    // Four idle timeouts later the socket is open and still gets its pages.
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(ws.readyState, WebSocket.OPEN);
+    const before = messages;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(messages > before && before >= 10, `${before} then ${messages} messages`);
+    // The connection that never sent a header is closed; the third of this address is refused.
+    assert.equal(await untilClosed(silent), "closed");
+    const third = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+    assert.equal(await untilClosed(third), "closed");
+    third.close();
+    assert.equal(refused, 1);
+  } finally {
+    silent.close();
+    ws.close();
+    await closed;
+    await server.shutdown();
+  }
+});

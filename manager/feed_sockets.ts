@@ -12,7 +12,8 @@
  *
  * Deno's HTTP server on one accepted connection (the connection guard's, conn_guard.ts) closes a
  * socket upgraded on it as soon as the connection's HTTP part ends: behind the guard the upgrade is
- * refused (501 feed_socket_unavailable) and followers use the NDJSON stream.
+ * refused (501 feed_socket_unavailable) and followers use the NDJSON stream, unless the guard runs
+ * Deno's older server on each connection (`limits.feedSockets`), which sockets outlive.
  */
 import { ApiError } from "./errors.ts";
 import { FeedSink, MAX_BUFFERED_BYTES } from "./feed_streams.ts";
@@ -46,7 +47,7 @@ export class FeedSocket extends FeedSink {
       if (servedPerConnection(req)) {
         throw new ApiError(
           "feed_socket_unavailable",
-          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade: follow the feed with stream=ndjson (or long polls)",
+          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade (unless the manager is configured with limits.feedSockets): follow the feed with stream=ndjson (or long polls)",
         );
       }
       if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {

@@ -17,7 +17,10 @@ const DIRECT = { headerTimeoutMs: 0 as const };
 const call = callApi;
 const TOKENS = Array.from({ length: FOLLOWERS + 1 }, (_, i) => node(i));
 
-function managerIn(dir: string, limits?: { headerTimeoutMs: 0 }) {
+function managerIn(
+  dir: string,
+  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number; feedSockets?: boolean },
+) {
   return loopbackManager(dir, ADMIN, TOKENS, limits);
 }
 
@@ -198,6 +201,29 @@ Deno.test("feed socket: a follower that stops reading is cut off once far behind
     }
   } finally {
     slow?.close();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket behind the connection guard with limits.feedSockets: served, and it outlives the guard's idle timeout", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  const m = await managerIn(dir, { headerTimeoutMs: 300, idleTimeoutMs: 300, feedSockets: true });
+  try {
+    await world(m.url);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const f = follow(m.url, node(0), cursor);
+    const first = await f.next();
+    assert.deepEqual(first!.events, []);
+    // Past the idle timeout, with heartbeats (a second apart) the only traffic.
+    await new Promise((r) => setTimeout(r, 1500));
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
+    let page = await f.next();
+    while (page!.events.length === 0) page = await f.next();
+    assert.deepEqual(page!.events.map((e) => (e.port as { id: string }).id), [made.id]);
+    assert.equal(f.closed, undefined);
+    f.ws.close();
+  } finally {
     await m.shutdown();
     await Deno.remove(dir, { recursive: true });
   }

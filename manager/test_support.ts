@@ -348,7 +348,7 @@ export function loopbackManager(
   dir: string,
   admin: string,
   nodes: string[],
-  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number },
+  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number; feedSockets?: boolean },
 ) {
   return startManager({
     listen: { hostname: "127.0.0.1", port: 0 },
