@@ -5,8 +5,8 @@
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
  * loop with the process that times them. Each follower is a node with its own token, and streams
  * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream; `--ws`:
- * follows it over a WebSocket, which needs the manager without its connection guard, where Deno
- * keeps upgraded sockets: feed_sockets.ts).
+ * follows it over a WebSocket, which needs the guard on Deno.serveHttp, `--feed-sockets`, or no
+ * guard, where Deno keeps upgraded sockets: feed_sockets.ts).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -16,7 +16,10 @@
  * first two over the followers.
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
- *     [--ports 100] [--procs 2] [--no-guard] [--poll | --ws] [--semi-space MiB]
+ *     [--ports 100] [--procs 2] [--no-guard | --feed-sockets] [--poll | --ws] [--semi-space MiB]
+ *
+ * `--feed-sockets` runs the guard on Deno.serveHttp (limits.feedSockets), through which `--ws`
+ * goes.
  *
  * `--semi-space N` starts the manager with V8's young generation bounded (DENO_V8_FLAGS
  * --max-semi-space-size=N): V8 grows it to 16 MiB a semi-space under the load of thousands of
@@ -41,6 +44,7 @@ export interface ConvergenceFigures {
   guard: boolean;
   transport: Transport;
   semiSpaceMiB?: number;
+  feedSockets: boolean;
   clusters: number;
   procs: number;
   ports: number;
@@ -144,13 +148,16 @@ export async function convergenceFigures(
     transport?: Transport;
     /** The manager's V8 young generation, bounded (MiB a semi-space); default: V8's own. */
     semiSpaceMiB?: number;
+    /** The guard on Deno.serveHttp (limits.feedSockets), which WebSockets outlive. */
+    feedSockets?: boolean;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
   const transport = opts.transport ?? "stream";
-  if (transport === "ws" && guard) {
+  const feedSockets = opts.feedSockets ?? false;
+  if (transport === "ws" && guard && !feedSockets) {
     throw new Error(
-      "the manager refuses WebSockets behind its connection guard (feed_sockets.ts): run --ws with --no-guard",
+      "the manager refuses WebSockets behind its connection guard on Deno's newer server (feed_sockets.ts): run --ws with --feed-sockets or --no-guard",
     );
   }
   const followers = clusters * nodes;
@@ -162,7 +169,7 @@ export async function convergenceFigures(
         spawnManager(dir, `${dir}/manager.kv`, {
           tokens: tokenTable(clusters, nodes),
           // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
-          limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
+          limits: guard ? { connectionsPerSecond: 0, feedSockets } : { headerTimeoutMs: 0 },
         }),
     );
     const children: FollowerProcess[] = [];
@@ -233,6 +240,7 @@ export async function convergenceFigures(
         guard,
         transport,
         semiSpaceMiB: opts.semiSpaceMiB,
+        feedSockets,
         clusters,
         procs: children.length,
         ports,
@@ -291,7 +299,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       "followers (clusters × nodes, follower processes)",
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
-          f.guard ? "" : ", no connection guard"
+          f.guard ? (f.feedSockets ? ", guard on Deno.serveHttp" : "") : ", no connection guard"
         }, ${TRANSPORT_NAMES[f.transport]}${
           f.semiSpaceMiB ? `, manager's semi-space ${f.semiSpaceMiB} MiB` : ""
         }`,
@@ -338,6 +346,7 @@ if (import.meta.main) {
       poll: { type: "boolean", default: false },
       ws: { type: "boolean", default: false },
       "semi-space": { type: "string" },
+      "feed-sockets": { type: "boolean", default: false },
     },
   });
   const transport: Transport = values.ws ? "ws" : values.poll ? "poll" : "stream";
@@ -355,6 +364,7 @@ if (import.meta.main) {
         guard: !values["no-guard"],
         transport,
         semiSpaceMiB: values["semi-space"] ? Number(values["semi-space"]) : undefined,
+        feedSockets: values["feed-sockets"],
       }),
     );
   }
