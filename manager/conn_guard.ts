@@ -166,25 +166,29 @@ export function serveLegacyOnConnection(): ServeOnConnection {
         if (closing && active === 0) close();
       }
     };
-    // Ends when the client closes, the guard closes it, or the connection is upgraded (the socket
-    // lives on, no longer the server's).
+    const shutdown = () => {
+      closing = true;
+      if (active === 0) close();
+    };
+    // Ends when the client closes, the guard closes it, or the connection is upgraded; then the
+    // server's own state is let go once its answers are sent (an upgraded socket lives on).
     const finished = (async () => {
-      for (;;) {
-        let event: LegacyRequestEvent | null;
-        try {
-          event = await http.nextRequest();
-        } catch {
-          return; // the connection went
+      try {
+        for (;;) {
+          const event = await http.nextRequest();
+          if (!event) return;
+          answer(event);
         }
-        if (!event) return;
-        answer(event);
+      } catch {
+        // the connection went
+      } finally {
+        shutdown();
       }
     })();
     return {
       finished,
       shutdown() {
-        closing = true;
-        if (active === 0) close();
+        shutdown();
         return finished;
       },
     };
