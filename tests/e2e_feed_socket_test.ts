@@ -1,8 +1,9 @@
 /**
  * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView) follows a real
- * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one, and by
- * its NDJSON stream where it refuses: an older manager refuses the parameter, one behind its
- * connection guard answers 501 (tests/e2e_feed_stream_test.ts).
+ * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one (straight
+ * on Deno.serve, or behind its guard with limits.feedSockets), and by its NDJSON stream where it
+ * refuses: an older manager refuses the parameter, one behind its connection guard on Deno's newer
+ * server answers 501 (tests/e2e_feed_stream_test.ts).
  */
 import assert from "node:assert/strict";
 import { createLogger, type FeedEvent, ManagerClient } from "@knitter/common";
@@ -28,8 +29,14 @@ class CountingClient extends ManagerClient {
   }
 }
 
-/** A manager served straight by Deno.serve (a proxy in front times headers): it serves sockets. */
-function directManager(dir: string) {
+/**
+ * A manager that serves sockets: straight on Deno.serve (a proxy in front times headers), or behind
+ * its connection guard on Deno.serveHttp (limits.feedSockets).
+ */
+function directManager(
+  dir: string,
+  limits: { headerTimeoutMs: number; feedSockets?: boolean } = { headerTimeoutMs: 0 },
+) {
   return startManager({
     listen: { hostname: "127.0.0.1", port: 0 },
     store: { path: `${dir}/manager.kv` },
@@ -37,7 +44,7 @@ function directManager(dir: string) {
     vniRanges: ["5000-5999"],
     underlayMtu: 1500,
     logLevel: "error",
-    limits: { headerTimeoutMs: 0 },
+    limits,
   });
 }
 
@@ -114,26 +121,37 @@ function viewOf(client: ManagerClient) {
   return { view, changes };
 }
 
-Deno.test("agent view follows the manager's feed over a WebSocket where the manager serves one", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
-  const m = await directManager(dir);
-  const admin = new ManagerClient(m.url, ADMIN);
-  const client = new CountingClient(m.url, N1);
-  const { view, changes } = viewOf(client);
-  try {
-    await world(admin);
-    await view.start();
-    await portsReach(admin, view, changes);
-    assert.equal(client.sockets, 1, "one socket carried every page");
-    assert.equal(client.streams, 0);
-    assert.equal(view.nodeIp("n2"), "192.0.2.2");
-  } finally {
-    await view.stop();
-    client.close();
-    await m.shutdown();
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+/** The two ways a manager serves the feed's sockets. */
+const SERVING = [
+  { how: "straight on Deno.serve", limits: { headerTimeoutMs: 0 } },
+  {
+    how: "behind its connection guard on Deno.serveHttp (limits.feedSockets)",
+    limits: { headerTimeoutMs: 10_000, feedSockets: true },
+  },
+];
+
+for (const { how, limits } of SERVING) {
+  Deno.test(`agent view follows the manager's feed over a WebSocket: a manager ${how}`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+    const m = await directManager(dir, limits);
+    const admin = new ManagerClient(m.url, ADMIN);
+    const client = new CountingClient(m.url, N1);
+    const { view, changes } = viewOf(client);
+    try {
+      await world(admin);
+      await view.start();
+      await portsReach(admin, view, changes);
+      assert.equal(client.sockets, 1, "one socket carried every page");
+      assert.equal(client.streams, 0);
+      assert.equal(view.nodeIp("n2"), "192.0.2.2");
+    } finally {
+      await view.stop();
+      client.close();
+      await m.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
 
 Deno.test("agent view of a manager older than sockets: its refusal of the handshake turns the view to the NDJSON stream", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
