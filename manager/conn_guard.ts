@@ -34,7 +34,8 @@
  * With `feedSockets` the guard serves each connection with Deno's older server on one connection
  * (`Deno.serveHttp`), on which an upgraded socket lives on: the feed's sockets go through the guard,
  * and every request costs more of the server's CPU (about twice the newer server's time a request
- * with an empty handler, docs/benchmarks.md).
+ * with an empty handler; HTTP allocations at 61 % of Deno.serve's against 90-93 %,
+ * docs/benchmarks.md): off by default.
  */
 import { holdOffMs } from "./fairness.ts";
 import { TokenBuckets } from "@knitter/common";
