@@ -228,3 +228,17 @@ Deno.test("feed socket behind the connection guard with limits.feedSockets: serv
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("feed socket: the manager's shutdown ends every socket cleanly (1000, or 1001 going away: the agent's client reads both as the end, and resumes), and does not wait on them", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  for (const limits of [DIRECT, { headerTimeoutMs: 10_000, feedSockets: true }]) {
+    const m = await managerIn(dir, limits);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const f = follow(m.url, node(0), cursor);
+    await f.next();
+    await m.shutdown();
+    assert.equal(await f.next(), undefined, "no page after the end");
+    assert.ok([1000, 1001].includes(f.closed!.code), `${f.closed!.code} ${JSON.stringify(limits)}`);
+  }
+  await Deno.remove(dir, { recursive: true });
+});
