@@ -6,6 +6,7 @@
  *
  *   deno run -A manager/bench/feed_sockets_guard_bench.ts [--rounds 3] [--requests 6000]
  */
+import { parseArgs } from "node:util";
 import { httpAllocations, type HttpFigures } from "./http_bench.ts";
 import { median } from "./ipam_bench.ts";
 
@@ -49,12 +50,14 @@ ${rows.join("\n")}`;
 }
 
 if (import.meta.main) {
-  const arg = (name: string, fallback: number) => {
-    const i = Deno.args.indexOf(name);
-    return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-  };
-  const rounds = arg("--rounds", 3);
-  const requests = arg("--requests", 6000);
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      rounds: { type: "string", default: "3" },
+      requests: { type: "string", default: "6000" },
+    },
+  });
+  const [rounds, requests] = [Number(values.rounds), Number(values.requests)];
   console.error(`bench: ${SERVERS.length} servers, ${rounds} rounds of ${requests} allocations`);
   console.log(table(await figures(rounds, requests), requests));
 }
