@@ -251,15 +251,82 @@ export class ManagerClient {
           { cause: err },
         );
       }
-      const parsed = JSON.parse(line);
-      if (parsed.error?.code === "feed_expired") return "expired";
-      if (parsed.error) {
-        throw new ManagerUnavailableError(
-          `The manager at ${this.url} ended the feed stream: ${parsed.error.code}: ${parsed.error.message}`,
-        );
-      }
+      const parsed = this.pageOf(line, "stream");
+      if (parsed === "expired") return parsed;
       page(parsed);
     }
+  }
+
+  /** A feed line: a page, "expired", or the error the manager ended the feed with (thrown). */
+  private pageOf(line: string, what: string): { cursor: string; events: FeedEvent[] } | "expired" {
+    const parsed = JSON.parse(line);
+    if (parsed.error?.code === "feed_expired") return "expired";
+    if (parsed.error) {
+      throw new ManagerUnavailableError(
+        `The manager at ${this.url} ended the feed ${what}: ${parsed.error.code}: ${parsed.error.message}`,
+      );
+    }
+    return parsed;
+  }
+
+  /**
+   * Follows the feed from `cursor` over a WebSocket (`stream=websocket`, a page a message, an empty
+   * page at least every `heartbeatS`), as feedStream does. "refused" when no socket opened: a
+   * manager that predates sockets refuses the parameter, one behind its connection guard answers
+   * 501, one that is down refuses the connection; the caller follows the NDJSON stream instead
+   * (which says which). A client through a Unix socket or with its own CA is always "refused":
+   * Deno's WebSocket takes neither.
+   */
+  feedSocket(
+    cursor: string,
+    heartbeatS: number,
+    page: (page: { cursor: string; events: FeedEvent[] }) => void,
+    signal?: AbortSignal,
+  ): Promise<"ended" | "expired" | "refused"> {
+    if (this.client) return Promise.resolve("refused");
+    const path = `/api/v1/feed?after=${enc(cursor)}&timeout=${heartbeatS}&stream=websocket`;
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(`${this.url.replace(/^http/, "ws")}${path}`, {
+        headers: { authorization: `Bearer ${this.token}` },
+      });
+      ws.binaryType = "arraybuffer";
+      let opened = false;
+      let outcome: "expired" | Error | undefined;
+      const stop = () => ws.close();
+      signal?.addEventListener("abort", stop, { once: true });
+      ws.onopen = () => (opened = true);
+      ws.onmessage = (e) => {
+        if (outcome) return;
+        try {
+          const parsed = this.pageOf(DECODER.decode(e.data as ArrayBuffer), "socket");
+          if (parsed === "expired") outcome = parsed;
+          else page(parsed);
+        } catch (err) {
+          outcome = err as Error;
+        }
+        if (outcome) ws.close();
+      };
+      // An error is followed by a close, which says what it meant.
+      ws.onerror = () => {};
+      ws.onclose = (e) => {
+        signal?.removeEventListener("abort", stop);
+        if (signal?.aborted) reject(signal.reason);
+        else if (outcome instanceof Error) reject(outcome);
+        else if (outcome) resolve(outcome);
+        else if (!opened) resolve("refused");
+        // 1000: the manager ended it (its feed closed); 1001: it went away (a shutdown).
+        else if (e.code === 1000 || e.code === 1001) resolve("ended");
+        else {
+          reject(
+            new ManagerUnavailableError(
+              `The feed socket from the manager at ${this.url} broke off (close ${e.code}${
+                e.reason ? `: ${e.reason}` : ""
+              })`,
+            ),
+          );
+        }
+      };
+    });
   }
 
   close(): void {
@@ -365,6 +432,7 @@ export class ManagerClient {
 }
 
 const enc = encodeURIComponent;
+const DECODER = new TextDecoder();
 
 /** Bytes one read of a streamed answer takes at most (a page of one change is under 1 KB). */
 const STREAM_READ_BYTES = 16 * 1024;

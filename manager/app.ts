@@ -6,7 +6,8 @@ import { authorize, describe, type Principal, type TokenTable } from "./auth.ts"
 import { scopeRequest, viewFor, withReach } from "./service/cluster_view.ts";
 import { ApiError } from "./errors.ts";
 import { EncodedJson } from "./encoded_json.ts";
-import { FeedStream } from "./feed_streams.ts";
+import { type FeedSink, FeedStream } from "./feed_streams.ts";
+import { FeedSocket } from "./feed_sockets.ts";
 import { openApiDocument } from "./openapi.ts";
 import { API_BASE, type Resource, RESOURCES, type RouteDef, ROUTES } from "./routes.ts";
 import { checkParams } from "./routes/params.ts";
@@ -241,7 +242,7 @@ async function serve(
   // Before anything else the request costs: a caller over its budget is refused here.
   const admission = guard.fairness.admit(caller, kind);
   const endCall = kind === "call" ? guard.turns.call() : undefined;
-  let streamed: FeedStream | undefined;
+  let streamed: FeedSink | undefined;
   try {
     const res = await serveAdmitted(c, route, ctx, tokens, guard, caller);
     streamed = STREAMED.get(res);
@@ -255,7 +256,7 @@ async function serve(
 }
 
 /** The feed streams answered (feed_streams.ts), by their answer. */
-const STREAMED = new WeakMap<Response, FeedStream>();
+const STREAMED = new WeakMap<Response, FeedSink>();
 
 async function serveAdmitted(
   c: Context,
@@ -285,6 +286,11 @@ async function serveAdmitted(
       status: reply.status,
       headers: { "content-type": "application/x-ndjson", "cache-control": "no-store" },
     });
+    STREAMED.set(res, reply.body);
+    return res;
+  }
+  if (reply.body instanceof FeedSocket) {
+    const res = reply.body.accept(c.req.raw);
     STREAMED.set(res, reply.body);
     return res;
   }

@@ -99,6 +99,8 @@ export const ConfigSchema = z.strictObject({
     /** New connections a second from one client address (0: no limit); see conn_guard.ts. */
     connectionsPerSecond: z.number().min(0).max(1_000_000).optional(),
     connectionBurst: z.int().min(1).max(1_000_000).optional(),
+    /** The guard on Deno's older per-connection server, which WebSockets outlive (feed_sockets.ts). */
+    feedSockets: z.boolean().optional(),
     /** Nesting of objects and arrays in a JSON body (400 beyond, before it is parsed). */
     jsonDepth: z.int().min(4).max(1000).optional(),
   }).optional(),

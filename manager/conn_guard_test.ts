@@ -6,7 +6,7 @@
  * manager (trickled header and body, oversized header) are in limits_test.ts.
  */
 import assert from "node:assert/strict";
-import { type GuardLimits, serveGuarded } from "./conn_guard.ts";
+import { type GuardLimits, servedPerConnection, serveGuarded } from "./conn_guard.ts";
 import { holdOff } from "./fairness.ts";
 
 type Handler = (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => Promise<Response>;
@@ -131,5 +131,78 @@ Deno.test("shutdown lets a request in progress finish and accepts no new connect
     await g.server.finished;
   } finally {
     conn.close();
+  }
+});
+
+Deno.test("Deno's server on one connection closes a WebSocket upgraded on it at once: why the guard marks its requests (feed_sockets.ts refuses to upgrade them)", async () => {
+  // Upgrades as the handler of the guard would; the server sends a message every 20 ms.
+  const served: boolean[] = [];
+  await using g = await guarded({ idleTimeoutMs: 60_000 }, (req) => {
+    served.push(servedPerConnection(req));
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onopen = () => {
+      const timer = setInterval(() => socket.readyState === 1 && socket.send("x"), 20);
+      socket.onclose = () => clearInterval(timer);
+    };
+    return Promise.resolve(response);
+  });
+  const ws = new WebSocket(`ws://127.0.0.1:${g.port}/`);
+  let messages = 0;
+  ws.onmessage = () => messages++;
+  ws.onerror = () => {};
+  await new Promise((r) => (ws.onclose = r));
+  assert.deepEqual(served, [true]);
+  // If Deno keeps the socket one day, this fails: WebSockets may then go through the guard.
+  assert.equal(messages, 0, "the socket outlived its upgrade: let the feed's sockets through");
+});
+
+Deno.test("with feedSockets (Deno's older server on each connection), a WebSocket through the guard outlives the idle timeout while it carries pages; silent connections and the address's budget are still cut", async () => {
+  let refused = 0;
+  const server = await serveGuarded(
+    {
+      hostname: "127.0.0.1",
+      port: 0,
+      limits: {
+        headerTimeoutMs: 150,
+        idleTimeoutMs: 150,
+        connectionsPerSecond: 0.01,
+        connectionBurst: 2,
+        feedSockets: true,
+      },
+      onRefusedConnection: () => refused++,
+    },
+    (req) => {
+      assert.equal(servedPerConnection(req), false, "sockets live here: nothing to refuse");
+      const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: 0 });
+      socket.onopen = () => {
+        const timer = setInterval(() => socket.readyState === 1 && socket.send("page"), 20);
+        socket.onclose = () => clearInterval(timer);
+      };
+      return Promise.resolve(response);
+    },
+  );
+  const ws = new WebSocket(`ws://127.0.0.1:${server.addr.port}/`);
+  let messages = 0;
+  ws.onmessage = () => messages++;
+  const closed = new Promise((r) => (ws.onclose = r));
+  const silent = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  try {
+    // Four idle timeouts later the socket is open and still gets its pages.
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(ws.readyState, WebSocket.OPEN);
+    const before = messages;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(messages > before && before >= 10, `${before} then ${messages} messages`);
+    // The connection that never sent a header is closed; the third of this address is refused.
+    assert.equal(await untilClosed(silent), "closed");
+    const third = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+    assert.equal(await untilClosed(third), "closed");
+    third.close();
+    assert.equal(refused, 1);
+  } finally {
+    silent.close();
+    ws.close();
+    await closed;
+    await server.shutdown();
   }
 });

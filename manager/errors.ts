@@ -33,6 +33,8 @@ export const ERROR_STATUS = {
   store_conflict: 503,
   store_unavailable: 503,
   internal: 500,
+  /** A WebSocket feed asked of a manager served through its connection guard (feed_sockets.ts). */
+  feed_socket_unavailable: 501,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

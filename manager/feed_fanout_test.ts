@@ -4,8 +4,13 @@
  * cut off once far behind; every other follower still gets the next change.
  */
 import assert from "node:assert/strict";
-import { startManager } from "./mod.ts";
-import { feedLines } from "./test_support.ts";
+import {
+  bulkyRules,
+  callApi,
+  feedLines,
+  loopbackManager,
+  nodeRequestsInFlight,
+} from "./test_support.ts";
 
 const ADMIN = "fanout-test-admin-token-0123456789";
 const node = (i: number) => `fanout-test-node-${i}-token-0123456789`;
@@ -16,35 +21,12 @@ const PORTS = 300;
 const UNREAD = 200;
 const NET = "tenants/acme/networks/blue";
 
-async function call(url: string, method: string, path: string, token: string, body?: unknown) {
-  const r = await fetch(`${url}/api/v1/${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  assert.ok(r.ok, `${method} ${path}: ${r.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const call = callApi;
+const TOKENS = Array.from({ length: FOLLOWERS + 1 }, (_, i) => node(i));
 
 /** A manager on loopback with the admin's token and FOLLOWERS + 1 node tokens (n0, n1, …). */
 function managerIn(dir: string, limits?: { headerTimeoutMs: number; idleTimeoutMs: number }) {
-  return startManager({
-    listen: { hostname: "127.0.0.1", port: 0 },
-    store: { path: `${dir}/manager.kv` },
-    tokens: [
-      { token: ADMIN, scope: "admin" },
-      ...Array.from({ length: FOLLOWERS + 1 }, (_, i) => ({
-        token: node(i),
-        scope: "node" as const,
-        node: `n${i}`,
-      })),
-    ],
-    vniRanges: ["5000-5999"],
-    underlayMtu: 1500,
-    logLevel: "error",
-    ...(limits ? { limits } : {}),
-  });
+  return loopbackManager(dir, ADMIN, TOKENS, limits);
 }
 
 /** Sends `count` feed requests on one connection, pipelined, and reads none of the answers. */
@@ -130,16 +112,6 @@ Deno.test("feed stream through the connection guard: it outlives the idle and he
   }
 });
 
-/** A group's rules, about 5 KB of feed event: `round` makes each update differ. */
-function bulkyRules(round: number) {
-  return Array.from({ length: 64 }, (_, i) => ({
-    direction: "ingress",
-    protocol: "tcp",
-    ports: String(1000 + i),
-    peer: { cidr: `10.${round % 250}.${i}.0/24` },
-  }));
-}
-
 Deno.test("feed stream: a follower that stops reading is cut off once far behind, while the other streams get every change", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-stream-cut-test-" });
   const m = await managerIn(dir);
@@ -162,10 +134,7 @@ Deno.test("feed stream: a follower that stops reading is cut off once far behind
       await lines.next();
       return lines;
     }));
-    const streaming = async () => {
-      const r = await fetch(`${m.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } });
-      return Number((await r.text()).match(/in_flight_requests\{principal="node"\} (\d+)/)?.[1]);
-    };
+    const streaming = () => nodeRequestsInFlight(m.url, ADMIN);
     while ((await streaming()) < FOLLOWERS + 1) await new Promise((r) => setTimeout(r, 10));
 
     // Changes until the manager lets the slow stream go (its bound, and the socket's buffers).

@@ -1,9 +1,10 @@
 /**
- * The change feed streamed: one long-lived answer per follower (NDJSON, one feed page a line), in
- * place of a request per page. Followers that read the feed alike (a view: cluster_view.ts viewKey)
- * and stand at the same cursor form a group; each group has one waiter on the feed and makes each
- * page once (FeedPages), then writes the same bytes to every stream of the group. A waiting stream
- * holds no promise or closure of its own: it is an entry in its group's set.
+ * The change feed streamed: one long-lived answer per follower (NDJSON, one feed page a line; or a
+ * WebSocket, one message a page: feed_sockets.ts), in place of a request per page. Followers that
+ * read the feed alike (a view: cluster_view.ts viewKey) and stand at the same cursor form a group;
+ * each group has one waiter on the feed and makes each page once (FeedPages), then writes the same
+ * bytes to every follower of the group. A waiting follower holds no promise or closure of its own:
+ * it is an entry in its group's set.
  *
  * A follower that does not read is cut off once more than MAX_BUFFERED_BYTES wait for it (the
  * answer is aborted; it resumes from its last cursor), and never delays the others: a write only
@@ -31,19 +32,47 @@ export interface StreamView {
   lapsed(): Promise<Uint8Array | undefined>;
 }
 
-/** One follower's answer: its body, and when it ended (for whoever holds a place for it). */
-export class FeedStream {
-  readonly body: ReadableStream<Uint8Array>;
+/**
+ * Where one follower's pages go (a stream's body, a socket): each write queues shared bytes, never
+ * waits; a follower that falls behind is cut off. It ends once, whatever the reason.
+ */
+export abstract class FeedSink {
+  /** Resolves when it ended (for whoever holds a place for it). */
   readonly ended: Promise<void>;
-  private controller!: ReadableStreamDefaultController<Uint8Array>;
+  /** Called once when it ends (its group forgets it). */
+  onEnd: () => void = () => {};
   private open = true;
   private markEnded!: () => void;
-  /** Called once when it ends, whatever the reason (its group forgets it). */
-  onEnd: () => void = () => {};
+
+  constructor() {
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  get isOpen(): boolean {
+    return this.open;
+  }
+
+  /** Queues a page's line; cuts the follower off instead when it is behind. */
+  abstract write(line: Uint8Array): void;
+  /** Ends it after what is queued (a last line, if given). */
+  abstract close(last?: Uint8Array): void;
+
+  protected finish(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.markEnded();
+    this.onEnd();
+  }
+}
+
+/** One follower's answer: its body. */
+export class FeedStream extends FeedSink {
+  readonly body: ReadableStream<Uint8Array>;
+  private controller!: ReadableStreamDefaultController<Uint8Array>;
 
   /** `first`: its first line, queued now, which may be larger than the bound by itself. */
   constructor(first: Uint8Array) {
-    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+    super();
     const highWaterMark = MAX_BUFFERED_BYTES + first.length;
     this.body = new ReadableStream<Uint8Array>({
       start: (controller) => {
@@ -54,16 +83,12 @@ export class FeedStream {
     this.controller.enqueue(first);
   }
 
-  get isOpen(): boolean {
-    return this.open;
-  }
-
   /**
    * Queues `line`; a follower already behind by more than MAX_BUFFERED_BYTES (beyond its first
    * line, a catch-up page that may be larger) is cut off instead.
    */
   write(line: Uint8Array): void {
-    if (!this.open) return;
+    if (!this.isOpen) return;
     if ((this.controller.desiredSize ?? 0) < 0) {
       this.controller.error(
         new Error(`the follower read nothing of ${MAX_BUFFERED_BYTES} bytes queued for it`),
@@ -76,28 +101,21 @@ export class FeedStream {
 
   /** Ends the answer after what is queued (a last line, if given). */
   close(last?: Uint8Array): void {
-    if (!this.open) return;
+    if (!this.isOpen) return;
     if (last) this.controller.enqueue(last);
     this.controller.close();
     this.finish();
   }
-
-  private finish(): void {
-    if (!this.open) return;
-    this.open = false;
-    this.markEnded();
-    this.onEnd();
-  }
 }
 
-/** Streams of one view at one cursor, fed by one waiter on the feed. */
+/** Followers of one view at one cursor, fed by one waiter on the feed. */
 class Group {
-  readonly streams = new Set<FeedStream>();
+  readonly streams = new Set<FeedSink>();
   private stop = new AbortController();
 
   constructor(readonly view: StreamView, public cursor: string) {}
 
-  add(stream: FeedStream): void {
+  add(stream: FeedSink): void {
     // A group left empty stopped its wait; a stream that joins before it is gone starts it again.
     if (this.stop.signal.aborted) this.stop = new AbortController();
     this.streams.add(stream);
@@ -143,7 +161,11 @@ export class FeedStreams {
     return stream;
   }
 
-  private join(stream: FeedStream, view: StreamView, cursor: string): void {
+  /**
+   * Adds `sink` (its first line, the page after the follower's cursor, already queued) to the
+   * followers of `view` at `cursor`.
+   */
+  join(stream: FeedSink, view: StreamView, cursor: string): void {
     if (!stream.isOpen) return;
     const key = groupKey(view, cursor);
     const found = this.groups.get(key);
@@ -213,8 +235,8 @@ function groupKey(view: StreamView, cursor: string): string {
 const ENCODER = new TextEncoder();
 const LINES = new WeakMap<EncodedJson, Uint8Array>();
 
-/** A page as a line of the stream: its JSON and a newline, made once per page. */
-function lineOf(answer: EncodedJson): Uint8Array {
+/** A page as a line of the stream (a socket's message): its JSON and a newline, made once. */
+export function lineOf(answer: EncodedJson): Uint8Array {
   let line = LINES.get(answer);
   if (!line) {
     line = new Uint8Array(answer.bytes.length + 1);

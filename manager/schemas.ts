@@ -1021,9 +1021,9 @@ export const FeedQuery = z.strictObject({
       description:
         "seconds to wait for the first event (0-60, default 25); streamed, the longest a stream goes without a line (at least 1)",
     }),
-  stream: z.enum(["ndjson"]).optional().meta({
+  stream: z.enum(["ndjson", "websocket"]).optional().meta({
     description:
-      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). Needs 'after'.",
+      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). websocket (with a WebSocket handshake): the same lines, one binary message each, then a close (1000 after a last {error} line, 1008 when the follower read nothing of 1 MiB queued for it); 501 feed_socket_unavailable on a manager behind its connection guard on Deno's newer server (limits.feedSockets off). Needs 'after'.",
   }),
 });
 

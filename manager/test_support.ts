@@ -8,7 +8,14 @@
  */
 import assert from "node:assert/strict";
 import type { Hono } from "hono";
-import { createApp, createContext, openKvStore, type Store, TokenTable } from "./mod.ts";
+import {
+  createApp,
+  createContext,
+  openKvStore,
+  startManager,
+  type Store,
+  TokenTable,
+} from "./mod.ts";
 import type { AppOptions, RequestLimits } from "./app.ts";
 import type { TokenConfig } from "./auth.ts";
 import { ADMIN_TENANT } from "./server.ts";
@@ -318,4 +325,59 @@ export function feedLines(res: Response): FeedLines {
     }
   };
   return { status: res.status, next, cancel: () => reader.cancel() };
+}
+
+/** One API call to a manager at `url` as `token`; its JSON answer (asserted 2xx). */
+export async function callApi(
+  url: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+) {
+  const r = await fetch(`${url}/api/v1/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  assert.ok(r.ok, `${method} ${path}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** A manager on loopback with `admin`'s token and the node tokens `nodes[i]` (of nodes n0, n1, …). */
+export function loopbackManager(
+  dir: string,
+  admin: string,
+  nodes: string[],
+  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number; feedSockets?: boolean },
+) {
+  return startManager({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [
+      { token: admin, scope: "admin" },
+      ...nodes.map((token, i) => ({ token, scope: "node" as const, node: `n${i}` })),
+    ],
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    logLevel: "error",
+    ...(limits ? { limits } : {}),
+  });
+}
+
+/** A group's rules, about 5 KB of feed event: `round` makes each update differ. */
+export function bulkyRules(round: number) {
+  return Array.from({ length: 64 }, (_, i) => ({
+    direction: "ingress",
+    protocol: "tcp",
+    ports: String(1000 + i),
+    peer: { cidr: `10.${round % 250}.${i}.0/24` },
+  }));
+}
+
+/** How many node requests the manager at `url` counts in flight (a stream or socket is one). */
+export async function nodeRequestsInFlight(url: string, admin: string): Promise<number> {
+  const r = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${admin}` } });
+  return Number((await r.text()).match(/in_flight_requests\{principal="node"\} (\d+)/)?.[1]);
 }

@@ -1245,3 +1245,23 @@ Deno.test("architecture: IPv6 floating: one table maps a family to its port fiel
   const rules = await Deno.readTextFile(`${ROOT}agent/dataplane/floating_nft.ts`);
   assert.doesNotMatch(rules, /\bip6? [sd]addr\b/);
 });
+
+/**
+ * The feed over WebSockets (issue 32): an upgrade through the connection guard is closed by Deno as
+ * soon as it is made (conn_guard_test.ts), so the one module that upgrades is the feed's socket,
+ * which refuses requests the guard served; no other route may upgrade behind its back.
+ */
+Deno.test("architecture: WebSocket upgrades in the manager happen in feed_sockets.ts only, which asks the guard first", async () => {
+  const upgraders: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    if (/upgradeWebSocket\(/.test(await Deno.readTextFile(file))) upgraders.push(path);
+  }
+  assert.deepEqual(upgraders, ["manager/feed_sockets.ts"]);
+  const socket = await Deno.readTextFile(`${ROOT}manager/feed_sockets.ts`);
+  assert.ok(
+    socket.indexOf("servedPerConnection(req)") < socket.indexOf("upgradeWebSocket("),
+    "the guard is asked before any upgrade",
+  );
+});

@@ -1,7 +1,8 @@
 /**
  * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView) follows a real
  * manager's feed by one streamed answer (manager/feed_streams.ts), through the manager's HTTP
- * server and connection guard on loopback, with the agent's own ManagerClient.
+ * server and connection guard on loopback, with the agent's own ManagerClient (which asks for a
+ * WebSocket first: refused behind the guard, tests/e2e_feed_socket_test.ts).
  */
 import assert from "node:assert/strict";
 import { createLogger, ManagerClient } from "@knitter/common";
@@ -63,7 +64,12 @@ Deno.test("agent view streams the manager's feed: a port bound elsewhere reaches
     assert.equal(view.nodeIp("n2"), "192.0.2.2");
     assert.equal(view.feedHealth().lists, 1, "followed without listing again");
     assert.equal(await inFlight(), 1, "still the one stream");
-    assert.equal(await feedRequests(), 2, "a cursor and one stream: no request per page");
+    // Behind the connection guard (the default) the agent's socket is refused (501) first.
+    assert.equal(
+      await feedRequests(),
+      3,
+      "a cursor, the refused socket and one stream: no request per page",
+    );
   } finally {
     await view.stop();
     client.close();

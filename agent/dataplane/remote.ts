@@ -2,7 +2,8 @@
  * What the agent knows of the rest of the cluster: every port, every node's tunnel endpoint and
  * every router,
  * listed once and then followed through the manager's change feed with the shared follower
- * (common/feed_follower.ts), streamed (long-polled from a manager that does not stream): an
+ * (common/feed_follower.ts), over a WebSocket (streamed from a manager that refuses sockets, long-polled
+ * from one that does not stream either): an
  * expired feed (a manager restart) is listed again, a failed one resumed with backoff, a hung
  * stream or poll abandoned. Nothing here is ever guessed.
  */
@@ -10,6 +11,7 @@ import {
   type FeedEvent,
   FeedFollower,
   type FeedHealth,
+  type FeedSource,
   type Logger,
   type ManagerClient,
   ManagerError,
@@ -43,7 +45,7 @@ export class RemoteView {
   ) {
     this.feed = new FeedFollower({
       what: "the manager's feed",
-      source: manager,
+      source: socketFirst(manager, log),
       relist: () => this.relist(),
       // Our own ports' events echo what this agent just did: no flow change follows from them.
       apply: (events) => {
@@ -51,8 +53,8 @@ export class RemoteView {
       },
       // The agent's flows wait on it: come back sooner than the monitor does.
       backoff: { firstMs: 100, maxMs: 5000 },
-      // One streamed answer instead of a request a page: the manager writes each page once for
-      // every node of a cluster (issue 32); a manager without streams is long-polled.
+      // One socket (or streamed answer) instead of a request a page: the manager writes each page
+      // once for every node of a cluster (issue 32); a manager without streams is long-polled.
       stream: true,
       log,
     });
@@ -178,6 +180,35 @@ export class RemoteView {
     else this.nodeIps.delete(e.node.name);
     return e.node.name !== this.nodeName;
   }
+}
+
+/**
+ * The manager as the feed's source, its feed followed over a WebSocket first: a manager that
+ * refuses the socket (one that predates them, or behind its connection guard) is followed by its
+ * NDJSON stream, which falls back to long polls in turn (FeedFollower). Tried again at each
+ * reconnection, so that a manager upgraded meanwhile is followed by socket.
+ */
+function socketFirst(manager: ManagerClient, log: Logger): FeedSource {
+  const source: FeedSource = {
+    feedCursor: (signal) => manager.feedCursor(signal),
+    feedSince: (cursor, timeoutS, signal) => manager.feedSince(cursor, timeoutS, signal),
+  };
+  // A stand-in without streams (or sockets) is long-polled, or streamed, as it can.
+  if (typeof manager.feedStream !== "function") return source;
+  if (typeof manager.feedSocket !== "function") {
+    return { ...source, feedStream: (...args) => manager.feedStream(...args) };
+  }
+  let told = false;
+  return {
+    ...source,
+    async feedStream(cursor, heartbeatS, page, signal) {
+      const outcome = await manager.feedSocket(cursor, heartbeatS, page, signal);
+      if (outcome !== "refused") return outcome;
+      if (!told) log.info("the manager's feed: no WebSocket; following its stream");
+      told = true;
+      return manager.feedStream(cursor, heartbeatS, page, signal);
+    },
+  };
 }
 
 function regrouped(before: Port | undefined, after: Port): boolean {

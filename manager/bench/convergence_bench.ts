@@ -4,7 +4,9 @@
  * on one of the port's own cluster) with 5,000 followers, which run in a few child processes of
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
  * loop with the process that times them. Each follower is a node with its own token, and streams
- * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream).
+ * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream; `--ws`:
+ * follows it over a WebSocket, which needs the guard on Deno.serveHttp, `--feed-sockets`, or no
+ * guard, where Deno keeps upgraded sockets: feed_sockets.ts).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -14,7 +16,14 @@
  * first two over the followers.
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
- *     [--ports 100] [--procs 2] [--no-guard]
+ *     [--ports 100] [--procs 2] [--no-guard | --feed-sockets] [--poll | --ws] [--semi-space MiB]
+ *
+ * `--feed-sockets` runs the guard on Deno.serveHttp (limits.feedSockets), through which `--ws`
+ * goes.
+ *
+ * `--semi-space N` starts the manager with V8's young generation bounded (DENO_V8_FLAGS
+ * --max-semi-space-size=N): V8 grows it to 16 MiB a semi-space under the load of thousands of
+ * connections, and keeps what it grew.
  */
 import { parseArgs } from "node:util";
 import {
@@ -28,11 +37,14 @@ import {
 } from "./clusters_bench.ts";
 import { linesOf } from "./lines.ts";
 import { ADMIN_TOKEN, percentile, spawnManager, withTempDir } from "./support.ts";
+import type { Transport } from "./feed_followers.ts";
 
 export interface ConvergenceFigures {
   followers: number;
   guard: boolean;
-  poll: boolean;
+  transport: Transport;
+  semiSpaceMiB?: number;
+  feedSockets: boolean;
   clusters: number;
   procs: number;
   ports: number;
@@ -68,7 +80,7 @@ interface FollowerProcess {
 function startFollowers(
   url: string,
   tokens: string[],
-  poll: boolean,
+  transport: Transport,
   offset: number,
   heard: (follower: number, id: string, at: number) => void,
 ): FollowerProcess {
@@ -79,7 +91,7 @@ function startFollowers(
     stderr: "inherit",
   }).spawn();
   const writer = child.stdin.getWriter();
-  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, poll }) + "\n"));
+  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, transport }) + "\n"));
   let isReady!: () => void;
   const ready = new Promise<void>((r) => isReady = r);
   const reading = (async () => {
@@ -133,19 +145,33 @@ export async function convergenceFigures(
     ports: number;
     procs: number;
     guard: boolean;
-    poll?: boolean;
+    transport?: Transport;
+    /** The manager's V8 young generation, bounded (MiB a semi-space); default: V8's own. */
+    semiSpaceMiB?: number;
+    /** The guard on Deno.serveHttp (limits.feedSockets), which WebSockets outlive. */
+    feedSockets?: boolean;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
-  const poll = opts.poll ?? false;
+  const transport = opts.transport ?? "stream";
+  const feedSockets = opts.feedSockets ?? false;
+  if (transport === "ws" && guard && !feedSockets) {
+    throw new Error(
+      "the manager refuses WebSockets behind its connection guard on Deno's newer server (feed_sockets.ts): run --ws with --feed-sockets or --no-guard",
+    );
+  }
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
-    const spawned = await spawnManager(dir, `${dir}/manager.kv`, {
-      tokens: tokenTable(clusters, nodes),
-      // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
-      limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
-    });
+    const spawned = await withV8Flags(
+      opts.semiSpaceMiB ? [`--max-semi-space-size=${opts.semiSpaceMiB}`] : [],
+      () =>
+        spawnManager(dir, `${dir}/manager.kv`, {
+          tokens: tokenTable(clusters, nodes),
+          // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
+          limits: guard ? { connectionsPerSecond: 0, feedSockets } : { headerTimeoutMs: 0 },
+        }),
+    );
     const children: FollowerProcess[] = [];
     try {
       const m = managerOf(spawned.url);
@@ -171,7 +197,7 @@ export async function convergenceFigures(
       const tokens = Array.from({ length: followers }, (_, f) => tokenOf(clusterOf(f), f % nodes));
       const share = Math.ceil(followers / procs);
       for (let at = 0; at < followers; at += share) {
-        children.push(startFollowers(m.url, tokens.slice(at, at + share), poll, at, heard));
+        children.push(startFollowers(m.url, tokens.slice(at, at + share), transport, at, heard));
       }
       await Promise.all(children.map((c) => c.ready));
       await allWaiting(m, followers);
@@ -212,7 +238,9 @@ export async function convergenceFigures(
       return {
         followers,
         guard,
-        poll,
+        transport,
+        semiSpaceMiB: opts.semiSpaceMiB,
+        feedSockets,
         clusters,
         procs: children.length,
         ports,
@@ -237,6 +265,25 @@ export async function convergenceFigures(
   });
 }
 
+const TRANSPORT_NAMES: Record<Transport, string> = {
+  poll: "long polls",
+  stream: "streams",
+  ws: "WebSockets",
+};
+
+/** Runs `start` (which spawns a process) with DENO_V8_FLAGS set to `flags`, for that process only. */
+async function withV8Flags<T>(flags: string[], start: () => Promise<T>): Promise<T> {
+  if (flags.length === 0) return await start();
+  const before = Deno.env.get("DENO_V8_FLAGS");
+  Deno.env.set("DENO_V8_FLAGS", flags.join(","));
+  try {
+    return await start();
+  } finally {
+    if (before === undefined) Deno.env.delete("DENO_V8_FLAGS");
+    else Deno.env.set("DENO_V8_FLAGS", before);
+  }
+}
+
 /** About 2,500 followers a process, at least one. */
 export function followerProcesses(followers: number): number {
   return Math.max(1, Math.ceil(followers / 2500));
@@ -252,8 +299,10 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       "followers (clusters × nodes, follower processes)",
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
-          f.guard ? "" : ", no connection guard"
-        }${f.poll ? ", long polls" : ", streams"}`,
+          f.guard ? (f.feedSockets ? ", guard on Deno.serveHttp" : "") : ", no connection guard"
+        }, ${TRANSPORT_NAMES[f.transport]}${
+          f.semiSpaceMiB ? `, manager's semi-space ${f.semiSpaceMiB} MiB` : ""
+        }`,
     ),
     `|---|${runs.map(() => "---").join("|")}|`,
     row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
@@ -295,8 +344,12 @@ if (import.meta.main) {
       procs: { type: "string" },
       "no-guard": { type: "boolean", default: false },
       poll: { type: "boolean", default: false },
+      ws: { type: "boolean", default: false },
+      "semi-space": { type: "string" },
+      "feed-sockets": { type: "boolean", default: false },
     },
   });
+  const transport: Transport = values.ws ? "ws" : values.poll ? "poll" : "stream";
   const runs: ConvergenceFigures[] = [];
   for (const nodes of (values.nodes ?? ["1000", "200"]).map(Number)) {
     const clusters = Number(values.clusters);
@@ -309,7 +362,9 @@ if (import.meta.main) {
         ports: Number(values.ports),
         procs,
         guard: !values["no-guard"],
-        poll: values.poll,
+        transport,
+        semiSpaceMiB: values["semi-space"] ? Number(values["semi-space"]) : undefined,
+        feedSockets: values["feed-sockets"],
       }),
     );
   }

@@ -1,20 +1,24 @@
 /**
  * Light feed followers in a process of their own (convergence_bench.ts starts a few): each one a
  * node with its own token, following `GET /api/v1/feed` as the agent's RemoteView does: streamed
- * (`stream=ndjson`, one answer a follower, a page a line), or long-polled (`poll`). Their JSON
- * parsing runs here, not in the process that measures.
+ * (`stream`: `stream=ndjson`, one answer a follower, a page a line), over a WebSocket (`ws`:
+ * `stream=websocket`, a page a message), or long-polled (`poll`). Their JSON parsing runs here,
+ * not in the process that measures.
  *
- * Reads one JSON line from stdin: { url, tokens: string[], poll?: boolean } (follower i is
- * tokens[i]). Writes "ready" once every follower has its first cursor and its stream open (its
- * first line read) or its first long poll sent, then one line per port it hears of:
+ * Reads one JSON line from stdin: { url, tokens: string[], transport } (follower i is tokens[i]).
+ * Writes "ready" once every follower has its first cursor and its stream or socket open (its
+ * first page read) or its first long poll sent, then one line per port it hears of:
  * "heard <i> <bare port ID> <epoch ms>". Stops when stdin closes.
  */
 import { linesOf } from "./lines.ts";
 
+/** How a follower follows the feed. */
+export type Transport = "poll" | "stream" | "ws";
+
 interface Setup {
   url: string;
   tokens: string[];
-  poll?: boolean;
+  transport: Transport;
 }
 
 interface Page {
@@ -42,8 +46,17 @@ function say(line: string): void {
   });
 }
 
+/**
+ * Asks the first cursors on connections that close after their answer: a follower's connection to
+ * the manager is then its stream, socket or poll alone (a socket never reuses a pooled one).
+ */
+const NO_POOL = Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
+
 async function firstCursor(url: string, token: string): Promise<string> {
-  const r = await fetch(`${url}/api/v1/feed`, { headers: { authorization: `Bearer ${token}` } });
+  const r = await fetch(`${url}/api/v1/feed`, {
+    headers: { authorization: `Bearer ${token}` },
+    client: NO_POOL,
+  });
   const page = await r.json();
   if (!r.ok) throw new Error(`feed: ${r.status} ${JSON.stringify(page)}`);
   return page.cursor;
@@ -126,15 +139,53 @@ async function stream(
   }
 }
 
+const DECODER = new TextDecoder();
+
+/** Follows one WebSocket, a page a message; `open` once its first page is in. */
+function socket(
+  url: string,
+  token: string,
+  index: number,
+  cursor: string,
+  signal: AbortSignal,
+  open: () => void,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(
+      `${url.replace(/^http/, "ws")}/api/v1/feed?after=${cursor}&timeout=25&stream=websocket`,
+      { headers: { authorization: `Bearer ${token}` } },
+    );
+    ws.binaryType = "arraybuffer";
+    let first = true;
+    ws.onmessage = (e) => {
+      try {
+        heard(index, JSON.parse(DECODER.decode(e.data as ArrayBuffer)));
+      } catch (err) {
+        reject(err);
+        ws.close();
+        return;
+      }
+      if (first) open();
+      first = false;
+    };
+    ws.onerror = () => {};
+    ws.onclose = (e) =>
+      signal.aborted ? resolve() : reject(new Error(`feed socket closed: ${e.code} ${e.reason}`));
+    signal.addEventListener("abort", () => ws.close(), { once: true });
+  });
+}
+
+const FOLLOWERS = { poll: follow, stream, ws: socket };
+
 async function main(): Promise<void> {
   const lines = linesOf(Deno.stdin.readable);
   const first = await lines.next();
   if (first.done) return;
-  const { url, tokens, poll } = JSON.parse(first.value) as Setup;
+  const { url, tokens, transport } = JSON.parse(first.value) as Setup;
   const stop = new AbortController();
   const cursors = await Promise.all(tokens.map((t) => firstCursor(url, t)));
   let waiting = 0;
-  const follower = poll ? follow : stream;
+  const follower = FOLLOWERS[transport];
   const followed = tokens.map((t, i) =>
     follower(url, t, i, cursors[i], stop.signal, () => {
       if (++waiting === tokens.length) say("ready");

@@ -1,11 +1,20 @@
 /**
  * The change feed: port, node, router and security group changes from a cursor, long-polled (a
- * page an answer) or streamed (`stream=ndjson`: one answer, a page a line, feed_streams.ts).
+ * page an answer) or streamed (`stream=ndjson`: one answer, a page a line, feed_streams.ts;
+ * `stream=websocket`: a WebSocket, a page a message, feed_sockets.ts).
  */
 import { ApiError } from "../errors.ts";
 import * as S from "../schemas.ts";
 import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
+import { type FeedSink, FeedStream } from "../feed_streams.ts";
+import { FeedSocket } from "../feed_sockets.ts";
+
+/** How a streamed follower's pages go, by its `stream` parameter. */
+const SINKS: Record<"ndjson" | "websocket", (first: Uint8Array) => FeedSink> = {
+  ndjson: (first) => new FeedStream(first),
+  websocket: (first) => new FeedSocket(first),
+};
 
 export const FEED: Resource = {
   tag: "feed",
@@ -14,7 +23,7 @@ export const FEED: Resource = {
       method: "GET",
       path: "/feed",
       summary:
-        "Follow port and node changes: long-poll from a cursor, or stream pages (stream=ndjson); 410 means list again",
+        "Follow port and node changes: long-poll from a cursor, or stream pages (stream=ndjson, or stream=websocket with a WebSocket handshake); 410 means list again",
       access: "infra",
       ok: {
         status: 200,
@@ -26,11 +35,13 @@ export const FEED: Resource = {
         if (query.after === undefined) {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
-        const page = query.stream === "ndjson"
+        // A stream never spins: at most one empty page a second.
+        const heartbeatMs = Math.max(1, query.timeout) * 1000;
+        const page = query.stream
           ? await feedStreamFor(ctx, principal, {
             after: query.after,
-            // A stream never spins: at most one empty page a second.
-            heartbeatMs: Math.max(1, query.timeout) * 1000,
+            heartbeatMs,
+            sinkOf: SINKS[query.stream],
           })
           : await feedFor(ctx, principal, { after: query.after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {

@@ -27,7 +27,7 @@ import type { PortConflict } from "../schemas.ts";
 import type { FeedPage } from "../feed.ts";
 import { EncodedJson } from "../encoded_json.ts";
 import { FeedPages } from "../feed_pages.ts";
-import { errorLine, type FeedStream, FeedStreams, type StreamView } from "../feed_streams.ts";
+import { errorLine, type FeedSink, FeedStreams, lineOf, type StreamView } from "../feed_streams.ts";
 import { listClusters, reachOf } from "./clusters.ts";
 import {
   DEFAULT_CLUSTER,
@@ -146,11 +146,16 @@ export async function feedFor(
  * comes, or an empty one every `heartbeatMs`. The stream ends with a feed_expired line when the
  * cursor expires or what the token's cluster may use changes (as feedFor's cursors expire).
  */
-export async function feedStreamFor(
+export async function feedStreamFor<S extends FeedSink>(
   ctx: Ctx,
   p: Principal,
-  poll: { after: string; heartbeatMs: number },
-): Promise<FeedStream | "expired"> {
+  poll: {
+    after: string;
+    heartbeatMs: number;
+    /** The follower's sink (a stream, a socket), with its first line queued. */
+    sinkOf: (first: Uint8Array) => S;
+  },
+): Promise<S | "expired"> {
   const after = feedCursorOf(p, poll.after);
   if (after === undefined) return "expired";
   const page = await ctx.feed.since(after, 0);
@@ -163,7 +168,9 @@ export async function feedStreamFor(
     render: (next) => seenPage(ctx, p, next),
     lapsed: () => lapsedReach(ctx, p),
   };
-  return streamsOf(ctx).open(view, page.cursor, first);
+  const sink = poll.sinkOf(lineOf(first));
+  streamsOf(ctx).join(sink, view, page.cursor);
+  return sink;
 }
 
 /** The feed's own cursor in a cursor given to `p`; undefined when its cluster changed since. */

@@ -1,0 +1,244 @@
+/**
+ * Issue 32, the feed over a WebSocket through a real manager on loopback (`stream=websocket`): a
+ * page a message, the token checked before the upgrade, a follower that stops reading cut off
+ * while the others get every change, and a clear refusal behind the connection guard (where Deno
+ * closes an upgraded socket at once: conn_guard_test.ts).
+ */
+import assert from "node:assert/strict";
+import { bulkyRules, callApi, loopbackManager, nodeRequestsInFlight } from "./test_support.ts";
+
+const ADMIN = "socket-test-admin-token-0123456789";
+const node = (i: number) => `socket-test-node-${i}-token-0123456789`;
+const FOLLOWERS = 3;
+const NET = "tenants/acme/networks/blue";
+/** Served straight by Deno.serve (a proxy in front times headers): sockets live there. */
+const DIRECT = { headerTimeoutMs: 0 as const };
+
+const call = callApi;
+const TOKENS = Array.from({ length: FOLLOWERS + 1 }, (_, i) => node(i));
+
+function managerIn(
+  dir: string,
+  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number; feedSockets?: boolean },
+) {
+  return loopbackManager(dir, ADMIN, TOKENS, limits);
+}
+
+/** A follower's socket and its messages, parsed, as they come. */
+function follow(url: string, token: string, cursor: string) {
+  const ws = new WebSocket(
+    `${url.replace(/^http/, "ws")}/api/v1/feed?after=${cursor}&timeout=1&stream=websocket`,
+    { headers: { authorization: `Bearer ${token}` } },
+  );
+  ws.binaryType = "arraybuffer";
+  const queue: unknown[] = [];
+  let wake: (() => void) | undefined;
+  let closed: CloseEvent | undefined;
+  ws.onmessage = (e) => {
+    queue.push(JSON.parse(new TextDecoder().decode(e.data as ArrayBuffer)));
+    wake?.();
+  };
+  ws.onclose = (e) => {
+    closed = e;
+    wake?.();
+  };
+  return {
+    ws,
+    get closed() {
+      return closed;
+    },
+    async next(): Promise<{ cursor: string; events: Record<string, unknown>[] } | undefined> {
+      while (queue.length === 0 && !closed) await new Promise<void>((r) => (wake = r));
+      return queue.shift() as { cursor: string; events: Record<string, unknown>[] } | undefined;
+    },
+  };
+}
+
+/** A WebSocket handshake sent by hand; the answer's head, and the connection (unread after it). */
+async function handshake(url: string, path: string, token?: string) {
+  const { hostname, port } = new URL(url);
+  const conn = await Deno.connect({ hostname, port: Number(port) });
+  const head = `GET ${path} HTTP/1.1\r\nhost: ${hostname}\r\nupgrade: websocket\r\n` +
+    `connection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n` +
+    `sec-websocket-version: 13\r\n` + (token ? `authorization: Bearer ${token}\r\n` : "") + "\r\n";
+  await conn.write(new TextEncoder().encode(head));
+  const buffer = new Uint8Array(4096);
+  const n = await conn.read(buffer);
+  return { conn, answer: new TextDecoder().decode(buffer.subarray(0, n ?? 0)) };
+}
+
+async function world(url: string) {
+  await call(url, "POST", "tenants", ADMIN, { name: "acme" });
+  await call(url, "POST", "tenants/acme/networks", ADMIN, { name: "blue", cidr: "10.1.0.0/24" });
+}
+
+Deno.test("feed socket: a page a message from the cursor on, heartbeats, and the token checked before any upgrade", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  const m = await managerIn(dir, DIRECT);
+  try {
+    await world(m.url);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const before = await call(m.url, "PUT", `${NET}/ports/p0`, ADMIN, { node: "n1" });
+
+    // No token, a wrong one: refused as any request is, and no socket.
+    const anonymous = await handshake(m.url, `/api/v1/feed?after=${cursor}&stream=websocket`);
+    anonymous.conn.close();
+    assert.match(anonymous.answer, /^HTTP\/1\.1 401 /);
+    const wrong = await handshake(m.url, `/api/v1/feed?after=${cursor}&stream=websocket`, "nope");
+    wrong.conn.close();
+    assert.match(wrong.answer, /^HTTP\/1\.1 401 /);
+
+    const f = follow(m.url, node(0), cursor);
+    const first = await f.next();
+    assert.deepEqual(first!.events.map((e) => (e.port as { id: string }).id), [before.id]);
+    // A quiet second: an empty page at the same cursor.
+    assert.deepEqual(await f.next(), { cursor: first!.cursor, events: [] });
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
+    let page = await f.next();
+    while (page!.events.length === 0) page = await f.next();
+    assert.deepEqual(page!.events.map((e) => (e.port as { id: string }).id), [made.id]);
+    f.ws.close();
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket: an expired cursor is a 410 before any upgrade; a request that is no handshake is a 400", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  const m = await managerIn(dir, DIRECT);
+  try {
+    const expired = await handshake(
+      m.url,
+      "/api/v1/feed?after=00000000:1&stream=websocket",
+      node(0),
+    );
+    expired.conn.close();
+    assert.match(expired.answer, /^HTTP\/1\.1 410 /);
+    assert.match(expired.answer, /feed_expired/);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const plain = await fetch(`${m.url}/api/v1/feed?after=${cursor}&stream=websocket`, {
+      headers: { authorization: `Bearer ${node(0)}` },
+    });
+    const body = await plain.json();
+    assert.equal(plain.status, 400);
+    assert.equal(body.error.code, "invalid_request");
+    assert.match(body.error.message, /Upgrade: websocket/);
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket behind the connection guard: refused with 501 feed_socket_unavailable, the stream still served", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  const m = await managerIn(dir);
+  try {
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const { conn, answer } = await handshake(
+      m.url,
+      `/api/v1/feed?after=${cursor}&stream=websocket`,
+      node(0),
+    );
+    conn.close();
+    assert.match(answer, /^HTTP\/1\.1 501 /);
+    assert.match(answer, /feed_socket_unavailable/);
+    assert.match(answer, /stream=ndjson/);
+    const res = await fetch(`${m.url}/api/v1/feed?after=${cursor}&stream=ndjson`, {
+      headers: { authorization: `Bearer ${node(0)}` },
+    });
+    assert.equal(res.status, 200);
+    await res.body!.cancel();
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket: a follower that stops reading is cut off once far behind, while the other sockets get every change", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-cut-test-" });
+  const m = await managerIn(dir, DIRECT);
+  let slow: Deno.Conn | undefined;
+  try {
+    await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
+    await call(m.url, "POST", "tenants/acme/security-groups", ADMIN, { name: "big" });
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    // The slow follower upgrades and never reads a byte more.
+    const shake = await handshake(
+      m.url,
+      `/api/v1/feed?after=${cursor}&timeout=60&stream=websocket`,
+      node(0),
+    );
+    slow = shake.conn;
+    assert.match(shake.answer, /^HTTP\/1\.1 101 /);
+    const fast = Array.from({ length: FOLLOWERS }, (_, i) => follow(m.url, node(i + 1), cursor));
+    for (const f of fast) await f.next();
+    const waiting = () => nodeRequestsInFlight(m.url, ADMIN);
+    while ((await waiting()) < FOLLOWERS + 1) await new Promise((r) => setTimeout(r, 10));
+
+    let rounds = 0;
+    for (; (await waiting()) > FOLLOWERS; rounds++) {
+      assert.ok(rounds < 4000, "the slow follower was never cut off");
+      await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, {
+        rules: bulkyRules(rounds),
+      });
+      for (const f of fast) {
+        let page = await f.next();
+        while (page && page.events.length === 0) page = await f.next();
+        assert.deepEqual(page!.events.map((e) => e.type), ["securityGroup"]);
+        const group = page!.events[0].securityGroup as { rules: { peer: { cidr: string } }[] };
+        assert.equal(group.rules[0].peer.cidr, `10.${rounds % 250}.0.0/24`);
+      }
+    }
+    assert.ok(rounds > 100, `cut after ${rounds} changes: only once far behind`);
+    await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, { rules: [] });
+    for (const f of fast) {
+      let page = await f.next();
+      while (page && page.events.length === 0) page = await f.next();
+      assert.deepEqual((page!.events[0].securityGroup as { rules: unknown[] }).rules, []);
+      assert.equal(f.closed, undefined);
+      f.ws.close();
+    }
+  } finally {
+    slow?.close();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket behind the connection guard with limits.feedSockets: served, and it outlives the guard's idle timeout", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  const m = await managerIn(dir, { headerTimeoutMs: 300, idleTimeoutMs: 300, feedSockets: true });
+  try {
+    await world(m.url);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const f = follow(m.url, node(0), cursor);
+    const first = await f.next();
+    assert.deepEqual(first!.events, []);
+    // Past the idle timeout, with heartbeats (a second apart) the only traffic.
+    await new Promise((r) => setTimeout(r, 1500));
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
+    let page = await f.next();
+    while (page!.events.length === 0) page = await f.next();
+    assert.deepEqual(page!.events.map((e) => (e.port as { id: string }).id), [made.id]);
+    assert.equal(f.closed, undefined);
+    f.ws.close();
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("feed socket: the manager's shutdown ends every socket cleanly (1000, or 1001 going away: the agent's client reads both as the end, and resumes), and does not wait on them", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
+  for (const limits of [DIRECT, { headerTimeoutMs: 10_000, feedSockets: true }]) {
+    const m = await managerIn(dir, limits);
+    const { cursor } = await call(m.url, "GET", "feed", node(0));
+    const f = follow(m.url, node(0), cursor);
+    await f.next();
+    await m.shutdown();
+    assert.equal(await f.next(), undefined, "no page after the end");
+    assert.ok([1000, 1001].includes(f.closed!.code), `${f.closed!.code} ${JSON.stringify(limits)}`);
+  }
+  await Deno.remove(dir, { recursive: true });
+});

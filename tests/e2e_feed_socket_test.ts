@@ -1,0 +1,177 @@
+/**
+ * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView) follows a real
+ * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one (straight
+ * on Deno.serve, or behind its guard with limits.feedSockets), and by its NDJSON stream where it
+ * refuses: an older manager refuses the parameter, one behind its connection guard on Deno's newer
+ * server answers 501 (tests/e2e_feed_stream_test.ts).
+ */
+import assert from "node:assert/strict";
+import { createLogger, type FeedEvent, ManagerClient } from "@knitter/common";
+import { startManager } from "../manager/mod.ts";
+import { RemoteView } from "../agent/dataplane/remote.ts";
+
+const ADMIN = "socket-e2e-admin-token-0123456789";
+const N1 = "socket-e2e-node-1-token-0123456789";
+
+type Page = (page: { cursor: string; events: FeedEvent[] }) => void;
+
+/** The agent's own client, counting how it follows the feed. */
+class CountingClient extends ManagerClient {
+  sockets = 0;
+  streams = 0;
+  override feedSocket(cursor: string, heartbeatS: number, page: Page, signal?: AbortSignal) {
+    this.sockets++;
+    return super.feedSocket(cursor, heartbeatS, page, signal);
+  }
+  override feedStream(cursor: string, heartbeatS: number, page: Page, signal?: AbortSignal) {
+    this.streams++;
+    return super.feedStream(cursor, heartbeatS, page, signal);
+  }
+}
+
+/**
+ * A manager that serves sockets: straight on Deno.serve (a proxy in front times headers), or behind
+ * its connection guard on Deno.serveHttp (limits.feedSockets).
+ */
+function directManager(
+  dir: string,
+  limits: { headerTimeoutMs: number; feedSockets?: boolean } = { headerTimeoutMs: 0 },
+) {
+  return startManager({
+    listen: { hostname: "127.0.0.1", port: 0 },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [{ token: ADMIN, scope: "admin" }, { token: N1, scope: "node", node: "n1" }],
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    logLevel: "error",
+    limits,
+  });
+}
+
+/**
+ * In front of `url`, a manager as one older than sockets answers: a WebSocket handshake for the
+ * feed is a 400 on its `stream` parameter; everything else is passed on.
+ */
+function olderManager(url: string) {
+  return Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const { pathname, search } = new URL(req.url);
+    if (req.headers.get("upgrade") === "websocket") {
+      return Response.json({
+        error: {
+          code: "invalid_request",
+          message: 'Invalid option: expected one of "ndjson"',
+          field: "query.stream",
+        },
+      }, { status: 400 });
+    }
+    return await fetch(`${url}${pathname}${search}`, {
+      method: req.method,
+      headers: req.headers,
+      body: req.body,
+    });
+  });
+}
+
+/** Two ports bound on n2 reach the view, each by its own page; the view never lists again. */
+async function portsReach(
+  admin: ManagerClient,
+  view: RemoteView,
+  changes: { next: Promise<void> },
+): Promise<void> {
+  for (const name of ["p1", "p2"]) {
+    const port = await admin.request<{ id: string; ip: string }>(
+      "PUT",
+      `/api/v1/tenants/acme/networks/blue/ports/${name}`,
+      { node: "n2" },
+    );
+    // A change may come before the port's (a node's, a heartbeat's): wait until it is seen.
+    for (;;) {
+      const seen = [...view.ports()].find((p) => p.id === port.id);
+      if (seen) {
+        assert.equal(seen.ip, port.ip);
+        break;
+      }
+      await changes.next;
+    }
+  }
+  assert.equal(view.feedHealth().lists, 1, "followed without listing again");
+}
+
+async function world(admin: ManagerClient) {
+  await admin.request("POST", "/api/v1/tenants", { name: "acme" });
+  await admin.request("POST", "/api/v1/tenants/acme/networks", {
+    name: "blue",
+    cidr: "10.1.0.0/24",
+  });
+  await admin.request("PUT", "/api/v1/nodes/n2", { underlayIp: "192.0.2.2" });
+}
+
+/** A view of `client` whose changes can be awaited one after the other. */
+function viewOf(client: ManagerClient) {
+  let wake = Promise.withResolvers<void>();
+  const changes = {
+    get next() {
+      return wake.promise;
+    },
+  };
+  const view = new RemoteView(client, "n1", () => {
+    wake.resolve();
+    wake = Promise.withResolvers<void>();
+  }, createLogger("error"));
+  return { view, changes };
+}
+
+/** The two ways a manager serves the feed's sockets. */
+const SERVING = [
+  { how: "straight on Deno.serve", limits: { headerTimeoutMs: 0 } },
+  {
+    how: "behind its connection guard on Deno.serveHttp (limits.feedSockets)",
+    limits: { headerTimeoutMs: 10_000, feedSockets: true },
+  },
+];
+
+for (const { how, limits } of SERVING) {
+  Deno.test(`agent view follows the manager's feed over a WebSocket: a manager ${how}`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+    const m = await directManager(dir, limits);
+    const admin = new ManagerClient(m.url, ADMIN);
+    const client = new CountingClient(m.url, N1);
+    const { view, changes } = viewOf(client);
+    try {
+      await world(admin);
+      await view.start();
+      await portsReach(admin, view, changes);
+      assert.equal(client.sockets, 1, "one socket carried every page");
+      assert.equal(client.streams, 0);
+      assert.equal(view.nodeIp("n2"), "192.0.2.2");
+    } finally {
+      await view.stop();
+      client.close();
+      await m.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("agent view of a manager older than sockets: its refusal of the handshake turns the view to the NDJSON stream", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+  const m = await directManager(dir);
+  const older = olderManager(m.url);
+  const url = `http://127.0.0.1:${older.addr.port}`;
+  const admin = new ManagerClient(url, ADMIN);
+  const client = new CountingClient(url, N1);
+  const { view, changes } = viewOf(client);
+  try {
+    await world(admin);
+    await view.start();
+    await portsReach(admin, view, changes);
+    assert.equal(client.sockets, 1, "the socket was refused once");
+    assert.equal(client.streams, 1, "then one stream carried every page");
+  } finally {
+    await view.stop();
+    client.close();
+    await older.shutdown();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
