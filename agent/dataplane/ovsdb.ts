@@ -188,6 +188,17 @@ export class OvsdbClient {
     return { applied: this.waitApplied(target) };
   }
 
+  /** Replaces the external IDs of the interface `name`; an interface not there is an error. */
+  async setExternalIds(name: string, externalIds: Record<string, string>): Promise<void> {
+    const [r] = await this.transact([{
+      op: "update",
+      table: "Interface",
+      where: [["name", "==", name]],
+      row: { external_ids: ovsMap(externalIds) },
+    }]);
+    if (r.count !== 1) throw new OvsdbError(`no interface "${name}"`);
+  }
+
   /** The ofports of every interface in the database (any bridge), those not yet assigned left out. */
   async ofports(): Promise<number[]> {
     const [r] = await this.transact([

@@ -67,6 +67,16 @@ Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t
     );
   });
 
+  await t.step("label replaces a port's external IDs; an unknown port is an error", async () => {
+    await plugger.label("p2", { "knitter-port": "x-2", "knitter-network": "owner/net" });
+    const p2 = (await ovs.listPorts("br-int")).find((p) => p.name === "p2");
+    assert.deepEqual(p2?.externalIds, { "knitter-port": "x-2", "knitter-network": "owner/net" });
+    await assert.rejects(
+      plugger.label("never-there", {}),
+      /Cannot set the external IDs of never-there on "br-int": no interface "never-there"/,
+    );
+  });
+
   await t.step("a taken ofport or a missing device is an error naming the port", async () => {
     const taken = (await ovs.listPorts("br-int")).find((p) => p.name === "p1")!.ofport;
     await addVeth("late");
