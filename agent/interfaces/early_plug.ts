@@ -22,16 +22,19 @@ export class EarlyPlug {
 
   /**
    * Starts waiting for the pair `batch` makes; `noting` is called just before the port is sent
-   * (an undo must then remove it, whatever the switch answers).
+   * (an undo must then remove it, whatever the switch answers). The port is plugged early only
+   * when `alone` says so once the pair is made: in a burst, ovs-vswitchd is busy with the other
+   * pods' new devices, and one early port would hold up the transaction that plugs all the others
+   * together after their answers (PortPlugger), costing more than it saves.
    */
   constructor(
     private readonly d: { links: Links; ports: SwitchPorts },
     batch: StartedCommand,
     spec: { name: string; ofportRequest: number; externalIds: Record<string, string> },
-    noting: () => void,
+    hooks: { noting: () => void; alone: () => boolean },
   ) {
     this.spec = { ...spec, keepQdisc: true };
-    this.plugged = this.plug(batch, noting);
+    this.plugged = this.plug(batch, hooks);
     this.plugged.catch(() => {});
   }
 
@@ -58,9 +61,12 @@ export class EarlyPlug {
     if (!sameIds(ids, this.spec.externalIds ?? {})) await this.d.ports.label(final.name, ids);
   }
 
-  private async plug(batch: StartedCommand, noting: () => void): Promise<boolean> {
-    if (!(await this.d.links.pairMade(batch)) || this.cancelled) return false;
-    noting();
+  private async plug(
+    batch: StartedCommand,
+    hooks: { noting: () => void; alone: () => boolean },
+  ): Promise<boolean> {
+    if (!(await this.d.links.pairMade(batch)) || this.cancelled || !hooks.alone()) return false;
+    hooks.noting();
     await this.d.ports.add([this.spec]);
     return true;
   }

@@ -155,6 +155,8 @@ export class Wiring {
   private readonly shaper: Shaper;
   /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
   private readonly mtus = new Map<string, number>();
+  /** Wirings under way: only one alone plugs its switch port early (early_plug.ts). */
+  private wiring = 0;
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -168,15 +170,25 @@ export class Wiring {
   /**
    * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
    * to undo by the names it holds), then the manager's ports and, while they are asked for, the
-   * first interface's veth pair (its MAC and addresses are the manager's to give), then the
-   * ofports, the record with the result, the veths completed and plugged, and the flow sync
-   * alongside (the agent picks the ofports, so the flows need not wait for the ports). The record
-   * ends "ready". On a failure what was made is undone, the record too, and the failure thrown;
-   * when that undo fails as well the record stays, for unwire to finish. The pair made while the
-   * manager is asked is named by the record already: a crash leaves nothing DEL (or the reaper)
-   * does not find.
+   * first interface's veth pair (its MAC and addresses are the manager's to give) and, when no
+   * other wiring is under way, its switch port (early_plug.ts), then the other ofports, the record
+   * with the result, the veths completed and plugged, and the flow sync alongside (the agent picks
+   * the ofports, so the flows need not wait for the ports). The record ends "ready". On a failure
+   * what was made is undone, the record too, and the failure thrown; when that undo fails as well
+   * the record stays, for unwire to finish. The pair and switch port made while the manager is
+   * asked are named by the record already (host end, ofport): a crash leaves nothing DEL (or the
+   * reaper) does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
+    this.wiring++;
+    try {
+      await this.wireOne(a, req);
+    } finally {
+      this.wiring--;
+    }
+  }
+
+  private async wireOne(a: Attachment, req: WireRequest): Promise<void> {
     const made = new UndoJournal();
     const first = a.ipam || a.interfaces.length === 0 ? undefined : a.interfaces[0];
     // Taken before the record is written, so that the record names it: the early switch port has
@@ -286,7 +298,10 @@ export class Wiring {
       ofportRequest: i.ofport!,
       externalIds: req.externalIds(a, i),
     };
-    return new EarlyPlug(this.d, batch, spec, () => made.plug(this.bridge, i.hostIfName));
+    return new EarlyPlug(this.d, batch, spec, {
+      noting: () => made.plug(this.bridge, i.hostIfName),
+      alone: () => this.wiring === 1,
+    });
   }
 
   /**

@@ -394,15 +394,23 @@ Deno.test("a pair is made with the MTU its network's interfaces got last; setup 
   assert.equal(world.podEnds.get(`${NETNS}/eth0`)?.mtu, 1450);
 });
 
-/** Runs `wire` with the manager's first answer held until `check` has looked at the world. */
-async function wireWithPutHeld(world: FakeWorld, wiring: Wiring, check: () => void) {
+/**
+ * Runs `wire` of each attachment at once, with the manager's answers held until `check` has
+ * looked at the world.
+ */
+async function wireWithPutsHeld(
+  world: FakeWorld,
+  wiring: Wiring,
+  attachments: Attachment[],
+  check: () => void,
+) {
   const put = world.manager.putPort;
   let answer = () => {};
   const held = new Promise<void>((resolve) => answer = resolve);
   let puts = 0;
-  world.manager.putPort = (...args) => ++puts === 1 ? held.then(() => put(...args)) : put(...args);
-  const wired = wiring.wire(attachment(), request());
-  while (puts === 0) await new Promise((r) => setTimeout(r, 0));
+  world.manager.putPort = (...args) => (puts++, held.then(() => put(...args)));
+  const wired = Promise.all(attachments.map((a) => wiring.wire(a, request())));
+  while (puts < attachments.length) await new Promise((r) => setTimeout(r, 0));
   await new Promise((r) => setTimeout(r, 0));
   try {
     check();
@@ -414,7 +422,7 @@ async function wireWithPutHeld(world: FakeWorld, wiring: Wiring, check: () => vo
 
 Deno.test("the first interface's switch port is plugged while the manager is asked, with the ofport its record names", async () => {
   const { world, wiring } = setup();
-  await wireWithPutHeld(world, wiring, () => {
+  await wireWithPutsHeld(world, wiring, [attachment(["uid-c1-eth0"])], () => {
     const port = world.switchPorts.get("br-int")?.get("knhost0");
     assert.ok(port, "on the bridge before the manager has answered");
     assert.equal(port.ofportRequest, 1000);
@@ -422,7 +430,7 @@ Deno.test("the first interface's switch port is plugged while the manager is ask
     assert.equal(world.records.get("c1/eth0")?.status, "adding");
   });
   const ports = world.switchPorts.get("br-int")!;
-  assert.deepEqual([...ports.keys()], ["knhost0", "knhost1"]);
+  assert.deepEqual([...ports.keys()], ["knhost0"]);
   assert.equal(ports.get("knhost0")!.externalIds!["knitter-network"], "t/net0");
   assert.ok(!world.calls.some((c) => c.startsWith("switch.label")), "no IDs to correct");
 });
@@ -436,4 +444,16 @@ Deno.test("a port on another tenant's public network: the early switch port's ex
   assert.equal(ids["knitter-network"], "owner/net0");
   assert.equal(ids["knitter-container"], "c1");
   assert.ok(world.calls.includes("switch.label knhost0"));
+});
+
+Deno.test("beside another ADD, the switch ports are plugged after the manager's answers, together", async () => {
+  const { world, wiring } = setup();
+  const other = { ...attachment(["uid-c2-eth0"]), containerId: "c2", netns: "/var/run/netns/pod2" };
+  other.interfaces[0].hostIfName = "knother0";
+  await wireWithPutsHeld(world, wiring, [attachment(["uid-c1-eth0"]), other], () => {
+    assert.equal(world.switchPorts.get("br-int")?.size ?? 0, 0, "nothing plugged early");
+  });
+  assert.deepEqual([...world.switchPorts.get("br-int")!.keys()].sort(), ["knhost0", "knother0"]);
+  const stored = (await world.state.getAttachment("c2", "eth0"))!;
+  assert.equal(stored.status, "ready");
 });
