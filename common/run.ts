@@ -199,7 +199,10 @@ async function bytesOf(stream: ReadableStream<Uint8Array>, onChunk?: () => void)
   }
   const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let at = 0;
-  for (const c of chunks) all.set(c, (at += c.length) - c.length);
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
   return all;
 }
 
