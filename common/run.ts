@@ -111,6 +111,12 @@ export interface StartedCommand {
   finish(stdin: string): Promise<RunResult>;
   /** Kills the command (its input is not needed after all) and waits for it. Idempotent. */
   abandon(): Promise<void>;
+  /**
+   * Resolves true once the command has printed anything on stdout, false once it ended without:
+   * a caller that sent a line whose output it awaits (an `ip -batch` `link show`) learns that the
+   * lines before it are done while the command goes on waiting for the rest.
+   */
+  printed(): Promise<boolean>;
 }
 
 /** Spawns `argv` with its stdin held open; see {@link StartedCommand}. */
@@ -127,7 +133,9 @@ export function start(
     if (err instanceof Deno.errors.NotFound) throw notFound(full, full[0], performance.now());
     throw err;
   }
-  const output = child.output();
+  let printed!: (yes: boolean) => void;
+  const firstOutput = new Promise<boolean>((resolve) => printed = resolve);
+  const output = collect(child, () => printed(true)).finally(() => printed(false));
   output.catch(() => {}); // awaited in finish() or abandon(); never an unhandled rejection
   let used = false;
   let writer: WritableStreamDefaultWriter<Uint8Array> | undefined;
@@ -166,10 +174,43 @@ export function start(
       } catch { /* already exited */ }
       await output.catch(() => {});
     },
+    printed: () => firstOutput,
   };
 }
 
-function settle(argv: string[], output: Deno.CommandOutput, started: number): RunResult {
+/** What `child.output()` answers, read as it comes: `onOutput` is told of the first stdout bytes. */
+async function collect(
+  child: Deno.ChildProcess,
+  onOutput: () => void,
+): Promise<Pick<Deno.CommandOutput, "code" | "stdout" | "stderr">> {
+  const [stdout, stderr, status] = await Promise.all([
+    bytesOf(child.stdout, onOutput),
+    bytesOf(child.stderr),
+    child.status,
+  ]);
+  return { code: status.code, stdout, stderr };
+}
+
+async function bytesOf(stream: ReadableStream<Uint8Array>, onChunk?: () => void) {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of stream) {
+    chunks.push(chunk);
+    onChunk?.();
+  }
+  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  return all;
+}
+
+function settle(
+  argv: string[],
+  output: Pick<Deno.CommandOutput, "code" | "stdout" | "stderr">,
+  started: number,
+): RunResult {
   const result: RunResult = {
     argv,
     code: output.code,

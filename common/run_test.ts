@@ -191,3 +191,19 @@ async function failure(promise: Promise<unknown>): Promise<Error> {
   }
   throw new Error("expected a failure");
 }
+
+Deno.test("printed says when a started command's first output came, while its input is still open; false when it ended without", async () => {
+  // As ip -batch: a line whose output tells that the lines before it are done.
+  const cmd = start(["sh", "-c", "read a; echo made; read b; echo rest"]);
+  await cmd.send("first\n");
+  assert.equal(await cmd.printed(), true, "before its input ends");
+  const result = await cmd.finish("second\n");
+  assert.equal(result.stdout, "made\nrest\n", "the whole output, as finish always gave it");
+  const silent = start(["sh", "-c", "read a; exit 2"], { check: false });
+  await silent.send("x\n");
+  assert.equal(await silent.printed(), false);
+  assert.equal((await silent.finish("")).code, 2);
+  const killed = start(["cat"]);
+  await killed.abandon();
+  assert.equal(await killed.printed(), false);
+});

@@ -1265,3 +1265,21 @@ Deno.test("architecture: WebSocket upgrades in the manager happen in feed_socket
     "the guard is asked before any upgrade",
   );
 });
+
+Deno.test("architecture: a switch port is plugged before the manager's answer by early_plug.ts only, made by the wiring, once ip has made the pair", async () => {
+  const found = { pairMade: [] as string[], early: [] as string[] };
+  for await (const file of tsFiles(`${ROOT}agent`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path) || path.endsWith("_fake.ts")) continue;
+    const text = await Deno.readTextFile(file);
+    if (/\.pairMade\(/.test(text)) found.pairMade.push(path);
+    if (/new EarlyPlug\(/.test(text)) found.early.push(path);
+  }
+  assert.deepEqual(found, {
+    pairMade: ["agent/interfaces/early_plug.ts"],
+    early: ["agent/interfaces/wiring.ts"],
+  });
+  const plug = await Deno.readTextFile(`${ROOT}agent/interfaces/early_plug.ts`);
+  const made = plug.indexOf("await this.d.links.pairMade(");
+  assert.ok(made > 0 && made < plug.indexOf("await this.d.ports.add([this.spec])"), "pair first");
+});

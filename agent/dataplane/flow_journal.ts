@@ -188,7 +188,7 @@ export class FlowJournal {
       if (!this.writing) return;
       for (const s of this.since) s.push(text);
       try {
-        await Deno.writeTextFile(this.logPath, text, { append: true });
+        await appendText(this.logPath, text);
         this.logBytes += text.length;
       } catch (err) {
         await this.broken(err);
@@ -227,6 +227,19 @@ export async function resumable(
   const flows = await journal.load();
   return flows?.size === count ? flows : null;
 }
+
+/**
+ * A pod's change (a few lines) is appended with one blocking write: it stands between the flow
+ * sync and its bundle, and an asynchronous write costs a thread hop and an event loop turn there
+ * (0.2-2 ms under stopwatches, against tens of µs). A large change (a resync) is written without
+ * holding the event loop.
+ */
+async function appendText(path: string, text: string): Promise<void> {
+  if (text.length <= SYNC_APPEND_BYTES) Deno.writeTextFileSync(path, text, { append: true });
+  else await Deno.writeTextFile(path, text, { append: true });
+}
+
+const SYNC_APPEND_BYTES = 64 << 10;
 
 async function removeIfThere(path: string): Promise<void> {
   try {

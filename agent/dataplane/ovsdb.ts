@@ -126,40 +126,52 @@ export class OvsdbClient {
 
   /**
    * Adds the ports to `bridge` in one transaction and answers each one's ofport and error once
-   * ovs-vswitchd has applied it. A port that already exists (a retry) is left as it is.
+   * ovs-vswitchd has applied it. A port that already exists (a retry) is left as it is. Most adds
+   * are of new ports: the transaction is sent at once, and only when the database has one of the
+   * names already (its name index refuses the insert) are the existing ones looked up and the
+   * others added. A round trip fewer before ovs-vswitchd starts on the ports.
    */
   async addPorts(bridge: string, ports: OvsPortSpec[]): Promise<Map<string, PortState>> {
     if (ports.length === 0) return new Map();
-    const existing = await this.portNames(ports.map((p) => p.name));
-    const fresh = ports.filter((p) => !existing.has(p.name));
-    if (fresh.length > 0) {
-      const insert = async (): Promise<number[]> => {
-        const ops: Op[] = [];
-        const noop = fresh.some((p) => p.keepQdisc) ? await this.noopQos() : undefined;
-        fresh.forEach((p, i) => ops.push(...insertPort(p, i, noop)));
-        ops.push({
-          op: "mutate",
-          table: "Bridge",
-          where: [["name", "==", bridge]],
-          mutations: [["ports", "insert", [
-            "set",
-            fresh.map((_, i) => ["named-uuid", `port${i}`]),
-          ]]],
-        });
-        return await this.transactApplied(ops, 1);
-      };
-      let changed: number[];
-      try {
-        changed = await insert();
-      } catch (err) {
-        // The QoS row remembered may be gone (the database replaced): look it up again, once.
-        if (this.noopQosUuid === undefined || !fresh.some((p) => p.keepQdisc)) throw err;
-        this.noopQosUuid = undefined;
-        changed = await insert();
-      }
-      if (changed[0] !== 1) throw new OvsdbError(`Bridge "${bridge}" does not exist`);
+    try {
+      await this.insertPorts(bridge, ports);
+    } catch (err) {
+      if (!(err instanceof OvsdbError && /constraint violation/.test(err.message))) throw err;
+      const existing = await this.portNames(ports.map((p) => p.name));
+      const fresh = ports.filter((p) => !existing.has(p.name));
+      if (fresh.length > 0) await this.insertPorts(bridge, fresh);
     }
     return await this.portStates(ports.map((p) => p.name));
+  }
+
+  /** Inserts new ports into `bridge`, once ovs-vswitchd has applied them. */
+  private async insertPorts(bridge: string, fresh: OvsPortSpec[]): Promise<void> {
+    const insert = async (): Promise<number[]> => {
+      const ops: Op[] = [];
+      const noop = fresh.some((p) => p.keepQdisc) ? await this.noopQos() : undefined;
+      fresh.forEach((p, i) => ops.push(...insertPort(p, i, noop)));
+      ops.push({
+        op: "mutate",
+        table: "Bridge",
+        where: [["name", "==", bridge]],
+        mutations: [["ports", "insert", [
+          "set",
+          fresh.map((_, i) => ["named-uuid", `port${i}`]),
+        ]]],
+      });
+      return await this.transactApplied(ops, 1);
+    };
+    let changed: number[];
+    try {
+      changed = await insert();
+    } catch (err) {
+      // The QoS row remembered may be gone (the database replaced): look it up again, once.
+      if (this.noopQosUuid === undefined || !fresh.some((p) => p.keepQdisc)) throw err;
+      if (err instanceof OvsdbError && /constraint violation/.test(err.message)) throw err;
+      this.noopQosUuid = undefined;
+      changed = await insert();
+    }
+    if (changed[0] !== 1) throw new OvsdbError(`Bridge "${bridge}" does not exist`);
   }
 
   /** Removes the named ports from `bridge`, once ovs-vswitchd has let them go; see removePorts. */
@@ -186,6 +198,17 @@ export class OvsdbClient {
       mutations: [["ports", "delete", ["set", uuids.map((u) => ["uuid", u])]]],
     }]);
     return { applied: this.waitApplied(target) };
+  }
+
+  /** Replaces the external IDs of the interface `name`; an interface not there is an error. */
+  async setExternalIds(name: string, externalIds: Record<string, string>): Promise<void> {
+    const [r] = await this.transact([{
+      op: "update",
+      table: "Interface",
+      where: [["name", "==", name]],
+      row: { external_ids: ovsMap(externalIds) },
+    }]);
+    if (r.count !== 1) throw new OvsdbError(`no interface "${name}"`);
   }
 
   /** The ofports of every interface in the database (any bridge), those not yet assigned left out. */

@@ -60,10 +60,33 @@ Deno.test("OvsdbClient and PortPlugger against a private Open vSwitch", async (t
       assert.equal(listed.get(name)?.ofport, wanted[i]);
       assert.equal(listed.get(name)?.externalIds["knitter-port"], `x-${i}`);
     }
-    // Adding again (a retried ADD) changes nothing.
+    // Adding again (a retried ADD) changes nothing; beside a new port, that one is added.
     assert.equal(
       (await plugger.add([{ name: "p0", ofportRequest: wanted[0] }])).get("p0"),
       wanted[0],
+    );
+    await addVeth("mixed");
+    const fresh = plugger.takeOfport();
+    const client = new OvsdbClient(node.ovs.dbSock!);
+    cleanup.defer(() => Promise.resolve(client.close()));
+    const both = await client.addPorts("br-int", [
+      { name: "p0", ofportRequest: wanted[0] },
+      { name: "mixed", ofportRequest: fresh },
+    ]);
+    assert.deepEqual([...both].map(([n, st]) => [n, st.ofport]), [["p0", wanted[0]], [
+      "mixed",
+      fresh,
+    ]]);
+    await plugger.remove(["mixed"]);
+  });
+
+  await t.step("label replaces a port's external IDs; an unknown port is an error", async () => {
+    await plugger.label("p2", { "knitter-port": "x-2", "knitter-network": "owner/net" });
+    const p2 = (await ovs.listPorts("br-int")).find((p) => p.name === "p2");
+    assert.deepEqual(p2?.externalIds, { "knitter-port": "x-2", "knitter-network": "owner/net" });
+    await assert.rejects(
+      plugger.label("never-there", {}),
+      /Cannot set the external IDs of never-there on "br-int": no interface "never-there"/,
     );
   });
 

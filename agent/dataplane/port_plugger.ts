@@ -104,6 +104,18 @@ export class PortPlugger {
     return new Promise((resolve, reject) => this.removals.submit({ names, resolve, reject }));
   }
 
+  /** Sets a port's external IDs, replacing those it had (no reconfiguration to wait for). */
+  async label(name: string, externalIds: Record<string, string>): Promise<void> {
+    try {
+      await this.db.setExternalIds(name, externalIds);
+    } catch (err) {
+      throw new Error(
+        `Cannot set the external IDs of ${name} on "${this.bridge}": ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
   close(): void {
     this.db.close();
   }

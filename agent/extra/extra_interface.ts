@@ -19,7 +19,7 @@ import { hostIfName } from "../interfaces/ip_links.ts";
 import { portIdFor } from "../cni/pod_request.ts";
 import type { AttachmentStore, Bridges, Links } from "../interfaces/seams.ts";
 import { type Attachment, EXTRA_CONTAINER_PREFIX, isExtraContainer } from "../state.ts";
-import { PhysnetNotMappedError, type Wiring } from "../interfaces/wiring.ts";
+import { PhysnetNotMappedError, portNetwork, type Wiring } from "../interfaces/wiring.ts";
 
 export interface ExtraInterfaceDeps {
   nodeName: string;
@@ -215,7 +215,7 @@ export class ExtraInterfaces {
         mtu: body.mtu ?? i.port.mtu,
         routes: mergeRoutes(i.port.routes, body.routes),
       }),
-      externalIds: (_, i) => externalIds(x, `${i.port!.networkTenant}/${i.port!.network}`),
+      externalIds: (_, i) => externalIds(x, portNetwork(i)),
     });
     const port = a.interfaces[0].port!;
     x.address = port.address;

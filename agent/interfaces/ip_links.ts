@@ -104,7 +104,25 @@ export type PodPairSpec = Pick<
  */
 export async function sendPodPair(spec: PodPairSpec, batch: StartedCommand): Promise<void> {
   validatePair(spec);
-  await batch.send(pairStep(spec, spec.hostNetns ?? ownNetns()).command + "\n");
+  const early = earlySteps(spec, spec.hostNetns ?? ownNetns());
+  await batch.send(early.map((s) => s.command).join("\n") + "\n");
+}
+
+/**
+ * Whether the pair {@link sendPodPair} sent to `batch` is made: true as soon as `ip` has made it
+ * (the batch's first output is the pod end's `link show`, the line after the pair), false when
+ * `ip` stopped without (the pair's line failed: completePodInterface says why).
+ */
+export function podPairMade(batch: StartedCommand): Promise<boolean> {
+  return batch.printed();
+}
+
+/** The early lines: the pair, then a read of its pod end, whose output says the pair is made. */
+function earlySteps(spec: PodPairSpec, hostNetns: string): Step[] {
+  return [
+    pairStep(spec, hostNetns),
+    { label: `read ${spec.ifName}`, command: `link show dev ${spec.ifName}` },
+  ];
 }
 
 /**
@@ -119,15 +137,17 @@ export async function completePodInterface(
   batch: StartedCommand,
 ): Promise<void> {
   validate(spec);
+  const early = earlySteps({ ...spec, mtu: madeMtu }, spec.hostNetns ?? ownNetns());
   const steps = [
-    pairStep({ ...spec, mtu: madeMtu }, spec.hostNetns ?? ownNetns()),
+    ...early,
     // The MAC and MTU go with "up": one change of the link fewer.
     ...setupSteps(spec, {
       label: `set the MAC and MTU of ${spec.ifName} and set it up`,
       attributes: `address ${spec.mac} mtu ${spec.mtu} up`,
     }),
   ];
-  const result = await batch.finish(steps.slice(1).map((s) => s.command).join("\n") + "\n");
+  const rest = steps.slice(early.length);
+  const result = await batch.finish(rest.map((s) => s.command).join("\n") + "\n");
   if (result.code !== 0) await creationFailed(spec, steps, result);
   await afterCreation(spec, async () => {
     if (spec.mtu !== madeMtu) await setHostMtu(spec);

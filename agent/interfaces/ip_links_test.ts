@@ -10,6 +10,7 @@ import {
   InterfaceExistsError,
   type PodInterfaceSpec,
   podInterfaceState,
+  podPairMade,
   sendPodPair,
   startPodBatch,
 } from "./ip_links.ts";
@@ -196,16 +197,16 @@ Deno.test("hostIfName is deterministic, 15 characters, per container and interfa
   assert.ok(isIfName(a));
 });
 
-Deno.test("sendPodPair makes the pair before the rest is sent; completePodInterface makes it what createPodInterface makes, the host end's MTU corrected", async () => {
+Deno.test("sendPodPair makes the pair before the rest is sent, podPairMade says when; completePodInterface makes it what createPodInterface makes, the host end's MTU corrected", async () => {
   await using cleanup = new Cleanup();
   const { host, pods: [pod] } = await setup(cleanup);
   const s = spec(host, pod, { softwareChecksums: true });
   const batch = await startPodBatch(pod);
   // Sent before the manager's answer: the network's MTU guessed (1500), no MAC, no address.
   await sendPodPair({ ...s, mtu: 1500 }, batch);
-  for (let i = 0; i < 200 && !(await podInterfaceState(pod, "eth1")); i++) {
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  assert.equal(await podPairMade(batch), true);
+  // Both ends are there once it says so: the host end is what the switch port needs.
+  assert.deepEqual(await links(host), ["lo", s.hostIfName]);
   const early = await podInterfaceState(pod, "eth1");
   assert.notEqual(early?.mac, s.mac);
   assert.deepEqual([early?.mtu, early?.addresses, early?.up], [1500, [], false]);
@@ -235,6 +236,7 @@ Deno.test("completePodInterface after sendPodPair: a taken name is InterfaceExis
   const taken = spec(host, pod, { hostIfName: hostIfName("other", "eth1") });
   const first = await startPodBatch(pod);
   await sendPodPair(taken, first);
+  assert.equal(await podPairMade(first), false, "ip stopped at the pair");
   await assert.rejects(
     completePodInterface(taken, taken.mtu, first),
     (e) => e instanceof InterfaceExistsError && e.side === "pod",

@@ -13,6 +13,7 @@ import {
   type PodInterfaceSpec,
   type PodInterfaceState,
   podInterfaceState,
+  podPairMade,
   type PodPairSpec,
   sendPodPair,
   startPodBatch,
@@ -37,6 +38,11 @@ export interface Links {
    * may have been made or not.
    */
   sendPair(spec: PodPairSpec, batch: StartedCommand): Promise<void>;
+  /**
+   * Whether the pair sent to `batch` is made: true once it is (the batch goes on waiting for the
+   * rest), false when the batch stopped without making it (`complete` says why).
+   */
+  pairMade(batch: StartedCommand): Promise<boolean>;
   /**
    * Completes the interface whose pair was sent to `batch` with MTU `madeMtu`: MAC, MTU,
    * addresses, routes, checksums. On a failure nothing of it is left, as for create.
@@ -71,6 +77,8 @@ export interface SwitchPorts {
   add(ports: OvsPortSpec[]): Promise<Map<string, number>>;
   /** Removes the ports; names the bridge does not have are skipped. */
   remove(names: string[]): Promise<void>;
+  /** Sets a port's external IDs (whose it is), replacing those it had. */
+  label(name: string, externalIds: Record<string, string>): Promise<void>;
 }
 
 /** Bridges other than the integration bridge (knitctl attach --bridge), through ovs.ts. */
@@ -128,6 +136,7 @@ export const ipLinks: Links = {
     await createPodInterface(spec, batch);
   },
   sendPair: sendPodPair,
+  pairMade: podPairMade,
   complete: completePodInterface,
   remove: (hostIfName, pod) => deletePodInterface(hostIfName, pod),
   state: podInterfaceState,

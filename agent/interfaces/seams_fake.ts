@@ -37,6 +37,7 @@ export type FakeStep =
   | "links.remove"
   | "switch.add"
   | "switch.remove"
+  | "switch.label"
   | "bridges.addPorts"
   | "flows.sync"
   | "shaper.apply"
@@ -122,17 +123,22 @@ export class FakeWorld implements Flows {
 
   /** Runs a step, or fails it as injected; `partial` is what the failing step leaves made. */
   step<T>(name: FakeStep, what: string, fn: () => T, partial?: () => void): Promise<T> {
-    this.calls.push(what ? `${name} ${what}` : name);
-    const f = this.failures.get(name);
-    if (f && ++f.seen === f.nth) {
-      partial?.();
-      return Promise.reject(this.failure(name, f.how));
-    }
+    const failed = this.fault(name, what, partial);
+    if (failed) return Promise.reject(failed);
     try {
       return Promise.resolve(fn());
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /** Notes a step in `calls`; the failure injected for it now (after `partial`), if any. */
+  private fault(name: FakeStep, what: string, partial?: () => void): Error | undefined {
+    this.calls.push(what ? `${name} ${what}` : name);
+    const f = this.failures.get(name);
+    if (!f || ++f.seen !== f.nth) return undefined;
+    partial?.();
+    return this.failure(name, f.how);
   }
 
   private failure(name: FakeStep, how?: PortFailure): Error {
@@ -148,20 +154,17 @@ export class FakeWorld implements Flows {
     startBatch: () => Promise.resolve(new FakeBatch(this.calls)),
     create: (spec: PodInterfaceSpec) =>
       this.step("links.create", spec.hostIfName, () => this.makeVeth(spec)),
-    // A "links.create" step like create, done (or failed) when the batch ends, as `ip` reports it
-    // then: the pod end with the kernel's MAC, down.
+    // A "links.create" step like create, done (or failed) when the batch ends or is asked whether
+    // the pair is made, as `ip` reports it then: the pod end with the kernel's MAC, down.
     sendPair: (spec: PodPairSpec, batch) => {
-      const b = batch as FakeBatch;
-      const make = () => this.makeVeth({ ...spec, mac: KERNEL_MAC, addresses: [], routes: [] });
-      this.step("links.create", spec.hostIfName, () => {}).then(
-        () => b.atEnd(make),
-        (err) =>
-          b.atEnd(() => {
-            throw err;
-          }),
-      );
+      const failed = this.fault("links.create", spec.hostIfName);
+      (batch as FakeBatch).atEnd(() => {
+        if (failed) throw failed;
+        this.makeVeth({ ...spec, mac: KERNEL_MAC, addresses: [], routes: [] });
+      });
       return Promise.resolve();
     },
+    pairMade: (batch) => (batch as FakeBatch).printed(),
     // A failing step leaves nothing of the interface, as completePodInterface deletes the host end.
     complete: async (spec: PodInterfaceSpec, madeMtu: number, batch) => {
       const b = batch as FakeBatch;
@@ -235,6 +238,12 @@ export class FakeWorld implements Flows {
     },
     remove: (names) =>
       this.step("switch.remove", names.join(","), () => this.delPorts(this.bridge, names)),
+    label: (name, externalIds) =>
+      this.step("switch.label", name, () => {
+        const port = this.switchPorts.get(this.bridge)?.get(name);
+        if (!port) throw new Error(`no port ${name}`);
+        port.externalIds = { ...externalIds };
+      }),
   };
 
   readonly bridges: Bridges = {
@@ -431,10 +440,20 @@ class FakeBatch implements StartedCommand {
     return Promise.resolve();
   }
 
+  /** The lines sent so far are run now; true when they all worked (`ip` went on to print). */
+  printed(): Promise<boolean> {
+    this.runSent();
+    return Promise.resolve(!this.ended && this.failed === undefined);
+  }
+
   private end(how: string): void {
     if (this.ended) return;
     this.ended = true;
     this.calls.push(`batch.${how}`);
+    this.runSent();
+  }
+
+  private runSent(): void {
     for (const fn of this.pending.splice(0)) {
       try {
         fn();

@@ -31,6 +31,7 @@ import {
   tcShaper,
 } from "./seams.ts";
 import type { AttachedInterface, Attachment } from "../state.ts";
+import { EarlyPlug } from "./early_plug.ts";
 
 export interface WiringDeps {
   nodeName: string;
@@ -62,7 +63,10 @@ export interface WireRequest {
   accept?(i: PortedInterface, k: number): void;
   /** The pod end's MTU and routes. */
   shape(i: PortedInterface): { mtu: number; routes: Route[] };
-  /** Whose the port on the switch is. */
+  /**
+   * Whose the port on the switch is. Asked before the manager's answer too (`i.port` unset: the
+   * early switch port, early_plug.ts) and again after it; what changed is written then.
+   */
   externalIds(a: Attachment, i: AttachedInterface): Record<string, string>;
   /** Last changes to the record before it is stored as ready (the CNI result). */
   complete?(a: Attachment): void;
@@ -151,6 +155,8 @@ export class Wiring {
   private readonly shaper: Shaper;
   /** The MTU each network's interfaces got last, by "tenant/network": what a new pair is made with. */
   private readonly mtus = new Map<string, number>();
+  /** Wirings under way: only one alone plugs its switch port early (early_plug.ts). */
+  private wiring = 0;
 
   constructor(private readonly d: WiringDeps) {
     this.shaper = d.shaper ?? tcShaper;
@@ -164,41 +170,59 @@ export class Wiring {
   /**
    * Wires the attachment's interfaces: the record first (whatever happens next, unwire finds what
    * to undo by the names it holds), then the manager's ports and, while they are asked for, the
-   * first interface's veth pair (its MAC and addresses are the manager's to give), then the
-   * ofports, the record with the result, the veths completed and plugged, and the flow sync
-   * alongside (the agent picks the ofports, so the flows need not wait for the ports). The record
-   * ends "ready". On a failure what was made is undone, the record too, and the failure thrown;
-   * when that undo fails as well the record stays, for unwire to finish. The pair made while the
-   * manager is asked is named by the record already: a crash leaves nothing DEL (or the reaper)
-   * does not find.
+   * first interface's veth pair (its MAC and addresses are the manager's to give) and, when no
+   * other wiring is under way, its switch port (early_plug.ts), then the other ofports, the record
+   * with the result, the veths completed and plugged, and the flow sync alongside (the agent picks
+   * the ofports, so the flows need not wait for the ports). The record ends "ready". On a failure
+   * what was made is undone, the record too, and the failure thrown; when that undo fails as well
+   * the record stays, for unwire to finish. The pair and switch port made while the manager is
+   * asked are named by the record already (host end, ofport): a crash leaves nothing DEL (or the
+   * reaper) does not find.
    */
   async wire(a: Attachment, req: WireRequest): Promise<void> {
+    this.wiring++;
+    try {
+      await this.wireOne(a, req);
+    } finally {
+      this.wiring--;
+    }
+  }
+
+  private async wireOne(a: Attachment, req: WireRequest): Promise<void> {
     const made = new UndoJournal();
+    const first = a.ipam || a.interfaces.length === 0 ? undefined : a.interfaces[0];
+    // Taken before the record is written, so that the record names it: the early switch port has
+    // it, and a crash leaves it reserved at the next start.
+    if (first) made.ofports.push(first.ofport = this.d.ports.takeOfport());
     const written = this.d.state.putAttachment(a);
     // The first interface's `ip` starts while the record is written.
-    const batch = a.ipam || a.interfaces.length === 0
-      ? undefined
-      : this.d.links.startBatch(a.netns);
+    const batch = first && this.d.links.startBatch(a.netns);
     batch?.catch(() => {});
     try {
       await written;
     } catch (err) {
       await abandon(batch);
+      this.d.ports.release(made.ofports);
       throw err;
     }
     made.record = true;
+    let plug: EarlyPlug | undefined;
     try {
-      // Made while the manager is asked, only once the record names it.
+      // Made while the manager is asked, only once the record names it; its switch port too.
       const madeMtu = batch && await this.sendPair(a, made, await batch);
+      if (first && batch) plug = this.plugEarly(a, req, first, made, await batch);
       try {
         await this.askPorts(a, req, made);
       } catch (err) {
-        // Nothing is undone while `ip` may still be making the pair.
+        // Nothing is undone while `ip` may still be making the pair, or the switch plugging it.
+        plug?.cancel();
         await abandon(batch);
         throw err;
       }
-      if (a.ipam || !batch || madeMtu === undefined) return await this.complete(a, req);
-      for (const i of a.interfaces) made.ofports.push(i.ofport = this.d.ports.takeOfport());
+      if (a.ipam || !batch || !plug || madeMtu === undefined) return await this.complete(a, req);
+      for (const i of a.interfaces.slice(1)) {
+        made.ofports.push(i.ofport = this.d.ports.takeOfport());
+      }
       // The record write runs alongside: the flows read the state's memory, which the call updates
       // at once, and a crash before it lands leaves an "adding" record that unwire undoes by name.
       // It holds the result already ("building"): the answer need not wait for another write.
@@ -206,10 +230,12 @@ export class Wiring {
       a.status = "building";
       await allDone([
         this.d.state.putAttachment(a),
-        this.makeInterfaces(a, req, made, { batch: await batch, madeMtu }),
+        this.makeInterfaces(a, req, made, { batch: await batch, madeMtu, plug }),
         this.d.flows.sync(),
       ]);
     } catch (err) {
+      plug?.cancel();
+      await plug?.settled();
       // Interfaces past those asked for and with no pair made have nothing anywhere: the record
       // need not name them (undo asks the manager only for the ports it asked for).
       a.interfaces = a.interfaces.slice(0, made.named(a));
@@ -257,6 +283,25 @@ export class Wiring {
       batch,
     );
     return mtu;
+  }
+
+  /** The first interface's switch port, plugged once `ip` has made its pair (early_plug.ts). */
+  private plugEarly(
+    a: Attachment,
+    req: WireRequest,
+    i: AttachedInterface,
+    made: UndoJournal,
+    batch: StartedCommand,
+  ): EarlyPlug {
+    const spec = {
+      name: i.hostIfName,
+      ofportRequest: i.ofport!,
+      externalIds: req.externalIds(a, i),
+    };
+    return new EarlyPlug(this.d, batch, spec, {
+      noting: () => made.plug(this.bridge, i.hostIfName),
+      alone: () => this.wiring === 1,
+    });
   }
 
   /**
@@ -426,7 +471,7 @@ export class Wiring {
     a: Attachment,
     req: WireRequest,
     made: UndoJournal,
-    early: { batch: StartedCommand; madeMtu: number },
+    early: { batch: StartedCommand; madeMtu: number; plug: EarlyPlug },
   ): Promise<void> {
     for (const [k, i] of a.interfaces.entries()) {
       const spec = this.podEnd(a, req, i);
@@ -434,16 +479,20 @@ export class Wiring {
       else await this.d.links.create(spec);
       made.links.add(i.hostIfName);
     }
-    const specs: OvsPortSpec[] = a.interfaces.map((i) => ({
+    const [first, ...others] = a.interfaces.map((i): OvsPortSpec => ({
       name: i.hostIfName,
       ofportRequest: i.ofport,
       externalIds: req.externalIds(a, i),
       ...(isLimited(i.limits) ? { keepQdisc: true } : {}),
     }));
-    for (const s of specs) made.plug(this.bridge, s.name);
+    for (const s of [first, ...others]) made.plug(this.bridge, s.name);
     // The limits need the veths only, not their switch ports (which leave the host end's qdisc
     // alone: keepQdisc): both at once.
-    await allDone([this.d.ports.add(specs), this.limit(a, made)]);
+    await allDone([
+      early.plug.finish(first),
+      ...(others.length > 0 ? [this.d.ports.add(others)] : []),
+      this.limit(a, made),
+    ]);
   }
 
   /** What an interface's pod end is, from its port: MAC, MTU, addresses, routes. */
@@ -504,7 +553,7 @@ export function externalIds(a: Attachment, i: AttachedInterface): Record<string,
     "knitter-container": a.containerId,
     "knitter-ifname": i.ifName,
     "knitter-port": i.portId,
-    "knitter-network": `${i.port!.networkTenant}/${i.port!.network}`,
+    "knitter-network": portNetwork(i),
   };
   if (a.pod) ids["knitter-pod"] = `${a.pod.namespace}/${a.pod.name}`;
   return ids;
@@ -521,6 +570,14 @@ export function limitsOf(i: PortedInterface): AttachedInterface["limits"] {
     { from: `network "${i.port.network}"`, bandwidth: i.port.networkBandwidth },
   ]);
   return isLimited(limits) ? limits : undefined;
+}
+
+/**
+ * The network of an interface's port as "tenant/name": the manager's (a public network's tenant is
+ * its owner), or before its answer the path the port is asked under.
+ */
+export function portNetwork(i: AttachedInterface): string {
+  return i.port ? `${i.port.networkTenant}/${i.port.network}` : `${i.tenant}/${i.network}`;
 }
 
 function networkKey(i: AttachedInterface): string {

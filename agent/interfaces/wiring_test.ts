@@ -71,27 +71,30 @@ const EVERYTHING = [
   ...BOTH_PORTS,
   "state.delete c1/eth0",
 ];
-/** The first interface's veth, sent to `ip` while the ports are asked for. */
-const FIRST_LINK = "links.remove knhost0";
+/**
+ * The first interface's veth, sent to `ip` while the ports are asked for, and its switch port,
+ * plugged as soon as `ip` has made it (early_plug.ts).
+ */
+const FIRST_LINK = ["switch.remove knhost0", "links.remove knhost0"];
 const CASES: Case[] = [
   { name: "the first record write: nothing made", step: "state.put", undo: [] },
   {
-    name: "the first port refused: the first veth (made meanwhile), the record",
+    name: "the first port refused: the first veth and its switch port (made meanwhile), the record",
     step: "manager.putPort",
-    undo: [FIRST_LINK, "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, "state.delete c1/eth0"],
   },
   {
     name: "the second port refused: the first veth, the first port",
     step: "manager.putPort",
     nth: 2,
-    undo: [FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
     name: "the second port's request never sent: the first veth, the first port",
     step: "manager.putPort",
     nth: 2,
     how: "not sent",
-    undo: [FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, "manager.deletePort uid-c1-eth0", "state.delete c1/eth0"],
   },
   {
     name:
@@ -99,23 +102,23 @@ const CASES: Case[] = [
     step: "manager.putPort",
     nth: 2,
     how: "answer lost",
-    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the first veth (ip says so at its end): the ports, no switch port",
     step: "links.create",
-    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: ["links.remove knhost0", ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
-    name: "the first veth's setup (which deletes it): the ports, no switch port",
+    name: "the first veth's setup (which deletes it): its switch port, the ports",
     step: "links.configure",
-    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   {
     name: "the second veth: the first veth and the ports",
     step: "links.create",
     nth: 2,
-    undo: [FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
+    undo: [...FIRST_LINK, ...BOTH_PORTS, "state.delete c1/eth0"],
   },
   { name: "the switch (its rows stay): everything", step: "switch.add", undo: EVERYTHING },
   { name: "the flow sync: everything", step: "flows.sync", undo: EVERYTHING },
@@ -219,7 +222,7 @@ Deno.test("a rollback unbinds a stable port whose PUT answer was lost, never rel
   world.failAt("manager.putPort", 1, "answer lost");
   await assert.rejects(wiring.wire(attachment(["stable:t:p-eth0"]), request()));
   assert.deepEqual(undone(world.calls), [
-    "links.remove knhost0",
+    ...FIRST_LINK,
     "manager.unbindPort stable:t:p-eth0",
     "state.delete c1/eth0",
   ]);
@@ -278,7 +281,7 @@ Deno.test("a port on a physnet this node does not map is refused and released", 
   const before = world.snapshot();
   await assert.rejects(wiring.wire(attachment(["uid-c1-eth0"]), request()), PhysnetNotMappedError);
   assert.deepEqual(undone(world.calls), [
-    "links.remove knhost0",
+    ...FIRST_LINK,
     "manager.deletePort uid-c1-eth0",
     "state.delete c1/eth0",
   ]);
@@ -296,7 +299,7 @@ Deno.test("an accept hook's refusal releases the port", async () => {
   };
   await assert.rejects(wiring.wire(attachment(), request({ accept: refuse })), /MTU too big/);
   assert.deepEqual(undone(world.calls), [
-    FIRST_LINK,
+    ...FIRST_LINK,
     "manager.deletePort uid-c1-eth0",
     "state.delete c1/eth0",
   ]);
@@ -389,4 +392,68 @@ Deno.test("a pair is made with the MTU its network's interfaces got last; setup 
   assert.deepEqual(made, [1500, 1450], "the network's MTU once one of its interfaces had it");
   assert.deepEqual(completed, [[1500, 1450], [1450, 1450]]);
   assert.equal(world.podEnds.get(`${NETNS}/eth0`)?.mtu, 1450);
+});
+
+/**
+ * Runs `wire` of each attachment at once, with the manager's answers held until `check` has
+ * looked at the world.
+ */
+async function wireWithPutsHeld(
+  world: FakeWorld,
+  wiring: Wiring,
+  attachments: Attachment[],
+  check: () => void,
+) {
+  const put = world.manager.putPort;
+  let answer = () => {};
+  const held = new Promise<void>((resolve) => answer = resolve);
+  let puts = 0;
+  world.manager.putPort = (...args) => (puts++, held.then(() => put(...args)));
+  const wired = Promise.all(attachments.map((a) => wiring.wire(a, request())));
+  while (puts < attachments.length) await new Promise((r) => setTimeout(r, 0));
+  await new Promise((r) => setTimeout(r, 0));
+  try {
+    check();
+  } finally {
+    answer();
+    await wired;
+  }
+}
+
+Deno.test("the first interface's switch port is plugged while the manager is asked, with the ofport its record names", async () => {
+  const { world, wiring } = setup();
+  await wireWithPutsHeld(world, wiring, [attachment(["uid-c1-eth0"])], () => {
+    const port = world.switchPorts.get("br-int")?.get("knhost0");
+    assert.ok(port, "on the bridge before the manager has answered");
+    assert.equal(port.ofportRequest, 1000);
+    assert.equal(world.records.get("c1/eth0")?.interfaces[0].ofport, 1000, "the record names it");
+    assert.equal(world.records.get("c1/eth0")?.status, "adding");
+  });
+  const ports = world.switchPorts.get("br-int")!;
+  assert.deepEqual([...ports.keys()], ["knhost0"]);
+  assert.equal(ports.get("knhost0")!.externalIds!["knitter-network"], "t/net0");
+  assert.ok(!world.calls.some((c) => c.startsWith("switch.label")), "no IDs to correct");
+});
+
+Deno.test("a port on another tenant's public network: the early switch port's external IDs are corrected once the manager names the owner", async () => {
+  const { world, wiring } = setup();
+  const put = world.manager.putPort;
+  world.manager.putPort = async (...args) => ({ ...(await put(...args)), networkTenant: "owner" });
+  await wiring.wire(attachment(), request());
+  const ids = world.switchPorts.get("br-int")!.get("knhost0")!.externalIds!;
+  assert.equal(ids["knitter-network"], "owner/net0");
+  assert.equal(ids["knitter-container"], "c1");
+  assert.ok(world.calls.includes("switch.label knhost0"));
+});
+
+Deno.test("beside another ADD, the switch ports are plugged after the manager's answers, together", async () => {
+  const { world, wiring } = setup();
+  const other = { ...attachment(["uid-c2-eth0"]), containerId: "c2", netns: "/var/run/netns/pod2" };
+  other.interfaces[0].hostIfName = "knother0";
+  await wireWithPutsHeld(world, wiring, [attachment(["uid-c1-eth0"]), other], () => {
+    assert.equal(world.switchPorts.get("br-int")?.size ?? 0, 0, "nothing plugged early");
+  });
+  assert.deepEqual([...world.switchPorts.get("br-int")!.keys()].sort(), ["knhost0", "knother0"]);
+  const stored = (await world.state.getAttachment("c2", "eth0"))!;
+  assert.equal(stored.status, "ready");
 });

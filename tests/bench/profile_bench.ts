@@ -17,6 +17,12 @@ export interface PhaseShare {
   ms: number;
   /** Mean number of such calls per pod. */
   calls: number;
+  /**
+   * When the phase's first call started and its last ended, in mean milliseconds from the exec's
+   * start (pods without such a call left out): the order the steps run in, side by side or not.
+   */
+  from?: number;
+  to?: number;
 }
 
 export interface BurstPhase {
@@ -114,8 +120,15 @@ function attribute(
     s.calls += calls;
     sums.set(phase, s);
   };
+  const spans = new Map<string, { from: number[]; to: number[] }>();
   for (const r of runs) {
     const inside = events.filter((e) => e.start >= r.start && e.end <= r.end);
+    for (const [phase, [from, to]] of spansOf(inside)) {
+      const s = spans.get(phase) ?? { from: [], to: [] };
+      s.from.push(from - r.start);
+      s.to.push(to - r.start);
+      spans.set(phase, s);
+    }
     const serve = inside.filter((e) => phaseOf(e) === "serve");
     const served = serve.reduce((a, e) => a + (e.end - e.start), 0);
     const timedSpans: [number, number][] = [];
@@ -135,9 +148,24 @@ function attribute(
     );
   }
   const n = runs.length;
-  const phases = [...sums].map(([phase, s]) => ({ phase, ms: s.ms / n, calls: s.calls / n }))
-    .sort((a, b) => b.ms - a.ms);
+  const phases = [...sums].map(([phase, s]) => {
+    const span = spans.get(phase);
+    const when = span ? { from: mean(span.from), to: mean(span.to) } : {};
+    return { phase, ms: s.ms / n, calls: s.calls / n, ...when };
+  }).sort((a, b) => b.ms - a.ms);
   return { totalMs: mean(runs.map((r) => r.ms)), phases };
+}
+
+/** Each timed phase's first start and last end among `events` (one pod's). */
+function spansOf(events: TraceEvent[]): Map<string, [number, number]> {
+  const out = new Map<string, [number, number]>();
+  for (const e of events) {
+    const phase = phaseOf(e);
+    if (phase === null || phase === "serve") continue;
+    const [from, to] = out.get(phase) ?? [e.start, e.end];
+    out.set(phase, [Math.min(from, e.start), Math.max(to, e.end)]);
+  }
+  return out;
 }
 
 function meansOf(phases: BurstPhase[]): Map<string, number> {

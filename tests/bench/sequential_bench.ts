@@ -48,7 +48,11 @@ const ms = (x: number) => `${x.toFixed(1)} ms`;
   if (values.profile) {
     const p = await addProfile(cleanup, stack, 22, 10);
     console.log(`\nADD, mean per pod over ${p.pods} pods: ${ms(p.add.totalMs)}`);
-    for (const ph of p.add.phases) console.log(`| ${ph.phase} | ${ms(ph.ms)} | ${ph.calls} |`);
+    console.log("| phase | mean per pod | calls | from | to (ms after the exec started) |");
+    for (const ph of [...p.add.phases].sort((a, b) => (a.from ?? 1e9) - (b.from ?? 1e9))) {
+      const when = ph.from === undefined ? "| |" : `| ${ms(ph.from)} | ${ms(ph.to!)} |`;
+      console.log(`| ${ph.phase} | ${ms(ph.ms)} | ${ph.calls} ${when}`);
+    }
     console.log("\nmean per call, sequential ADDs:");
     for (const [phase, mean] of p.sequentialPerCall) console.log(`| ${phase} | ${ms(mean)} |`);
   }
