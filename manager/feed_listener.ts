@@ -68,7 +68,15 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
     options.onRefusedConnection,
     (conn) => {
       open.add(conn);
-      serveConn(conn, options).catch(() => closeQuietly(conn)).finally(() => open.delete(conn));
+      const forget = () => void open.delete(conn);
+      serveConn(conn, options).then(
+        // Nothing of the handshake (its request, head, answer) is held while the socket lives.
+        (socket) => socket ? socket.done.then(forget) : forget(),
+        () => {
+          forget();
+          closeQuietly(conn);
+        },
+      );
     },
   );
   return {
@@ -81,28 +89,31 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
   };
 }
 
-/** One connection: its head read and checked, then its socket served until it ends. */
-async function serveConn(conn: Deno.Conn, options: FeedListenerOptions): Promise<void> {
+/** One connection: its head read and checked, then its socket opened (or the refusal answered). */
+async function serveConn(
+  conn: Deno.Conn,
+  options: FeedListenerOptions,
+): Promise<ConnSocket | undefined> {
   try {
     (conn as Deno.TcpConn).setNoDelay?.(true);
   } catch { /* not TCP */ }
   const head = await timedHead(conn, options);
   if (head === undefined) return;
-  if (head instanceof ApiError) return answer(conn, errorResponse(head));
+  if (head instanceof ApiError) return void await answer(conn, errorResponse(head));
   const refused = handshakeRefusal(head);
-  if (refused) return answer(conn, errorResponse(refused));
+  if (refused) return void await answer(conn, errorResponse(refused));
   const req = new Request(`http://feed-socket${head.target}`, { headers: head.headers });
   const socket = new ConnSocket(conn);
   handSocket(req, socket);
   const res = await options.handler(req);
-  if (!wasTaken(socket)) return answer(conn, res);
+  if (!wasTaken(socket)) return void await answer(conn, res);
   const accept = await acceptOf(head.headers.get("sec-websocket-key")!);
   await writeAll(
     conn,
     "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n" +
       `sec-websocket-accept: ${accept}\r\n\r\n`,
   ).then(() => socket.open(), () => socket.end());
-  await socket.done;
+  return socket;
 }
 
 interface Head {
@@ -142,16 +153,24 @@ async function timedHead(
 
 const CRLF2 = [13, 10, 13, 10];
 
+/** A head's first buffer: a handshake fits; a longer head doubles it, up to HEAD_MAX_BYTES. */
+const HEAD_FIRST_BYTES = 1024;
+
 /** Reads up to the head's blank line; an ApiError for a head too large or not HTTP. */
 async function readHead(conn: Deno.Conn): Promise<Head | undefined> {
-  const buffer = new Uint8Array(HEAD_MAX_BYTES);
+  let buffer = new Uint8Array(HEAD_FIRST_BYTES);
   let have = 0;
   for (;;) {
     if (have === buffer.length) {
-      throw new ApiError(
-        "header_too_large",
-        `The request head is over ${HEAD_MAX_BYTES} bytes; a WebSocket handshake needs a few hundred`,
-      );
+      if (have === HEAD_MAX_BYTES) {
+        throw new ApiError(
+          "header_too_large",
+          `The request head is over ${HEAD_MAX_BYTES} bytes; a WebSocket handshake needs a few hundred`,
+        );
+      }
+      const grown = new Uint8Array(Math.min(HEAD_MAX_BYTES, have * 2));
+      grown.set(buffer);
+      buffer = grown;
     }
     const n = await conn.read(buffer.subarray(have));
     if (n === null) return undefined;
