@@ -320,6 +320,8 @@ export class ManagerClient {
     signal?: AbortSignal,
   ): Promise<"ended" | "expired" | "refused"> {
     const path = `/api/v1/feed?after=${enc(cursor)}&timeout=${heartbeatS}&stream=websocket`;
+    // Stopped while the port was asked: an abort listener added now would never run.
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(`${base.replace(/^http/, "ws")}${path}`, {
         headers: { authorization: `Bearer ${this.token}` },

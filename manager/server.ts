@@ -106,17 +106,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   const onSlowClient = (what: { remote: string; reason: string }) =>
     log.info("slow client disconnected", what);
   const onRefusedConnection = () => ctx.metrics.refusedConnections.inc();
-  const server = limits.headerTimeoutMs === 0
-    ? await serveDirect(config.listen.hostname, config.listen.port, tlsFiles, app.fetch)
-    : await serveGuarded({
-      hostname: config.listen.hostname,
-      port: config.listen.port,
-      tls: tlsFiles,
-      limits,
-      budget,
-      onSlowClient,
-      onRefusedConnection,
-    }, app.fetch);
+  // Up before the API, which names its port: no follower is told of it before it listens.
   const feedSockets = startFeedSockets(config, {
     tls: tlsFiles,
     limits: guardLimits,
@@ -126,6 +116,17 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     onRefusedConnection,
   });
   if (feedSockets) recordSocketPort(ctx, feedSockets.addr.port);
+  const server = await serveApi(config, app.fetch, {
+    tls: tlsFiles,
+    limits,
+    budget,
+    onSlowClient,
+    onRefusedConnection,
+  }).catch(async (err) => {
+    // The API's port taken, say: the feed's is let go too, so that nothing is left listening.
+    await feedSockets?.shutdown();
+    throw err;
+  });
   const { hostname, port } = server.addr;
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
   const url = `${config.tls ? "https" : "http"}://${host}:${port}`;
@@ -165,4 +166,16 @@ function startFeedSockets(
   const port = config.listen.feedSocketPort ?? 0;
   if (port === 0) return undefined;
   return serveFeedSockets({ hostname: config.listen.hostname, port, ...options });
+}
+
+/** The API's listener: behind the connection guard, or straight on Deno.serve (headerTimeoutMs 0). */
+function serveApi(
+  config: ManagerConfig,
+  handler: Parameters<typeof serveGuarded>[1],
+  options: Omit<Parameters<typeof serveGuarded>[0], "hostname" | "port">,
+) {
+  const { hostname, port } = config.listen;
+  return options.limits?.headerTimeoutMs === 0
+    ? serveDirect(hostname, port, options.tls, handler)
+    : serveGuarded({ hostname, port, ...options }, handler);
 }
