@@ -6,7 +6,14 @@
  */
 import assert from "node:assert/strict";
 import { startManager } from "./server.ts";
-import { bulkyRules, callApi as call, nodeRequestsInFlight } from "./test_support.ts";
+import {
+  bulkyRules,
+  callApi as call,
+  CLUSTER_TOKEN,
+  CLUSTER_TOKENS,
+  nodeRequestsInFlight,
+} from "./test_support.ts";
+import type { TokenConfig } from "./auth.ts";
 import { ManagerClient } from "@knitter/common";
 
 const ADMIN = "listener-test-admin-token-0123456789";
@@ -26,7 +33,11 @@ function freePort(): number {
 }
 
 /** A guarded manager (the default) with a feed socket port. */
-async function guarded(dir: string, limits: Record<string, number> = {}) {
+async function guarded(
+  dir: string,
+  limits: Record<string, number> = {},
+  more: TokenConfig[] = [],
+) {
   const feedSocketPort = freePort();
   const m = await startManager({
     listen: { hostname: "127.0.0.1", port: 0, feedSocketPort },
@@ -39,6 +50,7 @@ async function guarded(dir: string, limits: Record<string, number> = {}) {
         scope: "node" as const,
         node: `n${i}`,
       })),
+      ...more,
     ],
     vniRanges: ["5000-5999"],
     underlayMtu: 1500,
@@ -51,9 +63,10 @@ async function guarded(dir: string, limits: Record<string, number> = {}) {
 async function inManager(
   fn: (m: Awaited<ReturnType<typeof guarded>>) => Promise<void>,
   limits?: Record<string, number>,
+  tokens?: TokenConfig[],
 ) {
   const dir = await Deno.makeTempDir({ prefix: "knitter-listener-test-" });
-  const m = await guarded(dir, limits);
+  const m = await guarded(dir, limits, tokens);
   try {
     await fn(m);
   } finally {
@@ -384,4 +397,53 @@ Deno.test("feed socket port: the client finds it and follows there; a manager re
     await m.shutdown();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("attack: over the socket port a cluster's node sees none of another cluster's ports, an unregistered cluster's token gets no socket, and a change of its reach ends its socket", async () => {
+  await inManager(
+    async (m) => {
+      const TOK = CLUSTER_TOKEN;
+      await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
+      await call(m.url, "POST", "tenants", ADMIN, { name: "globex" });
+      await call(m.url, "POST", "clusters", ADMIN, { name: "east", tenants: ["acme"] });
+      await call(m.url, "POST", "clusters", ADMIN, { name: "west", tenants: ["acme", "globex"] });
+      await call(m.url, "POST", "tenants/acme/networks", ADMIN, {
+        name: "blue",
+        cidr: "10.1.0.0/24",
+      });
+      await call(m.url, "POST", "tenants/globex/networks", ADMIN, {
+        name: "red",
+        cidr: "10.2.0.0/24",
+      });
+      await call(m.url, "PUT", "nodes/n1", TOK.westN1, { underlayIp: "192.0.2.2" });
+      const { cursor } = await call(m.url, "GET", "feed", TOK.eastN1);
+
+      const north = await send(
+        m.feedSocketPort,
+        handshakeHead(`/api/v1/feed?after=${cursor}&stream=websocket`, TOK.northN1),
+      );
+      north.conn.close();
+      assert.match(north.answer, /^HTTP\/1\.1 4\d\d /);
+
+      const east = follow(m.socketUrl, TOK.eastN1, cursor);
+      await east.next();
+      await call(m.url, "PUT", "tenants/globex/networks/red/ports/g1", TOK.westN1, { node: "n1" });
+      await call(m.url, "PUT", "tenants/acme/networks/blue/ports/b1", TOK.westN1, { node: "n1" });
+      const page = await east.changes();
+      const seen = page!.events.map((e) => JSON.stringify(e));
+      assert.equal(seen.length, 1, `east sees blue's port only: ${seen}`);
+      assert.match(seen[0], /"node":"n1@west"/);
+      assert.ok(!seen.join().includes("globex") && !seen.join().includes("red"));
+
+      // East may use globex now: what it was told no longer holds, its socket ends with feed_expired.
+      await call(m.url, "PATCH", "clusters/east", ADMIN, { tenants: ["acme", "globex"] });
+      let last = await east.next();
+      while (last && !(last as { error?: unknown }).error) last = await east.next();
+      assert.equal((last as unknown as { error: { code: string } }).error.code, "feed_expired");
+      await east.next();
+      assert.equal(east.closed?.code, 1000);
+    },
+    {},
+    CLUSTER_TOKENS,
+  );
 });
