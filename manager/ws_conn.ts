@@ -29,6 +29,7 @@ export class ConnSocket {
   /** A close frame is queued: nothing more is. */
   private closing = false;
   private ended = false;
+  private closingTimer: ReturnType<typeof setTimeout> | undefined;
   /** Resolves when the connection is closed. */
   readonly done: Promise<void>;
   private markDone!: () => void;
@@ -56,13 +57,14 @@ export class ConnSocket {
     if (code === 1008) return this.end();
     this.enqueue(closeFrame(code, reason));
     this.closing = true;
-    setTimeout(() => this.end(), CLOSING_MS);
+    this.closingTimer = setTimeout(() => this.end(), CLOSING_MS);
   }
 
   /** Closes the connection now, queued bytes or not. */
   end(): void {
     if (this.ended) return;
     this.ended = true;
+    clearTimeout(this.closingTimer);
     this.queue = [];
     try {
       this.conn.close();
@@ -114,12 +116,11 @@ export class ConnSocket {
         }
       }
     } catch (err) {
-      if (err instanceof FrameError) {
-        // What is queued may never go: the frame goes if it can, the connection now.
-        this.conn.write(closeFrame(err.code, err.message)).catch(() => {}).finally(() =>
-          this.end()
-        );
-        return;
+      // A frame the feed does not take: its close frame says why, unless a write is under way
+      // (its bytes must not be split), then the connection ends, whatever is queued.
+      if (err instanceof FrameError && !this.writing && !this.ended) {
+        this.writing = true;
+        await this.conn.write(closeFrame(err.code, err.message)).catch(() => {});
       }
       this.end();
     }
