@@ -22,6 +22,9 @@ import { acceptOf, validKey } from "./ws_frames.ts";
 /** The feed's path (routes.ts API_BASE and the feed route's). */
 export const FEED_PATH = "/api/v1/feed";
 
+/** The longest a shutdown waits for the sockets' close frames to go. */
+const SHUTDOWN_MS = 1000;
+
 /** A request head longer than this is refused (431): a handshake is a few hundred bytes. */
 export const HEAD_MAX_BYTES = 16 * 1024;
 
@@ -62,6 +65,7 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
     ? Deno.listenTls({ hostname: options.hostname, port: options.port, ...options.tls })
     : Deno.listen({ hostname: options.hostname, port: options.port });
   const open = new Set<Deno.Conn>();
+  const sockets = new Set<ConnSocket>();
   const accepting = acceptBudgeted(
     listener,
     options.budget,
@@ -71,7 +75,14 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
       const forget = () => void open.delete(conn);
       serveConn(conn, options).then(
         // Nothing of the handshake (its request, head, answer) is held while the socket lives.
-        (socket) => socket ? socket.done.then(forget) : forget(),
+        (socket) => {
+          if (!socket) return forget();
+          sockets.add(socket);
+          socket.done.then(() => {
+            sockets.delete(socket);
+            forget();
+          });
+        },
         () => {
           forget();
           closeQuietly(conn);
@@ -84,6 +95,14 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
     async shutdown() {
       closeQuietly(listener);
       await accepting;
+      // The manager's feed closed first: each socket's close frame (1000) goes out if it can
+      // within SHUTDOWN_MS, so that its follower comes back at once rather than after a backoff.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.all([...sockets].map((socket) => socket.done)),
+        new Promise((r) => (timer = setTimeout(r, SHUTDOWN_MS))),
+      ]);
+      clearTimeout(timer);
       for (const conn of open) closeQuietly(conn);
     },
   };
