@@ -212,6 +212,9 @@ export class FeedFollower {
    * then on; a stream that ended before its first page counts as a failed attempt (backoff).
    */
   private async followStream(stop: AbortSignal): Promise<void> {
+    // Stopped as the list before it ended: a listener added now would never run, and the stream
+    // would outlive stop().
+    if (stop.aborted) return;
     const mine = new AbortController();
     const onStop = () => mine.abort(stop.reason);
     stop.addEventListener("abort", onStop, { once: true });

@@ -284,9 +284,46 @@ export class ManagerClient {
     signal?: AbortSignal,
   ): Promise<"ended" | "expired" | "refused"> {
     if (this.client) return Promise.resolve("refused");
+    return this.feedSocketBase(signal).then((base) =>
+      this.followSocket(base, cursor, heartbeatS, page, signal)
+    );
+  }
+
+  /**
+   * Where the manager serves the feed's sockets: its feed socket port (GET /feed/socket), or its
+   * API's own port when it has none (404; a manager served without its guard takes sockets there,
+   * a guarded one refuses them: 501, "refused").
+   */
+  private async feedSocketBase(signal?: AbortSignal): Promise<string> {
+    let port: number;
+    try {
+      ({ port } = await this.call<{ port: number }>(
+        "GET",
+        "/api/v1/feed/socket",
+        undefined,
+        signal,
+      ));
+    } catch (err) {
+      if (err instanceof ManagerError && err.status === 404) return this.url;
+      throw err;
+    }
+    const url = new URL(this.url);
+    url.port = String(port);
+    return url.origin;
+  }
+
+  private followSocket(
+    base: string,
+    cursor: string,
+    heartbeatS: number,
+    page: (page: { cursor: string; events: FeedEvent[] }) => void,
+    signal?: AbortSignal,
+  ): Promise<"ended" | "expired" | "refused"> {
     const path = `/api/v1/feed?after=${enc(cursor)}&timeout=${heartbeatS}&stream=websocket`;
+    // Stopped while the port was asked: an abort listener added now would never run.
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(`${this.url.replace(/^http/, "ws")}${path}`, {
+      const ws = new WebSocket(`${base.replace(/^http/, "ws")}${path}`, {
         headers: { authorization: `Bearer ${this.token}` },
       });
       ws.binaryType = "arraybuffer";

@@ -53,6 +53,12 @@ export const ConfigSchema = z.strictObject({
     port: z.int().min(0).max(65535).default(9527),
     /** Also serve on this unix socket (same API, same tokens): for agents on the same machine. */
     socket: z.string().optional(),
+    /**
+     * The feed's WebSocket listener (feed_listener.ts), on the same address, with the API's TLS
+     * and connection guard limits; 0 or absent (the default): none, so a manager opens no port it was not
+     * told to (the deploy manifests set 9528).
+     */
+    feedSocketPort: z.int().min(0).max(65535).optional(),
   }).default({ hostname: "0.0.0.0", port: 9527 }),
   tls: z.strictObject({ certFile: z.string(), keyFile: z.string() }).optional(),
   store: z.strictObject({
@@ -175,6 +181,7 @@ Options:
 Environment (overrides the file; flags override both):
   KNITTER_MANAGER_LISTEN       HOST:PORT
   KNITTER_MANAGER_SOCKET       also serve on this unix socket
+  KNITTER_MANAGER_FEED_SOCKET_PORT  serve the feed's WebSockets on this port too (0: not)
   KNITTER_MANAGER_STORE        Deno KV file path, or https:// URL of a remote Deno KV
   KNITTER_MANAGER_KV_ACCESS_TOKEN  access token of the remote Deno KV
   KNITTER_MANAGER_ETCD_ENDPOINTS   etcd client URLs, comma-separated (selects the etcd backend)
@@ -208,6 +215,7 @@ function spec(options: LoadOptions): DaemonConfigSpec<ManagerConfig> {
     env: {
       KNITTER_MANAGER_LISTEN: { at: "listen", parse: parseListen },
       KNITTER_MANAGER_SOCKET: "listen.socket",
+      KNITTER_MANAGER_FEED_SOCKET_PORT: { at: "listen.feedSocketPort", parse: Number },
       KNITTER_MANAGER_STORE: { at: "store", parse: store },
       KNITTER_MANAGER_KV_ACCESS_TOKEN: "store.accessToken",
       KNITTER_MANAGER_ETCD_ENDPOINTS: { at: etcd("endpoints"), parse: list },

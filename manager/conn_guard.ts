@@ -79,6 +79,8 @@ export interface GuardOptions {
   onSlowClient?: (what: { remote: string; reason: string }) => void;
   /** A connection closed at once, its address over its budget of new connections. */
   onRefusedConnection?: () => void;
+  /** The budget of new connections per address, when shared with another port (feed_listener.ts). */
+  budget?: TokenBuckets<string>;
 }
 
 type Handler = (
@@ -344,26 +346,8 @@ export function serveGuarded(
     });
   };
 
-  // Each client address's budget of new connections.
-  const budget = new TokenBuckets<string>(limits.connectionsPerSecond, limits.connectionBurst);
-  const accepting = (async () => {
-    for (;;) {
-      let c: Deno.Conn;
-      try {
-        c = await listener.accept();
-      } catch {
-        return; // closed
-      }
-      if (!budget.take((c.remoteAddr as Deno.NetAddr).hostname)) {
-        options.onRefusedConnection?.();
-        try {
-          c.close();
-        } catch { /* gone */ }
-        continue;
-      }
-      hand(c);
-    }
-  })();
+  const budget = options.budget ?? connectionBudget(limits);
+  const accepting = acceptBudgeted(listener, budget, options.onRefusedConnection, hand);
 
   let stopped!: () => void;
   const finished = new Promise<void>((r) => stopped = r);
@@ -379,6 +363,39 @@ export function serveGuarded(
       stopped();
     },
   });
+}
+
+/** Each client address's budget of new connections. */
+export function connectionBudget(limits: GuardLimits): TokenBuckets<string> {
+  return new TokenBuckets<string>(limits.connectionsPerSecond, limits.connectionBurst);
+}
+
+/**
+ * Accepts `listener`'s connections until it closes, each handed to `hand` unless its address is
+ * over its budget: then closed at once.
+ */
+export async function acceptBudgeted(
+  listener: Deno.Listener,
+  budget: TokenBuckets<string>,
+  onRefused: (() => void) | undefined,
+  hand: (conn: Deno.Conn) => void,
+): Promise<void> {
+  for (;;) {
+    let c: Deno.Conn;
+    try {
+      c = await listener.accept();
+    } catch {
+      return; // closed
+    }
+    if (!budget.take((c.remoteAddr as Deno.NetAddr).hostname)) {
+      onRefused?.();
+      try {
+        c.close();
+      } catch { /* gone */ }
+      continue;
+    }
+    hand(c);
+  }
 }
 
 /** What `Deno.serve` answers for a handler that throws (the app answers its own errors first). */

@@ -23,6 +23,8 @@ export const ERROR_STATUS = {
   body_too_large: 413,
   uri_too_long: 414,
   unsupported_media_type: 415,
+  /** A request head over the feed socket listener's bound (feed_listener.ts). */
+  header_too_large: 431,
   invalid_mac: 422,
   /** The caller is over its budget (fairness.ts); the answer says when to retry (Retry-After). */
   too_many_requests: 429,

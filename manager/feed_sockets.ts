@@ -18,6 +18,7 @@
 import { ApiError } from "./errors.ts";
 import { FeedSink, MAX_BUFFERED_BYTES } from "./feed_streams.ts";
 import { servedPerConnection } from "./conn_guard.ts";
+import { type ConnSocket, takeSocket } from "./ws_conn.ts";
 
 /** Close codes: done (a last line said why), and a follower cut off for not reading. */
 const NORMAL = 1000;
@@ -25,7 +26,7 @@ const CUT_OFF = 1008;
 
 /** One follower's socket: lines queued before it opens go out when it does. */
 export class FeedSocket extends FeedSink {
-  private socket: WebSocket | undefined;
+  private socket: WebSocket | ConnSocket | undefined;
   /** Lines waiting for the socket to open (its first page, maybe a heartbeat or a last line). */
   private pending: Uint8Array[] | undefined;
   /** Closing once the pending lines are sent (a last line came before the socket opened). */
@@ -44,10 +45,16 @@ export class FeedSocket extends FeedSink {
    */
   accept(req: Request): Response {
     try {
+      // The feed's socket listener (feed_listener.ts) handed its connection's socket along.
+      const handed = takeSocket(req);
+      if (handed) {
+        this.attach(handed);
+        return new Response(null, { status: 200 });
+      }
       if (servedPerConnection(req)) {
         throw new ApiError(
           "feed_socket_unavailable",
-          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade (unless the manager is configured with limits.feedSockets): follow the feed with stream=ndjson (or long polls)",
+          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade: open the socket on its feed socket port (GET /api/v1/feed/socket says which), or follow the feed with stream=ndjson (or long polls)",
         );
       }
       if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {
@@ -60,6 +67,7 @@ export class FeedSocket extends FeedSink {
       // No pings of Deno's own: the heartbeat pages keep the follower informed, and a dead one
       // fails the writes (a timer a socket costs about 3 KiB of 21, measured).
       const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: 0 });
+      socket.binaryType = "arraybuffer";
       this.attach(socket);
       return response;
     } catch (err) {
@@ -95,9 +103,8 @@ export class FeedSocket extends FeedSink {
     this.closeSocket(NORMAL, "");
   }
 
-  private attach(socket: WebSocket): void {
+  private attach(socket: WebSocket | ConnSocket): void {
     this.socket = socket;
-    socket.binaryType = "arraybuffer";
     socket.onopen = () => {
       const lines = this.pending ?? [];
       this.pending = undefined;

@@ -1,7 +1,8 @@
 /** Wires a configuration into a running manager: store, services, HTTP(S) server. */
 import { createLogger, type Logger, serveUnix } from "@knitter/common";
 import { createApp } from "./app.ts";
-import { serveDirect, serveGuarded } from "./conn_guard.ts";
+import { connectionBudget, DEFAULT_GUARD, serveDirect, serveGuarded } from "./conn_guard.ts";
+import { type FeedListener, recordSocketPort, serveFeedSockets } from "./feed_listener.ts";
 import { TokenTable } from "./auth.ts";
 import {
   advertisableRanges,
@@ -99,16 +100,33 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   // Behind the connection guard, a client that trickles its request header is cut off. With
   // headerTimeoutMs 0 a proxy in front does that, and requests go straight to Deno.serve.
   const tlsFiles = config.tls ? tls as { cert: string; key: string } : undefined;
-  const server = limits.headerTimeoutMs === 0
-    ? await serveDirect(config.listen.hostname, config.listen.port, tlsFiles, app.fetch)
-    : await serveGuarded({
-      hostname: config.listen.hostname,
-      port: config.listen.port,
-      tls: tlsFiles,
-      limits,
-      onSlowClient: (what) => log.info("slow client disconnected", what),
-      onRefusedConnection: () => ctx.metrics.refusedConnections.inc(),
-    }, app.fetch);
+  const guardLimits = { ...DEFAULT_GUARD, ...limits };
+  // One budget of new connections per address for both ports.
+  const budget = connectionBudget(guardLimits);
+  const onSlowClient = (what: { remote: string; reason: string }) =>
+    log.info("slow client disconnected", what);
+  const onRefusedConnection = () => ctx.metrics.refusedConnections.inc();
+  // Up before the API, which names its port: no follower is told of it before it listens.
+  const feedSockets = startFeedSockets(config, {
+    tls: tlsFiles,
+    limits: guardLimits,
+    budget,
+    handler: (req) => app.fetch(req),
+    onSlowClient,
+    onRefusedConnection,
+  });
+  if (feedSockets) recordSocketPort(ctx, feedSockets.addr.port);
+  const server = await serveApi(config, app.fetch, {
+    tls: tlsFiles,
+    limits,
+    budget,
+    onSlowClient,
+    onRefusedConnection,
+  }).catch(async (err) => {
+    // The API's port taken, say: the feed's is let go too, so that nothing is left listening.
+    await feedSockets?.shutdown();
+    throw err;
+  });
   const { hostname, port } = server.addr;
   const host = hostname.includes(":") ? `[${hostname}]` : hostname;
   const url = `${config.tls ? "https" : "http"}://${host}:${port}`;
@@ -124,6 +142,7 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
   log.info("manager ready", {
     url,
     socket: config.listen.socket,
+    feedSocketPort: feedSockets?.addr.port,
     store: describeStore(config.store),
     tokens: config.tokens.length,
   });
@@ -133,8 +152,30 @@ export async function startManager(config: ManagerConfig): Promise<RunningManage
     async shutdown() {
       clearInterval(sweeper);
       ctx.feed.close();
-      await Promise.all([server.shutdown(), local?.shutdown()]);
+      await Promise.all([server.shutdown(), local?.shutdown(), feedSockets?.shutdown()]);
       store.close();
     },
   };
+}
+
+/** The feed's socket listener, when the configuration gives it a port. */
+function startFeedSockets(
+  config: ManagerConfig,
+  options: Omit<Parameters<typeof serveFeedSockets>[0], "hostname" | "port">,
+): FeedListener | undefined {
+  const port = config.listen.feedSocketPort ?? 0;
+  if (port === 0) return undefined;
+  return serveFeedSockets({ hostname: config.listen.hostname, port, ...options });
+}
+
+/** The API's listener: behind the connection guard, or straight on Deno.serve (headerTimeoutMs 0). */
+function serveApi(
+  config: ManagerConfig,
+  handler: Parameters<typeof serveGuarded>[1],
+  options: Omit<Parameters<typeof serveGuarded>[0], "hostname" | "port">,
+) {
+  const { hostname, port } = config.listen;
+  return options.limits?.headerTimeoutMs === 0
+    ? serveDirect(hostname, port, options.tls, handler)
+    : serveGuarded({ hostname, port, ...options }, handler);
 }

@@ -127,6 +127,41 @@ Deno.test("manager serves HTTPS when given a certificate and key", async () => {
   });
 });
 
+Deno.test("the feed socket port serves TLS with the API's certificate", async () => {
+  await withDir(async (dir) => {
+    await makeCertificates(dir);
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const feedSocketPort = (free.addr as Deno.NetAddr).port;
+    free.close();
+    const m = await startManager(config(dir, {
+      listen: { hostname: "127.0.0.1", port: 0, feedSocketPort },
+      tls: { certFile: `${dir}/cert.pem`, keyFile: `${dir}/key.pem` },
+    }));
+    const caCerts = [await Deno.readTextFile(`${dir}/ca.pem`)];
+    const client = Deno.createHttpClient({ caCerts });
+    const conn = await Deno.connectTls({ hostname: "127.0.0.1", port: feedSocketPort, caCerts });
+    try {
+      const r = await fetch(`${m.url}/api/v1/feed`, {
+        client,
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      const { cursor } = await r.json();
+      const head = `GET /api/v1/feed?after=${cursor}&stream=websocket HTTP/1.1\r\n` +
+        "host: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n" +
+        "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n" +
+        `authorization: Bearer ${TOKEN}\r\n\r\n`;
+      await conn.write(new TextEncoder().encode(head));
+      const buffer = new Uint8Array(4096);
+      const n = await conn.read(buffer);
+      assert.match(new TextDecoder().decode(buffer.subarray(0, n ?? 0)), /^HTTP\/1\.1 101 /);
+    } finally {
+      conn.close();
+      client.close();
+      await m.shutdown();
+    }
+  });
+});
+
 Deno.test("a second manager process on the same store file is refused with a clear error", async () => {
   await withDir(async (dir) => {
     const m = await startManager(config(dir));

@@ -1283,3 +1283,36 @@ Deno.test("architecture: a switch port is plugged before the manager's answer by
   const made = plug.indexOf("await this.d.links.pairMade(");
   assert.ok(made > 0 && made < plug.indexOf("await this.d.ports.add([this.spec])"), "pair first");
 });
+
+/**
+ * The feed's socket port (issue 32, manager/feed_listener.ts): its connections never reach Deno's
+ * HTTP server (which would close their sockets), and it spends the guard's budget of new
+ * connections, not one of its own: only conn_guard.ts makes the budget and accepts budgeted, and
+ * the manager hands the same budget to both ports. WebSocket frames are written in ws_frames.ts
+ * only (a page's frame made once, for every socket of its group).
+ */
+Deno.test("architecture: the feed's socket port is served without Deno's HTTP server, on the guard's own budget, its frames made in ws_frames.ts only", async () => {
+  const read = (path: string) => Deno.readTextFile(`${ROOT}${path}`);
+  for (const path of ["manager/feed_listener.ts", "manager/ws_conn.ts", "manager/ws_frames.ts"]) {
+    const text = await read(path);
+    for (
+      const http of ["Deno.serve", "serveHttpOnConnection", "serveOnConnection", "upgradeWebSocket"]
+    ) {
+      assert.ok(!text.includes(http), `${path} uses ${http}`);
+    }
+  }
+  const budgets: string[] = [];
+  const framers: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path)) continue;
+    const text = await Deno.readTextFile(file);
+    if (/new TokenBuckets\b/.test(text)) budgets.push(path);
+    if (/0x80 \| op\b/.test(text)) framers.push(path);
+  }
+  assert.deepEqual(budgets, ["manager/conn_guard.ts"]);
+  assert.deepEqual(framers, ["manager/ws_frames.ts"]);
+  assert.match(await read("manager/feed_listener.ts"), /acceptBudgeted\(/);
+  const server = await read("manager/server.ts");
+  assert.equal([...server.matchAll(/\bbudget,/g)].length, 2, "one budget, handed to both ports");
+});

@@ -121,7 +121,35 @@ function viewOf(client: ManagerClient) {
   return { view, changes };
 }
 
-/** The two ways a manager serves the feed's sockets. */
+/** What a test sees of an agent's view of the manager at `url` (viewFollowing). */
+interface Following {
+  admin: ManagerClient;
+  client: CountingClient;
+  view: RemoteView;
+  changes: { next: Promise<void> };
+}
+
+/**
+ * An agent's view of the manager at `url`, started once the world is made and followed until two
+ * ports reached it; then `more` (its checks), then stopped.
+ */
+async function viewFollowing(url: string, more: (f: Following) => Promise<void> | void) {
+  const admin = new ManagerClient(url, ADMIN);
+  const client = new CountingClient(url, N1);
+  const { view, changes } = viewOf(client);
+  try {
+    await world(admin);
+    await view.start();
+    await portsReach(admin, view, changes);
+    await more({ admin, client, view, changes });
+  } finally {
+    await view.stop();
+    client.close();
+    admin.close();
+  }
+}
+
+/** The ways a manager serves the feed's sockets on its API port. */
 const SERVING = [
   { how: "straight on Deno.serve", limits: { headerTimeoutMs: 0 } },
   {
@@ -131,22 +159,16 @@ const SERVING = [
 ];
 
 for (const { how, limits } of SERVING) {
-  Deno.test(`agent view follows the manager's feed over a WebSocket: a manager ${how}`, async () => {
+  Deno.test(`agent view follows the manager's feed over a WebSocket on its API port: a manager ${how}`, async () => {
     const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
     const m = await directManager(dir, limits);
-    const admin = new ManagerClient(m.url, ADMIN);
-    const client = new CountingClient(m.url, N1);
-    const { view, changes } = viewOf(client);
     try {
-      await world(admin);
-      await view.start();
-      await portsReach(admin, view, changes);
-      assert.equal(client.sockets, 1, "one socket carried every page");
-      assert.equal(client.streams, 0);
-      assert.equal(view.nodeIp("n2"), "192.0.2.2");
+      await viewFollowing(m.url, ({ client, view }) => {
+        assert.equal(client.sockets, 1, "one socket carried every page");
+        assert.equal(client.streams, 0);
+        assert.equal(view.nodeIp("n2"), "192.0.2.2");
+      });
     } finally {
-      await view.stop();
-      client.close();
       await m.shutdown();
       await Deno.remove(dir, { recursive: true });
     }
@@ -157,20 +179,78 @@ Deno.test("agent view of a manager older than sockets: its refusal of the handsh
   const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
   const m = await directManager(dir);
   const older = olderManager(m.url);
-  const url = `http://127.0.0.1:${older.addr.port}`;
-  const admin = new ManagerClient(url, ADMIN);
-  const client = new CountingClient(url, N1);
-  const { view, changes } = viewOf(client);
   try {
-    await world(admin);
-    await view.start();
-    await portsReach(admin, view, changes);
-    assert.equal(client.sockets, 1, "the socket was refused once");
-    assert.equal(client.streams, 1, "then one stream carried every page");
+    await viewFollowing(`http://127.0.0.1:${older.addr.port}`, ({ client }) => {
+      assert.equal(client.sockets, 1, "the socket was refused once");
+      assert.equal(client.streams, 1, "then one stream carried every page");
+    });
   } finally {
-    await view.stop();
-    client.close();
     await older.shutdown();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A port free now on loopback. */
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = l.addr as Deno.NetAddr;
+  l.close();
+  return port;
+}
+
+/**
+ * A manager behind its connection guard (the default) on `port`, with the feed's socket listener
+ * on `feedSocketPort` (manager/feed_listener.ts) unless it is 0.
+ */
+function guardedManager(dir: string, port: number, feedSocketPort: number) {
+  return startManager({
+    listen: { hostname: "127.0.0.1", port, feedSocketPort },
+    store: { path: `${dir}/manager.kv` },
+    tokens: [{ token: ADMIN, scope: "admin" }, { token: N1, scope: "node", node: "n1" }],
+    vniRanges: ["5000-5999"],
+    underlayMtu: 1500,
+    logLevel: "error",
+  });
+}
+
+Deno.test("agent view of a guarded manager follows on its feed socket port, and again after the manager restarts mid-follow", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+  const [port, feedSocketPort] = [freePort(), freePort()];
+  let m = await guardedManager(dir, port, feedSocketPort);
+  try {
+    await viewFollowing(m.url, async ({ admin, client, view, changes }) => {
+      assert.equal(client.sockets, 1, "one socket on the feed socket port carried every page");
+      assert.equal(client.streams, 0);
+      await m.shutdown();
+      m = await guardedManager(dir, port, feedSocketPort);
+      const made = await admin.request<{ id: string }>(
+        "PUT",
+        "/api/v1/tenants/acme/networks/blue/ports/p3",
+        { node: "n2" },
+      );
+      // The view reconnects (the restart expired its cursor: it lists again) and sees the new
+      // port, by its list or its feed (a list tells no change: looked at every 50 ms too).
+      while (![...view.ports()].some((p) => p.id === made.id)) {
+        await Promise.race([changes.next, new Promise((r) => setTimeout(r, 50))]);
+      }
+      assert.ok(client.sockets >= 2, "followed by socket again");
+    });
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("agent view of a guarded manager without a feed socket port: the NDJSON stream", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+  const m = await guardedManager(dir, 0, 0);
+  try {
+    await viewFollowing(m.url, ({ client }) => {
+      assert.equal(client.sockets, 1, "the socket was refused once (no port, the API's refuses)");
+      assert.equal(client.streams, 1, "then one stream carried every page");
+    });
+  } finally {
     await m.shutdown();
     await Deno.remove(dir, { recursive: true });
   }

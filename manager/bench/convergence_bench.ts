@@ -5,8 +5,9 @@
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
  * loop with the process that times them. Each follower is a node with its own token, and streams
  * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream; `--ws`:
- * follows it over a WebSocket, which needs the guard on Deno.serveHttp, `--feed-sockets`, or no
- * guard, where Deno keeps upgraded sockets: feed_sockets.ts).
+ * follows it over a WebSocket: behind the guard on the manager's feed socket port, feed_listener.ts,
+ * or on its API port with `--feed-sockets`, the guard on Deno.serveHttp; with --no-guard on its API
+ * port).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -36,7 +37,7 @@ import {
   waitUp,
 } from "./clusters_bench.ts";
 import { linesOf } from "./lines.ts";
-import { ADMIN_TOKEN, percentile, spawnManager, withTempDir } from "./support.ts";
+import { ADMIN_TOKEN, freePort, percentile, spawnManager, withTempDir } from "./support.ts";
 import type { Transport } from "./feed_followers.ts";
 
 export interface ConvergenceFigures {
@@ -155,11 +156,6 @@ export async function convergenceFigures(
   const { clusters, nodes, ports, procs, guard } = opts;
   const transport = opts.transport ?? "stream";
   const feedSockets = opts.feedSockets ?? false;
-  if (transport === "ws" && guard && !feedSockets) {
-    throw new Error(
-      "the manager refuses WebSockets behind its connection guard on Deno's newer server (feed_sockets.ts): run --ws with --feed-sockets or --no-guard",
-    );
-  }
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
@@ -170,6 +166,11 @@ export async function convergenceFigures(
           tokens: tokenTable(clusters, nodes),
           // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
           limits: guard ? { connectionsPerSecond: 0, feedSockets } : { headerTimeoutMs: 0 },
+          // Behind the guard, sockets live on the feed's socket port (feed_listener.ts), unless the
+          // guard runs on Deno.serveHttp (limits.feedSockets), which sockets outlive.
+          ...(transport === "ws" && guard && !feedSockets
+            ? { listen: { feedSocketPort: freePort() } }
+            : {}),
         }),
     );
     const children: FollowerProcess[] = [];

@@ -177,6 +177,22 @@ function socket(
 
 const FOLLOWERS = { poll: follow, stream, ws: socket };
 
+/** The manager's feed socket port (GET /feed/socket) as a URL; its API's URL when it has none. */
+async function socketBase(url: string, token: string): Promise<string> {
+  const r = await fetch(`${url}/api/v1/feed/socket`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  if (r.status === 404) {
+    await r.body?.cancel();
+    return url;
+  }
+  if (!r.ok) throw new Error(`GET /feed/socket: ${r.status} ${await r.text()}`);
+  const { port } = await r.json();
+  const at = new URL(url);
+  at.port = String(port);
+  return at.origin;
+}
+
 async function main(): Promise<void> {
   const lines = linesOf(Deno.stdin.readable);
   const first = await lines.next();
@@ -186,8 +202,10 @@ async function main(): Promise<void> {
   const cursors = await Promise.all(tokens.map((t) => firstCursor(url, t)));
   let waiting = 0;
   const follower = FOLLOWERS[transport];
+  // Sockets go where the manager says (its feed socket port), as the agents' client does.
+  const at = transport === "ws" ? await socketBase(url, tokens[0]) : url;
   const followed = tokens.map((t, i) =>
-    follower(url, t, i, cursors[i], stop.signal, () => {
+    follower(at, t, i, cursors[i], stop.signal, () => {
       if (++waiting === tokens.length) say("ready");
     })
   );

@@ -82,11 +82,12 @@ export async function spawnManager(
   await Deno.writeTextFile(
     config,
     JSON.stringify({
-      listen: { hostname: "127.0.0.1", port },
       store: typeof store === "string" ? { path: store } : store,
       tokens: [{ token: ADMIN_TOKEN, scope: "admin" }],
       logLevel: "warn",
       ...more,
+      // More of `listen` (a feed socket port) beside the port chosen here.
+      listen: { hostname: "127.0.0.1", port, ...(more.listen as object | undefined) },
     }),
   );
   const child = new Deno.Command(Deno.execPath(), {

@@ -9,6 +9,7 @@ import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
 import { type FeedSink, FeedStream } from "../feed_streams.ts";
 import { FeedSocket } from "../feed_sockets.ts";
+import { FEED_PATH, socketPortOf } from "../feed_listener.ts";
 
 /** How a streamed follower's pages go, by its `stream` parameter. */
 const SINKS: Record<"ndjson" | "websocket", (first: Uint8Array) => FeedSink> = {
@@ -52,5 +53,25 @@ export const FEED: Resource = {
         }
         return ok(page);
       }),
+    route({
+      method: "GET",
+      path: "/feed/socket",
+      summary:
+        "Where to open the feed's WebSocket: the manager's feed socket port (config listen.feedSocketPort), on which sockets live with the connection guard's protections on; 404 when it has none",
+      access: "infra",
+      ok: { status: 200, schema: S.FeedSocketInfo, description: "the feed socket's port and path" },
+    }).handle(({ ctx }) => Promise.resolve().then(() => socketInfo(ctx))),
   ],
 };
+
+/** The feed socket's port and path, or why this manager has none. */
+function socketInfo(ctx: object) {
+  const port = socketPortOf(ctx);
+  if (port === undefined) {
+    throw new ApiError(
+      "not_found",
+      "This manager has no feed socket port (listen.feedSocketPort is 0): follow the feed with stream=ndjson, or stream=websocket on a manager served without its connection guard",
+    );
+  }
+  return ok({ port, path: FEED_PATH });
+}
