@@ -47,14 +47,30 @@ Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 1
     into: await iperfRate(cleanup, stream(peer, p)),
     out: await iperfRate(cleanup, stream(p, peer)),
   });
-  const within = (what: string, measured: number, limit: number) => {
-    const ratio = measured / limit;
-    console.log(
-      `${what}: ${(measured / MBIT).toFixed(2)} Mbit/s of ${limit / MBIT} (${ratio.toFixed(3)})`,
-    );
+  /** Measures of the rate into `p` from `peer`, and out of `p` to it. */
+  const into = (p: Added, peer: Added) => () => iperfRate(cleanup, stream(peer, p));
+  const out = (p: Added, peer: Added) => () => iperfRate(cleanup, stream(p, peer));
+  /**
+   * Measures the rate `measure` gives against `limit`: never more than 10 % above it, and within 10
+   * % below. A shaper cannot give more than its rate, but a machine short of CPU can give less: a
+   * reading below is measured again (three readings at most), one above fails at once.
+   */
+  const held = async (what: string, measure: () => Promise<number>, limit: number) => {
+    let best = 0;
+    for (let reading = 1; reading <= 3 && best < 0.9 * limit; reading++) {
+      const measured = await measure();
+      const ratio = measured / limit;
+      console.log(
+        `${what} (reading ${reading}): ${(measured / MBIT).toFixed(2)} Mbit/s of ${limit / MBIT} (${
+          ratio.toFixed(3)
+        })`,
+      );
+      assert.ok(ratio <= 1.1, `${what}: ${measured} bit/s is more than 10 % above ${limit}`);
+      best = Math.max(best, measured);
+    }
     assert.ok(
-      ratio >= 0.9 && ratio <= 1.1,
-      `${what}: ${measured} bit/s is not within 10 % of ${limit}`,
+      best >= 0.9 * limit,
+      `${what}: ${best} bit/s, the best of three readings, is more than 10 % below ${limit}`,
     );
   };
 
@@ -88,9 +104,8 @@ Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 1
         "no limit asked: none made",
       );
       for (const [what, peer] of [["one node", local], ["across nodes", remote]] as const) {
-        const r = await both(limited, peer);
-        within(`runtimeConfig ingress, ${what}`, r.into, INGRESS);
-        within(`runtimeConfig egress, ${what}`, r.out, EGRESS);
+        await held(`runtimeConfig ingress, ${what}`, into(limited, peer), INGRESS);
+        await held(`runtimeConfig egress, ${what}`, out(limited, peer), EGRESS);
       }
     },
   );
@@ -113,12 +128,10 @@ Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 1
     assert.equal((await endLimit(fast.hostIfName, n1.sim.netns))?.rate, 100 * MBIT);
     assert.equal((await endLimit(mixed.hostIfName, n2.sim.netns))?.rate, INGRESS);
     assert.equal((await endLimit("eth0", mixed.netns))?.rate, INGRESS, "egress: the network's");
-    const same = await both(d1, fast);
-    within("network default ingress, one node", same.into, EGRESS);
-    within("network default egress, one node", same.out, INGRESS);
-    const across = await both(d1, mixed);
-    within("network default ingress, across nodes", across.into, EGRESS);
-    within("network default egress, across nodes", across.out, INGRESS);
+    await held("network default ingress, one node", into(d1, fast), EGRESS);
+    await held("network default egress, one node", out(d1, fast), INGRESS);
+    await held("network default ingress, across nodes", into(d1, mixed), EGRESS);
+    await held("network default egress, across nodes", out(d1, mixed), INGRESS);
     for (const p of [d1, fast, mixed]) assert.equal((await p.pod.del()).code, 0);
   });
 
@@ -138,11 +151,7 @@ Deno.test("e2e bandwidth: runtimeConfig and network-default limits hold within 1
       await n1.startAgent();
       assert.equal((await endLimit(limited.hostIfName, n1.sim.netns))?.rate, INGRESS);
       assert.equal((await endLimit("eth0", limited.netns))?.rate, EGRESS);
-      within(
-        "runtimeConfig ingress after a restart",
-        await iperfRate(cleanup, stream(local, limited)),
-        INGRESS,
-      );
+      await held("runtimeConfig ingress after a restart", into(limited, local), INGRESS);
       assert.equal((await limited.pod.del()).code, 0);
       const gone = await run(["ip", "link", "show", limited.hostIfName], {
         netns: n1.sim.netns,
