@@ -112,9 +112,9 @@ export const ConfigSchema = z.strictObject({
     connectionBurst: z.int().min(1).max(1_000_000).optional(),
     /** Removed: a file that still sets it is told what replaced it rather than ignored. */
     feedSockets: removed(
-      "removed (the guard no longer runs on Deno.serveHttp, on which it carried the feed's " +
-        "WebSockets): delete it and set listen.feedSocketPort instead (9528 in the deploy " +
-        "manifests), the feed's sockets on a port of their own behind the same guard",
+      "removed (the guard no longer runs on Deno's older per-connection server, on which it " +
+        "carried the feed's WebSockets): delete it and set listen.feedSocketPort instead (9528 " +
+        "in the deploy manifests), the feed's sockets on a port of their own behind the same guard",
     ),
     /** Nesting of objects and arrays in a JSON body (400 beyond, before it is parsed). */
     jsonDepth: z.int().min(4).max(1000).optional(),
