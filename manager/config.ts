@@ -45,6 +45,11 @@ const BudgetSchema = z.strictObject({
   message: "a burst of 0 refuses every request: give burst at least 1, or ratePerSecond 0",
 });
 
+/** An option no longer offered: any value set is an error carrying `message` (what to do instead). */
+function removed(message: string) {
+  return z.never({ error: message }).optional();
+}
+
 const RangeText = z.string().regex(/^\d+-\d+$/, 'must look like "5000-16777215"');
 
 export const ConfigSchema = z.strictObject({
@@ -105,8 +110,12 @@ export const ConfigSchema = z.strictObject({
     /** New connections a second from one client address (0: no limit); see conn_guard.ts. */
     connectionsPerSecond: z.number().min(0).max(1_000_000).optional(),
     connectionBurst: z.int().min(1).max(1_000_000).optional(),
-    /** The guard on Deno's older per-connection server, which WebSockets outlive (feed_sockets.ts). */
-    feedSockets: z.boolean().optional(),
+    /** Removed: a file that still sets it is told what replaced it rather than ignored. */
+    feedSockets: removed(
+      "removed (the guard no longer runs on Deno's older per-connection server, on which it " +
+        "carried the feed's WebSockets): delete it and set listen.feedSocketPort instead (9528 " +
+        "in the deploy manifests), the feed's sockets on a port of their own behind the same guard",
+    ),
     /** Nesting of objects and arrays in a JSON body (400 beyond, before it is parsed). */
     jsonDepth: z.int().min(4).max(1000).optional(),
   }).optional(),

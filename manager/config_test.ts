@@ -303,6 +303,16 @@ Deno.test("config: bad budgets are refused, naming where", async () => {
   );
 });
 
+Deno.test("config: limits.feedSockets (removed) is refused at start, naming listen.feedSocketPort", async () => {
+  for (const feedSockets of [true, false]) {
+    const file = { "/c.json": JSON.stringify({ ...FILE, limits: { feedSockets } }) };
+    await configError(
+      load(["--config", "/c.json"], {}, file),
+      /"limits\.feedSockets": removed.*set listen\.feedSocketPort.*"\/c\.json"/,
+    );
+  }
+});
+
 Deno.test("config: manager.example.json loads, fairness budgets and all", async () => {
   const path = new URL("./manager.example.json", import.meta.url).pathname;
   const { config } = await loadConfig(["--config", path], () => undefined);

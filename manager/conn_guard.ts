@@ -30,12 +30,8 @@
  * when the connection's HTTP part does, which an upgrade is, and closing that server closes every
  * socket upgraded on it (Deno 2.9.6: the socket reads its end at once, close code 1005, whether the
  * server is closed gracefully or not; conn_guard_test.ts pins it). The guard marks the requests it
- * serves so (servedPerConnection), and a route that would upgrade refuses instead (feed_sockets.ts).
- * With `feedSockets` the guard serves each connection with Deno's older server on one connection
- * (`Deno.serveHttp`), on which an upgraded socket lives on: the feed's sockets go through the guard,
- * and every request costs more of the server's CPU (about twice the newer server's time a request
- * with an empty handler; HTTP allocations at 61 % of Deno.serve's against 90-93 %,
- * docs/benchmarks.md): off by default.
+ * serves so (servedPerConnection), and a route that would upgrade refuses instead (feed_sockets.ts):
+ * the feed's sockets have a listener of their own (feed_listener.ts), behind the same protections.
  */
 import { holdOffMs } from "./fairness.ts";
 import { TokenBuckets } from "@knitter/common";
@@ -52,8 +48,6 @@ export interface GuardLimits {
   connectionsPerSecond: number;
   /** New connections at once from one address after a quiet while. */
   connectionBurst: number;
-  /** Serve connections with Deno's older server, on which WebSockets outlive their upgrade. */
-  feedSockets: boolean;
 }
 
 export const DEFAULT_GUARD: GuardLimits = {
@@ -61,7 +55,6 @@ export const DEFAULT_GUARD: GuardLimits = {
   idleTimeoutMs: 120_000,
   connectionsPerSecond: 200,
   connectionBurst: 2000,
-  feedSockets: false,
 };
 
 export interface GuardedServer {
@@ -125,94 +118,10 @@ export function serveOnConnection(): ServeOnConnection {
   return serve as ServeOnConnection;
 }
 
-/**
- * Deno's older HTTP server on one connection (`Deno.serveHttp`, still in Deno 2.9.6), in the shape
- * of serveOnConnection's: a socket upgraded on it outlives the connection's HTTP part. Its
- * `completed` settles once the answer is sent (a streamed body's end included); its shutdown closes
- * the connection once the requests in progress are answered (at once when idle).
- */
-export function serveLegacyOnConnection(): ServeOnConnection {
-  const serveHttp = (Deno as unknown as { serveHttp?: (conn: Deno.Conn) => LegacyConn }).serveHttp;
-  if (typeof serveHttp !== "function") {
-    throw new Error(
-      `This Deno (${Deno.version.deno}) has no Deno.serveHttp, which limits.feedSockets needs: run the manager with the Deno in .tools (make setup), or without limits.feedSockets`,
-    );
-  }
-  return (conn, _signal, handler, onError) => {
-    const http = serveHttp(conn);
-    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
-    let active = 0;
-    let closing = false;
-    const close = () => {
-      try {
-        http.close();
-      } catch { /* closed */ }
-    };
-    const answer = async (event: LegacyRequestEvent) => {
-      active++;
-      const sent = Promise.withResolvers<void>();
-      sent.promise.catch(() => {});
-      const info = { remoteAddr, completed: sent.promise } as Deno.ServeHandlerInfo<Deno.NetAddr>;
-      try {
-        let res: Response;
-        try {
-          res = await handler(event.request, info);
-        } catch (err) {
-          res = onError(err);
-        }
-        await event.respondWith(res);
-        sent.resolve();
-      } catch (err) {
-        sent.reject(err); // the client went mid-answer
-      } finally {
-        active--;
-        if (closing && active === 0) close();
-      }
-    };
-    const shutdown = () => {
-      closing = true;
-      if (active === 0) close();
-    };
-    // Ends when the client closes, the guard closes it, or the connection is upgraded; then the
-    // server's own state is let go once its answers are sent (an upgraded socket lives on).
-    const finished = (async () => {
-      try {
-        for (;;) {
-          const event = await http.nextRequest();
-          if (!event) return;
-          answer(event);
-        }
-      } catch {
-        // the connection went
-      } finally {
-        shutdown();
-      }
-    })();
-    return {
-      finished,
-      shutdown() {
-        shutdown();
-        return finished;
-      },
-    };
-  };
-}
-
-/** What `Deno.serveHttp` answers (Deno's older per-connection server). */
-interface LegacyConn {
-  nextRequest(): Promise<LegacyRequestEvent | null>;
-  close(): void;
-}
-
-interface LegacyRequestEvent {
-  readonly request: Request;
-  respondWith(r: Response): Promise<void>;
-}
-
-/** The requests handed to the handler by the guard's servers on one connection. */
+/** The requests handed to the handler by the guard's server on one connection. */
 const PER_CONNECTION = new WeakSet<Request>();
 
-/** Whether `req` came through the guard's newer server (on which a WebSocket cannot live). */
+/** Whether `req` came through the guard (whose server on one connection no WebSocket outlives). */
 export function servedPerConnection(req: Request): boolean {
   return PER_CONNECTION.has(req);
 }
@@ -298,9 +207,7 @@ export function serveGuarded(
   handler: Handler,
 ): Promise<GuardedServer> {
   const limits = { ...DEFAULT_GUARD, ...options.limits };
-  const serve = limits.feedSockets ? serveLegacyOnConnection() : serveOnConnection();
-  // On the newer server a socket dies with its upgrade: routes that would upgrade refuse.
-  const marks = !limits.feedSockets;
+  const serve = serveOnConnection();
   const watched = new Set<Watched>();
   const listener: Deno.Listener = options.tls
     ? Deno.listenTls({ hostname: options.hostname, port: options.port, ...options.tls })
@@ -318,7 +225,8 @@ export function serveGuarded(
     } catch { /* not TCP */ }
     const watch = async (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
       w.began();
-      if (marks) PER_CONNECTION.add(req);
+      // A socket dies with its upgrade here: routes that would upgrade refuse (feed_sockets.ts).
+      PER_CONNECTION.add(req);
       info.completed.catch(() => {}).finally(() => w.ended());
       const held = w.released();
       if (held) await held;

@@ -11,9 +11,10 @@
  * the stream's) is sent before a close 1000.
  *
  * Deno's HTTP server on one accepted connection (the connection guard's, conn_guard.ts) closes a
- * socket upgraded on it as soon as the connection's HTTP part ends: behind the guard the upgrade is
- * refused (501 feed_socket_unavailable) and followers use the NDJSON stream, unless the guard runs
- * Deno's older server on each connection (`limits.feedSockets`), which sockets outlive.
+ * socket upgraded on it as soon as the connection's HTTP part ends: on the guarded API port the
+ * upgrade is refused (501 feed_socket_unavailable), and followers open their sockets on the feed
+ * socket port (`listen.feedSocketPort`, feed_listener.ts: the same guard's protections, the socket
+ * served in JavaScript on the raw connection) or use the NDJSON stream.
  */
 import { ApiError } from "./errors.ts";
 import { FeedSink, MAX_BUFFERED_BYTES } from "./feed_streams.ts";
@@ -54,7 +55,7 @@ export class FeedSocket extends FeedSink {
       if (servedPerConnection(req)) {
         throw new ApiError(
           "feed_socket_unavailable",
-          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade: open the socket on its feed socket port (GET /api/v1/feed/socket says which), or follow the feed with stream=ndjson (or long polls)",
+          "This manager serves its API through its connection guard, on which a WebSocket does not outlive its upgrade: open the socket on its feed socket port (GET /api/v1/feed/socket says which; a manager has one when listen.feedSocketPort is set), or follow the feed with stream=ndjson (or long polls)",
         );
       }
       if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {

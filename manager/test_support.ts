@@ -350,7 +350,7 @@ export function loopbackManager(
   dir: string,
   admin: string,
   nodes: string[],
-  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number; feedSockets?: boolean },
+  limits?: { headerTimeoutMs: number; idleTimeoutMs?: number },
 ) {
   return startManager({
     listen: { hostname: "127.0.0.1", port: 0 },

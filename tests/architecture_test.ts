@@ -1316,3 +1316,17 @@ Deno.test("architecture: the feed's socket port is served without Deno's HTTP se
   const server = await read("manager/server.ts");
   assert.equal([...server.matchAll(/\bbudget,/g)].length, 2, "one budget, handed to both ports");
 });
+
+/**
+ * One way to carry the feed's sockets (the feed socket port): the guard runs on Deno's newer
+ * per-connection server only. Deno's older, deprecated `Deno.serveHttp` (on which an upgraded socket
+ * lived on, at about twice the CPU a request) is named nowhere in the manager, tests and benches
+ * included, so no second way comes back by the side door.
+ */
+Deno.test("architecture: nothing in manager/ calls Deno.serveHttp", async () => {
+  const users: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    if (/\bserveHttp\b/.test(await Deno.readTextFile(file))) users.push(file.slice(ROOT.length));
+  }
+  assert.deepEqual(users, []);
+});

@@ -1,9 +1,9 @@
 /**
  * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView) follows a real
- * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one (straight
- * on Deno.serve, or behind its guard with limits.feedSockets), and by its NDJSON stream where it
- * refuses: an older manager refuses the parameter, one behind its connection guard on Deno's newer
- * server answers 501 (tests/e2e_feed_stream_test.ts).
+ * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one (on its
+ * API port straight on Deno.serve, or on its feed socket port behind its guard), and by its NDJSON
+ * stream where it refuses: an older manager refuses the parameter, the guarded API port answers 501
+ * (tests/e2e_feed_stream_test.ts).
  */
 import assert from "node:assert/strict";
 import { createLogger, type FeedEvent, ManagerClient } from "@knitter/common";
@@ -29,14 +29,8 @@ class CountingClient extends ManagerClient {
   }
 }
 
-/**
- * A manager that serves sockets: straight on Deno.serve (a proxy in front times headers), or behind
- * its connection guard on Deno.serveHttp (limits.feedSockets).
- */
-function directManager(
-  dir: string,
-  limits: { headerTimeoutMs: number; feedSockets?: boolean } = { headerTimeoutMs: 0 },
-) {
+/** A manager that serves sockets on its API port: straight on Deno.serve (a proxy in front times headers). */
+function directManager(dir: string) {
   return startManager({
     listen: { hostname: "127.0.0.1", port: 0 },
     store: { path: `${dir}/manager.kv` },
@@ -44,7 +38,7 @@ function directManager(
     vniRanges: ["5000-5999"],
     underlayMtu: 1500,
     logLevel: "error",
-    limits,
+    limits: { headerTimeoutMs: 0 },
   });
 }
 
@@ -149,31 +143,20 @@ async function viewFollowing(url: string, more: (f: Following) => Promise<void> 
   }
 }
 
-/** The ways a manager serves the feed's sockets on its API port. */
-const SERVING = [
-  { how: "straight on Deno.serve", limits: { headerTimeoutMs: 0 } },
-  {
-    how: "behind its connection guard on Deno.serveHttp (limits.feedSockets)",
-    limits: { headerTimeoutMs: 10_000, feedSockets: true },
-  },
-];
-
-for (const { how, limits } of SERVING) {
-  Deno.test(`agent view follows the manager's feed over a WebSocket on its API port: a manager ${how}`, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
-    const m = await directManager(dir, limits);
-    try {
-      await viewFollowing(m.url, ({ client, view }) => {
-        assert.equal(client.sockets, 1, "one socket carried every page");
-        assert.equal(client.streams, 0);
-        assert.equal(view.nodeIp("n2"), "192.0.2.2");
-      });
-    } finally {
-      await m.shutdown();
-      await Deno.remove(dir, { recursive: true });
-    }
-  });
-}
+Deno.test("agent view follows the manager's feed over a WebSocket on its API port: a manager straight on Deno.serve", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+  const m = await directManager(dir);
+  try {
+    await viewFollowing(m.url, ({ client, view }) => {
+      assert.equal(client.sockets, 1, "one socket carried every page");
+      assert.equal(client.streams, 0);
+      assert.equal(view.nodeIp("n2"), "192.0.2.2");
+    });
+  } finally {
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
 
 Deno.test("agent view of a manager older than sockets: its refusal of the handshake turns the view to the NDJSON stream", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });

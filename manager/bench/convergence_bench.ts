@@ -3,11 +3,11 @@
  * N registered nodes, ports made one at a time, alternately on a network every cluster may use and
  * on one of the port's own cluster) with 5,000 followers, which run in a few child processes of
  * their own (feed_followers.ts) so that their HTTP answers and JSON parsing do not share an event
- * loop with the process that times them. Each follower is a node with its own token, and streams
- * the feed as the agents do (`--poll`: long-polls it, as agents did before the stream; `--ws`:
- * follows it over a WebSocket: behind the guard on the manager's feed socket port, feed_listener.ts,
- * or on its API port with `--feed-sockets`, the guard on Deno.serveHttp; with --no-guard on its API
- * port).
+ * loop with the process that times them. Each follower is a node with its own token, and follows
+ * the feed as the agents do first: over a WebSocket (`--ws`, the default), behind the guard on the
+ * manager's feed socket port (feed_listener.ts), with `--no-guard` on its API port. `--stream`
+ * follows the NDJSON stream instead (what agents fall back to), `--poll` long-polls (as agents did
+ * before the stream).
  *
  * Timed: from the PUT leaving to each node that needs the port having it in a feed page (one
  * delivery), and to the last of them (the port converged). Clocks: both sides read
@@ -17,10 +17,7 @@
  * first two over the followers.
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
- *     [--ports 100] [--procs 2] [--no-guard | --feed-sockets] [--poll | --ws] [--semi-space MiB]
- *
- * `--feed-sockets` runs the guard on Deno.serveHttp (limits.feedSockets), through which `--ws`
- * goes.
+ *     [--ports 100] [--procs 2] [--no-guard] [--ws | --stream | --poll] [--semi-space MiB]
  *
  * `--semi-space N` starts the manager with V8's young generation bounded (DENO_V8_FLAGS
  * --max-semi-space-size=N): V8 grows it to 16 MiB a semi-space under the load of thousands of
@@ -45,7 +42,6 @@ export interface ConvergenceFigures {
   guard: boolean;
   transport: Transport;
   semiSpaceMiB?: number;
-  feedSockets: boolean;
   clusters: number;
   procs: number;
   ports: number;
@@ -146,16 +142,14 @@ export async function convergenceFigures(
     ports: number;
     procs: number;
     guard: boolean;
+    /** How the followers follow the feed; default: over WebSockets, as the agents do first. */
     transport?: Transport;
     /** The manager's V8 young generation, bounded (MiB a semi-space); default: V8's own. */
     semiSpaceMiB?: number;
-    /** The guard on Deno.serveHttp (limits.feedSockets), which WebSockets outlive. */
-    feedSockets?: boolean;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
-  const transport = opts.transport ?? "stream";
-  const feedSockets = opts.feedSockets ?? false;
+  const transport = opts.transport ?? "ws";
   const followers = clusters * nodes;
   return await withTempDir(async (dir) => {
     // One address opens every follower's connection: its budget of new ones is lifted.
@@ -165,12 +159,9 @@ export async function convergenceFigures(
         spawnManager(dir, `${dir}/manager.kv`, {
           tokens: tokenTable(clusters, nodes),
           // Without the connection guard (conn_guard.ts), requests go straight to Deno.serve.
-          limits: guard ? { connectionsPerSecond: 0, feedSockets } : { headerTimeoutMs: 0 },
-          // Behind the guard, sockets live on the feed's socket port (feed_listener.ts), unless the
-          // guard runs on Deno.serveHttp (limits.feedSockets), which sockets outlive.
-          ...(transport === "ws" && guard && !feedSockets
-            ? { listen: { feedSocketPort: freePort() } }
-            : {}),
+          limits: guard ? { connectionsPerSecond: 0 } : { headerTimeoutMs: 0 },
+          // Behind the guard, sockets live on the feed's socket port (feed_listener.ts).
+          ...(transport === "ws" && guard ? { listen: { feedSocketPort: freePort() } } : {}),
         }),
     );
     const children: FollowerProcess[] = [];
@@ -241,7 +232,6 @@ export async function convergenceFigures(
         guard,
         transport,
         semiSpaceMiB: opts.semiSpaceMiB,
-        feedSockets,
         clusters,
         procs: children.length,
         ports,
@@ -272,6 +262,15 @@ const TRANSPORT_NAMES: Record<Transport, string> = {
   ws: "WebSockets",
 };
 
+/** The transport the flags name (at most one of --ws, --stream, --poll); WebSockets by default. */
+function transportOf(flags: Record<Transport, boolean>): Transport {
+  const named = (Object.keys(TRANSPORT_NAMES) as Transport[]).filter((t) => flags[t]);
+  if (named.length > 1) {
+    throw new Error(`name one transport, not ${named.map((t) => `--${t}`).join(" and ")}`);
+  }
+  return named[0] ?? "ws";
+}
+
 /** Runs `start` (which spawns a process) with DENO_V8_FLAGS set to `flags`, for that process only. */
 async function withV8Flags<T>(flags: string[], start: () => Promise<T>): Promise<T> {
   if (flags.length === 0) return await start();
@@ -300,7 +299,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
       "followers (clusters × nodes, follower processes)",
       (f) =>
         `${f.followers} (${f.clusters} × ${f.followers / f.clusters}, ${f.procs})${
-          f.guard ? (f.feedSockets ? ", guard on Deno.serveHttp" : "") : ", no connection guard"
+          f.guard ? "" : ", no connection guard"
         }, ${TRANSPORT_NAMES[f.transport]}${
           f.semiSpaceMiB ? `, manager's semi-space ${f.semiSpaceMiB} MiB` : ""
         }`,
@@ -344,13 +343,13 @@ if (import.meta.main) {
       ports: { type: "string", default: "100" },
       procs: { type: "string" },
       "no-guard": { type: "boolean", default: false },
-      poll: { type: "boolean", default: false },
       ws: { type: "boolean", default: false },
+      stream: { type: "boolean", default: false },
+      poll: { type: "boolean", default: false },
       "semi-space": { type: "string" },
-      "feed-sockets": { type: "boolean", default: false },
     },
   });
-  const transport: Transport = values.ws ? "ws" : values.poll ? "poll" : "stream";
+  const transport = transportOf(values);
   const runs: ConvergenceFigures[] = [];
   for (const nodes of (values.nodes ?? ["1000", "200"]).map(Number)) {
     const clusters = Number(values.clusters);
@@ -365,7 +364,6 @@ if (import.meta.main) {
         guard: !values["no-guard"],
         transport,
         semiSpaceMiB: values["semi-space"] ? Number(values["semi-space"]) : undefined,
-        feedSockets: values["feed-sockets"],
       }),
     );
   }
