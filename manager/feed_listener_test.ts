@@ -11,6 +11,7 @@ import {
   callApi as call,
   CLUSTER_TOKEN,
   CLUSTER_TOKENS,
+  followSocket,
   nodeRequestsInFlight,
 } from "./test_support.ts";
 import type { TokenConfig } from "./auth.ts";
@@ -101,41 +102,6 @@ async function untilClosed(conn: Deno.Conn): Promise<Uint8Array> {
     if (n === null) return new Uint8Array(chunks);
     chunks.push(...buffer.subarray(0, n));
   }
-}
-
-/** A follower's socket (Deno's WebSocket client) and its pages as they come. */
-function follow(base: string, token: string, cursor: string) {
-  const ws = new WebSocket(`${base}/api/v1/feed?after=${cursor}&timeout=1&stream=websocket`, {
-    headers: { authorization: `Bearer ${token}` },
-  });
-  ws.binaryType = "arraybuffer";
-  const queue: unknown[] = [];
-  let wake: (() => void) | undefined;
-  let closed: CloseEvent | undefined;
-  ws.onmessage = (e) => {
-    queue.push(JSON.parse(DEC.decode(e.data as ArrayBuffer)));
-    wake?.();
-  };
-  ws.onclose = (e) => {
-    closed = e;
-    wake?.();
-  };
-  return {
-    ws,
-    get closed() {
-      return closed;
-    },
-    async next(): Promise<{ cursor: string; events: Record<string, unknown>[] } | undefined> {
-      while (queue.length === 0 && !closed) await new Promise<void>((r) => (wake = r));
-      return queue.shift() as { cursor: string; events: Record<string, unknown>[] } | undefined;
-    },
-    /** The next page with events. */
-    async changes() {
-      let page = await this.next();
-      while (page && page.events.length === 0) page = await this.next();
-      return page;
-    },
-  };
 }
 
 /** A masked client frame. */
@@ -235,14 +201,14 @@ Deno.test("feed socket port: pages from the cursor, heartbeats, resume by cursor
     });
     const { cursor } = await call(m.url, "GET", "feed", node(0));
     const before = await call(m.url, "PUT", `${NET}/ports/p0`, ADMIN, { node: "n1" });
-    const f = follow(m.socketUrl, node(0), cursor);
+    const f = followSocket(m.socketUrl, node(0), cursor);
     const first = await f.next();
     assert.deepEqual(portIds(first), [before.id]);
     assert.deepEqual(await f.next(), { cursor: first!.cursor, events: [] });
     f.ws.close();
     // Resumed from its last cursor: what came meanwhile, nothing twice.
     const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
-    const again = follow(m.socketUrl, node(0), first!.cursor);
+    const again = followSocket(m.socketUrl, node(0), first!.cursor);
     assert.deepEqual(portIds(await again.changes()), [made.id]);
     const next = await call(m.url, "PUT", `${NET}/ports/p2`, ADMIN, { node: "n1" });
     assert.deepEqual(portIds(await again.changes()), [next.id]);
@@ -269,7 +235,7 @@ Deno.test("attack: a follower that never reads is cut off at 1 MiB on the socket
     assert.match(slow.answer, /^HTTP\/1\.1 101 /);
     const fast = Array.from(
       { length: FOLLOWERS },
-      (_, i) => follow(m.socketUrl, node(i + 1), cursor),
+      (_, i) => followSocket(m.socketUrl, node(i + 1), cursor),
     );
     for (const f of fast) await f.next();
     const waiting = () => nodeRequestsInFlight(m.url, ADMIN);
@@ -301,7 +267,7 @@ Deno.test("attack: a client's unmasked or data frame closes its socket only; a p
     await world(m.url);
     const { cursor } = await call(m.url, "GET", "feed", node(0));
     const path = `/api/v1/feed?after=${cursor}&timeout=60&stream=websocket`;
-    const other = follow(m.socketUrl, node(1), cursor);
+    const other = followSocket(m.socketUrl, node(1), cursor);
     await other.next();
 
     const opened = async () => {
@@ -425,7 +391,7 @@ Deno.test("attack: over the socket port a cluster's node sees none of another cl
       north.conn.close();
       assert.match(north.answer, /^HTTP\/1\.1 4\d\d /);
 
-      const east = follow(m.socketUrl, TOK.eastN1, cursor);
+      const east = followSocket(m.socketUrl, TOK.eastN1, cursor);
       await east.next();
       await call(m.url, "PUT", "tenants/globex/networks/red/ports/g1", TOK.westN1, { node: "n1" });
       await call(m.url, "PUT", "tenants/acme/networks/blue/ports/b1", TOK.westN1, { node: "n1" });

@@ -5,7 +5,13 @@
  * closes an upgraded socket at once: conn_guard_test.ts).
  */
 import assert from "node:assert/strict";
-import { bulkyRules, callApi, loopbackManager, nodeRequestsInFlight } from "./test_support.ts";
+import {
+  bulkyRules,
+  callApi,
+  followSocket,
+  loopbackManager,
+  nodeRequestsInFlight,
+} from "./test_support.ts";
 
 const ADMIN = "socket-test-admin-token-0123456789";
 const node = (i: number) => `socket-test-node-${i}-token-0123456789`;
@@ -24,34 +30,9 @@ function managerIn(
   return loopbackManager(dir, ADMIN, TOKENS, limits);
 }
 
-/** A follower's socket and its messages, parsed, as they come. */
-function follow(url: string, token: string, cursor: string) {
-  const ws = new WebSocket(
-    `${url.replace(/^http/, "ws")}/api/v1/feed?after=${cursor}&timeout=1&stream=websocket`,
-    { headers: { authorization: `Bearer ${token}` } },
-  );
-  ws.binaryType = "arraybuffer";
-  const queue: unknown[] = [];
-  let wake: (() => void) | undefined;
-  let closed: CloseEvent | undefined;
-  ws.onmessage = (e) => {
-    queue.push(JSON.parse(new TextDecoder().decode(e.data as ArrayBuffer)));
-    wake?.();
-  };
-  ws.onclose = (e) => {
-    closed = e;
-    wake?.();
-  };
-  return {
-    ws,
-    get closed() {
-      return closed;
-    },
-    async next(): Promise<{ cursor: string; events: Record<string, unknown>[] } | undefined> {
-      while (queue.length === 0 && !closed) await new Promise<void>((r) => (wake = r));
-      return queue.shift() as { cursor: string; events: Record<string, unknown>[] } | undefined;
-    },
-  };
+/** The manager's API URL as a WebSocket URL. */
+function wsUrl(url: string): string {
+  return url.replace(/^http/, "ws");
 }
 
 /** A WebSocket handshake sent by hand; the answer's head, and the connection (unread after it). */
@@ -88,7 +69,7 @@ Deno.test("feed socket: a page a message from the cursor on, heartbeats, and the
     wrong.conn.close();
     assert.match(wrong.answer, /^HTTP\/1\.1 401 /);
 
-    const f = follow(m.url, node(0), cursor);
+    const f = followSocket(wsUrl(m.url), node(0), cursor);
     const first = await f.next();
     assert.deepEqual(first!.events.map((e) => (e.port as { id: string }).id), [before.id]);
     // A quiet second: an empty page at the same cursor.
@@ -171,7 +152,10 @@ Deno.test("feed socket: a follower that stops reading is cut off once far behind
     );
     slow = shake.conn;
     assert.match(shake.answer, /^HTTP\/1\.1 101 /);
-    const fast = Array.from({ length: FOLLOWERS }, (_, i) => follow(m.url, node(i + 1), cursor));
+    const fast = Array.from(
+      { length: FOLLOWERS },
+      (_, i) => followSocket(wsUrl(m.url), node(i + 1), cursor),
+    );
     for (const f of fast) await f.next();
     const waiting = () => nodeRequestsInFlight(m.url, ADMIN);
     while ((await waiting()) < FOLLOWERS + 1) await new Promise((r) => setTimeout(r, 10));
@@ -210,7 +194,7 @@ Deno.test("feed socket: the manager's shutdown ends every socket cleanly (1000, 
   const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
   const m = await managerIn(dir, DIRECT);
   const { cursor } = await call(m.url, "GET", "feed", node(0));
-  const f = follow(m.url, node(0), cursor);
+  const f = followSocket(wsUrl(m.url), node(0), cursor);
   await f.next();
   await m.shutdown();
   assert.equal(await f.next(), undefined, "no page after the end");

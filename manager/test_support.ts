@@ -381,3 +381,41 @@ export async function nodeRequestsInFlight(url: string, admin: string): Promise<
   const r = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${admin}` } });
   return Number((await r.text()).match(/in_flight_requests\{principal="node"\} (\d+)/)?.[1]);
 }
+
+/**
+ * A feed follower's socket (Deno's WebSocket client) at `base` (ws:// or wss://, the API port of a
+ * manager served straight or its feed socket port), from `cursor`, and its pages as they come.
+ */
+export function followSocket(base: string, token: string, cursor: string) {
+  const ws = new WebSocket(`${base}/api/v1/feed?after=${cursor}&timeout=1&stream=websocket`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  ws.binaryType = "arraybuffer";
+  const queue: unknown[] = [];
+  let wake: (() => void) | undefined;
+  let closed: CloseEvent | undefined;
+  ws.onmessage = (e) => {
+    queue.push(JSON.parse(new TextDecoder().decode(e.data as ArrayBuffer)));
+    wake?.();
+  };
+  ws.onclose = (e) => {
+    closed = e;
+    wake?.();
+  };
+  return {
+    ws,
+    get closed() {
+      return closed;
+    },
+    async next(): Promise<{ cursor: string; events: Record<string, unknown>[] } | undefined> {
+      while (queue.length === 0 && !closed) await new Promise<void>((r) => (wake = r));
+      return queue.shift() as { cursor: string; events: Record<string, unknown>[] } | undefined;
+    },
+    /** The next page with events. */
+    async changes() {
+      let page = await this.next();
+      while (page && page.events.length === 0) page = await this.next();
+      return page;
+    },
+  };
+}
