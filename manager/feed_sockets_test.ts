@@ -5,13 +5,7 @@
  * closes an upgraded socket at once: conn_guard_test.ts).
  */
 import assert from "node:assert/strict";
-import {
-  bulkyRules,
-  callApi,
-  followSocket,
-  loopbackManager,
-  nodeRequestsInFlight,
-} from "./test_support.ts";
+import { callApi, changeUntilSlowCut, followSocket, loopbackManager } from "./test_support.ts";
 
 const ADMIN = "socket-test-admin-token-0123456789";
 const node = (i: number) => `socket-test-node-${i}-token-0123456789`;
@@ -157,23 +151,7 @@ Deno.test("feed socket: a follower that stops reading is cut off once far behind
       (_, i) => followSocket(wsUrl(m.url), node(i + 1), cursor),
     );
     for (const f of fast) await f.next();
-    const waiting = () => nodeRequestsInFlight(m.url, ADMIN);
-    while ((await waiting()) < FOLLOWERS + 1) await new Promise((r) => setTimeout(r, 10));
-
-    let rounds = 0;
-    for (; (await waiting()) > FOLLOWERS; rounds++) {
-      assert.ok(rounds < 4000, "the slow follower was never cut off");
-      await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, {
-        rules: bulkyRules(rounds),
-      });
-      for (const f of fast) {
-        let page = await f.next();
-        while (page && page.events.length === 0) page = await f.next();
-        assert.deepEqual(page!.events.map((e) => e.type), ["securityGroup"]);
-        const group = page!.events[0].securityGroup as { rules: { peer: { cidr: string } }[] };
-        assert.equal(group.rules[0].peer.cidr, `10.${rounds % 250}.0.0/24`);
-      }
-    }
+    const rounds = await changeUntilSlowCut(m.url, ADMIN, fast);
     assert.ok(rounds > 100, `cut after ${rounds} changes: only once far behind`);
     await call(m.url, "PUT", "tenants/acme/security-groups/big", ADMIN, { rules: [] });
     for (const f of fast) {

@@ -419,3 +419,31 @@ export function followSocket(base: string, token: string, cursor: string) {
     },
   };
 }
+
+/**
+ * Changes acme's security group "big" (bulkyRules) on the manager at `url` until the manager holds
+ * no more than `fast.length` node requests, i.e. until the one follower that reads nothing was cut
+ * off; every fast follower must get each change as it comes. The rounds it took.
+ */
+export async function changeUntilSlowCut(
+  url: string,
+  admin: string,
+  fast: ReturnType<typeof followSocket>[],
+): Promise<number> {
+  const waiting = () => nodeRequestsInFlight(url, admin);
+  while ((await waiting()) < fast.length + 1) await new Promise((r) => setTimeout(r, 10));
+  let rounds = 0;
+  for (; (await waiting()) > fast.length; rounds++) {
+    assert.ok(rounds < 4000, "the slow follower was never cut off");
+    await callApi(url, "PUT", "tenants/acme/security-groups/big", admin, {
+      rules: bulkyRules(rounds),
+    });
+    for (const f of fast) {
+      const page = await f.changes();
+      assert.deepEqual(page!.events.map((e) => e.type), ["securityGroup"]);
+      const group = page!.events[0].securityGroup as { rules: { peer: { cidr: string } }[] };
+      assert.equal(group.rules[0].peer.cidr, `10.${rounds % 250}.0.0/24`);
+    }
+  }
+  return rounds;
+}
