@@ -10,6 +10,7 @@ export * from "./iso_time.ts";
 export * from "./log.ts";
 export * from "./manager_client.ts";
 export * from "./mutex.ts";
+export * from "./slots.ts";
 export * from "./run.ts";
 export * from "./serve_unix.ts";
 export * from "./group_commit.ts";

@@ -15,7 +15,7 @@
  */
 import { ApiError } from "./errors.ts";
 import { acceptBudgeted, type GuardLimits } from "./conn_guard.ts";
-import type { TokenBuckets } from "@knitter/common";
+import { Slots, type TokenBuckets } from "@knitter/common";
 import { ConnSocket, handSocket, wasTaken } from "./ws_conn.ts";
 import { acceptOf, validKey } from "./ws_frames.ts";
 
@@ -27,6 +27,15 @@ const SHUTDOWN_MS = 1000;
 
 /** A request head longer than this is refused (431): a handshake is a few hundred bytes. */
 export const HEAD_MAX_BYTES = 16 * 1024;
+
+/**
+ * Complete handshakes served by the app at a time. Every node reconnects at once after a manager
+ * restart; thousands of handshakes in the app together leave the process holding what they
+ * needed at their peak (5,000 at once: 284 MiB after collection, 196 MiB a few at a time; see
+ * docs/benchmarks.md). A handshake takes its turn once its head is in, so a trickling head never
+ * holds one, and a turn ends when the 101 (or the refusal) is written.
+ */
+export const HANDSHAKES_AT_ONCE = 64;
 
 const PORTS = new WeakMap<object, number>();
 
@@ -52,6 +61,8 @@ export interface FeedListenerOptions {
   handler: (req: Request) => Response | Promise<Response>;
   onSlowClient?: (what: { remote: string; reason: string }) => void;
   onRefusedConnection?: () => void;
+  /** Complete handshakes in the app at a time (default HANDSHAKES_AT_ONCE). */
+  handshakesAtOnce?: number;
 }
 
 export interface FeedListener {
@@ -66,6 +77,7 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
     : Deno.listen({ hostname: options.hostname, port: options.port });
   const open = new Set<Deno.Conn>();
   const sockets = new Set<ConnSocket>();
+  const turns = new Slots(options.handshakesAtOnce ?? HANDSHAKES_AT_ONCE);
   const accepting = acceptBudgeted(
     listener,
     options.budget,
@@ -73,7 +85,7 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
     (conn) => {
       open.add(conn);
       const forget = () => void open.delete(conn);
-      serveConn(conn, options).then(
+      serveConn(conn, options, turns).then(
         // Nothing of the handshake (its request, head, answer) is held while the socket lives.
         (socket) => {
           if (!socket) return forget();
@@ -112,19 +124,29 @@ export function serveFeedSockets(options: FeedListenerOptions): FeedListener {
 async function serveConn(
   conn: Deno.Conn,
   options: FeedListenerOptions,
+  turns: Slots,
 ): Promise<ConnSocket | undefined> {
   try {
     (conn as Deno.TcpConn).setNoDelay?.(true);
   } catch { /* not TCP */ }
   const head = await timedHead(conn, options);
   if (head === undefined) return;
+  return await turns.run(() => handshake(conn, head, options.handler));
+}
+
+/** A complete head answered: the app's refusal, or the socket opened. */
+async function handshake(
+  conn: Deno.Conn,
+  head: Head | ApiError,
+  handler: FeedListenerOptions["handler"],
+): Promise<ConnSocket | undefined> {
   if (head instanceof ApiError) return void await answer(conn, errorResponse(head));
   const refused = handshakeRefusal(head);
   if (refused) return void await answer(conn, errorResponse(refused));
   const req = new Request(`http://feed-socket${head.target}`, { headers: head.headers });
   const socket = new ConnSocket(conn);
   handSocket(req, socket);
-  const res = await options.handler(req);
+  const res = await handler(req);
   if (!wasTaken(socket)) return void await answer(conn, res);
   const accept = await acceptOf(head.headers.get("sec-websocket-key")!);
   await writeAll(

@@ -14,7 +14,9 @@ import {
   followSocket,
 } from "./test_support.ts";
 import type { TokenConfig } from "./auth.ts";
-import { ManagerClient } from "@knitter/common";
+import { ManagerClient, TokenBuckets } from "@knitter/common";
+import { serveFeedSockets } from "./feed_listener.ts";
+import { DEFAULT_GUARD } from "./conn_guard.ts";
 
 const ADMIN = "listener-test-admin-token-0123456789";
 const TENANT = "listener-test-tenant-token-0123456789";
@@ -222,6 +224,25 @@ Deno.test("feed socket port: pages from the cursor, heartbeats, resume by cursor
   });
 });
 
+Deno.test("feed socket port: a socket opened without a cursor follows from now, its first page's cursor one a long poll resumes from", async () => {
+  await inManager(async (m) => {
+    await world(m.url);
+    await call(m.url, "PUT", `${NET}/ports/p0`, ADMIN, { node: "n1" });
+    const f = followSocket(m.socketUrl, node(0));
+    const first = await f.next();
+    assert.deepEqual(
+      first?.events,
+      [],
+      "what was made before the socket is the listing's, not the feed's",
+    );
+    const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
+    assert.deepEqual(portIds(await f.changes()), [made.id]);
+    f.ws.close();
+    const polled = await call(m.url, "GET", `feed?after=${first!.cursor}&timeout=0`, node(0));
+    assert.deepEqual(portIds(polled), [made.id]);
+  });
+});
+
 Deno.test("attack: a follower that never reads is cut off at 1 MiB on the socket port, while the others get every change", async () => {
   await inManager(async (m) => {
     await call(m.url, "POST", "tenants", ADMIN, { name: "acme" });
@@ -397,4 +418,53 @@ Deno.test("attack: over the socket port a cluster's node sees none of another cl
     {},
     CLUSTER_TOKENS,
   );
+});
+
+Deno.test("a storm of handshakes (every node reconnecting at once) reaches the app a few at a time, all answered; a head still trickling holds no turn", async () => {
+  const atOnce = 8;
+  const storm = atOnce * 3;
+  let inApp = 0;
+  let most = 0;
+  const entered = Promise.withResolvers<void>();
+  const release = Promise.withResolvers<void>();
+  const listener = serveFeedSockets({
+    hostname: "127.0.0.1",
+    port: 0,
+    limits: { ...DEFAULT_GUARD, headerTimeoutMs: 60_000 },
+    budget: new TokenBuckets<string>(0, 0),
+    handshakesAtOnce: atOnce,
+    handler: async () => {
+      most = Math.max(most, ++inApp);
+      if (inApp === atOnce) entered.resolve();
+      await release.promise;
+      inApp--;
+      return new Response("{}", { status: 200, headers: { "content-type": "application/json" } });
+    },
+  });
+  const port = listener.addr.port;
+  // Heads that never end: they must not hold a turn the complete ones wait for.
+  const trickling = await Promise.all(
+    Array.from({ length: atOnce }, async () => {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      await conn.write(ENC.encode("GET /api/v1/feed?after=x&stream=websocket HTTP/1.1\r\n"));
+      return conn;
+    }),
+  );
+  try {
+    const answers = Array.from(
+      { length: storm },
+      () => send(port, handshakeHead("/api/v1/feed?after=x&stream=websocket")),
+    );
+    await entered.promise;
+    release.resolve();
+    const answered = await Promise.all(answers);
+    for (const { conn, answer } of answered) {
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      conn.close();
+    }
+    assert.equal(most, atOnce, "handshakes in the app at the same time");
+  } finally {
+    for (const conn of trickling) conn.close();
+    await listener.shutdown();
+  }
 });

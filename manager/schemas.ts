@@ -1013,7 +1013,10 @@ export function listOf<T extends z.ZodType>(item: T) {
 export const FeedQuery = z.strictObject({
   after: z.string().regex(/^[0-9a-f]{8}:\d+(:-?\d+)?$/, "must be a cursor from an earlier answer")
     .optional()
-    .meta({ description: "absent: answer the current cursor at once, with no events" }),
+    .meta({
+      description:
+        "absent: answer the current cursor at once, with no events; streamed, follow from now (the first, empty page carries the cursor)",
+    }),
   timeout: z.string().regex(/^\d{1,9}$/, "must be a whole number of seconds").optional()
     .transform((v) => (v === undefined ? 25 : Number(v)))
     .pipe(z.int().min(0).max(60, "must be at most 60 seconds"))
@@ -1023,7 +1026,7 @@ export const FeedQuery = z.strictObject({
     }),
   stream: z.enum(["ndjson", "websocket"]).optional().meta({
     description:
-      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). websocket (with a WebSocket handshake): the same lines, one binary message each, then a close (1000 after a last {error} line, 1008 when the follower read nothing of 1 MiB queued for it); 501 feed_socket_unavailable on the port of a manager behind its connection guard: open the socket on its feed socket port (GET /feed/socket; config listen.feedSocketPort). Needs 'after'.",
+      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). websocket (with a WebSocket handshake): the same lines, one binary message each, then a close (1000 after a last {error} line, 1008 when the follower read nothing of 1 MiB queued for it); 501 feed_socket_unavailable on the port of a manager behind its connection guard: open the socket on its feed socket port (GET /feed/socket; config listen.feedSocketPort). Without 'after' it follows from now.",
   }),
 });
 

@@ -386,8 +386,9 @@ export async function nodeRequestsInFlight(url: string, admin: string): Promise<
  * A feed follower's socket (Deno's WebSocket client) at `base` (ws:// or wss://, the API port of a
  * manager served straight or its feed socket port), from `cursor`, and its pages as they come.
  */
-export function followSocket(base: string, token: string, cursor: string) {
-  const ws = new WebSocket(`${base}/api/v1/feed?after=${cursor}&timeout=1&stream=websocket`, {
+export function followSocket(base: string, token: string, cursor?: string) {
+  const after = cursor === undefined ? "" : `after=${cursor}&`;
+  const ws = new WebSocket(`${base}/api/v1/feed?${after}timeout=1&stream=websocket`, {
     headers: { authorization: `Bearer ${token}` },
   });
   ws.binaryType = "arraybuffer";

@@ -18,6 +18,12 @@
  *
  *   deno run --allow-all manager/bench/convergence_bench.ts [--clusters 5] [--nodes 1000]
  *     [--ports 100] [--procs 2] [--no-guard] [--ws | --stream | --poll] [--semi-space MiB]
+ *     [--cursor-over-api]
+ *
+ * A stream or socket follower starts without a cursor (the feed follows from now, its first page
+ * carrying the cursor): one connection a follower. `--cursor-over-api` has each first ask its
+ * cursor on an API connection of its own, as agents do with their listing: 5,000 connections
+ * through the guard at once, whose memory the manager keeps after them.
  *
  * `--semi-space N` starts the manager with V8's young generation bounded (DENO_V8_FLAGS
  * --max-semi-space-size=N): V8 grows it to 16 MiB a semi-space under the load of thousands of
@@ -42,6 +48,7 @@ export interface ConvergenceFigures {
   guard: boolean;
   transport: Transport;
   semiSpaceMiB?: number;
+  cursorOverApi: boolean;
   clusters: number;
   procs: number;
   ports: number;
@@ -78,6 +85,7 @@ function startFollowers(
   url: string,
   tokens: string[],
   transport: Transport,
+  cursorOverApi: boolean,
   offset: number,
   heard: (follower: number, id: string, at: number) => void,
 ): FollowerProcess {
@@ -88,7 +96,9 @@ function startFollowers(
     stderr: "inherit",
   }).spawn();
   const writer = child.stdin.getWriter();
-  writer.write(new TextEncoder().encode(JSON.stringify({ url, tokens, transport }) + "\n"));
+  writer.write(
+    new TextEncoder().encode(JSON.stringify({ url, tokens, transport, cursorOverApi }) + "\n"),
+  );
   let isReady!: () => void;
   const ready = new Promise<void>((r) => isReady = r);
   const reading = (async () => {
@@ -146,6 +156,8 @@ export async function convergenceFigures(
     transport?: Transport;
     /** The manager's V8 young generation, bounded (MiB a semi-space); default: V8's own. */
     semiSpaceMiB?: number;
+    /** Followers ask their first cursor on the API, not on their stream or socket. */
+    cursorOverApi?: boolean;
   },
 ): Promise<ConvergenceFigures> {
   const { clusters, nodes, ports, procs, guard } = opts;
@@ -189,7 +201,14 @@ export async function convergenceFigures(
       const tokens = Array.from({ length: followers }, (_, f) => tokenOf(clusterOf(f), f % nodes));
       const share = Math.ceil(followers / procs);
       for (let at = 0; at < followers; at += share) {
-        children.push(startFollowers(m.url, tokens.slice(at, at + share), transport, at, heard));
+        children.push(startFollowers(
+          m.url,
+          tokens.slice(at, at + share),
+          transport,
+          opts.cursorOverApi ?? false,
+          at,
+          heard,
+        ));
       }
       await Promise.all(children.map((c) => c.ready));
       await allWaiting(m, followers);
@@ -232,6 +251,7 @@ export async function convergenceFigures(
         guard,
         transport,
         semiSpaceMiB: opts.semiSpaceMiB,
+        cursorOverApi: opts.cursorOverApi ?? false,
         clusters,
         procs: children.length,
         ports,
@@ -302,7 +322,7 @@ export function convergenceTable(runs: ConvergenceFigures[]): string {
           f.guard ? "" : ", no connection guard"
         }, ${TRANSPORT_NAMES[f.transport]}${
           f.semiSpaceMiB ? `, manager's semi-space ${f.semiSpaceMiB} MiB` : ""
-        }`,
+        }${f.cursorOverApi ? ", first cursor over the API" : ""}`,
     ),
     `|---|${runs.map(() => "---").join("|")}|`,
     row("ports, one at a time, half every cluster's, half one cluster's", (f) => `${f.ports}`),
@@ -347,6 +367,7 @@ if (import.meta.main) {
       stream: { type: "boolean", default: false },
       poll: { type: "boolean", default: false },
       "semi-space": { type: "string" },
+      "cursor-over-api": { type: "boolean", default: false },
     },
   });
   const transport = transportOf(values);
@@ -364,6 +385,7 @@ if (import.meta.main) {
         guard: !values["no-guard"],
         transport,
         semiSpaceMiB: values["semi-space"] ? Number(values["semi-space"]) : undefined,
+        cursorOverApi: values["cursor-over-api"],
       }),
     );
   }

@@ -5,9 +5,10 @@
  * `stream=websocket`, a page a message), or long-polled (`poll`). Their JSON parsing runs here,
  * not in the process that measures.
  *
- * Reads one JSON line from stdin: { url, tokens: string[], transport } (follower i is tokens[i]).
- * Writes "ready" once every follower has its first cursor and its stream or socket open (its
- * first page read) or its first long poll sent, then one line per port it hears of:
+ * Reads one JSON line from stdin: { url, tokens: string[], transport, cursorOverApi } (follower i
+ * is tokens[i]). A stream or socket starts without a cursor (it follows from now, its first page
+ * carrying the cursor) unless `cursorOverApi`; a long poll first asks one. Writes "ready" once
+ * every follower has its stream or socket open (its first page read) or its first long poll sent, then one line per port it hears of:
  * "heard <i> <bare port ID> <epoch ms>". Stops when stdin closes.
  */
 import { linesOf } from "./lines.ts";
@@ -19,6 +20,8 @@ interface Setup {
   url: string;
   tokens: string[];
   transport: Transport;
+  /** Each follower asks its first cursor on the API first (a stream or socket can start without). */
+  cursorOverApi?: boolean;
 }
 
 interface Page {
@@ -103,12 +106,12 @@ async function stream(
   url: string,
   token: string,
   index: number,
-  cursor: string,
+  cursor: string | undefined,
   signal: AbortSignal,
   open: () => void,
 ): Promise<void> {
   try {
-    const r = await fetch(`${url}/api/v1/feed?after=${cursor}&timeout=25&stream=ndjson`, {
+    const r = await fetch(`${url}/api/v1/feed?${afterOf(cursor)}timeout=25&stream=ndjson`, {
       headers: { authorization: `Bearer ${token}` },
       signal,
     });
@@ -146,13 +149,13 @@ function socket(
   url: string,
   token: string,
   index: number,
-  cursor: string,
+  cursor: string | undefined,
   signal: AbortSignal,
   open: () => void,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(
-      `${url.replace(/^http/, "ws")}/api/v1/feed?after=${cursor}&timeout=25&stream=websocket`,
+      `${url.replace(/^http/, "ws")}/api/v1/feed?${afterOf(cursor)}timeout=25&stream=websocket`,
       { headers: { authorization: `Bearer ${token}` } },
     );
     ws.binaryType = "arraybuffer";
@@ -175,7 +178,18 @@ function socket(
   });
 }
 
-const FOLLOWERS = { poll: follow, stream, ws: socket };
+const FOLLOWERS = {
+  poll: (url: string, token: string, i: number, cursor: string | undefined, ...rest: Rest) =>
+    follow(url, token, i, cursor!, ...rest),
+  stream,
+  ws: socket,
+};
+type Rest = [signal: AbortSignal, ready: () => void];
+
+/** The query's cursor part: none follows from now. */
+function afterOf(cursor: string | undefined): string {
+  return cursor === undefined ? "" : `after=${cursor}&`;
+}
 
 /** The manager's feed socket port (GET /feed/socket) as a URL; its API's URL when it has none. */
 async function socketBase(url: string, token: string): Promise<string> {
@@ -197,9 +211,12 @@ async function main(): Promise<void> {
   const lines = linesOf(Deno.stdin.readable);
   const first = await lines.next();
   if (first.done) return;
-  const { url, tokens, transport } = JSON.parse(first.value) as Setup;
+  const { url, tokens, transport, cursorOverApi } = JSON.parse(first.value) as Setup;
   const stop = new AbortController();
-  const cursors = await Promise.all(tokens.map((t) => firstCursor(url, t)));
+  // A stream or socket without a cursor follows from now, its first page carrying the cursor.
+  const cursors = transport === "poll" || cursorOverApi
+    ? await Promise.all(tokens.map((t) => firstCursor(url, t)))
+    : tokens.map(() => undefined);
   let waiting = 0;
   const follower = FOLLOWERS[transport];
   // Sockets go where the manager says (its feed socket port), as the agents' client does.

@@ -33,18 +33,21 @@ export const FEED: Resource = {
       },
     }).query(S.FeedQuery)
       .handle(async ({ ctx, principal, query }) => {
-        if (query.after === undefined) {
+        if (query.after === undefined && !query.stream) {
           return ok({ cursor: cursorFor(principal, ctx.feed.cursor()), events: [] });
         }
+        // A stream without a cursor follows from now: its first (empty) page carries the cursor,
+        // so a follower's one connection is its cursor and its feed.
+        const after = query.after ?? cursorFor(principal, ctx.feed.cursor());
         // A stream never spins: at most one empty page a second.
         const heartbeatMs = Math.max(1, query.timeout) * 1000;
         const page = query.stream
           ? await feedStreamFor(ctx, principal, {
-            after: query.after,
+            after,
             heartbeatMs,
             sinkOf: SINKS[query.stream],
           })
-          : await feedFor(ctx, principal, { after: query.after, timeoutMs: query.timeout * 1000 });
+          : await feedFor(ctx, principal, { after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {
           throw new ApiError(
             "feed_expired",
