@@ -193,7 +193,7 @@ Deno.test("attack: no token, a wrong one, a tenant's: refused before any upgrade
   });
 });
 
-Deno.test("feed socket port: pages from the cursor, heartbeats, resume by cursor, an expired cursor a 410 before any upgrade", async () => {
+Deno.test("feed socket port: pages from the cursor, heartbeats, resume by cursor, an expired cursor its socket's only line", async () => {
   await inManager(async (m) => {
     await world(m.url);
     assert.deepEqual(await call(m.url, "GET", "feed/socket", node(0)), {
@@ -215,12 +215,11 @@ Deno.test("feed socket port: pages from the cursor, heartbeats, resume by cursor
     assert.deepEqual(portIds(await again.changes()), [next.id]);
     again.ws.close();
 
-    const { conn, answer } = await send(
-      m.feedSocketPort,
-      handshakeHead("/api/v1/feed?after=00000000:1&stream=websocket", node(0)),
-    );
-    conn.close();
-    assert.match(answer, /^HTTP\/1\.1 410 [^]*feed_expired/);
+    const stale = followSocket(m.socketUrl, node(0), "00000000:1");
+    const only = await stale.next() as unknown as { error: { code: string } };
+    assert.equal(only.error.code, "feed_expired");
+    assert.equal(await stale.next(), undefined);
+    assert.equal(stale.closed?.code, 1000);
   });
 });
 
@@ -349,11 +348,10 @@ Deno.test("feed socket port: the client finds it and follows there; a manager re
     await m.shutdown();
     assert.equal(await following, "ended");
     m = await guarded(dir);
-    // The restarted manager (its socket port found anew) refuses the old cursor before any
-    // upgrade (410): the socket is "refused", and the stream the agent falls back to says why.
+    // The restarted manager (its socket port found anew) says over the socket that the old
+    // cursor expired, as a stream does: the agent lists again without asking a stream first.
     const again = new ManagerClient(m.url, node(0));
-    assert.equal(await again.feedSocket(pages[0].cursor, 1, () => {}), "refused");
-    assert.equal(await again.feedStream(pages[0].cursor, 1, () => {}), "expired");
+    assert.equal(await again.feedSocket(pages[0].cursor, 1, () => {}), "expired");
     const fresh = await again.feedCursor();
     const made = await call(m.url, "PUT", `${NET}/ports/p1`, ADMIN, { node: "n1" });
     const stop = new AbortController();

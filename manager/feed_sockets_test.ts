@@ -79,18 +79,15 @@ Deno.test("feed socket: a page a message from the cursor on, heartbeats, and the
   }
 });
 
-Deno.test("feed socket: an expired cursor is a 410 before any upgrade; a request that is no handshake is a 400", async () => {
+Deno.test("feed socket: an expired cursor is the socket's only line, then a close 1000; a request that is no handshake is a 400", async () => {
   const dir = await Deno.makeTempDir({ prefix: "knitter-socket-test-" });
   const m = await managerIn(dir, DIRECT);
   try {
-    const expired = await handshake(
-      m.url,
-      "/api/v1/feed?after=00000000:1&stream=websocket",
-      node(0),
-    );
-    expired.conn.close();
-    assert.match(expired.answer, /^HTTP\/1\.1 410 /);
-    assert.match(expired.answer, /feed_expired/);
+    const expired = followSocket(wsUrl(m.url), node(0), "00000000:1");
+    const only = await expired.next() as unknown as { error: { code: string } };
+    assert.equal(only.error.code, "feed_expired");
+    assert.equal(await expired.next(), undefined);
+    assert.equal(expired.closed?.code, 1000);
     const { cursor } = await call(m.url, "GET", "feed", node(0));
     const plain = await fetch(`${m.url}/api/v1/feed?after=${cursor}&stream=websocket`, {
       headers: { authorization: `Bearer ${node(0)}` },

@@ -1026,7 +1026,7 @@ export const FeedQuery = z.strictObject({
     }),
   stream: z.enum(["ndjson", "websocket"]).optional().meta({
     description:
-      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). websocket (with a WebSocket handshake): the same lines, one binary message each, then a close (1000 after a last {error} line, 1008 when the follower read nothing of 1 MiB queued for it); 501 feed_socket_unavailable on the port of a manager behind its connection guard: open the socket on its feed socket port (GET /feed/socket; config listen.feedSocketPort). Without 'after' it follows from now.",
+      "ndjson: one long answer (application/x-ndjson) carrying a FeedPage a line as changes come, an empty page after `timeout` seconds without one; a line {error} ends it (feed_expired: list again). websocket (with a WebSocket handshake): the same lines, one binary message each, then a close (1000 after a last {error} line, the only one for an expired cursor, 1008 when the follower read nothing of 1 MiB queued for it); 501 feed_socket_unavailable on the port of a manager behind its connection guard: open the socket on its feed socket port (GET /feed/socket; config listen.feedSocketPort). Without 'after' it follows from now.",
   }),
 });
 

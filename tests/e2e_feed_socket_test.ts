@@ -218,6 +218,8 @@ Deno.test("agent view of a guarded manager follows on its feed socket port, and 
         await Promise.race([changes.next, new Promise((r) => setTimeout(r, 50))]);
       }
       assert.ok(client.sockets >= 2, "followed by socket again");
+      // The socket said the cursor expired: no stream was asked to learn it.
+      assert.equal(client.streams, 0);
     });
   } finally {
     await m.shutdown();

@@ -7,7 +7,7 @@ import { ApiError } from "../errors.ts";
 import * as S from "../schemas.ts";
 import { cursorFor, feedFor, feedStreamFor } from "../service/cluster_view.ts";
 import { ok, type Resource, route } from "./route.ts";
-import { type FeedSink, FeedStream } from "../feed_streams.ts";
+import { errorLine, type FeedSink, FeedStream } from "../feed_streams.ts";
 import { FeedSocket } from "../feed_sockets.ts";
 import { FEED_PATH, socketPortOf } from "../feed_listener.ts";
 
@@ -49,10 +49,16 @@ export const FEED: Resource = {
           })
           : await feedFor(ctx, principal, { after, timeoutMs: query.timeout * 1000 });
         if (page === "expired") {
-          throw new ApiError(
+          const expired = new ApiError(
             "feed_expired",
             "The cursor is too old, from before a manager restart, or from before a change of this token's cluster: take a new cursor (this route without 'after'), list ports and nodes again, then follow from that cursor",
           );
+          // A socket's client cannot read a refused handshake's status: it hears the expiry as a
+          // stream's follower does, its only line, rather than asking a stream to learn it.
+          if (query.stream !== "websocket") throw expired;
+          const socket = new FeedSocket(errorLine(expired));
+          socket.close();
+          return ok(socket);
         }
         return ok(page);
       }),
