@@ -18,6 +18,7 @@ export * from "./probes.ts";
 export * from "./backoff.ts";
 export * from "./cluster_check.ts";
 export * from "./feed_follower.ts";
+export * from "./feed_source.ts";
 export * from "./bandwidth.ts";
 export * from "./router_routes.ts";
 export * from "./port_addresses.ts";

@@ -1,6 +1,7 @@
 /**
  * The manager's ports in memory, by pod UID, kept current by following the manager's change feed
- * with the shared follower (common/feed_follower.ts): list, then follow from the cursor taken
+ * with the shared follower (common/feed_follower.ts) over a WebSocket as the agents do (then a
+ * stream, then long polls, common/feed_source.ts): list, then follow from the cursor taken
  * before the list; list again when the cursor expires (a manager restart); resume after a failure
  * with backoff; abandon a hung poll. While the feed is stale the monitor is not ready.
  */
@@ -12,6 +13,7 @@ import {
   type ManagerClient,
   type Port,
   retry,
+  socketFirst,
 } from "@knitter/common";
 
 export interface PortFeedSettings {
@@ -46,7 +48,10 @@ export class PortIndex {
   ) {
     this.feed = new FeedFollower({
       what: "the manager's ports",
-      source: manager,
+      // A socket (or a stream) for every page, as the agents follow it: a page of a busy cluster
+      // is not a request of its own.
+      source: socketFirst(manager, log),
+      stream: true,
       relist: () => this.relist(),
       apply: (events) => {
         for (const e of events) if (e.type === "port") this.apply(e.port, e.op);

@@ -1,5 +1,6 @@
 /**
- * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView) follows a real
+ * Issue 32: an agent's view of the cluster (agent/dataplane/remote.ts RemoteView), and the monitor's
+ * port index (monitor/port_index.ts), follow a real
  * manager's feed over a WebSocket (manager/feed_sockets.ts) where the manager serves one (on its
  * API port straight on Deno.serve, or on its feed socket port behind its guard), and by its NDJSON
  * stream where it refuses: an older manager refuses the parameter, the guarded API port answers 501
@@ -9,16 +10,18 @@ import assert from "node:assert/strict";
 import { createLogger, type FeedEvent, ManagerClient } from "@knitter/common";
 import { startManager } from "../manager/mod.ts";
 import { RemoteView } from "../agent/dataplane/remote.ts";
+import { PortIndex } from "../monitor/port_index.ts";
 
 const ADMIN = "socket-e2e-admin-token-0123456789";
 const N1 = "socket-e2e-node-1-token-0123456789";
 
 type Page = (page: { cursor: string; events: FeedEvent[] }) => void;
 
-/** The agent's own client, counting how it follows the feed. */
+/** The agent's (or the monitor's) own client, counting how it follows the feed. */
 class CountingClient extends ManagerClient {
   sockets = 0;
   streams = 0;
+  polls = 0;
   override feedSocket(cursor: string, heartbeatS: number, page: Page, signal?: AbortSignal) {
     this.sockets++;
     return super.feedSocket(cursor, heartbeatS, page, signal);
@@ -26,6 +29,10 @@ class CountingClient extends ManagerClient {
   override feedStream(cursor: string, heartbeatS: number, page: Page, signal?: AbortSignal) {
     this.streams++;
     return super.feedStream(cursor, heartbeatS, page, signal);
+  }
+  override feedSince(cursor: string, timeoutS: number, signal?: AbortSignal) {
+    this.polls++;
+    return super.feedSince(cursor, timeoutS, signal);
   }
 }
 
@@ -239,4 +246,58 @@ Deno.test("agent view of a guarded manager without a feed socket port: the NDJSO
     await m.shutdown();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** The monitor's port index of a guarded manager, followed until two ports reached it. */
+async function indexFollowing(feedSocketPort: number): Promise<CountingClient> {
+  const dir = await Deno.makeTempDir({ prefix: "knitter-socket-e2e-" });
+  const m = await guardedManager(dir, 0, feedSocketPort);
+  const admin = new ManagerClient(m.url, ADMIN);
+  // The monitor's token, as the deploy manifests give it (an admin's).
+  const client = new CountingClient(m.url, ADMIN);
+  const heard = new Set<string>();
+  let wake = () => {};
+  const index = new PortIndex(
+    client,
+    (p) => {
+      heard.add(p.id);
+      wake();
+    },
+    createLogger("error"),
+    { waitSeconds: 1, hangMs: 5000 },
+  );
+  try {
+    await world(admin);
+    index.start();
+    await index.whenReady();
+    for (const name of ["p1", "p2"]) {
+      const made = await admin.request<{ id: string }>(
+        "PUT",
+        `/api/v1/tenants/acme/networks/blue/ports/${name}`,
+        { node: "n2" },
+      );
+      while (!heard.has(made.id)) await new Promise<void>((r) => (wake = r));
+    }
+    return client;
+  } finally {
+    await index.stop();
+    admin.close();
+    client.close();
+    await m.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("monitor port index follows a guarded manager's feed on its feed socket port, no long polls", async () => {
+  const client = await indexFollowing(freePort());
+  assert.equal(client.sockets, 1, "one socket carried every page");
+  assert.equal(client.streams, 0);
+  assert.equal(client.polls, 0);
+});
+
+Deno.test("monitor port index of a guarded manager without a feed socket port: the NDJSON stream, no long polls", async () => {
+  const client = await indexFollowing(0);
+  assert.equal(client.sockets, 1, "the socket was refused once");
+  assert.equal(client.streams, 1, "then one stream carried every page");
+  assert.equal(client.polls, 0);
 });

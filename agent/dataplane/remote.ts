@@ -11,7 +11,6 @@ import {
   type FeedEvent,
   FeedFollower,
   type FeedHealth,
-  type FeedSource,
   type Logger,
   type ManagerClient,
   ManagerError,
@@ -20,6 +19,7 @@ import {
   type RouterInfo,
   type SecurityGroup,
   type ServiceInfo,
+  socketFirst,
 } from "@knitter/common";
 import { remarked } from "./dscp_model.ts";
 import { portKey, type PortRef } from "./port_key.ts";
@@ -180,35 +180,6 @@ export class RemoteView {
     else this.nodeIps.delete(e.node.name);
     return e.node.name !== this.nodeName;
   }
-}
-
-/**
- * The manager as the feed's source, its feed followed over a WebSocket first: a manager that
- * refuses the socket (one that predates them, or behind its connection guard) is followed by its
- * NDJSON stream, which falls back to long polls in turn (FeedFollower). Tried again at each
- * reconnection, so that a manager upgraded meanwhile is followed by socket.
- */
-function socketFirst(manager: ManagerClient, log: Logger): FeedSource {
-  const source: FeedSource = {
-    feedCursor: (signal) => manager.feedCursor(signal),
-    feedSince: (cursor, timeoutS, signal) => manager.feedSince(cursor, timeoutS, signal),
-  };
-  // A stand-in without streams (or sockets) is long-polled, or streamed, as it can.
-  if (typeof manager.feedStream !== "function") return source;
-  if (typeof manager.feedSocket !== "function") {
-    return { ...source, feedStream: (...args) => manager.feedStream(...args) };
-  }
-  let told = false;
-  return {
-    ...source,
-    async feedStream(cursor, heartbeatS, page, signal) {
-      const outcome = await manager.feedSocket(cursor, heartbeatS, page, signal);
-      if (outcome !== "refused") return outcome;
-      if (!told) log.info("the manager's feed: no WebSocket; following its stream");
-      told = true;
-      return manager.feedStream(cursor, heartbeatS, page, signal);
-    },
-  };
 }
 
 function regrouped(before: Port | undefined, after: Port): boolean {
