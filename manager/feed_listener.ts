@@ -30,8 +30,8 @@ export const HEAD_MAX_BYTES = 16 * 1024;
 
 /**
  * Complete handshakes served by the app at a time. Every node reconnects at once after a manager
- * restart; thousands of handshakes in the app together leave the process holding what they
- * needed at their peak (5,000 at once: 284 MiB after collection, 196 MiB a few at a time; see
+ * restart; thousands of handshakes in the app together leave the process holding what they needed
+ * at their peak (5,000 at once: 282–287 MiB after collection, 193–197 MiB 64 at a time; see
  * docs/benchmarks.md). A handshake takes its turn once its head is in, so a trickling head never
  * holds one, and a turn ends when the 101 (or the refusal) is written.
  */
