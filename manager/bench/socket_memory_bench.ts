@@ -3,11 +3,12 @@
  * guard with the feed's socket port (`port`), or served straight by Deno.serve with its WebSocket
  * upgrade (`direct`), N followers from a child process (socket_memory_clients.ts) opening raw
  * handshakes one after the other or all at once (`burst`), each first taking a cursor on an API
- * connection of its own (`cursor`) or not. VmRSS and V8's heap after three forced collections,
+ * connection of its own closed after it (`cursor`), kept open beside the socket as an agent keeps
+ * its pooled one (`keep`), or not. VmRSS and V8's heap after three forced collections,
  * before and with all waiting; per follower the difference over N.
  *
  *   deno run --allow-all --v8-flags=--expose-gc manager/bench/socket_memory_bench.ts \
- *     [N] [port|direct] [cursor|nocursor] [burst|one]
+ *     [N] [port|direct] [cursor|keep|nocursor] [burst|one]
  */
 import { startManager } from "../server.ts";
 import type { ManagerConfig } from "../config.ts";
@@ -65,8 +66,9 @@ try {
       String(N),
       cursor,
       "mem",
-      cursorFirst === "cursor" ? apiPort : "0",
+      cursorFirst === "nocursor" ? "0" : apiPort,
       arrival,
+      cursorFirst,
     ],
     stdin: "piped",
     stdout: "piped",
