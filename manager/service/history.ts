@@ -27,6 +27,7 @@ import type { Entry, Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
 import { getTenant } from "./tenants.ts";
+import { keyId } from "./port_key_id.ts";
 
 /** One stint, as stored and answered. */
 export interface HistoryEntry {

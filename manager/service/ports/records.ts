@@ -13,6 +13,7 @@ import { now } from "../context.ts";
 import { DEFAULT_CLUSTER, scoped, unscoped } from "../cluster_names.ts";
 import { pairedIp6 } from "../dual_stack.ts";
 import { macFor } from "../../ipam/derived_mac.ts";
+import { keyId } from "../port_key_id.ts";
 
 /**
  * A PUT's body as the handlers read it. `byNode` is never sent (the schema is strict): it is set
@@ -131,14 +132,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   return view;
 }
 
-/**
- * The ID a port is stored under in its network. A tenant's port on another tenant's (public)
- * network is scoped by its tenant ("tenant/id"; port IDs hold no "/"), so that no tenant can take
- * an ID that another tenant's pod will ask for (a stable ID made of namespace and pod name).
- */
-export function keyId(networkTenant: string, owner: string, id: string): string {
-  return owner === networkTenant ? id : `${owner}/${id}`;
-}
+export { keyId };
 
 export function portKeyId(port: PortRecord): string {
   return keyId(port.networkTenant, port.tenant, port.id);
