@@ -47,8 +47,10 @@ export function portRecord(opts: {
   body: PortBody;
   ip: string;
   index: number;
+  /** When its live holding begins (history.ts stintStart); undefined: history off. */
+  stintFrom: number | undefined;
 }): PortRecord {
-  const { net, owner, id, body, ip, index } = opts;
+  const { net, owner, id, body, ip, index, stintFrom } = opts;
   const port: PortRecord = {
     id,
     tenant: owner,
@@ -73,6 +75,7 @@ export function portRecord(opts: {
   if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
   if (body.labels !== undefined) port.labels = body.labels;
   if (body.byNode !== undefined) port.madeBy = body.byNode;
+  if (stintFrom !== undefined) port.stintFrom = stintFrom;
   return port;
 }
 
@@ -100,8 +103,8 @@ export function carriedChange(before: NetworkRecord, after: NetworkRecord): bool
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
 export function portView(net: NetworkRecord, p: PortRecord): Port {
-  // Who made it is the manager's to know (access.ts), not an answer.
-  const { index: _index, madeBy: _madeBy, ...own } = p;
+  // Who made it is the manager's to know (access.ts), not an answer; so is its holding's start.
+  const { index: _index, madeBy: _madeBy, stintFrom: _stintFrom, ...own } = p;
   const view: Port = {
     ...own,
     type: net.type,
