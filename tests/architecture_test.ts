@@ -1330,3 +1330,38 @@ Deno.test("architecture: nothing in manager/ calls Deno.serveHttp", async () => 
   }
   assert.deepEqual(users, []);
 });
+
+/**
+ * Issue 32, the allocation path: an allocation's commit writes no key of address history (the port
+ * record is the live holding, `stintFrom`). History keys are named in manager/service/history.ts
+ * only, and there written (tx.set) only by the functions that end a holding; the modules that make
+ * a port take only the holding's start (stintStart) from it, so no new port's commit stores one.
+ */
+Deno.test("architecture: history keys are written only where a holding ends; making a port takes only its start", async () => {
+  const naming: string[] = [];
+  for await (const path of tsFiles(`${ROOT}manager`)) {
+    if (/_test\.ts$|test_support\.ts$/.test(path)) continue;
+    if ((await Deno.readTextFile(path)).includes("keys.historyOf(")) {
+      naming.push(path.slice(ROOT.length));
+    }
+  }
+  assert.deepEqual(naming, ["manager/service/history.ts"], "history keys are history.ts's");
+  const history = await Deno.readTextFile(`${ROOT}manager/service/history.ts`);
+  const writers = [
+    ...history.matchAll(/\n(?:export )?(?:async )?function (\w+)\(([\s\S]*?)\n\}\n/g),
+  ]
+    .filter(([, , body]) => /tx\.set\((k|e\.key|keys\.history(Of|Expiry))\b/.test(body))
+    .map(([, name]) => name);
+  assert.deepEqual(writers.sort(), ["closeStored", "storeEnded"]);
+  for (const f of ["allocation.ts", "claimed.ts"]) {
+    const text = await Deno.readTextFile(`${ROOT}manager/service/ports/${f}`);
+    const taken = /import \{([^}]*)\} from "\.\.\/history\.ts"/.exec(text)?.[1] ?? "";
+    const names = taken.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    assert.ok(names.includes("stintStart"), `${f} dates a new port's holding with stintStart`);
+    assert.deepEqual(
+      names.filter((n) => n !== "stintStart" && n !== "rebindStint"),
+      [],
+      `${f}: a new port's commit stores no holding`,
+    );
+  }
+});
