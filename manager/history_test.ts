@@ -191,6 +191,42 @@ Deno.test("history: an allocation stores no holding of its own; the port record 
   await noProblems(t);
 });
 
+Deno.test("history: the two ports of a claim (a live migration) both hold its address, each answered", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const c = must(await t.call("POST", `${NET}/claims`, { name: "vm1" }, TOKEN.acme), 201);
+  must(
+    await t.call("PUT", `${NET}/ports/src`, { claim: "vm1", node: "worker1" }, TOKEN.worker1),
+    201,
+  );
+  clock.set(T0 + 1000);
+  must(
+    await t.call("PUT", `${NET}/ports/dst`, { claim: "vm1", node: "worker2" }, TOKEN.worker2),
+    201,
+  );
+  const held = async () =>
+    (await historyAt(t, "acme", { ip: c.ip })).map((s: HeldSpan) => [s.port, s.node, s.from, s.to]);
+  assert.deepEqual(await held(), [
+    ["src", "worker1", clock.iso(T0), undefined],
+    ["dst", "worker2", clock.iso(T0 + 1000), undefined],
+  ]);
+  clock.set(T0 + 2000);
+  must(await t.call("DELETE", `${NET}/ports/src`), 204);
+  assert.deepEqual(await held(), [
+    ["src", "worker1", clock.iso(T0), clock.iso(T0 + 2000)],
+    ["dst", "worker2", clock.iso(T0 + 1000), undefined],
+  ]);
+  await noProblems(t);
+});
+
+interface HeldSpan {
+  port: string;
+  node?: string;
+  from: string;
+  to?: string;
+}
+
 Deno.test("history: unbind and bind again of a stable port; each binding is a holding of its own", async () => {
   const clock = manualClock();
   using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });

@@ -387,7 +387,12 @@ async function liveHolders(
       if (index >= ctx.pools.space(net).size) continue;
       if ((await ctx.pools.addresses(net).count(index, index + 1)) === 0) continue;
     }
-    for await (const p of portsVisible(ctx, net, tenant)) if (held(p)) out.push(p);
+    for await (const p of portsVisible(ctx, net, tenant)) {
+      if (!held(p)) continue;
+      out.push(p);
+      // One port holds a pool index, or two of a claim (a live migration): no need to read on.
+      if (index >= 0 && p.claim === undefined) break;
+    }
   }
   return out;
 }
