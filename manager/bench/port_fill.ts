@@ -31,10 +31,10 @@ export interface FillOptions {
   progress?: (done: number) => void;
 }
 
-/** A port's record key and index keys: its node's, and on another tenant's network its tenant's. */
+/** A port's record key and index keys: on another tenant's network, its tenant's. */
 function portKeys(net: NetworkRecord, port: PortRecord): Key[] {
   const id = portKeyId(port);
-  const out = [keys.port(net.id, id), keys.portOfNode(port.node!, net.id, id)];
+  const out = [keys.port(net.id, id)];
   if (port.tenant !== net.tenant) out.push(keys.portOfForeignNetwork(port.tenant, net.id, id));
   return out;
 }

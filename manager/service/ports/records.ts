@@ -148,7 +148,11 @@ export function storeNewPort(tx: Tx, net: NetworkRecord, port: PortRecord): Port
   return portView(net, port);
 }
 
-/** Sets or deletes the index entries that find `port` by foreign network, node and pod. */
+/**
+ * Sets or deletes the index entries that find `port` by foreign network and pod. A port is found by
+ * node by listing (reads.ts): no node key is written (issue 32: one inserted key fewer per
+ * allocation); the one an older manager wrote goes with its port's release or rebinding.
+ */
 export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
   const idx: Key[] = [];
   const id = portKeyId(port);
@@ -157,7 +161,7 @@ export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): vo
   if (port.tenant !== port.networkTenant) {
     idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, id));
   }
-  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, id));
+  if (port.node && op === "delete") idx.push(keys.portOfNode(port.node, port.networkId, id));
   const pod = indexedPod(port);
   if (pod) idx.push(keys.portOfPod(pod, port.networkId, id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
