@@ -914,6 +914,8 @@ Deno.test("architecture: the API's feed pages are made once per view (feed_pages
     "manager/console/console.ts",
     "manager/feed_streams.ts",
     "manager/service/cluster_view.ts",
+    // Not a follower: the address history's index catches up before a query (issue 32).
+    "manager/service/history_holders.ts",
   ]);
   const view = await Deno.readTextFile(`${ROOT}manager/service/cluster_view.ts`);
   assert.match(view, /pagesOf\(ctx\)\.answer\(/);
@@ -1364,4 +1366,34 @@ Deno.test("architecture: history keys are written only where a holding ends; mak
       `${f}: a new port's commit stores no holding`,
     );
   }
+});
+
+/**
+ * Issue 32, the allocation path without a second inserted key: no node index key is made (a node's
+ * ports are listed and filtered; older keys are only deleted), and "who holds this address now" is
+ * answered from this manager's index in memory (service/history_holders.ts), caught up from the
+ * change feed, never by reading a network's ports per query nor by a key an allocation writes.
+ */
+Deno.test("architecture: no node index key is made; a held address is found through history_holders.ts, caught up from the feed", async () => {
+  const naming: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path) || path.startsWith("manager/bench/")) continue;
+    const text = await Deno.readTextFile(file);
+    if (!text.includes("keys.portOfNode(")) continue;
+    naming.push(path);
+    for (const line of text.split("\n").filter((l) => l.includes("keys.portOfNode("))) {
+      assert.match(line, /tx\.delete\(keys\.portOfNode\(|op === "delete"/, `${path}: ${line}`);
+    }
+  }
+  assert.deepEqual(naming.sort(), [
+    "manager/service/ports/records.ts",
+    "manager/service/upgrade.ts",
+  ]);
+  const history = await Deno.readTextFile(`${ROOT}manager/service/history.ts`);
+  assert.ok(!history.includes("keys.ports("), "history.ts reads no network's ports");
+  assert.match(history, /await holdersOf\(ctx, net\.id, address\)/);
+  const holders = await Deno.readTextFile(`${ROOT}manager/service/history_holders.ts`);
+  assert.match(holders, /ctx\.feed\.since\(all\.cursor, 0\)/);
+  assert.ok(!/\.publish\(|tx\.set\(|\.commit\(/.test(holders), "the index writes nothing");
 });

@@ -28,6 +28,7 @@ import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
 import { getTenant } from "./tenants.ts";
 import { keyId } from "./port_key_id.ts";
+import { holdersOf } from "./history_holders.ts";
 
 /** One stint, as stored and answered. */
 export interface HistoryEntry {
@@ -355,9 +356,9 @@ function portOfStint(s: Pick<HistoryEntry, "networkId" | "tenant" | "port">): st
 /**
  * The ports that hold an address or MAC now: of `tenant`, or of every tenant. No index is written
  * for this (an allocation would write it): the networks whose pools hold the address (or whose
- * block derives the MAC, or that know the fixed MAC) are found from their records, a pool whose
- * bit is clear is passed by, and the ports of the others are read, as {@link holderOf} does for a
- * refused address.
+ * block derives the MAC, or that know the fixed MAC) are found from their records, and their
+ * holders in this manager's index of who holds what (history_holders.ts), their records read and
+ * checked.
  */
 async function liveHolders(
   ctx: Ctx,
@@ -366,6 +367,7 @@ async function liveHolders(
   tenant: string | undefined,
 ): Promise<PortRecord[]> {
   const out: PortRecord[] = [];
+  const mine = (p: PortRecord) => tenant === undefined || p.tenant === tenant;
   for await (const e of ctx.store.list<NetworkRecord>(keys.networks())) {
     const net = e.value;
     if (!net || (tenant !== undefined && net.tenant !== tenant && !net.public)) continue;
@@ -381,53 +383,30 @@ async function liveHolders(
       if (p && held(p)) out.push(p);
       continue;
     }
-    const index = kind === "ip" ? indexOfIp(ctx, net, value) : macIndex(value);
-    if (index === null) continue;
-    if (index >= 0) {
-      if (index >= ctx.pools.space(net).size) continue;
-      if ((await ctx.pools.addresses(net).count(index, index + 1)) === 0) continue;
-    }
-    for await (const p of portsVisible(ctx, net, tenant)) {
-      if (!held(p)) continue;
-      out.push(p);
-      // One port holds a pool index, or two of a claim (a live migration): no need to read on.
-      if (index >= 0 && p.claim === undefined) break;
-    }
+    // No pool bit is tested first: this manager's copy of the pool may not have another
+    // replica's allocation yet; the index has it.
+    const address = kind === "ip" ? value : derivedAddress(ctx, net, macIndex(value));
+    if (address === null || (kind === "ip" && !mayHold(ctx, net, value))) continue;
+    for (const p of await holdersOf(ctx, net.id, address)) if (held(p) && mine(p)) out.push(p);
   }
   return out;
 }
 
-/**
- * The pool index of `ip` in `net`: -1 when it may be a dual-stack port's IPv6 address (no index
- * to test: every port is looked at), null when no port of the network can hold it.
- */
-function indexOfIp(ctx: Ctx, net: NetworkRecord, ip: string): number | null {
+/** The address at pool index `index` of `net` (whose derived MAC names it), if the pools have it. */
+function derivedAddress(ctx: Ctx, net: NetworkRecord, index: number): string | null {
+  const space = ctx.pools.space(net);
+  if (index >= space.size) return null;
+  return formatIp({ family: net.family, value: space.valueAt(index) });
+}
+
+/** Whether a port of `net` may hold `ip`: in its pools, or in its IPv6 CIDR (dual-stack). */
+function mayHold(ctx: Ctx, net: NetworkRecord, ip: string): boolean {
   const parsed = parseIp(ip)!;
   if (parsed.family !== net.family) {
     const cidr6 = net.cidr6 === undefined ? null : parseCidr(net.cidr6);
-    return cidr6 && "family" in cidr6 && cidrContains(cidr6, parsed) ? -1 : null;
+    return cidr6 !== null && "family" in cidr6 && cidrContains(cidr6, parsed);
   }
-  const index = ctx.pools.space(net).indexOf(parsed.value);
-  return index < 0 ? null : index;
-}
-
-/** The ports of a network that `tenant` may see (all of them: the admin's view). */
-async function* portsVisible(
-  ctx: Ctx,
-  net: NetworkRecord,
-  tenant: string | undefined,
-): AsyncIterable<PortRecord> {
-  if (tenant === undefined || tenant === net.tenant) {
-    for await (const e of ctx.store.list<PortRecord>(keys.ports(net.id))) {
-      if (e.value && (tenant === undefined || e.value.tenant === tenant)) yield e.value;
-    }
-    return;
-  }
-  // Another tenant's public network: only the ports the tenant's own index names (by key ID).
-  for await (const e of ctx.store.list([...keys.portsOfForeignNetworks(tenant), net.id])) {
-    const p = (await ctx.store.get<PortRecord>(keys.port(net.id, e.key[3] as string))).value;
-    if (p) yield p;
-  }
+  return ctx.pools.space(net).indexOf(parsed.value) >= 0;
 }
 
 /** The keys of the stints of an address or MAC: of `tenant`'s ports, or of every tenant's. */
