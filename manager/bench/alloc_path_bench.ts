@@ -75,9 +75,9 @@ const SHAPED_NET = "78a01333-3f02-4cd5-8749-39fe0cb7903a";
 
 /**
  * A raw commit with what one plain allocation commits (manager/README.md, "IPAM"): six checks
- * (pool head, network, cluster, quota, floating marker, the port's absence) and four writes (port
- * record, node index, pool chunk and head; the history's live holding is the port record since
- * issue 32), values of the same shapes and sizes. No manager code runs: the allocation's ceiling on
+ * (pool head, network, cluster, quota, floating marker, the port's absence) and three writes (port
+ * record, pool chunk and head; since issue 32 the history's live holding is the port record and no
+ * node index is written), values of the same shapes and sizes. No manager code runs: the allocation's ceiling on
  * this store.
  */
 async function shapedCommit(kv: Deno.Kv, i: number): Promise<void> {
@@ -98,7 +98,6 @@ async function shapedCommit(kv: Deno.Kv, i: number): Promise<void> {
       createdAt: at,
       stintFrom: Date.now(),
     })
-    .set(["port_by_node", "n1", SHAPED_NET, `p-${i}`], true)
     .set(["ipam", SHAPED_NET, "chunk", i >> 12], new Uint8Array(512))
     .set(["ipam", SHAPED_NET, "head"], { cursor: i + 1, used: i + 1, chunkUsed: { 0: i + 1 } });
   if (!(await op.commit()).ok) throw new Error("shaped commit failed");
