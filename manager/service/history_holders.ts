@@ -13,7 +13,7 @@
  * events are all it takes.
  *
  * Memory is bounded (HOLDER_LIMITS): an index unused for 10 minutes goes at the next query, and the
- * indexes together hold at most 500,000 addresses (the least recently used go first; a network
+ * indexes together hold at most 250,000 addresses (the least recently used go first; a network
  * bigger than that alone is indexed while it is the one asked).
  *
  * @module
@@ -29,25 +29,38 @@ export const HOLDER_LIMITS = {
   /** An index unused this long goes (ms). */
   idleMs: 10 * 60_000,
   /** Addresses all indexes hold together at most. */
-  maxAddresses: 500_000,
+  maxAddresses: 250_000,
 };
 
-/** One network's addresses: address → the key IDs of the ports that hold it. */
+/**
+ * One network's addresses: address → the key ID of the port that holds it, or the IDs of the two
+ * (a claim's ports during a live migration) or more. Mostly one: kept as a string, not an array.
+ */
 class NetworkHolders {
-  readonly held = new Map<string, string[]>();
+  private readonly held = new Map<string, string | string[]>();
   usedAt = 0;
 
-  add(address: string, id: string): void {
+  get size(): number {
+    return this.held.size;
+  }
+
+  holders(address: string): string[] {
     const ids = this.held.get(address);
-    if (ids === undefined) this.held.set(address, [id]);
-    else if (!ids.includes(id)) ids.push(id);
+    return ids === undefined ? [] : typeof ids === "string" ? [ids] : ids;
+  }
+
+  add(address: string, id: string): void {
+    const ids = this.holders(address);
+    if (!ids.includes(id)) this.set(address, [...ids, id]);
   }
 
   remove(address: string, id: string): void {
-    const ids = this.held.get(address)?.filter((x) => x !== id);
-    if (ids === undefined) return;
+    this.set(address, this.holders(address).filter((x) => x !== id));
+  }
+
+  private set(address: string, ids: string[]): void {
     if (ids.length === 0) this.held.delete(address);
-    else this.held.set(address, ids);
+    else this.held.set(address, ids.length === 1 ? ids[0] : ids);
   }
 }
 
@@ -78,7 +91,7 @@ export async function holdersOf(
   address: string,
 ): Promise<PortRecord[]> {
   const index = await upToDate(ctx, networkId);
-  const ids = index.held.get(address) ?? [];
+  const ids = index.holders(address);
   const got = await ctx.store.getMany<PortRecord>(ids.map((id) => keys.port(networkId, id)));
   return got.flatMap((e) => (e.value ? [e.value] : []));
 }
@@ -87,7 +100,7 @@ export async function holdersOf(
 export function indexedSize(ctx: Ctx): { networks: number; addresses: number } {
   const all = perFeed.get(ctx.feed);
   let addresses = 0;
-  for (const n of all?.networks.values() ?? []) addresses += n.held.size;
+  for (const n of all?.networks.values() ?? []) addresses += n.size;
   return { networks: all?.networks.size ?? 0, addresses };
 }
 
@@ -158,12 +171,12 @@ function apply(all: Indexes, e: FeedEvent): void {
 function bound(all: Indexes, keep: NetworkHolders, now: number): void {
   const { idleMs, maxAddresses } = HOLDER_LIMITS;
   const byUse = [...all.networks].sort(([, a], [, b]) => a.usedAt - b.usedAt);
-  let total = byUse.reduce((n, [, index]) => n + index.held.size, 0);
+  let total = byUse.reduce((n, [, index]) => n + index.size, 0);
   for (const [id, index] of byUse) {
     if (index === keep) continue;
     if (now - index.usedAt < idleMs && total <= maxAddresses) continue;
     all.networks.delete(id);
-    total -= index.held.size;
+    total -= index.size;
   }
   // A network bigger than the bound alone serves this query and goes at the next of another.
   if (total > maxAddresses) keep.usedAt = -Infinity;
