@@ -122,7 +122,8 @@ function indexes(ctx: Ctx): Indexes {
 }
 
 async function catchUp(ctx: Ctx, all: Indexes, networkId: string): Promise<NetworkHolders> {
-  const page = await ctx.feed.since(all.cursor, 0);
+  // With no index to bring up to date, the feed is not asked (on etcd a marker commit).
+  const page = all.networks.size === 0 ? "expired" : await ctx.feed.since(all.cursor, 0);
   if (page === "expired") {
     // Events were missed: every index is made again when next asked.
     all.networks.clear();
