@@ -143,8 +143,8 @@ export class ManagerClient {
   }
 
   /**
-   * Ports across networks; the manager filters them (by its node index for `node`): those bound
-   * to a node, of a pod ("namespace/name"), of a tenant.
+   * Ports across networks; the manager filters them: those bound to a node, of a pod
+   * ("namespace/name"), of a tenant.
    */
   async listPorts(query: { node?: string; pod?: string; tenant?: string } = {}): Promise<Port[]> {
     const params = new URLSearchParams();

@@ -41,6 +41,24 @@ async function keysUnder(t: TestApp, prefix: readonly (string | number)[]): Prom
   return out;
 }
 
+/** A holding of acme's port `p` on network blue, as answered, less its times. */
+function holdingOnBlue(
+  p: { id: string; networkId: string; ip: string; mac: string },
+  binding: Record<string, unknown>,
+) {
+  const { id: port, networkId, ip, mac } = p;
+  return {
+    tenant: "acme",
+    network: "blue",
+    networkTenant: "acme",
+    networkId,
+    port,
+    ip,
+    mac,
+    ...binding,
+  };
+}
+
 async function noProblems(t: TestApp) {
   assert.deepEqual((await checkStore(t.store)).problems, []);
 }
@@ -78,16 +96,7 @@ Deno.test("history: allocate, release, quarantine, reuse by another port; each t
   const at = (ms: number) => historyAt(t, "acme", { ip: a.ip, at: clock.iso(ms) });
   const [first] = await at(T0 + 5_000);
   assert.deepEqual(first, {
-    tenant: "acme",
-    network: "blue",
-    networkTenant: "acme",
-    networkId: a.networkId,
-    port: "pa",
-    ip: a.ip,
-    mac: a.mac,
-    pod: podA,
-    node: "worker1",
-    interface: "eth0",
+    ...holdingOnBlue(a, { pod: podA, node: "worker1", interface: "eth0" }),
     from: clock.iso(T0),
     to: clock.iso(T0 + 10_000),
     ended: "released",
@@ -119,6 +128,104 @@ Deno.test("history: allocate, release, quarantine, reuse by another port; each t
   ]);
   await noProblems(t);
 });
+
+Deno.test("history: an allocation stores no holding of its own; the port record is the live one, answered by address and MAC", async () => {
+  const clock = manualClock();
+  using t = await testApp({
+    tenants: ["acme", "globex"],
+    historyRetentionDays: 30,
+    clock: clock.now,
+  });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  must(
+    await t.call("POST", "tenants/acme/networks", net("pub", "10.2.0.0/24", { public: true })),
+    201,
+  );
+  const pod = { namespace: "acme", name: "a", uid: "ua" };
+  const a = must(
+    await t.call("PUT", `${NET}/ports/pa`, { pod, node: "worker1", interface: "eth0" }),
+    201,
+  );
+  clock.set(T0 + 1000);
+  const fixed = must(await t.call("PUT", `${NET}/ports/pf`, { mac: "02:00:00:00:00:99" }), 201);
+  const g = must(await t.call("PUT", "tenants/globex/networks/pub/ports/g", {}, TOKEN.globex), 201);
+  // Issue 32: the allocation's commit writes no key of history (nor a network's pools for MACs).
+  assert.deepEqual(await keysUnder(t, ["history"]), []);
+  assert.deepEqual(await keysUnder(t, ["history_network"]), []);
+  const live = {
+    ...holdingOnBlue(a, { pod, node: "worker1", interface: "eth0" }),
+    from: clock.iso(T0),
+  };
+  const asked: Record<string, string>[] = [
+    { ip: a.ip },
+    { mac: a.mac },
+    { ip: a.ip, at: clock.iso(T0 + 500) },
+  ];
+  for (const q of asked) {
+    assert.deepEqual(await historyAt(t, "acme", q), [live], JSON.stringify(q));
+  }
+  assert.deepEqual(await historyAt(t, "acme", { ip: a.ip, at: clock.iso(T0 - 1) }), []);
+  assert.deepEqual(
+    (await historyAt(t, "acme", { mac: fixed.mac })).map((s: { port: string }) => s.port),
+    ["pf"],
+  );
+  // A tenant's holding on another tenant's public network: its own, and the admin's view.
+  assert.deepEqual(
+    (await historyAt(t, "globex", { ip: g.ip }, TOKEN.globex)).map((s: { port: string }) => s.port),
+    ["g"],
+  );
+  assert.deepEqual(await historyAt(t, "acme", { ip: g.ip }), [], "acme does not see globex's");
+  assert.deepEqual(await historyAt(t, "globex", { ip: a.ip }, TOKEN.globex), []);
+  const all = must(await t.call("GET", `history?ip=${g.ip}`), 200).items;
+  assert.deepEqual(all.map((s: { port: string; tenant: string }) => [s.tenant, s.port]), [[
+    "globex",
+    "g",
+  ]]);
+  // Released, it is stored once, ended.
+  clock.set(T0 + 2000);
+  must(await t.call("DELETE", `${NET}/ports/pa`), 204);
+  assert.equal((await keysUnder(t, keys.historyOf("ip", a.ip))).length, 1);
+  assert.deepEqual(await historyAt(t, "acme", { ip: a.ip }), [
+    { ...live, to: clock.iso(T0 + 2000), ended: "released" },
+  ]);
+  await noProblems(t);
+});
+
+Deno.test("history: the two ports of a claim (a live migration) both hold its address, each answered", async () => {
+  const clock = manualClock();
+  using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
+  must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
+  const c = must(await t.call("POST", `${NET}/claims`, { name: "vm1" }, TOKEN.acme), 201);
+  must(
+    await t.call("PUT", `${NET}/ports/src`, { claim: "vm1", node: "worker1" }, TOKEN.worker1),
+    201,
+  );
+  clock.set(T0 + 1000);
+  must(
+    await t.call("PUT", `${NET}/ports/dst`, { claim: "vm1", node: "worker2" }, TOKEN.worker2),
+    201,
+  );
+  const held = async () =>
+    (await historyAt(t, "acme", { ip: c.ip })).map((s: HeldSpan) => [s.port, s.node, s.from, s.to]);
+  assert.deepEqual(await held(), [
+    ["src", "worker1", clock.iso(T0), undefined],
+    ["dst", "worker2", clock.iso(T0 + 1000), undefined],
+  ]);
+  clock.set(T0 + 2000);
+  must(await t.call("DELETE", `${NET}/ports/src`), 204);
+  assert.deepEqual(await held(), [
+    ["src", "worker1", clock.iso(T0), clock.iso(T0 + 2000)],
+    ["dst", "worker2", clock.iso(T0 + 1000), undefined],
+  ]);
+  await noProblems(t);
+});
+
+interface HeldSpan {
+  port: string;
+  node?: string;
+  from: string;
+  to?: string;
+}
 
 Deno.test("history: unbind and bind again of a stable port; each binding is a holding of its own", async () => {
   const clock = manualClock();
@@ -201,10 +308,11 @@ Deno.test("history: past the retention a holding is not answered, and the next r
   assert.equal(await sweepHistory(t.ctx), 151);
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
   assert.deepEqual(
-    (await keysUnder(t, ["history"])).length,
-    1,
-    "only keep's holding, under its address (its derived MAC finds it there)",
+    await keysUnder(t, ["history"]),
+    [],
+    "keep's holding goes on: its port record is it, nothing is stored",
   );
+  assert.equal((await historyAt(t, "acme", { ip: keep.ip })).length, 1);
 });
 
 Deno.test("attack: a tenant never sees another tenant's holding of an address, also on a public network", async () => {
@@ -365,9 +473,11 @@ Deno.test("history: turned off (retention 0), the holdings that ended are pruned
   const clock = manualClock();
   using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
   must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
-  for (const id of ["a", "b", "c", "keep"]) {
-    must(await t.call("PUT", `${NET}/ports/${id}`, {}), 201);
-  }
+  const [, , c, keep] = await Promise.all(
+    ["a", "b", "c", "keep"].map(async (id) =>
+      must(await t.call("PUT", `${NET}/ports/${id}`, {}), 201)
+    ),
+  );
   clock.set(T0 + 1000);
   must(await t.call("DELETE", `${NET}/ports/a`), 204);
   must(await t.call("DELETE", `${NET}/ports/b`), 204);
@@ -378,9 +488,16 @@ Deno.test("history: turned off (retention 0), the holdings that ended are pruned
   clock.set(T0 + 2000);
   must(await t.call("DELETE", `${NET}/ports/c`), 204);
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), [], "the release pruned a and b");
-  // c's and keep's holdings were open when it was turned off: they stay open (docs/operating.md),
-  // each under its address (their MACs are derived: no copy of their own).
-  assert.equal((await keysUnder(t, ["history"])).length, 2);
+  // c's and keep's holdings were going on when it was turned off, in their port records (nothing
+  // stored): keep's is still answered; c's ended unrecorded (docs/operating.md).
+  assert.deepEqual(await keysUnder(t, ["history"]), []);
+  assert.deepEqual(await historyAt(t, "acme", { ip: c.ip }), []);
+  assert.deepEqual(
+    (await historyAt(t, "acme", { ip: keep.ip })).map((s: { to?: string }) => s.to),
+    [
+      undefined,
+    ],
+  );
   assert.equal(await sweepHistory(t.ctx), 0);
 
   // Holdings that ended while history was on, with no release after: the sweep prunes them.
@@ -393,21 +510,18 @@ Deno.test("history: turned off (retention 0), the holdings that ended are pruned
   clock.set(T0 + 5000);
   assert.equal(await sweepHistory(t.ctx), 1);
   assert.deepEqual(await keysUnder(t, keys.historyExpiries()), []);
-  assert.equal((await keysUnder(t, ["history"])).length, 2);
+  assert.deepEqual(await keysUnder(t, ["history"]), []);
   await noProblems(t);
 });
 
-Deno.test("history: a holding is written once, under its address; its derived MAC finds it there, also once its network is deleted", async () => {
+Deno.test("history: a holding is stored once it ends, under its address; its derived MAC finds it there, also once its network is deleted", async () => {
   const clock = manualClock();
   using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
   must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
   const a = must(await t.call("PUT", `${NET}/ports/pa`, {}), 201);
   const fixed = must(await t.call("PUT", `${NET}/ports/pf`, { mac: "02:00:00:00:00:99" }), 201);
-  // One key per allocation for the holding: none under a derived MAC (issue 32); a fixed MAC,
-  // which no address tells, keeps its own.
-  assert.equal((await keysUnder(t, keys.historyOf("ip", a.ip))).length, 1);
-  assert.deepEqual(await keysUnder(t, keys.historyOf("mac", a.mac)), []);
-  assert.equal((await keysUnder(t, keys.historyOf("mac", fixed.mac))).length, 1);
+  // While they hold them, the port records are the holdings: nothing stored (issue 32).
+  assert.deepEqual(await keysUnder(t, ["history"]), []);
   const byMac = await historyAt(t, "acme", { mac: a.mac });
   assert.deepEqual(byMac.map((s: { port: string; ip: string }) => [s.port, s.ip]), [["pa", a.ip]]);
   assert.equal(byMac[0].to, undefined);
@@ -415,6 +529,11 @@ Deno.test("history: a holding is written once, under its address; its derived MA
   clock.set(T0 + 1000);
   must(await t.call("DELETE", `${NET}/ports/pa`), 204);
   must(await t.call("DELETE", `${NET}/ports/pf`), 204);
+  // Ended, each is stored once under its address: none under a derived MAC; a fixed MAC, which no
+  // address tells, keeps its own.
+  assert.equal((await keysUnder(t, keys.historyOf("ip", a.ip))).length, 1);
+  assert.deepEqual(await keysUnder(t, keys.historyOf("mac", a.mac)), []);
+  assert.equal((await keysUnder(t, keys.historyOf("mac", fixed.mac))).length, 1);
   must(await t.call("DELETE", NET), 204);
   // The network is gone; who held its MACs is still answered, with the end.
   for (const port of [a, fixed]) {
@@ -433,11 +552,16 @@ Deno.test("history: a holding an older manager stored under its derived MAC too 
   using t = await testApp({ tenants: ["acme"], historyRetentionDays: 30, clock: clock.now });
   must(await t.call("POST", "tenants/acme/networks", net("blue", "10.1.0.0/24")), 201);
   const a = must(await t.call("PUT", `${NET}/ports/pa`, {}), 201);
-  // As an older manager left it: the holding under its MAC too, and no record of the network.
-  const [held] = await entriesUnder(t, keys.historyOf("ip", a.ip));
-  const tail = held.key.slice(3);
+  // As an older manager left it: the holding stored open, under its address and its MAC too, the
+  // port record without its start, and no record of the network.
+  const [held] = await historyAt(t, "acme", { ip: a.ip });
+  const tail = ["acme", a.networkId, T0, "0ldst1nt"];
+  const [record] = await entriesUnder(t, keys.ports(a.networkId));
+  const { stintFrom: _, ...older } = record.value as Record<string, unknown>;
   await t.store.commit([], [
-    { type: "set", key: keys.historyOf("mac", a.mac, ...tail), value: held.value },
+    { type: "set", key: record.key, value: older },
+    { type: "set", key: keys.historyOf("ip", a.ip, ...tail), value: held },
+    { type: "set", key: keys.historyOf("mac", a.mac, ...tail), value: held },
     ...(await entriesUnder(t, ["history_network"])).map((e) => ({
       type: "delete" as const,
       key: e.key,

@@ -166,6 +166,12 @@ export interface PortRecord {
   floating?: string;
   /** The same for its IPv6 address (`ip6`): the IPv6 floating address bound to the port's ID. */
   floating6?: string;
+  /**
+   * Since when (ms) it holds its address with this binding: the record is its live holding in the
+   * address history (service/history.ts), stored as a holding only when it ends. Absent: allocated
+   * while history was off, or by an older manager (whose open holding is stored). Never answered.
+   */
+  stintFrom?: number;
 }
 
 /** The port field that carries a floating address of each family (service/floating_ips.ts). */

@@ -914,6 +914,8 @@ Deno.test("architecture: the API's feed pages are made once per view (feed_pages
     "manager/console/console.ts",
     "manager/feed_streams.ts",
     "manager/service/cluster_view.ts",
+    // Not a follower: the address history's index catches up before a query (issue 32).
+    "manager/service/history_holders.ts",
   ]);
   const view = await Deno.readTextFile(`${ROOT}manager/service/cluster_view.ts`);
   assert.match(view, /pagesOf\(ctx\)\.answer\(/);
@@ -1329,4 +1331,69 @@ Deno.test("architecture: nothing in manager/ calls Deno.serveHttp", async () => 
     if (/\bserveHttp\b/.test(await Deno.readTextFile(file))) users.push(file.slice(ROOT.length));
   }
   assert.deepEqual(users, []);
+});
+
+/**
+ * Issue 32, the allocation path: an allocation's commit writes no key of address history (the port
+ * record is the live holding, `stintFrom`). History keys are named in manager/service/history.ts
+ * only, and there written (tx.set) only by the functions that end a holding; the modules that make
+ * a port take only the holding's start (stintStart) from it, so no new port's commit stores one.
+ */
+Deno.test("architecture: history keys are written only where a holding ends; making a port takes only its start", async () => {
+  const naming: string[] = [];
+  for await (const path of tsFiles(`${ROOT}manager`)) {
+    if (/_test\.ts$|test_support\.ts$/.test(path)) continue;
+    if ((await Deno.readTextFile(path)).includes("keys.historyOf(")) {
+      naming.push(path.slice(ROOT.length));
+    }
+  }
+  assert.deepEqual(naming, ["manager/service/history.ts"], "history keys are history.ts's");
+  const history = await Deno.readTextFile(`${ROOT}manager/service/history.ts`);
+  const writers = [
+    ...history.matchAll(/\n(?:export )?(?:async )?function (\w+)\(([\s\S]*?)\n\}\n/g),
+  ]
+    .filter(([, , body]) => /tx\.set\((k|e\.key|keys\.history(Of|Expiry))\b/.test(body))
+    .map(([, name]) => name);
+  assert.deepEqual(writers.sort(), ["closeStored", "storeEnded"]);
+  for (const f of ["allocation.ts", "claimed.ts"]) {
+    const text = await Deno.readTextFile(`${ROOT}manager/service/ports/${f}`);
+    const taken = /import \{([^}]*)\} from "\.\.\/history\.ts"/.exec(text)?.[1] ?? "";
+    const names = taken.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    assert.ok(names.includes("stintStart"), `${f} dates a new port's holding with stintStart`);
+    assert.deepEqual(
+      names.filter((n) => n !== "stintStart" && n !== "rebindStint"),
+      [],
+      `${f}: a new port's commit stores no holding`,
+    );
+  }
+});
+
+/**
+ * Issue 32, the allocation path without a second inserted key: no node index key is made (a node's
+ * ports are listed and filtered; older keys are only deleted), and "who holds this address now" is
+ * answered from this manager's index in memory (service/history_holders.ts), caught up from the
+ * change feed, never by reading a network's ports per query nor by a key an allocation writes.
+ */
+Deno.test("architecture: no node index key is made; a held address is found through history_holders.ts, caught up from the feed", async () => {
+  const naming: string[] = [];
+  for await (const file of tsFiles(`${ROOT}manager`)) {
+    const path = file.slice(ROOT.length);
+    if (isTest(path) || path.startsWith("manager/bench/")) continue;
+    const text = await Deno.readTextFile(file);
+    if (!text.includes("keys.portOfNode(")) continue;
+    naming.push(path);
+    for (const line of text.split("\n").filter((l) => l.includes("keys.portOfNode("))) {
+      assert.match(line, /tx\.delete\(keys\.portOfNode\(|op === "delete"/, `${path}: ${line}`);
+    }
+  }
+  assert.deepEqual(naming.sort(), [
+    "manager/service/ports/records.ts",
+    "manager/service/upgrade.ts",
+  ]);
+  const history = await Deno.readTextFile(`${ROOT}manager/service/history.ts`);
+  assert.ok(!history.includes("keys.ports("), "history.ts reads no network's ports");
+  assert.match(history, /await holdersOf\(ctx, net\.id, address\)/);
+  const holders = await Deno.readTextFile(`${ROOT}manager/service/history_holders.ts`);
+  assert.match(holders, /ctx\.feed\.since\(all\.cursor, 0\)/);
+  assert.ok(!/\.publish\(|tx\.set\(|\.commit\(/.test(holders), "the index writes nothing");
 });

@@ -75,9 +75,10 @@ const SHAPED_NET = "78a01333-3f02-4cd5-8749-39fe0cb7903a";
 
 /**
  * A raw commit with what one plain allocation commits (manager/README.md, "IPAM"): six checks
- * (pool head, network, cluster, quota, floating marker, the port's absence) and five writes (port
- * record, node index, history stint, pool chunk and head), values of the same shapes and sizes. No
- * manager code runs: the allocation's ceiling on this store.
+ * (pool head, network, cluster, quota, floating marker, the port's absence) and three writes (port
+ * record, pool chunk and head; since issue 32 the history's live holding is the port record and no
+ * node index is written), values of the same shapes and sizes. No manager code runs: the allocation's ceiling on
+ * this store.
  */
 async function shapedCommit(kv: Deno.Kv, i: number): Promise<void> {
   const ip = `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`;
@@ -89,20 +90,14 @@ async function shapedCommit(kv: Deno.Kv, i: number): Promise<void> {
     op.check({ key, versionstamp: null });
   }
   op.check({ key: ["port", SHAPED_NET, `p-${i}`], versionstamp: null })
-    .set(["history", "ip", ip, "bench", SHAPED_NET, Date.now(), "4c7e2a22"], {
-      ...common,
-      port: `p-${i}`,
-      ...held,
-      from: at,
-    })
     .set(["port", SHAPED_NET, `p-${i}`], {
       id: `p-${i}`,
       ...common,
       ...held,
       index: i,
       createdAt: at,
+      stintFrom: Date.now(),
     })
-    .set(["port_by_node", "n1", SHAPED_NET, `p-${i}`], true)
     .set(["ipam", SHAPED_NET, "chunk", i >> 12], new Uint8Array(512))
     .set(["ipam", SHAPED_NET, "head"], { cursor: i + 1, used: i + 1, chunkUsed: { 0: i + 1 } });
   if (!(await op.commit()).ok) throw new Error("shaped commit failed");

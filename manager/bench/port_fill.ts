@@ -11,7 +11,7 @@ import { formatIp } from "@knitter/common/address";
 import { macFor } from "../ipam/derived_mac.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import { now } from "../service/context.ts";
-import { openStint } from "../service/history.ts";
+import { stintStart } from "../service/history.ts";
 import { resolveNetwork } from "../service/network_lookup.ts";
 import { keyId, portKeyId, putPort } from "../service/ports/mod.ts";
 import { COMMIT_LIMITS, type Key } from "../store/store.ts";
@@ -31,10 +31,10 @@ export interface FillOptions {
   progress?: (done: number) => void;
 }
 
-/** A port's record key and index keys: its node's, and on another tenant's network its tenant's. */
+/** A port's record key and index keys: on another tenant's network, its tenant's. */
 function portKeys(net: NetworkRecord, port: PortRecord): Key[] {
   const id = portKeyId(port);
-  const out = [keys.port(net.id, id), keys.portOfNode(port.node!, net.id, id)];
+  const out = [keys.port(net.id, id)];
   if (port.tenant !== net.tenant) out.push(keys.portOfForeignNetwork(port.tenant, net.id, id));
   return out;
 }
@@ -45,14 +45,11 @@ const POOL_WRITES = 8;
 const KEY_BYTES = 81_920 * 0.8;
 
 /**
- * Ports one commit holds: within a commit's writes (the keys of a port, and its stint when history
- * is kept) and Deno KV's total key size (the longest ID's keys, as JSON: longer than encoded).
+ * Ports one commit holds: within a commit's writes (the keys of a port) and Deno KV's total key
+ * size (the longest ID's keys, as JSON: longer than encoded).
  */
-function portsPerCommit(ctx: Ctx, net: NetworkRecord, sample: PortRecord): number {
+function portsPerCommit(net: NetworkRecord, sample: PortRecord): number {
   const written = portKeys(net, sample);
-  if (ctx.settings.historyMs > 0) {
-    written.push(keys.historyOf("ip", sample.ip, sample.tenant, net.id, Date.now(), "00000000"));
-  }
   const bytes = written.reduce((n, k) => n + JSON.stringify(k).length, 0);
   return Math.min(
     Math.floor((COMMIT_LIMITS.mutations - POOL_WRITES) / written.length),
@@ -71,7 +68,7 @@ export async function fillPorts(ctx: Ctx, opts: FillOptions): Promise<void> {
     (await ctx.store.get<PortRecord>(keys.port(net.id, keyId(net.tenant, tenant, "fill-0"))))
       .value!;
   const longest = { ...template, id: `fill-${count}`, ip: "255.255.255.255", node: `n${nodes}` };
-  const perCommit = opts.perCommit ?? portsPerCommit(ctx, net, longest);
+  const perCommit = opts.perCommit ?? portsPerCommit(net, longest);
   for (let from = 1; from < count; from += perCommit) {
     await commitPorts(ctx, { net, template, from, to: Math.min(count, from + perCommit), nodes });
     opts.progress?.(Math.min(count, from + perCommit));
@@ -101,10 +98,13 @@ async function commitPorts(
       node: `n${j % nodes}`,
       createdAt,
     };
+    // The record is its live holding in the address history, as an allocation's (history.ts).
+    const stintFrom = stintStart(ctx);
+    if (stintFrom === undefined) delete port.stintFrom;
+    else port.stintFrom = stintFrom;
     const [record, ...indexes] = portKeys(net, port);
     tx.set(record, port);
     for (const k of indexes) tx.set(k, true);
-    openStint(ctx, tx, { holder: port, net });
   }
   edit.flush();
   if (!(await tx.commit(ctx.store))) {

@@ -27,7 +27,10 @@ async function normalized(ctx: Ctx): Promise<string[]> {
       text = text.replaceAll(net.id, `NET-${net.name}`)
         .replaceAll(macBlock(net.id), `BLOCK-${net.name}`);
     }
-    out.push(text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, "TIME"));
+    out.push(
+      text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, "TIME")
+        .replace(/"stintFrom":\d+/g, '"stintFrom":"FROM"'),
+    );
   }
   // Keys sort by the networks' random IDs: in the order of what they become.
   return out.sort();

@@ -18,7 +18,7 @@
  * @module
  */
 import { parseIsoTime, type PodRef } from "@knitter/common";
-import { formatIp, parseIp, parseMac } from "@knitter/common/address";
+import { cidrContains, formatIp, parseCidr, parseIp, parseMac } from "@knitter/common/address";
 import { invalid } from "../errors.ts";
 import { keys, type NetworkRecord, type PortRecord } from "../model.ts";
 import { macBlock, macIndex } from "../ipam/derived_mac.ts";
@@ -27,6 +27,8 @@ import type { Entry, Key } from "../store/store.ts";
 import { Tx } from "../store/tx.ts";
 import { clockMs as clock, type Ctx } from "./context.ts";
 import { getTenant } from "./tenants.ts";
+import { keyId } from "./port_key_id.ts";
+import { holdersOf } from "./history_holders.ts";
 
 /** One stint, as stored and answered. */
 export interface HistoryEntry {
@@ -100,53 +102,81 @@ function keepNetwork(ctx: Ctx, tx: Tx, net: HistoryNetwork): void {
   tx.onCommit(() => kept.at = true);
 }
 
-/** Opens the stint of a port allocated, or bound again, in this commit. */
-export function openStint(
-  ctx: Ctx,
-  tx: Tx,
-  opened: { holder: Holder; net: HistoryNetwork },
-): void {
-  if (!keepingHistory(ctx)) return;
-  const { holder, net } = opened;
-  const ms = clock(ctx);
-  const stint = crypto.randomUUID().slice(0, 8);
+/**
+ * When the stint of a port allocated, or bound again, now begins: its record carries it
+ * (`stintFrom`) and is its live stint, so the commit writes no key of history (issue 32). Undefined
+ * with history off: no stint begins.
+ */
+export function stintStart(ctx: Ctx): number | undefined {
+  return keepingHistory(ctx) ? clock(ctx) : undefined;
+}
+
+/** The stint a port's record tells: from its `stintFrom`, going on. */
+function liveStint(port: PortRecord, fromMs: number): HistoryEntry {
   const entry: HistoryEntry = {
-    tenant: holder.tenant,
-    network: holder.network,
-    networkTenant: holder.networkTenant,
-    networkId: holder.networkId,
-    port: holder.id,
-    ip: holder.ip,
-    ...(holder.ip6 !== undefined ? { ip6: holder.ip6 } : {}),
-    mac: holder.mac,
-    from: new Date(ms).toISOString(),
+    tenant: port.tenant,
+    network: port.network,
+    networkTenant: port.networkTenant,
+    networkId: port.networkId,
+    port: port.id,
+    ip: port.ip,
+    ...(port.ip6 !== undefined ? { ip6: port.ip6 } : {}),
+    mac: port.mac,
+    from: new Date(fromMs).toISOString(),
   };
-  if (holder.pod !== undefined) entry.pod = holder.pod;
-  if (holder.node !== undefined) entry.node = holder.node;
-  if (holder.interface !== undefined) entry.interface = holder.interface;
-  const tail = [holder.tenant, holder.networkId, ms, stint];
-  tx.set(keys.historyOf("ip", holder.ip, ...tail), entry);
-  if (derivedIn(holder.networkId, holder.mac)) keepNetwork(ctx, tx, net);
-  else tx.set(keys.historyOf("mac", holder.mac, ...tail), entry);
-  if (holder.ip6 !== undefined) tx.set(keys.historyOf("ip", holder.ip6, ...tail), entry);
+  if (port.pod !== undefined) entry.pod = port.pod;
+  if (port.node !== undefined) entry.node = port.node;
+  if (port.interface !== undefined) entry.interface = port.interface;
+  return entry;
 }
 
 /**
- * Ends the port's open stint in this commit (checked: nothing else may end it meanwhile), and
- * prunes a few expired stints in the same commit. A port allocated while history was off has no
- * open stint: nothing to end. With history off, the stints that ended while it was on are still
- * pruned (all of them: a retention of 0 keeps none).
+ * Ends the port's stint in this commit and prunes a few expired stints in the same commit. The
+ * stint an older manager stored open is ended where it is (checked: nothing else may end it
+ * meanwhile); the one the port's record is (`stintFrom`) is stored now, ended. A port allocated
+ * while history was off has neither: nothing to end. With history off, the stints that ended while
+ * it was on are still pruned (all of them: a retention of 0 keeps none).
  */
 export async function closeStint(
   ctx: Ctx,
   tx: Tx,
-  stint: { holder: Holder; ended: Ended; net: HistoryNetwork },
+  stint: { holder: PortRecord; ended: Ended; net: HistoryNetwork },
 ): Promise<void> {
   const { holder, ended, net } = stint;
-  if (!keepingHistory(ctx)) {
-    await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
-    return;
+  if (keepingHistory(ctx) && !(await closeStored(ctx, tx, stint))) {
+    if (holder.stintFrom !== undefined) storeEnded(ctx, tx, { holder, ended, net });
   }
+  await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
+}
+
+/** Stores the stint a port's record tells, ended now, under its address (and a fixed MAC). */
+function storeEnded(
+  ctx: Ctx,
+  tx: Tx,
+  stint: { holder: PortRecord; ended: Ended; net: HistoryNetwork },
+): void {
+  const { holder, ended, net } = stint;
+  const ms = clock(ctx);
+  const fromMs = holder.stintFrom!;
+  const id = crypto.randomUUID().slice(0, 8);
+  const closed = { ...liveStint(holder, fromMs), to: new Date(ms).toISOString(), ended };
+  const tail = [holder.tenant, holder.networkId, fromMs, id];
+  const stintKeys = [keys.historyOf("ip", holder.ip, ...tail)];
+  // A derived MAC's stints are found through their address and the network's pools, kept here.
+  if (derivedIn(holder.networkId, holder.mac)) keepNetwork(ctx, tx, net);
+  else stintKeys.push(keys.historyOf("mac", holder.mac, ...tail));
+  if (holder.ip6 !== undefined) stintKeys.push(keys.historyOf("ip", holder.ip6, ...tail));
+  for (const k of stintKeys) tx.set(k, closed);
+  tx.set(keys.historyExpiry(ms, id), { keys: stintKeys } satisfies ExpiryRecord);
+}
+
+/** Ends the port's stint an older manager stored open, if there is one: whether there was. */
+async function closeStored(
+  ctx: Ctx,
+  tx: Tx,
+  stint: { holder: Holder; ended: Ended; net: HistoryNetwork },
+): Promise<boolean> {
+  const { holder, ended, net } = stint;
   const prefix = keys.historyOf("ip", holder.ip, holder.tenant, holder.networkId);
   // The newest stints of the address in the network: one holder at a time, so the open one is
   // the newest (or among the next few, when stints began in the same millisecond).
@@ -172,9 +202,9 @@ export async function closeStint(
     }
     for (const k of stintKeys.slice(1)) tx.set(k, closed);
     tx.set(keys.historyExpiry(ms, stint), { keys: stintKeys } satisfies ExpiryRecord);
-    break;
+    return true;
   }
-  await pruneHistory(ctx, tx, PRUNE_PER_COMMIT);
+  return false;
 }
 
 /** The newest stint under `prefix`, then (only when asked for more) the next three. */
@@ -194,17 +224,19 @@ async function first<T>(items: AsyncIterable<T>): Promise<T | undefined> {
   return undefined;
 }
 
-/** A port bound or unbound in this commit: its stint ends, and one with the new binding begins. */
+/**
+ * A port bound or unbound in this commit: its stint ends; the new record (its `stintFrom` set by
+ * the caller from {@link stintStart}) is the next one.
+ */
 export async function rebindStint(
   ctx: Ctx,
   tx: Tx,
-  change: { before: Holder; after: Holder; net: HistoryNetwork },
+  change: { before: PortRecord; after: Pick<PortRecord, "pod" | "node">; net: HistoryNetwork },
 ): Promise<void> {
   const { before, after } = change;
   if (!keepingHistory(ctx)) return;
   const ended = after.pod === undefined && after.node === undefined ? "unbound" : "bound";
   await closeStint(ctx, tx, { holder: before, ended, net: change.net });
-  openStint(ctx, tx, { holder: after, net: change.net });
 }
 
 const pruned = new WeakSet<Tx>();
@@ -299,9 +331,82 @@ export async function queryHistory(
   if (kind === "mac") {
     for (const e of await derivedStints(ctx, value, tenant)) add(e);
   }
+  // The live stints are the port records; one an older manager stored open is answered as stored.
+  const stored = new Set([...found.values()].filter((s) => s.to === undefined).map(portOfStint));
+  for (const port of await liveHolders(ctx, kind, value, tenant)) {
+    if (port.stintFrom === undefined || stored.has(portOfStint({ ...port, port: port.id }))) {
+      continue;
+    }
+    const tail = [port.tenant, port.networkId, port.stintFrom, `live/${port.id}`];
+    add({
+      key: keys.historyOf(kind, value, ...tail),
+      value: liveStint(port, port.stintFrom),
+      version: null,
+    });
+  }
   const out = [...found.values()];
   out.sort((a, b) => a.from < b.from ? -1 : a.from > b.from ? 1 : 0);
   return out.slice(-MAX_ANSWER);
+}
+
+function portOfStint(s: Pick<HistoryEntry, "networkId" | "tenant" | "port">): string {
+  return JSON.stringify([s.networkId, s.tenant, s.port]);
+}
+
+/**
+ * The ports that hold an address or MAC now: of `tenant`, or of every tenant. No index is written
+ * for this (an allocation would write it): the networks whose pools hold the address (or whose
+ * block derives the MAC, or that know the fixed MAC) are found from their records, and their
+ * holders in this manager's index of who holds what (history_holders.ts), their records read and
+ * checked.
+ */
+async function liveHolders(
+  ctx: Ctx,
+  kind: string,
+  value: string,
+  tenant: string | undefined,
+): Promise<PortRecord[]> {
+  const out: PortRecord[] = [];
+  const mine = (p: PortRecord) => tenant === undefined || p.tenant === tenant;
+  for await (const e of ctx.store.list<NetworkRecord>(keys.networks())) {
+    const net = e.value;
+    if (!net || (tenant !== undefined && net.tenant !== tenant && !net.public)) continue;
+    const held = (p: PortRecord) =>
+      kind === "ip" ? p.ip === value || p.ip6 === value : p.mac === value;
+    if (kind === "mac" && !derivedIn(net.id, value)) {
+      const owner =
+        (await ctx.store.get<{ tenant: string; id: string }>(keys.mac(net.id, value))).value;
+      if (!owner || (tenant !== undefined && owner.tenant !== tenant)) continue;
+      const p = (await ctx.store.get<PortRecord>(
+        keys.port(net.id, keyId(net.tenant, owner.tenant, owner.id)),
+      )).value;
+      if (p && held(p)) out.push(p);
+      continue;
+    }
+    // No pool bit is tested first: this manager's copy of the pool may not have another
+    // replica's allocation yet; the index has it.
+    const address = kind === "ip" ? value : derivedAddress(ctx, net, macIndex(value));
+    if (address === null || (kind === "ip" && !mayHold(ctx, net, value))) continue;
+    for (const p of await holdersOf(ctx, net.id, address)) if (held(p) && mine(p)) out.push(p);
+  }
+  return out;
+}
+
+/** The address at pool index `index` of `net` (whose derived MAC names it), if the pools have it. */
+function derivedAddress(ctx: Ctx, net: NetworkRecord, index: number): string | null {
+  const space = ctx.pools.space(net);
+  if (index >= space.size) return null;
+  return formatIp({ family: net.family, value: space.valueAt(index) });
+}
+
+/** Whether a port of `net` may hold `ip`: in its pools, or in its IPv6 CIDR (dual-stack). */
+function mayHold(ctx: Ctx, net: NetworkRecord, ip: string): boolean {
+  const parsed = parseIp(ip)!;
+  if (parsed.family !== net.family) {
+    const cidr6 = net.cidr6 === undefined ? null : parseCidr(net.cidr6);
+    return cidr6 !== null && "family" in cidr6 && cidrContains(cidr6, parsed);
+  }
+  return ctx.pools.space(net).indexOf(parsed.value) >= 0;
 }
 
 /** The keys of the stints of an address or MAC: of `tenant`'s ports, or of every tenant's. */

@@ -61,10 +61,8 @@ async function moveOne(store: Store, key: Key): Promise<Outcome> {
     tx.check(e).checkAbsent(target).delete(key).set(target, p);
     tx.delete(keys.portOfForeignNetwork(p.tenant, p.networkId, p.id))
       .set(keys.portOfForeignNetwork(p.tenant, p.networkId, id), true);
-    if (p.node) {
-      tx.delete(keys.portOfNode(p.node, p.networkId, p.id))
-        .set(keys.portOfNode(p.node, p.networkId, id), true);
-    }
+    // Ports are no longer indexed by node (ports/records.ts): the old key goes, none is made.
+    if (p.node) tx.delete(keys.portOfNode(p.node, p.networkId, p.id));
     if (p.pod) {
       tx.delete(keys.portOfPod(p.pod, p.networkId, p.id))
         .set(keys.portOfPod(p.pod, p.networkId, id), true);

@@ -10,7 +10,7 @@ import type { Tx } from "../../store/tx.ts";
 import type { PoolEdit } from "../../ipam/bitmap_pool.ts";
 import { holderOf } from "../holders.ts";
 import { readGroup, writeGroup } from "../ip_group_members.ts";
-import { openStint, rebindStint } from "../history.ts";
+import { rebindStint, stintStart } from "../history.ts";
 import type { QuotaCharges } from "../quotas.ts";
 import type { Ctx } from "../context.ts";
 import { cidrOf, parseAddrField } from "../network_fields.ts";
@@ -55,6 +55,7 @@ export async function buildPut(ctx: Ctx, step: PutStep): Promise<PutResult> {
         version: existing.version!,
         owner,
         body,
+        stintFrom: stintStart(ctx),
       });
       if (r.changed) await rebindStint(ctx, tx, { before: existing.value, after: r.port, net });
       return r;
@@ -125,8 +126,8 @@ async function allocatePort(ctx: Ctx, step: PutStep): Promise<PutResult> {
     index = found;
     ip = formatIp({ family: net.family, value: ctx.pools.space(net).valueAt(index) });
   }
-  const port = portRecord({ net, owner, id, body, ip, index });
-  openStint(ctx, tx, { holder: port, net });
+  // Its record is its live holding in the address history: nothing else to write (history.ts).
+  const port = portRecord({ net, owner, id, body, ip, index, stintFrom: stintStart(ctx) });
   // A floating address bound to its ID follows it (floating_ips.ts).
   const stored = await floatingForNewPort(ctx, tx, { net, port });
   return { port: storeNewPort(tx, net, stored), created: true, changed: true };

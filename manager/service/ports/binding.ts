@@ -8,7 +8,7 @@ import { ApiError } from "../../errors.ts";
 import { canonicalIp } from "@knitter/common/address";
 import { keys, type NetworkRecord, type PortRecord } from "../../model.ts";
 import type { Tx } from "../../store/tx.ts";
-import { rebindStint } from "../history.ts";
+import { rebindStint, stintStart } from "../history.ts";
 import { type Ctx, now, retry } from "../context.ts";
 import { resolveNetwork } from "../network_lookup.ts";
 import { portToChange } from "./access.ts";
@@ -30,6 +30,8 @@ export function bindExisting(opts: {
   version: string;
   owner: string;
   body: PortBody;
+  /** When a new binding's holding begins (../history.ts stintStart); undefined: history off. */
+  stintFrom: number | undefined;
 }): PutResult {
   const { tx, net, port, version, owner, body } = opts;
   if (port.tenant !== owner) {
@@ -79,6 +81,7 @@ export function bindExisting(opts: {
     bound.pod !== port.pod ||
     JSON.stringify(bound.securityGroups) !== JSON.stringify(port.securityGroups);
   if (changed) {
+    newHolding(bound, opts.stintFrom);
     const key = keys.port(port.networkId, portKeyId(port));
     tx.check({ key, version });
     tx.set(key, bound);
@@ -86,6 +89,15 @@ export function bindExisting(opts: {
     writeIndexes(tx, bound, "set");
   }
   return { port: portView(net, bound), created: false, changed };
+}
+
+/**
+ * A port bound or unbound begins a holding of its address with its new binding, which its record
+ * is. With history off none is kept: the record no longer tells the holding it began with.
+ */
+function newHolding(port: PortRecord, stintFrom: number | undefined): void {
+  if (stintFrom === undefined) delete port.stintFrom;
+  else port.stintFrom = stintFrom;
 }
 
 /**
@@ -120,6 +132,7 @@ export async function unbindPort(ctx: Ctx, target: PortTarget): Promise<Port> {
     if (port.node === undefined && port.pod === undefined) return { port, changed: false };
     const { node: _node, pod: _pod, ...rest } = port;
     const unbound: PortRecord = { ...rest, unboundAt: now() };
+    newHolding(unbound, stintStart(ctx));
     tx.check(e).set(e.key, unbound);
     writeIndexes(tx, port, "delete");
     writeIndexes(tx, unbound, "set");

@@ -15,7 +15,7 @@ import { type ClaimRecord, keys, type NetworkRecord, type PortRecord } from "../
 import type { Entry } from "../../store/store.ts";
 import type { Tx } from "../../store/tx.ts";
 import { type Ctx, listValues, retry } from "../context.ts";
-import { openStint } from "../history.ts";
+import { stintStart } from "../history.ts";
 import { resolveNetwork } from "../network_lookup.ts";
 import { portToChange } from "./access.ts";
 import type { QuotaCharges } from "../quotas.ts";
@@ -64,14 +64,21 @@ export async function claimNewPort(ctx: Ctx, step: NewPortStep): Promise<PutResu
   refuseBinding(claim, bound.map((e) => e.value).filter((p) => p !== null), body);
   await step.charges.charge(owner, { ports: 1 });
   const port: PortRecord = {
-    ...portRecord({ net, owner, id, body, ip: claim.ip, index: claim.index }),
+    ...portRecord({
+      net,
+      owner,
+      id,
+      body,
+      ip: claim.ip,
+      index: claim.index,
+      stintFrom: stintStart(ctx),
+    }),
     mac: claim.mac,
     claim: claim.name,
   };
   if (claim.ip6 !== undefined) port.ip6 = claim.ip6;
   if (claim.ports.length > 0) port.active = false;
   tx.check(ce).set(ce.key, { ...claim, ports: [...claim.ports, id] });
-  openStint(ctx, tx, { holder: port, net });
   // A floating address bound to its ID follows it (floating_ips.ts).
   const stored = await floatingForNewPort(ctx, tx, { net, port });
   return { port: storeNewPort(tx, net, stored), created: true, changed: true };

@@ -39,9 +39,9 @@ export async function listPorts(ctx: Ctx, principal: Principal, query: Query): P
   // A tenant token only ever reads its own ports.
   const tenant = principal.scope === "tenant" ? principal.tenant : query.tenant;
   let ports: PortRecord[];
-  if (query.node !== undefined) {
-    ports = await throughIndex(ctx, keys.portsOfNode(query.node));
-  } else if (query.pod !== undefined) {
+  // A node's ports are not indexed (an allocation would write the key): they are the listing's,
+  // filtered (matches), as every agent's own listing reads them.
+  if (query.pod !== undefined) {
     ports = await throughIndex(ctx, keys.portsOfPod(...(query.pod.split("/") as [string, string])));
   } else if (tenant !== undefined) {
     ports = await throughIndex(ctx, keys.portsOfForeignNetworks(tenant));

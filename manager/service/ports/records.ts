@@ -13,6 +13,7 @@ import { now } from "../context.ts";
 import { DEFAULT_CLUSTER, scoped, unscoped } from "../cluster_names.ts";
 import { pairedIp6 } from "../dual_stack.ts";
 import { macFor } from "../../ipam/derived_mac.ts";
+import { keyId } from "../port_key_id.ts";
 
 /**
  * A PUT's body as the handlers read it. `byNode` is never sent (the schema is strict): it is set
@@ -46,8 +47,10 @@ export function portRecord(opts: {
   body: PortBody;
   ip: string;
   index: number;
+  /** When its live holding begins (history.ts stintStart); undefined: history off. */
+  stintFrom: number | undefined;
 }): PortRecord {
-  const { net, owner, id, body, ip, index } = opts;
+  const { net, owner, id, body, ip, index, stintFrom } = opts;
   const port: PortRecord = {
     id,
     tenant: owner,
@@ -72,6 +75,7 @@ export function portRecord(opts: {
   if (body.securityGroups?.length) port.securityGroups = body.securityGroups;
   if (body.labels !== undefined) port.labels = body.labels;
   if (body.byNode !== undefined) port.madeBy = body.byNode;
+  if (stintFrom !== undefined) port.stintFrom = stintFrom;
   return port;
 }
 
@@ -99,8 +103,8 @@ export function carriedChange(before: NetworkRecord, after: NetworkRecord): bool
 
 /** A port as answered: the record joined with what its network says, less the pool index. */
 export function portView(net: NetworkRecord, p: PortRecord): Port {
-  // Who made it is the manager's to know (access.ts), not an answer.
-  const { index: _index, madeBy: _madeBy, ...own } = p;
+  // Who made it is the manager's to know (access.ts), not an answer; so is its holding's start.
+  const { index: _index, madeBy: _madeBy, stintFrom: _stintFrom, ...own } = p;
   const view: Port = {
     ...own,
     type: net.type,
@@ -131,14 +135,7 @@ export function portView(net: NetworkRecord, p: PortRecord): Port {
   return view;
 }
 
-/**
- * The ID a port is stored under in its network. A tenant's port on another tenant's (public)
- * network is scoped by its tenant ("tenant/id"; port IDs hold no "/"), so that no tenant can take
- * an ID that another tenant's pod will ask for (a stable ID made of namespace and pod name).
- */
-export function keyId(networkTenant: string, owner: string, id: string): string {
-  return owner === networkTenant ? id : `${owner}/${id}`;
-}
+export { keyId };
 
 export function portKeyId(port: PortRecord): string {
   return keyId(port.networkTenant, port.tenant, port.id);
@@ -151,7 +148,11 @@ export function storeNewPort(tx: Tx, net: NetworkRecord, port: PortRecord): Port
   return portView(net, port);
 }
 
-/** Sets or deletes the index entries that find `port` by foreign network, node and pod. */
+/**
+ * Sets or deletes the index entries that find `port` by foreign network and pod. A port is found by
+ * node by listing (reads.ts): no node key is written (issue 32: one inserted key fewer per
+ * allocation); the one an older manager wrote goes with its port's release or rebinding.
+ */
 export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): void {
   const idx: Key[] = [];
   const id = portKeyId(port);
@@ -160,7 +161,7 @@ export function writeIndexes(tx: Tx, port: PortRecord, op: "set" | "delete"): vo
   if (port.tenant !== port.networkTenant) {
     idx.push(keys.portOfForeignNetwork(port.tenant, port.networkId, id));
   }
-  if (port.node) idx.push(keys.portOfNode(port.node, port.networkId, id));
+  if (port.node && op === "delete") idx.push(keys.portOfNode(port.node, port.networkId, id));
   const pod = indexedPod(port);
   if (pod) idx.push(keys.portOfPod(pod, port.networkId, id));
   for (const k of idx) op === "set" ? tx.set(k, true) : tx.delete(k);
