@@ -1,6 +1,6 @@
 /**
  * At most `size` async sections at a time within this process; the others wait their turn in the
- * order they asked. A Mutex (mutex.ts) is the one-slot case, kept apart for its `busy`.
+ * order they asked. A Mutex (mutex.ts) is the one-slot case.
  */
 export class Slots {
   private free: number;
@@ -16,9 +16,17 @@ export class Slots {
     return this.queue.length;
   }
 
+  /** Whether a section runs or waits. */
+  get busy(): boolean {
+    return this.free < this.size;
+  }
+
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((turn) => this.queue.push(turn));
+    if (this.free > 0) {
+      this.free--;
+      // A section starts after its caller's turn, never within the call.
+      await undefined;
+    } else await new Promise<void>((turn) => this.queue.push(turn));
     try {
       return await fn();
     } finally {

@@ -26,6 +26,7 @@ Deno.test("slots: never more than their size at once, every section runs, in the
   assert.equal(most, 3);
   assert.deepEqual(order, [...Array(10).keys()]);
   assert.equal(slots.waiting, 0);
+  assert.equal(slots.busy, false);
 });
 
 Deno.test("slots: a section that throws gives its slot back", async () => {
