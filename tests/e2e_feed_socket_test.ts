@@ -36,17 +36,25 @@ class CountingClient extends ManagerClient {
   }
 }
 
-/** A manager that serves sockets on its API port: straight on Deno.serve (a proxy in front times headers). */
-function directManager(dir: string) {
+/** A manager on loopback with the admin's and n1's tokens; `more`: its listen and limits. */
+function managerIn(
+  dir: string,
+  more: { listen?: { port?: number; feedSocketPort?: number }; limits?: { headerTimeoutMs: 0 } },
+) {
   return startManager({
-    listen: { hostname: "127.0.0.1", port: 0 },
+    listen: { hostname: "127.0.0.1", port: 0, ...more.listen },
     store: { path: `${dir}/manager.kv` },
     tokens: [{ token: ADMIN, scope: "admin" }, { token: N1, scope: "node", node: "n1" }],
     vniRanges: ["5000-5999"],
     underlayMtu: 1500,
     logLevel: "error",
-    limits: { headerTimeoutMs: 0 },
+    ...(more.limits ? { limits: more.limits } : {}),
   });
+}
+
+/** A manager that serves sockets on its API port: straight on Deno.serve (a proxy in front times headers). */
+function directManager(dir: string) {
+  return managerIn(dir, { limits: { headerTimeoutMs: 0 } });
 }
 
 /**
@@ -194,14 +202,7 @@ function freePort(): number {
  * on `feedSocketPort` (manager/feed_listener.ts) unless it is 0.
  */
 function guardedManager(dir: string, port: number, feedSocketPort: number) {
-  return startManager({
-    listen: { hostname: "127.0.0.1", port, feedSocketPort },
-    store: { path: `${dir}/manager.kv` },
-    tokens: [{ token: ADMIN, scope: "admin" }, { token: N1, scope: "node", node: "n1" }],
-    vniRanges: ["5000-5999"],
-    underlayMtu: 1500,
-    logLevel: "error",
-  });
+  return managerIn(dir, { listen: { port, feedSocketPort } });
 }
 
 Deno.test("agent view of a guarded manager follows on its feed socket port, and again after the manager restarts mid-follow", async () => {

@@ -65,21 +65,25 @@ async function firstCursor(url: string, token: string): Promise<string> {
   return page.cursor;
 }
 
-async function follow(
-  url: string,
-  token: string,
-  index: number,
-  cursor: string,
-  signal: AbortSignal,
-  sent: () => void,
-): Promise<void> {
+/** One follower: where and as whom it follows, from which cursor (none: from now). */
+interface Follower {
+  url: string;
+  token: string;
+  index: number;
+  cursor: string | undefined;
+  signal: AbortSignal;
+  /** Its socket or stream is open (its first page read), or its first long poll sent. */
+  ready: () => void;
+}
+
+async function follow({ url, token, index, cursor, signal, ready }: Follower): Promise<void> {
   while (!signal.aborted) {
     try {
-      const asked = fetch(`${url}/api/v1/feed?after=${cursor}&timeout=25`, {
+      const asked = fetch(`${url}/api/v1/feed?${afterOf(cursor)}timeout=25`, {
         headers: { authorization: `Bearer ${token}` },
         signal,
       });
-      sent();
+      ready();
       const r = await asked;
       const page = await r.json();
       if (!r.ok) throw new Error(`feed: ${r.status} ${JSON.stringify(page)}`);
@@ -103,12 +107,7 @@ function heard(index: number, page: Page): string {
 
 /** Follows one stream, its lines as they come; `open` once its first line is in. */
 async function stream(
-  url: string,
-  token: string,
-  index: number,
-  cursor: string | undefined,
-  signal: AbortSignal,
-  open: () => void,
+  { url, token, index, cursor, signal, ready: open }: Follower,
 ): Promise<void> {
   try {
     const r = await fetch(`${url}/api/v1/feed?${afterOf(cursor)}timeout=25&stream=ndjson`, {
@@ -146,12 +145,7 @@ const DECODER = new TextDecoder();
 
 /** Follows one WebSocket, a page a message; `open` once its first page is in. */
 function socket(
-  url: string,
-  token: string,
-  index: number,
-  cursor: string | undefined,
-  signal: AbortSignal,
-  open: () => void,
+  { url, token, index, cursor, signal, ready: open }: Follower,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(
@@ -178,13 +172,7 @@ function socket(
   });
 }
 
-const FOLLOWERS = {
-  poll: (url: string, token: string, i: number, cursor: string | undefined, ...rest: Rest) =>
-    follow(url, token, i, cursor!, ...rest),
-  stream,
-  ws: socket,
-};
-type Rest = [signal: AbortSignal, ready: () => void];
+const FOLLOWERS = { poll: follow, stream, ws: socket };
 
 /** The query's cursor part: none follows from now. */
 function afterOf(cursor: string | undefined): string {
@@ -222,8 +210,15 @@ async function main(): Promise<void> {
   // Sockets go where the manager says (its feed socket port), as the agents' client does.
   const at = transport === "ws" ? await socketBase(url, tokens[0]) : url;
   const followed = tokens.map((t, i) =>
-    follower(at, t, i, cursors[i], stop.signal, () => {
-      if (++waiting === tokens.length) say("ready");
+    follower({
+      url: at,
+      token: t,
+      index: i,
+      cursor: cursors[i],
+      signal: stop.signal,
+      ready: () => {
+        if (++waiting === tokens.length) say("ready");
+      },
     })
   );
   while (!(await lines.next()).done) { /* until stdin closes */ }
